@@ -1,0 +1,70 @@
+# vpaweb: `make run` serves the dashboard, `make test` runs the whole suite.
+# Both set everything up from a fresh clone and are safe to run again.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
+PLOTLY_JS := static/vendor/plotly.min.js
+PG_URL ?= postgres://postgres@127.0.0.1:5432/test
+REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test test-sqlite test-pg worker beat scheduler lint fmt bench schema setup clean
+
+setup: $(STAMP) $(PLOTLY_JS)
+
+$(STAMP): requirements.txt requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	rm -f $(VENV)/.installed-* && touch $@
+
+# plotly.js comes from the installed plotly package: nothing is loaded from a CDN.
+$(PLOTLY_JS): $(STAMP)
+	$(PY) -c "import plotly, pathlib, shutil; shutil.copy(pathlib.Path(plotly.__file__).parent / 'package_data' / 'plotly.min.js', '$(PLOTLY_JS)')"
+
+var/secret_key:
+	mkdir -p var
+	$(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
+
+run: setup var/secret_key
+	SECRET_KEY_FILE=var/secret_key $(PY) manage.py migrate --no-input
+	SECRET_KEY_FILE=var/secret_key $(PY) manage.py bootstrap
+	SECRET_KEY_FILE=var/secret_key $(PY) manage.py serve --host $(HOST) --port $(PORT)
+
+test: test-sqlite test-pg
+
+test-sqlite: setup
+	SECRET_KEY=test-only-key $(PY) -m pytest -m "not integration"
+
+test-pg: setup
+	SECRET_KEY=test-only-key DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) \
+		$(PY) -m pytest -m "integration or not browser"
+
+worker: setup var/secret_key
+	SECRET_KEY_FILE=var/secret_key $(VENV)/bin/celery -A vpaweb worker --loglevel INFO
+
+beat: setup var/secret_key
+	SECRET_KEY_FILE=var/secret_key $(VENV)/bin/celery -A vpaweb beat --loglevel INFO \
+		--schedule var/celerybeat-schedule
+
+scheduler: setup var/secret_key
+	SECRET_KEY_FILE=var/secret_key $(PY) manage.py run_scheduler
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+fmt: setup
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: setup
+	$(PY) -m benchmarks
+
+schema: setup
+	SECRET_KEY=schema-only-key $(PY) manage.py spectacular --validate --fail-on-warn --file var/openapi.yaml
+
+clean:
+	rm -rf $(VENV) var/staticfiles $(PLOTLY_JS)

@@ -1,0 +1,90 @@
+"""Django admin for every model, read-mostly: vpaweb's own pages are where work is done."""
+
+from django.contrib import admin
+
+from recommender import models
+
+
+@admin.register(models.Cluster)
+class ClusterAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "context", "is_enabled", "last_discovered_at"]
+
+
+class ContainerInline(admin.TabularInline):
+    model = models.Container
+    extra = 0
+    fields = [
+        "name",
+        "kind",
+        "request_cpu_millicores",
+        "request_memory_bytes",
+        "limit_cpu_millicores",
+        "limit_memory_bytes",
+    ]
+
+
+@admin.register(models.Workload)
+class WorkloadAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "namespace", "cluster", "replicas", "is_active"]
+    list_filter = ["cluster", "kind", "is_active"]
+    search_fields = ["name", "namespace"]
+    inlines = [ContainerInline]
+
+
+@admin.register(models.Container)
+class ContainerAdmin(admin.ModelAdmin):
+    list_display = ["name", "workload", "kind", "request_cpu_millicores", "request_memory_bytes"]
+    search_fields = ["name", "workload__name"]
+    raw_id_fields = ["workload", "latest_recommendation"]
+
+
+@admin.register(models.Policy)
+class PolicyAdmin(admin.ModelAdmin):
+    list_display = ["workload", "mode", "profile", "source", "updated_at"]
+    list_filter = ["mode", "profile", "source"]
+    raw_id_fields = ["workload"]
+
+
+@admin.register(models.Recommendation)
+class RecommendationAdmin(admin.ModelAdmin):
+    list_display = [
+        "container",
+        "created_at",
+        "target_cpu_millicores",
+        "target_memory_bytes",
+        "profile",
+    ]
+    raw_id_fields = ["container"]
+
+
+@admin.register(models.Checkpoint)
+class CheckpointAdmin(admin.ModelAdmin):
+    list_display = ["container", "histogram_key", "last_sample_at", "sample_count", "version"]
+    raw_id_fields = ["container"]
+    exclude = ["state"]
+
+
+@admin.register(models.OomKill)
+class OomKillAdmin(admin.ModelAdmin):
+    list_display = ["container", "pod", "occurred_at", "memory_request_bytes", "is_eviction"]
+    raw_id_fields = ["container"]
+
+
+@admin.register(models.RefreshRun)
+class RefreshRunAdmin(admin.ModelAdmin):
+    list_display = ["kind", "cluster", "shard", "status", "started_at", "finished_at", "progress"]
+    list_filter = ["kind", "status", "cluster"]
+
+
+@admin.register(models.ResizeChange)
+class ResizeChangeAdmin(admin.ModelAdmin):
+    list_display = ["workload", "pod", "method", "status", "created_at", "decided_by"]
+    list_filter = ["status", "method"]
+    raw_id_fields = ["workload"]
+
+
+@admin.register(models.AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "actor_label", "action", "workload", "message"]
+    list_filter = ["action"]
+    raw_id_fields = ["workload"]

@@ -1,0 +1,46 @@
+"""The one error hierarchy of vpaweb. Each class maps to one HTTP status in one place."""
+
+from __future__ import annotations
+
+
+class VpawebError(Exception):
+    """Base of every error vpaweb raises on purpose."""
+
+    code = "error"
+
+    def __init__(self, message: str, *, fields: dict[str, list[str]] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.fields = fields or {}
+
+
+class NotFound(VpawebError):
+    """The named object does not exist."""
+
+    code = "not_found"
+
+
+class InvalidInput(VpawebError):
+    """Input that cannot be accepted; ``field`` names what was wrong."""
+
+    code = "invalid"
+
+    def __init__(self, message: str, *, field: str | None = None,
+                 fields: dict[str, list[str]] | None = None):
+        merged = dict(fields or {})
+        if field is not None:
+            merged.setdefault(field, []).append(message)
+        super().__init__(message, fields=merged)
+        self.field = field
+
+
+class Conflict(VpawebError):
+    """The request clashes with the current state (e.g. approving a rejected change)."""
+
+    code = "conflict"
+
+
+class SourceUnavailable(VpawebError):
+    """A part vpaweb talks to (Prometheus, an API server) failed or answered garbage."""
+
+    code = "source_unavailable"

@@ -1,0 +1,399 @@
+"""vpaweb's data: clusters, their workloads and containers, policies, recommendations and the
+engine state behind them, background runs, resize changes and the audit trail.
+
+Resource amounts are stored as upstream VPA keeps them: CPU in integer millicores, memory in
+integer bytes; ``None`` means "not set".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from recommender.engine.resources import Resources
+
+
+class Cluster(models.Model):
+    """A Kubernetes cluster vpaweb reads from (or the built-in simulated one)."""
+
+    class Kind(models.TextChoices):
+        SIMULATED = "simulated", "Simulated"
+        KUBERNETES = "kubernetes", "Kubernetes"
+
+    name = models.SlugField(max_length=63, unique=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.KUBERNETES)
+    # For Kubernetes: the kubeconfig context, or "" for in-cluster config / current context.
+    context = models.CharField(max_length=253, blank=True)
+    is_enabled = models.BooleanField(default=True)
+    last_discovered_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Workload(models.Model):
+    """A top-level controller (Deployment, StatefulSet, …): one upstream VPA target."""
+
+    class Kind(models.TextChoices):
+        DEPLOYMENT = "Deployment"
+        STATEFUL_SET = "StatefulSet"
+        DAEMON_SET = "DaemonSet"
+        REPLICA_SET = "ReplicaSet"
+        JOB = "Job"
+        CRON_JOB = "CronJob"
+        REPLICATION_CONTROLLER = "ReplicationController"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="workloads")
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    selector = models.JSONField(default=dict, blank=True)
+    replicas = models.IntegerField(null=True, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    # False once discovery no longer finds it; kept for its history.
+    is_active = models.BooleanField(default=True)
+    first_seen_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["cluster__name", "namespace", "kind", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "kind", "name"], name="workload_natural_key"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.kind}/{self.name}"
+
+
+class Container(models.Model):
+    """A container of a workload's pod template; its replicas share one engine aggregate."""
+
+    class Kind(models.TextChoices):
+        REGULAR = "regular"
+        INIT = "init"
+        SIDECAR = "sidecar"  # native sidecar: an init container with restartPolicy Always
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="containers")
+    name = models.CharField(max_length=253)
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.REGULAR)
+    position = models.PositiveIntegerField(default=0)
+    request_cpu_millicores = models.BigIntegerField(null=True, blank=True)
+    request_memory_bytes = models.BigIntegerField(null=True, blank=True)
+    limit_cpu_millicores = models.BigIntegerField(null=True, blank=True)
+    limit_memory_bytes = models.BigIntegerField(null=True, blank=True)
+    # Denormalised pointer to the newest Recommendation, so lists need no per-row subquery.
+    latest_recommendation = models.ForeignKey(
+        "Recommendation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["workload_id", "position", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["workload", "name"], name="container_per_workload")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workload}/{self.name}"
+
+    @property
+    def requests(self) -> Resources:
+        """Current requests as engine Resources."""
+        return Resources(self.request_cpu_millicores, self.request_memory_bytes)
+
+    @property
+    def limits(self) -> Resources:
+        """Current limits as engine Resources."""
+        return Resources(self.limit_cpu_millicores, self.limit_memory_bytes)
+
+
+class Policy(models.Model):
+    """How vpaweb treats one workload: mode, profile and per-container policies."""
+
+    class Mode(models.TextChoices):
+        OFF = "Off"
+        INITIAL = "Initial"
+        RECREATE = "Recreate"
+        IN_PLACE_OR_RECREATE = "InPlaceOrRecreate"
+
+    class Source(models.TextChoices):
+        VPAWEB = "vpaweb", "vpaweb"
+        VPA_OBJECT = "vpa-object", "Imported VPA object"
+
+    workload = models.OneToOneField(Workload, on_delete=models.CASCADE, related_name="policy")
+    mode = models.CharField(max_length=20, choices=Mode.choices, default=Mode.OFF)
+    profile = models.CharField(max_length=64, default="vpa")
+    # Field overrides of the profile (engine Profile.with_overrides), e.g. per-workload percentiles.
+    profile_overrides = models.JSONField(default=dict, blank=True)
+    # Upstream containerPolicies shape: [{"containerName": "*", "minAllowed": {...}, ...}].
+    container_policies = models.JSONField(default=list, blank=True)
+    min_replicas = models.PositiveIntegerField(null=True, blank=True)
+    source = models.CharField(max_length=20, choices=Source.choices, default=Source.VPAWEB)
+    updated_at = models.DateTimeField(default=timezone.now)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        verbose_name_plural = "policies"
+
+    def __str__(self) -> str:
+        return f"{self.workload}: {self.mode}"
+
+    @property
+    def is_off(self) -> bool:
+        """Off means off: nothing is ever written to the cluster for this workload."""
+        return self.mode == self.Mode.OFF
+
+
+class RecommendationQuerySet(models.QuerySet["Recommendation"]):
+    """Reads over recommendation history."""
+
+    def latest_per_container(self) -> RecommendationQuerySet:
+        """The newest recommendation of every container (through the denormalised pointer)."""
+        return self.filter(pk__in=Container.objects.values("latest_recommendation_id"))
+
+
+class Recommendation(models.Model):
+    """One recommendation of one container; a new row only when a value changed."""
+
+    container = models.ForeignKey(
+        Container, on_delete=models.CASCADE, related_name="recommendations"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    profile = models.CharField(max_length=64, default="vpa")
+    target_cpu_millicores = models.BigIntegerField(null=True, blank=True)
+    target_memory_bytes = models.BigIntegerField(null=True, blank=True)
+    lower_cpu_millicores = models.BigIntegerField(null=True, blank=True)
+    lower_memory_bytes = models.BigIntegerField(null=True, blank=True)
+    upper_cpu_millicores = models.BigIntegerField(null=True, blank=True)
+    upper_memory_bytes = models.BigIntegerField(null=True, blank=True)
+    uncapped_cpu_millicores = models.BigIntegerField(null=True, blank=True)
+    uncapped_memory_bytes = models.BigIntegerField(null=True, blank=True)
+    # The engine's explanation (Explanation.to_dict()) plus the caps applied.
+    explanation = models.JSONField(default=dict, blank=True)
+
+    objects = RecommendationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            # The workload page's history chart: one container's rows by time.
+            models.Index(fields=["container", "created_at"], name="rec_container_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.container} @ {self.created_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def target(self) -> Resources:
+        """The capped target."""
+        return Resources(self.target_cpu_millicores, self.target_memory_bytes)
+
+    @property
+    def lower_bound(self) -> Resources:
+        """The capped lower bound."""
+        return Resources(self.lower_cpu_millicores, self.lower_memory_bytes)
+
+    @property
+    def upper_bound(self) -> Resources:
+        """The capped upper bound."""
+        return Resources(self.upper_cpu_millicores, self.upper_memory_bytes)
+
+    @property
+    def uncapped_target(self) -> Resources:
+        """The target before policy capping."""
+        return Resources(self.uncapped_cpu_millicores, self.uncapped_memory_bytes)
+
+    def values_tuple(self) -> tuple[int | None, ...]:
+        """All eight amounts: two rows with equal tuples are the same recommendation."""
+        return (
+            self.target_cpu_millicores,
+            self.target_memory_bytes,
+            self.lower_cpu_millicores,
+            self.lower_memory_bytes,
+            self.upper_cpu_millicores,
+            self.upper_memory_bytes,
+            self.uncapped_cpu_millicores,
+            self.uncapped_memory_bytes,
+        )
+
+
+class Checkpoint(models.Model):
+    """The engine state of one container's aggregate, so a restart loses and re-reads nothing.
+
+    ``version`` increases on every write; writers update with ``version=old`` in the filter
+    (compare-and-swap), so two workers can never both apply the same samples.
+    """
+
+    container = models.OneToOneField(
+        Container, on_delete=models.CASCADE, related_name="checkpoint"
+    )
+    # Profile.histogram_key of the state, as text; a different key means rebuild.
+    histogram_key = models.CharField(max_length=200)
+    state = models.BinaryField()
+    # The newest sample time ingested (the watermark); None before any sample.
+    last_sample_at = models.DateTimeField(null=True, blank=True)
+    sample_count = models.BigIntegerField(default=0)
+    version = models.PositiveBigIntegerField(default=0)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"checkpoint of {self.container} v{self.version}"
+
+
+class OomKill(models.Model):
+    """An OOM kill (or memory eviction) seen for a container of a pod."""
+
+    container = models.ForeignKey(Container, on_delete=models.CASCADE, related_name="oom_kills")
+    pod = models.CharField(max_length=253)
+    occurred_at = models.DateTimeField()
+    memory_request_bytes = models.BigIntegerField(default=0)
+    is_eviction = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-occurred_at"]
+        constraints = [
+            # The same kill read twice (two workers, a retry) is stored once.
+            models.UniqueConstraint(
+                fields=["container", "pod", "occurred_at"], name="oom_kill_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"OOM {self.container} {self.pod} @ {self.occurred_at}"
+
+
+class RefreshRun(models.Model):
+    """One background run (discovery, ingestion, back-fill, recommendation) as a row."""
+
+    class Kind(models.TextChoices):
+        REFRESH = "refresh"
+        BACKFILL = "backfill"
+        EXPIRE = "expire"
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    cluster = models.ForeignKey(
+        Cluster, null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
+    )
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.REFRESH)
+    # A shard (namespace) when the run covers only part of a cluster.
+    shard = models.CharField(max_length=253, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    progress = models.FloatField(default=0.0)
+    counts = models.JSONField(default=dict, blank=True)
+    timings = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [
+            # The overview's "last runs" panel.
+            models.Index(fields=["-started_at"], name="run_started"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.status} @ {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def duration_s(self) -> float | None:
+        """Seconds from start to finish, or None while running."""
+        if self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
+
+
+class ResizeChange(models.Model):
+    """A proposed resize of one pod's containers, decided by an operator, applied by the updater."""
+
+    class Status(models.TextChoices):
+        PROPOSED = "proposed"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+        APPLIED = "applied"
+        FAILED = "failed"
+
+    class Method(models.TextChoices):
+        IN_PLACE = "in-place"
+        EVICTION = "eviction"
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="changes")
+    pod = models.CharField(max_length=253)
+    method = models.CharField(max_length=20, choices=Method.choices, default=Method.IN_PLACE)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PROPOSED)
+    # {"<container>": {"requests": {"cpu": m, "memory": b}, "limits": {...}}}
+    resources_before = models.JSONField(default=dict)
+    resources_after = models.JSONField(default=dict)
+    reason = models.TextField(blank=True)
+    priority = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(default=timezone.now)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"resize {self.workload}/{self.pod}: {self.status}"
+
+
+class AuditEvent(models.Model):
+    """Who did what, when, with the state before and after."""
+
+    created_at = models.DateTimeField(default=timezone.now)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # The actor as shown (a user name, "token:<name>" or "system"), kept if the user goes.
+    actor_label = models.CharField(max_length=200, default="system")
+    action = models.CharField(max_length=64)
+    workload = models.ForeignKey(
+        Workload, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
+    )
+    object_type = models.CharField(max_length=64, blank=True)
+    object_id = models.CharField(max_length=64, blank=True)
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            # The audit page lists newest first, filtered by action.
+            models.Index(fields=["action", "-created_at"], name="audit_action_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_label} {self.action}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready form for exports."""
+        return {
+            "created_at": self.created_at.isoformat(),
+            "actor": self.actor_label,
+            "action": self.action,
+            "object_type": self.object_type,
+            "object_id": self.object_id,
+            "before": self.before,
+            "after": self.after,
+            "message": self.message,
+        }

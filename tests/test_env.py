@@ -1,0 +1,94 @@
+"""The typed environment readers used by settings."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from vpaweb.env import (
+    database_from_url,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_secret,
+)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"), [("true", True), ("ON", True), ("0", False), ("no", False)]
+)
+def test_env_bool_reads_words(monkeypatch, raw, expected):
+    monkeypatch.setenv("X_FLAG", raw)
+    assert env_bool("X_FLAG") is expected
+
+
+def test_env_bool_rejects_other_words_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("X_FLAG", "maybe")
+    with pytest.raises(ImproperlyConfigured, match="X_FLAG='maybe'"):
+        env_bool("X_FLAG")
+
+
+def test_env_int_default_minimum_and_errors(monkeypatch):
+    monkeypatch.delenv("X_INT", raising=False)
+    assert env_int("X_INT", 7) == 7
+    monkeypatch.setenv("X_INT", "12")
+    assert env_int("X_INT", 7, minimum=5) == 12
+    monkeypatch.setenv("X_INT", "3")
+    with pytest.raises(ImproperlyConfigured, match="X_INT=3 must be at least 5"):
+        env_int("X_INT", 7, minimum=5)
+    monkeypatch.setenv("X_INT", "twelve")
+    with pytest.raises(ImproperlyConfigured, match="X_INT='twelve' is not an integer"):
+        env_int("X_INT", 7)
+
+
+def test_env_float_rejects_nan_and_text(monkeypatch):
+    monkeypatch.setenv("X_NUM", "0.5")
+    assert env_float("X_NUM", 1.0) == 0.5
+    monkeypatch.setenv("X_NUM", "nan")
+    with pytest.raises(ImproperlyConfigured, match="finite"):
+        env_float("X_NUM", 1.0)
+    monkeypatch.setenv("X_NUM", "cheap")
+    with pytest.raises(ImproperlyConfigured, match="X_NUM"):
+        env_float("X_NUM", 1.0)
+
+
+def test_env_list_splits_and_drops_blanks(monkeypatch):
+    monkeypatch.setenv("X_LIST", "a, b,,c ")
+    assert env_list("X_LIST") == ["a", "b", "c"]
+    monkeypatch.delenv("X_LIST")
+    assert env_list("X_LIST", ["d"]) == ["d"]
+
+
+def test_env_secret_prefers_file(monkeypatch, tmp_path):
+    secret_file = tmp_path / "key"
+    secret_file.write_text("from-file\n")
+    monkeypatch.setenv("X_SECRET", "from-env")
+    assert env_secret("X_SECRET") == "from-env"
+    monkeypatch.setenv("X_SECRET_FILE", str(secret_file))
+    assert env_secret("X_SECRET") == "from-file"
+    monkeypatch.setenv("X_SECRET_FILE", str(tmp_path / "missing"))
+    with pytest.raises(ImproperlyConfigured, match="X_SECRET_FILE"):
+        env_secret("X_SECRET")
+
+
+def test_database_from_url_postgres_and_sqlite():
+    pg = database_from_url("DATABASE_URL", "postgres://u:p%40ss@db.example:6543/vpa")
+    assert pg["ENGINE"] == "django.db.backends.postgresql"
+    assert (pg["NAME"], pg["USER"], pg["PASSWORD"], pg["HOST"], pg["PORT"]) == (
+        "vpa",
+        "u",
+        "p@ss",
+        "db.example",
+        "6543",
+    )
+    assert database_from_url("DATABASE_URL", "sqlite:////tmp/x.db")["NAME"] == "/tmp/x.db"
+    assert database_from_url("DATABASE_URL", "sqlite:///var/x.db")["NAME"] == "var/x.db"
+
+
+@pytest.mark.parametrize(
+    "url", ["mysql://h/db", "postgres://host/", "postgres://h:port/db", "sqlite://"]
+)
+def test_database_from_url_rejects_bad_urls_naming_the_variable(url):
+    with pytest.raises(ImproperlyConfigured, match="DATABASE_URL"):
+        database_from_url("DATABASE_URL", url)

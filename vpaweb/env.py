@@ -1,0 +1,117 @@
+"""Typed readers of environment variables for the settings module.
+
+Each raises ``ImproperlyConfigured`` naming the variable when its value is bad, so a typo in a
+deployment fails at start-up with a message that says what to fix.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+TRUE_WORDS = {"1", "true", "yes", "on"}
+FALSE_WORDS = {"0", "false", "no", "off", ""}
+
+
+def env_str(name: str, default: str = "") -> str:
+    """Return the variable's text, or ``default`` when unset."""
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    """Read a boolean: 1/true/yes/on or 0/false/no/off (any case)."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    word = raw.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean: use true or false")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    """Read an integer, optionally no smaller than ``minimum``."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}")
+    return value
+
+
+def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    """Read a number, optionally no smaller than ``minimum``."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ImproperlyConfigured(f"{name}={raw!r} must be a finite number")
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}")
+    return value
+
+
+def env_list(name: str, default: list[str] | None = None) -> list[str]:
+    """Read a comma-separated list, dropping blanks."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return list(default or [])
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_secret(name: str, default: str = "") -> str:
+    """Read a secret from ``NAME`` or from the file named by ``NAME_FILE``."""
+    file_name = os.environ.get(f"{name}_FILE")
+    if file_name:
+        try:
+            return Path(file_name).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(
+                f"{name}_FILE={file_name!r} cannot be read: {exc.strerror}"
+            ) from None
+    return os.environ.get(name, default)
+
+
+def database_from_url(name: str, url: str) -> dict[str, object]:
+    """Turn ``postgres://user:pass@host:port/db`` or ``sqlite:///path`` into a DATABASES entry."""
+    parts = urlsplit(url)
+    if parts.scheme in ("postgres", "postgresql", "pgsql"):
+        database = unquote(parts.path.lstrip("/"))
+        if not database:
+            raise ImproperlyConfigured(f"{name}={url!r} names no database")
+        try:
+            port = parts.port
+        except ValueError:
+            raise ImproperlyConfigured(f"{name}={url!r} has a bad port") from None
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": database,
+            "USER": unquote(parts.username or ""),
+            "PASSWORD": unquote(parts.password or ""),
+            "HOST": parts.hostname or "",
+            "PORT": str(port or ""),
+            "CONN_MAX_AGE": 60,
+            "CONN_HEALTH_CHECKS": True,
+        }
+    if parts.scheme == "sqlite":
+        # sqlite:///relative/path and sqlite:////absolute/path, as dj-database-url reads them.
+        path = unquote(parts.path)[1:]
+        if not path:
+            raise ImproperlyConfigured(f"{name}={url!r} names no database file")
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": path}
+    raise ImproperlyConfigured(
+        f"{name}={url!r}: only postgres:// and sqlite:/// URLs are supported"
+    )
