@@ -1,0 +1,245 @@
+"""Kubernetes resource quantities: parse and print them exactly as apimachinery does.
+
+CPU is held as int millicores and memory as int bytes (see ``resources.py``). Parsing follows
+``k8s.io/apimachinery/pkg/api/resource/quantity.go`` (``ParseQuantity``) and then
+``MilliValue()`` / ``Value()``, which round a fractional amount **up**. Printing follows
+``Quantity.String()`` (``CanonicalizeBytes``) for the two constructors upstream VPA uses:
+``NewScaledQuantity(m, -3)`` for CPU and ``NewQuantity(b, BinarySI)`` for memory
+(``vertical-pod-autoscaler/pkg/recommender/model/types.go``, ``ResourcesAsResourceList``).
+
+We are deliberately stricter than apimachinery in three places, all raising ``ValueError``:
+a quantity needs at least one digit (Kubernetes reads "Mi", "." and "-" as zero), negative
+amounts are refused (they are never valid requests or limits), and amounts beyond int64 are
+refused (Kubernetes silently caps BinarySI at MaxInt64 and wraps ``MilliValue()``).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+# math.MaxInt64: the int64 bound of resource.Quantity values (apimachinery amount.go).
+MAX_INT64 = 2**63 - 1
+
+# Suffixes of apimachinery suffix.go: DecimalSI powers of ten and BinarySI powers of two.
+_DECIMAL_SUFFIXES: dict[str, int] = {
+    "n": -9,
+    "u": -6,
+    "m": -3,
+    "": 0,
+    "k": 3,
+    "M": 6,
+    "G": 9,
+    "T": 12,
+    "P": 15,
+    "E": 18,
+}
+_BINARY_SUFFIXES: dict[str, int] = {
+    "Ki": 10,
+    "Mi": 20,
+    "Gi": 30,
+    "Ti": 40,
+    "Pi": 50,
+    "Ei": 60,
+}
+_DECIMAL_SUFFIX_BY_EXPONENT = {exp: s for s, exp in _DECIMAL_SUFFIXES.items()}
+_BINARY_SUFFIX_BY_EXPONENT = {0: "", **{exp // 10: s for s, exp in _BINARY_SUFFIXES.items()}}
+# Characters parseQuantityString accepts in a suffix before an optional signed exponent.
+_SUFFIX_CHARS = frozenset("eEinumkKMGTP")
+_DIGITS = frozenset("0123456789")
+# ParseQuantity rounds every non-zero amount up to a whole nano unit (inf.RoundUp at Nano).
+_NANO = Fraction(1, 10**9)
+_EXPECTED = (
+    "expected a Kubernetes quantity such as '500m', '1.5', '2', '250Mi', '1Gi', '129M' or "
+    "'1e3'"
+)
+
+
+def _bad(argument: str, text: object, why: str) -> ValueError:
+    return ValueError(f"{argument} {text!r} is not a valid quantity: {why}; {_EXPECTED}")
+
+
+def _parse_exact(text: object, argument: str) -> Fraction:
+    """Parse ``text`` like apimachinery ``ParseQuantity`` into its exact non-negative value."""
+    if not isinstance(text, str):
+        raise ValueError(f"{argument} must be a string, not {text!r}; {_EXPECTED}")
+    if text == "":
+        raise _bad(argument, text, "it is empty")
+    pos, end = 0, len(text)
+    negative = text[0] == "-"
+    if text[0] in "+-":
+        pos += 1
+    # Number: digits, optional "." and digits (parseQuantityString allows "1." and ".5").
+    start = pos
+    while pos < end and text[pos] in _DIGITS:
+        pos += 1
+    whole = text[start:pos]
+    frac = ""
+    if pos < end and text[pos] == ".":
+        pos += 1
+        start = pos
+        while pos < end and text[pos] in _DIGITS:
+            pos += 1
+        frac = text[start:pos]
+    if not whole and not frac:
+        raise _bad(argument, text, "it has no digits before the unit")
+    # Suffix: letters from "eEinumkKMGTP", then an optional sign and digits (an exponent).
+    suffix_start = pos
+    while pos < end and text[pos] in _SUFFIX_CHARS:
+        pos += 1
+    if pos < end and text[pos] in "+-":
+        pos += 1
+    while pos < end and text[pos] in _DIGITS:
+        pos += 1
+    if pos != end:
+        raise _bad(argument, text, f"unexpected character {text[pos]!r}")
+    suffix = text[suffix_start:]
+    mantissa = Fraction(int(whole or "0") * 10 ** len(frac) + int(frac or "0"), 10 ** len(frac))
+    # quantitySuffixer.interpret (suffix.go): SI, binary, or "e"/"E" plus an int32 exponent.
+    if suffix in _DECIMAL_SUFFIXES:
+        value = mantissa * Fraction(10) ** _DECIMAL_SUFFIXES[suffix]
+    elif suffix in _BINARY_SUFFIXES:
+        value = mantissa * 2 ** _BINARY_SUFFIXES[suffix]
+    elif len(suffix) > 1 and suffix[0] in "eE":
+        try:
+            exponent = int(suffix[1:], 10)
+        except ValueError:
+            raise _bad(argument, text, f"unknown unit {suffix!r}") from None
+        if not -(2**31) <= exponent < 2**31:
+            raise _bad(argument, text, "the exponent does not fit in int32")
+        if mantissa == 0:
+            value = Fraction(0)
+        elif exponent > 40:
+            # Any non-zero mantissa times 10**41 exceeds int64 even in bytes.
+            raise _bad(argument, text, "it overflows int64")
+        elif exponent < -40:
+            value = _NANO  # rounds up to the smallest representable amount below
+        else:
+            value = mantissa * Fraction(10) ** exponent
+    else:
+        raise _bad(argument, text, f"unknown unit {suffix!r}")
+    if negative and value != 0:
+        raise _bad(argument, text, "negative amounts are not valid requests or limits")
+    # ParseQuantity: "rounds non-zero values up to the minimum representable value" (nano).
+    if value.denominator != 1 and (value / _NANO).denominator != 1:
+        value = Fraction(-((-value) // _NANO)) * _NANO
+    return value
+
+
+def _ceil(value: Fraction) -> int:
+    return -((-value.numerator) // value.denominator)
+
+
+def parse_cpu_millicores(text: str) -> int:
+    """Parse a CPU quantity into whole millicores, rounding up as ``MilliValue()`` does."""
+    millicores = _ceil(_parse_exact(text, "cpu") * 1000)
+    if millicores > MAX_INT64:
+        raise _bad("cpu", text, "it overflows int64 millicores")
+    return millicores
+
+
+def parse_memory_bytes(text: str) -> int:
+    """Parse a memory quantity into whole bytes, rounding up as ``Value()`` does."""
+    bytes_ = _ceil(_parse_exact(text, "memory"))
+    if bytes_ > MAX_INT64:
+        raise _bad("memory", text, "it overflows int64 bytes")
+    return bytes_
+
+
+def _check_amount(argument: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{argument} must be an int, not {value!r}")
+    if not 0 <= value <= MAX_INT64:
+        raise ValueError(f"{argument} must be between 0 and 2**63-1, not {value!r}")
+    return value
+
+
+def _remove_factors(value: int, base: int) -> tuple[int, int]:
+    """apimachinery amount.go ``removeInt64Factors``: divide by ``base`` while exact."""
+    times = 0
+    while value >= base and value % base == 0:
+        value //= base
+        times += 1
+    return value, times
+
+
+def _format_decimal_si(value: int, scale: int) -> str:
+    """``Quantity.String()`` of an int64Amount{value, scale} in DecimalSI (``AsCanonicalBytes``)."""
+    if value == 0:
+        return "0"
+    amount, times = _remove_factors(value, 10)
+    exponent = scale + times
+    # Go's % keeps the dividend's sign: make the exponent a multiple of 3 by scaling up.
+    remainder = exponent - 3 * int(exponent / 3)
+    if remainder in (1, -2):
+        amount, exponent = amount * 10, exponent - 1
+    elif remainder in (2, -1):
+        amount, exponent = amount * 100, exponent - 2
+    return f"{amount}{_DECIMAL_SUFFIX_BY_EXPONENT[exponent]}"
+
+
+def format_cpu(millicores: int) -> str:
+    """Canonical string of ``NewScaledQuantity(millicores, -3)``: 587→"587m", 1000→"1"."""
+    return _format_decimal_si(_check_amount("millicores", millicores), -3)
+
+
+def format_memory(bytes_: int) -> str:
+    """Canonical string of ``NewQuantity(bytes_, BinarySI)``: 262144000→"250Mi", 1000→"1k"."""
+    _check_amount("bytes_", bytes_)
+    # CanonicalizeBytes: BinarySI values strictly between -1024 and 1024 print as DecimalSI.
+    if bytes_ < 1024:
+        return _format_decimal_si(bytes_, 0)
+    amount, times = _remove_factors(bytes_, 1024)
+    return f"{amount}{_BINARY_SUFFIX_BY_EXPONENT[times]}"
+
+
+def format_memory_decimal(bytes_: int) -> str:
+    """Canonical string of ``NewScaledQuantity(bytes_, 0)``: memory before VPA 1.5 (131072k)."""
+    return _format_decimal_si(_check_amount("bytes_", bytes_), 0)
+
+
+def _trim(number: float) -> str:
+    return f"{number:.2f}".rstrip("0").rstrip(".")
+
+
+def humanize_cpu(millicores: int) -> str:
+    """CPU for people: "587m" below one core, else cores ("1 core", "1.5 cores")."""
+    _check_amount("millicores", millicores)
+    if millicores < 1000:
+        return f"{millicores}m"
+    cores = _trim(millicores / 1000)
+    return f"{cores} core" if cores == "1" else f"{cores} cores"
+
+
+def humanize_memory(bytes_: int) -> str:
+    """Memory for people in binary units with up to two decimals: "4.65 GiB", "512 B"."""
+    _check_amount("bytes_", bytes_)
+    for unit, name in ((2**50, "PiB"), (2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB")):
+        if bytes_ >= unit:
+            return f"{_trim(bytes_ / unit)} {name}"
+    if bytes_ >= 1024:
+        return f"{_trim(bytes_ / 1024)} KiB"
+    return f"{bytes_} B"
+
+
+def humanize_memory_quantity(bytes_: int) -> str:
+    """Upstream's deprecated ``HumanizeMemoryQuantity`` (model/types.go): 1537→"1.50Ki"."""
+    _check_amount("bytes_", bytes_)
+    # %.2f of the float64 quotient, as Go's fmt.Sprintf; both round the exact binary value.
+    for exponent, suffix in ((40, "Ti"), (30, "Gi"), (20, "Mi"), (10, "Ki")):
+        if bytes_ >= 2**exponent:
+            return f"{float(bytes_) / float(2**exponent):.2f}{suffix}"
+    return f"{bytes_}"
+
+
+def humanized_memory_bytes(bytes_: int) -> int:
+    """Bytes the recommender stores with ``--humanize-memory``: the humanized text re-parsed."""
+    return parse_memory_bytes(humanize_memory_quantity(bytes_))
+
+
+def round_up(value: int, scale: int) -> int:
+    """``RoundUpToScale`` (model/types.go): the next multiple of ``scale``; 0 stays 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"value must be a non-negative int, not {value!r}")
+    if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
+        raise ValueError(f"scale must be a positive int, not {scale!r}")
+    return -(-value // scale) * scale
