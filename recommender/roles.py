@@ -1,0 +1,65 @@
+"""The three roles of vpaweb, kept as Django groups.
+
+- viewer: reads everything;
+- operator: also edits policies and approves or rejects resize changes;
+- admin: also manages users, tokens and settings (a superuser is always an admin).
+
+Roles are cumulative: an operator is also a viewer, an admin also an operator.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group
+from django.db import models
+
+
+class Role(models.TextChoices):
+    """Role names, ordered from least to most powerful."""
+
+    VIEWER = "viewer"
+    OPERATOR = "operator"
+    ADMIN = "admin"
+
+
+ROLE_ORDER = [Role.VIEWER, Role.OPERATOR, Role.ADMIN]
+
+
+def ensure_role_groups() -> None:
+    """Create the role groups if they are missing (idempotent)."""
+    for role in ROLE_ORDER:
+        Group.objects.get_or_create(name=role.value)
+
+
+def role_of(user: AbstractBaseUser | AnonymousUser) -> Role | None:
+    """The strongest role of ``user``, or None for anonymous users and users without a role."""
+    if not user.is_authenticated or not user.is_active:
+        return None
+    if getattr(user, "is_superuser", False):
+        return Role.ADMIN
+    # Cached on the user object: templates ask several times per page.
+    cached = getattr(user, "_vpaweb_role", False)
+    if cached is not False:
+        return cached
+    names = set(user.groups.values_list("name", flat=True))  # type: ignore[attr-defined]
+    role = None
+    for candidate in ROLE_ORDER:
+        if candidate.value in names:
+            role = candidate
+    user._vpaweb_role = role  # type: ignore[union-attr]
+    return role
+
+
+def has_role(user: AbstractBaseUser | AnonymousUser, role: Role) -> bool:
+    """True when ``user`` holds ``role`` or a stronger one."""
+    actual = role_of(user)
+    return actual is not None and ROLE_ORDER.index(actual) >= ROLE_ORDER.index(role)
+
+
+def grant_role(user: AbstractBaseUser, role: Role) -> None:
+    """Give ``user`` exactly ``role`` (replacing any other role group)."""
+    ensure_role_groups()
+    groups = user.groups  # type: ignore[attr-defined]
+    groups.remove(*Group.objects.filter(name__in=[r.value for r in ROLE_ORDER]))
+    groups.add(Group.objects.get(name=role.value))
+    if hasattr(user, "_vpaweb_role"):
+        del user._vpaweb_role  # type: ignore[attr-defined]
