@@ -42,7 +42,10 @@ _BINARY_SUFFIXES: dict[str, int] = {
     "Ei": 60,
 }
 _DECIMAL_SUFFIX_BY_EXPONENT = {exp: s for s, exp in _DECIMAL_SUFFIXES.items()}
-_BINARY_SUFFIX_BY_EXPONENT = {0: "", **{exp // 10: s for s, exp in _BINARY_SUFFIXES.items()}}
+_BINARY_SUFFIX_BY_EXPONENT = {
+    0: "",
+    **{exp // 10: s for s, exp in _BINARY_SUFFIXES.items()},
+}
 # Characters parseQuantityString accepts in a suffix before an optional signed exponent.
 _SUFFIX_CHARS = frozenset("eEinumkKMGTP")
 _DIGITS = frozenset("0123456789")
@@ -55,7 +58,9 @@ _EXPECTED = (
 
 
 def _bad(argument: str, text: object, why: str) -> ValueError:
-    return ValueError(f"{argument} {text!r} is not a valid quantity: {why}; {_EXPECTED}")
+    return ValueError(
+        f"{argument} {text!r} is not a valid quantity: {why}; {_EXPECTED}"
+    )
 
 
 def _parse_exact(text: object, argument: str) -> Fraction:
@@ -93,7 +98,9 @@ def _parse_exact(text: object, argument: str) -> Fraction:
     if pos != end:
         raise _bad(argument, text, f"unexpected character {text[pos]!r}")
     suffix = text[suffix_start:]
-    mantissa = Fraction(int(whole or "0") * 10 ** len(frac) + int(frac or "0"), 10 ** len(frac))
+    mantissa = Fraction(
+        int(whole or "0") * 10 ** len(frac) + int(frac or "0"), 10 ** len(frac)
+    )
     # quantitySuffixer.interpret (suffix.go): SI, binary, or "e"/"E" plus an int32 exponent.
     if suffix in _DECIMAL_SUFFIXES:
         value = mantissa * Fraction(10) ** _DECIMAL_SUFFIXES[suffix]

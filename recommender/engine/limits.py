@@ -1,0 +1,172 @@
+"""Limits kept in proportion to requests, as the upstream VPA admission controller sets them.
+
+Rules from ``vertical-pod-autoscaler/pkg/utils/vpa/limit_and_request_scaling.go`` (§4.4 of
+VPA-ALGORITHM.md) and ``admission-controller/resource/pod/recommendation/
+recommendation_provider.go`` (§4.3). CPU is in int millicores and memory in int bytes, so
+upstream's ``MilliValue()`` (CPU) and ``Value()`` (memory) are the numbers themselves; products
+use Python's unbounded ints where upstream uses ``math/big``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .resources import CPU, MEMORY, RESOURCE_NAMES, Resources
+
+# math.MaxInt64: the cap upstream applies when a scaled limit leaves int64
+# (scaleQuantityProportionallyCPU / scaleQuantityProportionallyMem).
+MAX_INT64 = 2**63 - 1
+
+# VPA ContainerControlledValues (apis/autoscaling.k8s.io/v1/types.go).
+REQUESTS_AND_LIMITS = "RequestsAndLimits"
+REQUESTS_ONLY = "RequestsOnly"
+CONTROLLED_VALUES = (REQUESTS_AND_LIMITS, REQUESTS_ONLY)
+
+
+def check_amount(argument: str, value: object) -> int | None:
+    """Return ``value`` if it is None or an int in [0, MaxInt64]; else raise ValueError."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{argument} must be an int or None, not {value!r}")
+    if not 0 <= value <= MAX_INT64:
+        raise ValueError(f"{argument} must be between 0 and 2**63-1, not {value!r}")
+    return value
+
+
+def check_resources(argument: str, value: object) -> Resources:
+    """Return ``value`` if it is a ``Resources`` of valid amounts; else raise ValueError."""
+    if not isinstance(value, Resources):
+        raise ValueError(f"{argument} must be a Resources, not {value!r}")
+    check_amount(f"{argument}.cpu_millicores", value.cpu_millicores)
+    check_amount(f"{argument}.memory_bytes", value.memory_bytes)
+    return value
+
+
+def check_resource_name(argument: str, value: object) -> str:
+    """Return ``value`` if it is "cpu" or "memory"; else raise ValueError."""
+    if value not in RESOURCE_NAMES:
+        raise ValueError(f"{argument} must be 'cpu' or 'memory', not {value!r}")
+    return value  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class ContainerResources:
+    """A pod container's current requests and limits (the caller picks status over spec)."""
+
+    name: str
+    requests: Resources = Resources()
+    limits: Resources = Resources()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name must be a non-empty string, not {self.name!r}")
+        check_resources("requests", self.requests)
+        check_resources("limits", self.limits)
+
+
+def scale_proportionally(
+    amount: int, base: int, result: int, *, round_up: bool = False
+) -> int:
+    """``amount * result / base`` floored (or ceiled), capped at MaxInt64 as upstream does."""
+    if base <= 0:
+        raise ValueError(f"base must be positive, not {base!r}")
+    numerator = amount * result
+    scaled = -(-numerator // base) if round_up else numerator // base
+    return min(scaled, MAX_INT64)
+
+
+def proportional_limit(
+    resource: str,
+    original_limit: int | None,
+    original_request: int | None,
+    new_request: int | None,
+    default_limit: int | None = None,
+) -> tuple[int | None, str | None]:
+    """The limit keeping the original limit/request ratio at ``new_request`` (§4.4).
+
+    Returns ``(limit, annotation)``; ``limit`` None means "write no limit". Mirrors
+    ``getProportionalResourceLimit`` in utils/vpa/limit_and_request_scaling.go.
+    """
+    check_resource_name("resource", resource)
+    check_amount("original_limit", original_limit)
+    check_amount("original_request", original_request)
+    check_amount("new_request", new_request)
+    check_amount("default_limit", default_limit)
+    if not original_limit:
+        original_limit = default_limit
+    if not original_limit:
+        return None, f"{resource}: limit NOT set since originalLimit is nil or 0"
+    if not new_request:
+        return None, f"{resource}: limit NOT set since recommendedRequest is nil or 0"
+    # K8s treats a missing request as equal to the limit: keep limit == request.
+    if not original_request:
+        return new_request, None
+    # Compared as MilliValue() upstream; for whole bytes that is plain equality.
+    if original_request == original_limit:
+        return new_request, None
+    # CPU divides MilliValue()s and memory Value()s; both are our integers, floored.
+    scaled = original_limit * new_request // original_request
+    if scaled > MAX_INT64:
+        return (
+            MAX_INT64,
+            f"{resource}: failed to keep limit to request ratio; capping limit to int64",
+        )
+    return scaled, None
+
+
+@dataclass(frozen=True)
+class NewContainerResources:
+    """What to write into one container: ``None`` amounts are left as they are."""
+
+    requests: Resources
+    limits: Resources
+    annotations: tuple[str, ...] = ()
+
+
+def requests_and_limits_for_container(
+    container: ContainerResources,
+    target: Resources,
+    *,
+    controlled_values: str = REQUESTS_AND_LIMITS,
+    default_limit: Resources = Resources(),
+) -> NewContainerResources:
+    """Requests = the capped target; limits kept proportional unless RequestsOnly (§4.3).
+
+    ``target`` is the capped Target from ``cap_for_pod``; ``default_limit`` is the container
+    LimitRange's ``default``. Upstream passes a nil resource policy when the VPA's update mode
+    is Off, which makes controlled values RequestsAndLimits: callers do the same.
+    """
+    if not isinstance(container, ContainerResources):
+        raise ValueError(f"container must be a ContainerResources, not {container!r}")
+    check_resources("target", target)
+    check_resources("default_limit", default_limit)
+    if controlled_values not in CONTROLLED_VALUES:
+        raise ValueError(
+            f"controlled_values must be one of {CONTROLLED_VALUES}, not {controlled_values!r}"
+        )
+    if controlled_values == REQUESTS_ONLY:
+        return NewContainerResources(requests=target, limits=Resources())
+    limits: dict[str, int | None] = {}
+    annotations: list[str] = []
+    # GetProportionalLimit: CPU then memory, annotations in that order.
+    for resource in (CPU, MEMORY):
+        limit, annotation = proportional_limit(
+            resource,
+            container.limits.get(resource),
+            container.requests.get(resource),
+            target.get(resource),
+            default_limit.get(resource),
+        )
+        limits[resource] = limit
+        if annotation is not None:
+            annotations.append(annotation)
+    # GetProportionalLimit returns nil (and the provider keeps no annotation) when no
+    # resource gets a limit.
+    if limits[CPU] is None and limits[MEMORY] is None:
+        return NewContainerResources(requests=target, limits=Resources())
+    return NewContainerResources(
+        requests=target,
+        limits=Resources(cpu_millicores=limits[CPU], memory_bytes=limits[MEMORY]),
+        annotations=tuple(annotations),
+    )
