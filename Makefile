@@ -60,8 +60,8 @@ fmt: setup
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-bench: setup
-	$(PY) -m benchmarks
+bench: setup var/secret_key
+	SECRET_KEY_FILE=var/secret_key $(PY) -m benchmarks $(BENCH)
 
 schema: setup
 	SECRET_KEY=schema-only-key $(PY) manage.py spectacular --validate --fail-on-warn --file var/openapi.yaml

@@ -1,0 +1,293 @@
+"""Recommendations from usage CSV files, without a cluster: the engine's public face.
+
+`usage.csv` has the columns ``timestamp,namespace,workload,pod,container,cpu_cores,
+memory_bytes``; `ooms.csv` has ``timestamp,namespace,workload,pod,container,
+memory_request_bytes``. One (namespace, workload) is one VPA target; its pods' containers of the
+same name share one aggregate. Rows may come in any order: events are fed in time order,
+stably, and at equal times usage rows go before OOM rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recommender.engine import (
+    AggregateSet,
+    ContainerRecommendation,
+    OomBatch,
+    Profile,
+    SampleBatch,
+    format_cpu,
+    format_memory,
+    recommend,
+)
+from recommender.errors import InvalidInput
+
+USAGE_COLUMNS = ("timestamp", "namespace", "workload", "pod", "container", "cpu_cores",
+                 "memory_bytes")
+OOM_COLUMNS = ("timestamp", "namespace", "workload", "pod", "container",
+               "memory_request_bytes")
+# Event kinds, in the order they are fed at equal timestamps.
+USAGE_EVENT = 0
+OOM_EVENT = 1
+
+AggregateKey = tuple[str, str, str]  # (namespace, workload, container)
+
+
+@dataclass(frozen=True)
+class OfflineRecommendation:
+    """One container's recommendation, with the names it was asked for by."""
+
+    namespace: str
+    workload: str
+    container: str
+    recommendation: ContainerRecommendation
+
+    def to_status_dict(self) -> dict[str, Any]:
+        """Upstream's `status.recommendation.containerRecommendations[]` item, plus names and
+        the explanation."""
+        rec = self.recommendation
+        return {
+            "namespace": self.namespace,
+            "workload": self.workload,
+            "containerName": self.container,
+            "target": resources_as_quantities(rec.target),
+            "lowerBound": resources_as_quantities(rec.lower_bound),
+            "upperBound": resources_as_quantities(rec.upper_bound),
+            "uncappedTarget": resources_as_quantities(rec.uncapped_target),
+            "explanation": rec.explanation.to_dict(),
+        }
+
+
+def resources_as_quantities(resources: Any) -> dict[str, str]:
+    """``{"cpu": "587m", "memory": "628694953"}`` as upstream writes a ResourceList."""
+    out: dict[str, str] = {}
+    if resources.cpu_millicores is not None:
+        out["cpu"] = format_cpu(resources.cpu_millicores)
+    if resources.memory_bytes is not None:
+        out["memory"] = format_memory(resources.memory_bytes)
+    return out
+
+
+@dataclass
+class _Events:
+    """Parsed rows of both files, as parallel lists (one entry per row)."""
+
+    kind: list[int]
+    timestamp_s: list[float]
+    aggregate: list[int]
+    series: list[int]
+    cpu_cores: list[float]
+    memory_bytes: list[float]
+    memory_request_bytes: list[float]
+
+
+def parse_timestamp(text: str) -> float:
+    """Unix seconds ("1700000000", "1700000000.5") or RFC 3339 ("2026-11-21T06:00:00Z")."""
+    text = text.strip()
+    if not text:
+        raise ValueError("is empty")
+    try:
+        value = float(text)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(value):
+            raise ValueError(f"{text!r} is not a finite Unix time")
+        return value
+    try:
+        moment = datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is neither Unix seconds nor an RFC 3339 time"
+        ) from None
+    if moment.tzinfo is None:
+        raise ValueError(f"{text!r} has no time zone (add Z or an offset)")
+    return moment.timestamp()
+
+
+def _parse_amount(text: str, *, unit: str) -> float:
+    """A non-negative number, or NaN for an empty cell (signal absent)."""
+    text = text.strip()
+    if not text:
+        return math.nan
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number of {unit}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not a finite number of {unit}")
+    if value < 0:
+        raise ValueError(f"{text!r} is negative; usage cannot be below 0 {unit}")
+    return value
+
+
+def _read_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    """Yield (line number, row) of a CSV file that has at least ``columns``."""
+    try:
+        handle = path.open(newline="", encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInput(f"{path}: cannot be read: {exc.strerror}", field=str(path)) from None
+    with handle:
+        reader = csv.DictReader(handle)
+        header = reader.fieldnames or []
+        missing = [name for name in columns if name not in header]
+        if missing:
+            raise InvalidInput(
+                f"{path}:1: missing column(s) {', '.join(missing)}; "
+                f"expected {','.join(columns)}",
+                field=str(path),
+            )
+        for row in reader:
+            yield reader.line_num, row
+
+
+class _Registry:
+    """Numbers aggregates and series as rows are read."""
+
+    def __init__(self) -> None:
+        self.aggregates: dict[AggregateKey, int] = {}
+        self.series: dict[tuple[int, str], int] = {}
+
+    def series_of(self, row: dict[str, str]) -> tuple[int, int]:
+        key = (row["namespace"].strip(), row["workload"].strip(), row["container"].strip())
+        aggregate = self.aggregates.setdefault(key, len(self.aggregates))
+        series = self.series.setdefault((aggregate, row["pod"].strip()), len(self.series))
+        return aggregate, series
+
+
+def _read_events(usage_path: Path, oom_path: Path | None) -> tuple[_Events, _Registry]:
+    events = _Events([], [], [], [], [], [], [])
+    registry = _Registry()
+
+    def fail(path: Path, line: int, column: str, problem: str) -> InvalidInput:
+        return InvalidInput(f"{path}:{line}: column {column!r}: {problem}", field=column)
+
+    for line, row in _read_rows(usage_path, USAGE_COLUMNS):
+        try:
+            timestamp_s = parse_timestamp(row["timestamp"] or "")
+        except ValueError as exc:
+            raise fail(usage_path, line, "timestamp", str(exc)) from None
+        values = {}
+        for column, unit in (("cpu_cores", "cores"), ("memory_bytes", "bytes")):
+            try:
+                values[column] = _parse_amount(row[column] or "", unit=unit)
+            except ValueError as exc:
+                raise fail(usage_path, line, column, str(exc)) from None
+        for column in ("namespace", "workload", "pod", "container"):
+            if not (row[column] or "").strip():
+                raise fail(usage_path, line, column, "is empty")
+        aggregate, series = registry.series_of(row)
+        events.kind.append(USAGE_EVENT)
+        events.timestamp_s.append(timestamp_s)
+        events.aggregate.append(aggregate)
+        events.series.append(series)
+        events.cpu_cores.append(values["cpu_cores"])
+        events.memory_bytes.append(values["memory_bytes"])
+        events.memory_request_bytes.append(math.nan)
+
+    if oom_path is not None:
+        for line, row in _read_rows(oom_path, OOM_COLUMNS):
+            try:
+                timestamp_s = parse_timestamp(row["timestamp"] or "")
+            except ValueError as exc:
+                raise fail(oom_path, line, "timestamp", str(exc)) from None
+            try:
+                request = _parse_amount(row["memory_request_bytes"] or "", unit="bytes")
+            except ValueError as exc:
+                raise fail(oom_path, line, "memory_request_bytes", str(exc)) from None
+            for column in ("namespace", "workload", "pod", "container"):
+                if not (row[column] or "").strip():
+                    raise fail(oom_path, line, column, "is empty")
+            aggregate, series = registry.series_of(row)
+            events.kind.append(OOM_EVENT)
+            events.timestamp_s.append(timestamp_s)
+            events.aggregate.append(aggregate)
+            events.series.append(series)
+            events.cpu_cores.append(math.nan)
+            events.memory_bytes.append(math.nan)
+            # No request known means 0: upstream's minimum bump then dominates.
+            events.memory_request_bytes.append(0.0 if math.isnan(request) else request)
+    return events, registry
+
+
+def recommend_from_csv(
+    *, usage_path: Path, oom_path: Path | None, profile: Profile
+) -> list[OfflineRecommendation]:
+    """Feed both files to the engine in time order and recommend every container."""
+    events, registry = _read_events(usage_path, oom_path)
+    kind = np.asarray(events.kind, dtype=np.int64)
+    timestamp_s = np.asarray(events.timestamp_s, dtype=np.float64)
+    # Time order, then usage before OOM at equal times; lexsort is stable for file order.
+    order = np.lexsort((kind, timestamp_s))
+
+    series_keys = [""] * len(registry.series)
+    series_aggregate = np.zeros(len(registry.series), dtype=np.int64)
+    for (aggregate, pod), index in registry.series.items():
+        series_keys[index] = pod
+        series_aggregate[index] = aggregate
+
+    aggregates = AggregateSet.empty(profile, len(registry.aggregates))
+    arrays = {
+        "aggregate": np.asarray(events.aggregate, dtype=np.int64)[order],
+        "series": np.asarray(events.series, dtype=np.int64)[order],
+        "timestamp_s": timestamp_s[order],
+        "cpu_cores": np.asarray(events.cpu_cores, dtype=np.float64)[order],
+        "memory_bytes": np.asarray(events.memory_bytes, dtype=np.float64)[order],
+        "memory_request_bytes": np.asarray(events.memory_request_bytes)[order],
+    }
+    sorted_kind = kind[order]
+    # Feed runs of consecutive usage rows as one batch and runs of OOMs as another, so OOMs
+    # see exactly the usage that came before them.
+    boundaries = np.flatnonzero(np.diff(sorted_kind)) + 1
+    for run in np.split(np.arange(len(sorted_kind)), boundaries):
+        if len(run) == 0:
+            continue
+        if sorted_kind[run[0]] == USAGE_EVENT:
+            aggregates.add_samples(
+                SampleBatch(
+                    series_aggregate=series_aggregate,
+                    series_keys=series_keys,
+                    series_index=arrays["series"][run],
+                    timestamp_s=arrays["timestamp_s"][run],
+                    cpu_cores=arrays["cpu_cores"][run],
+                    memory_bytes=arrays["memory_bytes"][run],
+                )
+            )
+        else:
+            aggregates.record_ooms(
+                OomBatch(
+                    series_aggregate=series_aggregate,
+                    series_keys=series_keys,
+                    series_index=arrays["series"][run],
+                    timestamp_s=arrays["timestamp_s"][run],
+                    memory_request_bytes=arrays["memory_request_bytes"][run],
+                )
+            )
+
+    # The pod minimum is split over the containers of the workload (upstream: VPA's map size).
+    containers_per_workload: dict[tuple[str, str], int] = {}
+    for namespace, workload, _container in registry.aggregates:
+        key = (namespace, workload)
+        containers_per_workload[key] = containers_per_workload.get(key, 0) + 1
+    keys = sorted(registry.aggregates, key=lambda k: k)
+    rows = [registry.aggregates[key] for key in keys]
+    recommendations = recommend(
+        aggregates,
+        rows=rows,
+        profile=profile,
+        containers_in_pod=[containers_per_workload[(key[0], key[1])] for key in keys],
+    )
+    return [
+        OfflineRecommendation(namespace=key[0], workload=key[1], container=key[2],
+                              recommendation=rec)
+        for key, rec in zip(keys, recommendations, strict=True)
+    ]
