@@ -397,3 +397,77 @@ class AuditEvent(models.Model):
             "after": self.after,
             "message": self.message,
         }
+
+
+class ApiToken(models.Model):
+    """A machine credential for the REST API, scoped read or write; only its hash is stored."""
+
+    class Scope(models.TextChoices):
+        READ = "read", "Read"
+        WRITE = "write", "Write (change policies, approve or reject changes)"
+
+    name = models.CharField(max_length=100)
+    scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.READ)
+    # The first characters of the key, so people can tell tokens apart in lists.
+    key_prefix = models.CharField(max_length=16)
+    # SHA-256 hex of the whole key: looked up on every API request with a token.
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name", "-created_at"]
+        constraints = [
+            # A name may be reused once the old token is revoked.
+            models.UniqueConstraint(
+                fields=["name"],
+                condition=models.Q(revoked_at__isnull=True),
+                name="api_token_active_name",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"token {self.name} ({self.scope})"
+
+    @property
+    def is_active(self) -> bool:
+        """True until the token is revoked."""
+        return self.revoked_at is None
+
+    @property
+    def can_write(self) -> bool:
+        """Write tokens may change policies and approve or reject changes."""
+        return self.scope == self.Scope.WRITE
+
+    @property
+    def actor_label(self) -> str:
+        """How the token appears in the audit log."""
+        return f"token:{self.name}"
+
+
+class StaticCoefficient(models.Model):
+    """First-deploy request coefficient for workloads without a recommendation (seed 004).
+
+    ``namespace`` "" is the global default; a namespace's own row wins over it. A missing
+    factor leaves that resource's request alone (seed 004 applies CPU only, by default).
+    """
+
+    namespace = models.CharField(max_length=63, blank=True, unique=True)
+    # New request = original request × factor, in (0, 1]; None = leave the resource alone.
+    cpu_factor = models.FloatField(null=True, blank=True)
+    memory_factor = models.FloatField(null=True, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["namespace"]
+
+    def __str__(self) -> str:
+        scope = self.namespace or "(global default)"
+        return f"coefficient {scope}: cpu {self.cpu_factor}, memory {self.memory_factor}"
