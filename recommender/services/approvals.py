@@ -1,0 +1,138 @@
+"""Operators decide on proposed resize changes: approve or reject, each with an AuditEvent.
+
+Transitions (anything else raises Conflict and changes nothing)::
+
+    proposed → approved   (the updater applies it on its next pass)
+    proposed → rejected
+    approved → rejected   (withdrawn before the updater applied it)
+
+Each transition is a filtered ``update()`` on the current status, so two operators deciding at
+once cannot both win: the second gets a Conflict naming the status the first one set.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from recommender.errors import Conflict, NotFound
+from recommender.models import AuditEvent, ResizeChange
+from recommender.services.policies import actor_label_of
+
+logger = logging.getLogger(__name__)
+
+APPROVE_ACTION = "change.approve"
+REJECT_ACTION = "change.reject"
+# Which statuses each decision may start from.
+APPROVABLE = (ResizeChange.Status.PROPOSED,)
+REJECTABLE = (ResizeChange.Status.PROPOSED, ResizeChange.Status.APPROVED)
+
+
+def _decide(
+    *,
+    change_id: int,
+    to_status: str,
+    allowed_from: tuple[str, ...],
+    action: str,
+    actor: AbstractBaseUser | None,
+    actor_label: str | None,
+    now: datetime,
+    note: str,
+) -> ResizeChange:
+    """Move one change from an allowed status to ``to_status`` and audit it."""
+    label = actor_label or actor_label_of(actor)
+    with transaction.atomic():
+        try:
+            change = ResizeChange.objects.select_related("workload__policy").get(
+                pk=change_id
+            )
+        except ResizeChange.DoesNotExist:
+            raise NotFound(f"resize change {change_id} does not exist") from None
+        if to_status == ResizeChange.Status.APPROVED:
+            policy = getattr(change.workload, "policy", None)
+            # Off means off: an approval would be a promise the updater must never keep.
+            if policy is None or policy.is_off:
+                raise Conflict(
+                    f"resize change {change_id} cannot be approved: workload "
+                    f"{change.workload} is in Off mode; change its mode first"
+                )
+        before_status = change.status
+        updated = ResizeChange.objects.filter(
+            pk=change_id, status__in=allowed_from
+        ).update(status=to_status, decided_by=actor, decided_at=now)
+        if updated != 1:
+            change.refresh_from_db(fields=["status"])
+            raise Conflict(
+                f"resize change {change_id} is {change.status}; only "
+                f"{' or '.join(allowed_from)} changes can become {to_status}"
+            )
+        change.refresh_from_db()
+        message = (
+            f"{label} {to_status} the resize of pod {change.pod} of {change.workload}"
+        )
+        if note:
+            message += f": {note}"
+        AuditEvent.objects.create(
+            created_at=now,
+            actor=actor,
+            actor_label=label,
+            action=action,
+            workload=change.workload,
+            object_type="resize_change",
+            object_id=str(change.pk),
+            before={"status": before_status},
+            after={"status": to_status},
+            message=message,
+        )
+    logger.info(
+        "resize change %s of workload %s %s by %s",
+        change_id,
+        change.workload_id,
+        to_status,
+        label,
+    )
+    return change
+
+
+def approve_change(
+    *,
+    change_id: int,
+    approved_by: AbstractBaseUser | None,
+    now: datetime,
+    actor_label: str | None = None,
+) -> ResizeChange:
+    """Mark a proposed resize approved; the updater applies it on its next pass."""
+    return _decide(
+        change_id=change_id,
+        to_status=ResizeChange.Status.APPROVED,
+        allowed_from=APPROVABLE,
+        action=APPROVE_ACTION,
+        actor=approved_by,
+        actor_label=actor_label,
+        now=now,
+        note="",
+    )
+
+
+def reject_change(
+    *,
+    change_id: int,
+    rejected_by: AbstractBaseUser | None,
+    now: datetime,
+    reason: str = "",
+    actor_label: str | None = None,
+) -> ResizeChange:
+    """Reject a proposed (or approved, not yet applied) resize; the updater never applies it."""
+    return _decide(
+        change_id=change_id,
+        to_status=ResizeChange.Status.REJECTED,
+        allowed_from=REJECTABLE,
+        action=REJECT_ACTION,
+        actor=rejected_by,
+        actor_label=actor_label,
+        now=now,
+        note=reason.strip(),
+    )

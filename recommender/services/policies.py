@@ -1,0 +1,393 @@
+"""Policy use cases: validate and change a workload's policy, with an audit trail.
+
+A policy is stored in the upstream VPA shape: ``mode`` is the VPA ``updateMode`` and
+``container_policies`` holds ``resourcePolicy.containerPolicies`` entries with quantities as
+canonical Kubernetes strings::
+
+    [{"containerName": "app", "mode": "Auto", "minAllowed": {"cpu": "100m"},
+      "maxAllowed": {"memory": "2Gi"}, "controlledResources": ["cpu", "memory"],
+      "controlledValues": "RequestsOnly"}]
+
+Every entry is checked by the engine's ``ContainerPolicy`` (the rules of the VPA admission
+webhook), so the API, the dashboard and the capping code agree on what is valid. Changing a
+policy writes nothing to a cluster: acting on the mode is the updater's and the webhook's job.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from recommender.engine.capping import ContainerPolicy
+from recommender.engine.limits import CONTROLLED_VALUES
+from recommender.engine.quantity import (
+    format_cpu,
+    format_memory,
+    parse_cpu_millicores,
+    parse_memory_bytes,
+)
+from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
+from recommender.errors import InvalidInput, NotFound
+from recommender.models import AuditEvent, Policy, Workload
+
+logger = logging.getLogger(__name__)
+
+# The keys of ``changes`` that update_policy accepts.
+CHANGEABLE_FIELDS = ("mode", "profile", "container_policies", "min_replicas")
+# Keys of one containerPolicies entry, as upstream spells them.
+CONTAINER_POLICY_KEYS = (
+    "containerName",
+    "mode",
+    "minAllowed",
+    "maxAllowed",
+    "controlledResources",
+    "controlledValues",
+)
+CONTAINER_MODES = ("Auto", "Off")
+POLICY_UPDATE_ACTION = "policy.update"
+
+# What each mode does to running pods, shown before an operator leaves Off.
+MODE_CONSEQUENCES = {
+    Policy.Mode.OFF: (
+        "Recommend only: vpaweb never writes to this workload, its pods or a VPA object."
+    ),
+    Policy.Mode.INITIAL: (
+        "New pods get the recommended requests when they are created; running pods are "
+        "left as they are until they restart for another reason."
+    ),
+    Policy.Mode.RECREATE: (
+        "New pods get the recommended requests, and running pods whose requests are far "
+        "from the recommendation are evicted (within disruption budgets) so that they are "
+        "recreated with the new requests."
+    ),
+    Policy.Mode.IN_PLACE_OR_RECREATE: (
+        "Running pods are resized in place where the cluster supports it, without a "
+        "restart; otherwise they are evicted and recreated, as in Recreate. New pods get "
+        "the recommended requests."
+    ),
+}
+
+
+def mode_consequence(mode: str) -> str:
+    """What switching a workload to ``mode`` will do to its pods, in plain words."""
+    return MODE_CONSEQUENCES.get(mode, f"Unknown mode {mode!r}.")
+
+
+def actor_label_of(actor: AbstractBaseUser | None) -> str:
+    """How an actor is shown in the audit log: the user name, or "system"."""
+    if actor is None:
+        return "system"
+    return actor.get_username()
+
+
+def policy_snapshot(policy: Policy) -> dict[str, Any]:
+    """The changeable fields of ``policy`` as JSON, for audit before/after."""
+    return {
+        "mode": policy.mode,
+        "profile": policy.profile,
+        "container_policies": policy.container_policies,
+        "min_replicas": policy.min_replicas,
+    }
+
+
+def _quantities(
+    raw: object, *, field: str, errors: dict[str, list[str]]
+) -> tuple[Resources, dict[str, str]]:
+    """Parse a ResourceList ``{"cpu": "100m", "memory": "1Gi"}`` into Resources + canonical."""
+    if raw is None:
+        return Resources(), {}
+    if not isinstance(raw, dict):
+        errors.setdefault(field, []).append(
+            'must be an object such as {"cpu": "100m", "memory": "128Mi"}'
+        )
+        return Resources(), {}
+    amounts = Resources()
+    canonical: dict[str, str] = {}
+    for resource, text in raw.items():
+        key = f"{field}.{resource}"
+        if resource not in RESOURCE_NAMES:
+            errors.setdefault(key, []).append("only cpu and memory can be set")
+            continue
+        if text is None or text == "":
+            continue
+        # Numbers are accepted too: JSON clients send 1 or 0.5 for cores.
+        is_number = isinstance(text, int | float) and not isinstance(text, bool)
+        as_text = str(text) if is_number else text
+        try:
+            if resource == CPU:
+                value = parse_cpu_millicores(as_text)
+                canonical[CPU] = format_cpu(value)
+            else:
+                value = parse_memory_bytes(as_text)
+                canonical[MEMORY] = format_memory(value)
+        except ValueError as exc:
+            errors.setdefault(key, []).append(str(exc))
+            continue
+        amounts = amounts.with_amount(resource, value)
+    return amounts, canonical
+
+
+def _container_policy(
+    raw: object, *, index: int, container_names: set[str], errors: dict[str, list[str]]
+) -> dict[str, Any] | None:
+    """Validate one containerPolicies entry; return it in canonical form or None."""
+    field = f"container_policies[{index}]"
+    if not isinstance(raw, dict):
+        errors.setdefault(field, []).append("must be an object with a containerName")
+        return None
+    before = sum(len(v) for v in errors.values())
+    for key in raw:
+        if key not in CONTAINER_POLICY_KEYS:
+            errors.setdefault(f"{field}.{key}", []).append(
+                f"unknown key; expected one of {', '.join(CONTAINER_POLICY_KEYS)}"
+            )
+    name = raw.get("containerName")
+    if not isinstance(name, str) or not name:
+        errors.setdefault(f"{field}.containerName", []).append(
+            'is required: a container of this workload, or "*" for all'
+        )
+    elif name != "*" and name not in container_names:
+        known = ", ".join(sorted(container_names)) or "none"
+        errors.setdefault(f"{field}.containerName", []).append(
+            f"{name!r} is not a container of this workload (containers: {known})"
+        )
+    mode = raw.get("mode", "Auto")
+    if mode not in CONTAINER_MODES:
+        errors.setdefault(f"{field}.mode", []).append(
+            f"must be Auto or Off, not {mode!r}"
+        )
+    min_allowed, min_text = _quantities(
+        raw.get("minAllowed"), field=f"{field}.minAllowed", errors=errors
+    )
+    max_allowed, max_text = _quantities(
+        raw.get("maxAllowed"), field=f"{field}.maxAllowed", errors=errors
+    )
+    for resource in RESOURCE_NAMES:
+        low, high = min_allowed.get(resource), max_allowed.get(resource)
+        if low is not None and high is not None and high < low:
+            errors.setdefault(f"{field}.maxAllowed.{resource}", []).append(
+                f"is lower than minAllowed ({max_text[resource]} < {min_text[resource]})"
+            )
+    controlled = raw.get("controlledResources", [CPU, MEMORY])
+    if not isinstance(controlled, list | tuple) or any(
+        r not in RESOURCE_NAMES for r in controlled
+    ):
+        errors.setdefault(f"{field}.controlledResources", []).append(
+            f'must be a list of "cpu" and "memory", not {controlled!r}'
+        )
+        controlled = [CPU, MEMORY]
+    controlled = [
+        r for r in RESOURCE_NAMES if r in controlled
+    ]  # canonical order, no dupes
+    values = raw.get("controlledValues")
+    if values is not None and values not in CONTROLLED_VALUES:
+        errors.setdefault(f"{field}.controlledValues", []).append(
+            f"must be one of {', '.join(CONTROLLED_VALUES)}, not {values!r}"
+        )
+        values = None
+    if sum(len(v) for v in errors.values()) > before:
+        return None
+    try:
+        # The engine holds the upstream validation rules (e.g. Off with RequestsAndLimits).
+        ContainerPolicy(
+            container_name=name,
+            mode=mode,
+            min_allowed=min_allowed,
+            max_allowed=max_allowed,
+            controlled_resources=tuple(controlled),
+            controlled_values=values,
+        )
+    except ValueError as exc:
+        errors.setdefault(field, []).append(str(exc))
+        return None
+    entry: dict[str, Any] = {"containerName": name, "mode": mode}
+    if min_text:
+        entry["minAllowed"] = min_text
+    if max_text:
+        entry["maxAllowed"] = max_text
+    entry["controlledResources"] = controlled
+    if values is not None:
+        entry["controlledValues"] = values
+    return entry
+
+
+def validate_container_policies(
+    raw: object, *, container_names: set[str]
+) -> list[dict[str, Any]]:
+    """Check upstream-shaped containerPolicies; return them canonical or raise InvalidInput."""
+    errors: dict[str, list[str]] = {}
+    if not isinstance(raw, list):
+        raise InvalidInput(
+            "container_policies must be a list of containerPolicies entries",
+            field="container_policies",
+        )
+    result = []
+    seen: set[str] = set()
+    for index, item in enumerate(raw):
+        entry = _container_policy(
+            item, index=index, container_names=container_names, errors=errors
+        )
+        if entry is None:
+            continue
+        if entry["containerName"] in seen:
+            errors.setdefault(f"container_policies[{index}].containerName", []).append(
+                f"{entry['containerName']!r} has more than one policy"
+            )
+        seen.add(entry["containerName"])
+        result.append(entry)
+    if errors:
+        field, messages = next(iter(errors.items()))
+        raise InvalidInput(f"{field}: {messages[0]}", fields=errors) from None
+    return result
+
+
+def parse_container_policies(stored: list[dict[str, Any]]) -> list[ContainerPolicy]:
+    """Stored (canonical) containerPolicies as engine ``ContainerPolicy`` objects."""
+    policies = []
+    for entry in stored:
+        policies.append(
+            ContainerPolicy(
+                container_name=entry["containerName"],
+                mode=entry.get("mode", "Auto"),
+                min_allowed=Resources(
+                    _maybe(parse_cpu_millicores, entry.get("minAllowed", {}).get(CPU)),
+                    _maybe(parse_memory_bytes, entry.get("minAllowed", {}).get(MEMORY)),
+                ),
+                max_allowed=Resources(
+                    _maybe(parse_cpu_millicores, entry.get("maxAllowed", {}).get(CPU)),
+                    _maybe(parse_memory_bytes, entry.get("maxAllowed", {}).get(MEMORY)),
+                ),
+                controlled_resources=tuple(
+                    entry.get("controlledResources", (CPU, MEMORY))
+                ),
+                controlled_values=entry.get("controlledValues"),
+            )
+        )
+    return policies
+
+
+def _maybe(parse: Any, text: str | None) -> int | None:
+    return None if text is None else parse(text)
+
+
+def _validate_profile(value: object) -> str:
+    # Imported here so this module (and the API using it) loads before the engine's profiles
+    # module exists; the check itself is the engine's, never a copy of its list.
+    from recommender.engine.profiles import get_profile
+
+    if not isinstance(value, str) or not value:
+        raise InvalidInput("profile must be a profile name", field="profile")
+    try:
+        get_profile(value)
+    except ValueError as exc:
+        raise InvalidInput(str(exc), field="profile") from None
+    return value
+
+
+def _validate_changes(
+    changes: dict[str, Any], *, container_names: set[str]
+) -> dict[str, Any]:
+    """Return the validated, canonical values of ``changes``; raise InvalidInput naming fields."""
+    if not isinstance(changes, dict):
+        raise InvalidInput("changes must be an object", field="changes")
+    errors: dict[str, list[str]] = {}
+    clean: dict[str, Any] = {}
+    for key in changes:
+        if key not in CHANGEABLE_FIELDS:
+            errors.setdefault(key, []).append(
+                f"cannot be changed; changeable fields are {', '.join(CHANGEABLE_FIELDS)}"
+            )
+    if "mode" in changes:
+        mode = changes["mode"]
+        if mode not in Policy.Mode.values:
+            errors.setdefault("mode", []).append(
+                f"must be one of {', '.join(Policy.Mode.values)}, not {mode!r}"
+            )
+        else:
+            clean["mode"] = mode
+    if "profile" in changes:
+        try:
+            clean["profile"] = _validate_profile(changes["profile"])
+        except InvalidInput as exc:
+            for field, messages in exc.fields.items():
+                errors.setdefault(field, []).extend(messages)
+    if "min_replicas" in changes:
+        value = changes["min_replicas"]
+        if value in (None, ""):
+            clean["min_replicas"] = None
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            errors.setdefault("min_replicas", []).append(
+                f"must be a whole number of at least 1, or empty, not {value!r}"
+            )
+        else:
+            clean["min_replicas"] = value
+    if "container_policies" in changes:
+        try:
+            clean["container_policies"] = validate_container_policies(
+                changes["container_policies"], container_names=container_names
+            )
+        except InvalidInput as exc:
+            for field, messages in exc.fields.items():
+                errors.setdefault(field, []).extend(messages)
+    if errors:
+        field, messages = next(iter(errors.items()))
+        raise InvalidInput(f"{field}: {messages[0]}", fields=errors)
+    return clean
+
+
+def update_policy(
+    *,
+    workload_id: int,
+    changes: dict[str, Any],
+    actor: AbstractBaseUser | None,
+    now: datetime,
+    actor_label: str | None = None,
+) -> Policy:
+    """Validate ``changes`` and apply them to the workload's policy, recording an AuditEvent.
+
+    Nothing is written when any field is invalid (InvalidInput names every bad field) or when
+    nothing changes (no audit event either). Nothing is ever written to a cluster here.
+    """
+    with transaction.atomic():
+        try:
+            workload = Workload.objects.select_for_update().get(pk=workload_id)
+        except Workload.DoesNotExist:
+            raise NotFound(f"workload {workload_id} does not exist") from None
+        container_names = set(workload.containers.values_list("name", flat=True))
+        clean = _validate_changes(changes, container_names=container_names)
+        policy, _ = Policy.objects.select_for_update().get_or_create(workload=workload)
+        before = policy_snapshot(policy)
+        changed = [
+            field for field, value in clean.items() if getattr(policy, field) != value
+        ]
+        if not changed:
+            logger.info("policy of workload %s unchanged", workload_id)
+            return policy
+        for field in changed:
+            setattr(policy, field, clean[field])
+        policy.updated_at = now
+        policy.updated_by = actor  # type: ignore[assignment]
+        policy.save(update_fields=[*changed, "updated_at", "updated_by"])
+        after = policy_snapshot(policy)
+        label = actor_label or actor_label_of(actor)
+        message = f"{label} changed {', '.join(changed)} of {workload}"
+        if "mode" in changed:
+            message += f"; mode {before['mode']} → {after['mode']}"
+        AuditEvent.objects.create(
+            created_at=now,
+            actor=actor,
+            actor_label=label,
+            action=POLICY_UPDATE_ACTION,
+            workload=workload,
+            object_type="policy",
+            object_id=str(policy.pk),
+            before={k: before[k] for k in changed},
+            after={k: after[k] for k in changed},
+            message=message,
+        )
+    logger.info("policy of workload %s updated by %s: %s", workload_id, label, changed)
+    return policy
