@@ -6,9 +6,12 @@ Two entry points:
 - ``cap_for_pod``: the admission controller and updater side (§4.2), upstream
   ``cappingRecommendationProcessor.Apply`` in the same file.
 
-CPU is int millicores and memory int bytes (``Resources``); upstream compares quantities with
-``Cmp`` or ``MilliValue()``, both exact on these integers. Every cap is kept as a ``Cap`` so the
-explanation can show it; ``Cap.is_annotated`` marks the ones upstream writes into the pod's
+CPU is int millicores and memory int bytes (``Resources``); upstream compares quantities
+with
+``Cmp`` or ``MilliValue()``, both exact on these integers. Every cap is kept as a
+``Cap`` so the
+explanation can show it; ``Cap.is_annotated`` marks the ones upstream writes into the
+pod's
 ``vpaUpdates`` annotation (only caps of Target in ``cap_for_pod``).
 """
 
@@ -27,7 +30,7 @@ from .limits import (
     proportional_limit,
     scale_proportionally,
 )
-from .resources import CPU, MEMORY, RESOURCE_NAMES, Resources
+from .resources import CPU, MEMORY, NO_RESOURCES, RESOURCE_NAMES, Resources
 
 __all__ = [
     "BOUNDS",
@@ -69,7 +72,8 @@ CAPPED_TO_POD_LR_MAX = "capped to fit Max in Pod LimitRange"
 CAPPED_TO_POD_LR_MIN = "capped to fit Min in Pod LimitRange"
 _CONTAINER_LR_REASONS = (CAPPED_TO_CONTAINER_LR_MIN, CAPPED_TO_CONTAINER_LR_MAX)
 _POLICY_REASONS = (CAPPED_TO_MIN_ALLOWED, CAPPED_TO_MAX_ALLOWED)
-# Ours, not upstream's: the recommender's --container-recommendation-max-allowed-* flags.
+# Ours, not upstream's: the recommender's --container-recommendation-max-allowed-*
+# flags.
 CAPPED_TO_GLOBAL_MAX = "capped to the recommender's global maxAllowed"
 
 
@@ -77,14 +81,16 @@ CAPPED_TO_GLOBAL_MAX = "capped to the recommender's global maxAllowed"
 class ContainerPolicy:
     """One ``resourcePolicy.containerPolicies[]`` entry; ``"*"`` is the default policy.
 
-    ``controlled_values`` None means "not specified" (upstream default RequestsAndLimits): only an
-    explicit RequestsAndLimits together with mode Off is rejected, as upstream validation does.
+    ``controlled_values`` None means "not specified" (upstream default
+    RequestsAndLimits): only an
+    explicit RequestsAndLimits together with mode Off is rejected, as upstream
+    validation does.
     """
 
     container_name: str
     mode: str = MODE_AUTO
-    min_allowed: Resources = Resources()
-    max_allowed: Resources = Resources()
+    min_allowed: Resources = NO_RESOURCES
+    max_allowed: Resources = NO_RESOURCES
     controlled_resources: tuple[str, ...] = (CPU, MEMORY)
     controlled_values: str | None = None
 
@@ -101,7 +107,8 @@ class ContainerPolicy:
             raise ValueError(f"mode must be one of {MODES}, not {self.mode!r}")
         check_resources("min_allowed", self.min_allowed)
         check_resources("max_allowed", self.max_allowed)
-        # admission-controller/resource/vpa/handler.go: "max resource for %v is lower than min".
+        # admission-controller/resource/vpa/handler.go: "max resource for %v is lower
+        # than min".
         for resource in RESOURCE_NAMES:
             low, high = self.min_allowed.get(resource), self.max_allowed.get(resource)
             if low is not None and high is not None and high < low:
@@ -140,7 +147,8 @@ def select_container_policy(
 ) -> ContainerPolicy | None:
     """The policy named ``name``, else the ``"*"`` one, else None; never merged.
 
-    ``GetContainerResourcePolicy`` (utils/vpa/api.go): the first exact match wins at once,
+    ``GetContainerResourcePolicy`` (utils/vpa/api.go): the first exact match wins at
+    once,
     the last ``"*"`` seen is the fallback.
     """
     default: ContainerPolicy | None = None
@@ -267,13 +275,16 @@ def apply_vpa_policy(
     rec: RecommendationLike,
     policy: ContainerPolicy | None,
     *,
-    global_max: Resources = Resources(),
+    global_max: Resources = NO_RESOURCES,
 ) -> CappedRecommendation:
     """Recommender-side capping (§4.1): minAllowed, then maxAllowed or the global max.
 
-    ``applyVPAPolicyForContainer`` (utils/vpa/capping.go): per resource the VPA's maxAllowed
-    wins and ``global_max`` fills the resources it lacks; a missing or zero bound is ignored;
-    UncappedTarget is left untouched. ``policy`` is the one ``select_container_policy`` chose.
+    ``applyVPAPolicyForContainer`` (utils/vpa/capping.go): per resource the VPA's
+    maxAllowed
+    wins and ``global_max`` fills the resources it lacks; a missing or zero bound is
+    ignored;
+    UncappedTarget is left untouched. ``policy`` is the one ``select_container_policy``
+    chose.
     """
     bounds = _bounds_of(rec, "rec")
     check_resources("global_max", global_max)
@@ -301,10 +312,10 @@ class LimitRangeItem:
     """One ``LimitRange.spec.limits[]`` item; absent resources are None."""
 
     type: str  # "Container" | "Pod"
-    max: Resources = Resources()
-    min: Resources = Resources()
-    default: Resources = Resources()
-    default_request: Resources = Resources()
+    max: Resources = NO_RESOURCES
+    min: Resources = NO_RESOURCES
+    default: Resources = NO_RESOURCES
+    default_request: Resources = NO_RESOURCES
 
     def __post_init__(self) -> None:
         if self.type not in LIMIT_TYPES:
@@ -316,10 +327,13 @@ class LimitRangeItem:
 def combine_limit_ranges(
     items: Iterable[LimitRangeItem], limit_type: str
 ) -> LimitRangeItem | None:
-    """Merge a namespace's items of ``limit_type``: lowest Max, highest Min, last Default.
+    """Merge a namespace's items of ``limit_type``: lowest Max, highest Min, last
+    Default.
 
-    ``getLimitRangeItem`` (utils/limitrange/limit_range_calculator.go). An item with no max,
-    min or default is skipped; None when nothing applies. ``default_request`` is not merged
+    ``getLimitRangeItem`` (utils/limitrange/limit_range_calculator.go). An item with no
+    max,
+    min or default is skipped; None when nothing applies. ``default_request`` is not
+    merged
     (upstream's result does not carry it).
     """
     if limit_type not in LIMIT_TYPES:
@@ -362,8 +376,10 @@ def _boundary_request(
     boundary: int | None,
     default_limit: int | None,
 ) -> int | None:
-    """``GetBoundaryRequest`` (limit_and_request_scaling.go): the request whose limit, at the
-    container's limit/request ratio, sits exactly on ``boundary``; None = no boundary."""
+    """``GetBoundaryRequest`` (limit_and_request_scaling.go): the request whose limit,
+    at the
+    container's limit/request ratio, sits exactly on ``boundary``; None = no
+    boundary."""
     if not limit:
         limit = default_limit
     if not limit:
@@ -530,7 +546,8 @@ def cap_for_pod(
             )
         requests_only = controlled_values_for(policies, name) == REQUESTS_ONLY
         limits = {r: container.limits.get(r) for r in RESOURCE_NAMES}
-        # getCappedRecommendationForContainer: Target (annotated), LowerBound, UpperBound.
+        # getCappedRecommendationForContainer: Target (annotated), LowerBound,
+        # UpperBound.
         for bound in (TARGET, LOWER, UPPER):
             annotate = bound == TARGET
             if container_limit_range is not None:

@@ -1,9 +1,13 @@
-"""Limits kept in proportion to requests, as the upstream VPA admission controller sets them.
+"""Limits kept in proportion to requests, as the upstream VPA admission controller sets
+them.
 
-Rules from ``vertical-pod-autoscaler/pkg/utils/vpa/limit_and_request_scaling.go`` (§4.4 of
+Rules from ``vertical-pod-autoscaler/pkg/utils/vpa/limit_and_request_scaling.go`` (§4.4
+of
 VPA-ALGORITHM.md) and ``admission-controller/resource/pod/recommendation/
-recommendation_provider.go`` (§4.3). CPU is in int millicores and memory in int bytes, so
-upstream's ``MilliValue()`` (CPU) and ``Value()`` (memory) are the numbers themselves; products
+recommendation_provider.go`` (§4.3). CPU is in int millicores and memory in int bytes,
+so
+upstream's ``MilliValue()`` (CPU) and ``Value()`` (memory) are the numbers themselves;
+products
 use Python's unbounded ints where upstream uses ``math/big``.
 """
 
@@ -11,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .resources import CPU, MEMORY, RESOURCE_NAMES, Resources
+from .resources import CPU, MEMORY, NO_RESOURCES, RESOURCE_NAMES, Resources
 
 # math.MaxInt64: the cap upstream applies when a scaled limit leaves int64
 # (scaleQuantityProportionallyCPU / scaleQuantityProportionallyMem).
@@ -55,8 +59,8 @@ class ContainerResources:
     """A pod container's current requests and limits (the caller picks status over spec)."""
 
     name: str
-    requests: Resources = Resources()
-    limits: Resources = Resources()
+    requests: Resources = NO_RESOURCES
+    limits: Resources = NO_RESOURCES
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -129,12 +133,15 @@ def requests_and_limits_for_container(
     target: Resources,
     *,
     controlled_values: str = REQUESTS_AND_LIMITS,
-    default_limit: Resources = Resources(),
+    default_limit: Resources = NO_RESOURCES,
 ) -> NewContainerResources:
-    """Requests = the capped target; limits kept proportional unless RequestsOnly (§4.3).
+    """Requests = the capped target; limits kept proportional unless RequestsOnly
+    (§4.3).
 
-    ``target`` is the capped Target from ``cap_for_pod``; ``default_limit`` is the container
-    LimitRange's ``default``. Upstream passes a nil resource policy when the VPA's update mode
+    ``target`` is the capped Target from ``cap_for_pod``; ``default_limit`` is the
+    container
+    LimitRange's ``default``. Upstream passes a nil resource policy when the VPA's
+    update mode
     is Off, which makes controlled values RequestsAndLimits: callers do the same.
     """
     if not isinstance(container, ContainerResources):
@@ -146,7 +153,7 @@ def requests_and_limits_for_container(
             f"controlled_values must be one of {CONTROLLED_VALUES}, not {controlled_values!r}"
         )
     if controlled_values == REQUESTS_ONLY:
-        return NewContainerResources(requests=target, limits=Resources())
+        return NewContainerResources(requests=target, limits=NO_RESOURCES)
     limits: dict[str, int | None] = {}
     annotations: list[str] = []
     # GetProportionalLimit: CPU then memory, annotations in that order.
@@ -164,7 +171,7 @@ def requests_and_limits_for_container(
     # GetProportionalLimit returns nil (and the provider keeps no annotation) when no
     # resource gets a limit.
     if limits[CPU] is None and limits[MEMORY] is None:
-        return NewContainerResources(requests=target, limits=Resources())
+        return NewContainerResources(requests=target, limits=NO_RESOURCES)
     return NewContainerResources(
         requests=target,
         limits=Resources(cpu_millicores=limits[CPU], memory_bytes=limits[MEMORY]),

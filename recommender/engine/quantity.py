@@ -1,15 +1,21 @@
 """Kubernetes resource quantities: parse and print them exactly as apimachinery does.
 
-CPU is held as int millicores and memory as int bytes (see ``resources.py``). Parsing follows
+CPU is held as int millicores and memory as int bytes (see ``resources.py``). Parsing
+follows
 ``k8s.io/apimachinery/pkg/api/resource/quantity.go`` (``ParseQuantity``) and then
 ``MilliValue()`` / ``Value()``, which round a fractional amount **up**. Printing follows
-``Quantity.String()`` (``CanonicalizeBytes``) for the two constructors upstream VPA uses:
+``Quantity.String()`` (``CanonicalizeBytes``) for the two constructors upstream VPA
+uses:
 ``NewScaledQuantity(m, -3)`` for CPU and ``NewQuantity(b, BinarySI)`` for memory
-(``vertical-pod-autoscaler/pkg/recommender/model/types.go``, ``ResourcesAsResourceList``).
+(``vertical-pod-autoscaler/pkg/recommender/model/types.go``,
+``ResourcesAsResourceList``).
 
-We are deliberately stricter than apimachinery in three places, all raising ``ValueError``:
-a quantity needs at least one digit (Kubernetes reads "Mi", "." and "-" as zero), negative
-amounts are refused (they are never valid requests or limits), and amounts beyond int64 are
+We are deliberately stricter than apimachinery in three places, all raising
+``ValueError``:
+a quantity needs at least one digit (Kubernetes reads "Mi", "." and "-" as zero),
+negative
+amounts are refused (they are never valid requests or limits), and amounts beyond int64
+are
 refused (Kubernetes silently caps BinarySI at MaxInt64 and wraps ``MilliValue()``).
 """
 
@@ -20,7 +26,8 @@ from fractions import Fraction
 # math.MaxInt64: the int64 bound of resource.Quantity values (apimachinery amount.go).
 MAX_INT64 = 2**63 - 1
 
-# Suffixes of apimachinery suffix.go: DecimalSI powers of ten and BinarySI powers of two.
+# Suffixes of apimachinery suffix.go: DecimalSI powers of ten and BinarySI powers of
+# two.
 _DECIMAL_SUFFIXES: dict[str, int] = {
     "n": -9,
     "u": -6,
@@ -49,7 +56,8 @@ _BINARY_SUFFIX_BY_EXPONENT = {
 # Characters parseQuantityString accepts in a suffix before an optional signed exponent.
 _SUFFIX_CHARS = frozenset("eEinumkKMGTP")
 _DIGITS = frozenset("0123456789")
-# ParseQuantity rounds every non-zero amount up to a whole nano unit (inf.RoundUp at Nano).
+# ParseQuantity rounds every non-zero amount up to a whole nano unit (inf.RoundUp at
+# Nano).
 _NANO = Fraction(1, 10**9)
 _EXPECTED = (
     "expected a Kubernetes quantity such as '500m', '1.5', '2', '250Mi', '1Gi', '129M' or "
@@ -73,7 +81,8 @@ def _parse_exact(text: object, argument: str) -> Fraction:
     negative = text[0] == "-"
     if text[0] in "+-":
         pos += 1
-    # Number: digits, optional "." and digits (parseQuantityString allows "1." and ".5").
+    # Number: digits, optional "." and digits (parseQuantityString allows "1." and
+    # ".5").
     start = pos
     while pos < end and text[pos] in _DIGITS:
         pos += 1
@@ -87,7 +96,8 @@ def _parse_exact(text: object, argument: str) -> Fraction:
         frac = text[start:pos]
     if not whole and not frac:
         raise _bad(argument, text, "it has no digits before the unit")
-    # Suffix: letters from "eEinumkKMGTP", then an optional sign and digits (an exponent).
+    # Suffix: letters from "eEinumkKMGTP", then an optional sign and digits (an
+    # exponent).
     suffix_start = pos
     while pos < end and text[pos] in _SUFFIX_CHARS:
         pos += 1
@@ -101,7 +111,8 @@ def _parse_exact(text: object, argument: str) -> Fraction:
     mantissa = Fraction(
         int(whole or "0") * 10 ** len(frac) + int(frac or "0"), 10 ** len(frac)
     )
-    # quantitySuffixer.interpret (suffix.go): SI, binary, or "e"/"E" plus an int32 exponent.
+    # quantitySuffixer.interpret (suffix.go): SI, binary, or "e"/"E" plus an int32
+    # exponent.
     if suffix in _DECIMAL_SUFFIXES:
         value = mantissa * Fraction(10) ** _DECIMAL_SUFFIXES[suffix]
     elif suffix in _BINARY_SUFFIXES:
@@ -126,7 +137,8 @@ def _parse_exact(text: object, argument: str) -> Fraction:
         raise _bad(argument, text, f"unknown unit {suffix!r}")
     if negative and value != 0:
         raise _bad(argument, text, "negative amounts are not valid requests or limits")
-    # ParseQuantity: "rounds non-zero values up to the minimum representable value" (nano).
+    # ParseQuantity: "rounds non-zero values up to the minimum representable value"
+    # (nano).
     if value.denominator != 1 and (value / _NANO).denominator != 1:
         value = Fraction(-((-value) // _NANO)) * _NANO
     return value
@@ -192,7 +204,8 @@ def format_cpu(millicores: int) -> str:
 def format_memory(bytes_: int) -> str:
     """Canonical string of ``NewQuantity(bytes_, BinarySI)``: 262144000→"250Mi", 1000→"1k"."""
     _check_amount("bytes_", bytes_)
-    # CanonicalizeBytes: BinarySI values strictly between -1024 and 1024 print as DecimalSI.
+    # CanonicalizeBytes: BinarySI values strictly between -1024 and 1024 print as
+    # DecimalSI.
     if bytes_ < 1024:
         return _format_decimal_si(bytes_, 0)
     amount, times = _remove_factors(bytes_, 1024)
@@ -231,7 +244,8 @@ def humanize_memory(bytes_: int) -> str:
 def humanize_memory_quantity(bytes_: int) -> str:
     """Upstream's deprecated ``HumanizeMemoryQuantity`` (model/types.go): 1537→"1.50Ki"."""
     _check_amount("bytes_", bytes_)
-    # %.2f of the float64 quotient, as Go's fmt.Sprintf; both round the exact binary value.
+    # %.2f of the float64 quotient, as Go's fmt.Sprintf; both round the exact binary
+    # value.
     for exponent, suffix in ((40, "Ti"), (30, "Gi"), (20, "Mi"), (10, "Ki")):
         if bytes_ >= 2**exponent:
             return f"{float(bytes_) / float(2**exponent):.2f}{suffix}"

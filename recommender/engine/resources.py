@@ -57,3 +57,7 @@ class Resources:
         if self.memory_bytes is not None:
             out[MEMORY] = self.memory_bytes
         return out
+
+
+# A shared empty value, for dataclass and argument defaults (Resources is frozen).
+NO_RESOURCES = Resources()

@@ -15,13 +15,13 @@ from recommender.engine.capping import (
     combine_limit_ranges,
     select_container_policy,
 )
-from recommender.engine.resources import Resources
+from recommender.engine.resources import NO_RESOURCES, Resources
 
 MI = 2**20
 GI = 2**30
 
 
-def _rec(target, lower=Resources(), upper=Resources(), uncapped=None):
+def _rec(target, lower=NO_RESOURCES, upper=NO_RESOURCES, uncapped=None):
     return CappedRecommendation(
         target=target,
         lower_bound=lower,
@@ -31,9 +31,7 @@ def _rec(target, lower=Resources(), upper=Resources(), uncapped=None):
 
 
 # TestApplyVPAPolicy (utils/vpa/capping_test.go), the §4.1 table (#49).
-TABLE_REC = _rec(
-    Resources(42, 42 * MI), Resources(31, 31 * MI), Resources(53, 53 * MI)
-)
+TABLE_REC = _rec(Resources(42, 42 * MI), Resources(31, 31 * MI), Resources(53, 53 * MI))
 
 
 def test_vpa_min_allowed_raises_target_and_lower_not_uncapped():
@@ -43,7 +41,9 @@ def test_vpa_min_allowed_raises_target_and_lower_not_uncapped():
     assert capped.lower_bound == Resources(50, 50 * MI)
     assert capped.upper_bound == Resources(53, 53 * MI)
     assert capped.uncapped_target == Resources(42, 42 * MI)
-    assert Cap("cpu", "target", "cpu capped to minAllowed", 42, 50, False) in capped.caps
+    assert (
+        Cap("cpu", "target", "cpu capped to minAllowed", 42, 50, False) in capped.caps
+    )
 
 
 def test_vpa_max_allowed_lowers_target_and_upper():
@@ -78,7 +78,9 @@ def test_vpa_max_beats_global_max_where_both_exist():
 
 
 def test_zero_or_missing_bounds_are_ignored():
-    policy = ContainerPolicy("c", min_allowed=Resources(0, None), max_allowed=Resources(0))
+    policy = ContainerPolicy(
+        "c", min_allowed=Resources(0, None), max_allowed=Resources(0)
+    )
     capped = apply_vpa_policy(TABLE_REC, policy)
     assert capped.target == TABLE_REC.target
     assert capped.caps == ()
@@ -101,10 +103,16 @@ def test_exact_name_beats_default_policy_without_merging():
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"min_allowed": Resources(500), "max_allowed": Resources(400)}, "max_allowed cpu"),
+        (
+            {"min_allowed": Resources(500), "max_allowed": Resources(400)},
+            "max_allowed cpu",
+        ),
         ({"mode": "Auto!"}, "mode must be one of"),
         ({"controlled_values": "Everything"}, "controlled_values must be one of"),
-        ({"mode": "Off", "controlled_values": "RequestsAndLimits"}, "scaling mode is off"),
+        (
+            {"mode": "Off", "controlled_values": "RequestsAndLimits"},
+            "scaling mode is off",
+        ),
         ({"controlled_resources": ("cpu", "gpu")}, "controlled_resources"),
         ({"min_allowed": Resources(-1)}, "min_allowed.cpu_millicores"),
         ({"container_name": ""}, "container_name"),
@@ -127,7 +135,7 @@ LIMIT_REC = _rec(Resources(20_000, 80_000), upper=Resources(100_000, 90_000))
 
 def test_requests_only_caps_to_the_container_limit():
     container = ContainerResources(
-        "ctr", requests=Resources(), limits=Resources(30_000, 70_000)
+        "ctr", requests=NO_RESOURCES, limits=Resources(30_000, 70_000)
     )
     policy = ContainerPolicy("ctr", controlled_values="RequestsOnly")
     capped = cap_for_pod({"ctr": LIMIT_REC}, [container], policies=[policy])["ctr"]
@@ -160,11 +168,16 @@ def test_recommendation_capped_to_min_max_policy():
     policy = ContainerPolicy(
         "ctr", min_allowed=Resources(400, 40_000), max_allowed=Resources(450, 45_000)
     )
-    capped = cap_for_pod({"ctr": rec}, [ContainerResources("ctr")], policies=[policy])["ctr"]
+    capped = cap_for_pod({"ctr": rec}, [ContainerResources("ctr")], policies=[policy])[
+        "ctr"
+    ]
     assert capped.target == Resources(400, 45_000)
     assert capped.lower_bound == Resources(400, 43_000)
     assert capped.upper_bound == Resources(450, 45_000)
-    assert capped.annotations() == ["cpu capped to minAllowed", "memory capped to maxAllowed"]
+    assert capped.annotations() == [
+        "cpu capped to minAllowed",
+        "memory capped to maxAllowed",
+    ]
 
 
 def test_recommendations_for_containers_not_in_the_pod_are_dropped():
@@ -182,13 +195,17 @@ def test_no_recommendation_and_no_policy_gives_nothing():
 def test_container_limit_range_caps_to_max_and_min():
     # TestApplyCapsToLimitRange (#50)
     limit_range = LimitRangeItem(
-        "Container", max=Resources(cpu_millicores=1000), min=Resources(memory_bytes=500 * 10**6)
+        "Container",
+        max=Resources(cpu_millicores=1000),
+        min=Resources(memory_bytes=500 * 10**6),
     )
     container = ContainerResources(
         "ctr", requests=Resources(1000, 10**9), limits=Resources(1000, 10**9)
     )
     rec = _rec(Resources(2000, 200 * 10**6))
-    capped = cap_for_pod({"ctr": rec}, [container], container_limit_range=limit_range)["ctr"]
+    capped = cap_for_pod({"ctr": rec}, [container], container_limit_range=limit_range)[
+        "ctr"
+    ]
     assert capped.target == Resources(1000, 500_000_000)
     assert capped.annotations() == [
         "cpu capped to fit Max in container LimitRange",
@@ -205,7 +222,9 @@ def _pod(resources_by_name):
 
 def test_pod_limit_range_max_splits_cpu_proportionally():
     # TestApplyPodLimitRange (#50): req = lim = 1 cpu each, pod max 1 cpu.
-    pod = _pod({"a": Resources(cpu_millicores=1000), "b": Resources(cpu_millicores=1000)})
+    pod = _pod(
+        {"a": Resources(cpu_millicores=1000), "b": Resources(cpu_millicores=1000)}
+    )
     recs = {n: _rec(Resources(cpu_millicores=1000)) for n in ("a", "b")}
     lr = LimitRangeItem("Pod", max=Resources(cpu_millicores=1000))
     result = cap_for_pod(recs, pod, pod_limit_range=lr)
@@ -217,7 +236,9 @@ def test_pod_limit_range_min_raises_memory_proportionally():
     recs = {n: _rec(Resources(memory_bytes=10**9)) for n in ("a", "b")}
     lr = LimitRangeItem("Pod", min=Resources(memory_bytes=4 * 10**9))
     result = cap_for_pod(recs, pod, pod_limit_range=lr)
-    assert [r.target for r in result.values()] == [Resources(memory_bytes=2 * 10**9)] * 2
+    assert [r.target for r in result.values()] == [
+        Resources(memory_bytes=2 * 10**9)
+    ] * 2
 
 
 @pytest.mark.parametrize(
@@ -225,12 +246,23 @@ def test_pod_limit_range_min_raises_memory_proportionally():
     [
         # TestCapPodMemoryWithUnderByteSplit (#50): the floor is visible.
         (LimitRangeItem("Pod", max=Resources(memory_bytes=GI)), [357913941, 715827882]),
-        (LimitRangeItem("Pod", min=Resources(memory_bytes=4 * GI)), [1431655765, 2863311530]),
+        (
+            LimitRangeItem("Pod", min=Resources(memory_bytes=4 * GI)),
+            [1431655765, 2863311530],
+        ),
     ],
 )
 def test_pod_limit_range_memory_split_floors_bytes(limit_range, expected):
-    pod = _pod({"a": Resources(memory_bytes=50 * 10**6), "b": Resources(memory_bytes=50 * 10**6)})
-    recs = {"a": _rec(Resources(memory_bytes=GI)), "b": _rec(Resources(memory_bytes=2 * GI))}
+    pod = _pod(
+        {
+            "a": Resources(memory_bytes=50 * 10**6),
+            "b": Resources(memory_bytes=50 * 10**6),
+        }
+    )
+    recs = {
+        "a": _rec(Resources(memory_bytes=GI)),
+        "b": _rec(Resources(memory_bytes=2 * GI)),
+    }
     result = cap_for_pod(recs, pod, pod_limit_range=limit_range)
     assert [r.target.memory_bytes for r in result.values()] == expected
 
@@ -245,18 +277,26 @@ def test_pod_limit_range_min_rounds_cpu_up_in_millicores():
 
 def test_pod_limit_range_counts_containers_without_recommendation():
     # "b" has no recommendation: its requests join the sums and come back as a target.
-    pod = _pod({"a": Resources(cpu_millicores=1000), "b": Resources(cpu_millicores=1000)})
+    pod = _pod(
+        {"a": Resources(cpu_millicores=1000), "b": Resources(cpu_millicores=1000)}
+    )
     lr = LimitRangeItem("Pod", max=Resources(cpu_millicores=1000))
-    result = cap_for_pod({"a": _rec(Resources(cpu_millicores=1000))}, pod, pod_limit_range=lr)
+    result = cap_for_pod(
+        {"a": _rec(Resources(cpu_millicores=1000))}, pod, pod_limit_range=lr
+    )
     assert result["a"].target == Resources(cpu_millicores=500)
     assert result["b"].target == Resources(cpu_millicores=500)
 
 
 def test_combine_limit_ranges_takes_lowest_max_highest_min_last_default():
     items = [
-        LimitRangeItem("Container", max=Resources(2000, 4 * GI), default=Resources(500)),
+        LimitRangeItem(
+            "Container", max=Resources(2000, 4 * GI), default=Resources(500)
+        ),
         LimitRangeItem("Container", max=Resources(1000), min=Resources(10, 10)),
-        LimitRangeItem("Container", min=Resources(20), default=Resources(memory_bytes=GI)),
+        LimitRangeItem(
+            "Container", min=Resources(20), default=Resources(memory_bytes=GI)
+        ),
         LimitRangeItem("Pod", max=Resources(1)),
     ]
     combined = combine_limit_ranges(items, "Container")
@@ -283,13 +323,17 @@ maybe = st.none() | amount
 
 
 @given(maybe, maybe, maybe, maybe, maybe, maybe)
-def test_policy_capping_stays_within_min_and_max(cpu, mem, min_cpu, max_cpu, min_mem, max_mem):
+def test_policy_capping_stays_within_min_and_max(
+    cpu, mem, min_cpu, max_cpu, min_mem, max_mem
+):
     if None not in (min_cpu, max_cpu) and min_cpu > max_cpu:
         min_cpu, max_cpu = max_cpu, min_cpu
     if None not in (min_mem, max_mem) and min_mem > max_mem:
         min_mem, max_mem = max_mem, min_mem
     policy = ContainerPolicy(
-        "c", min_allowed=Resources(min_cpu, min_mem), max_allowed=Resources(max_cpu, max_mem)
+        "c",
+        min_allowed=Resources(min_cpu, min_mem),
+        max_allowed=Resources(max_cpu, max_mem),
     )
     rec = _rec(Resources(cpu, mem))
     for capped in (

@@ -10,7 +10,7 @@ from recommender.engine.limits import (
     proportional_limit,
     requests_and_limits_for_container,
 )
-from recommender.engine.resources import Resources
+from recommender.engine.resources import NO_RESOURCES, Resources
 
 MI = 2**20
 INT64_ANNOTATION = "failed to keep limit to request ratio; capping limit to int64"
@@ -23,19 +23,50 @@ INT64_ANNOTATION = "failed to keep limit to request ratio; capping limit to int6
         (2000, 1000, 10000, None, 20000, None),
         (None, 1000, 10000, 2000, 20000, None),  # default limit instead of a limit
         (0, 1000, 10000, 2000, 20000, None),  # a zero limit also takes the default
-        (None, 1000, 10000, None, None, "cpu: limit NOT set since originalLimit is nil or 0"),
+        (
+            None,
+            1000,
+            10000,
+            None,
+            None,
+            "cpu: limit NOT set since originalLimit is nil or 0",
+        ),
         (2000, None, 10000, None, 10000, None),  # no request: limit = new request
-        (2000, 1000, 0, None, None, "cpu: limit NOT set since recommendedRequest is nil or 0"),
-        (2000, 1000, None, None, None, "cpu: limit NOT set since recommendedRequest is nil or 0"),
+        (
+            2000,
+            1000,
+            0,
+            None,
+            None,
+            "cpu: limit NOT set since recommendedRequest is nil or 0",
+        ),
+        (
+            2000,
+            1000,
+            None,
+            None,
+            None,
+            "cpu: limit NOT set since recommendedRequest is nil or 0",
+        ),
         (1000, 1000, 10000, None, 10000, None),  # limit == request
         (2000, 1500, 1000, None, 1333, None),  # 1.333 cores, floored in milli
-        (10**13, 1, 10**13, None, MAX_INT64, f"cpu: {INT64_ANNOTATION}"),  # 10G, 1m, 10G
+        (
+            10**13,
+            1,
+            10**13,
+            None,
+            MAX_INT64,
+            f"cpu: {INT64_ANNOTATION}",
+        ),  # 10G, 1m, 10G
     ],
 )
 def test_cpu_proportional_limit_matches_upstream(
     limit, original_request, new, default, expected, annotation
 ):
-    assert proportional_limit("cpu", limit, original_request, new, default) == (expected, annotation)
+    assert proportional_limit("cpu", limit, original_request, new, default) == (
+        expected,
+        annotation,
+    )
 
 
 def test_memory_proportional_limit_floors_whole_bytes():
@@ -47,7 +78,9 @@ def test_memory_proportional_limit_floors_whole_bytes():
 
 
 def test_proportional_limit_rejects_bad_arguments():
-    with pytest.raises(ValueError, match="resource must be 'cpu' or 'memory', not 'gpu'"):
+    with pytest.raises(
+        ValueError, match="resource must be 'cpu' or 'memory', not 'gpu'"
+    ):
         proportional_limit("gpu", 1, 1, 1, None)
     with pytest.raises(ValueError, match="original_request must be between 0"):
         proportional_limit("cpu", 1, -1, 1, None)
@@ -55,7 +88,7 @@ def test_proportional_limit_rejects_bad_arguments():
         proportional_limit("cpu", 1, 1, 1.5, None)
 
 
-def _container(requests=Resources(), limits=Resources()):
+def _container(requests=NO_RESOURCES, limits=NO_RESOURCES):
     return ContainerResources("container1", requests=requests, limits=limits)
 
 
@@ -88,7 +121,10 @@ def test_limit_over_int64_is_capped_with_two_annotations():
     container = _container(Resources(1000, 100 * MI), Resources(10_000, 1000 * MI))
     new = requests_and_limits_for_container(container, Resources(2**60, 2**60))
     assert new.limits == Resources(MAX_INT64, MAX_INT64)
-    assert new.annotations == (f"cpu: {INT64_ANNOTATION}", f"memory: {INT64_ANNOTATION}")
+    assert new.annotations == (
+        f"cpu: {INT64_ANNOTATION}",
+        f"memory: {INT64_ANNOTATION}",
+    )
 
 
 def test_limit_range_default_is_the_fallback_limit():
@@ -120,7 +156,9 @@ def test_one_missing_limit_keeps_its_annotation():
 
 def test_requests_and_limits_rejects_unknown_controlled_values():
     with pytest.raises(ValueError, match="controlled_values must be one of"):
-        requests_and_limits_for_container(_container(), Resources(), controlled_values="All")
+        requests_and_limits_for_container(
+            _container(), Resources(), controlled_values="All"
+        )
     with pytest.raises(ValueError, match=r"target.cpu_millicores"):
         requests_and_limits_for_container(_container(), Resources(cpu_millicores=-5))
 

@@ -227,7 +227,10 @@ def test_memory_format_parse_round_trip(bytes_):
     assert format_memory(parse_memory_bytes(text)) == text
 
 
-@given(st.integers(min_value=0, max_value=10**15), st.integers(min_value=1, max_value=10**9))
+@given(
+    st.integers(min_value=0, max_value=10**15),
+    st.integers(min_value=1, max_value=10**9),
+)
 def test_round_up_is_the_least_multiple_not_below(value, scale):
     result = round_up(value, scale)
     assert result % scale == 0
