@@ -164,6 +164,32 @@ SIMULATION_SEED = env_int("VPAWEB_SIMULATION_SEED", 20261121)
 SIMULATION_WORKLOADS = env_int("VPAWEB_SIMULATION_WORKLOADS", 120, minimum=1)
 SIMULATION_HISTORY_DAYS = env_float("VPAWEB_SIMULATION_HISTORY_DAYS", 8.0, minimum=0.0)
 
+# Prometheus history (recommender/sources/prometheus.py, docs/prometheus.md). With a URL set,
+# Kubernetes clusters read usage and OOM history from it instead of metrics-server.
+PROMETHEUS_URL = env_str("PROMETHEUS_URL")
+PROMETHEUS_BEARER_TOKEN = env_secret("PROMETHEUS_BEARER_TOKEN")
+PROMETHEUS_USERNAME = env_str("PROMETHEUS_USERNAME")
+PROMETHEUS_PASSWORD = env_secret("PROMETHEUS_PASSWORD")
+PROMETHEUS_CA_FILE = env_str("PROMETHEUS_CA_FILE")
+PROMETHEUS_TIMEOUT_S = env_float("PROMETHEUS_TIMEOUT_S", 30.0, minimum=0.1)
+PROMETHEUS_RETRIES = env_int("PROMETHEUS_RETRIES", 3, minimum=0)
+PROMETHEUS_BACKFILL_DAYS = env_float("PROMETHEUS_BACKFILL_DAYS", 8.0, minimum=0.0)
+PROMETHEUS_RESOLUTION_S = env_int("PROMETHEUS_RESOLUTION_S", 60, minimum=1)
+# rate() needs two scrapes per window: raise this to twice a scrape interval above 30 s.
+PROMETHEUS_RATE_WINDOW_S = env_int("PROMETHEUS_RATE_WINDOW_S", 60, minimum=1)
+PROMETHEUS_CONCURRENCY = env_int("PROMETHEUS_CONCURRENCY", 4, minimum=1)
+# Prometheus refuses more than 11,000 points per series in one range query.
+PROMETHEUS_MAX_POINTS = env_int("PROMETHEUS_MAX_POINTS", 11000, minimum=2)
+PROMETHEUS_NAMESPACE_LABEL = env_str("PROMETHEUS_NAMESPACE_LABEL", "namespace")
+PROMETHEUS_POD_LABEL = env_str("PROMETHEUS_POD_LABEL", "pod")
+PROMETHEUS_CONTAINER_LABEL = env_str("PROMETHEUS_CONTAINER_LABEL", "container")
+PROMETHEUS_CPU_METRIC = env_str("PROMETHEUS_CPU_METRIC", "container_cpu_usage_seconds_total")
+PROMETHEUS_MEMORY_METRIC = env_str(
+    "PROMETHEUS_MEMORY_METRIC", "container_memory_working_set_bytes"
+)
+PROMETHEUS_CADVISOR_SELECTOR = env_str("PROMETHEUS_CADVISOR_SELECTOR")
+PROMETHEUS_KUBE_STATE_SELECTOR = env_str("PROMETHEUS_KUBE_STATE_SELECTOR")
+
 # --- Dashboard -----------------------------------------------------------------------------
 # Monthly savings estimate: list prices of on-demand cloud capacity (documented in README).
 PRICE_PER_CORE_HOUR = env_float("VPAWEB_PRICE_PER_CORE_HOUR", 0.031611, minimum=0.0)

@@ -1,0 +1,614 @@
+"""Usage history from Prometheus: cAdvisor CPU and memory, kube-state-metrics OOM kills.
+
+Every query is a ``query_range`` on a grid aligned to the step (Unix seconds divisible
+by the step), so two reads of overlapping ranges return the same timestamps and the
+refresh service's per-container watermarks (the newest grid time ingested) stay exact.
+
+- CPU: ``max by (namespace, pod, container) (rate(<cpu counter>[w]))`` in cores, where
+  ``w`` is the larger of the step and ``rate_window_s``. With ``w`` equal to the step
+  the windows tile the time axis, so every counter increment is counted once; ``rate``
+  handles counter resets (a restarted container).
+- Memory: ``max by (...) (max_over_time(<working set>[step]))``: the peak of each
+  interval, which is what the VPA's memory histogram keeps (upstream reads the gauge at
+  one point per interval and misses the peaks between points).
+- ``max by`` rather than ``sum by``: cAdvisor briefly exports the old cgroup's series
+  next to the new one after a restart; summing would double the usage.
+- OOM kills: kube-state-metrics' restart counter going up while
+  ``kube_pod_container_status_last_terminated_reason{reason="OOMKilled"}`` is 1, with
+  the memory request (``kube_pod_container_resource_requests``) at that time, as
+  upstream's OOM observer passes it.
+
+Prometheus refuses a query of more than 11,000 points per series, so long ranges are
+split into chunks of at most ``max_points`` grid points, fetched ``concurrency`` at a
+time. Transient failures (connection errors, timeouts, 429 and 5xx) are retried with
+exponential backoff and jitter; anything else, or a used-up retry budget, raises
+``SourceUnavailable`` naming the query and what was wrong. A series that vanishes is
+simply absent (NaN) from then on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import requests
+from requests.adapters import HTTPAdapter
+
+from recommender.cluster.base import OomKill
+from recommender.errors import InvalidInput, SourceUnavailable
+from recommender.sources.base import SeriesKey, UsageGrid
+
+logger = logging.getLogger(__name__)
+
+# Prometheus' hard limit on the points of one series in one range query
+# (web/api/v1/api.go: "exceeded maximum resolution of 11,000 points per timeseries").
+PROMETHEUS_MAX_POINTS = 11_000
+# HTTP statuses worth retrying: overload and server-side failures.
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+# Label values that are not a container: the pod cgroup ("") and the pause container.
+NOT_A_CONTAINER = ("", "POD")
+
+
+@dataclass(frozen=True)
+class PrometheusConfig:
+    """Where Prometheus is, how to authenticate, and how to read its series."""
+
+    url: str
+    bearer_token: str = ""
+    username: str = ""
+    password: str = ""
+    # A CA bundle to verify the server's certificate; "" = the system's trust store.
+    ca_file: str = ""
+    timeout_s: float = 30.0
+    resolution_s: float = 60.0
+    # Lower bound of the rate() window: at least two scrape intervals, or rate() finds a
+    # single sample per window and returns nothing.
+    rate_window_s: float = 60.0
+    concurrency: int = 4
+    max_points: int = PROMETHEUS_MAX_POINTS
+    retries: int = 3
+    backoff_s: float = 0.5
+    namespace_label: str = "namespace"
+    pod_label: str = "pod"
+    container_label: str = "container"
+    cpu_metric: str = "container_cpu_usage_seconds_total"
+    memory_metric: str = "container_memory_working_set_bytes"
+    # Extra matchers for the cAdvisor series, e.g. 'job="kubelet"'.
+    cadvisor_selector: str = ""
+    # Extra matchers for the kube-state-metrics series, e.g. 'job="kube-state-metrics"'.
+    kube_state_selector: str = ""
+
+    def __post_init__(self) -> None:
+        checks: list[tuple[str, bool, str]] = [
+            (
+                "url",
+                self.url.startswith(("http://", "https://")),
+                f"{self.url!r} is not an http:// or https:// URL",
+            ),
+            ("timeout_s", self.timeout_s > 0, "must be positive"),
+            ("resolution_s", self.resolution_s >= 1, "must be at least 1 second"),
+            ("rate_window_s", self.rate_window_s > 0, "must be positive"),
+            ("concurrency", self.concurrency >= 1, "must be at least 1"),
+            (
+                "max_points",
+                2 <= self.max_points <= PROMETHEUS_MAX_POINTS,
+                f"must be between 2 and {PROMETHEUS_MAX_POINTS}",
+            ),
+            ("retries", self.retries >= 0, "must not be negative"),
+            ("backoff_s", self.backoff_s >= 0, "must not be negative"),
+        ]
+        for label in ("namespace_label", "pod_label", "container_label"):
+            value = getattr(self, label)
+            checks.append(
+                (label, value.isidentifier(), f"{value!r} is not a label name")
+            )
+        for name, is_ok, problem in checks:
+            if not is_ok:
+                raise InvalidInput(f"Prometheus {name} {problem}", field=name)
+        if bool(self.username) != bool(self.password):
+            raise InvalidInput(
+                "Prometheus basic auth needs both a username and a password",
+                field="username",
+            )
+
+    @classmethod
+    def from_settings(cls) -> PrometheusConfig:
+        """The configuration in ``settings.PROMETHEUS_*``."""
+        from django.conf import settings
+
+        return cls(
+            url=settings.PROMETHEUS_URL,
+            bearer_token=settings.PROMETHEUS_BEARER_TOKEN,
+            username=settings.PROMETHEUS_USERNAME,
+            password=settings.PROMETHEUS_PASSWORD,
+            ca_file=settings.PROMETHEUS_CA_FILE,
+            timeout_s=settings.PROMETHEUS_TIMEOUT_S,
+            resolution_s=settings.PROMETHEUS_RESOLUTION_S,
+            rate_window_s=settings.PROMETHEUS_RATE_WINDOW_S,
+            concurrency=settings.PROMETHEUS_CONCURRENCY,
+            max_points=settings.PROMETHEUS_MAX_POINTS,
+            retries=settings.PROMETHEUS_RETRIES,
+            namespace_label=settings.PROMETHEUS_NAMESPACE_LABEL,
+            pod_label=settings.PROMETHEUS_POD_LABEL,
+            container_label=settings.PROMETHEUS_CONTAINER_LABEL,
+            cpu_metric=settings.PROMETHEUS_CPU_METRIC,
+            memory_metric=settings.PROMETHEUS_MEMORY_METRIC,
+            cadvisor_selector=settings.PROMETHEUS_CADVISOR_SELECTOR,
+            kube_state_selector=settings.PROMETHEUS_KUBE_STATE_SELECTOR,
+        )
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """One range query's answer: S series by T grid points, NaN where absent."""
+
+    series: tuple[SeriesKey, ...]
+    timestamp_s: np.ndarray  # float64 (T,)
+    values: np.ndarray  # float64 (S, T)
+
+
+@dataclass
+class QueryStats:
+    """What a source has asked so far (for benchmarks and the run's counts)."""
+
+    queries: int = 0
+    retries: int = 0
+    points: int = 0
+    seconds: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, *, retries: int, points: int, seconds: float) -> None:
+        """Count one answered query."""
+        with self._lock:
+            self.queries += 1
+            self.retries += retries
+            self.points += points
+            self.seconds += seconds
+
+
+def grid(start_s: float, end_s: float, step_s: float) -> np.ndarray:
+    """The step-aligned times in ``(start_s, end_s]``: the only times reported."""
+    if step_s <= 0:
+        raise InvalidInput(f"step {step_s} must be positive", field="step_s")
+    first = math.floor(start_s / step_s) + 1
+    last = math.floor(end_s / step_s)
+    if last < first:
+        return np.zeros(0)
+    return np.arange(first, last + 1, dtype=np.float64) * step_s
+
+
+def chunk_grid(times: np.ndarray, max_points: int) -> list[np.ndarray]:
+    """Split a grid into consecutive pieces of at most ``max_points`` times."""
+    return [times[i : i + max_points] for i in range(0, len(times), max_points)]
+
+
+class PrometheusSource:
+    """Reads usage and OOM history of a cluster from the Prometheus HTTP API."""
+
+    def __init__(
+        self,
+        config: PrometheusConfig,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = config
+        self.stats = QueryStats()
+        self._sleep = sleep
+        self._session = requests.Session()
+        adapter = HTTPAdapter(
+            pool_connections=1, pool_maxsize=max(config.concurrency, 1)
+        )
+        self._session.mount("http://", adapter)
+        self._session.mount("https://", adapter)
+        if config.bearer_token:
+            self._session.headers["Authorization"] = f"Bearer {config.bearer_token}"
+        elif config.username:
+            self._session.auth = (config.username, config.password)
+        if config.ca_file:
+            self._session.verify = config.ca_file
+        self._session.headers["Accept"] = "application/json"
+
+    def close(self) -> None:
+        """Close pooled connections."""
+        self._session.close()
+
+    def __enter__(self) -> PrometheusSource:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- selectors and queries ----------------------------------------------------
+
+    def _selector(self, *, namespace: str | None, extra: str, matcher: str) -> str:
+        c = self.config
+        matchers = [f'{c.pod_label}!=""']
+        matchers += [f'{c.container_label}!="{value}"' for value in NOT_A_CONTAINER]
+        if namespace is not None:
+            matchers.append(f"{c.namespace_label}={_quote(namespace)}")
+        if extra.strip():
+            matchers.append(extra.strip().strip(","))
+        if matcher:
+            matchers.append(matcher)
+        return "{" + ", ".join(matchers) + "}"
+
+    def _by(self) -> str:
+        c = self.config
+        return f"by ({c.namespace_label}, {c.pod_label}, {c.container_label})"
+
+    def cpu_query(self, *, namespace: str | None, step_s: float) -> str:
+        """PromQL of CPU cores per container, averaged over each step."""
+        c = self.config
+        window = _duration(max(step_s, c.rate_window_s))
+        selector = self._selector(
+            namespace=namespace, extra=c.cadvisor_selector, matcher=""
+        )
+        return f"max {self._by()} (rate({c.cpu_metric}{selector}[{window}]))"
+
+    def memory_query(self, *, namespace: str | None, step_s: float) -> str:
+        """PromQL of the working-set peak per container in each step."""
+        c = self.config
+        selector = self._selector(
+            namespace=namespace, extra=c.cadvisor_selector, matcher=""
+        )
+        return (
+            f"max {self._by()} "
+            f"(max_over_time({c.memory_metric}{selector}[{_duration(step_s)}]))"
+        )
+
+    def oom_query(self, *, namespace: str | None, step_s: float) -> str:
+        """PromQL of OOM kills per step, valued with the memory request (0 if none)."""
+        c = self.config
+        on = f"on ({c.namespace_label}, {c.pod_label}, {c.container_label})"
+
+        def sel(matcher: str) -> str:
+            return self._selector(
+                namespace=namespace, extra=c.kube_state_selector, matcher=matcher
+            )
+
+        oom_reason = sel('reason="OOMKilled"')
+        memory = sel('resource="memory"')
+        killed = (
+            f"(changes(kube_pod_container_status_restarts_total{sel('')}"
+            f"[{_duration(step_s)}]) > 0) and {on} "
+            f"(kube_pod_container_status_last_terminated_reason{oom_reason} == 1)"
+        )
+        request = f"kube_pod_container_resource_requests{memory}"
+        return (
+            f"max {self._by()} ({request} and {on} {killed}) "
+            f"or max {self._by()} ({killed} * 0)"
+        )
+
+    # --- public reads -------------------------------------------------------------
+
+    def fetch_usage(
+        self, *, namespace: str | None, start_s: float, end_s: float, step_s: float
+    ) -> UsageGrid:
+        """CPU cores and memory peaks on the step grid in ``(start_s, end_s]``."""
+        times = grid(start_s, end_s, step_s)
+        if len(times) == 0:
+            return UsageGrid.empty()
+        queries = [
+            self.cpu_query(namespace=namespace, step_s=step_s),
+            self.memory_query(namespace=namespace, step_s=step_s),
+        ]
+        cpu, memory = self._range_many(queries, times=times, step_s=step_s)
+        series = tuple(sorted(set(cpu.series) | set(memory.series), key=_series_order))
+        return UsageGrid(
+            series=series,
+            timestamp_s=times,
+            cpu_cores=_reindex(cpu, series),
+            memory_bytes=_reindex(memory, series),
+        )
+
+    def fetch_oom_kills(
+        self, *, namespace: str | None, start_s: float, end_s: float, step_s: float
+    ) -> tuple[OomKill, ...]:
+        """OOM kills seen in ``(start_s, end_s]``, at the grid time that saw them."""
+        times = grid(start_s, end_s, step_s)
+        if len(times) == 0:
+            return ()
+        (matrix,) = self._range_many(
+            [self.oom_query(namespace=namespace, step_s=step_s)],
+            times=times,
+            step_s=step_s,
+        )
+        kills = []
+        for row, key in enumerate(matrix.series):
+            for column in np.flatnonzero(~np.isnan(matrix.values[row])):
+                kills.append(
+                    OomKill(
+                        namespace=key.namespace,
+                        pod=key.pod,
+                        container=key.container,
+                        occurred_at=datetime.fromtimestamp(times[column], tz=UTC),
+                        memory_request_bytes=int(matrix.values[row, column]),
+                    )
+                )
+        kills.sort(key=lambda k: (k.occurred_at, k.namespace, k.pod, k.container))
+        return tuple(kills)
+
+    def fetch_namespaces(self, *, start_s: float, end_s: float) -> list[str]:
+        """Namespaces with CPU series in ``(start_s, end_s]``: the back-fill shards."""
+        c = self.config
+        selector = self._selector(namespace=None, extra=c.cadvisor_selector, matcher="")
+        window = _duration(max(end_s - start_s, 1.0))
+        query = (
+            f"count by ({c.namespace_label}) "
+            f"(last_over_time({c.cpu_metric}{selector}[{window}]))"
+        )
+        body = self._post(
+            "query", {"query": query, "time": _format_time(end_s)}, query=query
+        )
+        result = _result(body, query=query, result_type="vector")
+        names = set()
+        for item in result:
+            metric = item.get("metric") if isinstance(item, dict) else None
+            if not isinstance(metric, dict):
+                raise SourceUnavailable(
+                    f"Prometheus answered an item without metric to {_short(query)}"
+                )
+            names.add(str(metric.get(c.namespace_label, "")))
+        return sorted(name for name in names if name)
+
+    # --- HTTP ---------------------------------------------------------------------
+
+    def _range_many(
+        self, queries: Sequence[str], *, times: np.ndarray, step_s: float
+    ) -> list[Matrix]:
+        """Run each query over the whole grid in chunks, ``concurrency`` at a time."""
+        chunks = chunk_grid(times, self.config.max_points)
+        jobs = [
+            (q, i, chunk) for q in range(len(queries)) for i, chunk in enumerate(chunks)
+        ]
+
+        def run(job: tuple[int, int, np.ndarray]) -> Matrix:
+            query_index, _, chunk = job
+            return self.query_range(queries[query_index], times=chunk, step_s=step_s)
+
+        if self.config.concurrency == 1 or len(jobs) == 1:
+            parts = [run(job) for job in jobs]
+        else:
+            with ThreadPoolExecutor(
+                max_workers=min(self.config.concurrency, len(jobs)),
+                thread_name_prefix="prometheus",
+            ) as pool:
+                # map() re-raises the first failure in job order.
+                parts = list(pool.map(run, jobs))
+        by_query: list[list[Matrix]] = [[] for _ in queries]
+        for (query_index, _, _), part in zip(jobs, parts, strict=True):
+            by_query[query_index].append(part)
+        return [_concat(pieces, times) for pieces in by_query]
+
+    def query_range(self, query: str, *, times: np.ndarray, step_s: float) -> Matrix:
+        """One ``query_range`` over a step-aligned grid, parsed into a matrix."""
+        params = {
+            "query": query,
+            "start": _format_time(times[0]),
+            "end": _format_time(times[-1]),
+            "step": _format_time(step_s),
+            "timeout": f"{self.config.timeout_s:g}s",
+        }
+        started = time.perf_counter()
+        body, retries = self._post_counted("query_range", params, query=query)
+        result = _result(body, query=query, result_type="matrix")
+        matrix = _parse_matrix(
+            result, times=times, step_s=step_s, config=self.config, query=query
+        )
+        self.stats.add(
+            retries=retries,
+            points=int(np.count_nonzero(~np.isnan(matrix.values))),
+            seconds=time.perf_counter() - started,
+        )
+        return matrix
+
+    def _post(self, endpoint: str, params: dict[str, str], *, query: str) -> Any:
+        body, retries = self._post_counted(endpoint, params, query=query)
+        self.stats.add(retries=retries, points=0, seconds=0.0)
+        return body
+
+    def _post_counted(
+        self, endpoint: str, params: dict[str, str], *, query: str
+    ) -> tuple[Any, int]:
+        """POST a form to ``/api/v1/<endpoint>``, retrying what is transient."""
+        url = f"{self.config.url.rstrip('/')}/api/v1/{endpoint}"
+        attempt = 0
+        while True:
+            problem, retryable, body = self._attempt(url, params, query=query)
+            if problem is None:
+                return body, attempt
+            if not retryable or attempt >= self.config.retries:
+                tries = f" (after {attempt + 1} attempts)" if attempt else ""
+                raise SourceUnavailable(f"{problem}{tries}")
+            # Exponential backoff with jitter: shards that failed together spread out.
+            delay = self.config.backoff_s * (2**attempt) * (0.5 + random.random() / 2)
+            logger.warning(
+                "prometheus: %s; retry %d in %.2f s", problem, attempt + 1, delay
+            )
+            self._sleep(delay)
+            attempt += 1
+
+    def _attempt(
+        self, url: str, params: dict[str, str], *, query: str
+    ) -> tuple[str | None, bool, Any]:
+        """One request: (problem or None, whether to retry, parsed body)."""
+        where = f"Prometheus at {self.config.url}"
+        try:
+            response = self._session.post(
+                url, data=params, timeout=self.config.timeout_s
+            )
+        except requests.Timeout:
+            return f"{where} timed out after {self.config.timeout_s:g} s", True, None
+        except requests.exceptions.SSLError as exc:
+            return f"{where}: TLS failed: {_first_line(exc)}", False, None
+        except requests.ConnectionError as exc:
+            return f"{where} is unreachable: {_first_line(exc)}", True, None
+        except requests.RequestException as exc:
+            return f"{where}: request failed: {_first_line(exc)}", True, None
+        status = response.status_code
+        try:
+            text = response.text
+        except requests.RequestException as exc:  # the connection dropped mid-body
+            return f"{where}: the answer was cut off: {_first_line(exc)}", True, None
+        if status in (401, 403):
+            return (
+                f"{where} refused the credentials (HTTP {status}); check "
+                "PROMETHEUS_BEARER_TOKEN or PROMETHEUS_USERNAME/PASSWORD",
+                False,
+                None,
+            )
+        try:
+            body = json.loads(text)
+        except ValueError as exc:
+            snippet = text[:120].replace("\n", " ")
+            retryable = status in RETRY_STATUSES
+            return (
+                f"{where} answered HTTP {status} with malformed JSON ({exc}) to "
+                f"{_short(query)}: {snippet!r}",
+                retryable,
+                None,
+            )
+        if (
+            status >= 400
+            or not isinstance(body, dict)
+            or body.get("status") != "success"
+        ):
+            error = body.get("error") if isinstance(body, dict) else None
+            kind = body.get("errorType") if isinstance(body, dict) else None
+            detail = f"{kind}: {error}" if error else "no error message"
+            return (
+                f"{where} answered HTTP {status} ({detail}) to {_short(query)}",
+                status in RETRY_STATUSES,
+                None,
+            )
+        for warning in body.get("warnings") or ():
+            logger.warning("prometheus: warning for %s: %s", _short(query), warning)
+        return None, False, body
+
+
+# --- parsing ------------------------------------------------------------------------
+
+
+def _result(body: Any, *, query: str, result_type: str) -> list[Any]:
+    """The ``data.result`` list, checked to be of the expected type."""
+    data = body.get("data")
+    if not isinstance(data, dict) or data.get("resultType") != result_type:
+        got = data.get("resultType") if isinstance(data, dict) else type(data).__name__
+        raise SourceUnavailable(
+            f"Prometheus answered {got!r} instead of a {result_type} to {_short(query)}"
+        )
+    result = data.get("result")
+    if not isinstance(result, list):
+        raise SourceUnavailable(
+            f"Prometheus answered no result list to {_short(query)}"
+        )
+    return result
+
+
+def _parse_matrix(
+    result: list[Any],
+    *,
+    times: np.ndarray,
+    step_s: float,
+    config: PrometheusConfig,
+    query: str,
+) -> Matrix:
+    """Place each series' points on the grid; reject anything that is not a matrix."""
+    keys: list[SeriesKey] = []
+    rows: dict[SeriesKey, int] = {}
+    values = np.full((len(result), len(times)), np.nan)
+    labels = (config.namespace_label, config.pod_label, config.container_label)
+    for item in result:
+        try:
+            metric = item["metric"]
+            points = item["values"]
+            key = SeriesKey(*(str(metric[name]) for name in labels))
+            if not isinstance(points, list):
+                raise TypeError("values is not a list")
+            stamps = np.fromiter(
+                (p[0] for p in points), dtype=np.float64, count=len(points)
+            )
+            numbers = np.array([p[1] for p in points], dtype=np.float64)
+        except (KeyError, TypeError, IndexError, ValueError) as exc:
+            raise SourceUnavailable(
+                f"Prometheus answered a malformed series ({type(exc).__name__}: "
+                f"{exc}) to "
+                f"{_short(query)}"
+            ) from None
+        columns = np.rint((stamps - times[0]) / step_s).astype(np.int64)
+        if len(columns) and (columns.min() < 0 or columns.max() >= len(times)):
+            raise SourceUnavailable(
+                f"Prometheus answered points outside the asked range to {_short(query)}"
+            )
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = len(keys)
+            keys.append(key)
+        # Prometheus' NaN/Inf (e.g. a rate over a broken counter) are not usage: gaps.
+        numbers[~np.isfinite(numbers)] = np.nan
+        values[row, columns] = numbers
+    return Matrix(series=tuple(keys), timestamp_s=times, values=values[: len(keys)])
+
+
+def _concat(pieces: list[Matrix], times: np.ndarray) -> Matrix:
+    """Join the time chunks of one query into one matrix over the whole grid."""
+    if len(pieces) == 1:
+        return pieces[0]
+    series = tuple(
+        sorted({key for piece in pieces for key in piece.series}, key=_series_order)
+    )
+    values = np.full((len(series), len(times)), np.nan)
+    offset = 0
+    for piece in pieces:
+        width = len(piece.timestamp_s)
+        values[:, offset : offset + width] = _reindex(piece, series)
+        offset += width
+    return Matrix(series=series, timestamp_s=times, values=values)
+
+
+def _reindex(matrix: Matrix, series: tuple[SeriesKey, ...]) -> np.ndarray:
+    """The matrix's rows in the order of ``series`` (NaN rows for series it lacks)."""
+    out = np.full((len(series), len(matrix.timestamp_s)), np.nan)
+    index = {key: row for row, key in enumerate(matrix.series)}
+    for row, key in enumerate(series):
+        source_row = index.get(key)
+        if source_row is not None:
+            out[row] = matrix.values[source_row]
+    return out
+
+
+def _series_order(key: SeriesKey) -> tuple[str, str, str]:
+    return (key.namespace, key.pod, key.container)
+
+
+def _quote(value: str) -> str:
+    """A PromQL string literal."""
+    return json.dumps(value)
+
+
+def _duration(seconds: float) -> str:
+    """A PromQL duration in whole milliseconds."""
+    return f"{round(seconds * 1000)}ms"
+
+
+def _format_time(seconds: float) -> str:
+    """Unix seconds as Prometheus reads them (no exponent, no float noise)."""
+    return f"{float(seconds):.3f}".rstrip("0").rstrip(".")
+
+
+def _short(query: str) -> str:
+    return repr(query if len(query) <= 160 else query[:157] + "...")
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
