@@ -101,7 +101,8 @@ class ContainerPolicy:
         """Raise ValueError naming the field, per the VPA webhook's validation (§5)."""
         if not isinstance(self.container_name, str) or not self.container_name:
             raise ValueError(
-                f"container_name must be a non-empty string, not {self.container_name!r}"
+                f"container_name must be a non-empty string, not "
+                f"{self.container_name!r}"
             )
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {self.mode!r}")
@@ -132,7 +133,8 @@ class ContainerPolicy:
             )
         if self.mode == MODE_OFF and self.controlled_values == REQUESTS_AND_LIMITS:
             raise ValueError(
-                "controlled_values shouldn't be specified if container scaling mode is off "
+                "controlled_values shouldn't be specified if container scaling mode "
+                "is off "
                 f"(mode {self.mode!r}, controlled_values {self.controlled_values!r})"
             )
 
@@ -165,7 +167,7 @@ def select_container_policy(
 
 
 def controlled_values_for(policies: Sequence[ContainerPolicy], name: str) -> str:
-    """``GetContainerControlledValues`` (utils/vpa/api.go): default RequestsAndLimits."""
+    """``GetContainerControlledValues``, RequestsAndLimits default."""
     policy = select_container_policy(policies, name)
     return REQUESTS_AND_LIMITS if policy is None else policy.effective_controlled_values
 
@@ -193,12 +195,12 @@ class CappedRecommendation:
     caps: tuple[Cap, ...] = ()
 
     def annotations(self) -> list[str]:
-        """The capping annotations upstream adds to ``vpaUpdates``, in upstream's order."""
+        """The capping texts upstream adds to ``vpaUpdates``, in upstream's order."""
         return [c.reason for c in self.caps if c.is_annotated and c.bound == TARGET]
 
 
 class RecommendationLike(Protocol):
-    """Anything with the four bounds: ``ContainerRecommendation`` or ``CappedRecommendation``."""
+    """Anything with the four bounds, e.g. ``ContainerRecommendation``."""
 
     @property
     def target(self) -> Resources: ...
@@ -216,7 +218,8 @@ def _bounds_of(rec: RecommendationLike, argument: str) -> dict[str, Resources]:
         uncapped = rec.uncapped_target
     except AttributeError:
         raise ValueError(
-            f"{argument} needs target, lower_bound, upper_bound and uncapped_target: {rec!r}"
+            f"{argument} needs target, lower_bound, upper_bound and "
+            f"uncapped_target: {rec!r}"
         ) from None
     for name, value in bounds.items():
         check_resources(f"{argument}.{name}", value)
@@ -249,7 +252,7 @@ class _Capper:
         reasons: tuple[str, str],
         annotate: bool,
     ) -> None:
-        """``maybeCapToMin`` then ``maybeCapToMax`` per resource; a zero bound is ignored."""
+        """``maybeCapToMin``, then ``maybeCapToMax``, per resource; zeros ignored."""
         for resource in RESOURCE_NAMES:
             value, low = self.values[bound][resource], minimum.get(resource)
             if value is not None and low and value < low:
@@ -393,7 +396,7 @@ def _boundary_request(
 def _container_limit_range_bounds(
     container: ContainerResources, limit_range: LimitRangeItem
 ) -> tuple[dict[str, int | None], dict[str, int | None]]:
-    """``getMinAllowedRecommendation`` / ``getMaxAllowedRecommendation`` (capping.go)."""
+    """``getMinAllowedRecommendation``, ``getMaxAllowedRecommendation``."""
     minimum: dict[str, int | None] = {}
     maximum: dict[str, int | None] = {}
     for resource in RESOURCE_NAMES:
@@ -417,7 +420,7 @@ def _apply_pod_limit_range(
     resource: str,
     bound: str,
 ) -> None:
-    """``applyPodLimitRange`` (capping.go): scale one bound of one resource over the pod."""
+    """``applyPodLimitRange``: scale one bound of one resource over the pod."""
     minimum = limit_range.min.get(resource) or 0
     maximum = limit_range.max.get(resource) or 0
     default = limit_range.default.get(resource)

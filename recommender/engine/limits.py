@@ -28,7 +28,7 @@ CONTROLLED_VALUES = (REQUESTS_AND_LIMITS, REQUESTS_ONLY)
 
 
 def check_amount(argument: str, value: object) -> int | None:
-    """Return ``value`` if it is None or an int in [0, MaxInt64]; else raise ValueError."""
+    """Return ``value`` if None or an int in [0, MaxInt64]; else raise ValueError."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
@@ -39,7 +39,7 @@ def check_amount(argument: str, value: object) -> int | None:
 
 
 def check_resources(argument: str, value: object) -> Resources:
-    """Return ``value`` if it is a ``Resources`` of valid amounts; else raise ValueError."""
+    """Return ``value`` if a ``Resources`` of valid amounts; else raise ValueError."""
     if not isinstance(value, Resources):
         raise ValueError(f"{argument} must be a Resources, not {value!r}")
     check_amount(f"{argument}.cpu_millicores", value.cpu_millicores)
@@ -56,7 +56,7 @@ def check_resource_name(argument: str, value: object) -> str:
 
 @dataclass(frozen=True)
 class ContainerResources:
-    """A pod container's current requests and limits (the caller picks status over spec)."""
+    """A container's current requests and limits (the caller picks status over spec)."""
 
     name: str
     requests: Resources = NO_RESOURCES
@@ -72,7 +72,7 @@ class ContainerResources:
 def scale_proportionally(
     amount: int, base: int, result: int, *, round_up: bool = False
 ) -> int:
-    """``amount * result / base`` floored (or ceiled), capped at MaxInt64 as upstream does."""
+    """``amount * result / base`` floored (or ceiled), capped at MaxInt64."""
     if base <= 0:
         raise ValueError(f"base must be positive, not {base!r}")
     numerator = amount * result
@@ -114,7 +114,8 @@ def proportional_limit(
     if scaled > MAX_INT64:
         return (
             MAX_INT64,
-            f"{resource}: failed to keep limit to request ratio; capping limit to int64",
+            f"{resource}: failed to keep limit to request ratio; "
+            "capping limit to int64",
         )
     return scaled, None
 
@@ -150,7 +151,8 @@ def requests_and_limits_for_container(
     check_resources("default_limit", default_limit)
     if controlled_values not in CONTROLLED_VALUES:
         raise ValueError(
-            f"controlled_values must be one of {CONTROLLED_VALUES}, not {controlled_values!r}"
+            f"controlled_values must be one of {CONTROLLED_VALUES}, "
+            f"not {controlled_values!r}"
         )
     if controlled_values == REQUESTS_ONLY:
         return NewContainerResources(requests=target, limits=NO_RESOURCES)

@@ -60,7 +60,8 @@ _DIGITS = frozenset("0123456789")
 # Nano).
 _NANO = Fraction(1, 10**9)
 _EXPECTED = (
-    "expected a Kubernetes quantity such as '500m', '1.5', '2', '250Mi', '1Gi', '129M' or "
+    "expected a Kubernetes quantity such as '500m', '1.5', '2', '250Mi', "
+    "'1Gi', '129M' or "
     "'1e3'"
 )
 
@@ -72,7 +73,7 @@ def _bad(argument: str, text: object, why: str) -> ValueError:
 
 
 def _parse_exact(text: object, argument: str) -> Fraction:
-    """Parse ``text`` like apimachinery ``ParseQuantity`` into its exact non-negative value."""
+    """Parse ``text`` like ``ParseQuantity`` into its exact non-negative value."""
     if not isinstance(text, str):
         raise ValueError(f"{argument} must be a string, not {text!r}; {_EXPECTED}")
     if text == "":
@@ -149,7 +150,7 @@ def _ceil(value: Fraction) -> int:
 
 
 def parse_cpu_millicores(text: str) -> int:
-    """Parse a CPU quantity into whole millicores, rounding up as ``MilliValue()`` does."""
+    """Parse a CPU quantity into millicores, rounding up as ``MilliValue()`` does."""
     millicores = _ceil(_parse_exact(text, "cpu") * 1000)
     if millicores > MAX_INT64:
         raise _bad("cpu", text, "it overflows int64 millicores")
@@ -182,7 +183,7 @@ def _remove_factors(value: int, base: int) -> tuple[int, int]:
 
 
 def _format_decimal_si(value: int, scale: int) -> str:
-    """``Quantity.String()`` of an int64Amount{value, scale} in DecimalSI (``AsCanonicalBytes``)."""
+    """``String()`` of int64Amount{value, scale} in DecimalSI (``AsCanonicalBytes``)."""
     if value == 0:
         return "0"
     amount, times = _remove_factors(value, 10)
@@ -197,12 +198,12 @@ def _format_decimal_si(value: int, scale: int) -> str:
 
 
 def format_cpu(millicores: int) -> str:
-    """Canonical string of ``NewScaledQuantity(millicores, -3)``: 587→"587m", 1000→"1"."""
+    """Canonical ``NewScaledQuantity(millicores, -3)``: 587→"587m", 1000→"1"."""
     return _format_decimal_si(_check_amount("millicores", millicores), -3)
 
 
 def format_memory(bytes_: int) -> str:
-    """Canonical string of ``NewQuantity(bytes_, BinarySI)``: 262144000→"250Mi", 1000→"1k"."""
+    """Canonical ``NewQuantity(bytes_, BinarySI)``: 262144000→"250Mi", 1000→"1k"."""
     _check_amount("bytes_", bytes_)
     # CanonicalizeBytes: BinarySI values strictly between -1024 and 1024 print as
     # DecimalSI.
@@ -213,7 +214,7 @@ def format_memory(bytes_: int) -> str:
 
 
 def format_memory_decimal(bytes_: int) -> str:
-    """Canonical string of ``NewScaledQuantity(bytes_, 0)``: memory before VPA 1.5 (131072k)."""
+    """Canonical ``NewScaledQuantity(bytes_, 0)``: memory before VPA 1.5 (131072k)."""
     return _format_decimal_si(_check_amount("bytes_", bytes_), 0)
 
 
@@ -231,7 +232,7 @@ def humanize_cpu(millicores: int) -> str:
 
 
 def humanize_memory(bytes_: int) -> str:
-    """Memory for people in binary units with up to two decimals: "4.65 GiB", "512 B"."""
+    """Memory for people, binary units, up to two decimals: "4.65 GiB", "512 B"."""
     _check_amount("bytes_", bytes_)
     for unit, name in ((2**50, "PiB"), (2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB")):
         if bytes_ >= unit:
@@ -242,7 +243,7 @@ def humanize_memory(bytes_: int) -> str:
 
 
 def humanize_memory_quantity(bytes_: int) -> str:
-    """Upstream's deprecated ``HumanizeMemoryQuantity`` (model/types.go): 1537→"1.50Ki"."""
+    """Upstream's deprecated ``HumanizeMemoryQuantity`` (types.go): 1537→"1.50Ki"."""
     _check_amount("bytes_", bytes_)
     # %.2f of the float64 quotient, as Go's fmt.Sprintf; both round the exact binary
     # value.
@@ -253,12 +254,12 @@ def humanize_memory_quantity(bytes_: int) -> str:
 
 
 def humanized_memory_bytes(bytes_: int) -> int:
-    """Bytes the recommender stores with ``--humanize-memory``: the humanized text re-parsed."""
+    """Bytes stored with ``--humanize-memory``: the humanized text re-parsed."""
     return parse_memory_bytes(humanize_memory_quantity(bytes_))
 
 
 def round_up(value: int, scale: int) -> int:
-    """``RoundUpToScale`` (model/types.go): the next multiple of ``scale``; 0 stays 0."""
+    """``RoundUpToScale`` (model/types.go): next multiple of ``scale``; 0 stays 0."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"value must be a non-negative int, not {value!r}")
     if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:

@@ -1,4 +1,4 @@
-"""Capping to VPA policies and LimitRanges (§4.1, §4.2), upstream capping_test.go numbers."""
+"""Capping to VPA policies and LimitRanges (§4.1, §4.2), upstream capping_test.go."""
 
 import pytest
 from hypothesis import given

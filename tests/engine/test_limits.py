@@ -84,7 +84,9 @@ def test_proportional_limit_rejects_bad_arguments():
         proportional_limit("gpu", 1, 1, 1, None)
     with pytest.raises(ValueError, match="original_request must be between 0"):
         proportional_limit("cpu", 1, -1, 1, None)
-    with pytest.raises(ValueError, match="new_request must be an int or None, not 1.5"):
+    with pytest.raises(
+        ValueError, match=r"new_request must be an int or None, not 1\.5"
+    ):
         proportional_limit("cpu", 1, 1, 1.5, None)
 
 
@@ -117,7 +119,7 @@ def test_requests_only_leaves_limits_untouched():
 
 
 def test_limit_over_int64_is_capped_with_two_annotations():
-    # Upstream uses a 1Ei target; 1Ei CPU does not fit int64 millicores, so CPU uses 2**60 m.
+    # Upstream uses a 1Ei target; 1Ei CPU overflows int64 millicores: use 2**60 m.
     container = _container(Resources(1000, 100 * MI), Resources(10_000, 1000 * MI))
     new = requests_and_limits_for_container(container, Resources(2**60, 2**60))
     assert new.limits == Resources(MAX_INT64, MAX_INT64)

@@ -1,4 +1,4 @@
-"""Kubernetes quantities: parse and canonical format as apimachinery, upstream VPA helpers."""
+"""Kubernetes quantities: parse and format as apimachinery does; upstream helpers."""
 
 import pytest
 from hypothesis import given
