@@ -1,0 +1,183 @@
+"""insights: status classification, savings, fleet totals and the filtered list, in SQL."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from recommender.models import Container, OomKill, RefreshRun
+from recommender.services.insights import (
+    Prices,
+    Status,
+    WorkloadFilters,
+    fleet_overview,
+    list_workloads,
+    workload_insight,
+)
+from tests.factories import make_cluster, make_recommendation, make_workload
+
+MI = 2**20
+PRICES = Prices(per_core_hour=0.04, per_gib_hour=0.005)
+
+
+def _workload(cluster, name, *, cpu, memory, rec=None, replicas=2, **kw):
+    workload = make_workload(
+        cluster,
+        name,
+        replicas=replicas,
+        containers={
+            "app": {"request_cpu_millicores": cpu, "request_memory_bytes": memory}
+        },
+        **kw,
+    )
+    if rec is not None:
+        make_recommendation(
+            workload.containers.get(), cpu_millicores=rec[0], memory_bytes=rec[1]
+        )
+    return workload
+
+
+@pytest.fixture
+def fleet(db):
+    prod, dev = make_cluster("prod"), make_cluster("dev")
+    return {
+        "over": _workload(prod, "over", cpu=500, memory=512 * MI, rec=(250, 300 * MI)),
+        "under": _workload(
+            prod, "under", cpu=100, memory=300 * MI, rec=(250, 300 * MI)
+        ),
+        "within": _workload(
+            dev,
+            "within",
+            cpu=250,
+            memory=300 * MI,
+            rec=(250, 300 * MI),
+            namespace="team",
+        ),
+        "nodata": _workload(dev, "nodata", cpu=None, memory=None, namespace="team"),
+    }
+
+
+def _page(**filters):
+    return list_workloads(
+        filters=WorkloadFilters(**filters), now=timezone.now(), prices=PRICES
+    )
+
+
+def test_status_follows_the_bounds(fleet):
+    statuses = {w.name: w.status for w in _page()}
+
+    assert statuses == {
+        "over": Status.OVER,
+        "under": Status.UNDER,
+        "within": Status.WITHIN,
+        "nodata": Status.NO_DATA,
+    }
+
+
+def test_savings_are_replicas_times_difference_times_monthly_price(fleet):
+    savings = {w.name: w.savings for w in _page()}
+
+    per_m = 0.04 * 730 / 1000
+    per_b = 0.005 * 730 / 2**30
+    assert savings["over"] == pytest.approx(2 * (250 * per_m + 212 * MI * per_b))
+    assert savings["under"] == pytest.approx(2 * (-150 * per_m))
+    assert savings["within"] == 0
+    assert savings["nodata"] == 0
+
+
+def test_filters_search_and_sorts(fleet):
+    assert [w.name for w in _page(status="under")] == ["under"]
+    assert [w.name for w in _page(cluster="dev")] == ["nodata", "within"]
+    assert [w.name for w in _page(q="DAT")] == ["nodata"]
+    assert [w.name for w in _page(sort="savings")][0] == "over"
+    assert [w.name for w in _page(sort="risk")][0] == "under"
+    # Unknown values are ignored rather than matching nothing.
+    assert len(_page(status="bogus", sort="bogus")) == 4
+
+
+def test_recent_oom_kills_raise_risk(fleet):
+    container = fleet["within"].containers.get()
+    OomKill.objects.create(container=container, pod="p-1", occurred_at=timezone.now())
+    OomKill.objects.create(
+        container=container, pod="p-2", occurred_at=timezone.now() - timedelta(days=30)
+    )
+
+    rows = {w.name: w for w in _page(sort="risk")}
+
+    assert rows["within"].recent_ooms == 1
+    assert [w.name for w in _page(sort="risk")][:2] == ["under", "within"]
+
+
+def test_list_page_costs_a_fixed_number_of_queries(
+    fleet, django_assert_max_num_queries
+):
+    for i in range(20):
+        _workload(fleet["over"].cluster, f"more-{i}", cpu=500, memory=MI, rec=(100, MI))
+
+    with django_assert_max_num_queries(4):
+        page = _page()
+        rows = [
+            (
+                w.policy.mode,
+                w.cluster.name,
+                [c.latest_recommendation for c in w.containers.all()],
+            )
+            for w in page
+        ]
+
+    assert len(rows) == 24
+
+
+def test_fleet_totals_count_replicas_and_only_covered_containers_in_savings(fleet):
+    RefreshRun.objects.create(status=RefreshRun.Status.RUNNING)
+
+    overview = fleet_overview(now=timezone.now(), prices=PRICES)
+
+    fleet_totals = overview.fleet
+    assert fleet_totals.containers == 4
+    assert fleet_totals.covered == 3
+    assert fleet_totals.requested_cpu_millicores == 2 * (500 + 100 + 250)
+    assert fleet_totals.recommended_cpu_millicores == 2 * 750
+    assert fleet_totals.savings == pytest.approx(
+        PRICES.monthly(cpu_millicores=2 * 100, memory_bytes=2 * 212 * MI)
+    )
+    assert [t.cluster for t in overview.by_cluster] == ["dev", "prod"]
+    assert overview.under_count == 1
+    assert overview.no_recommendation_count == 1
+    assert "No usage samples yet" in overview.no_recommendation[0]["reason"]
+    assert overview.is_refreshing
+
+
+def test_workload_insight_builds_a_patch_with_proportional_limits(fleet):
+    workload = fleet["over"]
+    Container.objects.filter(workload=workload).update(
+        limit_cpu_millicores=1000, limit_memory_bytes=1024 * MI
+    )
+
+    insight = workload_insight(
+        workload_id=workload.pk, now=timezone.now(), prices=PRICES
+    )
+
+    (item,) = insight.containers
+    assert item.new_requests == {"cpu": 250, "memory": 300 * MI}
+    assert item.new_limits == {"cpu": 500, "memory": 600 * MI}
+    assert insight.kubectl_patch == (
+        "kubectl --namespace default patch deployment over --type strategic --patch "
+        """'{"spec":{"template":{"spec":{"containers":[{"name":"app","resources":"""
+        """{"requests":{"cpu":"250m","memory":"300Mi"},"limits":{"cpu":"500m","""
+        """"memory":"600Mi"}}}]}}}}'"""
+    )
+    assert "cpu: 250m" in insight.resources_yaml
+    assert "memory: 600Mi" in insight.resources_yaml
+
+
+def test_workload_without_recommendation_has_no_patch(fleet):
+    insight = workload_insight(
+        workload_id=fleet["nodata"].pk, now=timezone.now(), prices=PRICES
+    )
+
+    assert insight.kubectl_patch == ""
+    assert insight.status == Status.NO_DATA
+    assert insight.containers[0].no_data_reason
