@@ -1,0 +1,590 @@
+"""Aggregates (upstream AggregateContainerState) and series (ContainerState), vectorised.
+
+Shapes: an :class:`AggregateSet` of N aggregates holds two :class:`HistogramBatch` (CPU usage
+and memory peaks, axis 0 = aggregate, axis 1 = bucket) and per-aggregate arrays (N,): first and
+last CPU sample time, CPU sample count, creation time. Its M series hold arrays (M,): aggregate
+row, CPU watermark, memory watermark, memory window end, memory peak and OOM peak.
+
+Batches are applied in (timestamp, batch position) order, which feeds every series in time order
+and is the order in which upstream's real-time loop would have seen the samples. Upstream
+sources: model/container.go, model/aggregate_container_state.go, model/aggregations_config.go.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .histogram import HistogramBatch, HistogramOptions, exponential_options
+from .profiles import Profile
+from .resources import MAX_RESOURCE_AMOUNT
+from .series import memory_peak_ops, replay_memory_ops
+
+# model/aggregations_config.go: minSampleWeight, the weight of every CPU sample.
+MIN_SAMPLE_WEIGHT = 0.1
+# model/aggregations_config.go: epsilon = 0.001 * minSampleWeight, for both histograms.
+EPSILON = 0.001 * MIN_SAMPLE_WEIGHT
+# model/aggregations_config.go: DefaultHistogramBucketSizeGrowth (ratio = 1 + growth).
+HISTOGRAM_BUCKET_SIZE_GROWTH = 0.05
+# model/aggregations_config.go: CPU histogram max 1000 cores, first bucket 0.01 cores.
+CPU_HISTOGRAM_MAX_CORES = 1000.0
+CPU_HISTOGRAM_FIRST_BUCKET_CORES = 0.01
+# model/aggregations_config.go: memory histogram max 1e12 bytes, first bucket 1e7 bytes.
+MEMORY_HISTOGRAM_MAX_BYTES = 1e12
+MEMORY_HISTOGRAM_FIRST_BUCKET_BYTES = 1e7
+# A batch spanning more half-lives than this is applied in time slices, so that a decaying
+# histogram's reference never needs to move in the middle of a vectorised addition.
+_MAX_SPAN_HALF_LIVES = 99.0
+
+
+def cpu_histogram_options() -> HistogramOptions:
+    """Upstream ``CPUHistogramOptions`` (176 exponential buckets from 0.01 cores)."""
+    return exponential_options(
+        CPU_HISTOGRAM_MAX_CORES, CPU_HISTOGRAM_FIRST_BUCKET_CORES, 1.0 + HISTOGRAM_BUCKET_SIZE_GROWTH, EPSILON
+    )
+
+
+def memory_histogram_options() -> HistogramOptions:
+    """Upstream ``MemoryHistogramOptions`` (176 exponential buckets from 1e7 bytes)."""
+    return exponential_options(
+        MEMORY_HISTOGRAM_MAX_BYTES,
+        MEMORY_HISTOGRAM_FIRST_BUCKET_BYTES,
+        1.0 + HISTOGRAM_BUCKET_SIZE_GROWTH,
+        EPSILON,
+    )
+
+
+def _as_array(value: Any, name: str, dtype: type, ndim: int) -> np.ndarray:
+    try:
+        arr = np.asarray(value, dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    if arr.ndim != ndim:
+        raise ValueError(f"{name}: expected {ndim} dimension(s), got shape {arr.shape}")
+    return arr
+
+
+@dataclass(frozen=True)
+class _Grid:
+    timestamp_s: np.ndarray  # (T,)
+    cpu_cores: np.ndarray  # (S, T)
+    memory_bytes: np.ndarray  # (S, T)
+
+
+@dataclass(frozen=True)
+class SampleBatch:
+    """Usage samples for many series; NaN marks a missing CPU or memory value in a row."""
+
+    series_aggregate: np.ndarray  # int64 (S,)
+    series_keys: Sequence[str]  # (S,)
+    series_index: np.ndarray  # int64 (n,)
+    timestamp_s: np.ndarray  # float64 (n,)
+    cpu_cores: np.ndarray  # float64 (n,)
+    memory_bytes: np.ndarray  # float64 (n,)
+    grid: _Grid | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        sa = _as_array(self.series_aggregate, "series_aggregate", np.int64, 1)
+        si = _as_array(self.series_index, "series_index", np.int64, 1)
+        n = si.shape[0]
+        object.__setattr__(self, "series_aggregate", sa)
+        object.__setattr__(self, "series_index", si)
+        for name in ("timestamp_s", "cpu_cores", "memory_bytes"):
+            arr = _as_array(getattr(self, name), name, np.float64, 1)
+            if arr.shape[0] != n:
+                raise ValueError(f"{name}: expected {n} values like series_index, got {arr.shape[0]}")
+            object.__setattr__(self, name, arr)
+        if len(self.series_keys) != sa.shape[0]:
+            raise ValueError("series_keys: must have one key per series_aggregate entry")
+        if n and (si.min() < 0 or si.max() >= sa.shape[0]):
+            raise ValueError("series_index: values must index series_aggregate")
+        if n and not np.all(np.isfinite(self.timestamp_s)):
+            raise ValueError("timestamp_s: must be finite")
+
+    @classmethod
+    def from_grid(
+        cls,
+        *,
+        series_aggregate: Any,
+        series_keys: Sequence[str],
+        timestamp_s: Any,
+        cpu_cores: Any,
+        memory_bytes: Any,
+    ) -> SampleBatch:
+        """Build from a (S, T) grid of values over shared timestamps (T,), NaN for gaps."""
+        ts = _as_array(timestamp_s, "timestamp_s", np.float64, 1)
+        cpu = np.ascontiguousarray(_as_array(cpu_cores, "cpu_cores", np.float64, 2))
+        mem = np.ascontiguousarray(_as_array(memory_bytes, "memory_bytes", np.float64, 2))
+        s = len(series_keys)
+        if cpu.shape != (s, ts.shape[0]):
+            raise ValueError(f"cpu_cores: expected shape {(s, ts.shape[0])}, got {cpu.shape}")
+        if mem.shape != cpu.shape:
+            raise ValueError(f"memory_bytes: expected shape {cpu.shape}, got {mem.shape}")
+        return cls(
+            series_aggregate=series_aggregate,
+            series_keys=series_keys,
+            series_index=np.repeat(np.arange(s, dtype=np.int64), ts.shape[0]),
+            timestamp_s=np.tile(ts, s),
+            cpu_cores=cpu.reshape(-1),
+            memory_bytes=mem.reshape(-1),
+            grid=_Grid(ts, cpu, mem),
+        )
+
+
+@dataclass(frozen=True)
+class OomBatch:
+    """OOM events: the memory request (bytes, 0 if none) of the killed container and when."""
+
+    series_aggregate: np.ndarray  # int64 (S,)
+    series_keys: Sequence[str]
+    series_index: np.ndarray  # int64 (n,)
+    timestamp_s: np.ndarray  # float64 (n,)
+    memory_request_bytes: np.ndarray  # float64 (n,)
+
+    def __post_init__(self) -> None:
+        sa = _as_array(self.series_aggregate, "series_aggregate", np.int64, 1)
+        si = _as_array(self.series_index, "series_index", np.int64, 1)
+        ts = _as_array(self.timestamp_s, "timestamp_s", np.float64, 1)
+        req = _as_array(self.memory_request_bytes, "memory_request_bytes", np.float64, 1)
+        if ts.shape != si.shape or req.shape != si.shape:
+            raise ValueError("timestamp_s: series_index, timestamp_s and memory_request_bytes must have one length")
+        if len(self.series_keys) != sa.shape[0]:
+            raise ValueError("series_keys: must have one key per series_aggregate entry")
+        if si.size and (si.min() < 0 or si.max() >= sa.shape[0]):
+            raise ValueError("series_index: values must index series_aggregate")
+        if not np.all(np.isfinite(ts)):
+            raise ValueError("timestamp_s: must be finite")
+        if np.any(~np.isfinite(req)) or np.any(req < 0):
+            raise ValueError("memory_request_bytes: must be finite and >= 0")
+        for name, arr in (("series_aggregate", sa), ("series_index", si), ("timestamp_s", ts), ("memory_request_bytes", req)):
+            object.__setattr__(self, name, arr)
+
+
+@dataclass(frozen=True)
+class IngestStats:
+    """How many samples were accepted and dropped (invalid, duplicate, out of order, too old)."""
+
+    cpu_accepted: int = 0
+    cpu_dropped: int = 0
+    memory_accepted: int = 0
+    memory_dropped: int = 0
+    oom_accepted: int = 0
+    oom_dropped: int = 0
+
+    def __add__(self, other: IngestStats) -> IngestStats:
+        return IngestStats(*(a + b for a, b in zip(_astuple(self), _astuple(other), strict=True)))
+
+
+def _astuple(s: IngestStats) -> tuple[int, ...]:
+    return (s.cpu_accepted, s.cpu_dropped, s.memory_accepted, s.memory_dropped, s.oom_accepted, s.oom_dropped)
+
+
+@dataclass(frozen=True)
+class HistogramView:
+    """One histogram for charts: lower edges (B,) and weights (B,) decayed relative to now."""
+
+    bucket_start: np.ndarray
+    weight: np.ndarray
+    _row: HistogramBatch = field(repr=False, compare=False)
+
+    def percentile(self, p: float) -> float:
+        """Upstream ``Percentile(p)`` of this histogram."""
+        return float(self._row.percentile(np.array([0]), p)[0])
+
+
+class AggregateSet:
+    """N aggregates and their series; see the module docstring for the arrays."""
+
+    def __init__(self, profile: Profile, size: int = 0):
+        if not isinstance(profile, Profile):
+            raise ValueError("profile: must be a Profile")
+        if size < 0:
+            raise ValueError(f"size: must be >= 0, not {size!r}")
+        self.profile = profile
+        self.cpu = HistogramBatch(cpu_histogram_options(), size, profile.cpu_half_life_s)
+        self.memory = HistogramBatch(memory_histogram_options(), size, profile.memory_half_life_s)
+        self.first_sample_s = np.full(size, np.nan)
+        self.last_sample_s_ = np.full(size, np.nan)
+        self.total_samples = np.zeros(size, dtype=np.int64)
+        self.creation_s = np.full(size, np.nan)
+        self._series: dict[tuple[int, str], int] = {}
+        self.series_row = np.zeros(0, dtype=np.int64)
+        self.series_key: list[str] = []
+        self.series_last_cpu_s = np.zeros(0)  # -inf = never (Go zero time)
+        self.series_last_memory_s = np.zeros(0)  # -inf = never
+        self.series_window_end_s = np.zeros(0)  # NaN = unset
+        self.series_memory_peak = np.zeros(0)
+        self.series_oom_peak = np.zeros(0)
+
+    # ------------------------------------------------------------- construction
+    @classmethod
+    def empty(cls, profile: Profile, size: int, *, created_s: float | None = None) -> AggregateSet:
+        """``size`` empty aggregates (``created_s``: creation time for the expiry rule)."""
+        out = cls(profile, size)
+        if created_s is not None:
+            out.creation_s[:] = float(created_s)
+        return out
+
+    @classmethod
+    def from_checkpoints(cls, profile: Profile, blobs: Sequence[bytes | None]) -> AggregateSet:
+        """One row per compact checkpoint blob (None = a new empty aggregate)."""
+        from .checkpoint import decode_into
+
+        out = cls(profile, len(blobs))
+        for row, blob in enumerate(blobs):
+            if blob is not None:
+                try:
+                    decode_into(out, row, blob)
+                except ValueError as exc:
+                    raise ValueError(f"blobs[{row}]: {exc}") from None
+        return out
+
+    def to_checkpoints(self) -> list[bytes]:
+        """Compact versioned bytes per row: histograms and series state."""
+        from .checkpoint import encode_row
+
+        by_row = self._series_by_row()
+        return [encode_row(self, row, by_row.get(row, [])) for row in range(len(self))]
+
+    @classmethod
+    def from_vpa_checkpoints(cls, profile: Profile, statuses: Sequence[dict[str, Any] | None]) -> AggregateSet:
+        """One row per upstream checkpoint ``status`` (version "v3"); None = empty."""
+        from .checkpoint import load_vpa_status
+
+        out = cls(profile, len(statuses))
+        for row, status in enumerate(statuses):
+            if status is not None:
+                try:
+                    load_vpa_status(out, row, status)
+                except ValueError as exc:
+                    raise ValueError(f"statuses[{row}]: {exc}") from None
+        return out
+
+    def to_vpa_checkpoint(self, row: int, *, now_s: float) -> dict[str, Any]:
+        """Upstream VerticalPodAutoscalerCheckpoint ``status`` (v3), current window peaks removed."""
+        from .checkpoint import vpa_status
+
+        self._check_row(row)
+        memory = self.memory.take([row])
+        for s in self._series_by_row().get(row, []):
+            end = self.series_window_end_s[s]
+            if not math.isnan(end) and now_s < end:  # checkpoint_writer.go subtractCurrentContainerMemoryPeak
+                peak = max(self.series_memory_peak[s], self.series_oom_peak[s])
+                one = np.array([0])
+                factor = memory.decay_factors(one, np.array([end]))
+                memory.subtract_step(one, memory.options.find_bucket(np.array([peak])), 1.0 * factor)
+        return vpa_status(self, row, self.cpu.take([row]), memory, now_s)
+
+    def __len__(self) -> int:
+        return len(self.total_samples)
+
+    def append_empty(self, count: int, *, created_s: float | None = None) -> range:
+        """Add ``count`` empty aggregates at the end; returns their rows."""
+        if count < 0:
+            raise ValueError(f"count: must be >= 0, not {count!r}")
+        start = len(self)
+        self.cpu.append_empty(count)
+        self.memory.append_empty(count)
+        self.first_sample_s = np.concatenate([self.first_sample_s, np.full(count, np.nan)])
+        self.last_sample_s_ = np.concatenate([self.last_sample_s_, np.full(count, np.nan)])
+        self.total_samples = np.concatenate([self.total_samples, np.zeros(count, dtype=np.int64)])
+        created = np.nan if created_s is None else float(created_s)
+        self.creation_s = np.concatenate([self.creation_s, np.full(count, created)])
+        return range(start, start + count)
+
+    # ------------------------------------------------------------- reading
+    def is_expired(self, *, now_s: float) -> np.ndarray:
+        """Upstream ``isExpired``: idle for memory_window_s * memory_window_count (8 days)."""
+        age_limit = self.profile.memory_history_s
+        has = self.total_samples > 0
+        with np.errstate(invalid="ignore"):
+            by_sample = (now_s - self.last_sample_s_) >= age_limit
+            by_creation = (now_s - self.creation_s) >= age_limit
+        return np.where(has, by_sample, by_creation & ~np.isnan(self.creation_s))
+
+    def last_sample_s(self) -> np.ndarray:
+        """Last CPU sample time of each aggregate (NaN if none)."""
+        return self.last_sample_s_.copy()
+
+    def sample_count(self) -> np.ndarray:
+        """CPU sample count of each aggregate (upstream TotalSamplesCount)."""
+        return self.total_samples.copy()
+
+    def cpu_histogram(self, row: int, *, now_s: float) -> HistogramView:
+        """CPU usage histogram of ``row`` (cores), weights relative to ``now_s``."""
+        return self._view(self.cpu, row, now_s)
+
+    def memory_histogram(self, row: int, *, now_s: float) -> HistogramView:
+        """Memory peaks histogram of ``row`` (bytes), weights relative to ``now_s``."""
+        return self._view(self.memory, row, now_s)
+
+    def _view(self, hist: HistogramBatch, row: int, now_s: float) -> HistogramView:
+        self._check_row(row)
+        one = hist.take([row])
+        ref = one.reference_s[0]
+        scale = 1.0 if math.isnan(ref) else 2.0 ** ((ref - now_s) / float(hist.half_life_s or 1.0))
+        weight = one.weight[0] * scale
+        weight.setflags(write=False)
+        return HistogramView(hist.options.bucket_start, weight, one)
+
+    def _check_row(self, row: int) -> None:
+        if not 0 <= int(row) < len(self):
+            raise ValueError(f"row: {row!r} is not in [0, {len(self)})")
+
+    def _series_by_row(self) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for s, r in enumerate(self.series_row.tolist()):
+            out.setdefault(r, []).append(s)
+        return out
+
+    # ------------------------------------------------------------- series
+    def add_series(self, row: int, key: str) -> int:
+        """Id of the series ``key`` of aggregate ``row``, created if new."""
+        return int(self._resolve_series(np.array([row]), [key])[0])
+
+    def _resolve_series(self, rows: np.ndarray, keys: Sequence[str]) -> np.ndarray:
+        if rows.size and (rows.min() < 0 or rows.max() >= len(self)):
+            raise ValueError(f"series_aggregate: rows must be in [0, {len(self)})")
+        ids = np.empty(rows.size, dtype=np.int64)
+        new_rows: list[int] = []
+        for i, (row, key) in enumerate(zip(rows.tolist(), keys, strict=True)):
+            if not isinstance(key, str):
+                raise ValueError(f"series_keys: key {i} must be a string")
+            sid = self._series.get((row, key))
+            if sid is None:
+                sid = len(self.series_key)
+                self._series[(row, key)] = sid
+                self.series_key.append(key)
+                new_rows.append(row)
+            ids[i] = sid
+        if new_rows:
+            k = len(new_rows)
+            self.series_row = np.concatenate([self.series_row, np.array(new_rows, dtype=np.int64)])
+            self.series_last_cpu_s = np.concatenate([self.series_last_cpu_s, np.full(k, -np.inf)])
+            self.series_last_memory_s = np.concatenate([self.series_last_memory_s, np.full(k, -np.inf)])
+            self.series_window_end_s = np.concatenate([self.series_window_end_s, np.full(k, np.nan)])
+            self.series_memory_peak = np.concatenate([self.series_memory_peak, np.zeros(k)])
+            self.series_oom_peak = np.concatenate([self.series_oom_peak, np.zeros(k)])
+        return ids
+
+    # ------------------------------------------------------------- ingestion
+    def add_samples(self, batch: SampleBatch) -> IngestStats:
+        """Feed usage samples (upstream ContainerState.AddSample for CPU and memory)."""
+        if not isinstance(batch, SampleBatch):
+            raise ValueError("batch: must be a SampleBatch")
+        sids = self._resolve_series(batch.series_aggregate, batch.series_keys)
+        if batch.timestamp_s.size == 0:
+            return IngestStats()
+        span_limit = _MAX_SPAN_HALF_LIVES * min(self.profile.cpu_half_life_s, self.profile.memory_half_life_s)
+        t_min, t_max = float(batch.timestamp_s.min()), float(batch.timestamp_s.max())
+        if t_max - t_min > span_limit:  # rare: apply in time slices, which is the same order
+            stats = IngestStats()
+            edges = np.arange(t_min, t_max + span_limit, span_limit)
+            for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+                sel = (batch.timestamp_s >= lo) & ((batch.timestamp_s < hi) | (hi >= t_max))
+                stats = stats + self._add_flat(sids, batch, np.nonzero(sel)[0])
+            return stats
+        grid = batch.grid
+        if grid is not None and grid.timestamp_s.size > 0:
+            ts = grid.timestamp_s
+            if np.all(ts[1:] > ts[:-1]) and np.unique(sids).size == sids.size:
+                return self._add_grid(sids, grid)
+        return self._add_flat(sids, batch, None)
+
+    def _add_grid(self, sids: np.ndarray, grid: _Grid) -> IngestStats:
+        ts = grid.timestamp_s
+        n_s, n_t = grid.cpu_cores.shape
+        rows_s = self.series_row[sids]
+        # ---- CPU: accept value >= 0 strictly after the series watermark (timestamps unique).
+        cpu = grid.cpu_cores
+        start = np.searchsorted(ts, self.series_last_cpu_s[sids], side="right")
+        present = ~np.isnan(cpu)
+        valid = cpu >= 0
+        if start.any():
+            valid &= np.arange(n_t)[None, :] >= start[:, None]
+        cpu_accepted = valid.sum(axis=1)
+        stats_cpu_dropped = int(present.sum()) - int(cpu_accepted.sum())
+        one_series_per_row = np.unique(rows_s).size == n_s
+        if one_series_per_row:  # series-major order is time order within each aggregate
+            rows_e = np.repeat(rows_s, n_t)
+            tidx = np.tile(np.arange(n_t), n_s)
+            values, mask = cpu.reshape(-1), valid.reshape(-1)
+        else:  # time-major order interleaves the series of an aggregate as upstream does
+            rows_e = np.tile(rows_s, n_t)
+            tidx = np.repeat(np.arange(n_t), n_s)
+            values, mask = cpu.T.reshape(-1), valid.T.reshape(-1)
+        if not mask.all():
+            rows_e, tidx, values = rows_e[mask], tidx[mask], values[mask]
+        self.cpu.add_decaying(rows_e, values, MIN_SAMPLE_WEIGHT, tidx, ts)
+        del rows_e, tidx, values, mask
+        has = cpu_accepted > 0
+        first_col = np.where(has, valid.argmax(axis=1), 0)
+        last_col = np.where(has, n_t - 1 - valid[:, ::-1].argmax(axis=1), 0)
+        self._update_cpu_stats(sids[has], rows_s[has], ts[first_col[has]], ts[last_col[has]], cpu_accepted[has])
+        # ---- memory: accept value >= 0 at or after the series watermark.
+        mem = grid.memory_bytes
+        mstart = np.searchsorted(ts, self.series_last_memory_s[sids], side="left")
+        present = ~np.isnan(mem)
+        mvalid = mem >= 0
+        if mstart.any():
+            mvalid &= np.arange(n_t)[None, :] >= mstart[:, None]
+        flat_valid = mvalid.reshape(-1)
+        m_acc = int(flat_valid.sum())
+        m_drop = int(present.sum()) - m_acc
+        if m_acc == flat_valid.size:
+            kept = None
+            sid_e = np.repeat(sids, n_t)
+            t_e = np.tile(ts, n_s)
+            val_e = mem.reshape(-1)
+        else:
+            kept = np.nonzero(flat_valid)[0]
+            sid_e = sids[kept // n_t]
+            t_e = ts[kept % n_t]
+            val_e = mem.reshape(-1)[kept]
+
+        def order_of(pos: np.ndarray) -> np.ndarray:
+            f = pos if kept is None else kept[pos]
+            return (f % n_t) * n_s + f // n_t  # time-major application order
+
+        self._apply_memory(sid_e, t_e, val_e, order_of)
+        return IngestStats(int(cpu_accepted.sum()), stats_cpu_dropped, m_acc, m_drop, 0, 0)
+
+    def _add_flat(self, sids_of_series: np.ndarray, batch: SampleBatch, subset: np.ndarray | None) -> IngestStats:
+        sid = sids_of_series[batch.series_index]
+        t, cpu, mem = batch.timestamp_s, batch.cpu_cores, batch.memory_bytes
+        pos = np.arange(t.size)
+        if subset is not None:
+            sid, t, cpu, mem, pos = sid[subset], t[subset], cpu[subset], mem[subset], pos[subset]
+        if t.size == 0:
+            return IngestStats()
+        by_time = np.lexsort((pos, t))  # application order
+        rank = np.empty_like(by_time)
+        rank[by_time] = np.arange(by_time.size)
+        by_series = np.lexsort((rank, sid))  # each series in application order
+        # ---- CPU
+        s_sid, s_t, s_cpu = sid[by_series], t[by_series], cpu[by_series]
+        cand = (s_cpu >= 0) & (s_t > self.series_last_cpu_s[s_sid])
+        ci = np.nonzero(cand)[0]
+        dup = np.zeros(ci.size, dtype=bool)
+        if ci.size > 1:
+            dup[1:] = (s_sid[ci[1:]] == s_sid[ci[:-1]]) & (s_t[ci[1:]] == s_t[ci[:-1]])
+        acc = ci[~dup]  # positions (series order) of accepted CPU samples
+        cpu_drop = int(np.count_nonzero(~np.isnan(cpu))) - acc.size
+        if acc.size:
+            app = np.sort(rank[by_series[acc]])  # accepted, in application order
+            a_t = t[by_time[app]]
+            a_rows = self.series_row[sid[by_time[app]]]
+            distinct, tidx = np.unique(a_t, return_inverse=True)
+            self.cpu.add_decaying(a_rows, cpu[by_time[app]], MIN_SAMPLE_WEIGHT, tidx.ravel(), distinct)
+            acc_sid = s_sid[acc]
+            bounds = np.r_[0, np.nonzero(acc_sid[1:] != acc_sid[:-1])[0] + 1, acc.size]
+            u_sid = acc_sid[bounds[:-1]]
+            self._update_cpu_stats(
+                u_sid,
+                self.series_row[u_sid],
+                s_t[acc[bounds[:-1]]],
+                s_t[acc[bounds[1:] - 1]],
+                np.diff(bounds),
+            )
+        # ---- memory
+        s_mem = mem[by_series]
+        mvalid = (s_mem >= 0) & (s_t >= self.series_last_memory_s[s_sid])
+        mi = np.nonzero(mvalid)[0]
+        m_drop = int(np.count_nonzero(~np.isnan(mem))) - mi.size
+        m_rank = rank[by_series[mi]]
+        self._apply_memory(s_sid[mi], s_t[mi], s_mem[mi], lambda pos: m_rank[pos])
+        return IngestStats(acc.size, cpu_drop, mi.size, m_drop, 0, 0)
+
+    def _update_cpu_stats(
+        self, sids: np.ndarray, rows: np.ndarray, first_s: np.ndarray, last_s: np.ndarray, counts: np.ndarray
+    ) -> None:
+        """Aggregate first/last sample and count (per series entries, rows may repeat)."""
+        if sids.size == 0:
+            return
+        self.series_last_cpu_s[sids] = last_s
+        cur_first = self.first_sample_s
+        cur_last = self.last_sample_s_
+        np.fmin.at(cur_first, rows, first_s)
+        np.fmax.at(cur_last, rows, last_s)
+        np.add.at(self.total_samples, rows, counts.astype(np.int64))
+
+    def _apply_memory(
+        self, sid: np.ndarray, t: np.ndarray, v: np.ndarray, order_of: Callable[[np.ndarray], np.ndarray]
+    ) -> None:
+        """Memory samples sorted by (series, application order) -> window peaks -> histogram."""
+        if sid.size == 0:
+            return
+        ops, state = memory_peak_ops(
+            sid,
+            t,
+            v,
+            window_s=self.profile.memory_window_s,
+            window_end_s=self.series_window_end_s,
+            memory_peak=self.series_memory_peak,
+            oom_peak=self.series_oom_peak,
+        )
+        u_sid, last_t, window_end, mem_peak, oom_peak = state
+        self.series_last_memory_s[u_sid] = last_t
+        self.series_window_end_s[u_sid] = window_end
+        self.series_memory_peak[u_sid] = mem_peak
+        self.series_oom_peak[u_sid] = oom_peak
+        replay_memory_ops(self.memory, self.series_row[ops.series], order_of(ops.position), ops)
+
+    def record_ooms(self, batch: OomBatch) -> IngestStats:
+        """Upstream ``RecordOOM`` for each event, in (timestamp, batch position) order."""
+        if not isinstance(batch, OomBatch):
+            raise ValueError("batch: must be an OomBatch")
+        sids = self._resolve_series(batch.series_aggregate, batch.series_keys)
+        p = self.profile
+        window = p.memory_window_s
+        min_bump = float(math.trunc(p.oom_min_bump_bytes))
+        accepted = dropped = 0
+        order = np.lexsort((np.arange(batch.timestamp_s.size), batch.timestamp_s))
+        for i in order.tolist():
+            s = int(sids[batch.series_index[i]])
+            ts = float(batch.timestamp_s[i])
+            last = self.series_last_memory_s[s]
+            if last != -np.inf and ts < last - window:  # HEAD staleness rule (issue #8548)
+                dropped += 1
+                continue
+            used = max(float(batch.memory_request_bytes[i]), float(self.series_memory_peak[s]))
+            scaled = used * p.oom_bump_ratio
+            scaled = 0.0 if scaled < 0 else float(MAX_RESOURCE_AMOUNT) if scaled > MAX_RESOURCE_AMOUNT else math.trunc(scaled)
+            needed = max(used + min_bump, float(scaled))
+            self._add_memory_sample_one(s, ts, needed, is_oom=True)
+            accepted += 1
+        return IngestStats(oom_accepted=accepted, oom_dropped=dropped)
+
+    def _add_memory_sample_one(self, s: int, ts: float, usage: float, *, is_oom: bool) -> None:
+        """Upstream ``addMemorySample`` for one sample of series ``s`` (validity checked by caller)."""
+        row = np.array([self.series_row[s]])
+        hist = self.memory
+        self.series_last_memory_s[s] = ts
+        if math.isnan(self.series_window_end_s[s]):
+            self.series_window_end_s[s] = ts
+        end = float(self.series_window_end_s[s])
+        add_new = False
+        if ts < end:
+            old = max(float(self.series_memory_peak[s]), float(self.series_oom_peak[s]))
+            if old != 0 and usage > old:
+                f = hist.decay_factors(row, np.array([end]))
+                hist.subtract_step(row, hist.options.find_bucket(np.array([old])), 1.0 * f)
+                add_new = True
+        else:
+            window = self.profile.memory_window_s
+            end = end + (math.floor((ts - end) / window) * window + window)
+            self.series_window_end_s[s] = end
+            self.series_memory_peak[s] = 0.0
+            self.series_oom_peak[s] = 0.0
+            add_new = True
+        if add_new:
+            f = hist.decay_factors(row, np.array([end]))
+            hist.add_step(row, hist.options.find_bucket(np.array([usage])), 1.0 * f)
+            if is_oom:
+                self.series_oom_peak[s] = usage
+            else:
+                self.series_memory_peak[s] = usage

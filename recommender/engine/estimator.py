@@ -1,0 +1,256 @@
+"""Upstream VPA's estimator chain (logic/estimator.go, logic/recommender.go), vectorised over rows.
+
+``recommend`` reads percentiles of R aggregate rows at once (arrays (R,)), applies the margin,
+the confidence multipliers, the 1e14 clamp and the pod minimum with Go's truncation at every
+step, then builds one :class:`ContainerRecommendation` per row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .aggregation import AggregateSet
+from .explanation import BoundExplanation, Explanation, ResourceExplanation
+from .gomath import go_pow
+from .profiles import Profile
+from .resources import CPU, MAX_RESOURCE_AMOUNT, MEMORY, RESOURCE_NAMES, Resources
+
+# logic/recommender.go: the upper bound is multiplied by (1 + 1/confidence) ** 1.
+UPPER_CONFIDENCE_MULTIPLIER = 1.0
+UPPER_CONFIDENCE_EXPONENT = 1.0
+# logic/recommender.go: the lower bound is multiplied by (1 + 0.001/confidence) ** -2.
+LOWER_CONFIDENCE_MULTIPLIER = 0.001
+LOWER_CONFIDENCE_EXPONENT = -2.0
+
+
+@dataclass(frozen=True)
+class ContainerRecommendation:
+    """Target and bounds of one container (CPU millicores, memory bytes)."""
+
+    target: Resources
+    lower_bound: Resources
+    upper_bound: Resources
+    uncapped_target: Resources
+    explanation: Explanation
+
+
+def resource_amounts_from_float(x: np.ndarray) -> np.ndarray:
+    """Go ``resourceAmountFromFloat`` element-wise: <0 -> 0, >1e14 -> 1e14, else trunc; NaN -> 0."""
+    x = np.asarray(x, dtype=np.float64)
+    out = np.where(x > MAX_RESOURCE_AMOUNT, float(MAX_RESOURCE_AMOUNT), np.trunc(np.nan_to_num(x, nan=0.0)))
+    return np.where(x < 0, 0.0, out).astype(np.int64)
+
+
+def resource_amount_from_float(x: float) -> int:
+    """Scalar :func:`resource_amounts_from_float` (upstream model/types.go)."""
+    return int(resource_amounts_from_float(np.array([x]))[0])
+
+
+def scale_resources(amount: np.ndarray, factor: np.ndarray | float) -> np.ndarray:
+    """Go ``ScaleResource``: ``resourceAmountFromFloat(float64(amount) * factor)``; 0*Inf -> 0."""
+    with np.errstate(invalid="ignore"):
+        return resource_amounts_from_float(np.asarray(amount, dtype=np.float64) * factor)
+
+
+def cpu_amount_from_cores(cores: float) -> int:
+    """Go ``CPUAmountFromCores``: millicores, truncated and clamped."""
+    return resource_amount_from_float(cores * 1000.0)
+
+
+def with_margin(amount: np.ndarray, margin_fraction: float) -> np.ndarray:
+    """Upstream marginEstimator: ``x + ScaleResource(x, margin)``."""
+    amount = np.asarray(amount, dtype=np.int64)
+    return amount + scale_resources(amount, margin_fraction)
+
+
+def go_minutes(duration_s: float) -> float:
+    """Go ``Duration.Minutes()`` of a duration given in seconds."""
+    ns = round(duration_s * 1e9)
+    minutes, rem = divmod(ns, 60 * 10**9)
+    return float(minutes) + float(rem) / (60 * 1e9)
+
+
+def confidences(
+    first_s: np.ndarray, last_s: np.ndarray, count: np.ndarray, interval_s: float
+) -> np.ndarray:
+    """Upstream ``getConfidence``: min(history span, samples) in confidence intervals."""
+    span = np.nan_to_num(np.asarray(last_s) - np.asarray(first_s), nan=0.0)
+    lifespan = span / interval_s
+    samples = np.asarray(count, dtype=np.float64) / go_minutes(interval_s)
+    return np.minimum(lifespan, samples)
+
+
+def confidence_multipliers(multiplier: float, exponent: float, confidence: np.ndarray) -> np.ndarray:
+    """Go ``math.Pow(1 + multiplier/confidence, exponent)`` element-wise (Inf when conf = 0)."""
+    conf = np.asarray(confidence, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        x = 1.0 + multiplier / conf
+    if exponent == 1.0:
+        return x
+    if exponent == -2.0:  # Go's Pow loop gives exactly 1/(x*x) here (docs/engine.md)
+        with np.errstate(over="ignore"):
+            return 1.0 / (x * x)
+    return np.array([go_pow(float(v), exponent) for v in x.ravel()]).reshape(x.shape)
+
+
+def _check_rows(aggregates: AggregateSet, rows: Sequence[int], containers_in_pod: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    r = np.asarray(rows, dtype=np.int64).reshape(-1)
+    n = np.asarray(containers_in_pod, dtype=np.int64).reshape(-1)
+    if r.size and (r.min() < 0 or r.max() >= len(aggregates)):
+        raise ValueError(f"rows: must be in [0, {len(aggregates)})")
+    if n.shape != r.shape:
+        raise ValueError("containers_in_pod: must have one entry per row")
+    if n.size and n.min() < 1:
+        raise ValueError("containers_in_pod: every entry must be >= 1")
+    return r, n
+
+
+def recommend(
+    aggregates: AggregateSet,
+    *,
+    rows: Sequence[int],
+    profile: Profile,
+    containers_in_pod: Sequence[int],
+    controlled_resources: Sequence[str] = RESOURCE_NAMES,
+) -> list[ContainerRecommendation]:
+    """Upstream §3 recommendation of each row; the pod minimum is split over containers_in_pod."""
+    if not isinstance(aggregates, AggregateSet):
+        raise ValueError("aggregates: must be an AggregateSet")
+    if not isinstance(profile, Profile):
+        raise ValueError("profile: must be a Profile")
+    if profile.histogram_key != aggregates.profile.histogram_key:
+        raise ValueError("profile: its histogram settings differ from the aggregates' profile")
+    controlled = tuple(controlled_resources)
+    for res in controlled:
+        if res not in RESOURCE_NAMES:
+            raise ValueError(f"controlled_resources: unknown resource {res!r}")
+    r, n = _check_rows(aggregates, rows, containers_in_pod)
+    first = aggregates.first_sample_s[r]
+    last = aggregates.last_sample_s_[r]
+    count = aggregates.total_samples[r]
+    fraction = 1.0 / n.astype(np.float64)
+    pod_min_cpu = scale_resources(np.int64(cpu_amount_from_cores(profile.pod_min_cpu_millicores * 0.001)), fraction)
+    pod_min_mem = scale_resources(np.int64(profile.pod_min_memory_bytes), fraction)
+    per_res = {
+        CPU: _resource_chain(aggregates, r, profile, CPU, first, last, count, pod_min_cpu),
+        MEMORY: _resource_chain(aggregates, r, profile, MEMORY, first, last, count, pod_min_mem),
+    }
+    mem_weight = aggregates.memory.total[r]
+    out: list[ContainerRecommendation] = []
+    for i in range(r.size):
+        values = {res: per_res[res].finals(i) for res in RESOURCE_NAMES}
+        target = Resources(values[CPU][0], values[MEMORY][0]).only(controlled)
+        lower = Resources(values[CPU][1], values[MEMORY][1]).only(controlled)
+        upper = Resources(values[CPU][2], values[MEMORY][2]).only(controlled)
+        f = float(first[i])
+        lst = float(last[i])
+        reason = None
+        notes: list[str] = []
+        if not controlled:
+            reason = "no controlled resources: the container policy controls neither cpu nor memory"
+        elif int(count[i]) == 0:
+            notes.append("no CPU samples yet: CPU values are the pod minimum and confidence is 0")
+        if mem_weight[i] == 0 and MEMORY in controlled:
+            notes.append("no memory peaks stored yet: memory values are the pod minimum")
+        explanation = Explanation(
+            profile=profile.name,
+            margin_fraction=profile.margin_fraction,
+            containers_in_pod=int(n[i]),
+            sample_count=int(count[i]),
+            first_sample_s=None if math.isnan(f) else f,
+            last_sample_s=None if math.isnan(lst) else lst,
+            history_span_s=0.0 if math.isnan(f) else lst - f,
+            memory_peaks_weight=float(mem_weight[i]),
+            resources={res: per_res[res].explain(i) for res in controlled},
+            reason=reason,
+            notes=tuple(notes),
+        )
+        out.append(ContainerRecommendation(target, lower, upper, target, explanation))
+    return out
+
+
+@dataclass
+class _Chain:
+    resource: str
+    interval_s: float
+    confidence: np.ndarray
+    lower_mult: np.ndarray
+    upper_mult: np.ndarray
+    # per bound: (source, percentile, raw, base, margin, mult, after, pod_min, final)
+    bounds: dict[str, tuple[str, float | None, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+
+    def finals(self, i: int) -> tuple[int, int, int]:
+        return tuple(int(self.bounds[b][8][i]) for b in ("target", "lower", "upper"))  # type: ignore[return-value]
+
+    def explain(self, i: int) -> ResourceExplanation:
+        def one(b: str) -> BoundExplanation:
+            source, p, raw, base, margin, mult, after, pmin, final = self.bounds[b]
+            return BoundExplanation(
+                source=source,
+                percentile=p,
+                raw=float(raw[i]),
+                base=int(base[i]),
+                with_margin=int(margin[i]),
+                multiplier=float(mult[i]),
+                after_confidence=int(after[i]),
+                pod_minimum=int(pmin[i]),
+                pod_minimum_applied=bool(after[i] < pmin[i]),
+                value=int(final[i]),
+            )
+
+        return ResourceExplanation(
+            resource=self.resource,
+            confidence=float(self.confidence[i]),
+            confidence_interval_s=self.interval_s,
+            lower_multiplier=float(self.lower_mult[i]),
+            upper_multiplier=float(self.upper_mult[i]),
+            target=one("target"),
+            lower_bound=one("lower"),
+            upper_bound=one("upper"),
+        )
+
+
+def _resource_chain(
+    aggregates: AggregateSet,
+    rows: np.ndarray,
+    profile: Profile,
+    resource: str,
+    first: np.ndarray,
+    last: np.ndarray,
+    count: np.ndarray,
+    pod_min: np.ndarray,
+) -> _Chain:
+    if resource == CPU:
+        hist = aggregates.cpu
+        interval = profile.confidence_interval_cpu_s
+        pcts = (profile.cpu_target_percentile, profile.cpu_lower_percentile, profile.cpu_upper_percentile)
+        peak = (False, False, False)
+        to_amount = 1000.0  # CPUAmountFromCores
+    else:
+        hist = aggregates.memory
+        interval = profile.confidence_interval_memory_s
+        pcts = (profile.memory_target_percentile, profile.memory_lower_percentile, profile.memory_upper_percentile)
+        is_peak = profile.memory_estimator == "peak"
+        peak = (is_peak, False, is_peak)
+        to_amount = 1.0  # MemoryAmountFromBytes
+    conf = confidences(first, last, count, interval)
+    lower_mult = confidence_multipliers(LOWER_CONFIDENCE_MULTIPLIER, LOWER_CONFIDENCE_EXPONENT, conf)
+    upper_mult = confidence_multipliers(UPPER_CONFIDENCE_MULTIPLIER, UPPER_CONFIDENCE_EXPONENT, conf)
+    ones = np.ones(rows.size)
+    bounds = {}
+    for name, p, use_peak, mult in zip(
+        ("target", "lower", "upper"), pcts, peak, (ones, lower_mult, upper_mult), strict=True
+    ):
+        read_p = 1.0 if use_peak else p
+        raw = hist.percentile(rows, read_p)
+        base = resource_amounts_from_float(raw * to_amount)
+        margin = with_margin(base, profile.margin_fraction)
+        after = margin if name == "target" else scale_resources(margin, mult)
+        final = np.maximum(after, pod_min)
+        source = "peak" if use_peak else "percentile"
+        bounds[name] = (source, None if use_peak else p, raw, base, margin, mult, after, np.broadcast_to(pod_min, rows.shape), final)
+    return _Chain(resource, interval, conf, lower_mult, upper_mult, bounds)

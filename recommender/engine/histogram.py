@@ -1,0 +1,449 @@
+"""Upstream VPA histograms (plain and decaying), vectorised over many histograms at once.
+
+A :class:`HistogramBatch` holds N histograms that share one :class:`HistogramOptions`:
+
+- ``weight``      float64 (N, B): axis 0 = histogram (aggregate row), axis 1 = bucket;
+- ``total``       float64 (N,): upstream ``totalWeight``;
+- ``min_bucket``  int64 (N,), ``max_bucket`` int64 (N,): upstream's epsilon bookkeeping;
+- ``reference_s`` float64 (N,): decaying histograms only, the reference time in Unix seconds,
+  NaN while unset (upstream: Go's zero time).
+
+Every operation reproduces upstream's float operations in upstream's order (util/histogram.go,
+util/decaying_histogram.go, util/histogram_options.go), so results are bit-identical with a
+one-operation-at-a-time port (tests/engine/reference.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .gomath import go_exp2, go_exp2_array, go_log, go_log_array, go_pow_int, go_round
+
+# util/histogram.go: MaxCheckpointWeight, the largest bucket weight stored in a checkpoint.
+MAX_CHECKPOINT_WEIGHT = 10000
+# util/decaying_histogram.go: maxDecayExponent; the reference moves when 2**exponent passes it.
+MAX_DECAY_EXPONENT = 100
+# Seconds from Go's zero time (0001-01-01T00:00:00Z) to the Unix epoch: 719162 days.
+GO_ZERO_TIME_TO_UNIX_S = 62135596800
+# How close (in bucket units) a log quotient must be to an integer to be re-checked with Go's Log.
+_NEAR_INTEGER = 1e-9
+
+
+@dataclass(frozen=True, eq=False)
+class HistogramOptions:
+    """A bucketing scheme (upstream HistogramOptions); compared by identity, like Go pointers."""
+
+    kind: str
+    num_buckets: int
+    epsilon: float
+    max_value: float
+    bucket_size: float  # linear: bucket size; exponential: first bucket size
+    ratio: float  # exponential only; 0.0 for linear
+    ratio_minus_one: float  # computed at run time as upstream does (1.05 - 1 != 0.05)
+    log_ratio: float  # Go math.Log(ratio)
+    bucket_start: np.ndarray  # float64 (B,), lower edges
+
+    def find_bucket(self, values: np.ndarray) -> np.ndarray:
+        """Bucket index (int64) of each value, as upstream ``FindBucket``."""
+        v = np.asarray(values, dtype=np.float64)
+        b_max = self.num_buckets - 1
+        if self.kind == "linear":
+            q = np.trunc(v / self.bucket_size)
+            return np.clip(np.nan_to_num(q, nan=0.0, posinf=b_max), 0, b_max).astype(np.int64)
+        arg = v * self.ratio_minus_one / self.bucket_size + 1
+        with np.errstate(invalid="ignore", divide="ignore"):
+            q = np.log(arg) / self.log_ratio
+        near = np.abs(q - np.rint(q)) < _NEAR_INTEGER
+        if near.any():  # only here can Go's Log and numpy's log disagree about the integer part
+            idx = np.nonzero(near & (v >= self.bucket_size))[0]
+            if idx.size:
+                q[idx] = go_log_array(arg[idx]) / self.log_ratio
+        q = np.where(v < self.bucket_size, 0.0, q)
+        q = np.minimum(q, float(b_max))
+        return np.trunc(q).astype(np.int64)
+
+    def find_bucket_scalar(self, value: float) -> int:
+        """Exact scalar ``FindBucket`` using Go's Log throughout."""
+        b_max = self.num_buckets - 1
+        if self.kind == "linear":
+            q = value / self.bucket_size
+            return 0 if q < 0 else min(int(q), b_max) if q < b_max + 1 else b_max
+        if value < self.bucket_size:
+            return 0
+        q = go_log(value * self.ratio_minus_one / self.bucket_size + 1) / self.log_ratio
+        return b_max if q >= b_max else int(q)
+
+
+@functools.lru_cache(maxsize=64)
+def linear_options(max_value: float, bucket_size: float, epsilon: float) -> HistogramOptions:
+    """Upstream ``NewLinearHistogramOptions``; the same arguments give the same object."""
+    if not max_value > 0:
+        raise ValueError(f"max_value must be positive, not {max_value!r}")
+    if not bucket_size > 0:
+        raise ValueError(f"bucket_size must be positive, not {bucket_size!r}")
+    if not epsilon > 0:
+        raise ValueError(f"epsilon must be positive, not {epsilon!r}")
+    n = int(math.ceil(max_value / bucket_size)) + 1
+    starts = np.array([float(i) * bucket_size for i in range(n)])
+    starts.setflags(write=False)
+    return HistogramOptions("linear", n, epsilon, max_value, bucket_size, 0.0, 0.0, 0.0, starts)
+
+
+@functools.lru_cache(maxsize=64)
+def exponential_options(
+    max_value: float, first_bucket_size: float, ratio: float, epsilon: float
+) -> HistogramOptions:
+    """Upstream ``NewExponentialHistogramOptions``; bucket starts use Go's integer Pow."""
+    if not max_value > 0:
+        raise ValueError(f"max_value must be positive, not {max_value!r}")
+    if not first_bucket_size > 0:
+        raise ValueError(f"first_bucket_size must be positive, not {first_bucket_size!r}")
+    if not epsilon > 0:
+        raise ValueError(f"epsilon must be positive, not {epsilon!r}")
+    if not ratio > 1:
+        raise ValueError(f"ratio must be greater than 1, not {ratio!r}")
+    r1 = ratio - 1
+    log_ratio = go_log(ratio)
+    n = int(math.ceil(go_log(max_value * r1 / first_bucket_size + 1) / log_ratio)) + 1
+    starts = [0.0] + [first_bucket_size * (go_pow_int(ratio, i) - 1) / r1 for i in range(1, n)]
+    arr = np.array(starts)
+    arr.setflags(write=False)
+    return HistogramOptions(
+        "exponential", n, epsilon, max_value, first_bucket_size, ratio, r1, log_ratio, arr
+    )
+
+
+def go_time_round_s(t_s: np.ndarray | float, step_s: float) -> np.ndarray:
+    """Go ``Time.Round(step)`` on Unix seconds: nearest multiple of step since Go's zero time."""
+    x = np.asarray(t_s, dtype=np.float64) + GO_ZERO_TIME_TO_UNIX_S
+    r = np.mod(x, step_s)
+    rounded = np.where(r + r < step_s, x - r, x + (step_s - r))
+    return rounded - GO_ZERO_TIME_TO_UNIX_S
+
+
+class HistogramBatch:
+    """N histograms with the same options (decaying when ``half_life_s`` is set)."""
+
+    def __init__(self, options: HistogramOptions, size: int, half_life_s: float | None = None):
+        if size < 0:
+            raise ValueError(f"size must be >= 0, not {size!r}")
+        if half_life_s is not None and not half_life_s > 0:
+            raise ValueError(f"half_life_s must be positive, not {half_life_s!r}")
+        b = options.num_buckets
+        self.options = options
+        self.half_life_s = half_life_s
+        self.weight = np.zeros((size, b))
+        self.total = np.zeros(size)
+        self.min_bucket = np.full(size, b - 1, dtype=np.int64)
+        self.max_bucket = np.zeros(size, dtype=np.int64)
+        self.reference_s = np.full(size, np.nan)
+
+    def __len__(self) -> int:
+        return len(self.total)
+
+    # ----------------------------------------------------------------- structure
+    def append_empty(self, count: int) -> None:
+        """Add ``count`` empty histograms at the end."""
+        other = HistogramBatch(self.options, count, self.half_life_s)
+        self.extend(other)
+
+    def extend(self, other: HistogramBatch) -> None:
+        """Append the rows of ``other`` (same options) at the end."""
+        if other.options is not self.options or other.half_life_s != self.half_life_s:
+            raise ValueError("other must have the same options and half-life")
+        self.weight = np.concatenate([self.weight, other.weight])
+        self.total = np.concatenate([self.total, other.total])
+        self.min_bucket = np.concatenate([self.min_bucket, other.min_bucket])
+        self.max_bucket = np.concatenate([self.max_bucket, other.max_bucket])
+        self.reference_s = np.concatenate([self.reference_s, other.reference_s])
+
+    def take(self, rows: np.ndarray | list[int]) -> HistogramBatch:
+        """A deep copy of the given rows, in that order."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = HistogramBatch(self.options, 0, self.half_life_s)
+        out.weight = self.weight[rows].copy()
+        out.total = self.total[rows].copy()
+        out.min_bucket = self.min_bucket[rows].copy()
+        out.max_bucket = self.max_bucket[rows].copy()
+        out.reference_s = self.reference_s[rows].copy()
+        return out
+
+    # ----------------------------------------------------------------- bounds
+    def recompute_bounds(self, rows: np.ndarray) -> None:
+        """Upstream ``updateMinAndMaxBucket``: move min right and max left past buckets < eps."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.size == 0:
+            return
+        b = self.options.num_buckets
+        ok = self.weight[rows] >= self.options.epsilon
+        idx = np.arange(b)
+        mn = self.min_bucket[rows]
+        mx = self.max_bucket[rows]
+        cand_min = ok & (idx >= mn[:, None])
+        has = cand_min.any(axis=1)
+        self.min_bucket[rows] = np.where(has, cand_min.argmax(axis=1), b - 1)
+        cand_max = ok & (idx <= mx[:, None])
+        has = cand_max.any(axis=1)
+        last = b - 1 - cand_max[:, ::-1].argmax(axis=1)
+        self.max_bucket[rows] = np.where(has, last, 0)
+
+    def is_empty(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """Upstream ``IsEmpty``: the weight at ``min_bucket`` is below epsilon."""
+        rows = np.arange(len(self)) if rows is None else np.asarray(rows, dtype=np.int64)
+        return self.weight[rows, self.min_bucket[rows]] < self.options.epsilon
+
+    # ----------------------------------------------------------------- plain ops
+    def add_cells(self, rows: np.ndarray, buckets: np.ndarray, weights: np.ndarray) -> None:
+        """Sequence of upstream ``AddSample`` (already-decayed weights), applied in array order.
+
+        Sums are formed with ``np.bincount`` after the current weights, so every bucket and total
+        receives its additions one by one in the given order, exactly like the Go loop.
+        """
+        rows = np.asarray(rows, dtype=np.int64).ravel()
+        buckets = np.asarray(buckets, dtype=np.int64).ravel()
+        weights = np.broadcast_to(np.asarray(weights, dtype=np.float64), rows.shape).ravel()
+        if rows.size == 0:
+            return
+        if np.any(weights < 0):
+            raise ValueError("weights must be non-negative")
+        b = self.options.num_buckets
+        touched, local = np.unique(rows, return_inverse=True)
+        k = touched.size
+        before = self.weight[touched]
+        n_cells = k * b
+        idx = np.empty(n_cells + rows.size, dtype=np.int64)
+        idx[:n_cells] = np.arange(n_cells)
+        np.multiply(local, b, out=idx[n_cells:])
+        idx[n_cells:] += buckets
+        w = np.empty(n_cells + rows.size)
+        w[:n_cells] = before.ravel()
+        w[n_cells:] = weights
+        after = np.bincount(idx, weights=w, minlength=n_cells).reshape(k, b)
+        del idx
+        tidx = np.empty(k + rows.size, dtype=np.int64)
+        tidx[:k] = np.arange(k)
+        tidx[k:] = local
+        w[n_cells - k : n_cells] = self.total[touched]  # reuse the buffer: totals then weights
+        total = np.bincount(tidx, weights=w[n_cells - k :], minlength=k)
+        self._commit_adds(touched, before, after, total)
+
+    def _commit_adds(
+        self, touched: np.ndarray, before: np.ndarray, after: np.ndarray, total: np.ndarray
+    ) -> None:
+        # A bucket that received an addition and ends at or above epsilon widens the bounds;
+        # "received" is detected as a changed weight (an absorbed addition to a bucket below
+        # epsilon cannot move the bounds, and buckets outside the bounds stay below epsilon).
+        b = self.options.num_buckets
+        moved = (after != before) & (after >= self.options.epsilon)
+        has = moved.any(axis=1)
+        first = np.where(has, moved.argmax(axis=1), b - 1)
+        last = np.where(has, b - 1 - moved[:, ::-1].argmax(axis=1), 0)
+        self.weight[touched] = after
+        self.total[touched] = total
+        self.min_bucket[touched] = np.minimum(self.min_bucket[touched], first)
+        self.max_bucket[touched] = np.maximum(self.max_bucket[touched], last)
+
+    def add_step(self, rows: np.ndarray, buckets: np.ndarray, weights: np.ndarray) -> None:
+        """One ``AddSample`` on each of the given distinct rows."""
+        if rows.size == 0:
+            return
+        cur = self.weight[rows, buckets] + weights
+        self.weight[rows, buckets] = cur
+        self.total[rows] = self.total[rows] + weights
+        eps = self.options.epsilon
+        mn = self.min_bucket[rows]
+        mx = self.max_bucket[rows]
+        self.min_bucket[rows] = np.where((buckets < mn) & (cur >= eps), buckets, mn)
+        self.max_bucket[rows] = np.where((buckets > mx) & (cur >= eps), buckets, mx)
+
+    def subtract_step(self, rows: np.ndarray, buckets: np.ndarray, weights: np.ndarray) -> None:
+        """One ``SubtractSample`` on each of the given distinct rows."""
+        if rows.size == 0:
+            return
+        eps = self.options.epsilon
+        tot = self.total[rows] - weights
+        self.total[rows] = np.where(tot < eps, 0.0, tot)
+        cur = self.weight[rows, buckets] - weights
+        self.weight[rows, buckets] = np.where(cur < eps, 0.0, cur)
+        self.recompute_bounds(rows)
+
+    def scale(self, rows: np.ndarray, factors: np.ndarray) -> None:
+        """Upstream ``scale``: multiply weights in [min, max] and the total, then fix bounds."""
+        rows = np.asarray(rows, dtype=np.int64)
+        factors = np.broadcast_to(np.asarray(factors, dtype=np.float64), rows.shape)
+        if np.any(factors < 0):
+            raise ValueError("factors must be non-negative")
+        idx = np.arange(self.options.num_buckets)
+        inside = (idx >= self.min_bucket[rows, None]) & (idx <= self.max_bucket[rows, None])
+        w = self.weight[rows]
+        self.weight[rows] = np.where(inside, w * factors[:, None], w)
+        self.total[rows] = self.total[rows] * factors
+        self.recompute_bounds(rows)
+
+    # ----------------------------------------------------------------- decay
+    def shift_reference(self, rows: np.ndarray, new_reference_s: np.ndarray) -> None:
+        """Upstream ``shiftReferenceTimestamp`` for distinct rows (an unset reference is just set)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        hl = self._half_life()
+        new_ref = go_time_round_s(new_reference_s, hl)
+        old = self.reference_s[rows]
+        was_set = ~np.isnan(old)
+        if was_set.any():
+            k = np.floor((old[was_set] - new_ref[was_set]) / hl + 0.5)
+            self.scale(rows[was_set], np.ldexp(1.0, k.astype(np.int64)))
+        self.reference_s[rows] = new_ref
+
+    def decay_factors(self, rows: np.ndarray, times_s: np.ndarray) -> np.ndarray:
+        """Upstream ``decayFactor`` for distinct rows (may shift their references first)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        times_s = np.asarray(times_s, dtype=np.float64)
+        hl = self._half_life()
+        ref = self.reference_s[rows]
+        stale = np.isnan(ref) | (times_s > ref + hl * MAX_DECAY_EXPONENT)
+        if stale.any():
+            self.shift_reference(rows[stale], times_s[stale])
+            ref = self.reference_s[rows]
+        return go_exp2_array((times_s - ref) / hl)
+
+    def _half_life(self) -> float:
+        if self.half_life_s is None:
+            raise ValueError("this histogram batch does not decay (half_life_s is None)")
+        return self.half_life_s
+
+    def prepare_rows(self, rows: np.ndarray, first_times_s: np.ndarray) -> None:
+        """Apply the reference shift the first addition at ``first_times_s`` would trigger."""
+        hl = self._half_life()
+        ref = self.reference_s[rows]
+        stale = np.isnan(ref) | (first_times_s > ref + hl * MAX_DECAY_EXPONENT)
+        if stale.any():
+            self.shift_reference(rows[stale], first_times_s[stale])
+
+    def add_decaying(
+        self,
+        rows: np.ndarray,
+        values: np.ndarray,
+        weight: float,
+        time_index: np.ndarray,
+        distinct_times_s: np.ndarray,
+    ) -> None:
+        """Decaying ``AddSample(value, weight, time)`` for samples given in application order.
+
+        ``time_index`` (n,) points into ``distinct_times_s`` (T,); each decay factor is computed
+        once per (reference, time). No row may cross its ``maxDecayExponent`` threshold inside
+        the batch after its first sample (the caller splits longer batches).
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.size == 0:
+            return
+        hl = self._half_life()
+        touched, first_pos = np.unique(rows, return_index=True)
+        self.prepare_rows(touched, distinct_times_s[time_index[first_pos]])
+        refs, group = np.unique(self.reference_s[touched], return_inverse=True)
+        table = weight * go_exp2_array((distinct_times_s[None, :] - refs[:, None]) / hl)
+        if refs.size == 1:
+            w = table[0][time_index]
+        else:
+            row_group = np.zeros(int(touched.max()) + 1, dtype=np.int64)
+            row_group[touched] = group
+            w = table[row_group[rows], time_index]
+        self.add_cells(rows, self.options.find_bucket(values), w)
+
+    # ----------------------------------------------------------------- reading
+    def percentile(self, rows: np.ndarray, p: float) -> np.ndarray:
+        """Upstream ``Percentile(p)`` of each row: the upper edge of the bucket reached."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if math.isnan(p):
+            raise ValueError("p must be a number")
+        b = self.options.num_buckets
+        w = self.weight[rows]
+        mn = self.min_bucket[rows]
+        mx = self.max_bucket[rows]
+        idx = np.arange(b)
+        inside = (idx >= mn[:, None]) & (idx < mx[:, None])
+        partial = np.cumsum(np.where(inside, w, 0.0), axis=1)
+        reached = inside & (partial >= (p * self.total[rows])[:, None])
+        bucket = np.where(reached.any(axis=1), reached.argmax(axis=1), mx)
+        starts = self.options.bucket_start
+        value = np.where(bucket < b - 1, starts[np.minimum(bucket + 1, b - 1)], starts[bucket])
+        return np.where(self.is_empty(rows), 0.0, value)
+
+    def merge_row(self, row: int, other: HistogramBatch, other_row: int) -> None:
+        """Upstream ``Merge``: add ``other[other_row]`` into ``self[row]`` (may rescale either)."""
+        if other.options is not self.options:
+            raise ValueError("other must use the same options object")
+        if self.half_life_s != other.half_life_s:
+            raise ValueError("other must have the same half-life")
+        if self.half_life_s is not None:
+            mine, theirs = self.reference_s[row], other.reference_s[other_row]
+            if not math.isnan(theirs) and (math.isnan(mine) or mine < theirs):
+                self.shift_reference(np.array([row]), np.array([theirs]))
+            elif not math.isnan(mine) and (math.isnan(theirs) or theirs < mine):
+                other.shift_reference(np.array([other_row]), np.array([mine]))
+        lo, hi = int(other.min_bucket[other_row]), int(other.max_bucket[other_row])
+        if lo <= hi:
+            self.weight[row, lo : hi + 1] += other.weight[other_row, lo : hi + 1]
+        self.total[row] += other.total[other_row]
+        self.min_bucket[row] = min(self.min_bucket[row], lo)
+        self.max_bucket[row] = max(self.max_bucket[row], hi)
+
+    # ----------------------------------------------------------------- v3 checkpoints
+    def save_v3(self, row: int) -> dict[str, Any]:
+        """Upstream ``SaveToChekpoint``: ``{"totalWeight", "bucketWeights"}`` (+ reference)."""
+        lo, hi = int(self.min_bucket[row]), int(self.max_bucket[row])
+        w = self.weight[row]
+        biggest = 0.0
+        for b in range(lo, hi + 1):
+            if w[b] > biggest:
+                biggest = float(w[b])
+        ratio = MAX_CHECKPOINT_WEIGHT / biggest if biggest else math.inf
+        buckets: dict[str, int] = {}
+        for b in range(lo, hi + 1):
+            q = go_round(float(w[b]) * ratio) if biggest else 0
+            q &= 0xFFFFFFFF  # Go's uint32 conversion
+            if q > 0:
+                buckets[str(b)] = q
+        out: dict[str, Any] = {"totalWeight": float(self.total[row]), "bucketWeights": buckets}
+        if self.half_life_s is not None:
+            ref = self.reference_s[row]
+            out["referenceTimestamp"] = None if math.isnan(ref) else float(ref)
+        return out
+
+    def load_v3(self, row: int, checkpoint: dict[str, Any] | None) -> None:
+        """Upstream ``LoadFromCheckpoint``: add the checkpoint's weights into ``self[row]``."""
+        if checkpoint is None:
+            raise ValueError("checkpoint must not be None")
+        total = float(checkpoint.get("totalWeight", 0.0))
+        if total < 0:
+            raise ValueError(f"checkpoint totalWeight must be >= 0, not {total!r}")
+        items: list[tuple[int, int]] = []
+        for key, q in (checkpoint.get("bucketWeights") or {}).items():
+            b = int(key)
+            if b >= self.options.num_buckets:
+                raise ValueError(f"checkpoint bucket {b} exceeds {self.options.num_buckets} buckets")
+            if b < 0:
+                raise ValueError(f"checkpoint has a negative bucket {b}")
+            if not 0 <= int(q) <= 0xFFFFFFFF:
+                raise ValueError(f"checkpoint bucket {b} weight {q!r} is not a uint32")
+            items.append((b, int(q)))
+        q_sum = sum(q for _, q in items)
+        if q_sum > 0:
+            ratio = total / float(q_sum)
+            for b, q in items:
+                self.min_bucket[row] = min(self.min_bucket[row], b)
+                self.max_bucket[row] = max(self.max_bucket[row], b)
+                self.weight[row, b] += float(q) * ratio
+            self.total[row] += total
+            self.recompute_bounds(np.array([row]))
+        if self.half_life_s is not None and "referenceTimestamp" in checkpoint:
+            ref = checkpoint["referenceTimestamp"]
+            self.reference_s[row] = np.nan if ref is None else float(ref)
+
+
+def decay_factor_scalar(reference_s: float, time_s: float, half_life_s: float) -> float:
+    """``2**((time - reference)/half_life)`` with Go's Exp2 (no reference shift)."""
+    return go_exp2((time_s - reference_s) / half_life_s)

@@ -1,0 +1,144 @@
+"""Recommendation profiles: upstream VPA's flags as data, plus vpaweb's named variants.
+
+A :class:`Profile` is a frozen bundle of scalars (no arrays). ``PROFILES["vpa"]`` equals upstream
+VPA 1.8.0's defaults (recommender/config/config.go, model/aggregations_config.go).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+# recommender/config/config.go: --target-cpu-percentile and friends.
+TARGET_PERCENTILE = 0.9  # --target-cpu-percentile, --target-memory-percentile
+LOWER_BOUND_PERCENTILE = 0.5  # --recommendation-lower-bound-{cpu,memory}-percentile
+UPPER_BOUND_PERCENTILE = 0.95  # --recommendation-upper-bound-{cpu,memory}-percentile
+SAFETY_MARGIN_FRACTION = 0.15  # config.go: --recommendation-margin-fraction
+HALF_LIFE_S = 86400.0  # aggregations_config.go: DefaultCPU/MemoryHistogramDecayHalfLife (24h)
+MEMORY_AGGREGATION_INTERVAL_S = 86400.0  # aggregations_config.go: DefaultMemoryAggregationInterval
+MEMORY_AGGREGATION_INTERVAL_COUNT = 8  # aggregations_config.go: ...IntervalCount
+CONFIDENCE_INTERVAL_S = 86400.0  # config.go: --confidence-interval-cpu / -memory (24h)
+POD_MIN_CPU_MILLICORES = 25  # config.go: --pod-recommendation-min-cpu-millicores
+POD_MIN_MEMORY_BYTES = 250 * 1024 * 1024  # config.go: --pod-recommendation-min-memory-mb (MiB)
+OOM_BUMP_UP_RATIO = 1.2  # aggregations_config.go: DefaultOOMBumpUpRatio
+OOM_MIN_BUMP_UP_BYTES = 100 * 1024 * 1024  # aggregations_config.go: DefaultOOMMinBumpUp
+
+MEMORY_ESTIMATORS = ("percentile", "peak")
+DEFAULT_PROFILE = "vpa"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Every knob of the recommendation model; defaults are upstream's."""
+
+    name: str
+    cpu_target_percentile: float = TARGET_PERCENTILE
+    cpu_lower_percentile: float = LOWER_BOUND_PERCENTILE
+    cpu_upper_percentile: float = UPPER_BOUND_PERCENTILE
+    memory_target_percentile: float = TARGET_PERCENTILE
+    memory_lower_percentile: float = LOWER_BOUND_PERCENTILE
+    memory_upper_percentile: float = UPPER_BOUND_PERCENTILE
+    memory_estimator: str = "percentile"  # or "peak": highest stored peak
+    margin_fraction: float = SAFETY_MARGIN_FRACTION
+    cpu_half_life_s: float = HALF_LIFE_S
+    memory_half_life_s: float = HALF_LIFE_S
+    memory_window_s: float = MEMORY_AGGREGATION_INTERVAL_S
+    memory_window_count: int = MEMORY_AGGREGATION_INTERVAL_COUNT
+    confidence_interval_cpu_s: float = CONFIDENCE_INTERVAL_S
+    confidence_interval_memory_s: float = CONFIDENCE_INTERVAL_S
+    pod_min_cpu_millicores: int = POD_MIN_CPU_MILLICORES
+    pod_min_memory_bytes: int = POD_MIN_MEMORY_BYTES
+    oom_bump_ratio: float = OOM_BUMP_UP_RATIO
+    oom_min_bump_bytes: int = OOM_MIN_BUMP_UP_BYTES
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def histogram_key(self) -> tuple[float, float, float]:
+        """Profiles with equal keys can share one AggregateSet (same histogram state)."""
+        return (self.cpu_half_life_s, self.memory_half_life_s, self.memory_window_s)
+
+    @property
+    def memory_history_s(self) -> float:
+        """Upstream's aggregation window length: interval * count (8 days by default)."""
+        return self.memory_window_s * self.memory_window_count
+
+    def with_overrides(self, **fields: Any) -> Profile:
+        """A copy with some fields changed; ValueError naming an unknown or invalid field."""
+        known = {f.name for f in dataclasses.fields(self)}
+        for key in fields:
+            if key not in known:
+                raise ValueError(f"{key}: unknown profile field")
+        return dataclasses.replace(self, **fields)
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields as plain JSON-friendly values."""
+        return dataclasses.asdict(self)
+
+
+def _validate(p: Profile) -> None:
+    if not isinstance(p.name, str) or not p.name:
+        raise ValueError("name: must be a non-empty string")
+    for field in (
+        "cpu_target_percentile",
+        "cpu_lower_percentile",
+        "cpu_upper_percentile",
+        "memory_target_percentile",
+        "memory_lower_percentile",
+        "memory_upper_percentile",
+    ):
+        value = getattr(p, field)
+        if not _is_number(value) or not 0.0 <= value <= 1.0:
+            raise ValueError(f"{field}: must be a number in [0, 1], not {value!r}")
+    if p.memory_estimator not in MEMORY_ESTIMATORS:
+        raise ValueError(f"memory_estimator: must be one of {MEMORY_ESTIMATORS}, not {p.memory_estimator!r}")
+    if not _is_number(p.margin_fraction) or not p.margin_fraction >= 0:
+        raise ValueError(f"margin_fraction: must be >= 0, not {p.margin_fraction!r}")
+    for field in (
+        "cpu_half_life_s",
+        "memory_half_life_s",
+        "memory_window_s",
+        "confidence_interval_cpu_s",
+        "confidence_interval_memory_s",
+    ):
+        value = getattr(p, field)
+        if not _is_number(value) or not (value > 0 and math.isfinite(value)):
+            raise ValueError(f"{field}: must be a positive number of seconds, not {value!r}")
+    for field in ("memory_window_count", "pod_min_cpu_millicores", "pod_min_memory_bytes", "oom_min_bump_bytes"):
+        value = getattr(p, field)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{field}: must be a non-negative integer, not {value!r}")
+    if p.memory_window_count < 1:
+        raise ValueError(f"memory_window_count: must be >= 1, not {p.memory_window_count!r}")
+    if not _is_number(p.oom_bump_ratio) or not (p.oom_bump_ratio >= 1.0 and math.isfinite(p.oom_bump_ratio)):
+        raise ValueError(f"oom_bump_ratio: must be >= 1, not {p.oom_bump_ratio!r}")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+
+
+PROFILES: Mapping[str, Profile] = MappingProxyType(
+    {
+        "vpa": Profile(name="vpa"),
+        # vivo's platform choice: CPU p95 and memory p99 targets, the rest upstream.
+        "p95-cpu-p99-memory": Profile(
+            name="p95-cpu-p99-memory", cpu_target_percentile=0.95, memory_target_percentile=0.99
+        ),
+        # Memory sized to the highest stored daily peak plus the margin; CPU p95.
+        "peak-memory": Profile(name="peak-memory", cpu_target_percentile=0.95, memory_estimator="peak"),
+    }
+)
+
+
+def get_profile(name: str) -> Profile:
+    """The named profile; ValueError quoting an unknown name."""
+    try:
+        return PROFILES[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"name: unknown profile {name!r}; known: {', '.join(PROFILES)}") from None

@@ -1,0 +1,159 @@
+"""Memory windows of series (upstream ContainerState.addMemorySample), vectorised.
+
+Input: n memory samples already accepted (value >= 0, not before the series watermark), sorted
+by series and, within a series, in application order: ``sid`` int64 (n,), ``t`` float64 (n,),
+``v`` float64 (n,). Output: the histogram operations upstream would perform (one add per window
+opening, one subtract + add per peak replacement, each at the window end) and the new state of
+each series. Operations of one aggregate are then replayed in upstream's order, vectorised across
+aggregates, by :func:`replay_memory_ops`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .histogram import HistogramBatch
+
+SUBTRACT = 0
+ADD = 1
+
+
+@dataclass(frozen=True)
+class PeakOps:
+    """Histogram operations, one per entry (m,)."""
+
+    series: np.ndarray  # int64: series id
+    position: np.ndarray  # int64: index of the causing sample in the input arrays
+    kind: np.ndarray  # int8: SUBTRACT (applied first) or ADD
+    value_bytes: np.ndarray  # float64
+    time_s: np.ndarray  # float64: the window end, upstream's MeasureStart of the peak
+
+
+def segmented_exclusive_max(
+    v: np.ndarray, seg_start: np.ndarray, seg_len: np.ndarray, init: np.ndarray
+) -> np.ndarray:
+    """For each element, max(init of its segment, earlier elements of its segment)."""
+    out = np.empty(v.size)
+    if v.size == 0:
+        return out
+    cls = np.ceil(np.log2(np.maximum(seg_len, 1))).astype(np.int64)
+    for c in np.unique(cls).tolist():
+        segs = np.nonzero(cls == c)[0]
+        lens = seg_len[segs]
+        width = int(lens.max())
+        k = segs.size
+        mat = np.empty((k, width + 1))
+        mat[:, 0] = init[segs]
+        first = int(seg_start[segs[0]])
+        contiguous = bool(np.all(lens == width)) and bool(np.all(np.diff(seg_start[segs]) == width))
+        if contiguous:  # common case: equal windows back to back (grid input)
+            mat[:, 1:] = v[first : first + k * width].reshape(k, width)
+            np.maximum.accumulate(mat, axis=1, out=mat)
+            out[first : first + k * width] = mat[:, :-1].reshape(-1)
+            continue
+        offs = np.arange(width)
+        inside = offs[None, :] < lens[:, None]
+        pos = (seg_start[segs][:, None] + offs[None, :])[inside]
+        mat[:, 1:] = -np.inf
+        mat[:, 1:][inside] = v[pos]
+        np.maximum.accumulate(mat, axis=1, out=mat)
+        out[pos] = mat[:, :-1][inside]
+    return out
+
+
+def memory_peak_ops(
+    sid: np.ndarray,
+    t: np.ndarray,
+    v: np.ndarray,
+    *,
+    window_s: float,
+    window_end_s: np.ndarray,
+    memory_peak: np.ndarray,
+    oom_peak: np.ndarray,
+) -> tuple[PeakOps, tuple[np.ndarray, ...]]:
+    """Window peaks of accepted samples; returns (ops, (series, last_t, window_end, peak, oom))."""
+    n = sid.size
+    s_start = np.r_[0, np.nonzero(sid[1:] != sid[:-1])[0] + 1]
+    s_count = np.diff(np.r_[s_start, n])
+    u_sid = sid[s_start]
+    we0 = window_end_s[u_sid].copy()
+    fresh = np.isnan(we0)
+    we0[fresh] = t[s_start[fresh]]  # upstream: the first sample sets WindowEnd = ts
+    we0_e = np.repeat(we0, s_count)
+    # Window 0 = the window still open in the state; k >= 1 ends at WindowEnd + k * interval.
+    wid = np.floor((t - we0_e) / window_s) + 1
+    wid[t < we0_e] = 0
+    flag = np.empty(n, dtype=bool)
+    flag[0] = True
+    flag[1:] = (sid[1:] != sid[:-1]) | (wid[1:] != wid[:-1])
+    seg_start = np.nonzero(flag)[0]
+    seg_len = np.diff(np.r_[seg_start, n])
+    seg_sid = sid[seg_start]
+    seg_wid = wid[seg_start]
+    seg_we0 = we0_e[seg_start]
+    seg_end = np.where(seg_wid == 0, seg_we0, seg_we0 + seg_wid * window_s)
+    state_old = np.maximum(memory_peak[seg_sid], oom_peak[seg_sid])
+    is_open = seg_wid == 0
+    init = np.where(is_open, state_old, -np.inf)
+    # Quirk kept from upstream: a window whose first peak is 0 never takes a larger peak.
+    allowed = np.where(is_open, state_old != 0, v[seg_start] != 0)
+    prev = segmented_exclusive_max(v, seg_start, seg_len, init)
+    record = v > prev
+    record &= np.repeat(allowed, seg_len) | (prev == -np.inf)
+    rec = np.nonzero(record)[0]
+    seg_of = np.repeat(np.arange(seg_start.size), seg_len)[rec] if rec.size else rec
+    rec_prev = prev[rec]
+    has_sub = rec_prev != -np.inf
+    sub = rec[has_sub]
+    ops = PeakOps(
+        series=np.r_[sid[sub], sid[rec]].astype(np.int64),
+        position=np.r_[sub, rec].astype(np.int64),
+        kind=np.r_[np.full(sub.size, SUBTRACT), np.full(rec.size, ADD)].astype(np.int8),
+        value_bytes=np.r_[rec_prev[has_sub], v[rec]],
+        time_s=np.r_[seg_end[seg_of[has_sub]], seg_end[seg_of]],
+    )
+    # New state from each series' last segment.
+    last_seg = np.r_[np.nonzero(seg_sid[1:] != seg_sid[:-1])[0], seg_sid.size - 1]
+    last_elem = seg_start[last_seg] + seg_len[last_seg] - 1
+    seg_max = np.maximum(prev[last_elem], v[last_elem])
+    opening = v[seg_start[last_seg]]
+    open_last = is_open[last_seg]
+    old_peak = memory_peak[u_sid]
+    old_oom = oom_peak[u_sid]
+    replaced = allowed[last_seg] & (seg_max > init[last_seg])
+    new_peak = np.where(
+        open_last,
+        np.where(replaced, seg_max, old_peak),
+        np.where(opening == 0, 0.0, seg_max),
+    )
+    new_oom = np.where(open_last, old_oom, 0.0)
+    state = (u_sid, t[last_elem], seg_end[last_seg], new_peak, new_oom)
+    return ops, state
+
+
+def replay_memory_ops(
+    hist: HistogramBatch, rows: np.ndarray, order: np.ndarray, ops: PeakOps
+) -> None:
+    """Apply ops in (aggregate, order, subtract-before-add) sequence, one step per aggregate."""
+    m = rows.size
+    if m == 0:
+        return
+    idx = np.lexsort((ops.kind, order, rows))
+    rows = rows[idx]
+    kind = ops.kind[idx]
+    times = ops.time_s[idx]
+    buckets = hist.options.find_bucket(ops.value_bytes[idx])
+    starts = np.r_[0, np.nonzero(rows[1:] != rows[:-1])[0] + 1]
+    step = np.arange(m) - np.repeat(starts, np.diff(np.r_[starts, m]))
+    by_step = np.argsort(step, kind="stable")
+    bounds = np.searchsorted(step[by_step], np.arange(int(step.max()) + 2))
+    for k in range(bounds.size - 1):
+        sel = by_step[bounds[k] : bounds[k + 1]]
+        r = rows[sel]
+        w = 1.0 * hist.decay_factors(r, times[sel])
+        is_add = kind[sel] == ADD
+        sub = ~is_add
+        hist.subtract_step(r[sub], buckets[sel][sub], w[sub])
+        hist.add_step(r[is_add], buckets[sel][is_add], w[is_add])
