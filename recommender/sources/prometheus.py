@@ -8,9 +8,11 @@ refresh service's per-container watermarks (the newest grid time ingested) stay 
   ``w`` is the larger of the step and ``rate_window_s``. With ``w`` equal to the step
   the windows tile the time axis, so every counter increment is counted once; ``rate``
   handles counter resets (a restarted container).
-- Memory: ``max by (...) (max_over_time(<working set>[step]))``: the peak of each
-  interval, which is what the VPA's memory histogram keeps (upstream reads the gauge at
-  one point per interval and misses the peaks between points).
+- Memory: ``max by (...) (max_over_time(<working set>[step - 1ms]))``: the peak of
+  each interval (t - step, t], which is what the VPA's memory histogram keeps (upstream
+  reads the gauge at one point per interval and misses the peaks between points). The
+  1 ms keeps a scrape on a grid boundary in one interval only: Prometheus 2.x ranges
+  include their left end.
 - ``max by`` rather than ``sum by``: cAdvisor briefly exports the old cgroup's series
   next to the new one after a restart; summing would double the usage.
 - OOM kills: kube-state-metrics' restart counter going up while
@@ -263,7 +265,7 @@ class PrometheusSource:
         )
         return (
             f"max {self._by()} "
-            f"(max_over_time({c.memory_metric}{selector}[{_duration(step_s)}]))"
+            f"(max_over_time({c.memory_metric}{selector}[{_duration(step_s - 0.001)}]))"
         )
 
     def oom_query(self, *, namespace: str | None, step_s: float) -> str:
