@@ -1,0 +1,48 @@
+"""Which cluster adapter and usage source serve a ``Cluster`` row: one small dispatch.
+
+Services get adapters and sources only through these two functions, so adding a kind of
+cluster (or a source) is one branch here and nothing else.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.conf import settings
+from django.utils import timezone
+
+from recommender.cluster.base import ClusterAdapter
+from recommender.cluster.simulated import SimulatedCluster, build_fleet
+from recommender.errors import InvalidInput
+from recommender.models import Cluster
+from recommender.sources.base import UsageSource
+from recommender.sources.simulated import SimulatedUsageSource
+
+
+def cluster_adapter_for(
+    cluster: Cluster, *, now: datetime | None = None
+) -> ClusterAdapter:
+    """The adapter reading (and writing) ``cluster``.
+
+    ``now`` is when the simulated cluster is observed (its pods come and go with
+    time); a real cluster is always observed as it is.
+    """
+    if cluster.kind == Cluster.Kind.SIMULATED:
+        fleet = build_fleet(settings.SIMULATION_SEED, settings.SIMULATION_WORKLOADS)
+        return SimulatedCluster(
+            name=cluster.name, fleet=fleet, now=now or timezone.now()
+        )
+    raise InvalidInput(
+        f"cluster {cluster.name!r}: no adapter for kind {cluster.kind!r}", field="kind"
+    )
+
+
+def usage_source_for(cluster: Cluster) -> UsageSource:
+    """The source of usage history for ``cluster``."""
+    if cluster.kind == Cluster.Kind.SIMULATED:
+        fleet = build_fleet(settings.SIMULATION_SEED, settings.SIMULATION_WORKLOADS)
+        return SimulatedUsageSource(fleet=fleet)
+    raise InvalidInput(
+        f"cluster {cluster.name!r}: no usage source for kind {cluster.kind!r}",
+        field="kind",
+    )
