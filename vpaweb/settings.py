@@ -190,6 +190,16 @@ PROMETHEUS_MEMORY_METRIC = env_str(
 PROMETHEUS_CADVISOR_SELECTOR = env_str("PROMETHEUS_CADVISOR_SELECTOR")
 PROMETHEUS_KUBE_STATE_SELECTOR = env_str("PROMETHEUS_KUBE_STATE_SELECTOR")
 
+# Kubernetes API reads (recommender/cluster/kube_client.py, docs/kubernetes.md). The kubeconfig
+# is the client's own KUBECONFIG; names avoid KUBERNETES_*, which Kubernetes injects into pods.
+KUBERNETES_CONNECT_TIMEOUT_S = env_float("VPAWEB_K8S_CONNECT_TIMEOUT_S", 5.0, minimum=0.1)
+KUBERNETES_READ_TIMEOUT_S = env_float("VPAWEB_K8S_READ_TIMEOUT_S", 30.0, minimum=0.1)
+KUBERNETES_RETRIES = env_int("VPAWEB_K8S_RETRIES", 4, minimum=0)
+KUBERNETES_BACKOFF_S = env_float("VPAWEB_K8S_BACKOFF_S", 0.5, minimum=0.0)
+# Also caps a server's Retry-After, so a throttled list cannot stall a refresh for long.
+KUBERNETES_MAX_BACKOFF_S = env_float("VPAWEB_K8S_MAX_BACKOFF_S", 30.0, minimum=0.0)
+KUBERNETES_PAGE_SIZE = env_int("VPAWEB_K8S_PAGE_SIZE", 500, minimum=1)
+
 # --- Dashboard -----------------------------------------------------------------------------
 # Monthly savings estimate: list prices of on-demand cloud capacity (documented in README).
 PRICE_PER_CORE_HOUR = env_float("VPAWEB_PRICE_PER_CORE_HOUR", 0.031611, minimum=0.0)

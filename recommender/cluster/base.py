@@ -35,6 +35,11 @@ class OomKill:
     # memory eviction, the container's usage at eviction. 0 when unknown.
     memory_request_bytes: int
     is_eviction: bool = False
+    # The container's restart count when seen (0 for evictions and when unknown).
+    restart_count: int = 0
+    # The pod's top controller when the adapter could resolve it ("" if the pod is gone).
+    workload_kind: str = ""
+    workload_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,10 @@ class PodInfo:
     start_time: datetime | None = None
     labels: dict[str, str] = field(default_factory=dict)
     uid: str = ""
+    # The pod's direct controller (upstream's updater groups pods by it), e.g. a ReplicaSet.
+    owner_kind: str = ""
+    owner_name: str = ""
+    node_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,9 @@ class WorkloadInfo:
     replicas: int | None = None
     labels: dict[str, str] = field(default_factory=dict)
     pods: tuple[PodInfo, ...] = ()
+    # Resources ("cpu", "memory") that an HPA targeting this workload scales on: a conflict
+    # when the workload's policy controls one of them.
+    hpa_scaled_resources: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,6 +88,9 @@ class VpaObject:
     update_mode: str
     container_policies: list[dict[str, Any]] = field(default_factory=list)
     min_replicas: int | None = None
+    uid: str = ""
+    # spec.recommenders names; empty means upstream's "default" recommender handles it.
+    recommenders: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,6 +104,8 @@ class ClusterSnapshot:
     limit_ranges: tuple[dict[str, Any], ...] = ()
     pod_disruption_budgets: tuple[dict[str, Any], ...] = ()
     horizontal_pod_autoscalers: tuple[dict[str, Any], ...] = ()
+    # Objects the adapter skipped, each with the reason (e.g. an unparsable quantity).
+    warnings: tuple[str, ...] = ()
 
 
 class ClusterAdapter(Protocol):

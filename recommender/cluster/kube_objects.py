@@ -1,0 +1,499 @@
+"""Kubernetes API objects (JSON dicts) turned into the adapter dataclasses of
+``base.py``.
+
+Pure functions, no I/O. A malformed field raises ``ValueError`` naming the object and
+the field (``Deployment shop/web:
+spec.template.spec.containers[app].resources.requests.cpu …``); the adapter skips that
+object and reports the message in ``ClusterSnapshot.warnings``.
+
+Shapes of the dicts this module returns for ``ClusterSnapshot`` (all keys always
+present):
+
+- LimitRange: ``{"namespace", "name", "uid", "limits": [{"type": "Container" | "Pod",
+  "max" | "min" | "default" | "default_request": {"cpu_millicores": int | None,
+  "memory_bytes": int | None}}]}``: the fields of ``engine.capping.LimitRangeItem``.
+- PodDisruptionBudget: ``{"namespace", "name", "uid", "selector", "min_available",
+  "max_unavailable", "disruptions_allowed", "current_healthy", "desired_healthy",
+  "expected_pods"}`` (``min_available``/``max_unavailable`` as the API gives them: an
+  int, a percentage string, or None).
+- HorizontalPodAutoscaler: ``{"namespace", "name", "uid", "target_api_version",
+  "target_kind", "target_name", "min_replicas", "max_replicas", "resource_metrics":
+  [{"resource": "cpu", "container": "" | name}], "scaled_resources": ["cpu", …],
+  "other_metric_types": ["External", …]}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from recommender.cluster.base import (
+    ContainerSpec,
+    OomKill,
+    PodInfo,
+    VpaObject,
+    WorkloadInfo,
+)
+from recommender.engine.quantity import parse_cpu_millicores, parse_memory_bytes
+from recommender.engine.resources import CPU, MEMORY, Resources
+
+Obj = dict[str, Any]
+
+OOM_KILLED = "OOMKilled"
+EVICTED = "Evicted"
+# Annotations the kubelet's eviction manager puts on an Evicted event (VPA-ALGORITHM.md
+# §2.4).
+OFFENDING_CONTAINERS = "offending_containers"
+OFFENDING_CONTAINERS_USAGE = "offending_containers_usage"
+STARVED_RESOURCE = "starved_resource"
+# Upstream's default mode when spec.updatePolicy or its updateMode is absent (§5).
+DEFAULT_UPDATE_MODE = "Recreate"
+# LimitRange item types that cap container requests (PersistentVolumeClaim items do
+# not).
+LIMIT_RANGE_TYPES = ("Container", "Pod")
+FINISHED_PHASES = ("Succeeded", "Failed")
+
+
+def describe(kind: str, obj: Obj) -> str:
+    """``Kind namespace/name`` for messages."""
+    meta = obj.get("metadata") or {}
+    return f"{kind} {meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def parse_time(text: Any, where: str) -> datetime | None:
+    """An RFC 3339 timestamp as an aware UTC datetime; None when absent."""
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(str(text))
+    except ValueError:
+        raise ValueError(f"{where}: {text!r} is not an RFC 3339 time") from None
+    if when.tzinfo is None:
+        raise ValueError(f"{where}: {text!r} has no time zone")
+    return when
+
+
+def resources_of(resource_list: Mapping[str, Any] | None, where: str) -> Resources:
+    """CPU and memory of a ResourceList (other resources are ignored)."""
+    if not resource_list:
+        return Resources()
+    if not isinstance(resource_list, Mapping):
+        raise ValueError(
+            f"{where}: expected a map of quantities, got {resource_list!r}"
+        )
+    amounts: dict[str, int | None] = {CPU: None, MEMORY: None}
+    for name, parse in ((CPU, parse_cpu_millicores), (MEMORY, parse_memory_bytes)):
+        text = resource_list.get(name)
+        if text is None:
+            continue
+        try:
+            amounts[name] = parse(str(text))
+        except ValueError as exc:
+            raise ValueError(f"{where}.{name}: {exc}") from None
+    return Resources(amounts[CPU], amounts[MEMORY])
+
+
+def _defaulted_requests(requests: Resources, limits: Resources) -> Resources:
+    # The API server defaults a pod's missing requests to its limits (SetDefaults_Pod);
+    # a template is not defaulted, so do it here to report what its pods will really
+    # get.
+    return Resources(
+        requests.cpu_millicores
+        if requests.cpu_millicores is not None
+        else limits.cpu_millicores,
+        requests.memory_bytes
+        if requests.memory_bytes is not None
+        else limits.memory_bytes,
+    )
+
+
+def _container_kind(container: Obj, *, is_init: bool) -> str:
+    if not is_init:
+        return "regular"
+    # A native sidecar is an init container that keeps running (KEP-753).
+    return "sidecar" if container.get("restartPolicy") == "Always" else "init"
+
+
+def containers_of(
+    pod_spec: Obj, where: str, *, statuses: Sequence[Obj] | None = None
+) -> tuple[ContainerSpec, ...]:
+    """The containers of a pod spec: regular ones first, then init containers and
+    sidecars.
+
+    With ``statuses`` (a running pod's container statuses), a status's ``resources`` win
+    over the spec, as upstream's ``ContainerRequestsAndLimits`` does after an in-place
+    resize.
+    """
+    by_name = {status.get("name"): status for status in statuses or ()}
+    result = []
+    for field, is_init in (("containers", False), ("initContainers", True)):
+        for container in pod_spec.get(field) or ():
+            name = container.get("name", "")
+            at = f"{where}: spec.{field}[{name}]"
+            spec_resources = container.get("resources") or {}
+            status_resources = (by_name.get(name) or {}).get("resources")
+            if status_resources is not None:
+                source, at = (
+                    status_resources,
+                    f"{where}: status.containerStatuses[{name}]",
+                )
+            else:
+                source = spec_resources
+            requests = resources_of(source.get("requests"), f"{at}.resources.requests")
+            limits = resources_of(source.get("limits"), f"{at}.resources.limits")
+            result.append(
+                ContainerSpec(
+                    name=name,
+                    kind=_container_kind(container, is_init=is_init),
+                    requests=_defaulted_requests(requests, limits),
+                    limits=limits,
+                )
+            )
+    return tuple(result)
+
+
+def pod_template_spec(kind: str, obj: Obj) -> Obj:
+    """The pod spec of a controller's template (a CronJob's is in its job template)."""
+    spec = obj.get("spec") or {}
+    if kind == "CronJob":
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    return (spec.get("template") or {}).get("spec") or {}
+
+
+def selector_of(kind: str, obj: Obj) -> dict[str, Any]:
+    """The controller's pod selector as a LabelSelector dict ({} when it has none)."""
+    spec = obj.get("spec") or {}
+    selector = spec.get("selector")
+    if kind == "ReplicationController":
+        # A ReplicationController's selector is a plain map, not a LabelSelector.
+        return {"matchLabels": dict(selector)} if selector else {}
+    if kind == "CronJob":
+        return {}
+    return dict(selector) if isinstance(selector, dict) else {}
+
+
+def replicas_of(kind: str, obj: Obj) -> int | None:
+    """Desired pods: spec.replicas, a DaemonSet's desired count, a Job's parallelism."""
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    if kind in ("Deployment", "StatefulSet", "ReplicaSet", "ReplicationController"):
+        # The API server defaults an absent spec.replicas to 1.
+        replicas = spec.get("replicas")
+        return 1 if replicas is None else int(replicas)
+    if kind == "DaemonSet":
+        return int(status.get("desiredNumberScheduled", 0))
+    if kind == "Job":
+        parallelism = spec.get("parallelism")
+        return 1 if parallelism is None else int(parallelism)
+    return None
+
+
+def workload_of(
+    kind: str,
+    obj: Obj,
+    *,
+    pods: Iterable[PodInfo] = (),
+    hpa_scaled_resources: Iterable[str] = (),
+) -> WorkloadInfo:
+    """A top-level controller as a ``WorkloadInfo`` (its template's containers)."""
+    meta = obj.get("metadata") or {}
+    where = describe(kind, obj)
+    return WorkloadInfo(
+        kind=kind,
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        containers=containers_of(pod_template_spec(kind, obj), where),
+        uid=meta.get("uid", ""),
+        selector=selector_of(kind, obj),
+        replicas=replicas_of(kind, obj),
+        labels=dict(meta.get("labels") or {}),
+        pods=tuple(pods),
+        hpa_scaled_resources=tuple(sorted(set(hpa_scaled_resources))),
+    )
+
+
+def _all_statuses(pod: Obj) -> list[Obj]:
+    status = pod.get("status") or {}
+    return list(status.get("containerStatuses") or ()) + list(
+        status.get("initContainerStatuses") or ()
+    )
+
+
+def pod_of(pod: Obj) -> PodInfo:
+    """A pod with its containers' current requests (status over spec)."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    where = describe("Pod", pod)
+    owner = next(
+        (ref for ref in meta.get("ownerReferences") or () if ref.get("controller")), {}
+    )
+    return PodInfo(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        phase=status.get("phase", ""),
+        containers=containers_of(
+            pod.get("spec") or {}, where, statuses=_all_statuses(pod)
+        ),
+        start_time=parse_time(status.get("startTime"), f"{where}: status.startTime"),
+        labels=dict(meta.get("labels") or {}),
+        uid=meta.get("uid", ""),
+        owner_kind=owner.get("kind", ""),
+        owner_name=owner.get("name", ""),
+        node_name=(pod.get("spec") or {}).get("nodeName", ""),
+    )
+
+
+def is_live(pod: PodInfo) -> bool:
+    """A pod that still runs (or will): not Succeeded or Failed."""
+    return pod.phase not in FINISHED_PHASES
+
+
+def oom_kills_of_pod(
+    pod: Obj, info: PodInfo, *, workload_kind: str = "", workload_name: str = ""
+) -> list[OomKill]:
+    """OOM kills visible in a pod's container statuses, current and last state.
+
+    Upstream's observer sees each kill once through a watch; we poll, so the same kill
+    is seen on every pass until the container terminates again: consumers de-duplicate
+    on (container, pod, finish time). The memory is the container's current request
+    (status over spec), which upstream takes from the new pod for a fresh kill.
+    """
+    requests = {container.name: container.requests for container in info.containers}
+    kills: dict[tuple[str, datetime], OomKill] = {}
+    where = describe("Pod", pod)
+    for status in _all_statuses(pod):
+        name = status.get("name", "")
+        for state_field in ("state", "lastState"):
+            terminated = (status.get(state_field) or {}).get("terminated") or {}
+            if terminated.get("reason") != OOM_KILLED:
+                continue
+            at = (
+                f"{where}: status.containerStatuses[{name}]"
+                f".{state_field}.terminated.finishedAt"
+            )
+            finished = parse_time(terminated.get("finishedAt"), at)
+            if finished is None:
+                continue  # cannot be placed in time; upstream would not see it either
+            memory = requests.get(name, Resources()).memory_bytes or 0
+            kills[(name, finished)] = OomKill(
+                namespace=info.namespace,
+                pod=info.name,
+                container=name,
+                occurred_at=finished,
+                memory_request_bytes=memory,
+                restart_count=int(status.get("restartCount") or 0),
+                workload_kind=workload_kind,
+                workload_name=workload_name,
+            )
+    return list(kills.values())
+
+
+def evictions_of_event(event: Obj) -> list[OomKill]:
+    """Memory evictions recorded by an ``Evicted`` event of a pod (upstream §2.4).
+
+    The three annotations are comma lists of equal length; only entries whose starved
+    resource is memory count, with the container's usage at eviction as the memory.
+    """
+    involved = event.get("involvedObject") or {}
+    if event.get("reason") != EVICTED or involved.get("kind") != "Pod":
+        return []
+    meta = event.get("metadata") or {}
+    where = f"Event {meta.get('namespace', '')}/{meta.get('name', '')}"
+    annotations = meta.get("annotations") or {}
+    raw = [
+        annotations.get(key)
+        for key in (OFFENDING_CONTAINERS, OFFENDING_CONTAINERS_USAGE, STARVED_RESOURCE)
+    ]
+    if not all(raw):
+        # An eviction for disk or PIDs, or from an older kubelet: nothing to learn.
+        return []
+    containers, usages, resources = (str(text).split(",") for text in raw)
+    if not len(containers) == len(usages) == len(resources):
+        raise ValueError(
+            f"{where}: annotations {OFFENDING_CONTAINERS}, "
+            f"{OFFENDING_CONTAINERS_USAGE} and "
+            f"{STARVED_RESOURCE} have different lengths "
+            f"({len(containers)}, {len(usages)}, {len(resources)})"
+        )
+    occurred = parse_time(
+        meta.get("creationTimestamp"), f"{where}: metadata.creationTimestamp"
+    )
+    if occurred is None:
+        raise ValueError(f"{where}: metadata.creationTimestamp is missing")
+    kills = []
+    for container, usage, resource in zip(containers, usages, resources, strict=True):
+        if resource.strip() != MEMORY:
+            continue
+        try:
+            usage_bytes = parse_memory_bytes(usage.strip())
+        except ValueError as exc:
+            raise ValueError(
+                f"{where}: annotation {OFFENDING_CONTAINERS_USAGE}: {exc}"
+            ) from None
+        kills.append(
+            OomKill(
+                namespace=involved.get("namespace", ""),
+                pod=involved.get("name", ""),
+                container=container.strip(),
+                occurred_at=occurred,
+                memory_request_bytes=usage_bytes,
+                is_eviction=True,
+            )
+        )
+    return kills
+
+
+def vpa_of(obj: Obj) -> VpaObject:
+    """A VerticalPodAutoscaler (autoscaling.k8s.io/v1) as a ``VpaObject``.
+
+    The mode is normalised as upstream reads it: absent means ``Recreate``, and the
+    deprecated ``Auto`` is ``Recreate``. Container policies are kept in the upstream
+    shape.
+    """
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    where = describe("VerticalPodAutoscaler", obj)
+    target = spec.get("targetRef") or {}
+    if not target.get("kind") or not target.get("name"):
+        raise ValueError(f"{where}: spec.targetRef needs a kind and a name")
+    update_policy = spec.get("updatePolicy") or {}
+    mode = update_policy.get("updateMode") or DEFAULT_UPDATE_MODE
+    if mode == "Auto":
+        mode = DEFAULT_UPDATE_MODE
+    min_replicas = update_policy.get("minReplicas")
+    policies = (spec.get("resourcePolicy") or {}).get("containerPolicies") or []
+    if not isinstance(policies, list) or not all(isinstance(p, dict) for p in policies):
+        raise ValueError(
+            f"{where}: spec.resourcePolicy.containerPolicies is not a list of maps"
+        )
+    return VpaObject(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        target_kind=target["kind"],
+        target_name=target["name"],
+        update_mode=mode,
+        container_policies=[dict(policy) for policy in policies],
+        min_replicas=int(min_replicas) if min_replicas is not None else None,
+        uid=meta.get("uid", ""),
+        recommenders=tuple(
+            str(entry.get("name", "")) for entry in spec.get("recommenders") or ()
+        ),
+    )
+
+
+def hpa_of(obj: Obj) -> dict[str, Any]:
+    """An autoscaling/v2 HPA summary (shape in the module docstring)."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    target = spec.get("scaleTargetRef") or {}
+    resource_metrics = []
+    other_types = []
+    for metric in spec.get("metrics") or ():
+        metric_type = metric.get("type", "")
+        if metric_type == "Resource":
+            source = metric.get("resource") or {}
+            resource_metrics.append(
+                {"resource": source.get("name", ""), "container": ""}
+            )
+        elif metric_type == "ContainerResource":
+            source = metric.get("containerResource") or {}
+            resource_metrics.append(
+                {
+                    "resource": source.get("name", ""),
+                    "container": source.get("container", ""),
+                }
+            )
+        else:
+            other_types.append(metric_type)
+    return {
+        "namespace": meta.get("namespace", ""),
+        "name": meta.get("name", ""),
+        "uid": meta.get("uid", ""),
+        "target_api_version": target.get("apiVersion", ""),
+        "target_kind": target.get("kind", ""),
+        "target_name": target.get("name", ""),
+        "min_replicas": spec.get("minReplicas", 1),
+        "max_replicas": spec.get("maxReplicas"),
+        "resource_metrics": resource_metrics,
+        "scaled_resources": sorted(
+            {m["resource"] for m in resource_metrics if m["resource"] in (CPU, MEMORY)}
+        ),
+        "other_metric_types": other_types,
+    }
+
+
+def hpa_conflicts(
+    hpa: Mapping[str, Any],
+    *,
+    controlled_resources: Iterable[str] = (CPU, MEMORY),
+    container: str | None = None,
+) -> list[str]:
+    """Resources an HPA scales on that a policy also controls (for ``container`` if
+    given).
+
+    Two autoscalers acting on the same signal fight: VPA raises the request, the
+    utilisation the HPA sees drops, it removes replicas, usage per pod rises, and so on.
+    """
+    controlled = set(controlled_resources)
+    clashes = {
+        metric["resource"]
+        for metric in hpa.get("resource_metrics") or ()
+        if metric["resource"] in controlled
+        and (container is None or metric["container"] in ("", container))
+    }
+    return sorted(clashes)
+
+
+def pdb_of(obj: Obj) -> dict[str, Any]:
+    """A policy/v1 PodDisruptionBudget summary (shape in the module docstring)."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    return {
+        "namespace": meta.get("namespace", ""),
+        "name": meta.get("name", ""),
+        "uid": meta.get("uid", ""),
+        "selector": spec.get("selector"),
+        "min_available": spec.get("minAvailable"),
+        "max_unavailable": spec.get("maxUnavailable"),
+        "disruptions_allowed": status.get("disruptionsAllowed"),
+        "current_healthy": status.get("currentHealthy"),
+        "desired_healthy": status.get("desiredHealthy"),
+        "expected_pods": status.get("expectedPods"),
+    }
+
+
+def _amounts(resources: Resources) -> dict[str, int | None]:
+    return {
+        "cpu_millicores": resources.cpu_millicores,
+        "memory_bytes": resources.memory_bytes,
+    }
+
+
+def limit_range_of(obj: Obj) -> dict[str, Any]:
+    """A LimitRange summary, Container and Pod items (shape in the module docstring)."""
+    meta = obj.get("metadata") or {}
+    where = describe("LimitRange", obj)
+    items = []
+    for position, item in enumerate((obj.get("spec") or {}).get("limits") or ()):
+        if item.get("type") not in LIMIT_RANGE_TYPES:
+            continue
+        at = f"{where}: spec.limits[{position}]"
+        items.append(
+            {
+                "type": item["type"],
+                "max": _amounts(resources_of(item.get("max"), f"{at}.max")),
+                "min": _amounts(resources_of(item.get("min"), f"{at}.min")),
+                "default": _amounts(resources_of(item.get("default"), f"{at}.default")),
+                "default_request": _amounts(
+                    resources_of(item.get("defaultRequest"), f"{at}.defaultRequest")
+                ),
+            }
+        )
+    return {
+        "namespace": meta.get("namespace", ""),
+        "name": meta.get("name", ""),
+        "uid": meta.get("uid", ""),
+        "limits": items,
+    }

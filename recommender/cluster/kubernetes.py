@@ -1,0 +1,253 @@
+"""The real Kubernetes cluster adapter: discovery of workloads, pods, OOM kills, VPA
+objects,
+HPAs, PodDisruptionBudgets and LimitRanges, read-only.
+
+One ``discover()`` lists each resource type once (paginated, see ``kube_client``) and
+joins them in memory: owner chains come from the listed controllers, never from a
+request per pod. The adapter never writes: it issues GET requests only, whatever the
+workload's mode.
+
+What it reports (docs/kubernetes.md has the operator's view):
+- workloads: every top-most well-known controller (Deployment, StatefulSet, DaemonSet,
+  ReplicaSet, Job, CronJob, ReplicationController) with its template's containers; a
+  ReplicaSet of a Deployment or a Job of a CronJob is not a workload of its own;
+- pods: the live ones (not Succeeded or Failed) under their top controller, with current
+  requests (``status.containerStatuses[].resources`` over the spec);
+- OOM kills from every pod's container statuses, and memory evictions from ``Evicted``
+  events;
+- VPA objects, HPAs (with the resources they scale on, also set on the target workload),
+  PDBs and LimitRanges (shapes in ``kube_objects``).
+
+An object that cannot be read (say, an unparsable quantity) is skipped, logged, and
+listed in ``ClusterSnapshot.warnings``; a resource that cannot be listed fails the whole
+pass with ``SourceUnavailable``, so nothing stored is replaced by a partial view.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+from kubernetes import client as k8s
+
+from recommender.cluster import kube_client, kube_objects
+from recommender.cluster.base import (
+    ClusterSnapshot,
+    OomKill,
+    PodInfo,
+    VpaObject,
+)
+from recommender.cluster.kube_client import KubeClientSettings, KubeReader, ResourceType
+from recommender.cluster.owners import OwnerIndex
+
+logger = logging.getLogger(__name__)
+
+# The controllers vpaweb can right-size, with the resource that lists each.
+WORKLOAD_RESOURCES: dict[str, ResourceType] = {
+    "Deployment": kube_client.DEPLOYMENTS,
+    "StatefulSet": kube_client.STATEFUL_SETS,
+    "DaemonSet": kube_client.DAEMON_SETS,
+    "ReplicaSet": kube_client.REPLICA_SETS,
+    "Job": kube_client.JOBS,
+    "CronJob": kube_client.CRON_JOBS,
+    "ReplicationController": kube_client.REPLICATION_CONTROLLERS,
+}
+# The kubelet's memory evictions; the field selector keeps the (large) event list small.
+EVICTION_EVENTS_SELECTOR = "involvedObject.kind=Pod,reason=Evicted"
+
+Obj = dict[str, Any]
+WorkloadKey = tuple[str, str, str]  # (kind, namespace, name)
+
+
+class KubernetesAdapter:
+    """Reads one Kubernetes cluster with the official client (a ``ClusterAdapter``)."""
+
+    def __init__(
+        self,
+        *,
+        cluster_name: str,
+        context: str = "",
+        kubeconfig: str | None = None,
+        namespace: str | None = None,
+        settings: KubeClientSettings | None = None,
+        api_client: k8s.ApiClient | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        self.cluster_name = cluster_name
+        self.namespace = namespace or None
+        if api_client is None:
+            api_client = kube_client.load_api_client(
+                cluster_name=cluster_name, context=context, kubeconfig=kubeconfig
+            )
+        extra = {"sleep": sleep} if sleep is not None else {}
+        self.reader = KubeReader(
+            cluster_name=cluster_name,
+            api_client=api_client,
+            settings=settings or KubeClientSettings.from_settings(),
+            **extra,
+        )
+
+    def close(self) -> None:
+        """Release the HTTP connections."""
+        self.reader.close()
+
+    def check_connection(self) -> str:
+        """Prove the cluster can be read (its version, one pod); returns the version."""
+        version = self.reader.server_version()
+        self.reader.probe(kube_client.PODS)
+        return version
+
+    def _list(self, resource: ResourceType, **options: Any) -> list[Obj]:
+        items = self.reader.list(resource, namespace=self.namespace, **options)
+        return items or []
+
+    def discover(self) -> ClusterSnapshot:
+        """List workloads, pods, OOM kills and policy objects."""
+        warnings: list[str] = []
+        controllers = {
+            kind: self._list(resource) for kind, resource in WORKLOAD_RESOURCES.items()
+        }
+        pods = self._list(kube_client.PODS)
+        # No VPA CRD installed is normal: then there are simply no VPA objects to
+        # import.
+        vpa_items = self.reader.list(
+            kube_client.VERTICAL_POD_AUTOSCALERS,
+            namespace=self.namespace,
+            missing_ok=True,
+        )
+        hpa_items = self._list(kube_client.HORIZONTAL_POD_AUTOSCALERS)
+        pdb_items = self._list(kube_client.POD_DISRUPTION_BUDGETS)
+        limit_range_items = self._list(kube_client.LIMIT_RANGES)
+        events = self._list(kube_client.EVENTS, field_selector=EVICTION_EVENTS_SELECTOR)
+
+        index = OwnerIndex(controllers)
+        hpas = _parse_all(kube_objects.hpa_of, hpa_items, warnings)
+        hpa_resources: dict[WorkloadKey, set[str]] = defaultdict(set)
+        for hpa in hpas:
+            key = (hpa["target_kind"], hpa["namespace"], hpa["target_name"])
+            hpa_resources[key].update(hpa["scaled_resources"])
+
+        pods_by_workload: dict[WorkloadKey, list[PodInfo]] = defaultdict(list)
+        workload_of_pod: dict[tuple[str, str], WorkloadKey] = {}
+        oom_kills: list[OomKill] = []
+        unowned = 0
+        for pod in pods:
+            try:
+                info = kube_objects.pod_of(pod)
+            except ValueError as exc:
+                _warn(warnings, self.cluster_name, str(exc))
+                continue
+            top = index.top_controller("Pod", pod)
+            key: WorkloadKey | None = None
+            if top is None:
+                unowned += 1
+            else:
+                meta = top[1].get("metadata") or {}
+                key = (top[0], meta.get("namespace", ""), meta.get("name", ""))
+                workload_of_pod[(info.namespace, info.name)] = key
+                if kube_objects.is_live(info):
+                    pods_by_workload[key].append(info)
+            try:
+                oom_kills.extend(
+                    kube_objects.oom_kills_of_pod(
+                        pod,
+                        info,
+                        workload_kind=key[0] if key else "",
+                        workload_name=key[2] if key else "",
+                    )
+                )
+            except ValueError as exc:
+                _warn(warnings, self.cluster_name, str(exc))
+
+        for event in events:
+            try:
+                evictions = kube_objects.evictions_of_event(event)
+            except ValueError as exc:
+                _warn(warnings, self.cluster_name, str(exc))
+                continue
+            for kill in evictions:
+                key = workload_of_pod.get((kill.namespace, kill.pod))
+                if key is not None:
+                    kill = replace(kill, workload_kind=key[0], workload_name=key[2])
+                oom_kills.append(kill)
+
+        workloads = []
+        for kind, objects in controllers.items():
+            for obj in objects:
+                top = index.top_controller(kind, obj)
+                if top is None or top[1] is not obj:
+                    # Owned by another well-known controller: part of that workload.
+                    continue
+                meta = obj.get("metadata") or {}
+                key = (kind, meta.get("namespace", ""), meta.get("name", ""))
+                try:
+                    workloads.append(
+                        kube_objects.workload_of(
+                            kind,
+                            obj,
+                            pods=sorted(
+                                pods_by_workload.get(key, ()), key=lambda p: p.name
+                            ),
+                            hpa_scaled_resources=hpa_resources.get(key, ()),
+                        )
+                    )
+                except ValueError as exc:
+                    _warn(warnings, self.cluster_name, str(exc))
+        workloads.sort(key=lambda w: (w.namespace, w.kind, w.name))
+
+        vpas: list[VpaObject] = _parse_all(
+            kube_objects.vpa_of, vpa_items or [], warnings
+        )
+        snapshot = ClusterSnapshot(
+            workloads=tuple(workloads),
+            oom_kills=tuple(
+                sorted(oom_kills, key=lambda k: (k.occurred_at, k.pod, k.container))
+            ),
+            vpas=tuple(vpas),
+            limit_ranges=tuple(
+                _parse_all(kube_objects.limit_range_of, limit_range_items, warnings)
+            ),
+            pod_disruption_budgets=tuple(
+                _parse_all(kube_objects.pdb_of, pdb_items, warnings)
+            ),
+            horizontal_pod_autoscalers=tuple(hpas),
+            warnings=tuple(warnings),
+        )
+        logger.info(
+            "cluster %s: discovered %d workloads, %d pods (%d without a workload), "
+            "%d OOM kills, %d VPAs, %d HPAs, %d PDBs, %d LimitRanges, %d warnings, "
+            "%d requests",
+            self.cluster_name,
+            len(workloads),
+            len(pods),
+            unowned,
+            len(oom_kills),
+            len(vpas),
+            len(hpas),
+            len(pdb_items),
+            len(limit_range_items),
+            len(warnings),
+            self.reader.request_count,
+        )
+        return snapshot
+
+
+def _warn(warnings: list[str], cluster_name: str, message: str) -> None:
+    logger.warning("cluster %s: skipped %s", cluster_name, message)
+    warnings.append(message)
+
+
+def _parse_all(
+    parse: Callable[[Obj], Any], items: Iterable[Obj], warnings: list[str]
+) -> list[Any]:
+    result = []
+    for item in items:
+        try:
+            result.append(parse(item))
+        except (ValueError, TypeError, KeyError) as exc:
+            warnings.append(str(exc))
+            logger.warning("skipped an object: %s", exc)
+    return result

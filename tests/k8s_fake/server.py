@@ -1,0 +1,495 @@
+"""A local fake Kubernetes API server: the read subset vpaweb's adapter uses, over real
+HTTP.
+
+``FakeApiServer`` runs ``http.server`` in a thread on 127.0.0.1 (a free port) and
+answers as a real API server would:
+
+- ``GET /version``;
+- collection lists of core (``/api/v1/...``) and group (``/apis/<group>/<version>/...``)
+  resources, across namespaces or in one namespace, with ``limit``/``continue``
+  pagination (opaque base64 tokens bound to the list's resourceVersion,
+  ``remainingItemCount``), ``fieldSelector`` (``a.b=c``, ``a.b!=c``) and
+  ``labelSelector`` (``k=v``) filtering; items of built-in types come without
+  ``apiVersion``/``kind``, custom resources with them;
+- ``Status`` bodies for errors: 401 without the bearer token, 404 for an unknown path or
+  an API that is switched off (``unserve``), 405 for any verb but GET;
+- injected faults (``fail``): a status (429/500/403/410…) with an optional
+  ``Retry-After``, or a delay longer than the client's read timeout, for the next N
+  matching requests.
+
+Every request is recorded (method, path, query), so tests can prove no write verb is
+sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TOKEN = "fake-token-for-tests-only"
+
+# kind -> (group, version, plural, namespaced, built-in)
+KINDS: dict[str, tuple[str, str, str, bool, bool]] = {
+    "Pod": ("", "v1", "pods", True, True),
+    "Event": ("", "v1", "events", True, True),
+    "LimitRange": ("", "v1", "limitranges", True, True),
+    "ReplicationController": ("", "v1", "replicationcontrollers", True, True),
+    "Namespace": ("", "v1", "namespaces", False, True),
+    "Deployment": ("apps", "v1", "deployments", True, True),
+    "StatefulSet": ("apps", "v1", "statefulsets", True, True),
+    "DaemonSet": ("apps", "v1", "daemonsets", True, True),
+    "ReplicaSet": ("apps", "v1", "replicasets", True, True),
+    "Job": ("batch", "v1", "jobs", True, True),
+    "CronJob": ("batch", "v1", "cronjobs", True, True),
+    "HorizontalPodAutoscaler": (
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        True,
+        True,
+    ),
+    "PodDisruptionBudget": ("policy", "v1", "poddisruptionbudgets", True, True),
+    "VerticalPodAutoscaler": (
+        "autoscaling.k8s.io",
+        "v1",
+        "verticalpodautoscalers",
+        True,
+        False,
+    ),
+    "PodMetrics": ("metrics.k8s.io", "v1beta1", "pods", True, False),
+}
+WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
+
+
+def load_fixtures(*names: str) -> list[dict[str, Any]]:
+    """Objects from ``fixtures/<name>.json`` (all files when no name is given)."""
+    paths = [FIXTURES / f"{name}.json" for name in names] or sorted(
+        FIXTURES.glob("*.json")
+    )
+    objects: list[dict[str, Any]] = []
+    for path in paths:
+        objects.extend(json.loads(path.read_text()))
+    return objects
+
+
+@dataclass
+class Request:
+    """One request as the server saw it."""
+
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    authorization: str
+
+
+@dataclass
+class Fault:
+    """An injected answer for the next ``times`` GETs whose path contains ``path``."""
+
+    path: str
+    status: int = 500
+    times: int = 1
+    retry_after: str | None = None
+    delay_s: float = 0.0
+    message: str = ""
+    # Only for requests that carry a continue token (a later page of a list).
+    on_continue: bool = False
+
+
+@dataclass
+class _Collection:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    built_in: bool
+    items: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+
+
+def _dig(obj: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def _field_matches(obj: dict[str, Any], selector: str) -> bool:
+    for term in filter(None, selector.split(",")):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if str(_dig(obj, key) or "") == value:
+                return False
+        else:
+            key, value = term.split("=", 1)
+            if str(_dig(obj, key.rstrip("=")) or "") != value.lstrip("="):
+                return False
+    return True
+
+
+def _label_matches(obj: dict[str, Any], selector: str) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    for term in filter(None, selector.split(",")):
+        key, _, value = term.partition("=")
+        if labels.get(key) != value:
+            return False
+    return True
+
+
+class FakeApiServer:
+    """A thread serving fixture objects the way kube-apiserver lists them."""
+
+    def __init__(
+        self, objects: Iterable[dict[str, Any]] = (), *, token: str = TOKEN
+    ) -> None:
+        self.token = token
+        self.requests: list[Request] = []
+        self.faults: list[Fault] = []
+        self.unserved: set[str] = set()
+        self.resource_version = 900000
+        self._collections: dict[tuple[str, str, str], _Collection] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        for kind, (group, version, plural, _, built_in) in KINDS.items():
+            self._collections[(group, version, plural)] = _Collection(
+                group, version, plural, kind, built_in
+            )
+        for obj in objects:
+            self.add(obj)
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- set-up
+    # -------------------------------------------------------------------------
+    def add(self, obj: dict[str, Any]) -> None:
+        """Store an object (full form, with apiVersion and kind)."""
+        group, version, plural, _, _ = KINDS[obj["kind"]]
+        with self._lock:
+            self._collections[(group, version, plural)].items.append(obj)
+            self.resource_version += 1
+
+    def remove(self, kind: str, namespace: str, name: str) -> None:
+        """Delete a stored object (as if a controller deleted it)."""
+        group, version, plural, _, _ = KINDS[kind]
+        with self._lock:
+            collection = self._collections[(group, version, plural)]
+            collection.items = [
+                o
+                for o in collection.items
+                if (o["metadata"].get("namespace"), o["metadata"]["name"])
+                != (namespace, name)
+            ]
+            self.resource_version += 1
+
+    def fail(
+        self,
+        path: str,
+        status: int = 500,
+        *,
+        times: int = 1,
+        retry_after: str | None = None,
+        delay_s: float = 0.0,
+        message: str = "",
+        on_continue: bool = False,
+    ) -> None:
+        """Answer the next ``times`` GETs on ``path`` with an error or a delay."""
+        with self._lock:
+            self.faults.append(
+                Fault(path, status, times, retry_after, delay_s, message, on_continue)
+            )
+
+    def unserve(self, group: str) -> None:
+        """Answer 404 for an API group, as when its CRD or server is not installed."""
+        self.unserved.add(group)
+
+    # --- life cycle
+    # ---------------------------------------------------------------------
+    def start(self) -> FakeApiServer:
+        """Listen on a free port of 127.0.0.1 in a daemon thread."""
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # keep test output quiet
+
+            def _handle(self) -> None:
+                server._serve(self)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and free the port."""
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        assert self._httpd is not None, "start() the server first"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def write_verbs(self) -> list[Request]:
+        """Requests with a write verb (the adapter must send none)."""
+        return [r for r in self.requests if r.method in WRITE_VERBS]
+
+    def gets(self, path_part: str) -> list[Request]:
+        """GET requests whose path contains ``path_part``."""
+        return [r for r in self.requests if r.method == "GET" and path_part in r.path]
+
+    # --- serving
+    # ------------------------------------------------------------------------
+    def _serve(self, handler: BaseHTTPRequestHandler) -> None:
+        parts = urlsplit(handler.path)
+        query = parse_qs(parts.query)
+        request = Request(
+            handler.command, parts.path, query, handler.headers.get("Authorization", "")
+        )
+        with self._lock:
+            self.requests.append(request)
+        length = int(handler.headers.get("Content-Length") or 0)
+        if length:
+            handler.rfile.read(length)
+        if request.authorization != f"Bearer {self.token}":
+            return self._send(
+                handler, 401, _status(401, "Unauthorized", "Unauthorized")
+            )
+        if request.method != "GET":
+            return self._send(
+                handler,
+                405,
+                _status(
+                    405,
+                    "MethodNotAllowed",
+                    f"the fake API server is read-only: {request.method}",
+                ),
+            )
+        fault = self._take_fault(parts.path, has_continue="continue" in query)
+        if fault is not None:
+            if fault.delay_s:
+                # Longer than the client's read timeout; cut short when the server
+                # stops.
+                self._stopping.wait(fault.delay_s)
+            else:
+                headers = (
+                    {"Retry-After": fault.retry_after} if fault.retry_after else {}
+                )
+                reason = {
+                    403: "Forbidden",
+                    410: "Expired",
+                    429: "TooManyRequests",
+                    500: "InternalError",
+                    503: "ServiceUnavailable",
+                }.get(fault.status, "Unknown")
+                message = fault.message or f"injected {fault.status} for {parts.path}"
+                return self._send(
+                    handler,
+                    fault.status,
+                    _status(fault.status, reason, message),
+                    headers,
+                )
+        if parts.path == "/version":
+            return self._send(
+                handler,
+                200,
+                {
+                    "major": "1",
+                    "minor": "33",
+                    "gitVersion": "v1.33.2",
+                    "gitCommit": "a57b6f7709f6c2722b92f07b8b4c48210a51fc40",
+                    "gitTreeState": "clean",
+                    "buildDate": "2025-06-17T18:36:14Z",
+                    "goVersion": "go1.24.4",
+                    "compiler": "gc",
+                    "platform": "linux/amd64",
+                },
+            )
+        routed = self._route(parts.path)
+        if routed is None:
+            return self._send(
+                handler,
+                404,
+                _status(
+                    404, "NotFound", "the server could not find the requested resource"
+                ),
+            )
+        collection, namespace = routed
+        try:
+            body = self._list(collection, namespace, query)
+        except ValueError as exc:
+            return self._send(handler, 400, _status(400, "BadRequest", str(exc)))
+        except LookupError as exc:
+            return self._send(handler, 410, _status(410, "Expired", str(exc)))
+        return self._send(handler, 200, body)
+
+    def _take_fault(self, path: str, *, has_continue: bool) -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.on_continue and not has_continue:
+                    continue
+                if fault.times > 0 and fault.path in path:
+                    fault.times -= 1
+                    return fault
+        return None
+
+    def _route(self, path: str) -> tuple[_Collection, str | None] | None:
+        segments = [s for s in path.split("/") if s]
+        if segments[:2] == ["api", "v1"]:
+            group, version, rest = "", "v1", segments[2:]
+        elif len(segments) >= 3 and segments[0] == "apis":
+            group, version, rest = segments[1], segments[2], segments[3:]
+        else:
+            return None
+        if group in self.unserved:
+            return None
+        namespace = None
+        if len(rest) == 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        if len(rest) != 1:
+            return None
+        collection = self._collections.get((group, version, rest[0]))
+        if collection is None:
+            return None
+        return collection, namespace
+
+    def _list(
+        self,
+        collection: _Collection,
+        namespace: str | None,
+        query: dict[str, list[str]],
+    ) -> dict[str, Any]:
+        with self._lock:
+            current_rv = str(self.resource_version)
+            items = sorted(
+                collection.items,
+                key=lambda o: (
+                    o["metadata"].get("namespace", ""),
+                    o["metadata"]["name"],
+                ),
+            )
+        if namespace is not None:
+            items = [o for o in items if o["metadata"].get("namespace") == namespace]
+        if "fieldSelector" in query:
+            items = [o for o in items if _field_matches(o, query["fieldSelector"][0])]
+        if "labelSelector" in query:
+            items = [o for o in items if _label_matches(o, query["labelSelector"][0])]
+        start = 0
+        list_rv = current_rv
+        if "continue" in query:
+            try:
+                token = json.loads(base64.urlsafe_b64decode(query["continue"][0]))
+                start, list_rv = int(token["start"]), str(token["rv"])
+            except (ValueError, KeyError, TypeError):
+                raise ValueError("continue key is not valid") from None
+            if list_rv != current_rv:
+                # The real server keeps snapshots for a while; ours only has the current
+                # one.
+                raise LookupError(
+                    "The provided continue parameter is too old to display a "
+                    "consistent list result. You can start a new list without the "
+                    "continue parameter."
+                )
+        limit = int(query["limit"][0]) if query.get("limit") else 0
+        end = start + limit if limit > 0 else len(items)
+        page = items[start:end]
+        metadata: dict[str, Any] = {"resourceVersion": list_rv}
+        if end < len(items):
+            metadata["continue"] = base64.urlsafe_b64encode(
+                json.dumps(
+                    {"v": "meta.k8s.io/v1", "rv": list_rv, "start": end}
+                ).encode()
+            ).decode()
+            metadata["remainingItemCount"] = len(items) - end
+        if collection.built_in:
+            # Lists of built-in types omit each item's apiVersion and kind.
+            page = [
+                {k: v for k, v in o.items() if k not in ("apiVersion", "kind")}
+                for o in page
+            ]
+        api_version = (
+            f"{collection.group}/{collection.version}" if collection.group else "v1"
+        )
+        return {
+            "kind": f"{collection.kind}List",
+            "apiVersion": api_version,
+            "metadata": metadata,
+            "items": page,
+        }
+
+    @staticmethod
+    def _send(
+        handler: BaseHTTPRequestHandler,
+        code: int,
+        body: dict[str, Any],
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        payload = json.dumps(body).encode()
+        try:
+            handler.send_response(code)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(payload)))
+            handler.send_header("Audit-Id", "00000000-0000-4000-8000-000000000000")
+            for name, value in (headers or {}).items():
+                handler.send_header(name, value)
+            handler.end_headers()
+            handler.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a timeout test)
+
+
+def write_kubeconfig(
+    path: Path, servers: dict[str, FakeApiServer], *, current: str
+) -> Path:
+    """A kubeconfig with a context per server (named by its key), token users."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "preferences": {},
+        "current-context": current,
+        "clusters": [
+            {"name": name, "cluster": {"server": server.url}}
+            for name, server in servers.items()
+        ],
+        "users": [
+            {"name": f"{name}-reader", "user": {"token": server.token}}
+            for name, server in servers.items()
+        ],
+        "contexts": [
+            {"name": name, "context": {"cluster": name, "user": f"{name}-reader"}}
+            for name in servers
+        ],
+    }
+    # JSON is valid YAML, and the kubernetes client reads kubeconfig files as YAML.
+    path.write_text(json.dumps(config, indent=2))
+    return path
