@@ -34,6 +34,7 @@ import json
 import logging
 import math
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -268,14 +269,22 @@ class PrometheusSource:
             f"(max_over_time({c.memory_metric}{selector}[{_duration(step_s - 0.001)}]))"
         )
 
-    def oom_query(self, *, namespace: str | None, step_s: float) -> str:
-        """PromQL of OOM kills per step, valued with the memory request (0 if none)."""
+    def oom_query(
+        self, *, namespace: str | None, step_s: float, pods: Sequence[str] = ()
+    ) -> str:
+        """PromQL of OOM kills per step, valued with the memory request (0 if none).
+
+        ``pods`` narrows every series to those pods, so the restart counters of the
+        whole cluster are not scanned when only a few containers were OOM-killed.
+        """
         c = self.config
         on = f"on ({c.namespace_label}, {c.pod_label}, {c.container_label})"
+        only = f"{c.pod_label}=~{_quote(_any_of(pods))}" if pods else ""
 
         def sel(matcher: str) -> str:
+            matchers = ", ".join(m for m in (matcher, only) if m)
             return self._selector(
-                namespace=namespace, extra=c.kube_state_selector, matcher=matcher
+                namespace=namespace, extra=c.kube_state_selector, matcher=matchers
             )
 
         oom_reason = sel('reason="OOMKilled"')
@@ -289,6 +298,20 @@ class PrometheusSource:
         return (
             f"max {self._by()} ({request} and {on} {killed}) "
             f"or max {self._by()} ({killed} * 0)"
+        )
+
+    def oom_candidates_query(self, *, namespace: str | None, range_s: float) -> str:
+        """PromQL of the containers last terminated by an OOM kill within a range."""
+        c = self.config
+        selector = self._selector(
+            namespace=namespace,
+            extra=c.kube_state_selector,
+            matcher='reason="OOMKilled"',
+        )
+        return (
+            f"max {self._by()} (max_over_time("
+            f"kube_pod_container_status_last_terminated_reason{selector}"
+            f"[{_duration(range_s)}]))"
         )
 
     # --- public reads -------------------------------------------------------------
@@ -320,8 +343,19 @@ class PrometheusSource:
         times = grid(start_s, end_s, step_s)
         if len(times) == 0:
             return ()
+        # Step 1 (cheap, usually empty): which pods had an OOM-killed container at all.
+        candidates = self._instant_vector(
+            self.oom_candidates_query(
+                namespace=namespace, range_s=times[-1] - times[0] + step_s
+            ),
+            at_s=times[-1],
+        )
+        pods = sorted({metric.get(self.config.pod_label, "") for metric in candidates})
+        if not pods:
+            return ()
+        # Step 2: when their restarts went up, on the grid, for those pods only.
         (matrix,) = self._range_many(
-            [self.oom_query(namespace=namespace, step_s=step_s)],
+            [self.oom_query(namespace=namespace, step_s=step_s, pods=pods)],
             times=times,
             step_s=step_s,
         )
@@ -349,19 +383,24 @@ class PrometheusSource:
             f"count by ({c.namespace_label}) "
             f"(last_over_time({c.cpu_metric}{selector}[{window}]))"
         )
+        metrics = self._instant_vector(query, at_s=end_s)
+        names = {str(metric.get(c.namespace_label, "")) for metric in metrics}
+        return sorted(name for name in names if name)
+
+    def _instant_vector(self, query: str, *, at_s: float) -> list[dict[str, str]]:
+        """The label sets of an instant query's answer at ``at_s``."""
         body = self._post(
-            "query", {"query": query, "time": _format_time(end_s)}, query=query
+            "query", {"query": query, "time": _format_time(at_s)}, query=query
         )
-        result = _result(body, query=query, result_type="vector")
-        names = set()
-        for item in result:
+        metrics = []
+        for item in _result(body, query=query, result_type="vector"):
             metric = item.get("metric") if isinstance(item, dict) else None
             if not isinstance(metric, dict):
                 raise SourceUnavailable(
                     f"Prometheus answered an item without metric to {_short(query)}"
                 )
-            names.add(str(metric.get(c.namespace_label, "")))
-        return sorted(name for name in names if name)
+            metrics.append({str(k): str(v) for k, v in metric.items()})
+        return metrics
 
     # --- HTTP ---------------------------------------------------------------------
 
@@ -591,6 +630,11 @@ def _reindex(matrix: Matrix, series: tuple[SeriesKey, ...]) -> np.ndarray:
 
 def _series_order(key: SeriesKey) -> tuple[str, str, str]:
     return (key.namespace, key.pod, key.container)
+
+
+def _any_of(values: Sequence[str]) -> str:
+    """An RE2 regex matching exactly one of ``values``."""
+    return "|".join(re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", v) for v in values)
 
 
 def _quote(value: str) -> str:

@@ -162,25 +162,51 @@ def test_an_empty_range_asks_nothing(fake):
     assert fake.requests == []
 
 
+def vector(*metrics: dict[str, str]) -> dict:
+    items = [{"metric": m, "value": [T0, "1"]} for m in metrics]
+    return {"status": "success", "data": {"resultType": "vector", "result": items}}
+
+
 def test_oom_kills_carry_the_memory_request_and_the_grid_time(fake):
-    answer = matrix(
-        [series([(T0 + 120, "536870912")]), series([(T0 + 60, "0")], "b-1")]
+    candidates = vector(
+        {"namespace": "shop", "pod": "web-1", "container": "app"},
+        {"namespace": "shop", "pod": "b-1.x", "container": "app"},
     )
-    fake.responders = [reply(200, answer)]
+    answer = matrix(
+        [series([(T0 + 120, "536870912")]), series([(T0 + 60, "0")], "b-1.x")]
+    )
+    fake.responders = [reply(200, candidates), reply(200, answer)]
     with make_source(fake) as source:
         kills = source.fetch_oom_kills(
             namespace="shop", start_s=T0, end_s=T0 + 180, step_s=60
         )
-        query = source.oom_query(namespace="shop", step_s=60)
     assert [
         (k.pod, k.occurred_at.timestamp(), k.memory_request_bytes) for k in kills
     ] == [
-        ("b-1", T0 + 60, 0),
+        ("b-1.x", T0 + 60, 0),
         ("web-1", T0 + 120, 536_870_912),
     ]
-    assert 'reason="OOMKilled"' in query
-    assert "kube_pod_container_status_restarts_total" in query
-    assert 'resource="memory"' in query
+    first, second = (r.form["query"] for r in fake.requests)
+    assert first == (
+        "max by (namespace, pod, container) (max_over_time("
+        'kube_pod_container_status_last_terminated_reason{pod!="", container!="", '
+        'container!="POD", namespace="shop", reason="OOMKilled"}[180000ms]))'
+    )
+    assert fake.requests[0].form["time"] == str(int(T0 + 180))
+    # Only the candidate pods' restart counters are read, their names regex-escaped.
+    assert 'pod=~"b-1\\\\.x|web-1"' in second
+    assert "kube_pod_container_status_restarts_total" in second
+    assert 'resource="memory"' in second
+
+
+def test_no_oom_candidates_means_a_single_cheap_query(fake):
+    fake.responders = [reply(200, vector())]
+    with make_source(fake) as source:
+        kills = source.fetch_oom_kills(
+            namespace=None, start_s=T0, end_s=T0 + 86_400, step_s=60
+        )
+    assert kills == ()
+    assert len(fake.requests) == 1
 
 
 def test_namespaces_come_from_an_instant_query(fake):
