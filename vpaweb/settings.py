@@ -206,19 +206,53 @@ PRICE_PER_CORE_HOUR = env_float("VPAWEB_PRICE_PER_CORE_HOUR", 0.031611, minimum=
 PRICE_PER_GIB_HOUR = env_float("VPAWEB_PRICE_PER_GIB_HOUR", 0.004237, minimum=0.0)
 
 # --- REST API ------------------------------------------------------------------------------
+# Requests per token (per user for sessions) and period: s, min, hour or day (docs/api.md).
+API_RATE = env_str("VPAWEB_API_RATE", "1200/min")
+# Largest request body the API reads; a larger one gets a 413 before any parsing.
+API_MAX_BODY_BYTES = env_int("VPAWEB_API_MAX_BODY_BYTES", 5 * 2**20, minimum=1024)
 REST_FRAMEWORK = {
+    # Token first: its WWW-Authenticate header makes a missing credential a 401, not a 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "recommender.api.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "recommender.api.schema.ApiAutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
+    "DEFAULT_PARSER_CLASSES": ["recommender.api.formats.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "DEFAULT_THROTTLE_CLASSES": ["recommender.api.auth.ApiRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"api": API_RATE},
+    "EXCEPTION_HANDLER": "recommender.api.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "vpaweb API",
-    "DESCRIPTION": "Right-sizing recommendations for Kubernetes containers.",
+    "DESCRIPTION": (
+        "Right-sizing recommendations for Kubernetes containers. Authenticate with "
+        "`Authorization: Bearer <token>` (create one with `manage.py apitoken create`); "
+        "see docs/api.md."
+    ),
     "VERSION": "1.0.0",
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Several models have a "kind", "mode", "source" or "status": name each enum once.
+    "ENUM_NAME_OVERRIDES": {
+        "ClusterKindEnum": "recommender.models.Cluster.Kind",
+        "WorkloadKindEnum": "recommender.models.Workload.Kind",
+        "ContainerKindEnum": "recommender.models.Container.Kind",
+        "RunKindEnum": "recommender.models.RefreshRun.Kind",
+        "RunStatusEnum": "recommender.models.RefreshRun.Status",
+        "ChangeStatusEnum": "recommender.models.ResizeChange.Status",
+        "UpdateModeEnum": "recommender.models.Policy.Mode",
+        "PolicySourceEnum": "recommender.models.Policy.Source",
+        "ContainerScalingModeEnum": ["Auto", "Off"],
+        "AdviceSourceEnum": ["recommendation", "static_coefficient", "none"],
+        "QueryKindEnum": ["RecommendationQuery"],
+    },
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -1,7 +1,7 @@
 """Top-level URLs: the dashboard, the API under /api/v1/, admin and health checks."""
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from recommender.web import health
 
@@ -9,4 +9,9 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("admin/", admin.site.urls),
+    path("api/v1/", include("recommender.api.urls")),
 ]
+
+# JSON errors under /api/, Django's own pages everywhere else (recommender/api/errors.py).
+handler404 = "recommender.api.errors.not_found"
+handler500 = "recommender.api.errors.server_error"

@@ -1,0 +1,147 @@
+"""Who may call the API: token and session authentication, permissions, per-token throttling.
+
+Machines send ``Authorization: Bearer vpaweb_…`` (a read or write token); people use their
+dashboard session in the browsable API. Read access needs a token of either scope or the
+viewer role; changes (policies, approvals, coefficients) need a write token or the operator
+role. Every view names its permission class explicitly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AnonymousUser
+from django.utils import timezone
+from rest_framework import authentication, exceptions, permissions, throttling
+from rest_framework.request import Request
+from rest_framework.settings import api_settings
+
+from recommender.models import ApiToken
+from recommender.roles import Role, has_role
+from recommender.services.tokens import authenticate_key
+
+# Authorization header keywords accepted for tokens.
+TOKEN_KEYWORDS = ("bearer", "token")
+
+
+class TokenUser(AnonymousUser):
+    """``request.user`` for a token: authenticated, but holding no dashboard role."""
+
+    is_active = True
+
+    def __init__(self, token: ApiToken) -> None:
+        self.token = token
+        self.username = token.actor_label
+
+    def __str__(self) -> str:
+        return self.token.actor_label
+
+    @property
+    def is_anonymous(self) -> bool:  # type: ignore[override]
+        return False
+
+    @property
+    def is_authenticated(self) -> bool:  # type: ignore[override]
+        return True
+
+
+class ApiTokenAuthentication(authentication.BaseAuthentication):
+    """``Authorization: Bearer <key>`` (or ``Token <key>``) for machines."""
+
+    def authenticate(self, request: Request) -> tuple[TokenUser, ApiToken] | None:
+        """The token's user and the token, None without a token header, 401 on a bad one."""
+        header = authentication.get_authorization_header(request).split()
+        if (
+            not header
+            or header[0].lower().decode(errors="replace") not in TOKEN_KEYWORDS
+        ):
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed(
+                "the Authorization header must be 'Bearer <token>'"
+            )
+        try:
+            key = header[1].decode()
+        except UnicodeDecodeError:
+            raise exceptions.AuthenticationFailed(
+                "the token is not valid text"
+            ) from None
+        token = authenticate_key(key=key, now=timezone.now())
+        if token is None:
+            raise exceptions.AuthenticationFailed(
+                "the token is unknown or has been revoked"
+            )
+        return TokenUser(token), token
+
+    def authenticate_header(self, request: Request) -> str:
+        """Makes DRF answer 401 (not 403) without credentials."""
+        return 'Bearer realm="vpaweb"'
+
+
+def token_of(request: Request) -> ApiToken | None:
+    """The API token of this request, or None for a session."""
+    return request.auth if isinstance(request.auth, ApiToken) else None
+
+
+def actor_of(request: Request) -> tuple[Any, str]:
+    """(user, label) for services' audit events: a token acts as its creator, labelled."""
+    token = token_of(request)
+    if token is not None:
+        return token.created_by, token.actor_label
+    return request.user, request.user.get_username()
+
+
+class CanRead(permissions.BasePermission):
+    """A token of any scope, or a signed-in viewer (or stronger)."""
+
+    message = "reading needs an API token or the viewer role"
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        """Allow tokens and viewers."""
+        if token_of(request) is not None:
+            return True
+        return has_role(request.user, Role.VIEWER)
+
+
+class CanWrite(permissions.BasePermission):
+    """A write-scope token, or a signed-in operator (or admin)."""
+
+    message = "this change needs a write-scope token or the operator role"
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        """Allow write tokens and operators."""
+        token = token_of(request)
+        if token is not None:
+            return token.can_write
+        return has_role(request.user, Role.OPERATOR)
+
+
+class CanReadOrWrite(permissions.BasePermission):
+    """Reads (GET, HEAD, OPTIONS) as CanRead, anything else as CanWrite."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        """Safe methods need read access, the others write access."""
+        check = CanRead() if request.method in permissions.SAFE_METHODS else CanWrite()
+        self.message = check.message
+        return check.has_permission(request, view)
+
+
+class ApiRateThrottle(throttling.SimpleRateThrottle):
+    """One request budget per token (per user for sessions, per address for the rest)."""
+
+    scope = "api"
+
+    def get_rate(self) -> str | None:
+        """Read the rate at request time, so settings changes (and tests) take effect."""
+        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+
+    def get_cache_key(self, request: Request, view: Any) -> str:
+        """Key by token id, user id or client address."""
+        token = token_of(request)
+        if token is not None:
+            ident = f"token-{token.pk}"
+        elif request.user and request.user.is_authenticated:
+            ident = f"user-{request.user.pk}"
+        else:
+            ident = f"addr-{self.get_ident(request)}"
+        return self.cache_format % {"scope": self.scope, "ident": ident}

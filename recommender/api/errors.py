@@ -1,0 +1,189 @@
+"""The one error shape of the API, produced in exactly one place.
+
+Every error under /api/ looks like::
+
+    {"error": {"code": "invalid", "message": "mode: must be one of …",
+               "fields": {"mode": ["must be one of …"]}}}
+
+``exception_handler`` maps ``recommender.errors`` and DRF/Django exceptions (DRF calls it for
+every API view); ``not_found`` and ``server_error`` give the same shape for /api/ URLs that no
+view matched and for crashes outside DRF. No stack trace ever reaches a client: unexpected
+exceptions are logged here with the request path and answered with a generic 500.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.urls import Resolver404, resolve
+from django.views import defaults
+from rest_framework import exceptions, status
+from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import set_rollback
+
+from recommender import errors
+
+logger = logging.getLogger(__name__)
+
+API_PREFIX = "/api/"
+# The URL name of the catch-all route at the end of recommender/api/urls.py.
+CATCH_ALL_NAME = "api-not-found"
+
+# recommender.errors → HTTP status: the only place this mapping exists.
+STATUS_OF_ERROR: dict[type[errors.VpawebError], int] = {
+    errors.NotFound: status.HTTP_404_NOT_FOUND,
+    errors.InvalidInput: status.HTTP_400_BAD_REQUEST,
+    errors.Conflict: status.HTTP_409_CONFLICT,
+    errors.SourceUnavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
+}
+# DRF's default codes, renamed where ours are clearer.
+DRF_CODES = {
+    "parse_error": "malformed",
+    "not_authenticated": "not_authenticated",
+    "authentication_failed": "authentication_failed",
+    "permission_denied": "permission_denied",
+    "not_found": "not_found",
+    "method_not_allowed": "method_not_allowed",
+    "not_acceptable": "not_acceptable",
+    "unsupported_media_type": "unsupported_media_type",
+    "throttled": "throttled",
+}
+
+
+class RequestTooLarge(exceptions.APIException):
+    """The request body is larger than ``API_MAX_BODY_BYTES``."""
+
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "too_large"
+    default_detail = "the request body is too large"
+
+
+def error_body(
+    code: str, message: str, fields: dict[str, list[str]] | None = None
+) -> dict:
+    """The error shape; ``fields`` only when there are field errors."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if fields:
+        error["fields"] = fields
+    return {"error": error}
+
+
+def _flatten(detail: Any, prefix: str, out: dict[str, list[str]]) -> None:
+    """DRF's nested ValidationError detail as ``{"a.b[0].c": ["message"]}``."""
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            name = str(key)
+            if name in ("non_field_errors", "detail"):
+                _flatten(value, prefix, out)
+            else:
+                _flatten(value, f"{prefix}.{name}" if prefix else name, out)
+    elif isinstance(detail, list):
+        if all(not isinstance(item, dict | list) for item in detail):
+            out.setdefault(prefix or "body", []).extend(str(item) for item in detail)
+        else:
+            for index, item in enumerate(detail):
+                _flatten(item, f"{prefix}[{index}]", out)
+    else:
+        out.setdefault(prefix or "body", []).append(str(detail))
+
+
+def _validation_body(exc: exceptions.ValidationError) -> dict:
+    fields: dict[str, list[str]] = {}
+    _flatten(exc.detail, "", fields)
+    fields = {name: messages for name, messages in fields.items() if messages}
+    if fields:
+        name, messages = next(iter(fields.items()))
+        message = messages[0] if name == "body" else f"{name}: {messages[0]}"
+    else:
+        message = "invalid input"
+    return error_body("invalid", message, fields)
+
+
+def _api_exception_body(exc: exceptions.APIException) -> dict:
+    if isinstance(exc, exceptions.ValidationError):
+        return _validation_body(exc)
+    codes = exc.get_codes()
+    code = codes if isinstance(codes, str) else exc.default_code
+    detail = exc.detail
+    message = (
+        str(detail) if not isinstance(detail, dict | list) else str(exc.default_detail)
+    )
+    return error_body(DRF_CODES.get(code, code), message)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    """DRF's EXCEPTION_HANDLER: every API error as the one error shape."""
+    headers: dict[str, str] = {}
+    if isinstance(exc, errors.VpawebError):
+        code = STATUS_OF_ERROR.get(type(exc), status.HTTP_400_BAD_REQUEST)
+        for cls, mapped in STATUS_OF_ERROR.items():
+            if isinstance(exc, cls):
+                code = mapped
+        body = error_body(exc.code, exc.message, exc.fields)
+        status_code = code
+    elif isinstance(exc, RequestDataTooBig):
+        body = error_body("too_large", str(exc) or "the request body is too large")
+        status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    else:
+        if isinstance(exc, Http404):
+            exc = exceptions.NotFound(str(exc) or "not found")
+        elif isinstance(exc, DjangoPermissionDenied):
+            exc = exceptions.PermissionDenied(str(exc) or None)
+        if isinstance(exc, exceptions.APIException):
+            if getattr(exc, "auth_header", None):
+                headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
+            if getattr(exc, "wait", None):
+                headers["Retry-After"] = str(int(exc.wait))  # type: ignore[attr-defined]
+            body = _api_exception_body(exc)
+            status_code = exc.status_code
+        else:
+            request = context.get("request")
+            logger.exception(
+                "unhandled error in API view %s %s",
+                getattr(request, "method", "?"),
+                getattr(request, "path", "?"),
+            )
+            body = error_body(
+                "server_error", "internal server error; it has been logged"
+            )
+            status_code = status.HTTP_500_INTERNAL_SERVER_ERROR
+    set_rollback()
+    request = context.get("request")
+    renderer = getattr(request, "accepted_renderer", None)
+    if request is not None and not isinstance(
+        renderer, JSONRenderer | BrowsableAPIRenderer
+    ):
+        # Errors are JSON even when the client asked for CSV, YAML or manifests.
+        request.accepted_renderer = JSONRenderer()
+        request.accepted_media_type = "application/json"
+    return Response(body, status=status_code, headers=headers)
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """404 for an /api/ URL that no view matched; Django's page elsewhere (handler404)."""
+    if not request.path.startswith(API_PREFIX):
+        return defaults.page_not_found(request, exception)  # type: ignore[arg-type]
+    message = f"no API endpoint at {request.path}"
+    if not request.path.endswith("/"):
+        try:
+            match = resolve(request.path + "/")
+        except Resolver404:
+            match = None
+        if match is not None and match.url_name != CATCH_ALL_NAME:
+            message += f"; did you mean {request.path}/ ?"
+    return JsonResponse(error_body("not_found", message), status=404)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """500 outside DRF views: JSON under /api/, Django's page elsewhere (handler500)."""
+    if not request.path.startswith(API_PREFIX):
+        return defaults.server_error(request)
+    return JsonResponse(
+        error_body("server_error", "internal server error; it has been logged"),
+        status=500,
+    )

@@ -1,0 +1,209 @@
+"""Request parsers and response renderers of the API: bounded bodies, CSV, YAML, manifests.
+
+Every parser reads at most ``API_MAX_BODY_BYTES`` and answers a larger body with a 413 before
+parsing anything, whatever the Content-Length says.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from django.conf import settings
+from rest_framework import parsers, renderers
+from rest_framework.exceptions import ParseError
+from rest_framework.utils.encoders import JSONEncoder
+
+from recommender.api.errors import RequestTooLarge
+
+
+def read_limited(stream: Any, parser_context: dict[str, Any] | None) -> bytes:
+    """The whole body, or RequestTooLarge once it passes ``API_MAX_BODY_BYTES``."""
+    limit = settings.API_MAX_BODY_BYTES
+    request = (parser_context or {}).get("request")
+    meta = getattr(request, "META", {}) if request is not None else {}
+    try:
+        declared = int(meta.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        raise RequestTooLarge(
+            f"the request body has {declared} bytes; the limit is {limit} bytes "
+            "(VPAWEB_API_MAX_BODY_BYTES)"
+        )
+    if stream is None:
+        return b""
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise RequestTooLarge(
+            f"the request body is larger than {limit} bytes (VPAWEB_API_MAX_BODY_BYTES)"
+        )
+    return data
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+class JSONParser(parsers.BaseParser):
+    """Strict JSON (no NaN or Infinity), size-limited."""
+
+    media_type = "application/json"
+
+    def parse(
+        self,
+        stream: Any,
+        media_type: str | None = None,
+        parser_context: dict | None = None,
+    ) -> Any:
+        """Decode the body as JSON."""
+        data = read_limited(stream, parser_context)
+        try:
+            return json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ParseError(f"the body is not valid JSON: {exc}") from None
+
+
+@dataclass(frozen=True)
+class RawBody:
+    """A body kept as bytes for the service to parse (manifests), with its media type."""
+
+    data: bytes
+    media_type: str
+
+
+class ManifestYAMLParser(parsers.BaseParser):
+    """Manifests as YAML (one or many documents); parsed by the rightsize service."""
+
+    media_type = "application/yaml"
+
+    def parse(
+        self,
+        stream: Any,
+        media_type: str | None = None,
+        parser_context: dict | None = None,
+    ) -> RawBody:
+        """Return the raw bytes, size-limited."""
+        return RawBody(read_limited(stream, parser_context), self.media_type)
+
+
+class ManifestXYAMLParser(ManifestYAMLParser):
+    """``application/x-yaml``, as older tools send YAML."""
+
+    media_type = "application/x-yaml"
+
+
+class ManifestTextYAMLParser(ManifestYAMLParser):
+    """``text/yaml``."""
+
+    media_type = "text/yaml"
+
+
+class ManifestPlainTextParser(ManifestYAMLParser):
+    """``text/plain``: what ``curl --data-binary`` sends when no type is given is form data,
+    but many CI tools default to text/plain."""
+
+    media_type = "text/plain"
+
+
+class ManifestJSONParser(ManifestYAMLParser):
+    """Manifests as JSON (an object, a List, or an array of objects)."""
+
+    media_type = "application/json"
+
+
+MANIFEST_PARSERS = [
+    ManifestYAMLParser,
+    ManifestXYAMLParser,
+    ManifestTextYAMLParser,
+    ManifestPlainTextParser,
+    ManifestJSONParser,
+]
+
+
+def _plain(data: Any) -> Any:
+    """Serializer output (ReturnDict, Decimal, datetime) as plain JSON types."""
+    return json.loads(json.dumps(data, cls=JSONEncoder))
+
+
+class YAMLRenderer(renderers.BaseRenderer):
+    """Any response as YAML (``?format=yaml``)."""
+
+    media_type = "application/yaml"
+    format = "yaml"
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: dict | None = None,
+    ) -> bytes:
+        """Dump the data as one YAML document."""
+        if data is None:
+            return b""
+        return yaml.safe_dump(
+            _plain(data), sort_keys=False, allow_unicode=True
+        ).encode()
+
+
+class CSVRenderer(renderers.BaseRenderer):
+    """A list of flat rows as CSV (``?format=csv``); the view names the columns."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: dict | None = None,
+    ) -> bytes:
+        """Write a header row and one row per item."""
+        view = (renderer_context or {}).get("view")
+        columns = list(getattr(view, "csv_columns", []))
+        rows = data if isinstance(data, list) else [data]
+        if not columns and rows and isinstance(rows[0], dict):
+            columns = list(rows[0])
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if v is None else v for k, v in dict(row).items()})
+        return out.getvalue().encode()
+
+
+class ManifestsYAMLRenderer(renderers.BaseRenderer):
+    """The right-sized manifests only, as multi-document YAML for ``kubectl apply -f -``."""
+
+    media_type = "application/yaml"
+    format = "yaml"
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: dict | None = None,
+    ) -> bytes:
+        """Comment lines naming each change, then the manifests."""
+        plain = _plain(data)
+        if not isinstance(plain, dict) or "manifests" not in plain:
+            return yaml.safe_dump(plain, sort_keys=False).encode()
+        lines = ["# Right-sized by vpaweb."]
+        for document in plain.get("documents", []):
+            for container in document["containers"]:
+                for change in container["changes"]:
+                    lines.append(
+                        f"# {document['kind']}/{document['name']} {container['name']} "
+                        f"{change['field']}: {change['before']} -> {change['after']}"
+                    )
+        body = yaml.safe_dump_all(
+            plain["manifests"], sort_keys=False, allow_unicode=True
+        )
+        return ("\n".join(lines) + "\n" + body).encode()

@@ -1,0 +1,78 @@
+"""OpenAPI generation: every operation documents the one error shape for its error statuses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse
+
+from recommender.api.serializers import ErrorSerializer
+
+# Statuses any API operation can answer with (bad query, no or bad credentials, missing
+# object, unacceptable Accept header, throttled).
+COMMON_ERRORS = {
+    "400": "Invalid input; `fields` names each bad field.",
+    "401": "No credentials, or an unknown or revoked token.",
+    "403": "The token's scope or the user's role does not allow this.",
+    "404": "No such object.",
+    "406": "No renderer for the Accept header or `format`.",
+    "429": "Too many requests for this token; see Retry-After.",
+}
+# Further statuses of operations that take a body.
+BODY_ERRORS = {
+    "413": "The body is larger than VPAWEB_API_MAX_BODY_BYTES.",
+    "415": "Unsupported Content-Type.",
+}
+ERROR_EXAMPLE = OpenApiExample(
+    "invalid input",
+    value={
+        "error": {
+            "code": "invalid",
+            "message": "mode: must be one of Off, Initial, Recreate, InPlaceOrRecreate",
+            "fields": {
+                "mode": ["must be one of Off, Initial, Recreate, InPlaceOrRecreate"]
+            },
+        }
+    },
+    response_only=True,
+)
+
+
+class ApiAutoSchema(AutoSchema):
+    """drf-spectacular's AutoSchema plus the error responses of every operation."""
+
+    def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:
+        responses = super()._get_response_bodies(direction=direction)
+        errors = dict(COMMON_ERRORS)
+        if self.method in ("POST", "PUT", "PATCH"):
+            errors.update(BODY_ERRORS)
+        errors.update(getattr(self.view, "extra_error_statuses", {}))
+        for status_code, description in errors.items():
+            if status_code in responses:
+                continue
+            responses[status_code] = self._get_response_for_code(
+                OpenApiResponse(
+                    ErrorSerializer, description=description, examples=[ERROR_EXAMPLE]
+                ),
+                status_code,
+                media_types=["application/json"],
+                direction=direction,
+            )
+        return responses
+
+
+class ApiTokenScheme(OpenApiAuthenticationExtension):
+    """Documents ``Authorization: Bearer vpaweb_…`` as the API's security scheme."""
+
+    target_class = "recommender.api.auth.ApiTokenAuthentication"
+    name = "apiToken"
+
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, Any]:
+        """An HTTP bearer scheme."""
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API token: `manage.py apitoken create --name ci --scope read`.",
+        }

@@ -1,0 +1,672 @@
+"""API serializers: output shapes (documented in the OpenAPI schema) and input checks.
+
+Recommendations use the VPA status format exactly (camelCase, quantities as canonical
+Kubernetes strings); everything else is snake_case like the rest of Django.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from recommender.engine.resources import Resources
+from recommender.models import (
+    Cluster,
+    Container,
+    Policy,
+    Recommendation,
+    RefreshRun,
+    ResizeChange,
+    StaticCoefficient,
+    Workload,
+)
+from recommender.services.policies import mode_consequence
+from recommender.services.recommendation_query import resource_list
+
+WORKLOAD_STATUSES = ("recommended", "no_recommendation", "inactive")
+MAX_ID = 2**63 - 1
+
+
+class ResourceListSerializer(serializers.Serializer):
+    """A Kubernetes ResourceList: absent resources are left out."""
+
+    cpu = serializers.CharField(
+        required=False, help_text="CPU quantity, e.g. `250m` or `2`"
+    )
+    memory = serializers.CharField(
+        required=False, help_text="memory quantity, e.g. `256Mi` or `1Gi`"
+    )
+
+
+class ContainerRecommendationSerializer(serializers.Serializer):
+    """One ``status.recommendation.containerRecommendations[]`` entry of a VPA object."""
+
+    containerName = serializers.CharField()
+    target = ResourceListSerializer()
+    lowerBound = ResourceListSerializer(required=False)
+    upperBound = ResourceListSerializer(required=False)
+    uncappedTarget = ResourceListSerializer(required=False)
+
+
+class RecommendedPodResourcesSerializer(serializers.Serializer):
+    """``status.recommendation`` of a VPA object."""
+
+    containerRecommendations = ContainerRecommendationSerializer(many=True)
+
+
+def recommendation_entry(name: str, rec: Recommendation) -> dict[str, Any]:
+    """A stored recommendation as a containerRecommendations entry."""
+    return {
+        "containerName": name,
+        "target": resource_list(rec.target),
+        "lowerBound": resource_list(rec.lower_bound),
+        "upperBound": resource_list(rec.upper_bound),
+        "uncappedTarget": resource_list(rec.uncapped_target),
+    }
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    """A cluster and how many workloads vpaweb knows in it."""
+
+    workload_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Cluster
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "context",
+            "is_enabled",
+            "last_discovered_at",
+            "created_at",
+            "workload_count",
+        ]
+
+
+class LatestRecommendationSerializer(serializers.Serializer):
+    """A container's latest recommendation, in VPA quantities."""
+
+    created_at = serializers.DateTimeField()
+    target = ResourceListSerializer()
+    lowerBound = ResourceListSerializer()
+    upperBound = ResourceListSerializer()
+    uncappedTarget = ResourceListSerializer()
+
+
+class ContainerSerializer(serializers.ModelSerializer):
+    """A container with its current requests and limits and its latest recommendation."""
+
+    requests = serializers.SerializerMethodField()
+    limits = serializers.SerializerMethodField()
+    recommendation = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Container
+        fields = ["name", "kind", "position", "requests", "limits", "recommendation"]
+
+    @extend_schema_field(ResourceListSerializer)
+    def get_requests(self, obj: Container) -> dict[str, str]:
+        return resource_list(obj.requests)
+
+    @extend_schema_field(ResourceListSerializer)
+    def get_limits(self, obj: Container) -> dict[str, str]:
+        return resource_list(obj.limits)
+
+    @extend_schema_field(LatestRecommendationSerializer(allow_null=True))
+    def get_recommendation(self, obj: Container) -> dict[str, Any] | None:
+        rec = obj.latest_recommendation
+        if rec is None:
+            return None
+        entry = recommendation_entry(obj.name, rec)
+        del entry["containerName"]
+        return {
+            "created_at": serializers.DateTimeField().to_representation(rec.created_at),
+            **entry,
+        }
+
+
+class WorkloadBriefSerializer(serializers.Serializer):
+    """A workload's id and natural key."""
+
+    id = serializers.IntegerField()
+    cluster = serializers.CharField()
+    namespace = serializers.CharField()
+    kind = serializers.CharField()
+    name = serializers.CharField()
+
+
+def workload_brief(workload: Workload) -> dict[str, Any]:
+    """The brief form of a workload (its cluster must be loaded)."""
+    return {
+        "id": workload.pk,
+        "cluster": workload.cluster.name,
+        "namespace": workload.namespace,
+        "kind": workload.kind,
+        "name": workload.name,
+    }
+
+
+class WorkloadSerializer(serializers.ModelSerializer):
+    """A workload with its policy mode, status and containers."""
+
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    status = serializers.SerializerMethodField()
+    mode = serializers.SerializerMethodField()
+    profile = serializers.SerializerMethodField()
+    containers = ContainerSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Workload
+        fields = [
+            "id",
+            "cluster",
+            "namespace",
+            "kind",
+            "name",
+            "uid",
+            "replicas",
+            "labels",
+            "is_active",
+            "status",
+            "mode",
+            "profile",
+            "first_seen_at",
+            "last_seen_at",
+            "containers",
+        ]
+
+    @extend_schema_field(serializers.ChoiceField(choices=WORKLOAD_STATUSES))
+    def get_status(self, obj: Workload) -> str:
+        if not obj.is_active:
+            return "inactive"
+        has = getattr(obj, "has_recommendation", None)
+        if has is None:
+            has = any(c.latest_recommendation_id for c in obj.containers.all())
+        return "recommended" if has else "no_recommendation"
+
+    @extend_schema_field(serializers.ChoiceField(choices=Policy.Mode.choices))
+    def get_mode(self, obj: Workload) -> str:
+        policy = getattr(obj, "policy", None)
+        return policy.mode if policy is not None else Policy.Mode.OFF
+
+    def get_profile(self, obj: Workload) -> str:
+        policy = getattr(obj, "policy", None)
+        return policy.profile if policy is not None else "vpa"
+
+
+class ContainerExplanationSerializer(serializers.Serializer):
+    """The engine's explanation of one container's latest recommendation."""
+
+    containerName = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    profile = serializers.CharField()
+    explanation = serializers.JSONField()
+
+
+class WorkloadRecommendationSerializer(serializers.Serializer):
+    """A workload's current recommendation in the VPA status format, with explanations."""
+
+    workload = WorkloadBriefSerializer()
+    recommendation = RecommendedPodResourcesSerializer()
+    explanations = ContainerExplanationSerializer(many=True)
+
+
+class RecommendationHistorySerializer(serializers.ModelSerializer):
+    """One stored recommendation of one container."""
+
+    containerName = serializers.CharField(source="container.name")
+    target = serializers.SerializerMethodField()
+    lowerBound = serializers.SerializerMethodField()
+    upperBound = serializers.SerializerMethodField()
+    uncappedTarget = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Recommendation
+        fields = [
+            "id",
+            "containerName",
+            "created_at",
+            "profile",
+            "target",
+            "lowerBound",
+            "upperBound",
+            "uncappedTarget",
+            "explanation",
+        ]
+
+    @extend_schema_field(ResourceListSerializer)
+    def get_target(self, obj: Recommendation) -> dict[str, str]:
+        return resource_list(obj.target)
+
+    @extend_schema_field(ResourceListSerializer)
+    def get_lowerBound(self, obj: Recommendation) -> dict[str, str]:
+        return resource_list(obj.lower_bound)
+
+    @extend_schema_field(ResourceListSerializer)
+    def get_upperBound(self, obj: Recommendation) -> dict[str, str]:
+        return resource_list(obj.upper_bound)
+
+    @extend_schema_field(ResourceListSerializer)
+    def get_uncappedTarget(self, obj: Recommendation) -> dict[str, str]:
+        return resource_list(obj.uncapped_target)
+
+
+class ContainerPolicyEntrySerializer(serializers.Serializer):
+    """One ``resourcePolicy.containerPolicies[]`` entry, as upstream VPA spells it."""
+
+    containerName = serializers.CharField(
+        help_text='a container of the workload, or "*" for every container'
+    )
+    mode = serializers.ChoiceField(choices=["Auto", "Off"], required=False)
+    minAllowed = ResourceListSerializer(required=False)
+    maxAllowed = ResourceListSerializer(required=False)
+    controlledResources = serializers.ListField(
+        child=serializers.ChoiceField(choices=["cpu", "memory"]), required=False
+    )
+    controlledValues = serializers.ChoiceField(
+        choices=["RequestsAndLimits", "RequestsOnly"], required=False
+    )
+
+
+class PolicySerializer(serializers.ModelSerializer):
+    """A workload's policy. Changing it writes nothing to the cluster by itself."""
+
+    mode_consequence = serializers.SerializerMethodField()
+    container_policies = ContainerPolicyEntrySerializer(many=True)
+    updated_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = Policy
+        fields = [
+            "mode",
+            "mode_consequence",
+            "profile",
+            "profile_overrides",
+            "container_policies",
+            "min_replicas",
+            "source",
+            "updated_at",
+            "updated_by",
+        ]
+
+    def get_mode_consequence(self, obj: Policy) -> str:
+        return mode_consequence(obj.mode)
+
+
+class PolicyUpdateSerializer(serializers.Serializer):
+    """The changeable fields of a policy; absent fields are left as they are."""
+
+    mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
+    profile = serializers.CharField(required=False, max_length=64)
+    container_policies = ContainerPolicyEntrySerializer(many=True, required=False)
+    min_replicas = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=2**31 - 1
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {
+                    key: [
+                        "cannot be changed; changeable fields are "
+                        + ", ".join(self.fields)
+                    ]
+                    for key in unknown
+                }
+            )
+        return attrs
+
+
+def change_resources(raw: dict[str, Any]) -> dict[str, Any]:
+    """ResizeChange resources (ints) as quantities: {container: {requests, limits}}."""
+    out: dict[str, Any] = {}
+    for container, kinds in (raw or {}).items():
+        if not isinstance(kinds, dict):
+            continue
+        out[container] = {}
+        for kind in ("requests", "limits"):
+            amounts = kinds.get(kind) or {}
+            out[container][kind] = resource_list(
+                Resources(amounts.get("cpu"), amounts.get("memory"))
+            )
+    return out
+
+
+class ChangeResourcesSerializer(serializers.Serializer):
+    """One container's requests and limits."""
+
+    requests = ResourceListSerializer()
+    limits = ResourceListSerializer()
+
+
+class ResizeChangeSerializer(serializers.ModelSerializer):
+    """A proposed (or decided, or applied) resize of one pod."""
+
+    workload = serializers.SerializerMethodField()
+    resources_before = serializers.SerializerMethodField()
+    resources_after = serializers.SerializerMethodField()
+    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = ResizeChange
+        fields = [
+            "id",
+            "workload",
+            "pod",
+            "method",
+            "status",
+            "resources_before",
+            "resources_after",
+            "reason",
+            "priority",
+            "created_at",
+            "decided_by",
+            "decided_at",
+            "applied_at",
+            "error",
+        ]
+
+    @extend_schema_field(WorkloadBriefSerializer)
+    def get_workload(self, obj: ResizeChange) -> dict[str, Any]:
+        return workload_brief(obj.workload)
+
+    @extend_schema_field(serializers.DictField(child=ChangeResourcesSerializer()))
+    def get_resources_before(self, obj: ResizeChange) -> dict[str, Any]:
+        return change_resources(obj.resources_before)
+
+    @extend_schema_field(serializers.DictField(child=ChangeResourcesSerializer()))
+    def get_resources_after(self, obj: ResizeChange) -> dict[str, Any]:
+        return change_resources(obj.resources_after)
+
+
+class RejectSerializer(serializers.Serializer):
+    """Why a change is rejected (optional, kept in the audit log)."""
+
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+
+
+class RefreshRunSerializer(serializers.ModelSerializer):
+    """One background run: refresh, back-fill or expiry."""
+
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    duration_s = serializers.FloatField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = RefreshRun
+        fields = [
+            "id",
+            "cluster",
+            "kind",
+            "shard",
+            "status",
+            "started_at",
+            "finished_at",
+            "duration_s",
+            "progress",
+            "counts",
+            "timings",
+            "error",
+        ]
+
+
+class StaticCoefficientSerializer(serializers.ModelSerializer):
+    """A namespace's first-deploy coefficient ("" = the global default)."""
+
+    class Meta:
+        model = StaticCoefficient
+        fields = ["namespace", "cpu_factor", "memory_factor", "updated_at"]
+
+
+class StaticCoefficientInputSerializer(serializers.Serializer):
+    """Set a namespace's coefficient; both factors null removes it."""
+
+    namespace = serializers.CharField(
+        allow_blank=True,
+        max_length=63,
+        help_text='a namespace, or "" for the global default',
+    )
+    cpu_factor = serializers.FloatField(
+        allow_null=True,
+        min_value=0.0,
+        max_value=1.0,
+        help_text="in (0, 1]; null = leave CPU",
+    )
+    memory_factor = serializers.FloatField(
+        allow_null=True,
+        min_value=0.0,
+        max_value=1.0,
+        help_text="in (0, 1]; null = leave memory",
+    )
+
+
+class WorkloadFilterSerializer(serializers.Serializer):
+    """Query filters of the workload list and the export."""
+
+    cluster = serializers.CharField(required=False, max_length=63)
+    namespace = serializers.CharField(required=False, max_length=253)
+    kind = serializers.ChoiceField(choices=Workload.Kind.choices, required=False)
+    mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
+    status = serializers.ChoiceField(choices=WORKLOAD_STATUSES, required=False)
+    search = serializers.CharField(required=False, max_length=253)
+
+
+class ChangeFilterSerializer(serializers.Serializer):
+    """Query filters of the resize change list."""
+
+    workload = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
+    status = serializers.ChoiceField(
+        choices=ResizeChange.Status.choices, required=False
+    )
+    cluster = serializers.CharField(required=False, max_length=63)
+    namespace = serializers.CharField(required=False, max_length=253)
+
+
+class RunFilterSerializer(serializers.Serializer):
+    """Query filters of the refresh run list."""
+
+    cluster = serializers.CharField(required=False, max_length=63)
+    kind = serializers.ChoiceField(choices=RefreshRun.Kind.choices, required=False)
+    status = serializers.ChoiceField(choices=RefreshRun.Status.choices, required=False)
+
+
+class HistoryFilterSerializer(serializers.Serializer):
+    """Query filters of a workload's recommendation history."""
+
+    container = serializers.CharField(required=False, max_length=253)
+
+
+class RightsizeOptionsSerializer(serializers.Serializer):
+    """Query options of ``POST /api/v1/rightsize`` (seed 004's correction rules)."""
+
+    cluster = serializers.CharField(
+        required=False,
+        max_length=63,
+        help_text="where to look workloads up (default: any)",
+    )
+    namespace = serializers.CharField(
+        required=False,
+        max_length=253,
+        default="default",
+        help_text="namespace of manifests without metadata.namespace",
+    )
+    multiplier = serializers.FloatField(
+        required=False,
+        default=1.0,
+        min_value=0.01,
+        max_value=10.0,
+        help_text="scale recommendations before capping, e.g. 1.2 for 20 % headroom",
+    )
+    never_raise = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="never set a request above the original one",
+    )
+    leave_memory = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="change CPU only; leave memory as it is",
+    )
+
+
+class ChangeSerializer(serializers.Serializer):
+    """One value changed in a manifest, and why."""
+
+    field = serializers.CharField(
+        help_text="requests.cpu, requests.memory, limits.cpu, …"
+    )
+    before = serializers.CharField(allow_null=True)
+    after = serializers.CharField()
+    reason = serializers.CharField()
+
+
+class ContainerReportSerializer(serializers.Serializer):
+    """What happened to one container."""
+
+    name = serializers.CharField()
+    source = serializers.ChoiceField(
+        choices=["recommendation", "static_coefficient", "none"]
+    )
+    reason = serializers.CharField()
+    changes = ChangeSerializer(many=True)
+    notes = serializers.ListField(child=serializers.CharField())
+
+
+class DocumentReportSerializer(serializers.Serializer):
+    """What happened to one manifest."""
+
+    path = serializers.CharField(
+        help_text="documents[i], or documents[i].items[j] in a List"
+    )
+    kind = serializers.CharField()
+    namespace = serializers.CharField()
+    name = serializers.CharField(allow_null=True)
+    status = serializers.ChoiceField(
+        choices=["rightsized", "unchanged", "passed_through"]
+    )
+    reason = serializers.CharField(required=False)
+    workload = WorkloadBriefSerializer(allow_null=True)
+    containers = ContainerReportSerializer(many=True)
+
+
+class RightsizeSummarySerializer(serializers.Serializer):
+    """Counts of a rightsize call."""
+
+    documents = serializers.IntegerField()
+    rightsized = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+    passed_through = serializers.IntegerField()
+    containers_changed = serializers.IntegerField()
+
+
+class RightsizeResponseSerializer(serializers.Serializer):
+    """The manifests to deploy and a report of every change."""
+
+    manifests = serializers.ListField(child=serializers.JSONField())
+    documents = DocumentReportSerializer(many=True)
+    summary = RightsizeSummarySerializer()
+
+
+class QueryOwnerSerializer(serializers.Serializer):
+    """The workload owning the pod."""
+
+    kind = serializers.ChoiceField(choices=Workload.Kind.choices)
+    name = serializers.CharField(max_length=253)
+
+
+class QueryMetadataSerializer(serializers.Serializer):
+    """Metadata of a RecommendationQuery."""
+
+    namespace = serializers.CharField(required=False, max_length=253)
+
+
+class QuerySpecSerializer(serializers.Serializer):
+    """What to recommend for: a pod (need not exist), its owner and cluster."""
+
+    pod = serializers.JSONField(
+        help_text="a Pod (with .spec.containers) or a bare PodSpec"
+    )
+    owner = QueryOwnerSerializer(
+        required=False, help_text="default: the pod's controller ownerReference"
+    )
+    cluster = serializers.CharField(required=False, max_length=63)
+
+
+class RecommendationQuerySerializer(serializers.Serializer):
+    """A RecommendationQuery as in the VPA design (seed 000)."""
+
+    apiVersion = serializers.CharField(required=False, max_length=100)
+    kind = serializers.ChoiceField(choices=["RecommendationQuery"], required=False)
+    metadata = QueryMetadataSerializer(required=False)
+    spec = QuerySpecSerializer()
+
+
+class QueryContainerSerializer(serializers.Serializer):
+    """How one container's recommendation was made."""
+
+    containerName = serializers.CharField()
+    source = serializers.ChoiceField(
+        choices=["recommendation", "static_coefficient", "none"]
+    )
+    reason = serializers.CharField()
+    caps = serializers.ListField(child=serializers.CharField())
+    explanation = serializers.JSONField(allow_null=True)
+
+
+class QueryStatusSerializer(serializers.Serializer):
+    """The answer: recommended resources per container."""
+
+    recommendation = RecommendedPodResourcesSerializer()
+    workload = WorkloadBriefSerializer(allow_null=True)
+    containers = QueryContainerSerializer(many=True)
+
+
+class RecommendationQueryAnswerSerializer(RecommendationQuerySerializer):
+    """The query as sent, with ``status`` filled in."""
+
+    status = QueryStatusSerializer()
+
+
+class ExportRowSerializer(serializers.Serializer):
+    """One row of the recommendation export: one container."""
+
+    cluster = serializers.CharField()
+    namespace = serializers.CharField()
+    kind = serializers.CharField()
+    workload = serializers.CharField()
+    container = serializers.CharField()
+    mode = serializers.CharField()
+    request_cpu = serializers.CharField(allow_null=True)
+    request_memory = serializers.CharField(allow_null=True)
+    limit_cpu = serializers.CharField(allow_null=True)
+    limit_memory = serializers.CharField(allow_null=True)
+    target_cpu = serializers.CharField(allow_null=True)
+    target_memory = serializers.CharField(allow_null=True)
+    lower_cpu = serializers.CharField(allow_null=True)
+    lower_memory = serializers.CharField(allow_null=True)
+    upper_cpu = serializers.CharField(allow_null=True)
+    upper_memory = serializers.CharField(allow_null=True)
+    request_cpu_millicores = serializers.IntegerField(allow_null=True)
+    request_memory_bytes = serializers.IntegerField(allow_null=True)
+    target_cpu_millicores = serializers.IntegerField(allow_null=True)
+    target_memory_bytes = serializers.IntegerField(allow_null=True)
+    recommended_at = serializers.DateTimeField(allow_null=True)
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    """The body of every error."""
+
+    code = serializers.CharField()
+    message = serializers.CharField()
+    fields = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()), required=False
+    )
+
+
+class ErrorSerializer(serializers.Serializer):
+    """``{"error": {"code", "message", "fields"}}``: the one error shape of the API."""
+
+    error = ErrorDetailSerializer()

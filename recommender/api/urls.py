@@ -1,0 +1,136 @@
+"""URLs of REST API v1, mounted once under /api/v1/.
+
+Collections and their items end with a slash (``workloads/``, ``workloads/7/``); single things
+and commands do not (``workloads/7/policy``, ``changes/3/approve``, ``rightsize``). Any other
+URL under /api/v1/ answers the JSON 404 of ``api.errors``.
+"""
+
+from __future__ import annotations
+
+from django.urls import include, path, re_path, register_converter
+from drf_spectacular.views import (
+    SpectacularAPIView,
+    SpectacularRedocView,
+    SpectacularSwaggerView,
+)
+from rest_framework.routers import SimpleRouter
+
+from recommender.api import views
+from recommender.api.errors import CATCH_ALL_NAME, not_found
+
+
+class IdConverter:
+    """A database id: at most 18 digits, so it always fits a 64-bit integer column."""
+
+    regex = "[0-9]{1,18}"
+
+    def to_python(self, value: str) -> int:
+        return int(value)
+
+    def to_url(self, value: int) -> str:
+        return str(value)
+
+
+class KubernetesNameConverter:
+    """A namespace or object name (DNS subdomain characters)."""
+
+    regex = "[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+class KindConverter:
+    """A workload kind such as Deployment."""
+
+    regex = "[A-Za-z]{1,40}"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(IdConverter, "id")
+register_converter(KubernetesNameConverter, "k8sname")
+register_converter(KindConverter, "kind")
+
+router = SimpleRouter()
+router.register("clusters", views.ClusterViewSet, basename="cluster")
+router.register("workloads", views.WorkloadViewSet, basename="workload")
+router.register("changes", views.ResizeChangeViewSet, basename="change")
+router.register("runs", views.RefreshRunViewSet, basename="run")
+
+NATURAL_KEY = "clusters/<slug:cluster>/namespaces/<k8sname:namespace>/workloads/<kind:kind>/<k8sname:name>"
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path(
+        "docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"
+    ),
+    path(
+        "redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"
+    ),
+    path("", include(router.urls)),
+    path(
+        "workloads/<id:pk>/recommendation",
+        views.WorkloadRecommendationView.as_view(),
+        name="workload-recommendation",
+    ),
+    path(
+        "workloads/<id:pk>/history",
+        views.WorkloadHistoryView.as_view(),
+        name="workload-history",
+    ),
+    path(
+        "workloads/<id:pk>/policy",
+        views.WorkloadPolicyView.as_view(),
+        name="workload-policy",
+    ),
+    path(NATURAL_KEY, views.WorkloadByKeyView.as_view(), name="workload-by-key"),
+    path(
+        f"{NATURAL_KEY}/recommendation",
+        views.WorkloadRecommendationView.as_view(),
+        name="workload-by-key-recommendation",
+    ),
+    path(
+        f"{NATURAL_KEY}/history",
+        views.WorkloadHistoryView.as_view(),
+        name="workload-by-key-history",
+    ),
+    path(
+        f"{NATURAL_KEY}/policy",
+        views.WorkloadPolicyView.as_view(),
+        name="workload-by-key-policy",
+    ),
+    path(
+        "changes/<id:pk>/approve",
+        views.ApproveChangeView.as_view(),
+        name="change-approve",
+    ),
+    path(
+        "changes/<id:pk>/reject", views.RejectChangeView.as_view(), name="change-reject"
+    ),
+    path("rightsize", views.RightsizeView.as_view(), name="rightsize"),
+    path(
+        "recommendation-query",
+        views.RecommendationQueryView.as_view(),
+        name="recommendation-query",
+    ),
+    path(
+        "recommendations/export",
+        views.RecommendationExportView.as_view(),
+        name="recommendation-export",
+    ),
+    path(
+        "static-coefficients",
+        views.StaticCoefficientView.as_view(),
+        name="static-coefficients",
+    ),
+    # Last: everything else under /api/v1/ is a JSON 404, never Django's HTML page.
+    re_path(r"^.*$", not_found, name=CATCH_ALL_NAME),
+]

@@ -1,0 +1,739 @@
+"""REST API v1 views: thin readers of the models and callers of the services.
+
+Resources are read-only viewsets; each command (approve, reject, rightsize, query) is one
+APIView. Every view names its permission class; errors go through ``api.errors``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
+from rest_framework import generics, viewsets
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from recommender.api import serializers as s
+from recommender.api.auth import CanRead, CanReadOrWrite, CanWrite, actor_of
+from recommender.api.formats import (
+    MANIFEST_PARSERS,
+    CSVRenderer,
+    JSONParser,
+    ManifestsYAMLRenderer,
+    RawBody,
+    YAMLRenderer,
+)
+from recommender.errors import InvalidInput
+from recommender.models import (
+    Cluster,
+    Container,
+    Policy,
+    Recommendation,
+    RefreshRun,
+    ResizeChange,
+    StaticCoefficient,
+    Workload,
+)
+from recommender.services import approvals, policies, rightsize
+from recommender.services.recommendation_query import (
+    query_recommendation,
+    resource_list,
+)
+
+MAX_PAGE_SIZE = 1000
+
+
+class Pagination(LimitOffsetPagination):
+    """``?limit=`` (default 100, at most 1000) and ``?offset=``."""
+
+    max_limit = MAX_PAGE_SIZE
+
+
+def _filters(serializer_class: type, request: Request) -> dict[str, Any]:
+    """Validated query filters; a bad value is a 400 naming the parameter."""
+    serializer = serializer_class(data=request.query_params)
+    serializer.is_valid(raise_exception=True)
+    return {k: v for k, v in serializer.validated_data.items() if v not in (None, "")}
+
+
+def _workload_queryset() -> QuerySet[Workload]:
+    """Workloads with everything their serializer reads, in a constant number of queries."""
+    has_recommendation = Exists(
+        Container.objects.filter(
+            workload=OuterRef("pk"), latest_recommendation__isnull=False
+        )
+    )
+    return (
+        Workload.objects.select_related("cluster", "policy")
+        .annotate(has_recommendation=has_recommendation)
+        .prefetch_related(
+            Prefetch(
+                "containers",
+                queryset=Container.objects.select_related("latest_recommendation"),
+            )
+        )
+    )
+
+
+def filter_workloads(
+    queryset: QuerySet[Workload], filters: dict[str, Any]
+) -> QuerySet[Workload]:
+    """Apply the cluster/namespace/kind/mode/status/search filters."""
+    if "cluster" in filters:
+        queryset = queryset.filter(cluster__name=filters["cluster"])
+    if "namespace" in filters:
+        queryset = queryset.filter(namespace=filters["namespace"])
+    if "kind" in filters:
+        queryset = queryset.filter(kind=filters["kind"])
+    if "mode" in filters:
+        mode = filters["mode"]
+        # A workload without a policy row is Off, the default.
+        if mode == Policy.Mode.OFF:
+            queryset = queryset.filter(Q(policy__mode=mode) | Q(policy__isnull=True))
+        else:
+            queryset = queryset.filter(policy__mode=mode)
+    if "status" in filters:
+        status = filters["status"]
+        if status == "inactive":
+            queryset = queryset.filter(is_active=False)
+        else:
+            queryset = queryset.filter(
+                is_active=True, has_recommendation=status == "recommended"
+            )
+    if "search" in filters:
+        term = filters["search"]
+        queryset = queryset.filter(
+            Q(name__icontains=term) | Q(namespace__icontains=term)
+        )
+    return queryset
+
+
+WORKLOAD_FILTER_PARAMETERS = [
+    OpenApiParameter("cluster", str, description="cluster name"),
+    OpenApiParameter("namespace", str, description="exact namespace"),
+    OpenApiParameter("kind", str, enum=Workload.Kind.values),
+    OpenApiParameter("mode", str, enum=Policy.Mode.values),
+    OpenApiParameter("status", str, enum=list(s.WORKLOAD_STATUSES)),
+    OpenApiParameter("search", str, description="part of the name or namespace"),
+]
+NATURAL_KEY_PARAMETERS = [
+    OpenApiParameter("cluster", str, OpenApiParameter.PATH, description="cluster name"),
+    OpenApiParameter("namespace", str, OpenApiParameter.PATH),
+    OpenApiParameter("kind", str, OpenApiParameter.PATH, enum=Workload.Kind.values),
+    OpenApiParameter("name", str, OpenApiParameter.PATH, description="workload name"),
+]
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List clusters", tags=["clusters"]),
+    retrieve=extend_schema(summary="Get a cluster by name", tags=["clusters"]),
+)
+class ClusterViewSet(viewsets.ReadOnlyModelViewSet):
+    """Clusters vpaweb reads from."""
+
+    permission_classes = [CanRead]
+    serializer_class = s.ClusterSerializer
+    pagination_class = Pagination
+    lookup_field = "name"
+    lookup_value_regex = "[-a-zA-Z0-9_]+"
+    queryset = Cluster.objects.annotate(workload_count=Count("workloads")).order_by(
+        "name"
+    )
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List workloads",
+        parameters=WORKLOAD_FILTER_PARAMETERS,
+        tags=["workloads"],
+    ),
+    retrieve=extend_schema(summary="Get a workload by id", tags=["workloads"]),
+)
+class WorkloadViewSet(viewsets.ReadOnlyModelViewSet):
+    """Workloads with their containers, current requests and latest recommendations."""
+
+    permission_classes = [CanRead]
+    serializer_class = s.WorkloadSerializer
+    pagination_class = Pagination
+    lookup_value_regex = "[0-9]{1,18}"
+
+    def get_queryset(self) -> QuerySet[Workload]:
+        queryset = _workload_queryset()
+        if self.action == "list":
+            queryset = filter_workloads(
+                queryset, _filters(s.WorkloadFilterSerializer, self.request)
+            )
+        return queryset
+
+
+class WorkloadLookupMixin:
+    """Find the workload of a URL: by ``pk``, or by cluster/namespace/kind/name."""
+
+    kwargs: dict[str, Any]
+
+    def get_workload(self, queryset: QuerySet[Workload] | None = None) -> Workload:
+        queryset = (
+            queryset
+            if queryset is not None
+            else Workload.objects.select_related("cluster", "policy")
+        )
+        if "pk" in self.kwargs:
+            return get_object_or_404(queryset, pk=self.kwargs["pk"])
+        key = {k: self.kwargs[k] for k in ("namespace", "kind", "name")}
+        workload = queryset.filter(cluster__name=self.kwargs["cluster"], **key).first()
+        if workload is None:
+            from django.http import Http404
+
+            raise Http404(
+                f"no workload {self.kwargs['namespace']}/{self.kwargs['kind']}/"
+                f"{self.kwargs['name']} in cluster {self.kwargs['cluster']!r}"
+            )
+        return workload
+
+
+@extend_schema(
+    summary="Get a workload by cluster, namespace, kind and name",
+    parameters=NATURAL_KEY_PARAMETERS,
+    tags=["workloads"],
+)
+class WorkloadByKeyView(WorkloadLookupMixin, generics.GenericAPIView):
+    """A workload found by its natural key."""
+
+    permission_classes = [CanRead]
+    serializer_class = s.WorkloadSerializer
+
+    def get(self, request: Request, **kwargs: Any) -> Response:
+        workload = self.get_workload(_workload_queryset())
+        return Response(self.get_serializer(workload).data)
+
+
+class WorkloadRecommendationView(WorkloadLookupMixin, APIView):
+    """The current recommendation of every container, as a VPA object's status holds it."""
+
+    permission_classes = [CanRead]
+
+    @extend_schema(
+        summary="Current recommendation (VPA status format) with the engine's explanation",
+        responses=s.WorkloadRecommendationSerializer,
+        tags=["recommendations"],
+        examples=[
+            OpenApiExample(
+                "one container",
+                value={
+                    "workload": {
+                        "id": 7,
+                        "cluster": "prod",
+                        "namespace": "shop",
+                        "kind": "Deployment",
+                        "name": "web",
+                    },
+                    "recommendation": {
+                        "containerRecommendations": [
+                            {
+                                "containerName": "app",
+                                "target": {"cpu": "587m", "memory": "250Mi"},
+                                "lowerBound": {"cpu": "420m", "memory": "200Mi"},
+                                "upperBound": {"cpu": "1200m", "memory": "500Mi"},
+                                "uncappedTarget": {"cpu": "587m", "memory": "250Mi"},
+                            }
+                        ]
+                    },
+                    "explanations": [
+                        {
+                            "containerName": "app",
+                            "created_at": "2026-01-05T10:00:00Z",
+                            "profile": "vpa",
+                            "explanation": {"cpu": {"percentile": 0.9}},
+                        }
+                    ],
+                },
+                response_only=True,
+            )
+        ],
+    )
+    def get(self, request: Request, **kwargs: Any) -> Response:
+        workload = self.get_workload()
+        containers = sorted(
+            workload.containers.select_related("latest_recommendation"),
+            key=lambda c: c.name,
+        )
+        entries, explanations = [], []
+        for container in containers:
+            rec = container.latest_recommendation
+            if rec is None:
+                continue
+            entries.append(s.recommendation_entry(container.name, rec))
+            explanations.append(
+                {
+                    "containerName": container.name,
+                    "created_at": rec.created_at,
+                    "profile": rec.profile,
+                    "explanation": rec.explanation,
+                }
+            )
+        data = {
+            "workload": s.workload_brief(workload),
+            "recommendation": {"containerRecommendations": entries},
+            "explanations": explanations,
+        }
+        return Response(s.WorkloadRecommendationSerializer(data).data)
+
+
+class WorkloadHistoryView(WorkloadLookupMixin, generics.ListAPIView):
+    """Every stored recommendation of a workload's containers, newest first."""
+
+    permission_classes = [CanRead]
+    serializer_class = s.RecommendationHistorySerializer
+    pagination_class = Pagination
+
+    @extend_schema(
+        summary="Recommendation history, newest first",
+        parameters=[
+            OpenApiParameter("container", str, description="one container's history")
+        ],
+        tags=["recommendations"],
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self) -> QuerySet[Recommendation]:
+        workload = self.get_workload()
+        filters = _filters(s.HistoryFilterSerializer, self.request)
+        queryset = Recommendation.objects.filter(
+            container__workload=workload
+        ).select_related("container")
+        if "container" in filters:
+            queryset = queryset.filter(container__name=filters["container"])
+        return queryset.order_by("-created_at", "-id")
+
+
+class WorkloadPolicyView(WorkloadLookupMixin, APIView):
+    """A workload's policy: read it, or change it with write access (audited)."""
+
+    permission_classes = [CanReadOrWrite]
+    parser_classes = [JSONParser]
+
+    def _policy(self, workload: Workload) -> Policy:
+        policy = getattr(workload, "policy", None)
+        # No row yet means the defaults: Off, the vpa profile (shown, not stored).
+        return policy if policy is not None else Policy(workload=workload)
+
+    @extend_schema(
+        summary="Get a workload's policy",
+        responses=s.PolicySerializer,
+        tags=["policies"],
+    )
+    def get(self, request: Request, **kwargs: Any) -> Response:
+        return Response(s.PolicySerializer(self._policy(self.get_workload())).data)
+
+    @extend_schema(
+        summary="Change a workload's policy (write scope or operator role; audited)",
+        request=s.PolicyUpdateSerializer,
+        responses=s.PolicySerializer,
+        tags=["policies"],
+        examples=[
+            OpenApiExample(
+                "switch to Initial and cap memory",
+                value={
+                    "mode": "Initial",
+                    "container_policies": [
+                        {"containerName": "*", "maxAllowed": {"memory": "2Gi"}}
+                    ],
+                },
+                request_only=True,
+            )
+        ],
+    )
+    def patch(self, request: Request, **kwargs: Any) -> Response:
+        workload = self.get_workload()
+        serializer = s.PolicyUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        actor, label = actor_of(request)
+        policy = policies.update_policy(
+            workload_id=workload.pk,
+            changes=dict(serializer.validated_data),
+            actor=actor,
+            actor_label=label,
+            now=timezone.now(),
+        )
+        return Response(s.PolicySerializer(policy).data)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List resize changes",
+        parameters=[
+            OpenApiParameter("workload", int, description="workload id"),
+            OpenApiParameter("status", str, enum=ResizeChange.Status.values),
+            OpenApiParameter("cluster", str),
+            OpenApiParameter("namespace", str),
+        ],
+        tags=["changes"],
+    ),
+    retrieve=extend_schema(summary="Get a resize change", tags=["changes"]),
+)
+class ResizeChangeViewSet(viewsets.ReadOnlyModelViewSet):
+    """Resize changes proposed by the updater, and their decisions."""
+
+    permission_classes = [CanRead]
+    serializer_class = s.ResizeChangeSerializer
+    pagination_class = Pagination
+    lookup_value_regex = "[0-9]{1,18}"
+
+    def get_queryset(self) -> QuerySet[ResizeChange]:
+        queryset = ResizeChange.objects.select_related(
+            "workload__cluster", "decided_by"
+        )
+        if self.action != "list":
+            return queryset
+        filters = _filters(s.ChangeFilterSerializer, self.request)
+        if "workload" in filters:
+            queryset = queryset.filter(workload_id=filters["workload"])
+        if "status" in filters:
+            queryset = queryset.filter(status=filters["status"])
+        if "cluster" in filters:
+            queryset = queryset.filter(workload__cluster__name=filters["cluster"])
+        if "namespace" in filters:
+            queryset = queryset.filter(workload__namespace=filters["namespace"])
+        return queryset
+
+
+class ApproveChangeView(APIView):
+    """Approve a proposed resize; the updater applies it on its next pass."""
+
+    permission_classes = [CanWrite]
+    extra_error_statuses = {
+        "409": "The change is not proposed, or its workload is Off."
+    }
+
+    @extend_schema(
+        summary="Approve a resize change (write scope or operator role; audited)",
+        request=None,
+        responses=s.ResizeChangeSerializer,
+        tags=["changes"],
+    )
+    def post(self, request: Request, pk: str) -> Response:
+        actor, label = actor_of(request)
+        change = approvals.approve_change(
+            change_id=int(pk), approved_by=actor, actor_label=label, now=timezone.now()
+        )
+        return Response(s.ResizeChangeSerializer(_reload_change(change.pk)).data)
+
+
+class RejectChangeView(APIView):
+    """Reject a proposed (or approved, not yet applied) resize."""
+
+    permission_classes = [CanWrite]
+    parser_classes = [JSONParser]
+    extra_error_statuses = {
+        "409": "The change was already applied, rejected or failed."
+    }
+
+    @extend_schema(
+        summary="Reject a resize change (write scope or operator role; audited)",
+        request=s.RejectSerializer,
+        responses=s.ResizeChangeSerializer,
+        tags=["changes"],
+    )
+    def post(self, request: Request, pk: str) -> Response:
+        serializer = s.RejectSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        actor, label = actor_of(request)
+        change = approvals.reject_change(
+            change_id=int(pk),
+            rejected_by=actor,
+            actor_label=label,
+            reason=serializer.validated_data.get("reason", ""),
+            now=timezone.now(),
+        )
+        return Response(s.ResizeChangeSerializer(_reload_change(change.pk)).data)
+
+
+def _reload_change(change_id: int) -> ResizeChange:
+    return ResizeChange.objects.select_related("workload__cluster", "decided_by").get(
+        pk=change_id
+    )
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List refresh runs, newest first",
+        parameters=[
+            OpenApiParameter("cluster", str),
+            OpenApiParameter("kind", str, enum=RefreshRun.Kind.values),
+            OpenApiParameter("status", str, enum=RefreshRun.Status.values),
+        ],
+        tags=["runs"],
+    ),
+    retrieve=extend_schema(summary="Get a refresh run", tags=["runs"]),
+)
+class RefreshRunViewSet(viewsets.ReadOnlyModelViewSet):
+    """Background runs (refresh, back-fill, expiry) with status, counts and errors."""
+
+    permission_classes = [CanRead]
+    serializer_class = s.RefreshRunSerializer
+    pagination_class = Pagination
+    lookup_value_regex = "[0-9]{1,18}"
+
+    def get_queryset(self) -> QuerySet[RefreshRun]:
+        queryset = RefreshRun.objects.select_related("cluster")
+        if self.action != "list":
+            return queryset
+        filters = _filters(s.RunFilterSerializer, self.request)
+        if "cluster" in filters:
+            queryset = queryset.filter(cluster__name=filters["cluster"])
+        if "kind" in filters:
+            queryset = queryset.filter(kind=filters["kind"])
+        if "status" in filters:
+            queryset = queryset.filter(status=filters["status"])
+        return queryset
+
+
+class StaticCoefficientView(APIView):
+    """First-deploy coefficients per namespace, with a global default (namespace "")."""
+
+    permission_classes = [CanReadOrWrite]
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        summary="List static coefficients",
+        responses=s.StaticCoefficientSerializer(many=True),
+        tags=["rightsize"],
+    )
+    def get(self, request: Request) -> Response:
+        rows = StaticCoefficient.objects.order_by("namespace")
+        return Response(s.StaticCoefficientSerializer(rows, many=True).data)
+
+    @extend_schema(
+        summary="Set a namespace's static coefficient (write scope or operator role; audited)",
+        request=s.StaticCoefficientInputSerializer,
+        responses={
+            200: s.StaticCoefficientSerializer,
+            204: OpenApiResponse(
+                description="both factors were null: the coefficient is gone"
+            ),
+        },
+        tags=["rightsize"],
+        examples=[
+            OpenApiExample(
+                "CPU only, as seed 004 runs it",
+                value={"namespace": "", "cpu_factor": 0.7, "memory_factor": None},
+                request_only=True,
+            )
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        serializer = s.StaticCoefficientInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        actor, label = actor_of(request)
+        row = rightsize.set_static_coefficient(
+            namespace=serializer.validated_data["namespace"],
+            cpu_factor=serializer.validated_data["cpu_factor"],
+            memory_factor=serializer.validated_data["memory_factor"],
+            actor=actor,
+            actor_label=label,
+            now=timezone.now(),
+        )
+        if row is None:
+            return Response(status=204)
+        return Response(s.StaticCoefficientSerializer(row).data)
+
+
+RIGHTSIZE_EXAMPLE_YAML = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  template:
+    spec:
+      containers:
+      - name: app
+        image: shop/web:1.4
+        resources:
+          requests: {cpu: "1", memory: 1Gi}
+          limits: {cpu: "2", memory: 2Gi}
+"""
+
+
+class RightsizeView(APIView):
+    """Right-size Kubernetes manifests before they are deployed."""
+
+    permission_classes = [CanRead]
+    parser_classes = MANIFEST_PARSERS
+    renderer_classes = [JSONRenderer, ManifestsYAMLRenderer, BrowsableAPIRenderer]
+
+    @extend_schema(
+        summary="Right-size manifests (YAML or JSON, multi-document, Lists)",
+        description=(
+            "Sets each container's requests from its workload's latest recommendation, capped "
+            "as the admission webhook caps it, and limits at the original limit:request ratio "
+            "unless the container policy says RequestsOnly. Unknown workloads get the "
+            "namespace's static coefficient (or stay as they are). Other kinds pass through. "
+            "Ask for `Accept: application/yaml` (or `?format=yaml`) to get only the manifests, "
+            "ready for `kubectl apply -f -`."
+        ),
+        parameters=[s.RightsizeOptionsSerializer],
+        request={
+            "application/yaml": OpenApiTypes.STR,
+            "application/json": OpenApiTypes.OBJECT,
+        },
+        responses={
+            (200, "application/json"): s.RightsizeResponseSerializer,
+            (200, "application/yaml"): OpenApiTypes.STR,
+        },
+        tags=["rightsize"],
+        examples=[
+            OpenApiExample(
+                "a Deployment",
+                value=RIGHTSIZE_EXAMPLE_YAML,
+                media_type="application/yaml",
+                request_only=True,
+            ),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        options_serializer = s.RightsizeOptionsSerializer(data=request.query_params)
+        options_serializer.is_valid(raise_exception=True)
+        options = rightsize.RightsizeOptions(**options_serializer.validated_data)
+        body = request.data
+        if not isinstance(body, RawBody):
+            raise InvalidInput("send the manifests as the request body", field="body")
+        documents = rightsize.parse_manifests(
+            body=body.data, media_type=body.media_type
+        )
+        result = rightsize.rightsize_manifests(documents=documents, options=options)
+        return Response(
+            {
+                "manifests": result.manifests,
+                "documents": result.documents,
+                "summary": result.summary(),
+            }
+        )
+
+
+class RecommendationQueryView(APIView):
+    """The VPA design's RecommendationQuery: a pod spec in, recommended resources out."""
+
+    permission_classes = [CanRead]
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        summary="Recommend resources for a pod spec that need not exist",
+        request=s.RecommendationQuerySerializer,
+        responses=s.RecommendationQueryAnswerSerializer,
+        tags=["recommendations"],
+        examples=[
+            OpenApiExample(
+                "a pod of a Deployment",
+                value={
+                    "apiVersion": "vpaweb.io/v1",
+                    "kind": "RecommendationQuery",
+                    "metadata": {"namespace": "shop"},
+                    "spec": {
+                        "owner": {"kind": "Deployment", "name": "web"},
+                        "pod": {
+                            "spec": {
+                                "containers": [
+                                    {
+                                        "name": "app",
+                                        "resources": {"requests": {"cpu": "1"}},
+                                    }
+                                ]
+                            }
+                        },
+                    },
+                },
+                request_only=True,
+            )
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        serializer = s.RecommendationQuerySerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return Response(query_recommendation(query=request.data))
+
+
+EXPORT_COLUMNS = list(s.ExportRowSerializer().fields)
+
+
+class RecommendationExportView(APIView):
+    """Every container's latest recommendation as CSV, JSON or YAML, for reports."""
+
+    permission_classes = [CanRead]
+    renderer_classes = [JSONRenderer, CSVRenderer, YAMLRenderer]
+    csv_columns = EXPORT_COLUMNS
+
+    @extend_schema(
+        summary="Export recommendations (?format=csv|json|yaml)",
+        parameters=WORKLOAD_FILTER_PARAMETERS,
+        responses={
+            (200, "application/json"): s.ExportRowSerializer(many=True),
+            (200, "text/csv"): OpenApiTypes.STR,
+            (200, "application/yaml"): OpenApiTypes.STR,
+        },
+        tags=["recommendations"],
+    )
+    def get(self, request: Request) -> Response:
+        filters = _filters(s.WorkloadFilterSerializer, request)
+        workloads = filter_workloads(_workload_queryset(), filters)
+        rows = []
+        for workload in workloads:
+            policy = getattr(workload, "policy", None)
+            for container in workload.containers.all():
+                rec = container.latest_recommendation
+                rows.append(_export_row(workload, container, rec, policy))
+        response = Response(rows)
+        if request.accepted_renderer.format == "csv":
+            response["Content-Disposition"] = (
+                'attachment; filename="recommendations.csv"'
+            )
+        return response
+
+
+def _export_row(
+    workload: Workload,
+    container: Container,
+    rec: Recommendation | None,
+    policy: Policy | None,
+) -> dict[str, Any]:
+    requests = resource_list(container.requests)
+    limits = resource_list(container.limits)
+    target = resource_list(rec.target) if rec else {}
+    lower = resource_list(rec.lower_bound) if rec else {}
+    upper = resource_list(rec.upper_bound) if rec else {}
+    return {
+        "cluster": workload.cluster.name,
+        "namespace": workload.namespace,
+        "kind": workload.kind,
+        "workload": workload.name,
+        "container": container.name,
+        "mode": policy.mode if policy is not None else Policy.Mode.OFF,
+        "request_cpu": requests.get("cpu"),
+        "request_memory": requests.get("memory"),
+        "limit_cpu": limits.get("cpu"),
+        "limit_memory": limits.get("memory"),
+        "target_cpu": target.get("cpu"),
+        "target_memory": target.get("memory"),
+        "lower_cpu": lower.get("cpu"),
+        "lower_memory": lower.get("memory"),
+        "upper_cpu": upper.get("cpu"),
+        "upper_memory": upper.get("memory"),
+        "request_cpu_millicores": container.request_cpu_millicores,
+        "request_memory_bytes": container.request_memory_bytes,
+        "target_cpu_millicores": rec.target_cpu_millicores if rec else None,
+        "target_memory_bytes": rec.target_memory_bytes if rec else None,
+        "recommended_at": rec.created_at.isoformat() if rec else None,
+    }

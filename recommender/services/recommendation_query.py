@@ -1,0 +1,556 @@
+"""What should this pod request? The ``RecommendationQuery`` of the VPA design (seed 000).
+
+A caller sends a pod spec that need not exist, its namespace and its owner; vpaweb answers with
+recommended resources per container. A container of a workload vpaweb knows gets the latest
+recommendation, capped by the engine exactly as the admission webhook caps it (``cap_for_pod``:
+the policy's minAllowed/maxAllowed and, for RequestsOnly, the container's limit). A container
+vpaweb has no recommendation for gets the namespace's static coefficient (seed 004's
+first-deploy rule) or, when none is configured, nothing. ``rightsize.py`` builds on this.
+
+LimitRanges are not applied here: vpaweb does not store them yet (the webhook reads them live).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from recommender.engine.capping import (
+    CappedRecommendation,
+    ContainerPolicy,
+    cap_for_pod,
+    select_container_policy,
+)
+from recommender.engine.limits import REQUESTS_AND_LIMITS, ContainerResources
+from recommender.engine.quantity import (
+    format_cpu,
+    format_memory,
+    parse_cpu_millicores,
+    parse_memory_bytes,
+)
+from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
+from recommender.errors import InvalidInput, NotFound
+from recommender.models import (
+    Cluster,
+    Policy,
+    Recommendation,
+    StaticCoefficient,
+    Workload,
+)
+from recommender.services.policies import parse_container_policies
+
+logger = logging.getLogger(__name__)
+
+# Where a container's recommended requests came from.
+SOURCE_RECOMMENDATION = "recommendation"
+SOURCE_STATIC_COEFFICIENT = "static_coefficient"
+SOURCE_NONE = "none"
+# The owner kinds a pod can be resolved to (Workload.Kind), plus Pod for bare pods.
+OWNER_KINDS = tuple(Workload.Kind.values)
+# The largest multiplier accepted: 10x is already far outside any sane correction.
+MAX_MULTIPLIER = 10.0
+QUERY_API_VERSION = "vpaweb.io/v1"
+QUERY_KIND = "RecommendationQuery"
+NO_RESOURCES = Resources()
+
+
+def resource_list(resources: Resources) -> dict[str, str]:
+    """Engine Resources as a Kubernetes ResourceList of canonical quantity strings."""
+    out: dict[str, str] = {}
+    if resources.cpu_millicores is not None:
+        out[CPU] = format_cpu(resources.cpu_millicores)
+    if resources.memory_bytes is not None:
+        out[MEMORY] = format_memory(resources.memory_bytes)
+    return out
+
+
+def parse_quantity(resource: str, raw: object, *, field: str) -> int:
+    """A quantity from a manifest (text, or a YAML/JSON number) in millicores or bytes."""
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        raise InvalidInput(
+            f"{field}: {raw!r} is not a quantity; use a string such as '500m' or '256Mi'",
+            field=field,
+        )
+    if isinstance(raw, float) and not math.isfinite(raw):
+        raise InvalidInput(f"{field}: {raw!r} is not a finite quantity", field=field)
+    text = raw if isinstance(raw, str) else str(raw)
+    try:
+        return (
+            parse_cpu_millicores(text) if resource == CPU else parse_memory_bytes(text)
+        )
+    except ValueError as exc:
+        raise InvalidInput(f"{field}: {exc}", field=field) from None
+
+
+def parse_resource_list(raw: object, *, field: str) -> Resources:
+    """CPU and memory of a ResourceList; other resources (GPUs, storage) are ignored."""
+    if raw is None:
+        return Resources()
+    if not isinstance(raw, Mapping):
+        raise InvalidInput(
+            f"{field} must be a mapping of resource to quantity", field=field
+        )
+    amounts = Resources()
+    for resource in RESOURCE_NAMES:
+        if resource in raw and raw[resource] is not None:
+            value = parse_quantity(resource, raw[resource], field=f"{field}.{resource}")
+            amounts = amounts.with_amount(resource, value)
+    return amounts
+
+
+@dataclass(frozen=True)
+class PodContainer:
+    """One container of a pod spec as sent by the caller."""
+
+    name: str
+    requests: Resources
+    limits: Resources
+    field: str  # its path in the input, for error messages
+    is_init: bool = False
+
+    def as_engine(self) -> ContainerResources:
+        """The engine's view of the container's current requests and limits."""
+        return ContainerResources(
+            name=self.name, requests=self.requests, limits=self.limits
+        )
+
+
+def parse_pod_containers(pod_spec: object, *, field: str) -> list[PodContainer]:
+    """The containers and native sidecars of a pod spec; plain init containers are skipped.
+
+    Raises InvalidInput naming the path of the first malformed part.
+    """
+    if not isinstance(pod_spec, Mapping):
+        raise InvalidInput(f"{field} must be a pod spec (a mapping)", field=field)
+    if "containers" not in pod_spec:
+        raise InvalidInput(
+            f"{field}.containers is required", field=f"{field}.containers"
+        )
+    containers: list[PodContainer] = []
+    seen: set[str] = set()
+    for key, is_init in (("containers", False), ("initContainers", True)):
+        items = pod_spec.get(key)
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            raise InvalidInput(f"{field}.{key} must be a list", field=f"{field}.{key}")
+        for index, item in enumerate(items):
+            path = f"{field}.{key}[{index}]"
+            if not isinstance(item, Mapping):
+                raise InvalidInput(
+                    f"{path} must be a container (a mapping)", field=path
+                )
+            name = item.get("name")
+            if not isinstance(name, str) or not name:
+                raise InvalidInput(f"{path}.name is required", field=f"{path}.name")
+            if name in seen:
+                raise InvalidInput(
+                    f"{path}.name {name!r} is used by two containers",
+                    field=f"{path}.name",
+                )
+            seen.add(name)
+            resources = item.get("resources") or {}
+            if not isinstance(resources, Mapping):
+                raise InvalidInput(
+                    f"{path}.resources must be a mapping", field=f"{path}.resources"
+                )
+            container = PodContainer(
+                name=name,
+                requests=parse_resource_list(
+                    resources.get("requests"), field=f"{path}.resources.requests"
+                ),
+                limits=parse_resource_list(
+                    resources.get("limits"), field=f"{path}.resources.limits"
+                ),
+                field=path,
+                is_init=is_init,
+            )
+            # Only native sidecars (restartPolicy Always) run alongside the app and are sized.
+            if is_init and item.get("restartPolicy") != "Always":
+                continue
+            containers.append(container)
+    return containers
+
+
+def find_workload(
+    *, cluster: str | None, namespace: str, kind: str, name: str
+) -> Workload | None:
+    """The workload with this natural key, or None; ``cluster`` None means "any cluster".
+
+    Raises NotFound for an unknown cluster and InvalidInput when the key is ambiguous.
+    """
+    rows = Workload.objects.select_related("cluster", "policy").filter(
+        namespace=namespace, kind=kind, name=name
+    )
+    if cluster:
+        if not Cluster.objects.filter(name=cluster).exists():
+            raise NotFound(f"cluster {cluster!r} does not exist")
+        rows = rows.filter(cluster__name=cluster)
+    found = list(rows[:5])
+    if len(found) > 1:
+        names = ", ".join(sorted(w.cluster.name for w in found))
+        raise InvalidInput(
+            f"{namespace}/{kind}/{name} exists in several clusters ({names}); "
+            "say which with the cluster parameter",
+            field="cluster",
+        )
+    return found[0] if found else None
+
+
+def static_coefficient_for(namespace: str) -> StaticCoefficient | None:
+    """The namespace's own coefficient, else the global default (namespace ""), else None."""
+    rows = {
+        c.namespace: c
+        for c in StaticCoefficient.objects.filter(namespace__in=[namespace, ""])
+    }
+    return rows.get(namespace) or rows.get("")
+
+
+def _scaled(amount: int | None, factor: float) -> int | None:
+    """``amount x factor`` rounded up to a whole unit (never below one unit when non-zero)."""
+    if amount is None:
+        return None
+    return math.ceil(amount * factor)
+
+
+def scale_resources(resources: Resources, factor: float) -> Resources:
+    """Both amounts of ``resources`` multiplied by ``factor``, rounded up."""
+    return Resources(
+        _scaled(resources.cpu_millicores, factor),
+        _scaled(resources.memory_bytes, factor),
+    )
+
+
+@dataclass(frozen=True)
+class ContainerAdvice:
+    """What vpaweb recommends for one container of a pod, and why."""
+
+    name: str
+    source: str  # SOURCE_RECOMMENDATION | SOURCE_STATIC_COEFFICIENT | SOURCE_NONE
+    reason: str
+    target: Resources = NO_RESOURCES  # recommended requests; empty = leave as is
+    capped: CappedRecommendation | None = None
+    controlled_values: str = REQUESTS_AND_LIMITS
+    recommendation: Recommendation | None = None
+    coefficient: StaticCoefficient | None = None
+    notes: tuple[str, ...] = ()
+
+    def caps(self) -> list[str]:
+        """The capping steps applied to the target, as upstream annotates them."""
+        return [] if self.capped is None else self.capped.annotations()
+
+
+@dataclass(frozen=True)
+class PodAdvice:
+    """The advice for every container of one pod, with the workload it was matched to."""
+
+    namespace: str
+    workload: Workload | None
+    containers: list[ContainerAdvice] = field(default_factory=list)
+
+
+def _policies_of(workload: Workload) -> list[ContainerPolicy]:
+    policy: Policy | None = getattr(workload, "policy", None)
+    if policy is None:
+        return []
+    return parse_container_policies(policy.container_policies or [])
+
+
+def advise_pod(
+    *,
+    namespace: str,
+    owner_kind: str | None,
+    owner_name: str | None,
+    containers: Sequence[PodContainer],
+    cluster: str | None = None,
+    multiplier: float = 1.0,
+) -> PodAdvice:
+    """Recommended requests for each container of a pod of ``owner`` (which need not exist).
+
+    ``multiplier`` scales a recommendation before capping (seed 004's correction factor), so
+    the policy's bounds still hold afterwards; static coefficients are not multiplied.
+    """
+    if not (0 < multiplier <= MAX_MULTIPLIER) or not math.isfinite(multiplier):
+        raise InvalidInput(
+            f"multiplier must be above 0 and at most {MAX_MULTIPLIER:g}, not {multiplier!r}",
+            field="multiplier",
+        )
+    workload = None
+    if owner_kind and owner_name and owner_kind in OWNER_KINDS:
+        workload = find_workload(
+            cluster=cluster, namespace=namespace, kind=owner_kind, name=owner_name
+        )
+    elif cluster and not Cluster.objects.filter(name=cluster).exists():
+        raise NotFound(f"cluster {cluster!r} does not exist")
+
+    policies: list[ContainerPolicy] = []
+    latest: dict[str, Recommendation] = {}
+    if workload is not None:
+        policies = _policies_of(workload)
+        for stored in workload.containers.select_related("latest_recommendation"):
+            if stored.latest_recommendation is not None:
+                latest[stored.name] = stored.latest_recommendation
+
+    # Recommendations of controlled containers, scaled, keyed by name in pod order.
+    pending: dict[str, CappedRecommendation] = {}
+    skipped: dict[str, str] = {}
+    for container in containers:
+        rec = latest.get(container.name)
+        if rec is None:
+            continue
+        policy = select_container_policy(policies, container.name)
+        if policy is not None and policy.mode == "Off":
+            skipped[container.name] = "the container policy's mode is Off"
+            continue
+        controlled = (
+            policy.controlled_resources if policy is not None else RESOURCE_NAMES
+        )
+        pending[container.name] = CappedRecommendation(
+            target=scale_resources(rec.target, multiplier).only(controlled),
+            lower_bound=scale_resources(rec.lower_bound, multiplier).only(controlled),
+            upper_bound=scale_resources(rec.upper_bound, multiplier).only(controlled),
+            uncapped_target=rec.uncapped_target.only(controlled),
+        )
+    capped = (
+        cap_for_pod(pending, [c.as_engine() for c in containers], policies=policies)
+        if pending
+        else {}
+    )
+
+    coefficient = static_coefficient_for(namespace)
+    advice: list[ContainerAdvice] = []
+    for container in containers:
+        policy = select_container_policy(policies, container.name)
+        controlled_values = (
+            policy.effective_controlled_values
+            if policy is not None
+            else REQUESTS_AND_LIMITS
+        )
+        if container.name in skipped:
+            advice.append(
+                ContainerAdvice(
+                    name=container.name,
+                    source=SOURCE_NONE,
+                    reason=f"left as is: {skipped[container.name]}",
+                    controlled_values=controlled_values,
+                )
+            )
+            continue
+        if container.name in capped:
+            result = capped[container.name]
+            rec = latest[container.name]
+            reason = f"latest recommendation of {workload} ({rec.created_at:%Y-%m-%d %H:%M} UTC)"
+            if multiplier != 1.0:
+                reason += f" x multiplier {multiplier:g}"
+            advice.append(
+                ContainerAdvice(
+                    name=container.name,
+                    source=SOURCE_RECOMMENDATION,
+                    reason=reason,
+                    target=result.target,
+                    capped=result,
+                    controlled_values=controlled_values,
+                    recommendation=rec,
+                )
+            )
+            continue
+        advice.append(
+            _coefficient_advice(
+                container, coefficient, workload, controlled_values, namespace
+            )
+        )
+    logger.info(
+        "advised pod of %s/%s/%s: %s",
+        namespace,
+        owner_kind,
+        owner_name,
+        {a.name: a.source for a in advice},
+    )
+    return PodAdvice(namespace=namespace, workload=workload, containers=advice)
+
+
+def _coefficient_advice(
+    container: PodContainer,
+    coefficient: StaticCoefficient | None,
+    workload: Workload | None,
+    controlled_values: str,
+    namespace: str,
+) -> ContainerAdvice:
+    """Seed 004's first deploy: the static coefficient, or nothing when none is configured."""
+    why = (
+        "vpaweb does not know this workload yet"
+        if workload is None
+        else f"{workload} has no recommendation for this container yet"
+    )
+    if coefficient is None:
+        return ContainerAdvice(
+            name=container.name,
+            source=SOURCE_NONE,
+            reason=f"left as is: {why} and no static coefficient is configured",
+            controlled_values=controlled_values,
+        )
+    target = Resources(
+        _scaled(container.requests.cpu_millicores, coefficient.cpu_factor)
+        if coefficient.cpu_factor is not None
+        else None,
+        _scaled(container.requests.memory_bytes, coefficient.memory_factor)
+        if coefficient.memory_factor is not None
+        else None,
+    )
+    scope = f"namespace {namespace}" if coefficient.namespace else "the global default"
+    return ContainerAdvice(
+        name=container.name,
+        source=SOURCE_STATIC_COEFFICIENT,
+        reason=(
+            f"{why}: static coefficient of {scope} "
+            f"(cpu x {_factor_text(coefficient.cpu_factor)}, "
+            f"memory x {_factor_text(coefficient.memory_factor)})"
+        ),
+        target=target,
+        controlled_values=controlled_values,
+        coefficient=coefficient,
+    )
+
+
+def _factor_text(factor: float | None) -> str:
+    return "1 (not set)" if factor is None else f"{factor:g}"
+
+
+def owner_of_pod(metadata: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The workload owning a pod: its controller ownerReference, a ReplicaSet's Deployment."""
+    refs = metadata.get("ownerReferences")
+    if not isinstance(refs, list):
+        return None, None
+    for ref in refs:
+        if not isinstance(ref, Mapping) or not ref.get("controller"):
+            continue
+        kind, name = ref.get("kind"), ref.get("name")
+        if not isinstance(kind, str) or not isinstance(name, str):
+            return None, None
+        labels = metadata.get("labels")
+        template_hash = (
+            labels.get("pod-template-hash") if isinstance(labels, Mapping) else None
+        )
+        # A Deployment's ReplicaSet is "<deployment>-<pod-template-hash>".
+        if kind == "ReplicaSet" and isinstance(template_hash, str):
+            suffix = f"-{template_hash}"
+            if name.endswith(suffix) and len(name) > len(suffix):
+                return Workload.Kind.DEPLOYMENT, name[: -len(suffix)]
+        return kind, name
+    return None, None
+
+
+def container_recommendation(advice: ContainerAdvice) -> dict[str, Any] | None:
+    """One ``containerRecommendations[]`` entry in the VPA status format, or None."""
+    if advice.source == SOURCE_NONE or advice.target.is_empty():
+        return None
+    entry: dict[str, Any] = {
+        "containerName": advice.name,
+        "target": resource_list(advice.target),
+    }
+    if advice.capped is not None:
+        entry["lowerBound"] = resource_list(advice.capped.lower_bound)
+        entry["upperBound"] = resource_list(advice.capped.upper_bound)
+        entry["uncappedTarget"] = resource_list(advice.capped.uncapped_target)
+    return entry
+
+
+def query_recommendation(*, query: Mapping[str, Any]) -> dict[str, Any]:
+    """Answer a RecommendationQuery: the query as sent, with ``status`` filled in.
+
+    ``query`` is ``{"metadata": {"namespace"}, "spec": {"pod": Pod, "owner": {"kind",
+    "name"}, "cluster"}}``; the owner defaults to the pod's controller ownerReference.
+    """
+    if not isinstance(query, Mapping):
+        raise InvalidInput("the query must be an object", field="query")
+    kind = query.get("kind", QUERY_KIND)
+    if kind != QUERY_KIND:
+        raise InvalidInput(f"kind must be {QUERY_KIND}, not {kind!r}", field="kind")
+    metadata = query.get("metadata") or {}
+    spec = query.get("spec")
+    if not isinstance(metadata, Mapping):
+        raise InvalidInput("metadata must be an object", field="metadata")
+    if not isinstance(spec, Mapping):
+        raise InvalidInput('spec is required: {"pod": {...}}', field="spec")
+    pod = spec.get("pod")
+    if not isinstance(pod, Mapping):
+        raise InvalidInput("spec.pod is required: a Pod with a spec", field="spec.pod")
+    pod_metadata = pod.get("metadata") or {}
+    if not isinstance(pod_metadata, Mapping):
+        raise InvalidInput(
+            "spec.pod.metadata must be an object", field="spec.pod.metadata"
+        )
+    # A Pod object has its containers under .spec; a bare PodSpec is accepted as well.
+    pod_spec = pod.get("spec") if "spec" in pod else pod
+    containers = parse_pod_containers(pod_spec, field="spec.pod.spec")
+
+    namespace = metadata.get("namespace") or pod_metadata.get("namespace") or "default"
+    if not isinstance(namespace, str):
+        raise InvalidInput(
+            "metadata.namespace must be a string", field="metadata.namespace"
+        )
+    owner = spec.get("owner")
+    if owner is not None:
+        if not isinstance(owner, Mapping):
+            raise InvalidInput("spec.owner must be {kind, name}", field="spec.owner")
+        owner_kind, owner_name = owner.get("kind"), owner.get("name")
+        if owner_kind not in OWNER_KINDS:
+            raise InvalidInput(
+                f"spec.owner.kind must be one of {', '.join(OWNER_KINDS)}, not {owner_kind!r}",
+                field="spec.owner.kind",
+            )
+        if not isinstance(owner_name, str) or not owner_name:
+            raise InvalidInput("spec.owner.name is required", field="spec.owner.name")
+    else:
+        owner_kind, owner_name = owner_of_pod(pod_metadata)
+    cluster = spec.get("cluster")
+    if cluster is not None and not isinstance(cluster, str):
+        raise InvalidInput("spec.cluster must be a cluster name", field="spec.cluster")
+
+    advice = advise_pod(
+        namespace=namespace,
+        owner_kind=owner_kind,
+        owner_name=owner_name,
+        containers=containers,
+        cluster=cluster,
+    )
+    recommendations = [
+        entry
+        for entry in (
+            container_recommendation(a)
+            for a in sorted(advice.containers, key=lambda a: a.name)
+        )
+        if entry is not None
+    ]
+    workload = advice.workload
+    answer = dict(query)
+    answer["apiVersion"] = query.get("apiVersion") or QUERY_API_VERSION
+    answer["kind"] = QUERY_KIND
+    answer["status"] = {
+        "recommendation": {"containerRecommendations": recommendations},
+        "workload": None
+        if workload is None
+        else {
+            "id": workload.pk,
+            "cluster": workload.cluster.name,
+            "namespace": workload.namespace,
+            "kind": workload.kind,
+            "name": workload.name,
+        },
+        "containers": [
+            {
+                "containerName": a.name,
+                "source": a.source,
+                "reason": a.reason,
+                "caps": a.caps(),
+                "explanation": a.recommendation.explanation
+                if a.recommendation
+                else None,
+            }
+            for a in advice.containers
+        ],
+    }
+    return answer

@@ -1,0 +1,524 @@
+"""Right-size Kubernetes manifests for CI/CD: requests (and limits) from vpaweb's advice.
+
+A CI/CD platform sends the manifests it is about to apply (YAML or JSON, multi-document,
+Lists); vpaweb returns them with each container's requests set from the latest recommendation,
+capped by the engine exactly as the admission webhook caps it, and limits kept at the original
+limit:request ratio unless the container policy says RequestsOnly (upstream §4.3/§4.4).
+Workloads vpaweb does not know yet get the namespace's static coefficient (seed 004's first
+deploy), or are returned unchanged when none is set. Seed 004's correction rules are options:
+a multiplier, never raising a request above the original, and leaving memory alone.
+
+Nothing here writes to a cluster or to the database: the caller decides what to deploy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import yaml
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from recommender.engine.limits import REQUESTS_ONLY, requests_and_limits_for_container
+from recommender.engine.quantity import format_cpu, format_memory
+from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
+from recommender.errors import InvalidInput
+from recommender.models import AuditEvent, StaticCoefficient
+from recommender.services.policies import actor_label_of
+from recommender.services.recommendation_query import (
+    MAX_MULTIPLIER,
+    SOURCE_NONE,
+    ContainerAdvice,
+    PodContainer,
+    advise_pod,
+    owner_of_pod,
+    parse_pod_containers,
+)
+
+logger = logging.getLogger(__name__)
+
+# Where each kind keeps its pod spec.
+POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
+    "Deployment": ("spec", "template", "spec"),
+    "StatefulSet": ("spec", "template", "spec"),
+    "DaemonSet": ("spec", "template", "spec"),
+    "ReplicaSet": ("spec", "template", "spec"),
+    "ReplicationController": ("spec", "template", "spec"),
+    "Job": ("spec", "template", "spec"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+    "Pod": ("spec",),
+}
+SUPPORTED_KINDS = tuple(POD_SPEC_PATHS)
+# A YAML alias bomb expands into billions of nodes; real manifests have a few thousand.
+MAX_NODES = 200_000
+JSON_MEDIA_TYPES = ("application/json",)
+COEFFICIENT_ACTION = "coefficient.update"
+
+STATUS_RIGHTSIZED = "rightsized"
+STATUS_UNCHANGED = "unchanged"
+STATUS_PASSED_THROUGH = "passed_through"
+
+
+class _ManifestLoader(yaml.SafeLoader):
+    """Safe YAML without timestamps: Kubernetes reads `2024-01-01` as a string, so do we."""
+
+
+_ManifestLoader.yaml_implicit_resolvers = {
+    first: [
+        (tag, regexp)
+        for tag, regexp in resolvers
+        if tag != "tag:yaml.org,2002:timestamp"
+    ]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _count_nodes(document: object, *, index: int) -> None:
+    """Refuse documents whose expansion (aliases included) is absurdly large."""
+    stack = [document]
+    seen = 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > MAX_NODES:
+            raise InvalidInput(
+                f"documents[{index}] has more than {MAX_NODES} values once its YAML aliases are "
+                "expanded; this is not a manifest",
+                field=f"documents[{index}]",
+            )
+        if isinstance(node, Mapping):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+def parse_manifests(*, body: bytes, media_type: str) -> list[Any]:
+    """The documents of a YAML or JSON body; a top-level list counts as its items.
+
+    Raises InvalidInput naming the body (with the line of a YAML error) or a document.
+    """
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(
+            f"the body is not UTF-8 text: {exc.reason}", field="body"
+        ) from None
+    if not text.strip():
+        raise InvalidInput("the body holds no manifests", field="body")
+    if media_type in JSON_MEDIA_TYPES:
+        try:
+            loaded = [json.loads(text, parse_constant=_reject_constant)]
+        except ValueError as exc:
+            raise InvalidInput(
+                f"the body is not valid JSON: {exc}", field="body"
+            ) from None
+    else:
+        try:
+            loaded = list(yaml.load_all(text, Loader=_ManifestLoader))
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark
+            where = (
+                f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            )
+            raise InvalidInput(
+                f"the body is not valid YAML{where}: {exc.problem}", field="body"
+            ) from None
+        except yaml.YAMLError as exc:
+            raise InvalidInput(
+                f"the body is not valid YAML: {exc}", field="body"
+            ) from None
+    documents: list[Any] = []
+    for item in loaded:
+        if item is None:
+            continue  # an empty document between two "---"
+        if isinstance(item, list):
+            documents.extend(item)
+        else:
+            documents.append(item)
+    if not documents:
+        raise InvalidInput("the body holds no manifests", field="body")
+    result = []
+    for index, document in enumerate(documents):
+        _count_nodes(document, index=index)
+        # A JSON round trip expands YAML aliases into independent copies (so changing one
+        # container cannot change another) and refuses values JSON cannot carry.
+        try:
+            result.append(json.loads(json.dumps(document, allow_nan=False)))
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput(
+                f"documents[{index}] holds a value JSON cannot represent: {exc}",
+                field=f"documents[{index}]",
+            ) from None
+    return result
+
+
+@dataclass(frozen=True)
+class RightsizeOptions:
+    """Seed 004's correction rules and where to look workloads up."""
+
+    cluster: str | None = None
+    namespace: str = "default"  # for manifests without metadata.namespace
+    multiplier: float = 1.0
+    never_raise: bool = False
+    leave_memory: bool = False
+
+    def __post_init__(self) -> None:
+        if not (0 < self.multiplier <= MAX_MULTIPLIER) or not math.isfinite(
+            self.multiplier
+        ):
+            raise InvalidInput(
+                f"multiplier must be above 0 and at most {MAX_MULTIPLIER:g}, "
+                f"not {self.multiplier!r}",
+                field="multiplier",
+            )
+
+
+@dataclass
+class RightsizeResult:
+    """The manifests as they should be deployed, and a report of every change and its reason."""
+
+    manifests: list[Any]
+    documents: list[dict[str, Any]] = field(default_factory=list)
+
+    def summary(self) -> dict[str, int]:
+        """Counts by document status, and the number of containers changed."""
+        counts = {STATUS_RIGHTSIZED: 0, STATUS_UNCHANGED: 0, STATUS_PASSED_THROUGH: 0}
+        changed = 0
+        for document in self.documents:
+            counts[document["status"]] += 1
+            changed += sum(1 for c in document["containers"] if c["changes"])
+        return {
+            "documents": len(self.documents),
+            **counts,
+            "containers_changed": changed,
+        }
+
+
+def _format(resource: str, amount: int) -> str:
+    return format_cpu(amount) if resource == CPU else format_memory(amount)
+
+
+def _text(resource: str, amount: int | None) -> str | None:
+    return None if amount is None else _format(resource, amount)
+
+
+def _pod_spec(
+    document: dict[str, Any], kind: str, path: str
+) -> tuple[dict[str, Any], str]:
+    """The pod spec inside ``document`` and its path; InvalidInput when the shape is wrong."""
+    node: Any = document
+    where = path
+    for key in POD_SPEC_PATHS[kind]:
+        where = f"{where}.{key}"
+        if not isinstance(node, dict) or not isinstance(node.get(key), dict):
+            raise InvalidInput(f"{where} is missing or not a mapping", field=where)
+        node = node[key]
+    return node, where
+
+
+def _corrected_target(
+    container: PodContainer,
+    advice: ContainerAdvice,
+    options: RightsizeOptions,
+    notes: list[str],
+) -> Resources:
+    """Seed 004's correction rules applied to the advised target."""
+    target = advice.target
+    if options.leave_memory and target.memory_bytes is not None:
+        target = target.with_amount(MEMORY, None)
+        notes.append("memory left alone (leave_memory)")
+    if options.never_raise:
+        for resource in RESOURCE_NAMES:
+            new, old = target.get(resource), container.requests.get(resource)
+            if new is not None and old is not None and new > old:
+                target = target.with_amount(resource, old)
+                notes.append(
+                    f"{resource} kept at the original request {_format(resource, old)} instead "
+                    f"of {_format(resource, new)} (never_raise)"
+                )
+    return target
+
+
+def _rightsize_container(
+    item: dict[str, Any],
+    container: PodContainer,
+    advice: ContainerAdvice,
+    options: RightsizeOptions,
+) -> dict[str, Any]:
+    """Write the advised requests (and proportional limits) into one container mapping."""
+    notes = list(advice.caps())
+    target = _corrected_target(container, advice, options, notes)
+    new = requests_and_limits_for_container(
+        container.as_engine(), target, controlled_values=advice.controlled_values
+    )
+    changes: list[dict[str, Any]] = []
+    writes: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
+    for resource in RESOURCE_NAMES:
+        before, after = container.requests.get(resource), new.requests.get(resource)
+        if after is not None and after != before:
+            writes["requests"][resource] = _format(resource, after)
+            changes.append(
+                {
+                    "field": f"requests.{resource}",
+                    "before": _text(resource, before),
+                    "after": _format(resource, after),
+                    "reason": advice.reason,
+                }
+            )
+    if advice.controlled_values == REQUESTS_ONLY:
+        if not target.is_empty():
+            notes.append(
+                "limits left as they are: the container policy says RequestsOnly"
+            )
+    else:
+        for resource in RESOURCE_NAMES:
+            if target.get(resource) is None:
+                continue
+            before, after = container.limits.get(resource), new.limits.get(resource)
+            if after is not None and after != before:
+                writes["limits"][resource] = _format(resource, after)
+                old_request = container.requests.get(resource)
+                ratio = (
+                    f"the original limit:request ratio {before / old_request:.4g}"
+                    if before and old_request
+                    else "limit = request, as before"
+                )
+                changes.append(
+                    {
+                        "field": f"limits.{resource}",
+                        "before": _text(resource, before),
+                        "after": _format(resource, after),
+                        "reason": f"kept {ratio}",
+                    }
+                )
+        notes.extend(a for a in new.annotations if a.split(":")[0] in target.to_dict())
+    if changes:
+        resources = item.get("resources")
+        if not isinstance(resources, dict):
+            resources = item["resources"] = {}
+        for kind, amounts in writes.items():
+            if amounts:
+                if not isinstance(resources.get(kind), dict):
+                    resources[kind] = {}
+                resources[kind].update(amounts)
+    return {
+        "name": container.name,
+        "source": advice.source,
+        "reason": advice.reason,
+        "changes": changes,
+        "notes": notes,
+    }
+
+
+def _rightsize_document(
+    document: Any, path: str, options: RightsizeOptions, report: list[dict[str, Any]]
+) -> None:
+    """Right-size one document in place (recursing into Lists), appending to ``report``."""
+    if not isinstance(document, dict):
+        raise InvalidInput(
+            f"{path} must be a Kubernetes object (a mapping)", field=path
+        )
+    kind = document.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise InvalidInput(f"{path}.kind is required", field=f"{path}.kind")
+    metadata = document.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise InvalidInput(
+            f"{path}.metadata must be a mapping", field=f"{path}.metadata"
+        )
+    name = metadata.get("name")
+    namespace = metadata.get("namespace") or options.namespace
+    if not isinstance(namespace, str):
+        raise InvalidInput(
+            f"{path}.metadata.namespace must be a string", field=f"{path}.metadata"
+        )
+    if kind == "List" or (kind.endswith("List") and "items" in document):
+        items = document.get("items")
+        if not isinstance(items, list):
+            raise InvalidInput(f"{path}.items must be a list", field=f"{path}.items")
+        for index, item in enumerate(items):
+            _rightsize_document(item, f"{path}.items[{index}]", options, report)
+        return
+    entry: dict[str, Any] = {
+        "path": path,
+        "kind": kind,
+        "namespace": namespace,
+        "name": name if isinstance(name, str) else None,
+        "workload": None,
+        "containers": [],
+    }
+    if kind not in POD_SPEC_PATHS:
+        entry["status"] = STATUS_PASSED_THROUGH
+        entry["reason"] = (
+            f"kind {kind} has no pod template vpaweb sizes ({', '.join(SUPPORTED_KINDS)}); "
+            "passed through untouched"
+        )
+        report.append(entry)
+        return
+    pod_spec, spec_path = _pod_spec(document, kind, path)
+    containers = parse_pod_containers(pod_spec, field=spec_path)
+    if kind == "Pod":
+        owner_kind, owner_name = owner_of_pod(metadata)
+    else:
+        owner_kind, owner_name = kind, name if isinstance(name, str) else None
+    advice = advise_pod(
+        namespace=namespace,
+        owner_kind=owner_kind,
+        owner_name=owner_name,
+        containers=containers,
+        cluster=options.cluster,
+        multiplier=options.multiplier,
+    )
+    if advice.workload is not None:
+        workload = advice.workload
+        entry["workload"] = {
+            "id": workload.pk,
+            "cluster": workload.cluster.name,
+            "namespace": workload.namespace,
+            "kind": workload.kind,
+            "name": workload.name,
+        }
+    items_by_name = {
+        item["name"]: item
+        for key in ("containers", "initContainers")
+        for item in pod_spec.get(key) or []
+    }
+    by_name = {a.name: a for a in advice.containers}
+    for container in containers:
+        result = by_name[container.name]
+        if result.source == SOURCE_NONE:
+            entry["containers"].append(
+                {
+                    "name": container.name,
+                    "source": result.source,
+                    "reason": result.reason,
+                    "changes": [],
+                    "notes": [],
+                }
+            )
+            continue
+        entry["containers"].append(
+            _rightsize_container(
+                items_by_name[container.name], container, result, options
+            )
+        )
+    sized = {c.name for c in containers}
+    for item in pod_spec.get("initContainers") or []:
+        if item["name"] not in sized:
+            entry["containers"].append(
+                {
+                    "name": item["name"],
+                    "source": SOURCE_NONE,
+                    "reason": "left as is: an init container runs to completion before the "
+                    "app starts; only containers and native sidecars are sized",
+                    "changes": [],
+                    "notes": [],
+                }
+            )
+    changed = any(c["changes"] for c in entry["containers"])
+    entry["status"] = STATUS_RIGHTSIZED if changed else STATUS_UNCHANGED
+    report.append(entry)
+
+
+def rightsize_manifests(
+    *, documents: list[Any], options: RightsizeOptions
+) -> RightsizeResult:
+    """Set container requests (and limits) of every workload manifest in ``documents``.
+
+    ``documents`` come from ``parse_manifests`` and are changed in place. Raises InvalidInput
+    naming the path of the first malformed part; nothing is stored either way.
+    """
+    report: list[dict[str, Any]] = []
+    for index, document in enumerate(documents):
+        _rightsize_document(document, f"documents[{index}]", options, report)
+    result = RightsizeResult(manifests=documents, documents=report)
+    logger.info("rightsized %s", result.summary())
+    return result
+
+
+def _check_factor(name: str, value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInput(f"{name} must be a number in (0, 1] or null", field=name)
+    if not math.isfinite(value) or not 0 < value <= 1:
+        raise InvalidInput(
+            f"{name} must be above 0 and at most 1 (a request reduction), not {value!r}",
+            field=name,
+        )
+    return float(value)
+
+
+def set_static_coefficient(
+    *,
+    namespace: str,
+    cpu_factor: float | None,
+    memory_factor: float | None,
+    actor: AbstractBaseUser | None,
+    now: datetime,
+    actor_label: str | None = None,
+) -> StaticCoefficient | None:
+    """Set a namespace's first-deploy coefficient ("" = global default); both None removes it."""
+    if not isinstance(namespace, str) or len(namespace) > 63:
+        raise InvalidInput(
+            'namespace must be a namespace name, or "" for all', field="namespace"
+        )
+    cpu = _check_factor("cpu_factor", cpu_factor)
+    memory = _check_factor("memory_factor", memory_factor)
+    label = actor_label or actor_label_of(actor)
+    scope = namespace or "(global default)"
+    with transaction.atomic():
+        current = (
+            StaticCoefficient.objects.select_for_update()
+            .filter(namespace=namespace)
+            .first()
+        )
+        before = (
+            {}
+            if current is None
+            else {
+                "cpu_factor": current.cpu_factor,
+                "memory_factor": current.memory_factor,
+            }
+        )
+        if cpu is None and memory is None:
+            if current is not None:
+                current.delete()
+            row = None
+        else:
+            row, _ = StaticCoefficient.objects.update_or_create(
+                namespace=namespace,
+                defaults={
+                    "cpu_factor": cpu,
+                    "memory_factor": memory,
+                    "updated_at": now,
+                    "updated_by": actor,
+                },
+            )
+        after = {} if row is None else {"cpu_factor": cpu, "memory_factor": memory}
+        if before != after:
+            AuditEvent.objects.create(
+                created_at=now,
+                actor=actor,
+                actor_label=label,
+                action=COEFFICIENT_ACTION,
+                object_type="static_coefficient",
+                object_id=scope,
+                before=before,
+                after=after,
+                message=f"{label} set the static coefficient of {scope} to {after or 'none'}",
+            )
+    logger.info(
+        "static coefficient of %s set to %s by %s", scope, after or "none", label
+    )
+    return row

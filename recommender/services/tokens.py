@@ -1,0 +1,136 @@
+"""API tokens: create, revoke and check the machine credentials of the REST API.
+
+A key is shown once, when it is created; only its SHA-256 is stored, so a leaked database does
+not leak usable keys. Creating and revoking are audited. The dashboard's token page and
+``manage.py apitoken`` both call these functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+from datetime import datetime, timedelta
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+
+from recommender.errors import Conflict, InvalidInput, NotFound
+from recommender.models import ApiToken, AuditEvent
+from recommender.services.policies import actor_label_of
+
+logger = logging.getLogger(__name__)
+
+# Every key starts with this, so secret scanners and people can recognise one.
+KEY_PREFIX = "vpaweb_"
+# Characters of the key kept in clear for lists ("vpaweb_AbCd…").
+SHOWN_PREFIX_LENGTH = 12
+# last_used_at is refreshed at most this often: one write per token per minute, not per call.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+CREATE_ACTION = "token.create"
+REVOKE_ACTION = "token.revoke"
+
+
+def hash_key(key: str) -> str:
+    """The stored form of a key: SHA-256 hex (keys are random, so no salt is needed)."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def create_token(
+    *,
+    name: str,
+    scope: str,
+    created_by: AbstractBaseUser | None,
+    now: datetime,
+    actor_label: str | None = None,
+) -> tuple[ApiToken, str]:
+    """Create a token; return it and its key, which is never available again."""
+    name = (name or "").strip()
+    if not name or len(name) > 100:
+        raise InvalidInput("a token needs a name of 1 to 100 characters", field="name")
+    if scope not in ApiToken.Scope.values:
+        raise InvalidInput(
+            f"scope must be one of {', '.join(ApiToken.Scope.values)}, not {scope!r}",
+            field="scope",
+        )
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    label = actor_label or actor_label_of(created_by)
+    try:
+        with transaction.atomic():
+            token = ApiToken.objects.create(
+                name=name,
+                scope=scope,
+                key_prefix=key[:SHOWN_PREFIX_LENGTH],
+                key_hash=hash_key(key),
+                created_by=created_by,
+                created_at=now,
+            )
+            AuditEvent.objects.create(
+                created_at=now,
+                actor=created_by,
+                actor_label=label,
+                action=CREATE_ACTION,
+                object_type="api_token",
+                object_id=str(token.pk),
+                after={"name": name, "scope": scope},
+                message=f"{label} created {scope} token {name!r}",
+            )
+    except IntegrityError:
+        raise InvalidInput(
+            f"an active token named {name!r} already exists; revoke it or pick another name",
+            field="name",
+        ) from None
+    logger.info("api token %s (%s, id %s) created by %s", name, scope, token.pk, label)
+    return token, key
+
+
+def revoke_token(
+    *,
+    token_id: int,
+    revoked_by: AbstractBaseUser | None,
+    now: datetime,
+    actor_label: str | None = None,
+) -> ApiToken:
+    """Revoke a token at once; requests with it fail from now on."""
+    label = actor_label or actor_label_of(revoked_by)
+    with transaction.atomic():
+        token = ApiToken.objects.filter(pk=token_id).first()
+        if token is None:
+            raise NotFound(f"api token {token_id} does not exist")
+        # Filtered update: two people revoking at once record one revocation.
+        updated = ApiToken.objects.filter(pk=token_id, revoked_at__isnull=True).update(
+            revoked_at=now
+        )
+        if updated != 1:
+            raise Conflict(f"api token {token.name!r} was already revoked")
+        token.revoked_at = now
+        AuditEvent.objects.create(
+            created_at=now,
+            actor=revoked_by,
+            actor_label=label,
+            action=REVOKE_ACTION,
+            object_type="api_token",
+            object_id=str(token.pk),
+            before={"revoked": False},
+            after={"revoked": True},
+            message=f"{label} revoked {token.scope} token {token.name!r}",
+        )
+    logger.info("api token %s (id %s) revoked by %s", token.name, token.pk, label)
+    return token
+
+
+def authenticate_key(*, key: str, now: datetime) -> ApiToken | None:
+    """The active token with this key, or None; records when it was last used."""
+    if not key.startswith(KEY_PREFIX):
+        return None
+    token = (
+        ApiToken.objects.select_related("created_by")
+        .filter(key_hash=hash_key(key), revoked_at__isnull=True)
+        .first()
+    )
+    if token is None:
+        return None
+    if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token
