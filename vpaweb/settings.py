@@ -75,6 +75,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # The dashboard's filters live with the dashboard (recommender/web/).
+            "libraries": {"dashboard": "recommender.web.templatetags.dashboard"},
         },
     },
 ]

@@ -10,6 +10,7 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("recommender.api.urls")),
+    path("", include("recommender.web.urls")),
 ]
 
 # JSON errors under /api/, Django's own pages everywhere else (recommender/api/errors.py).

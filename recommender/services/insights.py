@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import warnings
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
 import yaml
 from django.conf import settings
 from django.core.paginator import Page, Paginator
@@ -801,3 +804,123 @@ def workload_insight(
         resources_yaml=snippet,
         patch_note=note,
     )
+
+
+# --- Chart data (engine state and usage history) -------------------------------------------
+
+USAGE_WINDOW = timedelta(days=8)
+# Ten-minute points over 8 days: 1,152 per line, plenty for a chart and cheap to fetch.
+USAGE_STEP_S = 600.0
+PERCENTILES = (0.5, 0.9, 0.95)
+# Pod names of each kind's pods: "<name>-<template hash>-<id>", "<name>-<ordinal>", …
+_POD_SUFFIX = {
+    Workload.Kind.DEPLOYMENT: r"-[a-z0-9]{1,10}-[a-z0-9]{5}",
+    Workload.Kind.STATEFUL_SET: r"-\d+",
+    Workload.Kind.CRON_JOB: r"-\d+-[a-z0-9]{5}",
+}
+_DEFAULT_POD_SUFFIX = r"-[a-z0-9]{5}"
+
+
+def _histogram_chart(view: Any) -> dict[str, Any]:
+    """A HistogramView trimmed to its non-empty buckets, with p50/p90/p95 marked."""
+    weight = np.asarray(view.weight, dtype=float)
+    nonzero = np.flatnonzero(weight > 0)
+    if nonzero.size == 0:
+        return {"bucket_start": [], "weight": [], "percentiles": {}}
+    lo, hi = int(nonzero[0]), int(nonzero[-1]) + 1
+    return {
+        "bucket_start": [float(x) for x in view.bucket_start[lo:hi]],
+        "weight": [float(x) for x in weight[lo:hi]],
+        "percentiles": {f"p{round(p * 100)}": view.percentile(p) for p in PERCENTILES},
+    }
+
+
+def usage_distributions(
+    *, containers: list[Container], profile_name: str, now: datetime
+) -> dict[str, dict[str, Any]]:
+    """Decayed CPU (cores) and memory (bytes) histograms per container, from checkpoints.
+
+    A container without a checkpoint (or with a corrupt one) is left out, with the reason
+    logged: the page says there is no distribution yet rather than failing.
+    """
+    # Imported here until the engine's public package (recommender.engine) is complete.
+    from recommender.engine.aggregation import AggregateSet
+    from recommender.engine.profiles import get_profile
+
+    try:
+        profile = get_profile(profile_name)
+    except ValueError:
+        profile = get_profile("vpa")
+    charts: dict[str, dict[str, Any]] = {}
+    now_s = now.timestamp()
+    for container in containers:
+        checkpoint = getattr(container, "checkpoint", None)
+        if checkpoint is None or not checkpoint.state:
+            continue
+        try:
+            aggregates = AggregateSet.from_checkpoints(
+                profile, [bytes(checkpoint.state)]
+            )
+        except ValueError as exc:
+            logger.warning(
+                "checkpoint of container %s unreadable: %s", container.pk, exc
+            )
+            continue
+        charts[container.name] = {
+            "cpu": _histogram_chart(aggregates.cpu_histogram(0, now_s=now_s)),
+            "memory": _histogram_chart(aggregates.memory_histogram(0, now_s=now_s)),
+            "sample_count": int(aggregates.sample_count()[0]),
+        }
+    return charts
+
+
+def pods_of(workload: Workload, pod_names: list[str]) -> set[str]:
+    """Which of ``pod_names`` belong to ``workload``, by the names its controller gives pods."""
+    suffix = _POD_SUFFIX.get(workload.kind, _DEFAULT_POD_SUFFIX)
+    pattern = re.compile(re.escape(workload.name) + suffix + "$")
+    return {name for name in pod_names if pattern.match(name)}
+
+
+def usage_over_time(
+    *, workload: Workload, source: Any, now: datetime
+) -> dict[str, dict[str, Any]]:
+    """Per container: the max and mean over pods of CPU (cores) and memory (bytes), 8 days.
+
+    Raises SourceUnavailable when the source fails; the caller shows that instead of a chart.
+    """
+    end_s = now.timestamp()
+    grid = source.fetch_usage(
+        namespace=workload.namespace,
+        start_s=end_s - USAGE_WINDOW.total_seconds(),
+        end_s=end_s,
+        step_s=USAGE_STEP_S,
+    )
+    mine = pods_of(workload, sorted({key.pod for key in grid.series}))
+    by_container: dict[str, list[int]] = {}
+    for index, key in enumerate(grid.series):
+        if key.pod in mine:
+            by_container.setdefault(key.container, []).append(index)
+    times = [
+        datetime.fromtimestamp(float(t), tz=now.tzinfo).isoformat()
+        for t in grid.timestamp_s
+    ]
+
+    def line(values: np.ndarray) -> list[float | None]:
+        return [None if np.isnan(v) else float(v) for v in values]
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, rows in by_container.items():
+        cpu = grid.cpu_cores[rows]
+        memory = grid.memory_bytes[rows]
+        with warnings.catch_warnings():
+            # All-NaN columns (no pod alive) are expected gaps, not errors.
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out[name] = {
+                "t": times,
+                "cpu_max": line(np.nanmax(cpu, axis=0)),
+                "cpu_mean": line(np.nanmean(cpu, axis=0)),
+                "memory_max": line(np.nanmax(memory, axis=0)),
+                "memory_mean": line(np.nanmean(memory, axis=0)),
+                "pods": len(rows),
+            }
+    return out

@@ -1,0 +1,91 @@
+"""Accounts: admins create users and give them roles; both are audited."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from recommender.errors import InvalidInput, NotFound
+from recommender.models import AuditEvent
+from recommender.roles import ROLE_ORDER, Role, grant_role, role_of
+from recommender.services.policies import actor_label_of
+
+logger = logging.getLogger(__name__)
+
+
+def _role(value: str | None) -> Role | None:
+    if value in (None, ""):
+        return None
+    if value not in [r.value for r in ROLE_ORDER]:
+        raise InvalidInput(
+            f"role must be one of {', '.join(r.value for r in ROLE_ORDER)} or empty, "
+            f"not {value!r}",
+            field="role",
+        )
+    return Role(value)
+
+
+def set_user_role(
+    *, user_id: int, role: str | None, actor: AbstractBaseUser | None, now: datetime
+) -> AbstractBaseUser:
+    """Give a user exactly ``role`` (None takes every role away) and audit the change."""
+    new_role = _role(role)
+    with transaction.atomic():
+        try:
+            user = get_user_model().objects.select_for_update().get(pk=user_id)
+        except get_user_model().DoesNotExist:
+            raise NotFound(f"user {user_id} does not exist") from None
+        if actor is not None and user.pk == actor.pk and new_role != Role.ADMIN:
+            raise InvalidInput("you cannot take the admin role from yourself", field="role")
+        before = role_of(user)
+        if new_role is None:
+            user.groups.remove(*user.groups.filter(name__in=[r.value for r in ROLE_ORDER]))
+        else:
+            grant_role(user, new_role)
+        if hasattr(user, "_vpaweb_role"):
+            del user._vpaweb_role
+        AuditEvent.objects.create(
+            created_at=now,
+            actor=actor,
+            actor_label=actor_label_of(actor),
+            action="user.role",
+            object_type="user",
+            object_id=str(user.pk),
+            before={"role": before.value if before else None},
+            after={"role": new_role.value if new_role else None},
+            message=f"{actor_label_of(actor)} set the role of {user.get_username()} "
+            f"to {new_role.value if new_role else 'none'}",
+        )
+    logger.info("role of user %s set to %s by %s", user_id, new_role, actor_label_of(actor))
+    return user
+
+
+def create_user(
+    *, username: str, password: str, role: str, actor: AbstractBaseUser | None, now: datetime
+) -> AbstractBaseUser:
+    """Create a user with a role and audit it (the password is never recorded)."""
+    new_role = _role(role)
+    if new_role is None:
+        raise InvalidInput("a new user needs a role", field="role")
+    with transaction.atomic():
+        model = get_user_model()
+        if model.objects.filter(username=username).exists():
+            raise InvalidInput(f"a user named {username!r} already exists", field="username")
+        user = model.objects.create_user(username=username, password=password)
+        grant_role(user, new_role)
+        AuditEvent.objects.create(
+            created_at=now,
+            actor=actor,
+            actor_label=actor_label_of(actor),
+            action="user.create",
+            object_type="user",
+            object_id=str(user.pk),
+            after={"username": username, "role": new_role.value},
+            message=f"{actor_label_of(actor)} created user {username} ({new_role.value})",
+        )
+    logger.info("user %s created by %s", username, actor_label_of(actor))
+    return user

@@ -1,0 +1,221 @@
+"""Dashboard forms: the policy editor turns form fields into update_policy's ``changes``.
+
+The form only shapes input; every rule lives in ``services.policies`` (shared with the API),
+and the service's field paths (``container_policies[0].minAllowed.cpu``) are mapped back onto
+the form's fields so errors show next to what was typed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django import forms
+from django.contrib.auth import get_user_model
+
+from recommender.models import Policy, Workload
+from recommender.roles import ROLE_ORDER
+
+CONTROLLED_VALUES_CHOICES = [
+    ("", "default (RequestsAndLimits)"),
+    ("RequestsAndLimits", "RequestsAndLimits"),
+    ("RequestsOnly", "RequestsOnly"),
+]
+# Form field of each containerPolicies key (per container row).
+_FIELD_OF_PATH = {
+    "mode": "mode",
+    "minAllowed.cpu": "min_cpu",
+    "minAllowed.memory": "min_memory",
+    "maxAllowed.cpu": "max_cpu",
+    "maxAllowed.memory": "max_memory",
+    "controlledResources": "controlled_cpu",
+    "controlledValues": "controlled_values",
+    "containerName": "mode",
+    "": "mode",
+}
+_PATH = re.compile(r"^container_policies\[(\d+)\]\.?(.*)$")
+
+
+def profile_choices() -> list[tuple[str, str]]:
+    """The engine's profiles."""
+    from recommender.engine.profiles import PROFILES
+
+    return [(name, name) for name in PROFILES]
+
+
+class PolicyForm(forms.Form):
+    """Mode, profile, min replicas and one row of container policy per container and "*"."""
+
+    mode = forms.ChoiceField(choices=Policy.Mode.choices)
+    profile = forms.ChoiceField(choices=())
+    min_replicas = forms.IntegerField(required=False, min_value=1)
+
+    def __init__(self, *args: Any, workload: Workload, policy: Policy, **kwargs: Any):
+        self.workload = workload
+        self.policy = policy
+        self.container_names = ["*", *(c.name for c in workload.containers.all())]
+        initial = {
+            "mode": policy.mode,
+            "profile": policy.profile,
+            "min_replicas": policy.min_replicas,
+        }
+        stored = {
+            entry.get("containerName"): entry for entry in policy.container_policies
+        }
+        for index, name in enumerate(self.container_names):
+            entry = stored.get(name, {})
+            controlled = entry.get("controlledResources", ["cpu", "memory"])
+            initial.update(
+                {
+                    f"cp{index}-mode": entry.get("mode", "Auto"),
+                    f"cp{index}-min_cpu": entry.get("minAllowed", {}).get("cpu", ""),
+                    f"cp{index}-min_memory": entry.get("minAllowed", {}).get(
+                        "memory", ""
+                    ),
+                    f"cp{index}-max_cpu": entry.get("maxAllowed", {}).get("cpu", ""),
+                    f"cp{index}-max_memory": entry.get("maxAllowed", {}).get(
+                        "memory", ""
+                    ),
+                    f"cp{index}-controlled_cpu": "cpu" in controlled,
+                    f"cp{index}-controlled_memory": "memory" in controlled,
+                    f"cp{index}-controlled_values": entry.get("controlledValues", ""),
+                }
+            )
+        kwargs.setdefault("initial", initial)
+        super().__init__(*args, **kwargs)
+        self.fields["profile"].choices = profile_choices()
+        for index, _name in enumerate(self.container_names):
+            quantity = {"required": False, "max_length": 40}
+            self.fields[f"cp{index}-mode"] = forms.ChoiceField(
+                choices=[("Auto", "Auto"), ("Off", "Off")]
+            )
+            self.fields[f"cp{index}-min_cpu"] = forms.CharField(**quantity)
+            self.fields[f"cp{index}-min_memory"] = forms.CharField(**quantity)
+            self.fields[f"cp{index}-max_cpu"] = forms.CharField(**quantity)
+            self.fields[f"cp{index}-max_memory"] = forms.CharField(**quantity)
+            self.fields[f"cp{index}-controlled_cpu"] = forms.BooleanField(
+                required=False
+            )
+            self.fields[f"cp{index}-controlled_memory"] = forms.BooleanField(
+                required=False
+            )
+            self.fields[f"cp{index}-controlled_values"] = forms.ChoiceField(
+                choices=CONTROLLED_VALUES_CHOICES, required=False
+            )
+        self._row_of_entry: list[int] = []
+
+    def container_rows(self) -> list[dict[str, Any]]:
+        """Bound fields grouped per container row, for the template."""
+        rows = []
+        for index, name in enumerate(self.container_names):
+            rows.append(
+                {
+                    "name": "all containers (*)" if name == "*" else name,
+                    "fields": {
+                        key: self[f"cp{index}-{key}"]
+                        for key in (
+                            "mode",
+                            "min_cpu",
+                            "min_memory",
+                            "max_cpu",
+                            "max_memory",
+                            "controlled_cpu",
+                            "controlled_memory",
+                            "controlled_values",
+                        )
+                    },
+                }
+            )
+        return rows
+
+    def changes(self) -> dict[str, Any]:
+        """The cleaned form as update_policy ``changes`` (rows left at defaults are omitted)."""
+        data = self.cleaned_data
+        entries = []
+        self._row_of_entry = []
+        for index, name in enumerate(self.container_names):
+            get = lambda key, i=index: data.get(f"cp{i}-{key}")  # noqa: E731
+            controlled = [r for r in ("cpu", "memory") if get(f"controlled_{r}")]
+            entry: dict[str, Any] = {
+                "containerName": name,
+                "mode": get("mode") or "Auto",
+            }
+            minimum = {
+                k: v
+                for k, v in (("cpu", get("min_cpu")), ("memory", get("min_memory")))
+                if v
+            }
+            maximum = {
+                k: v
+                for k, v in (("cpu", get("max_cpu")), ("memory", get("max_memory")))
+                if v
+            }
+            if minimum:
+                entry["minAllowed"] = {k: v.strip() for k, v in minimum.items()}
+            if maximum:
+                entry["maxAllowed"] = {k: v.strip() for k, v in maximum.items()}
+            entry["controlledResources"] = controlled
+            if get("controlled_values"):
+                entry["controlledValues"] = get("controlled_values")
+            is_default = (
+                entry["mode"] == "Auto"
+                and not minimum
+                and not maximum
+                and controlled == ["cpu", "memory"]
+                and "controlledValues" not in entry
+            )
+            if not is_default:
+                entries.append(entry)
+                self._row_of_entry.append(index)
+        return {
+            "mode": data["mode"],
+            "profile": data["profile"],
+            "min_replicas": data.get("min_replicas"),
+            "container_policies": entries,
+        }
+
+    def add_service_errors(self, fields: dict[str, list[str]]) -> None:
+        """Show InvalidInput field errors of update_policy next to the matching form fields."""
+        for path, messages in fields.items():
+            match = _PATH.match(path)
+            if match:
+                row = self._row_of_entry[int(match.group(1))]
+                rest = match.group(2)
+                key = _FIELD_OF_PATH.get(
+                    rest, _FIELD_OF_PATH.get(rest.split(".")[0], "mode")
+                )
+                if (
+                    rest.startswith(("minAllowed", "maxAllowed"))
+                    and rest.count(".") == 1
+                ):
+                    key = _FIELD_OF_PATH.get(rest, "mode")
+                target = f"cp{row}-{key}"
+            else:
+                target = path if path in self.fields else None
+            for message in messages:
+                self.add_error(target, message)
+
+
+class RoleForm(forms.Form):
+    """An admin gives a user a role (or takes every role away)."""
+
+    user_id = forms.IntegerField(widget=forms.HiddenInput)
+    role = forms.ChoiceField(
+        choices=[("", "no role"), *((r.value, r.value) for r in ROLE_ORDER)],
+        required=False,
+    )
+
+
+class NewUserForm(forms.Form):
+    """An admin creates a user with a role."""
+
+    username = forms.CharField(max_length=150)
+    password = forms.CharField(widget=forms.PasswordInput, min_length=8)
+    role = forms.ChoiceField(choices=[(r.value, r.value) for r in ROLE_ORDER])
+
+    def clean_username(self) -> str:
+        """Refuse a name that is taken."""
+        name = self.cleaned_data["username"].strip()
+        if get_user_model().objects.filter(username=name).exists():
+            raise forms.ValidationError(f"a user named {name!r} already exists")
+        return name

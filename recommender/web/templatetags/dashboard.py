@@ -1,0 +1,112 @@
+"""Template filters of the dashboard: Kubernetes units rounded for people, money, statuses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+from django.utils.html import format_html
+
+from recommender.roles import Role, has_role
+from recommender.services.insights import Status
+
+register = template.Library()
+
+
+def _round(value: float) -> str:
+    """Three significant digits at most, no trailing zeros: 1.23, 12.3, 123, 1234."""
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}".rstrip("0").rstrip(".")
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+@register.filter
+def cpu(millicores: Any) -> str:
+    """CPU in Kubernetes units: "250m" below one core, else cores ("1.5")."""
+    if millicores is None or millicores == "":
+        return "—"
+    value = float(millicores)
+    if abs(value) < 1000:
+        return f"{value:.0f}m"
+    return _round(value / 1000)
+
+
+@register.filter
+def memory(bytes_: Any) -> str:
+    """Memory in Kubernetes binary units rounded for people: "300Mi", "1.5Gi"."""
+    if bytes_ is None or bytes_ == "":
+        return "—"
+    value = float(bytes_)
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    for unit, suffix in ((2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki")):
+        if value >= unit:
+            return f"{sign}{_round(value / unit)}{suffix}"
+    return f"{sign}{value:.0f}"
+
+
+@register.filter
+def cores(millicores: Any) -> str:
+    """A total of CPU as cores: "12.3 cores"."""
+    value = float(millicores or 0) / 1000
+    return f"{_round(value)} core" if value == 1 else f"{_round(value)} cores"
+
+
+@register.filter
+def gib(bytes_: Any) -> str:
+    """A total of memory in GiB: "45.6 GiB"."""
+    return f"{_round(float(bytes_ or 0) / 2**30)} GiB"
+
+
+@register.filter
+def money(amount: Any) -> str:
+    """Money per month, whole units with thousands separators; negatives signed."""
+    value = float(amount or 0)
+    sign = "-" if value < -0.005 else ""
+    return (
+        f"{sign}${abs(value):,.0f}"
+        if abs(value) >= 100
+        else f"{sign}${abs(value):,.2f}"
+    )
+
+
+@register.filter
+def percent(share: Any) -> str:
+    """A 0..1 share as a whole percentage."""
+    return f"{float(share or 0) * 100:.0f}%"
+
+
+@register.filter
+def status_badge(status: str) -> str:
+    """A coloured badge for a provisioning status."""
+    label = Status.LABELS.get(status, status)
+    return format_html('<span class="badge status-{}">{}</span>', status, label)
+
+
+@register.filter
+def duration(seconds: Any) -> str:
+    """Seconds for people: "850 ms", "12.3 s", "4 min 5 s"."""
+    if seconds is None:
+        return "running"
+    value = float(seconds)
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 60:
+        return f"{value:.1f} s"
+    return f"{int(value // 60)} min {int(value % 60)} s"
+
+
+@register.filter
+def can(user: Any, role: str) -> bool:
+    """``{% if user|can:"operator" %}``: whether the user holds that role or a stronger one."""
+    return has_role(user, Role(role))
+
+
+@register.filter
+def get_item(mapping: Any, key: str) -> Any:
+    """``{{ dict|get_item:key }}`` for keys that are not identifiers."""
+    if isinstance(mapping, dict):
+        return mapping.get(key, {})
+    return {}

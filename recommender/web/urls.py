@@ -1,0 +1,27 @@
+"""Dashboard URLs (mounted at the site root)."""
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from recommender.web import views
+
+urlpatterns = [
+    path("", views.overview, name="overview"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(
+            template_name="recommender/login.html", redirect_authenticated_user=True
+        ),
+        name="login",
+    ),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("workloads/", views.workloads, name="workloads"),
+    path("workloads/<int:pk>/", views.workload, name="workload"),
+    path("workloads/<int:pk>/charts", views.workload_charts, name="workload_charts"),
+    path("workloads/<int:pk>/policy", views.workload_policy, name="workload_policy"),
+    path("changes/", views.changes, name="changes"),
+    path("changes/<int:pk>/approve", views.change_approve, name="change_approve"),
+    path("changes/<int:pk>/reject", views.change_reject, name="change_reject"),
+    path("audit/", views.audit, name="audit"),
+    path("users/", views.users, name="users"),
+]

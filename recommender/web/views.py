@@ -1,0 +1,480 @@
+"""Dashboard views: thin. They read request input, call a service and render a template.
+
+One view serves both the page and its htmx fragment (``HX-Request``). Every view is wrapped in
+``require_role``; tests/web/test_access.py proves it for the whole URLconf.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from recommender.errors import Conflict, InvalidInput, NotFound, SourceUnavailable
+from recommender.models import AuditEvent, Policy, ResizeChange, Workload
+from recommender.roles import ROLE_ORDER, Role, role_of
+from recommender.services import accounts, approvals, insights, policies
+from recommender.web.access import is_htmx, require_role
+from recommender.web.forms import NewUserForm, PolicyForm, RoleForm
+from recommender.web.presenters import describe_explanation
+
+logger = logging.getLogger(__name__)
+
+AUDIT_PAGE_SIZE = 50
+CHANGES_PAGE_SIZE = 50
+TOP_NAMESPACES = 20
+
+
+def _not_found(exc: NotFound) -> HttpResponse:
+    raise Http404(exc.message)
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def overview(request: HttpRequest) -> HttpResponse:
+    """Fleet totals, savings, workloads at risk, coverage and the last refresh runs."""
+    data = insights.fleet_overview(
+        now=timezone.now(), prices=insights.Prices.from_settings()
+    )
+    top_namespaces = sorted(data.by_namespace, key=lambda t: -t.savings)[
+        :TOP_NAMESPACES
+    ]
+    context = {
+        "overview": data,
+        "top_namespaces": top_namespaces,
+        "namespaces_more": len(data.by_namespace) > len(top_namespaces),
+        "refresh_interval": settings.REFRESH_INTERVAL_S,
+        "page": "overview",
+    }
+    if is_htmx(request):
+        return render(request, "recommender/partials/_overview_live.html", context)
+    return render(request, "recommender/overview.html", context)
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def workloads(request: HttpRequest) -> HttpResponse:
+    """The filterable, sortable, paginated list of workloads."""
+    filters = insights.WorkloadFilters(
+        cluster=request.GET.get("cluster", ""),
+        namespace=request.GET.get("namespace", ""),
+        kind=request.GET.get("kind", ""),
+        mode=request.GET.get("mode", ""),
+        status=request.GET.get("status", ""),
+        q=request.GET.get("q", ""),
+        sort=request.GET.get("sort", "name"),
+    ).cleaned()
+    page = insights.list_workloads(
+        filters=filters,
+        page=request.GET.get("page", 1),
+        now=timezone.now(),
+        prices=insights.Prices.from_settings(),
+    )
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "page_obj": page,
+        "filters": filters,
+        "query": query.urlencode(),
+        "choices": insights.filter_choices(),
+        "statuses": insights.Status.CHOICES,
+        "sorts": insights.SORTS.items(),
+        "is_filtered": any(
+            (
+                filters.cluster,
+                filters.namespace,
+                filters.kind,
+                filters.mode,
+                filters.status,
+                filters.q,
+            )
+        ),
+        "page": "workloads",
+    }
+    if is_htmx(request):
+        return render(request, "recommender/partials/_workload_table.html", context)
+    return render(request, "recommender/workloads.html", context)
+
+
+def _policy_context(
+    request: HttpRequest,
+    workload: Workload,
+    policy: Policy,
+    form: PolicyForm | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "workload": workload,
+        "policy": policy,
+        "form": form or PolicyForm(workload=workload, policy=policy),
+        "mode_consequences": [
+            (mode, policies.mode_consequence(mode)) for mode in Policy.Mode.values
+        ],
+        **extra,
+    }
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def workload(request: HttpRequest, pk: int) -> HttpResponse:
+    """One workload: per container numbers, explanation, history, ready-to-use result."""
+    try:
+        data = insights.workload_insight(
+            workload_id=pk, now=timezone.now(), prices=insights.Prices.from_settings()
+        )
+    except NotFound as exc:
+        return _not_found(exc)
+    context = {
+        "insight": data,
+        "containers": [
+            {"item": item, "why": describe_explanation(item.explanation)}
+            for item in data.containers
+        ],
+        "chart_containers": [item.container.name for item in data.containers],
+        "workload": data.workload,
+        "history_data": {
+            item.container.name: {
+                "t": [rec.created_at.isoformat() for rec in item.history],
+                "target_cpu": [rec.target_cpu_millicores for rec in item.history],
+                "lower_cpu": [rec.lower_cpu_millicores for rec in item.history],
+                "upper_cpu": [rec.upper_cpu_millicores for rec in item.history],
+                "target_memory": [rec.target_memory_bytes for rec in item.history],
+                "lower_memory": [rec.lower_memory_bytes for rec in item.history],
+                "upper_memory": [rec.upper_memory_bytes for rec in item.history],
+            }
+            for item in data.containers
+        },
+        "page": "workloads",
+    }
+    context.update(_policy_context(request, data.workload, data.policy))
+    return render(request, "recommender/workload.html", context)
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def workload_charts(request: HttpRequest, pk: int) -> HttpResponse:
+    """The charts' data (engine histograms and usage history), loaded after the page."""
+    try:
+        workload = Workload.objects.select_related("cluster", "policy").get(pk=pk)
+    except Workload.DoesNotExist:
+        return _not_found(NotFound(f"workload {pk} does not exist"))
+    now = timezone.now()
+    containers = list(
+        insights.recommended_containers()
+        .filter(workload=workload)
+        .select_related("latest_recommendation", "checkpoint")
+        .order_by("position", "name")
+    )
+    policy = getattr(workload, "policy", None)
+    distributions = insights.usage_distributions(
+        containers=containers, profile_name=policy.profile if policy else "vpa", now=now
+    )
+    usage: dict[str, Any] = {}
+    usage_error = ""
+    try:
+        from recommender.services.adapters import usage_source_for
+
+        usage = insights.usage_over_time(
+            workload=workload, source=usage_source_for(workload.cluster), now=now
+        )
+    except (SourceUnavailable, InvalidInput) as exc:
+        usage_error = exc.message
+        logger.warning("usage of workload %s unavailable: %s", pk, exc.message)
+    chart_data = {
+        "containers": {
+            c.name: {
+                "request_cpu": c.request_cpu_millicores,
+                "request_memory": c.request_memory_bytes,
+                "target_cpu": getattr(
+                    c.latest_recommendation, "target_cpu_millicores", None
+                ),
+                "lower_cpu": getattr(
+                    c.latest_recommendation, "lower_cpu_millicores", None
+                ),
+                "upper_cpu": getattr(
+                    c.latest_recommendation, "upper_cpu_millicores", None
+                ),
+                "target_memory": getattr(
+                    c.latest_recommendation, "target_memory_bytes", None
+                ),
+                "lower_memory": getattr(
+                    c.latest_recommendation, "lower_memory_bytes", None
+                ),
+                "upper_memory": getattr(
+                    c.latest_recommendation, "upper_memory_bytes", None
+                ),
+                "ooms": [
+                    kill.occurred_at.isoformat()
+                    for kill in c.oom_kills.filter(
+                        occurred_at__gte=now - insights.USAGE_WINDOW
+                    )
+                ],
+            }
+            for c in containers
+        },
+        "distributions": distributions,
+        "usage": usage,
+    }
+    return render(
+        request,
+        "recommender/partials/_workload_charts.html",
+        {
+            "workload": workload,
+            "chart_containers": [c.name for c in containers],
+            "chart_data": chart_data,
+            "usage_error": usage_error,
+        },
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@require_role(Role.OPERATOR)
+def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
+    """Edit a workload's policy; switching away from Off needs an explicit confirmation."""
+    try:
+        workload = Workload.objects.select_related("policy").get(pk=pk)
+    except Workload.DoesNotExist:
+        return _not_found(NotFound(f"workload {pk} does not exist"))
+    policy = getattr(workload, "policy", None) or Policy(workload=workload)
+    if request.method == "GET":
+        return render(
+            request,
+            "recommender/partials/_policy_form.html",
+            _policy_context(request, workload, policy),
+        )
+    form = PolicyForm(request.POST, workload=workload, policy=policy)
+    extra: dict[str, Any] = {}
+    if form.is_valid():
+        changes = form.changes()
+        leaving_off = (
+            policy.mode == Policy.Mode.OFF and changes["mode"] != Policy.Mode.OFF
+        )
+        if leaving_off and request.POST.get("confirm_mode") != changes["mode"]:
+            extra["confirm"] = {
+                "mode": changes["mode"],
+                "consequence": policies.mode_consequence(changes["mode"]),
+            }
+        else:
+            try:
+                policy = policies.update_policy(
+                    workload_id=workload.pk,
+                    changes=changes,
+                    actor=request.user,
+                    now=timezone.now(),
+                )
+            except InvalidInput as exc:
+                form.add_service_errors(exc.fields)
+            else:
+                extra["saved"] = True
+                form = PolicyForm(workload=workload, policy=policy)
+    # htmx swaps only 2xx answers (and a 4xx would be a console error): errors are in the body.
+    status = 200 if is_htmx(request) or not form.is_bound or form.is_valid() else 422
+    template = "recommender/partials/_policy_form.html"
+    if not is_htmx(request):
+        if extra.get("saved"):
+            messages.success(request, "Policy saved.")
+            return redirect("workload", pk=workload.pk)
+        template = "recommender/policy.html"
+    return render(
+        request,
+        template,
+        _policy_context(request, workload, policy, form, **extra),
+        status=status,
+    )
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def changes(request: HttpRequest) -> HttpResponse:
+    """Resize changes by status, with approve and reject for operators."""
+    status = request.GET.get("status", "")
+    qs = ResizeChange.objects.select_related("workload__cluster", "decided_by")
+    if status in ResizeChange.Status.values:
+        qs = qs.filter(status=status)
+    else:
+        status = ""
+    page = Paginator(qs, CHANGES_PAGE_SIZE).get_page(request.GET.get("page", 1))
+    context = {
+        "page_obj": page,
+        "status": status,
+        "statuses": ResizeChange.Status.choices,
+        "page": "changes",
+        "has_any": status != ""
+        or page.paginator.count > 0
+        or ResizeChange.objects.exists(),
+    }
+    if is_htmx(request):
+        return render(request, "recommender/partials/_changes_table.html", context)
+    return render(request, "recommender/changes.html", context)
+
+
+def _decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
+    now = timezone.now()
+    error = ""
+    try:
+        if decision == "approve":
+            change = approvals.approve_change(
+                change_id=pk, approved_by=request.user, now=now
+            )
+        else:
+            change = approvals.reject_change(
+                change_id=pk,
+                rejected_by=request.user,
+                now=now,
+                reason=request.POST.get("reason", ""),
+            )
+    except NotFound as exc:
+        return _not_found(exc)
+    except Conflict as exc:
+        error = exc.message
+        change = ResizeChange.objects.select_related(
+            "workload__cluster", "decided_by"
+        ).get(pk=pk)
+    if is_htmx(request):
+        return render(
+            request,
+            "recommender/partials/_change_row.html",
+            {"change": change, "error": error},
+        )
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, f"Change {pk} {change.status}.")
+    return redirect("changes")
+
+
+@require_POST
+@require_role(Role.OPERATOR)
+def change_approve(request: HttpRequest, pk: int) -> HttpResponse:
+    """Approve a proposed resize change."""
+    return _decide(request, pk, "approve")
+
+
+@require_POST
+@require_role(Role.OPERATOR)
+def change_reject(request: HttpRequest, pk: int) -> HttpResponse:
+    """Reject a proposed or approved resize change."""
+    return _decide(request, pk, "reject")
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def audit(request: HttpRequest) -> HttpResponse:
+    """The audit log, newest first, filterable by action, actor and workload."""
+    action = request.GET.get("action", "").strip()
+    actor = request.GET.get("actor", "").strip()
+    q = request.GET.get("q", "").strip()
+    qs = AuditEvent.objects.select_related("workload")
+    if action:
+        qs = qs.filter(action=action)
+    if actor:
+        qs = qs.filter(actor_label__icontains=actor)
+    if q:
+        qs = qs.filter(workload__name__icontains=q) | qs.filter(message__icontains=q)
+    page = Paginator(qs, AUDIT_PAGE_SIZE).get_page(request.GET.get("page", 1))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "page_obj": page,
+        "action": action,
+        "actor": actor,
+        "q": q,
+        "query": query.urlencode(),
+        "actions": list(
+            AuditEvent.objects.order_by("action")
+            .values_list("action", flat=True)
+            .distinct()
+        ),
+        "page": "audit",
+    }
+    if is_htmx(request):
+        return render(request, "recommender/partials/_audit_table.html", context)
+    return render(request, "recommender/audit.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+@require_role(Role.ADMIN)
+def users(request: HttpRequest) -> HttpResponse:
+    """Admins manage users and their roles, and see the settings in force."""
+    role_form = RoleForm()
+    new_form = NewUserForm()
+    if request.method == "POST":
+        now = timezone.now()
+        if request.POST.get("form") == "role":
+            role_form = RoleForm(request.POST)
+            if role_form.is_valid():
+                try:
+                    accounts.set_user_role(
+                        user_id=role_form.cleaned_data["user_id"],
+                        role=role_form.cleaned_data["role"] or None,
+                        actor=request.user,
+                        now=now,
+                    )
+                except (InvalidInput, NotFound) as exc:
+                    messages.error(request, exc.message)
+                else:
+                    messages.success(request, "Role updated.")
+                    return redirect("users")
+        else:
+            new_form = NewUserForm(request.POST)
+            if new_form.is_valid():
+                try:
+                    accounts.create_user(
+                        username=new_form.cleaned_data["username"],
+                        password=new_form.cleaned_data["password"],
+                        role=new_form.cleaned_data["role"],
+                        actor=request.user,
+                        now=now,
+                    )
+                except InvalidInput as exc:
+                    new_form.add_error(
+                        exc.field if exc.field in new_form.fields else None, exc.message
+                    )
+                else:
+                    messages.success(request, "User created.")
+                    return redirect("users")
+    people = list(
+        get_user_model().objects.order_by("username").prefetch_related("groups")
+    )
+    rows = []
+    for person in people:
+        names = {g.name for g in person.groups.all()}
+        role = next((r.value for r in reversed(ROLE_ORDER) if r.value in names), "")
+        if person.is_superuser:
+            role = "admin (superuser)"
+        rows.append({"user": person, "role": role})
+    context = {
+        "rows": rows,
+        "roles": [r.value for r in ROLE_ORDER],
+        "role_form": role_form,
+        "new_form": new_form,
+        "my_role": role_of(request.user),
+        "settings_shown": [
+            (
+                "Price per core-hour",
+                settings.PRICE_PER_CORE_HOUR,
+                "VPAWEB_PRICE_PER_CORE_HOUR",
+            ),
+            (
+                "Price per GiB-hour",
+                settings.PRICE_PER_GIB_HOUR,
+                "VPAWEB_PRICE_PER_GIB_HOUR",
+            ),
+            (
+                "Refresh interval (s)",
+                settings.REFRESH_INTERVAL_S,
+                "VPAWEB_REFRESH_INTERVAL_S",
+            ),
+            ("Simulated cluster", settings.SIMULATION_ENABLED, "VPAWEB_SIMULATION"),
+        ],
+        "page": "users",
+    }
+    return render(request, "recommender/users.html", context)

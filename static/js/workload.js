@@ -1,0 +1,181 @@
+// Draws the workload page's charts with plotly. Data comes from json_script tags only:
+// "history-data" (in the page) and "chart-data" (in the charts fragment htmx loads).
+(function () {
+  "use strict";
+
+  const MI = 1024 * 1024;
+
+  function css(name) {
+    return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  }
+
+  function readJson(id) {
+    const node = document.getElementById(id);
+    return node ? JSON.parse(node.textContent) : null;
+  }
+
+  function layout(title, xTitle, yTitle, extra) {
+    const text = css("--text");
+    const grid = css("--border");
+    return Object.assign({
+      title: { text: title, font: { size: 13 } },
+      paper_bgcolor: "rgba(0,0,0,0)",
+      plot_bgcolor: "rgba(0,0,0,0)",
+      font: { color: text, size: 11 },
+      margin: { l: 55, r: 15, t: 35, b: 45 },
+      xaxis: { title: { text: xTitle }, gridcolor: grid, zerolinecolor: grid },
+      yaxis: { title: { text: yTitle }, gridcolor: grid, zerolinecolor: grid, rangemode: "tozero" },
+      legend: { orientation: "h", y: -0.25 },
+      showlegend: true,
+    }, extra || {});
+  }
+
+  function draw(node, traces, lay) {
+    node.textContent = "";
+    window.Plotly.newPlot(node, traces, lay, { displaylogo: false, responsive: true });
+  }
+
+  function note(node, text) {
+    node.textContent = "";
+    const p = document.createElement("p");
+    p.className = "muted";
+    p.textContent = text;
+    node.appendChild(p);
+  }
+
+  function vline(x, color, dash, label) {
+    return {
+      shape: { type: "line", xref: "x", yref: "paper", x0: x, x1: x, y0: 0, y1: 1,
+               line: { color: color, dash: dash, width: 2 } },
+      annotation: { x: x, xref: "x", y: 1, yref: "paper", text: label, showarrow: false,
+                    yanchor: "bottom", font: { color: color, size: 10 } },
+    };
+  }
+
+  // One resource's distribution: bars of decayed weight, percentiles, request, target band.
+  function drawDistribution(node, dist, box, resource) {
+    if (!dist || !dist.bucket_start.length) {
+      note(node, "No usage distribution yet: it appears after the first samples are ingested.");
+      return;
+    }
+    const scale = resource === "cpu" ? 1 : 1 / MI;  // cores, or MiB
+    const toUnit = resource === "cpu" ? (m) => m / 1000 : (b) => b / MI;
+    const unit = resource === "cpu" ? "cores" : "MiB";
+    const xs = dist.bucket_start.map((x) => x * scale);
+    const marks = [];
+    const colors = { p50: css("--muted"), p90: css("--accent"), p95: css("--warn") };
+    for (const [name, value] of Object.entries(dist.percentiles)) {
+      marks.push(vline(value * scale, colors[name] || css("--muted"), "dot", name));
+    }
+    const request = box["request_" + resource];
+    const target = box["target_" + resource];
+    const lower = box["lower_" + resource];
+    const upper = box["upper_" + resource];
+    if (request !== null && request !== undefined) {
+      marks.push(vline(toUnit(request), css("--bad"), "solid", "request"));
+    }
+    if (target !== null && target !== undefined) {
+      marks.push(vline(toUnit(target), css("--good"), "dash", "target"));
+    }
+    const shapes = marks.map((m) => m.shape);
+    if (lower !== null && upper !== null && lower !== undefined && upper !== undefined) {
+      shapes.push({ type: "rect", xref: "x", yref: "paper", x0: toUnit(lower), x1: toUnit(upper),
+                    y0: 0, y1: 1, fillcolor: css("--good"), opacity: 0.12, line: { width: 0 } });
+    }
+    draw(node, [{ type: "bar", x: xs, y: dist.weight, name: "decayed weight",
+                  marker: { color: css("--accent") }, opacity: 0.75 }],
+         layout(resource === "cpu" ? "CPU usage distribution" : "Memory peak distribution",
+                unit, "weight", { shapes: shapes, annotations: marks.map((m) => m.annotation),
+                                   xaxis: { type: "log", title: { text: unit + " (log)" },
+                                            gridcolor: css("--border") } }));
+  }
+
+  function flat(t, value) {
+    return t.map(() => value);
+  }
+
+  // Usage over time with request, target and the lower-upper band, OOM kills marked.
+  function drawUsage(node, usage, box, resource, ooms) {
+    if (!usage || !usage.t.length) {
+      note(node, "No usage history for this container in the last 8 days.");
+      return;
+    }
+    const scale = resource === "cpu" ? 1 : 1 / MI;
+    const toUnit = resource === "cpu" ? (m) => m / 1000 : (b) => b / MI;
+    const unit = resource === "cpu" ? "cores" : "MiB";
+    const max = usage[resource + "_max"].map((v) => (v === null ? null : v * scale));
+    const mean = usage[resource + "_mean"].map((v) => (v === null ? null : v * scale));
+    const traces = [];
+    const lower = box["lower_" + resource];
+    const upper = box["upper_" + resource];
+    if (lower !== null && upper !== null && lower !== undefined && upper !== undefined) {
+      traces.push({ x: usage.t, y: flat(usage.t, toUnit(lower)), mode: "lines", name: "lower bound",
+                    line: { color: css("--good"), width: 0 }, showlegend: false, hoverinfo: "skip" });
+      traces.push({ x: usage.t, y: flat(usage.t, toUnit(upper)), mode: "lines", name: "lower–upper bound",
+                    fill: "tonexty", fillcolor: "rgba(98,199,141,0.15)", line: { color: css("--good"), width: 0 } });
+    }
+    traces.push({ x: usage.t, y: max, mode: "lines", name: "max over pods", line: { color: css("--accent"), width: 1.5 } });
+    traces.push({ x: usage.t, y: mean, mode: "lines", name: "mean over pods", line: { color: css("--muted"), width: 1 } });
+    const request = box["request_" + resource];
+    const target = box["target_" + resource];
+    if (request !== null && request !== undefined) {
+      traces.push({ x: usage.t, y: flat(usage.t, toUnit(request)), mode: "lines", name: "request",
+                    line: { color: css("--bad"), width: 2 } });
+    }
+    if (target !== null && target !== undefined) {
+      traces.push({ x: usage.t, y: flat(usage.t, toUnit(target)), mode: "lines", name: "target",
+                    line: { color: css("--good"), width: 2, dash: "dash" } });
+    }
+    if (resource === "memory" && ooms && ooms.length) {
+      const top = Math.max(...max.filter((v) => v !== null), 0);
+      traces.push({ x: ooms, y: ooms.map(() => top), mode: "markers", name: "OOM kill",
+                    marker: { symbol: "x", size: 11, color: css("--bad") } });
+    }
+    draw(node, traces, layout(resource === "cpu" ? "CPU usage" : "Memory working set", "", unit));
+  }
+
+  function drawHistory(node, history, resource) {
+    const toUnit = resource === "cpu" ? (m) => (m === null ? null : m / 1000)
+                                      : (b) => (b === null ? null : b / MI);
+    const unit = resource === "cpu" ? "cores" : "MiB";
+    const traces = [
+      { x: history.t, y: history["lower_" + resource].map(toUnit), mode: "lines", line: { shape: "hv", width: 0 },
+        showlegend: false, hoverinfo: "skip", name: "lower bound" },
+      { x: history.t, y: history["upper_" + resource].map(toUnit), mode: "lines", line: { shape: "hv", width: 0 },
+        fill: "tonexty", fillcolor: "rgba(98,199,141,0.15)", name: "lower–upper bound" },
+      { x: history.t, y: history["target_" + resource].map(toUnit), mode: "lines+markers",
+        line: { shape: "hv", color: css("--good") }, name: "target" },
+    ];
+    draw(node, traces, layout(resource === "cpu" ? "CPU recommendation over time" : "Memory recommendation over time", "", unit));
+  }
+
+  function drawHistories() {
+    const data = readJson("history-data");
+    if (!data) return;
+    document.querySelectorAll("[data-chart^='history-']").forEach((node) => {
+      const history = data[node.dataset.container];
+      if (history) drawHistory(node, history, node.dataset.chart.slice("history-".length));
+    });
+  }
+
+  function drawCharts() {
+    const data = readJson("chart-data");
+    if (!data) return;
+    document.querySelectorAll("#charts [data-chart]").forEach((node) => {
+      const name = node.dataset.container;
+      const [kind, resource] = node.dataset.chart.split("-");
+      const box = data.containers[name] || {};
+      if (kind === "dist") {
+        drawDistribution(node, (data.distributions[name] || {})[resource], box, resource);
+      } else if (kind === "usage") {
+        drawUsage(node, data.usage[name], box, resource, box.ooms);
+      }
+    });
+    document.body.dataset.chartsReady = "true";
+  }
+
+  document.addEventListener("DOMContentLoaded", drawHistories);
+  document.addEventListener("htmx:afterSettle", (event) => {
+    if (event.target && event.target.id === "charts") drawCharts();
+  });
+})();
