@@ -24,6 +24,7 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -149,43 +150,13 @@ def refresh_cluster(*, cluster_id: int, now: datetime) -> RefreshRun:
         cluster=cluster, kind=RefreshRun.Kind.REFRESH, started_at=timezone.now()
     )
     logger.info("refresh of cluster %s (run %s) as of %s", cluster.name, run.pk, now)
-    timings: dict[str, float] = {}
+    phases = _Phases()
+    timings = phases.timings
     started = time.perf_counter()
-    phase = "discover"
     try:
-        tick = time.perf_counter()
-        adapter = cluster_adapter_for(cluster, now=now)
-        source = usage_source_for(cluster)
-        snapshot = adapter.discover()
-        timings["discover_s"] = time.perf_counter() - tick
-
-        phase = "upsert"
-        tick = time.perf_counter()
-        cycle = _Cycle(
-            cluster=cluster,
-            now=now,
-            end_s=math.floor(now.timestamp() / STEP_S) * STEP_S,
-            history_s=_history_days(cluster) * 86400.0,
-        )
-        _upsert_discovery(cycle, snapshot)
-        timings["upsert_s"] = time.perf_counter() - tick
-
-        phase = "ingest"
-        tick = time.perf_counter()
-        _load_rows(cycle)
-        _attach_ooms(cycle, snapshot.oom_kills)
-        _ingest(cycle, source, run)
-        timings["ingest_s"] = time.perf_counter() - tick
-
-        phase = "recommend"
-        tick = time.perf_counter()
-        _recommend(cycle)
-        timings["recommend_s"] = time.perf_counter() - tick
-
-        phase = "store"
-        tick = time.perf_counter()
-        _store(cycle)
-        timings["store_s"] = time.perf_counter() - tick
+        cycle = _compute_cycle(cluster=cluster, now=now, run=run, phases=phases)
+        with phases("store"):
+            _store(cycle)
     except Exception as exc:
         timings["total_s"] = time.perf_counter() - started
         message = (
@@ -195,8 +166,8 @@ def refresh_cluster(*, cluster_id: int, now: datetime) -> RefreshRun:
         )
         run.status = RefreshRun.Status.FAILED
         run.error = (
-            f"{phase} failed: {message}. Stored recommendations and checkpoints are "
-            "unchanged; the next cycle starts again from them."
+            f"{phases.current} failed: {message}. Stored recommendations and "
+            "checkpoints are unchanged; the next cycle starts again from them."
         )
         run.finished_at = timezone.now()
         run.timings = timings
@@ -232,6 +203,46 @@ def refresh_cluster(*, cluster_id: int, now: datetime) -> RefreshRun:
         counts,
     )
     return run
+
+
+class _Phases:
+    """Times the phases of a cycle and remembers which one is running."""
+
+    def __init__(self) -> None:
+        self.current = ""
+        self.timings: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        self.current = name
+        tick = time.perf_counter()
+        yield
+        self.timings[f"{name}_s"] = time.perf_counter() - tick
+
+
+def _compute_cycle(
+    *, cluster: Cluster, now: datetime, run: RefreshRun, phases: _Phases
+) -> _Cycle:
+    """Discover, ingest and recommend; nothing of the engine state is stored yet."""
+    with phases("discover"):
+        adapter = cluster_adapter_for(cluster, now=now)
+        source = usage_source_for(cluster)
+        snapshot = adapter.discover()
+    with phases("upsert"):
+        cycle = _Cycle(
+            cluster=cluster,
+            now=now,
+            end_s=math.floor(now.timestamp() / STEP_S) * STEP_S,
+            history_s=_history_days(cluster) * 86400.0,
+        )
+        _upsert_discovery(cycle, snapshot)
+    with phases("ingest"):
+        _load_rows(cycle)
+        _attach_ooms(cycle, snapshot.oom_kills)
+        _ingest(cycle, source, run)
+    with phases("recommend"):
+        _recommend(cycle)
+    return cycle
 
 
 def expire_idle_aggregates(*, now: datetime) -> RefreshRun:

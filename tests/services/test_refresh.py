@@ -1,0 +1,263 @@
+"""The refresh cycle end to end on the database, with the simulated cluster."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from recommender.cluster.simulated import OOM_LOOKBACK_S, build_fleet, write_journal
+from recommender.errors import SourceUnavailable
+from recommender.models import (
+    Checkpoint,
+    Cluster,
+    Container,
+    OomKill,
+    Policy,
+    Recommendation,
+    RefreshRun,
+    Workload,
+)
+from recommender.services import refresh
+from recommender.services.refresh import expire_idle_aggregates, refresh_cluster
+from recommender.sources.simulated import SimulatedUsageSource
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+WORKLOADS = 24
+
+
+@pytest.fixture(autouse=True)
+def small_fleet(settings):
+    settings.SIMULATION_SEED = 7
+    settings.SIMULATION_WORKLOADS = WORKLOADS
+    settings.SIMULATION_HISTORY_DAYS = 1.0
+
+
+@pytest.fixture
+def cluster(db):
+    return Cluster.objects.create(name="sim-a", kind=Cluster.Kind.SIMULATED)
+
+
+def snapshot_of_state(cluster):
+    """Every stored fact of a cluster, comparable across runs."""
+    containers = Container.objects.filter(workload__cluster=cluster)
+    return {
+        "workloads": sorted(
+            Workload.objects.filter(cluster=cluster).values_list(
+                "namespace", "kind", "name", "is_active", "replicas", "last_seen_at"
+            )
+        ),
+        "containers": sorted(
+            containers.values_list(
+                "workload__name",
+                "name",
+                "kind",
+                "request_cpu_millicores",
+                "request_memory_bytes",
+                "latest_recommendation_id",
+            )
+        ),
+        "checkpoints": sorted(
+            (
+                c.container.workload.name,
+                c.container.name,
+                bytes(c.state),
+                c.version,
+                c.last_sample_at,
+                c.sample_count,
+            )
+            for c in Checkpoint.objects.filter(container__in=containers).select_related(
+                "container__workload"
+            )
+        ),
+        "recommendations": Recommendation.objects.filter(
+            container__in=containers
+        ).count(),
+        "oom_kills": OomKill.objects.filter(container__in=containers).count(),
+    }
+
+
+def test_first_refresh_discovers_the_fleet_and_recommends_every_container(cluster):
+    run = refresh_cluster(cluster_id=cluster.pk, now=NOW)
+
+    assert run.status == RefreshRun.Status.SUCCEEDED
+    assert run.counts["workloads"] == WORKLOADS
+    assert run.counts["samples"] > 0
+    assert set(run.timings) >= {
+        "discover_s",
+        "upsert_s",
+        "ingest_s",
+        "recommend_s",
+        "store_s",
+        "total_s",
+    }
+    assert Workload.objects.filter(cluster=cluster, is_active=True).count() == WORKLOADS
+    assert set(Policy.objects.values_list("mode", "profile")) == {
+        (Policy.Mode.OFF, "vpa")
+    }
+    regular = Container.objects.filter(workload__cluster=cluster).exclude(kind="init")
+    assert run.counts["containers"] == regular.count()
+    assert not regular.filter(latest_recommendation__isnull=True).exists()
+    init = Container.objects.filter(workload__cluster=cluster, kind="init")
+    assert init.exists()
+    assert not init.filter(latest_recommendation__isnull=False).exists()
+    assert not Recommendation.objects.filter(container__kind="init").exists()
+    # Far-too-high requests come down: most recommended CPU targets are below the request.
+    pairs = [
+        (c.request_cpu_millicores, c.latest_recommendation.target_cpu_millicores)
+        for c in regular.select_related("latest_recommendation")
+        if c.request_cpu_millicores
+    ]
+    assert sum(target < request for request, target in pairs) > len(pairs) / 2
+    # Every OOM kill the cluster reported for a known container is stored once.
+    fleet = build_fleet(7, WORKLOADS)
+    kills = fleet.oom_kills_between(NOW.timestamp() - OOM_LOOKBACK_S, NOW.timestamp())
+    assert kills
+    assert OomKill.objects.filter(container__workload__cluster=cluster).count() == len(
+        kills
+    )
+    assert run.counts["oom_kills_accepted"] > 0
+
+
+def test_refreshing_twice_at_the_same_time_changes_nothing(cluster):
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    before = snapshot_of_state(cluster)
+
+    again = refresh_cluster(cluster_id=cluster.pk, now=NOW)
+
+    assert again.status == RefreshRun.Status.SUCCEEDED
+    assert again.counts["samples"] == 0
+    assert again.counts["recommendations_changed"] == 0
+    assert snapshot_of_state(cluster) == before
+
+
+def test_a_restart_resumes_from_checkpoints_as_if_never_interrupted(settings, db):
+    steady = Cluster.objects.create(name="steady", kind=Cluster.Kind.SIMULATED)
+    restarted = Cluster.objects.create(name="restarted", kind=Cluster.Kind.SIMULATED)
+    later = NOW + timedelta(minutes=90)
+    for minutes in (0, 30, 60, 90):
+        refresh_cluster(cluster_id=steady.pk, now=NOW + timedelta(minutes=minutes))
+    refresh_cluster(cluster_id=restarted.pk, now=NOW)
+    # The process dies: nothing in memory survives, not even the fleet.
+    build_fleet.cache_clear()
+    refresh_cluster(cluster_id=restarted.pk, now=later)
+
+    def state(cluster):
+        return sorted(
+            (
+                c.container.workload.name,
+                c.container.name,
+                bytes(c.state),
+                c.sample_count,
+                c.last_sample_at,
+            )
+            for c in Checkpoint.objects.filter(
+                container__workload__cluster=cluster
+            ).select_related("container__workload")
+        )
+
+    assert state(steady) == state(restarted)
+    assert all(row[3] > 0 for row in state(restarted) if "cleanup" not in row[0])
+
+
+def test_off_mode_never_writes_to_the_cluster(cluster):
+    for minutes in (0, 1, 2):
+        refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=minutes))
+
+    assert (
+        Policy.objects.filter(workload__cluster=cluster).exclude(mode="Off").count()
+        == 0
+    )
+    assert write_journal(cluster.name) == []
+
+
+def test_a_lost_compare_and_swap_skips_the_samples_the_winner_applied(cluster):
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    later = NOW + timedelta(minutes=10)
+    run = RefreshRun.objects.create(cluster=cluster)
+    # Worker A reads checkpoints and computes; worker B runs a whole cycle meanwhile.
+    slow = refresh._compute_cycle(
+        cluster=cluster, now=later, run=run, phases=refresh._Phases()
+    )
+    refresh_cluster(cluster_id=cluster.pk, now=later)
+    after_winner = snapshot_of_state(cluster)
+
+    refresh._store(slow)
+
+    assert slow.counts["checkpoint_conflicts"] == slow.counts["containers"]
+    assert slow.counts["checkpoints_written"] == 0
+    assert snapshot_of_state(cluster) == after_winner
+
+
+class FailingSource(SimulatedUsageSource):
+    """The simulated source, whose network drops after ``working_calls`` answers."""
+
+    def __init__(self, *, working_calls: int, **kwargs):
+        super().__init__(**kwargs)
+        self.calls = 0
+        self.working_calls = working_calls
+
+    def fetch_usage(self, **kwargs):
+        self.calls += 1
+        if self.calls > self.working_calls:
+            raise SourceUnavailable("connection refused by the metrics backend")
+        return super().fetch_usage(**kwargs)
+
+
+def test_a_failing_source_fails_the_run_and_keeps_what_was_stored(cluster, monkeypatch):
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    before = snapshot_of_state(cluster)
+    fleet = build_fleet(7, WORKLOADS)
+    monkeypatch.setattr(
+        refresh,
+        "usage_source_for",
+        lambda c: FailingSource(working_calls=0, fleet=fleet),
+    )
+
+    with pytest.raises(SourceUnavailable):
+        refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(hours=2))
+
+    failed = RefreshRun.objects.filter(cluster=cluster).first()
+    assert failed.status == RefreshRun.Status.FAILED
+    assert "connection refused by the metrics backend" in failed.error
+    assert "ingest failed" in failed.error
+    after = snapshot_of_state(cluster)
+    # Discovery's bookkeeping moved on; recommendations and engine state did not.
+    assert after["checkpoints"] == before["checkpoints"]
+    assert after["recommendations"] == before["recommendations"]
+    assert [c[:5] for c in after["containers"]] == [c[:5] for c in before["containers"]]
+    assert [c[5] for c in after["containers"]] == [c[5] for c in before["containers"]]
+
+
+def test_vanished_workloads_become_inactive_and_keep_their_history(cluster, settings):
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    recommendations = Recommendation.objects.count()
+    settings.SIMULATION_WORKLOADS = WORKLOADS - 8  # another fleet: most names are gone
+
+    run = refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=1))
+
+    gone = Workload.objects.filter(cluster=cluster, is_active=False)
+    assert run.counts["workloads_vanished"] == gone.count() > 0
+    assert Recommendation.objects.filter(container__workload__in=gone).exists()
+    assert Recommendation.objects.count() >= recommendations
+
+
+def test_idle_aggregates_expire_after_eight_days_and_not_before(cluster):
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    stored = Checkpoint.objects.filter(container__workload__cluster=cluster).count()
+
+    soon = expire_idle_aggregates(now=NOW + timedelta(hours=1))
+    assert soon.counts == {"checked": stored, "expired": 0}
+
+    late = expire_idle_aggregates(now=NOW + timedelta(days=8, minutes=1))
+    assert late.counts == {"checked": stored, "expired": stored}
+    assert not Checkpoint.objects.filter(container__workload__cluster=cluster).exists()
+    assert Recommendation.objects.filter(container__workload__cluster=cluster).exists()
+
+
+def test_naive_now_is_rejected_naming_the_field(cluster):
+    from recommender.errors import InvalidInput
+
+    with pytest.raises(InvalidInput) as caught:
+        refresh_cluster(cluster_id=cluster.pk, now=datetime(2026, 1, 1))
+    assert caught.value.field == "now"

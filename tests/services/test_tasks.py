@@ -1,0 +1,65 @@
+"""The Celery tasks in eager mode: JSON-only arguments, thin wrappers of the services."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from kombu.exceptions import EncodeError
+
+from recommender.errors import InvalidInput
+from recommender.models import Cluster, RefreshRun
+from recommender.tasks import expire_idle_aggregates as expire_idle_aggregates_task
+from recommender.tasks import refresh_all_clusters as refresh_all_clusters_task
+from recommender.tasks import refresh_cluster as refresh_cluster_task
+
+
+@pytest.fixture(autouse=True)
+def small_fleet(settings):
+    settings.SIMULATION_WORKLOADS = 6
+    settings.SIMULATION_HISTORY_DAYS = 0.25
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+
+
+def test_refresh_task_runs_the_service_and_returns_a_json_summary(db):
+    cluster = Cluster.objects.create(name="sim-t", kind=Cluster.Kind.SIMULATED)
+
+    result = refresh_cluster_task.delay(cluster.pk, "2026-11-21T12:00:00+00:00").get()
+
+    run = RefreshRun.objects.get(pk=result["run_id"])
+    assert result["status"] == run.status == RefreshRun.Status.SUCCEEDED
+    assert result["counts"]["workloads"] == 6
+
+
+def test_eager_tasks_refuse_what_json_cannot_carry(db):
+    with pytest.raises(EncodeError):
+        refresh_cluster_task.delay(object())
+
+
+def test_a_bad_time_is_rejected_naming_the_field(db):
+    cluster = Cluster.objects.create(name="sim-t", kind=Cluster.Kind.SIMULATED)
+    with pytest.raises(InvalidInput) as caught:
+        refresh_cluster_task.delay(cluster.pk, "yesterday").get()
+    assert caught.value.field == "now"
+
+
+def test_a_cluster_that_is_gone_is_logged_and_skipped(db):
+    assert refresh_cluster_task.delay(424242).get() == {
+        "cluster_id": 424242,
+        "status": "gone",
+    }
+
+
+def test_refresh_all_and_expire_cover_every_enabled_cluster(db):
+    on = Cluster.objects.create(name="on", kind=Cluster.Kind.SIMULATED)
+    Cluster.objects.create(name="off", kind=Cluster.Kind.SIMULATED, is_enabled=False)
+
+    summary = refresh_all_clusters_task.delay("2026-11-21T12:00:00+00:00").get()
+
+    assert summary == {"queued": [on.pk], "failed": []}
+    assert RefreshRun.objects.filter(cluster__name="off").count() == 0
+    expired = expire_idle_aggregates_task.delay(
+        datetime(2026, 11, 21, 13, tzinfo=UTC).isoformat()
+    ).get()
+    assert expired["counts"]["expired"] == 0
+    assert expired["counts"]["checked"] > 0
