@@ -22,7 +22,7 @@ import numpy as np
 from .histogram import HistogramBatch, HistogramOptions, exponential_options
 from .profiles import Profile
 from .resources import MAX_RESOURCE_AMOUNT
-from .series import memory_peak_ops, replay_memory_ops
+from .series import PeakOps, grid_memory_ops, memory_peak_ops, replay_memory_ops
 
 # model/aggregations_config.go: minSampleWeight, the weight of every CPU sample.
 MIN_SAMPLE_WEIGHT = 0.1
@@ -194,6 +194,14 @@ class HistogramView:
     def percentile(self, p: float) -> float:
         """Upstream ``Percentile(p)`` of this histogram."""
         return float(self._row.percentile(np.array([0]), p)[0])
+
+
+def _first_per_row(rows: np.ndarray, first_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows (sorted) and the earliest of the given first-sample times of each."""
+    touched, inverse = np.unique(rows, return_inverse=True)
+    first = np.full(touched.size, np.inf)
+    np.minimum.at(first, inverse.ravel(), first_s)
+    return touched, first
 
 
 class AggregateSet:
@@ -408,22 +416,30 @@ class AggregateSet:
             valid &= np.arange(n_t)[None, :] >= start[:, None]
         cpu_accepted = valid.sum(axis=1)
         stats_cpu_dropped = int(present.sum()) - int(cpu_accepted.sum())
-        one_series_per_row = np.unique(rows_s).size == n_s
-        if one_series_per_row:  # series-major order is time order within each aggregate
-            rows_e = np.repeat(rows_s, n_t)
-            tidx = np.tile(np.arange(n_t), n_s)
-            values, mask = cpu.reshape(-1), valid.reshape(-1)
-        else:  # time-major order interleaves the series of an aggregate as upstream does
-            rows_e = np.tile(rows_s, n_t)
-            tidx = np.repeat(np.arange(n_t), n_s)
-            values, mask = cpu.T.reshape(-1), valid.T.reshape(-1)
-        if not mask.all():
-            rows_e, tidx, values = rows_e[mask], tidx[mask], values[mask]
-        self.cpu.add_decaying(rows_e, values, MIN_SAMPLE_WEIGHT, tidx, ts)
-        del rows_e, tidx, values, mask
         has = cpu_accepted > 0
         first_col = np.where(has, valid.argmax(axis=1), 0)
         last_col = np.where(has, n_t - 1 - valid[:, ::-1].argmax(axis=1), 0)
+        touched, touched_first = _first_per_row(rows_s[has], ts[first_col[has]])
+        all_valid = bool(has.all()) and int(cpu_accepted.sum()) == cpu.size
+        if np.unique(rows_s).size == n_s:  # series-major order is time order within each row
+            if all_valid:
+                rows_e, values, tidx = rows_s[:, None], cpu, np.arange(n_t)[None, :]
+            else:
+                rows_e = np.repeat(rows_s, cpu_accepted)
+                values = cpu[valid]
+                tidx = np.broadcast_to(np.arange(n_t), cpu.shape)[valid]
+        else:  # time-major order interleaves the series of an aggregate as upstream does
+            if all_valid:
+                rows_e, values, tidx = rows_s[None, :], cpu.T, np.arange(n_t)[:, None]
+            else:
+                vt = valid.T
+                rows_e = np.broadcast_to(rows_s[None, :], vt.shape)[vt]
+                values = cpu.T[vt]
+                tidx = np.broadcast_to(np.arange(n_t)[:, None], vt.shape)[vt]
+        self.cpu.add_decaying(
+            rows_e, values, MIN_SAMPLE_WEIGHT, tidx, ts, touched=touched, touched_first_s=touched_first
+        )
+        del rows_e, values, tidx
         self._update_cpu_stats(sids[has], rows_s[has], ts[first_col[has]], ts[last_col[has]], cpu_accepted[has])
         # ---- memory: accept value >= 0 at or after the series watermark.
         mem = grid.memory_bytes
@@ -432,25 +448,20 @@ class AggregateSet:
         mvalid = mem >= 0
         if mstart.any():
             mvalid &= np.arange(n_t)[None, :] >= mstart[:, None]
-        flat_valid = mvalid.reshape(-1)
-        m_acc = int(flat_valid.sum())
+        m_acc = int(mvalid.sum())
         m_drop = int(present.sum()) - m_acc
-        if m_acc == flat_valid.size:
-            kept = None
-            sid_e = np.repeat(sids, n_t)
-            t_e = np.tile(ts, n_s)
-            val_e = mem.reshape(-1)
-        else:
-            kept = np.nonzero(flat_valid)[0]
-            sid_e = sids[kept // n_t]
-            t_e = ts[kept % n_t]
-            val_e = mem.reshape(-1)[kept]
-
-        def order_of(pos: np.ndarray) -> np.ndarray:
-            f = pos if kept is None else kept[pos]
-            return (f % n_t) * n_s + f // n_t  # time-major application order
-
-        self._apply_memory(sid_e, t_e, val_e, order_of)
+        if m_acc:
+            ops, state = grid_memory_ops(
+                ts,
+                mem,
+                mvalid,
+                sids,
+                window_s=self.profile.memory_window_s,
+                window_end_s=self.series_window_end_s,
+                memory_peak=self.series_memory_peak,
+                oom_peak=self.series_oom_peak,
+            )
+            self._commit_memory(ops, state, ops.position)
         return IngestStats(int(cpu_accepted.sum()), stats_cpu_dropped, m_acc, m_drop, 0, 0)
 
     def _add_flat(self, sids_of_series: np.ndarray, batch: SampleBatch, subset: np.ndarray | None) -> IngestStats:
@@ -479,8 +490,20 @@ class AggregateSet:
             a_t = t[by_time[app]]
             a_rows = self.series_row[sid[by_time[app]]]
             distinct, tidx = np.unique(a_t, return_inverse=True)
-            self.cpu.add_decaying(a_rows, cpu[by_time[app]], MIN_SAMPLE_WEIGHT, tidx.ravel(), distinct)
             acc_sid = s_sid[acc]
+            first_of_series = np.r_[True, acc_sid[1:] != acc_sid[:-1]]
+            touched, touched_first = _first_per_row(
+                self.series_row[acc_sid[first_of_series]], s_t[acc[first_of_series]]
+            )
+            self.cpu.add_decaying(
+                a_rows,
+                cpu[by_time[app]],
+                MIN_SAMPLE_WEIGHT,
+                tidx.ravel(),
+                distinct,
+                touched=touched,
+                touched_first_s=touched_first,
+            )
             bounds = np.r_[0, np.nonzero(acc_sid[1:] != acc_sid[:-1])[0] + 1, acc.size]
             u_sid = acc_sid[bounds[:-1]]
             self._update_cpu_stats(
@@ -527,12 +550,15 @@ class AggregateSet:
             memory_peak=self.series_memory_peak,
             oom_peak=self.series_oom_peak,
         )
+        self._commit_memory(ops, state, order_of(ops.position))
+
+    def _commit_memory(self, ops: PeakOps, state: tuple[np.ndarray, ...], order: np.ndarray) -> None:
         u_sid, last_t, window_end, mem_peak, oom_peak = state
         self.series_last_memory_s[u_sid] = last_t
         self.series_window_end_s[u_sid] = window_end
         self.series_memory_peak[u_sid] = mem_peak
         self.series_oom_peak[u_sid] = oom_peak
-        replay_memory_ops(self.memory, self.series_row[ops.series], order_of(ops.position), ops)
+        replay_memory_ops(self.memory, self.series_row[ops.series], order, ops)
 
     def record_ooms(self, batch: OomBatch) -> IngestStats:
         """Upstream ``RecordOOM`` for each event, in (timestamp, batch position) order."""

@@ -48,31 +48,55 @@ class HistogramOptions:
     log_ratio: float  # Go math.Log(ratio)
     bucket_start: np.ndarray  # float64 (B,), lower edges
 
-    def find_bucket(self, values: np.ndarray) -> np.ndarray:
-        """Bucket index (int64) of each value, as upstream ``FindBucket``."""
+    def find_bucket(
+        self, values: np.ndarray, *, out: np.ndarray | None = None, scratch: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Bucket index (int64) of each value, as upstream ``FindBucket`` (any shape).
+
+        ``out`` (int64) and ``scratch`` (float64) of the values' shape avoid large fresh
+        allocations, which cost more than the arithmetic on big batches.
+        """
         v = np.asarray(values, dtype=np.float64)
-        b_max = self.num_buckets - 1
-        if self.kind == "linear":
-            q = np.trunc(v / self.bucket_size)
-            return np.clip(np.nan_to_num(q, nan=0.0, posinf=b_max), 0, b_max).astype(np.int64)
-        arg = v * self.ratio_minus_one / self.bucket_size + 1
+        b_max = float(self.num_buckets - 1)
+        q = np.empty(v.shape) if scratch is None else scratch
+        b = np.empty(v.shape, dtype=np.int64) if out is None else out
         with np.errstate(invalid="ignore", divide="ignore"):
-            q = np.log(arg) / self.log_ratio
-        near = np.abs(q - np.rint(q)) < _NEAR_INTEGER
-        if near.any():  # only here can Go's Log and numpy's log disagree about the integer part
-            idx = np.nonzero(near & (v >= self.bucket_size))[0]
-            if idx.size:
-                q[idx] = go_log_array(arg[idx]) / self.log_ratio
-        q = np.where(v < self.bucket_size, 0.0, q)
-        q = np.minimum(q, float(b_max))
-        return np.trunc(q).astype(np.int64)
+            if self.kind == "linear":
+                np.divide(v, self.bucket_size, out=q)
+            else:
+                # Go: int(Log(value*(ratio-1)/first + 1) / Log(ratio)), evaluated left to right.
+                np.multiply(v, self.ratio_minus_one, out=q)
+                q /= self.bucket_size
+                q += 1
+                np.log(q, out=q)
+                q /= self.log_ratio
+            np.fmax(q, 0.0, out=q)  # negative (and NaN) values land in bucket 0
+            np.minimum(q, b_max, out=q)
+            np.copyto(b, q, casting="unsafe")  # Go's int(): truncation toward zero
+            if self.kind == "linear":
+                return b
+            q -= b  # fractional part, in place
+        near = q < _NEAR_INTEGER
+        near |= q > 1 - _NEAR_INTEGER
+        idx = np.flatnonzero(near)
+        if idx.size:  # only here can Go's Log and numpy's log disagree on the integer part
+            flat_v = v.reshape(-1)[idx]
+            arg = flat_v * self.ratio_minus_one / self.bucket_size + 1
+            with np.errstate(invalid="ignore", divide="ignore"):
+                exact = go_log_array(np.maximum(arg, 0.0)) / self.log_ratio
+            exact = np.minimum(np.fmax(exact, 0.0), b_max)
+            exact[flat_v < self.bucket_size] = 0.0
+            b.reshape(-1)[idx] = exact.astype(np.int64)
+        return b
 
     def find_bucket_scalar(self, value: float) -> int:
         """Exact scalar ``FindBucket`` using Go's Log throughout."""
         b_max = self.num_buckets - 1
         if self.kind == "linear":
             q = value / self.bucket_size
-            return 0 if q < 0 else min(int(q), b_max) if q < b_max + 1 else b_max
+            if not q >= 0:
+                return 0
+            return b_max if q >= b_max + 1 else int(q)
         if value < self.bucket_size:
             return 0
         q = go_log(value * self.ratio_minus_one / self.bucket_size + 1) / self.log_ratio
@@ -198,37 +222,58 @@ class HistogramBatch:
         return self.weight[rows, self.min_bucket[rows]] < self.options.epsilon
 
     # ----------------------------------------------------------------- plain ops
-    def add_cells(self, rows: np.ndarray, buckets: np.ndarray, weights: np.ndarray) -> None:
-        """Sequence of upstream ``AddSample`` (already-decayed weights), applied in array order.
+    def add_cells(
+        self,
+        rows: np.ndarray,
+        buckets: np.ndarray,
+        weights: np.ndarray,
+        *,
+        touched: np.ndarray | None = None,
+        values_are_buckets: bool = True,
+    ) -> None:
+        """Sequence of upstream ``AddSample`` (already-decayed weights) in C order.
 
-        Sums are formed with ``np.bincount`` after the current weights, so every bucket and total
-        receives its additions one by one in the given order, exactly like the Go loop.
+        ``rows``, ``buckets`` and ``weights`` broadcast together (e.g. rows (S, 1) with buckets
+        (S, T)). Sums are formed with ``np.bincount`` after the current weights, so every bucket
+        and total receives its additions one by one in that order, exactly like the Go loop.
+        ``touched`` (sorted distinct rows) saves a pass when the caller knows it. With
+        ``values_are_buckets=False``, ``buckets`` holds values to bucket in place.
         """
-        rows = np.asarray(rows, dtype=np.int64).ravel()
-        buckets = np.asarray(buckets, dtype=np.int64).ravel()
-        weights = np.broadcast_to(np.asarray(weights, dtype=np.float64), rows.shape).ravel()
-        if rows.size == 0:
+        rows = np.asarray(rows, dtype=np.int64)
+        buckets = np.asarray(buckets, dtype=np.int64 if values_are_buckets else np.float64)
+        weights = np.asarray(weights, dtype=np.float64)
+        shape = np.broadcast_shapes(rows.shape, buckets.shape, weights.shape)
+        n = math.prod(shape)
+        if n == 0:
             return
-        if np.any(weights < 0):
+        if weights.size and weights.min() < 0:
             raise ValueError("weights must be non-negative")
+        if touched is None:
+            touched = np.nonzero(np.bincount(rows.ravel(), minlength=len(self)))[0]
         b = self.options.num_buckets
-        touched, local = np.unique(rows, return_inverse=True)
         k = touched.size
+        lut = np.zeros(len(self), dtype=np.int64)
+        lut[touched] = np.arange(k)
+        local = lut[rows]
         before = self.weight[touched]
         n_cells = k * b
-        idx = np.empty(n_cells + rows.size, dtype=np.int64)
+        idx = np.empty(n_cells + n, dtype=np.int64)
         idx[:n_cells] = np.arange(n_cells)
-        np.multiply(local, b, out=idx[n_cells:])
-        idx[n_cells:] += buckets
-        w = np.empty(n_cells + rows.size)
+        cells = idx[n_cells:].reshape(shape)
+        w = np.empty(n_cells + n)
+        if values_are_buckets:
+            np.copyto(cells, buckets)
+        else:
+            vals = np.broadcast_to(buckets, shape)
+            self.options.find_bucket(vals, out=cells, scratch=w[n_cells:].reshape(shape))
+        cells += local * b
         w[:n_cells] = before.ravel()
-        w[n_cells:] = weights
+        np.copyto(w[n_cells:].reshape(shape), weights)
         after = np.bincount(idx, weights=w, minlength=n_cells).reshape(k, b)
-        del idx
-        tidx = np.empty(k + rows.size, dtype=np.int64)
+        tidx = idx[n_cells - k :]  # reuse the buffers: k totals, then one entry per sample
         tidx[:k] = np.arange(k)
-        tidx[k:] = local
-        w[n_cells - k : n_cells] = self.total[touched]  # reuse the buffer: totals then weights
+        np.copyto(tidx[k:].reshape(shape), local)
+        w[n_cells - k : n_cells] = self.total[touched]
         total = np.bincount(tidx, weights=w[n_cells - k :], minlength=k)
         self._commit_adds(touched, before, after, total)
 
@@ -330,28 +375,31 @@ class HistogramBatch:
         weight: float,
         time_index: np.ndarray,
         distinct_times_s: np.ndarray,
+        *,
+        touched: np.ndarray,
+        touched_first_s: np.ndarray,
     ) -> None:
-        """Decaying ``AddSample(value, weight, time)`` for samples given in application order.
+        """Decaying ``AddSample(value, weight, time)`` for samples in C order of the broadcast.
 
-        ``time_index`` (n,) points into ``distinct_times_s`` (T,); each decay factor is computed
-        once per (reference, time). No row may cross its ``maxDecayExponent`` threshold inside
-        the batch after its first sample (the caller splits longer batches).
+        ``rows``, ``values`` and ``time_index`` (into ``distinct_times_s`` (T,)) broadcast
+        together; ``touched`` are the distinct rows (sorted) and ``touched_first_s`` the time of
+        each one's first sample, where upstream would move an unset or stale reference. Each
+        decay factor is computed once per (reference, time). No row may cross its
+        ``maxDecayExponent`` threshold after its first sample (the caller splits long batches).
         """
-        rows = np.asarray(rows, dtype=np.int64)
-        if rows.size == 0:
+        if touched.size == 0:
             return
         hl = self._half_life()
-        touched, first_pos = np.unique(rows, return_index=True)
-        self.prepare_rows(touched, distinct_times_s[time_index[first_pos]])
+        self.prepare_rows(touched, touched_first_s)
         refs, group = np.unique(self.reference_s[touched], return_inverse=True)
         table = weight * go_exp2_array((distinct_times_s[None, :] - refs[:, None]) / hl)
         if refs.size == 1:
             w = table[0][time_index]
         else:
-            row_group = np.zeros(int(touched.max()) + 1, dtype=np.int64)
-            row_group[touched] = group
-            w = table[row_group[rows], time_index]
-        self.add_cells(rows, self.options.find_bucket(values), w)
+            lut = np.zeros(len(self), dtype=np.int64)
+            lut[touched] = group.ravel()
+            w = table[lut[rows], time_index]
+        self.add_cells(rows, values, w, touched=touched, values_are_buckets=False)
 
     # ----------------------------------------------------------------- reading
     def percentile(self, rows: np.ndarray, p: float) -> np.ndarray:

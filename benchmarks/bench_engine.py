@@ -1,0 +1,80 @@
+"""Engine benchmark: 1,000 containers x 8 days x 1-minute samples (CPU and memory).
+
+Run: ``python -m benchmarks.bench_engine``. Prints ingest time and throughput, recommendation
+times for 1,000 and 100,000 rows, and state bytes per container. Targets on the 2-core build
+machine: ingest <= 0.9 s, state <= 8 KiB per container.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from recommender.engine.aggregation import AggregateSet, SampleBatch
+from recommender.engine.estimator import recommend
+from recommender.engine.profiles import get_profile
+
+CONTAINERS = 1000
+MINUTES = 8 * 24 * 60
+SEED = 20240611
+
+
+def make_batch(rng: np.random.Generator) -> SampleBatch:
+    """Grid of CPU (gamma around 0.05..2 cores) and memory (drifting 50 MiB..4 GiB) samples."""
+    t0 = 1_700_000_000.0
+    ts = t0 + 60.0 * np.arange(MINUTES)
+    cpu_level = rng.uniform(0.05, 2.0, size=(CONTAINERS, 1))
+    cpu = cpu_level * rng.gamma(4.0, 0.25, size=(CONTAINERS, MINUTES))
+    mem_level = rng.uniform(50 * 2**20, 4 * 2**30, size=(CONTAINERS, 1))
+    mem = np.floor(mem_level * (1.0 + 0.05 * rng.standard_normal((CONTAINERS, MINUTES))))
+    return SampleBatch.from_grid(
+        series_aggregate=np.arange(CONTAINERS),
+        series_keys=[f"pod-{i}" for i in range(CONTAINERS)],
+        timestamp_s=ts,
+        cpu_cores=cpu,
+        memory_bytes=mem,
+    )
+
+
+def main() -> None:
+    """Run the benchmark and print the figures."""
+    profile = get_profile("vpa")
+    rng = np.random.default_rng(SEED)
+    t = time.perf_counter()
+    batch = make_batch(rng)
+    print(f"generate + from_grid: {time.perf_counter() - t:.3f} s")
+    n = 2 * CONTAINERS * MINUTES
+    aggs = AggregateSet.empty(profile, CONTAINERS)
+    t = time.perf_counter()
+    stats = aggs.add_samples(batch)
+    ingest = time.perf_counter() - t
+    print(f"ingest: {ingest:.3f} s for {n / 1e6:.2f} M samples = {n / ingest / 1e6:.1f} M samples/s")
+    print(f"  {stats}")
+
+    t = time.perf_counter()
+    recs = recommend(aggs, rows=range(CONTAINERS), profile=profile, containers_in_pod=[1] * CONTAINERS)
+    print(f"recommend 1,000 rows: {time.perf_counter() - t:.3f} s (first target {recs[0].target})")
+
+    big = AggregateSet.from_checkpoints(profile, aggs.to_checkpoints() * 100)
+    t = time.perf_counter()
+    recommend(big, rows=range(len(big)), profile=profile, containers_in_pod=[1] * len(big))
+    print(f"recommend 100,000 rows: {time.perf_counter() - t:.3f} s")
+
+    t = time.perf_counter()
+    blobs = aggs.to_checkpoints()
+    print(f"to_checkpoints 1,000 rows: {time.perf_counter() - t:.3f} s")
+    compact = sum(len(b) for b in blobs) / CONTAINERS
+    arrays = [
+        aggs.cpu.weight, aggs.cpu.total, aggs.cpu.min_bucket, aggs.cpu.max_bucket, aggs.cpu.reference_s,
+        aggs.memory.weight, aggs.memory.total, aggs.memory.min_bucket, aggs.memory.max_bucket,
+        aggs.memory.reference_s, aggs.first_sample_s, aggs.last_sample_s_, aggs.total_samples,
+        aggs.creation_s, aggs.series_row, aggs.series_last_cpu_s, aggs.series_last_memory_s,
+        aggs.series_window_end_s, aggs.series_memory_peak, aggs.series_oom_peak,
+    ]
+    in_memory = sum(a.nbytes for a in arrays) / CONTAINERS
+    print(f"state per container: compact checkpoint {compact:.0f} B, in-memory arrays {in_memory:.0f} B")
+
+
+if __name__ == "__main__":
+    main()
