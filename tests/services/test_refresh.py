@@ -102,7 +102,7 @@ def test_first_refresh_discovers_the_fleet_and_recommends_every_container(cluste
     assert init.exists()
     assert not init.filter(latest_recommendation__isnull=False).exists()
     assert not Recommendation.objects.filter(container__kind="init").exists()
-    # Far-too-high requests come down: most recommended CPU targets are below the request.
+    # Far-too-high requests come down: most CPU targets are below the request.
     pairs = [
         (c.request_cpu_millicores, c.latest_recommendation.target_cpu_millicores)
         for c in regular.select_related("latest_recommendation")

@@ -1,4 +1,4 @@
-"""The Celery tasks in eager mode: JSON-only arguments, thin wrappers of the services."""
+"""Celery tasks in eager mode: JSON-only arguments, thin wrappers of the services."""
 
 from __future__ import annotations
 
