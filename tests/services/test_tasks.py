@@ -12,13 +12,16 @@ from recommender.models import Cluster, RefreshRun
 from recommender.tasks import expire_idle_aggregates as expire_idle_aggregates_task
 from recommender.tasks import refresh_all_clusters as refresh_all_clusters_task
 from recommender.tasks import refresh_cluster as refresh_cluster_task
+from vpaweb.celery import app as celery_app
 
 
 @pytest.fixture(autouse=True)
-def small_fleet(settings):
+def small_fleet(settings, monkeypatch):
     settings.SIMULATION_WORKLOADS = 6
     settings.SIMULATION_HISTORY_DAYS = 0.25
-    settings.CELERY_TASK_ALWAYS_EAGER = True
+    # Eager here even when REDIS_URL is set: tests/integration covers the real worker.
+    monkeypatch.setattr(celery_app.conf, "task_always_eager", True)
+    monkeypatch.setattr(celery_app.conf, "task_eager_propagates", True)
 
 
 def test_refresh_task_runs_the_service_and_returns_a_json_summary(db):
