@@ -16,12 +16,15 @@ from vpaweb.celery import app as celery_app
 
 
 @pytest.fixture(autouse=True)
-def small_fleet(settings, monkeypatch):
+def small_fleet(settings):
     settings.SIMULATION_WORKLOADS = 6
     settings.SIMULATION_HISTORY_DAYS = 0.25
     # Eager here even when REDIS_URL is set: tests/integration covers the real worker.
-    monkeypatch.setattr(celery_app.conf, "task_always_eager", True)
-    monkeypatch.setattr(celery_app.conf, "task_eager_propagates", True)
+    conf = celery_app.conf
+    saved = (conf.task_always_eager, conf.task_eager_propagates)
+    conf.task_always_eager = conf.task_eager_propagates = True
+    yield
+    conf.task_always_eager, conf.task_eager_propagates = saved
 
 
 def test_refresh_task_runs_the_service_and_returns_a_json_summary(db):
