@@ -13,13 +13,14 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
+from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from recommender.errors import Conflict, InvalidInput, NotFound, SourceUnavailable
-from recommender.models import AuditEvent, Policy, ResizeChange, Workload
+from recommender.models import AuditEvent, OomKill, Policy, ResizeChange, Workload
 from recommender.roles import ROLE_ORDER, Role, role_of
 from recommender.services import accounts, approvals, insights, policies
 from recommender.web.access import is_htmx, require_role
@@ -171,6 +172,15 @@ def workload_charts(request: HttpRequest, pk: int) -> HttpResponse:
         insights.recommended_containers()
         .filter(workload=workload)
         .select_related("latest_recommendation", "checkpoint")
+        .prefetch_related(
+            Prefetch(
+                "oom_kills",
+                queryset=OomKill.objects.filter(
+                    occurred_at__gte=now - insights.USAGE_WINDOW
+                ).order_by("occurred_at"),
+                to_attr="recent_oom_kills",
+            )
+        )
         .order_by("position", "name")
     )
     policy = getattr(workload, "policy", None)
@@ -211,12 +221,7 @@ def workload_charts(request: HttpRequest, pk: int) -> HttpResponse:
                 "upper_memory": getattr(
                     c.latest_recommendation, "upper_memory_bytes", None
                 ),
-                "ooms": [
-                    kill.occurred_at.isoformat()
-                    for kill in c.oom_kills.filter(
-                        occurred_at__gte=now - insights.USAGE_WINDOW
-                    )
-                ],
+                "ooms": [kill.occurred_at.isoformat() for kill in c.recent_oom_kills],
             }
             for c in containers
         },

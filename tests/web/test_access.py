@@ -78,7 +78,7 @@ def test_public_pages_are_exactly_login_and_health(client, db):
 
 def test_every_dashboard_view_declares_its_role():
     missing = []
-    for route, name, pattern in _walk(get_resolver().url_patterns):
+    for route, _name, pattern in _walk(get_resolver().url_patterns):
         module = getattr(pattern.callback, "__module__", "")
         if module == "recommender.web.views" and not hasattr(
             pattern.callback, "required_role"

@@ -171,3 +171,74 @@ def test_admin_sets_a_role_and_it_is_audited(admin_client_, viewer):
 
 def test_operator_cannot_manage_users(operator_client):
     assert operator_client.get("/users/").status_code == 403
+
+
+def test_charts_fragment_reads_engine_state_and_simulated_usage(
+    viewer_client, settings
+):
+    import json
+    import re
+
+    import numpy as np
+    from django.utils import timezone
+
+    from recommender.cluster.simulated import build_fleet
+    from recommender.engine.aggregation import AggregateSet, SampleBatch
+    from recommender.engine.profiles import get_profile
+    from recommender.models import Checkpoint
+    from tests.factories import make_cluster, make_workload
+
+    settings.SIMULATION_WORKLOADS = 6
+    sim = next(
+        w
+        for w in build_fleet(settings.SIMULATION_SEED, 6).workloads
+        if w.kind == "Deployment"
+    )
+    name = next(c.name for c in sim.containers if c.usage is not None)
+    workload = make_workload(
+        make_cluster("sim"),
+        sim.name,
+        namespace=sim.namespace,
+        containers={
+            name: {"request_cpu_millicores": 500, "request_memory_bytes": 512 * MI}
+        },
+    )
+    # Engine state: one day of a steady 0.3 cores and 200 MB, checkpointed as refresh does.
+    now_s = timezone.now().timestamp()
+    times = now_s - np.arange(1440)[::-1] * 60.0
+    aggregates = AggregateSet.empty(get_profile("vpa"), 1)
+    aggregates.add_samples(
+        SampleBatch.from_grid(
+            series_aggregate=np.array([0]),
+            series_keys=["pod-a"],
+            timestamp_s=times,
+            cpu_cores=np.full((1, times.size), 0.3),
+            memory_bytes=np.full((1, times.size), 2e8),
+        )
+    )
+    Checkpoint.objects.create(
+        container=workload.containers.get(),
+        histogram_key="vpa",
+        state=aggregates.to_checkpoints()[0],
+        sample_count=1440,
+    )
+
+    response = viewer_client.get(
+        f"/workloads/{workload.pk}/charts", HTTP_HX_REQUEST="true"
+    )
+
+    body = response.content.decode()
+    data = json.loads(
+        re.search(r'id="chart-data"[^>]*>(.*?)</script>', body, re.S).group(1)
+    )
+    cpu = data["distributions"][name]["cpu"]
+    assert 0.29 < cpu["percentiles"]["p90"] < 0.33  # within one bucket of 0.3 cores
+    assert sum(cpu["weight"]) > 0
+    usage = data["usage"][name]
+    assert usage["pods"] >= 1
+    assert len(usage["t"]) == 8 * 24 * 6  # 10-minute points over 8 days
+    assert any(v is not None for v in usage["cpu_max"])
+    assert data["containers"][name]["request_cpu"] == 500
+
+
+MI = 2**20

@@ -1,0 +1,114 @@
+"""Query counts of the dashboard's pages are fixed: they don't grow with the fleet (no N+1)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from recommender.models import AuditEvent, OomKill, Policy, RefreshRun, ResizeChange
+from tests.factories import make_cluster, make_recommendation, make_workload
+
+MI = 2**20
+
+
+def _grow(count: int, *, start: int = 0) -> None:
+    cluster = make_cluster(f"c{start}")
+    for i in range(start, start + count):
+        workload = make_workload(
+            cluster,
+            f"w{i}",
+            namespace=f"ns{i % 3}",
+            containers={
+                "app": {
+                    "request_cpu_millicores": 500,
+                    "request_memory_bytes": 512 * MI,
+                },
+                "sidecar": {
+                    "request_cpu_millicores": 50,
+                    "request_memory_bytes": 64 * MI,
+                },
+            },
+        )
+        Policy.objects.filter(workload=workload).update(mode="Recreate")
+        for container in workload.containers.all():
+            make_recommendation(
+                container, cpu_millicores=100 + i, memory_bytes=100 * MI
+            )
+            make_recommendation(container, cpu_millicores=120 + i, memory_bytes=90 * MI)
+            OomKill.objects.create(
+                container=container, pod=f"w{i}-0", occurred_at=timezone.now()
+            )
+        ResizeChange.objects.create(workload=workload, pod=f"w{i}-0")
+        AuditEvent.objects.create(
+            action="policy.update", workload=workload, message=f"e{i}"
+        )
+        RefreshRun.objects.create(
+            cluster=cluster, status="succeeded", finished_at=timezone.now()
+        )
+
+
+def _count(client, path: str) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(path)
+    assert response.status_code == 200, path
+    return len(queries)
+
+
+PAGES = {
+    "/": 14,
+    "/workloads/": 10,
+    "/workloads/?status=over&sort=savings": 10,
+    "/changes/": 8,
+    "/audit/": 8,
+}
+
+
+@pytest.mark.parametrize(("path", "limit"), PAGES.items())
+def test_list_pages_have_bounded_queries(
+    viewer_client, db, path, limit, django_assert_max_num_queries
+):
+    _grow(3)
+    small = _count(viewer_client, path)
+    _grow(12, start=100)
+
+    with django_assert_max_num_queries(limit):
+        response = viewer_client.get(path)
+
+    assert response.status_code == 200
+    assert _count(viewer_client, path) == small  # more rows, same queries
+
+
+def test_workload_page_has_bounded_queries(
+    viewer_client, db, django_assert_max_num_queries
+):
+    _grow(2)
+    workload = make_workload(
+        make_cluster("big"),
+        "many",
+        containers={f"c{i}": {"request_cpu_millicores": 100} for i in range(6)},
+    )
+    for container in workload.containers.all():
+        for n in range(5):
+            make_recommendation(container, cpu_millicores=100 + n)
+
+    with django_assert_max_num_queries(12):
+        response = viewer_client.get(f"/workloads/{workload.pk}/")
+
+    assert response.status_code == 200
+
+
+def test_charts_fragment_has_bounded_queries(viewer_client, db, django_assert_max_num_queries):
+    workload = make_workload(
+        make_cluster("charts"),
+        "many",
+        containers={f"c{i}": {"request_cpu_millicores": 100} for i in range(6)},
+    )
+    for container in workload.containers.all():
+        OomKill.objects.create(container=container, pod="many-0", occurred_at=timezone.now())
+
+    with django_assert_max_num_queries(8):
+        response = viewer_client.get(f"/workloads/{workload.pk}/charts")
+
+    assert response.status_code == 200
