@@ -378,6 +378,10 @@ class KubeReader:
                     problem += f": {message}"
                 retryable = exc.status in RETRYABLE_STATUSES
                 retry_after_s = _retry_after_s(exc.headers)
+            except urllib3.exceptions.NewConnectionError as exc:
+                # Caught first: urllib3 makes it a subclass of ConnectTimeoutError.
+                problem = f"cannot reach the API server: {exc}"
+                retryable = True
             except urllib3.exceptions.TimeoutError:
                 problem = (
                     "no answer within the timeout (connect "

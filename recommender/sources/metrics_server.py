@@ -1,26 +1,33 @@
 """Live usage from metrics-server (``metrics.k8s.io/v1beta1`` PodMetrics), for clusters
-without
-Prometheus.
+without Prometheus.
 
 metrics-server keeps only the latest sample per container, so this source has no
-history, like upstream's recommender: each call returns the current sample as a
-one-column ``UsageGrid``. CPU is read as upstream does (``MilliValue()`` of the
-quantity, then cores), memory as the working-set bytes metrics-server reports.
+history, like upstream's recommender: each call returns the current sample of every
+container. CPU is read as upstream does (``MilliValue()`` of the quantity, then cores),
+memory as the working-set bytes metrics-server reports.
 
-Every PodMetrics carries its own ``timestamp`` (pods are scraped node by node). A sample
-counts when that timestamp lies in ``(start_s, end_s]``, so a pod not scraped again
-since the last call is not fed twice; the column is stamped with the newest accepted
-timestamp, a shift of at most one scrape interval for the others. Plain init containers
-are dropped, as upstream drops them; native sidecars (init containers with
-``restartPolicy: Always``) run for the pod's whole life and are kept, since vpaweb
-recommends for them.
+Time: every PodMetrics carries its own ``timestamp`` (pods are scraped node by node).
+Each sample is placed on the caller's step grid, at the step start at or before its
+timestamp (a shift of less than one step, as Prometheus range queries do), and counts
+when that time lies in ``(start_s, end_s]``. So a pod not scraped again since the last
+call is not fed twice, and a sample taken seconds after the refresh's step-aligned end
+still lands in it. Usually every pod falls in one step: a one-column ``UsageGrid``; a
+scrape straddling a step boundary gives two columns, with NaN where a pod has no sample.
+
+Plain init containers are dropped, as upstream drops them. Native sidecars (init
+containers with ``restartPolicy: Always``) run for the pod's whole life and are kept:
+vpaweb recommends for them (a deliberate difference from upstream, which drops every
+init container).
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from kubernetes import client as k8s
@@ -32,6 +39,13 @@ from recommender.errors import SourceUnavailable
 from recommender.sources.base import SeriesKey, UsageGrid
 
 logger = logging.getLogger(__name__)
+
+# A refresh asks for its window in day-long chunks; they all see the same live sample,
+# so one read serves every chunk of a pass (metrics-server itself refreshes every 15 s
+# to 60 s).
+CACHE_S = 10.0
+
+_Sample = tuple[SeriesKey, float, float, float]  # key, time, cpu cores, memory bytes
 
 
 class MetricsServerSource:
@@ -46,6 +60,7 @@ class MetricsServerSource:
         settings: KubeClientSettings | None = None,
         api_client: k8s.ApiClient | None = None,
         sleep: Callable[[float], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cluster_name = cluster_name
         if api_client is None:
@@ -59,10 +74,60 @@ class MetricsServerSource:
             settings=settings or KubeClientSettings.from_settings(),
             **extra,
         )
+        self._clock = clock
+        self._cache: tuple[str | None, float, list[_Sample]] | None = None
 
     def close(self) -> None:
         """Release the HTTP connections."""
         self.reader.close()
+
+    def fetch_usage(
+        self, *, namespace: str | None, start_s: float, end_s: float, step_s: float
+    ) -> UsageGrid:
+        """The live sample of each container whose step time is in the range."""
+        if not end_s > start_s:
+            raise ValueError(f"end_s ({end_s}) must be after start_s ({start_s})")
+        if not step_s > 0:
+            raise ValueError(f"step_s ({step_s}) must be positive")
+        picked = []
+        for key, stamp_s, cpu_cores, memory_bytes in self._samples(namespace):
+            step_time_s = math.floor(stamp_s / step_s) * step_s
+            if start_s < step_time_s <= end_s:
+                picked.append((key, step_time_s, cpu_cores, memory_bytes))
+        if not picked:
+            return UsageGrid.empty()
+        times = sorted({sample[1] for sample in picked})
+        column = {t: i for i, t in enumerate(times)}
+        cpu = np.full((len(picked), len(times)), np.nan)
+        memory = np.full((len(picked), len(times)), np.nan)
+        for row, (_, step_time_s, cpu_cores, memory_bytes) in enumerate(picked):
+            cpu[row, column[step_time_s]] = cpu_cores
+            memory[row, column[step_time_s]] = memory_bytes
+        return UsageGrid(
+            series=tuple(sample[0] for sample in picked),
+            timestamp_s=np.array(times, dtype=np.float64),
+            cpu_cores=cpu,
+            memory_bytes=memory,
+        )
+
+    def _samples(self, namespace: str | None) -> list[_Sample]:
+        """Every container's live sample, read at most once per ``CACHE_S``."""
+        now = self._clock()
+        if self._cache is not None:
+            cached_namespace, read_at, samples = self._cache
+            if cached_namespace == namespace and now - read_at < CACHE_S:
+                return samples
+        items = self.reader.list(
+            kube_client.POD_METRICS, namespace=namespace, missing_ok=True
+        )
+        if items is None:
+            raise SourceUnavailable(
+                f"cluster {self.cluster_name!r}: metrics.k8s.io/v1beta1 is not "
+                "served: is metrics-server installed?"
+            )
+        samples = self._parse(items, self._init_containers(namespace))
+        self._cache = (namespace, now, samples)
+        return samples
 
     def _init_containers(self, namespace: str | None) -> set[tuple[str, str, str]]:
         """(namespace, pod, container) of every plain init container."""
@@ -80,32 +145,19 @@ class MetricsServerSource:
                     )
         return names
 
-    def fetch_usage(
-        self, *, namespace: str | None, start_s: float, end_s: float, step_s: float
-    ) -> UsageGrid:
-        """The current sample of each container whose pod was scraped in the range."""
-        if not end_s > start_s:
-            raise ValueError(f"end_s ({end_s}) must be after start_s ({start_s})")
-        items = self.reader.list(
-            kube_client.POD_METRICS, namespace=namespace, missing_ok=True
-        )
-        if items is None:
-            raise SourceUnavailable(
-                f"cluster {self.cluster_name!r}: metrics.k8s.io/v1beta1 is not "
-                "served: is metrics-server installed?"
-            )
-        init_containers = self._init_containers(namespace)
-        series: list[SeriesKey] = []
-        cpu: list[float] = []
-        memory: list[float] = []
-        newest_s = -np.inf
+    def _parse(
+        self, items: list[dict[str, Any]], init_containers: set[tuple[str, str, str]]
+    ) -> list[_Sample]:
+        samples: list[_Sample] = []
         skipped = 0
         for item in items:
             meta = item.get("metadata") or {}
-            pod_ns, pod_name = meta.get("namespace", ""), meta.get("name", "")
-            where = f"PodMetrics {pod_ns}/{pod_name}"
+            namespace, pod = meta.get("namespace", ""), meta.get("name", "")
+            where = f"PodMetrics {namespace}/{pod}"
             try:
-                stamp_s = datetime.fromisoformat(str(item.get("timestamp"))).timestamp()
+                stamp = datetime.fromisoformat(str(item.get("timestamp")))
+                if stamp.tzinfo is None:
+                    raise ValueError("no time zone")
             except ValueError:
                 logger.warning(
                     "cluster %s: %s has no valid timestamp: %r",
@@ -115,12 +167,9 @@ class MetricsServerSource:
                 )
                 skipped += 1
                 continue
-            if not start_s < stamp_s <= end_s:
-                # Already fed (not scraped again since), or in the caller's future.
-                continue
             for container in item.get("containers") or ():
                 name = container.get("name", "")
-                if (pod_ns, pod_name, name) in init_containers:
+                if (namespace, pod, name) in init_containers:
                     continue
                 usage = container.get("usage") or {}
                 try:
@@ -136,21 +185,12 @@ class MetricsServerSource:
                     )
                     skipped += 1
                     continue
-                series.append(SeriesKey(pod_ns, pod_name, name))
-                cpu.append(cpu_cores)
-                memory.append(memory_bytes)
-                newest_s = max(newest_s, stamp_s)
+                key = SeriesKey(namespace, pod, name)
+                samples.append((key, stamp.timestamp(), cpu_cores, memory_bytes))
         logger.info(
             "cluster %s: metrics-server gave %d container samples (%d skipped)",
             self.cluster_name,
-            len(series),
+            len(samples),
             skipped,
         )
-        if not series:
-            return UsageGrid.empty()
-        return UsageGrid(
-            series=tuple(series),
-            timestamp_s=np.array([newest_s], dtype=np.float64),
-            cpu_cores=np.array(cpu, dtype=np.float64).reshape(-1, 1),
-            memory_bytes=np.array(memory, dtype=np.float64).reshape(-1, 1),
-        )
+        return samples

@@ -102,6 +102,8 @@ class Fault:
     message: str = ""
     # Only for requests that carry a continue token (a later page of a list).
     on_continue: bool = False
+    # Answer 200 with this body instead (a proxy's HTML page, a truncated answer).
+    raw_body: bytes | None = None
 
 
 @dataclass
@@ -211,11 +213,21 @@ class FakeApiServer:
         delay_s: float = 0.0,
         message: str = "",
         on_continue: bool = False,
+        raw_body: bytes | None = None,
     ) -> None:
         """Answer the next ``times`` GETs on ``path`` with an error or a delay."""
         with self._lock:
             self.faults.append(
-                Fault(path, status, times, retry_after, delay_s, message, on_continue)
+                Fault(
+                    path,
+                    status,
+                    times,
+                    retry_after,
+                    delay_s,
+                    message,
+                    on_continue,
+                    raw_body,
+                )
             )
 
     def unserve(self, group: str) -> None:
@@ -305,6 +317,8 @@ class FakeApiServer:
             )
         fault = self._take_fault(parts.path, has_continue="continue" in query)
         if fault is not None:
+            if fault.raw_body is not None:
+                return self._send_raw(handler, 200, fault.raw_body, "text/html")
             if fault.delay_s:
                 # Longer than the client's read timeout; cut short when the server
                 # stops.
@@ -455,17 +469,29 @@ class FakeApiServer:
             "items": page,
         }
 
-    @staticmethod
+    @classmethod
     def _send(
+        cls,
         handler: BaseHTTPRequestHandler,
         code: int,
         body: dict[str, Any],
         headers: dict[str, str] | None = None,
     ) -> None:
-        payload = json.dumps(body).encode()
+        cls._send_raw(
+            handler, code, json.dumps(body).encode(), "application/json", headers
+        )
+
+    @staticmethod
+    def _send_raw(
+        handler: BaseHTTPRequestHandler,
+        code: int,
+        payload: bytes,
+        content_type: str,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         try:
             handler.send_response(code)
-            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Type", content_type)
             handler.send_header("Content-Length", str(len(payload)))
             handler.send_header("Audit-Id", "00000000-0000-4000-8000-000000000000")
             for name, value in (headers or {}).items():
