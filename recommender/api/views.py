@@ -21,6 +21,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import generics, viewsets
 from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -437,7 +438,8 @@ class RejectChangeView(APIView):
     """Reject a proposed (or approved, not yet applied) resize."""
 
     permission_classes = [CanWrite]
-    parser_classes = [JSONParser]
+    # Forms too: the browsable API and `curl -d reason=...` send them.
+    parser_classes = [JSONParser, FormParser, MultiPartParser]
     extra_error_statuses = {
         "409": "The change was already applied, rejected or failed."
     }
@@ -610,7 +612,10 @@ class RightsizeView(APIView):
         options = rightsize.RightsizeOptions(**options_serializer.validated_data)
         body = request.data
         if not isinstance(body, RawBody):
-            raise InvalidInput("send the manifests as the request body", field="body")
+            raise InvalidInput(
+                "the body holds no manifests: send YAML or JSON manifests as the body",
+                field="body",
+            )
         documents = rightsize.parse_manifests(
             body=body.data, media_type=body.media_type
         )

@@ -1,0 +1,218 @@
+"""Commands with write access: policy updates, approving and rejecting resize changes,
+static coefficients. Each is validated, audited, and loses nothing on bad input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from recommender.models import (
+    AuditEvent,
+    Policy,
+    ResizeChange,
+    StaticCoefficient,
+    Workload,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def _patch(client: Client, workload: Workload, body: Any) -> Any:
+    return client.patch(
+        f"/api/v1/workloads/{workload.pk}/policy", body, content_type="application/json"
+    )
+
+
+def test_policy_update_is_validated_canonical_and_audited(
+    write_client: Client, shop: Workload
+) -> None:
+    response = _patch(
+        write_client,
+        shop,
+        {
+            "mode": "Initial",
+            "container_policies": [
+                {
+                    "containerName": "app",
+                    "minAllowed": {"cpu": "0.1"},
+                    "maxAllowed": {"memory": "2048Mi"},
+                }
+            ],
+        },
+    )
+    assert response.status_code == 200
+    entry = response.json()["container_policies"][0]
+    assert entry["minAllowed"] == {"cpu": "100m"} and entry["maxAllowed"] == {
+        "memory": "2Gi"
+    }
+    event = AuditEvent.objects.get(action="policy.update")
+    assert event.after["mode"] == "Initial"
+
+
+def test_policy_update_by_natural_key(write_client: Client, shop: Workload) -> None:
+    response = write_client.patch(
+        "/api/v1/clusters/prod/namespaces/shop/workloads/Deployment/web/policy",
+        {"min_replicas": 2},
+        content_type="application/json",
+    )
+    assert response.status_code == 200 and response.json()["min_replicas"] == 2
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"mode": "Sometimes"}, "mode"),
+        (
+            {
+                "container_policies": [
+                    {"containerName": "app", "minAllowed": {"cpu": "12 cores"}}
+                ]
+            },
+            "container_policies[0].minAllowed.cpu",
+        ),
+        (
+            {
+                "container_policies": [
+                    {"containerName": "app", "maxAllowed": {"memory": "-1Gi"}}
+                ]
+            },
+            "container_policies[0].maxAllowed.memory",
+        ),
+        (
+            {"container_policies": [{"containerName": "nginx"}]},
+            "container_policies[0].containerName",
+        ),
+        (
+            {
+                "container_policies": [
+                    {
+                        "containerName": "app",
+                        "minAllowed": {"cpu": "2"},
+                        "maxAllowed": {"cpu": "1"},
+                    }
+                ]
+            },
+            "container_policies[0].maxAllowed.cpu",
+        ),
+        ({"min_replicas": 0}, "min_replicas"),
+        ({"profile": "no-such-profile"}, "profile"),
+        ({"owner": "me"}, "owner"),
+    ],
+)
+def test_bad_policy_input_names_the_field_and_changes_nothing(
+    write_client: Client, shop: Workload, body: dict[str, Any], field: str
+) -> None:
+    response = _patch(write_client, shop, body)
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["code"] == "invalid"
+    assert field in error["fields"], error
+    policy = Policy.objects.get(workload=shop)
+    assert (policy.mode, policy.container_policies, policy.min_replicas) == (
+        "Off",
+        [],
+        None,
+    )
+    assert not AuditEvent.objects.filter(action="policy.update").exists()
+
+
+def test_malformed_json_is_a_clear_400(write_client: Client, shop: Workload) -> None:
+    response = write_client.patch(
+        f"/api/v1/workloads/{shop.pk}/policy",
+        "{mode: ",
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "malformed" and "not valid JSON" in error["message"]
+
+
+def _proposed(workload: Workload, mode: str = Policy.Mode.INITIAL) -> ResizeChange:
+    Policy.objects.filter(workload=workload).update(mode=mode)
+    return ResizeChange.objects.create(workload=workload, pod="web-1")
+
+
+def test_approve_then_reject_and_conflicts(
+    write_client: Client, shop: Workload
+) -> None:
+    change = _proposed(shop)
+    approved = write_client.post(f"/api/v1/changes/{change.pk}/approve")
+    assert approved.status_code == 200
+    assert (
+        approved.json()["status"] == "approved"
+        and approved.json()["decided_by"] == "olga"
+    )
+    again = write_client.post(f"/api/v1/changes/{change.pk}/approve")
+    assert again.status_code == 409 and again.json()["error"]["code"] == "conflict"
+    rejected = write_client.post(
+        f"/api/v1/changes/{change.pk}/reject",
+        {"reason": "peak season"},
+        content_type="application/json",
+    )
+    assert rejected.status_code == 200 and rejected.json()["status"] == "rejected"
+    decisions = AuditEvent.objects.filter(action__startswith="change.").order_by("id")
+    actions = list(decisions.values_list("action", "actor_label"))
+    assert actions == [
+        ("change.approve", "token:ci-write"),
+        ("change.reject", "token:ci-write"),
+    ]
+    assert "peak season" in AuditEvent.objects.get(action="change.reject").message
+
+
+def test_approving_a_change_of_an_off_workload_is_a_conflict(
+    write_client: Client, shop: Workload
+) -> None:
+    change = _proposed(shop, mode=Policy.Mode.OFF)
+    response = write_client.post(f"/api/v1/changes/{change.pk}/approve")
+    assert response.status_code == 409
+    assert "Off mode" in response.json()["error"]["message"]
+    change.refresh_from_db()
+    assert change.status == ResizeChange.Status.PROPOSED
+
+
+def test_unknown_change_is_404(write_client: Client, shop: Workload) -> None:
+    response = write_client.post("/api/v1/changes/4242/approve")
+    assert response.status_code == 404
+    assert response.json()["error"]["message"] == "resize change 4242 does not exist"
+
+
+def test_static_coefficients_set_list_and_remove(write_client: Client, db: Any) -> None:
+    url = "/api/v1/static-coefficients"
+    body = {"namespace": "", "cpu_factor": 0.7, "memory_factor": None}
+    assert (
+        write_client.post(url, body, content_type="application/json").status_code == 200
+    )
+    assert write_client.get(url).json() == [
+        {
+            "namespace": "",
+            "cpu_factor": 0.7,
+            "memory_factor": None,
+            "updated_at": StaticCoefficient.objects.get()
+            .updated_at.isoformat()
+            .replace("+00:00", "Z"),
+        }
+    ]
+    bad = write_client.post(
+        url,
+        {"namespace": "a", "cpu_factor": 0, "memory_factor": None},
+        content_type="application/json",
+    )
+    assert bad.status_code == 400 and "cpu_factor" in bad.json()["error"]["fields"]
+    gone = write_client.post(
+        url,
+        {"namespace": "", "cpu_factor": None, "memory_factor": None},
+        content_type="application/json",
+    )
+    assert gone.status_code == 204 and not StaticCoefficient.objects.exists()
+    assert AuditEvent.objects.filter(action="coefficient.update").count() == 2
+
+
+def test_read_token_cannot_set_coefficients(read_client: Client, db: Any) -> None:
+    response = read_client.post(
+        "/api/v1/static-coefficients",
+        {"namespace": "", "cpu_factor": 0.5, "memory_factor": None},
+        content_type="application/json",
+    )
+    assert response.status_code == 403 and not StaticCoefficient.objects.exists()
