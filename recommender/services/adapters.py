@@ -12,10 +12,12 @@ from django.conf import settings
 from django.utils import timezone
 
 from recommender.cluster.base import ClusterAdapter
+from recommender.cluster.kubernetes import KubernetesAdapter
 from recommender.cluster.simulated import SimulatedCluster, build_fleet
 from recommender.errors import InvalidInput
 from recommender.models import Cluster
 from recommender.sources.base import UsageSource
+from recommender.sources.metrics_server import MetricsServerSource
 from recommender.sources.simulated import SimulatedUsageSource
 
 
@@ -32,6 +34,8 @@ def cluster_adapter_for(
         return SimulatedCluster(
             name=cluster.name, fleet=fleet, now=now or timezone.now()
         )
+    if cluster.kind == Cluster.Kind.KUBERNETES:
+        return KubernetesAdapter(cluster_name=cluster.name, context=cluster.context)
     raise InvalidInput(
         f"cluster {cluster.name!r}: no adapter for kind {cluster.kind!r}", field="kind"
     )
@@ -42,6 +46,9 @@ def usage_source_for(cluster: Cluster) -> UsageSource:
     if cluster.kind == Cluster.Kind.SIMULATED:
         fleet = build_fleet(settings.SIMULATION_SEED, settings.SIMULATION_WORKLOADS)
         return SimulatedUsageSource(fleet=fleet)
+    if cluster.kind == Cluster.Kind.KUBERNETES:
+        # No Prometheus: live samples from metrics-server, no history (as upstream).
+        return MetricsServerSource(cluster_name=cluster.name, context=cluster.context)
     raise InvalidInput(
         f"cluster {cluster.name!r}: no usage source for kind {cluster.kind!r}",
         field="kind",
