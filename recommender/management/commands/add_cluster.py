@@ -1,0 +1,43 @@
+"""`manage.py add_cluster`: register a Kubernetes cluster once vpaweb can read it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from recommender.errors import VpawebError
+from recommender.services.clusters import add_kubernetes_cluster
+
+
+class Command(BaseCommand):
+    help = (
+        "Add a Kubernetes cluster, read through a kubeconfig context (KUBECONFIG, "
+        "else ~/.kube/config) or the pod's service account. Nothing is stored unless "
+        "the API server answers: its version and one pod are read first."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--name", required=True, help="a slug, e.g. prod-eu-1")
+        how = parser.add_mutually_exclusive_group(required=True)
+        how.add_argument("--context", help="the kubeconfig context to use")
+        how.add_argument(
+            "--in-cluster",
+            action="store_true",
+            help="use the service account of the pod vpaweb runs in",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            cluster, version = add_kubernetes_cluster(
+                name=options["name"],
+                context=options["context"] or "",
+                in_cluster=options["in_cluster"],
+            )
+        except VpawebError as exc:
+            raise CommandError(exc.message) from None
+        how = f"context {cluster.context!r}" if cluster.context else "in-cluster config"
+        self.stdout.write(
+            f"Added cluster {cluster.name!r} (Kubernetes {version}, {how}). "
+            "Its workloads start in Off mode: recommendations only."
+        )
