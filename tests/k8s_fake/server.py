@@ -162,9 +162,15 @@ class FakeApiServer:
     """A thread serving fixture objects the way kube-apiserver lists them."""
 
     def __init__(
-        self, objects: Iterable[dict[str, Any]] = (), *, token: str = TOKEN
+        self,
+        objects: Iterable[dict[str, Any]] = (),
+        *,
+        token: str = TOKEN,
+        allowed: set[tuple[str, str]] | None = None,
     ) -> None:
         self.token = token
+        # RBAC: the (API group, resource) pairs the token may list; None allows all.
+        self.allowed = allowed
         self.requests: list[Request] = []
         self.faults: list[Fault] = []
         self.unserved: set[str] = set()
@@ -367,6 +373,24 @@ class FakeApiServer:
                 ),
             )
         collection, namespace = routed
+        if (
+            self.allowed is not None
+            and (collection.group, collection.plural) not in self.allowed
+        ):
+            resource = collection.plural + (
+                f".{collection.group}" if collection.group else ""
+            )
+            scope = (
+                f'in the namespace "{namespace}"'
+                if namespace
+                else "at the cluster scope"
+            )
+            message = (
+                f'{resource} is forbidden: User "system:serviceaccount:vpaweb:vpaweb" '
+                f'cannot list resource "{collection.plural}" in API group '
+                f'"{collection.group}" {scope}'
+            )
+            return self._send(handler, 403, _status(403, "Forbidden", message))
         try:
             body = self._list(collection, namespace, query)
         except ValueError as exc:

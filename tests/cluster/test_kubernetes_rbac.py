@@ -1,0 +1,100 @@
+"""The shipped deploy/rbac.yaml is read-only and is exactly what the adapter needs: the
+fake API server enforces its rules, and discovery plus metrics-server reads succeed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from recommender.cluster.kubernetes import KubernetesAdapter
+from recommender.errors import SourceUnavailable
+from recommender.sources.metrics_server import MetricsServerSource
+from tests.k8s_fake.plugin import FAST
+from tests.k8s_fake.server import FakeApiServer, load_fixtures, write_kubeconfig
+
+RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
+READ_VERBS = {"get", "list", "watch"}
+
+
+def cluster_role_rules() -> list[dict]:
+    documents = list(yaml.safe_load_all(RBAC.read_text()))
+    (role,) = [d for d in documents if d["kind"] == "ClusterRole"]
+    (binding,) = [d for d in documents if d["kind"] == "ClusterRoleBinding"]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "vpaweb", "namespace": "vpaweb"}
+    ]
+    return role["rules"]
+
+
+def allowed_lists(rules: list[dict]) -> set[tuple[str, str]]:
+    return {
+        (group, resource)
+        for rule in rules
+        if "list" in rule["verbs"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+
+
+def read_everything(server: FakeApiServer, tmp_path: Path) -> None:
+    config = write_kubeconfig(tmp_path / "config", {"fake": server}, current="fake")
+    adapter = KubernetesAdapter(
+        cluster_name="fake", context="fake", kubeconfig=str(config), settings=FAST
+    )
+    source = MetricsServerSource(
+        cluster_name="fake", context="fake", kubeconfig=str(config), settings=FAST
+    )
+    try:
+        adapter.check_connection()
+        adapter.discover()
+        source.fetch_usage(namespace=None, start_s=0.0, end_s=2e9, step_s=60.0)
+    finally:
+        adapter.close()
+        source.close()
+
+
+def test_the_role_grants_only_read_verbs():
+    rules = cluster_role_rules()
+
+    assert rules
+    assert all(set(rule["verbs"]) <= READ_VERBS for rule in rules)
+    assert all("*" not in rule["resources"] + rule["apiGroups"] for rule in rules)
+
+
+def test_the_shipped_role_is_enough_and_every_rule_is_used(tmp_path):
+    allowed = allowed_lists(cluster_role_rules())
+    server = FakeApiServer(load_fixtures(), allowed=allowed).start()
+    try:
+        read_everything(server, tmp_path)
+    finally:
+        server.stop()
+
+    listed = set()
+    for request in server.requests:
+        parts = [p for p in request.path.split("/") if p]
+        if parts[0] == "api":
+            listed.add(("", parts[-1]))
+        elif parts[0] == "apis":
+            listed.add((parts[1], parts[-1]))
+    # Every rule is needed (nothing granted "just in case").
+    assert listed == allowed
+
+
+def test_without_a_rule_the_error_names_the_forbidden_resource(tmp_path):
+    allowed = allowed_lists(cluster_role_rules()) - {("policy", "poddisruptionbudgets")}
+    server = FakeApiServer(load_fixtures(), allowed=allowed).start()
+    try:
+        with pytest.raises(SourceUnavailable) as caught:
+            read_everything(server, tmp_path)
+    finally:
+        server.stop()
+
+    assert caught.value.message == (
+        "cluster 'fake': cannot list poddisruptionbudgets.policy: HTTP 403 Forbidden: "
+        'poddisruptionbudgets.policy is forbidden: User "system:serviceaccount:vpaweb:'
+        'vpaweb" cannot list resource "poddisruptionbudgets" in API group "policy" at '
+        "the cluster scope"
+    )
