@@ -27,7 +27,9 @@ def make_batch(rng: np.random.Generator) -> SampleBatch:
     cpu_level = rng.uniform(0.05, 2.0, size=(CONTAINERS, 1))
     cpu = cpu_level * rng.gamma(4.0, 0.25, size=(CONTAINERS, MINUTES))
     mem_level = rng.uniform(50 * 2**20, 4 * 2**30, size=(CONTAINERS, 1))
-    mem = np.floor(mem_level * (1.0 + 0.05 * rng.standard_normal((CONTAINERS, MINUTES))))
+    mem = np.floor(
+        mem_level * (1.0 + 0.05 * rng.standard_normal((CONTAINERS, MINUTES)))
+    )
     return SampleBatch.from_grid(
         series_aggregate=np.arange(CONTAINERS),
         series_keys=[f"pod-{i}" for i in range(CONTAINERS)],
@@ -49,16 +51,27 @@ def main() -> None:
     t = time.perf_counter()
     stats = aggs.add_samples(batch)
     ingest = time.perf_counter() - t
-    print(f"ingest: {ingest:.3f} s for {n / 1e6:.2f} M samples = {n / ingest / 1e6:.1f} M samples/s")
+    print(
+        f"ingest: {ingest:.3f} s for {n / 1e6:.2f} M samples = {n / ingest / 1e6:.1f} M samples/s"
+    )
     print(f"  {stats}")
 
     t = time.perf_counter()
-    recs = recommend(aggs, rows=range(CONTAINERS), profile=profile, containers_in_pod=[1] * CONTAINERS)
-    print(f"recommend 1,000 rows: {time.perf_counter() - t:.3f} s (first target {recs[0].target})")
+    recs = recommend(
+        aggs,
+        rows=range(CONTAINERS),
+        profile=profile,
+        containers_in_pod=[1] * CONTAINERS,
+    )
+    print(
+        f"recommend 1,000 rows: {time.perf_counter() - t:.3f} s (first target {recs[0].target})"
+    )
 
     big = AggregateSet.from_checkpoints(profile, aggs.to_checkpoints() * 100)
     t = time.perf_counter()
-    recommend(big, rows=range(len(big)), profile=profile, containers_in_pod=[1] * len(big))
+    recommend(
+        big, rows=range(len(big)), profile=profile, containers_in_pod=[1] * len(big)
+    )
     print(f"recommend 100,000 rows: {time.perf_counter() - t:.3f} s")
 
     t = time.perf_counter()
@@ -66,14 +79,31 @@ def main() -> None:
     print(f"to_checkpoints 1,000 rows: {time.perf_counter() - t:.3f} s")
     compact = sum(len(b) for b in blobs) / CONTAINERS
     arrays = [
-        aggs.cpu.weight, aggs.cpu.total, aggs.cpu.min_bucket, aggs.cpu.max_bucket, aggs.cpu.reference_s,
-        aggs.memory.weight, aggs.memory.total, aggs.memory.min_bucket, aggs.memory.max_bucket,
-        aggs.memory.reference_s, aggs.first_sample_s, aggs.last_sample_s_, aggs.total_samples,
-        aggs.creation_s, aggs.series_row, aggs.series_last_cpu_s, aggs.series_last_memory_s,
-        aggs.series_window_end_s, aggs.series_memory_peak, aggs.series_oom_peak,
+        aggs.cpu.weight,
+        aggs.cpu.total,
+        aggs.cpu.min_bucket,
+        aggs.cpu.max_bucket,
+        aggs.cpu.reference_s,
+        aggs.memory.weight,
+        aggs.memory.total,
+        aggs.memory.min_bucket,
+        aggs.memory.max_bucket,
+        aggs.memory.reference_s,
+        aggs.first_sample_s,
+        aggs.last_sample_s_,
+        aggs.total_samples,
+        aggs.creation_s,
+        aggs.series_row,
+        aggs.series_last_cpu_s,
+        aggs.series_last_memory_s,
+        aggs.series_window_end_s,
+        aggs.series_memory_peak,
+        aggs.series_oom_peak,
     ]
     in_memory = sum(a.nbytes for a in arrays) / CONTAINERS
-    print(f"state per container: compact checkpoint {compact:.0f} B, in-memory arrays {in_memory:.0f} B")
+    print(
+        f"state per container: compact checkpoint {compact:.0f} B, in-memory arrays {in_memory:.0f} B"
+    )
 
 
 if __name__ == "__main__":

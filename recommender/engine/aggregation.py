@@ -44,7 +44,10 @@ _MAX_SPAN_HALF_LIVES = 99.0
 def cpu_histogram_options() -> HistogramOptions:
     """Upstream ``CPUHistogramOptions`` (176 exponential buckets from 0.01 cores)."""
     return exponential_options(
-        CPU_HISTOGRAM_MAX_CORES, CPU_HISTOGRAM_FIRST_BUCKET_CORES, 1.0 + HISTOGRAM_BUCKET_SIZE_GROWTH, EPSILON
+        CPU_HISTOGRAM_MAX_CORES,
+        CPU_HISTOGRAM_FIRST_BUCKET_CORES,
+        1.0 + HISTOGRAM_BUCKET_SIZE_GROWTH,
+        EPSILON,
     )
 
 
@@ -96,10 +99,14 @@ class SampleBatch:
         for name in ("timestamp_s", "cpu_cores", "memory_bytes"):
             arr = _as_array(getattr(self, name), name, np.float64, 1)
             if arr.shape[0] != n:
-                raise ValueError(f"{name}: expected {n} values like series_index, got {arr.shape[0]}")
+                raise ValueError(
+                    f"{name}: expected {n} values like series_index, got {arr.shape[0]}"
+                )
             object.__setattr__(self, name, arr)
         if len(self.series_keys) != sa.shape[0]:
-            raise ValueError("series_keys: must have one key per series_aggregate entry")
+            raise ValueError(
+                "series_keys: must have one key per series_aggregate entry"
+            )
         if n and (si.min() < 0 or si.max() >= sa.shape[0]):
             raise ValueError("series_index: values must index series_aggregate")
         if n and not np.all(np.isfinite(self.timestamp_s)):
@@ -118,12 +125,18 @@ class SampleBatch:
         """Build from a (S, T) grid of values over shared timestamps (T,), NaN for gaps."""
         ts = _as_array(timestamp_s, "timestamp_s", np.float64, 1)
         cpu = np.ascontiguousarray(_as_array(cpu_cores, "cpu_cores", np.float64, 2))
-        mem = np.ascontiguousarray(_as_array(memory_bytes, "memory_bytes", np.float64, 2))
+        mem = np.ascontiguousarray(
+            _as_array(memory_bytes, "memory_bytes", np.float64, 2)
+        )
         s = len(series_keys)
         if cpu.shape != (s, ts.shape[0]):
-            raise ValueError(f"cpu_cores: expected shape {(s, ts.shape[0])}, got {cpu.shape}")
+            raise ValueError(
+                f"cpu_cores: expected shape {(s, ts.shape[0])}, got {cpu.shape}"
+            )
         if mem.shape != cpu.shape:
-            raise ValueError(f"memory_bytes: expected shape {cpu.shape}, got {mem.shape}")
+            raise ValueError(
+                f"memory_bytes: expected shape {cpu.shape}, got {mem.shape}"
+            )
         return cls(
             series_aggregate=series_aggregate,
             series_keys=series_keys,
@@ -149,18 +162,29 @@ class OomBatch:
         sa = _as_array(self.series_aggregate, "series_aggregate", np.int64, 1)
         si = _as_array(self.series_index, "series_index", np.int64, 1)
         ts = _as_array(self.timestamp_s, "timestamp_s", np.float64, 1)
-        req = _as_array(self.memory_request_bytes, "memory_request_bytes", np.float64, 1)
+        req = _as_array(
+            self.memory_request_bytes, "memory_request_bytes", np.float64, 1
+        )
         if ts.shape != si.shape or req.shape != si.shape:
-            raise ValueError("timestamp_s: series_index, timestamp_s and memory_request_bytes must have one length")
+            raise ValueError(
+                "timestamp_s: series_index, timestamp_s and memory_request_bytes must have one length"
+            )
         if len(self.series_keys) != sa.shape[0]:
-            raise ValueError("series_keys: must have one key per series_aggregate entry")
+            raise ValueError(
+                "series_keys: must have one key per series_aggregate entry"
+            )
         if si.size and (si.min() < 0 or si.max() >= sa.shape[0]):
             raise ValueError("series_index: values must index series_aggregate")
         if not np.all(np.isfinite(ts)):
             raise ValueError("timestamp_s: must be finite")
         if np.any(~np.isfinite(req)) or np.any(req < 0):
             raise ValueError("memory_request_bytes: must be finite and >= 0")
-        for name, arr in (("series_aggregate", sa), ("series_index", si), ("timestamp_s", ts), ("memory_request_bytes", req)):
+        for name, arr in (
+            ("series_aggregate", sa),
+            ("series_index", si),
+            ("timestamp_s", ts),
+            ("memory_request_bytes", req),
+        ):
             object.__setattr__(self, name, arr)
 
 
@@ -176,11 +200,20 @@ class IngestStats:
     oom_dropped: int = 0
 
     def __add__(self, other: IngestStats) -> IngestStats:
-        return IngestStats(*(a + b for a, b in zip(_astuple(self), _astuple(other), strict=True)))
+        return IngestStats(
+            *(a + b for a, b in zip(_astuple(self), _astuple(other), strict=True))
+        )
 
 
 def _astuple(s: IngestStats) -> tuple[int, ...]:
-    return (s.cpu_accepted, s.cpu_dropped, s.memory_accepted, s.memory_dropped, s.oom_accepted, s.oom_dropped)
+    return (
+        s.cpu_accepted,
+        s.cpu_dropped,
+        s.memory_accepted,
+        s.memory_dropped,
+        s.oom_accepted,
+        s.oom_dropped,
+    )
 
 
 @dataclass(frozen=True)
@@ -196,7 +229,9 @@ class HistogramView:
         return float(self._row.percentile(np.array([0]), p)[0])
 
 
-def _first_per_row(rows: np.ndarray, first_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _first_per_row(
+    rows: np.ndarray, first_s: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows (sorted) and the earliest of the given first-sample times of each."""
     touched, inverse = np.unique(rows, return_inverse=True)
     first = np.full(touched.size, np.inf)
@@ -213,8 +248,12 @@ class AggregateSet:
         if size < 0:
             raise ValueError(f"size: must be >= 0, not {size!r}")
         self.profile = profile
-        self.cpu = HistogramBatch(cpu_histogram_options(), size, profile.cpu_half_life_s)
-        self.memory = HistogramBatch(memory_histogram_options(), size, profile.memory_half_life_s)
+        self.cpu = HistogramBatch(
+            cpu_histogram_options(), size, profile.cpu_half_life_s
+        )
+        self.memory = HistogramBatch(
+            memory_histogram_options(), size, profile.memory_half_life_s
+        )
         self.first_sample_s = np.full(size, np.nan)
         self.last_sample_s_ = np.full(size, np.nan)
         self.total_samples = np.zeros(size, dtype=np.int64)
@@ -230,7 +269,9 @@ class AggregateSet:
 
     # ------------------------------------------------------------- construction
     @classmethod
-    def empty(cls, profile: Profile, size: int, *, created_s: float | None = None) -> AggregateSet:
+    def empty(
+        cls, profile: Profile, size: int, *, created_s: float | None = None
+    ) -> AggregateSet:
         """``size`` empty aggregates (``created_s``: creation time for the expiry rule)."""
         out = cls(profile, size)
         if created_s is not None:
@@ -238,7 +279,9 @@ class AggregateSet:
         return out
 
     @classmethod
-    def from_checkpoints(cls, profile: Profile, blobs: Sequence[bytes | None]) -> AggregateSet:
+    def from_checkpoints(
+        cls, profile: Profile, blobs: Sequence[bytes | None]
+    ) -> AggregateSet:
         """One row per compact checkpoint blob (None = a new empty aggregate)."""
         from .checkpoint import decode_into
 
@@ -259,7 +302,9 @@ class AggregateSet:
         return [encode_row(self, row, by_row.get(row, [])) for row in range(len(self))]
 
     @classmethod
-    def from_vpa_checkpoints(cls, profile: Profile, statuses: Sequence[dict[str, Any] | None]) -> AggregateSet:
+    def from_vpa_checkpoints(
+        cls, profile: Profile, statuses: Sequence[dict[str, Any] | None]
+    ) -> AggregateSet:
         """One row per upstream checkpoint ``status`` (version "v3"); None = empty."""
         from .checkpoint import load_vpa_status
 
@@ -280,11 +325,15 @@ class AggregateSet:
         memory = self.memory.take([row])
         for s in self._series_by_row().get(row, []):
             end = self.series_window_end_s[s]
-            if not math.isnan(end) and now_s < end:  # checkpoint_writer.go subtractCurrentContainerMemoryPeak
+            if (
+                not math.isnan(end) and now_s < end
+            ):  # checkpoint_writer.go subtractCurrentContainerMemoryPeak
                 peak = max(self.series_memory_peak[s], self.series_oom_peak[s])
                 one = np.array([0])
                 factor = memory.decay_factors(one, np.array([end]))
-                memory.subtract_step(one, memory.options.find_bucket(np.array([peak])), 1.0 * factor)
+                memory.subtract_step(
+                    one, memory.options.find_bucket(np.array([peak])), 1.0 * factor
+                )
         return vpa_status(self, row, self.cpu.take([row]), memory, now_s)
 
     def __len__(self) -> int:
@@ -297,9 +346,15 @@ class AggregateSet:
         start = len(self)
         self.cpu.append_empty(count)
         self.memory.append_empty(count)
-        self.first_sample_s = np.concatenate([self.first_sample_s, np.full(count, np.nan)])
-        self.last_sample_s_ = np.concatenate([self.last_sample_s_, np.full(count, np.nan)])
-        self.total_samples = np.concatenate([self.total_samples, np.zeros(count, dtype=np.int64)])
+        self.first_sample_s = np.concatenate(
+            [self.first_sample_s, np.full(count, np.nan)]
+        )
+        self.last_sample_s_ = np.concatenate(
+            [self.last_sample_s_, np.full(count, np.nan)]
+        )
+        self.total_samples = np.concatenate(
+            [self.total_samples, np.zeros(count, dtype=np.int64)]
+        )
         created = np.nan if created_s is None else float(created_s)
         self.creation_s = np.concatenate([self.creation_s, np.full(count, created)])
         return range(start, start + count)
@@ -334,7 +389,11 @@ class AggregateSet:
         self._check_row(row)
         one = hist.take([row])
         ref = one.reference_s[0]
-        scale = 1.0 if math.isnan(ref) else 2.0 ** ((ref - now_s) / float(hist.half_life_s or 1.0))
+        scale = (
+            1.0
+            if math.isnan(ref)
+            else 2.0 ** ((ref - now_s) / float(hist.half_life_s or 1.0))
+        )
         weight = one.weight[0] * scale
         weight.setflags(write=False)
         return HistogramView(hist.options.bucket_start, weight, one)
@@ -371,11 +430,21 @@ class AggregateSet:
             ids[i] = sid
         if new_rows:
             k = len(new_rows)
-            self.series_row = np.concatenate([self.series_row, np.array(new_rows, dtype=np.int64)])
-            self.series_last_cpu_s = np.concatenate([self.series_last_cpu_s, np.full(k, -np.inf)])
-            self.series_last_memory_s = np.concatenate([self.series_last_memory_s, np.full(k, -np.inf)])
-            self.series_window_end_s = np.concatenate([self.series_window_end_s, np.full(k, np.nan)])
-            self.series_memory_peak = np.concatenate([self.series_memory_peak, np.zeros(k)])
+            self.series_row = np.concatenate(
+                [self.series_row, np.array(new_rows, dtype=np.int64)]
+            )
+            self.series_last_cpu_s = np.concatenate(
+                [self.series_last_cpu_s, np.full(k, -np.inf)]
+            )
+            self.series_last_memory_s = np.concatenate(
+                [self.series_last_memory_s, np.full(k, -np.inf)]
+            )
+            self.series_window_end_s = np.concatenate(
+                [self.series_window_end_s, np.full(k, np.nan)]
+            )
+            self.series_memory_peak = np.concatenate(
+                [self.series_memory_peak, np.zeros(k)]
+            )
             self.series_oom_peak = np.concatenate([self.series_oom_peak, np.zeros(k)])
         return ids
 
@@ -387,13 +456,19 @@ class AggregateSet:
         sids = self._resolve_series(batch.series_aggregate, batch.series_keys)
         if batch.timestamp_s.size == 0:
             return IngestStats()
-        span_limit = _MAX_SPAN_HALF_LIVES * min(self.profile.cpu_half_life_s, self.profile.memory_half_life_s)
+        span_limit = _MAX_SPAN_HALF_LIVES * min(
+            self.profile.cpu_half_life_s, self.profile.memory_half_life_s
+        )
         t_min, t_max = float(batch.timestamp_s.min()), float(batch.timestamp_s.max())
-        if t_max - t_min > span_limit:  # rare: apply in time slices, which is the same order
+        if (
+            t_max - t_min > span_limit
+        ):  # rare: apply in time slices, which is the same order
             stats = IngestStats()
             edges = np.arange(t_min, t_max + span_limit, span_limit)
             for lo, hi in zip(edges[:-1], edges[1:], strict=True):
-                sel = (batch.timestamp_s >= lo) & ((batch.timestamp_s < hi) | (hi >= t_max))
+                sel = (batch.timestamp_s >= lo) & (
+                    (batch.timestamp_s < hi) | (hi >= t_max)
+                )
                 stats = stats + self._add_flat(sids, batch, np.nonzero(sel)[0])
             return stats
         grid = batch.grid
@@ -421,7 +496,9 @@ class AggregateSet:
         last_col = np.where(has, n_t - 1 - valid[:, ::-1].argmax(axis=1), 0)
         touched, touched_first = _first_per_row(rows_s[has], ts[first_col[has]])
         all_valid = bool(has.all()) and int(cpu_accepted.sum()) == cpu.size
-        if np.unique(rows_s).size == n_s:  # series-major order is time order within each row
+        if (
+            np.unique(rows_s).size == n_s
+        ):  # series-major order is time order within each row
             if all_valid:
                 rows_e, values, tidx = rows_s[:, None], cpu, np.arange(n_t)[None, :]
             else:
@@ -437,10 +514,22 @@ class AggregateSet:
                 values = cpu.T[vt]
                 tidx = np.broadcast_to(np.arange(n_t)[:, None], vt.shape)[vt]
         self.cpu.add_decaying(
-            rows_e, values, MIN_SAMPLE_WEIGHT, tidx, ts, touched=touched, touched_first_s=touched_first
+            rows_e,
+            values,
+            MIN_SAMPLE_WEIGHT,
+            tidx,
+            ts,
+            touched=touched,
+            touched_first_s=touched_first,
         )
         del rows_e, values, tidx
-        self._update_cpu_stats(sids[has], rows_s[has], ts[first_col[has]], ts[last_col[has]], cpu_accepted[has])
+        self._update_cpu_stats(
+            sids[has],
+            rows_s[has],
+            ts[first_col[has]],
+            ts[last_col[has]],
+            cpu_accepted[has],
+        )
         # ---- memory: accept value >= 0 at or after the series watermark.
         mem = grid.memory_bytes
         mstart = np.searchsorted(ts, self.series_last_memory_s[sids], side="left")
@@ -462,14 +551,24 @@ class AggregateSet:
                 oom_peak=self.series_oom_peak,
             )
             self._commit_memory(ops, state, ops.position)
-        return IngestStats(int(cpu_accepted.sum()), stats_cpu_dropped, m_acc, m_drop, 0, 0)
+        return IngestStats(
+            int(cpu_accepted.sum()), stats_cpu_dropped, m_acc, m_drop, 0, 0
+        )
 
-    def _add_flat(self, sids_of_series: np.ndarray, batch: SampleBatch, subset: np.ndarray | None) -> IngestStats:
+    def _add_flat(
+        self, sids_of_series: np.ndarray, batch: SampleBatch, subset: np.ndarray | None
+    ) -> IngestStats:
         sid = sids_of_series[batch.series_index]
         t, cpu, mem = batch.timestamp_s, batch.cpu_cores, batch.memory_bytes
         pos = np.arange(t.size)
         if subset is not None:
-            sid, t, cpu, mem, pos = sid[subset], t[subset], cpu[subset], mem[subset], pos[subset]
+            sid, t, cpu, mem, pos = (
+                sid[subset],
+                t[subset],
+                cpu[subset],
+                mem[subset],
+                pos[subset],
+            )
         if t.size == 0:
             return IngestStats()
         by_time = np.lexsort((pos, t))  # application order
@@ -523,7 +622,12 @@ class AggregateSet:
         return IngestStats(acc.size, cpu_drop, mi.size, m_drop, 0, 0)
 
     def _update_cpu_stats(
-        self, sids: np.ndarray, rows: np.ndarray, first_s: np.ndarray, last_s: np.ndarray, counts: np.ndarray
+        self,
+        sids: np.ndarray,
+        rows: np.ndarray,
+        first_s: np.ndarray,
+        last_s: np.ndarray,
+        counts: np.ndarray,
     ) -> None:
         """Aggregate first/last sample and count (per series entries, rows may repeat)."""
         if sids.size == 0:
@@ -536,7 +640,11 @@ class AggregateSet:
         np.add.at(self.total_samples, rows, counts.astype(np.int64))
 
     def _apply_memory(
-        self, sid: np.ndarray, t: np.ndarray, v: np.ndarray, order_of: Callable[[np.ndarray], np.ndarray]
+        self,
+        sid: np.ndarray,
+        t: np.ndarray,
+        v: np.ndarray,
+        order_of: Callable[[np.ndarray], np.ndarray],
     ) -> None:
         """Memory samples sorted by (series, application order) -> window peaks -> histogram."""
         if sid.size == 0:
@@ -552,7 +660,9 @@ class AggregateSet:
         )
         self._commit_memory(ops, state, order_of(ops.position))
 
-    def _commit_memory(self, ops: PeakOps, state: tuple[np.ndarray, ...], order: np.ndarray) -> None:
+    def _commit_memory(
+        self, ops: PeakOps, state: tuple[np.ndarray, ...], order: np.ndarray
+    ) -> None:
         u_sid, last_t, window_end, mem_peak, oom_peak = state
         self.series_last_memory_s[u_sid] = last_t
         self.series_window_end_s[u_sid] = window_end
@@ -574,18 +684,30 @@ class AggregateSet:
             s = int(sids[batch.series_index[i]])
             ts = float(batch.timestamp_s[i])
             last = self.series_last_memory_s[s]
-            if last != -np.inf and ts < last - window:  # HEAD staleness rule (issue #8548)
+            if (
+                last != -np.inf and ts < last - window
+            ):  # HEAD staleness rule (issue #8548)
                 dropped += 1
                 continue
-            used = max(float(batch.memory_request_bytes[i]), float(self.series_memory_peak[s]))
+            used = max(
+                float(batch.memory_request_bytes[i]), float(self.series_memory_peak[s])
+            )
             scaled = used * p.oom_bump_ratio
-            scaled = 0.0 if scaled < 0 else float(MAX_RESOURCE_AMOUNT) if scaled > MAX_RESOURCE_AMOUNT else math.trunc(scaled)
+            scaled = (
+                0.0
+                if scaled < 0
+                else float(MAX_RESOURCE_AMOUNT)
+                if scaled > MAX_RESOURCE_AMOUNT
+                else math.trunc(scaled)
+            )
             needed = max(used + min_bump, float(scaled))
             self._add_memory_sample_one(s, ts, needed, is_oom=True)
             accepted += 1
         return IngestStats(oom_accepted=accepted, oom_dropped=dropped)
 
-    def _add_memory_sample_one(self, s: int, ts: float, usage: float, *, is_oom: bool) -> None:
+    def _add_memory_sample_one(
+        self, s: int, ts: float, usage: float, *, is_oom: bool
+    ) -> None:
         """Upstream ``addMemorySample`` for one sample of series ``s`` (validity checked by caller)."""
         row = np.array([self.series_row[s]])
         hist = self.memory
@@ -598,7 +720,9 @@ class AggregateSet:
             old = max(float(self.series_memory_peak[s]), float(self.series_oom_peak[s]))
             if old != 0 and usage > old:
                 f = hist.decay_factors(row, np.array([end]))
-                hist.subtract_step(row, hist.options.find_bucket(np.array([old])), 1.0 * f)
+                hist.subtract_step(
+                    row, hist.options.find_bucket(np.array([old])), 1.0 * f
+                )
                 add_new = True
         else:
             window = self.profile.memory_window_s

@@ -40,7 +40,13 @@ _SERIES = struct.Struct("<ddddd")
 def _encode_hist(h: HistogramBatch, row: int) -> bytes:
     w = h.weight[row]
     nz = np.nonzero(w)[0]
-    head = _HIST.pack(float(h.reference_s[row]), float(h.total[row]), int(h.min_bucket[row]), int(h.max_bucket[row]), nz.size)
+    head = _HIST.pack(
+        float(h.reference_s[row]),
+        float(h.total[row]),
+        int(h.min_bucket[row]),
+        int(h.max_bucket[row]),
+        nz.size,
+    )
     return head + nz.astype("<u2").tobytes() + w[nz].astype("<f8").tobytes()
 
 
@@ -126,11 +132,20 @@ def decode_into(aggs: AggregateSet, row: int, blob: bytes) -> None:
     if zlib.crc32(body) != crc:
         raise ValueError("checkpoint is corrupt (CRC mismatch)")
     rd = _Reader(body)
-    _, _, nb_cpu, nb_mem, hl_cpu, hl_mem, window, first, last, count, created = rd.unpack(_HEADER)
+    _, _, nb_cpu, nb_mem, hl_cpu, hl_mem, window, first, last, count, created = (
+        rd.unpack(_HEADER)
+    )
     p = aggs.profile
-    if (nb_cpu, nb_mem) != (aggs.cpu.options.num_buckets, aggs.memory.options.num_buckets):
+    if (nb_cpu, nb_mem) != (
+        aggs.cpu.options.num_buckets,
+        aggs.memory.options.num_buckets,
+    ):
         raise ValueError("checkpoint histograms have other bucket counts")
-    if (hl_cpu, hl_mem, window) != (p.cpu_half_life_s, p.memory_half_life_s, p.memory_window_s):
+    if (hl_cpu, hl_mem, window) != (
+        p.cpu_half_life_s,
+        p.memory_half_life_s,
+        p.memory_window_s,
+    ):
         raise ValueError("checkpoint was made with other half-lives or memory window")
     _decode_hist(rd, aggs.cpu, row)
     _decode_hist(rd, aggs.memory, row)
@@ -164,7 +179,9 @@ def rfc3339(t_s: float) -> str | None:
     if t_s is None or math.isnan(t_s):
         return None
     whole = math.floor(t_s)
-    return (dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=whole)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return (
+        dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=whole)
+    ).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_rfc3339(text: str | None) -> float:
@@ -187,7 +204,13 @@ def _hist_status(h: HistogramBatch) -> dict[str, Any]:
     return {"referenceTimestamp": rfc3339(math.nan if ref is None else ref), **cp}
 
 
-def vpa_status(aggs: AggregateSet, row: int, cpu: HistogramBatch, memory: HistogramBatch, now_s: float) -> dict[str, Any]:
+def vpa_status(
+    aggs: AggregateSet,
+    row: int,
+    cpu: HistogramBatch,
+    memory: HistogramBatch,
+    now_s: float,
+) -> dict[str, Any]:
     """Upstream VerticalPodAutoscalerCheckpointStatus of one-row histogram copies."""
     return {
         "lastUpdateTime": rfc3339(now_s),

@@ -41,7 +41,11 @@ class ContainerRecommendation:
 def resource_amounts_from_float(x: np.ndarray) -> np.ndarray:
     """Go ``resourceAmountFromFloat`` element-wise: <0 -> 0, >1e14 -> 1e14, else trunc; NaN -> 0."""
     x = np.asarray(x, dtype=np.float64)
-    out = np.where(x > MAX_RESOURCE_AMOUNT, float(MAX_RESOURCE_AMOUNT), np.trunc(np.nan_to_num(x, nan=0.0)))
+    out = np.where(
+        x > MAX_RESOURCE_AMOUNT,
+        float(MAX_RESOURCE_AMOUNT),
+        np.trunc(np.nan_to_num(x, nan=0.0)),
+    )
     return np.where(x < 0, 0.0, out).astype(np.int64)
 
 
@@ -53,7 +57,9 @@ def resource_amount_from_float(x: float) -> int:
 def scale_resources(amount: np.ndarray, factor: np.ndarray | float) -> np.ndarray:
     """Go ``ScaleResource``: ``resourceAmountFromFloat(float64(amount) * factor)``; 0*Inf -> 0."""
     with np.errstate(invalid="ignore"):
-        return resource_amounts_from_float(np.asarray(amount, dtype=np.float64) * factor)
+        return resource_amounts_from_float(
+            np.asarray(amount, dtype=np.float64) * factor
+        )
 
 
 def cpu_amount_from_cores(cores: float) -> int:
@@ -84,7 +90,9 @@ def confidences(
     return np.minimum(lifespan, samples)
 
 
-def confidence_multipliers(multiplier: float, exponent: float, confidence: np.ndarray) -> np.ndarray:
+def confidence_multipliers(
+    multiplier: float, exponent: float, confidence: np.ndarray
+) -> np.ndarray:
     """Go ``math.Pow(1 + multiplier/confidence, exponent)`` element-wise (Inf when conf = 0)."""
     conf = np.asarray(confidence, dtype=np.float64)
     with np.errstate(divide="ignore"):
@@ -97,7 +105,9 @@ def confidence_multipliers(multiplier: float, exponent: float, confidence: np.nd
     return np.array([go_pow(float(v), exponent) for v in x.ravel()]).reshape(x.shape)
 
 
-def _check_rows(aggregates: AggregateSet, rows: Sequence[int], containers_in_pod: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+def _check_rows(
+    aggregates: AggregateSet, rows: Sequence[int], containers_in_pod: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
     r = np.asarray(rows, dtype=np.int64).reshape(-1)
     n = np.asarray(containers_in_pod, dtype=np.int64).reshape(-1)
     if r.size and (r.min() < 0 or r.max() >= len(aggregates)):
@@ -123,7 +133,9 @@ def recommend(
     if not isinstance(profile, Profile):
         raise ValueError("profile: must be a Profile")
     if profile.histogram_key != aggregates.profile.histogram_key:
-        raise ValueError("profile: its histogram settings differ from the aggregates' profile")
+        raise ValueError(
+            "profile: its histogram settings differ from the aggregates' profile"
+        )
     controlled = tuple(controlled_resources)
     for res in controlled:
         if res not in RESOURCE_NAMES:
@@ -133,11 +145,18 @@ def recommend(
     last = aggregates.last_sample_s_[r]
     count = aggregates.total_samples[r]
     fraction = 1.0 / n.astype(np.float64)
-    pod_min_cpu = scale_resources(np.int64(cpu_amount_from_cores(profile.pod_min_cpu_millicores * 0.001)), fraction)
+    pod_min_cpu = scale_resources(
+        np.int64(cpu_amount_from_cores(profile.pod_min_cpu_millicores * 0.001)),
+        fraction,
+    )
     pod_min_mem = scale_resources(np.int64(profile.pod_min_memory_bytes), fraction)
     per_res = {
-        CPU: _resource_chain(aggregates, r, profile, CPU, first, last, count, pod_min_cpu),
-        MEMORY: _resource_chain(aggregates, r, profile, MEMORY, first, last, count, pod_min_mem),
+        CPU: _resource_chain(
+            aggregates, r, profile, CPU, first, last, count, pod_min_cpu
+        ),
+        MEMORY: _resource_chain(
+            aggregates, r, profile, MEMORY, first, last, count, pod_min_mem
+        ),
     }
     mem_weight = aggregates.memory.total[r]
     out: list[ContainerRecommendation] = []
@@ -153,9 +172,13 @@ def recommend(
         if not controlled:
             reason = "no controlled resources: the container policy controls neither cpu nor memory"
         elif int(count[i]) == 0:
-            notes.append("no CPU samples yet: CPU values are the pod minimum and confidence is 0")
+            notes.append(
+                "no CPU samples yet: CPU values are the pod minimum and confidence is 0"
+            )
         if mem_weight[i] == 0 and MEMORY in controlled:
-            notes.append("no memory peaks stored yet: memory values are the pod minimum")
+            notes.append(
+                "no memory peaks stored yet: memory values are the pod minimum"
+            )
         explanation = Explanation(
             profile=profile.name,
             margin_fraction=profile.margin_fraction,
@@ -181,7 +204,20 @@ class _Chain:
     lower_mult: np.ndarray
     upper_mult: np.ndarray
     # per bound: (source, percentile, raw, base, margin, mult, after, pod_min, final)
-    bounds: dict[str, tuple[str, float | None, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+    bounds: dict[
+        str,
+        tuple[
+            str,
+            float | None,
+            np.ndarray,
+            np.ndarray,
+            np.ndarray,
+            np.ndarray,
+            np.ndarray,
+            np.ndarray,
+            np.ndarray,
+        ],
+    ]
 
     def finals(self, i: int) -> tuple[int, int, int]:
         return tuple(int(self.bounds[b][8][i]) for b in ("target", "lower", "upper"))  # type: ignore[return-value]
@@ -227,23 +263,39 @@ def _resource_chain(
     if resource == CPU:
         hist = aggregates.cpu
         interval = profile.confidence_interval_cpu_s
-        pcts = (profile.cpu_target_percentile, profile.cpu_lower_percentile, profile.cpu_upper_percentile)
+        pcts = (
+            profile.cpu_target_percentile,
+            profile.cpu_lower_percentile,
+            profile.cpu_upper_percentile,
+        )
         peak = (False, False, False)
         to_amount = 1000.0  # CPUAmountFromCores
     else:
         hist = aggregates.memory
         interval = profile.confidence_interval_memory_s
-        pcts = (profile.memory_target_percentile, profile.memory_lower_percentile, profile.memory_upper_percentile)
+        pcts = (
+            profile.memory_target_percentile,
+            profile.memory_lower_percentile,
+            profile.memory_upper_percentile,
+        )
         is_peak = profile.memory_estimator == "peak"
         peak = (is_peak, False, is_peak)
         to_amount = 1.0  # MemoryAmountFromBytes
     conf = confidences(first, last, count, interval)
-    lower_mult = confidence_multipliers(LOWER_CONFIDENCE_MULTIPLIER, LOWER_CONFIDENCE_EXPONENT, conf)
-    upper_mult = confidence_multipliers(UPPER_CONFIDENCE_MULTIPLIER, UPPER_CONFIDENCE_EXPONENT, conf)
+    lower_mult = confidence_multipliers(
+        LOWER_CONFIDENCE_MULTIPLIER, LOWER_CONFIDENCE_EXPONENT, conf
+    )
+    upper_mult = confidence_multipliers(
+        UPPER_CONFIDENCE_MULTIPLIER, UPPER_CONFIDENCE_EXPONENT, conf
+    )
     ones = np.ones(rows.size)
     bounds = {}
     for name, p, use_peak, mult in zip(
-        ("target", "lower", "upper"), pcts, peak, (ones, lower_mult, upper_mult), strict=True
+        ("target", "lower", "upper"),
+        pcts,
+        peak,
+        (ones, lower_mult, upper_mult),
+        strict=True,
     ):
         read_p = 1.0 if use_peak else p
         raw = hist.percentile(rows, read_p)
@@ -252,5 +304,15 @@ def _resource_chain(
         after = margin if name == "target" else scale_resources(margin, mult)
         final = np.maximum(after, pod_min)
         source = "peak" if use_peak else "percentile"
-        bounds[name] = (source, None if use_peak else p, raw, base, margin, mult, after, np.broadcast_to(pod_min, rows.shape), final)
+        bounds[name] = (
+            source,
+            None if use_peak else p,
+            raw,
+            base,
+            margin,
+            mult,
+            after,
+            np.broadcast_to(pod_min, rows.shape),
+            final,
+        )
     return _Chain(resource, interval, conf, lower_mult, upper_mult, bounds)

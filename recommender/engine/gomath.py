@@ -34,7 +34,9 @@ L4 = 2.222219843214978396e-01  # Go math/log.go
 L5 = 1.818357216161805012e-01  # Go math/log.go
 L6 = 1.531383769920937332e-01  # Go math/log.go
 L7 = 1.479819860511658591e-01  # Go math/log.go
-SQRT2_OVER_2 = math.sqrt(2.0) / 2  # Go math/log.go: Sqrt2/2 (Sqrt2 is the correctly rounded constant)
+SQRT2_OVER_2 = (
+    math.sqrt(2.0) / 2
+)  # Go math/log.go: Sqrt2/2 (Sqrt2 is the correctly rounded constant)
 
 
 def go_frexp(x: float) -> tuple[float, int]:
@@ -54,7 +56,9 @@ def go_ldexp(frac: float, exp: int) -> float:
         return math.copysign(0.0, frac)
     if total > 1023:
         return math.copysign(math.inf, frac)
-    return math.ldexp(f, exp)  # exact scaling, single correct rounding in the subnormal range
+    return math.ldexp(
+        f, exp
+    )  # exact scaling, single correct rounding in the subnormal range
 
 
 def go_pow_int(x: float, n: int) -> float:
@@ -72,7 +76,7 @@ def go_pow_int(x: float, n: int) -> float:
     x1, xe = math.frexp(x)
     i = abs(n)
     while i != 0:
-        if xe < -(1 << 12) or (1 << 12) < xe:
+        if xe < -(1 << 12) or xe > (1 << 12):
             ae += xe
             break
         if i & 1 == 1:

@@ -49,7 +49,11 @@ class HistogramOptions:
     bucket_start: np.ndarray  # float64 (B,), lower edges
 
     def find_bucket(
-        self, values: np.ndarray, *, out: np.ndarray | None = None, scratch: np.ndarray | None = None
+        self,
+        values: np.ndarray,
+        *,
+        out: np.ndarray | None = None,
+        scratch: np.ndarray | None = None,
     ) -> np.ndarray:
         """Bucket index (int64) of each value, as upstream ``FindBucket`` (any shape).
 
@@ -79,7 +83,9 @@ class HistogramOptions:
         near = q < _NEAR_INTEGER
         near |= q > 1 - _NEAR_INTEGER
         idx = np.flatnonzero(near)
-        if idx.size:  # only here can Go's Log and numpy's log disagree on the integer part
+        if (
+            idx.size
+        ):  # only here can Go's Log and numpy's log disagree on the integer part
             flat_v = v.reshape(-1)[idx]
             arg = flat_v * self.ratio_minus_one / self.bucket_size + 1
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -104,7 +110,9 @@ class HistogramOptions:
 
 
 @functools.lru_cache(maxsize=64)
-def linear_options(max_value: float, bucket_size: float, epsilon: float) -> HistogramOptions:
+def linear_options(
+    max_value: float, bucket_size: float, epsilon: float
+) -> HistogramOptions:
     """Upstream ``NewLinearHistogramOptions``; the same arguments give the same object."""
     if not max_value > 0:
         raise ValueError(f"max_value must be positive, not {max_value!r}")
@@ -115,7 +123,9 @@ def linear_options(max_value: float, bucket_size: float, epsilon: float) -> Hist
     n = int(math.ceil(max_value / bucket_size)) + 1
     starts = np.array([float(i) * bucket_size for i in range(n)])
     starts.setflags(write=False)
-    return HistogramOptions("linear", n, epsilon, max_value, bucket_size, 0.0, 0.0, 0.0, starts)
+    return HistogramOptions(
+        "linear", n, epsilon, max_value, bucket_size, 0.0, 0.0, 0.0, starts
+    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -126,7 +136,9 @@ def exponential_options(
     if not max_value > 0:
         raise ValueError(f"max_value must be positive, not {max_value!r}")
     if not first_bucket_size > 0:
-        raise ValueError(f"first_bucket_size must be positive, not {first_bucket_size!r}")
+        raise ValueError(
+            f"first_bucket_size must be positive, not {first_bucket_size!r}"
+        )
     if not epsilon > 0:
         raise ValueError(f"epsilon must be positive, not {epsilon!r}")
     if not ratio > 1:
@@ -134,11 +146,21 @@ def exponential_options(
     r1 = ratio - 1
     log_ratio = go_log(ratio)
     n = int(math.ceil(go_log(max_value * r1 / first_bucket_size + 1) / log_ratio)) + 1
-    starts = [0.0] + [first_bucket_size * (go_pow_int(ratio, i) - 1) / r1 for i in range(1, n)]
+    starts = [0.0] + [
+        first_bucket_size * (go_pow_int(ratio, i) - 1) / r1 for i in range(1, n)
+    ]
     arr = np.array(starts)
     arr.setflags(write=False)
     return HistogramOptions(
-        "exponential", n, epsilon, max_value, first_bucket_size, ratio, r1, log_ratio, arr
+        "exponential",
+        n,
+        epsilon,
+        max_value,
+        first_bucket_size,
+        ratio,
+        r1,
+        log_ratio,
+        arr,
     )
 
 
@@ -153,7 +175,9 @@ def go_time_round_s(t_s: np.ndarray | float, step_s: float) -> np.ndarray:
 class HistogramBatch:
     """N histograms with the same options (decaying when ``half_life_s`` is set)."""
 
-    def __init__(self, options: HistogramOptions, size: int, half_life_s: float | None = None):
+    def __init__(
+        self, options: HistogramOptions, size: int, half_life_s: float | None = None
+    ):
         if size < 0:
             raise ValueError(f"size must be >= 0, not {size!r}")
         if half_life_s is not None and not half_life_s > 0:
@@ -218,7 +242,9 @@ class HistogramBatch:
 
     def is_empty(self, rows: np.ndarray | None = None) -> np.ndarray:
         """Upstream ``IsEmpty``: the weight at ``min_bucket`` is below epsilon."""
-        rows = np.arange(len(self)) if rows is None else np.asarray(rows, dtype=np.int64)
+        rows = (
+            np.arange(len(self)) if rows is None else np.asarray(rows, dtype=np.int64)
+        )
         return self.weight[rows, self.min_bucket[rows]] < self.options.epsilon
 
     # ----------------------------------------------------------------- plain ops
@@ -240,7 +266,9 @@ class HistogramBatch:
         ``values_are_buckets=False``, ``buckets`` holds values to bucket in place.
         """
         rows = np.asarray(rows, dtype=np.int64)
-        buckets = np.asarray(buckets, dtype=np.int64 if values_are_buckets else np.float64)
+        buckets = np.asarray(
+            buckets, dtype=np.int64 if values_are_buckets else np.float64
+        )
         weights = np.asarray(weights, dtype=np.float64)
         shape = np.broadcast_shapes(rows.shape, buckets.shape, weights.shape)
         n = math.prod(shape)
@@ -265,12 +293,16 @@ class HistogramBatch:
             np.copyto(cells, buckets)
         else:
             vals = np.broadcast_to(buckets, shape)
-            self.options.find_bucket(vals, out=cells, scratch=w[n_cells:].reshape(shape))
+            self.options.find_bucket(
+                vals, out=cells, scratch=w[n_cells:].reshape(shape)
+            )
         cells += local * b
         w[:n_cells] = before.ravel()
         np.copyto(w[n_cells:].reshape(shape), weights)
         after = np.bincount(idx, weights=w, minlength=n_cells).reshape(k, b)
-        tidx = idx[n_cells - k :]  # reuse the buffers: k totals, then one entry per sample
+        tidx = idx[
+            n_cells - k :
+        ]  # reuse the buffers: k totals, then one entry per sample
         tidx[:k] = np.arange(k)
         np.copyto(tidx[k:].reshape(shape), local)
         w[n_cells - k : n_cells] = self.total[touched]
@@ -278,7 +310,11 @@ class HistogramBatch:
         self._commit_adds(touched, before, after, total)
 
     def _commit_adds(
-        self, touched: np.ndarray, before: np.ndarray, after: np.ndarray, total: np.ndarray
+        self,
+        touched: np.ndarray,
+        before: np.ndarray,
+        after: np.ndarray,
+        total: np.ndarray,
     ) -> None:
         # A bucket that received an addition and ends at or above epsilon widens the bounds;
         # "received" is detected as a changed weight (an absorbed addition to a bucket below
@@ -293,7 +329,9 @@ class HistogramBatch:
         self.min_bucket[touched] = np.minimum(self.min_bucket[touched], first)
         self.max_bucket[touched] = np.maximum(self.max_bucket[touched], last)
 
-    def add_step(self, rows: np.ndarray, buckets: np.ndarray, weights: np.ndarray) -> None:
+    def add_step(
+        self, rows: np.ndarray, buckets: np.ndarray, weights: np.ndarray
+    ) -> None:
         """One ``AddSample`` on each of the given distinct rows."""
         if rows.size == 0:
             return
@@ -306,7 +344,9 @@ class HistogramBatch:
         self.min_bucket[rows] = np.where((buckets < mn) & (cur >= eps), buckets, mn)
         self.max_bucket[rows] = np.where((buckets > mx) & (cur >= eps), buckets, mx)
 
-    def subtract_step(self, rows: np.ndarray, buckets: np.ndarray, weights: np.ndarray) -> None:
+    def subtract_step(
+        self, rows: np.ndarray, buckets: np.ndarray, weights: np.ndarray
+    ) -> None:
         """One ``SubtractSample`` on each of the given distinct rows."""
         if rows.size == 0:
             return
@@ -324,7 +364,9 @@ class HistogramBatch:
         if np.any(factors < 0):
             raise ValueError("factors must be non-negative")
         idx = np.arange(self.options.num_buckets)
-        inside = (idx >= self.min_bucket[rows, None]) & (idx <= self.max_bucket[rows, None])
+        inside = (idx >= self.min_bucket[rows, None]) & (
+            idx <= self.max_bucket[rows, None]
+        )
         w = self.weight[rows]
         self.weight[rows] = np.where(inside, w * factors[:, None], w)
         self.total[rows] = self.total[rows] * factors
@@ -357,7 +399,9 @@ class HistogramBatch:
 
     def _half_life(self) -> float:
         if self.half_life_s is None:
-            raise ValueError("this histogram batch does not decay (half_life_s is None)")
+            raise ValueError(
+                "this histogram batch does not decay (half_life_s is None)"
+            )
         return self.half_life_s
 
     def prepare_rows(self, rows: np.ndarray, first_times_s: np.ndarray) -> None:
@@ -417,7 +461,9 @@ class HistogramBatch:
         reached = inside & (partial >= (p * self.total[rows])[:, None])
         bucket = np.where(reached.any(axis=1), reached.argmax(axis=1), mx)
         starts = self.options.bucket_start
-        value = np.where(bucket < b - 1, starts[np.minimum(bucket + 1, b - 1)], starts[bucket])
+        value = np.where(
+            bucket < b - 1, starts[np.minimum(bucket + 1, b - 1)], starts[bucket]
+        )
         return np.where(self.is_empty(rows), 0.0, value)
 
     def merge_row(self, row: int, other: HistogramBatch, other_row: int) -> None:
@@ -455,7 +501,10 @@ class HistogramBatch:
             q &= 0xFFFFFFFF  # Go's uint32 conversion
             if q > 0:
                 buckets[str(b)] = q
-        out: dict[str, Any] = {"totalWeight": float(self.total[row]), "bucketWeights": buckets}
+        out: dict[str, Any] = {
+            "totalWeight": float(self.total[row]),
+            "bucketWeights": buckets,
+        }
         if self.half_life_s is not None:
             ref = self.reference_s[row]
             out["referenceTimestamp"] = None if math.isnan(ref) else float(ref)
@@ -472,7 +521,9 @@ class HistogramBatch:
         for key, q in (checkpoint.get("bucketWeights") or {}).items():
             b = int(key)
             if b >= self.options.num_buckets:
-                raise ValueError(f"checkpoint bucket {b} exceeds {self.options.num_buckets} buckets")
+                raise ValueError(
+                    f"checkpoint bucket {b} exceeds {self.options.num_buckets} buckets"
+                )
             if b < 0:
                 raise ValueError(f"checkpoint has a negative bucket {b}")
             if not 0 <= int(q) <= 0xFFFFFFFF:

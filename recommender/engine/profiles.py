@@ -18,12 +18,18 @@ TARGET_PERCENTILE = 0.9  # --target-cpu-percentile, --target-memory-percentile
 LOWER_BOUND_PERCENTILE = 0.5  # --recommendation-lower-bound-{cpu,memory}-percentile
 UPPER_BOUND_PERCENTILE = 0.95  # --recommendation-upper-bound-{cpu,memory}-percentile
 SAFETY_MARGIN_FRACTION = 0.15  # config.go: --recommendation-margin-fraction
-HALF_LIFE_S = 86400.0  # aggregations_config.go: DefaultCPU/MemoryHistogramDecayHalfLife (24h)
-MEMORY_AGGREGATION_INTERVAL_S = 86400.0  # aggregations_config.go: DefaultMemoryAggregationInterval
+HALF_LIFE_S = (
+    86400.0  # aggregations_config.go: DefaultCPU/MemoryHistogramDecayHalfLife (24h)
+)
+MEMORY_AGGREGATION_INTERVAL_S = (
+    86400.0  # aggregations_config.go: DefaultMemoryAggregationInterval
+)
 MEMORY_AGGREGATION_INTERVAL_COUNT = 8  # aggregations_config.go: ...IntervalCount
 CONFIDENCE_INTERVAL_S = 86400.0  # config.go: --confidence-interval-cpu / -memory (24h)
 POD_MIN_CPU_MILLICORES = 25  # config.go: --pod-recommendation-min-cpu-millicores
-POD_MIN_MEMORY_BYTES = 250 * 1024 * 1024  # config.go: --pod-recommendation-min-memory-mb (MiB)
+POD_MIN_MEMORY_BYTES = (
+    250 * 1024 * 1024
+)  # config.go: --pod-recommendation-min-memory-mb (MiB)
 OOM_BUMP_UP_RATIO = 1.2  # aggregations_config.go: DefaultOOMBumpUpRatio
 OOM_MIN_BUMP_UP_BYTES = 100 * 1024 * 1024  # aggregations_config.go: DefaultOOMMinBumpUp
 
@@ -96,7 +102,9 @@ def _validate(p: Profile) -> None:
         if not _is_number(value) or not 0.0 <= value <= 1.0:
             raise ValueError(f"{field}: must be a number in [0, 1], not {value!r}")
     if p.memory_estimator not in MEMORY_ESTIMATORS:
-        raise ValueError(f"memory_estimator: must be one of {MEMORY_ESTIMATORS}, not {p.memory_estimator!r}")
+        raise ValueError(
+            f"memory_estimator: must be one of {MEMORY_ESTIMATORS}, not {p.memory_estimator!r}"
+        )
     if not _is_number(p.margin_fraction) or not p.margin_fraction >= 0:
         raise ValueError(f"margin_fraction: must be >= 0, not {p.margin_fraction!r}")
     for field in (
@@ -108,19 +116,34 @@ def _validate(p: Profile) -> None:
     ):
         value = getattr(p, field)
         if not _is_number(value) or not (value > 0 and math.isfinite(value)):
-            raise ValueError(f"{field}: must be a positive number of seconds, not {value!r}")
-    for field in ("memory_window_count", "pod_min_cpu_millicores", "pod_min_memory_bytes", "oom_min_bump_bytes"):
+            raise ValueError(
+                f"{field}: must be a positive number of seconds, not {value!r}"
+            )
+    for field in (
+        "memory_window_count",
+        "pod_min_cpu_millicores",
+        "pod_min_memory_bytes",
+        "oom_min_bump_bytes",
+    ):
         value = getattr(p, field)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{field}: must be a non-negative integer, not {value!r}")
     if p.memory_window_count < 1:
-        raise ValueError(f"memory_window_count: must be >= 1, not {p.memory_window_count!r}")
-    if not _is_number(p.oom_bump_ratio) or not (p.oom_bump_ratio >= 1.0 and math.isfinite(p.oom_bump_ratio)):
+        raise ValueError(
+            f"memory_window_count: must be >= 1, not {p.memory_window_count!r}"
+        )
+    if not _is_number(p.oom_bump_ratio) or not (
+        p.oom_bump_ratio >= 1.0 and math.isfinite(p.oom_bump_ratio)
+    ):
         raise ValueError(f"oom_bump_ratio: must be >= 1, not {p.oom_bump_ratio!r}")
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and not math.isnan(value)
+    )
 
 
 PROFILES: Mapping[str, Profile] = MappingProxyType(
@@ -128,10 +151,14 @@ PROFILES: Mapping[str, Profile] = MappingProxyType(
         "vpa": Profile(name="vpa"),
         # vivo's platform choice: CPU p95 and memory p99 targets, the rest upstream.
         "p95-cpu-p99-memory": Profile(
-            name="p95-cpu-p99-memory", cpu_target_percentile=0.95, memory_target_percentile=0.99
+            name="p95-cpu-p99-memory",
+            cpu_target_percentile=0.95,
+            memory_target_percentile=0.99,
         ),
         # Memory sized to the highest stored daily peak plus the margin; CPU p95.
-        "peak-memory": Profile(name="peak-memory", cpu_target_percentile=0.95, memory_estimator="peak"),
+        "peak-memory": Profile(
+            name="peak-memory", cpu_target_percentile=0.95, memory_estimator="peak"
+        ),
     }
 )
 
@@ -141,4 +168,6 @@ def get_profile(name: str) -> Profile:
     try:
         return PROFILES[name]
     except (KeyError, TypeError):
-        raise ValueError(f"name: unknown profile {name!r}; known: {', '.join(PROFILES)}") from None
+        raise ValueError(
+            f"name: unknown profile {name!r}; known: {', '.join(PROFILES)}"
+        ) from None

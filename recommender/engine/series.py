@@ -47,7 +47,9 @@ def segmented_exclusive_max(
         mat = np.empty((k, width + 1))
         mat[:, 0] = init[segs]
         first = int(seg_start[segs[0]])
-        contiguous = bool(np.all(lens == width)) and bool(np.all(np.diff(seg_start[segs]) == width))
+        contiguous = bool(np.all(lens == width)) and bool(
+            np.all(np.diff(seg_start[segs]) == width)
+        )
         if contiguous:  # common case: equal windows back to back (grid input)
             mat[:, 1:] = v[first : first + k * width].reshape(k, width)
             np.maximum.accumulate(mat, axis=1, out=mat)
@@ -225,7 +227,15 @@ def grid_memory_ops(
                 pv = prev[r, c]
                 order = (c0 + c) * n_s + g[r]
                 sub = pv != -np.inf
-                parts.append((g[r[sub]], order[sub], np.full(int(sub.sum()), SUBTRACT), pv[sub], end))
+                parts.append(
+                    (
+                        g[r[sub]],
+                        order[sub],
+                        np.full(int(sub.sum()), SUBTRACT),
+                        pv[sub],
+                        end,
+                    )
+                )
                 parts.append((g[r], order, np.full(r.size, ADD), x[r, c], end))
             # State after this window, for series that had samples in it.
             p = np.nonzero(present)[0]
@@ -253,5 +263,11 @@ def grid_memory_ops(
         empty = np.zeros(0, dtype=np.int64)
         ops = PeakOps(empty, empty, empty.astype(np.int8), np.zeros(0), np.zeros(0))
     touched = np.nonzero(has_any)[0]
-    state = (sids[touched], last_t[touched], new_end[touched], new_peak[touched], new_oom[touched])
+    state = (
+        sids[touched],
+        last_t[touched],
+        new_end[touched],
+        new_peak[touched],
+        new_oom[touched],
+    )
     return ops, state

@@ -17,13 +17,18 @@ MAX_AMOUNT = 10**14
 
 
 class Options:
-    def __init__(self, kind: str, max_value: float, size: float, ratio: float, eps: float):
+    def __init__(
+        self, kind: str, max_value: float, size: float, ratio: float, eps: float
+    ):
         self.kind, self.size, self.ratio, self.eps = kind, size, ratio, eps
         if kind == "linear":
             self.n = int(math.ceil(max_value / size)) + 1
         else:
             self.r1 = ratio - 1
-            self.n = int(math.ceil(go_log(max_value * self.r1 / size + 1) / go_log(ratio))) + 1
+            self.n = (
+                int(math.ceil(go_log(max_value * self.r1 / size + 1) / go_log(ratio)))
+                + 1
+            )
 
     def find_bucket(self, v: float) -> int:
         if self.kind == "linear":
@@ -173,7 +178,13 @@ class Aggregate:
 
 
 class Container:
-    def __init__(self, agg: Aggregate, window_s: float = 86400.0, oom_ratio: float = 1.2, oom_min: float = 104857600):
+    def __init__(
+        self,
+        agg: Aggregate,
+        window_s: float = 86400.0,
+        oom_ratio: float = 1.2,
+        oom_min: float = 104857600,
+    ):
         self.agg = agg
         self.window = window_s
         self.oom_ratio, self.oom_min = oom_ratio, oom_min
@@ -191,7 +202,9 @@ class Container:
         return True
 
     def add_memory(self, t: float, usage: float, is_oom: bool = False) -> bool:
-        if not usage >= 0 or (not is_oom and self.last_mem is not None and t < self.last_mem):
+        if not usage >= 0 or (
+            not is_oom and self.last_mem is not None and t < self.last_mem
+        ):
             return False
         self.last_mem = t
         if self.window_end is None:
@@ -203,7 +216,10 @@ class Container:
                 self.agg.mem.subtract_at(old, 1.0, self.window_end)
                 add_new = True
         else:
-            shift = math.floor((t - self.window_end) / self.window) * self.window + self.window
+            shift = (
+                math.floor((t - self.window_end) / self.window) * self.window
+                + self.window
+            )
             self.window_end += shift
             self.peak = self.oom_peak = 0.0
             add_new = True
@@ -219,7 +235,9 @@ class Container:
         if self.last_mem is not None and t < self.last_mem - self.window:
             return False
         used = max(request, self.peak)
-        needed = max(used + math.trunc(self.oom_min), float(amount(used * self.oom_ratio)))
+        needed = max(
+            used + math.trunc(self.oom_min), float(amount(used * self.oom_ratio))
+        )
         return self.add_memory(t, needed, is_oom=True)
 
 
@@ -239,9 +257,17 @@ def confidence(agg: Aggregate, interval_s: float) -> float:
     return min(span / interval_s, agg.count / minutes)
 
 
-def recommend(agg: Aggregate, n_containers: int = 1, profile: dict | None = None) -> dict[str, tuple[int, int, int]]:
+def recommend(
+    agg: Aggregate, n_containers: int = 1, profile: dict | None = None
+) -> dict[str, tuple[int, int, int]]:
     """Upstream target/lower/upper per resource with default flags (or profile overrides)."""
-    p = {"cpu": (0.9, 0.5, 0.95), "memory": (0.9, 0.5, 0.95), "margin": 0.15, "min_cpu": 25, "min_mem": 262144000}
+    p = {
+        "cpu": (0.9, 0.5, 0.95),
+        "memory": (0.9, 0.5, 0.95),
+        "margin": 0.15,
+        "min_cpu": 25,
+        "min_mem": 262144000,
+    }
     p.update(profile or {})
     out = {}
     for res, hist, to_amount in (("cpu", agg.cpu, 1000.0), ("memory", agg.mem, 1.0)):

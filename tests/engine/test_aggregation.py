@@ -26,7 +26,10 @@ def assert_same_memory(aggs, ops, half_life_s=DAY):
     want = expected_memory(ops, half_life_s)
     np.testing.assert_array_equal(aggs.memory.weight[0], want.weight[0])
     assert aggs.memory.total[0] == want.total[0]
-    assert (aggs.memory.min_bucket[0], aggs.memory.max_bucket[0]) == (want.min_bucket[0], want.max_bucket[0])
+    assert (aggs.memory.min_bucket[0], aggs.memory.max_bucket[0]) == (
+        want.min_bucket[0],
+        want.max_bucket[0],
+    )
 
 
 def test_aggregate_container_usage_samples():  # 31
@@ -35,15 +38,30 @@ def test_aggregate_container_usage_samples():  # 31
         feed(aggs, 0, "c", T + dt, cpu=cpu, mem=mem)
     cpu = HistogramBatch(aggs.cpu.options, 1, DAY)
     for v, t in ((3.14, T), (6.28, T + 12 * HOUR), (1.57, T + DAY)):
-        cpu.add_step(ROW, cpu.options.find_bucket(np.array([v])), 0.1 * cpu.decay_factors(ROW, np.array([t])))
+        cpu.add_step(
+            ROW,
+            cpu.options.find_bucket(np.array([v])),
+            0.1 * cpu.decay_factors(ROW, np.array([t])),
+        )
     np.testing.assert_array_equal(aggs.cpu.weight[0], cpu.weight[0])
     assert_same_memory(
-        aggs, [("add", 5, T + DAY), ("sub", 5, T + DAY), ("add", 10, T + DAY), ("add", 2, T + 2 * DAY)]
+        aggs,
+        [
+            ("add", 5, T + DAY),
+            ("sub", 5, T + DAY),
+            ("add", 10, T + DAY),
+            ("add", 2, T + 2 * DAY),
+        ],
     )
     before = aggs.cpu.weight.copy()
     stats = feed(aggs, 0, "c", T + HOUR, cpu=1.0, mem=1.0)  # out of order
     stats2 = feed(aggs, 0, "c", T + 2 * DAY, cpu=-1.0, mem=-1.0)  # negative
-    assert (stats.cpu_dropped, stats.memory_dropped, stats2.cpu_dropped, stats2.memory_dropped) == (1, 1, 1, 1)
+    assert (
+        stats.cpu_dropped,
+        stats.memory_dropped,
+        stats2.cpu_dropped,
+        stats2.memory_dropped,
+    ) == (1, 1, 1, 1)
     np.testing.assert_array_equal(aggs.cpu.weight, before)
     assert aggs.sample_count()[0] == 3
 
@@ -61,7 +79,14 @@ def test_oom_dont_run_away():  # 33
     oom(aggs, 0, "c", T, 999 * MI)
     assert_same_memory(aggs, [("add", 1200 * MI, T + DAY)])
     oom(aggs, 0, "c", T, 2000 * MI)
-    assert_same_memory(aggs, [("add", 1200 * MI, T + DAY), ("sub", 1200 * MI, T + DAY), ("add", 2400 * MI, T + DAY)])
+    assert_same_memory(
+        aggs,
+        [
+            ("add", 1200 * MI, T + DAY),
+            ("sub", 1200 * MI, T + DAY),
+            ("add", 2400 * MI, T + DAY),
+        ],
+    )
 
 
 def test_oom_increased_by_min():  # 34
@@ -75,7 +100,12 @@ def test_oom_maxed_with_known_sample():  # 35
     feed(aggs, 0, "c", T, mem=3000 * MI)
     oom(aggs, 0, "c", T, 1000 * MI)
     assert_same_memory(
-        aggs, [("add", 3000 * MI, T + DAY), ("sub", 3000 * MI, T + DAY), ("add", 3600 * MI, T + DAY)]
+        aggs,
+        [
+            ("add", 3000 * MI, T + DAY),
+            ("sub", 3000 * MI, T + DAY),
+            ("add", 3600 * MI, T + DAY),
+        ],
     )
 
 
@@ -90,7 +120,9 @@ def test_oom_in_new_window():  # 37
     aggs = new_set()
     feed(aggs, 0, "c", T, mem=2000 * MI)
     oom(aggs, 0, "c", T + 2 * DAY, 1000 * MI)
-    assert_same_memory(aggs, [("add", 2000 * MI, T + DAY), ("add", 2400 * MI, T + 3 * DAY)])
+    assert_same_memory(
+        aggs, [("add", 2000 * MI, T + DAY), ("add", 2400 * MI, T + 3 * DAY)]
+    )
 
 
 def test_fresh_oom_near_window_boundary_is_not_discarded():  # 38
@@ -131,10 +163,16 @@ def test_is_expired():  # 40
 def test_save_to_checkpoint():  # 41
     aggs = new_set()
     t1, t2 = 1515107045.0, 1515210645.0  # arbitrary whole seconds
-    aggs.cpu.add_step(ROW, aggs.cpu.options.find_bucket(np.array([1.0])), 33 * aggs.cpu.decay_factors(ROW, np.array([t2])))
+    aggs.cpu.add_step(
+        ROW,
+        aggs.cpu.options.find_bucket(np.array([1.0])),
+        33 * aggs.cpu.decay_factors(ROW, np.array([t2])),
+    )
     for v in (1.0, 1e7):
         b = aggs.memory.options.find_bucket(np.array([v]))
-        aggs.memory.add_step(ROW, b, 55 * aggs.memory.decay_factors(ROW, np.array([t1])))
+        aggs.memory.add_step(
+            ROW, b, 55 * aggs.memory.decay_factors(ROW, np.array([t1]))
+        )
     aggs.first_sample_s[0], aggs.last_sample_s_[0], aggs.total_samples[0] = t1, t2, 10
     cp = aggs.to_vpa_checkpoint(0, now_s=t2)
     assert cp["version"] == "v3"
@@ -149,7 +187,12 @@ def test_save_to_checkpoint():  # 41
 
 def test_aggregate_state_by_container_name():  # 42
     aggs = new_set(3)  # rows: app-A, app-B, app-C
-    for row, pod, mem in ((0, "pod-1", 2e9), (0, "pod-2", 4e9), (1, "pod-1", 2e9), (2, "pod-2", 4e9)):
+    for row, pod, mem in (
+        (0, "pod-1", 2e9),
+        (0, "pod-2", 4e9),
+        (1, "pod-1", 2e9),
+        (2, "pod-2", 4e9),
+    ):
         feed(aggs, row, pod, T, cpu=1.0, mem=mem)
     assert aggs.sample_count().tolist() == [2, 1, 1]
     want = expected_memory([("add", 2e9, T + DAY), ("add", 4e9, T + DAY)])
@@ -159,8 +202,13 @@ def test_aggregate_state_by_container_name():  # 42
 def test_checkpoint_drops_recent_memory_peak():  # 43
     aggs = new_set()
     feed(aggs, 0, "c", 1.0, mem=2**30)
-    assert aggs.to_vpa_checkpoint(0, now_s=1.0)["memoryHistogram"]["bucketWeights"] == {}
-    assert aggs.to_vpa_checkpoint(0, now_s=1.0 + DAY)["memoryHistogram"]["bucketWeights"] != {}
+    assert (
+        aggs.to_vpa_checkpoint(0, now_s=1.0)["memoryHistogram"]["bucketWeights"] == {}
+    )
+    assert (
+        aggs.to_vpa_checkpoint(0, now_s=1.0 + DAY)["memoryHistogram"]["bucketWeights"]
+        != {}
+    )
     assert aggs.memory.total[0] > 0  # the live state keeps the peak
 
 
@@ -175,8 +223,22 @@ def test_bad_batches_raise_value_error_naming_argument():
     from recommender.engine.aggregation import SampleBatch
 
     with pytest.raises(ValueError, match="timestamp_s"):
-        SampleBatch(series_aggregate=[0], series_keys=["a"], series_index=[0], timestamp_s=[1.0, 2.0], cpu_cores=[1.0], memory_bytes=[1.0])
+        SampleBatch(
+            series_aggregate=[0],
+            series_keys=["a"],
+            series_index=[0],
+            timestamp_s=[1.0, 2.0],
+            cpu_cores=[1.0],
+            memory_bytes=[1.0],
+        )
     with pytest.raises(ValueError, match="series_index"):
-        SampleBatch(series_aggregate=[0], series_keys=["a"], series_index=[1], timestamp_s=[1.0], cpu_cores=[1.0], memory_bytes=[1.0])
+        SampleBatch(
+            series_aggregate=[0],
+            series_keys=["a"],
+            series_index=[1],
+            timestamp_s=[1.0],
+            cpu_cores=[1.0],
+            memory_bytes=[1.0],
+        )
     with pytest.raises(ValueError, match="series_aggregate"):
         feed(new_set(), 5, "a", T, cpu=1.0)

@@ -5,7 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from recommender.engine.aggregation import cpu_histogram_options, memory_histogram_options
+from recommender.engine.aggregation import (
+    cpu_histogram_options,
+    memory_histogram_options,
+)
 from recommender.engine.estimator import (
     confidence_multipliers,
     confidences,
@@ -36,7 +39,9 @@ def test_percentile_estimator():  # 22 TestPercentileEstimator
     mem = HistogramBatch(memory_histogram_options(), 1)
     for v in (1.0, 2.0, 3.0):
         cpu.add_cells(ROW, cpu.options.find_bucket(np.array([v])), np.array([1.0]))
-        mem.add_cells(ROW, mem.options.find_bucket(np.array([v * 1e9])), np.array([1.0]))
+        mem.add_cells(
+            ROW, mem.options.find_bucket(np.array([v * 1e9])), np.array([1.0])
+        )
     p_cpu = float(cpu.percentile(ROW, 0.2)[0])
     p_mem = float(mem.percentile(ROW, 0.5)[0])
     assert p_cpu == pytest.approx(1.0, rel=0.05)
@@ -85,7 +90,9 @@ def test_min_resources_estimator():  # 27
     assert max(CPU_314, 200) == 3140  # the floor keeps larger values
     aggs = new_set()
     feed(aggs, 0, "p", 0.0, cpu=3.0, mem=4e8)
-    rec = recommend(aggs, rows=[0], profile=get_profile("vpa"), containers_in_pod=[1])[0]
+    rec = recommend(aggs, rows=[0], profile=get_profile("vpa"), containers_in_pod=[1])[
+        0
+    ]
     assert rec.target.cpu_millicores > 25 and rec.target.memory_bytes > 262144000
     assert not rec.explanation.resources["cpu"].target.pod_minimum_applied
 
@@ -93,7 +100,9 @@ def test_min_resources_estimator():  # 27
 def _one_millicore(n_containers):
     aggs = new_set()
     feed(aggs, 0, "p", 0.0, cpu=0.001, mem=1e6)
-    return recommend(aggs, rows=[0], profile=get_profile("vpa"), containers_in_pod=[n_containers])[0]
+    return recommend(
+        aggs, rows=[0], profile=get_profile("vpa"), containers_in_pod=[n_containers]
+    )[0]
 
 
 def test_min_resources_applied():  # 28
@@ -112,16 +121,30 @@ def test_controlled_resources_filtered():  # 30
     aggs = new_set()
     feed(aggs, 0, "p", 0.0, cpu=0.5, mem=5e8)
     rec = recommend(
-        aggs, rows=[0], profile=get_profile("vpa"), containers_in_pod=[1], controlled_resources=["memory"]
+        aggs,
+        rows=[0],
+        profile=get_profile("vpa"),
+        containers_in_pod=[1],
+        controlled_resources=["memory"],
     )[0]
     for bound in (rec.target, rec.lower_bound, rec.upper_bound):
         assert bound.cpu_millicores is None and bound.memory_bytes is not None
 
 
 def test_types_conversions():  # 45 TestCPUAmountFromCores, TestScaleResource, ...
-    assert [cpu_amount_from_cores(c) for c in (0.069946, 0.61535112, 0.00455)] == [69, 615, 4]
-    assert scale_resources(np.array([4, 12, 1213, 41208]), np.array([2.124, 1.1, 1.2414, 1e-6])).tolist() == [8, 13, 1505, 0]
-    assert [resource_amount_from_float(x) for x in (100.5, -50.5, 1e14 + 100)] == [100, 0, 10**14]
+    assert [cpu_amount_from_cores(c) for c in (0.069946, 0.61535112, 0.00455)] == [
+        69,
+        615,
+        4,
+    ]
+    assert scale_resources(
+        np.array([4, 12, 1213, 41208]), np.array([2.124, 1.1, 1.2414, 1e-6])
+    ).tolist() == [8, 13, 1505, 0]
+    assert [resource_amount_from_float(x) for x in (100.5, -50.5, 1e14 + 100)] == [
+        100,
+        0,
+        10**14,
+    ]
     assert [round_up(100, 7), round_up(100, 10), round_up(0, 5)] == [105, 100, 0]
 
 
@@ -134,7 +157,9 @@ def test_humanize_memory_quantity():  # 46 TestHumanizeMemoryQuantity
 
 def test_zero_samples_upper_bound_is_the_minimum_not_nan():  # §3.2: 0 * Inf treated as 0
     aggs = new_set()
-    rec = recommend(aggs, rows=[0], profile=get_profile("vpa"), containers_in_pod=[1])[0]
+    rec = recommend(aggs, rows=[0], profile=get_profile("vpa"), containers_in_pod=[1])[
+        0
+    ]
     assert rec.upper_bound.to_dict() == {"cpu": 25, "memory": 262144000}
     assert rec.target == rec.lower_bound == rec.upper_bound
     assert math.isinf(rec.explanation.resources["cpu"].upper_multiplier)
@@ -149,4 +174,10 @@ def test_recommend_rejects_bad_arguments():
     with pytest.raises(ValueError, match="containers_in_pod"):
         recommend(aggs, rows=[0], profile=p, containers_in_pod=[0])
     with pytest.raises(ValueError, match="controlled_resources"):
-        recommend(aggs, rows=[0], profile=p, containers_in_pod=[1], controlled_resources=["gpu"])
+        recommend(
+            aggs,
+            rows=[0],
+            profile=p,
+            containers_in_pod=[1],
+            controlled_resources=["gpu"],
+        )

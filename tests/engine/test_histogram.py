@@ -27,15 +27,23 @@ def decaying():
 
 
 def add(h, value, weight):
-    h.add_cells(ROW, h.options.find_bucket(np.array([value])), np.array([float(weight)]))
+    h.add_cells(
+        ROW, h.options.find_bucket(np.array([value])), np.array([float(weight)])
+    )
 
 
 def sub(h, value, weight):
-    h.subtract_step(ROW, h.options.find_bucket(np.array([value])), np.array([float(weight)]))
+    h.subtract_step(
+        ROW, h.options.find_bucket(np.array([value])), np.array([float(weight)])
+    )
 
 
 def dadd(h, value, weight, t):
-    h.add_step(ROW, h.options.find_bucket(np.array([value])), weight * h.decay_factors(ROW, np.array([t])))
+    h.add_step(
+        ROW,
+        h.options.find_bucket(np.array([value])),
+        weight * h.decay_factors(ROW, np.array([t])),
+    )
 
 
 def pct(h, p):
@@ -56,7 +64,19 @@ def test_percentiles_are_upper_bucket_edges():  # 2 TestPercentiles
     h = plain()
     for i in range(1, 5):
         add(h, i, i)
-    expected = {0.0: 2, 0.1: 2, 0.2: 3, 0.3: 3, 0.4: 4, 0.5: 4, 0.6: 4, 0.7: 5, 0.8: 5, 0.9: 5, 1.0: 5}
+    expected = {
+        0.0: 2,
+        0.1: 2,
+        0.2: 3,
+        0.3: 3,
+        0.4: 4,
+        0.5: 4,
+        0.6: 4,
+        0.7: 5,
+        0.8: 5,
+        0.9: 5,
+        1.0: 5,
+    }
     for p, want in expected.items():
         assert pct(h, p) == want, p
 
@@ -131,7 +151,10 @@ def test_checkpoint_for_multiple_values():  # 10
     add(h, 1, 1)
     add(h, 2, 10000)
     add(h, 3, 50)
-    assert h.save_v3(0) == {"totalWeight": 10051.0, "bucketWeights": {"1": 1, "2": 10000, "3": 50}}
+    assert h.save_v3(0) == {
+        "totalWeight": 10051.0,
+        "bucketWeights": {"1": 1, "2": 10000, "3": 50},
+    }
 
 
 def test_load_from_checkpoint():  # 11 TestHistogramLoadFromCheckpoint
@@ -224,7 +247,19 @@ def test_no_decay_at_one_timestamp():  # 19 TestNoDecay
     h = decaying()
     for i in range(1, 5):
         dadd(h, i, i, T0)
-    expected = {0.0: 2, 0.1: 2, 0.2: 3, 0.3: 3, 0.4: 4, 0.5: 4, 0.6: 4, 0.7: 5, 0.8: 5, 0.9: 5, 1.0: 5}
+    expected = {
+        0.0: 2,
+        0.1: 2,
+        0.2: 3,
+        0.3: 3,
+        0.4: 4,
+        0.5: 4,
+        0.6: 4,
+        0.7: 5,
+        0.8: 5,
+        0.9: 5,
+        1.0: 5,
+    }
     for p, want in expected.items():
         assert pct(h, p) == want, p
 
@@ -235,18 +270,28 @@ def test_decaying_merge():  # 20 TestDecayingHistogramMerge
     dadd(h1, 2, 1, T0 + HOUR)
     dadd(h2, 2, 1, T0 + 2 * HOUR)
     dadd(h2, 3, 1, T0 + HOUR)
-    for v, t in ((2, T0 + 2 * HOUR), (2, T0 + HOUR), (3, T0 + HOUR), (1, T0)):  # upstream's order
+    for v, t in (
+        (2, T0 + 2 * HOUR),
+        (2, T0 + HOUR),
+        (3, T0 + HOUR),
+        (1, T0),
+    ):  # upstream's order
         dadd(want, v, 1, t)
     h1.merge_row(0, h2, 0)
     np.testing.assert_allclose(h1.weight, want.weight, rtol=0, atol=1e-15)
-    assert (h1.min_bucket[0], h1.max_bucket[0]) == (want.min_bucket[0], want.max_bucket[0])
+    assert (h1.min_bucket[0], h1.max_bucket[0]) == (
+        want.min_bucket[0],
+        want.max_bucket[0],
+    )
     assert h1.reference_s[0] == want.reference_s[0]
 
 
 def test_decaying_load_from_checkpoint():  # 21 TestDecayingHistogramLoadFromCheckpoint
     ref = 1514862245.0  # 2018-01-02T03:04:05Z
     h = decaying()
-    h.load_v3(0, {"totalWeight": 6.0, "bucketWeights": {"0": 1}, "referenceTimestamp": ref})
+    h.load_v3(
+        0, {"totalWeight": 6.0, "bucketWeights": {"0": 1}, "referenceTimestamp": ref}
+    )
     assert not empty(h)
     assert h.reference_s[0] == ref
 
@@ -258,7 +303,8 @@ def test_memory_bucket_4_uses_go_pow():  # §1.5: Go's Pow loop, not libm
     assert int(starts[4]) == 43101249
     # §2 lists the starts rounded; with libm's pow bucket 4 would truncate to 43101250.
     assert list(starts[:8]) == pytest.approx(
-        [0, 10000000, 20500000, 31525000, 43101250, 55256313, 68019128, 81420085], abs=0.51
+        [0, 10000000, 20500000, 31525000, 43101250, 55256313, 68019128, 81420085],
+        abs=0.51,
     )
     libm = 1e7 * (math.pow(1.05, 4) - 1) / (1.05 - 1)
     assert int(libm) == 43101250
@@ -268,7 +314,9 @@ def test_memory_bucket_4_uses_go_pow():  # §1.5: Go's Pow loop, not libm
 
 def test_go_pow_int8_loop_differs_only_below_128():
     # Documented in docs/engine.md: Go tip's int8 loop would change some low bits.
-    diffs = [n for n in range(1, 176) if go_pow_int8_loop(1.05, n) != go_pow_int(1.05, n)]
+    diffs = [
+        n for n in range(1, 176) if go_pow_int8_loop(1.05, n) != go_pow_int(1.05, n)
+    ]
     assert all(n < 128 for n in diffs)
 
 
@@ -277,4 +325,8 @@ def test_value_on_bucket_boundary_uses_go_log():  # §1.5: 20500000 bytes -> buc
 
     o = memory_histogram_options()
     q = go_log(20500000 * o.ratio_minus_one / o.bucket_size + 1) / o.log_ratio
-    assert int(q) == o.find_bucket_scalar(20500000.0) == int(o.find_bucket(np.array([20500000.0]))[0])
+    assert (
+        int(q)
+        == o.find_bucket_scalar(20500000.0)
+        == int(o.find_bucket(np.array([20500000.0]))[0])
+    )

@@ -14,8 +14,12 @@ from recommender.engine.profiles import get_profile
 from . import reference as ref
 
 T0 = 1_700_000_000.0
-CPU_VALUES = st.sampled_from([math.nan, -0.5, 0.0, 0.01, 0.0205, 0.3, 0.3, 0.5, 1.0, 2.5, 2000.0])
-MEM_VALUES = st.sampled_from([math.nan, -1.0, 0.0, 5.0, 1e7, 20500000.0, 3e8, 3e8, 5e8, 2e9, 2e12])
+CPU_VALUES = st.sampled_from(
+    [math.nan, -0.5, 0.0, 0.01, 0.0205, 0.3, 0.3, 0.5, 1.0, 2.5, 2000.0]
+)
+MEM_VALUES = st.sampled_from(
+    [math.nan, -1.0, 0.0, 5.0, 1e7, 20500000.0, 3e8, 3e8, 5e8, 2e9, 2e12]
+)
 settings.register_profile("engine", max_examples=60, deadline=None)
 settings.load_profile("engine")
 
@@ -30,7 +34,12 @@ def batches(draw):
     n = draw(st.integers(0, 40))
     step = draw(st.sampled_from([60.0, 1800.0, 7200.0, 86400.0]))
     samples = [
-        (draw(st.integers(0, n_series - 1)), T0 + step * draw(st.integers(0, 60)), draw(CPU_VALUES), draw(MEM_VALUES))
+        (
+            draw(st.integers(0, n_series - 1)),
+            T0 + step * draw(st.integers(0, 60)),
+            draw(CPU_VALUES),
+            draw(MEM_VALUES),
+        )
         for _ in range(n)
     ]
     return n_rows, series_rows, hl, window, samples
@@ -52,7 +61,9 @@ def run_reference(n_rows, series_rows, hl, window, samples, ooms=()):
 
 
 def run_engine(n_rows, series_rows, hl, window, samples, ooms=()):
-    profile = get_profile("vpa").with_overrides(cpu_half_life_s=hl, memory_half_life_s=hl, memory_window_s=window)
+    profile = get_profile("vpa").with_overrides(
+        cpu_half_life_s=hl, memory_half_life_s=hl, memory_window_s=window
+    )
     aggs = AggregateSet.empty(profile, n_rows)
     keys = [f"s{i}" for i in range(len(series_rows))]
     arr = np.array(samples, dtype=float).reshape(-1, 4)
@@ -68,7 +79,15 @@ def run_engine(n_rows, series_rows, hl, window, samples, ooms=()):
     )
     if ooms:
         o = np.array(ooms, dtype=float)
-        aggs.record_ooms(OomBatch(series_aggregate=series_rows, series_keys=keys, series_index=o[:, 0].astype(int), timestamp_s=o[:, 1], memory_request_bytes=o[:, 2]))
+        aggs.record_ooms(
+            OomBatch(
+                series_aggregate=series_rows,
+                series_keys=keys,
+                series_index=o[:, 0].astype(int),
+                timestamp_s=o[:, 1],
+                memory_request_bytes=o[:, 2],
+            )
+        )
     return aggs, profile
 
 
@@ -77,29 +96,58 @@ def assert_same(aggs, reference_aggs):
         for mine, theirs in ((aggs.cpu, r.cpu), (aggs.memory, r.mem)):
             assert mine.weight[row].tolist() == theirs.w
             assert mine.total[row] == theirs.total
-            assert (mine.min_bucket[row], mine.max_bucket[row]) == (theirs.min, theirs.max)
-            assert (math.isnan(mine.reference_s[row]) and theirs.ref is None) or mine.reference_s[row] == theirs.ref
+            assert (mine.min_bucket[row], mine.max_bucket[row]) == (
+                theirs.min,
+                theirs.max,
+            )
+            assert (
+                math.isnan(mine.reference_s[row]) and theirs.ref is None
+            ) or mine.reference_s[row] == theirs.ref
         assert aggs.total_samples[row] == r.count
 
 
-@given(batches(), st.lists(st.tuples(st.integers(0, 3), st.integers(-30, 60), st.sampled_from([0.0, 1e8, 6e8])), max_size=3))
+@given(
+    batches(),
+    st.lists(
+        st.tuples(
+            st.integers(0, 3), st.integers(-30, 60), st.sampled_from([0.0, 1e8, 6e8])
+        ),
+        max_size=3,
+    ),
+)
 def test_vectorised_equals_one_at_a_time(batch, raw_ooms):
     n_rows, series_rows, hl, window, samples = batch
     ooms = [(s % len(series_rows), T0 + 3600.0 * h, req) for s, h, req in raw_ooms]
     aggs, profile = run_engine(*batch, ooms)
     reference = run_reference(*batch, ooms)
     assert_same(aggs, reference)
-    recs = recommend(aggs, rows=range(n_rows), profile=profile, containers_in_pod=[2] * n_rows)
+    recs = recommend(
+        aggs, rows=range(n_rows), profile=profile, containers_in_pod=[2] * n_rows
+    )
     for rec, r in zip(recs, reference, strict=True):
         want = ref.recommend(r, 2)
-        got_cpu = (rec.target.cpu_millicores, rec.lower_bound.cpu_millicores, rec.upper_bound.cpu_millicores)
-        got_mem = (rec.target.memory_bytes, rec.lower_bound.memory_bytes, rec.upper_bound.memory_bytes)
+        got_cpu = (
+            rec.target.cpu_millicores,
+            rec.lower_bound.cpu_millicores,
+            rec.upper_bound.cpu_millicores,
+        )
+        got_mem = (
+            rec.target.memory_bytes,
+            rec.lower_bound.memory_bytes,
+            rec.upper_bound.memory_bytes,
+        )
         assert got_cpu == want["cpu"]
         if hl == 86400.0:  # the reference's confidence helper assumes the 24h interval
             assert got_mem == want["memory"]
 
 
-@given(st.integers(1, 3), st.lists(st.tuples(st.integers(0, 2), st.floats(0.0, 50.0), st.floats(0.0, 1.0)), max_size=30))
+@given(
+    st.integers(1, 3),
+    st.lists(
+        st.tuples(st.integers(0, 2), st.floats(0.0, 50.0), st.floats(0.0, 1.0)),
+        max_size=30,
+    ),
+)
 def test_grid_path_equals_flat_path(n_series, cells):
     ts = T0 + 60.0 * np.arange(6)
     rng = np.random.default_rng(len(cells))
@@ -109,9 +157,24 @@ def test_grid_path_equals_flat_path(n_series, cells):
     keys = [f"p{i}" for i in range(n_series)]
     grid = AggregateSet.empty(get_profile("vpa"), 2)
     flat = AggregateSet.empty(get_profile("vpa"), 2)
-    gb = SampleBatch.from_grid(series_aggregate=rows, series_keys=keys, timestamp_s=ts, cpu_cores=cpu, memory_bytes=mem)
+    gb = SampleBatch.from_grid(
+        series_aggregate=rows,
+        series_keys=keys,
+        timestamp_s=ts,
+        cpu_cores=cpu,
+        memory_bytes=mem,
+    )
     s1 = grid.add_samples(gb)
-    s2 = flat.add_samples(SampleBatch(series_aggregate=rows, series_keys=keys, series_index=gb.series_index, timestamp_s=gb.timestamp_s, cpu_cores=gb.cpu_cores, memory_bytes=gb.memory_bytes))
+    s2 = flat.add_samples(
+        SampleBatch(
+            series_aggregate=rows,
+            series_keys=keys,
+            series_index=gb.series_index,
+            timestamp_s=gb.timestamp_s,
+            cpu_cores=gb.cpu_cores,
+            memory_bytes=gb.memory_bytes,
+        )
+    )
     assert s1 == s2
     for a, b in ((grid.cpu, flat.cpu), (grid.memory, flat.memory)):
         np.testing.assert_array_equal(a.weight, b.weight)
@@ -125,10 +188,20 @@ def test_compact_checkpoint_round_trip_continues_exactly(batch):
     for a, b in ((aggs.cpu, again.cpu), (aggs.memory, again.memory)):
         np.testing.assert_array_equal(a.weight, b.weight)
         for p in (0.5, 0.9, 0.95):
-            np.testing.assert_array_equal(a.percentile(np.arange(len(aggs)), p), b.percentile(np.arange(len(aggs)), p))
+            np.testing.assert_array_equal(
+                a.percentile(np.arange(len(aggs)), p),
+                b.percentile(np.arange(len(aggs)), p),
+            )
     # Continuing: the same new samples give the same state (watermarks survive).
     n_rows, series_rows, hl, window, samples = batch
-    more = SampleBatch(series_aggregate=series_rows, series_keys=[f"s{i}" for i in range(len(series_rows))], series_index=[0, 0], timestamp_s=[T0, T0 + 90 * 86400.0], cpu_cores=[0.7, 0.7], memory_bytes=[4e8, 4e8])
+    more = SampleBatch(
+        series_aggregate=series_rows,
+        series_keys=[f"s{i}" for i in range(len(series_rows))],
+        series_index=[0, 0],
+        timestamp_s=[T0, T0 + 90 * 86400.0],
+        cpu_cores=[0.7, 0.7],
+        memory_bytes=[4e8, 4e8],
+    )
     assert aggs.add_samples(more) == again.add_samples(more)
     np.testing.assert_array_equal(aggs.memory.weight, again.memory.weight)
 
@@ -145,7 +218,14 @@ def test_v3_checkpoint_round_trip_preserves_percentiles(batch):
             np.testing.assert_array_equal(a.percentile(rows, p), b.percentile(rows, p))
 
 
-@given(st.lists(st.tuples(st.integers(0, 9), st.floats(0.01, 5.0)), min_size=1, max_size=20), st.integers(0, 9), st.floats(0.01, 5.0), st.floats(0.0, 1.0))
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 9), st.floats(0.01, 5.0)), min_size=1, max_size=20
+    ),
+    st.integers(0, 9),
+    st.floats(0.01, 5.0),
+    st.floats(0.0, 1.0),
+)
 def test_adding_usage_never_lowers_a_percentile(samples, value, weight, p):
     h = HistogramBatch(linear_options(10.0, 1.0, 1e-4), 1)
     row = np.array([0])
@@ -159,14 +239,22 @@ def test_adding_usage_never_lowers_a_percentile(samples, value, weight, p):
         assert after >= before
 
 
-@given(*[st.lists(st.tuples(st.integers(0, 9), st.integers(1, 8)), max_size=8) for _ in range(3)], st.floats(0.0, 1.0))
+@given(
+    *[
+        st.lists(st.tuples(st.integers(0, 9), st.integers(1, 8)), max_size=8)
+        for _ in range(3)
+    ],
+    st.floats(0.0, 1.0),
+)
 def test_merge_is_associative_on_percentiles(a, b, c, p):
     opts = linear_options(10.0, 1.0, 1e-4)
 
     def make(items):
         h = HistogramBatch(opts, 1)
         for v, w in items:
-            h.add_cells(np.array([0]), np.array([v]), np.array([w / 4]))  # dyadic weights: exact sums
+            h.add_cells(
+                np.array([0]), np.array([v]), np.array([w / 4])
+            )  # dyadic weights: exact sums
         return h
 
     left, right = make(a), make(a)
