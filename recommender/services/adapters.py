@@ -18,6 +18,7 @@ from recommender.errors import InvalidInput
 from recommender.models import Cluster
 from recommender.sources.base import UsageSource
 from recommender.sources.metrics_server import MetricsServerSource
+from recommender.sources.prometheus import PrometheusConfig, PrometheusSource
 from recommender.sources.simulated import SimulatedUsageSource
 
 
@@ -46,6 +47,9 @@ def usage_source_for(cluster: Cluster) -> UsageSource:
     if cluster.kind == Cluster.Kind.SIMULATED:
         fleet = build_fleet(settings.SIMULATION_SEED, settings.SIMULATION_WORKLOADS)
         return SimulatedUsageSource(fleet=fleet)
+    if cluster.kind == Cluster.Kind.KUBERNETES and settings.PROMETHEUS_URL:
+        # History (8-day back-fill, OOM kills) from Prometheus when one is configured.
+        return PrometheusSource(PrometheusConfig.from_settings())
     if cluster.kind == Cluster.Kind.KUBERNETES:
         # No Prometheus: live samples from metrics-server, no history (as upstream).
         return MetricsServerSource(cluster_name=cluster.name, context=cluster.context)
