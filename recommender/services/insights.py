@@ -520,6 +520,10 @@ def no_recommendation_reason(container: Container) -> str:
 
 def confidence_of(explanation: dict[str, Any]) -> float | None:
     """The confidence of an explanation (days of history it is worth), if it says so."""
+    nested = explanation.get("cpu")
+    if isinstance(nested, dict) and "confidence" in nested:
+        # Per-resource explanations: CPU's confidence is the one upstream uses for both.
+        return confidence_of(nested)
     for key in ("confidence", "confidence_cpu", "cpu_confidence"):
         value = explanation.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):

@@ -43,16 +43,20 @@
     node.appendChild(p);
   }
 
-  function vline(x, color, dash, label) {
+  // A vertical marker; labels are staggered (row) so neighbours don't overlap.
+  function vline(x, color, dash, label, row) {
     return {
+      x: x,
       shape: { type: "line", xref: "x", yref: "paper", x0: x, x1: x, y0: 0, y1: 1,
                line: { color: color, dash: dash, width: 2 } },
-      annotation: { x: x, xref: "x", y: 1, yref: "paper", text: label, showarrow: false,
-                    yanchor: "bottom", font: { color: color, size: 10 } },
+      annotation: { x: x, xref: "x", y: 1 - 0.08 * (row || 0), yref: "paper", text: label,
+                    showarrow: false, xanchor: "left", yanchor: "top",
+                    bgcolor: css("--panel"), font: { color: color, size: 10 } },
     };
   }
 
   // One resource's distribution: bars of decayed weight, percentiles, request, target band.
+  // Buckets grow exponentially; bars span [start, next start) on a linear axis.
   function drawDistribution(node, dist, box, resource) {
     if (!dist || !dist.bucket_start.length) {
       note(node, "No usage distribution yet: it appears after the first samples are ingested.");
@@ -61,33 +65,40 @@
     const scale = resource === "cpu" ? 1 : 1 / MI;  // cores, or MiB
     const toUnit = resource === "cpu" ? (m) => m / 1000 : (b) => b / MI;
     const unit = resource === "cpu" ? "cores" : "MiB";
-    const xs = dist.bucket_start.map((x) => x * scale);
+    const starts = dist.bucket_start.map((x) => x * scale);
+    const widths = starts.map((x, i) => (i + 1 < starts.length ? starts[i + 1] - x : x * 0.05 || 1));
     const marks = [];
     const colors = { p50: css("--muted"), p90: css("--accent"), p95: css("--warn") };
     for (const [name, value] of Object.entries(dist.percentiles)) {
-      marks.push(vline(value * scale, colors[name] || css("--muted"), "dot", name));
+      marks.push(vline(value * scale, colors[name] || css("--muted"), "dot", name, marks.length));
     }
     const request = box["request_" + resource];
     const target = box["target_" + resource];
     const lower = box["lower_" + resource];
     const upper = box["upper_" + resource];
     if (request !== null && request !== undefined) {
-      marks.push(vline(toUnit(request), css("--bad"), "solid", "request"));
+      marks.push(vline(toUnit(request), css("--bad"), "solid", "request", marks.length));
     }
     if (target !== null && target !== undefined) {
-      marks.push(vline(toUnit(target), css("--good"), "dash", "target"));
+      marks.push(vline(toUnit(target), css("--good"), "dash", "target", marks.length));
     }
     const shapes = marks.map((m) => m.shape);
+    const xs = starts.concat([starts[starts.length - 1] + widths[widths.length - 1]]);
     if (lower !== null && upper !== null && lower !== undefined && upper !== undefined) {
       shapes.push({ type: "rect", xref: "x", yref: "paper", x0: toUnit(lower), x1: toUnit(upper),
                     y0: 0, y1: 1, fillcolor: css("--good"), opacity: 0.12, line: { width: 0 } });
+      xs.push(toUnit(lower), toUnit(upper));
     }
-    draw(node, [{ type: "bar", x: xs, y: dist.weight, name: "decayed weight",
-                  marker: { color: css("--accent") }, opacity: 0.75 }],
+    marks.forEach((m) => xs.push(m.x));
+    const lo = Math.min(...xs);
+    const hi = Math.max(...xs);
+    const pad = (hi - lo) * 0.05 || hi * 0.1 || 1;
+    draw(node, [{ type: "bar", x: starts, y: dist.weight, width: widths, offset: 0,
+                  name: "decayed weight", marker: { color: css("--accent") }, opacity: 0.75 }],
          layout(resource === "cpu" ? "CPU usage distribution" : "Memory peak distribution",
                 unit, "weight", { shapes: shapes, annotations: marks.map((m) => m.annotation),
-                                   xaxis: { type: "log", title: { text: unit + " (log)" },
-                                            gridcolor: css("--border") } }));
+                                   xaxis: { title: { text: unit }, gridcolor: css("--border"),
+                                            range: [Math.max(0, lo - pad), hi + pad] } }));
   }
 
   function flat(t, value) {

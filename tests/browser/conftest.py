@@ -1,0 +1,121 @@
+"""Headless Chromium (Debian's package) driven by Playwright against pytest-django's live_server.
+
+The session installs Chromium with apt-get when /usr/bin/chromium is missing, so CI needs no
+extra step; when that fails the tests skip (or fail under CI=true) through service_missing.
+Every page fails the test on a console error, an uncaught exception or a failed request.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import service_missing
+
+CHROMIUM = Path("/usr/bin/chromium")
+# Without the background-networking flags Chromium dials out, which this closed network refuses.
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls the tests make to seed
+# data are ordinary synchronous calls, so Django's async guard must not refuse them.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+def _install_chromium() -> None:
+    """apt-get install chromium (Debian), once per session, when it is missing."""
+    if CHROMIUM.exists():
+        return
+    apt = shutil.which("apt-get")
+    if apt is None:
+        service_missing("Chromium (/usr/bin/chromium; no apt-get to install it)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (
+        [apt, "install", "-y", "-qq", "chromium"],
+        [apt, "update", "-qq"],
+        [apt, "install", "-y", "-qq", "chromium"],
+    ):
+        subprocess.run(command, env=env, capture_output=True, timeout=900, check=False)
+        if CHROMIUM.exists():
+            return
+    service_missing("Chromium (apt-get install -y chromium failed)")
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    """One headless Chromium for the session."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        service_missing("playwright (requirements-dev.txt)")
+    _install_chromium()
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS
+        )
+        yield chromium
+        chromium.close()
+
+
+class PageProblems:
+    """Console errors, page exceptions and failed requests seen by one page."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def watch(self, page: object) -> None:
+        page.on(
+            "console",
+            lambda m: m.type == "error" and self.items.append(f"console: {m.text}"),
+        )
+        page.on("pageerror", lambda e: self.items.append(f"page error: {e}"))
+        page.on(
+            "requestfailed",
+            lambda r: self.items.append(
+                f"request failed: {r.method} {r.url} {r.failure}"
+            ),
+        )
+        page.on(
+            "response",
+            lambda r: (
+                r.status >= 400 and self.items.append(f"HTTP {r.status}: {r.url}")
+            ),
+        )
+
+
+@pytest.fixture
+def page(browser, live_server):
+    """A fresh browser page; the test fails if the page saw any problem."""
+    context = browser.new_context(
+        viewport={"width": 1360, "height": 900}, base_url=live_server.url
+    )
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    problems = PageProblems()
+    problems.watch(page)
+    page.problems = problems
+    yield page
+    context.close()
+    assert not problems.items, "the browser saw problems:\n" + "\n".join(problems.items)
+
+
+def screenshot(page, name: str) -> Path:
+    """Save a full-page screenshot under test-artifacts/screenshots/."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path

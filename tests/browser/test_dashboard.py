@@ -1,0 +1,328 @@
+"""An operator's day in a real browser: log in, overview, filter, a workload and its charts,
+a policy change, the audit log, an approval. Screenshots of every page are saved."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from django.conf import settings
+from django.utils import timezone
+
+from recommender.cluster.simulated import build_fleet
+from recommender.engine.aggregation import AggregateSet, SampleBatch
+from recommender.engine.profiles import get_profile
+from recommender.models import (
+    AuditEvent,
+    Checkpoint,
+    Container,
+    OomKill,
+    Policy,
+    RefreshRun,
+    ResizeChange,
+    Workload,
+)
+from recommender.roles import Role
+from recommender.sources.simulated import SimulatedUsageSource
+from tests.browser.conftest import screenshot
+from tests.factories import make_cluster, make_recommendation, make_user
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+PASSWORD = "pw-for-tests-only"
+FLEET_SIZE = 12
+# Records every layout shift so the test can check the page does not jump while loading.
+CLS_SCRIPT = """
+window.__cls = 0;
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) {
+    if (!entry.hadRecentInput) window.__cls += entry.value;
+  }
+}).observe({type: "layout-shift", buffered: true});
+"""
+
+
+def _seed(now):
+    """A simulated cluster's workloads, with recommendations, engine state, OOMs and runs."""
+    settings.SIMULATION_WORKLOADS = FLEET_SIZE
+    fleet = build_fleet(settings.SIMULATION_SEED, FLEET_SIZE)
+    cluster = make_cluster("sim")
+    workloads = []
+    for index, sim in enumerate(fleet.workloads):
+        workload = Workload.objects.create(
+            cluster=cluster,
+            kind=sim.kind,
+            namespace=sim.namespace,
+            name=sim.name,
+            replicas=sim.replicas,
+        )
+        Policy.objects.create(workload=workload)
+        for position, spec in enumerate(sim.containers):
+            container = Container.objects.create(
+                workload=workload,
+                name=spec.name,
+                kind=spec.kind,
+                position=position,
+                request_cpu_millicores=spec.requests.cpu_millicores,
+                request_memory_bytes=spec.requests.memory_bytes,
+                limit_cpu_millicores=spec.limits.cpu_millicores,
+                limit_memory_bytes=spec.limits.memory_bytes,
+            )
+            if spec.usage is None or index % 5 == 4:
+                continue  # some containers have no recommendation yet
+            # Over-provisioned by default; every third one needs more than it asks for.
+            factor = 1.6 if index % 3 == 0 else 0.45
+            make_recommendation(
+                container,
+                cpu_millicores=max(
+                    25, int((spec.requests.cpu_millicores or 100) * factor)
+                ),
+                memory_bytes=max(
+                    2**20, int((spec.requests.memory_bytes or 2**27) * factor)
+                ),
+                created_at=now - timedelta(days=2),
+                explanation={
+                    "cpu": {
+                        "percentile": 0.9,
+                        "margin_fraction": 0.15,
+                        "confidence": 6.2,
+                        "confidence_multiplier": 1.03,
+                    },
+                    "sample_count": 11520,
+                    "history_span_s": 8 * 86400,
+                    "caps": [],
+                },
+            )
+        workloads.append((workload, sim))
+    # The workload the test opens: a Deployment with real engine state from simulated usage.
+    workload, sim = next((w, s) for w, s in workloads if w.kind == "Deployment")
+    container = workload.containers.exclude(kind="init").order_by("position").first()
+    for days in (6, 4):
+        make_recommendation(
+            container,
+            cpu_millicores=200 + 40 * days,
+            memory_bytes=(200 + 10 * days) * 2**20,
+            created_at=now - timedelta(days=days),
+        )
+    make_recommendation(
+        container,
+        cpu_millicores=180,
+        memory_bytes=190 * 2**20,
+        created_at=now,
+        explanation={
+            "cpu": {"percentile": 0.9, "margin_fraction": 0.15, "confidence": 8.0},
+            "sample_count": 11520,
+            "history_span_s": 8 * 86400,
+        },
+    )
+    grid = SimulatedUsageSource(fleet=fleet).fetch_usage(
+        namespace=workload.namespace,
+        start_s=now.timestamp() - 8 * 86400,
+        end_s=now.timestamp(),
+        step_s=60.0,
+    )
+    rows = [
+        i
+        for i, key in enumerate(grid.series)
+        if key.container == container.name and key.pod.startswith(workload.name)
+    ]
+    aggregates = AggregateSet.empty(get_profile("vpa"), 1)
+    aggregates.add_samples(
+        SampleBatch.from_grid(
+            series_aggregate=np.zeros(len(rows), dtype=np.int64),
+            series_keys=[grid.series[i].pod for i in rows],
+            timestamp_s=grid.timestamp_s,
+            cpu_cores=grid.cpu_cores[rows],
+            memory_bytes=grid.memory_bytes[rows],
+        )
+    )
+    Checkpoint.objects.create(
+        container=container,
+        histogram_key="vpa",
+        state=aggregates.to_checkpoints()[0],
+        sample_count=int(aggregates.sample_count()[0]),
+    )
+    OomKill.objects.create(
+        container=container,
+        pod=f"{workload.name}-x-1",
+        occurred_at=now - timedelta(hours=30),
+        memory_request_bytes=2**28,
+    )
+    # A proposed change of another workload whose mode is not Off.
+    other = next(w for w, _ in workloads if w.pk != workload.pk)
+    Policy.objects.filter(workload=other).update(mode=Policy.Mode.RECREATE)
+    change = ResizeChange.objects.create(
+        workload=other,
+        pod=f"{other.name}-0",
+        reason="requests 2.2x the target",
+        resources_before={"app": {"requests": {"cpu": 1000, "memory": 2**30}}},
+        resources_after={"app": {"requests": {"cpu": 450, "memory": 600 * 2**20}}},
+    )
+    RefreshRun.objects.create(
+        cluster=cluster,
+        status="succeeded",
+        started_at=now - timedelta(minutes=3),
+        finished_at=now - timedelta(minutes=3) + timedelta(seconds=4.2),
+        counts={"workloads": FLEET_SIZE, "samples": 13824},
+    )
+    RefreshRun.objects.create(
+        cluster=cluster,
+        status="failed",
+        started_at=now - timedelta(minutes=4),
+        finished_at=now - timedelta(minutes=4) + timedelta(seconds=1),
+        error="Prometheus at http://prometheus:9090 timed out after 30 s",
+    )
+    return workload, container, change
+
+
+def _log_in(page, username):
+    page.goto("/")
+    assert "/login/" in page.url
+    screenshot(page, "01-login")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"/$"))
+
+
+def test_operator_walks_through_the_dashboard(page, settings):
+    now = timezone.now()
+    make_user("olga", Role.OPERATOR)
+    workload, container, change = _seed(now)
+    page.add_init_script(CLS_SCRIPT)
+
+    # Log in and land on the overview.
+    _log_in(page, "olga")
+    assert page.locator("h1").inner_text() == "Overview"
+    assert "→" in page.get_by_test_id("fleet-cpu").inner_text()
+    assert page.get_by_test_id("fleet-savings").inner_text().startswith(("$", "-$"))
+    assert page.get_by_text("timed out after 30 s").is_visible()
+    screenshot(page, "02-overview")
+    shutil.copy(screenshot(page, "02-overview"), DOCS_IMG / "overview.png")
+
+    # Filter the list: over-provisioned only, then search by name.
+    page.click("nav >> text=Workloads")
+    page.wait_for_url("**/workloads/")
+    total = int(page.get_by_test_id("result-count").inner_text().split()[0])
+    assert total == FLEET_SIZE
+    page.select_option("select[name=status]", "over")
+    page.wait_for_url(re.compile(r"status=over"))
+    badges = page.locator("#workload-table tbody .badge.status-over")
+    assert badges.count() >= 1
+    assert page.locator("#workload-table tbody tr").count() == badges.count()
+    page.select_option("select[name=status]", "")
+    page.fill("#id_q", workload.name)
+    page.wait_for_url(re.compile(r"q=" + re.escape(workload.name)))
+    page.locator("#workload-table").get_by_text(
+        f"{workload.namespace}/{workload.name}"
+    ).wait_for()
+    screenshot(page, "03-workloads-filtered")
+
+    # Open the workload and read both charts.
+    page.click(f"text={workload.namespace}/{workload.name}")
+    page.wait_for_url(f"**/workloads/{workload.pk}/")
+    page.wait_for_selector("body[data-charts-ready=true]")
+    name = container.name
+    dist = page.locator(f"#charts [data-chart=dist-cpu][data-container='{name}']")
+    dist_text = dist.inner_text()
+    for label in ("p50", "p90", "p95", "request", "target"):
+        assert label in dist_text, f"{label} missing from the CPU distribution chart"
+    assert (
+        dist.locator(".bars .point").count() > 0
+    )  # bars drawn from the engine's histogram
+    usage = page.locator(f"#charts [data-chart=usage-memory][data-container='{name}']")
+    usage_legend = usage.locator(".legend").text_content()
+    for label in (
+        "max over pods",
+        "request",
+        "target",
+        "upper bound",
+        "OOM kill",
+    ):
+        assert label in usage_legend, f"{label} missing from the memory usage chart"
+    assert (
+        page.locator(
+            f"[data-chart=history-cpu][data-container='{name}'] .js-plotly-plot, "
+            f"[data-chart=history-cpu][data-container='{name}'].js-plotly-plot"
+        ).count()
+        == 1
+    )
+    assert "kubectl --namespace" in page.get_by_test_id("kubectl-patch").inner_text()
+    assert page.evaluate("window.__cls") < 0.1, (
+        "the workload page shifted while loading"
+    )
+    screenshot(page, "04-workload")
+    shutil.copy(screenshot(page, "04-workload"), DOCS_IMG / "workload.png")
+
+    # Change the policy: a bad quantity first (error next to the field), then a real change.
+    form = page.locator("#policy-form")
+    row = form.locator("tbody tr").nth(1)
+    row.locator("input[name$=min_cpu]").fill("lots")
+    form.locator("button:text('Save policy')").click()
+    page.locator("#policy-form .errorlist").get_by_text(
+        "is not a valid quantity"
+    ).wait_for()
+    row = page.locator("#policy-form tbody tr").nth(1)
+    row.locator("input[name$=min_cpu]").fill("100m")
+    page.select_option("#policy-form select[name=mode]", "Initial")
+    page.locator("#policy-form button:text('Save policy')").click()
+    consequence = page.get_by_test_id("mode-consequence")
+    assert "New pods get the recommended requests" in consequence.inner_text()
+    screenshot(page, "05-policy-confirm")
+    page.locator("#policy-form button[name=confirm_mode]").click()
+    page.get_by_test_id("policy-saved").wait_for()
+    assert Policy.objects.get(workload=workload).mode == "Initial"
+    screenshot(page, "06-policy-saved")
+
+    # The change is in the audit log.
+    page.click("nav >> text=Audit log")
+    page.select_option("select[name=action]", "policy.update")
+    page.wait_for_url(re.compile(r"action=policy.update"))
+    audit_row = page.get_by_test_id("audit-row").first
+    assert "olga" in audit_row.inner_text()
+    assert "Off → Initial" in audit_row.inner_text()
+    assert "100m" in audit_row.inner_text()
+    screenshot(page, "07-audit")
+
+    # Approve the proposed change.
+    page.click("nav >> text=Changes")
+    row = page.locator(f"#change-{change.pk}")
+    row.locator("button:text('Approve')").click()
+    page.locator(f"#change-{change.pk} [data-testid=change-status]").get_by_text(
+        "approved"
+    ).wait_for()
+    change.refresh_from_db()
+    assert (change.status, change.decided_by.username) == ("approved", "olga")
+    assert AuditEvent.objects.filter(action="change.approve").count() == 1
+    screenshot(page, "08-changes")
+
+
+def test_overview_updates_itself_while_a_refresh_runs(page, settings):
+    make_user("vera", Role.VIEWER)
+    run = RefreshRun.objects.create(status=RefreshRun.Status.RUNNING, progress=0.4)
+
+    _log_in(page, "vera")
+    assert page.locator("#overview-live[data-refreshing=true]").count() == 1
+    run.status, run.finished_at = RefreshRun.Status.SUCCEEDED, timezone.now()
+    run.save(update_fields=["status", "finished_at"])
+
+    # The panel polls every 5 s while a refresh runs (and the tab is visible).
+    page.wait_for_selector("#overview-live[data-refreshing=false]", timeout=12000)
+    assert page.locator(".badge.run-succeeded").count() == 1
+
+
+def test_viewer_sees_no_edit_controls(page):
+    make_user("vera", Role.VIEWER)
+    workload, _, change = _seed(timezone.now())
+
+    _log_in(page, "vera")
+    page.goto(f"/workloads/{workload.pk}/")
+    page.wait_for_selector("body[data-charts-ready=true]")
+    assert page.locator("#policy-form").count() == 0
+    page.goto("/changes/")
+    assert page.locator(f"#change-{change.pk} button").count() == 0
