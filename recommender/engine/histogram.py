@@ -435,6 +435,29 @@ class HistogramBatch:
             return
         hl = self._half_life()
         self.prepare_rows(touched, touched_first_s)
+        limit = self.reference_s[touched] + hl * MAX_DECAY_EXPONENT
+        if distinct_times_s.max() > limit.min():  # rare: a reference must move mid-batch
+            shape = np.broadcast_shapes(np.shape(rows), np.shape(values), np.shape(time_index))
+            r = np.broadcast_to(rows, shape).ravel()
+            v = np.broadcast_to(values, shape).ravel()
+            ti = np.broadcast_to(time_index, shape).ravel()
+            t = distinct_times_s[ti]
+            crossing = t > self.reference_s[r] + hl * MAX_DECAY_EXPONENT
+            if crossing.any():
+                p = int(crossing.argmax())
+                for lo, hi in ((0, p), (p, r.size)):
+                    if hi > lo:
+                        part, first = np.unique(r[lo:hi], return_index=True)
+                        self.add_decaying(
+                            r[lo:hi],
+                            v[lo:hi],
+                            weight,
+                            ti[lo:hi],
+                            distinct_times_s,
+                            touched=part,
+                            touched_first_s=t[lo:hi][first],
+                        )
+                return
         refs, group = np.unique(self.reference_s[touched], return_inverse=True)
         table = weight * go_exp2_array((distinct_times_s[None, :] - refs[:, None]) / hl)
         if refs.size == 1:

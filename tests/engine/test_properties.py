@@ -3,7 +3,7 @@
 import math
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from recommender.engine.aggregation import AggregateSet, OomBatch, SampleBatch
@@ -118,6 +118,7 @@ def assert_same(aggs, reference_aggs):
 def test_vectorised_equals_one_at_a_time(batch, raw_ooms):
     n_rows, series_rows, hl, window, samples = batch
     ooms = [(s % len(series_rows), T0 + 3600.0 * h, req) for s, h, req in raw_ooms]
+    note(f"batch={batch!r} ooms={ooms!r}")
     aggs, profile = run_engine(*batch, ooms)
     reference = run_reference(*batch, ooms)
     assert_same(aggs, reference)
