@@ -1,8 +1,8 @@
 """Engine benchmark: 1,000 containers x 8 days x 1-minute samples (CPU and memory).
 
-Run: ``python -m benchmarks.bench_engine``. Prints ingest time and throughput, recommendation
-times for 1,000 and 100,000 rows, and state bytes per container. Targets on the 2-core build
-machine: ingest <= 0.9 s, state <= 8 KiB per container.
+Run: ``python -m benchmarks.bench_engine``. Prints ingest time and throughput,
+recommendation times for 1,000 and 100,000 rows, and state bytes per container. Targets
+on the 2-core build machine: ingest <= 0.9 s, state <= 8 KiB per container.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ SEED = 20240611
 
 
 def make_batch(rng: np.random.Generator) -> SampleBatch:
-    """Grid of CPU (gamma around 0.05..2 cores) and memory (drifting 50 MiB..4 GiB) samples."""
+    """Grid of CPU (gamma, 0.05..2 cores) and memory (50 MiB..4 GiB) samples."""
     t0 = 1_700_000_000.0
     ts = t0 + 60.0 * np.arange(MINUTES)
     cpu_level = rng.uniform(0.05, 2.0, size=(CONTAINERS, 1))
@@ -52,7 +52,8 @@ def main() -> None:
     stats = aggs.add_samples(batch)
     ingest = time.perf_counter() - t
     print(
-        f"ingest: {ingest:.3f} s for {n / 1e6:.2f} M samples = {n / ingest / 1e6:.1f} M samples/s"
+        f"ingest: {ingest:.3f} s for {n / 1e6:.2f} M samples"
+        f" = {n / ingest / 1e6:.1f} M samples/s"
     )
     print(f"  {stats}")
 
@@ -64,7 +65,8 @@ def main() -> None:
         containers_in_pod=[1] * CONTAINERS,
     )
     print(
-        f"recommend 1,000 rows: {time.perf_counter() - t:.3f} s (first target {recs[0].target})"
+        f"recommend 1,000 rows: {time.perf_counter() - t:.3f} s"
+        f" (first target {recs[0].target})"
     )
 
     big = AggregateSet.from_checkpoints(profile, aggs.to_checkpoints() * 100)
@@ -102,7 +104,8 @@ def main() -> None:
     ]
     in_memory = sum(a.nbytes for a in arrays) / CONTAINERS
     print(
-        f"state per container: compact checkpoint {compact:.0f} B, in-memory arrays {in_memory:.0f} B"
+        f"state per container: compact checkpoint {compact:.0f} B,"
+        f" in-memory arrays {in_memory:.0f} B"
     )
 
 

@@ -1,4 +1,4 @@
-"""vpaweb's pure numeric engine: upstream VPA's recommendation model (docs/engine-api.md).
+"""vpaweb's pure numeric engine: upstream VPA's model (API: docs/engine-api.md).
 
 Imports only numpy and the standard library; no I/O, no clock (times are Unix seconds).
 """

@@ -1,17 +1,20 @@
-"""Aggregates (upstream AggregateContainerState) and series (ContainerState), vectorised.
+"""Aggregates (AggregateContainerState) and series (ContainerState), vectorised.
 
-Shapes: an :class:`AggregateSet` of N aggregates holds two :class:`HistogramBatch` (CPU usage
-and memory peaks, axis 0 = aggregate, axis 1 = bucket) and per-aggregate arrays (N,): first and
-last CPU sample time, CPU sample count, creation time. Its M series hold arrays (M,): aggregate
-row, CPU watermark, memory watermark, memory window end, memory peak and OOM peak.
+Shapes: an :class:`AggregateSet` of N aggregates holds two :class:`HistogramBatch` (CPU
+usage and memory peaks, axis 0 = aggregate, axis 1 = bucket) and per-aggregate arrays
+(N,): first and last CPU sample time, CPU sample count, creation time. Its M series hold
+arrays (M,): aggregate row, CPU watermark, memory watermark, memory window end, memory
+peak and OOM peak.
 
-Batches are applied in (timestamp, batch position) order, which feeds every series in time order
-and is the order in which upstream's real-time loop would have seen the samples. Upstream
-sources: model/container.go, model/aggregate_container_state.go, model/aggregations_config.go.
+Batches are applied in (timestamp, batch position) order, which feeds every series in
+time order and is the order in which upstream's real-time loop would have seen the
+samples. Upstream sources: model/container.go, model/aggregate_container_state.go,
+model/aggregations_config.go.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,8 +39,9 @@ CPU_HISTOGRAM_FIRST_BUCKET_CORES = 0.01
 # model/aggregations_config.go: memory histogram max 1e12 bytes, first bucket 1e7 bytes.
 MEMORY_HISTOGRAM_MAX_BYTES = 1e12
 MEMORY_HISTOGRAM_FIRST_BUCKET_BYTES = 1e7
-# A batch spanning more half-lives than this is applied in time slices, so that a decaying
-# histogram's reference never needs to move in the middle of a vectorised addition.
+# A batch spanning more half-lives than this is applied in time slices, so that a
+# decaying histogram's reference never needs to move in the middle of a vectorised
+# addition.
 _MAX_SPAN_HALF_LIVES = 99.0
 
 
@@ -80,7 +84,7 @@ class _Grid:
 
 @dataclass(frozen=True)
 class SampleBatch:
-    """Usage samples for many series; NaN marks a missing CPU or memory value in a row."""
+    """Usage samples for many series; NaN marks a missing CPU or memory value."""
 
     series_aggregate: np.ndarray  # int64 (S,)
     series_keys: Sequence[str]  # (S,)
@@ -122,7 +126,7 @@ class SampleBatch:
         cpu_cores: Any,
         memory_bytes: Any,
     ) -> SampleBatch:
-        """Build from a (S, T) grid of values over shared timestamps (T,), NaN for gaps."""
+        """Build from a (S, T) grid of values at timestamps (T,), NaN for gaps."""
         ts = _as_array(timestamp_s, "timestamp_s", np.float64, 1)
         cpu = np.ascontiguousarray(_as_array(cpu_cores, "cpu_cores", np.float64, 2))
         mem = np.ascontiguousarray(
@@ -150,7 +154,7 @@ class SampleBatch:
 
 @dataclass(frozen=True)
 class OomBatch:
-    """OOM events: the memory request (bytes, 0 if none) of the killed container and when."""
+    """OOM events: when, and the killed container's memory request (0 if none)."""
 
     series_aggregate: np.ndarray  # int64 (S,)
     series_keys: Sequence[str]
@@ -167,7 +171,8 @@ class OomBatch:
         )
         if ts.shape != si.shape or req.shape != si.shape:
             raise ValueError(
-                "timestamp_s: series_index, timestamp_s and memory_request_bytes must have one length"
+                "timestamp_s: series_index, timestamp_s and memory_request_bytes"
+                " must have one length"
             )
         if len(self.series_keys) != sa.shape[0]:
             raise ValueError(
@@ -190,7 +195,7 @@ class OomBatch:
 
 @dataclass(frozen=True)
 class IngestStats:
-    """How many samples were accepted and dropped (invalid, duplicate, out of order, too old)."""
+    """Samples accepted and dropped (invalid, duplicate, out of order, too old)."""
 
     cpu_accepted: int = 0
     cpu_dropped: int = 0
@@ -218,7 +223,7 @@ def _astuple(s: IngestStats) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class HistogramView:
-    """One histogram for charts: lower edges (B,) and weights (B,) decayed relative to now."""
+    """One histogram for charts: lower edges (B,), weights (B,) decayed to now."""
 
     bucket_start: np.ndarray
     weight: np.ndarray
@@ -232,7 +237,7 @@ class HistogramView:
 def _first_per_row(
     rows: np.ndarray, first_s: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows (sorted) and the earliest of the given first-sample times of each."""
+    """Distinct rows (sorted) and the earliest given first-sample time of each."""
     touched, inverse = np.unique(rows, return_inverse=True)
     first = np.full(touched.size, np.inf)
     np.minimum.at(first, inverse.ravel(), first_s)
@@ -272,7 +277,7 @@ class AggregateSet:
     def empty(
         cls, profile: Profile, size: int, *, created_s: float | None = None
     ) -> AggregateSet:
-        """``size`` empty aggregates (``created_s``: creation time for the expiry rule)."""
+        """``size`` empty aggregates (``created_s``: creation time, for expiry)."""
         out = cls(profile, size)
         if created_s is not None:
             out.creation_s[:] = float(created_s)
@@ -318,16 +323,15 @@ class AggregateSet:
         return out
 
     def to_vpa_checkpoint(self, row: int, *, now_s: float) -> dict[str, Any]:
-        """Upstream VerticalPodAutoscalerCheckpoint ``status`` (v3), current window peaks removed."""
+        """Upstream checkpoint ``status`` (v3), the current window peaks removed."""
         from .checkpoint import vpa_status
 
         self._check_row(row)
         memory = self.memory.take([row])
         for s in self._series_by_row().get(row, []):
             end = self.series_window_end_s[s]
-            if (
-                not math.isnan(end) and now_s < end
-            ):  # checkpoint_writer.go subtractCurrentContainerMemoryPeak
+            # checkpoint_writer.go subtractCurrentContainerMemoryPeak
+            if not math.isnan(end) and now_s < end:
                 peak = max(self.series_memory_peak[s], self.series_oom_peak[s])
                 one = np.array([0])
                 factor = memory.decay_factors(one, np.array([end]))
@@ -361,7 +365,7 @@ class AggregateSet:
 
     # ------------------------------------------------------------- reading
     def is_expired(self, *, now_s: float) -> np.ndarray:
-        """Upstream ``isExpired``: idle for memory_window_s * memory_window_count (8 days)."""
+        """Upstream ``isExpired``: idle for memory_window_s * memory_window_count."""
         age_limit = self.profile.memory_history_s
         has = self.total_samples > 0
         with np.errstate(invalid="ignore"):
@@ -460,12 +464,11 @@ class AggregateSet:
             self.profile.cpu_half_life_s, self.profile.memory_half_life_s
         )
         t_min, t_max = float(batch.timestamp_s.min()), float(batch.timestamp_s.max())
-        if (
-            t_max - t_min > span_limit
-        ):  # rare: apply in time slices, which is the same order
+        if t_max - t_min > span_limit:
+            # Rare: apply in time slices, which is the same order.
             stats = IngestStats()
             edges = np.arange(t_min, t_max + span_limit, span_limit)
-            for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+            for lo, hi in itertools.pairwise(edges):
                 sel = (batch.timestamp_s >= lo) & (
                     (batch.timestamp_s < hi) | (hi >= t_max)
                 )
@@ -482,7 +485,8 @@ class AggregateSet:
         ts = grid.timestamp_s
         n_s, n_t = grid.cpu_cores.shape
         rows_s = self.series_row[sids]
-        # ---- CPU: accept value >= 0 strictly after the series watermark (timestamps unique).
+        # ---- CPU: accept value >= 0 strictly after the series watermark (timestamps
+        # unique).
         cpu = grid.cpu_cores
         start = np.searchsorted(ts, self.series_last_cpu_s[sids], side="right")
         present = ~np.isnan(cpu)
@@ -496,16 +500,16 @@ class AggregateSet:
         last_col = np.where(has, n_t - 1 - valid[:, ::-1].argmax(axis=1), 0)
         touched, touched_first = _first_per_row(rows_s[has], ts[first_col[has]])
         all_valid = bool(has.all()) and int(cpu_accepted.sum()) == cpu.size
-        if (
-            np.unique(rows_s).size == n_s
-        ):  # series-major order is time order within each row
+        if np.unique(rows_s).size == n_s:
+            # One series per row: series-major order is time order within each row.
             if all_valid:
                 rows_e, values, tidx = rows_s[:, None], cpu, np.arange(n_t)[None, :]
             else:
                 rows_e = np.repeat(rows_s, cpu_accepted)
                 values = cpu[valid]
                 tidx = np.broadcast_to(np.arange(n_t), cpu.shape)[valid]
-        else:  # time-major order interleaves the series of an aggregate as upstream does
+        else:
+            # Time-major order interleaves the series of an aggregate as upstream.
             if all_valid:
                 rows_e, values, tidx = rows_s[None, :], cpu.T, np.arange(n_t)[:, None]
             else:
@@ -629,7 +633,7 @@ class AggregateSet:
         last_s: np.ndarray,
         counts: np.ndarray,
     ) -> None:
-        """Aggregate first/last sample and count (per series entries, rows may repeat)."""
+        """Aggregate first/last sample and count (one entry per series; rows repeat)."""
         if sids.size == 0:
             return
         self.series_last_cpu_s[sids] = last_s
@@ -646,7 +650,7 @@ class AggregateSet:
         v: np.ndarray,
         order_of: Callable[[np.ndarray], np.ndarray],
     ) -> None:
-        """Memory samples sorted by (series, application order) -> window peaks -> histogram."""
+        """Memory samples by (series, order) -> window peaks -> histogram."""
         if sid.size == 0:
             return
         ops, state = memory_peak_ops(
@@ -671,7 +675,7 @@ class AggregateSet:
         replay_memory_ops(self.memory, self.series_row[ops.series], order, ops)
 
     def record_ooms(self, batch: OomBatch) -> IngestStats:
-        """Upstream ``RecordOOM`` for each event, in (timestamp, batch position) order."""
+        """Upstream ``RecordOOM`` of each event, in (timestamp, position) order."""
         if not isinstance(batch, OomBatch):
             raise ValueError("batch: must be an OomBatch")
         sids = self._resolve_series(batch.series_aggregate, batch.series_keys)
@@ -684,9 +688,8 @@ class AggregateSet:
             s = int(sids[batch.series_index[i]])
             ts = float(batch.timestamp_s[i])
             last = self.series_last_memory_s[s]
-            if (
-                last != -np.inf and ts < last - window
-            ):  # HEAD staleness rule (issue #8548)
+            if last != -np.inf and ts < last - window:
+                # Too old: upstream HEAD's staleness rule (issue #8548).
                 dropped += 1
                 continue
             used = max(
@@ -708,7 +711,7 @@ class AggregateSet:
     def _add_memory_sample_one(
         self, s: int, ts: float, usage: float, *, is_oom: bool
     ) -> None:
-        """Upstream ``addMemorySample`` for one sample of series ``s`` (validity checked by caller)."""
+        """Upstream ``addMemorySample`` of one valid sample of series ``s``."""
         row = np.array([self.series_row[s]])
         hist = self.memory
         self.series_last_memory_s[s] = ts

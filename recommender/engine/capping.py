@@ -330,8 +330,7 @@ class LimitRangeItem:
 def combine_limit_ranges(
     items: Iterable[LimitRangeItem], limit_type: str
 ) -> LimitRangeItem | None:
-    """Merge a namespace's items of ``limit_type``: lowest Max, highest Min, last
-    Default.
+    """Merge a namespace's ``limit_type`` items: lowest Max, highest Min, last Default.
 
     ``getLimitRangeItem`` (utils/limitrange/limit_range_calculator.go). An item with no
     max,
@@ -379,10 +378,11 @@ def _boundary_request(
     boundary: int | None,
     default_limit: int | None,
 ) -> int | None:
-    """``GetBoundaryRequest`` (limit_and_request_scaling.go): the request whose limit,
-    at the
-    container's limit/request ratio, sits exactly on ``boundary``; None = no
-    boundary."""
+    """Upstream ``GetBoundaryRequest``: the request whose limit would be ``boundary``.
+
+    limit_and_request_scaling.go: at the container's limit/request ratio, the limit sits
+    exactly on ``boundary``; None = no boundary.
+    """
     if not limit:
         limit = default_limit
     if not limit:

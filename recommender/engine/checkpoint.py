@@ -1,13 +1,13 @@
-"""Checkpoints of one aggregate row: vpaweb's compact bytes, and upstream's v3 ``status`` dict.
+"""Checkpoints of one aggregate row: compact bytes, and upstream's v3 ``status`` dict.
 
 Compact format (little-endian), version 1::
 
-    b"VPWE" u16 version | header: u16 cpu buckets, u16 memory buckets, f64 cpu half-life,
-    f64 memory half-life, f64 memory window, f64 first sample, f64 last sample, i64 count,
-    f64 creation | 2 x histogram: f64 reference, f64 total, u16 min, u16 max, u16 k,
-    k x u16 bucket, k x f64 weight | u32 series count, per series: u16 key length, key UTF-8,
-    5 x f64 (CPU watermark, memory watermark, window end, memory peak, OOM peak) | u32 CRC-32
-    of everything before it.
+    b"VPWE" u16 version | header: u16 cpu buckets, u16 memory buckets, f64 cpu
+    half-life, f64 memory half-life, f64 memory window, f64 first sample, f64 last
+    sample, i64 count, f64 creation | 2 x histogram: f64 reference, f64 total, u16 min,
+    u16 max, u16 k, k x u16 bucket, k x f64 weight | u32 series count, per series: u16
+    key length, key UTF-8, 5 x f64 (CPU watermark, memory watermark, window end, memory
+    peak, OOM peak) | u32 CRC-32 of everything before it.
 
 Every float is stored bit for bit, so a round trip continues exactly. NaN = unset time.
 """
@@ -119,7 +119,7 @@ def _decode_hist(rd: _Reader, h: HistogramBatch, row: int) -> None:
 
 
 def decode_into(aggs: AggregateSet, row: int, blob: bytes) -> None:
-    """Load compact bytes into the empty aggregate ``row`` (ValueError if corrupt or foreign)."""
+    """Load compact bytes into the empty aggregate ``row`` (ValueError if corrupt)."""
     if not isinstance(blob, bytes | bytearray | memoryview):
         raise ValueError("checkpoint must be bytes")
     data = bytes(blob)
@@ -173,9 +173,9 @@ def decode_into(aggs: AggregateSet, row: int, blob: bytes) -> None:
         raise ValueError("checkpoint has trailing bytes")
 
 
-# ----------------------------------------------------------------------------- upstream v3
+# ------------------------------------------------------------------------ upstream v3
 def rfc3339(t_s: float) -> str | None:
-    """metav1.Time JSON: RFC 3339 in UTC with whole seconds (sub-seconds dropped); None if unset."""
+    """metav1.Time JSON: RFC 3339 UTC in whole seconds; None if unset."""
     if t_s is None or math.isnan(t_s):
         return None
     whole = math.floor(t_s)

@@ -1,8 +1,8 @@
-"""Upstream VPA's estimator chain (logic/estimator.go, logic/recommender.go), vectorised over rows.
+"""Upstream's estimator chain (logic/estimator.go, logic/recommender.go) over rows.
 
-``recommend`` reads percentiles of R aggregate rows at once (arrays (R,)), applies the margin,
-the confidence multipliers, the 1e14 clamp and the pod minimum with Go's truncation at every
-step, then builds one :class:`ContainerRecommendation` per row.
+``recommend`` reads percentiles of R aggregate rows at once (arrays (R,)), applies the
+margin, the confidence multipliers, the 1e14 clamp and the pod minimum with Go's
+truncation at every step, then builds one :class:`ContainerRecommendation` per row.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class ContainerRecommendation:
 
 
 def resource_amounts_from_float(x: np.ndarray) -> np.ndarray:
-    """Go ``resourceAmountFromFloat`` element-wise: <0 -> 0, >1e14 -> 1e14, else trunc; NaN -> 0."""
+    """Go ``resourceAmountFromFloat``: <0 -> 0, >1e14 -> 1e14, else trunc; NaN -> 0."""
     x = np.asarray(x, dtype=np.float64)
     out = np.where(
         x > MAX_RESOURCE_AMOUNT,
@@ -55,7 +55,7 @@ def resource_amount_from_float(x: float) -> int:
 
 
 def scale_resources(amount: np.ndarray, factor: np.ndarray | float) -> np.ndarray:
-    """Go ``ScaleResource``: ``resourceAmountFromFloat(float64(amount) * factor)``; 0*Inf -> 0."""
+    """Go ``ScaleResource``: ``resourceAmountFromFloat(amount * factor)``, 0*Inf=0."""
     with np.errstate(invalid="ignore"):
         return resource_amounts_from_float(
             np.asarray(amount, dtype=np.float64) * factor
@@ -83,7 +83,7 @@ def go_minutes(duration_s: float) -> float:
 def confidences(
     first_s: np.ndarray, last_s: np.ndarray, count: np.ndarray, interval_s: float
 ) -> np.ndarray:
-    """Upstream ``getConfidence``: min(history span, samples) in confidence intervals."""
+    """Upstream ``getConfidence``: min(history span, samples) in intervals."""
     span = np.nan_to_num(np.asarray(last_s) - np.asarray(first_s), nan=0.0)
     lifespan = span / interval_s
     samples = np.asarray(count, dtype=np.float64) / go_minutes(interval_s)
@@ -93,7 +93,7 @@ def confidences(
 def confidence_multipliers(
     multiplier: float, exponent: float, confidence: np.ndarray
 ) -> np.ndarray:
-    """Go ``math.Pow(1 + multiplier/confidence, exponent)`` element-wise (Inf when conf = 0)."""
+    """Go ``math.Pow(1 + multiplier/confidence, exponent)`` (Inf when conf = 0)."""
     conf = np.asarray(confidence, dtype=np.float64)
     with np.errstate(divide="ignore"):
         x = 1.0 + multiplier / conf
@@ -127,7 +127,7 @@ def recommend(
     containers_in_pod: Sequence[int],
     controlled_resources: Sequence[str] = RESOURCE_NAMES,
 ) -> list[ContainerRecommendation]:
-    """Upstream §3 recommendation of each row; the pod minimum is split over containers_in_pod."""
+    """Upstream §3 recommendation per row; pod minimum split over containers_in_pod."""
     if not isinstance(aggregates, AggregateSet):
         raise ValueError("aggregates: must be an AggregateSet")
     if not isinstance(profile, Profile):
@@ -170,7 +170,10 @@ def recommend(
         reason = None
         notes: list[str] = []
         if not controlled:
-            reason = "no controlled resources: the container policy controls neither cpu nor memory"
+            reason = (
+                "no controlled resources:"
+                " the container policy controls neither cpu nor memory"
+            )
         elif int(count[i]) == 0:
             notes.append(
                 "no CPU samples yet: CPU values are the pod minimum and confidence is 0"

@@ -1,7 +1,7 @@
-"""Why a recommendation has its values: every intermediate number of upstream's estimator chain.
+"""Why a recommendation has its values: each intermediate number of the estimator.
 
-Scalars only (one container). ``to_dict()`` is JSON-safe: infinite multipliers become ``None``
-with ``"infinite": true`` beside them, so the UI can say "no history yet".
+Scalars only (one container). ``to_dict()`` is JSON-safe: infinite multipliers become
+``None`` with ``"infinite": true`` beside them, so the UI can say "no history yet".
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class ResourceExplanation:
 
 @dataclass(frozen=True)
 class Explanation:
-    """Everything behind one container recommendation, or the ``reason`` there is none."""
+    """Everything behind one container's recommendation, or why there is none."""
 
     profile: str
     margin_fraction: float

@@ -1,14 +1,15 @@
-"""Ports of the Go ``math`` routines whose last bits decide upstream VPA's integer results.
+"""Ports of the Go ``math`` routines whose last bits decide upstream's integers.
 
-Upstream VPA is a Go program. Python's ``math.pow``/``math.log``/``2**x`` call the C library,
-which rounds differently from Go's pure-Go routines in the last bit. Those bits matter for
-histogram bucket boundaries (``math.Pow`` in ``GetBucketStart``), for values lying exactly on a
-bucket boundary (``math.Log`` in ``FindBucket``) and for exact percentile ties (``math.Exp2`` in
-the decay factor). See docs/engine.md and VPA-ALGORITHM.md §1.5.
+Upstream VPA is a Go program. Python's ``math.pow``/``math.log``/``2**x`` call the C
+library, which rounds differently from Go's pure-Go routines in the last bit. Those bits
+matter for histogram bucket boundaries (``math.Pow`` in ``GetBucketStart``), for values
+lying exactly on a bucket boundary (``math.Log`` in ``FindBucket``) and for exact
+percentile ties (``math.Exp2`` in the decay factor). See docs/engine.md and
+VPA-ALGORITHM.md §1.5.
 
 Scalar functions take and return Python floats; the ``*_array`` variants take and return
-float64 arrays of any shape, element by element, with the same operation order (numpy does not
-fuse multiply-adds, like Go on amd64).
+float64 arrays of any shape, element by element, with the same operation order (numpy
+does not fuse multiply-adds, like Go on amd64).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import math
 
 import numpy as np
 
-# Constants of Go's src/math/exp.go (expmulti, shared by Exp and Exp2) and src/math/log.go.
+# Constants of Go's src/math/exp.go (expmulti, shared by Exp and Exp2) and
+# src/math/log.go.
 LN2_HI = 6.93147180369123816490e-01  # Go math: Ln2Hi (exp.go, log.go)
 LN2_LO = 1.90821492927058770002e-10  # Go math: Ln2Lo (exp.go, log.go)
 EXP2_OVERFLOW = 1.0239999999999999e03  # Go math/exp.go exp2: Overflow
@@ -40,7 +42,7 @@ SQRT2_OVER_2 = (
 
 
 def go_frexp(x: float) -> tuple[float, int]:
-    """Go ``math.Frexp``: ``x = frac * 2**exp`` with ``0.5 <= |frac| < 1`` (same as C frexp)."""
+    """Go ``math.Frexp``: ``x = frac * 2**exp``, ``0.5 <= |frac| < 1`` (as C frexp)."""
     return math.frexp(x)
 
 
@@ -62,10 +64,10 @@ def go_ldexp(frac: float, exp: int) -> float:
 
 
 def go_pow_int(x: float, n: int) -> float:
-    """Go ``math.Pow(x, n)`` for an integer ``n`` by its Frexp/Ldexp binary-exponentiation loop.
+    """Go ``math.Pow(x, n)`` for an integer ``n``: its Frexp/Ldexp squaring loop.
 
-    This is the algorithm of every Go release up to at least 1.24 (src/math/pow.go); upstream
-    VPA's bucket starts are computed with it.
+    This is the algorithm of every Go release up to at least 1.24 (src/math/pow.go);
+    upstream VPA's bucket starts are computed with it.
     """
     if n == 0 or x == 1.0:
         return 1.0
@@ -95,9 +97,10 @@ def go_pow_int(x: float, n: int) -> float:
 
 
 def go_pow_int8_loop(x: float, n: int) -> float:
-    """Go tip's special loop for ``Pow(x, y)`` with ``y`` fitting int8 (not used by default).
+    """Go tip's special loop for ``Pow(x, y)`` with ``y`` fitting int8 (unused).
 
-    Kept so that tests can show where it would differ from :func:`go_pow_int` (docs/engine.md).
+    Kept so that tests can show where it would differ from :func:`go_pow_int`
+    (docs/engine.md).
     """
     if not -128 <= n <= 127:
         return go_pow_int(x, n)
@@ -118,7 +121,7 @@ def go_pow_int8_loop(x: float, n: int) -> float:
 
 
 def go_pow(x: float, y: float) -> float:
-    """Go ``math.Pow`` for the cases the engine uses: integer ``y``, or ``x`` infinite."""
+    """Go ``math.Pow`` for the engine's cases: integer ``y``, or infinite ``x``."""
     if y == 0 or x == 1.0:
         return 1.0
     if math.isinf(x) and x > 0:
@@ -158,7 +161,7 @@ def go_exp2(x: float) -> float:
 
 
 def go_exp2_array(x: np.ndarray) -> np.ndarray:
-    """Element-wise :func:`go_exp2` on a float64 array (finite inputs; results above 2**-1022)."""
+    """Element-wise :func:`go_exp2` (finite inputs; results above 2**-1022)."""
     x = np.asarray(x, dtype=np.float64)
     k = np.where(x > 0, np.trunc(x + 0.5), np.where(x < 0, np.trunc(x - 0.5), 0.0))
     t = x - k
@@ -177,7 +180,7 @@ def go_exp2_array(x: np.ndarray) -> np.ndarray:
 
 
 def go_log(x: float) -> float:
-    """Go ``math.Log`` (pure-Go FreeBSD-derived routine; amd64's assembly follows the same steps)."""
+    """Go ``math.Log`` (pure-Go FreeBSD routine; amd64's assembly takes its steps)."""
     if math.isnan(x) or x == math.inf:
         return x
     if x < 0:
@@ -220,5 +223,5 @@ def go_log_array(x: np.ndarray) -> np.ndarray:
 
 
 def go_round(x: float) -> int:
-    """Upstream VPA's ``round`` helper (util/histogram.go): ``int(math.Floor(x + 0.5))``."""
-    return int(math.floor(x + 0.5))
+    """Upstream's ``round`` helper (util/histogram.go): ``int(math.Floor(x + 0.5))``."""
+    return math.floor(x + 0.5)

@@ -1,16 +1,16 @@
-"""Upstream VPA histograms (plain and decaying), vectorised over many histograms at once.
+"""Upstream VPA histograms (plain and decaying), vectorised over many histograms.
 
 A :class:`HistogramBatch` holds N histograms that share one :class:`HistogramOptions`:
 
 - ``weight``      float64 (N, B): axis 0 = histogram (aggregate row), axis 1 = bucket;
 - ``total``       float64 (N,): upstream ``totalWeight``;
 - ``min_bucket``  int64 (N,), ``max_bucket`` int64 (N,): upstream's epsilon bookkeeping;
-- ``reference_s`` float64 (N,): decaying histograms only, the reference time in Unix seconds,
-  NaN while unset (upstream: Go's zero time).
+- ``reference_s`` float64 (N,): decaying histograms only, the reference time in Unix
+  seconds, NaN while unset (upstream: Go's zero time).
 
-Every operation reproduces upstream's float operations in upstream's order (util/histogram.go,
-util/decaying_histogram.go, util/histogram_options.go), so results are bit-identical with a
-one-operation-at-a-time port (tests/engine/reference.py).
+Every operation reproduces upstream's float operations in upstream's order
+(util/histogram.go, util/decaying_histogram.go, util/histogram_options.go), so results
+are bit-identical with a one-operation-at-a-time port (tests/engine/reference.py).
 """
 
 from __future__ import annotations
@@ -24,19 +24,22 @@ import numpy as np
 
 from .gomath import go_exp2, go_exp2_array, go_log, go_log_array, go_pow_int, go_round
 
-# util/histogram.go: MaxCheckpointWeight, the largest bucket weight stored in a checkpoint.
+# util/histogram.go: MaxCheckpointWeight, the largest bucket weight stored in a
+# checkpoint.
 MAX_CHECKPOINT_WEIGHT = 10000
-# util/decaying_histogram.go: maxDecayExponent; the reference moves when 2**exponent passes it.
+# util/decaying_histogram.go: maxDecayExponent; the reference moves when 2**exponent
+# passes it.
 MAX_DECAY_EXPONENT = 100
 # Seconds from Go's zero time (0001-01-01T00:00:00Z) to the Unix epoch: 719162 days.
 GO_ZERO_TIME_TO_UNIX_S = 62135596800
-# How close (in bucket units) a log quotient must be to an integer to be re-checked with Go's Log.
+# How close (in bucket units) a log quotient must be to an integer to be re-checked with
+# Go's Log.
 _NEAR_INTEGER = 1e-9
 
 
 @dataclass(frozen=True, eq=False)
 class HistogramOptions:
-    """A bucketing scheme (upstream HistogramOptions); compared by identity, like Go pointers."""
+    """A bucketing scheme (upstream HistogramOptions), compared by identity as in Go."""
 
     kind: str
     num_buckets: int
@@ -68,7 +71,8 @@ class HistogramOptions:
             if self.kind == "linear":
                 np.divide(v, self.bucket_size, out=q)
             else:
-                # Go: int(Log(value*(ratio-1)/first + 1) / Log(ratio)), evaluated left to right.
+                # Go: int(Log(value*(ratio-1)/first + 1) / Log(ratio)), evaluated left
+                # to right.
                 np.multiply(v, self.ratio_minus_one, out=q)
                 q /= self.bucket_size
                 q += 1
@@ -83,9 +87,8 @@ class HistogramOptions:
         near = q < _NEAR_INTEGER
         near |= q > 1 - _NEAR_INTEGER
         idx = np.flatnonzero(near)
-        if (
-            idx.size
-        ):  # only here can Go's Log and numpy's log disagree on the integer part
+        # Only near an integer can Go's Log and numpy's log disagree on the integer.
+        if idx.size:
             flat_v = v.reshape(-1)[idx]
             arg = flat_v * self.ratio_minus_one / self.bucket_size + 1
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -113,14 +116,14 @@ class HistogramOptions:
 def linear_options(
     max_value: float, bucket_size: float, epsilon: float
 ) -> HistogramOptions:
-    """Upstream ``NewLinearHistogramOptions``; the same arguments give the same object."""
+    """Upstream ``NewLinearHistogramOptions``; equal arguments give the same object."""
     if not max_value > 0:
         raise ValueError(f"max_value must be positive, not {max_value!r}")
     if not bucket_size > 0:
         raise ValueError(f"bucket_size must be positive, not {bucket_size!r}")
     if not epsilon > 0:
         raise ValueError(f"epsilon must be positive, not {epsilon!r}")
-    n = int(math.ceil(max_value / bucket_size)) + 1
+    n = math.ceil(max_value / bucket_size) + 1
     starts = np.array([float(i) * bucket_size for i in range(n)])
     starts.setflags(write=False)
     return HistogramOptions(
@@ -132,7 +135,7 @@ def linear_options(
 def exponential_options(
     max_value: float, first_bucket_size: float, ratio: float, epsilon: float
 ) -> HistogramOptions:
-    """Upstream ``NewExponentialHistogramOptions``; bucket starts use Go's integer Pow."""
+    """Upstream ``NewExponentialHistogramOptions``; starts use Go's integer Pow."""
     if not max_value > 0:
         raise ValueError(f"max_value must be positive, not {max_value!r}")
     if not first_bucket_size > 0:
@@ -145,7 +148,7 @@ def exponential_options(
         raise ValueError(f"ratio must be greater than 1, not {ratio!r}")
     r1 = ratio - 1
     log_ratio = go_log(ratio)
-    n = int(math.ceil(go_log(max_value * r1 / first_bucket_size + 1) / log_ratio)) + 1
+    n = math.ceil(go_log(max_value * r1 / first_bucket_size + 1) / log_ratio) + 1
     starts = [0.0] + [
         first_bucket_size * (go_pow_int(ratio, i) - 1) / r1 for i in range(1, n)
     ]
@@ -165,7 +168,7 @@ def exponential_options(
 
 
 def go_time_round_s(t_s: np.ndarray | float, step_s: float) -> np.ndarray:
-    """Go ``Time.Round(step)`` on Unix seconds: nearest multiple of step since Go's zero time."""
+    """Go ``Time.Round(step)`` on Unix seconds (multiples counted from Go's zero)."""
     x = np.asarray(t_s, dtype=np.float64) + GO_ZERO_TIME_TO_UNIX_S
     r = np.mod(x, step_s)
     rounded = np.where(r + r < step_s, x - r, x + (step_s - r))
@@ -223,7 +226,7 @@ class HistogramBatch:
 
     # ----------------------------------------------------------------- bounds
     def recompute_bounds(self, rows: np.ndarray) -> None:
-        """Upstream ``updateMinAndMaxBucket``: move min right and max left past buckets < eps."""
+        """Upstream ``updateMinAndMaxBucket``: min/max inwards past buckets < eps."""
         rows = np.asarray(rows, dtype=np.int64)
         if rows.size == 0:
             return
@@ -259,11 +262,12 @@ class HistogramBatch:
     ) -> None:
         """Sequence of upstream ``AddSample`` (already-decayed weights) in C order.
 
-        ``rows``, ``buckets`` and ``weights`` broadcast together (e.g. rows (S, 1) with buckets
-        (S, T)). Sums are formed with ``np.bincount`` after the current weights, so every bucket
-        and total receives its additions one by one in that order, exactly like the Go loop.
-        ``touched`` (sorted distinct rows) saves a pass when the caller knows it. With
-        ``values_are_buckets=False``, ``buckets`` holds values to bucket in place.
+        ``rows``, ``buckets`` and ``weights`` broadcast together (e.g. rows (S, 1) with
+        buckets (S, T)). Sums are formed with ``np.bincount`` after the current weights,
+        so every bucket and total receives its additions one by one in that order,
+        exactly like the Go loop. ``touched`` (sorted distinct rows) saves a pass when
+        the caller knows it. With ``values_are_buckets=False``, ``buckets`` holds values
+        to bucket in place.
         """
         rows = np.asarray(rows, dtype=np.int64)
         buckets = np.asarray(
@@ -316,9 +320,10 @@ class HistogramBatch:
         after: np.ndarray,
         total: np.ndarray,
     ) -> None:
-        # A bucket that received an addition and ends at or above epsilon widens the bounds;
-        # "received" is detected as a changed weight (an absorbed addition to a bucket below
-        # epsilon cannot move the bounds, and buckets outside the bounds stay below epsilon).
+        # A bucket that received an addition and ends at or above epsilon widens the
+        # bounds; "received" is detected as a changed weight (an absorbed addition to a
+        # bucket below epsilon cannot move the bounds, and buckets outside the bounds
+        # stay below epsilon).
         b = self.options.num_buckets
         moved = (after != before) & (after >= self.options.epsilon)
         has = moved.any(axis=1)
@@ -358,7 +363,7 @@ class HistogramBatch:
         self.recompute_bounds(rows)
 
     def scale(self, rows: np.ndarray, factors: np.ndarray) -> None:
-        """Upstream ``scale``: multiply weights in [min, max] and the total, then fix bounds."""
+        """Upstream ``scale``: multiply weights in [min, max] and total; fix bounds."""
         rows = np.asarray(rows, dtype=np.int64)
         factors = np.broadcast_to(np.asarray(factors, dtype=np.float64), rows.shape)
         if np.any(factors < 0):
@@ -374,7 +379,7 @@ class HistogramBatch:
 
     # ----------------------------------------------------------------- decay
     def shift_reference(self, rows: np.ndarray, new_reference_s: np.ndarray) -> None:
-        """Upstream ``shiftReferenceTimestamp`` for distinct rows (an unset reference is just set)."""
+        """Upstream ``shiftReferenceTimestamp`` of distinct rows (unset: just set)."""
         rows = np.asarray(rows, dtype=np.int64)
         hl = self._half_life()
         new_ref = go_time_round_s(new_reference_s, hl)
@@ -386,7 +391,7 @@ class HistogramBatch:
         self.reference_s[rows] = new_ref
 
     def decay_factors(self, rows: np.ndarray, times_s: np.ndarray) -> np.ndarray:
-        """Upstream ``decayFactor`` for distinct rows (may shift their references first)."""
+        """Upstream ``decayFactor`` of distinct rows (may shift references first)."""
         rows = np.asarray(rows, dtype=np.int64)
         times_s = np.asarray(times_s, dtype=np.float64)
         hl = self._half_life()
@@ -405,7 +410,7 @@ class HistogramBatch:
         return self.half_life_s
 
     def prepare_rows(self, rows: np.ndarray, first_times_s: np.ndarray) -> None:
-        """Apply the reference shift the first addition at ``first_times_s`` would trigger."""
+        """Shift references as a first addition at ``first_times_s`` would."""
         hl = self._half_life()
         ref = self.reference_s[rows]
         stale = np.isnan(ref) | (first_times_s > ref + hl * MAX_DECAY_EXPONENT)
@@ -423,21 +428,25 @@ class HistogramBatch:
         touched: np.ndarray,
         touched_first_s: np.ndarray,
     ) -> None:
-        """Decaying ``AddSample(value, weight, time)`` for samples in C order of the broadcast.
+        """Decaying ``AddSample(value, weight, time)`` of samples in broadcast C order.
 
-        ``rows``, ``values`` and ``time_index`` (into ``distinct_times_s`` (T,)) broadcast
-        together; ``touched`` are the distinct rows (sorted) and ``touched_first_s`` the time of
-        each one's first sample, where upstream would move an unset or stale reference. Each
-        decay factor is computed once per (reference, time). No row may cross its
-        ``maxDecayExponent`` threshold after its first sample (the caller splits long batches).
+        ``rows``, ``values`` and ``time_index`` (into ``distinct_times_s`` (T,))
+        broadcast together; ``touched`` are the distinct rows (sorted) and
+        ``touched_first_s`` the time of each one's first sample, where upstream would
+        move an unset or stale reference. Each decay factor is computed once per
+        (reference, time). No row may cross its ``maxDecayExponent`` threshold after its
+        first sample (the caller splits long batches).
         """
         if touched.size == 0:
             return
         hl = self._half_life()
         self.prepare_rows(touched, touched_first_s)
         limit = self.reference_s[touched] + hl * MAX_DECAY_EXPONENT
-        if distinct_times_s.max() > limit.min():  # rare: a reference must move mid-batch
-            shape = np.broadcast_shapes(np.shape(rows), np.shape(values), np.shape(time_index))
+        # Rare: a reference must move mid-batch.
+        if distinct_times_s.max() > limit.min():
+            shape = np.broadcast_shapes(
+                np.shape(rows), np.shape(values), np.shape(time_index)
+            )
             r = np.broadcast_to(rows, shape).ravel()
             v = np.broadcast_to(values, shape).ravel()
             ti = np.broadcast_to(time_index, shape).ravel()
@@ -470,7 +479,7 @@ class HistogramBatch:
 
     # ----------------------------------------------------------------- reading
     def percentile(self, rows: np.ndarray, p: float) -> np.ndarray:
-        """Upstream ``Percentile(p)`` of each row: the upper edge of the bucket reached."""
+        """Upstream ``Percentile(p)`` of each row: upper edge of the bucket reached."""
         rows = np.asarray(rows, dtype=np.int64)
         if math.isnan(p):
             raise ValueError("p must be a number")
@@ -490,7 +499,7 @@ class HistogramBatch:
         return np.where(self.is_empty(rows), 0.0, value)
 
     def merge_row(self, row: int, other: HistogramBatch, other_row: int) -> None:
-        """Upstream ``Merge``: add ``other[other_row]`` into ``self[row]`` (may rescale either)."""
+        """Upstream ``Merge``: add ``other[other_row]`` into ``self[row]``."""
         if other.options is not self.options:
             raise ValueError("other must use the same options object")
         if self.half_life_s != other.half_life_s:
@@ -510,7 +519,7 @@ class HistogramBatch:
 
     # ----------------------------------------------------------------- v3 checkpoints
     def save_v3(self, row: int) -> dict[str, Any]:
-        """Upstream ``SaveToChekpoint``: ``{"totalWeight", "bucketWeights"}`` (+ reference)."""
+        """Upstream ``SaveToChekpoint``: total, bucket weights and reference."""
         lo, hi = int(self.min_bucket[row]), int(self.max_bucket[row])
         w = self.weight[row]
         biggest = 0.0
@@ -534,7 +543,7 @@ class HistogramBatch:
         return out
 
     def load_v3(self, row: int, checkpoint: dict[str, Any] | None) -> None:
-        """Upstream ``LoadFromCheckpoint``: add the checkpoint's weights into ``self[row]``."""
+        """Upstream ``LoadFromCheckpoint``: add the weights into ``self[row]``."""
         if checkpoint is None:
             raise ValueError("checkpoint must not be None")
         total = float(checkpoint.get("totalWeight", 0.0))

@@ -1,5 +1,4 @@
-"""Limits kept in proportion to requests, as the upstream VPA admission controller sets
-them.
+"""Limits kept in proportion to requests, as upstream's admission controller does.
 
 Rules from ``vertical-pod-autoscaler/pkg/utils/vpa/limit_and_request_scaling.go`` (§4.4
 of
@@ -136,8 +135,7 @@ def requests_and_limits_for_container(
     controlled_values: str = REQUESTS_AND_LIMITS,
     default_limit: Resources = NO_RESOURCES,
 ) -> NewContainerResources:
-    """Requests = the capped target; limits kept proportional unless RequestsOnly
-    (§4.3).
+    """Requests = the capped target; limits proportional unless RequestsOnly (§4.3).
 
     ``target`` is the capped Target from ``cap_for_pod``; ``default_limit`` is the
     container

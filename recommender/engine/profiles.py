@@ -1,7 +1,8 @@
 """Recommendation profiles: upstream VPA's flags as data, plus vpaweb's named variants.
 
-A :class:`Profile` is a frozen bundle of scalars (no arrays). ``PROFILES["vpa"]`` equals upstream
-VPA 1.8.0's defaults (recommender/config/config.go, model/aggregations_config.go).
+A :class:`Profile` is a frozen bundle of scalars (no arrays). ``PROFILES["vpa"]`` equals
+upstream VPA 1.8.0's defaults (recommender/config/config.go,
+model/aggregations_config.go).
 """
 
 from __future__ import annotations
@@ -66,16 +67,16 @@ class Profile:
 
     @property
     def histogram_key(self) -> tuple[float, float, float]:
-        """Profiles with equal keys can share one AggregateSet (same histogram state)."""
+        """Profiles with equal keys can share one AggregateSet (same histograms)."""
         return (self.cpu_half_life_s, self.memory_half_life_s, self.memory_window_s)
 
     @property
     def memory_history_s(self) -> float:
-        """Upstream's aggregation window length: interval * count (8 days by default)."""
+        """Upstream's aggregation window: interval * count (8 days by default)."""
         return self.memory_window_s * self.memory_window_count
 
     def with_overrides(self, **fields: Any) -> Profile:
-        """A copy with some fields changed; ValueError naming an unknown or invalid field."""
+        """A copy with fields changed; ValueError naming an unknown or invalid field."""
         known = {f.name for f in dataclasses.fields(self)}
         for key in fields:
             if key not in known:
@@ -103,7 +104,8 @@ def _validate(p: Profile) -> None:
             raise ValueError(f"{field}: must be a number in [0, 1], not {value!r}")
     if p.memory_estimator not in MEMORY_ESTIMATORS:
         raise ValueError(
-            f"memory_estimator: must be one of {MEMORY_ESTIMATORS}, not {p.memory_estimator!r}"
+            f"memory_estimator: must be one of {MEMORY_ESTIMATORS},"
+            f" not {p.memory_estimator!r}"
         )
     if not _is_number(p.margin_fraction) or not p.margin_fraction >= 0:
         raise ValueError(f"margin_fraction: must be >= 0, not {p.margin_fraction!r}")

@@ -1,4 +1,4 @@
-"""Resource amounts as upstream VPA keeps them: int64 millicores for CPU, int64 bytes for memory.
+"""Resource amounts as upstream keeps them: int64 CPU millicores, int64 memory bytes.
 
 A missing resource is ``None`` (upstream: the key is absent from the ResourceList).
 """

@@ -1,11 +1,12 @@
 """Memory windows of series (upstream ContainerState.addMemorySample), vectorised.
 
-Input: n memory samples already accepted (value >= 0, not before the series watermark), sorted
-by series and, within a series, in application order: ``sid`` int64 (n,), ``t`` float64 (n,),
-``v`` float64 (n,). Output: the histogram operations upstream would perform (one add per window
-opening, one subtract + add per peak replacement, each at the window end) and the new state of
-each series. Operations of one aggregate are then replayed in upstream's order, vectorised across
-aggregates, by :func:`replay_memory_ops`.
+Input: n memory samples already accepted (value >= 0, not before the series watermark),
+sorted by series and, within a series, in application order: ``sid`` int64 (n,), ``t``
+float64 (n,), ``v`` float64 (n,). Output: the histogram operations upstream would
+perform (one add per window opening, one subtract + add per peak replacement, each at
+the window end) and the new state of each series. Operations of one aggregate are then
+replayed in upstream's order, vectorised across aggregates, by
+:func:`replay_memory_ops`.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def memory_peak_ops(
     memory_peak: np.ndarray,
     oom_peak: np.ndarray,
 ) -> tuple[PeakOps, tuple[np.ndarray, ...]]:
-    """Window peaks of accepted samples; returns (ops, (series, last_t, window_end, peak, oom))."""
+    """Window peaks of accepted samples: (ops, (series, last_t, end, peak, oom))."""
     n = sid.size
     s_start = np.r_[0, np.nonzero(sid[1:] != sid[:-1])[0] + 1]
     s_count = np.diff(np.r_[s_start, n])
@@ -84,7 +85,8 @@ def memory_peak_ops(
     fresh = np.isnan(we0)
     we0[fresh] = t[s_start[fresh]]  # upstream: the first sample sets WindowEnd = ts
     we0_e = np.repeat(we0, s_count)
-    # Window 0 = the window still open in the state; k >= 1 ends at WindowEnd + k * interval.
+    # Window 0 = the window still open in the state; k >= 1 ends at
+    # WindowEnd + k * interval.
     wid = np.floor((t - we0_e) / window_s) + 1
     wid[t < we0_e] = 0
     flag = np.empty(n, dtype=bool)
@@ -99,7 +101,8 @@ def memory_peak_ops(
     state_old = np.maximum(memory_peak[seg_sid], oom_peak[seg_sid])
     is_open = seg_wid == 0
     init = np.where(is_open, state_old, -np.inf)
-    # Quirk kept from upstream: a window whose first peak is 0 never takes a larger peak.
+    # Quirk kept from upstream: a window whose first peak is 0 never takes a larger
+    # peak.
     allowed = np.where(is_open, state_old != 0, v[seg_start] != 0)
     prev = segmented_exclusive_max(v, seg_start, seg_len, init)
     record = v > prev
@@ -138,7 +141,7 @@ def memory_peak_ops(
 def replay_memory_ops(
     hist: HistogramBatch, rows: np.ndarray, order: np.ndarray, ops: PeakOps
 ) -> None:
-    """Apply ops in (aggregate, order, subtract-before-add) sequence, one step per aggregate."""
+    """Apply ops in (aggregate, order, subtract first) sequence, one step per row."""
     m = rows.size
     if m == 0:
         return
@@ -172,10 +175,11 @@ def grid_memory_ops(
     memory_peak: np.ndarray,
     oom_peak: np.ndarray,
 ) -> tuple[PeakOps, tuple[np.ndarray, ...]]:
-    """:func:`memory_peak_ops` for a grid: ``mem`` (S, T) over strictly increasing ``ts`` (T,).
+    """:func:`memory_peak_ops` for a grid ``mem`` (S, T) at increasing ``ts`` (T,).
 
-    Works window by window on (S, window) slices, so temporaries stay small. ``position`` of the
-    returned ops is the time-major application order ``column * S + series``.
+    Works window by window on (S, window) slices, so temporaries stay small.
+    ``position`` of the returned ops is the time-major application order
+    ``column * S + series``.
     """
     n_s, n_t = mem.shape
     has_any = valid.any(axis=1)

@@ -1,9 +1,10 @@
 """A plain, one-operation-at-a-time port of upstream VPA's Go code, used only by tests.
 
 Ports histogram_options.go, histogram.go, decaying_histogram.go, container.go,
-aggregate_container_state.go and estimator.go/recommender.go as literally as Python allows
-(times in Unix seconds; an unset time is None). It shares only the Go math primitives with the
-engine. The vectorised engine must produce bit-identical state and equal recommendations.
+aggregate_container_state.go and estimator.go/recommender.go as literally as Python
+allows (times in Unix seconds; an unset time is None). It shares only the Go math
+primitives with the engine. The vectorised engine must produce bit-identical state and
+equal recommendations.
 """
 
 from __future__ import annotations
@@ -22,12 +23,11 @@ class Options:
     ):
         self.kind, self.size, self.ratio, self.eps = kind, size, ratio, eps
         if kind == "linear":
-            self.n = int(math.ceil(max_value / size)) + 1
+            self.n = math.ceil(max_value / size) + 1
         else:
             self.r1 = ratio - 1
             self.n = (
-                int(math.ceil(go_log(max_value * self.r1 / size + 1) / go_log(ratio)))
-                + 1
+                math.ceil(go_log(max_value * self.r1 / size + 1) / go_log(ratio)) + 1
             )
 
     def find_bucket(self, v: float) -> int:
@@ -260,7 +260,7 @@ def confidence(agg: Aggregate, interval_s: float) -> float:
 def recommend(
     agg: Aggregate, n_containers: int = 1, profile: dict | None = None
 ) -> dict[str, tuple[int, int, int]]:
-    """Upstream target/lower/upper per resource with default flags (or profile overrides)."""
+    """Upstream target/lower/upper per resource, default flags or profile overrides."""
     p = {
         "cpu": (0.9, 0.5, 0.95),
         "memory": (0.9, 0.5, 0.95),

@@ -1,4 +1,4 @@
-"""Upstream model tests (§9 #31-#44): samples, memory windows, OOMs, expiry, checkpoints."""
+"""Upstream model tests (§9 #31-#44): samples, windows, OOMs, expiry, checkpoints."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Upstream estimator and recommender tests (§9 #22-#30, #45, #46) with their exact numbers."""
+"""Upstream estimator and recommender tests (§9 #22-#30, #45, #46), exact numbers."""
 
 import math
 
@@ -51,7 +51,8 @@ def test_percentile_estimator():  # 22 TestPercentileEstimator
     assert p_mem == pytest.approx(2093479957.15, abs=0.01)
 
 
-def test_confidence_multiplier_without_samples():  # 23 TestConfidenceMultiplier (no samples)
+# 23 TestConfidenceMultiplier (no samples)
+def test_confidence_multiplier_without_samples():
     conf = confidences(np.array([np.nan]), np.array([np.nan]), np.array([0]), 86400.0)
     assert conf[0] == 0.0
     assert scale_resources(CPU_314, confidence_multipliers(1.0, 1.0, conf))[0] == 10**14
@@ -155,7 +156,8 @@ def test_humanize_memory_quantity():  # 46 TestHumanizeMemoryQuantity
     assert humanize_memory_quantity(1537) == "1.50Ki"
 
 
-def test_zero_samples_upper_bound_is_the_minimum_not_nan():  # §3.2: 0 * Inf treated as 0
+# §3.2: 0 * Inf treated as 0
+def test_zero_samples_upper_bound_is_the_minimum_not_nan():
     aggs = new_set()
     rec = recommend(aggs, rows=[0], profile=get_profile("vpa"), containers_in_pod=[1])[
         0

@@ -1,4 +1,4 @@
-"""Upstream histogram tests (VPA-ALGORITHM.md §9 #1-#21), ported with their exact numbers."""
+"""Upstream histogram tests (VPA-ALGORITHM.md §9 #1-#21), with their exact numbers."""
 
 import math
 
@@ -270,12 +270,8 @@ def test_decaying_merge():  # 20 TestDecayingHistogramMerge
     dadd(h1, 2, 1, T0 + HOUR)
     dadd(h2, 2, 1, T0 + 2 * HOUR)
     dadd(h2, 3, 1, T0 + HOUR)
-    for v, t in (
-        (2, T0 + 2 * HOUR),
-        (2, T0 + HOUR),
-        (3, T0 + HOUR),
-        (1, T0),
-    ):  # upstream's order
+    # In upstream's order.
+    for v, t in ((2, T0 + 2 * HOUR), (2, T0 + HOUR), (3, T0 + HOUR), (1, T0)):
         dadd(want, v, 1, t)
     h1.merge_row(0, h2, 0)
     np.testing.assert_allclose(h1.weight, want.weight, rtol=0, atol=1e-15)

@@ -1,4 +1,4 @@
-"""Property tests: the vectorised engine equals the scalar reference port, and invariants hold."""
+"""Property tests: the vectorised engine equals the scalar reference; invariants."""
 
 import math
 
@@ -116,7 +116,7 @@ def assert_same(aggs, reference_aggs):
     ),
 )
 def test_vectorised_equals_one_at_a_time(batch, raw_ooms):
-    n_rows, series_rows, hl, window, samples = batch
+    n_rows, series_rows, hl = batch[0], batch[1], batch[2]
     ooms = [(s % len(series_rows), T0 + 3600.0 * h, req) for s, h, req in raw_ooms]
     note(f"batch={batch!r} ooms={ooms!r}")
     aggs, profile = run_engine(*batch, ooms)
@@ -194,7 +194,7 @@ def test_compact_checkpoint_round_trip_continues_exactly(batch):
                 b.percentile(np.arange(len(aggs)), p),
             )
     # Continuing: the same new samples give the same state (watermarks survive).
-    n_rows, series_rows, hl, window, samples = batch
+    series_rows = batch[1]
     more = SampleBatch(
         series_aggregate=series_rows,
         series_keys=[f"s{i}" for i in range(len(series_rows))],
@@ -235,7 +235,8 @@ def test_adding_usage_never_lowers_a_percentile(samples, value, weight, p):
     before = h.percentile(row, p)[0]
     h.add_cells(row, np.array([value]), np.array([weight]))
     after = h.percentile(row, p)[0]
-    # Usage at or above the percentile's bucket never lowers it (below it may, by design).
+    # Usage at or above the percentile's bucket never lowers it (below it may, by
+    # design).
     if value >= before - 1:
         assert after >= before
 

@@ -1,4 +1,4 @@
-"""VPA-ALGORITHM.md §9.1 worked examples: the whole table, and target for constant usage."""
+"""VPA-ALGORITHM.md §9.1 worked examples: the whole table; constant usage's target."""
 
 import pytest
 
@@ -89,6 +89,7 @@ def test_peak_memory_profile_uses_highest_peak():
     rec = recommend(
         aggs, rows=[0], profile=get_profile("peak-memory"), containers_in_pod=[1]
     )[0]
-    # One peak: the highest bucket edge is the same as the p90 edge, so the target matches.
+    # One peak: the highest bucket edge is the same as the p90 edge, so the target
+    # matches.
     assert rec.target.memory_bytes == 628694953
     assert rec.explanation.resources["memory"].target.source == "peak"
