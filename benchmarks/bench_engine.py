@@ -11,7 +11,8 @@ import time
 
 import numpy as np
 
-from recommender.engine.aggregation import AggregateSet, SampleBatch
+from recommender.engine.aggregation import AggregateSet
+from recommender.engine.batch import SampleBatch
 from recommender.engine.estimator import recommend
 from recommender.engine.profiles import get_profile
 

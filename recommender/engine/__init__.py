@@ -3,7 +3,8 @@
 Imports only numpy and the standard library; no I/O, no clock (times are Unix seconds).
 """
 
-from .aggregation import AggregateSet, HistogramView, IngestStats, OomBatch, SampleBatch
+from .aggregation import AggregateSet
+from .batch import IngestStats, OomBatch, SampleBatch
 from .capping import (
     Cap,
     CappedRecommendation,
@@ -14,6 +15,7 @@ from .capping import (
 )
 from .estimator import ContainerRecommendation, recommend
 from .explanation import BoundExplanation, Explanation, ResourceExplanation
+from .histogram_view import HistogramView
 from .limits import proportional_limit
 from .profiles import DEFAULT_PROFILE, PROFILES, Profile, get_profile
 from .quantity import (

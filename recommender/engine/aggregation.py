@@ -17,221 +17,33 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .histogram import HistogramBatch, HistogramOptions, exponential_options
+from .batch import IngestStats, OomBatch, SampleBatch, SampleGrid
+from .config import MIN_SAMPLE_WEIGHT, cpu_histogram_options, memory_histogram_options
+from .histogram import HistogramBatch
+from .histogram_view import HistogramView, histogram_view
 from .profiles import Profile
 from .resources import MAX_RESOURCE_AMOUNT
 from .series import PeakOps, grid_memory_ops, memory_peak_ops, replay_memory_ops
 
-# model/aggregations_config.go: minSampleWeight, the weight of every CPU sample.
-MIN_SAMPLE_WEIGHT = 0.1
-# model/aggregations_config.go: epsilon = 0.001 * minSampleWeight, for both histograms.
-EPSILON = 0.001 * MIN_SAMPLE_WEIGHT
-# model/aggregations_config.go: DefaultHistogramBucketSizeGrowth (ratio = 1 + growth).
-HISTOGRAM_BUCKET_SIZE_GROWTH = 0.05
-# model/aggregations_config.go: CPU histogram max 1000 cores, first bucket 0.01 cores.
-CPU_HISTOGRAM_MAX_CORES = 1000.0
-CPU_HISTOGRAM_FIRST_BUCKET_CORES = 0.01
-# model/aggregations_config.go: memory histogram max 1e12 bytes, first bucket 1e7 bytes.
-MEMORY_HISTOGRAM_MAX_BYTES = 1e12
-MEMORY_HISTOGRAM_FIRST_BUCKET_BYTES = 1e7
+# Re-exported: callers import the batch types and histogram options from here too.
+__all__ = [
+    "AggregateSet",
+    "HistogramView",
+    "IngestStats",
+    "OomBatch",
+    "SampleBatch",
+    "cpu_histogram_options",
+    "memory_histogram_options",
+]
+
 # A batch spanning more half-lives than this is applied in time slices, so that a
 # decaying histogram's reference never needs to move in the middle of a vectorised
 # addition.
 _MAX_SPAN_HALF_LIVES = 99.0
-
-
-def cpu_histogram_options() -> HistogramOptions:
-    """Upstream ``CPUHistogramOptions`` (176 exponential buckets from 0.01 cores)."""
-    return exponential_options(
-        CPU_HISTOGRAM_MAX_CORES,
-        CPU_HISTOGRAM_FIRST_BUCKET_CORES,
-        1.0 + HISTOGRAM_BUCKET_SIZE_GROWTH,
-        EPSILON,
-    )
-
-
-def memory_histogram_options() -> HistogramOptions:
-    """Upstream ``MemoryHistogramOptions`` (176 exponential buckets from 1e7 bytes)."""
-    return exponential_options(
-        MEMORY_HISTOGRAM_MAX_BYTES,
-        MEMORY_HISTOGRAM_FIRST_BUCKET_BYTES,
-        1.0 + HISTOGRAM_BUCKET_SIZE_GROWTH,
-        EPSILON,
-    )
-
-
-def _as_array(value: Any, name: str, dtype: type, ndim: int) -> np.ndarray:
-    try:
-        arr = np.asarray(value, dtype=dtype)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name}: {exc}") from None
-    if arr.ndim != ndim:
-        raise ValueError(f"{name}: expected {ndim} dimension(s), got shape {arr.shape}")
-    return arr
-
-
-@dataclass(frozen=True)
-class _Grid:
-    timestamp_s: np.ndarray  # (T,)
-    cpu_cores: np.ndarray  # (S, T)
-    memory_bytes: np.ndarray  # (S, T)
-
-
-@dataclass(frozen=True)
-class SampleBatch:
-    """Usage samples for many series; NaN marks a missing CPU or memory value."""
-
-    series_aggregate: np.ndarray  # int64 (S,)
-    series_keys: Sequence[str]  # (S,)
-    series_index: np.ndarray  # int64 (n,)
-    timestamp_s: np.ndarray  # float64 (n,)
-    cpu_cores: np.ndarray  # float64 (n,)
-    memory_bytes: np.ndarray  # float64 (n,)
-    grid: _Grid | None = field(default=None, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        sa = _as_array(self.series_aggregate, "series_aggregate", np.int64, 1)
-        si = _as_array(self.series_index, "series_index", np.int64, 1)
-        n = si.shape[0]
-        object.__setattr__(self, "series_aggregate", sa)
-        object.__setattr__(self, "series_index", si)
-        for name in ("timestamp_s", "cpu_cores", "memory_bytes"):
-            arr = _as_array(getattr(self, name), name, np.float64, 1)
-            if arr.shape[0] != n:
-                raise ValueError(
-                    f"{name}: expected {n} values like series_index, got {arr.shape[0]}"
-                )
-            object.__setattr__(self, name, arr)
-        if len(self.series_keys) != sa.shape[0]:
-            raise ValueError(
-                "series_keys: must have one key per series_aggregate entry"
-            )
-        if n and (si.min() < 0 or si.max() >= sa.shape[0]):
-            raise ValueError("series_index: values must index series_aggregate")
-        if n and not np.all(np.isfinite(self.timestamp_s)):
-            raise ValueError("timestamp_s: must be finite")
-
-    @classmethod
-    def from_grid(
-        cls,
-        *,
-        series_aggregate: Any,
-        series_keys: Sequence[str],
-        timestamp_s: Any,
-        cpu_cores: Any,
-        memory_bytes: Any,
-    ) -> SampleBatch:
-        """Build from a (S, T) grid of values at timestamps (T,), NaN for gaps."""
-        ts = _as_array(timestamp_s, "timestamp_s", np.float64, 1)
-        cpu = np.ascontiguousarray(_as_array(cpu_cores, "cpu_cores", np.float64, 2))
-        mem = np.ascontiguousarray(
-            _as_array(memory_bytes, "memory_bytes", np.float64, 2)
-        )
-        s = len(series_keys)
-        if cpu.shape != (s, ts.shape[0]):
-            raise ValueError(
-                f"cpu_cores: expected shape {(s, ts.shape[0])}, got {cpu.shape}"
-            )
-        if mem.shape != cpu.shape:
-            raise ValueError(
-                f"memory_bytes: expected shape {cpu.shape}, got {mem.shape}"
-            )
-        return cls(
-            series_aggregate=series_aggregate,
-            series_keys=series_keys,
-            series_index=np.repeat(np.arange(s, dtype=np.int64), ts.shape[0]),
-            timestamp_s=np.tile(ts, s),
-            cpu_cores=cpu.reshape(-1),
-            memory_bytes=mem.reshape(-1),
-            grid=_Grid(ts, cpu, mem),
-        )
-
-
-@dataclass(frozen=True)
-class OomBatch:
-    """OOM events: when, and the killed container's memory request (0 if none)."""
-
-    series_aggregate: np.ndarray  # int64 (S,)
-    series_keys: Sequence[str]
-    series_index: np.ndarray  # int64 (n,)
-    timestamp_s: np.ndarray  # float64 (n,)
-    memory_request_bytes: np.ndarray  # float64 (n,)
-
-    def __post_init__(self) -> None:
-        sa = _as_array(self.series_aggregate, "series_aggregate", np.int64, 1)
-        si = _as_array(self.series_index, "series_index", np.int64, 1)
-        ts = _as_array(self.timestamp_s, "timestamp_s", np.float64, 1)
-        req = _as_array(
-            self.memory_request_bytes, "memory_request_bytes", np.float64, 1
-        )
-        if ts.shape != si.shape or req.shape != si.shape:
-            raise ValueError(
-                "timestamp_s: series_index, timestamp_s and memory_request_bytes"
-                " must have one length"
-            )
-        if len(self.series_keys) != sa.shape[0]:
-            raise ValueError(
-                "series_keys: must have one key per series_aggregate entry"
-            )
-        if si.size and (si.min() < 0 or si.max() >= sa.shape[0]):
-            raise ValueError("series_index: values must index series_aggregate")
-        if not np.all(np.isfinite(ts)):
-            raise ValueError("timestamp_s: must be finite")
-        if np.any(~np.isfinite(req)) or np.any(req < 0):
-            raise ValueError("memory_request_bytes: must be finite and >= 0")
-        for name, arr in (
-            ("series_aggregate", sa),
-            ("series_index", si),
-            ("timestamp_s", ts),
-            ("memory_request_bytes", req),
-        ):
-            object.__setattr__(self, name, arr)
-
-
-@dataclass(frozen=True)
-class IngestStats:
-    """Samples accepted and dropped (invalid, duplicate, out of order, too old)."""
-
-    cpu_accepted: int = 0
-    cpu_dropped: int = 0
-    memory_accepted: int = 0
-    memory_dropped: int = 0
-    oom_accepted: int = 0
-    oom_dropped: int = 0
-
-    def __add__(self, other: IngestStats) -> IngestStats:
-        return IngestStats(
-            *(a + b for a, b in zip(_astuple(self), _astuple(other), strict=True))
-        )
-
-
-def _astuple(s: IngestStats) -> tuple[int, ...]:
-    return (
-        s.cpu_accepted,
-        s.cpu_dropped,
-        s.memory_accepted,
-        s.memory_dropped,
-        s.oom_accepted,
-        s.oom_dropped,
-    )
-
-
-@dataclass(frozen=True)
-class HistogramView:
-    """One histogram for charts: lower edges (B,), weights (B,) decayed to now."""
-
-    bucket_start: np.ndarray
-    weight: np.ndarray
-    _row: HistogramBatch = field(repr=False, compare=False)
-
-    def percentile(self, p: float) -> float:
-        """Upstream ``Percentile(p)`` of this histogram."""
-        return float(self._row.percentile(np.array([0]), p)[0])
 
 
 def _first_per_row(
@@ -391,16 +203,7 @@ class AggregateSet:
 
     def _view(self, hist: HistogramBatch, row: int, now_s: float) -> HistogramView:
         self._check_row(row)
-        one = hist.take([row])
-        ref = one.reference_s[0]
-        scale = (
-            1.0
-            if math.isnan(ref)
-            else 2.0 ** ((ref - now_s) / float(hist.half_life_s or 1.0))
-        )
-        weight = one.weight[0] * scale
-        weight.setflags(write=False)
-        return HistogramView(hist.options.bucket_start, weight, one)
+        return histogram_view(hist, row, now_s)
 
     def _check_row(self, row: int) -> None:
         if not 0 <= int(row) < len(self):
@@ -481,7 +284,7 @@ class AggregateSet:
                 return self._add_grid(sids, grid)
         return self._add_flat(sids, batch, None)
 
-    def _add_grid(self, sids: np.ndarray, grid: _Grid) -> IngestStats:
+    def _add_grid(self, sids: np.ndarray, grid: SampleGrid) -> IngestStats:
         ts = grid.timestamp_s
         n_s, n_t = grid.cpu_cores.shape
         rows_s = self.series_row[sids]

@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from recommender.engine.aggregation import AggregateSet, OomBatch, SampleBatch
+from recommender.engine.aggregation import AggregateSet
+from recommender.engine.batch import OomBatch, SampleBatch
 from recommender.engine.profiles import get_profile
 
 NAN = float("nan")

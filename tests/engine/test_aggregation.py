@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from recommender.engine.aggregation import memory_histogram_options
+from recommender.engine.config import memory_histogram_options
 from recommender.engine.histogram import HistogramBatch
 
 from .helpers import DAY, HOUR, MI, feed, new_set, oom
@@ -220,7 +220,7 @@ def test_gc_deletes_old_and_old_empty():  # 44
 
 
 def test_bad_batches_raise_value_error_naming_argument():
-    from recommender.engine.aggregation import SampleBatch
+    from recommender.engine.batch import SampleBatch
 
     with pytest.raises(ValueError, match="timestamp_s"):
         SampleBatch(

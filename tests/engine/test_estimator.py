@@ -5,10 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from recommender.engine.aggregation import (
-    cpu_histogram_options,
-    memory_histogram_options,
-)
+from recommender.engine.config import cpu_histogram_options, memory_histogram_options
 from recommender.engine.estimator import (
     confidence_multipliers,
     confidences,

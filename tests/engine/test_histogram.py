@@ -293,7 +293,7 @@ def test_decaying_load_from_checkpoint():  # 21 TestDecayingHistogramLoadFromChe
 
 
 def test_memory_bucket_4_uses_go_pow():  # §1.5: Go's Pow loop, not libm
-    from recommender.engine.aggregation import memory_histogram_options
+    from recommender.engine.config import memory_histogram_options
 
     starts = memory_histogram_options().bucket_start
     assert int(starts[4]) == 43101249
@@ -317,7 +317,7 @@ def test_go_pow_int8_loop_differs_only_below_128():
 
 
 def test_value_on_bucket_boundary_uses_go_log():  # §1.5: 20500000 bytes -> bucket 1
-    from recommender.engine.aggregation import memory_histogram_options
+    from recommender.engine.config import memory_histogram_options
 
     o = memory_histogram_options()
     q = go_log(20500000 * o.ratio_minus_one / o.bucket_size + 1) / o.log_ratio

@@ -6,7 +6,8 @@ import numpy as np
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from recommender.engine.aggregation import AggregateSet, OomBatch, SampleBatch
+from recommender.engine.aggregation import AggregateSet
+from recommender.engine.batch import OomBatch, SampleBatch
 from recommender.engine.estimator import recommend
 from recommender.engine.histogram import HistogramBatch, linear_options
 from recommender.engine.profiles import get_profile
