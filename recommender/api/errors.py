@@ -21,6 +21,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import Resolver404, resolve
 from django.views import defaults
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.response import Response
@@ -164,6 +165,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     return Response(body, status=status_code, headers=headers)
 
 
+@csrf_exempt  # a 404 is a 404, also for a POST without a CSRF token
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """404 for an /api/ URL that no view matched; Django's page elsewhere (handler404)."""
     if not request.path.startswith(API_PREFIX):

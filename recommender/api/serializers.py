@@ -6,6 +6,7 @@ Kubernetes strings); everything else is snake_case like the rest of Django.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -27,6 +28,72 @@ from recommender.services.recommendation_query import resource_list
 
 WORKLOAD_STATUSES = ("recommended", "no_recommendation", "inactive")
 MAX_ID = 2**63 - 1
+# Longest text a query filter takes: a Kubernetes object name (DNS subdomain).
+MAX_QUERY_TEXT = 253
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_QUERY_TEXT,
+        "pattern": "^[^\\u0000]+$",
+    }
+)
+class QueryTextField(serializers.CharField):
+    """A text query parameter: not empty, no NUL, kept as sent (no trimming)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", MAX_QUERY_TEXT)
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer written as digits only ("5", not "5.0" or " 5")."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or (
+            isinstance(data, str) and re.fullmatch(r"-?[0-9]+", data) is None
+        ):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictCharField(serializers.CharField):
+    """JSON text only: numbers are not silently turned into strings."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+@extend_schema_field(
+    {
+        "type": "number",
+        "format": "double",
+        "minimum": 0,
+        "exclusiveMinimum": True,
+        "maximum": 1,
+        "nullable": True,
+    }
+)
+class FactorField(serializers.FloatField):
+    """A coefficient in (0, 1], or null; JSON numbers only."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_null", True)
+        kwargs.setdefault("max_value", 1.0)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        value = super().to_internal_value(data)
+        if not value > 0:
+            raise serializers.ValidationError("must be above 0")
+        return value
 
 
 class ResourceListSerializer(serializers.Serializer):
@@ -276,7 +343,9 @@ class PolicySerializer(serializers.ModelSerializer):
 
     mode_consequence = serializers.SerializerMethodField()
     container_policies = ContainerPolicyEntrySerializer(many=True)
-    updated_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    updated_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = Policy
@@ -349,7 +418,9 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
     workload = serializers.SerializerMethodField()
     resources_before = serializers.SerializerMethodField()
     resources_after = serializers.SerializerMethodField()
-    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    decided_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = ResizeChange
@@ -386,13 +457,15 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
 class RejectSerializer(serializers.Serializer):
     """Why a change is rejected (optional, kept in the audit log)."""
 
-    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    reason = StrictCharField(required=False, allow_blank=True, max_length=2000)
 
 
 class RefreshRunSerializer(serializers.ModelSerializer):
     """One background run: refresh, back-fill or expiry."""
 
-    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    cluster = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True
+    )
     duration_s = serializers.FloatField(read_only=True, allow_null=True)
 
     class Meta:
@@ -424,51 +497,42 @@ class StaticCoefficientSerializer(serializers.ModelSerializer):
 class StaticCoefficientInputSerializer(serializers.Serializer):
     """Set a namespace's coefficient; both factors null removes it."""
 
-    namespace = serializers.CharField(
+    namespace = StrictCharField(
         allow_blank=True,
         max_length=63,
+        trim_whitespace=False,
         help_text='a namespace, or "" for the global default',
     )
-    cpu_factor = serializers.FloatField(
-        allow_null=True,
-        min_value=0.0,
-        max_value=1.0,
-        help_text="in (0, 1]; null = leave CPU",
-    )
-    memory_factor = serializers.FloatField(
-        allow_null=True,
-        min_value=0.0,
-        max_value=1.0,
-        help_text="in (0, 1]; null = leave memory",
-    )
+    cpu_factor = FactorField(help_text="in (0, 1]; null = leave CPU")
+    memory_factor = FactorField(help_text="in (0, 1]; null = leave memory")
 
 
 class WorkloadFilterSerializer(serializers.Serializer):
     """Query filters of the workload list and the export."""
 
-    cluster = serializers.CharField(required=False, max_length=63)
-    namespace = serializers.CharField(required=False, max_length=253)
+    cluster = QueryTextField(required=False)
+    namespace = QueryTextField(required=False)
     kind = serializers.ChoiceField(choices=Workload.Kind.choices, required=False)
     mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
     status = serializers.ChoiceField(choices=WORKLOAD_STATUSES, required=False)
-    search = serializers.CharField(required=False, max_length=253)
+    search = QueryTextField(required=False)
 
 
 class ChangeFilterSerializer(serializers.Serializer):
     """Query filters of the resize change list."""
 
-    workload = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
+    workload = StrictIntegerField(required=False, min_value=1, max_value=MAX_ID)
     status = serializers.ChoiceField(
         choices=ResizeChange.Status.choices, required=False
     )
-    cluster = serializers.CharField(required=False, max_length=63)
-    namespace = serializers.CharField(required=False, max_length=253)
+    cluster = QueryTextField(required=False)
+    namespace = QueryTextField(required=False)
 
 
 class RunFilterSerializer(serializers.Serializer):
     """Query filters of the refresh run list."""
 
-    cluster = serializers.CharField(required=False, max_length=63)
+    cluster = QueryTextField(required=False)
     kind = serializers.ChoiceField(choices=RefreshRun.Kind.choices, required=False)
     status = serializers.ChoiceField(choices=RefreshRun.Status.choices, required=False)
 
@@ -476,20 +540,18 @@ class RunFilterSerializer(serializers.Serializer):
 class HistoryFilterSerializer(serializers.Serializer):
     """Query filters of a workload's recommendation history."""
 
-    container = serializers.CharField(required=False, max_length=253)
+    container = QueryTextField(required=False)
 
 
 class RightsizeOptionsSerializer(serializers.Serializer):
     """Query options of ``POST /api/v1/rightsize`` (seed 004's correction rules)."""
 
-    cluster = serializers.CharField(
+    cluster = QueryTextField(
         required=False,
-        max_length=63,
         help_text="where to look workloads up (default: any)",
     )
-    namespace = serializers.CharField(
+    namespace = QueryTextField(
         required=False,
-        max_length=253,
         default="default",
         help_text="namespace of manifests without metadata.namespace",
     )

@@ -6,6 +6,7 @@ APIView. Every view names its permission class; errors go through ``api.errors``
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
@@ -57,15 +58,68 @@ from recommender.services.recommendation_query import (
 MAX_PAGE_SIZE = 1000
 
 
+def single_query_value(request: Request, name: str) -> str | None:
+    """The one value of a query parameter, or None; repeated or empty is a 400."""
+    values = request.query_params.getlist(name)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise InvalidInput(
+            f"{name} was given {len(values)} times; give it once", field=name
+        )
+    if values[0] == "":
+        raise InvalidInput(
+            f"{name} must not be empty; leave it out instead", field=name
+        )
+    return values[0]
+
+
+def _whole_number(name: str, raw: str, minimum: int, maximum: int | None) -> int:
+    if (
+        re.fullmatch(r"[0-9]{1,19}", raw) is None
+        or int(raw) < minimum
+        or (maximum is not None and int(raw) > maximum)
+    ):
+        bound = f" and at most {maximum}" if maximum is not None else ""
+        raise InvalidInput(
+            f"{name} must be a whole number of at least {minimum}{bound}, not {raw!r}",
+            field=name,
+        )
+    return int(raw)
+
+
 class Pagination(LimitOffsetPagination):
-    """``?limit=`` (default 100, at most 1000) and ``?offset=``."""
+    """``?limit=`` (default 100, 1 to 1000) and ``?offset=`` (from 0); bad values are a 400."""
 
     max_limit = MAX_PAGE_SIZE
 
+    def get_limit(self, request: Request) -> int:
+        raw = single_query_value(request, self.limit_query_param)
+        if raw is None:
+            return self.default_limit
+        return _whole_number(self.limit_query_param, raw, 1, MAX_PAGE_SIZE)
+
+    def get_offset(self, request: Request) -> int:
+        raw = single_query_value(request, self.offset_query_param)
+        return (
+            0 if raw is None else _whole_number(self.offset_query_param, raw, 0, None)
+        )
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.limit_query_param:
+                parameter["schema"].update(minimum=1, maximum=MAX_PAGE_SIZE)
+            else:
+                parameter["schema"].update(minimum=0, maximum=10**19 - 1)
+        return parameters
+
 
 def _filters(serializer_class: type, request: Request) -> dict[str, Any]:
-    """Validated query filters; a bad value is a 400 naming the parameter."""
+    """Validated query filters; a bad, empty or repeated value is a 400 naming it."""
     serializer = serializer_class(data=request.query_params)
+    for name in serializer.fields:
+        single_query_value(request, name)
     serializer.is_valid(raise_exception=True)
     return {k: v for k, v in serializer.validated_data.items() if v not in (None, "")}
 
@@ -122,19 +176,25 @@ def filter_workloads(
     return queryset
 
 
-WORKLOAD_FILTER_PARAMETERS = [
-    OpenApiParameter("cluster", str, description="cluster name"),
-    OpenApiParameter("namespace", str, description="exact namespace"),
-    OpenApiParameter("kind", str, enum=Workload.Kind.values),
-    OpenApiParameter("mode", str, enum=Policy.Mode.values),
-    OpenApiParameter("status", str, enum=list(s.WORKLOAD_STATUSES)),
-    OpenApiParameter("search", str, description="part of the name or namespace"),
-]
+WORKLOAD_FILTER_PARAMETERS = [s.WorkloadFilterSerializer]
+K8S_NAME_PATTERN = "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
 NATURAL_KEY_PARAMETERS = [
-    OpenApiParameter("cluster", str, OpenApiParameter.PATH, description="cluster name"),
-    OpenApiParameter("namespace", str, OpenApiParameter.PATH),
+    OpenApiParameter(
+        "cluster",
+        str,
+        OpenApiParameter.PATH,
+        description="cluster name",
+        pattern="^[-a-zA-Z0-9_]+$",
+    ),
+    OpenApiParameter("namespace", str, OpenApiParameter.PATH, pattern=K8S_NAME_PATTERN),
     OpenApiParameter("kind", str, OpenApiParameter.PATH, enum=Workload.Kind.values),
-    OpenApiParameter("name", str, OpenApiParameter.PATH, description="workload name"),
+    OpenApiParameter(
+        "name",
+        str,
+        OpenApiParameter.PATH,
+        description="workload name",
+        pattern=K8S_NAME_PATTERN,
+    ),
 ]
 
 
@@ -302,9 +362,7 @@ class WorkloadHistoryView(WorkloadLookupMixin, generics.ListAPIView):
 
     @extend_schema(
         summary="Recommendation history, newest first",
-        parameters=[
-            OpenApiParameter("container", str, description="one container's history")
-        ],
+        parameters=[s.HistoryFilterSerializer],
         tags=["recommendations"],
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -376,12 +434,7 @@ class WorkloadPolicyView(WorkloadLookupMixin, APIView):
 @extend_schema_view(
     list=extend_schema(
         summary="List resize changes",
-        parameters=[
-            OpenApiParameter("workload", int, description="workload id"),
-            OpenApiParameter("status", str, enum=ResizeChange.Status.values),
-            OpenApiParameter("cluster", str),
-            OpenApiParameter("namespace", str),
-        ],
+        parameters=[s.ChangeFilterSerializer],
         tags=["changes"],
     ),
     retrieve=extend_schema(summary="Get a resize change", tags=["changes"]),
@@ -473,11 +526,7 @@ def _reload_change(change_id: int) -> ResizeChange:
 @extend_schema_view(
     list=extend_schema(
         summary="List refresh runs, newest first",
-        parameters=[
-            OpenApiParameter("cluster", str),
-            OpenApiParameter("kind", str, enum=RefreshRun.Kind.values),
-            OpenApiParameter("status", str, enum=RefreshRun.Status.values),
-        ],
+        parameters=[s.RunFilterSerializer],
         tags=["runs"],
     ),
     retrieve=extend_schema(summary="Get a refresh run", tags=["runs"]),
@@ -607,9 +656,10 @@ class RightsizeView(APIView):
         ],
     )
     def post(self, request: Request) -> Response:
-        options_serializer = s.RightsizeOptionsSerializer(data=request.query_params)
-        options_serializer.is_valid(raise_exception=True)
-        options = rightsize.RightsizeOptions(**options_serializer.validated_data)
+        single_query_value(request, "format")
+        options = rightsize.RightsizeOptions(
+            **_filters(s.RightsizeOptionsSerializer, request)
+        )
         body = request.data
         if not isinstance(body, RawBody):
             raise InvalidInput(
@@ -687,11 +737,12 @@ class RecommendationExportView(APIView):
         responses={
             (200, "application/json"): s.ExportRowSerializer(many=True),
             (200, "text/csv"): OpenApiTypes.STR,
-            (200, "application/yaml"): OpenApiTypes.STR,
+            (200, "application/yaml"): s.ExportRowSerializer(many=True),
         },
         tags=["recommendations"],
     )
     def get(self, request: Request) -> Response:
+        single_query_value(request, "format")
         filters = _filters(s.WorkloadFilterSerializer, request)
         workloads = filter_workloads(_workload_queryset(), filters)
         rows = []

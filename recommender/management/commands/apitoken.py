@@ -1,8 +1,8 @@
 """Create, list and revoke REST API tokens from the command line.
 
-    manage.py apitoken create --name ci --scope read [--user alice]
-    manage.py apitoken list [--all]
-    manage.py apitoken revoke --name ci        (or --id 7)
+manage.py apitoken create --name ci --scope read [--user alice]
+manage.py apitoken list [--all]
+manage.py apitoken revoke --name ci        (or --id 7)
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
         create = sub.add_parser("create", help="create a token and print its key once")
-        create.add_argument("--name", required=True, help="what the token is for, e.g. ci")
+        create.add_argument(
+            "--name", required=True, help="what the token is for, e.g. ci"
+        )
         create.add_argument(
             "--scope", choices=ApiToken.Scope.values, default=ApiToken.Scope.READ
         )
@@ -34,7 +36,9 @@ class Command(BaseCommand):
             "--user", help="user the token acts for in the audit log (optional)"
         )
         listing = sub.add_parser("list", help="list active tokens (never their keys)")
-        listing.add_argument("--all", action="store_true", help="include revoked tokens")
+        listing.add_argument(
+            "--all", action="store_true", help="include revoked tokens"
+        )
         revoke = sub.add_parser("revoke", help="revoke a token at once")
         which = revoke.add_mutually_exclusive_group(required=True)
         which.add_argument("--name", help="the active token with this name")
@@ -66,7 +70,9 @@ class Command(BaseCommand):
         self.stdout.write(key)
 
     def _list(self, options: dict[str, Any]) -> None:
-        tokens = ApiToken.objects.select_related("created_by").order_by("name", "-created_at")
+        tokens = ApiToken.objects.select_related("created_by").order_by(
+            "name", "-created_at"
+        )
         if not options["all"]:
             tokens = tokens.filter(revoked_at__isnull=True)
         self.stdout.write(
@@ -74,9 +80,13 @@ class Command(BaseCommand):
         )
         for token in tokens:
             used = (
-                f"{token.last_used_at:%Y-%m-%d %H:%M}" if token.last_used_at else "never"
+                f"{token.last_used_at:%Y-%m-%d %H:%M}"
+                if token.last_used_at
+                else "never"
             )
-            state = "active" if token.is_active else f"revoked {token.revoked_at:%Y-%m-%d}"
+            state = (
+                "active" if token.is_active else f"revoked {token.revoked_at:%Y-%m-%d}"
+            )
             self.stdout.write(
                 f"{token.pk:>5}  {token.name:<24} {token.scope:<6} {token.key_prefix + '…':<13} "
                 f"{used:<20} {state}"
@@ -93,6 +103,9 @@ class Command(BaseCommand):
                 raise CommandError(f"no active token named {options['name']!r}")
             token_id = token.pk
         token = revoke_token(
-            token_id=token_id, revoked_by=None, actor_label=ACTOR_LABEL, now=timezone.now()
+            token_id=token_id,
+            revoked_by=None,
+            actor_label=ACTOR_LABEL,
+            now=timezone.now(),
         )
         self.stdout.write(f"Revoked token {token.name!r} (id {token.pk}).")

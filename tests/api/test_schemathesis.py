@@ -1,0 +1,148 @@
+"""Property-based tests of the whole API against its own OpenAPI schema (schemathesis).
+
+Every operation gets generated requests, valid ones and deliberately invalid ones, sent
+in-process through the WSGI app with a write token; every response must pass schemathesis'
+checks (no 5xx, status code, content type, headers and body as the schema documents them).
+Failures are collected, not stopped at, so the report shows all of them with their counts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import schemathesis
+from django.conf import settings as django_settings
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
+from django.test import override_settings
+from django.utils import timezone
+from hypothesis import HealthCheck, given, settings
+from schemathesis.generation.modes import GenerationMode
+from schemathesis.specs.openapi.checks import (
+    negative_data_rejection,
+    positive_data_acceptance,
+)
+
+from recommender.models import (
+    Policy,
+    RefreshRun,
+    ResizeChange,
+    StaticCoefficient,
+    Workload,
+)
+from vpaweb.wsgi import application
+
+# Examples per operation and generation mode: 24 operations x (50 + 25) = 1,800 cases.
+POSITIVE_EXAMPLES = int(os.environ.get("VPAWEB_SCHEMATHESIS_POSITIVE", "50"))
+NEGATIVE_EXAMPLES = int(os.environ.get("VPAWEB_SCHEMATHESIS_NEGATIVE", "25"))
+MIN_CASES = 1000
+# Operations whose bodies the schema can only sketch: a YAML text of manifests, a pod spec,
+# and policies with Kubernetes quantities ("250Mi", "1e3") and upstream's rules between
+# fields. Their validation lives in the services and answers a 400 naming the field (see
+# test_rightsize.py, test_commands.py, test_query_export_errors.py), so schemathesis' two
+# input-strictness checks would only restate that the schema is looser than the server.
+# Every response of theirs is still checked against the schema, like all others.
+FREE_FORM_BODIES = {
+    "POST /api/v1/rightsize",
+    "POST /api/v1/recommendation-query",
+    "PATCH /api/v1/workloads/{id}/policy",
+    "PATCH /api/v1/clusters/{cluster}/namespaces/{namespace}/workloads/{kind}/{name}/policy",
+}
+
+
+@pytest.fixture
+def in_process_wsgi() -> Iterator[None]:
+    """Keep the test's database connection across WSGI requests, as Django's test client does.
+
+    The WSGI handler closes "obsolete" connections at each request's start and end, and a
+    connection inside the test's transaction looks obsolete to it.
+    """
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        yield
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def fuzz_data(shop: Workload) -> None:
+    """Rows the generated ids and names can land on."""
+    Policy.objects.filter(workload=shop).update(mode=Policy.Mode.INITIAL)
+    for pod in ("web-1", "web-2", "web-3"):
+        ResizeChange.objects.create(workload=shop, pod=pod)
+    RefreshRun.objects.create(cluster=shop.cluster, finished_at=timezone.now())
+    StaticCoefficient.objects.create(namespace="", cpu_factor=0.7)
+
+
+@pytest.mark.django_db
+def test_every_operation_conforms_to_the_schema(
+    fuzz_data: None, write_key: str, in_process_wsgi: None
+) -> None:
+    # Generous budget: the point here is conformance, throttling has its own test.
+    rest = {
+        **django_settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {"api": "100000/min"},
+    }
+    with override_settings(REST_FRAMEWORK=rest):
+        headers = {"Authorization": f"Bearer {write_key}"}
+        schema = schemathesis.openapi.from_wsgi(
+            "/api/v1/schema/", application, headers=headers
+        )
+        cases: Counter[str] = Counter()
+        statuses: Counter[int] = Counter()
+        failures: dict[str, list[str]] = {}
+
+        excluded = [positive_data_acceptance, negative_data_rejection]
+        for result in schema.get_all_operations():
+            operation = result.ok()
+            skip = excluded if operation.label in FREE_FORM_BODIES else []
+            for mode, examples in (
+                (GenerationMode.POSITIVE, POSITIVE_EXAMPLES),
+                (GenerationMode.NEGATIVE, NEGATIVE_EXAMPLES),
+            ):
+
+                @given(case=operation.as_strategy(generation_mode=mode))
+                @settings(
+                    max_examples=examples,
+                    deadline=None,
+                    database=None,
+                    derandomize=True,
+                    suppress_health_check=list(HealthCheck),
+                )
+                def run(case: Any) -> None:
+                    cases[operation.label] += 1
+                    response = case.call(headers=headers)
+                    statuses[response.status_code] += 1
+                    try:
+                        case.validate_response(
+                            response, headers=headers, excluded_checks=skip
+                        )
+                    except (
+                        Exception,
+                        BaseExceptionGroup,
+                    ) as exc:  # keep going, report all
+                        failures.setdefault(operation.label, []).append(
+                            f"{mode} {response.status_code}: {str(exc)[:2000]}"
+                        )
+
+                run()
+
+    total = sum(cases.values())
+    server_errors = sum(n for code, n in statuses.items() if code >= 500)
+    print(
+        f"\nschemathesis: {total} cases over {len(cases)} operations; "
+        f"statuses {dict(sorted(statuses.items()))}; server errors {server_errors}; "
+        f"failed checks {sum(len(f) for f in failures.values())}"
+    )
+    assert not failures, "\n\n".join(
+        f"{label}: {len(messages)} failures\n  " + "\n  ".join(messages[:2])
+        for label, messages in failures.items()
+    )
+    assert server_errors == 0
+    assert total >= MIN_CASES
