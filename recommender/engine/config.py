@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .histogram import HistogramOptions, exponential_options
+from .histogram_options import HistogramOptions, exponential_options
 
 # model/aggregations_config.go: minSampleWeight, the weight of every CPU sample.
 MIN_SAMPLE_WEIGHT = 0.1
