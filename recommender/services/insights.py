@@ -227,27 +227,15 @@ def _diff(request: str, target: str) -> Any:
 def annotate_workloads(
     workloads: QuerySet[Workload], *, now: datetime, prices: Prices
 ) -> QuerySet[Workload]:
-    """Add ``status``, ``savings`` (per month), ``recent_ooms`` and ``risk`` to workloads."""
-    containers = recommended_containers().filter(workload=OuterRef("pk"))
-    savings_per_pod = (
-        containers.order_by()
-        .values("workload")
-        .annotate(
-            total=Sum(
-                _diff(
-                    "request_cpu_millicores",
-                    "latest_recommendation__target_cpu_millicores",
-                )
-                * Value(prices.per_millicore_month)
-                + _diff(
-                    "request_memory_bytes", "latest_recommendation__target_memory_bytes"
-                )
-                * Value(prices.per_byte_month),
-                output_field=FloatField(),
-            )
-        )
-        .values("total")
-    )
+    """Add ``status``, ``savings`` (per month), ``recent_ooms`` and ``risk`` to workloads.
+
+    Status and savings are aggregates over one join (workload, containers, latest
+    recommendation) grouped by workload, which both databases plan as a single hash aggregate;
+    correlated subqueries per row were several times slower on PostgreSQL with 10,000 rows.
+    """
+    prefix = "containers__"
+    regular = ~Q(containers__kind=Container.Kind.INIT)
+    rec = "containers__latest_recommendation__"
     recent_ooms = (
         OomKill.objects.filter(
             container__workload=OuterRef("pk"), occurred_at__gte=now - RECENT_OOM_WINDOW
@@ -257,18 +245,26 @@ def annotate_workloads(
         .annotate(n=Count("pk"))
         .values("n")
     )
+    savings_per_pod = Sum(
+        _diff(f"{prefix}request_cpu_millicores", f"{rec}target_cpu_millicores")
+        * Value(prices.per_millicore_month)
+        + _diff(f"{prefix}request_memory_bytes", f"{rec}target_memory_bytes")
+        * Value(prices.per_byte_month),
+        filter=regular,
+        output_field=FloatField(),
+    )
     return workloads.annotate(
-        is_under=Exists(containers.filter(_under_q())),
-        is_over=Exists(containers.filter(_over_q())),
-        has_no_data=Exists(containers.filter(_no_data_q())),
+        under_count=Count("containers", filter=regular & _under_q(prefix)),
+        over_count=Count("containers", filter=regular & _over_q(prefix)),
+        no_data_count=Count("containers", filter=regular & _no_data_q(prefix)),
         status=Case(
-            When(is_under=True, then=Value(Status.UNDER)),
-            When(is_over=True, then=Value(Status.OVER)),
-            When(has_no_data=True, then=Value(Status.NO_DATA)),
+            When(under_count__gt=0, then=Value(Status.UNDER)),
+            When(over_count__gt=0, then=Value(Status.OVER)),
+            When(no_data_count__gt=0, then=Value(Status.NO_DATA)),
             default=Value(Status.WITHIN),
         ),
         savings=ExpressionWrapper(
-            Coalesce(Subquery(savings_per_pod, output_field=FloatField()), Value(0.0))
+            Coalesce(savings_per_pod, Value(0.0))
             * Cast(Coalesce(F("replicas"), Value(1)), FloatField()),
             output_field=FloatField(),
         ),
@@ -277,9 +273,9 @@ def annotate_workloads(
         ),
         # Under-provisioned first, then by recent OOM kills, then missing recommendations.
         risk=ExpressionWrapper(
-            Case(When(is_under=True, then=Value(1000)), default=Value(0))
+            Case(When(under_count__gt=0, then=Value(1000)), default=Value(0))
             + F("recent_ooms") * Value(10)
-            + Case(When(has_no_data=True, then=Value(1)), default=Value(0)),
+            + Case(When(no_data_count__gt=0, then=Value(1)), default=Value(0)),
             output_field=IntegerField(),
         ),
     )
@@ -338,7 +334,10 @@ def list_workloads(
         qs = qs.filter(policy__mode=filters.mode)
     if filters.q:
         qs = qs.filter(name__icontains=filters.q)
-    qs = annotate_workloads(qs, now=now, prices=prices)
+    # Annotations cost a subquery per row: compute them for every row only when the filter or
+    # the sort needs them; the page's rows are then loaded (annotated) by id.
+    if filters.status or filters.sort != "name":
+        qs = annotate_workloads(qs, now=now, prices=prices)
     if filters.status:
         qs = qs.filter(status=filters.status)
     order = {
@@ -346,8 +345,15 @@ def list_workloads(
         "savings": ["-savings", "pk"],
         "risk": ["-risk", "-savings", "pk"],
     }[filters.sort]
-    qs = (
-        qs.order_by(*order)
+    ids = qs.order_by(*order).values_list("pk", flat=True)
+    paginator = Paginator(ids, max(1, min(page_size, MAX_PAGE_SIZE)))
+    result = paginator.get_page(page)
+    page_ids = list(result.object_list)
+    rows = {
+        w.pk: w
+        for w in annotate_workloads(
+            Workload.objects.filter(pk__in=page_ids), now=now, prices=prices
+        )
         .select_related("cluster", "policy")
         .prefetch_related(
             Prefetch(
@@ -357,9 +363,9 @@ def list_workloads(
                 .order_by("position", "name"),
             )
         )
-    )
-    paginator = Paginator(qs, max(1, min(page_size, MAX_PAGE_SIZE)))
-    return paginator.get_page(page)
+    }
+    result.object_list = [rows[pk] for pk in page_ids if pk in rows]
+    return result
 
 
 def filter_choices() -> dict[str, list[str]]:
@@ -535,6 +541,8 @@ def confidence_of(explanation: dict[str, Any]) -> float | None:
     return None
 
 
+# Above any real confidence (days of history); the upper end of the "high" band.
+MAX_CONFIDENCE = 1e12
 # Confidence bands (in days of history, upstream's unit): below 1 the bounds are widened a lot.
 CONFIDENCE_BANDS = (("low", 1.0), ("medium", 7.0), ("high", float("inf")))
 
@@ -550,24 +558,68 @@ def confidence_band(confidence: float | None) -> str:
 
 
 def _confidence_distribution() -> dict[str, int]:
-    """How many latest recommendations fall in each confidence band."""
-    counts = {"low": 0, "medium": 0, "high": 0, "unknown": 0}
-    explanations = Recommendation.objects.filter(
-        pk__in=recommended_containers()
+    """How many latest recommendations fall in each confidence band: one aggregate query.
+
+    Every band has both ends: a JSON string sorts above all numbers in SQLite and below them
+    in PostgreSQL, so a malformed value falls outside every band ("unknown") on both.
+    """
+    prefix = "latest_recommendation__explanation__"
+
+    def band(low: float, high: float) -> Q:
+        q = Q()
+        for key in ("confidence", "cpu__confidence"):
+            q |= Q(**{f"{prefix}{key}__gte": low, f"{prefix}{key}__lt": high})
+        return q
+
+    counts = (
+        recommended_containers()
         .filter(workload__is_active=True, latest_recommendation__isnull=False)
-        .values("latest_recommendation_id")
-    ).values_list("explanation", flat=True)
-    for explanation in explanations.iterator(chunk_size=2000):
-        counts[confidence_band(confidence_of(explanation or {}))] += 1
-    return counts
+        .aggregate(
+            total=Count("pk"),
+            low=Count("pk", filter=band(0.0, CONFIDENCE_BANDS[0][1])),
+            medium=Count(
+                "pk", filter=band(CONFIDENCE_BANDS[0][1], CONFIDENCE_BANDS[1][1])
+            ),
+            high=Count("pk", filter=band(CONFIDENCE_BANDS[1][1], MAX_CONFIDENCE)),
+        )
+    )
+    known = counts["low"] + counts["medium"] + counts["high"]
+    return {
+        "low": counts["low"],
+        "medium": counts["medium"],
+        "high": counts["high"],
+        "unknown": counts["total"] - known,
+    }
 
 
 def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overview:
     """Fleet totals, savings, workloads at risk, coverage, confidence and the last runs."""
     fleet, by_cluster, by_namespace = _fleet_totals(prices=prices)
     active = Workload.objects.filter(is_active=True)
-    annotated = annotate_workloads(active, now=now, prices=prices)
-    under = annotated.filter(status=Status.UNDER)
+    # Under-provisioned workloads ranked by recent OOM kills, without the costlier savings
+    # annotation: their ids in one query, the OOM counts of the (few) killed ones in another.
+    under_ids = list(
+        active.filter(
+            Exists(recommended_containers().filter(_under_q(), workload=OuterRef("pk")))
+        )
+        .order_by("namespace", "name", "pk")
+        .values_list("pk", flat=True)
+    )
+    oom_counts = dict(
+        OomKill.objects.filter(occurred_at__gte=now - RECENT_OOM_WINDOW)
+        .order_by()
+        .values_list("container__workload")
+        .annotate(n=Count("pk"))
+        .values_list("container__workload", "n")
+    )
+    # Stable sort: by OOM kills, then the name order of the query.
+    top = sorted(under_ids, key=lambda pk: -oom_counts.get(pk, 0))[:limit]
+    under = sorted(
+        Workload.objects.filter(pk__in=top).select_related("cluster"),
+        key=lambda w: top.index(w.pk),
+    )
+    for workload in under:
+        workload.recent_ooms = oom_counts.get(workload.pk, 0)  # type: ignore[attr-defined]
     ooms = OomKill.objects.filter(
         occurred_at__gte=now - RECENT_OOM_WINDOW, container__workload__is_active=True
     )
@@ -583,10 +635,8 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
         fleet=fleet,
         by_cluster=by_cluster,
         by_namespace=by_namespace,
-        under_count=under.count(),
-        under=list(
-            under.select_related("cluster").order_by("-risk", "-savings", "pk")[:limit]
-        ),
+        under_count=len(under_ids),
+        under=under,
         recent_ooms=list(
             ooms.select_related("container__workload").order_by("-occurred_at")[:limit]
         ),

@@ -91,8 +91,8 @@ def test_filters_search_and_sorts(fleet):
     assert [w.name for w in _page(status="under")] == ["under"]
     assert [w.name for w in _page(cluster="dev")] == ["nodata", "within"]
     assert [w.name for w in _page(q="DAT")] == ["nodata"]
-    assert [w.name for w in _page(sort="savings")][0] == "over"
-    assert [w.name for w in _page(sort="risk")][0] == "under"
+    assert _page(sort="savings")[0].name == "over"
+    assert _page(sort="risk")[0].name == "under"
     # Unknown values are ignored rather than matching nothing.
     assert len(_page(status="bogus", sort="bogus")) == 4
 
@@ -181,3 +181,31 @@ def test_workload_without_recommendation_has_no_patch(fleet):
     assert insight.kubectl_patch == ""
     assert insight.status == Status.NO_DATA
     assert insight.containers[0].no_data_reason
+
+
+def test_confidence_bands_count_latest_recommendations(fleet):
+    from recommender.models import Recommendation
+
+    explanations = {
+        "over": {"confidence": 0.5},
+        "under": {"confidence": 3.0},
+        "within": {"cpu": {"confidence": 12}},
+    }
+    for name, explanation in explanations.items():
+        rec_id = fleet[name].containers.get().latest_recommendation_id
+        Recommendation.objects.filter(pk=rec_id).update(explanation=explanation)
+
+    overview = fleet_overview(now=timezone.now(), prices=PRICES)
+
+    assert overview.confidence == {"low": 1, "medium": 1, "high": 1, "unknown": 0}
+
+
+def test_malformed_confidence_is_unknown(fleet):
+    from recommender.models import Recommendation
+
+    rec = fleet["over"].containers.get().latest_recommendation
+    Recommendation.objects.filter(pk=rec.pk).update(explanation={"confidence": "lots"})
+
+    overview = fleet_overview(now=timezone.now(), prices=PRICES)
+
+    assert overview.confidence["unknown"] == 3
