@@ -6,10 +6,10 @@ import io
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client, override_settings
-from django.conf import settings
 from django.utils import timezone
 
 from recommender.errors import Conflict, InvalidInput
