@@ -182,6 +182,8 @@ PROMETHEUS_RATE_WINDOW_S = env_int("PROMETHEUS_RATE_WINDOW_S", 60, minimum=1)
 PROMETHEUS_CONCURRENCY = env_int("PROMETHEUS_CONCURRENCY", 4, minimum=1)
 # Prometheus refuses more than 11,000 points per series in one range query.
 PROMETHEUS_MAX_POINTS = env_int("PROMETHEUS_MAX_POINTS", 11000, minimum=2)
+# gzip Prometheus' answers: saves bandwidth, costs Prometheus CPU (off: same network).
+PROMETHEUS_GZIP = env_bool("PROMETHEUS_GZIP", False)
 PROMETHEUS_NAMESPACE_LABEL = env_str("PROMETHEUS_NAMESPACE_LABEL", "namespace")
 PROMETHEUS_POD_LABEL = env_str("PROMETHEUS_POD_LABEL", "pod")
 PROMETHEUS_CONTAINER_LABEL = env_str("PROMETHEUS_CONTAINER_LABEL", "container")

@@ -240,6 +240,17 @@ def test_basic_auth_is_sent(fake):
     assert fake.requests[0].headers["authorization"] == "Basic dnBhOnB3"
 
 
+def test_answers_are_asked_uncompressed_unless_gzip_is_set(fake):
+    # gzip costs Prometheus more CPU than building the answer (docs/prometheus.md).
+    fake.default = reply(200, matrix([]))
+    with make_source(fake) as source:
+        source.fetch_usage(namespace=None, start_s=T0, end_s=T0 + 60, step_s=60)
+    with make_source(fake, gzip=True) as source:
+        source.fetch_usage(namespace=None, start_s=T0, end_s=T0 + 60, step_s=60)
+    encodings = [r.headers["accept-encoding"] for r in fake.requests]
+    assert encodings == ["identity", "identity", "gzip", "gzip"]
+
+
 # --- failures -------------------------------------------------------------------
 
 
