@@ -52,7 +52,9 @@ def _seed(workload_count: int) -> int:
 
     now = timezone.now()
     mi = 2**20
-    clusters = [Cluster.objects.create(name=f"bench-{i}", kind="simulated") for i in range(3)]
+    clusters = [
+        Cluster.objects.create(name=f"bench-{i}", kind="simulated") for i in range(3)
+    ]
     kinds = ["Deployment", "StatefulSet", "DaemonSet", "CronJob"]
     workloads = Workload.objects.bulk_create(
         [
@@ -107,19 +109,28 @@ def _seed(workload_count: int) -> int:
                     upper_memory_bytes=int(memory * 1.3),
                     uncapped_cpu_millicores=cpu,
                     uncapped_memory_bytes=memory,
-                    explanation={"confidence": 1 + j % 9, "sample_count": 1000 + j},
+                    explanation={
+                        "resources": {"cpu": {"confidence": 1 + j % 9}},
+                        "sample_count": 1000 + j,
+                    },
                 )
             )
-    recommendations = Recommendation.objects.bulk_create(recommendations, batch_size=2000)
+    recommendations = Recommendation.objects.bulk_create(
+        recommendations, batch_size=2000
+    )
     latest = {}
     for rec in recommendations:
         latest[rec.container_id] = rec  # the second (newer) row of each container wins
     for c in containers:
         c.latest_recommendation = latest.get(c.pk)
-    Container.objects.bulk_update(containers, ["latest_recommendation"], batch_size=2000)
+    Container.objects.bulk_update(
+        containers, ["latest_recommendation"], batch_size=2000
+    )
     OomKill.objects.bulk_create(
         [
-            OomKill(container=c, pod=f"pod-{j}", occurred_at=now - timedelta(hours=j % 200))
+            OomKill(
+                container=c, pod=f"pod-{j}", occurred_at=now - timedelta(hours=j % 200)
+            )
             for j, c in enumerate(containers[::50])
         ]
     )
@@ -177,7 +188,9 @@ def main() -> None:
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
     seeded_s = time.perf_counter() - started
-    user = get_user_model().objects.create_user("bench-viewer", password="bench-only-pw")
+    user = get_user_model().objects.create_user(
+        "bench-viewer", password="bench-only-pw"
+    )
     grant_role(user, Role.VIEWER)
     client = Client()
     client.force_login(user)
@@ -187,19 +200,29 @@ def main() -> None:
     )
     pages = [
         ("workloads list (page 1, by name)", "/workloads/"),
-        ("workloads list (over-provisioned, by savings)", "/workloads/?status=over&sort=savings"),
+        (
+            "workloads list (over-provisioned, by savings)",
+            "/workloads/?status=over&sort=savings",
+        ),
         ("workloads list (search, by risk)", "/workloads/?q=service-01&sort=risk"),
         ("workloads list (page 100)", "/workloads/?page=100"),
         ("overview", "/"),
         ("workload page (3 containers)", f"/workloads/{detail_id}/"),
     ]
-    print(f"{'page':48} {'median ms':>10} {'max ms':>8} {'queries':>8}  target {TARGET_MS:.0f} ms")
+    print(
+        f"{'page':48} {'median ms':>10} {'max ms':>8} {'queries':>8}  target {TARGET_MS:.0f} ms"
+    )
     for label, path in pages:
         median, slowest, queries = _time(client, path, repeat)
         verdict = "ok" if median <= TARGET_MS else "SLOW"
-        print(f"{label:48} {median:10.1f} {slowest:8.1f} {queries:8d}  {verdict}", flush=True)
+        print(
+            f"{label:48} {median:10.1f} {slowest:8.1f} {queries:8d}  {verdict}",
+            flush=True,
+        )
     if connection.vendor == "postgresql":
-        print("note: the seeded rows stay in the database of DATABASE_URL: use a scratch one")
+        print(
+            "note: the seeded rows stay in the database of DATABASE_URL: use a scratch one"
+        )
 
 
 if __name__ == "__main__":

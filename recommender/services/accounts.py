@@ -40,10 +40,14 @@ def set_user_role(
         except get_user_model().DoesNotExist:
             raise NotFound(f"user {user_id} does not exist") from None
         if actor is not None and user.pk == actor.pk and new_role != Role.ADMIN:
-            raise InvalidInput("you cannot take the admin role from yourself", field="role")
+            raise InvalidInput(
+                "you cannot take the admin role from yourself", field="role"
+            )
         before = role_of(user)
         if new_role is None:
-            user.groups.remove(*user.groups.filter(name__in=[r.value for r in ROLE_ORDER]))
+            user.groups.remove(
+                *user.groups.filter(name__in=[r.value for r in ROLE_ORDER])
+            )
         else:
             grant_role(user, new_role)
         if hasattr(user, "_vpaweb_role"):
@@ -60,12 +64,19 @@ def set_user_role(
             message=f"{actor_label_of(actor)} set the role of {user.get_username()} "
             f"to {new_role.value if new_role else 'none'}",
         )
-    logger.info("role of user %s set to %s by %s", user_id, new_role, actor_label_of(actor))
+    logger.info(
+        "role of user %s set to %s by %s", user_id, new_role, actor_label_of(actor)
+    )
     return user
 
 
 def create_user(
-    *, username: str, password: str, role: str, actor: AbstractBaseUser | None, now: datetime
+    *,
+    username: str,
+    password: str,
+    role: str,
+    actor: AbstractBaseUser | None,
+    now: datetime,
 ) -> AbstractBaseUser:
     """Create a user with a role and audit it (the password is never recorded)."""
     new_role = _role(role)
@@ -74,7 +85,9 @@ def create_user(
     with transaction.atomic():
         model = get_user_model()
         if model.objects.filter(username=username).exists():
-            raise InvalidInput(f"a user named {username!r} already exists", field="username")
+            raise InvalidInput(
+                f"a user named {username!r} already exists", field="username"
+            )
         user = model.objects.create_user(username=username, password=password)
         grant_role(user, new_role)
         AuditEvent.objects.create(

@@ -22,6 +22,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
+from recommender.engine import get_profile
 from recommender.engine.capping import ContainerPolicy
 from recommender.engine.limits import CONTROLLED_VALUES
 from recommender.engine.quantity import (
@@ -275,10 +276,6 @@ def _maybe(parse: Any, text: str | None) -> int | None:
 
 
 def _validate_profile(value: object) -> str:
-    # Imported here so this module (and the API using it) loads before the engine's profiles
-    # module exists; the check itself is the engine's, never a copy of its list.
-    from recommender.engine.profiles import get_profile
-
     if not isinstance(value, str) or not value:
         raise InvalidInput("profile must be a profile name", field="profile")
     try:

@@ -13,6 +13,7 @@ from typing import Any
 from django import forms
 from django.contrib.auth import get_user_model
 
+from recommender.engine import PROFILES
 from recommender.models import Policy, Workload
 from recommender.roles import ROLE_ORDER
 
@@ -38,8 +39,6 @@ _PATH = re.compile(r"^container_policies\[(\d+)\]\.?(.*)$")
 
 def profile_choices() -> list[tuple[str, str]]:
     """The engine's profiles."""
-    from recommender.engine.profiles import PROFILES
-
     return [(name, name) for name in PROFILES]
 
 

@@ -1,148 +1,204 @@
 """The engine's explanation in plain words.
 
-``Recommendation.explanation`` is ``Explanation.to_dict()`` plus the caps applied. The page must
-never break on a key it does not know (older rows, a newer engine), so known keys get a sentence
-and anything else is still shown, as "name: value", rather than dropped.
+``Recommendation.explanation`` is ``Explanation.to_dict()`` (recommender/engine/explanation.py)
+plus ``caps`` added by the refresh service. Rows written by older or newer engines may lack keys
+or have others: known keys get a sentence, missing ones are skipped, and unknown top-level keys
+are still shown as "name: value" rather than dropped.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
-from recommender.engine.quantity import format_cpu, format_memory
+from recommender.engine import format_cpu
+from recommender.web.templatetags.dashboard import memory
 
 DAY_S = 86400.0
+# The multiplication sign, for people (ruff would flag the literal as an ambiguous "x").
+TIMES = "\u00d7"
+# Keys rendered by describe_explanation; anything else is listed as is.
+_KNOWN = {
+    "profile",
+    "margin_fraction",
+    "containers_in_pod",
+    "sample_count",
+    "first_sample_s",
+    "last_sample_s",
+    "history_span_s",
+    "memory_peaks_weight",
+    "resources",
+    "reason",
+    "notes",
+    "caps",
+}
+_BOUND_NAMES = (
+    ("target", "Target"),
+    ("lower_bound", "Lower bound"),
+    ("upper_bound", "Upper bound"),
+)
 
 
-def _fmt_days(seconds: float) -> str:
-    days = seconds / DAY_S
-    if days >= 1:
-        return f"{days:.1f} days".replace(".0 days", " days")
-    return f"{seconds / 3600:.1f} hours".replace(".0 hours", " hours")
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
 
 
-def _fmt_amount(resource: str, value: Any) -> str:
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return str(value)
-    if "cpu" in resource:
-        return format_cpu(int(value))
-    if "mem" in resource:
-        return format_memory(int(value))
-    return f"{value:g}"
+def _span(seconds: float) -> str:
+    if seconds >= DAY_S:
+        return f"{seconds / DAY_S:.1f} days".replace(".0 days", " days")
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} hours".replace(".0 hours", " hours")
+    return f"{seconds / 60:.0f} minutes"
 
 
-def _label(key: str) -> str:
-    return key.replace("_", " ").replace(".", " — ").strip().capitalize()
+def _amount(resource: str, value: Any) -> str:
+    number = _number(value)
+    if number is None:
+        return "—"
+    if resource == "cpu":
+        return format_cpu(max(0, int(number)))
+    # Exact quantities of memory ("215785635") are unreadable; round for people instead.
+    return memory(number)
 
 
-def _percentile(value: Any) -> str:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return f"p{value * 100:g}" if value <= 1 else f"p{value:g}"
-    return str(value)
+def _raw(resource: str, value: Any) -> str:
+    """The histogram value read: cores for CPU, bytes for memory."""
+    number = _number(value)
+    if number is None:
+        return "—"
+    return _amount(resource, number * 1000 if resource == "cpu" else number)
 
 
-def _describe_caps(caps: Any) -> list[str]:
+def _bound(resource: str, bound: dict[str, Any], margin: float | None) -> str:
+    """One bound as a chain: read → margin → confidence → pod minimum → value."""
+    parts = []
+    percentile = _number(bound.get("percentile"))
+    if bound.get("source") == "peak":
+        parts.append(f"highest stored peak {_raw(resource, bound.get('raw'))}")
+    elif percentile is not None:
+        parts.append(
+            f"p{percentile * 100:g} of the decayed usage = {_raw(resource, bound.get('raw'))}"
+        )
+    if "with_margin" in bound:
+        margin_text = (
+            f"+{margin * 100:g}% margin" if margin is not None else "with margin"
+        )
+        parts.append(f"{margin_text} → {_amount(resource, bound['with_margin'])}")
+    multiplier = _number(bound.get("multiplier"))
+    if bound.get("multiplier_infinite"):
+        parts.append(f"{TIMES} an unbounded confidence multiplier (no history yet)")
+    elif multiplier is not None and multiplier != 1.0:
+        parts.append(
+            f"{TIMES} confidence multiplier {multiplier:.4g} → {_amount(resource, bound.get('after_confidence'))}"
+        )
+    if bound.get("pod_minimum_applied"):
+        parts.append(
+            f"raised to the pod minimum share {_amount(resource, bound.get('pod_minimum'))}"
+        )
+    if "value" in bound:
+        parts.append(f"= {_amount(resource, bound['value'])}")
+    return ", ".join(parts) if parts else "—"
+
+
+def _time(seconds: Any) -> str | None:
+    number = _number(seconds)
+    if number is None:
+        return None
+    return datetime.fromtimestamp(number, tz=UTC).strftime("%b %-d, %H:%M UTC")
+
+
+def _caps(caps: Any) -> str:
     lines = []
     for cap in caps if isinstance(caps, list) else []:
         if not isinstance(cap, dict):
             lines.append(str(cap))
             continue
         resource = str(cap.get("resource", ""))
-        text = (
-            f"{resource} {cap.get('bound', '')} {cap.get('reason', 'capped')}".strip()
-        )
+        text = f"{cap.get('bound', '')}: {cap.get('reason', 'capped')}".strip(": ")
         if "before" in cap and "after" in cap:
-            text += (
-                f" ({_fmt_amount(resource, cap['before'])} → "
-                f"{_fmt_amount(resource, cap['after'])})"
-            )
+            text += f" ({_amount(resource, cap['before'])} → {_amount(resource, cap['after'])})"
         lines.append(text)
-    return lines
+    return "; ".join(lines) if lines else "none: the policy did not change any value"
 
 
-def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    items: list[tuple[str, Any]] = []
-    for key, value in data.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict) and key not in ("caps",):
-            items.extend(_flatten(value, f"{name}."))
-        else:
-            items.append((name, value))
-    return items
-
-
-def describe_explanation(explanation: dict[str, Any] | None) -> list[tuple[str, str]]:
-    """(label, sentence) pairs for the workload page, in a stable order."""
-    if not explanation:
-        return []
-    lines: list[tuple[str, str]] = []
-    for key, value in _flatten(explanation):
-        leaf = key.rsplit(".", 1)[-1]
-        where = key.rsplit(".", 1)[0] if "." in key else ""
-        scope = f" ({where.replace('_', ' ')})" if where else ""
-        if leaf == "reason":
-            lines.append(("Why", str(value)))
-        elif leaf == "caps" or leaf.endswith("caps"):
-            caps = _describe_caps(value)
-            lines.append(
-                (
-                    "Caps applied" + scope,
-                    "; ".join(caps) if caps else "none: the values are uncapped",
-                )
-            )
-        elif "multiplier" in leaf:
-            lines.append(
-                (
-                    f"Confidence multiplier{scope}",
-                    f"x{_fmt_number(value)} ({_label(leaf)})",
-                )
-            )
-        elif "confidence" in leaf:
-            lines.append(
-                (
-                    f"Confidence{scope}",
-                    f"{_fmt_number(value)} (about that many days of history; "
-                    "bounds narrow as it grows)",
-                )
-            )
-        elif "percentile" in leaf:
-            lines.append(
-                (f"{_label(leaf)}{scope}", f"{_percentile(value)} of the decayed usage")
-            )
-        elif "margin" in leaf:
-            share = (
-                value * 100 if isinstance(value, int | float) and value < 1 else value
-            )
-            lines.append(
-                (
-                    f"Safety margin{scope}",
-                    f"+{_fmt_number(share)}% on top of the percentile",
-                )
-            )
-        elif leaf.endswith("_s") and isinstance(value, int | float):
-            lines.append((f"{_label(leaf[:-2])}{scope}", _fmt_days(float(value))))
-        elif "sample" in leaf and isinstance(value, int | float):
-            lines.append((f"{_label(leaf)}{scope}", f"{int(value):,}"))
-        elif ("min" in leaf or "max" in leaf) and isinstance(value, int | float):
-            lines.append((f"{_label(leaf)}{scope}", _fmt_amount(key, value)))
-        else:
-            lines.append((f"{_label(leaf)}{scope}", _fmt_value(value)))
-    return lines
-
-
-def _fmt_number(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return str(value)
-
-
-def _fmt_value(value: Any) -> str:
+def _value(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, list):
-        return ", ".join(_fmt_value(v) for v in value) or "none"
+        return ", ".join(_value(v) for v in value) or "none"
     if value is None:
         return "—"
     return str(value)
+
+
+def describe_explanation(explanation: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """(label, sentence) pairs for the workload page, in a stable order."""
+    if not explanation or not isinstance(explanation, dict):
+        return []
+    lines: list[tuple[str, str]] = []
+    if explanation.get("reason"):
+        lines.append(("Why no recommendation", str(explanation["reason"])))
+    margin = _number(explanation.get("margin_fraction"))
+    resources = explanation.get("resources")
+    for name, data in resources.items() if isinstance(resources, dict) else []:
+        if not isinstance(data, dict):
+            continue
+        label = "CPU" if name == "cpu" else "Memory" if name == "memory" else name
+        confidence = _number(data.get("confidence"))
+        if confidence is not None:
+            interval = _number(data.get("confidence_interval_s")) or DAY_S
+            lines.append(
+                (
+                    f"{label} confidence",
+                    f"{confidence:.2f}: history worth {_span(confidence * interval)} "
+                    "(the smaller of the history span and the sample count); "
+                    f"bounds are widened by {TIMES} {_value(data.get('lower_multiplier'))} (lower) "
+                    + (
+                        "and unbounded (upper)"
+                        if data.get("upper_multiplier_infinite")
+                        else f"and {TIMES} {_value(data.get('upper_multiplier'))} (upper)"
+                    ),
+                )
+            )
+        for key, bound_label in _BOUND_NAMES:
+            bound = data.get(key)
+            if isinstance(bound, dict):
+                lines.append(
+                    (f"{label} {bound_label.lower()}", _bound(name, bound, margin))
+                )
+    if margin is not None:
+        lines.append(("Safety margin", f"+{margin * 100:g}% on top of each value read"))
+    if _number(explanation.get("sample_count")) is not None:
+        lines.append(("Samples", f"{int(explanation['sample_count']):,}"))
+    span = _number(explanation.get("history_span_s"))
+    if span is not None:
+        first, last = (
+            _time(explanation.get("first_sample_s")),
+            _time(explanation.get("last_sample_s")),
+        )
+        text = _span(span)
+        if first and last:
+            text += f" (from {first} to {last})"
+        lines.append(("History span", text))
+    if explanation.get("containers_in_pod"):
+        lines.append(
+            (
+                "Pod minimum",
+                f"split over {explanation['containers_in_pod']} container(s) of the pod",
+            )
+        )
+    if explanation.get("profile"):
+        lines.append(("Profile", str(explanation["profile"])))
+    if "caps" in explanation:
+        lines.append(("Policy caps applied", _caps(explanation["caps"])))
+    notes = explanation.get("notes")
+    if isinstance(notes, list) and notes:
+        lines.append(("Notes", "; ".join(str(n) for n in notes)))
+    for key, value in explanation.items():
+        if key not in _KNOWN:
+            lines.append((key.replace("_", " ").capitalize(), _value(value)))
+    return lines

@@ -22,7 +22,13 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from recommender.errors import Conflict, InvalidInput, NotFound, SourceUnavailable
 from recommender.models import AuditEvent, OomKill, Policy, ResizeChange, Workload
 from recommender.roles import ROLE_ORDER, Role, role_of
-from recommender.services import accounts, approvals, insights, policies
+from recommender.services import (
+    accounts,
+    approvals,
+    insights,
+    policies,
+    workload_insight,
+)
 from recommender.web.access import is_htmx, require_role
 from recommender.web.forms import NewUserForm, PolicyForm, RoleForm
 from recommender.web.presenters import describe_explanation
@@ -128,7 +134,7 @@ def _policy_context(
 def workload(request: HttpRequest, pk: int) -> HttpResponse:
     """One workload: per container numbers, explanation, history, ready-to-use result."""
     try:
-        data = insights.workload_insight(
+        data = workload_insight.workload_insight(
             workload_id=pk, now=timezone.now(), prices=insights.Prices.from_settings()
         )
     except NotFound as exc:
@@ -176,7 +182,7 @@ def workload_charts(request: HttpRequest, pk: int) -> HttpResponse:
             Prefetch(
                 "oom_kills",
                 queryset=OomKill.objects.filter(
-                    occurred_at__gte=now - insights.USAGE_WINDOW
+                    occurred_at__gte=now - workload_insight.USAGE_WINDOW
                 ).order_by("occurred_at"),
                 to_attr="recent_oom_kills",
             )
@@ -184,7 +190,7 @@ def workload_charts(request: HttpRequest, pk: int) -> HttpResponse:
         .order_by("position", "name")
     )
     policy = getattr(workload, "policy", None)
-    distributions = insights.usage_distributions(
+    distributions = workload_insight.usage_distributions(
         containers=containers, profile_name=policy.profile if policy else "vpa", now=now
     )
     usage: dict[str, Any] = {}
@@ -192,7 +198,7 @@ def workload_charts(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         from recommender.services.adapters import usage_source_for
 
-        usage = insights.usage_over_time(
+        usage = workload_insight.usage_over_time(
             workload=workload, source=usage_source_for(workload.cluster), now=now
         )
     except (SourceUnavailable, InvalidInput) as exc:

@@ -14,8 +14,8 @@ from recommender.services.insights import (
     WorkloadFilters,
     fleet_overview,
     list_workloads,
-    workload_insight,
 )
+from recommender.services.workload_insight import workload_insight
 from tests.factories import make_cluster, make_recommendation, make_workload
 
 MI = 2**20
@@ -187,9 +187,9 @@ def test_confidence_bands_count_latest_recommendations(fleet):
     from recommender.models import Recommendation
 
     explanations = {
-        "over": {"confidence": 0.5},
-        "under": {"confidence": 3.0},
-        "within": {"cpu": {"confidence": 12}},
+        "over": {"resources": {"cpu": {"confidence": 0.5}}},
+        "under": {"resources": {"cpu": {"confidence": 3.0}}},
+        "within": {"resources": {"cpu": {"confidence": 12}}},
     }
     for name, explanation in explanations.items():
         rec_id = fleet[name].containers.get().latest_recommendation_id
@@ -204,7 +204,9 @@ def test_malformed_confidence_is_unknown(fleet):
     from recommender.models import Recommendation
 
     rec = fleet["over"].containers.get().latest_recommendation
-    Recommendation.objects.filter(pk=rec.pk).update(explanation={"confidence": "lots"})
+    Recommendation.objects.filter(pk=rec.pk).update(
+        explanation={"resources": {"cpu": {"confidence": "lots"}}}
+    )
 
     overview = fleet_overview(now=timezone.now(), prices=PRICES)
 

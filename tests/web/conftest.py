@@ -11,6 +11,28 @@ from tests.factories import make_cluster, make_recommendation, make_user, make_w
 MI = 2**20
 
 
+def engine_explanation(*, hours: int = 24) -> dict:
+    """A real ``Explanation.to_dict()``: the engine fed a steady 0.3 cores and 200 MB."""
+    import numpy as np
+
+    from recommender.engine import AggregateSet, SampleBatch, get_profile, recommend
+
+    profile = get_profile("vpa")
+    aggregates = AggregateSet.empty(profile, 1)
+    times = 1.7e9 + np.arange(hours * 60) * 60.0
+    aggregates.add_samples(
+        SampleBatch.from_grid(
+            series_aggregate=np.array([0]),
+            series_keys=["pod-a"],
+            timestamp_s=times,
+            cpu_cores=np.full((1, times.size), 0.3),
+            memory_bytes=np.full((1, times.size), 2e8),
+        )
+    )
+    (result,) = recommend(aggregates, rows=[0], profile=profile, containers_in_pod=[1])
+    return result.explanation.to_dict()
+
+
 @pytest.fixture(autouse=True)
 def _fast_passwords(settings):
     # PBKDF2 costs ~0.2 s per user; tests don't need it.
@@ -79,7 +101,7 @@ def small_fleet(db):
         over.containers.get(),
         cpu_millicores=250,
         memory_bytes=300 * MI,
-        explanation={"reason": None, "confidence": 3.5, "sample_count": 4000},
+        explanation=engine_explanation(),
     )
     under = make_workload(
         prod,

@@ -45,8 +45,9 @@ def test_workload_page_shows_numbers_explanation_and_patch(viewer_client, small_
     body = response.content.decode()
     assert response.status_code == 200
     assert "kubectl --namespace default patch deployment checkout" in body
-    assert "Confidence" in body
-    assert "4,000" in body  # sample count in words
+    assert "CPU confidence" in body
+    assert "p90 of the decayed usage" in body
+    assert "1,440" in body  # samples: one a minute for a day
     assert "Save policy" not in body  # viewers can't edit
 
 

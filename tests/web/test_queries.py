@@ -99,14 +99,18 @@ def test_workload_page_has_bounded_queries(
     assert response.status_code == 200
 
 
-def test_charts_fragment_has_bounded_queries(viewer_client, db, django_assert_max_num_queries):
+def test_charts_fragment_has_bounded_queries(
+    viewer_client, db, django_assert_max_num_queries
+):
     workload = make_workload(
         make_cluster("charts"),
         "many",
         containers={f"c{i}": {"request_cpu_millicores": 100} for i in range(6)},
     )
     for container in workload.containers.all():
-        OomKill.objects.create(container=container, pod="many-0", occurred_at=timezone.now())
+        OomKill.objects.create(
+            container=container, pod="many-0", occurred_at=timezone.now()
+        )
 
     with django_assert_max_num_queries(8):
         response = viewer_client.get(f"/workloads/{workload.pk}/charts")

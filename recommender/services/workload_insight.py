@@ -1,0 +1,360 @@
+"""Read-side use cases of the workload page: per container numbers, the ready-to-use result,
+and the charts' data (engine histograms from checkpoints, usage history from the source).
+
+Statuses and savings follow the definitions in ``insights``; nothing here writes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import warnings
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+import yaml
+
+from recommender.engine import AggregateSet, format_cpu, format_memory, get_profile
+from recommender.engine.capping import controlled_values_for, select_container_policy
+from recommender.engine.limits import (
+    ContainerResources,
+    requests_and_limits_for_container,
+)
+from recommender.errors import NotFound
+from recommender.models import Container, OomKill, Policy, Recommendation, Workload
+from recommender.services.insights import (
+    Prices,
+    Status,
+    container_savings,
+    container_status,
+    no_recommendation_reason,
+    recommended_containers,
+)
+from recommender.services.policies import parse_container_policies
+
+logger = logging.getLogger(__name__)
+
+
+# --- The workload page --------------------------------------------------------------------
+
+# How much recommendation history the page draws (newest rows; a row is written only on change).
+HISTORY_LIMIT = 500
+OOM_HISTORY = timedelta(days=8)
+# kubectl resource names and where each kind keeps its pod template.
+KUBECTL_RESOURCE = {
+    Workload.Kind.DEPLOYMENT: "deployment",
+    Workload.Kind.STATEFUL_SET: "statefulset",
+    Workload.Kind.DAEMON_SET: "daemonset",
+    Workload.Kind.REPLICA_SET: "replicaset",
+    Workload.Kind.JOB: "job",
+    Workload.Kind.CRON_JOB: "cronjob",
+    Workload.Kind.REPLICATION_CONTROLLER: "replicationcontroller",
+}
+
+
+@dataclass
+class ContainerInsight:
+    """One container of the workload page: numbers, history and the ready-to-use result."""
+
+    container: Container
+    status: str
+    savings: float
+    recommendation: Recommendation | None
+    history: list[Recommendation]
+    oom_kills: list[OomKill]
+    explanation: dict[str, Any]
+    no_data_reason: str | None
+    new_requests: dict[str, int]
+    new_limits: dict[str, int]
+    is_policy_off: bool = False
+
+
+@dataclass
+class WorkloadInsight:
+    """Everything the workload page shows apart from the charts' engine and usage reads."""
+
+    workload: Workload
+    policy: Policy
+    containers: list[ContainerInsight]
+    status: str
+    savings: float
+    kubectl_patch: str
+    resources_yaml: str
+    patch_note: str
+
+
+def _new_resources(
+    container: Container, rec: Recommendation, *, controlled_values: str
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Requests = the target; limits kept in proportion (the admission controller's rule)."""
+    target = rec.target
+    result = requests_and_limits_for_container(
+        ContainerResources(
+            name=container.name, requests=container.requests, limits=container.limits
+        ),
+        target,
+        controlled_values=controlled_values,
+    )
+    return result.requests.to_dict(), result.limits.to_dict()
+
+
+def _quantity_dict(amounts: dict[str, int]) -> dict[str, str]:
+    out = {}
+    if "cpu" in amounts:
+        out["cpu"] = format_cpu(amounts["cpu"])
+    if "memory" in amounts:
+        out["memory"] = format_memory(amounts["memory"])
+    return out
+
+
+def ready_to_use(
+    workload: Workload, containers: list[ContainerInsight]
+) -> tuple[str, str, str]:
+    """A ``kubectl patch`` command, a YAML ``resources:`` snippet and a note about them."""
+    regular, init, snippets = [], [], {}
+    for item in containers:
+        if not item.new_requests or item.is_policy_off:
+            continue
+        resources: dict[str, Any] = {"requests": _quantity_dict(item.new_requests)}
+        if item.new_limits:
+            resources["limits"] = _quantity_dict(item.new_limits)
+        entry = {"name": item.container.name, "resources": resources}
+        (init if item.container.kind != Container.Kind.REGULAR else regular).append(
+            entry
+        )
+        snippets[item.container.name] = {"resources": resources}
+    if not snippets:
+        return (
+            "",
+            "",
+            "No container has a recommendation yet, so there is nothing to apply.",
+        )
+    pod_spec: dict[str, Any] = {}
+    if regular:
+        pod_spec["containers"] = regular
+    if init:
+        pod_spec["initContainers"] = init
+    template = {"template": {"spec": pod_spec}}
+    if workload.kind == Workload.Kind.CRON_JOB:
+        patch = {"spec": {"jobTemplate": {"spec": template}}}
+    else:
+        patch = {"spec": template}
+    body = json.dumps(patch, separators=(",", ":"))
+    command = (
+        f"kubectl --namespace {workload.namespace} patch "
+        f"{KUBECTL_RESOURCE.get(workload.kind, workload.kind.lower())} {workload.name} "
+        f"--type strategic --patch '{body}'"
+    )
+    parts = []
+    for name, snippet in snippets.items():
+        parts.append(f"# container {name}\n" + yaml.safe_dump(snippet, sort_keys=False))
+    note = "Patching the pod template rolls out new pods with these requests."
+    if workload.kind == Workload.Kind.JOB:
+        note = (
+            "A Job's pod template cannot be changed once created: put these resources in "
+            "the Job's manifest for its next run."
+        )
+    return command, "\n".join(parts), note
+
+
+def workload_insight(
+    *, workload_id: int, now: datetime, prices: Prices
+) -> WorkloadInsight:
+    """The workload page's numbers: per container status, savings, history, OOMs, result."""
+    try:
+        workload = Workload.objects.select_related("cluster", "policy").get(
+            pk=workload_id
+        )
+    except Workload.DoesNotExist:
+        raise NotFound(f"workload {workload_id} does not exist") from None
+    policy = getattr(workload, "policy", None) or Policy(workload=workload)
+    container_policies = parse_container_policies(policy.container_policies)
+    containers = list(
+        recommended_containers()
+        .filter(workload=workload)
+        .select_related("latest_recommendation", "checkpoint")
+        .order_by("position", "name")
+    )
+    ids = [c.pk for c in containers]
+    history: dict[int, list[Recommendation]] = {pk: [] for pk in ids}
+    # Newest HISTORY_LIMIT rows per page, drawn oldest first.
+    for rec in Recommendation.objects.filter(container_id__in=ids).order_by(
+        "-created_at", "-id"
+    )[: HISTORY_LIMIT * max(1, len(ids))]:
+        history[rec.container_id].append(rec)
+    ooms: dict[int, list[OomKill]] = {pk: [] for pk in ids}
+    for kill in OomKill.objects.filter(
+        container_id__in=ids, occurred_at__gte=now - OOM_HISTORY
+    ).order_by("occurred_at"):
+        ooms[kill.container_id].append(kill)
+    items = []
+    for container in containers:
+        rec = container.latest_recommendation
+        status = container_status(container)
+        selected = select_container_policy(container_policies, container.name)
+        new_requests: dict[str, int] = {}
+        new_limits: dict[str, int] = {}
+        if status != Status.NO_DATA and rec is not None:
+            new_requests, new_limits = _new_resources(
+                container,
+                rec,
+                controlled_values=controlled_values_for(
+                    container_policies, container.name
+                ),
+            )
+        items.append(
+            ContainerInsight(
+                container=container,
+                status=status,
+                savings=container_savings(
+                    container, replicas=workload.replicas, prices=prices
+                ),
+                recommendation=rec,
+                history=list(reversed(history[container.pk][:HISTORY_LIMIT])),
+                oom_kills=ooms[container.pk],
+                explanation=(rec.explanation or {}) if rec else {},
+                no_data_reason=(
+                    no_recommendation_reason(container)
+                    if status == Status.NO_DATA
+                    else None
+                ),
+                new_requests=new_requests,
+                new_limits=new_limits,
+                is_policy_off=selected is not None and selected.mode == "Off",
+            )
+        )
+    statuses = {item.status for item in items}
+    status = next(
+        (s for s in (Status.UNDER, Status.OVER, Status.NO_DATA) if s in statuses),
+        Status.WITHIN,
+    )
+    command, snippet, note = ready_to_use(workload, items)
+    return WorkloadInsight(
+        workload=workload,
+        policy=policy,
+        containers=items,
+        status=status,
+        savings=sum(item.savings for item in items),
+        kubectl_patch=command,
+        resources_yaml=snippet,
+        patch_note=note,
+    )
+
+
+# --- Chart data (engine state and usage history) -------------------------------------------
+
+USAGE_WINDOW = timedelta(days=8)
+# Ten-minute points over 8 days: 1,152 per line, plenty for a chart and cheap to fetch.
+USAGE_STEP_S = 600.0
+PERCENTILES = (0.5, 0.9, 0.95)
+# Pod names of each kind's pods: "<name>-<template hash>-<id>", "<name>-<ordinal>", …
+_POD_SUFFIX = {
+    Workload.Kind.DEPLOYMENT: r"-[a-z0-9]{1,10}-[a-z0-9]{5}",
+    Workload.Kind.STATEFUL_SET: r"-\d+",
+    Workload.Kind.CRON_JOB: r"-\d+-[a-z0-9]{5}",
+}
+_DEFAULT_POD_SUFFIX = r"-[a-z0-9]{5}"
+
+
+def _histogram_chart(view: Any) -> dict[str, Any]:
+    """A HistogramView trimmed to its non-empty buckets, with p50/p90/p95 marked."""
+    weight = np.asarray(view.weight, dtype=float)
+    nonzero = np.flatnonzero(weight > 0)
+    if nonzero.size == 0:
+        return {"bucket_start": [], "weight": [], "percentiles": {}}
+    lo, hi = int(nonzero[0]), int(nonzero[-1]) + 1
+    return {
+        "bucket_start": [float(x) for x in view.bucket_start[lo:hi]],
+        "weight": [float(x) for x in weight[lo:hi]],
+        "percentiles": {f"p{round(p * 100)}": view.percentile(p) for p in PERCENTILES},
+    }
+
+
+def usage_distributions(
+    *, containers: list[Container], profile_name: str, now: datetime
+) -> dict[str, dict[str, Any]]:
+    """Decayed CPU (cores) and memory (bytes) histograms per container, from checkpoints.
+
+    A container without a checkpoint (or with a corrupt one) is left out, with the reason
+    logged: the page says there is no distribution yet rather than failing.
+    """
+    try:
+        profile = get_profile(profile_name)
+    except ValueError:
+        profile = get_profile("vpa")
+    charts: dict[str, dict[str, Any]] = {}
+    now_s = now.timestamp()
+    for container in containers:
+        checkpoint = getattr(container, "checkpoint", None)
+        if checkpoint is None or not checkpoint.state:
+            continue
+        try:
+            aggregates = AggregateSet.from_checkpoints(
+                profile, [bytes(checkpoint.state)]
+            )
+        except ValueError as exc:
+            logger.warning(
+                "checkpoint of container %s unreadable: %s", container.pk, exc
+            )
+            continue
+        charts[container.name] = {
+            "cpu": _histogram_chart(aggregates.cpu_histogram(0, now_s=now_s)),
+            "memory": _histogram_chart(aggregates.memory_histogram(0, now_s=now_s)),
+            "sample_count": int(aggregates.sample_count()[0]),
+        }
+    return charts
+
+
+def pods_of(workload: Workload, pod_names: list[str]) -> set[str]:
+    """Which of ``pod_names`` belong to ``workload``, by the names its controller gives pods."""
+    suffix = _POD_SUFFIX.get(workload.kind, _DEFAULT_POD_SUFFIX)
+    pattern = re.compile(re.escape(workload.name) + suffix + "$")
+    return {name for name in pod_names if pattern.match(name)}
+
+
+def usage_over_time(
+    *, workload: Workload, source: Any, now: datetime
+) -> dict[str, dict[str, Any]]:
+    """Per container: the max and mean over pods of CPU (cores) and memory (bytes), 8 days.
+
+    Raises SourceUnavailable when the source fails; the caller shows that instead of a chart.
+    """
+    end_s = now.timestamp()
+    grid = source.fetch_usage(
+        namespace=workload.namespace,
+        start_s=end_s - USAGE_WINDOW.total_seconds(),
+        end_s=end_s,
+        step_s=USAGE_STEP_S,
+    )
+    mine = pods_of(workload, sorted({key.pod for key in grid.series}))
+    by_container: dict[str, list[int]] = {}
+    for index, key in enumerate(grid.series):
+        if key.pod in mine:
+            by_container.setdefault(key.container, []).append(index)
+    times = [
+        datetime.fromtimestamp(float(t), tz=now.tzinfo).isoformat()
+        for t in grid.timestamp_s
+    ]
+
+    def line(values: np.ndarray) -> list[float | None]:
+        return [None if np.isnan(v) else float(v) for v in values]
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, rows in by_container.items():
+        cpu = grid.cpu_cores[rows]
+        memory = grid.memory_bytes[rows]
+        with warnings.catch_warnings():
+            # All-NaN columns (no pod alive) are expected gaps, not errors.
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out[name] = {
+                "t": times,
+                "cpu_max": line(np.nanmax(cpu, axis=0)),
+                "cpu_mean": line(np.nanmean(cpu, axis=0)),
+                "memory_max": line(np.nanmax(memory, axis=0)),
+                "memory_mean": line(np.nanmean(memory, axis=0)),
+                "pods": len(rows),
+            }
+    return out

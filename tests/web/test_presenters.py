@@ -1,0 +1,70 @@
+"""The engine's explanation in plain words, and graceful with what it doesn't know."""
+
+from __future__ import annotations
+
+from recommender.engine import AggregateSet, get_profile, recommend
+from recommender.web.presenters import describe_explanation
+from tests.web.conftest import engine_explanation
+
+
+def test_real_explanation_reads_as_a_chain_of_steps():
+    lines = dict(describe_explanation(engine_explanation()))
+
+    assert lines["CPU target"].startswith("p90 of the decayed usage = ")
+    assert "+15% margin" in lines["CPU target"]
+    assert "confidence multiplier" in lines["CPU upper bound"]
+    assert lines["Samples"] == "1,440"
+    assert (
+        lines["History span"].startswith("23.98 hours")
+        or "hours" in lines["History span"]
+    )
+    assert "CPU confidence" in lines
+
+
+def test_no_history_says_the_upper_bound_is_unbounded():
+    profile = get_profile("vpa")
+    (result,) = recommend(
+        AggregateSet.empty(profile, 1), rows=[0], profile=profile, containers_in_pod=[1]
+    )
+    explanation = result.explanation.to_dict()
+
+    lines = dict(describe_explanation(explanation))
+
+    assert lines["Samples"] == "0"
+    assert "and unbounded (upper)" in lines["CPU confidence"]
+    assert (
+        "unbounded confidence multiplier (no history yet)" in lines["CPU upper bound"]
+    )
+
+
+def test_a_reason_comes_first():
+    lines = describe_explanation({"reason": "no samples in 8 days", "sample_count": 0})
+
+    assert lines[0] == ("Why no recommendation", "no samples in 8 days")
+
+
+def test_unknown_and_malformed_keys_degrade_without_failing():
+    lines = describe_explanation(
+        {
+            "resources": "garbage",
+            "caps": [
+                {
+                    "resource": "cpu",
+                    "bound": "target",
+                    "reason": "cpu capped to minAllowed",
+                    "before": 10,
+                    "after": 50,
+                }
+            ],
+            "future_field": 1.5,
+            "sample_count": "n/a",
+        }
+    )
+
+    assert (
+        "Policy caps applied",
+        "target: cpu capped to minAllowed (10m → 50m)",
+    ) in lines
+    assert ("Future field", "1.5") in lines
+    assert describe_explanation(None) == []
+    assert describe_explanation({}) == []
