@@ -1,15 +1,16 @@
 """Back-fill: usage history read at first contact, resumably, with progress.
 
-A back-fill is the refresh cycle's own ingestion (``recommender.services.refresh``)
-run from each container's watermark (or ``now`` minus the history length) up to
-``now`` in steps of one day, each step committed on its own: checkpoints are written
-with compare-and-swap and move the watermark to the step's end. So a back-fill that is
+A back-fill is the refresh cycle's own ingestion step (``refresh.ingest_window``) run
+from each container's watermark (or ``now`` minus the history length) up to ``now`` in
+windows of one day, each committed on its own: checkpoints are written with
+compare-and-swap and move the watermark to the window's end. So a back-fill that is
 stopped (a worker killed, Prometheus down) keeps every finished day, and running it
 again resumes where it stopped; a refresh cycle running meanwhile never double-counts,
-because both sides skip what lies at or before a watermark.
+because both sides skip what lies at or before a watermark. Samples and OOM kills enter
+the engine in time order, so the result does not depend on where days are cut.
 
-OOM kills come from the cluster snapshot and, when the source keeps history of them
-(Prometheus' kube-state-metrics), from the source over the whole range first.
+OOM kills come from the source when it keeps history of them (Prometheus'
+kube-state-metrics), else from the cluster snapshot.
 
 A ``namespace`` makes the back-fill one shard: only that namespace's series are read
 and only its containers are written, so shards run in parallel on several workers.
@@ -20,19 +21,21 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
-from recommender.cluster.base import ClusterAdapter, OomKill
+from recommender.cluster.base import ClusterAdapter
 from recommender.errors import InvalidInput, NotFound, VpawebError
-from recommender.models import Cluster, RefreshRun, Workload
-from recommender.services import refresh
+from recommender.models import Cluster, RefreshRun
+from recommender.services import ingest, refresh
 from recommender.services.adapters import cluster_adapter_for, usage_source_for
-from recommender.sources.base import UsageGrid, UsageSource
+from recommender.services.discovery import Discovery, upsert_discovery
+from recommender.services.ingest import Window
+from recommender.sources.base import UsageSource
 
 logger = logging.getLogger(__name__)
 
@@ -41,21 +44,6 @@ logger = logging.getLogger(__name__)
 STEP_S = 86_400.0
 
 ProgressCallback = Callable[[RefreshRun], None]
-
-
-class _ShardSource:
-    """A usage source restricted to one namespace (refresh asks for all of them)."""
-
-    def __init__(self, source: UsageSource, namespace: str) -> None:
-        self.source = source
-        self.namespace = namespace
-
-    def fetch_usage(
-        self, *, namespace: str | None, start_s: float, end_s: float, step_s: float
-    ) -> UsageGrid:
-        return self.source.fetch_usage(
-            namespace=self.namespace, start_s=start_s, end_s=end_s, step_s=step_s
-        )
 
 
 def backfill_cluster(
@@ -100,45 +88,44 @@ def backfill_cluster(
     started = time.perf_counter()
     where = "discovery"
     counts: dict[str, Any] = {"steps_done": 0, "samples": 0, "oom_kills_new": 0}
+    owned: list[object] = []
     try:
-        adapter = adapter or cluster_adapter_for(cluster, now=now)
-        source = source or usage_source_for(cluster)
+        # Close only what this call opened; the caller owns what it passed in.
+        if adapter is None:
+            adapter = cluster_adapter_for(cluster, now=now)
+            owned.append(adapter)
+        if source is None:
+            source = usage_source_for(cluster)
+            owned.append(source)
         end_s = math.floor(now.timestamp() / refresh.STEP_S) * refresh.STEP_S
-        base = refresh._Cycle(
-            cluster=cluster, now=now, end_s=end_s, history_s=days * 86_400.0
-        )
         snapshot = adapter.discover()
-        refresh._upsert_discovery(base, snapshot)
-        if namespace is not None:
-            _restrict_to_namespace(base, namespace)
-            source = _ShardSource(source, namespace)
-        refresh._load_rows(base)
-        if not base.rows_by_container:
-            counts["containers"] = 0
-            return _finish(run, counts, started, on_progress)
-        start_s = min(row.start_s for row in base.rows_by_container.values())
-        step_ends = _step_ends(start_s, end_s)
-        counts["containers"] = len(base.rows_by_container)
-        counts["steps"] = len(step_ends)
-        where = "reading OOM history"
-        kills = list(snapshot.oom_kills) + _oom_history(
-            source, namespace=namespace, start_s=start_s, end_s=end_s
+        discovery = upsert_discovery(
+            cluster=cluster, snapshot=snapshot, now=now, namespace=namespace
         )
-        step_start = start_s
+        start_s = _oldest_watermark(discovery, history_s=days * 86_400.0)
+        if start_s is None:
+            counts["containers"] = 0
+            step_ends = []
+        else:
+            step_ends = _step_ends(start_s, end_s)
+        counts["steps"] = len(step_ends)
+        step_start = start_s or end_s
         for number, step_end in enumerate(step_ends, start=1):
             where = (
                 f"step {number}/{len(step_ends)} "
                 f"({_iso(step_start)} .. {_iso(step_end)})"
             )
-            _run_step(
-                base,
+            step = refresh.ingest_window(
+                discovery=discovery,
                 source=source,
-                run=run,
-                kills=kills,
-                step_end=step_end,
-                is_last=step_end >= end_s,
-                counts=counts,
+                end=datetime.fromtimestamp(step_end, tz=UTC),
+                history_s=days * 86_400.0,
+                snapshot_kills=snapshot.oom_kills,
+                # Recommend once, on the whole history; earlier steps only move
+                # checkpoints.
+                recommend=step_end >= end_s,
             )
+            _add_counts(counts, step)
             counts["steps_done"] = number
             _report(run, counts, progress=number / len(step_ends), cb=on_progress)
             step_start = step_end
@@ -158,66 +145,25 @@ def backfill_cluster(
         if on_progress:
             on_progress(run)
         raise
+    finally:
+        refresh.close_quietly(*owned)
     return _finish(run, counts, started, on_progress)
 
 
-def _run_step(
-    base: refresh._Cycle,
-    *,
-    source: UsageSource,
-    run: RefreshRun,
-    kills: Sequence[OomKill],
-    step_end: float,
-    is_last: bool,
-    counts: dict[str, Any],
-) -> None:
-    """One committed day: refresh's ingestion from each watermark up to ``step_end``."""
-    cycle = refresh._Cycle(
-        cluster=base.cluster, now=base.now, end_s=step_end, history_s=base.history_s
-    )
-    cycle.pod_owner = base.pod_owner
-    cycle.workload_by_name = base.workload_by_name
-    cycle.spec_names = base.spec_names
-    # Fresh rows: the watermarks and checkpoint versions the previous step committed.
-    refresh._load_rows(cycle)
-    # Only kills up to the step's end: a kill stored now but fed later would be lost.
-    refresh._attach_ooms(
-        cycle, [k for k in kills if k.occurred_at.timestamp() <= step_end]
-    )
-    refresh._ingest(cycle, source, run)
-    if is_last:
-        # Recommend once, on the whole history; earlier steps only move checkpoints.
-        refresh._recommend(cycle)
-    refresh._store(cycle)
+def _oldest_watermark(discovery: Discovery, *, history_s: float) -> float | None:
+    """Where the back-fill starts: the oldest watermark of the shard's containers."""
+    window = Window(discovery=discovery, end_s=math.inf, history_s=history_s)
+    ingest.load_rows(window)
+    return ingest.start_s(window)
+
+
+def _add_counts(counts: dict[str, Any], step: dict[str, Any]) -> None:
+    """Add one committed step's counts to the run's."""
     for name in ("samples", "oom_kills_new", "checkpoint_conflicts", "errors"):
-        counts[name] = counts.get(name, 0) + int(cycle.counts.get(name, 0))
-    for name in ("series_unmatched", "recommendations_changed"):
-        if name in cycle.counts:
-            counts[name] = int(cycle.counts[name])
-
-
-def _restrict_to_namespace(cycle: refresh._Cycle, namespace: str) -> None:
-    """Keep only the shard's workloads in the cycle."""
-    ids = set(
-        Workload.objects.filter(
-            pk__in=list(cycle.spec_names), namespace=namespace
-        ).values_list("pk", flat=True)
-    )
-    cycle.spec_names = {k: v for k, v in cycle.spec_names.items() if k in ids}
-
-
-def _oom_history(
-    source: UsageSource, *, namespace: str | None, start_s: float, end_s: float
-) -> list[OomKill]:
-    """OOM kills the source remembers (Prometheus: kube-state-metrics), if it can."""
-    fetch = getattr(source, "fetch_oom_kills", None)
-    if fetch is None and isinstance(source, _ShardSource):
-        fetch = getattr(source.source, "fetch_oom_kills", None)
-    if fetch is None:
-        return []
-    return list(
-        fetch(namespace=namespace, start_s=start_s, end_s=end_s, step_s=refresh.STEP_S)
-    )
+        counts[name] = counts.get(name, 0) + int(step.get(name, 0))
+    for name in ("containers", "series_unmatched", "recommendations_changed"):
+        if name in step:
+            counts[name] = int(step[name])
 
 
 def _step_ends(start_s: float, end_s: float) -> list[float]:

@@ -1,4 +1,5 @@
-"""One refresh cycle of one cluster: discover, ingest, aggregate, recommend, store.
+"""One refresh cycle of one cluster (or one namespace shard of it): discover, ingest,
+aggregate, recommend, store.
 
 The cycle is idempotent and safe to run from several workers at once:
 
@@ -12,8 +13,10 @@ The cycle is idempotent and safe to run from several workers at once:
 - nothing of the engine state is kept in memory between cycles: a restart resumes from
   the checkpoints, and a failed cycle stores nothing but its failed ``RefreshRun``.
 
-The numeric work is batched: one ``AggregateSet`` per profile histogram key per cycle,
-fed one day of samples at a time.
+``ingest_window`` is the one ingestion step, shared by the minute cycle
+(``refresh_cluster``) and the back-fill (``services/backfill.py``, one window per day).
+Discovery upsert lives in ``services/discovery.py``, the feeding of the engine in
+``services/ingest.py``.
 """
 
 from __future__ import annotations
@@ -25,57 +28,48 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from recommender.cluster.base import ClusterSnapshot, OomKill, WorkloadInfo
-from recommender.engine.aggregation import AggregateSet, OomBatch, SampleBatch
-from recommender.engine.capping import (
-    MODE_OFF,
-    ContainerPolicy,
-    apply_vpa_policy,
-    select_container_policy,
-)
+from recommender.cluster.base import OomKill
+from recommender.engine.aggregation import AggregateSet
+from recommender.engine.capping import MODE_OFF, apply_vpa_policy
 from recommender.engine.estimator import recommend
-from recommender.engine.profiles import Profile, get_profile
+from recommender.engine.profiles import Profile
 from recommender.engine.resources import RESOURCE_NAMES, Resources
-from recommender.errors import InvalidInput, NotFound, SourceUnavailable, VpawebError
+from recommender.errors import InvalidInput, NotFound, VpawebError
 from recommender.models import (
     Checkpoint,
     Cluster,
     Container,
-    Policy,
     Recommendation,
     RefreshRun,
-    Workload,
 )
 from recommender.models import (
     OomKill as OomKillRow,
 )
+from recommender.services import ingest
 from recommender.services.adapters import cluster_adapter_for, usage_source_for
-from recommender.services.policies import parse_container_policies
-from recommender.sources.base import UsageSource
+from recommender.services.discovery import BATCH, Discovery, upsert_discovery
+from recommender.services.ingest import STEP_S, Row, Window
+from recommender.sources.base import UsageGrid, UsageSource
 
 logger = logging.getLogger(__name__)
 
-# Upstream's recommender loop and metrics resolution: one sample per container per
-# minute.
-STEP_S = 60.0
-# Back-fill one day per source call: bounded memory, and OOM kills enter the engine in
-# time order with the samples around them (upstream drops OOMs older than the newest
-# memory sample minus one window).
-CHUNK_S = 86400.0
-# Upstream's history length (--history-length 8d) for clusters without their own
-# setting.
-DEFAULT_HISTORY_DAYS = 8.0
-# Rows per bulk statement: under every backend's parameter limit.
-BATCH = 500
+__all__ = [
+    "BOUND_CHANGE_FRACTION",
+    "STEP_S",
+    "Phases",
+    "close_quietly",
+    "expire_idle_aggregates",
+    "ingest_window",
+    "oom_kills_for",
+    "refresh_cluster",
+]
+
 # A new Recommendation row is stored when a target changes at all, or a bound moves by
 # at least this fraction. The bounds drift a little every minute as confidence grows
 # (upstream's (1 + 1/conf) multiplier); storing each drift would write a row per
@@ -83,129 +77,7 @@ BATCH = 500
 BOUND_CHANGE_FRACTION = 0.01
 
 
-@dataclass
-class _Row:
-    """One container (an engine aggregate) taking part in this cycle."""
-
-    container: Container
-    checkpoint: Checkpoint
-    profile: Profile
-    key_text: str
-    container_policy: ContainerPolicy | None
-    containers_in_pod: int
-    start_s: float  # samples at or before this are already in the checkpoint
-    index: int = 0  # row in its group's AggregateSet
-    is_fed: bool = False  # got samples or OOM kills this cycle
-    ooms: list[OomKill] = field(default_factory=list)
-    recommendation: dict[str, Any] | None = None
-
-
-@dataclass
-class _Group:
-    """Rows sharing one histogram key, and so one AggregateSet."""
-
-    profile: Profile
-    rows: list[_Row] = field(default_factory=list)
-    aggregates: AggregateSet | None = None
-
-
-@dataclass
-class _Cycle:
-    """The state of one cycle between its phases."""
-
-    cluster: Cluster
-    now: datetime
-    end_s: float
-    history_s: float
-    groups: dict[str, _Group] = field(default_factory=dict)
-    rows_by_container: dict[tuple[int, str], _Row] = field(default_factory=dict)
-    pod_owner: dict[tuple[str, str], int] = field(default_factory=dict)
-    workload_by_name: dict[tuple[str, str], int] = field(default_factory=dict)
-    # Container (name, kind) of each discovered workload's pod template, by workload id.
-    spec_names: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
-    counts: dict[str, Any] = field(default_factory=lambda: defaultdict(int))
-    error_samples: list[str] = field(default_factory=list)
-
-    def error(self, message: str) -> None:
-        """Count a per-workload problem that does not stop the cycle."""
-        logger.warning("refresh of cluster %s: %s", self.cluster.name, message)
-        self.counts["errors"] += 1
-        if len(self.error_samples) < 5:
-            self.error_samples.append(message)
-
-
-def refresh_cluster(*, cluster_id: int, now: datetime) -> RefreshRun:
-    """Run one recommendation cycle of the cluster and return its RefreshRun row.
-
-    A failure (a source that is down, a broken answer) ends the run as failed with the
-    error, keeps every stored recommendation and checkpoint, and is raised again.
-    """
-    if timezone.is_naive(now):
-        raise InvalidInput("now must be timezone-aware", field="now")
-    try:
-        cluster = Cluster.objects.get(pk=cluster_id)
-    except Cluster.DoesNotExist:
-        raise NotFound(f"cluster {cluster_id} does not exist") from None
-    run = RefreshRun.objects.create(
-        cluster=cluster, kind=RefreshRun.Kind.REFRESH, started_at=timezone.now()
-    )
-    logger.info("refresh of cluster %s (run %s) as of %s", cluster.name, run.pk, now)
-    phases = _Phases()
-    timings = phases.timings
-    started = time.perf_counter()
-    try:
-        cycle = _compute_cycle(cluster=cluster, now=now, run=run, phases=phases)
-        with phases("store"):
-            _store(cycle)
-    except Exception as exc:
-        timings["total_s"] = time.perf_counter() - started
-        message = (
-            exc.message
-            if isinstance(exc, VpawebError)
-            else f"{type(exc).__name__}: {exc}"
-        )
-        run.status = RefreshRun.Status.FAILED
-        run.error = (
-            f"{phases.current} failed: {message}. Stored recommendations and "
-            "checkpoints are unchanged; the next cycle starts again from them."
-        )
-        run.finished_at = timezone.now()
-        run.timings = timings
-        run.save(update_fields=["status", "error", "finished_at", "timings"])
-        if isinstance(exc, VpawebError):
-            logger.error(
-                "refresh of cluster %s (run %s) failed: %s",
-                cluster.name,
-                run.pk,
-                run.error,
-            )
-        else:
-            logger.exception(
-                "refresh of cluster %s (run %s) failed", cluster.name, run.pk
-            )
-        raise
-    timings["total_s"] = time.perf_counter() - started
-    counts = dict(cycle.counts)
-    counts.setdefault("errors", 0)
-    if cycle.error_samples:
-        counts["error_samples"] = cycle.error_samples
-    run.status = RefreshRun.Status.SUCCEEDED
-    run.finished_at = timezone.now()
-    run.progress = 1.0
-    run.counts = counts
-    run.timings = {name: round(seconds, 4) for name, seconds in timings.items()}
-    run.save(update_fields=["status", "finished_at", "progress", "counts", "timings"])
-    logger.info(
-        "refresh of cluster %s (run %s) done in %.2fs: %s",
-        cluster.name,
-        run.pk,
-        timings["total_s"],
-        counts,
-    )
-    return run
-
-
-class _Phases:
+class Phases:
     """Times the phases of a cycle and remembers which one is running."""
 
     def __init__(self) -> None:
@@ -214,35 +86,208 @@ class _Phases:
 
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
+        """Time the block as phase ``name`` (added up when it runs several times)."""
         self.current = name
         tick = time.perf_counter()
         yield
-        self.timings[f"{name}_s"] = time.perf_counter() - tick
+        key = f"{name}_s"
+        self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - tick
 
 
-def _compute_cycle(
-    *, cluster: Cluster, now: datetime, run: RefreshRun, phases: _Phases
-) -> _Cycle:
-    """Discover, ingest and recommend; nothing of the engine state is stored yet."""
-    with phases("discover"):
-        adapter = cluster_adapter_for(cluster, now=now)
-        source = usage_source_for(cluster)
-        snapshot = adapter.discover()
-    with phases("upsert"):
-        cycle = _Cycle(
-            cluster=cluster,
-            now=now,
-            end_s=math.floor(now.timestamp() / STEP_S) * STEP_S,
-            history_s=_history_days(cluster) * 86400.0,
-        )
-        _upsert_discovery(cycle, snapshot)
+def close_quietly(*resources: object) -> None:
+    """Close adapters and sources that have ``close()``; a failing close is logged."""
+    for resource in resources:
+        close = getattr(resource, "close", None)
+        if close is None:
+            continue
+        try:
+            close()
+        except Exception:
+            logger.warning("closing %r failed", resource, exc_info=True)
+
+
+def oom_kills_for(
+    *, snapshot_kills: Sequence[OomKill], history: Sequence[OomKill] | None
+) -> list[OomKill]:
+    """The OOM kills of a window: the source's history when it keeps one, else the
+    snapshot's.
+
+    Both report the same kill at different times (the container's termination time vs.
+    the grid time whose scrape saw the restart), which would store it twice; the
+    source's time is on the sample grid, which makes ingestion exact. Memory evictions
+    are only in the snapshot (Events), so they are always kept.
+    """
+    if history is None:
+        return list(snapshot_kills)
+    return list(history) + [k for k in snapshot_kills if k.is_eviction]
+
+
+def ingest_window(
+    *,
+    discovery: Discovery,
+    source: UsageSource,
+    end: datetime,
+    history_s: float,
+    snapshot_kills: Sequence[OomKill] = (),
+    recommend: bool = True,
+    run: RefreshRun | None = None,
+    phases: Phases | None = None,
+) -> dict[str, Any]:
+    """Ingest every discovered container from its watermark up to ``end`` and commit.
+
+    Reads the samples after each container's watermark (a first contact reads
+    ``history_s`` back from ``discovery.now``) and the OOM kills up to ``end`` not
+    stored yet (the source's OOM history when it has one), feeds them to the engine in
+    time order, recommends when ``recommend`` is set, and stores checkpoints (moving
+    the watermarks to ``end``), OOM kills and changed recommendations in one
+    transaction. Returns the window's counts. A failure stores nothing of the window.
+    """
+    phases = phases or Phases()
+    end_s = math.floor(end.timestamp() / STEP_S) * STEP_S
+    window = Window(discovery=discovery, end_s=end_s, history_s=history_s)
     with phases("ingest"):
-        _load_rows(cycle)
-        _attach_ooms(cycle, snapshot.oom_kills)
-        _ingest(cycle, source, run)
-    with phases("recommend"):
-        _recommend(cycle)
-    return cycle
+        ingest.load_rows(window)
+        start_s = ingest.start_s(window)
+        if start_s is not None:
+            history = ingest.oom_history(
+                source, namespace=discovery.namespace, start_s=start_s, end_s=end_s
+            )
+            ingest.attach_ooms(
+                window, oom_kills_for(snapshot_kills=snapshot_kills, history=history)
+            )
+            _read_and_feed(window, source, start_s, run)
+    if recommend:
+        with phases("recommend"):
+            _recommend(window)
+    with phases("store"):
+        _store(window)
+    counts = dict(window.counts)
+    counts.setdefault("errors", 0)
+    counts.setdefault("samples", 0)
+    if window.error_samples:
+        counts["error_samples"] = window.error_samples
+    return counts
+
+
+def _read_and_feed(
+    window: Window, source: UsageSource, start_s: float, run: RefreshRun | None
+) -> None:
+    """Read usage one day at a time from ``start_s`` and feed it, OOMs in time order."""
+    pieces = ingest.chunks(start_s, window.end_s)
+    if not pieces:
+        # Nothing new to read, but kills not stored yet must still enter the engine.
+        ingest.feed_chunk(
+            window, UsageGrid.empty(), window.end_s, window.end_s, is_first=True
+        )
+        return
+    for number, (chunk_start, chunk_end) in enumerate(pieces):
+        grid = ingest.read_usage(
+            source,
+            namespace=window.discovery.namespace,
+            start_s=chunk_start,
+            end_s=chunk_end,
+        )
+        ingest.feed_chunk(window, grid, chunk_start, chunk_end, is_first=number == 0)
+        if run is not None and len(pieces) > 2:
+            RefreshRun.objects.filter(pk=run.pk).update(
+                progress=(number + 1) / len(pieces)
+            )
+
+
+def refresh_cluster(
+    *, cluster_id: int, now: datetime, namespace: str | None = None
+) -> RefreshRun:
+    """Run one recommendation cycle of the cluster (or of one namespace, a shard) and
+    return its RefreshRun row.
+
+    A failure (a source that is down, a broken answer) ends the run as failed with the
+    error, keeps every stored recommendation and checkpoint, and is raised again.
+    """
+    if timezone.is_naive(now):
+        raise InvalidInput("now must be timezone-aware", field="now")
+    if namespace is not None and not (isinstance(namespace, str) and namespace):
+        raise InvalidInput(f"namespace={namespace!r} must be a name", field="namespace")
+    try:
+        cluster = Cluster.objects.get(pk=cluster_id)
+    except Cluster.DoesNotExist:
+        raise NotFound(f"cluster {cluster_id} does not exist") from None
+    run = RefreshRun.objects.create(
+        cluster=cluster,
+        kind=RefreshRun.Kind.REFRESH,
+        shard=namespace or "",
+        started_at=timezone.now(),
+    )
+    logger.info(
+        "refresh of cluster %s shard %r (run %s) as of %s",
+        cluster.name,
+        namespace or "*",
+        run.pk,
+        now,
+    )
+    phases = Phases()
+    started = time.perf_counter()
+    adapter: object = None
+    source: object = None
+    try:
+        with phases("discover"):
+            adapter = cluster_adapter_for(cluster, now=now)
+            source = usage_source_for(cluster)
+            snapshot = adapter.discover()
+        with phases("upsert"):
+            discovery = upsert_discovery(
+                cluster=cluster, snapshot=snapshot, now=now, namespace=namespace
+            )
+        counts = ingest_window(
+            discovery=discovery,
+            source=source,
+            end=now,
+            history_s=ingest.history_days(cluster) * 86400.0,
+            snapshot_kills=snapshot.oom_kills,
+            run=run,
+            phases=phases,
+        )
+    except Exception as exc:
+        _fail(run, exc, phases, started)
+        raise
+    finally:
+        close_quietly(adapter, source)
+    phases.timings["total_s"] = time.perf_counter() - started
+    counts = {**discovery.counts, **counts}
+    run.status = RefreshRun.Status.SUCCEEDED
+    run.finished_at = timezone.now()
+    run.progress = 1.0
+    run.counts = counts
+    run.timings = {name: round(s, 4) for name, s in phases.timings.items()}
+    run.save(update_fields=["status", "finished_at", "progress", "counts", "timings"])
+    logger.info(
+        "refresh of cluster %s shard %r (run %s) done in %.2fs: %s",
+        cluster.name,
+        namespace or "*",
+        run.pk,
+        phases.timings["total_s"],
+        counts,
+    )
+    return run
+
+
+def _fail(run: RefreshRun, exc: Exception, phases: Phases, started: float) -> None:
+    """Mark the run failed, naming the phase and the error."""
+    phases.timings["total_s"] = time.perf_counter() - started
+    message = (
+        exc.message if isinstance(exc, VpawebError) else f"{type(exc).__name__}: {exc}"
+    )
+    run.status = RefreshRun.Status.FAILED
+    run.error = (
+        f"{phases.current} failed: {message}. Stored recommendations and "
+        "checkpoints are unchanged; the next cycle starts again from them."
+    )
+    run.finished_at = timezone.now()
+    run.timings = phases.timings
+    run.save(update_fields=["status", "error", "finished_at", "timings"])
+    if isinstance(exc, VpawebError):
+        logger.error("refresh run %s failed: %s", run.pk, run.error)
+    else:
+        logger.exception("refresh run %s failed", run.pk)
 
 
 def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
@@ -265,8 +310,8 @@ def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
     )
     groups: dict[str, tuple[Profile, list[Checkpoint]]] = {}
     for checkpoint in checkpoints.iterator(chunk_size=BATCH):
-        profile = _profile_or_default(checkpoint.container.workload)
-        key_text = _key_text(profile)
+        profile = ingest.profile_or_default(checkpoint.container.workload)
+        key_text = ingest.key_text(profile)
         # A checkpoint of other histogram settings is rebuilt by the next refresh
         # anyway.
         if checkpoint.histogram_key != key_text or not checkpoint.state:
@@ -303,442 +348,15 @@ def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
     return run
 
 
-# --- discovery ------------------------------------------------------------------------
-
-
-def _history_days(cluster: Cluster) -> float:
-    """How far back the first contact with a container reads."""
-    if cluster.kind == Cluster.Kind.SIMULATED:
-        return float(settings.SIMULATION_HISTORY_DAYS)
-    return float(getattr(settings, "PROMETHEUS_BACKFILL_DAYS", DEFAULT_HISTORY_DAYS))
-
-
-def _batches(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), BATCH):
-        yield items[start : start + BATCH]
-
-
-@transaction.atomic
-def _upsert_discovery(cycle: _Cycle, snapshot: ClusterSnapshot) -> None:
-    """Workload, Container, Policy and Checkpoint rows for what discovery found."""
-    cluster, now = cycle.cluster, cycle.now
-    existing = {
-        (w.namespace, w.kind, w.name): w
-        for w in Workload.objects.filter(cluster=cluster)
-    }
-    seen: dict[tuple[str, str, str], WorkloadInfo] = {}
-    new_rows, changed = [], []
-    for info in snapshot.workloads:
-        key = (info.namespace, info.kind, info.name)
-        seen[key] = info
-        fields = {
-            "uid": info.uid,
-            "selector": info.selector,
-            "replicas": info.replicas,
-            "labels": info.labels,
-            "is_active": True,
-            "last_seen_at": now,
-        }
-        workload = existing.get(key)
-        if workload is None:
-            new_rows.append(
-                Workload(
-                    cluster=cluster,
-                    kind=info.kind,
-                    namespace=info.namespace,
-                    name=info.name,
-                    first_seen_at=now,
-                    **fields,
-                )
-            )
-        elif any(getattr(workload, name) != value for name, value in fields.items()):
-            for name, value in fields.items():
-                setattr(workload, name, value)
-            changed.append(workload)
-    # ignore_conflicts: a concurrent cycle may have created the same workload just now.
-    Workload.objects.bulk_create(new_rows, batch_size=BATCH, ignore_conflicts=True)
-    Workload.objects.bulk_update(
-        changed,
-        ["uid", "selector", "replicas", "labels", "is_active", "last_seen_at"],
-        batch_size=BATCH,
-    )
-    vanished = [w.pk for key, w in existing.items() if key not in seen and w.is_active]
-    for chunk in _batches(vanished):
-        Workload.objects.filter(pk__in=chunk).update(is_active=False)
-    if vanished:
-        logger.info(
-            "cluster %s: %d workloads vanished, marked inactive",
-            cluster.name,
-            len(vanished),
-        )
-    cycle.counts["workloads_new"] = len(new_rows)
-    cycle.counts["workloads_vanished"] = len(vanished)
-
-    workloads = {
-        (w.namespace, w.kind, w.name): w
-        for w in Workload.objects.filter(cluster=cluster, is_active=True)
-    }
-    with_policy = set(
-        Policy.objects.filter(workload__cluster=cluster).values_list(
-            "workload_id", flat=True
-        )
-    )
-    # New workloads start in Off mode (recommend only) with upstream's profile.
-    Policy.objects.bulk_create(
-        [
-            Policy(workload=w, mode=Policy.Mode.OFF, profile="vpa", updated_at=now)
-            for w in workloads.values()
-            if w.pk not in with_policy
-        ],
-        batch_size=BATCH,
-        ignore_conflicts=True,
-    )
-
-    containers = {
-        (c.workload_id, c.name): c
-        for c in Container.objects.filter(
-            workload__cluster=cluster, workload__is_active=True
-        )
-    }
-    new_containers, changed_containers = [], []
-    for key, info in seen.items():
-        workload = workloads[key]
-        cycle.workload_by_name.setdefault((info.namespace, info.name), workload.pk)
-        for pod in info.pods:
-            cycle.pod_owner[(pod.namespace, pod.name)] = workload.pk
-        for position, spec in enumerate(info.containers):
-            fields = {
-                "kind": spec.kind,
-                "position": position,
-                "request_cpu_millicores": spec.requests.cpu_millicores,
-                "request_memory_bytes": spec.requests.memory_bytes,
-                "limit_cpu_millicores": spec.limits.cpu_millicores,
-                "limit_memory_bytes": spec.limits.memory_bytes,
-            }
-            container = containers.get((workload.pk, spec.name))
-            if container is None:
-                new_containers.append(
-                    Container(workload=workload, name=spec.name, **fields)
-                )
-            elif any(
-                getattr(container, name) != value for name, value in fields.items()
-            ):
-                for name, value in fields.items():
-                    setattr(container, name, value)
-                changed_containers.append(container)
-    Container.objects.bulk_create(
-        new_containers, batch_size=BATCH, ignore_conflicts=True
-    )
-    Container.objects.bulk_update(
-        changed_containers,
-        [
-            "kind",
-            "position",
-            "request_cpu_millicores",
-            "request_memory_bytes",
-            "limit_cpu_millicores",
-            "limit_memory_bytes",
-        ],
-        batch_size=BATCH,
-    )
-    # Every aggregate gets its checkpoint row up front, so that later writes are all
-    # compare-and-swap updates.
-    without_checkpoint = Container.objects.filter(
-        workload__cluster=cluster, workload__is_active=True, checkpoint__isnull=True
-    ).exclude(kind=Container.Kind.INIT)
-    Checkpoint.objects.bulk_create(
-        [
-            Checkpoint(container=c, histogram_key="", state=b"", updated_at=now)
-            for c in without_checkpoint
-        ],
-        batch_size=BATCH,
-        ignore_conflicts=True,
-    )
-    cycle.counts["workloads"] = len(seen)
-    Cluster.objects.filter(pk=cluster.pk).update(last_discovered_at=now)
-    cycle.spec_names = {
-        workloads[key].pk: [(c.name, c.kind) for c in info.containers]
-        for key, info in seen.items()
-    }
-
-
-# --- ingestion ------------------------------------------------------------------------
-
-
-def _key_text(profile: Profile) -> str:
-    return json.dumps(list(profile.histogram_key))
-
-
-def _profile_or_default(workload: Workload) -> Profile:
-    try:
-        return _profile_of(workload.policy)
-    except (ValueError, TypeError, Policy.DoesNotExist):
-        return get_profile("vpa")
-
-
-def _profile_of(policy: Policy) -> Profile:
-    return get_profile(policy.profile).with_overrides(
-        **(policy.profile_overrides or {})
-    )
-
-
-def _load_rows(cycle: _Cycle) -> None:
-    """The cycle's rows: non-init containers of the discovered workloads, by profile."""
-    spec_names = cycle.spec_names
-    containers = (
-        Container.objects.filter(workload_id__in=list(spec_names))
-        if len(spec_names) <= BATCH
-        else Container.objects.filter(
-            workload__cluster=cycle.cluster, workload__is_active=True
-        )
-    )
-    by_workload: dict[int, list[Container]] = defaultdict(list)
-    for container in containers.select_related(
-        "workload__policy", "checkpoint", "latest_recommendation"
-    ).order_by("workload_id", "position"):
-        by_workload[container.workload_id].append(container)
-    now_s = cycle.now.timestamp()
-    for workload_id, names in spec_names.items():
-        members = [
-            c for c in by_workload.get(workload_id, []) if c.kind != Container.Kind.INIT
-        ]
-        wanted = {name for name, kind in names if kind != Container.Kind.INIT}
-        members = [c for c in members if c.name in wanted]
-        if not members:
-            continue
-        workload = members[0].workload
-        try:
-            profile = _profile_of(workload.policy)
-            policies = parse_container_policies(
-                workload.policy.container_policies or []
-            )
-        except (ValueError, TypeError, KeyError, VpawebError) as exc:
-            cycle.error(f"workload {workload} skipped: its policy is invalid: {exc}")
-            continue
-        chosen = {c.name: select_container_policy(policies, c.name) for c in members}
-        # Upstream splits the pod minimum over the containers that get a recommendation.
-        in_pod = sum(1 for p in chosen.values() if p is None or p.mode != MODE_OFF)
-        key_text = _key_text(profile)
-        group = cycle.groups.setdefault(key_text, _Group(profile=profile))
-        for container in members:
-            checkpoint = container.checkpoint
-            is_current = checkpoint.histogram_key == key_text and bool(checkpoint.state)
-            watermark = (
-                checkpoint.last_sample_at.timestamp()
-                if (is_current and checkpoint.last_sample_at is not None)
-                else -math.inf
-            )
-            row = _Row(
-                container=container,
-                checkpoint=checkpoint,
-                profile=profile,
-                key_text=key_text,
-                container_policy=chosen[container.name],
-                containers_in_pod=max(in_pod, 1),
-                start_s=max(watermark, now_s - cycle.history_s),
-                index=len(group.rows),
-            )
-            group.rows.append(row)
-            cycle.rows_by_container[(workload_id, container.name)] = row
-    for group in cycle.groups.values():
-        blobs = [
-            bytes(r.checkpoint.state)
-            if r.checkpoint.histogram_key == r.key_text and r.checkpoint.state
-            else None
-            for r in group.rows
-        ]
-        try:
-            group.aggregates = AggregateSet.from_checkpoints(group.profile, blobs)
-        except ValueError as exc:
-            # A corrupt checkpoint must not block the others: rebuild it from history.
-            group.aggregates = _load_skipping_corrupt(cycle, group, blobs, exc)
-    cycle.counts["containers"] = len(cycle.rows_by_container)
-
-
-def _load_skipping_corrupt(
-    cycle: _Cycle, group: _Group, blobs: list[bytes | None], first: ValueError
-) -> AggregateSet:
-    """Load row by row, replacing unreadable checkpoints by a back-fill from history."""
-    logger.warning(
-        "cluster %s: unreadable checkpoint (%s); rebuilding", cycle.cluster.name, first
-    )
-    now_s = cycle.now.timestamp()
-    for i, blob in enumerate(blobs):
-        if blob is None:
-            continue
-        try:
-            AggregateSet.from_checkpoints(group.profile, [blob])
-        except ValueError as exc:
-            row = group.rows[i]
-            cycle.error(f"checkpoint of {row.container} unreadable ({exc}); rebuilt")
-            blobs[i] = None
-            row.start_s = now_s - cycle.history_s
-    return AggregateSet.from_checkpoints(group.profile, blobs)
-
-
-def _owner(cycle: _Cycle, namespace: str, pod: str) -> int | None:
-    """The workload of a pod: from discovery, else by name (a pod that is gone now)."""
-    owner = cycle.pod_owner.get((namespace, pod))
-    if owner is not None:
-        return owner
-    # Controllers name their pods "<workload>-<suffix>..." (CronJobs through their
-    # Jobs).
-    parts = pod.split("-")
-    for cut in range(len(parts) - 1, 0, -1):
-        owner = cycle.workload_by_name.get((namespace, "-".join(parts[:cut])))
-        if owner is not None:
-            cycle.pod_owner[(namespace, pod)] = owner
-            return owner
-    return None
-
-
-def _row_of(cycle: _Cycle, namespace: str, pod: str, container: str) -> _Row | None:
-    owner = _owner(cycle, namespace, pod)
-    if owner is None:
-        return None
-    return cycle.rows_by_container.get((owner, container))
-
-
-def _attach_ooms(cycle: _Cycle, kills: Sequence[OomKill]) -> None:
-    """Give each row the OOM kills not stored yet: each enters the engine once."""
-    matched: list[tuple[_Row, OomKill]] = []
-    for kill in kills:
-        row = _row_of(cycle, kill.namespace, kill.pod, kill.container)
-        if row is not None:
-            matched.append((row, kill))
-    if not matched:
-        return
-    oldest = min(kill.occurred_at for _, kill in matched)
-    stored = set(
-        OomKillRow.objects.filter(
-            container__workload__cluster=cycle.cluster, occurred_at__gte=oldest
-        ).values_list("container_id", "pod", "occurred_at")
-    )
-    for row, kill in matched:
-        if (row.container.pk, kill.pod, kill.occurred_at) not in stored:
-            row.ooms.append(kill)
-            cycle.counts["oom_kills_new"] += 1
-
-
-def _chunks(start_s: float, end_s: float) -> list[tuple[float, float]]:
-    chunks = []
-    while start_s < end_s:
-        chunks.append((start_s, min(start_s + CHUNK_S, end_s)))
-        start_s += CHUNK_S
-    return chunks
-
-
-def _ingest(cycle: _Cycle, source: UsageSource, run: RefreshRun) -> None:
-    """Feed every row the samples after its watermark, one day at a time."""
-    rows = list(cycle.rows_by_container.values())
-    if not rows:
-        return
-    start_s = min(r.start_s for r in rows)
-    chunks = _chunks(start_s, cycle.end_s)
-    cycle.counts["samples"] = 0
-    for number, (chunk_start, chunk_end) in enumerate(chunks):
-        try:
-            grid = source.fetch_usage(
-                namespace=None, start_s=chunk_start, end_s=chunk_end, step_s=STEP_S
-            )
-        except VpawebError:
-            raise
-        except (OSError, ValueError) as exc:
-            raise SourceUnavailable(
-                f"usage source failed for {_iso(chunk_start)}..{_iso(chunk_end)}: {exc}"
-            ) from exc
-        _feed_chunk(cycle, grid, chunk_start, chunk_end, is_first=number == 0)
-        if len(chunks) > 2:
-            RefreshRun.objects.filter(pk=run.pk).update(
-                progress=(number + 1) / len(chunks)
-            )
-
-
-def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, tz=UTC).isoformat()
-
-
-def _feed_chunk(
-    cycle: _Cycle, grid: Any, chunk_start: float, chunk_end: float, *, is_first: bool
-) -> None:
-    """Add one chunk's samples and OOM kills to each group's AggregateSet."""
-    series_rows: list[_Row | None] = [
-        _row_of(cycle, key.namespace, key.pod, key.container) for key in grid.series
-    ]
-    cycle.counts["series_unmatched"] = max(
-        cycle.counts["series_unmatched"], sum(r is None for r in series_rows)
-    )
-    for key_text, group in cycle.groups.items():
-        picked = [
-            i
-            for i, r in enumerate(series_rows)
-            if r is not None and r.key_text == key_text
-        ]
-        assert group.aggregates is not None
-        if picked and grid.timestamp_s.size:
-            members = [series_rows[i] for i in picked]
-            cpu = grid.cpu_cores[picked]
-            memory = grid.memory_bytes[picked]
-            # Samples at or before a row's watermark are in its checkpoint already.
-            start = np.array([r.start_s for r in members])  # type: ignore[union-attr]
-            old = grid.timestamp_s[None, :] <= start[:, None]
-            cpu = np.where(old, np.nan, cpu)
-            memory = np.where(old, np.nan, memory)
-            has_data = ~(np.isnan(cpu).all(axis=1) & np.isnan(memory).all(axis=1))
-            for row, fed in zip(members, has_data.tolist(), strict=True):
-                row.is_fed = row.is_fed or fed  # type: ignore[union-attr]
-            batch = SampleBatch.from_grid(
-                series_aggregate=np.array([r.index for r in members], dtype=np.int64),  # type: ignore[union-attr]
-                series_keys=[grid.series[i].pod for i in picked],
-                timestamp_s=grid.timestamp_s,
-                cpu_cores=cpu,
-                memory_bytes=memory,
-            )
-            stats = group.aggregates.add_samples(batch)
-            cycle.counts["samples"] += stats.cpu_accepted + stats.memory_accepted
-            cycle.counts["samples_dropped"] += stats.cpu_dropped + stats.memory_dropped
-        # OOM kills after the samples of their chunk, as upstream drains them after
-        # the metrics of its pass; late ones (before the window) go with the first
-        # chunk.
-        kills = [
-            (row, kill)
-            for row in group.rows
-            for kill in row.ooms
-            if chunk_start < kill.occurred_at.timestamp() <= chunk_end
-            or (is_first and kill.occurred_at.timestamp() <= chunk_start)
-        ]
-        if kills:
-            keys = sorted({(row.index, kill.pod) for row, kill in kills})
-            position = {key: i for i, key in enumerate(keys)}
-            oom_batch = OomBatch(
-                series_aggregate=np.array([k[0] for k in keys], dtype=np.int64),
-                series_keys=[k[1] for k in keys],
-                series_index=np.array(
-                    [position[(row.index, kill.pod)] for row, kill in kills],
-                    dtype=np.int64,
-                ),
-                timestamp_s=np.array(
-                    [kill.occurred_at.timestamp() for _, kill in kills]
-                ),
-                memory_request_bytes=np.array(
-                    [float(kill.memory_request_bytes) for _, kill in kills]
-                ),
-            )
-            stats = group.aggregates.record_ooms(oom_batch)
-            cycle.counts["oom_kills_accepted"] += stats.oom_accepted
-            for row, _ in kills:
-                row.is_fed = True
-
-
 # --- recommendation -------------------------------------------------------------------
 
 
-def _recommend(cycle: _Cycle) -> None:
+def _recommend(window: Window) -> None:
     """Engine recommendations, capped by each container's policy."""
-    for group in cycle.groups.values():
+    for group in window.groups.values():
         assert group.aggregates is not None
         # Rows of one profile and one set of controlled resources go in one call.
-        batches: dict[tuple[str, tuple[str, ...]], list[_Row]] = defaultdict(list)
+        batches: dict[tuple[str, tuple[str, ...]], list[Row]] = defaultdict(list)
         for row in group.rows:
             policy = row.container_policy
             if policy is not None and policy.mode == MODE_OFF:
@@ -813,13 +431,13 @@ def _is_significant_change(
 # --- storing --------------------------------------------------------------------------
 
 
-def _store(cycle: _Cycle) -> None:
+def _store(window: Window) -> None:
     """Checkpoints (compare-and-swap), OOM rows and changed recommendations."""
-    now = cycle.now
-    end_at = datetime.fromtimestamp(cycle.end_s, tz=UTC)
+    now = window.now
+    end_at = datetime.fromtimestamp(window.end_s, tz=UTC)
     changed = conflicts = written = 0
     with transaction.atomic():
-        for group in cycle.groups.values():
+        for group in window.groups.values():
             assert group.aggregates is not None
             dirty = [
                 r
@@ -876,12 +494,12 @@ def _store(cycle: _Cycle) -> None:
             OomKillRow.objects.bulk_create(
                 new_ooms, batch_size=BATCH, ignore_conflicts=True
             )
-    cycle.counts["checkpoints_written"] = written
-    cycle.counts["checkpoint_conflicts"] = conflicts
-    cycle.counts["recommendations_changed"] = changed
+    window.counts["checkpoints_written"] = written
+    window.counts["checkpoint_conflicts"] = conflicts
+    window.counts["recommendations_changed"] = changed
 
 
-def _store_recommendation(row: _Row, now: datetime) -> bool:
+def _store_recommendation(row: Row, now: datetime) -> bool:
     """A new Recommendation row when the values moved; True when one was stored."""
     assert row.recommendation is not None
     container = row.container

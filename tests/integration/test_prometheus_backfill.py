@@ -22,7 +22,14 @@ from recommender.cluster.kubernetes import KubernetesAdapter
 from recommender.engine import AggregateSet, get_profile, recommend
 from recommender.engine.quantity import format_cpu, format_memory
 from recommender.errors import SourceUnavailable
-from recommender.models import Checkpoint, Cluster, Container, OomKill, RefreshRun
+from recommender.models import (
+    Checkpoint,
+    Cluster,
+    Container,
+    OomKill,
+    RefreshRun,
+    Workload,
+)
 from recommender.services.backfill import backfill_cluster
 from recommender.sources.prometheus import PrometheusConfig, PrometheusSource
 from tests.k8s_fake.plugin import FAST
@@ -66,16 +73,18 @@ def source_for(url: str, **overrides) -> PrometheusSource:
     return PrometheusSource(PrometheusConfig(url=url, backoff_s=0.01, **overrides))
 
 
-def offline_recommendations(loaded, tmp_path: Path) -> dict[tuple[str, str, str], dict]:
-    """`manage.py recommend` over the generator's samples of the whole 8 days."""
+def offline_recommendations(
+    loaded, tmp_path: Path, *, start_s: int | None = None
+) -> dict[tuple[str, str, str], dict]:
+    """`manage.py recommend` over the generator's samples in ``(start_s, end]``
+    (default: the whole 8 days)."""
+    start_s = loaded.start_s if start_s is None else start_s
     usage = tmp_path / "usage.csv"
     with usage.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["timestamp", "namespace", "workload", "pod", "container",
                          "cpu_cores", "memory_bytes"])  # fmt: skip
-        for r in expected_usage(
-            loaded.specs, start_s=loaded.start_s, end_s=loaded.end_s
-        ):
+        for r in expected_usage(loaded.specs, start_s=start_s, end_s=loaded.end_s):
             cpu = "" if math.isnan(r.cpu_cores) else repr(r.cpu_cores)
             writer.writerow([r.timestamp_s, r.namespace, r.workload, r.pod, r.container,
                              cpu, repr(r.memory_bytes)])  # fmt: skip
@@ -84,9 +93,7 @@ def offline_recommendations(loaded, tmp_path: Path) -> dict[tuple[str, str, str]
         writer = csv.writer(handle)
         writer.writerow(["timestamp", "namespace", "workload", "pod", "container",
                          "memory_request_bytes"])  # fmt: skip
-        for o in expected_ooms(
-            loaded.specs, start_s=loaded.start_s, end_s=loaded.end_s
-        ):
+        for o in expected_ooms(loaded.specs, start_s=start_s, end_s=loaded.end_s):
             writer.writerow([o.timestamp_s, o.namespace, o.workload, o.pod, o.container,
                              o.memory_request_bytes])  # fmt: skip
     out = io.StringIO()
@@ -190,14 +197,6 @@ def test_one_backfill_stores_exactly_the_offline_recommendations(
     assert_same(checkpoint_recommendations(), expected)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="OPEN BUG: after a back-fill ending mid-window (now = end - 3 h) and an "
-    "incremental step, db/postgres (the OOM-killed container) has its memory p50 one "
-    "bucket lower than the offline command; the same split fed straight to the engine "
-    "(checkpoint round trips included) matches, so the difference is in the service "
-    "path; under investigation, see docs/prometheus.md",
-)
 def test_backfill_then_incremental_equals_the_offline_recommendations(
     prometheus_with_history, adapter, cluster, tmp_path
 ):
@@ -235,8 +234,77 @@ def test_backfill_then_incremental_equals_the_offline_recommendations(
     assert kill.occurred_at == at(db.oom_at_s)
     assert kill.memory_request_bytes == db.memory_request_bytes
 
-    # Ingestion in two parts holds exactly what one pass over the samples holds.
-    assert_same(checkpoint_recommendations(), offline_recommendations(loaded, tmp_path))
+    # Ingestion in two parts holds exactly what one pass over the same samples holds.
+    # First contact was 3 h before the end, so its 8 days reach 3 h further back than
+    # the data's 8 days: the grid point at the data's first scrape is one sample more
+    # than the last 8 days hold (it moves every memory window by one step).
+    expected = offline_recommendations(
+        loaded, tmp_path, start_s=loaded.end_s - 3 * 3600 - 8 * DAY
+    )
+    assert_same(checkpoint_recommendations(), expected)
+    assert expected != offline_recommendations(loaded, tmp_path)
+
+
+def oom_time(loaded) -> int:
+    (db,) = (s for s in loaded.specs if s.oom_at_s is not None)
+    return db.oom_at_s
+
+
+@pytest.mark.parametrize(
+    "cuts",
+    [
+        # Inside a day (not on a step or window edge), then minutes before the end.
+        lambda end, oom: [end - 5 * DAY - 7 * 3600 - 13 * 60, end - 17 * 60],
+        # Right at the OOM kill, and one grid step before it.
+        lambda end, oom: [oom - 60, oom],
+        # A cut one step after the OOM, then one inside the OOM's memory window.
+        lambda end, oom: [oom + 60, oom + 5 * 3600, end - 3 * 3600],
+        # Ten minutes before the OOM: the next day-long step holds the OOM and runs
+        # past the end of its memory window, so feeding OOMs after their day's
+        # samples would judge it against the next window's peak.
+        lambda end, oom: [oom - 600],
+    ],
+    ids=["inside-a-day", "at-the-oom", "after-the-oom", "before-the-oom"],
+)
+def test_the_result_does_not_depend_on_where_history_is_split(
+    prometheus_with_history, adapter, cluster, tmp_path, cuts
+):
+    loaded = prometheus_with_history
+    source = source_for(loaded.url)
+    first_s = loaded.end_s - 8 * DAY - 3 * 3600  # history starts here in every run
+    moments = [*cuts(loaded.end_s, oom_time(loaded)), loaded.end_s]
+    for number, moment in enumerate(moments):
+        run = backfill_cluster(
+            cluster_id=cluster.pk,
+            now=at(moment),
+            days=(moment - first_s) / DAY if number == 0 else 8,
+            adapter=adapter,
+            source=source,
+        )
+        assert run.status == RefreshRun.Status.SUCCEEDED
+    split = checkpoint_recommendations()
+    split_states = sorted(
+        (c.container_id, bytes(c.state)) for c in Checkpoint.objects.all()
+    )
+    assert OomKill.objects.count() == 1
+
+    # One pass over the same history, from scratch.
+    Cluster.objects.all().delete()
+    fresh = Cluster.objects.create(name="prod", kind=Cluster.Kind.KUBERNETES)
+    backfill_cluster(
+        cluster_id=fresh.pk,
+        now=at(loaded.end_s),
+        days=(loaded.end_s - first_s) / DAY,
+        adapter=adapter,
+        source=source,
+    )
+    assert checkpoint_recommendations() == split
+    one_pass_states = sorted(
+        (c.container.pk, bytes(c.state)) for c in Checkpoint.objects.all()
+    )
+    # Byte for byte (container ids differ between the two clusters, so compare blobs).
+    assert [b for _, b in one_pass_states] == [b for _, b in split_states]
+    assert_same(split, offline_recommendations(loaded, tmp_path, start_s=first_s))
 
 
 def test_a_namespace_shard_writes_only_its_containers(
@@ -254,7 +322,21 @@ def test_a_namespace_shard_writes_only_its_containers(
     assert run.counts["containers"] == 1
     fed = Checkpoint.objects.exclude(last_sample_at=None)
     assert {c.container.workload.namespace for c in fed} == {"batch"}
-    assert Container.objects.filter(workload__namespace="shop").count() == 3
+    # Other namespaces' workloads are created (so the next fan-out gives them a shard)
+    # but their containers and checkpoints are left to their own shard.
+    assert set(
+        Workload.objects.filter(namespace="shop").values_list("name", flat=True)
+    ) == {"web", "db"}
+    assert not Container.objects.filter(workload__namespace="shop").exists()
+    shop = backfill_cluster(
+        cluster_id=cluster.pk,
+        now=at(loaded.end_s),
+        namespace="shop",
+        adapter=adapter,
+        source=source_for(loaded.url),
+    )
+    assert shop.counts["containers"] == 3
+    assert Checkpoint.objects.filter(last_sample_at=None).count() == 0
 
 
 def test_prometheus_stopped_mid_backfill_keeps_finished_days_and_resumes(

@@ -171,22 +171,31 @@ def test_off_mode_never_writes_to_the_cluster(cluster):
     assert write_journal(cluster.name) == []
 
 
-def test_a_lost_compare_and_swap_skips_the_samples_the_winner_applied(cluster):
+def test_a_lost_compare_and_swap_skips_the_samples_the_winner_applied(
+    cluster, monkeypatch
+):
     refresh_cluster(cluster_id=cluster.pk, now=NOW)
     later = NOW + timedelta(minutes=10)
-    run = RefreshRun.objects.create(cluster=cluster)
-    # Worker A reads checkpoints and computes; worker B runs a whole cycle meanwhile.
-    slow = refresh._compute_cycle(
-        cluster=cluster, now=later, run=run, phases=refresh._Phases()
-    )
+    store = refresh._store
+    slow_counts = {}
+
+    def winner_stores_first(window):
+        # Worker A has read checkpoints and computed; worker B runs a whole cycle
+        # before A stores.
+        monkeypatch.setattr(refresh, "_store", store)
+        refresh_cluster(cluster_id=cluster.pk, now=later)
+        slow_counts["after_winner"] = snapshot_of_state(cluster)
+        store(window)
+        slow_counts.update(window.counts)
+
+    monkeypatch.setattr(refresh, "_store", winner_stores_first)
     refresh_cluster(cluster_id=cluster.pk, now=later)
-    after_winner = snapshot_of_state(cluster)
 
-    refresh._store(slow)
-
-    assert slow.counts["checkpoint_conflicts"] == slow.counts["containers"]
-    assert slow.counts["checkpoints_written"] == 0
-    assert snapshot_of_state(cluster) == after_winner
+    assert slow_counts["checkpoint_conflicts"] == slow_counts["containers"]
+    assert slow_counts["checkpoints_written"] == 0
+    after = snapshot_of_state(cluster)
+    assert after["checkpoints"] == slow_counts["after_winner"]["checkpoints"]
+    assert after["oom_kills"] == slow_counts["after_winner"]["oom_kills"]
 
 
 class FailingSource(SimulatedUsageSource):

@@ -1,0 +1,248 @@
+"""Discovery upsert: what a cluster adapter found becomes Workload, Container, Policy
+and Checkpoint rows, and a map from pods to their workloads for the ingestion after.
+
+A ``namespace`` makes the upsert one shard: workloads, containers and checkpoints of
+other namespaces are neither updated nor marked vanished (their own shard does that),
+but workloads seen for the first time are created in every namespace, so that a new
+namespace gets a shard of its own at the next fan-out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+
+from recommender.cluster.base import ClusterSnapshot, WorkloadInfo
+from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
+
+logger = logging.getLogger(__name__)
+
+# Rows per bulk statement: under every backend's parameter limit.
+BATCH = 500
+
+
+@dataclass
+class Discovery:
+    """What one discovery pass found, keyed by database ids, for the ingestion steps."""
+
+    cluster: Cluster
+    now: datetime
+    namespace: str | None
+    # The workload of each live pod, by (namespace, pod).
+    pod_owner: dict[tuple[str, str], int] = field(default_factory=dict)
+    # Workloads by (namespace, name) (to guess a vanished pod's owner from its name)
+    # and by (namespace, kind, name) (the adapter's own resolution of an OOM's pod).
+    workload_by_name: dict[tuple[str, str], int] = field(default_factory=dict)
+    workload_by_key: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # Container (name, kind) of each discovered workload's pod template, by workload id.
+    spec_names: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
+    counts: dict[str, Any] = field(default_factory=lambda: defaultdict(int))
+
+    def owner_of(
+        self, namespace: str, pod: str, *, kind: str = "", name: str = ""
+    ) -> int | None:
+        """The workload id of a pod: the adapter's answer, discovery, else its name."""
+        if kind and name:
+            owner = self.workload_by_key.get((namespace, kind, name))
+            if owner is not None:
+                return owner
+        owner = self.pod_owner.get((namespace, pod))
+        if owner is not None:
+            return owner
+        # A pod that is gone now: controllers name their pods "<workload>-<suffix>..."
+        # (CronJobs through their Jobs).
+        parts = pod.split("-")
+        for cut in range(len(parts) - 1, 0, -1):
+            owner = self.workload_by_name.get((namespace, "-".join(parts[:cut])))
+            if owner is not None:
+                self.pod_owner[(namespace, pod)] = owner
+                return owner
+        return None
+
+
+def _batches(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), BATCH):
+        yield items[start : start + BATCH]
+
+
+@transaction.atomic
+def upsert_discovery(
+    *,
+    cluster: Cluster,
+    snapshot: ClusterSnapshot,
+    now: datetime,
+    namespace: str | None = None,
+) -> Discovery:
+    """Store what discovery found (only ``namespace`` when given) and map pods to ids.
+
+    New workloads get mode Off and profile ``vpa``; workloads no longer found become
+    inactive and keep their history; every non-init container gets an empty
+    checkpoint row up front, so every later write is a compare-and-swap update.
+    """
+    found = Discovery(cluster=cluster, now=now, namespace=namespace)
+
+    def in_shard(ns: str) -> bool:
+        return namespace is None or ns == namespace
+
+    existing = {
+        (w.namespace, w.kind, w.name): w
+        for w in Workload.objects.filter(cluster=cluster)
+    }
+    seen: dict[tuple[str, str, str], WorkloadInfo] = {}
+    new_rows, changed = [], []
+    for info in snapshot.workloads:
+        key = (info.namespace, info.kind, info.name)
+        fields = {
+            "uid": info.uid,
+            "selector": info.selector,
+            "replicas": info.replicas,
+            "labels": info.labels,
+            "is_active": True,
+            "last_seen_at": now,
+        }
+        workload = existing.get(key)
+        if workload is None:
+            new_rows.append(
+                Workload(
+                    cluster=cluster,
+                    kind=info.kind,
+                    namespace=info.namespace,
+                    name=info.name,
+                    first_seen_at=now,
+                    **fields,
+                )
+            )
+        elif not in_shard(info.namespace):
+            continue
+        elif any(getattr(workload, name) != value for name, value in fields.items()):
+            for name, value in fields.items():
+                setattr(workload, name, value)
+            changed.append(workload)
+        if in_shard(info.namespace):
+            seen[key] = info
+    # ignore_conflicts: a concurrent cycle (or shard) may have created it just now.
+    Workload.objects.bulk_create(new_rows, batch_size=BATCH, ignore_conflicts=True)
+    Workload.objects.bulk_update(
+        changed,
+        ["uid", "selector", "replicas", "labels", "is_active", "last_seen_at"],
+        batch_size=BATCH,
+    )
+    vanished = [
+        w.pk
+        for key, w in existing.items()
+        if key not in seen and w.is_active and in_shard(w.namespace)
+    ]
+    for chunk in _batches(vanished):
+        Workload.objects.filter(pk__in=chunk).update(is_active=False)
+    if vanished:
+        logger.info(
+            "cluster %s shard %r: %d workloads vanished, marked inactive",
+            cluster.name,
+            namespace or "*",
+            len(vanished),
+        )
+    found.counts["workloads_new"] = len(new_rows)
+    found.counts["workloads_vanished"] = len(vanished)
+
+    active = Workload.objects.filter(cluster=cluster, is_active=True)
+    workloads = {(w.namespace, w.kind, w.name): w for w in active}
+    with_policy = set(
+        Policy.objects.filter(workload__cluster=cluster).values_list(
+            "workload_id", flat=True
+        )
+    )
+    # New workloads start in Off mode (recommend only) with upstream's profile.
+    Policy.objects.bulk_create(
+        [
+            Policy(workload=w, mode=Policy.Mode.OFF, profile="vpa", updated_at=now)
+            for w in workloads.values()
+            if w.pk not in with_policy
+        ],
+        batch_size=BATCH,
+        ignore_conflicts=True,
+    )
+    _upsert_containers(found, seen, workloads)
+    found.counts["workloads"] = len(seen)
+    if namespace is None:
+        Cluster.objects.filter(pk=cluster.pk).update(last_discovered_at=now)
+    return found
+
+
+def _upsert_containers(
+    found: Discovery,
+    seen: dict[tuple[str, str, str], WorkloadInfo],
+    workloads: dict[tuple[str, str, str], Workload],
+) -> None:
+    """Container and empty Checkpoint rows of the shard's workloads; the pod map."""
+    cluster, now = found.cluster, found.now
+    containers_of_cluster = Container.objects.filter(
+        workload__cluster=cluster, workload__is_active=True
+    )
+    if found.namespace is not None:
+        containers_of_cluster = containers_of_cluster.filter(
+            workload__namespace=found.namespace
+        )
+    containers = {(c.workload_id, c.name): c for c in containers_of_cluster}
+    new_containers, changed_containers = [], []
+    for key, info in seen.items():
+        workload = workloads[key]
+        found.workload_by_name.setdefault((info.namespace, info.name), workload.pk)
+        found.workload_by_key[key] = workload.pk
+        for pod in info.pods:
+            found.pod_owner[(pod.namespace, pod.name)] = workload.pk
+        for position, spec in enumerate(info.containers):
+            fields = {
+                "kind": spec.kind,
+                "position": position,
+                "request_cpu_millicores": spec.requests.cpu_millicores,
+                "request_memory_bytes": spec.requests.memory_bytes,
+                "limit_cpu_millicores": spec.limits.cpu_millicores,
+                "limit_memory_bytes": spec.limits.memory_bytes,
+            }
+            container = containers.get((workload.pk, spec.name))
+            if container is None:
+                new_containers.append(
+                    Container(workload=workload, name=spec.name, **fields)
+                )
+            elif any(
+                getattr(container, name) != value for name, value in fields.items()
+            ):
+                for name, value in fields.items():
+                    setattr(container, name, value)
+                changed_containers.append(container)
+    Container.objects.bulk_create(
+        new_containers, batch_size=BATCH, ignore_conflicts=True
+    )
+    Container.objects.bulk_update(
+        changed_containers,
+        [
+            "kind",
+            "position",
+            "request_cpu_millicores",
+            "request_memory_bytes",
+            "limit_cpu_millicores",
+            "limit_memory_bytes",
+        ],
+        batch_size=BATCH,
+    )
+    without_checkpoint = containers_of_cluster.filter(checkpoint__isnull=True).exclude(
+        kind=Container.Kind.INIT
+    )
+    Checkpoint.objects.bulk_create(
+        [
+            Checkpoint(container=c, histogram_key="", state=b"", updated_at=now)
+            for c in without_checkpoint
+        ],
+        batch_size=BATCH,
+        ignore_conflicts=True,
+    )
+    found.spec_names = {
+        workloads[key].pk: [(c.name, c.kind) for c in info.containers]
+        for key, info in seen.items()
+    }

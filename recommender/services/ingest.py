@@ -1,0 +1,443 @@
+"""Ingestion of one window: each container's samples after its watermark, and the OOM
+kills not stored yet, fed to the engine in time order.
+
+Rows are loaded fresh from the database (checkpoint, watermark, version), one
+``AggregateSet`` per profile histogram key. Usage is read from the source one day at a
+time; within a day, OOM kills cut the sample grid by columns so that the engine sees
+exactly the sequence ``services/offline.py`` feeds: the samples up to and including an
+OOM's time, then the OOM, then the rest. The engine's memory windows are
+order-dependent (VPA-ALGORITHM.md §2.3-2.4), so this makes the state independent of
+how history is split into chunks, steps or cycles.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+
+from recommender.cluster.base import OomKill
+from recommender.engine.aggregation import AggregateSet, OomBatch, SampleBatch
+from recommender.engine.capping import (
+    MODE_OFF,
+    ContainerPolicy,
+    select_container_policy,
+)
+from recommender.engine.profiles import Profile, get_profile
+from recommender.errors import SourceUnavailable, VpawebError
+from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
+from recommender.models import OomKill as OomKillRow
+from recommender.services.discovery import BATCH, Discovery
+from recommender.services.policies import parse_container_policies
+from recommender.sources.base import UsageGrid, UsageSource
+
+logger = logging.getLogger(__name__)
+
+# Upstream's recommender loop and metrics resolution: one sample per container per
+# minute.
+STEP_S = 60.0
+# Usage is read one day per source call: bounded memory and bounded answers.
+CHUNK_S = 86400.0
+# Upstream's history length (--history-length 8d) for clusters without their own
+# setting.
+DEFAULT_HISTORY_DAYS = 8.0
+
+
+@dataclass
+class Row:
+    """One container (an engine aggregate) taking part in a window."""
+
+    container: Container
+    checkpoint: Checkpoint
+    profile: Profile
+    key_text: str
+    container_policy: ContainerPolicy | None
+    containers_in_pod: int
+    start_s: float  # samples at or before this are already in the checkpoint
+    index: int = 0  # row in its group's AggregateSet
+    is_fed: bool = False  # got samples or OOM kills in this window
+    ooms: list[OomKill] = field(default_factory=list)
+    recommendation: dict[str, Any] | None = None
+
+
+@dataclass
+class Group:
+    """Rows sharing one histogram key, and so one AggregateSet."""
+
+    profile: Profile
+    rows: list[Row] = field(default_factory=list)
+    aggregates: AggregateSet | None = None
+
+
+@dataclass
+class Window:
+    """The state of one ingestion window between its phases."""
+
+    discovery: Discovery
+    end_s: float  # the newest grid time read; the watermark after storing
+    history_s: float  # how far back from ``now`` a first contact reads
+    groups: dict[str, Group] = field(default_factory=dict)
+    rows_by_container: dict[tuple[int, str], Row] = field(default_factory=dict)
+    counts: dict[str, Any] = field(default_factory=lambda: defaultdict(int))
+    error_samples: list[str] = field(default_factory=list)
+
+    @property
+    def cluster(self) -> Cluster:
+        """The cluster being ingested."""
+        return self.discovery.cluster
+
+    @property
+    def now(self) -> datetime:
+        """The cycle's time: first contact reads ``history_s`` back from it."""
+        return self.discovery.now
+
+    def error(self, message: str) -> None:
+        """Count a per-workload problem that does not stop the window."""
+        logger.warning("refresh of cluster %s: %s", self.cluster.name, message)
+        self.counts["errors"] += 1
+        if len(self.error_samples) < 5:
+            self.error_samples.append(message)
+
+    def row_of(
+        self, namespace: str, pod: str, container: str, **owner: str
+    ) -> Row | None:
+        """The row of a pod's container, if its workload takes part."""
+        workload_id = self.discovery.owner_of(namespace, pod, **owner)
+        if workload_id is None:
+            return None
+        return self.rows_by_container.get((workload_id, container))
+
+
+def history_days(cluster: Cluster) -> float:
+    """How far back the first contact with a container reads."""
+    if cluster.kind == Cluster.Kind.SIMULATED:
+        return float(settings.SIMULATION_HISTORY_DAYS)
+    return float(getattr(settings, "PROMETHEUS_BACKFILL_DAYS", DEFAULT_HISTORY_DAYS))
+
+
+def key_text(profile: Profile) -> str:
+    """A checkpoint's ``histogram_key``: the profile settings its state depends on."""
+    return json.dumps(list(profile.histogram_key))
+
+
+def profile_or_default(workload: Workload) -> Profile:
+    """The workload's profile, or upstream's when its policy is unusable."""
+    try:
+        return _profile_of(workload.policy)
+    except (ValueError, TypeError, Policy.DoesNotExist):
+        return get_profile("vpa")
+
+
+def _profile_of(policy: Policy) -> Profile:
+    return get_profile(policy.profile).with_overrides(
+        **(policy.profile_overrides or {})
+    )
+
+
+def load_rows(window: Window) -> None:
+    """The window's rows: non-init containers of discovered workloads, by profile."""
+    spec_names = window.discovery.spec_names
+    containers = (
+        Container.objects.filter(workload_id__in=list(spec_names))
+        if len(spec_names) <= BATCH
+        else Container.objects.filter(
+            workload__cluster=window.cluster, workload__is_active=True
+        )
+    )
+    by_workload: dict[int, list[Container]] = defaultdict(list)
+    for container in containers.select_related(
+        "workload__policy", "checkpoint", "latest_recommendation"
+    ).order_by("workload_id", "position"):
+        by_workload[container.workload_id].append(container)
+    now_s = window.now.timestamp()
+    for workload_id, names in spec_names.items():
+        wanted = {name for name, kind in names if kind != Container.Kind.INIT}
+        members = [
+            c
+            for c in by_workload.get(workload_id, [])
+            if c.kind != Container.Kind.INIT and c.name in wanted
+        ]
+        if not members:
+            continue
+        workload = members[0].workload
+        try:
+            profile = _profile_of(workload.policy)
+            policies = parse_container_policies(
+                workload.policy.container_policies or []
+            )
+        except (ValueError, TypeError, KeyError, VpawebError) as exc:
+            window.error(f"workload {workload} skipped: its policy is invalid: {exc}")
+            continue
+        chosen = {c.name: select_container_policy(policies, c.name) for c in members}
+        # Upstream splits the pod minimum over the containers that get a recommendation.
+        in_pod = sum(1 for p in chosen.values() if p is None or p.mode != MODE_OFF)
+        text = key_text(profile)
+        group = window.groups.setdefault(text, Group(profile=profile))
+        for container in members:
+            checkpoint = container.checkpoint
+            is_current = checkpoint.histogram_key == text and bool(checkpoint.state)
+            watermark = (
+                checkpoint.last_sample_at.timestamp()
+                if (is_current and checkpoint.last_sample_at is not None)
+                else -math.inf
+            )
+            row = Row(
+                container=container,
+                checkpoint=checkpoint,
+                profile=profile,
+                key_text=text,
+                container_policy=chosen[container.name],
+                containers_in_pod=max(in_pod, 1),
+                start_s=max(watermark, now_s - window.history_s),
+                index=len(group.rows),
+            )
+            group.rows.append(row)
+            window.rows_by_container[(workload_id, container.name)] = row
+    for group in window.groups.values():
+        blobs = [
+            bytes(r.checkpoint.state)
+            if r.checkpoint.histogram_key == r.key_text and r.checkpoint.state
+            else None
+            for r in group.rows
+        ]
+        try:
+            group.aggregates = AggregateSet.from_checkpoints(group.profile, blobs)
+        except ValueError as exc:
+            # A corrupt checkpoint must not block the others: rebuild it from history.
+            group.aggregates = _load_skipping_corrupt(window, group, blobs, exc)
+    window.counts["containers"] = len(window.rows_by_container)
+
+
+def _load_skipping_corrupt(
+    window: Window, group: Group, blobs: list[bytes | None], first: ValueError
+) -> AggregateSet:
+    """Load row by row, replacing unreadable checkpoints by a back-fill from history."""
+    logger.warning(
+        "cluster %s: unreadable checkpoint (%s); rebuilding", window.cluster.name, first
+    )
+    now_s = window.now.timestamp()
+    for i, blob in enumerate(blobs):
+        if blob is None:
+            continue
+        try:
+            AggregateSet.from_checkpoints(group.profile, [blob])
+        except ValueError as exc:
+            row = group.rows[i]
+            window.error(f"checkpoint of {row.container} unreadable ({exc}); rebuilt")
+            blobs[i] = None
+            row.start_s = now_s - window.history_s
+    return AggregateSet.from_checkpoints(group.profile, blobs)
+
+
+def start_s(window: Window) -> float | None:
+    """The oldest watermark of the window's rows (None when it has no rows)."""
+    rows = window.rows_by_container.values()
+    return min(r.start_s for r in rows) if rows else None
+
+
+def oom_history(
+    source: UsageSource, *, namespace: str | None, start_s: float, end_s: float
+) -> list[OomKill] | None:
+    """OOM kills the source remembers in ``(start_s, end_s]``; None if it keeps none."""
+    fetch = getattr(source, "fetch_oom_kills", None)
+    if fetch is None or not start_s < end_s:
+        return None if fetch is None else []
+    try:
+        return list(
+            fetch(namespace=namespace, start_s=start_s, end_s=end_s, step_s=STEP_S)
+        )
+    except VpawebError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise SourceUnavailable(
+            f"OOM history failed for {_iso(start_s)}..{_iso(end_s)}: {exc}"
+        ) from exc
+
+
+def attach_ooms(window: Window, kills: Sequence[OomKill]) -> None:
+    """Give each row the kills up to ``end_s`` not stored yet: each enters once."""
+    matched: list[tuple[Row, OomKill]] = []
+    for kill in kills:
+        if kill.occurred_at.timestamp() > window.end_s:
+            continue  # stored now but fed in a later window, it would be lost
+        row = window.row_of(
+            kill.namespace,
+            kill.pod,
+            kill.container,
+            kind=kill.workload_kind,
+            name=kill.workload_name,
+        )
+        if row is not None:
+            matched.append((row, kill))
+    if not matched:
+        return
+    oldest = min(kill.occurred_at for _, kill in matched)
+    stored = set(
+        OomKillRow.objects.filter(
+            container__workload__cluster=window.cluster, occurred_at__gte=oldest
+        ).values_list("container_id", "pod", "occurred_at")
+    )
+    for row, kill in matched:
+        key = (row.container.pk, kill.pod, kill.occurred_at)
+        if key not in stored:
+            stored.add(key)  # the snapshot and the source may report one kill twice
+            row.ooms.append(kill)
+            window.counts["oom_kills_new"] += 1
+
+
+def chunks(start_s: float, end_s: float) -> list[tuple[float, float]]:
+    """``(start, end]`` intervals of at most CHUNK_S covering ``(start_s, end_s]``."""
+    out = []
+    while start_s < end_s:
+        out.append((start_s, min(start_s + CHUNK_S, end_s)))
+        start_s += CHUNK_S
+    return out
+
+
+def read_usage(
+    source: UsageSource, *, namespace: str | None, start_s: float, end_s: float
+) -> UsageGrid:
+    """One chunk of usage; a source's own failure becomes ``SourceUnavailable``."""
+    try:
+        return source.fetch_usage(
+            namespace=namespace, start_s=start_s, end_s=end_s, step_s=STEP_S
+        )
+    except VpawebError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise SourceUnavailable(
+            f"usage source failed for {_iso(start_s)}..{_iso(end_s)}: {exc}"
+        ) from exc
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).isoformat()
+
+
+def feed_chunk(
+    window: Window,
+    grid: UsageGrid,
+    chunk_start: float,
+    chunk_end: float,
+    *,
+    is_first: bool,
+) -> None:
+    """Add one chunk's samples and OOM kills to each group, in time order."""
+    series_rows = [
+        window.row_of(key.namespace, key.pod, key.container) for key in grid.series
+    ]
+    window.counts["series_unmatched"] = max(
+        window.counts["series_unmatched"], sum(r is None for r in series_rows)
+    )
+    for text, group in window.groups.items():
+        # Kills of this chunk; late ones (at or before the chunk) go with the first.
+        kills = [
+            (row, kill)
+            for row in group.rows
+            for kill in row.ooms
+            if chunk_start < kill.occurred_at.timestamp() <= chunk_end
+            or (is_first and kill.occurred_at.timestamp() <= chunk_start)
+        ]
+        picked = [
+            i for i, r in enumerate(series_rows) if r is not None and r.key_text == text
+        ]
+        samples = _group_samples(grid, picked, [series_rows[i] for i in picked])
+        # Usage up to and including each OOM's time, then the OOMs of that time: what
+        # upstream's one-event-at-a-time loop and the offline command do.
+        done = 0
+        times = grid.timestamp_s
+        for moment in sorted({kill.occurred_at.timestamp() for _, kill in kills}):
+            cut = int(np.searchsorted(times, moment, side="right"))
+            _add_samples(window, group, samples, done, cut)
+            done = max(done, cut)
+            _record_ooms(
+                window,
+                group,
+                [(r, k) for r, k in kills if k.occurred_at.timestamp() == moment],
+            )
+        _add_samples(window, group, samples, done, times.size)
+
+
+@dataclass
+class _Samples:
+    """One group's part of a chunk: its series and their (S, T) values."""
+
+    rows: list[Row]
+    keys: list[str]
+    timestamp_s: np.ndarray
+    cpu_cores: np.ndarray
+    memory_bytes: np.ndarray
+
+
+def _group_samples(
+    grid: UsageGrid, picked: list[int], members: list[Row | None]
+) -> _Samples | None:
+    if not picked or not grid.timestamp_s.size:
+        return None
+    rows = [r for r in members if r is not None]
+    # Samples at or before a row's watermark are in its checkpoint already.
+    start = np.array([r.start_s for r in rows])
+    old = grid.timestamp_s[None, :] <= start[:, None]
+    return _Samples(
+        rows=rows,
+        keys=[grid.series[i].pod for i in picked],
+        timestamp_s=grid.timestamp_s,
+        cpu_cores=np.where(old, np.nan, grid.cpu_cores[picked]),
+        memory_bytes=np.where(old, np.nan, grid.memory_bytes[picked]),
+    )
+
+
+def _add_samples(
+    window: Window, group: Group, samples: _Samples | None, lo: int, hi: int
+) -> None:
+    """Feed the grid columns ``[lo, hi)`` of the group's series."""
+    if samples is None or hi <= lo:
+        return
+    assert group.aggregates is not None
+    cpu = samples.cpu_cores[:, lo:hi]
+    memory = samples.memory_bytes[:, lo:hi]
+    has_data = ~(np.isnan(cpu).all(axis=1) & np.isnan(memory).all(axis=1))
+    for row, fed in zip(samples.rows, has_data.tolist(), strict=True):
+        row.is_fed = row.is_fed or fed
+    batch = SampleBatch.from_grid(
+        series_aggregate=np.array([r.index for r in samples.rows], dtype=np.int64),
+        series_keys=samples.keys,
+        timestamp_s=samples.timestamp_s[lo:hi],
+        cpu_cores=cpu,
+        memory_bytes=memory,
+    )
+    stats = group.aggregates.add_samples(batch)
+    window.counts["samples"] += stats.cpu_accepted + stats.memory_accepted
+    window.counts["samples_dropped"] += stats.cpu_dropped + stats.memory_dropped
+
+
+def _record_ooms(
+    window: Window, group: Group, kills: list[tuple[Row, OomKill]]
+) -> None:
+    """Upstream's RecordOOM for kills of one time, after the usage before them."""
+    assert group.aggregates is not None
+    keys = sorted({(row.index, kill.pod) for row, kill in kills})
+    position = {key: i for i, key in enumerate(keys)}
+    batch = OomBatch(
+        series_aggregate=np.array([k[0] for k in keys], dtype=np.int64),
+        series_keys=[k[1] for k in keys],
+        series_index=np.array(
+            [position[(row.index, kill.pod)] for row, kill in kills], dtype=np.int64
+        ),
+        timestamp_s=np.array([kill.occurred_at.timestamp() for _, kill in kills]),
+        memory_request_bytes=np.array(
+            [float(kill.memory_request_bytes) for _, kill in kills]
+        ),
+    )
+    stats = group.aggregates.record_ooms(batch)
+    window.counts["oom_kills_accepted"] += stats.oom_accepted
+    for row, _ in kills:
+        row.is_fed = True
