@@ -1,13 +1,14 @@
 """Server time of the dashboard's heavy pages with 10,000 workloads.
 
-    python -m benchmarks.bench_dashboard          (or: make bench, python -m benchmarks dashboard)
+    python -m benchmarks.bench_dashboard    (or: python -m benchmarks dashboard)
 
 Seeds a throw-away database (SQLite in a temporary VPAWEB_VAR_DIR, or PostgreSQL when
-DATABASE_URL is set; the tables are created by migrate) with BENCH_WORKLOADS workloads (default
-10,000) of one to three containers, a recommendation history, OOM kills and refresh runs, then
-times each page through Django's test client, logged in as a viewer: the full request/response
-cycle (middleware, session, queries, template), without a network. Prints the median and the
-slowest of BENCH_REPEAT runs (default 7) after one warm-up, and the query count. Target: 200 ms.
+DATABASE_URL is set; the tables are created by migrate) with BENCH_WORKLOADS workloads
+(default 10,000) of one to three containers, a recommendation history, OOM kills and
+refresh runs, then times each page through Django's test client, logged in as a viewer:
+the full request/response cycle (middleware, session, queries, template), without a
+network. Prints the median and the slowest of BENCH_REPEAT runs (default 7) after one
+warm-up, and the query count. Target: 200 ms.
 """
 
 from __future__ import annotations
@@ -184,7 +185,8 @@ def main() -> None:
     started = time.perf_counter()
     detail_id = _seed(count)
     if connection.vendor == "postgresql":
-        # Fresh statistics, as autovacuum keeps them in production; plans depend on them.
+        # Fresh statistics, as autovacuum keeps them in production; plans depend on
+        # them.
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
     seeded_s = time.perf_counter() - started
@@ -210,7 +212,8 @@ def main() -> None:
         ("workload page (3 containers)", f"/workloads/{detail_id}/"),
     ]
     print(
-        f"{'page':48} {'median ms':>10} {'max ms':>8} {'queries':>8}  target {TARGET_MS:.0f} ms"
+        f"{'page':48} {'median ms':>10} {'max ms':>8} {'queries':>8}  "
+        f"target {TARGET_MS:.0f} ms"
     )
     for label, path in pages:
         median, slowest, queries = _time(client, path, repeat)
@@ -221,7 +224,7 @@ def main() -> None:
         )
     if connection.vendor == "postgresql":
         print(
-            "note: the seeded rows stay in the database of DATABASE_URL: use a scratch one"
+            "note: the seeded rows stay in the DATABASE_URL database: use a scratch one"
         )
 
 

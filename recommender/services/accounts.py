@@ -32,7 +32,7 @@ def _role(value: str | None) -> Role | None:
 def set_user_role(
     *, user_id: int, role: str | None, actor: AbstractBaseUser | None, now: datetime
 ) -> AbstractBaseUser:
-    """Give a user exactly ``role`` (None takes every role away) and audit the change."""
+    """Give a user exactly ``role`` (None takes every role away), audited."""
     new_role = _role(role)
     with transaction.atomic():
         try:
@@ -98,7 +98,9 @@ def create_user(
             object_type="user",
             object_id=str(user.pk),
             after={"username": username, "role": new_role.value},
-            message=f"{actor_label_of(actor)} created user {username} ({new_role.value})",
+            message=(
+                f"{actor_label_of(actor)} created user {username} ({new_role.value})"
+            ),
         )
     logger.info("user %s created by %s", username, actor_label_of(actor))
     return user

@@ -1,4 +1,4 @@
-"""Operators decide on proposed resize changes: approve or reject, each with an AuditEvent.
+"""Operators decide on proposed resize changes: approve or reject, each audited.
 
 Transitions (anything else raises Conflict and changes nothing)::
 
@@ -6,8 +6,9 @@ Transitions (anything else raises Conflict and changes nothing)::
     proposed → rejected
     approved → rejected   (withdrawn before the updater applied it)
 
-Each transition is a filtered ``update()`` on the current status, so two operators deciding at
-once cannot both win: the second gets a Conflict naming the status the first one set.
+Each transition is a filtered ``update()`` on the current status, so two operators
+deciding at once cannot both win: the second gets a Conflict naming the status the first
+one set.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def reject_change(
     reason: str = "",
     actor_label: str | None = None,
 ) -> ResizeChange:
-    """Reject a proposed (or approved, not yet applied) resize; the updater never applies it."""
+    """Reject a proposed (or approved, unapplied) resize; it is never applied."""
     return _decide(
         change_id=change_id,
         to_status=ResizeChange.Status.REJECTED,

@@ -1,15 +1,17 @@
-"""Read-side use cases of the dashboard (and the API): fleet totals, savings, risk, lists.
+"""Read-side use cases of the dashboard: fleet totals, savings, risk, lists.
 
-Everything here reads; nothing writes. Totals, statuses and savings are computed in SQL so the
-list and the overview stay fast with tens of thousands of workloads: a workload's status comes
-from ``Exists`` subqueries over its containers and their latest recommendation (through the
-denormalised ``Container.latest_recommendation``), never from a Python loop over all rows.
+Everything here reads; nothing writes. Totals, statuses and savings are computed in SQL
+so the list and the overview stay fast with tens of thousands of workloads: a workload's
+status and savings are aggregates over one join of its containers and their latest
+recommendation (through the denormalised ``Container.latest_recommendation``), never a
+Python loop over all rows.
 
 Definitions (also in docs/dashboard.md):
-- A container is **under-provisioned** when a request is below the recommendation's lower bound
-  (or missing while the recommendation has one), **over-provisioned** when a request is above
-  the upper bound, **within bounds** otherwise, and has **no data** without a recommendation.
-  A workload takes the worst status of its containers: under, then over, then no data.
+- A container is **under-provisioned** when a request is below the recommendation's
+  lower bound (or missing while the recommendation has one), **over-provisioned** when a
+  request is above the upper bound, **within bounds** otherwise, and has **no data**
+  without a recommendation. A workload takes the worst status of its containers: under,
+  then over, then no data.
 - **Savings** per month = replicas x (request - target) x price x 730 h, summed over the
   resources that have a target; negative savings mean the workload needs more.
 - Init containers are left out, as upstream VPA does not recommend for them.
@@ -95,7 +97,7 @@ class Prices:
 
     @classmethod
     def from_settings(cls) -> Prices:
-        """The prices configured by VPAWEB_PRICE_PER_CORE_HOUR / VPAWEB_PRICE_PER_GIB_HOUR."""
+        """The prices of VPAWEB_PRICE_PER_CORE_HOUR and VPAWEB_PRICE_PER_GIB_HOUR."""
         return cls(settings.PRICE_PER_CORE_HOUR, settings.PRICE_PER_GIB_HOUR)
 
     @property
@@ -116,11 +118,12 @@ class Prices:
         )
 
 
-# --- Per-container classification (one row, in Python) ------------------------------------
+# --- Per-container classification (one row, in Python)
+# ------------------------------------
 
 
 def container_status(container: Container) -> str:
-    """The provisioning status of one container (its latest_recommendation must be loaded)."""
+    """The provisioning status of one container (latest_recommendation loaded)."""
     rec = container.latest_recommendation
     if rec is None or (
         rec.target_cpu_millicores is None and rec.target_memory_bytes is None
@@ -148,7 +151,7 @@ def container_status(container: Container) -> str:
 def container_savings(
     container: Container, *, replicas: int | None, prices: Prices
 ) -> float:
-    """Monthly savings of moving one container's requests to the target (all replicas)."""
+    """Monthly savings of moving a container's requests to the target (all replicas)."""
     rec = container.latest_recommendation
     if rec is None:
         return 0.0
@@ -160,11 +163,12 @@ def container_savings(
     return (replicas or 1) * prices.monthly(cpu_millicores=cpu, memory_bytes=memory)
 
 
-# --- SQL expressions over containers (shared by the list and the overview) ----------------
+# --- SQL expressions over containers (shared by the list and the overview)
+# ----------------
 
 
 def _under_q(prefix: str = "") -> Q:
-    """Containers with a request below the lower bound (or missing where a bound exists)."""
+    """Containers with a request below the lower bound (or none where a bound is)."""
     q = Q()
     for req, low in (
         ("request_cpu_millicores", "latest_recommendation__lower_cpu_millicores"),
@@ -200,7 +204,7 @@ def _no_data_q(prefix: str = "") -> Q:
 
 
 def recommended_containers() -> QuerySet[Container]:
-    """Containers vpaweb recommends for (init containers are left out, as upstream does)."""
+    """Containers vpaweb recommends for (not init containers, as upstream)."""
     return Container.objects.exclude(kind=Container.Kind.INIT)
 
 
@@ -213,11 +217,12 @@ def _diff(request: str, target: str) -> Any:
 def annotate_workloads(
     workloads: QuerySet[Workload], *, now: datetime, prices: Prices
 ) -> QuerySet[Workload]:
-    """Add ``status``, ``savings`` (per month), ``recent_ooms`` and ``risk`` to workloads.
+    """Add ``status``, ``savings`` (monthly), ``recent_ooms`` and ``risk`` to workloads.
 
     Status and savings are aggregates over one join (workload, containers, latest
-    recommendation) grouped by workload, which both databases plan as a single hash aggregate;
-    correlated subqueries per row were several times slower on PostgreSQL with 10,000 rows.
+    recommendation) grouped by workload, which both databases plan as a single hash
+    aggregate; correlated subqueries per row were several times slower on PostgreSQL
+    with 10,000 rows.
     """
     prefix = "containers__"
     regular = ~Q(containers__kind=Container.Kind.INIT)
@@ -257,7 +262,8 @@ def annotate_workloads(
         recent_ooms=Coalesce(
             Subquery(recent_ooms, output_field=IntegerField()), Value(0)
         ),
-        # Under-provisioned first, then by recent OOM kills, then missing recommendations.
+        # Under-provisioned first, then by recent OOM kills, then missing
+        # recommendations.
         risk=ExpressionWrapper(
             Case(When(under_count__gt=0, then=Value(1000)), default=Value(0))
             + F("recent_ooms") * Value(10)
@@ -267,7 +273,8 @@ def annotate_workloads(
     )
 
 
-# --- The workloads list --------------------------------------------------------------------
+# --- The workloads list
+# --------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -305,8 +312,9 @@ def list_workloads(
 ) -> Page:
     """One page of active workloads, filtered and sorted, each with status and savings.
 
-    Rows carry ``status``, ``savings``, ``recent_ooms``, ``risk``, their policy and their
-    containers (with latest recommendations) prefetched: a page costs a fixed few queries.
+    Rows carry ``status``, ``savings``, ``recent_ooms``, ``risk``, their policy and
+    their containers (with latest recommendations) prefetched: a page costs a fixed few
+    queries.
     """
     filters = filters.cleaned()
     qs = Workload.objects.filter(is_active=True)
@@ -320,7 +328,8 @@ def list_workloads(
         qs = qs.filter(policy__mode=filters.mode)
     if filters.q:
         qs = qs.filter(name__icontains=filters.q)
-    # Annotations cost a subquery per row: compute them for every row only when the filter or
+    # Annotations cost a subquery per row: compute them for every row only when the
+    # filter or
     # the sort needs them; the page's rows are then loaded (annotated) by id.
     if filters.status or filters.sort != "name":
         qs = annotate_workloads(qs, now=now, prices=prices)
@@ -371,7 +380,8 @@ def filter_choices() -> dict[str, list[str]]:
     }
 
 
-# --- The overview ---------------------------------------------------------------------------
+# --- The overview
+# ---------------------------------------------------------------------------
 
 
 @dataclass
@@ -433,7 +443,7 @@ class Overview:
 
 
 def _fleet_totals(*, prices: Prices) -> tuple[Totals, list[Totals], list[Totals]]:
-    """Totals for the fleet, per cluster and per (cluster, namespace): one grouped query."""
+    """Totals of the fleet, per cluster and per (cluster, namespace): one query."""
     replicas = Coalesce(F("workload__replicas"), Value(1))
     has_target_cpu = Q(latest_recommendation__target_cpu_millicores__isnull=False)
     has_target_mem = Q(latest_recommendation__target_memory_bytes__isnull=False)
@@ -506,12 +516,15 @@ def no_recommendation_reason(container: Container) -> str:
             return str(reason)
     checkpoint = getattr(container, "checkpoint", None)
     if checkpoint is None or checkpoint.sample_count == 0:
-        return "No usage samples yet: wait for the next refresh, or check the usage source."
+        return (
+            "No usage samples yet: wait for the next refresh, or check the usage "
+            "source."
+        )
     return "Usage is being collected, but the history is too short to recommend yet."
 
 
 def confidence_of(explanation: dict[str, Any]) -> float | None:
-    """The CPU confidence of an engine explanation (upstream uses it for both resources)."""
+    """The CPU confidence of an engine explanation (upstream uses it for both)."""
     resources = explanation.get("resources")
     cpu = resources.get("cpu") if isinstance(resources, dict) else None
     value = cpu.get("confidence") if isinstance(cpu, dict) else None
@@ -522,7 +535,8 @@ def confidence_of(explanation: dict[str, Any]) -> float | None:
 
 # Above any real confidence (days of history); the upper end of the "high" band.
 MAX_CONFIDENCE = 1e12
-# Confidence bands (in days of history, upstream's unit): below 1 the bounds are widened a lot.
+# Confidence bands (in days of history, upstream's unit): below 1 the bounds are widened
+# a lot.
 CONFIDENCE_BANDS = (("low", 1.0), ("medium", 7.0), ("high", float("inf")))
 
 
@@ -537,10 +551,11 @@ def confidence_band(confidence: float | None) -> str:
 
 
 def _confidence_distribution() -> dict[str, int]:
-    """How many latest recommendations fall in each confidence band: one aggregate query.
+    """How many latest recommendations fall in each confidence band: one query.
 
-    Every band has both ends: a JSON string sorts above all numbers in SQLite and below them
-    in PostgreSQL, so a malformed value falls outside every band ("unknown") on both.
+    Every band has both ends: a JSON string sorts above all numbers in SQLite and below
+    them in PostgreSQL, so a malformed value falls outside every band ("unknown") on
+    both.
     """
     prefix = "latest_recommendation__explanation__"
 
@@ -571,11 +586,13 @@ def _confidence_distribution() -> dict[str, int]:
 
 
 def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overview:
-    """Fleet totals, savings, workloads at risk, coverage, confidence and the last runs."""
+    """Fleet totals, savings, workloads at risk, coverage, confidence, last runs."""
     fleet, by_cluster, by_namespace = _fleet_totals(prices=prices)
     active = Workload.objects.filter(is_active=True)
-    # Under-provisioned workloads ranked by recent OOM kills, without the costlier savings
-    # annotation: their ids in one query, the OOM counts of the (few) killed ones in another.
+    # Under-provisioned workloads ranked by recent OOM kills, without the costlier
+    # savings
+    # annotation: their ids in one query, the OOM counts of the (few) killed ones in
+    # another.
     under_ids = list(
         active.filter(
             Exists(recommended_containers().filter(_under_q(), workload=OuterRef("pk")))

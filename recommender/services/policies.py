@@ -1,16 +1,17 @@
 """Policy use cases: validate and change a workload's policy, with an audit trail.
 
 A policy is stored in the upstream VPA shape: ``mode`` is the VPA ``updateMode`` and
-``container_policies`` holds ``resourcePolicy.containerPolicies`` entries with quantities as
-canonical Kubernetes strings::
+``container_policies`` holds ``resourcePolicy.containerPolicies`` entries with
+quantities as canonical Kubernetes strings::
 
     [{"containerName": "app", "mode": "Auto", "minAllowed": {"cpu": "100m"},
       "maxAllowed": {"memory": "2Gi"}, "controlledResources": ["cpu", "memory"],
       "controlledValues": "RequestsOnly"}]
 
-Every entry is checked by the engine's ``ContainerPolicy`` (the rules of the VPA admission
-webhook), so the API, the dashboard and the capping code agree on what is valid. Changing a
-policy writes nothing to a cluster: acting on the mode is the updater's and the webhook's job.
+Every entry is checked by the engine's ``ContainerPolicy`` (the rules of the VPA
+admission webhook), so the API, the dashboard and the capping code agree on what is
+valid. Changing a policy writes nothing to a cluster: acting on the mode is the
+updater's and the webhook's job.
 """
 
 from __future__ import annotations
@@ -54,21 +55,22 @@ POLICY_UPDATE_ACTION = "policy.update"
 # What each mode does to running pods, shown before an operator leaves Off.
 MODE_CONSEQUENCES = {
     Policy.Mode.OFF: (
-        "Recommend only: vpaweb never writes to this workload, its pods or a VPA object."
+        "Recommend only: vpaweb never writes to this workload, its pods or a VPA "
+        "object."
     ),
     Policy.Mode.INITIAL: (
         "New pods get the recommended requests when they are created; running pods are "
         "left as they are until they restart for another reason."
     ),
     Policy.Mode.RECREATE: (
-        "New pods get the recommended requests, and running pods whose requests are far "
-        "from the recommendation are evicted (within disruption budgets) so that they are "
-        "recreated with the new requests."
+        "New pods get the recommended requests, and running pods whose requests are "
+        "far from the recommendation are evicted (within disruption budgets) so that "
+        "they are recreated with the new requests."
     ),
     Policy.Mode.IN_PLACE_OR_RECREATE: (
         "Running pods are resized in place where the cluster supports it, without a "
-        "restart; otherwise they are evicted and recreated, as in Recreate. New pods get "
-        "the recommended requests."
+        "restart; otherwise they are evicted and recreated, as in Recreate. New pods "
+        "get the recommended requests."
     ),
 }
 
@@ -98,7 +100,7 @@ def policy_snapshot(policy: Policy) -> dict[str, Any]:
 def _quantities(
     raw: object, *, field: str, errors: dict[str, list[str]]
 ) -> tuple[Resources, dict[str, str]]:
-    """Parse a ResourceList ``{"cpu": "100m", "memory": "1Gi"}`` into Resources + canonical."""
+    """Parse a ResourceList ``{"cpu": "100m"}`` into Resources and canonical text."""
     if raw is None:
         return Resources(), {}
     if not isinstance(raw, dict):
@@ -171,7 +173,8 @@ def _container_policy(
         low, high = min_allowed.get(resource), max_allowed.get(resource)
         if low is not None and high is not None and high < low:
             errors.setdefault(f"{field}.maxAllowed.{resource}", []).append(
-                f"is lower than minAllowed ({max_text[resource]} < {min_text[resource]})"
+                f"is lower than minAllowed "
+                f"({max_text[resource]} < {min_text[resource]})"
             )
     controlled = raw.get("controlledResources", [CPU, MEMORY])
     if not isinstance(controlled, list | tuple) or any(
@@ -193,7 +196,8 @@ def _container_policy(
     if sum(len(v) for v in errors.values()) > before:
         return None
     try:
-        # The engine holds the upstream validation rules (e.g. Off with RequestsAndLimits).
+        # The engine holds the upstream validation rules (e.g. Off with
+        # RequestsAndLimits).
         ContainerPolicy(
             container_name=name,
             mode=mode,
@@ -219,7 +223,7 @@ def _container_policy(
 def validate_container_policies(
     raw: object, *, container_names: set[str]
 ) -> list[dict[str, Any]]:
-    """Check upstream-shaped containerPolicies; return them canonical or raise InvalidInput."""
+    """Check upstream-shaped containerPolicies; return them canonical or raise."""
     errors: dict[str, list[str]] = {}
     if not isinstance(raw, list):
         raise InvalidInput(
@@ -288,7 +292,7 @@ def _validate_profile(value: object) -> str:
 def _validate_changes(
     changes: dict[str, Any], *, container_names: set[str]
 ) -> dict[str, Any]:
-    """Return the validated, canonical values of ``changes``; raise InvalidInput naming fields."""
+    """The validated, canonical ``changes``; InvalidInput names every bad field."""
     if not isinstance(changes, dict):
         raise InvalidInput("changes must be an object", field="changes")
     errors: dict[str, list[str]] = {}
@@ -296,7 +300,8 @@ def _validate_changes(
     for key in changes:
         if key not in CHANGEABLE_FIELDS:
             errors.setdefault(key, []).append(
-                f"cannot be changed; changeable fields are {', '.join(CHANGEABLE_FIELDS)}"
+                "cannot be changed; changeable fields are "
+                f"{', '.join(CHANGEABLE_FIELDS)}"
             )
     if "mode" in changes:
         mode = changes["mode"]
@@ -344,10 +349,12 @@ def update_policy(
     now: datetime,
     actor_label: str | None = None,
 ) -> Policy:
-    """Validate ``changes`` and apply them to the workload's policy, recording an AuditEvent.
+    """Validate ``changes`` and apply them to the workload's policy, recording an
+    AuditEvent.
 
-    Nothing is written when any field is invalid (InvalidInput names every bad field) or when
-    nothing changes (no audit event either). Nothing is ever written to a cluster here.
+    Nothing is written when any field is invalid (InvalidInput names every bad field) or
+    when nothing changes (no audit event either). Nothing is ever written to a cluster
+    here.
     """
     with transaction.atomic():
         try:

@@ -1,5 +1,6 @@
-"""Read-side use cases of the workload page: per container numbers, the ready-to-use result,
-and the charts' data (engine histograms from checkpoints, usage history from the source).
+"""Read-side use cases of the workload page: per container numbers, the ready-to-use
+result, and the charts' data (engine histograms from checkpoints, usage history from the
+source).
 
 Statuses and savings follow the definitions in ``insights``; nothing here writes.
 """
@@ -38,9 +39,11 @@ from recommender.services.policies import parse_container_policies
 logger = logging.getLogger(__name__)
 
 
-# --- The workload page --------------------------------------------------------------------
+# --- The workload page
+# --------------------------------------------------------------------
 
-# How much recommendation history the page draws (newest rows; a row is written only on change).
+# How much recommendation history the page draws (newest rows; a row is written only on
+# change).
 HISTORY_LIMIT = 500
 OOM_HISTORY = timedelta(days=8)
 # kubectl resource names and where each kind keeps its pod template.
@@ -57,7 +60,7 @@ KUBECTL_RESOURCE = {
 
 @dataclass
 class ContainerInsight:
-    """One container of the workload page: numbers, history and the ready-to-use result."""
+    """One container of the workload page: numbers, history, ready-to-use result."""
 
     container: Container
     status: str
@@ -74,7 +77,7 @@ class ContainerInsight:
 
 @dataclass
 class WorkloadInsight:
-    """Everything the workload page shows apart from the charts' engine and usage reads."""
+    """Everything the workload page shows except the charts' data."""
 
     workload: Workload
     policy: Policy
@@ -89,7 +92,7 @@ class WorkloadInsight:
 def _new_resources(
     container: Container, rec: Recommendation, *, controlled_values: str
 ) -> tuple[dict[str, int], dict[str, int]]:
-    """Requests = the target; limits kept in proportion (the admission controller's rule)."""
+    """Requests = the target; limits kept in proportion (admission controller rule)."""
     target = rec.target
     result = requests_and_limits_for_container(
         ContainerResources(
@@ -113,7 +116,7 @@ def _quantity_dict(amounts: dict[str, int]) -> dict[str, str]:
 def ready_to_use(
     workload: Workload, containers: list[ContainerInsight]
 ) -> tuple[str, str, str]:
-    """A ``kubectl patch`` command, a YAML ``resources:`` snippet and a note about them."""
+    """A ``kubectl patch`` command, a YAML ``resources:`` snippet and a note."""
     regular, init, snippets = [], [], {}
     for item in containers:
         if not item.new_requests or item.is_policy_off:
@@ -154,7 +157,8 @@ def ready_to_use(
     note = "Patching the pod template rolls out new pods with these requests."
     if workload.kind == Workload.Kind.JOB:
         note = (
-            "A Job's pod template cannot be changed once created: put these resources in "
+            "A Job's pod template cannot be changed once created: put these resources "
+            "in "
             "the Job's manifest for its next run."
         )
     return command, "\n".join(parts), note
@@ -163,7 +167,7 @@ def ready_to_use(
 def workload_insight(
     *, workload_id: int, now: datetime, prices: Prices
 ) -> WorkloadInsight:
-    """The workload page's numbers: per container status, savings, history, OOMs, result."""
+    """The workload page's numbers: status, savings, history, OOMs, result."""
     try:
         workload = Workload.objects.select_related("cluster", "policy").get(
             pk=workload_id
@@ -244,7 +248,8 @@ def workload_insight(
     )
 
 
-# --- Chart data (engine state and usage history) -------------------------------------------
+# --- Chart data (engine state and usage history)
+# -------------------------------------------
 
 USAGE_WINDOW = timedelta(days=8)
 # Ten-minute points over 8 days: 1,152 per line, plenty for a chart and cheap to fetch.
@@ -276,10 +281,10 @@ def _histogram_chart(view: Any) -> dict[str, Any]:
 def usage_distributions(
     *, containers: list[Container], profile_name: str, now: datetime
 ) -> dict[str, dict[str, Any]]:
-    """Decayed CPU (cores) and memory (bytes) histograms per container, from checkpoints.
+    """Decayed CPU (cores) and memory (bytes) histograms per container.
 
-    A container without a checkpoint (or with a corrupt one) is left out, with the reason
-    logged: the page says there is no distribution yet rather than failing.
+    A container without a checkpoint (or with a corrupt one) is left out, with the
+    reason logged: the page says there is no distribution yet rather than failing.
     """
     try:
         profile = get_profile(profile_name)
@@ -309,7 +314,7 @@ def usage_distributions(
 
 
 def pods_of(workload: Workload, pod_names: list[str]) -> set[str]:
-    """Which of ``pod_names`` belong to ``workload``, by the names its controller gives pods."""
+    """Which ``pod_names`` belong to ``workload``, by how its controller names pods."""
     suffix = _POD_SUFFIX.get(workload.kind, _DEFAULT_POD_SUFFIX)
     pattern = re.compile(re.escape(workload.name) + suffix + "$")
     return {name for name in pod_names if pattern.match(name)}
@@ -318,9 +323,10 @@ def pods_of(workload: Workload, pod_names: list[str]) -> set[str]:
 def usage_over_time(
     *, workload: Workload, source: Any, now: datetime
 ) -> dict[str, dict[str, Any]]:
-    """Per container: the max and mean over pods of CPU (cores) and memory (bytes), 8 days.
+    """Per container: max and mean over pods of CPU (cores) and memory (bytes).
 
-    Raises SourceUnavailable when the source fails; the caller shows that instead of a chart.
+    Raises SourceUnavailable when the source fails; the caller shows that instead of a
+    chart.
     """
     end_s = now.timestamp()
     grid = source.fetch_usage(

@@ -16,7 +16,7 @@ View = Callable[..., HttpResponse]
 
 
 def require_role(role: Role) -> Callable[[View], View]:
-    """Send anonymous users to the login page and refuse users below ``role`` with 403."""
+    """Send anonymous users to log in; refuse users below ``role`` with 403."""
 
     def decorator(view: View) -> View:
         @wraps(view)

@@ -1,8 +1,8 @@
-"""Dashboard forms: the policy editor turns form fields into update_policy's ``changes``.
+"""Dashboard forms: the policy editor turns fields into update_policy ``changes``.
 
-The form only shapes input; every rule lives in ``services.policies`` (shared with the API),
-and the service's field paths (``container_policies[0].minAllowed.cpu``) are mapped back onto
-the form's fields so errors show next to what was typed.
+The form only shapes input; every rule lives in ``services.policies`` (shared with the
+API), and the service's field paths (``container_policies[0].minAllowed.cpu``) are
+mapped back onto the form's fields so errors show next to what was typed.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def profile_choices() -> list[tuple[str, str]]:
 
 
 class PolicyForm(forms.Form):
-    """Mode, profile, min replicas and one row of container policy per container and "*"."""
+    """Mode, profile, min replicas and a container policy row per container and "*"."""
 
     mode = forms.ChoiceField(choices=Policy.Mode.choices)
     profile = forms.ChoiceField(choices=())
@@ -128,7 +128,7 @@ class PolicyForm(forms.Form):
         return rows
 
     def changes(self) -> dict[str, Any]:
-        """The cleaned form as update_policy ``changes`` (rows left at defaults are omitted)."""
+        """The cleaned form as update_policy ``changes`` (default rows left out)."""
         data = self.cleaned_data
         entries = []
         self._row_of_entry = []
@@ -174,7 +174,7 @@ class PolicyForm(forms.Form):
         }
 
     def add_service_errors(self, fields: dict[str, list[str]]) -> None:
-        """Show InvalidInput field errors of update_policy next to the matching form fields."""
+        """Show update_policy's InvalidInput errors next to the matching form fields."""
         for path, messages in fields.items():
             match = _PATH.match(path)
             if match:

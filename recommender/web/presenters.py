@@ -1,9 +1,10 @@
 """The engine's explanation in plain words.
 
-``Recommendation.explanation`` is ``Explanation.to_dict()`` (recommender/engine/explanation.py)
-plus ``caps`` added by the refresh service. Rows written by older or newer engines may lack keys
-or have others: known keys get a sentence, missing ones are skipped, and unknown top-level keys
-are still shown as "name: value" rather than dropped.
+``Recommendation.explanation`` is ``Explanation.to_dict()``
+(recommender/engine/explanation.py) plus ``caps`` added by the refresh service. Rows
+written by older or newer engines may lack keys or have others: known keys get a
+sentence, missing ones are skipped, and unknown top-level keys are still shown as "name:
+value" rather than dropped.
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ def _bound(resource: str, bound: dict[str, Any], margin: float | None) -> str:
         parts.append(f"highest stored peak {_raw(resource, bound.get('raw'))}")
     elif percentile is not None:
         parts.append(
-            f"p{percentile * 100:g} of the decayed usage = {_raw(resource, bound.get('raw'))}"
+            f"p{percentile * 100:g} of the decayed usage = "
+            f"{_raw(resource, bound.get('raw'))}"
         )
     if "with_margin" in bound:
         margin_text = (
@@ -91,11 +93,13 @@ def _bound(resource: str, bound: dict[str, Any], margin: float | None) -> str:
         parts.append(f"{TIMES} an unbounded confidence multiplier (no history yet)")
     elif multiplier is not None and multiplier != 1.0:
         parts.append(
-            f"{TIMES} confidence multiplier {multiplier:.4g} → {_amount(resource, bound.get('after_confidence'))}"
+            f"{TIMES} confidence multiplier {multiplier:.4g} → "
+            f"{_amount(resource, bound.get('after_confidence'))}"
         )
     if bound.get("pod_minimum_applied"):
         parts.append(
-            f"raised to the pod minimum share {_amount(resource, bound.get('pod_minimum'))}"
+            "raised to the pod minimum share "
+            f"{_amount(resource, bound.get('pod_minimum'))}"
         )
     if "value" in bound:
         parts.append(f"= {_amount(resource, bound['value'])}")
@@ -118,7 +122,11 @@ def _caps(caps: Any) -> str:
         resource = str(cap.get("resource", ""))
         text = f"{cap.get('bound', '')}: {cap.get('reason', 'capped')}".strip(": ")
         if "before" in cap and "after" in cap:
-            text += f" ({_amount(resource, cap['before'])} → {_amount(resource, cap['after'])})"
+            before, after = (
+                _amount(resource, cap["before"]),
+                _amount(resource, cap["after"]),
+            )
+            text += f" ({before} → {after})"
         lines.append(text)
     return "; ".join(lines) if lines else "none: the policy did not change any value"
 
@@ -156,11 +164,13 @@ def describe_explanation(explanation: dict[str, Any] | None) -> list[tuple[str, 
                     f"{label} confidence",
                     f"{confidence:.2f}: history worth {_span(confidence * interval)} "
                     "(the smaller of the history span and the sample count); "
-                    f"bounds are widened by {TIMES} {_value(data.get('lower_multiplier'))} (lower) "
+                    "bounds are widened by "
+                    f"{TIMES} {_value(data.get('lower_multiplier'))} (lower) "
                     + (
                         "and unbounded (upper)"
                         if data.get("upper_multiplier_infinite")
-                        else f"and {TIMES} {_value(data.get('upper_multiplier'))} (upper)"
+                        else f"and {TIMES} {_value(data.get('upper_multiplier'))} "
+                        "(upper)"
                     ),
                 )
             )
@@ -188,7 +198,8 @@ def describe_explanation(explanation: dict[str, Any] | None) -> list[tuple[str, 
         lines.append(
             (
                 "Pod minimum",
-                f"split over {explanation['containers_in_pod']} container(s) of the pod",
+                f"split over {explanation['containers_in_pod']} container(s) "
+                "of the pod",
             )
         )
     if explanation.get("profile"):

@@ -1,7 +1,7 @@
 """Dashboard views: thin. They read request input, call a service and render a template.
 
-One view serves both the page and its htmx fragment (``HX-Request``). Every view is wrapped in
-``require_role``; tests/web/test_access.py proves it for the whole URLconf.
+One view serves both the page and its htmx fragment (``HX-Request``). Every view is
+wrapped in ``require_role``; tests/web/test_access.py proves it for the whole URLconf.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def _policy_context(
 @require_GET
 @require_role(Role.VIEWER)
 def workload(request: HttpRequest, pk: int) -> HttpResponse:
-    """One workload: per container numbers, explanation, history, ready-to-use result."""
+    """One workload: numbers, explanation, history, ready-to-use result, policy."""
     try:
         data = workload_insight.workload_insight(
             workload_id=pk, now=timezone.now(), prices=insights.Prices.from_settings()
@@ -249,7 +249,7 @@ def workload_charts(request: HttpRequest, pk: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @require_role(Role.OPERATOR)
 def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
-    """Edit a workload's policy; switching away from Off needs an explicit confirmation."""
+    """Edit a workload's policy; leaving Off needs an explicit confirmation."""
     try:
         workload = Workload.objects.select_related("policy").get(pk=pk)
     except Workload.DoesNotExist:
@@ -286,7 +286,8 @@ def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
             else:
                 extra["saved"] = True
                 form = PolicyForm(workload=workload, policy=policy)
-    # htmx swaps only 2xx answers (and a 4xx would be a console error): errors are in the body.
+    # htmx swaps only 2xx answers (and a 4xx would be a console error): errors are in
+    # the body.
     status = 200 if is_htmx(request) or not form.is_bound or form.is_valid() else 422
     template = "recommender/partials/_policy_form.html"
     if not is_htmx(request):

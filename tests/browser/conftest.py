@@ -1,8 +1,10 @@
-"""Headless Chromium (Debian's package) driven by Playwright against pytest-django's live_server.
+"""Headless Chromium (Debian's package) driven by Playwright against pytest-django's
+live_server.
 
-The session installs Chromium with apt-get when /usr/bin/chromium is missing, so CI needs no
-extra step; when that fails the tests skip (or fail under CI=true) through service_missing.
-Every page fails the test on a console error, an uncaught exception or a failed request.
+The session installs Chromium with apt-get when /usr/bin/chromium is missing, so CI
+needs no extra step; when that fails the tests skip (or fail under CI=true) through
+service_missing. Every page fails the test on a console error, an uncaught exception or
+a failed request.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import pytest
 from tests.conftest import service_missing
 
 CHROMIUM = Path("/usr/bin/chromium")
-# Without the background-networking flags Chromium dials out, which this closed network refuses.
+# Without the background-networking flags Chromium dials out, which this closed network
+# refuses.
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -31,7 +34,8 @@ CHROMIUM_FLAGS = [
 ]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 
-# Playwright's sync API runs an event loop in this thread; the ORM calls the tests make to seed
+# Playwright's sync API runs an event loop in this thread; the ORM calls the tests make
+# to seed
 # data are ordinary synchronous calls, so Django's async guard must not refuse them.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 

@@ -1,5 +1,7 @@
-"""An operator's day in a real browser: log in, overview, filter, a workload and its charts,
-a policy change, the audit log, an approval. Screenshots of every page are saved."""
+"""An operator's day in a real browser: log in, overview, filter, a workload and its
+charts, a policy change, the audit log, an approval. Screenshots of every page are
+saved.
+"""
 
 from __future__ import annotations
 
@@ -44,10 +46,11 @@ new PerformanceObserver((list) => {
 
 
 def _seed(now):
-    """A simulated cluster refreshed by the real refresh service, plus a proposed change."""
+    """A simulated cluster refreshed by the real refresh service, and a change."""
     settings.SIMULATION_WORKLOADS = FLEET_SIZE
     cluster = make_cluster("sim", kind=Cluster.Kind.SIMULATED)
-    # Four daily refreshes: the first back-fills 8 days, the others move the recommendations.
+    # Four daily refreshes: the first back-fills 8 days, the others move the
+    # recommendations.
     for days_ago in (3, 2, 1, 0):
         run = refresh_cluster(cluster_id=cluster.pk, now=now - timedelta(days=days_ago))
         assert run.status == RefreshRun.Status.SUCCEEDED, run.error
@@ -65,7 +68,8 @@ def _seed(now):
     )
     assert container is not None, "the simulated fleet has no OOM-killed Deployment"
     workload = container.workload
-    # A proposed change of another workload whose mode is not Off (the updater comes later).
+    # A proposed change of another workload whose mode is not Off (the updater comes
+    # later).
     other = Workload.objects.exclude(pk=workload.pk).order_by("name").first()
     Policy.objects.filter(workload=other).update(mode=Policy.Mode.RECREATE)
     change = ResizeChange.objects.create(
@@ -164,7 +168,8 @@ def test_operator_walks_through_the_dashboard(page, settings):
     screenshot(page, "04-workload")
     shutil.copy(screenshot(page, "04-workload"), DOCS_IMG / "workload.png")
 
-    # Change the policy: a bad quantity first (error next to the field), then a real change.
+    # Change the policy: a bad quantity first (error next to the field), then a real
+    # change.
     form = page.locator("#policy-form")
     row = form.locator("tbody tr").nth(1)
     row.locator("input[name$=min_cpu]").fill("lots")

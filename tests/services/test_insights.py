@@ -1,4 +1,4 @@
-"""insights: status classification, savings, fleet totals and the filtered list, in SQL."""
+"""insights: status classification, savings, fleet totals and the list, in SQL."""
 
 from __future__ import annotations
 

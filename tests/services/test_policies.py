@@ -1,4 +1,4 @@
-"""update_policy: validation naming fields, canonical storage, audit, nothing lost on error."""
+"""update_policy: errors name fields, canonical storage, audit, nothing lost."""
 
 from __future__ import annotations
 
@@ -89,6 +89,7 @@ def test_container_policies_are_stored_in_canonical_upstream_shape(workload, ope
     ("changes", "field"),
     [
         ({"mode": "Auto"}, "mode"),
+        ({"profile": "fastest"}, "profile"),
         ({"min_replicas": 0}, "min_replicas"),
         ({"colour": "red"}, "colour"),
         ({"container_policies": "app"}, "container_policies"),
@@ -141,7 +142,8 @@ def test_container_policies_are_stored_in_canonical_upstream_shape(workload, ope
             "container_policies[0].controlledResources",
         ),
         (
-            # Upstream rejects RequestsAndLimits together with mode Off (engine ContainerPolicy).
+            # Upstream rejects RequestsAndLimits together with mode Off (engine
+            # ContainerPolicy).
             {
                 "container_policies": [
                     {
@@ -199,3 +201,14 @@ def test_every_mode_has_a_plain_consequence():
     for mode in Policy.Mode.values:
         assert mode_consequence(mode).endswith(".")
     assert "never writes" in mode_consequence("Off")
+
+
+def test_profile_is_one_of_the_engines(workload, operator):
+    policy = update_policy(
+        workload_id=workload.pk,
+        changes={"profile": "peak-memory"},
+        actor=operator,
+        now=NOW,
+    )
+
+    assert policy.profile == "peak-memory"

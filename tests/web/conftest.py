@@ -12,7 +12,7 @@ MI = 2**20
 
 
 def engine_explanation(*, hours: int = 24) -> dict:
-    """A real ``Explanation.to_dict()``: the engine fed a steady 0.3 cores and 200 MB."""
+    """A real ``Explanation.to_dict()``: the engine fed 0.3 cores and 200 MB."""
     import numpy as np
 
     from recommender.engine import AggregateSet, SampleBatch, get_profile, recommend
@@ -83,7 +83,7 @@ def admin_client_(admin_user):
 
 @pytest.fixture
 def small_fleet(db):
-    """Two clusters, four workloads: over-, under-provisioned, within bounds, no data."""
+    """Two clusters, four workloads: over, under, within bounds, no data."""
     prod, dev = make_cluster("prod"), make_cluster("dev")
     over = make_workload(
         prod,

@@ -1,7 +1,7 @@
 """Nothing but the login page and the health checks answers anonymous users.
 
-Walks the whole URLconf (dashboard, API, admin, anything added later), fills each pattern's
-arguments, and asks anonymously with GET and POST.
+Walks the whole URLconf (dashboard, API, admin, anything added later), fills each
+pattern's arguments, and asks anonymously with GET and POST.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def test_no_page_answers_anonymous_users(client, db, route, name):
             or _is_login_redirect(response)
             or response.headers.get("Location", "").startswith(path.rstrip("/"))
         ), (
-            f"{method.__name__.upper()} {path} ({name}) answered {response.status_code} anonymously"
+            f"{method.__name__.upper()} {path} ({name}) answered "
+            f"{response.status_code} anonymously"
         )
 
 

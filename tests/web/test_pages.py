@@ -204,7 +204,8 @@ def test_charts_fragment_reads_engine_state_and_simulated_usage(
             name: {"request_cpu_millicores": 500, "request_memory_bytes": 512 * MI}
         },
     )
-    # Engine state: one day of a steady 0.3 cores and 200 MB, checkpointed as refresh does.
+    # Engine state: one day of a steady 0.3 cores and 200 MB, checkpointed as refresh
+    # does.
     now_s = timezone.now().timestamp()
     times = now_s - np.arange(1440)[::-1] * 60.0
     aggregates = AggregateSet.empty(get_profile("vpa"), 1)

@@ -1,4 +1,4 @@
-"""Query counts of the dashboard's pages are fixed: they don't grow with the fleet (no N+1)."""
+"""Dashboard query counts are fixed: they don't grow with the fleet (no N+1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Template filters of the dashboard: Kubernetes units rounded for people, money, statuses."""
+"""Dashboard template filters: Kubernetes units rounded for people, money, badges."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def duration(seconds: Any) -> str:
 
 @register.filter
 def can(user: Any, role: str) -> bool:
-    """``{% if user|can:"operator" %}``: whether the user holds that role or a stronger one."""
+    """``{% if user|can:"operator" %}``: the user holds that role or a stronger one."""
     return has_role(user, Role(role))
 
 
