@@ -15,12 +15,13 @@ from typing import Any
 
 from celery import shared_task
 from celery.contrib.django.task import DjangoTask
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 from kombu.utils.json import dumps, loads
 
 from recommender.errors import InvalidInput, NotFound, SourceUnavailable
-from recommender.models import Cluster
+from recommender.models import Cluster, Workload
 from recommender.services import refresh
 
 logger = logging.getLogger(__name__)
@@ -69,11 +70,21 @@ def _parse_now(now: str | None) -> datetime:
 
 @shared_task(bind=True, base=JsonTask, name="recommender.tasks.refresh_cluster")
 def refresh_cluster(
-    self: JsonTask, cluster_id: int, now: str | None = None
+    self: JsonTask,
+    cluster_id: int,
+    now: str | None = None,
+    namespace: str | None = None,
 ) -> dict[str, Any]:
-    """One refresh cycle of one cluster; returns the run's id, status and counts."""
+    """One refresh cycle of one cluster, or of one namespace of it (a shard).
+
+    Idempotent: the service reads only what lies after each container's watermark and
+    writes checkpoints with compare-and-swap, so a redelivered or retried task loses
+    and double-counts nothing. Returns the run's id, status and counts.
+    """
     try:
-        run = refresh.refresh_cluster(cluster_id=cluster_id, now=_parse_now(now))
+        run = refresh.refresh_cluster(
+            cluster_id=cluster_id, now=_parse_now(now), namespace=namespace
+        )
     except NotFound:
         logger.warning("refresh of cluster %s skipped: it no longer exists", cluster_id)
         return {"cluster_id": cluster_id, "status": "gone"}
@@ -82,20 +93,47 @@ def refresh_cluster(
     return {"run_id": run.pk, "status": run.status, "counts": run.counts}
 
 
+def _shards_of(cluster_id: int) -> list[str | None]:
+    """The namespaces a cluster's refresh fans out to (None: the whole cluster, for a
+    cluster not discovered yet)."""
+    # order_by() first: the model's default ordering would make distinct() per row.
+    namespaces = (
+        Workload.objects.filter(cluster_id=cluster_id, is_active=True)
+        .order_by("namespace")
+        .values_list("namespace", flat=True)
+        .distinct()
+    )
+    return list(namespaces) or [None]
+
+
 @shared_task(bind=True, base=JsonTask, name="recommender.tasks.refresh_all_clusters")
 def refresh_all_clusters(self: JsonTask, now: str | None = None) -> dict[str, Any]:
-    """Queue a refresh per enabled cluster; one failing does not stop the rest."""
-    queued, failed = [], []
-    for cluster_id in Cluster.objects.filter(is_enabled=True).values_list(
-        "pk", flat=True
-    ):
-        try:
-            refresh_cluster.delay(cluster_id, now)
-            queued.append(cluster_id)
-        except Exception:
-            # Only eager mode runs the refresh here; its run row holds the error.
-            logger.exception("refresh of cluster %s failed", cluster_id)
-            failed.append(cluster_id)
+    """Queue the refresh of every enabled cluster; one failing does not stop the rest.
+
+    With a broker (``REDIS_URL``) a cluster fans out into one task per namespace it is
+    known to have, so workers refresh namespaces in parallel; a namespace seen for the
+    first time is picked up at the next fan-out. Without one (eager mode) each cluster
+    is refreshed whole, in-process.
+    """
+    is_sharded = bool(settings.REDIS_URL)
+    queued: list[Any] = []
+    failed: list[int] = []
+    clusters = Cluster.objects.filter(is_enabled=True).order_by("pk")
+    for cluster_id in clusters.values_list("pk", flat=True):
+        shards = _shards_of(cluster_id) if is_sharded else [None]
+        for namespace in shards:
+            try:
+                if is_sharded:
+                    # After the caller's transaction, if any: the shard must see it.
+                    refresh_cluster.delay_on_commit(cluster_id, now, namespace)
+                else:
+                    refresh_cluster.delay(cluster_id, now)
+            except Exception:
+                # Only eager mode runs the refresh here; its run row holds the error.
+                logger.exception("refresh of cluster %s failed", cluster_id)
+                failed.append(cluster_id)
+                continue
+            queued.append(cluster_id if namespace is None else [cluster_id, namespace])
     return {"queued": queued, "failed": failed}
 
 

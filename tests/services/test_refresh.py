@@ -19,6 +19,7 @@ from recommender.models import (
     Workload,
 )
 from recommender.services import refresh
+from recommender.services.discovery import Discovery
 from recommender.services.refresh import expire_idle_aggregates, refresh_cluster
 from recommender.sources.simulated import SimulatedUsageSource
 
@@ -270,3 +271,154 @@ def test_naive_now_is_rejected_naming_the_field(cluster):
     with pytest.raises(InvalidInput) as caught:
         refresh_cluster(cluster_id=cluster.pk, now=datetime(2026, 1, 1))
     assert caught.value.field == "now"
+
+
+def checkpoint_state(cluster):
+    """Engine state and bookkeeping by (workload, container), comparable across
+    clusters."""
+    return sorted(
+        (
+            c.container.workload.name,
+            c.container.name,
+            bytes(c.state),
+            c.sample_count,
+            c.last_sample_at,
+        )
+        for c in Checkpoint.objects.filter(
+            container__workload__cluster=cluster
+        ).select_related("container__workload")
+    )
+
+
+def recommendation_values(cluster):
+    return sorted(
+        (c.workload.name, c.name, c.latest_recommendation.values_tuple())
+        for c in Container.objects.filter(
+            workload__cluster=cluster, latest_recommendation__isnull=False
+        ).select_related("workload", "latest_recommendation")
+    )
+
+
+def test_namespace_shards_add_up_to_a_whole_cluster_refresh(db):
+    whole = Cluster.objects.create(name="whole", kind=Cluster.Kind.SIMULATED)
+    sharded = Cluster.objects.create(name="sharded", kind=Cluster.Kind.SIMULATED)
+    for cluster in (whole, sharded):
+        refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    later = NOW + timedelta(minutes=30)
+    refresh_cluster(cluster_id=whole.pk, now=later)
+    namespaces = sorted(
+        set(
+            Workload.objects.filter(cluster=sharded).values_list("namespace", flat=True)
+        )
+    )
+    assert len(namespaces) > 1
+
+    runs = [
+        refresh_cluster(cluster_id=sharded.pk, now=later, namespace=namespace)
+        for namespace in namespaces
+    ]
+
+    assert [r.shard for r in runs] == namespaces
+    assert (
+        sum(r.counts["containers"] for r in runs)
+        == Checkpoint.objects.filter(container__workload__cluster=sharded).count()
+    )
+    assert checkpoint_state(sharded) == checkpoint_state(whole)
+    assert recommendation_values(sharded) == recommendation_values(whole)
+    # A shard writes only its own namespace.
+    before = checkpoint_state(sharded)
+    refresh_cluster(
+        cluster_id=sharded.pk, now=later + timedelta(minutes=5), namespace=namespaces[0]
+    )
+    moved = {
+        (name, container)
+        for (name, container, *rest), old in zip(
+            checkpoint_state(sharded), before, strict=True
+        )
+        if rest != list(old[2:])
+    }
+    in_first = set(
+        Container.objects.filter(
+            workload__cluster=sharded, workload__namespace=namespaces[0]
+        ).values_list("workload__name", "name")
+    )
+    assert moved and moved <= in_first
+
+
+def test_a_worker_killed_between_engine_and_store_loses_and_double_counts_nothing(
+    db, monkeypatch
+):
+    steady = Cluster.objects.create(name="steady", kind=Cluster.Kind.SIMULATED)
+    crashed = Cluster.objects.create(name="crashed", kind=Cluster.Kind.SIMULATED)
+    for cluster in (steady, crashed):
+        refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    later = NOW + timedelta(hours=3)  # long enough for new OOM kills in the fleet
+    namespace = Workload.objects.filter(cluster=crashed).values_list(
+        "namespace", flat=True
+    )[0]
+    refresh_cluster(cluster_id=steady.pk, now=later, namespace=namespace)
+    before = snapshot_of_state(crashed)
+    store_recommendation = refresh._store_recommendation
+
+    def killed(row, now):
+        # Checkpoints and OOM rows of this transaction are written by now.
+        raise RuntimeError("worker killed")
+
+    monkeypatch.setattr(refresh, "_store_recommendation", killed)
+    with pytest.raises(RuntimeError, match="worker killed"):
+        refresh_cluster(cluster_id=crashed.pk, now=later, namespace=namespace)
+    after_crash = snapshot_of_state(crashed)
+    assert after_crash["checkpoints"] == before["checkpoints"]
+    assert after_crash["oom_kills"] == before["oom_kills"]
+    assert after_crash["recommendations"] == before["recommendations"]
+
+    monkeypatch.setattr(refresh, "_store_recommendation", store_recommendation)
+    rerun = refresh_cluster(cluster_id=crashed.pk, now=later, namespace=namespace)
+
+    assert rerun.counts["samples"] > 0
+    assert checkpoint_state(crashed) == checkpoint_state(steady)
+    assert recommendation_values(crashed) == recommendation_values(steady)
+    assert (
+        OomKill.objects.filter(container__workload__cluster=crashed).count()
+        == OomKill.objects.filter(container__workload__cluster=steady).count()
+    )
+
+
+class ClosingSource(SimulatedUsageSource):
+    """The simulated source, remembering whether it was closed."""
+
+    closed = 0
+
+    def close(self):
+        ClosingSource.closed += 1
+
+
+def test_a_cycle_closes_its_source_whether_it_succeeds_or_fails(cluster, monkeypatch):
+    fleet = build_fleet(7, WORKLOADS)
+    ClosingSource.closed = 0
+    monkeypatch.setattr(
+        refresh, "usage_source_for", lambda c: ClosingSource(fleet=fleet)
+    )
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    assert ClosingSource.closed == 1
+
+    def broken(self, **kwargs):
+        raise SourceUnavailable("metrics backend down")
+
+    monkeypatch.setattr(ClosingSource, "fetch_usage", broken)
+    with pytest.raises(SourceUnavailable):
+        refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(hours=1))
+    assert ClosingSource.closed == 2
+
+
+def test_an_oom_kill_finds_its_workload_by_the_adapters_answer_before_its_name():
+    found = Discovery(cluster=None, now=NOW, namespace=None)
+    found.workload_by_key[("shop", "StatefulSet", "db")] = 1
+    found.workload_by_name[("shop", "db")] = 1
+    found.workload_by_name[("shop", "db-migrate")] = 2
+
+    # The pod's name looks like another workload's; the adapter knows better.
+    assert found.owner_of("shop", "db-migrate-0", kind="StatefulSet", name="db") == 1
+    # Without the adapter's answer, the name is the only clue left.
+    assert found.owner_of("shop", "db-migrate-0") == 2
+    assert found.owner_of("shop", "unknown-0") is None

@@ -8,7 +8,7 @@ import pytest
 from kombu.exceptions import EncodeError
 
 from recommender.errors import InvalidInput
-from recommender.models import Cluster, RefreshRun
+from recommender.models import Cluster, RefreshRun, Workload
 from recommender.tasks import expire_idle_aggregates as expire_idle_aggregates_task
 from recommender.tasks import refresh_all_clusters as refresh_all_clusters_task
 from recommender.tasks import refresh_cluster as refresh_cluster_task
@@ -69,3 +69,31 @@ def test_refresh_all_and_expire_cover_every_enabled_cluster(db):
     ).get()
     assert expired["counts"]["expired"] == 0
     assert expired["counts"]["checked"] > 0
+
+
+def test_with_a_broker_refresh_all_fans_out_one_task_per_namespace(
+    db, settings, django_capture_on_commit_callbacks
+):
+    cluster = Cluster.objects.create(name="sim-t", kind=Cluster.Kind.SIMULATED)
+    new = Cluster.objects.create(name="sim-new", kind=Cluster.Kind.SIMULATED)
+    refresh_cluster_task.delay(cluster.pk, "2026-11-21T12:00:00+00:00").get()
+    namespaces = sorted(
+        set(
+            Workload.objects.filter(cluster=cluster).values_list("namespace", flat=True)
+        )
+    )
+    # Tasks still run in-process here (eager), but the fan-out is the broker's.
+    settings.REDIS_URL = "redis://127.0.0.1:6379/14"
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        summary = refresh_all_clusters_task.delay("2026-11-21T12:05:00+00:00").get()
+
+    assert summary["failed"] == []
+    assert summary["queued"] == [[cluster.pk, ns] for ns in namespaces] + [new.pk]
+    assert len(callbacks) == len(namespaces) + 1
+    shards = RefreshRun.objects.filter(cluster=cluster).exclude(shard="")
+    assert sorted(shards.values_list("shard", flat=True)) == namespaces
+    assert set(shards.values_list("status", flat=True)) == {RefreshRun.Status.SUCCEEDED}
+    # A cluster never discovered is refreshed whole, which finds its namespaces.
+    assert RefreshRun.objects.get(cluster=new).shard == ""
+    assert Workload.objects.filter(cluster=new).exists()
