@@ -31,6 +31,7 @@ from recommender.models import (
     Workload,
 )
 from recommender.services.backfill import backfill_cluster
+from recommender.services.refresh import refresh_cluster
 from recommender.sources.prometheus import PrometheusConfig, PrometheusSource
 from tests.k8s_fake.plugin import FAST
 from tests.k8s_fake.server import FakeApiServer, write_kubeconfig
@@ -428,3 +429,33 @@ def test_a_broken_prometheus_fails_the_run_and_keeps_stored_recommendations(
         list(Checkpoint.objects.values_list("pk", "version", "last_sample_at"))
         == checkpoints
     )
+
+
+def test_the_minute_cycle_takes_oom_kills_from_prometheus(
+    prometheus_with_history, adapter, tmp_path, settings, monkeypatch
+):
+    """refresh_cluster on a Kubernetes cluster with Prometheus: the OOM kill that only
+    kube-state-metrics remembers is stored once, and a first contact then minute
+    cycles equal one pass over the same samples."""
+    loaded = prometheus_with_history
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))  # the fake API
+    settings.PROMETHEUS_URL = loaded.url
+    settings.PROMETHEUS_BACKFILL_DAYS = 8
+    cluster = Cluster.objects.create(
+        name="prod", kind=Cluster.Kind.KUBERNETES, context="fake"
+    )
+    oom = oom_time(loaded)
+    # First contact just before the OOM, then cycles across it to the end.
+    moments = [oom - 120, oom - 60, oom, oom + 60, loaded.end_s]
+    for moment in moments:
+        run = refresh_cluster(cluster_id=cluster.pk, now=at(moment))
+        assert run.status == RefreshRun.Status.SUCCEEDED, run.error
+    assert OomKill.objects.count() == 1
+    assert OomKill.objects.get().occurred_at == at(oom)
+    runs = RefreshRun.objects.filter(cluster=cluster).order_by("pk")
+    assert [r.counts.get("oom_kills_new", 0) for r in runs] == [0, 0, 1, 0, 0]
+    again = refresh_cluster(cluster_id=cluster.pk, now=at(loaded.end_s))
+    assert again.counts["samples"] == 0 and again.counts.get("oom_kills_new", 0) == 0
+
+    expected = offline_recommendations(loaded, tmp_path, start_s=moments[0] - 8 * DAY)
+    assert_same(checkpoint_recommendations(), expected)
