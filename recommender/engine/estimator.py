@@ -2,19 +2,21 @@
 
 ``recommend`` reads percentiles of R aggregate rows at once (arrays (R,)), applies the
 margin, the confidence multipliers, the 1e14 clamp and the pod minimum with Go's
-truncation at every step, then builds one :class:`ContainerRecommendation` per row.
+truncation at every step, then builds one :class:`ContainerRecommendation` per row. The
+rows' explanations stay arrays (:class:`ExplainedRows`) until one is read.
 """
 
 from __future__ import annotations
 
-import math
+import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from .aggregation import AggregateSet
-from .explanation import BoundExplanation, Explanation, ResourceExplanation
+from .explanation import BoundArrays, ExplainedRows, Explanation, ResourceArrays
 from .gomath import go_pow
 from .profiles import Profile
 from .resources import CPU, MAX_RESOURCE_AMOUNT, MEMORY, RESOURCE_NAMES, Resources
@@ -27,7 +29,7 @@ LOWER_CONFIDENCE_MULTIPLIER = 0.001
 LOWER_CONFIDENCE_EXPONENT = -2.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ContainerRecommendation:
     """Target and bounds of one container (CPU millicores, memory bytes)."""
 
@@ -35,7 +37,32 @@ class ContainerRecommendation:
     lower_bound: Resources
     upper_bound: Resources
     uncapped_target: Resources
-    explanation: Explanation
+    # Row ``_index`` of the explanations computed for the whole call (see explanation).
+    _explained: ExplainedRows = field(repr=False)
+    _index: int = field(repr=False)
+
+    @functools.cached_property
+    def explanation(self) -> Explanation:
+        """Every number behind the values (built on first access, then kept)."""
+        return self._explained.explanation(self._index)
+
+    def explanation_dict(self) -> dict[str, Any]:
+        """``explanation.to_dict()``, built straight from the shared arrays (faster)."""
+        return self._explained.to_dict(self._index)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ContainerRecommendation):
+            return NotImplemented
+        return (
+            self.target == other.target
+            and self.lower_bound == other.lower_bound
+            and self.upper_bound == other.upper_bound
+            and self.uncapped_target == other.uncapped_target
+            and self.explanation == other.explanation
+        )
+
+    # Unhashable, as before: the explanation holds a dict.
+    __hash__ = None  # type: ignore[assignment]
 
 
 def resource_amounts_from_float(x: np.ndarray) -> np.ndarray:
@@ -150,7 +177,7 @@ def recommend(
         fraction,
     )
     pod_min_mem = scale_resources(np.int64(profile.pod_min_memory_bytes), fraction)
-    per_res = {
+    chains = {
         CPU: _resource_chain(
             aggregates, r, profile, CPU, first, last, count, pod_min_cpu
         ),
@@ -158,99 +185,57 @@ def recommend(
             aggregates, r, profile, MEMORY, first, last, count, pod_min_mem
         ),
     }
-    mem_weight = aggregates.memory.total[r]
+    explained = ExplainedRows(
+        profile=profile.name,
+        margin_fraction=profile.margin_fraction,
+        containers_in_pod=n,
+        sample_count=count,
+        first_sample_s=first,
+        last_sample_s=last,
+        memory_peaks_weight=aggregates.memory.total[r],
+        resources={res: chains[res] for res in controlled},
+        reason=(
+            None
+            if controlled
+            else "no controlled resources:"
+            " the container policy controls neither cpu nor memory"
+        ),
+        is_memory_controlled=MEMORY in controlled,
+    )
+    # Python ints per bound (None for a resource that is not controlled), then one
+    # Resources per bound and row: the only per-row work left.
+    none = [None] * r.size
+    values = {
+        (res, bound): (
+            getattr(chains[res], bound).value.tolist() if res in controlled else none
+        )
+        for res in RESOURCE_NAMES
+        for bound in ("target", "lower_bound", "upper_bound")
+    }
     out: list[ContainerRecommendation] = []
-    for i in range(r.size):
-        values = {res: per_res[res].finals(i) for res in RESOURCE_NAMES}
-        target = Resources(values[CPU][0], values[MEMORY][0]).only(controlled)
-        lower = Resources(values[CPU][1], values[MEMORY][1]).only(controlled)
-        upper = Resources(values[CPU][2], values[MEMORY][2]).only(controlled)
-        f = float(first[i])
-        lst = float(last[i])
-        reason = None
-        notes: list[str] = []
-        if not controlled:
-            reason = (
-                "no controlled resources:"
-                " the container policy controls neither cpu nor memory"
-            )
-        elif int(count[i]) == 0:
-            notes.append(
-                "no CPU samples yet: CPU values are the pod minimum and confidence is 0"
-            )
-        if mem_weight[i] == 0 and MEMORY in controlled:
-            notes.append(
-                "no memory peaks stored yet: memory values are the pod minimum"
-            )
-        explanation = Explanation(
-            profile=profile.name,
-            margin_fraction=profile.margin_fraction,
-            containers_in_pod=int(n[i]),
-            sample_count=int(count[i]),
-            first_sample_s=None if math.isnan(f) else f,
-            last_sample_s=None if math.isnan(lst) else lst,
-            history_span_s=0.0 if math.isnan(f) else lst - f,
-            memory_peaks_weight=float(mem_weight[i]),
-            resources={res: per_res[res].explain(i) for res in controlled},
-            reason=reason,
-            notes=tuple(notes),
+    for i, (t_cpu, t_mem, l_cpu, l_mem, u_cpu, u_mem) in enumerate(
+        zip(
+            values[CPU, "target"],
+            values[MEMORY, "target"],
+            values[CPU, "lower_bound"],
+            values[MEMORY, "lower_bound"],
+            values[CPU, "upper_bound"],
+            values[MEMORY, "upper_bound"],
+            strict=True,
         )
-        out.append(ContainerRecommendation(target, lower, upper, target, explanation))
+    ):
+        target = Resources(t_cpu, t_mem)
+        out.append(
+            ContainerRecommendation(
+                target,
+                Resources(l_cpu, l_mem),
+                Resources(u_cpu, u_mem),
+                target,
+                explained,
+                i,
+            )
+        )
     return out
-
-
-@dataclass
-class _Chain:
-    resource: str
-    interval_s: float
-    confidence: np.ndarray
-    lower_mult: np.ndarray
-    upper_mult: np.ndarray
-    # per bound: (source, percentile, raw, base, margin, mult, after, pod_min, final)
-    bounds: dict[
-        str,
-        tuple[
-            str,
-            float | None,
-            np.ndarray,
-            np.ndarray,
-            np.ndarray,
-            np.ndarray,
-            np.ndarray,
-            np.ndarray,
-            np.ndarray,
-        ],
-    ]
-
-    def finals(self, i: int) -> tuple[int, int, int]:
-        return tuple(int(self.bounds[b][8][i]) for b in ("target", "lower", "upper"))  # type: ignore[return-value]
-
-    def explain(self, i: int) -> ResourceExplanation:
-        def one(b: str) -> BoundExplanation:
-            source, p, raw, base, margin, mult, after, pmin, final = self.bounds[b]
-            return BoundExplanation(
-                source=source,
-                percentile=p,
-                raw=float(raw[i]),
-                base=int(base[i]),
-                with_margin=int(margin[i]),
-                multiplier=float(mult[i]),
-                after_confidence=int(after[i]),
-                pod_minimum=int(pmin[i]),
-                pod_minimum_applied=bool(after[i] < pmin[i]),
-                value=int(final[i]),
-            )
-
-        return ResourceExplanation(
-            resource=self.resource,
-            confidence=float(self.confidence[i]),
-            confidence_interval_s=self.interval_s,
-            lower_multiplier=float(self.lower_mult[i]),
-            upper_multiplier=float(self.upper_mult[i]),
-            target=one("target"),
-            lower_bound=one("lower"),
-            upper_bound=one("upper"),
-        )
 
 
 def _resource_chain(
@@ -262,7 +247,8 @@ def _resource_chain(
     last: np.ndarray,
     count: np.ndarray,
     pod_min: np.ndarray,
-) -> _Chain:
+) -> ResourceArrays:
+    """Upstream's estimator chain of one resource for all rows, every step kept."""
     if resource == CPU:
         hist = aggregates.cpu
         interval = profile.confidence_interval_cpu_s
@@ -291,31 +277,42 @@ def _resource_chain(
     upper_mult = confidence_multipliers(
         UPPER_CONFIDENCE_MULTIPLIER, UPPER_CONFIDENCE_EXPONENT, conf
     )
-    ones = np.ones(rows.size)
-    bounds = {}
-    for name, p, use_peak, mult in zip(
+    # The peak estimator reads the highest stored peak: the percentile p = 1.
+    read_ps = [1.0 if use_peak else p for p, use_peak in zip(pcts, peak, strict=True)]
+    raws = hist.percentiles(rows, read_ps)
+    pod_mins = np.broadcast_to(pod_min, rows.shape)
+    bounds = []
+    for name, p, use_peak, mult, raw in zip(
         ("target", "lower", "upper"),
         pcts,
         peak,
-        (ones, lower_mult, upper_mult),
+        (np.ones(rows.size), lower_mult, upper_mult),
+        raws,
         strict=True,
     ):
-        read_p = 1.0 if use_peak else p
-        raw = hist.percentile(rows, read_p)
         base = resource_amounts_from_float(raw * to_amount)
         margin = with_margin(base, profile.margin_fraction)
         after = margin if name == "target" else scale_resources(margin, mult)
-        final = np.maximum(after, pod_min)
-        source = "peak" if use_peak else "percentile"
-        bounds[name] = (
-            source,
-            None if use_peak else p,
-            raw,
-            base,
-            margin,
-            mult,
-            after,
-            np.broadcast_to(pod_min, rows.shape),
-            final,
+        bounds.append(
+            BoundArrays(
+                source="peak" if use_peak else "percentile",
+                percentile=None if use_peak else p,
+                raw=raw,
+                base=base,
+                with_margin=margin,
+                multiplier=mult,
+                after_confidence=after,
+                pod_minimum=pod_mins,
+                value=np.maximum(after, pod_min),
+            )
         )
-    return _Chain(resource, interval, conf, lower_mult, upper_mult, bounds)
+    return ResourceArrays(
+        resource=resource,
+        confidence_interval_s=interval,
+        confidence=conf,
+        lower_multiplier=lower_mult,
+        upper_multiplier=upper_mult,
+        target=bounds[0],
+        lower_bound=bounds[1],
+        upper_bound=bounds[2],
+    )

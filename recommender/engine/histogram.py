@@ -16,6 +16,7 @@ are bit-identical with a one-operation-at-a-time port (tests/engine/reference.py
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -360,23 +361,50 @@ class HistogramBatch:
     # ----------------------------------------------------------------- reading
     def percentile(self, rows: np.ndarray, p: float) -> np.ndarray:
         """Upstream ``Percentile(p)`` of each row: upper edge of the bucket reached."""
-        rows = np.asarray(rows, dtype=np.int64)
-        if math.isnan(p):
-            raise ValueError("p must be a number")
+        return self.percentiles(rows, (p,))[0]
+
+    def percentiles(self, rows: np.ndarray, ps: Sequence[float]) -> np.ndarray:
+        """Upstream ``Percentile(p)`` of each row for each p: array (len(ps), R).
+
+        Upstream walks from ``min_bucket`` while ``bucket < max_bucket``, adding weights
+        to a running sum until it reaches ``p * total``. The running sums are formed
+        once for all ps, over each row's band [min, max) only, with the same additions
+        in the same order (``np.cumsum`` is sequential), so every float is upstream's.
+        """
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        for p in ps:
+            if math.isnan(p):
+                raise ValueError("p must be a number")
         b = self.options.num_buckets
-        w = self.weight[rows]
-        mn = self.min_bucket[rows]
-        mx = self.max_bucket[rows]
-        idx = np.arange(b)
-        inside = (idx >= mn[:, None]) & (idx < mx[:, None])
-        partial = np.cumsum(np.where(inside, w, 0.0), axis=1)
-        reached = inside & (partial >= (p * self.total[rows])[:, None])
-        bucket = np.where(reached.any(axis=1), reached.argmax(axis=1), mx)
+        low = self.min_bucket[rows]
+        high = self.max_bucket[rows]
+        empty = self.is_empty(rows)
+        band = np.where(empty, 0, np.maximum(high - low, 0))
+        width = int(band.max()) if band.size else 0
+        running = np.zeros((rows.size, 0))
+        if width:
+            # running[r, k] = weight[min] + ... + weight[min + k] for k < band[r]; the
+            # padding after the band adds zeros, so each row stays non-decreasing.
+            k = np.arange(width)
+            flat = (rows * b + low)[:, None] + k
+            np.minimum(flat, self.weight.size - 1, out=flat)
+            running = np.take(self.weight.reshape(-1), flat)
+            running[k >= band[:, None]] = 0.0
+            np.cumsum(running, axis=1, out=running)
+        total = self.total[rows]
         starts = self.options.bucket_start
-        value = np.where(
-            bucket < b - 1, starts[np.minimum(bucket + 1, b - 1)], starts[bucket]
-        )
-        return np.where(self.is_empty(rows), 0.0, value)
+        out = np.empty((len(ps), rows.size))
+        for i, p in enumerate(ps):
+            threshold = p * total
+            # Buckets passed before the sum reaches the threshold (the sums are
+            # non-decreasing); running out of band stops at max_bucket, as upstream.
+            passed = np.count_nonzero(running < threshold[:, None], axis=1)
+            bucket = low + np.minimum(passed, band)
+            value = np.where(
+                bucket < b - 1, starts[np.minimum(bucket + 1, b - 1)], starts[bucket]
+            )
+            out[i] = np.where(empty, 0.0, value)
+        return out
 
     def merge_row(self, row: int, other: HistogramBatch, other_row: int) -> None:
         """Upstream ``Merge``: add ``other[other_row]`` into ``self[row]``."""

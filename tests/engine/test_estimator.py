@@ -19,7 +19,7 @@ from recommender.engine.histogram import HistogramBatch
 from recommender.engine.profiles import get_profile
 from recommender.engine.quantity import humanize_memory_quantity, round_up
 
-from .helpers import feed, new_set
+from .helpers import constant_grid, feed, new_set
 
 ROW = np.array([0])
 CPU_314 = 3140  # 3.14 cores in millicores
@@ -180,3 +180,30 @@ def test_recommend_rejects_bad_arguments():
             containers_in_pod=[1],
             controlled_resources=["gpu"],
         )
+
+
+@pytest.mark.parametrize(
+    "controlled", [("cpu", "memory"), ("memory",), ("cpu",), ()], ids=repr
+)
+@pytest.mark.parametrize("profile_name", ["vpa", "peak-memory"])
+def test_explanation_dict_equals_the_explanation_objects(controlled, profile_name):
+    profile = get_profile(profile_name)
+    aggs = new_set(4, profile)
+    feed(aggs, 0, "p", 0.0, cpu=0.5, mem=5e8)  # one sample: confidence 0, Inf bounds
+    feed(aggs, 1, "p", 0.0, mem=3e8)  # memory only: no CPU samples note
+    constant_grid(aggs, 2, "p", 0.0, 1440, cpu=1.5, mem=2e9)  # a day of history
+    recs = recommend(  # row 3 stays empty; rows repeat and come out of order
+        aggs,
+        rows=[3, 2, 1, 0, 2],
+        profile=profile,
+        containers_in_pod=[1, 2, 3, 1, 2],
+        controlled_resources=controlled,
+    )
+    for rec in recs:
+        assert rec.explanation_dict() == rec.explanation.to_dict()
+        assert list(rec.explanation.resources) == list(controlled)
+    assert recs[1] == recs[4] and recs[1] != recs[0]
+    # The rows differ, so a mix-up of indices would show.
+    dicts = [rec.explanation_dict() for rec in recs]
+    assert [d["sample_count"] for d in dicts] == [0, 1440, 0, 1, 1440]
+    assert [d["containers_in_pod"] for d in dicts] == [1, 2, 3, 1, 2]

@@ -128,6 +128,7 @@ def test_vectorised_equals_one_at_a_time(batch, raw_ooms):
     )
     for rec, r in zip(recs, reference, strict=True):
         want = ref.recommend(r, 2)
+        assert rec.explanation_dict() == rec.explanation.to_dict()
         got_cpu = (
             rec.target.cpu_millicores,
             rec.lower_bound.cpu_millicores,
@@ -217,7 +218,39 @@ def test_v3_checkpoint_round_trip_preserves_percentiles(batch):
     rows = np.arange(len(aggs))
     for a, b in ((aggs.cpu, again.cpu), (aggs.memory, again.memory)):
         for p in (0.5, 0.9, 0.95):
-            np.testing.assert_array_equal(a.percentile(rows, p), b.percentile(rows, p))
+            # At a tie the checkpoint's quantisation may move the percentile by one
+            # bucket, upstream as here (see the test after this one).
+            kept = [row for row in rows if not _walk_meets_threshold_near(a, row, p)]
+            np.testing.assert_array_equal(a.percentile(kept, p), b.percentile(kept, p))
+
+
+def _walk_meets_threshold_near(h, row, p, rel=1e-12):
+    """True when upstream's running sum comes within ``rel * total`` of p * total."""
+    threshold = p * h.total[row]
+    partial = np.cumsum(h.weight[row, h.min_bucket[row] : h.max_bucket[row]])
+    return bool(np.any(np.abs(partial - threshold) <= rel * h.total[row]))
+
+
+def test_v3_round_trip_can_move_a_percentile_at_an_exact_tie():
+    # Found by hypothesis: two memory peaks of equal decayed weight w, and a total a
+    # little above 2w (its own sum order). p50's threshold is just above w, so the
+    # walk passes bucket 0. The checkpoint stores 10000 for both buckets and the load
+    # gives each 10000 * (total / 20000) >= 0.5 * total: bucket 0 now reaches it.
+    samples = [
+        (0, T0, math.nan, 0.0),
+        (0, T0 + 53 * 86400.0, math.nan, 1e7),
+        (1, T0 + 53 * 86400.0, math.nan, 1e7),
+        (0, T0 + 54 * 86400.0, math.nan, 0.0),
+    ]
+    aggs, profile = run_engine(1, [0, 0], 86400.0, 1800.0, samples)
+    status = aggs.to_vpa_checkpoint(0, now_s=T0 + 200 * 86400.0)
+    assert status["memoryHistogram"]["bucketWeights"] == {"0": 10000, "1": 10000}
+    again = AggregateSet.from_vpa_checkpoints(profile, [status])
+    total = status["memoryHistogram"]["totalWeight"]
+    assert again.memory.weight[0, :2].tolist() == [10000.0 * (total / 20000.0)] * 2
+    starts = aggs.memory.options.bucket_start
+    assert aggs.memory.percentile([0], 0.5)[0] == starts[2]
+    assert again.memory.percentile([0], 0.5)[0] == starts[1]
 
 
 @given(
@@ -267,3 +300,43 @@ def test_merge_is_associative_on_percentiles(a, b, c, p):
     left.merge_row(0, make(c), 0)
     right.merge_row(0, bc, 0)
     assert left.percentile(np.array([0]), p)[0] == right.percentile(np.array([0]), p)[0]
+
+
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.booleans(),  # True = subtract: sub-epsilon residue, bounds move
+                st.integers(0, 11),
+                st.sampled_from([0.1, 0.25, 1.0, 3.0, 5e-5, 1e-4, 0.1 + 1e-4]),
+            ),
+            max_size=12,
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_batched_percentiles_equal_the_reference_walk(ops_per_row):
+    opts = linear_options(10.0, 1.0, 1e-4)
+    ref_opts = ref.Options("linear", 10.0, 1.0, 0.0, 1e-4)
+    h = HistogramBatch(opts, len(ops_per_row))
+    want = []
+    for row, ops in enumerate(ops_per_row):
+        r = ref.Histogram(ref_opts)
+        for is_subtract, v, w in ops:
+            if is_subtract:
+                h.subtract_step(np.array([row]), opts.find_bucket(np.array([v])), w)
+                r.subtract(v, w)
+            else:
+                h.add_step(np.array([row]), opts.find_bucket(np.array([v])), w)
+                r.add(v, w)
+        want.append(r)
+    ps = (0.0, 0.1, 0.5, 0.9, 0.95, 1.0, 1.5)
+    got = h.percentiles(np.arange(len(ops_per_row)), ps)
+    for row, r in enumerate(want):
+        assert got[:, row].tolist() == [r.percentile(p) for p in ps]
+    # One row asked alone, or rows in another order, read the same values.
+    for row in range(len(ops_per_row)):
+        assert h.percentiles([row], ps)[:, 0].tolist() == got[:, row].tolist()
+    back = np.arange(len(ops_per_row))[::-1]
+    assert h.percentiles(back, ps).tolist() == got[:, back].tolist()
