@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,8 +25,8 @@ from .batch import IngestStats, OomBatch, SampleBatch, SampleGrid
 from .config import MIN_SAMPLE_WEIGHT, cpu_histogram_options, memory_histogram_options
 from .histogram import HistogramBatch
 from .histogram_view import HistogramView, histogram_view
+from .oom import record_ooms
 from .profiles import Profile
-from .resources import MAX_RESOURCE_AMOUNT
 from .series import PeakOps, grid_memory_ops, memory_peak_ops, replay_memory_ops
 
 # Re-exported: callers import the batch types and histogram options from here too.
@@ -40,6 +40,15 @@ __all__ = [
     "memory_histogram_options",
 ]
 
+# The per-series arrays (M,), in the order of the module docstring.
+_SERIES_ARRAYS = (
+    "series_row",
+    "series_last_cpu_s",
+    "series_last_memory_s",
+    "series_window_end_s",
+    "series_memory_peak",
+    "series_oom_peak",
+)
 # A batch spanning more half-lives than this is applied in time slices, so that a
 # decaying histogram's reference never needs to move in the middle of a vectorised
 # addition.
@@ -254,6 +263,65 @@ class AggregateSet:
             )
             self.series_oom_peak = np.concatenate([self.series_oom_peak, np.zeros(k)])
         return ids
+
+    def series_keys(self, row: int) -> list[str]:
+        """Keys of the series of aggregate ``row``, oldest first."""
+        self._check_row(row)
+        return [
+            k
+            for k, r in zip(self.series_key, self.series_row.tolist(), strict=True)
+            if r == row
+        ]
+
+    def prune_series(self, *, live_keys: Mapping[int, Collection[str]]) -> int:
+        """Forget the series of each given row whose key is not live; returns how many.
+
+        Upstream's DeleteRemovedPods: a pod that is gone loses its ContainerState (CPU
+        watermark, memory window and its peak) while the aggregate keeps every sample
+        already in its histograms. A key that comes back starts a new series, as a new
+        ContainerState would. Rows missing from ``live_keys`` keep all their series.
+        """
+        for row, keys in live_keys.items():
+            if not 0 <= int(row) < len(self):
+                raise ValueError(f"live_keys: row {row!r} is not in [0, {len(self)})")
+            if isinstance(keys, str):
+                raise ValueError(f"live_keys[{row}]: must be a collection of keys")
+        keep = [
+            (live := live_keys.get(row)) is None or key in live
+            for row, key in zip(self.series_row.tolist(), self.series_key, strict=True)
+        ]
+        return self._keep_series(np.array(keep, dtype=bool))
+
+    def drop_series(self, row: int, keep: Collection[str]) -> int:
+        """Forget the series of ``row`` whose key is not in ``keep`` (prune_series)."""
+        return self.prune_series(live_keys={row: keep})
+
+    def drop_series_idle_before(self, cutoff_s: float) -> int:
+        """Forget every series without a CPU or memory sample at or after ``cutoff_s``.
+
+        For callers that cannot list live pods: a series idle that long is taken as a
+        pod that is gone (see prune_series for what is kept).
+        """
+        if math.isnan(cutoff_s):
+            raise ValueError("cutoff_s: must be a number")
+        last_s = np.maximum(self.series_last_cpu_s, self.series_last_memory_s)
+        return self._keep_series(last_s >= cutoff_s)
+
+    def _keep_series(self, keep: np.ndarray) -> int:
+        """Keep the series where ``keep`` (M,) is true, renumbered in order."""
+        dropped = int(keep.size - np.count_nonzero(keep))
+        if dropped == 0:
+            return 0
+        for name in _SERIES_ARRAYS:
+            setattr(self, name, getattr(self, name)[keep])
+        self.series_key = list(itertools.compress(self.series_key, keep.tolist()))
+        self._series = {
+            (row, key): sid
+            for sid, (row, key) in enumerate(
+                zip(self.series_row.tolist(), self.series_key, strict=True)
+            )
+        }
+        return dropped
 
     # ------------------------------------------------------------- ingestion
     def add_samples(self, batch: SampleBatch) -> IngestStats:
@@ -482,65 +550,4 @@ class AggregateSet:
         if not isinstance(batch, OomBatch):
             raise ValueError("batch: must be an OomBatch")
         sids = self._resolve_series(batch.series_aggregate, batch.series_keys)
-        p = self.profile
-        window = p.memory_window_s
-        min_bump = float(math.trunc(p.oom_min_bump_bytes))
-        accepted = dropped = 0
-        order = np.lexsort((np.arange(batch.timestamp_s.size), batch.timestamp_s))
-        for i in order.tolist():
-            s = int(sids[batch.series_index[i]])
-            ts = float(batch.timestamp_s[i])
-            last = self.series_last_memory_s[s]
-            if last != -np.inf and ts < last - window:
-                # Too old: upstream HEAD's staleness rule (issue #8548).
-                dropped += 1
-                continue
-            used = max(
-                float(batch.memory_request_bytes[i]), float(self.series_memory_peak[s])
-            )
-            scaled = used * p.oom_bump_ratio
-            scaled = (
-                0.0
-                if scaled < 0
-                else float(MAX_RESOURCE_AMOUNT)
-                if scaled > MAX_RESOURCE_AMOUNT
-                else math.trunc(scaled)
-            )
-            needed = max(used + min_bump, float(scaled))
-            self._add_memory_sample_one(s, ts, needed, is_oom=True)
-            accepted += 1
-        return IngestStats(oom_accepted=accepted, oom_dropped=dropped)
-
-    def _add_memory_sample_one(
-        self, s: int, ts: float, usage: float, *, is_oom: bool
-    ) -> None:
-        """Upstream ``addMemorySample`` of one valid sample of series ``s``."""
-        row = np.array([self.series_row[s]])
-        hist = self.memory
-        self.series_last_memory_s[s] = ts
-        if math.isnan(self.series_window_end_s[s]):
-            self.series_window_end_s[s] = ts
-        end = float(self.series_window_end_s[s])
-        add_new = False
-        if ts < end:
-            old = max(float(self.series_memory_peak[s]), float(self.series_oom_peak[s]))
-            if old != 0 and usage > old:
-                f = hist.decay_factors(row, np.array([end]))
-                hist.subtract_step(
-                    row, hist.options.find_bucket(np.array([old])), 1.0 * f
-                )
-                add_new = True
-        else:
-            window = self.profile.memory_window_s
-            end = end + (math.floor((ts - end) / window) * window + window)
-            self.series_window_end_s[s] = end
-            self.series_memory_peak[s] = 0.0
-            self.series_oom_peak[s] = 0.0
-            add_new = True
-        if add_new:
-            f = hist.decay_factors(row, np.array([end]))
-            hist.add_step(row, hist.options.find_bucket(np.array([usage])), 1.0 * f)
-            if is_oom:
-                self.series_oom_peak[s] = usage
-            else:
-                self.series_memory_peak[s] = usage
+        return record_ooms(self, sids, batch)
