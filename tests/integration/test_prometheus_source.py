@@ -67,6 +67,54 @@ def test_eight_days_at_one_minute_match_the_raw_samples_exactly(
     np.testing.assert_array_equal(usage.memory_bytes, memory)
 
 
+@pytest.mark.parametrize(
+    ("step_s", "rate_window_s", "offset_s"),
+    [
+        (60, 60, 0),  # the back-fill's grid: windows tile, no extrapolation
+        (60, 150, 0),  # overlapping windows of 3 scrapes, extrapolated
+        (90, 60, 30),  # windows holding 1 or 2 scrapes, extrapolated to the ends
+        (300, 60, 0),  # 5 scrapes per window; peaks of 5 scrapes
+        (45, 60, 15),  # a step shorter than the scrape interval
+    ],
+)
+def test_usage_equals_prometheus_own_evaluation_of_the_promql_exactly(
+    prometheus_with_history, step_s, rate_window_s, offset_s
+):
+    # fetch_usage computes rate() and max_over_time() itself from stored samples;
+    # Prometheus' own evaluation of the documented PromQL on the same grid must give
+    # the same numbers bit for bit: over the OOM restart (a counter reset), the pod
+    # that vanished and its successor, and the start of the history.
+    loaded = prometheus_with_history
+    (db,) = [s for s in loaded.specs if s.oom_at_s is not None]
+    old, new = (s for s in loaded.specs if s.workload == "worker")
+    windows = [
+        (db.oom_at_s - 3 * 3600, db.oom_at_s + 3 * 3600),
+        (old.end_s - 3 * 3600, new.start_s + 3 * 3600),
+        (loaded.start_s - 3600, loaded.start_s + 3 * 3600),
+    ]
+    with source_for(loaded, rate_window_s=rate_window_s) as source:
+        for start_s, end_s in windows:
+            start_s += offset_s
+            usage = source.fetch_usage(
+                namespace=None, start_s=start_s, end_s=end_s, step_s=step_s
+            )
+            cpu, memory = (
+                source.query_range(query, times=usage.timestamp_s, step_s=step_s)
+                for query in (
+                    source.cpu_query(namespace=None, step_s=step_s),
+                    source.memory_query(namespace=None, step_s=step_s),
+                )
+            )
+            assert len(usage.series) >= 3
+            for matrix, got in ((cpu, usage.cpu_cores), (memory, usage.memory_bytes)):
+                assert set(matrix.series) <= set(usage.series)
+                expected = np.full_like(got, np.nan)
+                for row, key in enumerate(matrix.series):
+                    expected[usage.series.index(key)] = matrix.values[row]
+                assert np.isfinite(expected).sum() > 100
+                np.testing.assert_array_equal(got, expected)
+
+
 def test_the_counter_reset_at_an_oom_restart_is_not_a_negative_rate(
     prometheus_with_history,
 ):

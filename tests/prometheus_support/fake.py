@@ -8,6 +8,7 @@ a body cut off mid-JSON, a hang, a 503 burst.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -141,6 +142,38 @@ def grid_responder(
                 value = value_at(t)
                 if value is not None:
                     values.append([t, repr(float(value))])
+            if values:
+                metric = {"namespace": namespace, "pod": pod, "container": container}
+                result.append({"metric": metric, "values": values})
+        return 200, json.dumps(matrix(result)).encode()
+
+    return respond
+
+
+def samples_responder(
+    series: dict[tuple[str, str, str], Callable[[float], float | None]],
+    *,
+    scrape_s: float = 60.0,
+) -> Responder:
+    """Answer range-vector instant queries (``metric{...}[Nms]`` at ``time``) with the
+    samples ``series`` has at the scrape times (multiples of ``scrape_s``) in
+    ``[time - N ms, time]``, as Prometheus 2.x does; None = no sample then."""
+
+    def respond(path: str, form: dict[str, str], headers: dict[str, str]) -> Reply:
+        found = re.search(r"\[(\d+)ms\]$", form["query"])
+        assert path.endswith("/query") and found, f"not a samples query: {form}"
+        end = float(form["time"])
+        start = end - int(found.group(1)) / 1000
+        first = -(-start // scrape_s) * scrape_s
+        result = []
+        for (namespace, pod, container), value_at in series.items():
+            values = []
+            t = first
+            while t <= end:
+                value = value_at(t)
+                if value is not None:
+                    values.append([t, repr(float(value))])
+                t += scrape_s
             if values:
                 metric = {"namespace": namespace, "pod": pod, "container": container}
                 result.append({"metric": metric, "values": values})

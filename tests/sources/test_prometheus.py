@@ -17,11 +17,11 @@ from recommender.sources.base import SeriesKey
 from recommender.sources.prometheus import PrometheusConfig, PrometheusSource, grid
 from tests.prometheus_support.fake import (
     FakePrometheus,
-    grid_responder,
     hang,
     matrix,
     raw,
     reply,
+    samples_responder,
 )
 
 T0 = 1_795_000_020.0  # a multiple of 60
@@ -40,9 +40,9 @@ def make_source(fake: FakePrometheus, **overrides) -> PrometheusSource:
     return PrometheusSource(PrometheusConfig(**fields), sleep=lambda s: None)
 
 
-def series(values: list[tuple[float, str]], pod: str = "web-1") -> dict:
+def series(values: list[tuple[float, str]], pod: str = "web-1", **labels: str) -> dict:
     return {
-        "metric": {"namespace": "shop", "pod": pod, "container": "app"},
+        "metric": {"namespace": "shop", "pod": pod, "container": "app", **labels},
         "values": [[t, v] for t, v in values],
     }
 
@@ -53,9 +53,12 @@ def test_grid_is_step_aligned_and_excludes_start():
     assert len(grid(T0, T0 + 59, 60)) == 0
 
 
-def test_usage_is_parsed_onto_the_grid_with_gaps_as_nan(fake):
-    cpu = matrix([series([(T0 + 60, "0.25"), (T0 + 180, "0.5")])])
-    memory = matrix([series([(T0 + 60, "1e9"), (T0 + 120, "2000000000")])])
+def test_usage_is_computed_on_the_grid_from_stored_samples_with_gaps_as_nan(fake):
+    # Counter scrapes at T0, T0+60 and T0+180 (the one at T0+120 is missing): a
+    # rate needs two scrapes in [t - 60 s, t], so T0+120 and T0+180 are gaps.
+    cpu = matrix([series([(T0, "100"), (T0 + 60, "115"), (T0 + 180, "145")])])
+    # Gauge scrapes: the peak of (t - 60 s, t]; the one at T0 belongs to no interval.
+    memory = matrix([series([(T0, "5e9"), (T0 + 60, "1e9"), (T0 + 120, "2000000000")])])
     fake.responders = [reply(200, cpu), reply(200, memory)]
     with make_source(fake, concurrency=1) as source:
         usage = source.fetch_usage(
@@ -63,20 +66,50 @@ def test_usage_is_parsed_onto_the_grid_with_gaps_as_nan(fake):
         )
     assert usage.series == (SeriesKey("shop", "web-1", "app"),)
     assert list(usage.timestamp_s) == [T0 + 60, T0 + 120, T0 + 180]
-    np.testing.assert_array_equal(usage.cpu_cores, [[0.25, np.nan, 0.5]])
+    np.testing.assert_array_equal(usage.cpu_cores, [[0.25, np.nan, np.nan]])
     np.testing.assert_array_equal(usage.memory_bytes, [[1e9, 2e9, np.nan]])
     cpu_form, memory_form = (r.form for r in fake.requests)
-    assert cpu_form["start"] == str(int(T0 + 60))
-    assert cpu_form["end"] == str(int(T0 + 180))
-    assert cpu_form["step"] == "60"
+    assert {r.path for r in fake.requests} == {"/api/v1/query"}
+    assert cpu_form["time"] == memory_form["time"] == str(int(T0 + 180))
+    # The windows reach back to T0 (rate) and T0 (peak); 1 ms more for Prometheus 3,
+    # whose ranges exclude their left end.
     assert cpu_form["query"] == (
-        "max by (namespace, pod, container) (rate(container_cpu_usage_seconds_total"
-        '{pod!="", container!="", container!="POD", namespace="shop"}[60000ms]))'
+        "container_cpu_usage_seconds_total"
+        '{pod!="", container!="", container!="POD", namespace="shop"}[180001ms]'
     )
-    assert memory_form["query"].startswith(
-        "max by (namespace, pod, container) (max_over_time("
-        "container_memory_working_set_bytes{"
+    assert memory_form["query"] == (
+        "container_memory_working_set_bytes"
+        '{pod!="", container!="", container!="POD", namespace="shop"}[180001ms]'
     )
+
+
+def test_a_counter_reset_in_a_window_counts_the_value_before_it(fake):
+    # The container restarted between T0+60 and T0+120: its counter began again at 0.
+    cpu = matrix([series([(T0, "100"), (T0 + 60, "160"), (T0 + 120, "30")])])
+    fake.responders = [reply(200, cpu), reply(200, matrix([]))]
+    with make_source(fake, concurrency=1) as source:
+        usage = source.fetch_usage(
+            namespace="shop", start_s=T0, end_s=T0 + 120, step_s=60
+        )
+    np.testing.assert_array_equal(usage.cpu_cores, [[1.0, 0.5]])
+
+
+def test_series_of_one_container_are_combined_with_max_not_sum(fake):
+    # cAdvisor exports the old cgroup next to the new one for a while.
+    old = series([(T0, "0"), (T0 + 60, "30")], id="/old")
+    new = series([(T0 + 60, "0"), (T0 + 120, "60")], id="/new")
+    peaks = [
+        series([(T0 + 60, "7"), (T0 + 120, "3")], id="/old"),
+        series([(T0 + 60, "5"), (T0 + 120, "NaN")], id="/new"),
+    ]
+    fake.responders = [reply(200, matrix([old, new])), reply(200, matrix(peaks))]
+    with make_source(fake, concurrency=1) as source:
+        usage = source.fetch_usage(
+            namespace="shop", start_s=T0, end_s=T0 + 120, step_s=60
+        )
+    assert usage.series == (SeriesKey("shop", "web-1", "app"),)
+    np.testing.assert_array_equal(usage.cpu_cores, [[0.5, 1.0]])
+    np.testing.assert_array_equal(usage.memory_bytes, [[7.0, 3.0]])
 
 
 def test_custom_label_names_and_selectors_shape_the_queries(fake):
@@ -96,44 +129,65 @@ def test_custom_label_names_and_selectors_shape_the_queries(fake):
         '(rate(container_cpu_usage_seconds_total{pod_name!="", name!="", name!="POD", '
         'job="kubernetes-cadvisor"}[120000ms]))'
     )
-    assert {r.form["query"] for r in fake.requests} >= {query}
+    # The samples read for it: the rate window (120 s) back from the one grid time.
+    assert (
+        'container_cpu_usage_seconds_total{pod_name!="", name!="", name!="POD", '
+        'job="kubernetes-cadvisor"}[120001ms]'
+    ) in {r.form["query"] for r in fake.requests}
 
 
-def test_long_ranges_are_chunked_under_the_point_limit_and_reassembled(fake):
-    # 8 days at 1 minute is 11,520 points: more than Prometheus allows in one query.
-    def cpu_at(t: float) -> float | None:
-        return None if (t - T0) % 7200 == 0 else (t - T0) / 1e6
+def grid_points(form: dict[str, str]) -> int:
+    """Grid times a samples query covers (its range less the 60 s look-back)."""
+    range_ms = int(form["query"].rsplit("[", 1)[1].removesuffix("ms]"))
+    return (range_ms - 1) // 60_000
 
-    fake.default = grid_responder({("shop", "web-1", "app"): cpu_at})
+
+def test_long_ranges_are_chunked_and_reassembled(fake):
+    # 8 days at 1 minute is 11,520 points: read in chunks of at most 11,000.
+    def counter_at(t: float) -> float | None:
+        # 1/256 core more every minute; a scrape missing every 2 hours.
+        minutes = (t - T0) // 60
+        return None if minutes % 120 == 60 else 15 * minutes * (minutes + 1) / 256
+
+    fake.default = samples_responder({("shop", "web-1", "app"): counter_at})
     end = T0 + 8 * 86400
     with make_source(fake, concurrency=3) as source:
         usage = source.fetch_usage(namespace="shop", start_s=T0, end_s=end, step_s=60)
     assert usage.cpu_cores.shape == (1, 11_520)
-    expected = np.array([cpu_at(t) for t in usage.timestamp_s], dtype=float)
+    minutes = (usage.timestamp_s - T0) // 60
+    expected = minutes / 512  # (c(m) - c(m - 1)) / 60 s
+    # No rate where either scrape of the window is missing.
+    expected[(minutes % 120 == 60) | (minutes % 120 == 61)] = np.nan
     np.testing.assert_array_equal(usage.cpu_cores[0], expected)
-    points = [
-        (float(r.form["end"]) - float(r.form["start"])) / 60 + 1 for r in fake.requests
+    assert sorted(grid_points(r.form) for r in fake.requests) == [
+        520,
+        520,
+        11_000,
+        11_000,
     ]
-    assert max(points) <= 11_000
-    assert len(fake.requests) == 4  # two chunks each for CPU and memory
-    assert source.stats.queries == 4
+    assert source.stats.queries == 4  # two chunks each for CPU and memory
 
 
 def test_a_smaller_point_limit_gives_more_chunks(fake):
-    fake.default = grid_responder(
-        {("shop", "web-1", "app"): lambda t: 1.0}, max_points=100
-    )
+    fake.default = samples_responder({("shop", "web-1", "app"): lambda t: (t - T0) * 2})
     with make_source(fake, max_points=100, concurrency=1) as source:
         usage = source.fetch_usage(
             namespace=None, start_s=T0, end_s=T0 + 6000, step_s=60
         )
     assert len(fake.requests) == 2
-    np.testing.assert_array_equal(usage.cpu_cores, np.ones((1, 100)))
+    np.testing.assert_array_equal(usage.cpu_cores, np.full((1, 100), 2.0))
+    with make_source(fake, max_points=40, concurrency=1) as source:
+        again = source.fetch_usage(
+            namespace=None, start_s=T0, end_s=T0 + 6000, step_s=60
+        )
+    assert len(fake.requests) == 2 + 6
+    np.testing.assert_array_equal(again.cpu_cores, usage.cpu_cores)
+    np.testing.assert_array_equal(again.memory_bytes, usage.memory_bytes)
 
 
 def test_series_seen_by_only_one_query_get_nan_rows_in_the_other(fake):
     fake.responders = [
-        reply(200, matrix([series([(T0 + 60, "0.1")], pod="old-1")])),
+        reply(200, matrix([series([(T0, "1"), (T0 + 60, "7")], pod="old-1")])),
         reply(200, matrix([series([(T0 + 60, "5")], pod="new-1")])),
     ]
     with make_source(fake, concurrency=1) as source:
@@ -144,15 +198,20 @@ def test_series_seen_by_only_one_query_get_nan_rows_in_the_other(fake):
 
 
 def test_nan_and_infinite_values_become_gaps(fake):
+    # "+Inf" is left to the json path by the fast decoder: both paths are exercised.
+    counter = [(T0, "1"), (T0 + 60, "NaN"), (T0 + 120, "+Inf"), (T0 + 180, "2")]
+    gauge = [(T0 + 60, "NaN"), (T0 + 120, "+Inf"), (T0 + 180, "-Inf")]
     fake.responders = [
-        reply(200, matrix([series([(T0 + 60, "NaN"), (T0 + 120, "+Inf")])])),
-        reply(200, matrix([])),
+        reply(200, matrix([series(counter)])),
+        reply(200, matrix([series(gauge)])),
     ]
     with make_source(fake, concurrency=1) as source:
         usage = source.fetch_usage(
-            namespace=None, start_s=T0, end_s=T0 + 120, step_s=60
+            namespace=None, start_s=T0, end_s=T0 + 180, step_s=60
         )
+    assert usage.cpu_cores.shape == usage.memory_bytes.shape == (1, 3)
     assert np.isnan(usage.cpu_cores).all()
+    assert np.isnan(usage.memory_bytes).all()
 
 
 def test_an_empty_range_asks_nothing(fake):
@@ -264,7 +323,7 @@ def test_transient_failures_are_retried_with_backoff(fake):
         raw(503, b"Service Unavailable"),
         reply(502, {"status": "error", "error": "bad gateway"}),
     ]
-    fake.default = reply(200, matrix([series([(T0 + 60, "0.5")])]))
+    fake.default = reply(200, matrix([series([(T0, "1"), (T0 + 60, "31")])]))
     config = PrometheusConfig(url=fake.url, retries=3, backoff_s=0.1, concurrency=1)
     with PrometheusSource(config, sleep=delays.append) as source:
         usage = source.fetch_usage(
@@ -343,6 +402,11 @@ def test_json_cut_off_mid_body_is_a_clear_error(fake):
             "malformed series",
         ),
         (matrix([series([(T0 + 6000, "1")])]), "outside the asked range"),
+        (matrix([series([(T0 - 61, "1")])]), "outside the asked range"),
+        (
+            matrix([series([(T0 + 60, "1"), (T0 + 60, "2")])]),
+            "timestamps not increasing",
+        ),
         (["not", "an", "object"], "no error message"),
     ],
 )
