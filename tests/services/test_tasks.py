@@ -56,7 +56,8 @@ def test_a_cluster_that_is_gone_is_logged_and_skipped(db):
     }
 
 
-def test_refresh_all_and_expire_cover_every_enabled_cluster(db):
+def test_refresh_all_and_expire_cover_every_enabled_cluster(db, settings):
+    settings.REDIS_URL = ""  # the embedded default: each cluster whole, in-process
     on = Cluster.objects.create(name="on", kind=Cluster.Kind.SIMULATED)
     Cluster.objects.create(name="off", kind=Cluster.Kind.SIMULATED, is_enabled=False)
 
