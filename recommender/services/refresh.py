@@ -26,7 +26,7 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -132,6 +132,7 @@ def ingest_window(
     recommend: bool = True,
     run: RefreshRun | None = None,
     phases: Phases | None = None,
+    live_pods: Mapping[int, Collection[str]] | None = None,
 ) -> dict[str, Any]:
     """Ingest every discovered container from its watermark up to ``end`` and commit.
 
@@ -141,6 +142,8 @@ def ingest_window(
     time order, recommends when ``recommend`` is set, and stores checkpoints (moving
     the watermarks to ``end``), OOM kills and changed recommendations in one
     transaction. Returns the window's counts. A failure stores nothing of the window.
+    With ``live_pods`` (pod names by workload id), the engine forgets the per-pod
+    state of every other pod once the window is fed (upstream's DeleteRemovedPods).
     """
     phases = phases or Phases()
     end_s = math.floor(end.timestamp() / STEP_S) * STEP_S
@@ -156,6 +159,8 @@ def ingest_window(
                 window, oom_kills_for(snapshot_kills=snapshot_kills, history=history)
             )
             _read_and_feed(window, source, start_s, run)
+        if live_pods is not None:
+            _forget_gone_pods(window, live_pods)
     if recommend:
         with phases("recommend"):
             _recommend(window)
@@ -245,6 +250,7 @@ def refresh_cluster(
             snapshot_kills=snapshot.oom_kills,
             run=run,
             phases=phases,
+            live_pods=_live_pods(discovery),
         )
     except Exception as exc:
         _fail(run, exc, phases, started)
@@ -268,6 +274,30 @@ def refresh_cluster(
         counts,
     )
     return run
+
+
+def _live_pods(discovery: Discovery) -> dict[int, set[str]]:
+    """Pod names of each workload that discovery saw (taken before ingestion, which
+    adds the guessed owners of vanished pods to ``discovery.pod_owner``)."""
+    live: dict[int, set[str]] = defaultdict(set)
+    for (_namespace, pod), workload_id in discovery.pod_owner.items():
+        live[workload_id].add(pod)
+    return live
+
+
+def _forget_gone_pods(window: Window, live_pods: Mapping[int, Collection[str]]) -> None:
+    """Drop the engine series of pods that are gone; their samples stay in the
+    histograms. Without this every CronJob run would stay in its checkpoint."""
+    dropped = 0
+    for group in window.groups.values():
+        assert group.aggregates is not None
+        dropped += group.aggregates.prune_series(
+            live_keys={
+                row.index: live_pods.get(row.container.workload_id, ())
+                for row in group.rows
+            }
+        )
+    window.counts["series_dropped"] = dropped
 
 
 def _fail(run: RefreshRun, exc: Exception, phases: Phases, started: float) -> None:

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from recommender.cluster.simulated import OOM_LOOKBACK_S, build_fleet, write_journal
+from recommender.engine import AggregateSet, get_profile
 from recommender.errors import SourceUnavailable
 from recommender.models import (
     Checkpoint,
@@ -422,3 +423,49 @@ def test_an_oom_kill_finds_its_workload_by_the_adapters_answer_before_its_name()
     # Without the adapter's answer, the name is the only clue left.
     assert found.owner_of("shop", "db-migrate-0") == 2
     assert found.owner_of("shop", "unknown-0") is None
+
+
+def cron_series(cluster):
+    """Engine series (pod names) in each CronJob container's checkpoint."""
+    out = {}
+    for checkpoint in Checkpoint.objects.filter(
+        container__workload__cluster=cluster, container__workload__kind="CronJob"
+    ).select_related("container__workload"):
+        if checkpoint.state:
+            workload = checkpoint.container.workload
+            aggs = AggregateSet.from_checkpoints(
+                get_profile("vpa"), [bytes(checkpoint.state)]
+            )
+            key = (workload.namespace, workload.name, checkpoint.container.name)
+            out[key] = set(aggs.series_keys(0))
+    return out
+
+
+def test_a_cronjobs_finished_pods_do_not_pile_up_in_its_checkpoint(cluster):
+    fleet = build_fleet(7, WORKLOADS)
+    crons = {(w.namespace, w.name): w for w in fleet.workloads if w.kind == "CronJob"}
+    ran = runs_seen = 0
+    for hours in (0, 5, 13):
+        now = NOW + timedelta(hours=hours)
+        run = refresh_cluster(cluster_id=cluster.pk, now=now)
+        series = cron_series(cluster)
+        assert series
+        for (namespace, name, _container), pods in series.items():
+            live = {
+                pod for pod, _ in fleet.pods_at(crons[namespace, name], now.timestamp())
+            }
+            # Only pods alive now keep a series; the finished runs' samples stay.
+            assert pods <= live
+        ran += sum(
+            len(w.runs_between(now.timestamp() - 86400.0, now.timestamp()))
+            for w in crons.values()
+        )
+        runs_seen += run.counts["series_dropped"]
+    # Runs did come and go while the checkpoints kept their history.
+    assert ran > len(crons) and runs_seen > 0
+    assert all(
+        c.sample_count > 0
+        for c in Checkpoint.objects.filter(
+            container__workload__cluster=cluster, container__workload__kind="CronJob"
+        )
+    )
