@@ -30,7 +30,6 @@ simply absent (NaN) from then on.
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import math
@@ -44,14 +43,27 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
 import numpy as np
 import requests
 from requests.adapters import HTTPAdapter
 
 from recommender.cluster.base import OomKill
 from recommender.errors import InvalidInput, SourceUnavailable
-from recommender.sources.base import SeriesKey, UsageGrid
+from recommender.sources.base import UsageGrid
+from recommender.sources.prometheus_answers import (
+    Matrix,
+    MatrixAnswer,
+    concat,
+    decode_matrix,
+    parse_matrix,
+    point_arrays,
+    reindex,
+    result_list,
+    samples_of,
+    series_arrays,
+    series_order,
+    short,
+)
 from recommender.sources.windows import (
     Samples,
     max_by_container,
@@ -163,15 +175,6 @@ class PrometheusConfig:
         )
 
 
-@dataclass(frozen=True)
-class Matrix:
-    """One range query's answer: S series by T grid points, NaN where absent."""
-
-    series: tuple[SeriesKey, ...]
-    timestamp_s: np.ndarray  # float64 (T,)
-    values: np.ndarray  # float64 (S, T)
-
-
 @dataclass
 class QueryStats:
     """What a source has asked so far (for benchmarks and the run's counts)."""
@@ -218,6 +221,11 @@ class PrometheusSource:
     ) -> None:
         self.config = config
         self.stats = QueryStats()
+        self._labels = (
+            config.namespace_label,
+            config.pod_label,
+            config.container_label,
+        )
         self._sleep = sleep
         self._session = requests.Session()
         adapter = HTTPAdapter(
@@ -373,7 +381,7 @@ class PrometheusSource:
                 if kind == "cpu"
                 else self.memory_samples_query(namespace=namespace, range_ms=range_ms)
             )
-            samples = self.stored_samples(query, at_s=chunk[-1], range_ms=range_ms)
+            samples = self.storedsamples_of(query, at_s=chunk[-1], range_ms=range_ms)
             if kind == "cpu":
                 values = rate_on_grid(samples, grid_ms=grid_ms, window_ms=window_ms)
             else:
@@ -384,13 +392,13 @@ class PrometheusSource:
             return Matrix(series=keys, timestamp_s=chunk, values=values)
 
         parts = self._run_all(run, jobs)
-        cpu, memory = _concat(parts[0::2], times), _concat(parts[1::2], times)
-        series = tuple(sorted(set(cpu.series) | set(memory.series), key=_series_order))
+        cpu, memory = concat(parts[0::2], times), concat(parts[1::2], times)
+        series = tuple(sorted(set(cpu.series) | set(memory.series), key=series_order))
         return UsageGrid(
             series=series,
             timestamp_s=times,
-            cpu_cores=_reindex(cpu, series),
-            memory_bytes=_reindex(memory, series),
+            cpu_cores=reindex(cpu, series),
+            memory_bytes=reindex(memory, series),
         )
 
     def fetch_oom_kills(
@@ -450,11 +458,11 @@ class PrometheusSource:
             "query", {"query": query, "time": _format_time(at_s)}, query=query
         )
         metrics = []
-        for item in _result(body, query=query, result_type="vector"):
+        for item in result_list(body, query=query, result_type="vector"):
             metric = item.get("metric") if isinstance(item, dict) else None
             if not isinstance(metric, dict):
                 raise SourceUnavailable(
-                    f"Prometheus answered an item without metric to {_short(query)}"
+                    f"Prometheus answered an item without metric to {short(query)}"
                 )
             metrics.append({str(k): str(v) for k, v in metric.items()})
         return metrics
@@ -491,9 +499,9 @@ class PrometheusSource:
         by_query: list[list[Matrix]] = [[] for _ in queries]
         for (query_index, _, _), part in zip(jobs, parts, strict=True):
             by_query[query_index].append(part)
-        return [_concat(pieces, times) for pieces in by_query]
+        return [concat(pieces, times) for pieces in by_query]
 
-    def stored_samples(self, query: str, *, at_s: float, range_ms: int) -> Samples:
+    def storedsamples_of(self, query: str, *, at_s: float, range_ms: int) -> Samples:
         """The stored samples a range-vector query (``...[range_ms]``) selects at
         ``at_s``, checked to lie in that range and to increase in time."""
         started = time.perf_counter()
@@ -505,24 +513,24 @@ class PrometheusSource:
                 "timeout": f"{self.config.timeout_s:g}s",
             },
             query=query,
-            fast=_decode_matrix,
+            fast=decode_matrix,
         )
-        if isinstance(body, _MatrixAnswer):
+        if isinstance(body, MatrixAnswer):
             for warning in body.warnings:
-                logger.warning("prometheus: warning for %s: %s", _short(query), warning)
+                logger.warning("prometheus: warning for %s: %s", short(query), warning)
             arrays = [
-                (item.metric, *_point_arrays(item.values)) for item in body.data.result
+                (item.metric, *point_arrays(item.values)) for item in body.data.result
             ]
         else:
-            arrays = _series_arrays(
-                _result(body, query=query, result_type="matrix"), query=query
+            arrays = series_arrays(
+                result_list(body, query=query, result_type="matrix"), query=query
             )
         end_ms = _milliseconds(at_s)
-        samples = _samples(
+        samples = samples_of(
             arrays,
             first_ms=end_ms - range_ms,
             last_ms=end_ms,
-            config=self.config,
+            labels=self._labels,
             query=query,
         )
         self.stats.add(
@@ -543,9 +551,9 @@ class PrometheusSource:
         }
         started = time.perf_counter()
         body, retries = self._post_counted("query_range", params, query=query)
-        result = _result(body, query=query, result_type="matrix")
-        matrix = _parse_matrix(
-            result, times=times, step_s=step_s, config=self.config, query=query
+        result = result_list(body, query=query, result_type="matrix")
+        matrix = parse_matrix(
+            result, times=times, step_s=step_s, labels=self._labels, query=query
         )
         self.stats.add(
             retries=retries,
@@ -637,7 +645,7 @@ class PrometheusSource:
             retryable = status in RETRY_STATUSES
             return (
                 f"{where} answered HTTP {status} with malformed JSON ({exc}) to "
-                f"{_short(query)}: {snippet!r}",
+                f"{short(query)}: {snippet!r}",
                 retryable,
                 None,
             )
@@ -650,212 +658,13 @@ class PrometheusSource:
             kind = body.get("errorType") if isinstance(body, dict) else None
             detail = f"{kind}: {error}" if error else "no error message"
             return (
-                f"{where} answered HTTP {status} ({detail}) to {_short(query)}",
+                f"{where} answered HTTP {status} ({detail}) to {short(query)}",
                 status in RETRY_STATUSES,
                 None,
             )
         for warning in body.get("warnings") or ():
-            logger.warning("prometheus: warning for %s: %s", _short(query), warning)
+            logger.warning("prometheus: warning for %s: %s", short(query), warning)
         return None, False, body
-
-
-# --- parsing ------------------------------------------------------------------------
-
-
-def _result(body: Any, *, query: str, result_type: str) -> list[Any]:
-    """The ``data.result`` list, checked to be of the expected type."""
-    data = body.get("data")
-    if not isinstance(data, dict) or data.get("resultType") != result_type:
-        got = data.get("resultType") if isinstance(data, dict) else type(data).__name__
-        raise SourceUnavailable(
-            f"Prometheus answered {got!r} instead of a {result_type} to {_short(query)}"
-        )
-    result = data.get("result")
-    if not isinstance(result, list):
-        raise SourceUnavailable(
-            f"Prometheus answered no result list to {_short(query)}"
-        )
-    return result
-
-
-def _parse_matrix(
-    result: list[Any],
-    *,
-    times: np.ndarray,
-    step_s: float,
-    config: PrometheusConfig,
-    query: str,
-) -> Matrix:
-    """Place each series' points on the grid; reject anything that is not a matrix."""
-    keys: list[SeriesKey] = []
-    rows: dict[SeriesKey, int] = {}
-    values = np.full((len(result), len(times)), np.nan)
-    labels = (config.namespace_label, config.pod_label, config.container_label)
-    for item in result:
-        try:
-            metric = item["metric"]
-            points = item["values"]
-            key = SeriesKey(*(str(metric[name]) for name in labels))
-            if not isinstance(points, list):
-                raise TypeError("values is not a list")
-            stamps = np.fromiter(
-                (p[0] for p in points), dtype=np.float64, count=len(points)
-            )
-            numbers = np.array([p[1] for p in points], dtype=np.float64)
-        except (KeyError, TypeError, IndexError, ValueError) as exc:
-            raise SourceUnavailable(
-                f"Prometheus answered a malformed series ({type(exc).__name__}: "
-                f"{exc}) to "
-                f"{_short(query)}"
-            ) from None
-        columns = np.rint((stamps - times[0]) / step_s).astype(np.int64)
-        if len(columns) and (columns.min() < 0 or columns.max() >= len(times)):
-            raise SourceUnavailable(
-                f"Prometheus answered points outside the asked range to {_short(query)}"
-            )
-        row = rows.get(key)
-        if row is None:
-            row = rows[key] = len(keys)
-            keys.append(key)
-        # Prometheus' NaN/Inf (e.g. a rate over a broken counter) are not usage: gaps.
-        numbers[~np.isfinite(numbers)] = np.nan
-        values[row, columns] = numbers
-    return Matrix(series=tuple(keys), timestamp_s=times, values=values[: len(keys)])
-
-
-class _Series(msgspec.Struct):
-    metric: dict[str, str]
-    values: list[tuple[float, float]]
-
-
-class _MatrixData(msgspec.Struct):
-    resultType: str  # Prometheus' field name
-    result: list[_Series]
-
-
-class _MatrixAnswer(msgspec.Struct):
-    status: str
-    data: _MatrixData
-    warnings: list[str] = []
-
-
-# Lax mode reads Prometheus' quoted sample values ("0.25", "NaN") as floats.
-_MATRIX_DECODER = msgspec.json.Decoder(_MatrixAnswer, strict=False)
-
-
-def _decode_matrix(content: bytes) -> _MatrixAnswer | None:
-    """A successful matrix answer decoded in one pass (2-3x faster than ``json``
-    and building the arrays from its lists), or None for anything else: errors,
-    other shapes, "+Inf" values, malformed JSON are left to the checked path."""
-    try:
-        answer = _MATRIX_DECODER.decode(content)
-    except msgspec.MsgspecError:
-        return None
-    if answer.status != "success" or answer.data.resultType != "matrix":
-        return None
-    return answer
-
-
-def _point_arrays(points: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
-    """(times, values) of decoded ``[time, value]`` pairs."""
-    flat = np.fromiter(
-        itertools.chain.from_iterable(points), dtype=np.float64, count=2 * len(points)
-    )
-    return flat[0::2], flat[1::2]
-
-
-def _series_arrays(
-    result: list[Any], *, query: str
-) -> list[tuple[Any, np.ndarray, np.ndarray]]:
-    """(metric, times, values) of each series of a ``json``-decoded matrix."""
-    arrays = []
-    for item in result:
-        try:
-            metric = item["metric"]
-            points = item["values"]
-            if not isinstance(points, list):
-                raise TypeError("values is not a list")
-            stamps = np.fromiter(
-                (p[0] for p in points), dtype=np.float64, count=len(points)
-            )
-            values = np.array([p[1] for p in points], dtype=np.float64)
-        except (KeyError, TypeError, IndexError, ValueError) as exc:
-            raise _malformed(exc, query) from None
-        arrays.append((metric, stamps, values))
-    return arrays
-
-
-def _samples(
-    arrays: list[tuple[Any, np.ndarray, np.ndarray]],
-    *,
-    first_ms: int,
-    last_ms: int,
-    config: PrometheusConfig,
-    query: str,
-) -> Samples:
-    """The series' samples, checked to lie in [first_ms, last_ms] and increase."""
-    keys: list[SeriesKey] = []
-    stamps_ms: list[np.ndarray] = []
-    numbers: list[np.ndarray] = []
-    labels = (config.namespace_label, config.pod_label, config.container_label)
-    for metric, stamps, values in arrays:
-        try:
-            key = SeriesKey(*(str(metric[name]) for name in labels))
-        except (KeyError, TypeError) as exc:
-            raise _malformed(exc, query) from None
-        # Prometheus writes times as seconds with millisecond decimals.
-        in_ms = np.rint(stamps * 1000).astype(np.int64)
-        if len(in_ms) and (in_ms[0] < first_ms or in_ms[-1] > last_ms):
-            raise SourceUnavailable(
-                f"Prometheus answered points outside the asked range to {_short(query)}"
-            )
-        if np.any(np.diff(in_ms) <= 0):
-            raise SourceUnavailable(
-                "Prometheus answered a malformed series (timestamps not increasing) "
-                f"to {_short(query)}"
-            )
-        keys.append(key)
-        stamps_ms.append(in_ms)
-        numbers.append(values)
-    return Samples.concat(keys, stamps_ms, numbers)
-
-
-def _malformed(exc: Exception, query: str) -> SourceUnavailable:
-    return SourceUnavailable(
-        f"Prometheus answered a malformed series ({type(exc).__name__}: {exc}) to "
-        f"{_short(query)}"
-    )
-
-
-def _concat(pieces: list[Matrix], times: np.ndarray) -> Matrix:
-    """Join the time chunks of one query into one matrix over the whole grid."""
-    if len(pieces) == 1:
-        return pieces[0]
-    series = tuple(
-        sorted({key for piece in pieces for key in piece.series}, key=_series_order)
-    )
-    values = np.full((len(series), len(times)), np.nan)
-    offset = 0
-    for piece in pieces:
-        width = len(piece.timestamp_s)
-        values[:, offset : offset + width] = _reindex(piece, series)
-        offset += width
-    return Matrix(series=series, timestamp_s=times, values=values)
-
-
-def _reindex(matrix: Matrix, series: tuple[SeriesKey, ...]) -> np.ndarray:
-    """The matrix's rows in the order of ``series`` (NaN rows for series it lacks)."""
-    out = np.full((len(series), len(matrix.timestamp_s)), np.nan)
-    index = {key: row for row, key in enumerate(matrix.series)}
-    for row, key in enumerate(series):
-        source_row = index.get(key)
-        if source_row is not None:
-            out[row] = matrix.values[source_row]
-    return out
-
-
-def _series_order(key: SeriesKey) -> tuple[str, str, str]:
-    return (key.namespace, key.pod, key.container)
 
 
 def _any_of(values: Sequence[str]) -> str:
@@ -881,10 +690,6 @@ def _milliseconds(seconds: float) -> int:
 def _format_time(seconds: float) -> str:
     """Unix seconds as Prometheus reads them (no exponent, no float noise)."""
     return f"{float(seconds):.3f}".rstrip("0").rstrip(".")
-
-
-def _short(query: str) -> str:
-    return repr(query if len(query) <= 160 else query[:157] + "...")
 
 
 def _first_line(exc: BaseException) -> str:
