@@ -411,7 +411,7 @@ def _recommend(window: Window) -> None:
             )
             for row, result in zip(rows, results, strict=True):
                 capped = apply_vpa_policy(result, row.container_policy)
-                explanation = result.explanation.to_dict()
+                explanation = result.explanation_dict()
                 explanation["caps"] = [
                     {
                         "resource": c.resource,
