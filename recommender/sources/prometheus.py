@@ -181,6 +181,7 @@ class QueryStats:
 
     queries: int = 0
     retries: int = 0
+    # Values received: stored samples for usage reads, grid points for range queries.
     points: int = 0
     seconds: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
