@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 
 
-def _as_array(value: Any, name: str, dtype: type, ndim: int) -> np.ndarray:
+def _as_array(
+    value: Any, name: str, dtype: type[np.float64] | type[np.int64], ndim: int
+) -> np.ndarray:
     try:
-        arr = np.asarray(value, dtype=dtype)
+        arr: np.ndarray = np.asarray(value, dtype=dtype)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name}: {exc}") from None
     if arr.ndim != ndim:

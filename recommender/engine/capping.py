@@ -539,9 +539,9 @@ def cap_for_pod(
     by_name = {c.name: c for c in containers}
     result: dict[str, CappedRecommendation] = {}
     for name, capper in working.items():
-        container = by_name.get(name)
-        if container is None:
+        if name not in by_name:
             continue
+        container = by_name[name]
         policy = select_container_policy(policies, name)
         if container_limit_range is not None:
             lr_min, lr_max = _container_limit_range_bounds(

@@ -38,7 +38,7 @@ _SERIES = struct.Struct("<ddddd")
 
 
 def _encode_hist(h: HistogramBatch, row: int) -> bytes:
-    w = h.weight[row]
+    w = h.weight[row, :]
     nz = np.nonzero(w)[0]
     head = _HIST.pack(
         float(h.reference_s[row]),

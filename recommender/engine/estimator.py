@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .aggregation import AggregateSet
 from .explanation import BoundArrays, ExplainedRows, Explanation, ResourceArrays
@@ -51,6 +52,8 @@ class ContainerRecommendation:
         return self._explained.to_dict(self._index)
 
     def __eq__(self, other: object) -> bool:
+        # Defining __eq__ leaves the class unhashable, as before (the explanation
+        # holds a dict).
         if not isinstance(other, ContainerRecommendation):
             return NotImplemented
         return (
@@ -61,19 +64,16 @@ class ContainerRecommendation:
             and self.explanation == other.explanation
         )
 
-    # Unhashable, as before: the explanation holds a dict.
-    __hash__ = None  # type: ignore[assignment]
 
-
-def resource_amounts_from_float(x: np.ndarray) -> np.ndarray:
+def resource_amounts_from_float(x: npt.ArrayLike) -> npt.NDArray[np.int64]:
     """Go ``resourceAmountFromFloat``: <0 -> 0, >1e14 -> 1e14, else trunc; NaN -> 0."""
-    x = np.asarray(x, dtype=np.float64)
+    values = np.asarray(x, dtype=np.float64)
     out = np.where(
-        x > MAX_RESOURCE_AMOUNT,
+        values > MAX_RESOURCE_AMOUNT,
         float(MAX_RESOURCE_AMOUNT),
-        np.trunc(np.nan_to_num(x, nan=0.0)),
+        np.trunc(np.nan_to_num(values, nan=0.0)),
     )
-    return np.where(x < 0, 0.0, out).astype(np.int64)
+    return np.where(values < 0, 0.0, out).astype(np.int64)
 
 
 def resource_amount_from_float(x: float) -> int:
@@ -81,7 +81,9 @@ def resource_amount_from_float(x: float) -> int:
     return int(resource_amounts_from_float(np.array([x]))[0])
 
 
-def scale_resources(amount: np.ndarray, factor: np.ndarray | float) -> np.ndarray:
+def scale_resources(
+    amount: npt.ArrayLike, factor: np.ndarray | float
+) -> npt.NDArray[np.int64]:
     """Go ``ScaleResource``: ``resourceAmountFromFloat(amount * factor)``, 0*Inf=0."""
     with np.errstate(invalid="ignore"):
         return resource_amounts_from_float(
@@ -94,10 +96,10 @@ def cpu_amount_from_cores(cores: float) -> int:
     return resource_amount_from_float(cores * 1000.0)
 
 
-def with_margin(amount: np.ndarray, margin_fraction: float) -> np.ndarray:
+def with_margin(amount: npt.ArrayLike, margin_fraction: float) -> npt.NDArray[np.int64]:
     """Upstream marginEstimator: ``x + ScaleResource(x, margin)``."""
-    amount = np.asarray(amount, dtype=np.int64)
-    return amount + scale_resources(amount, margin_fraction)
+    values = np.asarray(amount, dtype=np.int64)
+    return values + scale_resources(values, margin_fraction)
 
 
 def go_minutes(duration_s: float) -> float:
@@ -111,7 +113,10 @@ def confidences(
     first_s: np.ndarray, last_s: np.ndarray, count: np.ndarray, interval_s: float
 ) -> np.ndarray:
     """Upstream ``getConfidence``: min(history span, samples) in intervals."""
-    span = np.nan_to_num(np.asarray(last_s) - np.asarray(first_s), nan=0.0)
+    span = np.nan_to_num(
+        np.asarray(last_s, dtype=np.float64) - np.asarray(first_s, dtype=np.float64),
+        nan=0.0,
+    )
     lifespan = span / interval_s
     samples = np.asarray(count, dtype=np.float64) / go_minutes(interval_s)
     return np.minimum(lifespan, samples)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 
 # Constants of Go's src/math/exp.go (expmulti, shared by Exp and Exp2) and
 # src/math/log.go.
@@ -206,6 +207,9 @@ def go_log(x: float) -> float:
 def go_log_array(x: np.ndarray) -> np.ndarray:
     """Element-wise :func:`go_log` on a float64 array of finite positive values."""
     x = np.asarray(x, dtype=np.float64)
+    # numpy's stubs type frexp's outputs loosely; for float64 input they are these.
+    f1: npt.NDArray[np.float64]
+    ki: npt.NDArray[np.int32]
     f1, ki = np.frexp(x)
     small = f1 < SQRT2_OVER_2
     f1 = np.where(small, f1 * 2, f1)

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .gomath import go_exp2, go_exp2_array, go_round
 from .histogram_options import (
@@ -124,12 +125,10 @@ class HistogramBatch:
         last = b - 1 - cand_max[:, ::-1].argmax(axis=1)
         self.max_bucket[rows] = np.where(has, last, 0)
 
-    def is_empty(self, rows: np.ndarray | None = None) -> np.ndarray:
+    def is_empty(self, rows: npt.ArrayLike | None = None) -> np.ndarray:
         """Upstream ``IsEmpty``: the weight at ``min_bucket`` is below epsilon."""
-        rows = (
-            np.arange(len(self)) if rows is None else np.asarray(rows, dtype=np.int64)
-        )
-        return self.weight[rows, self.min_bucket[rows]] < self.options.epsilon
+        r = np.arange(len(self)) if rows is None else np.asarray(rows, dtype=np.int64)
+        return self.weight[r, self.min_bucket[r]] < self.options.epsilon
 
     # ----------------------------------------------------------------- plain ops
     def add_cells(
@@ -361,7 +360,7 @@ class HistogramBatch:
     # ----------------------------------------------------------------- reading
     def percentile(self, rows: np.ndarray, p: float) -> np.ndarray:
         """Upstream ``Percentile(p)`` of each row: upper edge of the bucket reached."""
-        return self.percentiles(rows, (p,))[0]
+        return self.percentiles(rows, (p,))[0, :]
 
     def percentiles(self, rows: np.ndarray, ps: Sequence[float]) -> np.ndarray:
         """Upstream ``Percentile(p)`` of each row for each p: array (len(ps), R).

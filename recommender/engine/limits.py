@@ -50,7 +50,7 @@ def check_resource_name(argument: str, value: object) -> str:
     """Return ``value`` if it is "cpu" or "memory"; else raise ValueError."""
     if value not in RESOURCE_NAMES:
         raise ValueError(f"{argument} must be 'cpu' or 'memory', not {value!r}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 @dataclass(frozen=True)
