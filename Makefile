@@ -55,6 +55,7 @@ scheduler: setup var/secret_key
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy --strict recommender/engine
 
 fmt: setup
 	$(VENV)/bin/ruff format .
