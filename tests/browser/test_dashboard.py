@@ -5,6 +5,7 @@ saved.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from datetime import timedelta
@@ -32,6 +33,8 @@ from tests.factories import make_cluster, make_user
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+# Tests never change tracked files unless asked: set this to refresh the README's pictures.
+UPDATE_DOC_SCREENSHOTS = os.environ.get("VPAWEB_UPDATE_DOC_SCREENSHOTS") == "1"
 PASSWORD = "pw-for-tests-only"
 FLEET_SIZE = 12
 # Records every layout shift so the test can check the page does not jump while loading.
@@ -112,7 +115,8 @@ def test_operator_walks_through_the_dashboard(page, settings):
     assert page.get_by_test_id("fleet-savings").inner_text().startswith(("$", "-$"))
     assert page.get_by_text("timed out after 30 s").is_visible()
     screenshot(page, "02-overview")
-    shutil.copy(screenshot(page, "02-overview"), DOCS_IMG / "overview.png")
+    if UPDATE_DOC_SCREENSHOTS:
+        shutil.copy(screenshot(page, "02-overview"), DOCS_IMG / "overview.png")
 
     # Filter the list: over-provisioned only, then search by name.
     page.click("nav >> text=Workloads")
@@ -166,7 +170,8 @@ def test_operator_walks_through_the_dashboard(page, settings):
         "the workload page shifted while loading"
     )
     screenshot(page, "04-workload")
-    shutil.copy(screenshot(page, "04-workload"), DOCS_IMG / "workload.png")
+    if UPDATE_DOC_SCREENSHOTS:
+        shutil.copy(screenshot(page, "04-workload"), DOCS_IMG / "workload.png")
 
     # Change the policy: a bad quantity first (error next to the field), then a real
     # change.
