@@ -1,0 +1,29 @@
+"""Every environment variable the settings read is listed in .env.example and the README."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+READER = re.compile(r"env_(?:str|bool|int|float|list|secret)\(\s*\"([A-Z0-9_]+)\"")
+
+
+def settings_variables() -> set[str]:
+    source = (ROOT / "vpaweb" / "settings.py").read_text()
+    return set(READER.findall(source))
+
+
+def test_settings_read_variables_at_all():
+    assert {"SECRET_KEY", "DATABASE_URL", "REDIS_URL"} <= settings_variables()
+
+
+def test_every_variable_is_in_env_example():
+    listed = set(re.findall(r"^([A-Z0-9_]+)=", (ROOT / ".env.example").read_text(), re.M))
+    assert settings_variables() - listed == set()
+
+
+def test_every_variable_is_in_the_readme():
+    readme = (ROOT / "README.md").read_text()
+    missing = {name for name in settings_variables() if f"`{name}`" not in readme}
+    assert missing == set()
