@@ -15,7 +15,9 @@ ORDER = ["engine", "dashboard", "backfill"]
 
 def available() -> list[str]:
     """Benchmark names present in this folder, in a stable order."""
-    found = {p.stem.removeprefix("bench_") for p in Path(__file__).parent.glob("bench_*.py")}
+    found = {
+        p.stem.removeprefix("bench_") for p in Path(__file__).parent.glob("bench_*.py")
+    }
     return [name for name in ORDER if name in found] + sorted(found - set(ORDER))
 
 
@@ -24,7 +26,9 @@ def main(argv: list[str]) -> int:
     names = argv or available()
     unknown = [name for name in names if name not in available()]
     if unknown:
-        print(f"unknown benchmark(s): {', '.join(unknown)}; have: {', '.join(available())}")
+        print(
+            f"unknown benchmark(s): {', '.join(unknown)}; have: {', '.join(available())}"
+        )
         return 2
     for name in names:
         print(f"=== benchmark: {name}", flush=True)

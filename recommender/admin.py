@@ -33,7 +33,13 @@ class WorkloadAdmin(admin.ModelAdmin):
 
 @admin.register(models.Container)
 class ContainerAdmin(admin.ModelAdmin):
-    list_display = ["name", "workload", "kind", "request_cpu_millicores", "request_memory_bytes"]
+    list_display = [
+        "name",
+        "workload",
+        "kind",
+        "request_cpu_millicores",
+        "request_memory_bytes",
+    ]
     search_fields = ["name", "workload__name"]
     raw_id_fields = ["workload", "latest_recommendation"]
 
@@ -59,20 +65,40 @@ class RecommendationAdmin(admin.ModelAdmin):
 
 @admin.register(models.Checkpoint)
 class CheckpointAdmin(admin.ModelAdmin):
-    list_display = ["container", "histogram_key", "last_sample_at", "sample_count", "version"]
+    list_display = [
+        "container",
+        "histogram_key",
+        "last_sample_at",
+        "sample_count",
+        "version",
+    ]
     raw_id_fields = ["container"]
     exclude = ["state"]
 
 
 @admin.register(models.OomKill)
 class OomKillAdmin(admin.ModelAdmin):
-    list_display = ["container", "pod", "occurred_at", "memory_request_bytes", "is_eviction"]
+    list_display = [
+        "container",
+        "pod",
+        "occurred_at",
+        "memory_request_bytes",
+        "is_eviction",
+    ]
     raw_id_fields = ["container"]
 
 
 @admin.register(models.RefreshRun)
 class RefreshRunAdmin(admin.ModelAdmin):
-    list_display = ["kind", "cluster", "shard", "status", "started_at", "finished_at", "progress"]
+    list_display = [
+        "kind",
+        "cluster",
+        "shard",
+        "status",
+        "started_at",
+        "finished_at",
+        "progress",
+    ]
     list_filter = ["kind", "status", "cluster"]
 
 

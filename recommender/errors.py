@@ -25,8 +25,13 @@ class InvalidInput(VpawebError):
 
     code = "invalid"
 
-    def __init__(self, message: str, *, field: str | None = None,
-                 fields: dict[str, list[str]] | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        fields: dict[str, list[str]] | None = None,
+    ):
         merged = dict(fields or {})
         if field is not None:
             merged.setdefault(field, []).append(message)

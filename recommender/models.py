@@ -24,7 +24,9 @@ class Cluster(models.Model):
         KUBERNETES = "kubernetes", "Kubernetes"
 
     name = models.SlugField(max_length=63, unique=True)
-    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.KUBERNETES)
+    kind = models.CharField(
+        max_length=20, choices=Kind.choices, default=Kind.KUBERNETES
+    )
     # For Kubernetes: the kubeconfig context, or "" for in-cluster config / current context.
     context = models.CharField(max_length=253, blank=True)
     is_enabled = models.BooleanField(default=True)
@@ -50,7 +52,9 @@ class Workload(models.Model):
         CRON_JOB = "CronJob"
         REPLICATION_CONTROLLER = "ReplicationController"
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="workloads")
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="workloads"
+    )
     kind = models.CharField(max_length=32, choices=Kind.choices)
     namespace = models.CharField(max_length=63)
     name = models.CharField(max_length=253)
@@ -67,7 +71,8 @@ class Workload(models.Model):
         ordering = ["cluster__name", "namespace", "kind", "name"]
         constraints = [
             models.UniqueConstraint(
-                fields=["cluster", "namespace", "kind", "name"], name="workload_natural_key"
+                fields=["cluster", "namespace", "kind", "name"],
+                name="workload_natural_key",
             )
         ]
 
@@ -81,9 +86,13 @@ class Container(models.Model):
     class Kind(models.TextChoices):
         REGULAR = "regular"
         INIT = "init"
-        SIDECAR = "sidecar"  # native sidecar: an init container with restartPolicy Always
+        SIDECAR = (
+            "sidecar"  # native sidecar: an init container with restartPolicy Always
+        )
 
-    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="containers")
+    workload = models.ForeignKey(
+        Workload, on_delete=models.CASCADE, related_name="containers"
+    )
     name = models.CharField(max_length=253)
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.REGULAR)
     position = models.PositiveIntegerField(default=0)
@@ -93,13 +102,19 @@ class Container(models.Model):
     limit_memory_bytes = models.BigIntegerField(null=True, blank=True)
     # Denormalised pointer to the newest Recommendation, so lists need no per-row subquery.
     latest_recommendation = models.ForeignKey(
-        "Recommendation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "Recommendation",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
     )
 
     class Meta:
         ordering = ["workload_id", "position", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["workload", "name"], name="container_per_workload")
+            models.UniqueConstraint(
+                fields=["workload", "name"], name="container_per_workload"
+            )
         ]
 
     def __str__(self) -> str:
@@ -129,7 +144,9 @@ class Policy(models.Model):
         VPAWEB = "vpaweb", "vpaweb"
         VPA_OBJECT = "vpa-object", "Imported VPA object"
 
-    workload = models.OneToOneField(Workload, on_delete=models.CASCADE, related_name="policy")
+    workload = models.OneToOneField(
+        Workload, on_delete=models.CASCADE, related_name="policy"
+    )
     mode = models.CharField(max_length=20, choices=Mode.choices, default=Mode.OFF)
     profile = models.CharField(max_length=64, default="vpa")
     # Field overrides of the profile (engine Profile.with_overrides), e.g. per-workload percentiles.
@@ -137,10 +154,16 @@ class Policy(models.Model):
     # Upstream containerPolicies shape: [{"containerName": "*", "minAllowed": {...}, ...}].
     container_policies = models.JSONField(default=list, blank=True)
     min_replicas = models.PositiveIntegerField(null=True, blank=True)
-    source = models.CharField(max_length=20, choices=Source.choices, default=Source.VPAWEB)
+    source = models.CharField(
+        max_length=20, choices=Source.choices, default=Source.VPAWEB
+    )
     updated_at = models.DateTimeField(default=timezone.now)
     updated_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
     )
 
     class Meta:
@@ -254,7 +277,9 @@ class Checkpoint(models.Model):
 class OomKill(models.Model):
     """An OOM kill (or memory eviction) seen for a container of a pod."""
 
-    container = models.ForeignKey(Container, on_delete=models.CASCADE, related_name="oom_kills")
+    container = models.ForeignKey(
+        Container, on_delete=models.CASCADE, related_name="oom_kills"
+    )
     pod = models.CharField(max_length=253)
     occurred_at = models.DateTimeField()
     memory_request_bytes = models.BigIntegerField(default=0)
@@ -292,7 +317,9 @@ class RefreshRun(models.Model):
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.REFRESH)
     # A shard (namespace) when the run covers only part of a cluster.
     shard = models.CharField(max_length=253, blank=True)
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
+    status = models.CharField(
+        max_length=20, choices=Status.choices, default=Status.RUNNING
+    )
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
     progress = models.FloatField(default=0.0)
@@ -332,10 +359,16 @@ class ResizeChange(models.Model):
         IN_PLACE = "in-place"
         EVICTION = "eviction"
 
-    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="changes")
+    workload = models.ForeignKey(
+        Workload, on_delete=models.CASCADE, related_name="changes"
+    )
     pod = models.CharField(max_length=253)
-    method = models.CharField(max_length=20, choices=Method.choices, default=Method.IN_PLACE)
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PROPOSED)
+    method = models.CharField(
+        max_length=20, choices=Method.choices, default=Method.IN_PLACE
+    )
+    status = models.CharField(
+        max_length=20, choices=Status.choices, default=Status.PROPOSED
+    )
     # {"<container>": {"requests": {"cpu": m, "memory": b}, "limits": {...}}}
     resources_before = models.JSONField(default=dict)
     resources_after = models.JSONField(default=dict)
@@ -343,7 +376,11 @@ class ResizeChange(models.Model):
     priority = models.FloatField(default=0.0)
     created_at = models.DateTimeField(default=timezone.now)
     decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
     )
     decided_at = models.DateTimeField(null=True, blank=True)
     applied_at = models.DateTimeField(null=True, blank=True)
@@ -361,13 +398,21 @@ class AuditEvent(models.Model):
 
     created_at = models.DateTimeField(default=timezone.now)
     actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
     )
     # The actor as shown (a user name, "token:<name>" or "system"), kept if the user goes.
     actor_label = models.CharField(max_length=200, default="system")
     action = models.CharField(max_length=64)
     workload = models.ForeignKey(
-        Workload, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
+        Workload,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="audit_events",
     )
     object_type = models.CharField(max_length=64, blank=True)
     object_id = models.CharField(max_length=64, blank=True)
@@ -413,7 +458,11 @@ class ApiToken(models.Model):
     # SHA-256 hex of the whole key: looked up on every API request with a token.
     key_hash = models.CharField(max_length=64, unique=True)
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
     )
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
@@ -462,7 +511,11 @@ class StaticCoefficient(models.Model):
     memory_factor = models.FloatField(null=True, blank=True)
     updated_at = models.DateTimeField(default=timezone.now)
     updated_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
     )
 
     class Meta:
@@ -470,4 +523,6 @@ class StaticCoefficient(models.Model):
 
     def __str__(self) -> str:
         scope = self.namespace or "(global default)"
-        return f"coefficient {scope}: cpu {self.cpu_factor}, memory {self.memory_factor}"
+        return (
+            f"coefficient {scope}: cpu {self.cpu_factor}, memory {self.memory_factor}"
+        )

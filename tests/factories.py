@@ -22,7 +22,9 @@ def make_user(username: str, role: Role | None, *, password: str = "pw-for-tests
 
 def make_cluster(name: str = "test-cluster", **fields: Any) -> Cluster:
     """A cluster row."""
-    return Cluster.objects.create(name=name, kind=fields.pop("kind", "simulated"), **fields)
+    return Cluster.objects.create(
+        name=name, kind=fields.pop("kind", "simulated"), **fields
+    )
 
 
 def make_workload(

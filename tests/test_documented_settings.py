@@ -19,7 +19,9 @@ def test_settings_read_variables_at_all():
 
 
 def test_every_variable_is_in_env_example():
-    listed = set(re.findall(r"^([A-Z0-9_]+)=", (ROOT / ".env.example").read_text(), re.M))
+    listed = set(
+        re.findall(r"^([A-Z0-9_]+)=", (ROOT / ".env.example").read_text(), re.M)
+    )
     assert settings_variables() - listed == set()
 
 

@@ -82,7 +82,9 @@ def test_database_from_url_postgres_and_sqlite():
         "db.example",
         "6543",
     )
-    assert database_from_url("DATABASE_URL", "sqlite:////tmp/x.db")["NAME"] == "/tmp/x.db"
+    assert (
+        database_from_url("DATABASE_URL", "sqlite:////tmp/x.db")["NAME"] == "/tmp/x.db"
+    )
     assert database_from_url("DATABASE_URL", "sqlite:///var/x.db")["NAME"] == "var/x.db"
 
 

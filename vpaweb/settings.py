@@ -114,7 +114,8 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 WHITENOISE_USE_FINDERS = True
 
 SESSION_COOKIE_HTTPONLY = True
-CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the cookie-less meta tag instead
+# htmx reads the token from the cookie-less meta tag instead.
+CSRF_COOKIE_HTTPONLY = False
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
@@ -187,7 +188,9 @@ PROMETHEUS_GZIP = env_bool("PROMETHEUS_GZIP", False)
 PROMETHEUS_NAMESPACE_LABEL = env_str("PROMETHEUS_NAMESPACE_LABEL", "namespace")
 PROMETHEUS_POD_LABEL = env_str("PROMETHEUS_POD_LABEL", "pod")
 PROMETHEUS_CONTAINER_LABEL = env_str("PROMETHEUS_CONTAINER_LABEL", "container")
-PROMETHEUS_CPU_METRIC = env_str("PROMETHEUS_CPU_METRIC", "container_cpu_usage_seconds_total")
+PROMETHEUS_CPU_METRIC = env_str(
+    "PROMETHEUS_CPU_METRIC", "container_cpu_usage_seconds_total"
+)
 PROMETHEUS_MEMORY_METRIC = env_str(
     "PROMETHEUS_MEMORY_METRIC", "container_memory_working_set_bytes"
 )
@@ -196,7 +199,9 @@ PROMETHEUS_KUBE_STATE_SELECTOR = env_str("PROMETHEUS_KUBE_STATE_SELECTOR")
 
 # Kubernetes API reads (recommender/cluster/kube_client.py, docs/kubernetes.md). The kubeconfig
 # is the client's own KUBECONFIG; names avoid KUBERNETES_*, which Kubernetes injects into pods.
-KUBERNETES_CONNECT_TIMEOUT_S = env_float("VPAWEB_K8S_CONNECT_TIMEOUT_S", 5.0, minimum=0.1)
+KUBERNETES_CONNECT_TIMEOUT_S = env_float(
+    "VPAWEB_K8S_CONNECT_TIMEOUT_S", 5.0, minimum=0.1
+)
 KUBERNETES_READ_TIMEOUT_S = env_float("VPAWEB_K8S_READ_TIMEOUT_S", 30.0, minimum=0.1)
 KUBERNETES_RETRIES = env_int("VPAWEB_K8S_RETRIES", 4, minimum=0)
 KUBERNETES_BACKOFF_S = env_float("VPAWEB_K8S_BACKOFF_S", 0.5, minimum=0.0)
@@ -268,7 +273,9 @@ SPECTACULAR_SETTINGS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
     "loggers": {"django.db.backends": {"level": "INFO"}},

@@ -31,10 +31,23 @@ from recommender.engine import (
 )
 from recommender.errors import InvalidInput
 
-USAGE_COLUMNS = ("timestamp", "namespace", "workload", "pod", "container", "cpu_cores",
-                 "memory_bytes")
-OOM_COLUMNS = ("timestamp", "namespace", "workload", "pod", "container",
-               "memory_request_bytes")
+USAGE_COLUMNS = (
+    "timestamp",
+    "namespace",
+    "workload",
+    "pod",
+    "container",
+    "cpu_cores",
+    "memory_bytes",
+)
+OOM_COLUMNS = (
+    "timestamp",
+    "namespace",
+    "workload",
+    "pod",
+    "container",
+    "memory_request_bytes",
+)
 # Event kinds, in the order they are fed at equal timestamps.
 USAGE_EVENT = 0
 OOM_EVENT = 1
@@ -130,12 +143,16 @@ def _parse_amount(text: str, *, unit: str) -> float:
     return value
 
 
-def _read_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+def _read_rows(
+    path: Path, columns: tuple[str, ...]
+) -> Iterator[tuple[int, dict[str, str]]]:
     """Yield (line number, row) of a CSV file that has at least ``columns``."""
     try:
         handle = path.open(newline="", encoding="utf-8")
     except OSError as exc:
-        raise InvalidInput(f"{path}: cannot be read: {exc.strerror}", field=str(path)) from None
+        raise InvalidInput(
+            f"{path}: cannot be read: {exc.strerror}", field=str(path)
+        ) from None
     with handle:
         reader = csv.DictReader(handle)
         header = reader.fieldnames or []
@@ -158,9 +175,15 @@ class _Registry:
         self.series: dict[tuple[int, str], int] = {}
 
     def series_of(self, row: dict[str, str]) -> tuple[int, int]:
-        key = (row["namespace"].strip(), row["workload"].strip(), row["container"].strip())
+        key = (
+            row["namespace"].strip(),
+            row["workload"].strip(),
+            row["container"].strip(),
+        )
         aggregate = self.aggregates.setdefault(key, len(self.aggregates))
-        series = self.series.setdefault((aggregate, row["pod"].strip()), len(self.series))
+        series = self.series.setdefault(
+            (aggregate, row["pod"].strip()), len(self.series)
+        )
         return aggregate, series
 
 
@@ -169,7 +192,9 @@ def _read_events(usage_path: Path, oom_path: Path | None) -> tuple[_Events, _Reg
     registry = _Registry()
 
     def fail(path: Path, line: int, column: str, problem: str) -> InvalidInput:
-        return InvalidInput(f"{path}:{line}: column {column!r}: {problem}", field=column)
+        return InvalidInput(
+            f"{path}:{line}: column {column!r}: {problem}", field=column
+        )
 
     for line, row in _read_rows(usage_path, USAGE_COLUMNS):
         try:
@@ -287,7 +312,8 @@ def recommend_from_csv(
         containers_in_pod=[containers_per_workload[(key[0], key[1])] for key in keys],
     )
     return [
-        OfflineRecommendation(namespace=key[0], workload=key[1], container=key[2],
-                              recommendation=rec)
+        OfflineRecommendation(
+            namespace=key[0], workload=key[1], container=key[2], recommendation=rec
+        )
         for key, rec in zip(keys, recommendations, strict=True)
     ]

@@ -27,7 +27,9 @@ def kubernetes_cluster(db, kubeconfig, monkeypatch, settings):
     settings.KUBERNETES_BACKOFF_S = 0.01
     settings.KUBERNETES_MAX_BACKOFF_S = 0.02
     settings.KUBERNETES_READ_TIMEOUT_S = 0.5
-    return Cluster.objects.create(name="fake", kind=Cluster.Kind.KUBERNETES, context="fake")
+    return Cluster.objects.create(
+        name="fake", kind=Cluster.Kind.KUBERNETES, context="fake"
+    )
 
 
 def stored_state() -> list[tuple]:
@@ -65,7 +67,9 @@ def test_refresh_reads_the_cluster_and_a_failing_api_server_loses_nothing(
     with pytest.raises(SourceUnavailable) as caught:
         refresh_cluster(cluster_id=kubernetes_cluster.pk, now=NOW)
 
-    assert "cluster 'fake': cannot list deployments.apps: HTTP 500" in caught.value.message
+    assert (
+        "cluster 'fake': cannot list deployments.apps: HTTP 500" in caught.value.message
+    )
     failed = RefreshRun.objects.filter(status=RefreshRun.Status.FAILED).get()
     assert "deployments.apps" in failed.error
     assert stored_state() == before

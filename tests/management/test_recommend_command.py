@@ -20,7 +20,10 @@ START_S = 1_795_000_000  # a whole minute, 2026-11-19
 def write_usage(path: Path, rows: list[tuple], header: str | None = None) -> Path:
     with path.open("w", newline="") as handle:
         handle.write(
-            (header or "timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes")
+            (
+                header
+                or "timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes"
+            )
             + "\n"
         )
         writer = csv.writer(handle)
@@ -50,7 +53,11 @@ def only_recommendation(output: str) -> dict:
 def test_eight_days_of_constant_usage_gives_upstream_numbers(tmp_path):
     usage = write_usage(tmp_path / "usage.csv", constant_usage(8 * 1440))
     rec = only_recommendation(run("--samples", str(usage), "--format", "json"))
-    assert (rec["namespace"], rec["workload"], rec["containerName"]) == ("shop", "web", "app")
+    assert (rec["namespace"], rec["workload"], rec["containerName"]) == (
+        "shop",
+        "web",
+        "app",
+    )
     assert rec["target"] == {"cpu": "587m", "memory": "628694953"}
     assert rec["lowerBound"] == {"cpu": "586m", "memory": "628537795"}
     assert rec["upperBound"] == {"cpu": "660m", "memory": "707288644"}
@@ -88,7 +95,9 @@ def test_row_order_and_time_format_do_not_matter(tmp_path):
 def test_replicas_share_an_aggregate_and_the_pod_minimum_is_split(tmp_path):
     rows = constant_usage(60, cpu_cores=0.001, memory_bytes=1_000_000, pod="web-1")
     rows += constant_usage(60, cpu_cores=0.001, memory_bytes=1_000_000, pod="web-2")
-    rows += [(t, ns, wl, pod, "sidecar", cpu, mem) for t, ns, wl, pod, _c, cpu, mem in rows]
+    rows += [
+        (t, ns, wl, pod, "sidecar", cpu, mem) for t, ns, wl, pod, _c, cpu, mem in rows
+    ]
     usage = write_usage(tmp_path / "usage.csv", rows)
     recommendations = json.loads(run("--samples", str(usage), "--format", "json"))[
         "recommendations"
@@ -100,7 +109,10 @@ def test_replicas_share_an_aggregate_and_the_pod_minimum_is_split(tmp_path):
 
 
 def test_empty_cells_mean_the_signal_is_absent(tmp_path):
-    rows = [(t, ns, wl, pod, c, cpu, "") for t, ns, wl, pod, c, cpu, _m in constant_usage(60)]
+    rows = [
+        (t, ns, wl, pod, c, cpu, "")
+        for t, ns, wl, pod, c, cpu, _m in constant_usage(60)
+    ]
     usage = write_usage(tmp_path / "usage.csv", rows)
     rec = only_recommendation(run("--samples", str(usage), "--format", "json"))
     assert rec["target"]["cpu"] == "587m"
@@ -114,8 +126,13 @@ def test_table_yaml_and_csv_formats(tmp_path):
     assert table.splitlines()[0].split()[:3] == ["NAMESPACE", "WORKLOAD", "CONTAINER"]
     assert "shop" in table.splitlines()[1]
     document = yaml.safe_load(run("--samples", str(usage), "--format", "yaml"))
-    assert document["recommendations"][0]["target"] == {"cpu": "587m", "memory": "628694953"}
-    rows = list(csv.DictReader(io.StringIO(run("--samples", str(usage), "--format", "csv"))))
+    assert document["recommendations"][0]["target"] == {
+        "cpu": "587m",
+        "memory": "628694953",
+    }
+    rows = list(
+        csv.DictReader(io.StringIO(run("--samples", str(usage), "--format", "csv")))
+    )
     assert rows[0]["target_cpu"] == "587m"
     assert rows[0]["upper_memory"] == "707288644"
 
@@ -123,11 +140,22 @@ def test_table_yaml_and_csv_formats(tmp_path):
 @pytest.mark.parametrize(
     ("row", "message"),
     [
-        (("yesterday", "shop", "web", "p", "app", "0.5", "1"), "usage.csv:3: column 'timestamp'"),
-        ((str(START_S), "shop", "web", "p", "app", "half", "1"), "usage.csv:3: column 'cpu_cores'"),
-        ((str(START_S), "shop", "web", "p", "app", "0.5", "-5"),
-         "usage.csv:3: column 'memory_bytes': '-5' is negative"),
-        ((str(START_S), "shop", "", "p", "app", "0.5", "1"), "usage.csv:3: column 'workload'"),
+        (
+            ("yesterday", "shop", "web", "p", "app", "0.5", "1"),
+            "usage.csv:3: column 'timestamp'",
+        ),
+        (
+            (str(START_S), "shop", "web", "p", "app", "half", "1"),
+            "usage.csv:3: column 'cpu_cores'",
+        ),
+        (
+            (str(START_S), "shop", "web", "p", "app", "0.5", "-5"),
+            "usage.csv:3: column 'memory_bytes': '-5' is negative",
+        ),
+        (
+            (str(START_S), "shop", "", "p", "app", "0.5", "1"),
+            "usage.csv:3: column 'workload'",
+        ),
     ],
 )
 def test_bad_rows_are_named_by_file_line_and_column(tmp_path, row, message):
@@ -138,7 +166,8 @@ def test_bad_rows_are_named_by_file_line_and_column(tmp_path, row, message):
 
 def test_missing_column_and_missing_file_and_unknown_profile(tmp_path):
     usage = write_usage(
-        tmp_path / "usage.csv", [(START_S, "shop", "web", "p", "app", 1)],
+        tmp_path / "usage.csv",
+        [(START_S, "shop", "web", "p", "app", 1)],
         header="timestamp,namespace,workload,pod,container,cpu_cores",
     )
     with pytest.raises(CommandError, match="usage.csv:1: missing column.*memory_bytes"):

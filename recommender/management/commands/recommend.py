@@ -50,7 +50,9 @@ class Command(BaseCommand):
             help="OOM CSV: timestamp,namespace,workload,pod,container,memory_request_bytes",
         )
         parser.add_argument(
-            "--profile", default="vpa", help=f"one of: {', '.join(PROFILES)} (default vpa)"
+            "--profile",
+            default="vpa",
+            help=f"one of: {', '.join(PROFILES)} (default vpa)",
         )
         parser.add_argument("--format", choices=FORMATS, default="table")
 
@@ -95,10 +97,17 @@ def render_csv(results: list[OfflineRecommendation]) -> str:
     writer.writeheader()
     for result in results:
         status = result.to_status_dict()
-        row = {"namespace": result.namespace, "workload": result.workload,
-               "container": result.container}
-        for bound, prefix in (("target", "target"), ("lowerBound", "lower"),
-                              ("upperBound", "upper"), ("uncappedTarget", "uncapped")):
+        row = {
+            "namespace": result.namespace,
+            "workload": result.workload,
+            "container": result.container,
+        }
+        for bound, prefix in (
+            ("target", "target"),
+            ("lowerBound", "lower"),
+            ("upperBound", "upper"),
+            ("uncappedTarget", "uncapped"),
+        ):
             row[f"{prefix}_cpu"] = status[bound].get("cpu", "")
             row[f"{prefix}_memory"] = status[bound].get("memory", "")
         writer.writerow(row)
@@ -107,8 +116,15 @@ def render_csv(results: list[OfflineRecommendation]) -> str:
 
 def render_table(results: list[OfflineRecommendation]) -> str:
     """Aligned columns in human units, for people."""
-    header = ["NAMESPACE", "WORKLOAD", "CONTAINER", "CPU TARGET", "CPU RANGE", "MEMORY TARGET",
-              "MEMORY RANGE"]
+    header = [
+        "NAMESPACE",
+        "WORKLOAD",
+        "CONTAINER",
+        "CPU TARGET",
+        "CPU RANGE",
+        "MEMORY TARGET",
+        "MEMORY RANGE",
+    ]
     rows = [header]
     for result in results:
         rec = result.recommendation
@@ -119,18 +135,24 @@ def render_table(results: list[OfflineRecommendation]) -> str:
         def memory(value: int | None) -> str:
             return "-" if value is None else humanize_memory(value)
 
-        rows.append([
-            result.namespace,
-            result.workload,
-            result.container,
-            cpu(rec.target.cpu_millicores),
-            f"{cpu(rec.lower_bound.cpu_millicores)} – {cpu(rec.upper_bound.cpu_millicores)}",
-            memory(rec.target.memory_bytes),
-            f"{memory(rec.lower_bound.memory_bytes)} – {memory(rec.upper_bound.memory_bytes)}",
-        ])
+        rows.append(
+            [
+                result.namespace,
+                result.workload,
+                result.container,
+                cpu(rec.target.cpu_millicores),
+                f"{cpu(rec.lower_bound.cpu_millicores)} – {cpu(rec.upper_bound.cpu_millicores)}",
+                memory(rec.target.memory_bytes),
+                f"{memory(rec.lower_bound.memory_bytes)} – {memory(rec.upper_bound.memory_bytes)}",
+            ]
+        )
     if len(rows) == 1:
         return "No containers found in the samples.\n"
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-             .rstrip() for row in rows]
+    lines = [
+        "  ".join(
+            cell.ljust(width) for cell, width in zip(row, widths, strict=True)
+        ).rstrip()
+        for row in rows
+    ]
     return "\n".join(lines) + "\n"
