@@ -1,4 +1,7 @@
-"""Role checks of dashboard views: every view names the least role it needs."""
+"""Role checks of dashboard views: every view names the least role it needs.
+
+Also who may create and revoke which API tokens on the tokens page.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 
+from recommender.models import ApiToken
 from recommender.roles import Role, has_role
 
 View = Callable[..., HttpResponse]
@@ -37,3 +41,27 @@ def require_role(role: Role) -> Callable[[View], View]:
 def is_htmx(request: HttpRequest) -> bool:
     """True for htmx requests, which get a partial instead of the whole page."""
     return request.headers.get("HX-Request") == "true"
+
+
+def token_scopes_for(user: Any) -> list[str]:
+    """The API token scopes ``user`` may create.
+
+    A token acts for the user who created it, so it never gets more than that user's
+    role gives a session: viewers read (read tokens), operators and admins also write.
+    """
+    if has_role(user, Role.OPERATOR):
+        return [ApiToken.Scope.READ, ApiToken.Scope.WRITE]
+    if has_role(user, Role.VIEWER):
+        return [ApiToken.Scope.READ]
+    return []
+
+
+def may_revoke_token(user: Any, token: ApiToken) -> bool:
+    """Admins revoke any token; everyone else only the tokens they created."""
+    if has_role(user, Role.ADMIN):
+        return True
+    return (
+        has_role(user, Role.VIEWER)
+        and token.created_by_id is not None
+        and token.created_by_id == user.pk
+    )

@@ -14,7 +14,7 @@ from django import forms
 from django.contrib.auth import get_user_model
 
 from recommender.engine import PROFILES
-from recommender.models import Policy, Workload
+from recommender.models import ApiToken, Policy, Workload
 from recommender.roles import ROLE_ORDER
 
 CONTROLLED_VALUES_CHOICES = [
@@ -218,3 +218,36 @@ class NewUserForm(forms.Form):
         if get_user_model().objects.filter(username=name).exists():
             raise forms.ValidationError(f"a user named {name!r} already exists")
         return name
+
+
+class TokenForm(forms.Form):
+    """A new API token: a name and a scope the user's role allows.
+
+    Names and scopes are checked by ``services.tokens.create_token`` (shared with
+    ``manage.py apitoken``); the form only refuses a known scope the role may not have.
+    """
+
+    name = forms.CharField(required=False, strip=False)
+    scope = forms.CharField(required=False)
+
+    def __init__(self, *args: Any, allowed_scopes: list[str], role: str, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.allowed_scopes = allowed_scopes
+        self.role = role
+        labels = dict(ApiToken.Scope.choices)
+        self.fields["scope"].widget = forms.Select(
+            choices=[(s, labels[s]) for s in allowed_scopes]
+        )
+        self.fields["name"].widget.attrs.update(
+            {"maxlength": 100, "placeholder": "ci-deploy", "autocomplete": "off"}
+        )
+
+    def clean_scope(self) -> str:
+        """Refuse a scope above the role; unknown scopes are left to the service."""
+        scope = self.cleaned_data["scope"]
+        if scope in ApiToken.Scope.values and scope not in self.allowed_scopes:
+            raise forms.ValidationError(
+                f"the {self.role} role may create "
+                f"{' or '.join(self.allowed_scopes)} tokens only, not {scope}"
+            )
+        return scope

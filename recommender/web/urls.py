@@ -24,4 +24,7 @@ urlpatterns = [
     path("changes/<int:pk>/reject", views.change_reject, name="change_reject"),
     path("audit/", views.audit, name="audit"),
     path("users/", views.users, name="users"),
+    path("runs/", views.runs, name="runs"),
+    path("tokens/", views.api_tokens, name="api_tokens"),
+    path("tokens/<int:pk>/revoke", views.api_token_revoke, name="api_token_revoke"),
 ]

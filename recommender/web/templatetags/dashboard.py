@@ -110,3 +110,19 @@ def get_item(mapping: Any, key: str) -> Any:
     if isinstance(mapping, dict):
         return mapping.get(key, {})
     return {}
+
+
+@register.filter
+def phases(timings: Any) -> list[tuple[str, float]]:
+    """A run's ``timings`` ({"discovery_s": 0.1, …, "total_s": 2}) as (phase, seconds),
+    in the order the run stored them, the total last."""
+    if not isinstance(timings, dict):
+        return []
+    rows = [
+        (name.removesuffix("_s").replace("_", " "), float(seconds))
+        for name, seconds in timings.items()
+        if name != "total_s" and isinstance(seconds, int | float)
+    ]
+    if isinstance(timings.get("total_s"), int | float):
+        rows.append(("total", float(timings["total_s"])))
+    return rows
