@@ -47,6 +47,10 @@ def _grow(count: int, *, start: int = 0) -> None:
         RefreshRun.objects.create(
             cluster=cluster, status="succeeded", finished_at=timezone.now()
         )
+    # A running back-fill: the overview and the runs page draw its progress bar.
+    RefreshRun.objects.create(
+        cluster=cluster, kind="backfill", shard="ns0", status="running", progress=0.5
+    )
 
 
 def _count(client, path: str) -> int:
@@ -62,6 +66,8 @@ PAGES = {
     "/workloads/?status=over&sort=savings": 10,
     "/changes/": 8,
     "/audit/": 8,
+    "/runs/": 7,
+    "/runs/?kind=backfill&status=running": 7,
 }
 
 

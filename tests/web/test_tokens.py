@@ -109,9 +109,9 @@ def test_the_shown_key_works_on_the_api(viewer_client):
 
     api = Client(HTTP_AUTHORIZATION=f"Bearer {key}")
     assert api.get("/api/v1/workloads/").status_code == 200
-    assert api.post(
-        "/api/v1/changes/1/approve"
-    ).status_code == 403  # read scope: no changes
+    assert (
+        api.post("/api/v1/changes/1/approve").status_code == 403
+    )  # read scope: no changes
     assert ApiToken.objects.get().last_used_at is not None
 
 
@@ -155,7 +155,9 @@ def test_a_duplicate_active_name_is_refused_next_to_the_name(operator_client):
 
 
 def _token_of(user, name="t", scope="read"):
-    token, key = create_token(name=name, scope=scope, created_by=user, now=timezone.now())
+    token, key = create_token(
+        name=name, scope=scope, created_by=user, now=timezone.now()
+    )
     return token, key
 
 
@@ -235,7 +237,7 @@ def test_revoke_is_post_only(operator, operator_client):
 
 
 def test_list_shows_creator_scope_use_and_state(viewer_client, operator):
-    active, key = _token_of(operator, "ci-write", "write")
+    _, key = _token_of(operator, "ci-write", "write")
     old, _ = _token_of(None, "old")
     Client(HTTP_AUTHORIZATION=f"Bearer {key}").get("/api/v1/workloads/")
     old.revoked_at = timezone.now()
