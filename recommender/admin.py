@@ -1,4 +1,4 @@
-"""Django admin for every model, read-mostly: vpaweb's own pages are where work is done."""
+"""Django admin for every model, read-mostly: work is done on vpaweb's own pages."""
 
 from django.contrib import admin
 
@@ -114,3 +114,29 @@ class AuditEventAdmin(admin.ModelAdmin):
     list_display = ["created_at", "actor_label", "action", "workload", "message"]
     list_filter = ["action"]
     raw_id_fields = ["workload"]
+
+
+@admin.register(models.ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    # Tokens are created and revoked through the dashboard or `manage.py apitoken`, which
+    # show the key once and audit the change; the admin only lists them.
+    list_display = ["name", "scope", "key_prefix", "created_by", "created_at", "revoked_at"]
+    list_filter = ["scope"]
+    readonly_fields = [
+        "name",
+        "scope",
+        "key_prefix",
+        "created_by",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    ]
+    exclude = ["key_hash"]
+
+    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+
+@admin.register(models.StaticCoefficient)
+class StaticCoefficientAdmin(admin.ModelAdmin):
+    list_display = ["namespace", "cpu_factor", "memory_factor", "updated_at", "updated_by"]

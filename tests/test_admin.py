@@ -1,0 +1,26 @@
+"""Every model has a Django admin page that renders."""
+
+from __future__ import annotations
+
+import pytest
+from django.apps import apps
+from django.contrib import admin
+from django.urls import reverse
+
+from tests.factories import make_cluster, make_workload
+
+
+def test_every_model_of_the_app_is_registered():
+    models = apps.get_app_config("recommender").get_models()
+    assert [m.__name__ for m in models if not admin.site.is_registered(m)] == []
+
+
+@pytest.mark.django_db
+def test_admin_changelists_render_for_a_superuser(client, django_user_model):
+    make_workload(make_cluster())
+    superuser = django_user_model.objects.create_superuser("root", password="pw")
+    client.force_login(superuser)
+    for model in apps.get_app_config("recommender").get_models():
+        meta = model._meta
+        url = reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist")
+        assert client.get(url).status_code == 200, url
