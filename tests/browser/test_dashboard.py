@@ -17,6 +17,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from recommender.models import (
+    ApiToken,
     AuditEvent,
     Cluster,
     Container,
@@ -33,7 +34,8 @@ from tests.factories import make_cluster, make_user
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
-# Tests never change tracked files unless asked: set this to refresh the README's pictures.
+# Tests never change tracked files unless asked: set this to refresh the README's
+# pictures.
 UPDATE_DOC_SCREENSHOTS = os.environ.get("VPAWEB_UPDATE_DOC_SCREENSHOTS") == "1"
 PASSWORD = "pw-for-tests-only"
 FLEET_SIZE = 12
@@ -117,6 +119,18 @@ def test_operator_walks_through_the_dashboard(page, settings):
     screenshot(page, "02-overview")
     if UPDATE_DOC_SCREENSHOTS:
         shutil.copy(screenshot(page, "02-overview"), DOCS_IMG / "overview.png")
+
+    # The runs page: the real refreshes with their phase timings, the error in full.
+    page.click("text=All runs →")
+    page.wait_for_url("**/runs/")
+    assert page.get_by_test_id("run-row").count() == 5
+    assert (
+        page.get_by_test_id("run-error").inner_text().endswith("timed out after 30 s")
+    )
+    refresh_row = page.get_by_test_id("run-row").nth(1)
+    for label in ("discover", "ingest", "total", "samples"):
+        assert label in refresh_row.inner_text(), f"{label} missing from a run row"
+    screenshot(page, "02b-runs")
 
     # Filter the list: over-provisioned only, then search by name.
     page.click("nav >> text=Workloads")
@@ -219,16 +233,40 @@ def test_operator_walks_through_the_dashboard(page, settings):
 
 def test_overview_updates_itself_while_a_refresh_runs(page, settings):
     make_user("vera", Role.VIEWER)
-    run = RefreshRun.objects.create(status=RefreshRun.Status.RUNNING, progress=0.4)
+    run = RefreshRun.objects.create(
+        cluster=make_cluster("prod"),
+        kind=RefreshRun.Kind.BACKFILL,
+        shard="shop",
+        status=RefreshRun.Status.RUNNING,
+        progress=0.4,
+    )
 
     _log_in(page, "vera")
     assert page.locator("#overview-live[data-refreshing=true]").count() == 1
+    bar = page.get_by_test_id("run-progress")
+    assert bar.get_attribute("value") == "0.400"
+    assert bar.get_attribute("aria-label") == "backfill of shop: 40% done"
+    assert "namespace shop" in page.get_by_test_id("run-kind").inner_text()
+    screenshot(page, "09-overview-progress")
+
+    # The panel polls every 5 s while a refresh runs (and the tab is visible): the bar
+    # moves as the back-fill commits days, then the finished run replaces it.
+    RefreshRun.objects.filter(pk=run.pk).update(progress=0.75)
+    page.wait_for_selector("[data-testid=run-progress][value='0.750']", timeout=12000)
+    assert page.get_by_test_id("run-progress-text").inner_text() == "75%"
     run.status, run.finished_at = RefreshRun.Status.SUCCEEDED, timezone.now()
     run.save(update_fields=["status", "finished_at"])
-
-    # The panel polls every 5 s while a refresh runs (and the tab is visible).
     page.wait_for_selector("#overview-live[data-refreshing=false]", timeout=12000)
     assert page.locator(".badge.run-succeeded").count() == 1
+    assert page.get_by_test_id("run-progress").count() == 0
+
+    # The runs page, from the overview's link, filtered to back-fills.
+    page.click("text=All runs →")
+    page.wait_for_url("**/runs/")
+    page.select_option("select[name=kind]", "backfill")
+    page.wait_for_url(re.compile(r"kind=backfill"))
+    assert page.get_by_test_id("run-row").count() == 1
+    screenshot(page, "10-runs")
 
 
 def test_viewer_sees_no_edit_controls(page):
@@ -241,3 +279,70 @@ def test_viewer_sees_no_edit_controls(page):
     assert page.locator("#policy-form").count() == 0
     page.goto("/changes/")
     assert page.locator(f"#change-{change.pk} button").count() == 0
+
+
+def test_operator_creates_uses_and_revokes_a_token(page, live_server):
+    import requests
+
+    make_user("olga", Role.OPERATOR)
+    _log_in(page, "olga")
+    page.click("nav >> text=Tokens")
+    page.wait_for_url("**/tokens/")
+
+    # No name: the service's error shows next to the field and nothing is created.
+    page.select_option("#token-form select[name=scope]", "write")
+    page.click("#token-form button[type=submit]")
+    page.locator("#token-form .errorlist").get_by_text("needs a name").wait_for()
+    assert not ApiToken.objects.exists()
+
+    page.fill("#token-form input[name=name]", "ci-deploy")
+    page.click("#token-form button[type=submit]")
+    key = page.get_by_test_id("new-token-key").inner_text().strip()
+    assert key.startswith("vpaweb_")
+    curl = page.get_by_test_id("new-token-curl").inner_text()
+    assert f"{live_server.url}/api/v1/rightsize" in curl
+    page.locator("[data-copy='#new-token-key']").click()
+    page.locator("[data-copy='#new-token-key']").get_by_text(
+        re.compile("Copied|Press Ctrl\\+C")
+    ).wait_for()
+    screenshot(page, "11-token-created")
+
+    # The key from the page right-sizes a manifest once...
+    manifest = (
+        "apiVersion: apps/v1\nkind: Deployment\n"
+        "metadata: {name: web, namespace: shop}\n"
+        "spec:\n  template:\n    spec:\n      containers:\n      - name: app\n"
+        "        resources: {requests: {cpu: '1'}}\n"
+    )
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/yaml"}
+    answer = requests.post(
+        f"{live_server.url}/api/v1/rightsize",
+        data=manifest,
+        headers=headers,
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["summary"]["documents"] == 1
+
+    # ... is listed as used (after a reload; never the key again) and revoked.
+    page.reload()
+    row = page.get_by_test_id("token-row").filter(has_text="ci-deploy")
+    assert "never" not in row.inner_text()
+    assert key not in page.content()
+    page.once("dialog", lambda dialog: dialog.accept())
+    row.locator("button:text('Revoke')").click()
+    row.get_by_test_id("token-state").get_by_text("revoked").wait_for()
+    screenshot(page, "12-token-revoked")
+    refused = requests.post(
+        f"{live_server.url}/api/v1/rightsize",
+        data=manifest,
+        headers=headers,
+        timeout=30,
+    )
+    assert refused.status_code == 401
+    assert (
+        AuditEvent.objects.filter(
+            action__in=["token.create", "token.revoke"], actor_label="olga"
+        ).count()
+        == 2
+    )
