@@ -29,6 +29,7 @@ var/secret_key:
 	$(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
 
 run: setup var/secret_key
+	mkdir -p var/staticfiles
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py migrate --no-input
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py bootstrap
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py serve --host $(HOST) --port $(PORT)

@@ -1,8 +1,8 @@
 """vpaweb settings: the environment is the only input (see README and .env.example).
 
-With nothing set, vpaweb runs on one machine: SQLite under var/, tasks run in-process, a locmem
-cache, and the simulated cluster. DATABASE_URL switches to PostgreSQL; REDIS_URL switches the
-Celery broker, the result backend and the cache to Redis.
+With nothing set, vpaweb runs on one machine: SQLite under var/, tasks run in-process, a
+locmem cache, and the simulated cluster. DATABASE_URL switches to PostgreSQL; REDIS_URL
+switches the Celery broker, the result backend and the cache to Redis.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ CSRF_COOKIE_HTTPONLY = False
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
-# --- Background work -----------------------------------------------------------------------
+# --- Background work ------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
@@ -140,7 +140,7 @@ if REDIS_URL:
     }
 else:
     # The embedded default: tasks run in-process and errors propagate to the caller.
-    CELERY_BROKER_URL = "memory://"
+    CELERY_BROKER_URL = "memory://localhost/"
     CELERY_RESULT_BACKEND = None
     CELERY_TASK_ALWAYS_EAGER = True
     CELERY_TASK_EAGER_PROPAGATES = True
@@ -148,7 +148,7 @@ else:
 
 REFRESH_INTERVAL_S = env_int("VPAWEB_REFRESH_INTERVAL_S", 60, minimum=5)
 CELERY_BEAT_SCHEDULE = {
-    # Every minute: discover, ingest since each watermark, recommend (upstream's 1-minute loop).
+    # Each minute: discover, ingest since watermarks, recommend (upstream's 1-min loop).
     "refresh-all-clusters": {
         "task": "recommender.tasks.refresh_all_clusters",
         "schedule": float(REFRESH_INTERVAL_S),
@@ -160,15 +160,15 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
-# --- Clusters and sources ------------------------------------------------------------------
+# --- Clusters and sources -------------------------------------------------------------
 # The simulated cluster serves when no real cluster is configured (or when asked for).
 SIMULATION_ENABLED = env_bool("VPAWEB_SIMULATION", True)
 SIMULATION_SEED = env_int("VPAWEB_SIMULATION_SEED", 20261121)
 SIMULATION_WORKLOADS = env_int("VPAWEB_SIMULATION_WORKLOADS", 120, minimum=1)
 SIMULATION_HISTORY_DAYS = env_float("VPAWEB_SIMULATION_HISTORY_DAYS", 8.0, minimum=0.0)
 
-# Prometheus history (recommender/sources/prometheus.py, docs/prometheus.md). With a URL set,
-# Kubernetes clusters read usage and OOM history from it instead of metrics-server.
+# Prometheus history (recommender/sources/prometheus.py, docs/prometheus.md). With a URL
+# set, Kubernetes clusters read usage and OOM history from it instead of metrics-server.
 PROMETHEUS_URL = env_str("PROMETHEUS_URL")
 PROMETHEUS_BEARER_TOKEN = env_secret("PROMETHEUS_BEARER_TOKEN")
 PROMETHEUS_USERNAME = env_str("PROMETHEUS_USERNAME")
@@ -197,8 +197,9 @@ PROMETHEUS_MEMORY_METRIC = env_str(
 PROMETHEUS_CADVISOR_SELECTOR = env_str("PROMETHEUS_CADVISOR_SELECTOR")
 PROMETHEUS_KUBE_STATE_SELECTOR = env_str("PROMETHEUS_KUBE_STATE_SELECTOR")
 
-# Kubernetes API reads (recommender/cluster/kube_client.py, docs/kubernetes.md). The kubeconfig
-# is the client's own KUBECONFIG; names avoid KUBERNETES_*, which Kubernetes injects into pods.
+# Kubernetes API reads (recommender/cluster/kube_client.py, docs/kubernetes.md). The
+# kubeconfig is the client's own KUBECONFIG; names avoid KUBERNETES_*, which Kubernetes
+# injects into pods.
 KUBERNETES_CONNECT_TIMEOUT_S = env_float(
     "VPAWEB_K8S_CONNECT_TIMEOUT_S", 5.0, minimum=0.1
 )
@@ -209,18 +210,18 @@ KUBERNETES_BACKOFF_S = env_float("VPAWEB_K8S_BACKOFF_S", 0.5, minimum=0.0)
 KUBERNETES_MAX_BACKOFF_S = env_float("VPAWEB_K8S_MAX_BACKOFF_S", 30.0, minimum=0.0)
 KUBERNETES_PAGE_SIZE = env_int("VPAWEB_K8S_PAGE_SIZE", 500, minimum=1)
 
-# --- Dashboard -----------------------------------------------------------------------------
-# Monthly savings estimate: list prices of on-demand cloud capacity (documented in README).
+# --- Dashboard ------------------------------------------------------------------------
+# Monthly savings estimate: list prices of on-demand cloud capacity (see the README).
 PRICE_PER_CORE_HOUR = env_float("VPAWEB_PRICE_PER_CORE_HOUR", 0.031611, minimum=0.0)
 PRICE_PER_GIB_HOUR = env_float("VPAWEB_PRICE_PER_GIB_HOUR", 0.004237, minimum=0.0)
 
-# --- REST API ------------------------------------------------------------------------------
-# Requests per token (per user for sessions) and period: s, min, hour or day (docs/api.md).
+# --- REST API -------------------------------------------------------------------------
+# Requests per token (per user for sessions) and period: s/min/hour/day (docs/api.md).
 API_RATE = env_str("VPAWEB_API_RATE", "1200/min")
 # Largest request body the API reads; a larger one gets a 413 before any parsing.
 API_MAX_BODY_BYTES = env_int("VPAWEB_API_MAX_BODY_BYTES", 5 * 2**20, minimum=1024)
 REST_FRAMEWORK = {
-    # Token first: its WWW-Authenticate header makes a missing credential a 401, not a 403.
+    # Token first: its WWW-Authenticate header makes a missing credential 401, not 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "recommender.api.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
@@ -242,12 +243,12 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "vpaweb API",
     "DESCRIPTION": (
         "Right-sizing recommendations for Kubernetes containers. Authenticate with "
-        "`Authorization: Bearer <token>` (create one with `manage.py apitoken create`); "
-        "see docs/api.md."
+        "`Authorization: Bearer <token>` (create one with "
+        "`manage.py apitoken create`); see docs/api.md."
     ),
     "VERSION": "1.0.0",
     "SCHEMA_PATH_PREFIX": "/api/v1",
-    # Only the login page and health checks answer anonymous users (tests/web/test_access.py).
+    # Only the login page and health checks answer anonymous users (tests/web).
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "COMPONENT_SPLIT_REQUEST": True,
     # Several models have a "kind", "mode", "source" or "status": name each enum once.
