@@ -1,6 +1,7 @@
-"""Run benchmarks: `python -m benchmarks [engine|dashboard|backfill ...]` (default: all).
+"""Run benchmarks: `python -m benchmarks [engine|dashboard|backfill ...]` (or all).
 
-Each benchmark is a module `benchmarks/bench_<name>.py` with a `main()` that prints figures.
+Each benchmark is a module `benchmarks/bench_<name>.py` with a `main()` that prints
+figures.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ def main(argv: list[str]) -> int:
     unknown = [name for name in names if name not in available()]
     if unknown:
         print(
-            f"unknown benchmark(s): {', '.join(unknown)}; have: {', '.join(available())}"
+            f"unknown benchmark(s): {', '.join(unknown)}; "
+            f"have: {', '.join(available())}"
         )
         return 2
     for name in names:

@@ -1,4 +1,4 @@
-"""The one error hierarchy of vpaweb. Each class maps to one HTTP status in one place."""
+"""vpaweb's one error hierarchy. Each class maps to one HTTP status in one place."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""vpaweb's data: clusters, their workloads and containers, policies, recommendations and the
-engine state behind them, background runs, resize changes and the audit trail.
+"""vpaweb's data: clusters, their workloads and containers, policies, recommendations
+and the engine state behind them, background runs, resize changes and the audit trail.
 
-Resource amounts are stored as upstream VPA keeps them: CPU in integer millicores, memory in
-integer bytes; ``None`` means "not set".
+Resource amounts are stored as upstream VPA keeps them: CPU in integer millicores,
+memory in integer bytes; ``None`` means "not set".
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class Cluster(models.Model):
     kind = models.CharField(
         max_length=20, choices=Kind.choices, default=Kind.KUBERNETES
     )
-    # For Kubernetes: the kubeconfig context, or "" for in-cluster config / current context.
+    # For Kubernetes: the kubeconfig context, or "" for in-cluster / current context.
     context = models.CharField(max_length=253, blank=True)
     is_enabled = models.BooleanField(default=True)
     last_discovered_at = models.DateTimeField(null=True, blank=True)
@@ -81,7 +81,7 @@ class Workload(models.Model):
 
 
 class Container(models.Model):
-    """A container of a workload's pod template; its replicas share one engine aggregate."""
+    """A container of a workload's pod template; replicas share one engine aggregate."""
 
     class Kind(models.TextChoices):
         REGULAR = "regular"
@@ -100,7 +100,7 @@ class Container(models.Model):
     request_memory_bytes = models.BigIntegerField(null=True, blank=True)
     limit_cpu_millicores = models.BigIntegerField(null=True, blank=True)
     limit_memory_bytes = models.BigIntegerField(null=True, blank=True)
-    # Denormalised pointer to the newest Recommendation, so lists need no per-row subquery.
+    # Denormalised pointer to the newest Recommendation: lists need no per-row subquery.
     latest_recommendation = models.ForeignKey(
         "Recommendation",
         null=True,
@@ -149,9 +149,9 @@ class Policy(models.Model):
     )
     mode = models.CharField(max_length=20, choices=Mode.choices, default=Mode.OFF)
     profile = models.CharField(max_length=64, default="vpa")
-    # Field overrides of the profile (engine Profile.with_overrides), e.g. per-workload percentiles.
+    # Field overrides of the profile (engine Profile.with_overrides), e.g. percentiles.
     profile_overrides = models.JSONField(default=dict, blank=True)
-    # Upstream containerPolicies shape: [{"containerName": "*", "minAllowed": {...}, ...}].
+    # Upstream containerPolicies: [{"containerName": "*", "minAllowed": {...}, ...}].
     container_policies = models.JSONField(default=list, blank=True)
     min_replicas = models.PositiveIntegerField(null=True, blank=True)
     source = models.CharField(
@@ -182,7 +182,7 @@ class RecommendationQuerySet(models.QuerySet["Recommendation"]):
     """Reads over recommendation history."""
 
     def latest_per_container(self) -> RecommendationQuerySet:
-        """The newest recommendation of every container (through the denormalised pointer)."""
+        """Each container's newest recommendation (via the denormalised pointer)."""
         return self.filter(pk__in=Container.objects.values("latest_recommendation_id"))
 
 
@@ -252,10 +252,10 @@ class Recommendation(models.Model):
 
 
 class Checkpoint(models.Model):
-    """The engine state of one container's aggregate, so a restart loses and re-reads nothing.
+    """Engine state of a container's aggregate: a restart loses and re-reads nothing.
 
-    ``version`` increases on every write; writers update with ``version=old`` in the filter
-    (compare-and-swap), so two workers can never both apply the same samples.
+    ``version`` increases on every write; writers update with ``version=old`` in the
+    filter (compare-and-swap), so two workers can never both apply the same samples.
     """
 
     container = models.OneToOneField(
@@ -346,7 +346,7 @@ class RefreshRun(models.Model):
 
 
 class ResizeChange(models.Model):
-    """A proposed resize of one pod's containers, decided by an operator, applied by the updater."""
+    """A proposed resize of a pod's containers: an operator decides, updater applies."""
 
     class Status(models.TextChoices):
         PROPOSED = "proposed"
@@ -404,7 +404,7 @@ class AuditEvent(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
     )
-    # The actor as shown (a user name, "token:<name>" or "system"), kept if the user goes.
+    # The actor as shown (user name, "token:<name>" or "system"), kept if the user goes.
     actor_label = models.CharField(max_length=200, default="system")
     action = models.CharField(max_length=64)
     workload = models.ForeignKey(
@@ -445,7 +445,7 @@ class AuditEvent(models.Model):
 
 
 class ApiToken(models.Model):
-    """A machine credential for the REST API, scoped read or write; only its hash is stored."""
+    """A machine credential for the REST API, read or write; only its hash is stored."""
 
     class Scope(models.TextChoices):
         READ = "read", "Read"
@@ -499,14 +499,15 @@ class ApiToken(models.Model):
 
 
 class StaticCoefficient(models.Model):
-    """First-deploy request coefficient for workloads without a recommendation (seed 004).
+    """First-deploy coefficient for workloads without a recommendation (seed 004).
 
-    ``namespace`` "" is the global default; a namespace's own row wins over it. A missing
-    factor leaves that resource's request alone (seed 004 applies CPU only, by default).
+    ``namespace`` "" is the global default; a namespace's own row wins over it. A
+    missing factor leaves that resource's request alone (seed 004 applies CPU only, by
+    default).
     """
 
     namespace = models.CharField(max_length=63, blank=True, unique=True)
-    # New request = original request × factor, in (0, 1]; None = leave the resource alone.
+    # New request = original request × factor, in (0, 1]; None = leave resource alone.
     cpu_factor = models.FloatField(null=True, blank=True)
     memory_factor = models.FloatField(null=True, blank=True)
     updated_at = models.DateTimeField(default=timezone.now)

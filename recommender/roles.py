@@ -31,7 +31,7 @@ def ensure_role_groups() -> None:
 
 
 def role_of(user: AbstractBaseUser | AnonymousUser) -> Role | None:
-    """The strongest role of ``user``, or None for anonymous users and users without a role."""
+    """The strongest role of ``user``; None if anonymous or without a role."""
     if not user.is_authenticated or not user.is_active:
         return None
     if getattr(user, "is_superuser", False):

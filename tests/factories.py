@@ -1,5 +1,6 @@
-"""Small builders of model rows for tests: a cluster, workloads with containers and policies,
-recommendations. Use the real refresh service (tests/services) when the numbers matter."""
+"""Small builders of model rows for tests: a cluster, workloads with containers and
+policies, recommendations. Use the real refresh service (tests/services) when the
+numbers matter."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def make_workload(
     mode: str = Policy.Mode.OFF,
     replicas: int = 3,
 ) -> Workload:
-    """A workload with containers (``{"app": {"request_cpu_millicores": 500, ...}}``) and a policy."""
+    """A workload, containers (``{"app": {"request_cpu_millicores": 500}}``), policy."""
     workload = Workload.objects.create(
         cluster=cluster,
         kind=kind,

@@ -1,4 +1,4 @@
-"""Every environment variable the settings read is listed in .env.example and the README."""
+"""Every environment variable the settings read is in .env.example and the README."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Typed readers of environment variables for the settings module.
 
-Each raises ``ImproperlyConfigured`` naming the variable when its value is bad, so a typo in a
-deployment fails at start-up with a message that says what to fix.
+Each raises ``ImproperlyConfigured`` naming the variable when its value is bad, so a
+typo in a deployment fails at start-up with a message that says what to fix.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def env_secret(name: str, default: str = "") -> str:
 
 
 def database_from_url(name: str, url: str) -> dict[str, object]:
-    """Turn ``postgres://user:pass@host:port/db`` or ``sqlite:///path`` into a DATABASES entry."""
+    """A DATABASES entry from ``postgres://user:pass@host:port/db`` or ``sqlite:///path``."""
     parts = urlsplit(url)
     if parts.scheme in ("postgres", "postgresql", "pgsql"):
         database = unquote(parts.path.lstrip("/"))
@@ -107,7 +107,7 @@ def database_from_url(name: str, url: str) -> dict[str, object]:
             "CONN_HEALTH_CHECKS": True,
         }
     if parts.scheme == "sqlite":
-        # sqlite:///relative/path and sqlite:////absolute/path, as dj-database-url reads them.
+        # sqlite:///relative, sqlite:////absolute paths: read as dj-database-url does.
         path = unquote(parts.path)[1:]
         if not path:
             raise ImproperlyConfigured(f"{name}={url!r} names no database file")

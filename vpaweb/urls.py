@@ -13,6 +13,6 @@ urlpatterns = [
     path("", include("recommender.web.urls")),
 ]
 
-# JSON errors under /api/, Django's own pages everywhere else (recommender/api/errors.py).
+# JSON errors under /api/ (recommender/api/errors.py), Django's pages everywhere else.
 handler404 = "recommender.api.errors.not_found"
 handler500 = "recommender.api.errors.server_error"

@@ -1,9 +1,9 @@
-"""Who may call the API: token and session authentication, permissions, per-token throttling.
+"""Who may call the API: token and session authentication, permissions, throttling.
 
-Machines send ``Authorization: Bearer vpaweb_…`` (a read or write token); people use their
-dashboard session in the browsable API. Read access needs a token of either scope or the
-viewer role; changes (policies, approvals, coefficients) need a write token or the operator
-role. Every view names its permission class explicitly.
+Machines send ``Authorization: Bearer vpaweb_…`` (a read or write token); people use
+their dashboard session in the browsable API. Read access needs a token of either scope
+or the viewer role; changes (policies, approvals, coefficients) need a write token or
+the operator role. Every view names its permission class explicitly.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
     """``Authorization: Bearer <key>`` (or ``Token <key>``) for machines."""
 
     def authenticate(self, request: Request) -> tuple[TokenUser, ApiToken] | None:
-        """The token's user and the token, None without a token header, 401 on a bad one."""
+        """(user, token); None without a token header, 401 on a bad one."""
         header = authentication.get_authorization_header(request).split()
         if (
             not header
@@ -84,7 +84,7 @@ def token_of(request: Request) -> ApiToken | None:
 
 
 def actor_of(request: Request) -> tuple[Any, str]:
-    """(user, label) for services' audit events: a token acts as its creator, labelled."""
+    """(user, label) for audit events: a token acts as its creator, labelled."""
     token = token_of(request)
     if token is not None:
         return token.created_by, token.actor_label
@@ -127,12 +127,12 @@ class CanReadOrWrite(permissions.BasePermission):
 
 
 class ApiRateThrottle(throttling.SimpleRateThrottle):
-    """One request budget per token (per user for sessions, per address for the rest)."""
+    """One request budget per token (per user for sessions, else per address)."""
 
     scope = "api"
 
     def get_rate(self) -> str | None:
-        """Read the rate at request time, so settings changes (and tests) take effect."""
+        """Read the rate per request, so changed settings (and tests) take effect."""
         return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
 
     def get_cache_key(self, request: Request, view: Any) -> str:

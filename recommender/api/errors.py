@@ -5,10 +5,11 @@ Every error under /api/ looks like::
     {"error": {"code": "invalid", "message": "mode: must be one of …",
                "fields": {"mode": ["must be one of …"]}}}
 
-``exception_handler`` maps ``recommender.errors`` and DRF/Django exceptions (DRF calls it for
-every API view); ``not_found`` and ``server_error`` give the same shape for /api/ URLs that no
-view matched and for crashes outside DRF. No stack trace ever reaches a client: unexpected
-exceptions are logged here with the request path and answered with a generic 500.
+``exception_handler`` maps ``recommender.errors`` and DRF/Django exceptions (DRF calls
+it for every API view); ``not_found`` and ``server_error`` give the same shape for /api/
+URLs that no view matched and for crashes outside DRF. No stack trace ever reaches a
+client: unexpected exceptions are logged here with the request path and answered with a
+generic 500.
 """
 
 from __future__ import annotations
@@ -167,7 +168,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
 
 @csrf_exempt  # a 404 is a 404, also for a POST without a CSRF token
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    """404 for an /api/ URL that no view matched; Django's page elsewhere (handler404)."""
+    """404 for an /api/ URL no view matched; Django's page elsewhere (handler404)."""
     if not request.path.startswith(API_PREFIX):
         return defaults.page_not_found(request, exception)  # type: ignore[arg-type]
     message = f"no API endpoint at {request.path}"

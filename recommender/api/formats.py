@@ -1,7 +1,7 @@
-"""Request parsers and response renderers of the API: bounded bodies, CSV, YAML, manifests.
+"""API parsers and renderers: bounded bodies, CSV, YAML, manifests.
 
-Every parser reads at most ``API_MAX_BODY_BYTES`` and answers a larger body with a 413 before
-parsing anything, whatever the Content-Length says.
+Every parser reads at most ``API_MAX_BODY_BYTES`` and answers a larger body with a 413
+before parsing anything, whatever the Content-Length says.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class JSONParser(parsers.BaseParser):
 
 @dataclass(frozen=True)
 class RawBody:
-    """A body kept as bytes for the service to parse (manifests), with its media type."""
+    """A body kept as bytes for the service to parse (manifests), and its type."""
 
     data: bytes
     media_type: str
@@ -104,8 +104,8 @@ class ManifestTextYAMLParser(ManifestYAMLParser):
 
 
 class ManifestPlainTextParser(ManifestYAMLParser):
-    """``text/plain``: what ``curl --data-binary`` sends when no type is given is form data,
-    but many CI tools default to text/plain."""
+    """``text/plain``: what ``curl --data-binary`` sends when no type is given is form
+    data, but many CI tools default to text/plain."""
 
     media_type = "text/plain"
 
@@ -179,7 +179,7 @@ class CSVRenderer(renderers.BaseRenderer):
 
 
 class ManifestsYAMLRenderer(renderers.BaseRenderer):
-    """The right-sized manifests only, as multi-document YAML for ``kubectl apply -f -``."""
+    """Only the right-sized manifests, as multi-document YAML for ``kubectl apply``."""
 
     media_type = "application/yaml"
     format = "yaml"

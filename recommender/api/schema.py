@@ -1,4 +1,4 @@
-"""OpenAPI generation: every operation documents the one error shape for its error statuses."""
+"""OpenAPI generation: every operation documents the one error shape of its errors."""
 
 from __future__ import annotations
 
@@ -74,5 +74,7 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
         return {
             "type": "http",
             "scheme": "bearer",
-            "description": "An API token: `manage.py apitoken create --name ci --scope read`.",
+            "description": (
+                "An API token: `manage.py apitoken create --name ci --scope read`."
+            ),
         }

@@ -108,7 +108,7 @@ class ResourceListSerializer(serializers.Serializer):
 
 
 class ContainerRecommendationSerializer(serializers.Serializer):
-    """One ``status.recommendation.containerRecommendations[]`` entry of a VPA object."""
+    """One ``status.recommendation.containerRecommendations[]`` entry of a VPA."""
 
     containerName = serializers.CharField()
     target = ResourceListSerializer()
@@ -164,7 +164,7 @@ class LatestRecommendationSerializer(serializers.Serializer):
 
 
 class ContainerSerializer(serializers.ModelSerializer):
-    """A container with its current requests and limits and its latest recommendation."""
+    """A container: its current requests and limits, and its latest recommendation."""
 
     requests = serializers.SerializerMethodField()
     limits = serializers.SerializerMethodField()
@@ -274,7 +274,7 @@ class ContainerExplanationSerializer(serializers.Serializer):
 
 
 class WorkloadRecommendationSerializer(serializers.Serializer):
-    """A workload's current recommendation in the VPA status format, with explanations."""
+    """A workload's current recommendation in VPA status format, with explanations."""
 
     workload = WorkloadBriefSerializer()
     recommendation = RecommendedPodResourcesSerializer()

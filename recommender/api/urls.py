@@ -1,8 +1,8 @@
 """URLs of REST API v1, mounted once under /api/v1/.
 
-Collections and their items end with a slash (``workloads/``, ``workloads/7/``); single things
-and commands do not (``workloads/7/policy``, ``changes/3/approve``, ``rightsize``). Any other
-URL under /api/v1/ answers the JSON 404 of ``api.errors``.
+Collections and their items end with a slash (``workloads/``, ``workloads/7/``); single
+things and commands do not (``workloads/7/policy``, ``changes/3/approve``,
+``rightsize``). Any other URL under /api/v1/ answers the JSON 404 of ``api.errors``.
 """
 
 from __future__ import annotations
@@ -65,7 +65,10 @@ router.register("workloads", views.WorkloadViewSet, basename="workload")
 router.register("changes", views.ResizeChangeViewSet, basename="change")
 router.register("runs", views.RefreshRunViewSet, basename="run")
 
-NATURAL_KEY = "clusters/<slug:cluster>/namespaces/<k8sname:namespace>/workloads/<kind:kind>/<k8sname:name>"
+NATURAL_KEY = (
+    "clusters/<slug:cluster>/namespaces/<k8sname:namespace>"
+    "/workloads/<kind:kind>/<k8sname:name>"
+)
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),

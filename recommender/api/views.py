@@ -1,7 +1,7 @@
 """REST API v1 views: thin readers of the models and callers of the services.
 
-Resources are read-only viewsets; each command (approve, reject, rightsize, query) is one
-APIView. Every view names its permission class; errors go through ``api.errors``.
+Resources are read-only viewsets; each command (approve, reject, rightsize, query) is
+one APIView. Every view names its permission class; errors go through ``api.errors``.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _whole_number(name: str, raw: str, minimum: int, maximum: int | None) -> int
 
 
 class Pagination(LimitOffsetPagination):
-    """``?limit=`` (default 100, 1 to 1000) and ``?offset=`` (from 0); bad values are a 400."""
+    """``?limit=`` (default 100, 1 to 1000) and ``?offset=`` (from 0); else a 400."""
 
     max_limit = MAX_PAGE_SIZE
 
@@ -125,7 +125,7 @@ def _filters(serializer_class: type, request: Request) -> dict[str, Any]:
 
 
 def _workload_queryset() -> QuerySet[Workload]:
-    """Workloads with everything their serializer reads, in a constant number of queries."""
+    """Workloads with all their serializer reads, in a constant number of queries."""
     has_recommendation = Exists(
         Container.objects.filter(
             workload=OuterRef("pk"), latest_recommendation__isnull=False
@@ -282,12 +282,14 @@ class WorkloadByKeyView(WorkloadLookupMixin, generics.GenericAPIView):
 
 
 class WorkloadRecommendationView(WorkloadLookupMixin, APIView):
-    """The current recommendation of every container, as a VPA object's status holds it."""
+    """The current recommendation of every container, as a VPA's status holds it."""
 
     permission_classes = [CanRead]
 
     @extend_schema(
-        summary="Current recommendation (VPA status format) with the engine's explanation",
+        summary=(
+            "Current recommendation (VPA status format) with the engine's explanation"
+        ),
         responses=s.WorkloadRecommendationSerializer,
         tags=["recommendations"],
         examples=[
@@ -569,7 +571,10 @@ class StaticCoefficientView(APIView):
         return Response(s.StaticCoefficientSerializer(rows, many=True).data)
 
     @extend_schema(
-        summary="Set a namespace's static coefficient (write scope or operator role; audited)",
+        summary=(
+            "Set a namespace's static coefficient "
+            "(write scope or operator role; audited)"
+        ),
         request=s.StaticCoefficientInputSerializer,
         responses={
             200: s.StaticCoefficientSerializer,
@@ -629,12 +634,13 @@ class RightsizeView(APIView):
     @extend_schema(
         summary="Right-size manifests (YAML or JSON, multi-document, Lists)",
         description=(
-            "Sets each container's requests from its workload's latest recommendation, capped "
-            "as the admission webhook caps it, and limits at the original limit:request ratio "
-            "unless the container policy says RequestsOnly. Unknown workloads get the "
-            "namespace's static coefficient (or stay as they are). Other kinds pass through. "
-            "Ask for `Accept: application/yaml` (or `?format=yaml`) to get only the manifests, "
-            "ready for `kubectl apply -f -`."
+            "Sets each container's requests from its workload's latest recommendation, "
+            "capped as the admission webhook caps it, and limits at the original "
+            "limit:request ratio unless the container policy says RequestsOnly. "
+            "Unknown workloads get the namespace's static coefficient (or stay as they "
+            "are). "
+            "Other kinds pass through. Ask for `Accept: application/yaml` (or "
+            "`?format=yaml`) to get only the manifests, ready for `kubectl apply -f -`."
         ),
         parameters=[s.RightsizeOptionsSerializer],
         request={
@@ -680,7 +686,7 @@ class RightsizeView(APIView):
 
 
 class RecommendationQueryView(APIView):
-    """The VPA design's RecommendationQuery: a pod spec in, recommended resources out."""
+    """The VPA design's RecommendationQuery: pod spec in, recommended resources out."""
 
     permission_classes = [CanRead]
     parser_classes = [JSONParser]

@@ -1,1 +1,1 @@
-"""Kubernetes in and out: discovery, and (later) pod patches, evictions and in-place resizes."""
+"""Kubernetes in and out: discovery; later patches, evictions, in-place resizes."""

@@ -1,7 +1,8 @@
-"""What a cluster adapter returns and what it can do: the interface shared by the simulated
-cluster and the real Kubernetes adapter, so services cannot tell them apart.
+"""What a cluster adapter returns and what it can do: the interface shared by the
+simulated cluster and the real Kubernetes adapter, so services cannot tell them apart.
 
-All times are timezone-aware UTC datetimes. Amounts are engine ``Resources`` (millicores, bytes).
+All times are timezone-aware UTC datetimes. Amounts are engine ``Resources``
+(millicores, bytes).
 """
 
 from __future__ import annotations
@@ -31,20 +32,20 @@ class OomKill:
     pod: str
     container: str
     occurred_at: datetime
-    # The container's memory request when killed (upstream passes it to RecordOOM); for a
-    # memory eviction, the container's usage at eviction. 0 when unknown.
+    # The container's memory request when killed (upstream passes it to RecordOOM); for
+    # a memory eviction, the container's usage at eviction. 0 when unknown.
     memory_request_bytes: int
     is_eviction: bool = False
     # The container's restart count when seen (0 for evictions and when unknown).
     restart_count: int = 0
-    # The pod's top controller when the adapter could resolve it ("" if the pod is gone).
+    # The pod's top controller when the adapter could resolve it ("" if pod is gone).
     workload_kind: str = ""
     workload_name: str = ""
 
 
 @dataclass(frozen=True)
 class PodInfo:
-    """A live pod of a workload; containers carry current requests (status over spec)."""
+    """A workload's live pod; containers carry current requests (status over spec)."""
 
     namespace: str
     name: str
@@ -53,7 +54,7 @@ class PodInfo:
     start_time: datetime | None = None
     labels: dict[str, str] = field(default_factory=dict)
     uid: str = ""
-    # The pod's direct controller (upstream's updater groups pods by it), e.g. a ReplicaSet.
+    # The pod's direct controller, e.g. a ReplicaSet (upstream's updater groups by it).
     owner_kind: str = ""
     owner_name: str = ""
     node_name: str = ""
@@ -72,8 +73,8 @@ class WorkloadInfo:
     replicas: int | None = None
     labels: dict[str, str] = field(default_factory=dict)
     pods: tuple[PodInfo, ...] = ()
-    # Resources ("cpu", "memory") that an HPA targeting this workload scales on: a conflict
-    # when the workload's policy controls one of them.
+    # Resources ("cpu", "memory") that an HPA targeting this workload scales on: a
+    # conflict when the workload's policy controls one of them.
     hpa_scaled_resources: tuple[str, ...] = ()
 
 

@@ -1,1 +1,1 @@
-"""Use cases composed from the engine, the sources, the cluster adapters and the models."""
+"""Use cases composed from the engine, sources, cluster adapters and models."""

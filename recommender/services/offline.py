@@ -2,9 +2,9 @@
 
 `usage.csv` has the columns ``timestamp,namespace,workload,pod,container,cpu_cores,
 memory_bytes``; `ooms.csv` has ``timestamp,namespace,workload,pod,container,
-memory_request_bytes``. One (namespace, workload) is one VPA target; its pods' containers of the
-same name share one aggregate. Rows may come in any order: events are fed in time order,
-stably, and at equal times usage rows go before OOM rows.
+memory_request_bytes``. One (namespace, workload) is one VPA target; its pods'
+containers of the same name share one aggregate. Rows may come in any order: events are
+fed in time order, stably, and at equal times usage rows go before OOM rows.
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ class OfflineRecommendation:
     recommendation: ContainerRecommendation
 
     def to_status_dict(self) -> dict[str, Any]:
-        """Upstream's `status.recommendation.containerRecommendations[]` item, plus names and
-        the explanation."""
+        """Upstream's `status.recommendation.containerRecommendations[]` item, plus
+        names and the explanation."""
         rec = self.recommendation
         return {
             "namespace": self.namespace,
@@ -104,7 +104,7 @@ class _Events:
 
 
 def parse_timestamp(text: str) -> float:
-    """Unix seconds ("1700000000", "1700000000.5") or RFC 3339 ("2026-11-21T06:00:00Z")."""
+    """Unix seconds ("1700000000.5") or RFC 3339 ("2026-11-21T06:00:00Z")."""
     text = text.strip()
     if not text:
         raise ValueError("is empty")
@@ -251,7 +251,7 @@ def recommend_from_csv(
     events, registry = _read_events(usage_path, oom_path)
     kind = np.asarray(events.kind, dtype=np.int64)
     timestamp_s = np.asarray(events.timestamp_s, dtype=np.float64)
-    # Time order, then usage before OOM at equal times; lexsort is stable for file order.
+    # Time order, then usage before OOM at equal times; lexsort keeps file order.
     order = np.lexsort((kind, timestamp_s))
 
     series_keys = [""] * len(registry.series)
@@ -270,8 +270,8 @@ def recommend_from_csv(
         "memory_request_bytes": np.asarray(events.memory_request_bytes)[order],
     }
     sorted_kind = kind[order]
-    # Feed runs of consecutive usage rows as one batch and runs of OOMs as another, so OOMs
-    # see exactly the usage that came before them.
+    # Feed runs of consecutive usage rows as one batch and runs of OOMs as another, so
+    # OOMs see exactly the usage that came before them.
     boundaries = np.flatnonzero(np.diff(sorted_kind)) + 1
     for run in np.split(np.arange(len(sorted_kind)), boundaries):
         if len(run) == 0:
@@ -298,7 +298,7 @@ def recommend_from_csv(
                 )
             )
 
-    # The pod minimum is split over the containers of the workload (upstream: VPA's map size).
+    # The pod minimum is split over the workload's containers (upstream: the map size).
     containers_per_workload: dict[tuple[str, str], int] = {}
     for namespace, workload, _container in registry.aggregates:
         key = (namespace, workload)

@@ -1,13 +1,15 @@
-"""What should this pod request? The ``RecommendationQuery`` of the VPA design (seed 000).
+"""What should this pod request? The VPA design's ``RecommendationQuery`` (seed 000).
 
-A caller sends a pod spec that need not exist, its namespace and its owner; vpaweb answers with
-recommended resources per container. A container of a workload vpaweb knows gets the latest
-recommendation, capped by the engine exactly as the admission webhook caps it (``cap_for_pod``:
-the policy's minAllowed/maxAllowed and, for RequestsOnly, the container's limit). A container
-vpaweb has no recommendation for gets the namespace's static coefficient (seed 004's
-first-deploy rule) or, when none is configured, nothing. ``rightsize.py`` builds on this.
+A caller sends a pod spec that need not exist, its namespace and its owner; vpaweb
+answers with recommended resources per container. A container of a workload vpaweb knows
+gets the latest recommendation, capped by the engine exactly as the admission webhook
+caps it (``cap_for_pod``: the policy's minAllowed/maxAllowed and, for RequestsOnly, the
+container's limit). A container vpaweb has no recommendation for gets the namespace's
+static coefficient (seed 004's first-deploy rule) or, when none is configured, nothing.
+``rightsize.py`` builds on this.
 
-LimitRanges are not applied here: vpaweb does not store them yet (the webhook reads them live).
+LimitRanges are not applied here: vpaweb does not store them yet (the webhook reads them
+live).
 """
 
 from __future__ import annotations
@@ -68,10 +70,11 @@ def resource_list(resources: Resources) -> dict[str, str]:
 
 
 def parse_quantity(resource: str, raw: object, *, field: str) -> int:
-    """A quantity from a manifest (text, or a YAML/JSON number) in millicores or bytes."""
+    """A manifest's quantity (text, or a YAML/JSON number) in millicores or bytes."""
     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
         raise InvalidInput(
-            f"{field}: {raw!r} is not a quantity; use a string such as '500m' or '256Mi'",
+            f"{field}: {raw!r} is not a quantity; "
+            "use a string such as '500m' or '256Mi'",
             field=field,
         )
     if isinstance(raw, float) and not math.isfinite(raw):
@@ -119,7 +122,7 @@ class PodContainer:
 
 
 def parse_pod_containers(pod_spec: object, *, field: str) -> list[PodContainer]:
-    """The containers and native sidecars of a pod spec; plain init containers are skipped.
+    """A pod spec's containers and native sidecars; plain init containers are skipped.
 
     Raises InvalidInput naming the path of the first malformed part.
     """
@@ -168,7 +171,7 @@ def parse_pod_containers(pod_spec: object, *, field: str) -> list[PodContainer]:
                 field=path,
                 is_init=is_init,
             )
-            # Only native sidecars (restartPolicy Always) run alongside the app and are sized.
+            # Only native sidecars (restartPolicy Always) run beside the app: sized.
             if is_init and item.get("restartPolicy") != "Always":
                 continue
             containers.append(container)
@@ -178,7 +181,7 @@ def parse_pod_containers(pod_spec: object, *, field: str) -> list[PodContainer]:
 def find_workload(
     *, cluster: str | None, namespace: str, kind: str, name: str
 ) -> Workload | None:
-    """The workload with this natural key, or None; ``cluster`` None means "any cluster".
+    """The workload with this natural key, or None; ``cluster`` None = "any cluster".
 
     Raises NotFound for an unknown cluster and InvalidInput when the key is ambiguous.
     """
@@ -201,7 +204,7 @@ def find_workload(
 
 
 def static_coefficient_for(namespace: str) -> StaticCoefficient | None:
-    """The namespace's own coefficient, else the global default (namespace ""), else None."""
+    """The namespace's coefficient, else the global one (namespace ""), else None."""
     rows = {
         c.namespace: c
         for c in StaticCoefficient.objects.filter(namespace__in=[namespace, ""])
@@ -210,7 +213,7 @@ def static_coefficient_for(namespace: str) -> StaticCoefficient | None:
 
 
 def _scaled(amount: int | None, factor: float) -> int | None:
-    """``amount x factor`` rounded up to a whole unit (never below one unit when non-zero)."""
+    """``amount x factor`` rounded up to a whole unit (at least 1 when non-zero)."""
     if amount is None:
         return None
     return math.ceil(amount * factor)
@@ -245,7 +248,7 @@ class ContainerAdvice:
 
 @dataclass(frozen=True)
 class PodAdvice:
-    """The advice for every container of one pod, with the workload it was matched to."""
+    """The advice for every container of a pod, with the workload it was matched to."""
 
     namespace: str
     workload: Workload | None
@@ -268,14 +271,16 @@ def advise_pod(
     cluster: str | None = None,
     multiplier: float = 1.0,
 ) -> PodAdvice:
-    """Recommended requests for each container of a pod of ``owner`` (which need not exist).
+    """Recommended requests for each container of a pod of ``owner`` (may not exist).
 
-    ``multiplier`` scales a recommendation before capping (seed 004's correction factor), so
-    the policy's bounds still hold afterwards; static coefficients are not multiplied.
+    ``multiplier`` scales a recommendation before capping (seed 004's correction
+    factor), so the policy's bounds still hold afterwards; static coefficients are not
+    multiplied.
     """
     if not (0 < multiplier <= MAX_MULTIPLIER) or not math.isfinite(multiplier):
         raise InvalidInput(
-            f"multiplier must be above 0 and at most {MAX_MULTIPLIER:g}, not {multiplier!r}",
+            f"multiplier must be above 0 and at most {MAX_MULTIPLIER:g}, "
+            f"not {multiplier!r}",
             field="multiplier",
         )
     workload = None
@@ -342,7 +347,10 @@ def advise_pod(
         if container.name in capped:
             result = capped[container.name]
             rec = latest[container.name]
-            reason = f"latest recommendation of {workload} ({rec.created_at:%Y-%m-%d %H:%M} UTC)"
+            reason = (
+                f"latest recommendation of {workload} "
+                f"({rec.created_at:%Y-%m-%d %H:%M} UTC)"
+            )
             if multiplier != 1.0:
                 reason += f" x multiplier {multiplier:g}"
             advice.append(
@@ -379,7 +387,7 @@ def _coefficient_advice(
     controlled_values: str,
     namespace: str,
 ) -> ContainerAdvice:
-    """Seed 004's first deploy: the static coefficient, or nothing when none is configured."""
+    """Seed 004's first deploy: the static coefficient, or nothing if none is set."""
     why = (
         "vpaweb does not know this workload yet"
         if workload is None
@@ -420,7 +428,7 @@ def _factor_text(factor: float | None) -> str:
 
 
 def owner_of_pod(metadata: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """The workload owning a pod: its controller ownerReference, a ReplicaSet's Deployment."""
+    """The workload owning a pod: its controller owner, or a ReplicaSet's Deployment."""
     refs = metadata.get("ownerReferences")
     if not isinstance(refs, list):
         return None, None
@@ -499,7 +507,8 @@ def query_recommendation(*, query: Mapping[str, Any]) -> dict[str, Any]:
         owner_kind, owner_name = owner.get("kind"), owner.get("name")
         if owner_kind not in OWNER_KINDS:
             raise InvalidInput(
-                f"spec.owner.kind must be one of {', '.join(OWNER_KINDS)}, not {owner_kind!r}",
+                f"spec.owner.kind must be one of {', '.join(OWNER_KINDS)}, "
+                f"not {owner_kind!r}",
                 field="spec.owner.kind",
             )
         if not isinstance(owner_name, str) or not owner_name:

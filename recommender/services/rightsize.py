@@ -1,12 +1,13 @@
-"""Right-size Kubernetes manifests for CI/CD: requests (and limits) from vpaweb's advice.
+"""Right-size manifests for CI/CD: requests (and limits) from vpaweb's advice.
 
 A CI/CD platform sends the manifests it is about to apply (YAML or JSON, multi-document,
-Lists); vpaweb returns them with each container's requests set from the latest recommendation,
-capped by the engine exactly as the admission webhook caps it, and limits kept at the original
-limit:request ratio unless the container policy says RequestsOnly (upstream §4.3/§4.4).
-Workloads vpaweb does not know yet get the namespace's static coefficient (seed 004's first
-deploy), or are returned unchanged when none is set. Seed 004's correction rules are options:
-a multiplier, never raising a request above the original, and leaving memory alone.
+Lists); vpaweb returns them with each container's requests set from the latest
+recommendation, capped by the engine exactly as the admission webhook caps it, and
+limits kept at the original limit:request ratio unless the container policy says
+RequestsOnly (upstream §4.3/§4.4). Workloads vpaweb does not know yet get the
+namespace's static coefficient (seed 004's first deploy), or are returned unchanged when
+none is set. Seed 004's correction rules are options: a multiplier, never raising a
+request above the original, and leaving memory alone.
 
 Nothing here writes to a cluster or to the database: the caller decides what to deploy.
 """
@@ -66,7 +67,7 @@ STATUS_PASSED_THROUGH = "passed_through"
 
 
 class _ManifestLoader(yaml.SafeLoader):
-    """Safe YAML without timestamps: Kubernetes reads `2024-01-01` as a string, so do we."""
+    """Safe YAML without timestamps: Kubernetes reads `2024-01-01` as text, so do we."""
 
 
 _ManifestLoader.yaml_implicit_resolvers = {
@@ -92,8 +93,8 @@ def _count_nodes(document: object, *, index: int) -> None:
         seen += 1
         if seen > MAX_NODES:
             raise InvalidInput(
-                f"documents[{index}] has more than {MAX_NODES} values once its YAML aliases are "
-                "expanded; this is not a manifest",
+                f"documents[{index}] has more than {MAX_NODES} values once its YAML "
+                "aliases are expanded; this is not a manifest",
                 field=f"documents[{index}]",
             )
         if isinstance(node, Mapping):
@@ -150,8 +151,8 @@ def parse_manifests(*, body: bytes, media_type: str) -> list[Any]:
     result = []
     for index, document in enumerate(documents):
         _count_nodes(document, index=index)
-        # A JSON round trip expands YAML aliases into independent copies (so changing one
-        # container cannot change another) and refuses values JSON cannot carry.
+        # A JSON round trip expands YAML aliases into independent copies (so changing
+        # one container cannot change another) and refuses values JSON cannot carry.
         try:
             result.append(json.loads(json.dumps(document, allow_nan=False)))
         except (TypeError, ValueError) as exc:
@@ -185,7 +186,7 @@ class RightsizeOptions:
 
 @dataclass
 class RightsizeResult:
-    """The manifests as they should be deployed, and a report of every change and its reason."""
+    """The manifests as they should be deployed; a report of each change and why."""
 
     manifests: list[Any]
     documents: list[dict[str, Any]] = field(default_factory=list)
@@ -215,7 +216,7 @@ def _text(resource: str, amount: int | None) -> str | None:
 def _pod_spec(
     document: dict[str, Any], kind: str, path: str
 ) -> tuple[dict[str, Any], str]:
-    """The pod spec inside ``document`` and its path; InvalidInput when the shape is wrong."""
+    """The pod spec inside ``document`` and its path; InvalidInput on a wrong shape."""
     node: Any = document
     where = path
     for key in POD_SPEC_PATHS[kind]:
@@ -243,8 +244,9 @@ def _corrected_target(
             if new is not None and old is not None and new > old:
                 target = target.with_amount(resource, old)
                 notes.append(
-                    f"{resource} kept at the original request {_format(resource, old)} instead "
-                    f"of {_format(resource, new)} (never_raise)"
+                    f"{resource} kept at the original request "
+                    f"{_format(resource, old)} instead of {_format(resource, new)} "
+                    "(never_raise)"
                 )
     return target
 
@@ -255,7 +257,7 @@ def _rightsize_container(
     advice: ContainerAdvice,
     options: RightsizeOptions,
 ) -> dict[str, Any]:
-    """Write the advised requests (and proportional limits) into one container mapping."""
+    """Write the advised requests (and proportional limits) into a container mapping."""
     notes = list(advice.caps())
     target = _corrected_target(container, advice, options, notes)
     new = requests_and_limits_for_container(
@@ -323,7 +325,7 @@ def _rightsize_container(
 def _rightsize_document(
     document: Any, path: str, options: RightsizeOptions, report: list[dict[str, Any]]
 ) -> None:
-    """Right-size one document in place (recursing into Lists), appending to ``report``."""
+    """Right-size a document in place (recursing into Lists); append to ``report``."""
     if not isinstance(document, dict):
         raise InvalidInput(
             f"{path} must be a Kubernetes object (a mapping)", field=path
@@ -360,8 +362,8 @@ def _rightsize_document(
     if kind not in POD_SPEC_PATHS:
         entry["status"] = STATUS_PASSED_THROUGH
         entry["reason"] = (
-            f"kind {kind} has no pod template vpaweb sizes ({', '.join(SUPPORTED_KINDS)}); "
-            "passed through untouched"
+            f"kind {kind} has no pod template vpaweb sizes "
+            f"({', '.join(SUPPORTED_KINDS)}); passed through untouched"
         )
         report.append(entry)
         return
@@ -419,8 +421,10 @@ def _rightsize_document(
                 {
                     "name": item["name"],
                     "source": SOURCE_NONE,
-                    "reason": "left as is: an init container runs to completion before the "
-                    "app starts; only containers and native sidecars are sized",
+                    "reason": (
+                        "left as is: an init container runs to completion before the "
+                        "app starts; only containers and native sidecars are sized"
+                    ),
                     "changes": [],
                     "notes": [],
                 }
@@ -435,8 +439,9 @@ def rightsize_manifests(
 ) -> RightsizeResult:
     """Set container requests (and limits) of every workload manifest in ``documents``.
 
-    ``documents`` come from ``parse_manifests`` and are changed in place. Raises InvalidInput
-    naming the path of the first malformed part; nothing is stored either way.
+    ``documents`` come from ``parse_manifests`` and are changed in place. Raises
+    InvalidInput naming the path of the first malformed part; nothing is stored either
+    way.
     """
     report: list[dict[str, Any]] = []
     for index, document in enumerate(documents):
@@ -453,7 +458,8 @@ def _check_factor(name: str, value: object) -> float | None:
         raise InvalidInput(f"{name} must be a number in (0, 1] or null", field=name)
     if not math.isfinite(value) or not 0 < value <= 1:
         raise InvalidInput(
-            f"{name} must be above 0 and at most 1 (a request reduction), not {value!r}",
+            f"{name} must be above 0 and at most 1 (a request reduction), "
+            f"not {value!r}",
             field=name,
         )
     return float(value)
@@ -468,7 +474,7 @@ def set_static_coefficient(
     now: datetime,
     actor_label: str | None = None,
 ) -> StaticCoefficient | None:
-    """Set a namespace's first-deploy coefficient ("" = global default); both None removes it."""
+    """Set a namespace's first-deploy coefficient ("" = global); both None remove it."""
     if not isinstance(namespace, str) or len(namespace) > 63:
         raise InvalidInput(
             'namespace must be a namespace name, or "" for all', field="namespace"
@@ -516,7 +522,10 @@ def set_static_coefficient(
                 object_id=scope,
                 before=before,
                 after=after,
-                message=f"{label} set the static coefficient of {scope} to {after or 'none'}",
+                message=(
+                    f"{label} set the static coefficient of {scope} "
+                    f"to {after or 'none'}"
+                ),
             )
     logger.info(
         "static coefficient of %s set to %s by %s", scope, after or "none", label

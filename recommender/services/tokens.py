@@ -1,8 +1,8 @@
 """API tokens: create, revoke and check the machine credentials of the REST API.
 
-A key is shown once, when it is created; only its SHA-256 is stored, so a leaked database does
-not leak usable keys. Creating and revoking are audited. The dashboard's token page and
-``manage.py apitoken`` both call these functions.
+A key is shown once, when it is created; only its SHA-256 is stored, so a leaked
+database does not leak usable keys. Creating and revoking are audited. The dashboard's
+token page and ``manage.py apitoken`` both call these functions.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 KEY_PREFIX = "vpaweb_"
 # Characters of the key kept in clear for lists ("vpaweb_AbCd…").
 SHOWN_PREFIX_LENGTH = 12
-# last_used_at is refreshed at most this often: one write per token per minute, not per call.
+# last_used_at is refreshed at most this often: a write per token a minute, not a call.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 CREATE_ACTION = "token.create"
 REVOKE_ACTION = "token.revoke"
@@ -77,7 +77,8 @@ def create_token(
             )
     except IntegrityError:
         raise InvalidInput(
-            f"an active token named {name!r} already exists; revoke it or pick another name",
+            f"an active token named {name!r} already exists; "
+            "revoke it or pick another name",
             field="name",
         ) from None
     logger.info("api token %s (%s, id %s) created by %s", name, scope, token.pk, label)

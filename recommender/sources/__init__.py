@@ -1,1 +1,1 @@
-"""Usage history in, as numpy batches: Prometheus, metrics-server and the simulated cluster."""
+"""Usage history in, as numpy batches: Prometheus, metrics-server, simulated cluster."""

@@ -1,7 +1,8 @@
-"""What a usage source returns: samples on a time grid, one row per (namespace, pod, container).
+"""What a usage source returns: samples on a time grid, a row per pod container.
 
-The grid shape is what the engine ingests fastest (``SampleBatch.from_grid``). Times are Unix
-seconds; CPU is in cores (a rate over the step), memory in working-set bytes; NaN marks a gap.
+The grid shape is what the engine ingests fastest (``SampleBatch.from_grid``). Times are
+Unix seconds; CPU is in cores (a rate over the step), memory in working-set bytes; NaN
+marks a gap.
 """
 
 from __future__ import annotations

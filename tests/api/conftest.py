@@ -1,4 +1,4 @@
-"""Fixtures of the API tests: people and tokens by role, a small cluster with history."""
+"""API test fixtures: people and tokens by role, a small cluster with history."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def session_client() -> Callable[[Any], Client]:
 
 @pytest.fixture
 def shop(db: Any) -> Workload:
-    """prod/shop/Deployment/web with containers app (recommended) and sidecar (not yet)."""
+    """prod/shop/Deployment/web: containers app (recommended) and sidecar (not yet)."""
     cluster = make_cluster("prod")
     workload = make_workload(
         cluster,

@@ -1,4 +1,4 @@
-"""Who may do what: the permission matrix, tokens, throttling and the apitoken command."""
+"""Who may do what: permission matrix, tokens, throttling, the apitoken command."""
 
 from __future__ import annotations
 

@@ -254,7 +254,11 @@ metadata:
   namespace: shop
   labels: {pod-template-hash: 5d8f7c9b4}
   ownerReferences:
-  - {apiVersion: apps/v1, kind: ReplicaSet, name: web-5d8f7c9b4, controller: true, uid: x}
+  - apiVersion: apps/v1
+    kind: ReplicaSet
+    name: web-5d8f7c9b4
+    controller: true
+    uid: x
 spec:
   containers:
   - name: app
@@ -344,7 +348,9 @@ def test_aliases_are_expanded_so_containers_stay_independent(
     read_client: Client, shop: Workload
 ) -> None:
     body = DEPLOYMENT.replace(
-        "      - name: sidecar\n        resources:\n          requests: {cpu: 100m, memory: 64Mi}\n",
+        "      - name: sidecar\n"
+        "        resources:\n"
+        "          requests: {cpu: 100m, memory: 64Mi}\n",
         "",
     ).replace(
         '        resources:\n          requests: {cpu: "1"',

@@ -1,9 +1,10 @@
 """Property-based tests of the whole API against its own OpenAPI schema (schemathesis).
 
 Every operation gets generated requests, valid ones and deliberately invalid ones, sent
-in-process through the WSGI app with a write token; every response must pass schemathesis'
-checks (no 5xx, status code, content type, headers and body as the schema documents them).
-Failures are collected, not stopped at, so the report shows all of them with their counts.
+in-process through the WSGI app with a write token; every response must pass
+schemathesis' checks (no 5xx, status code, content type, headers and body as the schema
+documents them). Failures are collected, not stopped at, so the report shows all of them
+with their counts.
 """
 
 from __future__ import annotations
@@ -40,26 +41,28 @@ from vpaweb.wsgi import application
 POSITIVE_EXAMPLES = int(os.environ.get("VPAWEB_SCHEMATHESIS_POSITIVE", "50"))
 NEGATIVE_EXAMPLES = int(os.environ.get("VPAWEB_SCHEMATHESIS_NEGATIVE", "25"))
 MIN_CASES = 1000
-# Operations whose bodies the schema can only sketch: a YAML text of manifests, a pod spec,
-# and policies with Kubernetes quantities ("250Mi", "1e3") and upstream's rules between
-# fields. Their validation lives in the services and answers a 400 naming the field (see
-# test_rightsize.py, test_commands.py, test_query_export_errors.py), so schemathesis' two
-# input-strictness checks would only restate that the schema is looser than the server.
-# Every response of theirs is still checked against the schema, like all others.
+# Operations whose bodies the schema can only sketch: a YAML text of manifests, a pod
+# spec, and policies with Kubernetes quantities ("250Mi", "1e3") and upstream's rules
+# between fields. Their validation lives in the services and answers a 400 naming the
+# field (see test_rightsize.py, test_commands.py, test_query_export_errors.py), so
+# schemathesis' two input-strictness checks would only restate that the schema is looser
+# than the server. Every response of theirs is still checked against the schema, like
+# all others.
 FREE_FORM_BODIES = {
     "POST /api/v1/rightsize",
     "POST /api/v1/recommendation-query",
     "PATCH /api/v1/workloads/{id}/policy",
-    "PATCH /api/v1/clusters/{cluster}/namespaces/{namespace}/workloads/{kind}/{name}/policy",
+    "PATCH /api/v1/clusters/{cluster}/namespaces/{namespace}"
+    "/workloads/{kind}/{name}/policy",
 }
 
 
 @pytest.fixture
 def in_process_wsgi() -> Iterator[None]:
-    """Keep the test's database connection across WSGI requests, as Django's test client does.
+    """Keep the test's database connection across WSGI requests, like the test client.
 
-    The WSGI handler closes "obsolete" connections at each request's start and end, and a
-    connection inside the test's transaction looks obsolete to it.
+    The WSGI handler closes "obsolete" connections at each request's start and end, and
+    a connection inside the test's transaction looks obsolete to it.
     """
     request_started.disconnect(close_old_connections)
     request_finished.disconnect(close_old_connections)

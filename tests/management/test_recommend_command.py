@@ -170,9 +170,11 @@ def test_missing_column_and_missing_file_and_unknown_profile(tmp_path):
         [(START_S, "shop", "web", "p", "app", 1)],
         header="timestamp,namespace,workload,pod,container,cpu_cores",
     )
-    with pytest.raises(CommandError, match="usage.csv:1: missing column.*memory_bytes"):
+    with pytest.raises(
+        CommandError, match=r"usage\.csv:1: missing column.*memory_bytes"
+    ):
         run("--samples", str(usage))
-    with pytest.raises(CommandError, match="nothing.csv: cannot be read"):
+    with pytest.raises(CommandError, match=r"nothing\.csv: cannot be read"):
         run("--samples", str(tmp_path / "nothing.csv"))
     with pytest.raises(CommandError, match="no-such-profile"):
         run("--samples", str(usage), "--profile", "no-such-profile")

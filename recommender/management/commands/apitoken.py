@@ -76,7 +76,8 @@ class Command(BaseCommand):
         if not options["all"]:
             tokens = tokens.filter(revoked_at__isnull=True)
         self.stdout.write(
-            f"{'id':>5}  {'name':<24} {'scope':<6} {'prefix':<13} {'last used':<20} state"
+            f"{'id':>5}  {'name':<24} {'scope':<6} {'prefix':<13} "
+            f"{'last used':<20} state"
         )
         for token in tokens:
             used = (
@@ -88,7 +89,8 @@ class Command(BaseCommand):
                 "active" if token.is_active else f"revoked {token.revoked_at:%Y-%m-%d}"
             )
             self.stdout.write(
-                f"{token.pk:>5}  {token.name:<24} {token.scope:<6} {token.key_prefix + '…':<13} "
+                f"{token.pk:>5}  {token.name:<24} {token.scope:<6} "
+                f"{token.key_prefix + '…':<13} "
                 f"{used:<20} {state}"
             )
 

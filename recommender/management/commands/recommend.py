@@ -33,8 +33,8 @@ CSV_FIELDS = [
 
 class Command(BaseCommand):
     help = (
-        "Recommend container requests from usage samples in CSV, exactly as the upstream VPA "
-        "recommender would (with the default profile)."
+        "Recommend container requests from usage samples in CSV, exactly as the "
+        "upstream VPA recommender would (with the default profile)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -42,12 +42,18 @@ class Command(BaseCommand):
             "--samples",
             required=True,
             type=Path,
-            help="usage CSV: timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes",
+            help=(
+                "usage CSV: "
+                "timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes"
+            ),
         )
         parser.add_argument(
             "--oom-events",
             type=Path,
-            help="OOM CSV: timestamp,namespace,workload,pod,container,memory_request_bytes",
+            help=(
+                "OOM CSV: "
+                "timestamp,namespace,workload,pod,container,memory_request_bytes"
+            ),
         )
         parser.add_argument(
             "--profile",
@@ -141,9 +147,11 @@ def render_table(results: list[OfflineRecommendation]) -> str:
                 result.workload,
                 result.container,
                 cpu(rec.target.cpu_millicores),
-                f"{cpu(rec.lower_bound.cpu_millicores)} – {cpu(rec.upper_bound.cpu_millicores)}",
+                f"{cpu(rec.lower_bound.cpu_millicores)} – "
+                f"{cpu(rec.upper_bound.cpu_millicores)}",
                 memory(rec.target.memory_bytes),
-                f"{memory(rec.lower_bound.memory_bytes)} – {memory(rec.upper_bound.memory_bytes)}",
+                f"{memory(rec.lower_bound.memory_bytes)} – "
+                f"{memory(rec.upper_bound.memory_bytes)}",
             ]
         )
     if len(rows) == 1:
