@@ -118,9 +118,16 @@ class AuditEventAdmin(admin.ModelAdmin):
 
 @admin.register(models.ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    # Tokens are created and revoked through the dashboard or `manage.py apitoken`, which
-    # show the key once and audit the change; the admin only lists them.
-    list_display = ["name", "scope", "key_prefix", "created_by", "created_at", "revoked_at"]
+    # Tokens are created and revoked through the dashboard or `manage.py apitoken`,
+    # which show the key once and audit the change; the admin only lists them.
+    list_display = [
+        "name",
+        "scope",
+        "key_prefix",
+        "created_by",
+        "created_at",
+        "revoked_at",
+    ]
     list_filter = ["scope"]
     readonly_fields = [
         "name",
@@ -139,4 +146,10 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
 @admin.register(models.StaticCoefficient)
 class StaticCoefficientAdmin(admin.ModelAdmin):
-    list_display = ["namespace", "cpu_factor", "memory_factor", "updated_at", "updated_by"]
+    list_display = [
+        "namespace",
+        "cpu_factor",
+        "memory_factor",
+        "updated_at",
+        "updated_by",
+    ]
