@@ -6,12 +6,12 @@ Kubernetes strings); everything else is snake_case like the rest of Django.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from recommender.api.fields import QueryTextField, StrictCharField, StrictIntegerField
 from recommender.engine.resources import Resources
 from recommender.models import (
     Cluster,
@@ -20,7 +20,6 @@ from recommender.models import (
     Recommendation,
     RefreshRun,
     ResizeChange,
-    StaticCoefficient,
     Workload,
 )
 from recommender.services.policies import mode_consequence
@@ -28,72 +27,6 @@ from recommender.services.recommendation_query import resource_list
 
 WORKLOAD_STATUSES = ("recommended", "no_recommendation", "inactive")
 MAX_ID = 2**63 - 1
-# Longest text a query filter takes: a Kubernetes object name (DNS subdomain).
-MAX_QUERY_TEXT = 253
-
-
-@extend_schema_field(
-    {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": MAX_QUERY_TEXT,
-        "pattern": "^[^\\u0000]+$",
-    }
-)
-class QueryTextField(serializers.CharField):
-    """A text query parameter: not empty, no NUL, kept as sent (no trimming)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("max_length", MAX_QUERY_TEXT)
-        kwargs.setdefault("trim_whitespace", False)
-        super().__init__(**kwargs)
-
-
-class StrictIntegerField(serializers.IntegerField):
-    """An integer written as digits only ("5", not "5.0" or " 5")."""
-
-    def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, bool) or (
-            isinstance(data, str) and re.fullmatch(r"-?[0-9]+", data) is None
-        ):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictCharField(serializers.CharField):
-    """JSON text only: numbers are not silently turned into strings."""
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-@extend_schema_field(
-    {
-        "type": "number",
-        "format": "double",
-        "minimum": 0,
-        "exclusiveMinimum": True,
-        "maximum": 1,
-        "nullable": True,
-    }
-)
-class FactorField(serializers.FloatField):
-    """A coefficient in (0, 1], or null; JSON numbers only."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("allow_null", True)
-        kwargs.setdefault("max_value", 1.0)
-        super().__init__(**kwargs)
-
-    def to_internal_value(self, data: Any) -> float:
-        if isinstance(data, bool) or not isinstance(data, int | float):
-            self.fail("invalid")
-        value = super().to_internal_value(data)
-        if not value > 0:
-            raise serializers.ValidationError("must be above 0")
-        return value
 
 
 class ResourceListSerializer(serializers.Serializer):
@@ -486,27 +419,6 @@ class RefreshRunSerializer(serializers.ModelSerializer):
         ]
 
 
-class StaticCoefficientSerializer(serializers.ModelSerializer):
-    """A namespace's first-deploy coefficient ("" = the global default)."""
-
-    class Meta:
-        model = StaticCoefficient
-        fields = ["namespace", "cpu_factor", "memory_factor", "updated_at"]
-
-
-class StaticCoefficientInputSerializer(serializers.Serializer):
-    """Set a namespace's coefficient; both factors null removes it."""
-
-    namespace = StrictCharField(
-        allow_blank=True,
-        max_length=63,
-        trim_whitespace=False,
-        help_text='a namespace, or "" for the global default',
-    )
-    cpu_factor = FactorField(help_text="in (0, 1]; null = leave CPU")
-    memory_factor = FactorField(help_text="in (0, 1]; null = leave memory")
-
-
 class WorkloadFilterSerializer(serializers.Serializer):
     """Query filters of the workload list and the export."""
 
@@ -541,95 +453,6 @@ class HistoryFilterSerializer(serializers.Serializer):
     """Query filters of a workload's recommendation history."""
 
     container = QueryTextField(required=False)
-
-
-class RightsizeOptionsSerializer(serializers.Serializer):
-    """Query options of ``POST /api/v1/rightsize`` (seed 004's correction rules)."""
-
-    cluster = QueryTextField(
-        required=False,
-        help_text="where to look workloads up (default: any)",
-    )
-    namespace = QueryTextField(
-        required=False,
-        default="default",
-        help_text="namespace of manifests without metadata.namespace",
-    )
-    multiplier = serializers.FloatField(
-        required=False,
-        default=1.0,
-        min_value=0.01,
-        max_value=10.0,
-        help_text="scale recommendations before capping, e.g. 1.2 for 20 % headroom",
-    )
-    never_raise = serializers.BooleanField(
-        required=False,
-        default=False,
-        help_text="never set a request above the original one",
-    )
-    leave_memory = serializers.BooleanField(
-        required=False,
-        default=False,
-        help_text="change CPU only; leave memory as it is",
-    )
-
-
-class ChangeSerializer(serializers.Serializer):
-    """One value changed in a manifest, and why."""
-
-    field = serializers.CharField(
-        help_text="requests.cpu, requests.memory, limits.cpu, …"
-    )
-    before = serializers.CharField(allow_null=True)
-    after = serializers.CharField()
-    reason = serializers.CharField()
-
-
-class ContainerReportSerializer(serializers.Serializer):
-    """What happened to one container."""
-
-    name = serializers.CharField()
-    source = serializers.ChoiceField(
-        choices=["recommendation", "static_coefficient", "none"]
-    )
-    reason = serializers.CharField()
-    changes = ChangeSerializer(many=True)
-    notes = serializers.ListField(child=serializers.CharField())
-
-
-class DocumentReportSerializer(serializers.Serializer):
-    """What happened to one manifest."""
-
-    path = serializers.CharField(
-        help_text="documents[i], or documents[i].items[j] in a List"
-    )
-    kind = serializers.CharField()
-    namespace = serializers.CharField()
-    name = serializers.CharField(allow_null=True)
-    status = serializers.ChoiceField(
-        choices=["rightsized", "unchanged", "passed_through"]
-    )
-    reason = serializers.CharField(required=False)
-    workload = WorkloadBriefSerializer(allow_null=True)
-    containers = ContainerReportSerializer(many=True)
-
-
-class RightsizeSummarySerializer(serializers.Serializer):
-    """Counts of a rightsize call."""
-
-    documents = serializers.IntegerField()
-    rightsized = serializers.IntegerField()
-    unchanged = serializers.IntegerField()
-    passed_through = serializers.IntegerField()
-    containers_changed = serializers.IntegerField()
-
-
-class RightsizeResponseSerializer(serializers.Serializer):
-    """The manifests to deploy and a report of every change."""
-
-    manifests = serializers.ListField(child=serializers.JSONField())
-    documents = DocumentReportSerializer(many=True)
-    summary = RightsizeSummarySerializer()
 
 
 class QueryOwnerSerializer(serializers.Serializer):

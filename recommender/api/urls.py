@@ -15,7 +15,7 @@ from drf_spectacular.views import (
 )
 from rest_framework.routers import SimpleRouter
 
-from recommender.api import views
+from recommender.api import rightsize_views, views
 from recommender.api.errors import CATCH_ALL_NAME, not_found
 
 
@@ -118,7 +118,7 @@ urlpatterns = [
     path(
         "changes/<id:pk>/reject", views.RejectChangeView.as_view(), name="change-reject"
     ),
-    path("rightsize", views.RightsizeView.as_view(), name="rightsize"),
+    path("rightsize", rightsize_views.RightsizeView.as_view(), name="rightsize"),
     path(
         "recommendation-query",
         views.RecommendationQueryView.as_view(),
@@ -131,7 +131,7 @@ urlpatterns = [
     ),
     path(
         "static-coefficients",
-        views.StaticCoefficientView.as_view(),
+        rightsize_views.StaticCoefficientView.as_view(),
         name="static-coefficients",
     ),
     # Last: everything else under /api/v1/ is a JSON 404, never Django's HTML page.

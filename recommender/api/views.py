@@ -1,44 +1,41 @@
 """REST API v1 views: thin readers of the models and callers of the services.
 
-Resources are read-only viewsets; each command (approve, reject, rightsize, query) is
-one APIView. Every view names its permission class; errors go through ``api.errors``.
+Resources are read-only viewsets; each command (approve, reject, query) is one APIView.
+The right-sizing endpoints for CI/CD live in ``rightsize_views.py``. Every view names
+its permission class; errors go through ``api.errors``.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Count, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiParameter,
-    OpenApiResponse,
     extend_schema,
     extend_schema_view,
 )
 from rest_framework import generics, viewsets
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import FormParser, MultiPartParser
-from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from recommender.api import serializers as s
 from recommender.api.auth import CanRead, CanReadOrWrite, CanWrite, actor_of
-from recommender.api.formats import (
-    MANIFEST_PARSERS,
-    CSVRenderer,
-    JSONParser,
-    ManifestsYAMLRenderer,
-    RawBody,
-    YAMLRenderer,
+from recommender.api.formats import CSVRenderer, JSONParser, YAMLRenderer
+from recommender.api.queries import (
+    Pagination,
+    filter_workloads,
+    query_filters,
+    single_query_value,
+    workload_queryset,
 )
-from recommender.errors import InvalidInput
 from recommender.models import (
     Cluster,
     Container,
@@ -46,135 +43,13 @@ from recommender.models import (
     Recommendation,
     RefreshRun,
     ResizeChange,
-    StaticCoefficient,
     Workload,
 )
-from recommender.services import approvals, policies, rightsize
+from recommender.services import approvals, policies
 from recommender.services.recommendation_query import (
     query_recommendation,
     resource_list,
 )
-
-MAX_PAGE_SIZE = 1000
-
-
-def single_query_value(request: Request, name: str) -> str | None:
-    """The one value of a query parameter, or None; repeated or empty is a 400."""
-    values = request.query_params.getlist(name)
-    if not values:
-        return None
-    if len(values) > 1:
-        raise InvalidInput(
-            f"{name} was given {len(values)} times; give it once", field=name
-        )
-    if values[0] == "":
-        raise InvalidInput(
-            f"{name} must not be empty; leave it out instead", field=name
-        )
-    return values[0]
-
-
-def _whole_number(name: str, raw: str, minimum: int, maximum: int | None) -> int:
-    if (
-        re.fullmatch(r"[0-9]{1,19}", raw) is None
-        or int(raw) < minimum
-        or (maximum is not None and int(raw) > maximum)
-    ):
-        bound = f" and at most {maximum}" if maximum is not None else ""
-        raise InvalidInput(
-            f"{name} must be a whole number of at least {minimum}{bound}, not {raw!r}",
-            field=name,
-        )
-    return int(raw)
-
-
-class Pagination(LimitOffsetPagination):
-    """``?limit=`` (default 100, 1 to 1000) and ``?offset=`` (from 0); else a 400."""
-
-    max_limit = MAX_PAGE_SIZE
-
-    def get_limit(self, request: Request) -> int:
-        raw = single_query_value(request, self.limit_query_param)
-        if raw is None:
-            return self.default_limit
-        return _whole_number(self.limit_query_param, raw, 1, MAX_PAGE_SIZE)
-
-    def get_offset(self, request: Request) -> int:
-        raw = single_query_value(request, self.offset_query_param)
-        return (
-            0 if raw is None else _whole_number(self.offset_query_param, raw, 0, None)
-        )
-
-    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
-        parameters = super().get_schema_operation_parameters(view)
-        for parameter in parameters:
-            if parameter["name"] == self.limit_query_param:
-                parameter["schema"].update(minimum=1, maximum=MAX_PAGE_SIZE)
-            else:
-                parameter["schema"].update(minimum=0, maximum=10**19 - 1)
-        return parameters
-
-
-def _filters(serializer_class: type, request: Request) -> dict[str, Any]:
-    """Validated query filters; a bad, empty or repeated value is a 400 naming it."""
-    serializer = serializer_class(data=request.query_params)
-    for name in serializer.fields:
-        single_query_value(request, name)
-    serializer.is_valid(raise_exception=True)
-    return {k: v for k, v in serializer.validated_data.items() if v not in (None, "")}
-
-
-def _workload_queryset() -> QuerySet[Workload]:
-    """Workloads with all their serializer reads, in a constant number of queries."""
-    has_recommendation = Exists(
-        Container.objects.filter(
-            workload=OuterRef("pk"), latest_recommendation__isnull=False
-        )
-    )
-    return (
-        Workload.objects.select_related("cluster", "policy")
-        .annotate(has_recommendation=has_recommendation)
-        .prefetch_related(
-            Prefetch(
-                "containers",
-                queryset=Container.objects.select_related("latest_recommendation"),
-            )
-        )
-    )
-
-
-def filter_workloads(
-    queryset: QuerySet[Workload], filters: dict[str, Any]
-) -> QuerySet[Workload]:
-    """Apply the cluster/namespace/kind/mode/status/search filters."""
-    if "cluster" in filters:
-        queryset = queryset.filter(cluster__name=filters["cluster"])
-    if "namespace" in filters:
-        queryset = queryset.filter(namespace=filters["namespace"])
-    if "kind" in filters:
-        queryset = queryset.filter(kind=filters["kind"])
-    if "mode" in filters:
-        mode = filters["mode"]
-        # A workload without a policy row is Off, the default.
-        if mode == Policy.Mode.OFF:
-            queryset = queryset.filter(Q(policy__mode=mode) | Q(policy__isnull=True))
-        else:
-            queryset = queryset.filter(policy__mode=mode)
-    if "status" in filters:
-        status = filters["status"]
-        if status == "inactive":
-            queryset = queryset.filter(is_active=False)
-        else:
-            queryset = queryset.filter(
-                is_active=True, has_recommendation=status == "recommended"
-            )
-    if "search" in filters:
-        term = filters["search"]
-        queryset = queryset.filter(
-            Q(name__icontains=term) | Q(namespace__icontains=term)
-        )
-    return queryset
-
 
 WORKLOAD_FILTER_PARAMETERS = [s.WorkloadFilterSerializer]
 K8S_NAME_PATTERN = "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
@@ -232,10 +107,10 @@ class WorkloadViewSet(viewsets.ReadOnlyModelViewSet):
     lookup_value_regex = "[0-9]{1,18}"
 
     def get_queryset(self) -> QuerySet[Workload]:
-        queryset = _workload_queryset()
+        queryset = workload_queryset()
         if self.action == "list":
             queryset = filter_workloads(
-                queryset, _filters(s.WorkloadFilterSerializer, self.request)
+                queryset, query_filters(s.WorkloadFilterSerializer, self.request)
             )
         return queryset
 
@@ -277,7 +152,7 @@ class WorkloadByKeyView(WorkloadLookupMixin, generics.GenericAPIView):
     serializer_class = s.WorkloadSerializer
 
     def get(self, request: Request, **kwargs: Any) -> Response:
-        workload = self.get_workload(_workload_queryset())
+        workload = self.get_workload(workload_queryset())
         return Response(self.get_serializer(workload).data)
 
 
@@ -372,7 +247,7 @@ class WorkloadHistoryView(WorkloadLookupMixin, generics.ListAPIView):
 
     def get_queryset(self) -> QuerySet[Recommendation]:
         workload = self.get_workload()
-        filters = _filters(s.HistoryFilterSerializer, self.request)
+        filters = query_filters(s.HistoryFilterSerializer, self.request)
         queryset = Recommendation.objects.filter(
             container__workload=workload
         ).select_related("container")
@@ -455,7 +330,7 @@ class ResizeChangeViewSet(viewsets.ReadOnlyModelViewSet):
         )
         if self.action != "list":
             return queryset
-        filters = _filters(s.ChangeFilterSerializer, self.request)
+        filters = query_filters(s.ChangeFilterSerializer, self.request)
         if "workload" in filters:
             queryset = queryset.filter(workload_id=filters["workload"])
         if "status" in filters:
@@ -545,7 +420,7 @@ class RefreshRunViewSet(viewsets.ReadOnlyModelViewSet):
         queryset = RefreshRun.objects.select_related("cluster")
         if self.action != "list":
             return queryset
-        filters = _filters(s.RunFilterSerializer, self.request)
+        filters = query_filters(s.RunFilterSerializer, self.request)
         if "cluster" in filters:
             queryset = queryset.filter(cluster__name=filters["cluster"])
         if "kind" in filters:
@@ -553,136 +428,6 @@ class RefreshRunViewSet(viewsets.ReadOnlyModelViewSet):
         if "status" in filters:
             queryset = queryset.filter(status=filters["status"])
         return queryset
-
-
-class StaticCoefficientView(APIView):
-    """First-deploy coefficients per namespace, with a global default (namespace "")."""
-
-    permission_classes = [CanReadOrWrite]
-    parser_classes = [JSONParser]
-
-    @extend_schema(
-        summary="List static coefficients",
-        responses=s.StaticCoefficientSerializer(many=True),
-        tags=["rightsize"],
-    )
-    def get(self, request: Request) -> Response:
-        rows = StaticCoefficient.objects.order_by("namespace")
-        return Response(s.StaticCoefficientSerializer(rows, many=True).data)
-
-    @extend_schema(
-        summary=(
-            "Set a namespace's static coefficient "
-            "(write scope or operator role; audited)"
-        ),
-        request=s.StaticCoefficientInputSerializer,
-        responses={
-            200: s.StaticCoefficientSerializer,
-            204: OpenApiResponse(
-                description="both factors were null: the coefficient is gone"
-            ),
-        },
-        tags=["rightsize"],
-        examples=[
-            OpenApiExample(
-                "CPU only, as seed 004 runs it",
-                value={"namespace": "", "cpu_factor": 0.7, "memory_factor": None},
-                request_only=True,
-            )
-        ],
-    )
-    def post(self, request: Request) -> Response:
-        serializer = s.StaticCoefficientInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        actor, label = actor_of(request)
-        row = rightsize.set_static_coefficient(
-            namespace=serializer.validated_data["namespace"],
-            cpu_factor=serializer.validated_data["cpu_factor"],
-            memory_factor=serializer.validated_data["memory_factor"],
-            actor=actor,
-            actor_label=label,
-            now=timezone.now(),
-        )
-        if row is None:
-            return Response(status=204)
-        return Response(s.StaticCoefficientSerializer(row).data)
-
-
-RIGHTSIZE_EXAMPLE_YAML = """\
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: shop}
-spec:
-  template:
-    spec:
-      containers:
-      - name: app
-        image: shop/web:1.4
-        resources:
-          requests: {cpu: "1", memory: 1Gi}
-          limits: {cpu: "2", memory: 2Gi}
-"""
-
-
-class RightsizeView(APIView):
-    """Right-size Kubernetes manifests before they are deployed."""
-
-    permission_classes = [CanRead]
-    parser_classes = MANIFEST_PARSERS
-    renderer_classes = [JSONRenderer, ManifestsYAMLRenderer, BrowsableAPIRenderer]
-
-    @extend_schema(
-        summary="Right-size manifests (YAML or JSON, multi-document, Lists)",
-        description=(
-            "Sets each container's requests from its workload's latest recommendation, "
-            "capped as the admission webhook caps it, and limits at the original "
-            "limit:request ratio unless the container policy says RequestsOnly. "
-            "Unknown workloads get the namespace's static coefficient (or stay as they "
-            "are). "
-            "Other kinds pass through. Ask for `Accept: application/yaml` (or "
-            "`?format=yaml`) to get only the manifests, ready for `kubectl apply -f -`."
-        ),
-        parameters=[s.RightsizeOptionsSerializer],
-        request={
-            "application/yaml": OpenApiTypes.STR,
-            "application/json": OpenApiTypes.OBJECT,
-        },
-        responses={
-            (200, "application/json"): s.RightsizeResponseSerializer,
-            (200, "application/yaml"): OpenApiTypes.STR,
-        },
-        tags=["rightsize"],
-        examples=[
-            OpenApiExample(
-                "a Deployment",
-                value=RIGHTSIZE_EXAMPLE_YAML,
-                media_type="application/yaml",
-                request_only=True,
-            ),
-        ],
-    )
-    def post(self, request: Request) -> Response:
-        single_query_value(request, "format")
-        options = rightsize.RightsizeOptions(
-            **_filters(s.RightsizeOptionsSerializer, request)
-        )
-        body = request.data
-        if not isinstance(body, RawBody):
-            raise InvalidInput(
-                "the body holds no manifests: send YAML or JSON manifests as the body",
-                field="body",
-            )
-        documents = rightsize.parse_manifests(
-            body=body.data, media_type=body.media_type
-        )
-        result = rightsize.rightsize_manifests(documents=documents, options=options)
-        return Response(
-            {
-                "manifests": result.manifests,
-                "documents": result.documents,
-                "summary": result.summary(),
-            }
-        )
 
 
 class RecommendationQueryView(APIView):
@@ -749,8 +494,8 @@ class RecommendationExportView(APIView):
     )
     def get(self, request: Request) -> Response:
         single_query_value(request, "format")
-        filters = _filters(s.WorkloadFilterSerializer, request)
-        workloads = filter_workloads(_workload_queryset(), filters)
+        filters = query_filters(s.WorkloadFilterSerializer, request)
+        workloads = filter_workloads(workload_queryset(), filters)
         rows = []
         for workload in workloads:
             policy = getattr(workload, "policy", None)

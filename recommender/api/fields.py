@@ -1,0 +1,80 @@
+"""Strict serializer fields of the API: query text, digits-only integers, factors.
+
+DRF's own fields coerce too kindly for a public API ("5.0" to 5, 5 to "5"); these refuse
+what the schema does not document, so a bad value is a 400 naming the field.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+# Longest text a query filter takes: a Kubernetes object name (DNS subdomain).
+MAX_QUERY_TEXT = 253
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_QUERY_TEXT,
+        "pattern": "^[^\\u0000]+$",
+    }
+)
+class QueryTextField(serializers.CharField):
+    """A text query parameter: not empty, no NUL, kept as sent (no trimming)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", MAX_QUERY_TEXT)
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer written as digits only ("5", not "5.0" or " 5")."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or (
+            isinstance(data, str) and re.fullmatch(r"-?[0-9]+", data) is None
+        ):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictCharField(serializers.CharField):
+    """JSON text only: numbers are not silently turned into strings."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+@extend_schema_field(
+    {
+        "type": "number",
+        "format": "double",
+        "minimum": 0,
+        "exclusiveMinimum": True,
+        "maximum": 1,
+        "nullable": True,
+    }
+)
+class FactorField(serializers.FloatField):
+    """A coefficient in (0, 1], or null; JSON numbers only."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_null", True)
+        kwargs.setdefault("max_value", 1.0)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        value = super().to_internal_value(data)
+        if not value > 0:
+            raise serializers.ValidationError("must be above 0")
+        return value

@@ -1,0 +1,123 @@
+"""Serializers of the right-sizing endpoints: options, report, static coefficients.
+
+The CI/CD side of the API (``POST /api/v1/rightsize``, ``/api/v1/static-coefficients``);
+``serializers.py`` holds the resources.
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from recommender.api.fields import FactorField, QueryTextField, StrictCharField
+from recommender.api.serializers import WorkloadBriefSerializer
+from recommender.models import StaticCoefficient
+
+
+class StaticCoefficientSerializer(serializers.ModelSerializer):
+    """A namespace's first-deploy coefficient ("" = the global default)."""
+
+    class Meta:
+        model = StaticCoefficient
+        fields = ["namespace", "cpu_factor", "memory_factor", "updated_at"]
+
+
+class StaticCoefficientInputSerializer(serializers.Serializer):
+    """Set a namespace's coefficient; both factors null removes it."""
+
+    namespace = StrictCharField(
+        allow_blank=True,
+        max_length=63,
+        trim_whitespace=False,
+        help_text='a namespace, or "" for the global default',
+    )
+    cpu_factor = FactorField(help_text="in (0, 1]; null = leave CPU")
+    memory_factor = FactorField(help_text="in (0, 1]; null = leave memory")
+
+
+class RightsizeOptionsSerializer(serializers.Serializer):
+    """Query options of ``POST /api/v1/rightsize`` (seed 004's correction rules)."""
+
+    cluster = QueryTextField(
+        required=False,
+        help_text="where to look workloads up (default: any)",
+    )
+    namespace = QueryTextField(
+        required=False,
+        default="default",
+        help_text="namespace of manifests without metadata.namespace",
+    )
+    multiplier = serializers.FloatField(
+        required=False,
+        default=1.0,
+        min_value=0.01,
+        max_value=10.0,
+        help_text="scale recommendations before capping, e.g. 1.2 for 20 % headroom",
+    )
+    never_raise = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="never set a request above the original one",
+    )
+    leave_memory = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="change CPU only; leave memory as it is",
+    )
+
+
+class ChangeSerializer(serializers.Serializer):
+    """One value changed in a manifest, and why."""
+
+    field = serializers.CharField(
+        help_text="requests.cpu, requests.memory, limits.cpu, …"
+    )
+    before = serializers.CharField(allow_null=True)
+    after = serializers.CharField()
+    reason = serializers.CharField()
+
+
+class ContainerReportSerializer(serializers.Serializer):
+    """What happened to one container."""
+
+    name = serializers.CharField()
+    source = serializers.ChoiceField(
+        choices=["recommendation", "static_coefficient", "none"]
+    )
+    reason = serializers.CharField()
+    changes = ChangeSerializer(many=True)
+    notes = serializers.ListField(child=serializers.CharField())
+
+
+class DocumentReportSerializer(serializers.Serializer):
+    """What happened to one manifest."""
+
+    path = serializers.CharField(
+        help_text="documents[i], or documents[i].items[j] in a List"
+    )
+    kind = serializers.CharField()
+    namespace = serializers.CharField()
+    name = serializers.CharField(allow_null=True)
+    status = serializers.ChoiceField(
+        choices=["rightsized", "unchanged", "passed_through"]
+    )
+    reason = serializers.CharField(required=False)
+    workload = WorkloadBriefSerializer(allow_null=True)
+    containers = ContainerReportSerializer(many=True)
+
+
+class RightsizeSummarySerializer(serializers.Serializer):
+    """Counts of a rightsize call."""
+
+    documents = serializers.IntegerField()
+    rightsized = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+    passed_through = serializers.IntegerField()
+    containers_changed = serializers.IntegerField()
+
+
+class RightsizeResponseSerializer(serializers.Serializer):
+    """The manifests to deploy and a report of every change."""
+
+    manifests = serializers.ListField(child=serializers.JSONField())
+    documents = DocumentReportSerializer(many=True)
+    summary = RightsizeSummarySerializer()

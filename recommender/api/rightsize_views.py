@@ -1,0 +1,155 @@
+"""Right-sizing endpoints for CI/CD: manifests in, right-sized manifests out, and the
+static coefficients that size workloads vpaweb does not know yet.
+"""
+
+from __future__ import annotations
+
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from recommender.api import rightsize_serializers as s
+from recommender.api.auth import CanRead, CanReadOrWrite, actor_of
+from recommender.api.formats import (
+    MANIFEST_PARSERS,
+    JSONParser,
+    ManifestsYAMLRenderer,
+    RawBody,
+)
+from recommender.api.queries import query_filters, single_query_value
+from recommender.errors import InvalidInput
+from recommender.models import StaticCoefficient
+from recommender.services import rightsize
+
+
+class StaticCoefficientView(APIView):
+    """First-deploy coefficients per namespace, with a global default (namespace "")."""
+
+    permission_classes = [CanReadOrWrite]
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        summary="List static coefficients",
+        responses=s.StaticCoefficientSerializer(many=True),
+        tags=["rightsize"],
+    )
+    def get(self, request: Request) -> Response:
+        rows = StaticCoefficient.objects.order_by("namespace")
+        return Response(s.StaticCoefficientSerializer(rows, many=True).data)
+
+    @extend_schema(
+        summary=(
+            "Set a namespace's static coefficient "
+            "(write scope or operator role; audited)"
+        ),
+        request=s.StaticCoefficientInputSerializer,
+        responses={
+            200: s.StaticCoefficientSerializer,
+            204: OpenApiResponse(
+                description="both factors were null: the coefficient is gone"
+            ),
+        },
+        tags=["rightsize"],
+        examples=[
+            OpenApiExample(
+                "CPU only, as seed 004 runs it",
+                value={"namespace": "", "cpu_factor": 0.7, "memory_factor": None},
+                request_only=True,
+            )
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        serializer = s.StaticCoefficientInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        actor, label = actor_of(request)
+        row = rightsize.set_static_coefficient(
+            namespace=serializer.validated_data["namespace"],
+            cpu_factor=serializer.validated_data["cpu_factor"],
+            memory_factor=serializer.validated_data["memory_factor"],
+            actor=actor,
+            actor_label=label,
+            now=timezone.now(),
+        )
+        if row is None:
+            return Response(status=204)
+        return Response(s.StaticCoefficientSerializer(row).data)
+
+
+RIGHTSIZE_EXAMPLE_YAML = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  template:
+    spec:
+      containers:
+      - name: app
+        image: shop/web:1.4
+        resources:
+          requests: {cpu: "1", memory: 1Gi}
+          limits: {cpu: "2", memory: 2Gi}
+"""
+
+
+class RightsizeView(APIView):
+    """Right-size Kubernetes manifests before they are deployed."""
+
+    permission_classes = [CanRead]
+    parser_classes = MANIFEST_PARSERS
+    renderer_classes = [JSONRenderer, ManifestsYAMLRenderer, BrowsableAPIRenderer]
+
+    @extend_schema(
+        summary="Right-size manifests (YAML or JSON, multi-document, Lists)",
+        description=(
+            "Sets each container's requests from its workload's latest recommendation, "
+            "capped as the admission webhook caps it, and limits at the original "
+            "limit:request ratio unless the container policy says RequestsOnly. "
+            "Unknown workloads get the namespace's static coefficient (or stay as they "
+            "are). Other kinds pass through. Ask for `Accept: application/yaml` (or "
+            "`?format=yaml`) to get only the manifests, ready for `kubectl apply -f -`."
+        ),
+        parameters=[s.RightsizeOptionsSerializer],
+        request={
+            "application/yaml": OpenApiTypes.STR,
+            "application/json": OpenApiTypes.OBJECT,
+        },
+        responses={
+            (200, "application/json"): s.RightsizeResponseSerializer,
+            (200, "application/yaml"): OpenApiTypes.STR,
+        },
+        tags=["rightsize"],
+        examples=[
+            OpenApiExample(
+                "a Deployment",
+                value=RIGHTSIZE_EXAMPLE_YAML,
+                media_type="application/yaml",
+                request_only=True,
+            ),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        single_query_value(request, "format")
+        options = rightsize.RightsizeOptions(
+            **query_filters(s.RightsizeOptionsSerializer, request)
+        )
+        body = request.data
+        if not isinstance(body, RawBody):
+            raise InvalidInput(
+                "the body holds no manifests: send YAML or JSON manifests as the body",
+                field="body",
+            )
+        documents = rightsize.parse_manifests(
+            body=body.data, media_type=body.media_type
+        )
+        result = rightsize.rightsize_manifests(documents=documents, options=options)
+        return Response(
+            {
+                "manifests": result.manifests,
+                "documents": result.documents,
+                "summary": result.summary(),
+            }
+        )
