@@ -39,8 +39,7 @@ from recommender.services.policies import parse_container_policies
 logger = logging.getLogger(__name__)
 
 
-# --- The workload page
-# --------------------------------------------------------------------
+# --- The workload page ----------------------------------------------------------------
 
 # How much recommendation history the page draws (newest rows; a row is written only on
 # change).
@@ -248,8 +247,7 @@ def workload_insight(
     )
 
 
-# --- Chart data (engine state and usage history)
-# -------------------------------------------
+# --- Chart data (engine state and usage history) --------------------------------------
 
 USAGE_WINDOW = timedelta(days=8)
 # Ten-minute points over 8 days: 1,152 per line, plenty for a chart and cheap to fetch.

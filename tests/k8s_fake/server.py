@@ -187,8 +187,7 @@ class FakeApiServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
-    # --- set-up
-    # -------------------------------------------------------------------------
+    # --- set-up -----------------------------------------------------------------------
     def add(self, obj: dict[str, Any]) -> None:
         """Store an object (full form, with apiVersion and kind)."""
         group, version, plural, _, _ = KINDS[obj["kind"]]
@@ -240,8 +239,7 @@ class FakeApiServer:
         """Answer 404 for an API group, as when its CRD or server is not installed."""
         self.unserved.add(group)
 
-    # --- life cycle
-    # ---------------------------------------------------------------------
+    # --- life cycle -------------------------------------------------------------------
     def start(self) -> FakeApiServer:
         """Listen on a free port of 127.0.0.1 in a daemon thread."""
         server = self
@@ -294,8 +292,7 @@ class FakeApiServer:
         """GET requests whose path contains ``path_part``."""
         return [r for r in self.requests if r.method == "GET" and path_part in r.path]
 
-    # --- serving
-    # ------------------------------------------------------------------------
+    # --- serving ----------------------------------------------------------------------
     def _serve(self, handler: BaseHTTPRequestHandler) -> None:
         parts = urlsplit(handler.path)
         query = parse_qs(parts.query)
