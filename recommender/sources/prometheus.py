@@ -64,6 +64,7 @@ from recommender.sources.prometheus_answers import (
     series_order,
     short,
 )
+from recommender.sources.prometheus_config import PrometheusConfig
 from recommender.sources.windows import (
     Samples,
     max_by_container,
@@ -73,106 +74,10 @@ from recommender.sources.windows import (
 
 logger = logging.getLogger(__name__)
 
-# Prometheus' hard limit on the points of one series in one range query
-# (web/api/v1/api.go: "exceeded maximum resolution of 11,000 points per timeseries").
-PROMETHEUS_MAX_POINTS = 11_000
 # HTTP statuses worth retrying: overload and server-side failures.
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 # Label values that are not a container: the pod cgroup ("") and the pause container.
 NOT_A_CONTAINER = ("", "POD")
-
-
-@dataclass(frozen=True)
-class PrometheusConfig:
-    """Where Prometheus is, how to authenticate, and how to read its series."""
-
-    url: str
-    bearer_token: str = ""
-    username: str = ""
-    password: str = ""
-    # A CA bundle to verify the server's certificate; "" = the system's trust store.
-    ca_file: str = ""
-    timeout_s: float = 30.0
-    resolution_s: float = 60.0
-    # Lower bound of the rate() window: at least two scrape intervals, or rate() finds a
-    # single sample per window and returns nothing.
-    rate_window_s: float = 60.0
-    concurrency: int = 4
-    max_points: int = PROMETHEUS_MAX_POINTS
-    retries: int = 3
-    backoff_s: float = 0.5
-    # gzip answers: Prometheus spends more CPU compressing a JSON answer than building
-    # it (measured 0.25 s vs 0.11 s per 100-container day), worth it only on slow links.
-    gzip: bool = False
-    namespace_label: str = "namespace"
-    pod_label: str = "pod"
-    container_label: str = "container"
-    cpu_metric: str = "container_cpu_usage_seconds_total"
-    memory_metric: str = "container_memory_working_set_bytes"
-    # Extra matchers for the cAdvisor series, e.g. 'job="kubelet"'.
-    cadvisor_selector: str = ""
-    # Extra matchers for the kube-state-metrics series, e.g. 'job="kube-state-metrics"'.
-    kube_state_selector: str = ""
-
-    def __post_init__(self) -> None:
-        checks: list[tuple[str, bool, str]] = [
-            (
-                "url",
-                self.url.startswith(("http://", "https://")),
-                f"{self.url!r} is not an http:// or https:// URL",
-            ),
-            ("timeout_s", self.timeout_s > 0, "must be positive"),
-            ("resolution_s", self.resolution_s >= 1, "must be at least 1 second"),
-            ("rate_window_s", self.rate_window_s > 0, "must be positive"),
-            ("concurrency", self.concurrency >= 1, "must be at least 1"),
-            (
-                "max_points",
-                2 <= self.max_points <= PROMETHEUS_MAX_POINTS,
-                f"must be between 2 and {PROMETHEUS_MAX_POINTS}",
-            ),
-            ("retries", self.retries >= 0, "must not be negative"),
-            ("backoff_s", self.backoff_s >= 0, "must not be negative"),
-        ]
-        for label in ("namespace_label", "pod_label", "container_label"):
-            value = getattr(self, label)
-            checks.append(
-                (label, value.isidentifier(), f"{value!r} is not a label name")
-            )
-        for name, is_ok, problem in checks:
-            if not is_ok:
-                raise InvalidInput(f"Prometheus {name} {problem}", field=name)
-        if bool(self.username) != bool(self.password):
-            raise InvalidInput(
-                "Prometheus basic auth needs both a username and a password",
-                field="username",
-            )
-
-    @classmethod
-    def from_settings(cls) -> PrometheusConfig:
-        """The configuration in ``settings.PROMETHEUS_*``."""
-        from django.conf import settings
-
-        return cls(
-            url=settings.PROMETHEUS_URL,
-            bearer_token=settings.PROMETHEUS_BEARER_TOKEN,
-            username=settings.PROMETHEUS_USERNAME,
-            password=settings.PROMETHEUS_PASSWORD,
-            ca_file=settings.PROMETHEUS_CA_FILE,
-            timeout_s=settings.PROMETHEUS_TIMEOUT_S,
-            resolution_s=settings.PROMETHEUS_RESOLUTION_S,
-            rate_window_s=settings.PROMETHEUS_RATE_WINDOW_S,
-            concurrency=settings.PROMETHEUS_CONCURRENCY,
-            max_points=settings.PROMETHEUS_MAX_POINTS,
-            retries=settings.PROMETHEUS_RETRIES,
-            gzip=settings.PROMETHEUS_GZIP,
-            namespace_label=settings.PROMETHEUS_NAMESPACE_LABEL,
-            pod_label=settings.PROMETHEUS_POD_LABEL,
-            container_label=settings.PROMETHEUS_CONTAINER_LABEL,
-            cpu_metric=settings.PROMETHEUS_CPU_METRIC,
-            memory_metric=settings.PROMETHEUS_MEMORY_METRIC,
-            cadvisor_selector=settings.PROMETHEUS_CADVISOR_SELECTOR,
-            kube_state_selector=settings.PROMETHEUS_KUBE_STATE_SELECTOR,
-        )
 
 
 @dataclass
