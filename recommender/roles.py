@@ -9,6 +9,8 @@ Roles are cumulative: an operator is also a viewer, an admin also an operator.
 
 from __future__ import annotations
 
+from typing import Literal, cast
+
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group
 from django.db import models
 
@@ -37,7 +39,7 @@ def role_of(user: AbstractBaseUser | AnonymousUser) -> Role | None:
     if getattr(user, "is_superuser", False):
         return Role.ADMIN
     # Cached on the user object: templates ask several times per page.
-    cached = getattr(user, "_vpaweb_role", False)
+    cached = cast("Role | Literal[False] | None", getattr(user, "_vpaweb_role", False))
     if cached is not False:
         return cached
     names = set(user.groups.values_list("name", flat=True))  # type: ignore[attr-defined]
@@ -45,7 +47,7 @@ def role_of(user: AbstractBaseUser | AnonymousUser) -> Role | None:
     for candidate in ROLE_ORDER:
         if candidate.value in names:
             role = candidate
-    user._vpaweb_role = role  # type: ignore[union-attr]
+    user._vpaweb_role = role  # type: ignore[attr-defined]
     return role
 
 
@@ -62,4 +64,4 @@ def grant_role(user: AbstractBaseUser, role: Role) -> None:
     groups.remove(*Group.objects.filter(name__in=[r.value for r in ROLE_ORDER]))
     groups.add(Group.objects.get(name=role.value))
     if hasattr(user, "_vpaweb_role"):
-        del user._vpaweb_role  # type: ignore[attr-defined]
+        del user._vpaweb_role

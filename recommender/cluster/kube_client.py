@@ -46,6 +46,8 @@ RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 # scratch.
 GONE = 410
 MESSAGE_LIMIT = 300
+# Objects as the API returns them; named because KubeReader.list shadows ``list``.
+KubeObjects = list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -259,8 +261,8 @@ class KubeReader:
 
     def _list_pages(
         self, resource: ResourceType, namespace: str | None, field_selector: str | None
-    ) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
+    ) -> KubeObjects:
+        items: KubeObjects = []
         token: str | None = None
         while True:
             page = self._get_page(resource, namespace, field_selector, token)
@@ -418,7 +420,7 @@ class KubeReader:
         settings = self.settings
         # Exponential backoff with "equal jitter": half fixed, half random, so a fleet
         # of workers that failed together does not retry together.
-        base = min(settings.max_backoff_s, settings.backoff_s * 2**attempt)
+        base = min(settings.max_backoff_s, settings.backoff_s * 2.0**attempt)
         delay = base / 2 + base / 2 * self._jitter()
         if retry_after_s is not None:
             delay = max(delay, retry_after_s)

@@ -225,7 +225,7 @@ def pod_of(pod: Obj) -> PodInfo:
     meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
     where = describe("Pod", pod)
-    owner = next(
+    owner: dict[str, Any] = next(
         (ref for ref in meta.get("ownerReferences") or () if ref.get("controller")), {}
     )
     return PodInfo(

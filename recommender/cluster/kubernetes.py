@@ -26,6 +26,7 @@ pass with ``SourceUnavailable``, so nothing stored is replaced by a partial view
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -82,12 +83,11 @@ class KubernetesAdapter:
             api_client = kube_client.load_api_client(
                 cluster_name=cluster_name, context=context, kubeconfig=kubeconfig
             )
-        extra = {"sleep": sleep} if sleep is not None else {}
         self.reader = KubeReader(
             cluster_name=cluster_name,
             api_client=api_client,
             settings=settings or KubeClientSettings.from_settings(),
-            **extra,
+            sleep=sleep or time.sleep,
         )
 
     def close(self) -> None:
@@ -127,8 +127,8 @@ class KubernetesAdapter:
         hpas = _parse_all(kube_objects.hpa_of, hpa_items, warnings)
         hpa_resources: dict[WorkloadKey, set[str]] = defaultdict(set)
         for hpa in hpas:
-            key = (hpa["target_kind"], hpa["namespace"], hpa["target_name"])
-            hpa_resources[key].update(hpa["scaled_resources"])
+            target = (hpa["target_kind"], hpa["namespace"], hpa["target_name"])
+            hpa_resources[target].update(hpa["scaled_resources"])
 
         pods_by_workload: dict[WorkloadKey, list[PodInfo]] = defaultdict(list)
         workload_of_pod: dict[tuple[str, str], WorkloadKey] = {}

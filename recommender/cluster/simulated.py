@@ -343,14 +343,14 @@ def _requests(
     if draw < 0.12:
         return Resources(), Resources()
     factor = rng.uniform(0.4, 0.85) if draw < 0.3 else rng.uniform(2.5, 8)
-    requests = Resources(
-        nice_cpu_millicores(cpu_peak * factor), nice_memory_bytes(memory_peak * factor)
-    )
+    cpu_request = nice_cpu_millicores(cpu_peak * factor)
+    memory_request = nice_memory_bytes(memory_peak * factor)
+    requests = Resources(cpu_request, memory_request)
     if rng.uniform() < 0.5:
         limits = Resources(
-            requests.cpu_millicores * 2,  # type: ignore[operator]
+            cpu_request * 2,
             # Leave head-room above real use so only the "oom" pattern is ever killed.
-            max(requests.memory_bytes * 2, nice_memory_bytes(memory_peak * 2)),  # type: ignore[operator]
+            max(memory_request * 2, nice_memory_bytes(memory_peak * 2)),
         )
     else:
         limits = Resources()
@@ -372,9 +372,10 @@ def _containers(
     if pattern == "oom":
         # Leak exactly up to the (rounded) limit by the end of each cycle: then the OOM
         # kill.
-        leak = (
-            limits.memory_bytes - main_usage.memory_bytes
-        ) / main_usage.memory_cycle_s  # type: ignore[operator]
+        limit_bytes = limits.memory_bytes
+        if limit_bytes is None:
+            raise AssertionError("_requests gives every oom container a memory limit")
+        leak = (limit_bytes - main_usage.memory_bytes) / main_usage.memory_cycle_s
         main_usage = replace(main_usage, memory_leak_bytes_per_s=leak)
     containers = [SimContainer(suffix, "regular", requests, limits, main_usage)]
     if kind in ("Deployment", "StatefulSet") and rng.uniform() < 0.35:

@@ -6,7 +6,7 @@ import logging
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from recommender.errors import InvalidInput, NotFound
@@ -30,8 +30,8 @@ def _role(value: str | None) -> Role | None:
 
 
 def set_user_role(
-    *, user_id: int, role: str | None, actor: AbstractBaseUser | None, now: datetime
-) -> AbstractBaseUser:
+    *, user_id: int, role: str | None, actor: User | None, now: datetime
+) -> User:
     """Give a user exactly ``role`` (None takes every role away), audited."""
     new_role = _role(role)
     with transaction.atomic():
@@ -75,9 +75,9 @@ def create_user(
     username: str,
     password: str,
     role: str,
-    actor: AbstractBaseUser | None,
+    actor: User | None,
     now: datetime,
-) -> AbstractBaseUser:
+) -> User:
     """Create a user with a role and audit it (the password is never recorded)."""
     new_role = _role(role)
     if new_role is None:

@@ -18,7 +18,8 @@ from recommender.errors import InvalidInput
 from recommender.models import Cluster
 from recommender.sources.base import UsageSource
 from recommender.sources.metrics_server import MetricsServerSource
-from recommender.sources.prometheus import PrometheusConfig, PrometheusSource
+from recommender.sources.prometheus import PrometheusSource
+from recommender.sources.prometheus_config import PrometheusConfig
 from recommender.sources.simulated import SimulatedUsageSource
 
 

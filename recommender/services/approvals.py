@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from recommender.errors import Conflict, NotFound
@@ -38,7 +38,7 @@ def _decide(
     to_status: str,
     allowed_from: tuple[str, ...],
     action: str,
-    actor: AbstractBaseUser | None,
+    actor: User | None,
     actor_label: str | None,
     now: datetime,
     note: str,
@@ -101,7 +101,7 @@ def _decide(
 def approve_change(
     *,
     change_id: int,
-    approved_by: AbstractBaseUser | None,
+    approved_by: User | None,
     now: datetime,
     actor_label: str | None = None,
 ) -> ResizeChange:
@@ -121,7 +121,7 @@ def approve_change(
 def reject_change(
     *,
     change_id: int,
-    rejected_by: AbstractBaseUser | None,
+    rejected_by: User | None,
     now: datetime,
     reason: str = "",
     actor_label: str | None = None,

@@ -22,9 +22,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from typing import cast
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Prefetch
+from django.db.models import Prefetch, QuerySet
 
 from recommender.models import Cluster, Policy, Workload
 
@@ -125,7 +126,7 @@ def list_workloads(
     page_size: int = PAGE_SIZE,
     now: datetime,
     prices: Prices,
-) -> Page:
+) -> Page[Workload]:
     """One page of active workloads, filtered and sorted, each with status and savings.
 
     Rows carry ``status``, ``savings``, ``recent_ooms``, ``risk``, their policy and
@@ -145,21 +146,23 @@ def list_workloads(
     if filters.q:
         qs = qs.filter(name__icontains=filters.q)
     # Annotations cost a subquery per row: compute them for every row only when the
-    # filter or
-    # the sort needs them; the page's rows are then loaded (annotated) by id.
-    if filters.status or filters.sort != "name":
-        qs = annotate_workloads(qs, now=now, prices=prices)
-    if filters.status:
-        qs = qs.filter(status=filters.status)
+    # filter or the sort needs them; the page's rows are then loaded (annotated) by id.
     order = {
         "name": ["cluster__name", "namespace", "name", "pk"],
         "savings": ["-savings", "pk"],
         "risk": ["-risk", "-savings", "pk"],
     }[filters.sort]
-    ids = qs.order_by(*order).values_list("pk", flat=True)
+    ids: QuerySet[Workload, int]
+    if filters.status or filters.sort != "name":
+        annotated = annotate_workloads(qs, now=now, prices=prices)
+        if filters.status:
+            annotated = annotated.filter(status=filters.status)
+        ids = annotated.order_by(*order).values_list("pk", flat=True)
+    else:
+        ids = qs.order_by(*order).values_list("pk", flat=True)
     paginator = Paginator(ids, max(1, min(page_size, MAX_PAGE_SIZE)))
-    result = paginator.get_page(page)
-    page_ids = list(result.object_list)
+    id_page = paginator.get_page(page)
+    page_ids = list(id_page.object_list)
     rows = {
         w.pk: w
         for w in annotate_workloads(
@@ -175,8 +178,13 @@ def list_workloads(
             )
         )
     }
-    result.object_list = [rows[pk] for pk in page_ids if pk in rows]
-    return result
+    # The page's numbering comes from the paginator of ids (a Page reads only its count
+    # and page count); the page holds the workloads of those ids.
+    return Page(
+        [rows[pk] for pk in page_ids if pk in rows],
+        id_page.number,
+        cast("Paginator[Workload]", paginator),
+    )
 
 
 def filter_choices() -> dict[str, list[str]]:

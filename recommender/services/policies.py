@@ -20,7 +20,7 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from recommender.engine import get_profile
@@ -53,7 +53,7 @@ CONTAINER_MODES = ("Auto", "Off")
 POLICY_UPDATE_ACTION = "policy.update"
 
 # What each mode does to running pods, shown before an operator leaves Off.
-MODE_CONSEQUENCES = {
+MODE_CONSEQUENCES: dict[str, str] = {
     Policy.Mode.OFF: (
         "Recommend only: vpaweb never writes to this workload, its pods or a VPA "
         "object."
@@ -80,7 +80,7 @@ def mode_consequence(mode: str) -> str:
     return MODE_CONSEQUENCES.get(mode, f"Unknown mode {mode!r}.")
 
 
-def actor_label_of(actor: AbstractBaseUser | None) -> str:
+def actor_label_of(actor: User | None) -> str:
     """How an actor is shown in the audit log: the user name, or "system"."""
     if actor is None:
         return "system"
@@ -199,7 +199,8 @@ def _container_policy(
         # The engine holds the upstream validation rules (e.g. Off with
         # RequestsAndLimits).
         ContainerPolicy(
-            container_name=name,
+            # A str by now: anything else was an error above, and returned.
+            container_name=str(name),
             mode=mode,
             min_allowed=min_allowed,
             max_allowed=max_allowed,
@@ -345,7 +346,7 @@ def update_policy(
     *,
     workload_id: int,
     changes: dict[str, Any],
-    actor: AbstractBaseUser | None,
+    actor: User | None,
     now: datetime,
     actor_label: str | None = None,
 ) -> Policy:
@@ -374,7 +375,7 @@ def update_policy(
         for field in changed:
             setattr(policy, field, clean[field])
         policy.updated_at = now
-        policy.updated_by = actor  # type: ignore[assignment]
+        policy.updated_by = actor
         policy.save(update_fields=[*changed, "updated_at", "updated_by"])
         after = policy_snapshot(policy)
         label = actor_label or actor_label_of(actor)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.conf import settings
 from django.db.models import (
@@ -28,6 +28,10 @@ from django.db.models import (
     When,
 )
 from django.db.models.functions import Cast, Coalesce
+
+if TYPE_CHECKING:
+    # Typing only (installed with django-stubs): the annotations' names on a queryset.
+    from django_stubs_ext import WithAnnotations
 
 from recommender.models import Container, OomKill, Workload
 
@@ -178,9 +182,21 @@ def _diff(request: str, target: str) -> Any:
     return Cast(req - Coalesce(F(target), req), FloatField())
 
 
+class WorkloadAnnotations(TypedDict):
+    """What ``annotate_workloads`` adds to each workload row."""
+
+    under_count: int
+    over_count: int
+    no_data_count: int
+    status: str
+    savings: float
+    recent_ooms: int
+    risk: int
+
+
 def annotate_workloads(
     workloads: QuerySet[Workload], *, now: datetime, prices: Prices
-) -> QuerySet[Workload]:
+) -> QuerySet[WithAnnotations[Workload, WorkloadAnnotations]]:
     """Add ``status``, ``savings`` (monthly), ``recent_ooms`` and ``risk`` to workloads.
 
     Status and savings are aggregates over one join (workload, containers, latest

@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 import yaml
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from recommender.engine.limits import REQUESTS_ONLY, requests_and_limits_for_container
@@ -470,7 +470,7 @@ def set_static_coefficient(
     namespace: str,
     cpu_factor: float | None,
     memory_factor: float | None,
-    actor: AbstractBaseUser | None,
+    actor: User | None,
     now: datetime,
     actor_label: str | None = None,
 ) -> StaticCoefficient | None:

@@ -12,7 +12,7 @@ import logging
 import secrets
 from datetime import datetime, timedelta
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from recommender.errors import Conflict, InvalidInput, NotFound
@@ -40,7 +40,7 @@ def create_token(
     *,
     name: str,
     scope: str,
-    created_by: AbstractBaseUser | None,
+    created_by: User | None,
     now: datetime,
     actor_label: str | None = None,
 ) -> tuple[ApiToken, str]:
@@ -88,7 +88,7 @@ def create_token(
 def revoke_token(
     *,
     token_id: int,
-    revoked_by: AbstractBaseUser | None,
+    revoked_by: User | None,
     now: datetime,
     actor_label: str | None = None,
 ) -> ApiToken:

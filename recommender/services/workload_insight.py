@@ -46,7 +46,7 @@ logger = logging.getLogger(__name__)
 HISTORY_LIMIT = 500
 OOM_HISTORY = timedelta(days=8)
 # kubectl resource names and where each kind keeps its pod template.
-KUBECTL_RESOURCE = {
+KUBECTL_RESOURCE: dict[str, str] = {
     Workload.Kind.DEPLOYMENT: "deployment",
     Workload.Kind.STATEFUL_SET: "statefulset",
     Workload.Kind.DAEMON_SET: "daemonset",
@@ -116,7 +116,9 @@ def ready_to_use(
     workload: Workload, containers: list[ContainerInsight]
 ) -> tuple[str, str, str]:
     """A ``kubectl patch`` command, a YAML ``resources:`` snippet and a note."""
-    regular, init, snippets = [], [], {}
+    regular: list[dict[str, Any]] = []
+    init: list[dict[str, Any]] = []
+    snippets = {}
     for item in containers:
         if not item.new_requests or item.is_policy_off:
             continue
@@ -184,10 +186,10 @@ def workload_insight(
     ids = [c.pk for c in containers]
     history: dict[int, list[Recommendation]] = {pk: [] for pk in ids}
     # Newest HISTORY_LIMIT rows per page, drawn oldest first.
-    for rec in Recommendation.objects.filter(container_id__in=ids).order_by(
+    for row in Recommendation.objects.filter(container_id__in=ids).order_by(
         "-created_at", "-id"
     )[: HISTORY_LIMIT * max(1, len(ids))]:
-        history[rec.container_id].append(rec)
+        history[row.container_id].append(row)
     ooms: dict[int, list[OomKill]] = {pk: [] for pk in ids}
     for kill in OomKill.objects.filter(
         container_id__in=ids, occurred_at__gte=now - OOM_HISTORY
@@ -254,7 +256,7 @@ USAGE_WINDOW = timedelta(days=8)
 USAGE_STEP_S = 600.0
 PERCENTILES = (0.5, 0.9, 0.95)
 # Pod names of each kind's pods: "<name>-<template hash>-<id>", "<name>-<ordinal>", …
-_POD_SUFFIX = {
+_POD_SUFFIX: dict[str, str] = {
     Workload.Kind.DEPLOYMENT: r"-[a-z0-9]{1,10}-[a-z0-9]{5}",
     Workload.Kind.STATEFUL_SET: r"-\d+",
     Workload.Kind.CRON_JOB: r"-\d+-[a-z0-9]{5}",

@@ -67,12 +67,11 @@ class MetricsServerSource:
             api_client = kube_client.load_api_client(
                 cluster_name=cluster_name, context=context, kubeconfig=kubeconfig
             )
-        extra = {"sleep": sleep} if sleep is not None else {}
         self.reader = KubeReader(
             cluster_name=cluster_name,
             api_client=api_client,
             settings=settings or KubeClientSettings.from_settings(),
-            **extra,
+            sleep=sleep or time.sleep,
         )
         self._clock = clock
         self._cache: tuple[str | None, float, list[_Sample]] | None = None

@@ -36,7 +36,8 @@ def _mix(x: np.ndarray) -> np.ndarray:
     """splitmix64's finaliser, element-wise on uint64 (wrapping arithmetic)."""
     x = (x ^ (x >> np.uint64(30))) * _MIX1
     x = (x ^ (x >> np.uint64(27))) * _MIX2
-    return x ^ (x >> np.uint64(31))
+    mixed: np.ndarray = x ^ (x >> np.uint64(31))
+    return mixed
 
 
 def _uniform_pair(
@@ -169,13 +170,13 @@ class SimulatedUsageSource:
         def at(name: str) -> np.ndarray:
             return p[name][row]
 
-        key = series_key[row]
+        cell_key = series_key[row]
         day_angle = 2 * math.pi * (cell_t - at("phase")) / DAY_S
-        u1, u2 = _uniform_pair(key, np.floor(cell_t / 60).astype(np.int64), salt=1)
+        u1, u2 = _uniform_pair(cell_key, np.floor(cell_t / 60).astype(np.int64), salt=1)
         # u1 + u2 is triangular on [0, 2]: mean 1, sd 0.408; scale to a unit sd.
         cpu_z = (u1 + u2 - 1.0) * 2.449
         burst_u, mem_u = _uniform_pair(
-            key, np.floor(cell_t / BURST_BLOCK_S).astype(np.int64), salt=2
+            cell_key, np.floor(cell_t / BURST_BLOCK_S).astype(np.int64), salt=2
         )
         cpu = at("cpu") * (1 + at("cpu_amp") * np.sin(day_angle))
         cpu *= np.exp(at("cpu_noise") * cpu_z)
