@@ -159,8 +159,7 @@ def ready_to_use(
     if workload.kind == Workload.Kind.JOB:
         note = (
             "A Job's pod template cannot be changed once created: put these resources "
-            "in "
-            "the Job's manifest for its next run."
+            "in the Job's manifest for its next run."
         )
     return command, "\n".join(parts), note
 
