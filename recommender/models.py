@@ -457,11 +457,13 @@ class ApiToken(models.Model):
     key_prefix = models.CharField(max_length=16)
     # SHA-256 hex of the whole key: looked up on every API request with a token.
     key_hash = models.CharField(max_length=64, unique=True)
+    # The owner: the token acts for this user and never has more rights than they have
+    # now; deleting the user deletes their tokens. None = made on the command line.
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
         blank=True,
-        on_delete=models.SET_NULL,
+        on_delete=models.CASCADE,
         related_name="+",
     )
     created_at = models.DateTimeField(default=timezone.now)

@@ -6,6 +6,8 @@ import os
 from typing import NoReturn
 
 import pytest
+from django.core.cache import caches
+from django.core.cache.backends.locmem import LocMemCache
 
 
 def service_missing(what: str) -> NoReturn:
@@ -13,3 +15,18 @@ def service_missing(what: str) -> NoReturn:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"{what} is required when CI=true", pytrace=False)
     pytest.skip(f"{what} is not available here")
+
+
+@pytest.fixture(autouse=True)
+def _no_throttle_history() -> None:
+    """Each test starts with no API throttle counters (they live in the cache)."""
+    cache = caches["default"]
+    if isinstance(cache, LocMemCache):
+        cache.clear()
+        return
+    # Redis: delete only the counters, because the same database carries Celery's broker
+    # state, which a flush would lose under a running worker.
+    client = cache._cache.get_client(write=True)  # type: ignore[attr-defined]
+    keys = list(client.scan_iter(match="*throttle_*"))
+    if keys:
+        client.delete(*keys)

@@ -69,7 +69,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         token = authenticate_key(key=key, now=timezone.now())
         if token is None:
             raise exceptions.AuthenticationFailed(
-                "the token is unknown or has been revoked"
+                "the token is unknown, revoked, or its owner is deactivated"
             )
         return TokenUser(token), token
 
@@ -91,6 +91,12 @@ def actor_of(request: Request) -> tuple[Any, str]:
     return request.user, request.user.get_username()
 
 
+def token_may(token: ApiToken, role: Role) -> bool:
+    """A token never has more rights than its owner has now (a token made on the command
+    line, with no owner, has exactly its scope)."""
+    return token.created_by is None or has_role(token.created_by, role)
+
+
 class CanRead(permissions.BasePermission):
     """A token of any scope, or a signed-in viewer (or stronger)."""
 
@@ -98,8 +104,9 @@ class CanRead(permissions.BasePermission):
 
     def has_permission(self, request: Request, view: Any) -> bool:
         """Allow tokens and viewers."""
-        if token_of(request) is not None:
-            return True
+        token = token_of(request)
+        if token is not None:
+            return token_may(token, Role.VIEWER)
         return has_role(request.user, Role.VIEWER)
 
 
@@ -112,7 +119,7 @@ class CanWrite(permissions.BasePermission):
         """Allow write tokens and operators."""
         token = token_of(request)
         if token is not None:
-            return token.can_write
+            return token.can_write and token_may(token, Role.OPERATOR)
         return has_role(request.user, Role.OPERATOR)
 
 

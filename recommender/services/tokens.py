@@ -131,6 +131,10 @@ def authenticate_key(*, key: str, now: datetime) -> ApiToken | None:
     )
     if token is None:
         return None
+    owner = token.created_by
+    if owner is not None and not owner.is_active:
+        # A token acts for its owner: a deactivated owner's tokens stop working at once.
+        return None
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now

@@ -6,7 +6,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
@@ -14,12 +13,6 @@ from recommender.models import ApiToken, Workload
 from recommender.roles import Role
 from recommender.services.tokens import create_token, revoke_token
 from tests.factories import make_cluster, make_recommendation, make_user, make_workload
-
-
-@pytest.fixture(autouse=True)
-def _fresh_throttle_counts() -> None:
-    """Throttle counters live in the cache; each test starts with none."""
-    cache.clear()
 
 
 @pytest.fixture

@@ -14,8 +14,10 @@ from django.utils import timezone
 
 from recommender.errors import Conflict, InvalidInput
 from recommender.models import ApiToken, AuditEvent, Policy, ResizeChange
+from recommender.roles import Role, grant_role
 from recommender.services.tokens import create_token, hash_key, revoke_token
 from tests.api.conftest import token_client
+from tests.factories import make_cluster, make_workload
 
 pytestmark = pytest.mark.django_db
 
@@ -101,7 +103,7 @@ def test_revoked_token_is_refused_with_a_clear_message(revoked_key: str) -> None
     assert response.json() == {
         "error": {
             "code": "authentication_failed",
-            "message": "the token is unknown or has been revoked",
+            "message": "the token is unknown, revoked, or its owner is deactivated",
         }
     }
 
@@ -230,3 +232,42 @@ def test_apitoken_command_rejects_unknown_user() -> None:
     with pytest.raises(CommandError, match="no user named 'ghost'"):
         call_command("apitoken", "create", "--name", "x", "--user", "ghost")
     assert not ApiToken.objects.exists()
+
+
+def test_a_token_never_has_more_rights_than_its_owner_has_now(
+    operator: Any, write_key: str
+) -> None:
+    """A write token of an operator demoted to viewer reads but no longer writes."""
+    client = token_client(write_key)
+    workload = make_workload(make_cluster("owned"), "api")
+    assert client.patch(
+        f"/api/v1/workloads/{workload.pk}/policy",
+        {"profile": "vpa"},
+        content_type="application/json",
+    ).status_code == 200
+    grant_role(operator, Role.VIEWER)
+    response = client.patch(
+        f"/api/v1/workloads/{workload.pk}/policy",
+        {"profile": "vpa"},
+        content_type="application/json",
+    )
+    assert response.status_code == 403
+    assert client.get("/api/v1/clusters/").status_code == 200
+    # With no role at all, not even reads.
+    operator.groups.clear()
+    assert client.get("/api/v1/clusters/").status_code == 403
+
+
+def test_tokens_of_a_deactivated_or_deleted_owner_stop_working(
+    operator: Any, write_key: str
+) -> None:
+    client = token_client(write_key)
+    assert client.get("/api/v1/clusters/").status_code == 200
+    operator.is_active = False
+    operator.save(update_fields=["is_active"])
+    response = client.get("/api/v1/clusters/")
+    assert response.status_code == 401
+    assert "owner is deactivated" in response.json()["error"]["message"]
+    operator.delete()
+    assert not ApiToken.objects.filter(name="ci-write").exists()
+    assert client.get("/api/v1/clusters/").status_code == 401
