@@ -240,11 +240,14 @@ def test_a_token_never_has_more_rights_than_its_owner_has_now(
     """A write token of an operator demoted to viewer reads but no longer writes."""
     client = token_client(write_key)
     workload = make_workload(make_cluster("owned"), "api")
-    assert client.patch(
-        f"/api/v1/workloads/{workload.pk}/policy",
-        {"profile": "vpa"},
-        content_type="application/json",
-    ).status_code == 200
+    assert (
+        client.patch(
+            f"/api/v1/workloads/{workload.pk}/policy",
+            {"profile": "vpa"},
+            content_type="application/json",
+        ).status_code
+        == 200
+    )
     grant_role(operator, Role.VIEWER)
     response = client.patch(
         f"/api/v1/workloads/{workload.pk}/policy",
