@@ -188,6 +188,32 @@ def load_api_client(
     return k8s.ApiClient(configuration=configuration)
 
 
+def open_reader(
+    *,
+    cluster_name: str,
+    context: str = "",
+    kubeconfig: str | None = None,
+    settings: KubeClientSettings | None = None,
+    api_client: k8s.ApiClient | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> KubeReader:
+    """A ``KubeReader`` of one cluster: the client set-up every reader of it shares.
+
+    ``api_client`` (tests) replaces the kubeconfig or in-cluster set-up; ``settings``
+    default to the ``VPAWEB_K8S_*`` Django settings.
+    """
+    if api_client is None:
+        api_client = load_api_client(
+            cluster_name=cluster_name, context=context, kubeconfig=kubeconfig
+        )
+    return KubeReader(
+        cluster_name=cluster_name,
+        api_client=api_client,
+        settings=settings or KubeClientSettings.from_settings(),
+        sleep=sleep or time.sleep,
+    )
+
+
 class _ContinueExpired(Exception):
     """The server no longer knows a continue token (410 Gone)."""
 

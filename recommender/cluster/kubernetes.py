@@ -26,7 +26,6 @@ pass with ``SourceUnavailable``, so nothing stored is replaced by a partial view
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -41,7 +40,7 @@ from recommender.cluster.base import (
     PodInfo,
     VpaObject,
 )
-from recommender.cluster.kube_client import KubeClientSettings, KubeReader, ResourceType
+from recommender.cluster.kube_client import KubeClientSettings, ResourceType
 from recommender.cluster.owners import OwnerIndex
 
 logger = logging.getLogger(__name__)
@@ -79,15 +78,13 @@ class KubernetesAdapter:
     ) -> None:
         self.cluster_name = cluster_name
         self.namespace = namespace or None
-        if api_client is None:
-            api_client = kube_client.load_api_client(
-                cluster_name=cluster_name, context=context, kubeconfig=kubeconfig
-            )
-        self.reader = KubeReader(
+        self.reader = kube_client.open_reader(
             cluster_name=cluster_name,
+            context=context,
+            kubeconfig=kubeconfig,
+            settings=settings,
             api_client=api_client,
-            settings=settings or KubeClientSettings.from_settings(),
-            sleep=sleep or time.sleep,
+            sleep=sleep,
         )
 
     def close(self) -> None:

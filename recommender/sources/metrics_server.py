@@ -33,7 +33,7 @@ import numpy as np
 from kubernetes import client as k8s
 
 from recommender.cluster import kube_client
-from recommender.cluster.kube_client import KubeClientSettings, KubeReader
+from recommender.cluster.kube_client import KubeClientSettings
 from recommender.engine.quantity import parse_cpu_millicores, parse_memory_bytes
 from recommender.errors import SourceUnavailable
 from recommender.sources.base import SeriesKey, UsageGrid
@@ -63,15 +63,13 @@ class MetricsServerSource:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cluster_name = cluster_name
-        if api_client is None:
-            api_client = kube_client.load_api_client(
-                cluster_name=cluster_name, context=context, kubeconfig=kubeconfig
-            )
-        self.reader = KubeReader(
+        self.reader = kube_client.open_reader(
             cluster_name=cluster_name,
+            context=context,
+            kubeconfig=kubeconfig,
+            settings=settings,
             api_client=api_client,
-            settings=settings or KubeClientSettings.from_settings(),
-            sleep=sleep or time.sleep,
+            sleep=sleep,
         )
         self._clock = clock
         self._cache: tuple[str | None, float, list[_Sample]] | None = None
