@@ -176,7 +176,13 @@ PROMETHEUS_PASSWORD = env_secret("PROMETHEUS_PASSWORD")
 PROMETHEUS_CA_FILE = env_str("PROMETHEUS_CA_FILE")
 PROMETHEUS_TIMEOUT_S = env_float("PROMETHEUS_TIMEOUT_S", 30.0, minimum=0.1)
 PROMETHEUS_RETRIES = env_int("PROMETHEUS_RETRIES", 3, minimum=0)
-PROMETHEUS_BACKFILL_DAYS = env_float("PROMETHEUS_BACKFILL_DAYS", 8.0, minimum=0.0)
+# services/backfill.py accepts (0, 366] days: refuse anything else at startup, not at
+# every back-fill.
+PROMETHEUS_BACKFILL_DAYS = env_float("PROMETHEUS_BACKFILL_DAYS", 8.0, minimum=0.01)
+if PROMETHEUS_BACKFILL_DAYS > 366:
+    raise ImproperlyConfigured(
+        f"PROMETHEUS_BACKFILL_DAYS={PROMETHEUS_BACKFILL_DAYS} must be at most 366"
+    )
 PROMETHEUS_RESOLUTION_S = env_int("PROMETHEUS_RESOLUTION_S", 60, minimum=1)
 # rate() needs two scrapes per window: raise this to twice a scrape interval above 30 s.
 PROMETHEUS_RATE_WINDOW_S = env_int("PROMETHEUS_RATE_WINDOW_S", 60, minimum=1)
