@@ -181,12 +181,16 @@ def parse_pod_containers(pod_spec: object, *, field: str) -> list[PodContainer]:
 def find_workload(
     *, cluster: str | None, namespace: str, kind: str, name: str
 ) -> Workload | None:
-    """The workload with this natural key, or None; ``cluster`` None = "any cluster".
+    """The active workload with this natural key, or None; ``cluster`` None = "any
+    cluster".
 
-    Raises NotFound for an unknown cluster and InvalidInput when the key is ambiguous.
+    Only active workloads match: a deleted workload's last recommendation is stale, so a
+    key that only an inactive (deleted) workload has is treated as unknown (static
+    coefficient, or unchanged), and it never makes a key ambiguous. Raises NotFound for
+    an unknown cluster and InvalidInput when the key is ambiguous.
     """
     rows = Workload.objects.select_related("cluster", "policy").filter(
-        namespace=namespace, kind=kind, name=name
+        namespace=namespace, kind=kind, name=name, is_active=True
     )
     if cluster:
         if not Cluster.objects.filter(name=cluster).exists():
@@ -300,15 +304,17 @@ def advise_pod(
                 latest[stored.name] = stored.latest_recommendation
 
     # Recommendations of controlled containers, scaled, keyed by name in pod order.
+    # The container policy is checked first, whether or not there is a recommendation:
+    # mode Off and controlledResources bind the static coefficient too.
     pending: dict[str, CappedRecommendation] = {}
     skipped: dict[str, str] = {}
     for container in containers:
-        rec = latest.get(container.name)
-        if rec is None:
-            continue
         policy = select_container_policy(policies, container.name)
         if policy is not None and policy.mode == "Off":
             skipped[container.name] = "the container policy's mode is Off"
+            continue
+        rec = latest.get(container.name)
+        if rec is None:
             continue
         controlled = (
             policy.controlled_resources if policy is not None else RESOURCE_NAMES
@@ -367,7 +373,16 @@ def advise_pod(
             continue
         advice.append(
             _coefficient_advice(
-                container, coefficient, workload, controlled_values, namespace
+                container,
+                coefficient,
+                workload,
+                controlled_values,
+                namespace,
+                controlled_resources=(
+                    policy.controlled_resources
+                    if policy is not None
+                    else RESOURCE_NAMES
+                ),
             )
         )
     logger.info(
@@ -386,8 +401,13 @@ def _coefficient_advice(
     workload: Workload | None,
     controlled_values: str,
     namespace: str,
+    *,
+    controlled_resources: tuple[str, ...] | list[str] = RESOURCE_NAMES,
 ) -> ContainerAdvice:
-    """Seed 004's first deploy: the static coefficient, or nothing if none is set."""
+    """Seed 004's first deploy: the static coefficient, or nothing if none is set.
+
+    Only ``controlled_resources`` (the container policy's) are scaled.
+    """
     why = (
         "vpaweb does not know this workload yet"
         if workload is None
@@ -400,7 +420,7 @@ def _coefficient_advice(
             reason=f"left as is: {why} and no static coefficient is configured",
             controlled_values=controlled_values,
         )
-    target = Resources(
+    scaled = Resources(
         _scaled(container.requests.cpu_millicores, coefficient.cpu_factor)
         if coefficient.cpu_factor is not None
         else None,
@@ -408,6 +428,17 @@ def _coefficient_advice(
         if coefficient.memory_factor is not None
         else None,
     )
+    target = scaled.only(controlled_resources)
+    if target.is_empty() and not scaled.is_empty():
+        return ContainerAdvice(
+            name=container.name,
+            source=SOURCE_NONE,
+            reason=(
+                f"left as is: {why}, and the static coefficient scales no resource "
+                "the container policy controls"
+            ),
+            controlled_values=controlled_values,
+        )
     scope = f"namespace {namespace}" if coefficient.namespace else "the global default"
     return ContainerAdvice(
         name=container.name,
