@@ -29,3 +29,27 @@ def test_every_variable_is_in_the_readme():
     readme = (ROOT / "README.md").read_text()
     missing = {name for name in settings_variables() if f"`{name}`" not in readme}
     assert missing == set()
+
+
+DOCUMENTED = re.compile(r"^\| `([A-Z][A-Z0-9_]+)`", re.M)
+DOCS_WITH_SETTINGS = ["README.md", "docs/prometheus.md", "docs/kubernetes.md"]
+# Read by the Kubernetes client library itself, not by the settings.
+EXTERNAL = {"KUBECONFIG"}
+
+
+def test_no_document_lists_a_variable_the_settings_do_not_read():
+    read = settings_variables()
+    listed = set(
+        re.findall(r"^([A-Z0-9_]+)=", (ROOT / ".env.example").read_text(), re.M)
+    )
+    for name in DOCS_WITH_SETTINGS:
+        listed |= set(DOCUMENTED.findall((ROOT / name).read_text()))
+    assert listed - read - EXTERNAL == set()
+
+
+def test_the_backfill_help_names_only_variables_the_settings_read():
+    from recommender.management.commands.backfill import Command
+
+    named = set(re.findall(r"\b(?:PROMETHEUS|VPAWEB)_[A-Z0-9_]+", Command.help))
+    assert named
+    assert named - settings_variables() == set()

@@ -183,7 +183,6 @@ if PROMETHEUS_BACKFILL_DAYS > 366:
     raise ImproperlyConfigured(
         f"PROMETHEUS_BACKFILL_DAYS={PROMETHEUS_BACKFILL_DAYS} must be at most 366"
     )
-PROMETHEUS_RESOLUTION_S = env_int("PROMETHEUS_RESOLUTION_S", 60, minimum=1)
 # rate() needs two scrapes per window: raise this to twice a scrape interval above 30 s.
 PROMETHEUS_RATE_WINDOW_S = env_int("PROMETHEUS_RATE_WINDOW_S", 60, minimum=1)
 PROMETHEUS_CONCURRENCY = env_int("PROMETHEUS_CONCURRENCY", 4, minimum=1)

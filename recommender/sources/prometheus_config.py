@@ -1,4 +1,7 @@
-"""How to reach and read Prometheus: URL, credentials, resolution, labels, metrics.
+"""How to reach and read Prometheus: URL, credentials, labels, metrics.
+
+The grid step is not a setting: the refresh cycle, the watermarks and the checkpoints
+all assume one sample per minute (``services.ingest.STEP_S``).
 
 Validated on construction, so a bad ``PROMETHEUS_*`` setting fails with the name of the
 field before any query is sent.
@@ -26,7 +29,6 @@ class PrometheusConfig:
     # A CA bundle to verify the server's certificate; "" = the system's trust store.
     ca_file: str = ""
     timeout_s: float = 30.0
-    resolution_s: float = 60.0
     # Lower bound of the rate() window: at least two scrape intervals, or rate() finds a
     # single sample per window and returns nothing.
     rate_window_s: float = 60.0
@@ -55,7 +57,6 @@ class PrometheusConfig:
                 f"{self.url!r} is not an http:// or https:// URL",
             ),
             ("timeout_s", self.timeout_s > 0, "must be positive"),
-            ("resolution_s", self.resolution_s >= 1, "must be at least 1 second"),
             ("rate_window_s", self.rate_window_s > 0, "must be positive"),
             ("concurrency", self.concurrency >= 1, "must be at least 1"),
             (
@@ -92,7 +93,6 @@ class PrometheusConfig:
             password=settings.PROMETHEUS_PASSWORD,
             ca_file=settings.PROMETHEUS_CA_FILE,
             timeout_s=settings.PROMETHEUS_TIMEOUT_S,
-            resolution_s=settings.PROMETHEUS_RESOLUTION_S,
             rate_window_s=settings.PROMETHEUS_RATE_WINDOW_S,
             concurrency=settings.PROMETHEUS_CONCURRENCY,
             max_points=settings.PROMETHEUS_MAX_POINTS,

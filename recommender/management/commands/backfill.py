@@ -18,9 +18,9 @@ BAR_WIDTH = 30
 
 class Command(BaseCommand):
     help = (
-        "Back-fill usage history (Prometheus: up to PROMETHEUS_BACKFILL_DAYS at "
-        "PROMETHEUS_RESOLUTION_S) from each container's watermark to now. Resumable: "
-        "run it again after a failure."
+        "Back-fill usage history (Prometheus: up to PROMETHEUS_BACKFILL_DAYS, one "
+        "sample per minute) from each container's watermark to now. Resumable: run "
+        "it again after a failure."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
