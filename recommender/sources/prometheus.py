@@ -496,11 +496,14 @@ class PrometheusSource:
                 return body, attempt
             if not retryable or attempt >= self.config.retries:
                 tries = f" (after {attempt + 1} attempts)" if attempt else ""
-                raise SourceUnavailable(f"{problem}{tries}")
+                raise SourceUnavailable(self.config.redact(f"{problem}{tries}"))
             # Exponential backoff with jitter: shards that failed together spread out.
             delay = self.config.backoff_s * (2**attempt) * (0.5 + random.random() / 2)
             logger.warning(
-                "prometheus: %s; retry %d in %.2f s", problem, attempt + 1, delay
+                "prometheus: %s; retry %d in %.2f s",
+                self.config.redact(problem),
+                attempt + 1,
+                delay,
             )
             self._sleep(delay)
             attempt += 1
@@ -514,7 +517,7 @@ class PrometheusSource:
         fast: Callable[[bytes], Any] | None = None,
     ) -> tuple[str | None, bool, Any]:
         """One request: (problem or None, whether to retry, parsed body)."""
-        where = f"Prometheus at {self.config.url}"
+        where = f"Prometheus at {self.config.display_url}"
         try:
             response = self._session.post(
                 url, data=params, timeout=self.config.timeout_s

@@ -10,12 +10,33 @@ field before any query is sent.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from recommender.errors import InvalidInput
 
 # Prometheus' hard limit on the points of one series in one range query
 # (web/api/v1/api.go: "exceeded maximum resolution of 11,000 points per timeseries").
 PROMETHEUS_MAX_POINTS = 11_000
+
+
+def display_url(url: str) -> str:
+    """``url`` without its user:password part, for messages, logs and run rows."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(unparsable URL)"
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def url_secrets(url: str) -> list[str]:
+    """The password in ``url`` as written and decoded (to scrub from any text)."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return []
+    return [s for s in {password or "", unquote(password or "")} if s]
 
 
 @dataclass(frozen=True)
@@ -49,12 +70,24 @@ class PrometheusConfig:
     # Extra matchers for the kube-state-metrics series, e.g. 'job="kube-state-metrics"'.
     kube_state_selector: str = ""
 
+    @property
+    def display_url(self) -> str:
+        """The URL without credentials: the only form that goes into any message."""
+        return display_url(self.url)
+
+    def redact(self, text: str) -> str:
+        """``text`` with the URL's password replaced (HTTP libraries may quote it)."""
+        text = text.replace(self.url, self.display_url)
+        for secret in url_secrets(self.url):
+            text = text.replace(secret, "***")
+        return text
+
     def __post_init__(self) -> None:
         checks: list[tuple[str, bool, str]] = [
             (
                 "url",
                 self.url.startswith(("http://", "https://")),
-                f"{self.url!r} is not an http:// or https:// URL",
+                f"{display_url(self.url)!r} is not an http:// or https:// URL",
             ),
             ("timeout_s", self.timeout_s > 0, "must be positive"),
             ("rate_window_s", self.rate_window_s > 0, "must be positive"),
@@ -75,6 +108,14 @@ class PrometheusConfig:
         for name, is_ok, problem in checks:
             if not is_ok:
                 raise InvalidInput(f"Prometheus {name} {problem}", field=name)
+        if url_secrets(self.url) and (self.username or self.bearer_token):
+            # requests would send the URL's user:password and silently drop the other.
+            raise InvalidInput(
+                "PROMETHEUS_URL holds a user:password and PROMETHEUS_USERNAME or "
+                "PROMETHEUS_BEARER_TOKEN is also set: keep one (preferably "
+                "PROMETHEUS_USERNAME/PASSWORD, which can be read from a _FILE)",
+                field="url",
+            )
         if bool(self.username) != bool(self.password):
             raise InvalidInput(
                 "Prometheus basic auth needs both a username and a password",
