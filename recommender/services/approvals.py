@@ -8,7 +8,8 @@ Transitions (anything else raises Conflict and changes nothing)::
 
 Each transition is a filtered ``update()`` on the current status, so two operators
 deciding at once cannot both win: the second gets a Conflict naming the status the first
-one set.
+one set. An approval holds the workload's policy row locked while it checks the mode, so
+it cannot race a switch to Off (``policies.update_policy`` takes the same lock).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from recommender.errors import Conflict, NotFound
-from recommender.models import AuditEvent, ResizeChange
+from recommender.models import AuditEvent, Policy, ResizeChange, Workload
 from recommender.services.policies import actor_label_of
 
 logger = logging.getLogger(__name__)
@@ -47,14 +48,24 @@ def _decide(
     label = actor_label or actor_label_of(actor)
     with transaction.atomic():
         try:
-            change = ResizeChange.objects.select_related("workload__policy").get(
+            change = ResizeChange.objects.select_related("workload").get(
                 pk=change_id
             )
         except ResizeChange.DoesNotExist:
             raise NotFound(f"resize change {change_id} does not exist") from None
         if to_status == ResizeChange.Status.APPROVED:
-            policy = getattr(change.workload, "policy", None)
             # Off means off: an approval would be a promise the updater must never keep.
+            # The workload and then its policy are locked, in update_policy's order (the
+            # same order avoids a deadlock: the audit row below takes a key-share lock
+            # on the workload), so a switch to Off cannot commit between this check and
+            # the approval: it waits for this transaction, or this one waits for it and
+            # then reads Off.
+            Workload.objects.select_for_update().filter(pk=change.workload_id).first()
+            policy = (
+                Policy.objects.select_for_update()
+                .filter(workload_id=change.workload_id)
+                .first()
+            )
             if policy is None or policy.is_off:
                 raise Conflict(
                     f"resize change {change_id} cannot be approved: workload "

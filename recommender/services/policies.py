@@ -364,6 +364,8 @@ def update_policy(
             raise NotFound(f"workload {workload_id} does not exist") from None
         container_names = set(workload.containers.values_list("name", flat=True))
         clean = _validate_changes(changes, container_names=container_names)
+        # The same row lock approvals.approve_change holds while it checks for Off: a
+        # switch to Off and an approval are serialised, never interleaved.
         policy, _ = Policy.objects.select_for_update().get_or_create(workload=workload)
         before = policy_snapshot(policy)
         changed = [
