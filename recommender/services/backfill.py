@@ -71,19 +71,11 @@ def backfill_cluster(
         cluster = Cluster.objects.get(pk=cluster_id)
     except Cluster.DoesNotExist:
         raise NotFound(f"cluster {cluster_id} does not exist") from None
-    run = RefreshRun.objects.create(
-        cluster=cluster,
+    run = refresh.start_run(
         kind=RefreshRun.Kind.BACKFILL,
-        shard=namespace or "",
-        started_at=timezone.now(),
-    )
-    logger.info(
-        "back-fill of cluster %s shard %r (run %s): %s days up to %s",
-        cluster.name,
-        namespace or "*",
-        run.pk,
-        days,
-        now,
+        cluster=cluster,
+        namespace=namespace,
+        detail=f"{days:g} days up to {now.isoformat()}",
     )
     started = time.perf_counter()
     where = "discovery"

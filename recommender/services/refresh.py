@@ -68,6 +68,7 @@ __all__ = [
     "ingest_window",
     "oom_kills_for",
     "refresh_cluster",
+    "start_run",
 ]
 
 # A new Recommendation row is stored when a target changes at all, or a bound moves by
@@ -104,6 +105,28 @@ def close_quietly(*resources: object) -> None:
             close()
         except Exception:
             logger.warning("closing %r failed", resource, exc_info=True)
+
+
+def start_run(
+    *,
+    kind: str,
+    cluster: Cluster | None = None,
+    namespace: str | None = None,
+    detail: str = "",
+) -> RefreshRun:
+    """Store the RUNNING row of a background run and log its start."""
+    run = RefreshRun.objects.create(
+        cluster=cluster, kind=kind, shard=namespace or "", started_at=timezone.now()
+    )
+    logger.info(
+        "%s of cluster %s shard %r (run %s) started%s",
+        kind,
+        cluster.name if cluster is not None else "*",
+        namespace or "*",
+        run.pk,
+        f": {detail}" if detail else "",
+    )
+    return run
 
 
 def oom_kills_for(
@@ -216,18 +239,11 @@ def refresh_cluster(
         cluster = Cluster.objects.get(pk=cluster_id)
     except Cluster.DoesNotExist:
         raise NotFound(f"cluster {cluster_id} does not exist") from None
-    run = RefreshRun.objects.create(
-        cluster=cluster,
+    run = start_run(
         kind=RefreshRun.Kind.REFRESH,
-        shard=namespace or "",
-        started_at=timezone.now(),
-    )
-    logger.info(
-        "refresh of cluster %s shard %r (run %s) as of %s",
-        cluster.name,
-        namespace or "*",
-        run.pk,
-        now,
+        cluster=cluster,
+        namespace=namespace,
+        detail=f"as of {now.isoformat()}",
     )
     phases = Phases()
     started = time.perf_counter()
@@ -328,9 +344,7 @@ def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
     """
     if timezone.is_naive(now):
         raise InvalidInput("now must be timezone-aware", field="now")
-    run = RefreshRun.objects.create(
-        kind=RefreshRun.Kind.EXPIRE, started_at=timezone.now()
-    )
+    run = start_run(kind=RefreshRun.Kind.EXPIRE)
     started = time.perf_counter()
     checked = expired = 0
     checkpoints = (
