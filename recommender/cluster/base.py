@@ -1,5 +1,9 @@
-"""What a cluster adapter returns and what it can do: the interface shared by the
-simulated cluster and the real Kubernetes adapter, so services cannot tell them apart.
+"""What a cluster adapter returns: the read-only interface shared by the simulated
+cluster and the real Kubernetes adapter, so services cannot tell them apart.
+
+Adapters only read. There is no write method here (no patch, evict or delete) until
+the updater exists; "Off means off" (ARCHITECTURE.md) is checked by a test that every
+request a refresh sends to a fake API server is a GET.
 
 All times are timezone-aware UTC datetimes. Amounts are engine ``Resources``
 (millicores, bytes).
@@ -110,7 +114,7 @@ class ClusterSnapshot:
 
 
 class ClusterAdapter(Protocol):
-    """Reads (and, in later work, writes) one cluster."""
+    """Reads one cluster (read-only: no method writes to it)."""
 
     def discover(self) -> ClusterSnapshot:
         """List workloads, pods, OOM kills and policy objects."""

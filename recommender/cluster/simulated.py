@@ -9,10 +9,7 @@ pods keep stable names, CronJob runs start on their schedule and their pods come
 OOM kills happen when a leaking container reaches its memory limit. Usage itself lives
 in ``recommender.sources.simulated``; both read the same ``Fleet``.
 
-The adapter also has the write methods a real cluster adapter has
-(``patch_pod_resources``, ``evict_pod``); they change nothing and only append to a
-journal shared by every adapter of the same simulated cluster, so tests can prove that
-Off mode never writes.
+Like every adapter, it only reads: there is no write method until the updater exists.
 """
 
 from __future__ import annotations
@@ -20,11 +17,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 
@@ -458,42 +453,26 @@ def build_fleet(seed: int, workload_count: int) -> Fleet:
     return Fleet(seed=seed, workloads=tuple(workloads))
 
 
-@dataclass(frozen=True)
-class SimulatedWrite:
-    """One write a caller asked the simulated cluster to make."""
-
-    action: str  # "patch_pod_resources" | "evict_pod"
-    namespace: str
-    pod: str
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-# The journal of writes per simulated cluster, shared by its adapters as a real
-# cluster's
-# API server is shared by its clients.
-_JOURNALS: dict[str, list[SimulatedWrite]] = {}
-_JOURNAL_LOCK = threading.Lock()
-
-
-def write_journal(cluster_name: str) -> list[SimulatedWrite]:
-    """A copy of the writes made so far to the simulated cluster ``cluster_name``."""
-    with _JOURNAL_LOCK:
-        return list(_JOURNALS.get(cluster_name, []))
-
-
 class SimulatedCluster:
-    """ClusterAdapter over a simulated ``Fleet``, observed at ``now``."""
+    """ClusterAdapter over a simulated ``Fleet``, observed at ``now``; with a
+    ``namespace``, only that namespace is seen (a shard), as a real cluster's
+    namespaced lists do."""
 
-    def __init__(self, *, name: str, fleet: Fleet, now: datetime) -> None:
+    def __init__(
+        self, *, name: str, fleet: Fleet, now: datetime, namespace: str | None = None
+    ) -> None:
         self.name = name
         self.fleet = fleet
         self.now = now
+        self.namespace = namespace or None
 
     def discover(self) -> ClusterSnapshot:
         """Workloads with their live pods at ``now``, and recent OOM kills."""
         now_s = self.now.timestamp()
         workloads = []
         for sim in self.fleet.workloads:
+            if self.namespace is not None and sim.namespace != self.namespace:
+                continue
             specs = tuple(container.spec() for container in sim.containers)
             labels = {"app": sim.name}
             pods = tuple(
@@ -525,26 +504,9 @@ class SimulatedCluster:
                     pods=pods,
                 )
             )
-        kills = self.fleet.oom_kills_between(now_s - OOM_LOOKBACK_S, now_s)
+        kills = [
+            kill
+            for kill in self.fleet.oom_kills_between(now_s - OOM_LOOKBACK_S, now_s)
+            if self.namespace is None or kill.namespace == self.namespace
+        ]
         return ClusterSnapshot(workloads=tuple(workloads), oom_kills=tuple(kills))
-
-    def patch_pod_resources(
-        self, *, namespace: str, pod: str, resources: dict[str, Any]
-    ) -> None:
-        """Record an in-place resize; the simulated fleet itself does not change."""
-        self._record(SimulatedWrite("patch_pod_resources", namespace, pod, resources))
-
-    def evict_pod(self, *, namespace: str, pod: str) -> None:
-        """Record an eviction; simulated pods keep their names."""
-        self._record(SimulatedWrite("evict_pod", namespace, pod))
-
-    def _record(self, write: SimulatedWrite) -> None:
-        logger.info(
-            "simulated cluster %s: %s %s/%s",
-            self.name,
-            write.action,
-            write.namespace,
-            write.pod,
-        )
-        with _JOURNAL_LOCK:
-            _JOURNALS.setdefault(self.name, []).append(write)

@@ -24,20 +24,26 @@ from recommender.sources.simulated import SimulatedUsageSource
 
 
 def cluster_adapter_for(
-    cluster: Cluster, *, now: datetime | None = None
+    cluster: Cluster, *, now: datetime | None = None, namespace: str | None = None
 ) -> ClusterAdapter:
-    """The adapter reading (and writing) ``cluster``.
+    """The (read-only) adapter of ``cluster``, or of one of its namespaces (a shard).
 
     ``now`` is when the simulated cluster is observed (its pods come and go with
-    time); a real cluster is always observed as it is.
+    time); a real cluster is always observed as it is. With ``namespace`` the adapter
+    lists only that namespace, so a shard never reads the whole cluster.
     """
     if cluster.kind == Cluster.Kind.SIMULATED:
         fleet = build_fleet(settings.SIMULATION_SEED, settings.SIMULATION_WORKLOADS)
         return SimulatedCluster(
-            name=cluster.name, fleet=fleet, now=now or timezone.now()
+            name=cluster.name,
+            fleet=fleet,
+            now=now or timezone.now(),
+            namespace=namespace,
         )
     if cluster.kind == Cluster.Kind.KUBERNETES:
-        return KubernetesAdapter(cluster_name=cluster.name, context=cluster.context)
+        return KubernetesAdapter(
+            cluster_name=cluster.name, context=cluster.context, namespace=namespace
+        )
     raise InvalidInput(
         f"cluster {cluster.name!r}: no adapter for kind {cluster.kind!r}", field="kind"
     )

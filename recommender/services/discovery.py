@@ -1,10 +1,11 @@
 """Discovery upsert: what a cluster adapter found becomes Workload, Container, Policy
 and Checkpoint rows, and a map from pods to their workloads for the ingestion after.
 
-A ``namespace`` makes the upsert one shard: workloads, containers and checkpoints of
-other namespaces are neither updated nor marked vanished (their own shard does that),
-but workloads seen for the first time are created in every namespace, so that a new
-namespace gets a shard of its own at the next fan-out.
+A ``namespace`` makes the upsert one shard: the adapter listed only that namespace,
+and only its workloads, containers and checkpoints are loaded, created, updated or
+marked vanished. New namespaces are found by the periodic whole-cluster refresh
+(``tasks.refresh_all_clusters``, docs/refresh.md "Shards"), which is also the only one
+that moves ``Cluster.last_discovered_at``.
 """
 
 from __future__ import annotations
@@ -86,17 +87,16 @@ def upsert_discovery(
     checkpoint row up front, so every later write is a compare-and-swap update.
     """
     found = Discovery(cluster=cluster, now=now, namespace=namespace)
-
-    def in_shard(ns: str) -> bool:
-        return namespace is None or ns == namespace
-
-    existing = {
-        (w.namespace, w.kind, w.name): w
-        for w in Workload.objects.filter(cluster=cluster)
-    }
+    of_shard = Workload.objects.filter(cluster=cluster)
+    if namespace is not None:
+        of_shard = of_shard.filter(namespace=namespace)
+    existing = {(w.namespace, w.kind, w.name): w for w in of_shard}
     seen: dict[tuple[str, str, str], WorkloadInfo] = {}
     new_rows, changed = [], []
     for info in snapshot.workloads:
+        if namespace is not None and info.namespace != namespace:
+            # A shard's adapter lists only its namespace; another shard owns the rest.
+            continue
         key = (info.namespace, info.kind, info.name)
         fields = {
             "uid": info.uid,
@@ -118,14 +118,11 @@ def upsert_discovery(
                     **fields,
                 )
             )
-        elif not in_shard(info.namespace):
-            continue
         elif any(getattr(workload, name) != value for name, value in fields.items()):
             for name, value in fields.items():
                 setattr(workload, name, value)
             changed.append(workload)
-        if in_shard(info.namespace):
-            seen[key] = info
+        seen[key] = info
     # ignore_conflicts: a concurrent cycle (or shard) may have created it just now.
     Workload.objects.bulk_create(new_rows, batch_size=BATCH, ignore_conflicts=True)
     Workload.objects.bulk_update(
@@ -133,11 +130,7 @@ def upsert_discovery(
         ["uid", "selector", "replicas", "labels", "is_active", "last_seen_at"],
         batch_size=BATCH,
     )
-    vanished = [
-        w.pk
-        for key, w in existing.items()
-        if key not in seen and w.is_active and in_shard(w.namespace)
-    ]
+    vanished = [w.pk for key, w in existing.items() if key not in seen and w.is_active]
     for chunk in _batches(vanished):
         Workload.objects.filter(pk__in=chunk).update(is_active=False)
     if vanished:
@@ -150,10 +143,11 @@ def upsert_discovery(
     found.counts["workloads_new"] = len(new_rows)
     found.counts["workloads_vanished"] = len(vanished)
 
-    active = Workload.objects.filter(cluster=cluster, is_active=True)
-    workloads = {(w.namespace, w.kind, w.name): w for w in active}
+    workloads = {
+        (w.namespace, w.kind, w.name): w for w in of_shard.filter(is_active=True)
+    }
     with_policy = set(
-        Policy.objects.filter(workload__cluster=cluster).values_list(
+        Policy.objects.filter(workload__in=of_shard).values_list(
             "workload_id", flat=True
         )
     )
@@ -170,6 +164,8 @@ def upsert_discovery(
     _upsert_containers(found, seen, workloads)
     found.counts["workloads"] = len(seen)
     if namespace is None:
+        # Only a whole-cluster pass has seen every namespace; the fan-out schedules
+        # the next one from this time.
         Cluster.objects.filter(pk=cluster.pk).update(last_discovered_at=now)
     return found
 

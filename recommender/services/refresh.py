@@ -251,7 +251,8 @@ def refresh_cluster(
     source: object = None
     try:
         with phases("discover"):
-            adapter = cluster_adapter_for(cluster, now=now)
+            # A shard lists only its namespace (docs/refresh.md, "Shards").
+            adapter = cluster_adapter_for(cluster, now=now, namespace=namespace)
             source = usage_source_for(cluster)
             snapshot = adapter.discover()
         with phases("upsert"):

@@ -12,7 +12,6 @@ from recommender.cluster.simulated import (
     PATTERNS,
     SimulatedCluster,
     build_fleet,
-    write_journal,
 )
 from recommender.sources.simulated import SimulatedUsageSource
 
@@ -184,17 +183,19 @@ def test_oom_killed_containers_reach_their_limit_and_emit_kills_with_the_request
     assert after < 0.8 * before
 
 
-def test_write_methods_only_record_into_the_shared_journal(fleet):
-    name = "journal-test"
-    SimulatedCluster(name=name, fleet=fleet, now=NOW).evict_pod(
-        namespace="web", pod="p-1"
+def test_a_namespace_adapter_sees_only_its_namespace(fleet):
+    whole = SimulatedCluster(name="sim", fleet=fleet, now=NOW).discover()
+    namespace = whole.workloads[0].namespace
+
+    shard = SimulatedCluster(
+        name="sim", fleet=fleet, now=NOW, namespace=namespace
+    ).discover()
+
+    assert shard.workloads == tuple(
+        w for w in whole.workloads if w.namespace == namespace
     )
-    SimulatedCluster(name=name, fleet=fleet, now=NOW).patch_pod_resources(
-        namespace="web", pod="p-2", resources={"app": {"requests": {"cpu": 100}}}
+    assert 0 < len(shard.workloads) < len(whole.workloads)
+    assert all(k.namespace == namespace for k in shard.oom_kills)
+    assert {k for k in whole.oom_kills if k.namespace == namespace} == set(
+        shard.oom_kills
     )
-    journal = write_journal(name)
-    assert [(w.action, w.pod) for w in journal] == [
-        ("evict_pod", "p-1"),
-        ("patch_pod_resources", "p-2"),
-    ]
-    assert write_journal("never-written") == []

@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from recommender.cluster.simulated import OOM_LOOKBACK_S, build_fleet, write_journal
+from recommender.cluster.simulated import OOM_LOOKBACK_S, build_fleet
 from recommender.engine import AggregateSet, get_profile
 from recommender.errors import SourceUnavailable
 from recommender.models import (
@@ -20,7 +22,8 @@ from recommender.models import (
     Workload,
 )
 from recommender.services import refresh
-from recommender.services.discovery import Discovery
+from recommender.services.adapters import cluster_adapter_for
+from recommender.services.discovery import Discovery, upsert_discovery
 from recommender.services.refresh import expire_idle_aggregates, refresh_cluster
 from recommender.sources.simulated import SimulatedUsageSource
 
@@ -160,17 +163,6 @@ def test_a_restart_resumes_from_checkpoints_as_if_never_interrupted(settings, db
 
     assert state(steady) == state(restarted)
     assert all(row[3] > 0 for row in state(restarted) if "cleanup" not in row[0])
-
-
-def test_off_mode_never_writes_to_the_cluster(cluster):
-    for minutes in (0, 1, 2):
-        refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=minutes))
-
-    assert (
-        Policy.objects.filter(workload__cluster=cluster).exclude(mode="Off").count()
-        == 0
-    )
-    assert write_journal(cluster.name) == []
 
 
 def test_a_lost_compare_and_swap_skips_the_samples_the_winner_applied(
@@ -469,3 +461,40 @@ def test_a_cronjobs_finished_pods_do_not_pile_up_in_its_checkpoint(cluster):
             container__workload__cluster=cluster, container__workload__kind="CronJob"
         )
     )
+
+
+def test_a_shard_reads_writes_and_creates_only_its_namespace(cluster):
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    discovered_at = Cluster.objects.get(pk=cluster.pk).last_discovered_at
+    namespaces = sorted(
+        set(
+            Workload.objects.filter(cluster=cluster).values_list("namespace", flat=True)
+        )
+    )
+    mine, other = namespaces[0], namespaces[1]
+    gone = Workload.objects.filter(cluster=cluster, namespace=mine).first()
+    Workload.objects.filter(pk=gone.pk).update(is_active=False)
+    Workload.objects.filter(cluster=cluster, namespace=other).delete()
+    later = NOW + timedelta(minutes=1)
+
+    snapshot = cluster_adapter_for(cluster, now=later, namespace=mine).discover()
+    with CaptureQueriesContext(connection) as queries:
+        upsert_discovery(cluster=cluster, snapshot=snapshot, now=later, namespace=mine)
+    run = refresh_cluster(cluster_id=cluster.pk, now=later, namespace=mine)
+
+    assert {w.namespace for w in snapshot.workloads} == {mine}
+    assert run.status == RefreshRun.Status.SUCCEEDED, run.error
+    # The shard brings its own vanished-and-back workload back ...
+    assert Workload.objects.get(pk=gone.pk).is_active
+    # ... and neither creates nor loads workloads of other namespaces.
+    assert not Workload.objects.filter(cluster=cluster, namespace=other).exists()
+    # Every read of the cluster's workloads is narrowed to the namespace.
+    workload_reads = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith("SELECT")
+        and '"recommender_workload"."cluster_id" =' in q["sql"]
+    ]
+    assert workload_reads
+    assert all('"namespace" =' in sql for sql in workload_reads), workload_reads
+    assert Cluster.objects.get(pk=cluster.pk).last_discovered_at == discovered_at

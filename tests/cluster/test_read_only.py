@@ -1,0 +1,98 @@
+"""Off means off (ARCHITECTURE.md), checked in the source: no module of vpaweb calls a
+Kubernetes client write method, and no adapter has a write method, until the updater
+exists. The behavioural half (every request a refresh sends is a GET) is in
+test_kubernetes_refresh.py."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import kubernetes.client
+
+import recommender
+
+SOURCE = Path(recommender.__file__).parent
+WRITE_PREFIXES = ("create_", "patch_", "replace_", "delete_", "evict", "connect_")
+
+
+def kubernetes_write_methods() -> set[str]:
+    """Every write method of every API class the official client ships."""
+    names = set()
+    for _, api in inspect.getmembers(kubernetes.client, inspect.isclass):
+        if not api.__name__.endswith("Api"):
+            continue
+        names.update(name for name in dir(api) if name.startswith(WRITE_PREFIXES))
+    return names
+
+
+def write_calls(tree: ast.AST, write_methods: set[str]) -> list[str]:
+    """Calls of (and strings naming) a client write method, as ``line: name``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in write_methods:
+            found.append(f"{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Constant) and node.value in write_methods:
+            # getattr(api, "patch_namespaced_pod") is a call too.
+            found.append(f"{node.lineno}: {node.value!r}")
+    return found
+
+
+def test_the_checker_knows_the_client_write_methods_and_finds_them():
+    methods = kubernetes_write_methods()
+    assert {
+        "patch_namespaced_pod",
+        "create_namespaced_pod_eviction",
+        "delete_namespaced_pod",
+        "replace_namespaced_deployment",
+        "patch_namespaced_custom_object",
+    } <= methods
+    assert "list_namespaced_pod" not in methods
+    sample = ast.parse(
+        "api.patch_namespaced_pod('p', 'ns', body)\n"
+        "getattr(api, 'create_namespaced_pod_eviction')\n"
+        "User.objects.create_user('x')\n"
+    )
+    assert write_calls(sample, methods) == [
+        "1: .patch_namespaced_pod",
+        "2: 'create_namespaced_pod_eviction'",
+    ]
+
+
+def test_no_module_of_vpaweb_calls_a_kubernetes_write_method():
+    methods = kubernetes_write_methods()
+    offenders = {}
+    for path in sorted(SOURCE.rglob("*.py")):
+        found = write_calls(ast.parse(path.read_text(), str(path)), methods)
+        if found:
+            offenders[str(path.relative_to(SOURCE))] = found
+    assert offenders == {}
+
+
+def test_no_cluster_adapter_has_a_write_method():
+    offenders = []
+    for path in sorted((SOURCE / "cluster").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                offenders += [
+                    f"{path.name}: {node.name}.{item.name}"
+                    for item in node.body
+                    if isinstance(item, ast.FunctionDef)
+                    and item.name.lstrip("_").startswith(WRITE_PREFIXES)
+                ]
+    assert offenders == []
+
+
+def test_reading_a_cluster_has_one_client_set_up():
+    # kube_client.open_reader is the one place a reader of a cluster is built.
+    offenders = []
+    for path in sorted(SOURCE.rglob("*.py")):
+        if path.name == "kube_client.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+                if name in ("load_api_client", "KubeReader"):
+                    offenders.append(f"{path.relative_to(SOURCE)}:{node.lineno}")
+    assert offenders == []
