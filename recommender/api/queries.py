@@ -106,7 +106,11 @@ def workload_queryset() -> QuerySet[Workload]:
 def filter_workloads(
     queryset: QuerySet[Workload], filters: dict[str, Any]
 ) -> QuerySet[Workload]:
-    """Apply the cluster/namespace/kind/mode/status/search filters."""
+    """Apply the cluster/namespace/kind/mode/status/search filters.
+
+    Workloads of disabled clusters (``Cluster.is_enabled`` false) are never listed.
+    """
+    queryset = queryset.filter(cluster__is_enabled=True)
     if "cluster" in filters:
         queryset = queryset.filter(cluster__name=filters["cluster"])
     if "namespace" in filters:

@@ -51,6 +51,7 @@ from recommender.services.provisioning import (
     container_status,
     no_recommendation_reason,
     recommended_containers,
+    shown_q,
 )
 
 __all__ = [
@@ -77,6 +78,7 @@ __all__ = [
     "list_workloads",
     "no_recommendation_reason",
     "recommended_containers",
+    "shown_q",
 ]
 
 logger = logging.getLogger(__name__)
@@ -134,7 +136,7 @@ def list_workloads(
     queries.
     """
     filters = filters.cleaned()
-    qs = Workload.objects.filter(is_active=True)
+    qs = Workload.objects.filter(shown_q())
     if filters.cluster:
         qs = qs.filter(cluster__name=filters.cluster)
     if filters.namespace:
@@ -189,9 +191,13 @@ def list_workloads(
 
 def filter_choices() -> dict[str, list[str]]:
     """Values for the list's filter drop-downs: clusters and namespaces that exist."""
-    clusters = list(Cluster.objects.order_by("name").values_list("name", flat=True))
+    clusters = list(
+        Cluster.objects.filter(is_enabled=True)
+        .order_by("name")
+        .values_list("name", flat=True)
+    )
     namespaces = list(
-        Workload.objects.filter(is_active=True)
+        Workload.objects.filter(shown_q())
         .order_by("namespace")
         .values_list("namespace", flat=True)
         .distinct()

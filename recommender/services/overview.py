@@ -31,6 +31,7 @@ from recommender.services.provisioning import (
     no_data_q,
     no_recommendation_reason,
     recommended_containers,
+    shown_q,
     under_q,
 )
 
@@ -109,7 +110,7 @@ def _fleet_totals(*, prices: Prices) -> tuple[Totals, list[Totals], list[Totals]
 
     rows = (
         recommended_containers()
-        .filter(workload__is_active=True)
+        .filter(shown_q("workload__"))
         .order_by()
         .values("workload__cluster__name", "workload__namespace")
         .annotate(
@@ -203,7 +204,7 @@ def _confidence_distribution() -> dict[str, int]:
 
     counts = (
         recommended_containers()
-        .filter(workload__is_active=True, latest_recommendation__isnull=False)
+        .filter(shown_q("workload__"), latest_recommendation__isnull=False)
         .aggregate(
             total=Count("pk"),
             low=Count("pk", filter=band(0.0, CONFIDENCE_BANDS[0][1])),
@@ -225,7 +226,7 @@ def _confidence_distribution() -> dict[str, int]:
 def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overview:
     """Fleet totals, savings, workloads at risk, coverage, confidence, last runs."""
     fleet, by_cluster, by_namespace = _fleet_totals(prices=prices)
-    active = Workload.objects.filter(is_active=True)
+    active = Workload.objects.filter(shown_q())
     # Under-provisioned workloads ranked by recent OOM kills, without the costlier
     # savings
     # annotation: their ids in one query, the OOM counts of the (few) killed ones in
@@ -253,11 +254,11 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
     for workload in under:
         workload.recent_ooms = oom_counts.get(workload.pk, 0)  # type: ignore[attr-defined]
     ooms = OomKill.objects.filter(
-        occurred_at__gte=now - RECENT_OOM_WINDOW, container__workload__is_active=True
+        shown_q("container__workload__"), occurred_at__gte=now - RECENT_OOM_WINDOW
     )
     missing = (
         recommended_containers()
-        .filter(workload__is_active=True)
+        .filter(shown_q("workload__"))
         .filter(no_data_q())
         .select_related("workload", "latest_recommendation", "checkpoint")
         .order_by("workload__namespace", "workload__name", "name")

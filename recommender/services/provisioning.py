@@ -171,6 +171,16 @@ def no_data_q(prefix: str = "") -> Q:
     )
 
 
+def shown_q(prefix: str = "") -> Q:
+    """Workloads the dashboard and the API lists show: active, of an enabled cluster.
+
+    A disabled cluster (``Cluster.is_enabled``, e.g. the simulated one once
+    ``VPAWEB_SIMULATION=false``) is neither refreshed nor listed; ``prefix`` reaches the
+    workload from another model ("workload__", "container__workload__").
+    """
+    return Q(**{f"{prefix}is_active": True, f"{prefix}cluster__is_enabled": True})
+
+
 def recommended_containers() -> QuerySet[Container]:
     """Containers vpaweb recommends for (not init containers, as upstream)."""
     return Container.objects.exclude(kind=Container.Kind.INIT)

@@ -1,7 +1,9 @@
 """`manage.py bootstrap`: everything `make run` needs before serving, safe to run again.
 
 Creates the role groups, a demo admin (once), the simulated cluster when simulation is
-on, and runs a first refresh synchronously so the dashboard is full at first page load.
+on (and disables an existing one when it is off: ``VPAWEB_SIMULATION=false`` hides it
+from refreshes, the dashboard and the API lists), and runs a first refresh synchronously
+so the dashboard is full at first page load.
 """
 
 from __future__ import annotations
@@ -45,15 +47,7 @@ class Command(BaseCommand):
         """Set up, then refresh each enabled cluster once, printing timings."""
         ensure_role_groups()
         self._demo_admin()
-        if settings.SIMULATION_ENABLED:
-            cluster, created = Cluster.objects.get_or_create(
-                name=SIMULATED_CLUSTER, defaults={"kind": Cluster.Kind.SIMULATED}
-            )
-            if created:
-                self.stdout.write(
-                    f"created the simulated cluster ({settings.SIMULATION_WORKLOADS} "
-                    f"workloads, seed {settings.SIMULATION_SEED})"
-                )
+        self._simulated_cluster()
         if options["no_refresh"]:
             return
         for cluster in Cluster.objects.filter(is_enabled=True):
@@ -79,6 +73,32 @@ class Command(BaseCommand):
                 f"{counts.get('containers', 0)} containers, "
                 f"{counts.get('samples', 0):,} samples, "
                 f"{counts.get('recommendations_changed', 0)} recommendations updated"
+            )
+
+    def _simulated_cluster(self) -> None:
+        """Create the simulated cluster when simulation is on; enable or disable it
+        to follow VPAWEB_SIMULATION, so turning simulation off hides one made earlier
+        (neither refreshed nor listed; its rows are kept)."""
+        enabled = settings.SIMULATION_ENABLED
+        cluster = Cluster.objects.filter(
+            name=SIMULATED_CLUSTER, kind=Cluster.Kind.SIMULATED
+        ).first()
+        if cluster is None:
+            if enabled:
+                Cluster.objects.create(
+                    name=SIMULATED_CLUSTER, kind=Cluster.Kind.SIMULATED
+                )
+                self.stdout.write(
+                    f"created the simulated cluster ({settings.SIMULATION_WORKLOADS} "
+                    f"workloads, seed {settings.SIMULATION_SEED})"
+                )
+            return
+        if cluster.is_enabled != enabled:
+            cluster.is_enabled = enabled
+            cluster.save(update_fields=["is_enabled"])
+            self.stdout.write(
+                f"{'enabled' if enabled else 'disabled'} the simulated cluster "
+                f"(VPAWEB_SIMULATION={'true' if enabled else 'false'})"
             )
 
     def _demo_admin(self) -> None:
