@@ -48,9 +48,7 @@ def _decide(
     label = actor_label or actor_label_of(actor)
     with transaction.atomic():
         try:
-            change = ResizeChange.objects.select_related("workload").get(
-                pk=change_id
-            )
+            change = ResizeChange.objects.select_related("workload").get(pk=change_id)
         except ResizeChange.DoesNotExist:
             raise NotFound(f"resize change {change_id} does not exist") from None
         if to_status == ResizeChange.Status.APPROVED:

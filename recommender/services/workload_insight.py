@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import yaml
+from django.db.models import Prefetch
 
 from recommender.engine import AggregateSet, format_cpu, format_memory, get_profile
 from recommender.engine.capping import controlled_values_for, select_container_policy
@@ -24,8 +25,9 @@ from recommender.engine.limits import (
     ContainerResources,
     requests_and_limits_for_container,
 )
-from recommender.errors import NotFound
+from recommender.errors import NotFound, SourceUnavailable, VpawebError
 from recommender.models import Container, OomKill, Policy, Recommendation, Workload
+from recommender.services.adapters import usage_source_for
 from recommender.services.insights import (
     Prices,
     Status,
@@ -35,6 +37,7 @@ from recommender.services.insights import (
     recommended_containers,
 )
 from recommender.services.policies import parse_container_policies
+from recommender.services.refresh import close_quietly
 
 logger = logging.getLogger(__name__)
 
@@ -363,3 +366,100 @@ def usage_over_time(
                 "pods": len(rows),
             }
     return out
+
+
+@dataclass
+class WorkloadCharts:
+    """The charts' data of one workload, or why its usage history could not be read."""
+
+    workload: Workload
+    container_names: list[str]
+    chart_data: dict[str, Any]
+    usage_error: str
+
+
+def _recommendation_lines(container: Container) -> dict[str, Any]:
+    rec = container.latest_recommendation
+    return {
+        "request_cpu": container.request_cpu_millicores,
+        "request_memory": container.request_memory_bytes,
+        "target_cpu": getattr(rec, "target_cpu_millicores", None),
+        "lower_cpu": getattr(rec, "lower_cpu_millicores", None),
+        "upper_cpu": getattr(rec, "upper_cpu_millicores", None),
+        "target_memory": getattr(rec, "target_memory_bytes", None),
+        "lower_memory": getattr(rec, "lower_memory_bytes", None),
+        "upper_memory": getattr(rec, "upper_memory_bytes", None),
+        "ooms": [
+            kill.occurred_at.isoformat()
+            for kill in container.recent_oom_kills  # type: ignore[attr-defined]
+        ],
+    }
+
+
+def read_usage_history(*, workload: Workload, now: datetime) -> dict[str, Any]:
+    """``usage_over_time`` from the cluster's usage source, which this opens and always
+    closes (a source holds an HTTP session or a Kubernetes client with its pool).
+
+    Any failure of the source, its own (SourceUnavailable) or a bare OSError/ValueError
+    from deeper down, raises SourceUnavailable naming the cluster.
+    """
+    source = None
+    try:
+        source = usage_source_for(workload.cluster)
+        return usage_over_time(workload=workload, source=source, now=now)
+    except VpawebError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise SourceUnavailable(
+            f"usage source of cluster {workload.cluster.name!r} failed: {exc}"
+        ) from exc
+    finally:
+        close_quietly(source)
+
+
+def workload_charts(*, workload_id: int, now: datetime) -> WorkloadCharts:
+    """The charts' data: engine histograms from checkpoints, usage history from the
+    source, requests, bounds and OOM kills; a failing source becomes ``usage_error``."""
+    try:
+        workload = Workload.objects.select_related("cluster", "policy").get(
+            pk=workload_id
+        )
+    except Workload.DoesNotExist:
+        raise NotFound(f"workload {workload_id} does not exist") from None
+    containers = list(
+        recommended_containers()
+        .filter(workload=workload)
+        .select_related("latest_recommendation", "checkpoint")
+        .prefetch_related(
+            Prefetch(
+                "oom_kills",
+                queryset=OomKill.objects.filter(
+                    occurred_at__gte=now - USAGE_WINDOW
+                ).order_by("occurred_at"),
+                to_attr="recent_oom_kills",
+            )
+        )
+        .order_by("position", "name")
+    )
+    policy = getattr(workload, "policy", None)
+    distributions = usage_distributions(
+        containers=containers, profile_name=policy.profile if policy else "vpa", now=now
+    )
+    usage: dict[str, Any] = {}
+    usage_error = ""
+    try:
+        usage = read_usage_history(workload=workload, now=now)
+    except VpawebError as exc:
+        # InvalidInput too: a cluster kind without a usage source.
+        usage_error = exc.message
+        logger.warning("usage of workload %s unavailable: %s", workload.pk, exc.message)
+    return WorkloadCharts(
+        workload=workload,
+        container_names=[c.name for c in containers],
+        chart_data={
+            "containers": {c.name: _recommendation_lines(c) for c in containers},
+            "distributions": distributions,
+            "usage": usage,
+        },
+        usage_error=usage_error,
+    )

@@ -14,7 +14,7 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import F, Prefetch
+from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -22,12 +22,11 @@ from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from recommender.errors import Conflict, InvalidInput, NotFound, SourceUnavailable
+from recommender.errors import Conflict, InvalidInput, NotFound
 from recommender.models import (
     ApiToken,
     AuditEvent,
     Cluster,
-    OomKill,
     Policy,
     RefreshRun,
     ResizeChange,
@@ -190,78 +189,17 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
 def workload_charts(request: HttpRequest, pk: int) -> HttpResponse:
     """The charts' data (engine histograms and usage history), loaded after the page."""
     try:
-        workload = Workload.objects.select_related("cluster", "policy").get(pk=pk)
-    except Workload.DoesNotExist:
-        return _not_found(NotFound(f"workload {pk} does not exist"))
-    now = timezone.now()
-    containers = list(
-        insights.recommended_containers()
-        .filter(workload=workload)
-        .select_related("latest_recommendation", "checkpoint")
-        .prefetch_related(
-            Prefetch(
-                "oom_kills",
-                queryset=OomKill.objects.filter(
-                    occurred_at__gte=now - workload_insight.USAGE_WINDOW
-                ).order_by("occurred_at"),
-                to_attr="recent_oom_kills",
-            )
-        )
-        .order_by("position", "name")
-    )
-    policy = getattr(workload, "policy", None)
-    distributions = workload_insight.usage_distributions(
-        containers=containers, profile_name=policy.profile if policy else "vpa", now=now
-    )
-    usage: dict[str, Any] = {}
-    usage_error = ""
-    try:
-        from recommender.services.adapters import usage_source_for
-
-        usage = workload_insight.usage_over_time(
-            workload=workload, source=usage_source_for(workload.cluster), now=now
-        )
-    except (SourceUnavailable, InvalidInput) as exc:
-        usage_error = exc.message
-        logger.warning("usage of workload %s unavailable: %s", pk, exc.message)
-    chart_data = {
-        "containers": {
-            c.name: {
-                "request_cpu": c.request_cpu_millicores,
-                "request_memory": c.request_memory_bytes,
-                "target_cpu": getattr(
-                    c.latest_recommendation, "target_cpu_millicores", None
-                ),
-                "lower_cpu": getattr(
-                    c.latest_recommendation, "lower_cpu_millicores", None
-                ),
-                "upper_cpu": getattr(
-                    c.latest_recommendation, "upper_cpu_millicores", None
-                ),
-                "target_memory": getattr(
-                    c.latest_recommendation, "target_memory_bytes", None
-                ),
-                "lower_memory": getattr(
-                    c.latest_recommendation, "lower_memory_bytes", None
-                ),
-                "upper_memory": getattr(
-                    c.latest_recommendation, "upper_memory_bytes", None
-                ),
-                "ooms": [kill.occurred_at.isoformat() for kill in c.recent_oom_kills],
-            }
-            for c in containers
-        },
-        "distributions": distributions,
-        "usage": usage,
-    }
+        charts = workload_insight.workload_charts(workload_id=pk, now=timezone.now())
+    except NotFound as exc:
+        return _not_found(exc)
     return render(
         request,
         "recommender/partials/_workload_charts.html",
         {
-            "workload": workload,
-            "chart_containers": [c.name for c in containers],
-            "chart_data": chart_data,
-            "usage_error": usage_error,
+            "workload": charts.workload,
+            "chart_containers": charts.container_names,
+            "chart_data": charts.chart_data,
+            "usage_error": charts.usage_error,
         },
     )
 
