@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import logging
 import random
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery import shared_task
 from celery.contrib.django.task import DjangoTask
+from celery.exceptions import Retry
 from django.conf import settings
+from django.core.cache import cache
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 from kombu.utils.json import dumps, loads
@@ -29,6 +31,13 @@ logger = logging.getLogger(__name__)
 # Failures worth another try: the source or the database is briefly away.
 TRANSIENT_ERRORS = (SourceUnavailable, OperationalError, InterfaceError)
 MAX_RETRIES = 3
+# With a broker, a cluster is refreshed whole (one pass over every namespace: finds new
+# ones, brings back namespaces whose workloads vanished and returned) at most this long
+# after its last whole pass, and in namespace shards in between.
+WHOLE_CLUSTER_EVERY_S = 600.0
+# The claim of a queued or running refresh (a shard, or "*" for the whole cluster); it
+# outlives no task, whose time limit ends it.
+CLAIM_KEY = "vpaweb:refresh-claim:{cluster_id}:{shard}"
 
 
 class JsonTask(DjangoTask):  # type: ignore[misc]
@@ -79,8 +88,10 @@ def refresh_cluster(
 
     Idempotent: the service reads only what lies after each container's watermark and
     writes checkpoints with compare-and-swap, so a redelivered or retried task loses
-    and double-counts nothing. Returns the run's id, status and counts.
+    and double-counts nothing. Returns the run's id, status and counts. Ends the
+    fan-out's claim of this shard, unless a retry is queued (the retry keeps it).
     """
+    is_retrying = False
     try:
         run = refresh.refresh_cluster(
             cluster_id=cluster_id, now=_parse_now(now), namespace=namespace
@@ -89,16 +100,45 @@ def refresh_cluster(
         logger.warning("refresh of cluster %s skipped: it no longer exists", cluster_id)
         return {"cluster_id": cluster_id, "status": "gone"}
     except TRANSIENT_ERRORS as exc:
-        raise self.retry_transient(exc) from exc
+        try:
+            error = self.retry_transient(exc)
+        except Retry:
+            is_retrying = True
+            raise
+        raise error from exc
+    finally:
+        if not is_retrying:
+            cache.delete(_claim_key(cluster_id, namespace))
     return {"run_id": run.pk, "status": run.status, "counts": run.counts}
 
 
-def _shards_of(cluster_id: int) -> list[str | None]:
-    """The namespaces a cluster's refresh fans out to (None: the whole cluster, for a
-    cluster not discovered yet)."""
+def _claim_key(cluster_id: int, namespace: str | None) -> str:
+    return CLAIM_KEY.format(cluster_id=cluster_id, shard=namespace or "*")
+
+
+def _claim(cluster_id: int, namespace: str | None) -> bool:
+    """Claim a refresh of a shard (None: the whole cluster); False when one is
+    already queued or running (a refresh of the whole cluster blocks its shards)."""
+    if namespace is not None and cache.get(_claim_key(cluster_id, None)) is not None:
+        return False
+    return bool(
+        cache.add(
+            _claim_key(cluster_id, namespace),
+            1,
+            timeout=settings.CELERY_TASK_TIME_LIMIT,
+        )
+    )
+
+
+def _shards_of(cluster: Cluster, now: datetime) -> list[str | None]:
+    """The namespaces a cluster's refresh fans out to, or [None] (the whole cluster)
+    when it was never discovered whole or not for ``WHOLE_CLUSTER_EVERY_S``."""
+    last = cluster.last_discovered_at
+    if last is None or now - last >= timedelta(seconds=WHOLE_CLUSTER_EVERY_S):
+        return [None]
     # order_by() first: the model's default ordering would make distinct() per row.
     namespaces = (
-        Workload.objects.filter(cluster_id=cluster_id, is_active=True)
+        Workload.objects.filter(cluster=cluster, is_active=True)
         .order_by("namespace")
         .values_list("namespace", flat=True)
         .distinct()
@@ -110,18 +150,32 @@ def _shards_of(cluster_id: int) -> list[str | None]:
 def refresh_all_clusters(self: JsonTask, now: str | None = None) -> dict[str, Any]:
     """Queue the refresh of every enabled cluster; one failing does not stop the rest.
 
-    With a broker (``REDIS_URL``) a cluster fans out into one task per namespace it is
-    known to have, so workers refresh namespaces in parallel; a namespace seen for the
-    first time is picked up at the next fan-out. Without one (eager mode) each cluster
-    is refreshed whole, in-process.
+    With a broker (``REDIS_URL``) a cluster fans out into one task per namespace of
+    its active workloads, so workers refresh namespaces in parallel and each reads
+    only its namespace; every ``WHOLE_CLUSTER_EVERY_S`` (and before its first
+    discovery) it is refreshed whole instead, which finds new namespaces. Without a
+    broker (eager mode) each cluster is refreshed whole, in-process. A shard whose
+    previous refresh is still queued or running is skipped, not queued twice.
     """
     is_sharded = bool(settings.REDIS_URL)
+    when = _parse_now(now)
     queued: list[Any] = []
     failed: list[int] = []
-    clusters = Cluster.objects.filter(is_enabled=True).order_by("pk")
-    for cluster_id in clusters.values_list("pk", flat=True):
-        shards = _shards_of(cluster_id) if is_sharded else [None]
+    skipped: list[Any] = []
+    for cluster in Cluster.objects.filter(is_enabled=True).order_by("pk"):
+        cluster_id = cluster.pk
+        shards = _shards_of(cluster, when) if is_sharded else [None]
         for namespace in shards:
+            label = cluster_id if namespace is None else [cluster_id, namespace]
+            if not _claim(cluster_id, namespace):
+                logger.warning(
+                    "refresh of cluster %s shard %r skipped: the previous one is "
+                    "still queued or running",
+                    cluster.name,
+                    namespace or "*",
+                )
+                skipped.append(label)
+                continue
             try:
                 if is_sharded:
                     # After the caller's transaction, if any: the shard must see it.
@@ -130,11 +184,13 @@ def refresh_all_clusters(self: JsonTask, now: str | None = None) -> dict[str, An
                     refresh_cluster.delay(cluster_id, now)
             except Exception:
                 # Only eager mode runs the refresh here; its run row holds the error.
+                # (With a broker, queueing failed: nothing holds the claim any more.)
                 logger.exception("refresh of cluster %s failed", cluster_id)
+                cache.delete(_claim_key(cluster_id, namespace))
                 failed.append(cluster_id)
                 continue
-            queued.append(cluster_id if namespace is None else [cluster_id, namespace])
-    return {"queued": queued, "failed": failed}
+            queued.append(label)
+    return {"queued": queued, "failed": failed, "skipped": skipped}
 
 
 @shared_task(bind=True, base=JsonTask, name="recommender.tasks.expire_idle_aggregates")

@@ -338,10 +338,13 @@ def _fail(run: RefreshRun, exc: Exception, phases: Phases, started: float) -> No
 
 
 def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
-    """Drop checkpoints of aggregates idle for the profile's history (upstream: 8 days).
+    """Forget the state of aggregates idle for the profile's history (upstream: 8 days).
 
-    Recommendations are history and stay; an active container whose checkpoint went
-    gets a fresh one at the next discovery.
+    The checkpoint row is reset, not deleted (empty state and key, no watermark; a
+    compare-and-swap on its version), so a refresh running meanwhile always finds its
+    row; the next refresh rebuilds the state from history. Recommendations are history
+    and stay. Checkpoints are judged a chunk at a time as they are read: memory is
+    bounded by ``BATCH`` per histogram key, not by the fleet.
     """
     if timezone.is_naive(now):
         raise InvalidInput("now must be timezone-aware", field="now")
@@ -350,10 +353,11 @@ def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
     checked = expired = 0
     checkpoints = (
         Checkpoint.objects.exclude(version=0)
+        .exclude(histogram_key="")  # never written, or reset by an earlier expiry
         .select_related("container__workload__policy")
         .order_by("pk")
     )
-    groups: dict[str, tuple[Profile, list[Checkpoint]]] = {}
+    buffers: dict[str, tuple[Profile, list[Checkpoint]]] = {}
     for checkpoint in checkpoints.iterator(chunk_size=BATCH):
         profile = ingest.profile_or_default(checkpoint.container.workload)
         key_text = ingest.key_text(profile)
@@ -361,29 +365,16 @@ def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
         # anyway.
         if checkpoint.histogram_key != key_text or not checkpoint.state:
             continue
-        groups.setdefault(key_text, (profile, []))[1].append(checkpoint)
-    for profile, members in groups.values():
-        for start in range(0, len(members), BATCH):
-            batch = members[start : start + BATCH]
-            aggregates = AggregateSet.from_checkpoints(
-                profile, [bytes(c.state) for c in batch]
-            )
-            is_expired = aggregates.is_expired(now_s=now.timestamp())
-            checked += len(batch)
-            for checkpoint, gone in zip(batch, is_expired.tolist(), strict=True):
-                if not gone:
-                    continue
-                # Only the version we judged: a refresh that just fed it keeps it.
-                deleted, _ = Checkpoint.objects.filter(
-                    pk=checkpoint.pk, version=checkpoint.version
-                ).delete()
-                if deleted:
-                    expired += 1
-                    logger.info(
-                        "expired the idle aggregate of container %s (%s)",
-                        checkpoint.container_id,
-                        checkpoint.container,
-                    )
+        members = buffers.setdefault(key_text, (profile, []))[1]
+        members.append(checkpoint)
+        if len(members) >= BATCH:
+            checked += len(members)
+            expired += _expire_batch(profile, members, now=now)
+            members.clear()
+    for profile, members in buffers.values():
+        if members:
+            checked += len(members)
+            expired += _expire_batch(profile, members, now=now)
     run.status = RefreshRun.Status.SUCCEEDED
     run.finished_at = timezone.now()
     run.progress = 1.0
@@ -391,6 +382,36 @@ def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
     run.timings = {"total_s": round(time.perf_counter() - started, 4)}
     run.save(update_fields=["status", "finished_at", "progress", "counts", "timings"])
     return run
+
+
+def _expire_batch(profile: Profile, batch: list[Checkpoint], *, now: datetime) -> int:
+    """Reset the idle checkpoints of one batch of one key; return how many."""
+    aggregates = AggregateSet.from_checkpoints(profile, [bytes(c.state) for c in batch])
+    is_expired = aggregates.is_expired(now_s=now.timestamp())
+    expired = 0
+    for checkpoint, gone in zip(batch, is_expired.tolist(), strict=True):
+        if not gone:
+            continue
+        # Only the version we judged: a refresh that just fed it keeps it, and a
+        # refresh holding this version loses its compare-and-swap and skips the row.
+        reset = Checkpoint.objects.filter(
+            pk=checkpoint.pk, version=checkpoint.version
+        ).update(
+            histogram_key="",
+            state=b"",
+            last_sample_at=None,
+            sample_count=0,
+            version=checkpoint.version + 1,
+            updated_at=now,
+        )
+        if reset:
+            expired += 1
+            logger.info(
+                "expired the idle aggregate of container %s (%s)",
+                checkpoint.container_id,
+                checkpoint.container,
+            )
+    return expired
 
 
 # --- recommendation -------------------------------------------------------------------

@@ -254,7 +254,10 @@ def test_idle_aggregates_expire_after_eight_days_and_not_before(cluster):
 
     late = expire_idle_aggregates(now=NOW + timedelta(days=8, minutes=1))
     assert late.counts == {"checked": stored, "expired": stored}
-    assert not Checkpoint.objects.filter(container__workload__cluster=cluster).exists()
+    # Reset, not deleted: a refresh racing expiry still finds every row.
+    assert not Checkpoint.objects.filter(
+        container__workload__cluster=cluster, sample_count__gt=0
+    ).exists()
     assert Recommendation.objects.filter(container__workload__cluster=cluster).exists()
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import logging
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.core.cache import cache
 from kombu.exceptions import EncodeError
 
 from recommender.errors import InvalidInput
 from recommender.models import Cluster, RefreshRun, Workload
+from recommender.tasks import CLAIM_KEY, WHOLE_CLUSTER_EVERY_S
 from recommender.tasks import expire_idle_aggregates as expire_idle_aggregates_task
 from recommender.tasks import refresh_all_clusters as refresh_all_clusters_task
 from recommender.tasks import refresh_cluster as refresh_cluster_task
@@ -25,6 +28,21 @@ def small_fleet(settings):
     conf.task_always_eager = conf.task_eager_propagates = True
     yield
     conf.task_always_eager, conf.task_eager_propagates = saved
+
+
+@pytest.fixture(autouse=True)
+def no_claims_left(db):
+    """Claims live in the cache (Redis under the PostgreSQL pass): none outlives a
+    test, so a reused cluster id of a later test or run is never skipped."""
+    yield
+    namespaces = set(Workload.objects.values_list("namespace", flat=True))
+    cache.delete_many(
+        [
+            CLAIM_KEY.format(cluster_id=cluster_id, shard=shard)
+            for cluster_id in Cluster.objects.values_list("pk", flat=True)
+            for shard in [*namespaces, "*"]
+        ]
+    )
 
 
 def test_refresh_task_runs_the_service_and_returns_a_json_summary(db):
@@ -63,7 +81,7 @@ def test_refresh_all_and_expire_cover_every_enabled_cluster(db, settings):
 
     summary = refresh_all_clusters_task.delay("2026-11-21T12:00:00+00:00").get()
 
-    assert summary == {"queued": [on.pk], "failed": []}
+    assert summary == {"queued": [on.pk], "failed": [], "skipped": []}
     assert RefreshRun.objects.filter(cluster__name="off").count() == 0
     expired = expire_idle_aggregates_task.delay(
         datetime(2026, 11, 21, 13, tzinfo=UTC).isoformat()
@@ -98,3 +116,78 @@ def test_with_a_broker_refresh_all_fans_out_one_task_per_namespace(
     # A cluster never discovered is refreshed whole, which finds its namespaces.
     assert RefreshRun.objects.get(cluster=new).shard == ""
     assert Workload.objects.filter(cluster=new).exists()
+
+
+NOON = datetime(2026, 11, 21, 12, tzinfo=UTC)
+
+
+def fan_out(at, capture):
+    with capture(execute=True):
+        return refresh_all_clusters_task.delay(at.isoformat()).get()
+
+
+def namespaces_of(cluster, **filters):
+    return sorted(
+        set(
+            Workload.objects.filter(cluster=cluster, **filters).values_list(
+                "namespace", flat=True
+            )
+        )
+    )
+
+
+def test_with_a_broker_a_cluster_is_refreshed_whole_every_ten_minutes(
+    db, settings, django_capture_on_commit_callbacks
+):
+    settings.REDIS_URL = "redis://127.0.0.1:6379/14"  # fan out, though still eager
+    cluster = Cluster.objects.create(name="sim-t", kind=Cluster.Kind.SIMULATED)
+    assert fan_out(NOON, django_capture_on_commit_callbacks)["queued"] == [cluster.pk]
+    namespaces = namespaces_of(cluster)
+    # Every workload of one namespace vanished: that namespace has no shard now.
+    gone = namespaces[0]
+    Workload.objects.filter(cluster=cluster, namespace=gone).update(is_active=False)
+
+    soon = fan_out(NOON + timedelta(minutes=5), django_capture_on_commit_callbacks)
+    due = NOON + timedelta(seconds=WHOLE_CLUSTER_EVERY_S)
+    whole = fan_out(due, django_capture_on_commit_callbacks)
+    after = fan_out(due + timedelta(minutes=1), django_capture_on_commit_callbacks)
+
+    assert soon["queued"] == [[cluster.pk, ns] for ns in namespaces[1:]]
+    # The whole pass finds the namespace's workloads again, and its shard is back.
+    assert whole["queued"] == [cluster.pk]
+    assert namespaces_of(cluster, is_active=True) == namespaces
+    assert after["queued"] == [[cluster.pk, ns] for ns in namespaces]
+    cluster.refresh_from_db()
+    assert cluster.last_discovered_at == due
+    assert RefreshRun.objects.filter(cluster=cluster, shard=gone).count() == 1
+
+
+def test_a_shard_still_queued_or_running_is_skipped_not_queued_again(
+    db, settings, django_capture_on_commit_callbacks, caplog
+):
+    settings.REDIS_URL = "redis://127.0.0.1:6379/14"
+    cluster = Cluster.objects.create(name="sim-t", kind=Cluster.Kind.SIMULATED)
+    fan_out(NOON, django_capture_on_commit_callbacks)
+    busy, *free = namespaces_of(cluster)
+    # The last fan-out's claim of one shard is still held (its task is slow).
+    cache.add(CLAIM_KEY.format(cluster_id=cluster.pk, shard=busy), 1, timeout=60)
+    runs_before = RefreshRun.objects.filter(cluster=cluster, shard=busy).count()
+
+    with caplog.at_level(logging.WARNING, logger="recommender.tasks"):
+        summary = fan_out(
+            NOON + timedelta(minutes=1), django_capture_on_commit_callbacks
+        )
+
+    assert summary["skipped"] == [[cluster.pk, busy]]
+    assert summary["queued"] == [[cluster.pk, ns] for ns in free]
+    assert RefreshRun.objects.filter(cluster=cluster, shard=busy).count() == runs_before
+    assert f"shard '{busy}' skipped" in caplog.text
+    # Finished shards gave their claims back; a running whole refresh blocks shards.
+    assert all(
+        cache.get(CLAIM_KEY.format(cluster_id=cluster.pk, shard=ns)) is None
+        for ns in free
+    )
+    cache.add(CLAIM_KEY.format(cluster_id=cluster.pk, shard="*"), 1, timeout=60)
+    blocked = fan_out(NOON + timedelta(minutes=2), django_capture_on_commit_callbacks)
+    assert blocked["queued"] == []
+    assert len(blocked["skipped"]) == len(free) + 1
