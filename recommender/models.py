@@ -66,6 +66,12 @@ class Workload(models.Model):
     is_active = models.BooleanField(default=True)
     first_seen_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(default=timezone.now)
+    # HPAs that scale this workload on a resource its policy controls (they would fight
+    # vpaweb): [{"name": "<hpa>", "resources": ["cpu", ...]}], set by discovery.
+    hpa_conflicts = models.JSONField(default=list, blank=True)
+    # PodDisruptionBudgets selecting its pods (kube_objects.pdb_of shape), for the
+    # updater: [{"name", "min_available", "max_unavailable", ...}], set by discovery.
+    pod_disruption_budgets = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["cluster__name", "namespace", "kind", "name"]
@@ -78,6 +84,38 @@ class Workload(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.kind}/{self.name}"
+
+
+class NamespaceLimitRange(models.Model):
+    """A namespace's LimitRanges combined as upstream combines them (lowest Max, highest
+    Min, last Default), for capping; set by discovery, gone when the namespace has none.
+
+    Items are ``engine.capping.LimitRangeItem`` fields as JSON
+    (``services.limits.limit_ranges_for`` turns them back).
+    """
+
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="limit_ranges"
+    )
+    namespace = models.CharField(max_length=63)
+    # {"type": "Container", "max": {"cpu_millicores": int|None, "memory_bytes": ...},
+    #  "min": {...}, "default": {...}, "default_request": {...}}; None: no such item.
+    container_item = models.JSONField(null=True, blank=True)
+    pod_item = models.JSONField(null=True, blank=True)
+    # The LimitRange objects combined, by name (to say where a cap comes from).
+    sources = models.JSONField(default=list, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["cluster_id", "namespace"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace"], name="limit_range_per_namespace"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}/{self.namespace} limit ranges"
 
 
 class Container(models.Model):
