@@ -76,7 +76,7 @@ class OfflineRecommendation:
             "lowerBound": resources_as_quantities(rec.lower_bound),
             "upperBound": resources_as_quantities(rec.upper_bound),
             "uncappedTarget": resources_as_quantities(rec.uncapped_target),
-            "explanation": rec.explanation.to_dict(),
+            "explanation": rec.explanation_dict(),
         }
 
 
