@@ -21,6 +21,7 @@ refused (Kubernetes silently caps BinarySI at MaxInt64 and wraps ``MilliValue()`
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 # math.MaxInt64: the int64 bound of resource.Quantity values (apimachinery amount.go).
@@ -218,28 +219,64 @@ def format_memory_decimal(bytes_: int) -> str:
     return _format_decimal_si(_check_amount("bytes_", bytes_), 0)
 
 
-def _trim(number: float) -> str:
-    return f"{number:.2f}".rstrip("0").rstrip(".")
+def _check_number(argument: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{argument} must be a number, not {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{argument} must be finite, not {value!r}")
+    return float(value)
 
 
-def humanize_cpu(millicores: int) -> str:
-    """CPU for people: "587m" below one core, else cores ("1 core", "1.5 cores")."""
-    _check_amount("millicores", millicores)
-    if millicores < 1000:
-        return f"{millicores}m"
-    cores = _trim(millicores / 1000)
-    return f"{cores} core" if cores == "1" else f"{cores} cores"
+def significant_text(value: float) -> str:
+    """A number for people: three significant digits, no trailing zeros, thousands
+    separated (1.23, 12.3, 123, 1,234); rounded, never truncated."""
+    number = _check_number("value", value)
+    if abs(number) >= 100:
+        text = f"{number:,.0f}"
+    elif abs(number) >= 10:
+        text = f"{number:.1f}".rstrip("0").rstrip(".")
+    else:
+        text = f"{number:.2f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
 
 
-def humanize_memory(bytes_: int) -> str:
-    """Memory for people, binary units, up to two decimals: "4.65 GiB", "512 B"."""
-    _check_amount("bytes_", bytes_)
-    for unit, name in ((2**50, "PiB"), (2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB")):
-        if bytes_ >= unit:
-            return f"{_trim(bytes_ / unit)} {name}"
-    if bytes_ >= 1024:
-        return f"{_trim(bytes_ / 1024)} KiB"
-    return f"{bytes_} B"
+def _significant_value(text: str) -> float:
+    return abs(float(text.replace(",", "")))
+
+
+def humanize_cpu(millicores: float) -> str:
+    """CPU for people (the dashboard, explanations, ``manage.py recommend``): "587m"
+    below one core, else cores ("1 core", "1.5 cores"); three significant digits,
+    rounded (587.6 → "588m"), never truncated."""
+    value = _check_number("millicores", millicores)
+    text = significant_text(value)
+    if _significant_value(text) < 1000:
+        return f"{text}m"
+    cores = significant_text(value / 1000)
+    return f"{cores} core" if _significant_value(cores) == 1 else f"{cores} cores"
+
+
+# Binary units for people, largest first.
+_MEMORY_UNITS = ((2**50, "PiB"), (2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"))
+
+
+def humanize_memory(bytes_: float) -> str:
+    """Memory for people, binary units, three significant digits: "250 MiB",
+    "4.65 GiB", "1.5 KiB", "512 B"."""
+    value = _check_number("bytes_", bytes_)
+    units = [*_MEMORY_UNITS, (2**10, "KiB")]
+    for index, (unit, name) in enumerate(units):
+        if abs(value) >= unit:
+            text = significant_text(value / unit)
+            # 1023.9 MiB rounds to 1,024 MiB: say 1 GiB instead.
+            if index > 0 and _significant_value(text) >= 1024:
+                bigger, bigger_name = units[index - 1]
+                return f"{significant_text(value / bigger)} {bigger_name}"
+            return f"{text} {name}"
+    text = significant_text(value)
+    if _significant_value(text) >= 1024:
+        return f"{significant_text(value / 1024)} KiB"
+    return f"{text} B"
 
 
 def humanize_memory_quantity(bytes_: int) -> str:

@@ -12,8 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from recommender.engine import format_cpu
-from recommender.web.templatetags.dashboard import memory
+from recommender.engine.quantity import humanize_cpu, humanize_memory
 
 DAY_S = 86400.0
 # The multiplication sign, for people (ruff would flag the literal as an ambiguous "x").
@@ -58,10 +57,11 @@ def _amount(resource: str, value: Any) -> str:
     number = _number(value)
     if number is None:
         return "—"
+    # Exact quantities ("215785635") are unreadable: the same humanizers as the
+    # dashboard's cells, rounded, never truncated.
     if resource == "cpu":
-        return format_cpu(max(0, int(number)))
-    # Exact quantities of memory ("215785635") are unreadable; round for people instead.
-    return memory(number)
+        return humanize_cpu(number)
+    return humanize_memory(number)
 
 
 def _raw(resource: str, value: Any) -> str:

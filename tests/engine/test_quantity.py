@@ -235,3 +235,46 @@ def test_round_up_is_the_least_multiple_not_below(value, scale):
     result = round_up(value, scale)
     assert result % scale == 0
     assert value <= result < value + scale
+
+
+@pytest.mark.parametrize(
+    ("millicores", "text"),
+    [
+        (587.6, "588m"),  # rounded, never truncated
+        (12.34, "12.3m"),
+        (999.4, "999m"),
+        (999.6, "1 core"),  # rounds up into cores, not "1,000m"
+        (1234, "1.23 cores"),
+        (12345, "12.3 cores"),
+        (1_234_567, "1,235 cores"),
+        (-250, "-250m"),
+        (-1500, "-1.5 cores"),
+        (0, "0m"),
+    ],
+)
+def test_humanize_cpu_three_significant_digits(millicores, text):
+    assert humanize_cpu(millicores) == text
+
+
+@pytest.mark.parametrize(
+    ("bytes_", "text"),
+    [
+        (300 * 2**20, "300 MiB"),
+        (int(1.5 * 2**30), "1.5 GiB"),
+        (12.345 * 2**30, "12.3 GiB"),
+        (1023.9 * 2**20, "1 GiB"),  # not "1,024 MiB"
+        (1536, "1.5 KiB"),
+        (-300 * 2**20, "-300 MiB"),
+        (0, "0 B"),
+    ],
+)
+def test_humanize_memory_three_significant_digits(bytes_, text):
+    assert humanize_memory(bytes_) == text
+
+
+@pytest.mark.parametrize("bad", [None, "1", True, float("nan"), float("inf")])
+def test_humanizers_reject_non_numbers_naming_the_argument(bad):
+    with pytest.raises(ValueError, match="millicores"):
+        humanize_cpu(bad)
+    with pytest.raises(ValueError, match="bytes_"):
+        humanize_memory(bad)

@@ -68,3 +68,41 @@ def test_unknown_and_malformed_keys_degrade_without_failing():
     assert ("Future field", "1.5") in lines
     assert describe_explanation(None) == []
     assert describe_explanation({}) == []
+
+
+def test_explanation_and_table_cells_use_the_same_humanizers():
+    from recommender.engine import humanize_cpu, humanize_memory
+    from recommender.web.templatetags.dashboard import cpu, memory
+
+    lines = dict(
+        describe_explanation(
+            {
+                "caps": [
+                    {
+                        "bound": "target",
+                        "resource": "cpu",
+                        "reason": "minAllowed",
+                        "before": 587.9,
+                        "after": 1500,
+                    },
+                    {
+                        "bound": "target",
+                        "resource": "memory",
+                        "reason": "maxAllowed",
+                        "before": 1.5 * 2**30,
+                        "after": 300 * 2**20,
+                    },
+                ]
+            }
+        )
+    )
+
+    caps = lines["Policy caps applied"]
+    # 587.9 millicores is 588m (rounded), not 587m (truncated).
+    assert "(588m → 1.5 cores)" in caps
+    assert "(1.5 GiB → 300 MiB)" in caps
+    assert (cpu(587.9), memory(300 * 2**20)) == ("588m", "300 MiB")
+    assert (cpu(587.9), memory(300 * 2**20)) == (
+        humanize_cpu(587.9),
+        humanize_memory(300 * 2**20),
+    )

@@ -7,57 +7,41 @@ from typing import Any
 from django import template
 from django.utils.html import format_html
 
+from recommender.engine.quantity import humanize_cpu, humanize_memory, significant_text
 from recommender.roles import Role, has_role
 from recommender.services.insights import Status
 
 register = template.Library()
 
 
-def _round(value: float) -> str:
-    """Three significant digits at most, no trailing zeros: 1.23, 12.3, 123, 1234."""
-    if value >= 100:
-        return f"{value:,.0f}"
-    if value >= 10:
-        return f"{value:.1f}".rstrip("0").rstrip(".")
-    return f"{value:.2f}".rstrip("0").rstrip(".")
-
-
 @register.filter
 def cpu(millicores: Any) -> str:
-    """CPU in Kubernetes units: "250m" below one core, else cores ("1.5")."""
+    """CPU for people ("250m", "1.5 cores"): the engine's ``humanize_cpu``."""
     if millicores is None or millicores == "":
         return "—"
-    value = float(millicores)
-    if abs(value) < 1000:
-        return f"{value:.0f}m"
-    return _round(value / 1000)
+    return humanize_cpu(float(millicores))
 
 
 @register.filter
 def memory(bytes_: Any) -> str:
-    """Memory in Kubernetes binary units rounded for people: "300Mi", "1.5Gi"."""
+    """Memory for people ("300 MiB", "1.5 GiB"): the engine's ``humanize_memory``."""
     if bytes_ is None or bytes_ == "":
         return "—"
-    value = float(bytes_)
-    sign = "-" if value < 0 else ""
-    value = abs(value)
-    for unit, suffix in ((2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki")):
-        if value >= unit:
-            return f"{sign}{_round(value / unit)}{suffix}"
-    return f"{sign}{value:.0f}"
+    return humanize_memory(float(bytes_))
 
 
 @register.filter
 def cores(millicores: Any) -> str:
-    """A total of CPU as cores: "12.3 cores"."""
+    """A total of CPU, always in cores: "12.3 cores", "0.25 cores"."""
     value = float(millicores or 0) / 1000
-    return f"{_round(value)} core" if value == 1 else f"{_round(value)} cores"
+    text = significant_text(value)
+    return f"{text} core" if text == "1" else f"{text} cores"
 
 
 @register.filter
 def gib(bytes_: Any) -> str:
-    """A total of memory in GiB: "45.6 GiB"."""
-    return f"{_round(float(bytes_ or 0) / 2**30)} GiB"
+    """A total of memory, always in GiB: "45.6 GiB"."""
+    return f"{significant_text(float(bytes_ or 0) / 2**30)} GiB"
 
 
 @register.filter
