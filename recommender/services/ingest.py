@@ -63,6 +63,9 @@ class Row:
     containers_in_pod: int
     start_s: float  # samples at or before this are already in the checkpoint
     index: int = 0  # row in its group's AggregateSet
+    # Starts from an empty state (first contact, new histogram key, corrupt or expired
+    # checkpoint): its stored OOM kills must enter the engine again.
+    is_rebuilt: bool = False
     is_fed: bool = False  # got samples or OOM kills in this window
     ooms: list[OomKill] = field(default_factory=list)
     recommendation: dict[str, Any] | None = None
@@ -213,6 +216,8 @@ def load_rows(window: Window) -> None:
         except ValueError as exc:
             # A corrupt checkpoint must not block the others: rebuild it from history.
             group.aggregates = _load_skipping_corrupt(window, group, blobs, exc)
+        for row, blob in zip(group.rows, blobs, strict=True):
+            row.is_rebuilt = blob is None
     window.counts["containers"] = len(window.rows_by_container)
 
 
@@ -263,7 +268,9 @@ def oom_history(
 
 
 def attach_ooms(window: Window, kills: Sequence[OomKill]) -> None:
-    """Give each row the kills up to ``end_s`` not stored yet: each enters once."""
+    """Give each row the kills up to ``end_s`` not stored yet, and each rebuilt row its
+    stored kills of its window: each enters the engine once."""
+    _attach_stored_ooms(window)
     matched: list[tuple[Row, OomKill]] = []
     for kill in kills:
         if kill.occurred_at.timestamp() > window.end_s:
@@ -291,6 +298,46 @@ def attach_ooms(window: Window, kills: Sequence[OomKill]) -> None:
             stored.add(key)  # the snapshot and the source may report one kill twice
             row.ooms.append(kill)
             window.counts["oom_kills_new"] += 1
+
+
+def _attach_stored_ooms(window: Window) -> None:
+    """Stored kills in ``(row.start_s, end_s]`` of each rebuilt row, in time order.
+
+    A rebuilt row re-reads its usage from history, but the source's kills of that
+    history are stored already and so skipped as not new; without this the memory
+    recommendation would lose its OOM bump after a profile edit.
+    """
+    rebuilt = {
+        row.container.pk: row
+        for row in window.rows_by_container.values()
+        if row.is_rebuilt
+    }
+    if not rebuilt:
+        return
+    oldest = datetime.fromtimestamp(min(r.start_s for r in rebuilt.values()), tz=UTC)
+    newest = datetime.fromtimestamp(window.end_s, tz=UTC)
+    ids = list(rebuilt)
+    for start in range(0, len(ids), BATCH):
+        stored = OomKillRow.objects.filter(
+            container_id__in=ids[start : start + BATCH],
+            occurred_at__gt=oldest,
+            occurred_at__lte=newest,
+        ).order_by("occurred_at", "pk")
+        for kill in stored:
+            row = rebuilt[kill.container_id]
+            if kill.occurred_at.timestamp() <= row.start_s:
+                continue
+            row.ooms.append(
+                OomKill(
+                    namespace=row.container.workload.namespace,
+                    pod=kill.pod,
+                    container=row.container.name,
+                    occurred_at=kill.occurred_at,
+                    memory_request_bytes=kill.memory_request_bytes,
+                    is_eviction=kill.is_eviction,
+                )
+            )
+            window.counts["oom_kills_refed"] += 1
 
 
 def chunks(start_s: float, end_s: float) -> list[tuple[float, float]]:
