@@ -31,6 +31,14 @@ class WorkloadAdmin(admin.ModelAdmin):
     inlines = [ContainerInline]
 
 
+@admin.register(models.NamespaceLimitRange)
+class NamespaceLimitRangeAdmin(admin.ModelAdmin):
+    # Written by discovery from the cluster's LimitRanges: shown, never edited here.
+    list_display = ["namespace", "cluster", "updated_at"]
+    list_filter = ["cluster"]
+    readonly_fields = ["cluster", "namespace", "container_item", "pod_item", "sources"]
+
+
 @admin.register(models.Container)
 class ContainerAdmin(admin.ModelAdmin):
     list_display = [

@@ -497,3 +497,36 @@ def limit_range_of(obj: Obj) -> dict[str, Any]:
         "uid": meta.get("uid", ""),
         "limits": items,
     }
+
+
+def selector_matches(
+    selector: Mapping[str, Any] | None, labels: Mapping[str, str]
+) -> bool:
+    """Whether a LabelSelector selects ``labels`` (``matchLabels`` and
+    ``matchExpressions``: In, NotIn, Exists, DoesNotExist).
+
+    A null selector selects nothing and an empty one everything, as a policy/v1
+    PodDisruptionBudget reads them. An unknown operator selects nothing.
+    """
+    if selector is None:
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions") or ():
+        key = expression.get("key", "")
+        operator = expression.get("operator", "")
+        values = expression.get("values") or ()
+        if operator == "In":
+            is_match = key in labels and labels[key] in values
+        elif operator == "NotIn":
+            is_match = key not in labels or labels[key] not in values
+        elif operator == "Exists":
+            is_match = key in labels
+        elif operator == "DoesNotExist":
+            is_match = key not in labels
+        else:
+            is_match = False
+        if not is_match:
+            return False
+    return True

@@ -21,6 +21,7 @@ from django.db import transaction
 
 from recommender.cluster.base import ClusterSnapshot, WorkloadInfo
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
+from recommender.services.cluster_objects import store_cluster_objects
 
 logger = logging.getLogger(__name__)
 
@@ -160,6 +161,15 @@ def upsert_discovery(
         ],
         batch_size=BATCH,
         ignore_conflicts=True,
+    )
+    store_cluster_objects(
+        cluster=cluster,
+        snapshot=snapshot,
+        now=now,
+        namespace=namespace,
+        seen=seen,
+        workloads=workloads,
+        counts=found.counts,
     )
     _upsert_containers(found, seen, workloads)
     found.counts["workloads"] = len(seen)

@@ -1,0 +1,383 @@
+"""What discovery found besides workloads: VerticalPodAutoscaler objects imported as
+policies, HPA conflicts and PodDisruptionBudgets per workload, LimitRanges per
+namespace. Called by ``discovery.upsert_discovery`` inside its transaction, for the
+same shard (one namespace, or the whole cluster).
+
+Precedence of a VPA object over vpaweb's own policy (docs/kubernetes.md):
+
+- a policy an operator changed in vpaweb (``updated_by`` set, or a ``policy.update``
+  audit event) is never overwritten: vpaweb's edit wins over the cluster's object;
+- otherwise the VPA object targeting the workload (the first by name if several do)
+  sets mode, container policies and min replicas, with source ``vpa-object``, and an
+  audit event ``policy.import`` records each change;
+- a policy imported from a VPA object that is gone goes back to vpaweb's default
+  (mode Off, no container policies), so nothing acts on a policy nobody owns.
+
+Importing writes only vpaweb's database: nothing is ever written to the cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from recommender.cluster.base import ClusterSnapshot, VpaObject, WorkloadInfo
+from recommender.cluster.kube_objects import hpa_conflicts, selector_matches
+from recommender.engine.capping import (
+    MODE_OFF,
+    LimitRangeItem,
+    combine_limit_ranges,
+    select_container_policy,
+)
+from recommender.engine.resources import RESOURCE_NAMES
+from recommender.errors import InvalidInput
+from recommender.models import (
+    AuditEvent,
+    Cluster,
+    NamespaceLimitRange,
+    Policy,
+    Workload,
+)
+from recommender.services.limits import item_from_dict, item_to_dict
+from recommender.services.policies import (
+    CONTAINER_POLICY_KEYS,
+    POLICY_UPDATE_ACTION,
+    parse_container_policies,
+    validate_container_policies,
+)
+
+logger = logging.getLogger(__name__)
+
+POLICY_IMPORT_ACTION = "policy.import"
+WorkloadKey = tuple[str, str, str]  # (namespace, kind, name)
+# The policy fields a VPA object sets.
+IMPORTED_FIELDS = ("mode", "container_policies", "min_replicas", "source")
+# vpaweb's own default, restored when the imported VPA object is gone.
+DEFAULT_POLICY: dict[str, Any] = {
+    "mode": Policy.Mode.OFF,
+    "container_policies": [],
+    "min_replicas": None,
+    "source": Policy.Source.VPAWEB,
+}
+
+
+def store_cluster_objects(
+    *,
+    cluster: Cluster,
+    snapshot: ClusterSnapshot,
+    now: datetime,
+    namespace: str | None,
+    seen: Mapping[WorkloadKey, WorkloadInfo],
+    workloads: Mapping[WorkloadKey, Workload],
+    counts: dict[str, Any],
+) -> None:
+    """Import VPA objects, then store HPA conflicts, PDBs and LimitRanges."""
+
+    def in_shard(ns: str) -> bool:
+        return namespace is None or ns == namespace
+
+    def warn(message: str) -> None:
+        logger.warning("cluster %s: %s", cluster.name, message)
+        counts["object_warnings"] += 1
+
+    policies = {
+        p.workload_id: p
+        for p in Policy.objects.filter(
+            workload_id__in=[workloads[key].pk for key in seen]
+        )
+    }
+    _import_vpa_objects(
+        vpas=[v for v in snapshot.vpas if in_shard(v.namespace)],
+        now=now,
+        seen=seen,
+        workloads=workloads,
+        policies=policies,
+        counts=counts,
+        warn=warn,
+    )
+    hpas: dict[WorkloadKey, list[dict[str, Any]]] = defaultdict(list)
+    for hpa in snapshot.horizontal_pod_autoscalers:
+        if in_shard(hpa["namespace"]):
+            target = (hpa["namespace"], hpa["target_kind"], hpa["target_name"])
+            hpas[target].append(hpa)
+    budgets: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for pdb in snapshot.pod_disruption_budgets:
+        if in_shard(pdb["namespace"]):
+            budgets[pdb["namespace"]].append(pdb)
+    changed = []
+    for key, info in seen.items():
+        workload = workloads[key]
+        conflicts = _hpa_conflicts_of(
+            info, hpas.get(key, []), policies.get(workload.pk)
+        )
+        pdbs = sorted(
+            (pdb for pdb in budgets.get(info.namespace, []) if _selects(pdb, info)),
+            key=lambda pdb: pdb["name"],
+        )
+        counts["workloads_with_hpa_conflicts"] += bool(conflicts)
+        if (
+            workload.hpa_conflicts != conflicts
+            or workload.pod_disruption_budgets != pdbs
+        ):
+            workload.hpa_conflicts = conflicts
+            workload.pod_disruption_budgets = pdbs
+            changed.append(workload)
+    Workload.objects.bulk_update(
+        changed, ["hpa_conflicts", "pod_disruption_budgets"], batch_size=500
+    )
+    _store_limit_ranges(
+        cluster=cluster,
+        ranges=[r for r in snapshot.limit_ranges if in_shard(r["namespace"])],
+        now=now,
+        namespace=namespace,
+        counts=counts,
+        warn=warn,
+    )
+
+
+# --- VPA objects ----------------------------------------------------------------------
+
+
+def _import_vpa_objects(
+    *,
+    vpas: list[VpaObject],
+    now: datetime,
+    seen: Mapping[WorkloadKey, WorkloadInfo],
+    workloads: Mapping[WorkloadKey, Workload],
+    policies: dict[int, Policy],
+    counts: dict[str, Any],
+    warn: Callable[[str], None],
+) -> None:
+    """Each workload's VPA object into its policy, by the precedence above."""
+    by_target: dict[WorkloadKey, list[VpaObject]] = defaultdict(list)
+    for vpa in sorted(vpas, key=lambda v: v.name):
+        by_target[(vpa.namespace, vpa.target_kind, vpa.target_name)].append(vpa)
+    candidates = [
+        key
+        for key in seen
+        if workloads[key].pk in policies
+        and (
+            key in by_target
+            or policies[workloads[key].pk].source == Policy.Source.VPA_OBJECT
+        )
+    ]
+    edited = _edited_by_operators([workloads[key].pk for key in candidates], policies)
+    for key in candidates:
+        workload, policy = workloads[key], policies[workloads[key].pk]
+        targeting = by_target.get(key, [])
+        if workload.pk in edited:
+            # vpaweb's operator decided; the VPA object does not override them.
+            counts["vpa_objects_overridden"] += bool(targeting)
+            continue
+        if targeting:
+            vpa = targeting[0]
+            if len(targeting) > 1:
+                warn(
+                    f"{len(targeting)} VerticalPodAutoscalers target {workload}: "
+                    f"imported {vpa.name}, ignored "
+                    f"{', '.join(v.name for v in targeting[1:])}"
+                )
+            names = {c.name for c in seen[key].containers}
+            values = _policy_of_vpa(vpa, container_names=names, warn=warn)
+            if values is None:
+                counts["vpa_objects_invalid"] += 1
+                continue
+            label = f"vpa-object:{vpa.namespace}/{vpa.name}"
+            message = f"imported from VerticalPodAutoscaler {vpa.namespace}/{vpa.name}"
+        elif policy.source == Policy.Source.VPA_OBJECT:
+            values = DEFAULT_POLICY
+            label = "system"
+            message = "its VerticalPodAutoscaler is gone: back to mode Off"
+        else:
+            continue
+        changed = [f for f in IMPORTED_FIELDS if getattr(policy, f) != values[f]]
+        if not changed:
+            continue
+        before = {f: getattr(policy, f) for f in changed}
+        for field in changed:
+            setattr(policy, field, values[field])
+        policy.updated_at = now
+        policy.save(update_fields=[*changed, "updated_at"])
+        AuditEvent.objects.create(
+            created_at=now,
+            actor_label=label,
+            action=POLICY_IMPORT_ACTION,
+            workload=workload,
+            object_type="policy",
+            object_id=str(policy.pk),
+            before=before,
+            after={f: values[f] for f in changed},
+            message=f"policy of {workload} {message}",
+        )
+        counts["policies_imported"] += 1
+        logger.info("policy of %s %s: %s", workload, message, changed)
+
+
+def _edited_by_operators(
+    workload_ids: list[int], policies: dict[int, Policy]
+) -> set[int]:
+    """Workloads whose policy someone changed in vpaweb (API, dashboard, admin)."""
+    edited = {pk for pk in workload_ids if policies[pk].updated_by_id is not None}
+    # A token made on the command line acts with no user: its edits are audited.
+    edited.update(
+        AuditEvent.objects.filter(
+            action=POLICY_UPDATE_ACTION, workload_id__in=workload_ids
+        ).values_list("workload_id", flat=True)
+    )
+    return edited
+
+
+def _policy_of_vpa(
+    vpa: VpaObject, *, container_names: set[str], warn: Callable[[str], None]
+) -> dict[str, Any] | None:
+    """The policy fields a VPA object sets, or None (warned) when it cannot be used."""
+    where = f"VerticalPodAutoscaler {vpa.namespace}/{vpa.name}"
+    if vpa.update_mode not in Policy.Mode.values:
+        warn(
+            f"{where}: spec.updatePolicy.updateMode {vpa.update_mode!r} is not one of "
+            f"{', '.join(Policy.Mode.values)}; its policy is not imported"
+        )
+        return None
+    if vpa.min_replicas is not None and vpa.min_replicas < 1:
+        warn(
+            f"{where}: spec.updatePolicy.minReplicas {vpa.min_replicas} is not "
+            "positive; its policy is not imported"
+        )
+        return None
+    entries = []
+    for position, raw in enumerate(vpa.container_policies):
+        entry = {k: v for k, v in raw.items() if k in CONTAINER_POLICY_KEYS}
+        dropped = sorted(set(raw) - set(entry))
+        if dropped:
+            warn(
+                f"{where}: spec.resourcePolicy.containerPolicies[{position}]: "
+                f"{', '.join(dropped)} not imported (vpaweb does not use them)"
+            )
+        name = entry.get("containerName")
+        if name != "*" and name not in container_names:
+            continue  # upstream ignores the policy of a container the pod lacks
+        entries.append(entry)
+    try:
+        canonical = validate_container_policies(
+            entries, container_names=container_names
+        )
+    except InvalidInput as exc:
+        warn(f"{where}: spec.resourcePolicy.{exc.message}; its policy is not imported")
+        return None
+    return {
+        "mode": vpa.update_mode,
+        "container_policies": canonical,
+        "min_replicas": vpa.min_replicas,
+        "source": Policy.Source.VPA_OBJECT,
+    }
+
+
+# --- HPAs and PDBs --------------------------------------------------------------------
+
+
+def _hpa_conflicts_of(
+    info: WorkloadInfo, hpas: list[dict[str, Any]], policy: Policy | None
+) -> list[dict[str, Any]]:
+    """``[{"name", "resources"}]`` of the HPAs scaling on a resource the policy
+    controls for some container (a container policy with mode Off controls none)."""
+    if not hpas:
+        return []
+    try:
+        container_policies = parse_container_policies(
+            policy.container_policies if policy else []
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        container_policies = []  # a broken stored policy: as if it had none
+    conflicts = []
+    for hpa in sorted(hpas, key=lambda h: h["name"]):
+        resources: set[str] = set()
+        for spec in info.containers:
+            if spec.kind == "init":
+                continue
+            chosen = select_container_policy(container_policies, spec.name)
+            if chosen is not None and chosen.mode == MODE_OFF:
+                continue
+            controlled = chosen.controlled_resources if chosen else RESOURCE_NAMES
+            resources.update(
+                hpa_conflicts(hpa, controlled_resources=controlled, container=spec.name)
+            )
+        if resources:
+            conflicts.append({"name": hpa["name"], "resources": sorted(resources)})
+    return conflicts
+
+
+def _selects(pdb: dict[str, Any], info: WorkloadInfo) -> bool:
+    """Whether a PDB covers the workload's pods (its selector's labels if it has
+    none running)."""
+    if info.pods:
+        return any(selector_matches(pdb["selector"], pod.labels) for pod in info.pods)
+    labels = (info.selector or {}).get("matchLabels") or {}
+    return bool(labels) and selector_matches(pdb["selector"], labels)
+
+
+# --- LimitRanges ----------------------------------------------------------------------
+
+
+def _store_limit_ranges(
+    *,
+    cluster: Cluster,
+    ranges: list[dict[str, Any]],
+    now: datetime,
+    namespace: str | None,
+    counts: dict[str, Any],
+    warn: Callable[[str], None],
+) -> None:
+    """One NamespaceLimitRange row per namespace with Container or Pod items."""
+    by_namespace: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    # By name: the API lists a namespace's objects so, and "last Default" wins.
+    for limit_range in sorted(ranges, key=lambda r: (r["namespace"], r["name"])):
+        by_namespace[limit_range["namespace"]].append(limit_range)
+    wanted: dict[str, dict[str, Any]] = {}
+    for ns, objects in by_namespace.items():
+        items: list[LimitRangeItem] = []
+        names = []
+        for limit_range in objects:
+            try:
+                parsed = [item_from_dict(item) for item in limit_range["limits"]]
+            except ValueError as exc:
+                warn(f"LimitRange {ns}/{limit_range['name']}: {exc}; not applied")
+                continue
+            items += [item for item in parsed if item is not None]
+            names.append(limit_range["name"])
+        container = combine_limit_ranges(items, "Container")
+        pod = combine_limit_ranges(items, "Pod")
+        if container is None and pod is None:
+            continue
+        wanted[ns] = {
+            "container_item": item_to_dict(container),
+            "pod_item": item_to_dict(pod),
+            "sources": names,
+        }
+    rows = NamespaceLimitRange.objects.filter(cluster=cluster)
+    if namespace is not None:
+        rows = rows.filter(namespace=namespace)
+    existing = {row.namespace: row for row in rows}
+    gone = [row.pk for ns, row in existing.items() if ns not in wanted]
+    NamespaceLimitRange.objects.filter(pk__in=gone).delete()
+    new, changed = [], []
+    for ns, values in wanted.items():
+        row = existing.get(ns)
+        if row is None:
+            new.append(
+                NamespaceLimitRange(
+                    cluster=cluster, namespace=ns, updated_at=now, **values
+                )
+            )
+        elif any(getattr(row, f) != v for f, v in values.items()):
+            for field, value in values.items():
+                setattr(row, field, value)
+            row.updated_at = now
+            changed.append(row)
+    NamespaceLimitRange.objects.bulk_create(new, ignore_conflicts=True)
+    NamespaceLimitRange.objects.bulk_update(
+        changed, ["container_item", "pod_item", "sources", "updated_at"]
+    )
+    counts["limit_range_namespaces"] = len(wanted)
