@@ -62,6 +62,9 @@ class Row:
     container_policy: ContainerPolicy | None
     containers_in_pod: int
     start_s: float  # samples at or before this are already in the checkpoint
+    # Live samples (metrics-server) taken at or before this were seen by an earlier
+    # cycle: the ``now`` of the cycle that last wrote the checkpoint.
+    seen_until_s: float = -math.inf
     index: int = 0  # row in its group's AggregateSet
     # Starts from an empty state (first contact, new histogram key, corrupt or expired
     # checkpoint): its stored OOM kills must enter the engine again.
@@ -200,6 +203,10 @@ def load_rows(window: Window) -> None:
                 container_policy=chosen[container.name],
                 containers_in_pod=max(in_pod, 1),
                 start_s=max(watermark, now_s - window.history_s),
+                # A refresh's ``now`` lies within the step after its watermark; a
+                # back-fill's early days (``now`` far after their end) saw nothing
+                # live past the step after their watermark.
+                seen_until_s=min(checkpoint.updated_at.timestamp(), watermark + STEP_S),
                 index=len(group.rows),
             )
             group.rows.append(row)
@@ -396,7 +403,9 @@ def feed_chunk(
         picked = [
             i for i, r in enumerate(series_rows) if r is not None and r.key_text == text
         ]
-        samples = _group_samples(grid, picked, [series_rows[i] for i in picked])
+        samples = _group_samples(
+            grid, picked, [series_rows[i] for i in picked], now_s=window.now.timestamp()
+        )
         # Usage up to and including each OOM's time, then the OOMs of that time: what
         # upstream's one-event-at-a-time loop and the offline command do.
         done = 0
@@ -425,7 +434,7 @@ class _Samples:
 
 
 def _group_samples(
-    grid: UsageGrid, picked: list[int], members: list[Row | None]
+    grid: UsageGrid, picked: list[int], members: list[Row | None], *, now_s: float
 ) -> _Samples | None:
     if not picked or not grid.timestamp_s.size:
         return None
@@ -433,6 +442,13 @@ def _group_samples(
     # Samples at or before a row's watermark are in its checkpoint already.
     start = np.array([r.start_s for r in rows])
     old = grid.timestamp_s[None, :] <= start[:, None]
+    if grid.observed_at_s is not None:
+        # A live sample enters in the first cycle whose ``now`` is at or after it:
+        # not one an earlier cycle saw, nor one taken after this cycle's ``now``
+        # (the next cycle feeds that one).
+        observed = grid.observed_at_s[picked]
+        seen = np.array([r.seen_until_s for r in rows])
+        old |= ((observed <= seen) | (observed > now_s))[:, None]
     return _Samples(
         rows=rows,
         keys=[grid.series[i].pod for i in picked],

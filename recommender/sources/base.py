@@ -30,6 +30,9 @@ class UsageGrid:
     timestamp_s: np.ndarray  # float64 (T,), increasing
     cpu_cores: np.ndarray  # float64 (S, T), NaN = no sample
     memory_bytes: np.ndarray  # float64 (S, T), NaN = no sample
+    # Live sources only (metrics-server): when each series' one sample was taken, (S,).
+    # The caller feeds a sample only if no earlier cycle could have seen it.
+    observed_at_s: np.ndarray | None = None
 
     @classmethod
     def empty(cls) -> UsageGrid:
@@ -43,6 +46,12 @@ class UsageGrid:
                 raise ValueError(
                     f"{name} has shape {getattr(self, name).shape}, expected {shape}"
                 )
+        observed = self.observed_at_s
+        if observed is not None and observed.shape != (len(self.series),):
+            raise ValueError(
+                f"observed_at_s has shape {observed.shape}, expected "
+                f"({len(self.series)},)"
+            )
 
 
 class UsageSource(Protocol):

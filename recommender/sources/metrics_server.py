@@ -7,12 +7,16 @@ container. CPU is read as upstream does (``MilliValue()`` of the quantity, then 
 memory as the working-set bytes metrics-server reports.
 
 Time: every PodMetrics carries its own ``timestamp`` (pods are scraped node by node).
-Each sample is placed on the caller's step grid, at the step start at or before its
-timestamp (a shift of less than one step, as Prometheus range queries do), and counts
-when that time lies in ``(start_s, end_s]``. So a pod not scraped again since the last
-call is not fed twice, and a sample taken seconds after the refresh's step-aligned end
-still lands in it. Usually every pod falls in one step: a one-column ``UsageGrid``; a
-scrape straddling a step boundary gives two columns, with NaN where a pod has no sample.
+Each sample is placed on the caller's step grid at the end of the step holding its
+timestamp (``ceil``), or at ``end_s`` when it was taken after ``end_s`` but less than a
+step later (a refresh's ``end_s`` is the minute boundary before its ``now``: a sample
+taken between the two belongs to this cycle, since metrics-server may replace it before
+the next one). It counts when that time lies in ``(start_s, end_s]``. The grid also
+carries each sample's own time (``observed_at_s``), with which the caller feeds only
+samples no earlier cycle could have seen (``services/ingest.py``): so each sample enters
+once, whatever second the scheduler runs at. Usually every pod falls in one step: a
+one-column ``UsageGrid``; a scrape straddling a step boundary gives two columns, with NaN
+where a pod has no sample.
 
 Plain init containers are dropped, as upstream drops them. Native sidecars (init
 containers with ``restartPolicy: Always``) run for the pod's whole life and are kept:
@@ -88,16 +92,18 @@ class MetricsServerSource:
             raise ValueError(f"step_s ({step_s}) must be positive")
         picked = []
         for key, stamp_s, cpu_cores, memory_bytes in self._samples(namespace):
-            step_time_s = math.floor(stamp_s / step_s) * step_s
+            step_time_s = math.ceil(stamp_s / step_s) * step_s
+            if end_s < stamp_s < end_s + step_s:
+                step_time_s = end_s  # taken since the last boundary, before now
             if start_s < step_time_s <= end_s:
-                picked.append((key, step_time_s, cpu_cores, memory_bytes))
+                picked.append((key, step_time_s, cpu_cores, memory_bytes, stamp_s))
         if not picked:
             return UsageGrid.empty()
         times = sorted({sample[1] for sample in picked})
         column = {t: i for i, t in enumerate(times)}
         cpu = np.full((len(picked), len(times)), np.nan)
         memory = np.full((len(picked), len(times)), np.nan)
-        for row, (_, step_time_s, cpu_cores, memory_bytes) in enumerate(picked):
+        for row, (_, step_time_s, cpu_cores, memory_bytes, _) in enumerate(picked):
             cpu[row, column[step_time_s]] = cpu_cores
             memory[row, column[step_time_s]] = memory_bytes
         return UsageGrid(
@@ -105,6 +111,7 @@ class MetricsServerSource:
             timestamp_s=np.array(times, dtype=np.float64),
             cpu_cores=cpu,
             memory_bytes=memory,
+            observed_at_s=np.array([sample[4] for sample in picked], dtype=np.float64),
         )
 
     def _samples(self, namespace: str | None) -> list[_Sample]:

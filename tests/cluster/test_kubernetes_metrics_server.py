@@ -56,8 +56,8 @@ def test_the_current_sample_of_each_container_in_one_column(source):
         namespace=None, start_s=at(9, 59), end_s=at(10, 1), step_s=STEP_S
     )
 
-    # Scraped at 10:00:05 and 10:00:17: both on the 10:00 step.
-    assert grid.timestamp_s.tolist() == [at(10, 0)]
+    # Scraped at 10:00:05 and 10:00:17: both in the step ending 10:01.
+    assert grid.timestamp_s.tolist() == [at(10, 1)]
     rows = {key: i for i, key in enumerate(grid.series)}
     assert set(rows) == {
         SeriesKey("shop", "web-7d9f8b6c5d-x2k4p", "app"),
@@ -73,6 +73,12 @@ def test_the_current_sample_of_each_container_in_one_column(source):
     # 212345678n is 213m as MilliValue() rounds up; memory is exact.
     assert grid.cpu_cores[app, 0] == 0.213
     assert grid.memory_bytes[app, 0] == 301234 * KI
+    # Each sample keeps its own time, for the caller's exactly-once check.
+    assert grid.observed_at_s is not None
+    assert grid.observed_at_s[app] == at(10, 0, 5)
+    assert grid.observed_at_s[rows[SeriesKey("shop", "db-0", "postgres")]] == at(
+        10, 0, 17
+    )
     nginx = rows[SeriesKey("shop", "old-frontend-2xq8t", "nginx")]
     assert (grid.cpu_cores[nginx, 0], grid.memory_bytes[nginx, 0]) == (0.001, 12 * MI)
 
@@ -88,7 +94,8 @@ def test_plain_init_containers_are_dropped_and_sidecars_kept(source):
     assert ("web-7d9f8b6c5d-q8m2z", "log-shipper") in containers
 
 
-def test_a_pod_not_scraped_again_is_not_fed_twice(source, clock):
+def test_samples_since_the_last_boundary_land_on_the_window_end(source, clock):
+    # A refresh at about 10:00:30: its window ends at the 10:00 boundary.
     first = source.fetch_usage(
         namespace=None, start_s=at(9, 50), end_s=at(10, 0), step_s=STEP_S
     )
@@ -97,15 +104,21 @@ def test_a_pod_not_scraped_again_is_not_fed_twice(source, clock):
         namespace=None, start_s=at(10, 0), end_s=at(10, 1), step_s=STEP_S
     )
 
-    # legacy-cache was last scraped at 09:58:05, before the first window's end.
+    # legacy-cache was scraped at 09:58:05 (step ending 09:59); the others at
+    # 10:00:05 and 10:00:17, after the boundary: on 10:00, not left for later.
     legacy = SeriesKey("shop", "legacy-cache-9gq7w", "memcached")
-    assert legacy in first.series
-    assert first.timestamp_s.tolist() == [at(9, 58), at(10, 0)]
+    assert first.timestamp_s.tolist() == [at(9, 59), at(10, 0)]
     row = first.series.index(legacy)
     assert np.isnan(first.cpu_cores[row, 1])
     assert first.cpu_cores[row, 0] == 0.003
-    # Everything in the metrics was fed by the first call (steps 09:58 and 10:00).
-    assert second.series == ()
+    assert len(first.series) == 9  # eight containers and legacy-cache
+    # Not scraped again: the next window offers the same samples with the same
+    # times (legacy-cache's step is before it), so the caller can skip them.
+    assert legacy not in second.series
+    assert second.observed_at_s is not None and first.observed_at_s is not None
+    again = dict(zip(second.series, second.observed_at_s.tolist(), strict=True))
+    before = dict(zip(first.series, first.observed_at_s.tolist(), strict=True))
+    assert again == {key: t for key, t in before.items() if key != legacy}
 
 
 def test_pods_scraped_across_a_step_boundary_give_two_columns(api_server, source):
@@ -120,7 +133,7 @@ def test_pods_scraped_across_a_step_boundary_give_two_columns(api_server, source
         namespace=None, start_s=at(9, 59), end_s=at(10, 2), step_s=STEP_S
     )
 
-    assert grid.timestamp_s.tolist() == [at(10, 0), at(10, 1)]
+    assert grid.timestamp_s.tolist() == [at(10, 1), at(10, 2)]
     db = grid.series.index(SeriesKey("shop", "db-0", "postgres"))
     assert np.isnan(grid.cpu_cores[db, 0])
     assert grid.cpu_cores[db, 1] == 0.412
