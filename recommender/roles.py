@@ -42,7 +42,9 @@ def role_of(user: AbstractBaseUser | AnonymousUser) -> Role | None:
     cached = cast("Role | Literal[False] | None", getattr(user, "_vpaweb_role", False))
     if cached is not False:
         return cached
-    names = set(user.groups.values_list("name", flat=True))  # type: ignore[attr-defined]
+    # .all(), not values_list: a list of users with prefetch_related("groups") then
+    # costs no query per user.
+    names = {group.name for group in user.groups.all()}  # type: ignore[attr-defined]
     role = None
     for candidate in ROLE_ORDER:
         if candidate.value in names:

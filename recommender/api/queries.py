@@ -8,12 +8,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 
 from recommender.errors import InvalidInput
-from recommender.models import Container, Policy, Workload
+from recommender.models import Container, Workload
+from recommender.services.provisioning import mode_q, with_status
 
 MAX_PAGE_SIZE = 1000
 
@@ -86,19 +87,10 @@ def query_filters(serializer_class: type, request: Request) -> dict[str, Any]:
 
 def workload_queryset() -> QuerySet[Workload]:
     """Workloads with all their serializer reads, in a constant number of queries."""
-    has_recommendation = Exists(
-        Container.objects.filter(
-            workload=OuterRef("pk"), latest_recommendation__isnull=False
-        )
-    )
-    return (
-        Workload.objects.select_related("cluster", "policy")
-        .annotate(has_recommendation=has_recommendation)
-        .prefetch_related(
-            Prefetch(
-                "containers",
-                queryset=Container.objects.select_related("latest_recommendation"),
-            )
+    return Workload.objects.select_related("cluster", "policy").prefetch_related(
+        Prefetch(
+            "containers",
+            queryset=Container.objects.select_related("latest_recommendation"),
         )
     )
 
@@ -118,20 +110,12 @@ def filter_workloads(
     if "kind" in filters:
         queryset = queryset.filter(kind=filters["kind"])
     if "mode" in filters:
-        mode = filters["mode"]
-        # A workload without a policy row is Off, the default.
-        if mode == Policy.Mode.OFF:
-            queryset = queryset.filter(Q(policy__mode=mode) | Q(policy__isnull=True))
-        else:
-            queryset = queryset.filter(policy__mode=mode)
+        queryset = queryset.filter(mode_q(filters["mode"]))
+    if "is_active" in filters:
+        queryset = queryset.filter(is_active=filters["is_active"])
     if "status" in filters:
-        status = filters["status"]
-        if status == "inactive":
-            queryset = queryset.filter(is_active=False)
-        else:
-            queryset = queryset.filter(
-                is_active=True, has_recommendation=status == "recommended"
-            )
+        # The dashboard's statuses and rule (services.provisioning), in SQL.
+        queryset = with_status(queryset, filters["status"])
     if "search" in filters:
         term = filters["search"]
         queryset = queryset.filter(

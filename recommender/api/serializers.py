@@ -23,9 +23,16 @@ from recommender.models import (
     Workload,
 )
 from recommender.services.policies import mode_consequence
+from recommender.services.provisioning import (
+    Status,
+    container_status,
+    workload_status,
+)
 from recommender.services.recommendation_query import resource_list
 
-WORKLOAD_STATUSES = ("recommended", "no_recommendation", "inactive")
+# The dashboard's provisioning statuses (services.provisioning.Status): under, over,
+# within, no-data. Deleted workloads are ``is_active`` false, a separate field/filter.
+WORKLOAD_STATUSES = tuple(Status.LABELS)
 MAX_ID = 2**63 - 1
 
 
@@ -180,12 +187,12 @@ class WorkloadSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(serializers.ChoiceField(choices=WORKLOAD_STATUSES))
     def get_status(self, obj: Workload) -> str:
-        if not obj.is_active:
-            return "inactive"
-        has = getattr(obj, "has_recommendation", None)
-        if has is None:
-            has = any(c.latest_recommendation_id for c in obj.containers.all())
-        return "recommended" if has else "no_recommendation"
+        # Prefetched containers; init containers are left out, as in the dashboard.
+        return workload_status(
+            container_status(c)
+            for c in obj.containers.all()
+            if c.kind != Container.Kind.INIT
+        )
 
     @extend_schema_field(serializers.ChoiceField(choices=Policy.Mode.choices))
     def get_mode(self, obj: Workload) -> str:
@@ -427,6 +434,7 @@ class WorkloadFilterSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=Workload.Kind.choices, required=False)
     mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
     status = serializers.ChoiceField(choices=WORKLOAD_STATUSES, required=False)
+    is_active = serializers.BooleanField(required=False, default=None, allow_null=True)
     search = QueryTextField(required=False)
 
 

@@ -49,9 +49,12 @@ from recommender.services.provisioning import (
     annotate_workloads,
     container_savings,
     container_status,
+    mode_q,
     no_recommendation_reason,
     recommended_containers,
     shown_q,
+    with_status,
+    workload_status,
 )
 
 __all__ = [
@@ -76,9 +79,12 @@ __all__ = [
     "filter_choices",
     "fleet_overview",
     "list_workloads",
+    "mode_q",
     "no_recommendation_reason",
     "recommended_containers",
     "shown_q",
+    "with_status",
+    "workload_status",
 ]
 
 logger = logging.getLogger(__name__)
@@ -144,7 +150,7 @@ def list_workloads(
     if filters.kind:
         qs = qs.filter(kind=filters.kind)
     if filters.mode:
-        qs = qs.filter(policy__mode=filters.mode)
+        qs = qs.filter(mode_q(filters.mode))
     if filters.q:
         qs = qs.filter(name__icontains=filters.q)
     # Annotations cost a subquery per row: compute them for every row only when the

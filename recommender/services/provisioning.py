@@ -7,6 +7,7 @@ overview (``overview.py``) and the workload page (``workload_insight.py``) share
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     # Typing only (installed with django-stubs): the annotations' names on a queryset.
     from django_stubs_ext import WithAnnotations
 
-from recommender.models import Container, OomKill, Workload
+from recommender.models import Container, OomKill, Policy, Workload
 
 # 8760 h / 12: the month cloud price lists use.
 HOURS_PER_MONTH = 730.0
@@ -117,6 +118,15 @@ def container_status(container: Container) -> str:
     return Status.WITHIN
 
 
+def workload_status(container_statuses: Iterable[str]) -> str:
+    """A workload's status: the worst of its containers' (under, over, no data)."""
+    statuses = set(container_statuses)
+    return next(
+        (s for s in (Status.UNDER, Status.OVER, Status.NO_DATA) if s in statuses),
+        Status.WITHIN,
+    )
+
+
 def container_savings(
     container: Container, *, replicas: int | None, prices: Prices
 ) -> float:
@@ -147,7 +157,8 @@ def under_q(prefix: str = "") -> Q:
             Q(**{f"{prefix}{req}__isnull": True})
             | Q(**{f"{prefix}{req}__lt": F(f"{prefix}{low}")})
         )
-    return q
+    # Bounds without a target are no data, as container_status says (parity test).
+    return q & ~no_data_q(prefix)
 
 
 def over_q(prefix: str = "") -> Q:
@@ -158,7 +169,7 @@ def over_q(prefix: str = "") -> Q:
         ("request_memory_bytes", "latest_recommendation__upper_memory_bytes"),
     ):
         q |= Q(**{f"{prefix}{req}__gt": F(f"{prefix}{up}")})
-    return q
+    return q & ~no_data_q(prefix)
 
 
 def no_data_q(prefix: str = "") -> Q:
@@ -181,6 +192,14 @@ def shown_q(prefix: str = "") -> Q:
     return Q(**{f"{prefix}is_active": True, f"{prefix}cluster__is_enabled": True})
 
 
+def mode_q(mode: str, prefix: str = "") -> Q:
+    """Workloads in policy ``mode``; one without a policy row is Off (the default)."""
+    q = Q(**{f"{prefix}policy__mode": mode})
+    if mode == Policy.Mode.OFF:
+        q |= Q(**{f"{prefix}policy__isnull": True})
+    return q
+
+
 def recommended_containers() -> QuerySet[Container]:
     """Containers vpaweb recommends for (not init containers, as upstream)."""
     return Container.objects.exclude(kind=Container.Kind.INIT)
@@ -190,6 +209,34 @@ def _diff(request: str, target: str) -> Any:
     """request - target as a float expression; 0 where the target is missing."""
     req = Coalesce(F(request), Value(0))
     return Cast(req - Coalesce(F(target), req), FloatField())
+
+
+def _status_annotations() -> dict[str, Any]:
+    """The SQL twin of ``container_status`` + ``workload_status`` (a parity test in
+    tests/services/test_provisioning_parity.py holds them together)."""
+    prefix = "containers__"
+    regular = ~Q(containers__kind=Container.Kind.INIT)
+    return {
+        "under_count": Count("containers", filter=regular & under_q(prefix)),
+        "over_count": Count("containers", filter=regular & over_q(prefix)),
+        "no_data_count": Count("containers", filter=regular & no_data_q(prefix)),
+        "status": Case(
+            When(under_count__gt=0, then=Value(Status.UNDER)),
+            When(over_count__gt=0, then=Value(Status.OVER)),
+            When(no_data_count__gt=0, then=Value(Status.NO_DATA)),
+            default=Value(Status.WITHIN),
+        ),
+    }
+
+
+def with_status(workloads: QuerySet[Workload], status: str) -> QuerySet[Workload]:
+    """``workloads`` narrowed to one provisioning status, computed in SQL."""
+    matching = (
+        Workload.objects.annotate(**_status_annotations())
+        .filter(status=status)
+        .values("pk")
+    )
+    return workloads.filter(pk__in=matching)
 
 
 class WorkloadAnnotations(TypedDict):
@@ -235,15 +282,7 @@ def annotate_workloads(
         output_field=FloatField(),
     )
     return workloads.annotate(
-        under_count=Count("containers", filter=regular & under_q(prefix)),
-        over_count=Count("containers", filter=regular & over_q(prefix)),
-        no_data_count=Count("containers", filter=regular & no_data_q(prefix)),
-        status=Case(
-            When(under_count__gt=0, then=Value(Status.UNDER)),
-            When(over_count__gt=0, then=Value(Status.OVER)),
-            When(no_data_count__gt=0, then=Value(Status.NO_DATA)),
-            default=Value(Status.WITHIN),
-        ),
+        **_status_annotations(),
         savings=ExpressionWrapper(
             Coalesce(savings_per_pod, Value(0.0))
             * Cast(Coalesce(F("replicas"), Value(1)), FloatField()),

@@ -35,6 +35,7 @@ from recommender.services.insights import (
     container_status,
     no_recommendation_reason,
     recommended_containers,
+    workload_status,
 )
 from recommender.services.policies import parse_container_policies
 from recommender.services.refresh import close_quietly
@@ -233,11 +234,7 @@ def workload_insight(
                 is_policy_off=selected is not None and selected.mode == "Off",
             )
         )
-    statuses = {item.status for item in items}
-    status = next(
-        (s for s in (Status.UNDER, Status.OVER, Status.NO_DATA) if s in statuses),
-        Status.WITHIN,
-    )
+    status = workload_status(item.status for item in items)
     command, snippet, note = ready_to_use(workload, items)
     return WorkloadInsight(
         workload=workload,

@@ -416,11 +416,11 @@ def users(request: HttpRequest) -> HttpResponse:
     )
     rows = []
     for person in people:
-        names = {g.name for g in person.groups.all()}
-        role = next((r.value for r in reversed(ROLE_ORDER) if r.value in names), "")
+        role = role_of(person)
+        label = role.value if role is not None else ""
         if person.is_superuser:
-            role = "admin (superuser)"
-        rows.append({"user": person, "role": role})
+            label = "admin (superuser)"
+        rows.append({"user": person, "role": label})
     context = {
         "rows": rows,
         "roles": [r.value for r in ROLE_ORDER],

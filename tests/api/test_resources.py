@@ -36,7 +36,8 @@ def test_workload_shows_requests_limits_and_latest_recommendation(
         "Deployment",
         "web",
     )
-    assert data["mode"] == "Off" and data["status"] == "recommended"
+    # app is above its upper bound (over), sidecar has no recommendation: worst is over.
+    assert data["mode"] == "Off" and data["status"] == "over"
     app, sidecar = data["containers"]
     assert app["requests"] == {"cpu": "1", "memory": "1Gi"}
     assert app["limits"] == {"cpu": "2", "memory": "2Gi"}
@@ -95,9 +96,13 @@ def fleet(shop: Workload) -> dict[str, Workload]:
         ("kind=StatefulSet", {"db"}),
         ("mode=Initial", {"db"}),
         ("mode=Off", {"web", "old", "fresh"}),
-        ("status=recommended", {"web", "db"}),
-        ("status=no_recommendation", {"fresh"}),
-        ("status=inactive", {"old"}),
+        # The dashboard's statuses; deleted workloads are is_active=false.
+        ("status=over", {"web", "db"}),
+        ("status=no-data", {"old", "fresh"}),
+        ("status=no-data&is_active=true", {"fresh"}),
+        ("status=under", set()),
+        ("status=within", set()),
+        ("is_active=false", {"old"}),
         ("search=bat", {"old"}),
         ("search=DATA", {"db", "old"}),
         ("cluster=prod&namespace=shop", {"web"}),
@@ -113,7 +118,13 @@ def test_workload_filters(
 
 @pytest.mark.parametrize(
     ("query", "field"),
-    [("kind=Pod", "kind"), ("mode=Auto", "mode"), ("status=happy", "status")],
+    [
+        ("kind=Pod", "kind"),
+        ("mode=Auto", "mode"),
+        ("status=happy", "status"),
+        ("status=recommended", "status"),
+        ("is_active=maybe", "is_active"),
+    ],
 )
 def test_bad_filter_values_name_the_parameter(
     read_client: Client, shop: Workload, query: str, field: str

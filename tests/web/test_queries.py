@@ -122,3 +122,25 @@ def test_charts_fragment_has_bounded_queries(
         response = viewer_client.get(f"/workloads/{workload.pk}/charts")
 
     assert response.status_code == 200
+
+
+@pytest.mark.django_db
+def test_users_page_labels_roles_with_role_of_in_fixed_queries(admin_client_):
+    from recommender.roles import Role
+    from tests.factories import make_user
+
+    def page_queries() -> tuple[int, str]:
+        with CaptureQueriesContext(connection) as queries:
+            body = admin_client_.get("/users/").content.decode()
+        return len(queries), body
+
+    make_user("olga", Role.OPERATOR)
+    few, body = page_queries()
+    for i in range(5):
+        make_user(f"viewer{i}", Role.VIEWER)
+    many, body = page_queries()
+
+    assert few == many
+    assert body.count("<td>operator</td>") == 1
+    assert body.count("<td>viewer</td>") == 5
+    assert body.count("<td>admin</td>") == 1
