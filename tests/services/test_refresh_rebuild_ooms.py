@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from recommender.cluster.simulated import OOM_LOOKBACK_S, DAY_S
+from recommender.cluster.simulated import DAY_S, OOM_LOOKBACK_S
 from recommender.models import Checkpoint, Cluster, Container, OomKill, Policy
 from recommender.services.adapters import cluster_adapter_for
 from recommender.services.discovery import upsert_discovery
@@ -68,6 +68,9 @@ def test_a_profile_edit_keeps_the_oom_bump_of_stored_kills(db):
         OomKill.objects.filter(container__workload__cluster=steady).count()
     )
     assert engine_state(edited) == engine_state(steady)
-    assert len(engine_state(edited)) == Container.objects.filter(
-        workload__cluster=edited, latest_recommendation__isnull=False
-    ).count()
+    assert (
+        len(engine_state(edited))
+        == Container.objects.filter(
+            workload__cluster=edited, latest_recommendation__isnull=False
+        ).count()
+    )

@@ -48,9 +48,10 @@ def test_userinfo_in_the_url_is_still_sent_as_basic_auth(fake):
 def test_a_failing_server_is_named_without_the_password(fake, caplog, status):
     fake.default = raw(status, b"nope")
     caplog.set_level(logging.DEBUG)
-    with make_source(with_userinfo(fake.url)) as source, pytest.raises(
-        SourceUnavailable
-    ) as info:
+    with (
+        make_source(with_userinfo(fake.url)) as source,
+        pytest.raises(SourceUnavailable) as info,
+    ):
         fetch(source)
     host = fake.url.removeprefix("http://")
     assert f"Prometheus at http://{host}" in info.value.message
@@ -60,9 +61,10 @@ def test_a_failing_server_is_named_without_the_password(fake, caplog, status):
 
 def test_an_unreachable_server_is_named_without_the_password(caplog):
     caplog.set_level(logging.DEBUG)
-    with make_source(with_userinfo("http://127.0.0.1:9")) as source, pytest.raises(
-        SourceUnavailable
-    ) as info:
+    with (
+        make_source(with_userinfo("http://127.0.0.1:9")) as source,
+        pytest.raises(SourceUnavailable) as info,
+    ):
         fetch(source)
     assert "127.0.0.1:9 is unreachable" in info.value.message
     assert SECRET not in info.value.message
@@ -96,8 +98,9 @@ def test_the_failed_run_row_holds_no_password(fake, settings, caplog):
     caplog.set_level(logging.DEBUG)
     fake.default = raw(503, b"overloaded")
     cluster = Cluster.objects.create(name="sim-cred", kind=Cluster.Kind.SIMULATED)
-    with make_source(with_userinfo(fake.url)) as source, pytest.raises(
-        SourceUnavailable
+    with (
+        make_source(with_userinfo(fake.url)) as source,
+        pytest.raises(SourceUnavailable),
     ):
         backfill_cluster(
             cluster_id=cluster.pk,

@@ -24,9 +24,7 @@ def load_settings(monkeypatch, **env: str):
 
 
 @pytest.mark.parametrize("days", ["0", "0.0", "-1", "367"])
-def test_backfill_days_outside_what_backfill_accepts_fail_at_startup(
-    monkeypatch, days
-):
+def test_backfill_days_outside_what_backfill_accepts_fail_at_startup(monkeypatch, days):
     with pytest.raises(ImproperlyConfigured, match="PROMETHEUS_BACKFILL_DAYS"):
         load_settings(monkeypatch, PROMETHEUS_BACKFILL_DAYS=days)
 
