@@ -156,10 +156,22 @@ def workload_brief(workload: Workload) -> dict[str, Any]:
     }
 
 
+class HpaConflictSerializer(serializers.Serializer):
+    """An HPA scaling the workload on resources its policy also controls."""
+
+    name = serializers.CharField(help_text="The HorizontalPodAutoscaler's name.")
+    resources = serializers.ListField(
+        child=serializers.CharField(),
+        help_text='Resources ("cpu", "memory") the HPA scales on that the policy '
+        "controls.",
+    )
+
+
 class WorkloadSerializer(serializers.ModelSerializer):
     """A workload with its policy mode, status and containers."""
 
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    hpa_conflicts = HpaConflictSerializer(many=True, read_only=True)
     status = serializers.SerializerMethodField()
     mode = serializers.SerializerMethodField()
     profile = serializers.SerializerMethodField()
@@ -182,6 +194,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "profile",
             "first_seen_at",
             "last_seen_at",
+            "hpa_conflicts",
             "containers",
         ]
 
