@@ -3,13 +3,11 @@
 A caller sends a pod spec that need not exist, its namespace and its owner; vpaweb
 answers with recommended resources per container. A container of a workload vpaweb knows
 gets the latest recommendation, capped by the engine exactly as the admission webhook
-caps it (``cap_for_pod``: the policy's minAllowed/maxAllowed and, for RequestsOnly, the
+caps it (``cap_for_pod``: the namespace's LimitRanges as discovery last stored them, Pod
+then Container item, the policy's minAllowed/maxAllowed and, for RequestsOnly, the
 container's limit). A container vpaweb has no recommendation for gets the namespace's
 static coefficient (seed 004's first-deploy rule) or, when none is configured, nothing.
 ``rightsize.py`` builds on this.
-
-LimitRanges are not applied here: vpaweb does not store them yet (the webhook reads them
-live).
 """
 
 from __future__ import annotations
@@ -42,6 +40,7 @@ from recommender.models import (
     StaticCoefficient,
     Workload,
 )
+from recommender.services.limits import limit_ranges_for
 from recommender.services.policies import parse_container_policies
 
 logger = logging.getLogger(__name__)
@@ -325,8 +324,21 @@ def advise_pod(
             upper_bound=scale_resources(rec.upper_bound, multiplier).only(controlled),
             uncapped_target=rec.uncapped_target.only(controlled),
         )
+    # The namespace's LimitRanges as discovery stored them, applied as the admission
+    # webhook applies them (Pod item, then Container item, then the policy).
+    container_range = pod_range = None
+    if workload is not None:
+        container_range, pod_range = limit_ranges_for(
+            cluster_id=workload.cluster_id, namespace=workload.namespace
+        )
     capped = (
-        cap_for_pod(pending, [c.as_engine() for c in containers], policies=policies)
+        cap_for_pod(
+            pending,
+            [c.as_engine() for c in containers],
+            policies=policies,
+            container_limit_range=container_range,
+            pod_limit_range=pod_range,
+        )
         if pending
         else {}
     )
@@ -350,7 +362,9 @@ def advise_pod(
                 )
             )
             continue
-        if container.name in capped:
+        # Only containers with a recommendation: with a Pod LimitRange the engine also
+        # returns the others (their requests, for the pod sum); they stay as they are.
+        if container.name in pending and container.name in capped:
             result = capped[container.name]
             rec = latest[container.name]
             reason = (

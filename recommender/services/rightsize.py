@@ -2,7 +2,8 @@
 
 A CI/CD platform sends the manifests it is about to apply (YAML or JSON, multi-document,
 Lists); vpaweb returns them with each container's requests set from the latest
-recommendation, capped by the engine exactly as the admission webhook caps it, and
+recommendation, capped by the engine as the admission webhook caps it (the namespace's
+LimitRanges as discovery last stored them, then the container policy), and
 limits kept at the original limit:request ratio unless the container policy says
 RequestsOnly (upstream §4.3/§4.4). Workloads vpaweb does not know yet get the
 namespace's static coefficient (seed 004's first deploy), or are returned unchanged when

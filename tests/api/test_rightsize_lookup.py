@@ -168,3 +168,91 @@ def test_inactive_twin_in_another_cluster_does_not_make_the_key_ambiguous(
 
     assert data["documents"][0]["workload"]["cluster"] == "prod"
     assert requests_of(data, "app")["cpu"] == "587m"
+
+
+# Limits equal to requests: a LimitRange's Max bounds limits, and upstream turns it into
+# a bound on the request through the container's request:limit ratio (1 here).
+WITH_LIMITS = MANIFEST.replace(
+    'requests: {cpu: "1", memory: 1Gi}',
+    'requests: {cpu: "1", memory: 1Gi}\n          limits: {cpu: "1", memory: 1Gi}',
+).replace(
+    "requests: {cpu: 200m, memory: 128Mi}",
+    "requests: {cpu: 200m, memory: 128Mi}\n"
+    "          limits: {cpu: 200m, memory: 128Mi}",
+)
+
+
+def rightsize_with_limits(client: Client) -> dict[str, Any]:
+    response = client.post(
+        "/api/v1/rightsize", WITH_LIMITS, content_type="application/yaml"
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def _limit_range(workload, *, container_max=None, pod_max=None) -> None:
+    from recommender.engine.capping import LimitRangeItem
+    from recommender.engine.resources import Resources
+    from recommender.models import NamespaceLimitRange
+    from recommender.services.limits import item_to_dict
+
+    NamespaceLimitRange.objects.create(
+        cluster=workload.cluster,
+        namespace=workload.namespace,
+        container_item=item_to_dict(
+            LimitRangeItem(type="Container", max=Resources(*container_max))
+        )
+        if container_max
+        else None,
+        pod_item=item_to_dict(LimitRangeItem(type="Pod", max=Resources(*pod_max)))
+        if pod_max
+        else None,
+    )
+
+
+def test_namespace_limit_range_caps_the_recommendation_and_says_so(
+    read_client: Client,
+) -> None:
+    workload = known_api()
+    make_recommendation(workload.containers.get(name="app"), cpu_millicores=587)
+    _limit_range(workload, container_max=(300, None))
+
+    data = rightsize_with_limits(read_client)
+
+    assert requests_of(data, "app")["cpu"] == "300m"
+    assert (
+        "cpu capped to fit Max in container LimitRange"
+        in report_of(data, "app")["notes"]
+    )
+    query = {
+        "metadata": {"namespace": "shop"},
+        "spec": {
+            "owner": {"kind": "Deployment", "name": "api"},
+            "pod": yaml.safe_load(WITH_LIMITS)["spec"]["template"],
+        },
+    }
+    answer = read_client.post(
+        "/api/v1/recommendation-query", query, content_type="application/json"
+    ).json()
+    (app,) = answer["status"]["recommendation"]["containerRecommendations"]
+    assert app["target"]["cpu"] == "300m" and app["uncappedTarget"]["cpu"] == "587m"
+    caps = {c["containerName"]: c["caps"] for c in answer["status"]["containers"]}
+    assert caps["app"] == ["cpu capped to fit Max in container LimitRange"]
+
+
+def test_pod_limit_range_leaves_containers_without_recommendation_alone(
+    read_client: Client,
+) -> None:
+    workload = known_api()
+    make_recommendation(workload.containers.get(name="app"), cpu_millicores=587)
+    # Pod max 500m: app's 587m and proxy's 200m are shared in proportion; proxy, with
+    # no recommendation, keeps its request (upstream's webhook would scale it too).
+    _limit_range(workload, pod_max=(500, None))
+
+    data = rightsize_with_limits(read_client)
+
+    assert requests_of(data, "proxy") == {"cpu": "200m", "memory": "128Mi"}
+    assert report_of(data, "proxy")["changes"] == []
+    # The engine shares the Pod max in proportion (587 of 587 + 200): about 372m.
+    app_cpu = requests_of(data, "app")["cpu"]
+    assert app_cpu.endswith("m") and 360 <= int(app_cpu[:-1]) <= 380
