@@ -52,25 +52,32 @@ CONTAINER_POLICY_KEYS = (
 CONTAINER_MODES = ("Auto", "Off")
 POLICY_UPDATE_ACTION = "policy.update"
 
-# What each mode does to running pods, shown before an operator leaves Off.
+# What each mode does to running pods, shown before an operator leaves Off. This
+# version has no updater and no admission webhook: the other modes are stored and shown,
+# and nothing acts on them yet; the texts say so first, then what the mode will do.
+NOT_ACTED_ON_YET = (
+    "Stored and shown, but not acted on yet: this version of vpaweb has no admission "
+    "webhook or updater, so nothing in the cluster changes."
+)
 MODE_CONSEQUENCES: dict[str, str] = {
     Policy.Mode.OFF: (
         "Recommend only: vpaweb never writes to this workload, its pods or a VPA "
         "object."
     ),
     Policy.Mode.INITIAL: (
-        "New pods get the recommended requests when they are created; running pods are "
-        "left as they are until they restart for another reason."
+        f"{NOT_ACTED_ON_YET} Once the webhook exists, new pods will get the "
+        "recommended requests when they are created; running pods are left as they "
+        "are."
     ),
     Policy.Mode.RECREATE: (
-        "New pods get the recommended requests, and running pods whose requests are "
-        "far from the recommendation are evicted (within disruption budgets) so that "
-        "they are recreated with the new requests."
+        f"{NOT_ACTED_ON_YET} Once the updater and the webhook exist, running pods "
+        "whose requests are far from the recommendation will be evicted (within "
+        "disruption budgets) and recreated with the recommended requests."
     ),
     Policy.Mode.IN_PLACE_OR_RECREATE: (
-        "Running pods are resized in place where the cluster supports it, without a "
-        "restart; otherwise they are evicted and recreated, as in Recreate. New pods "
-        "get the recommended requests."
+        f"{NOT_ACTED_ON_YET} Once the updater and the webhook exist, running pods will "
+        "be resized in place where the cluster supports it, else evicted and "
+        "recreated as in Recreate."
     ),
 }
 
