@@ -211,28 +211,35 @@ def _diff(request: str, target: str) -> Any:
     return Cast(req - Coalesce(F(target), req), FloatField())
 
 
-def _status_annotations() -> dict[str, Any]:
-    """The SQL twin of ``container_status`` + ``workload_status`` (a parity test in
-    tests/services/test_provisioning_parity.py holds them together)."""
+def _status_expressions() -> tuple[Count, Count, Count, Case]:
+    """The SQL twin of ``container_status`` + ``workload_status``: annotate them as
+    ``under_count``, ``over_count``, ``no_data_count`` and ``status`` (a parity test in
+    tests/services/test_provisioning_parity.py holds the two forms together)."""
     prefix = "containers__"
     regular = ~Q(containers__kind=Container.Kind.INIT)
-    return {
-        "under_count": Count("containers", filter=regular & under_q(prefix)),
-        "over_count": Count("containers", filter=regular & over_q(prefix)),
-        "no_data_count": Count("containers", filter=regular & no_data_q(prefix)),
-        "status": Case(
+    return (
+        Count("containers", filter=regular & under_q(prefix)),
+        Count("containers", filter=regular & over_q(prefix)),
+        Count("containers", filter=regular & no_data_q(prefix)),
+        Case(
             When(under_count__gt=0, then=Value(Status.UNDER)),
             When(over_count__gt=0, then=Value(Status.OVER)),
             When(no_data_count__gt=0, then=Value(Status.NO_DATA)),
             default=Value(Status.WITHIN),
         ),
-    }
+    )
 
 
 def with_status(workloads: QuerySet[Workload], status: str) -> QuerySet[Workload]:
     """``workloads`` narrowed to one provisioning status, computed in SQL."""
+    under, over, no_data, status_case = _status_expressions()
     matching = (
-        Workload.objects.annotate(**_status_annotations())
+        Workload.objects.annotate(
+            under_count=under,
+            over_count=over,
+            no_data_count=no_data,
+            status=status_case,
+        )
         .filter(status=status)
         .values("pk")
     )
@@ -281,8 +288,12 @@ def annotate_workloads(
         filter=regular,
         output_field=FloatField(),
     )
+    under, over, no_data, status = _status_expressions()
     return workloads.annotate(
-        **_status_annotations(),
+        under_count=under,
+        over_count=over,
+        no_data_count=no_data,
+        status=status,
         savings=ExpressionWrapper(
             Coalesce(savings_per_pod, Value(0.0))
             * Cast(Coalesce(F("replicas"), Value(1)), FloatField()),

@@ -11,6 +11,7 @@ import json
 import logging
 import re
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -278,7 +279,7 @@ def _histogram_chart(view: Any) -> dict[str, Any]:
 
 
 def usage_distributions(
-    *, containers: list[Container], profile_name: str, now: datetime
+    *, containers: Sequence[Container], profile_name: str, now: datetime
 ) -> dict[str, dict[str, Any]]:
     """Decayed CPU (cores) and memory (bytes) histograms per container.
 

@@ -203,7 +203,9 @@ def test_every_mode_has_a_plain_consequence():
     assert "never writes" in mode_consequence("Off")
     # No updater or webhook yet: every other mode says it is not acted on.
     for mode in ("Initial", "Recreate", "InPlaceOrRecreate"):
-        assert mode_consequence(mode).startswith("Stored and shown, but not acted on yet")
+        assert mode_consequence(mode).startswith(
+            "Stored and shown, but not acted on yet"
+        )
 
 
 def test_profile_is_one_of_the_engines(workload, operator):

@@ -11,7 +11,9 @@ import pytest
 from recommender.models import Cluster
 from recommender.services import workload_insight
 from tests.factories import make_cluster, make_workload
-from tests.k8s_fake.plugin import api_server, kubeconfig  # noqa: F401 (fixtures)
+from tests.k8s_fake.plugin import api_server, kubeconfig
+
+__all__ = ["api_server", "kubeconfig"]  # fixtures, for pytest
 
 pytestmark = pytest.mark.django_db
 
@@ -52,7 +54,7 @@ def test_metrics_server_missing_is_a_chart_error_and_the_source_is_closed(
     api_server,
     kubeconfig,
     monkeypatch,
-    settings,  # noqa: F811
+    settings,
 ):
     settings.PROMETHEUS_URL = ""
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
