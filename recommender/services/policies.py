@@ -383,9 +383,12 @@ def update_policy(
             return policy
         for field in changed:
             setattr(policy, field, clean[field])
+        # An operator's edit makes the policy vpaweb's own: an imported VPA object no
+        # longer overwrites it, and the dashboard stops calling it imported.
+        policy.source = Policy.Source.VPAWEB
         policy.updated_at = now
         policy.updated_by = actor
-        policy.save(update_fields=[*changed, "updated_at", "updated_by"])
+        policy.save(update_fields=[*changed, "source", "updated_at", "updated_by"])
         after = policy_snapshot(policy)
         label = actor_label or actor_label_of(actor)
         message = f"{label} changed {', '.join(changed)} of {workload}"
