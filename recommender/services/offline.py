@@ -187,60 +187,82 @@ class _Registry:
         return aggregate, series
 
 
-def _read_events(usage_path: Path, oom_path: Path | None) -> tuple[_Events, _Registry]:
-    events = _Events([], [], [], [], [], [], [])
-    registry = _Registry()
+NAME_COLUMNS = ("namespace", "workload", "pod", "container")
 
-    def fail(path: Path, line: int, column: str, problem: str) -> InvalidInput:
+
+def _read_file(
+    path: Path, columns: tuple[str, ...], amounts: dict[str, str]
+) -> Iterator[tuple[dict[str, str], float, dict[str, float]]]:
+    """Yield (row, timestamp, amounts) per row; errors name file, line and column."""
+
+    def fail(line: int, column: str, problem: str) -> InvalidInput:
         return InvalidInput(
             f"{path}:{line}: column {column!r}: {problem}", field=column
         )
 
-    for line, row in _read_rows(usage_path, USAGE_COLUMNS):
+    for line, row in _read_rows(path, columns):
         try:
             timestamp_s = parse_timestamp(row["timestamp"] or "")
         except ValueError as exc:
-            raise fail(usage_path, line, "timestamp", str(exc)) from None
+            raise fail(line, "timestamp", str(exc)) from None
         values = {}
-        for column, unit in (("cpu_cores", "cores"), ("memory_bytes", "bytes")):
+        for column, unit in amounts.items():
             try:
                 values[column] = _parse_amount(row[column] or "", unit=unit)
             except ValueError as exc:
-                raise fail(usage_path, line, column, str(exc)) from None
-        for column in ("namespace", "workload", "pod", "container"):
+                raise fail(line, column, str(exc)) from None
+        for column in NAME_COLUMNS:
             if not (row[column] or "").strip():
-                raise fail(usage_path, line, column, "is empty")
+                raise fail(line, column, "is empty")
+        yield row, timestamp_s, values
+
+
+def _read_events(usage_path: Path, oom_path: Path | None) -> tuple[_Events, _Registry]:
+    events = _Events([], [], [], [], [], [], [])
+    registry = _Registry()
+
+    def append(
+        row: dict[str, str],
+        kind: int,
+        timestamp_s: float,
+        cpu_cores: float,
+        memory_bytes: float,
+        memory_request_bytes: float,
+    ) -> None:
         aggregate, series = registry.series_of(row)
-        events.kind.append(USAGE_EVENT)
+        events.kind.append(kind)
         events.timestamp_s.append(timestamp_s)
         events.aggregate.append(aggregate)
         events.series.append(series)
-        events.cpu_cores.append(values["cpu_cores"])
-        events.memory_bytes.append(values["memory_bytes"])
-        events.memory_request_bytes.append(math.nan)
+        events.cpu_cores.append(cpu_cores)
+        events.memory_bytes.append(memory_bytes)
+        events.memory_request_bytes.append(memory_request_bytes)
 
+    usage_amounts = {"cpu_cores": "cores", "memory_bytes": "bytes"}
+    for row, timestamp_s, values in _read_file(
+        usage_path, USAGE_COLUMNS, usage_amounts
+    ):
+        append(
+            row,
+            USAGE_EVENT,
+            timestamp_s,
+            values["cpu_cores"],
+            values["memory_bytes"],
+            math.nan,
+        )
     if oom_path is not None:
-        for line, row in _read_rows(oom_path, OOM_COLUMNS):
-            try:
-                timestamp_s = parse_timestamp(row["timestamp"] or "")
-            except ValueError as exc:
-                raise fail(oom_path, line, "timestamp", str(exc)) from None
-            try:
-                request = _parse_amount(row["memory_request_bytes"] or "", unit="bytes")
-            except ValueError as exc:
-                raise fail(oom_path, line, "memory_request_bytes", str(exc)) from None
-            for column in ("namespace", "workload", "pod", "container"):
-                if not (row[column] or "").strip():
-                    raise fail(oom_path, line, column, "is empty")
-            aggregate, series = registry.series_of(row)
-            events.kind.append(OOM_EVENT)
-            events.timestamp_s.append(timestamp_s)
-            events.aggregate.append(aggregate)
-            events.series.append(series)
-            events.cpu_cores.append(math.nan)
-            events.memory_bytes.append(math.nan)
+        oom_amounts = {"memory_request_bytes": "bytes"}
+        for row, timestamp_s, values in _read_file(oom_path, OOM_COLUMNS, oom_amounts):
+            request = values["memory_request_bytes"]
             # No request known means 0: upstream's minimum bump then dominates.
-            events.memory_request_bytes.append(0.0 if math.isnan(request) else request)
+            append(
+                row,
+                OOM_EVENT,
+                timestamp_s,
+                math.nan,
+                math.nan,
+                0.0 if math.isnan(request) else request,
+            )
     return events, registry
 
 
