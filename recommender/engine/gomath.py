@@ -172,7 +172,8 @@ def go_exp2_array(x: np.ndarray) -> np.ndarray:
     tt = r * r
     c = r - tt * (P1 + tt * (P2 + tt * (P3 + tt * (P4 + tt * P5))))
     y = 1 - ((lo - (r * c) / (2 - c)) - hi)
-    out = np.ldexp(y, k.astype(np.int64).clip(-2000, 2000))
+    with np.errstate(over="ignore"):  # overflow is Go's +Inf, set just below
+        out = np.ldexp(y, k.astype(np.int64).clip(-2000, 2000))
     out = np.where(x > EXP2_OVERFLOW, np.inf, out)
     out = np.where(x < EXP2_UNDERFLOW, 0.0, out)
     # Values that land below the normal range may differ from Go's Ldexp by its 2**-1075

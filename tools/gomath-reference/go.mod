@@ -1,0 +1,3 @@
+module vpaweb/tools/gomath-reference
+
+go 1.19
