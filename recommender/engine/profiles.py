@@ -107,8 +107,13 @@ def _validate(p: Profile) -> None:
             f"memory_estimator: must be one of {MEMORY_ESTIMATORS},"
             f" not {p.memory_estimator!r}"
         )
-    if not _is_number(p.margin_fraction) or not p.margin_fraction >= 0:
-        raise ValueError(f"margin_fraction: must be >= 0, not {p.margin_fraction!r}")
+    # Finite too: an infinite margin would make every recommendation the maximum.
+    if not _is_number(p.margin_fraction) or not (
+        p.margin_fraction >= 0 and math.isfinite(p.margin_fraction)
+    ):
+        raise ValueError(
+            f"margin_fraction: must be a finite number >= 0, not {p.margin_fraction!r}"
+        )
     for field in (
         "cpu_half_life_s",
         "memory_half_life_s",

@@ -16,6 +16,7 @@ updater's and the webhook's job.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import datetime
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from recommender.engine import get_profile
+from recommender.engine import Profile, get_profile
 from recommender.engine.capping import ContainerPolicy
 from recommender.engine.limits import CONTROLLED_VALUES
 from recommender.engine.quantity import (
@@ -39,7 +40,18 @@ from recommender.models import AuditEvent, Policy, Workload
 logger = logging.getLogger(__name__)
 
 # The keys of ``changes`` that update_policy accepts.
-CHANGEABLE_FIELDS = ("mode", "profile", "container_policies", "min_replicas")
+CHANGEABLE_FIELDS = (
+    "mode",
+    "profile",
+    "profile_overrides",
+    "container_policies",
+    "min_replicas",
+)
+# Profile fields an override may set: every knob, but not the name (the profile's
+# identity, stored in Policy.profile).
+OVERRIDABLE_FIELDS = tuple(
+    f.name for f in dataclasses.fields(Profile) if f.name != "name"
+)
 # Keys of one containerPolicies entry, as upstream spells them.
 CONTAINER_POLICY_KEYS = (
     "containerName",
@@ -99,6 +111,7 @@ def policy_snapshot(policy: Policy) -> dict[str, Any]:
     return {
         "mode": policy.mode,
         "profile": policy.profile,
+        "profile_overrides": policy.profile_overrides,
         "container_policies": policy.container_policies,
         "min_replicas": policy.min_replicas,
     }
@@ -297,8 +310,77 @@ def _validate_profile(value: object) -> str:
     return value
 
 
+def _engine_message(exc: Exception, name: str) -> str:
+    """The engine's ValueError text without its ``name: `` prefix (the key says it)."""
+    text = str(exc)
+    prefix = f"{name}: "
+    return text[len(prefix) :] if text.startswith(prefix) else text
+
+
+def validate_profile_overrides(raw: object, *, profile_name: str) -> dict[str, Any]:
+    """Check overrides of ``profile_name``'s fields with the engine; return those that
+    differ from the profile (so ``{}`` means the profile as is), or raise InvalidInput
+    keyed ``profile_overrides.<field>``."""
+    if not isinstance(raw, dict):
+        raise InvalidInput(
+            'profile_overrides must be an object such as {"cpu_target_percentile": '
+            "0.95}",
+            field="profile_overrides",
+        )
+    base = get_profile(profile_name)
+    errors: dict[str, list[str]] = {}
+    values: dict[str, Any] = {}
+    for name, value in raw.items():
+        field = f"profile_overrides.{name}"
+        if name not in OVERRIDABLE_FIELDS:
+            errors.setdefault(field, []).append(
+                "unknown profile field; fields that can be overridden are "
+                + ", ".join(OVERRIDABLE_FIELDS)
+            )
+            continue
+        # One field at a time, so every bad field is named, not just the first.
+        try:
+            base.with_overrides(**{name: value})
+        except (ValueError, TypeError) as exc:
+            errors.setdefault(field, []).append(_engine_message(exc, name))
+            continue
+        # JSON has one number type: store 1 as 1.0 where the engine's field is a float.
+        if isinstance(getattr(base, name), float) and isinstance(value, int):
+            value = float(value)
+        values[name] = value
+    if errors:
+        field, messages = next(iter(errors.items()))
+        raise InvalidInput(f"{field}: {messages[0]}", fields=errors)
+    # And all together, should the engine ever check fields against each other.
+    try:
+        base.with_overrides(**values)
+    except (ValueError, TypeError) as exc:
+        name = str(exc).split(":", 1)[0]
+        field = f"profile_overrides.{name}" if name in values else "profile_overrides"
+        raise InvalidInput(_engine_message(exc, name), field=field) from None
+    return {
+        name: values[name]
+        for name in OVERRIDABLE_FIELDS
+        if name in values and values[name] != getattr(base, name)
+    }
+
+
+def overridden_fields(profile: Profile) -> dict[str, dict[str, Any]]:
+    """``{field: {"profile": named profile's value, "override": value}}`` for each
+    field of ``profile`` that differs from the profile it is named after."""
+    try:
+        base = get_profile(profile.name)
+    except ValueError:
+        return {}
+    return {
+        name: {"profile": getattr(base, name), "override": getattr(profile, name)}
+        for name in OVERRIDABLE_FIELDS
+        if getattr(profile, name) != getattr(base, name)
+    }
+
+
 def _validate_changes(
-    changes: dict[str, Any], *, container_names: set[str]
+    changes: dict[str, Any], *, container_names: set[str], policy: Policy
 ) -> dict[str, Any]:
     """The validated, canonical ``changes``; InvalidInput names every bad field."""
     if not isinstance(changes, dict):
@@ -343,6 +425,24 @@ def _validate_changes(
         except InvalidInput as exc:
             for field, messages in exc.fields.items():
                 errors.setdefault(field, []).extend(messages)
+    # Overrides are checked against the profile they will apply to: the new one when
+    # the same call changes it. A profile change alone re-checks (and re-trims) the
+    # stored overrides, so they stay valid and keep only real differences.
+    if "profile_overrides" in changes or "profile" in clean:
+        is_stored = "profile_overrides" not in changes
+        raw = policy.profile_overrides if is_stored else changes["profile_overrides"]
+        try:
+            clean["profile_overrides"] = validate_profile_overrides(
+                raw, profile_name=clean.get("profile", policy.profile)
+            )
+        except InvalidInput as exc:
+            for field, messages in exc.fields.items():
+                errors.setdefault(field, []).extend(
+                    f"{m} (stored override: send profile_overrides to change it)"
+                    if is_stored
+                    else m
+                    for m in messages
+                )
     if errors:
         field, messages = next(iter(errors.items()))
         raise InvalidInput(f"{field}: {messages[0]}", fields=errors)
@@ -370,10 +470,13 @@ def update_policy(
         except Workload.DoesNotExist:
             raise NotFound(f"workload {workload_id} does not exist") from None
         container_names = set(workload.containers.values_list("name", flat=True))
-        clean = _validate_changes(changes, container_names=container_names)
         # The same row lock approvals.approve_change holds while it checks for Off: a
-        # switch to Off and an approval are serialised, never interleaved.
+        # switch to Off and an approval are serialised, never interleaved. A row
+        # created here is rolled back with everything else when the changes are bad.
         policy, _ = Policy.objects.select_for_update().get_or_create(workload=workload)
+        clean = _validate_changes(
+            changes, container_names=container_names, policy=policy
+        )
         before = policy_snapshot(policy)
         changed = [
             field for field, value in clean.items() if getattr(policy, field) != value
@@ -394,6 +497,13 @@ def update_policy(
         message = f"{label} changed {', '.join(changed)} of {workload}"
         if "mode" in changed:
             message += f"; mode {before['mode']} → {after['mode']}"
+        if "profile_overrides" in changed:
+            overrides = after["profile_overrides"]
+            message += "; profile overrides " + (
+                ", ".join(f"{k}={v}" for k, v in overrides.items())
+                if overrides
+                else "cleared"
+            )
         AuditEvent.objects.create(
             created_at=now,
             actor=actor,

@@ -55,6 +55,7 @@ from recommender.services import ingest
 from recommender.services.adapters import cluster_adapter_for, usage_source_for
 from recommender.services.discovery import BATCH, Discovery, upsert_discovery
 from recommender.services.ingest import STEP_S, Row, Window
+from recommender.services.policies import overridden_fields
 from recommender.sources.base import UsageGrid, UsageSource
 
 logger = logging.getLogger(__name__)
@@ -438,6 +439,9 @@ def _recommend(window: Window) -> None:
                 )
             ].append(row)
         for (_, controlled), rows in batches.items():
+            # The policy's overrides, kept with the explanation so the dashboard shows
+            # which fields differed from the named profile when this was computed.
+            overrides = overridden_fields(rows[0].profile)
             results = recommend(
                 group.aggregates,
                 rows=[r.index for r in rows],
@@ -458,6 +462,8 @@ def _recommend(window: Window) -> None:
                     }
                     for c in capped.caps
                 ]
+                if overrides:
+                    explanation["profile_overrides"] = overrides
                 row.recommendation = {
                     "target": capped.target,
                     "lower": capped.lower_bound,

@@ -20,7 +20,7 @@ import numpy as np
 import yaml
 from django.db.models import Prefetch
 
-from recommender.engine import AggregateSet, format_cpu, format_memory, get_profile
+from recommender.engine import AggregateSet, Profile, format_cpu, format_memory
 from recommender.engine.capping import controlled_values_for, select_container_policy
 from recommender.engine.limits import (
     ContainerResources,
@@ -29,6 +29,7 @@ from recommender.engine.limits import (
 from recommender.errors import NotFound, SourceUnavailable, VpawebError
 from recommender.models import Container, OomKill, Policy, Recommendation, Workload
 from recommender.services.adapters import usage_source_for
+from recommender.services.ingest import profile_or_default
 from recommender.services.insights import (
     Prices,
     Status,
@@ -279,17 +280,13 @@ def _histogram_chart(view: Any) -> dict[str, Any]:
 
 
 def usage_distributions(
-    *, containers: Sequence[Container], profile_name: str, now: datetime
+    *, containers: Sequence[Container], profile: Profile, now: datetime
 ) -> dict[str, dict[str, Any]]:
     """Decayed CPU (cores) and memory (bytes) histograms per container.
 
     A container without a checkpoint (or with a corrupt one) is left out, with the
     reason logged: the page says there is no distribution yet rather than failing.
     """
-    try:
-        profile = get_profile(profile_name)
-    except ValueError:
-        profile = get_profile("vpa")
     charts: dict[str, dict[str, Any]] = {}
     now_s = now.timestamp()
     for container in containers:
@@ -439,9 +436,10 @@ def workload_charts(*, workload_id: int, now: datetime) -> WorkloadCharts:
         )
         .order_by("position", "name")
     )
-    policy = getattr(workload, "policy", None)
+    # The profile the refresh decodes these checkpoints with, overrides included (a
+    # half-life override changes how the stored weights decay).
     distributions = usage_distributions(
-        containers=containers, profile_name=policy.profile if policy else "vpa", now=now
+        containers=containers, profile=profile_or_default(workload), now=now
     )
     usage: dict[str, Any] = {}
     usage_error = ""
