@@ -12,6 +12,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from recommender.api.fields import QueryTextField, StrictCharField, StrictIntegerField
+from recommender.engine.profiles import MEMORY_ESTIMATORS
 from recommender.engine.resources import Resources
 from recommender.models import (
     Cluster,
@@ -291,10 +292,76 @@ class ContainerPolicyEntrySerializer(serializers.Serializer):
     )
 
 
+def _percentile(text: str) -> serializers.FloatField:
+    return serializers.FloatField(
+        required=False, min_value=0.0, max_value=1.0, help_text=text
+    )
+
+
+def _seconds(text: str) -> serializers.FloatField:
+    return serializers.FloatField(required=False, help_text=f"{text}; seconds, > 0")
+
+
+class ProfileOverridesSerializer(serializers.Serializer):
+    """Fields of the profile set differently for one workload; absent fields keep the
+    profile's value."""
+
+    # The schema's description only: services.policies.validate_profile_overrides
+    # checks the values (with the engine), through ProfileOverridesField.
+
+    cpu_target_percentile = _percentile("CPU target percentile (vpa profile: 0.9)")
+    cpu_lower_percentile = _percentile("CPU lower-bound percentile (vpa: 0.5)")
+    cpu_upper_percentile = _percentile("CPU upper-bound percentile (vpa: 0.95)")
+    memory_target_percentile = _percentile("memory target percentile (vpa: 0.9)")
+    memory_lower_percentile = _percentile("memory lower-bound percentile (vpa: 0.5)")
+    memory_upper_percentile = _percentile("memory upper-bound percentile (vpa: 0.95)")
+    memory_estimator = serializers.ChoiceField(
+        choices=list(MEMORY_ESTIMATORS),
+        required=False,
+        help_text="`percentile` (vpa) or `peak`: the highest stored daily peak",
+    )
+    margin_fraction = serializers.FloatField(
+        required=False,
+        min_value=0.0,
+        help_text="safety margin added to every value read (vpa: 0.15 = +15%)",
+    )
+    cpu_half_life_s = _seconds("CPU histogram decay half-life (vpa: 86400)")
+    memory_half_life_s = _seconds("memory histogram decay half-life (vpa: 86400)")
+    memory_window_s = _seconds("memory peak aggregation interval (vpa: 86400)")
+    memory_window_count = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        help_text="memory aggregation intervals kept (vpa: 8)",
+    )
+    confidence_interval_cpu_s = _seconds("CPU confidence interval (vpa: 86400)")
+    confidence_interval_memory_s = _seconds("memory confidence interval (vpa: 86400)")
+    pod_min_cpu_millicores = serializers.IntegerField(
+        required=False, min_value=0, help_text="pod minimum CPU (vpa: 25)"
+    )
+    pod_min_memory_bytes = serializers.IntegerField(
+        required=False, min_value=0, help_text="pod minimum memory (vpa: 262144000)"
+    )
+    oom_bump_ratio = serializers.FloatField(
+        required=False, min_value=1.0, help_text="OOM kill memory bump (vpa: 1.2)"
+    )
+    oom_min_bump_bytes = serializers.IntegerField(
+        required=False, min_value=0, help_text="smallest OOM bump (vpa: 104857600)"
+    )
+
+
+@extend_schema_field(ProfileOverridesSerializer)
+class ProfileOverridesField(serializers.JSONField):
+    """``profile_overrides``: any JSON through the parser, checked by the service (so
+    an unknown or bad field is a 400 naming ``profile_overrides.<field>``)."""
+
+
 class PolicySerializer(serializers.ModelSerializer):
     """A workload's policy. Changing it writes nothing to the cluster by itself."""
 
     mode_consequence = serializers.SerializerMethodField()
+    profile_overrides = ProfileOverridesField(
+        help_text="fields that differ from the profile; {} means the profile as is"
+    )
     container_policies = ContainerPolicyEntrySerializer(many=True)
     updated_by = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
@@ -323,6 +390,14 @@ class PolicyUpdateSerializer(serializers.Serializer):
 
     mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
     profile = serializers.CharField(required=False, max_length=64)
+    profile_overrides = ProfileOverridesField(
+        required=False,
+        help_text=(
+            "fields of the profile set differently for this workload, checked against "
+            "the profile (the new one when `profile` changes in the same request); "
+            "fields equal to the profile's are not stored; `{}` removes every override"
+        ),
+    )
     container_policies = ContainerPolicyEntrySerializer(many=True, required=False)
     min_replicas = serializers.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=2**31 - 1

@@ -290,7 +290,17 @@ class WorkloadPolicyView(WorkloadLookupMixin, APIView):
                     ],
                 },
                 request_only=True,
-            )
+            ),
+            OpenApiExample(
+                "target CPU p95 and memory p99 for this workload only",
+                value={
+                    "profile_overrides": {
+                        "cpu_target_percentile": 0.95,
+                        "memory_target_percentile": 0.99,
+                    }
+                },
+                request_only=True,
+            ),
         ],
     )
     def patch(self, request: Request, **kwargs: Any) -> Response:

@@ -99,6 +99,37 @@ def test_policy_update_by_natural_key(write_client: Client, shop: Workload) -> N
         ({"min_replicas": 0}, "min_replicas"),
         ({"profile": "no-such-profile"}, "profile"),
         ({"owner": "me"}, "owner"),
+        ({"profile_overrides": None}, "profile_overrides"),
+        ({"profile_overrides": [0.95]}, "profile_overrides"),
+        ({"profile_overrides": {"cpu_p95": 1}}, "profile_overrides.cpu_p95"),
+        (
+            {"profile_overrides": {"cpu_target_percentile": 1.5}},
+            "profile_overrides.cpu_target_percentile",
+        ),
+        (
+            {"profile_overrides": {"memory_target_percentile": "p99"}},
+            "profile_overrides.memory_target_percentile",
+        ),
+        (
+            {"profile_overrides": {"margin_fraction": -1}},
+            "profile_overrides.margin_fraction",
+        ),
+        (
+            {"profile_overrides": {"memory_estimator": "mean"}},
+            "profile_overrides.memory_estimator",
+        ),
+        (
+            {"profile_overrides": {"memory_half_life_s": 0}},
+            "profile_overrides.memory_half_life_s",
+        ),
+        (
+            # A good profile with a bad override: neither is stored.
+            {
+                "profile": "peak-memory",
+                "profile_overrides": {"memory_window_count": 0},
+            },
+            "profile_overrides.memory_window_count",
+        ),
     ],
 )
 def test_bad_policy_input_names_the_field_and_changes_nothing(
@@ -110,11 +141,64 @@ def test_bad_policy_input_names_the_field_and_changes_nothing(
     assert error["code"] == "invalid"
     assert field in error["fields"], error
     policy = Policy.objects.get(workload=shop)
-    assert (policy.mode, policy.container_policies, policy.min_replicas) == (
-        "Off",
-        [],
-        None,
+    assert (
+        policy.mode,
+        policy.profile,
+        policy.profile_overrides,
+        policy.container_policies,
+        policy.min_replicas,
+    ) == ("Off", "vpa", {}, [], None)
+    assert not AuditEvent.objects.filter(action="policy.update").exists()
+
+
+def test_profile_overrides_are_stored_trimmed_and_audited(
+    write_client: Client, shop: Workload
+) -> None:
+    response = _patch(
+        write_client,
+        shop,
+        {
+            "profile_overrides": {
+                "cpu_target_percentile": 0.95,
+                "memory_target_percentile": 0.99,
+                "cpu_lower_percentile": 0.5,  # the vpa profile's own value
+            }
+        },
     )
+
+    assert response.status_code == 200, response.content
+    expected = {"cpu_target_percentile": 0.95, "memory_target_percentile": 0.99}
+    assert response.json()["profile_overrides"] == expected
+    assert read_overrides(write_client, shop) == expected
+    event = AuditEvent.objects.get(action="policy.update")
+    assert event.actor_label == "token:ci-write"
+    assert (event.before, event.after) == (
+        {"profile_overrides": {}},
+        {"profile_overrides": expected},
+    )
+
+    # Switching to the profile that has both values leaves no difference to store.
+    response = _patch(write_client, shop, {"profile": "p95-cpu-p99-memory"})
+    assert response.status_code == 200
+    assert response.json()["profile_overrides"] == {}
+
+
+def read_overrides(client: Client, workload: Workload) -> Any:
+    response = client.get(f"/api/v1/workloads/{workload.pk}/policy")
+    assert response.status_code == 200
+    return response.json()["profile_overrides"]
+
+
+def test_a_read_token_cannot_set_profile_overrides(
+    read_client: Client, shop: Workload
+) -> None:
+    response = _patch(
+        read_client, shop, {"profile_overrides": {"cpu_target_percentile": 0.95}}
+    )
+
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "permission_denied"
+    assert read_overrides(read_client, shop) == {}
     assert not AuditEvent.objects.filter(action="policy.update").exists()
 
 
