@@ -379,6 +379,20 @@ def overridden_fields(profile: Profile) -> dict[str, dict[str, Any]]:
     }
 
 
+def effective_overrides(policy: Policy | None) -> dict[str, dict[str, Any]]:
+    """The policy's overrides as :func:`overridden_fields` gives them, i.e. what the
+    next refresh applies; ``{}`` without a policy or with unusable stored values."""
+    if policy is None:
+        return {}
+    try:
+        profile = get_profile(policy.profile).with_overrides(
+            **(policy.profile_overrides or {})
+        )
+    except (ValueError, TypeError):
+        return {}  # the refresh falls back to upstream's profile too
+    return overridden_fields(profile)
+
+
 def _validate_changes(
     changes: dict[str, Any], *, container_names: set[str], policy: Policy
 ) -> dict[str, Any]:

@@ -13,9 +13,11 @@ from typing import Any
 from django import forms
 from django.contrib.auth import get_user_model
 
-from recommender.engine import PROFILES
+from recommender.engine import DEFAULT_PROFILE, PROFILES, get_profile
+from recommender.engine.profiles import MEMORY_ESTIMATORS
 from recommender.models import ApiToken, Policy, Workload
 from recommender.roles import ROLE_ORDER
+from recommender.web.presenters import OVERRIDE_LABELS
 
 CONTROLLED_VALUES_CHOICES = [
     ("", "default (RequestsAndLimits)"),
@@ -35,6 +37,19 @@ _FIELD_OF_PATH = {
     "": "mode",
 }
 _PATH = re.compile(r"^container_policies\[(\d+)\]\.?(.*)$")
+# The profile fields operators tune most, editable in the dashboard (the API takes
+# every field; overrides of the others are kept as they are when the form is saved).
+OVERRIDE_FIELDS = (
+    "cpu_target_percentile",
+    "cpu_lower_percentile",
+    "cpu_upper_percentile",
+    "memory_target_percentile",
+    "memory_lower_percentile",
+    "memory_upper_percentile",
+    "margin_fraction",
+    "memory_estimator",
+)
+OVERRIDE_PREFIX = "ov-"
 
 
 def profile_choices() -> list[tuple[str, str]]:
@@ -80,9 +95,37 @@ class PolicyForm(forms.Form):
                     f"cp{index}-controlled_values": entry.get("controlledValues", ""),
                 }
             )
+        # Overrides are pre-filled with the effective values; a field left at the
+        # profile's value (or emptied) is no override, so it follows the profile.
+        try:
+            self.base_profile = get_profile(policy.profile)
+        except ValueError:  # a name no engine profile has: the service names it
+            self.base_profile = get_profile(DEFAULT_PROFILE)
+        stored_overrides = policy.profile_overrides or {}
+        for name in OVERRIDE_FIELDS:
+            initial[f"{OVERRIDE_PREFIX}{name}"] = stored_overrides.get(
+                name, getattr(self.base_profile, name)
+            )
         kwargs.setdefault("initial", initial)
         super().__init__(*args, **kwargs)
         self.fields["profile"].choices = profile_choices()
+        for name in OVERRIDE_FIELDS:
+            default = getattr(self.base_profile, name)
+            field: forms.Field
+            if name == "memory_estimator":
+                field = forms.ChoiceField(
+                    choices=[(e, e) for e in MEMORY_ESTIMATORS], required=False
+                )
+            else:
+                field = forms.FloatField(
+                    required=False,
+                    widget=forms.NumberInput(
+                        attrs={"step": "any", "placeholder": f"{default:g}"}
+                    ),
+                )
+            field.label = OVERRIDE_LABELS[name]
+            field.help_text = f"profile {self.base_profile.name}: {default}"
+            self.fields[f"{OVERRIDE_PREFIX}{name}"] = field
         for index, _name in enumerate(self.container_names):
             quantity = {"required": False, "max_length": 40}
             self.fields[f"cp{index}-mode"] = forms.ChoiceField(
@@ -126,6 +169,35 @@ class PolicyForm(forms.Form):
                 }
             )
         return rows
+
+    def override_fields(self) -> list[forms.BoundField]:
+        """The profile override inputs, for the template."""
+        return [self[f"{OVERRIDE_PREFIX}{name}"] for name in OVERRIDE_FIELDS]
+
+    def has_overrides(self) -> bool:
+        """True when the policy overrides any profile field (the section opens)."""
+        return bool(self.policy.profile_overrides) or any(
+            field.errors for field in self.override_fields()
+        )
+
+    def other_overrides(self) -> dict[str, Any]:
+        """Stored overrides of fields the form does not show (kept on save)."""
+        return {
+            name: value
+            for name, value in (self.policy.profile_overrides or {}).items()
+            if name not in OVERRIDE_FIELDS
+        }
+
+    def profile_overrides(self) -> dict[str, Any]:
+        """The overrides to store: form fields that differ from the profile the form
+        showed, plus stored overrides of fields the form does not show."""
+        data = self.cleaned_data
+        overrides = self.other_overrides()
+        for name in OVERRIDE_FIELDS:
+            value = data.get(f"{OVERRIDE_PREFIX}{name}")
+            if value not in (None, "") and value != getattr(self.base_profile, name):
+                overrides[name] = value
+        return overrides
 
     def changes(self) -> dict[str, Any]:
         """The cleaned form as update_policy ``changes`` (default rows left out)."""
@@ -171,6 +243,7 @@ class PolicyForm(forms.Form):
             "profile": data["profile"],
             "min_replicas": data.get("min_replicas"),
             "container_policies": entries,
+            "profile_overrides": self.profile_overrides(),
         }
 
     def add_service_errors(self, fields: dict[str, list[str]]) -> None:
@@ -189,6 +262,12 @@ class PolicyForm(forms.Form):
                 ):
                     key = _FIELD_OF_PATH.get(rest, "mode")
                 target = f"cp{row}-{key}"
+            elif path.startswith("profile_overrides."):
+                name = path.removeprefix("profile_overrides.")
+                target = f"{OVERRIDE_PREFIX}{name}"
+                if target not in self.fields:
+                    # An override the form does not show (set through the API).
+                    target, messages = None, [f"{path}: {m}" for m in messages]
             else:
                 target = path if path in self.fields else None
             for message in messages:

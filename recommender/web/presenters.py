@@ -31,6 +31,7 @@ _KNOWN = {
     "reason",
     "notes",
     "caps",
+    "profile_overrides",
 }
 _BOUND_NAMES = (
     ("target", "Target"),
@@ -131,6 +132,78 @@ def _caps(caps: Any) -> str:
     return "; ".join(lines) if lines else "none: the policy did not change any value"
 
 
+# Profile fields (engine Profile) as the dashboard names them.
+OVERRIDE_LABELS = {
+    "cpu_target_percentile": "CPU target percentile",
+    "cpu_lower_percentile": "CPU lower-bound percentile",
+    "cpu_upper_percentile": "CPU upper-bound percentile",
+    "memory_target_percentile": "Memory target percentile",
+    "memory_lower_percentile": "Memory lower-bound percentile",
+    "memory_upper_percentile": "Memory upper-bound percentile",
+    "memory_estimator": "Memory estimator",
+    "margin_fraction": "Safety margin",
+    "cpu_half_life_s": "CPU half-life",
+    "memory_half_life_s": "Memory half-life",
+    "memory_window_s": "Memory peak window",
+    "memory_window_count": "Memory peak windows kept",
+    "confidence_interval_cpu_s": "CPU confidence interval",
+    "confidence_interval_memory_s": "Memory confidence interval",
+    "pod_min_cpu_millicores": "Pod minimum CPU",
+    "pod_min_memory_bytes": "Pod minimum memory",
+    "oom_bump_ratio": "OOM bump ratio",
+    "oom_min_bump_bytes": "Smallest OOM bump",
+}
+
+
+def _override_value(name: str, value: Any) -> str:
+    """One profile field's value as people read it: p95, +10%, 12 hours, 256Mi."""
+    number = _number(value)
+    if number is None:
+        return _value(value)
+    if name.endswith("_percentile"):
+        return f"p{number * 100:g}"
+    if name == "margin_fraction":
+        return f"+{number * 100:g}%"
+    if name.endswith("_s"):
+        return _span(number).replace("1 days", "1 day")
+    if name.endswith("_bytes"):
+        return _amount("memory", number)
+    if name.endswith("_millicores"):
+        return _amount("cpu", number)
+    return _value(value)
+
+
+def describe_overrides(overrides: Any) -> list[str]:
+    """``{field: {"profile": a, "override": b}}`` (services.policies.overridden_fields)
+    as "CPU target percentile p90 → p95" lines, in the given order."""
+    lines = []
+    for name, change in overrides.items() if isinstance(overrides, dict) else []:
+        label = OVERRIDE_LABELS.get(str(name), str(name))
+        if isinstance(change, dict):
+            before = _override_value(str(name), change.get("profile"))
+            after = _override_value(str(name), change.get("override"))
+            lines.append(f"{label} {before} → {after}")
+        else:
+            lines.append(f"{label}: {_value(change)}")
+    return lines
+
+
+def is_profile_stale(
+    recommendation: Any, *, profile_name: str, overrides: dict[str, Any]
+) -> bool:
+    """True when ``recommendation`` was computed with another profile or other
+    overrides than the policy's now: rows are stored only when a value moves."""
+    if recommendation is None:
+        return False
+    explanation = recommendation.explanation or {}
+    stored = (
+        explanation.get("profile_overrides", {})
+        if isinstance(explanation, dict)
+        else {}
+    )
+    return bool(recommendation.profile != profile_name or stored != overrides)
+
+
 def _value(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
@@ -204,6 +277,9 @@ def describe_explanation(explanation: dict[str, Any] | None) -> list[tuple[str, 
         )
     if explanation.get("profile"):
         lines.append(("Profile", str(explanation["profile"])))
+    overridden = describe_overrides(explanation.get("profile_overrides"))
+    if overridden:
+        lines.append(("Profile overrides", "; ".join(overridden)))
     if "caps" in explanation:
         lines.append(("Policy caps applied", _caps(explanation["caps"])))
     notes = explanation.get("notes")

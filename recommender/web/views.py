@@ -22,6 +22,7 @@ from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from recommender.engine import DEFAULT_PROFILE
 from recommender.errors import Conflict, InvalidInput, NotFound
 from recommender.models import (
     ApiToken,
@@ -48,7 +49,11 @@ from recommender.web.access import (
     token_scopes_for,
 )
 from recommender.web.forms import NewUserForm, PolicyForm, RoleForm, TokenForm
-from recommender.web.presenters import describe_explanation
+from recommender.web.presenters import (
+    describe_explanation,
+    describe_overrides,
+    is_profile_stale,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -158,10 +163,21 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
         )
     except NotFound as exc:
         return _not_found(exc)
+    overrides = policies.effective_overrides(data.policy)
+    profile_name = data.policy.profile if data.policy is not None else DEFAULT_PROFILE
     context = {
         "insight": data,
+        "policy_overrides": describe_overrides(overrides),
         "containers": [
-            {"item": item, "why": describe_explanation(item.explanation)}
+            {
+                "item": item,
+                "why": describe_explanation(item.explanation),
+                "is_profile_stale": is_profile_stale(
+                    item.recommendation,
+                    profile_name=profile_name,
+                    overrides=overrides,
+                ),
+            }
             for item in data.containers
         ],
         "chart_containers": [item.container.name for item in data.containers],

@@ -106,3 +106,26 @@ def test_explanation_and_table_cells_use_the_same_humanizers():
         humanize_cpu(587.9),
         humanize_memory(300 * 2**20),
     )
+
+
+def test_overrides_read_as_profile_value_to_override():
+    from recommender.web.presenters import describe_overrides
+
+    assert describe_overrides(
+        {
+            "memory_target_percentile": {"profile": 0.9, "override": 0.99},
+            "margin_fraction": {"profile": 0.15, "override": 0.05},
+            "cpu_half_life_s": {"profile": 86400.0, "override": 43200.0},
+            "pod_min_memory_bytes": {"profile": 262144000, "override": 2**27},
+            "memory_estimator": {"profile": "percentile", "override": "peak"},
+            "a_future_field": {"profile": 1, "override": 2},
+        }
+    ) == [
+        "Memory target percentile p90 → p99",
+        "Safety margin +15% → +5%",
+        "CPU half-life 1 day → 12 hours",
+        "Pod minimum memory 250 MiB → 128 MiB",
+        "Memory estimator percentile → peak",
+        "a_future_field 1 → 2",
+    ]
+    assert describe_overrides(None) == describe_overrides("junk") == []

@@ -105,6 +105,33 @@ def test_workload_page_has_bounded_queries(
     assert response.status_code == 200
 
 
+def test_workload_page_with_overrides_and_the_editor_has_bounded_queries(
+    operator_client, db, django_assert_max_num_queries
+):
+    """An operator sees the policy editor; overrides add no query per container."""
+
+    def page(containers: int) -> int:
+        workload = make_workload(
+            make_cluster(f"ov{containers}"),
+            "many",
+            containers={
+                f"c{i}": {"request_cpu_millicores": 100} for i in range(containers)
+            },
+        )
+        Policy.objects.filter(workload=workload).update(
+            profile_overrides={"cpu_target_percentile": 0.95, "cpu_half_life_s": 3600.0}
+        )
+        for container in workload.containers.all():
+            make_recommendation(container, cpu_millicores=100)
+        with django_assert_max_num_queries(12):
+            body = operator_client.get(f"/workloads/{workload.pk}/").content.decode()
+        assert "CPU target percentile p90 → p95" in body
+        assert 'name="ov-cpu_target_percentile" value="0.95"' in body
+        return _count(operator_client, f"/workloads/{workload.pk}/")
+
+    assert page(1) == page(6)
+
+
 def test_charts_fragment_has_bounded_queries(
     viewer_client, db, django_assert_max_num_queries
 ):
