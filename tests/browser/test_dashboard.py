@@ -347,3 +347,35 @@ def test_operator_creates_uses_and_revokes_a_token(page, live_server):
         ).count()
         == 2
     )
+
+
+def test_operator_overrides_a_percentile_for_one_workload(page):
+    make_user("olga", Role.OPERATOR)
+    workload, _, _ = _seed(timezone.now())
+
+    _log_in(page, "olga")
+    page.goto(f"/workloads/{workload.pk}/")
+    page.wait_for_selector("body[data-charts-ready=true]")
+    assert page.get_by_test_id("profile-overrides").count() == 0
+    editor = page.get_by_test_id("profile-overrides-editor")
+    editor.locator("summary").click()
+    target = editor.locator("input[name=ov-cpu_target_percentile]")
+    assert target.input_value() == "0.9"
+    # Out of range first: the engine's message next to the field, nothing stored.
+    target.fill("1.5")
+    page.locator("#policy-form button:text('Save policy')").click()
+    page.get_by_test_id("profile-overrides-editor").locator(".errorlist").get_by_text(
+        "must be a number in [0, 1]"
+    ).wait_for()
+    assert Policy.objects.get(workload=workload).profile_overrides == {}
+    page.locator("input[name=ov-cpu_target_percentile]").fill("0.95")
+    page.locator("#policy-form button:text('Save policy')").click()
+    page.get_by_test_id("policy-saved").wait_for()
+    assert Policy.objects.get(workload=workload).profile_overrides == {
+        "cpu_target_percentile": 0.95
+    }
+    screenshot(page, "11-profile-override-saved")
+
+    page.reload()
+    panel = page.get_by_test_id("profile-overrides")
+    assert "CPU target percentile p90 → p95" in panel.inner_text()
