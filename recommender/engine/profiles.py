@@ -143,6 +143,22 @@ def _validate(p: Profile) -> None:
         p.oom_bump_ratio >= 1.0 and math.isfinite(p.oom_bump_ratio)
     ):
         raise ValueError(f"oom_bump_ratio: must be >= 1, not {p.oom_bump_ratio!r}")
+    # A band that does not contain its target is no band: lower <= target <= upper.
+    for resource in ("cpu", "memory"):
+        lower, target, upper = (
+            getattr(p, f"{resource}_{bound}_percentile")
+            for bound in ("lower", "target", "upper")
+        )
+        if lower > target:
+            raise ValueError(
+                f"{resource}_lower_percentile: must be at most"
+                f" {resource}_target_percentile ({target}), not {lower!r}"
+            )
+        if upper < target:
+            raise ValueError(
+                f"{resource}_upper_percentile: must be at least"
+                f" {resource}_target_percentile ({target}), not {upper!r}"
+            )
 
 
 def _is_number(value: object) -> bool:
@@ -156,11 +172,13 @@ def _is_number(value: object) -> bool:
 PROFILES: Mapping[str, Profile] = MappingProxyType(
     {
         "vpa": Profile(name="vpa"),
-        # vivo's platform choice: CPU p95 and memory p99 targets, the rest upstream.
+        # vivo's platform choice: CPU p95 and memory p99 targets, the rest upstream but
+        # the memory upper bound, raised to p99 so that the band holds the target.
         "p95-cpu-p99-memory": Profile(
             name="p95-cpu-p99-memory",
             cpu_target_percentile=0.95,
             memory_target_percentile=0.99,
+            memory_upper_percentile=0.99,
         ),
         # Memory sized to the highest stored daily peak plus the margin; CPU p95.
         "peak-memory": Profile(

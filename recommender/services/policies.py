@@ -338,12 +338,15 @@ def validate_profile_overrides(raw: object, *, profile_name: str) -> dict[str, A
                 + ", ".join(OVERRIDABLE_FIELDS)
             )
             continue
-        # One field at a time, so every bad field is named, not just the first.
+        # One field at a time, so every bad field is named, not just the first. An error
+        # about another field (lower <= target <= upper) is a clash between fields,
+        # judged below with all of them together.
         try:
             base.with_overrides(**{name: value})
         except (ValueError, TypeError) as exc:
-            errors.setdefault(field, []).append(_engine_message(exc, name))
-            continue
+            if str(exc).split(":", 1)[0] in (name, str(exc)):
+                errors.setdefault(field, []).append(_engine_message(exc, name))
+                continue
         # JSON has one number type: store 1 as 1.0 where the engine's field is a float.
         if isinstance(getattr(base, name), float) and isinstance(value, int):
             value = float(value)
@@ -351,13 +354,17 @@ def validate_profile_overrides(raw: object, *, profile_name: str) -> dict[str, A
     if errors:
         field, messages = next(iter(errors.items()))
         raise InvalidInput(f"{field}: {messages[0]}", fields=errors)
-    # And all together, should the engine ever check fields against each other.
+    # And all together: the engine checks that each band holds its target.
     try:
         base.with_overrides(**values)
     except (ValueError, TypeError) as exc:
         name = str(exc).split(":", 1)[0]
+        if name not in values:
+            # Blame a field the caller sent that the message names (e.g. a target
+            # raised above the profile's upper bound).
+            name = next((n for n in values if n in str(exc)), name)
         field = f"profile_overrides.{name}" if name in values else "profile_overrides"
-        raise InvalidInput(_engine_message(exc, name), field=field) from None
+        raise InvalidInput(str(exc), field=field) from None
     return {
         name: values[name]
         for name in OVERRIDABLE_FIELDS

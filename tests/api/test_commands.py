@@ -151,6 +151,23 @@ def test_bad_policy_input_names_the_field_and_changes_nothing(
     assert not AuditEvent.objects.filter(action="policy.update").exists()
 
 
+def test_a_target_above_its_band_is_refused_naming_the_field_sent(
+    write_client: Client, shop: Workload
+) -> None:
+    response = _patch(
+        write_client, shop, {"profile_overrides": {"memory_target_percentile": 0.99}}
+    )
+
+    assert response.status_code == 400
+    fields = response.json()["error"]["fields"]
+    assert list(fields) == ["profile_overrides.memory_target_percentile"]
+    assert (
+        "memory_upper_percentile: must be at least"
+        in fields["profile_overrides.memory_target_percentile"][0]
+    )
+    assert read_overrides(write_client, shop) == {}
+
+
 def test_profile_overrides_are_stored_trimmed_and_audited(
     write_client: Client, shop: Workload
 ) -> None:
@@ -161,13 +178,18 @@ def test_profile_overrides_are_stored_trimmed_and_audited(
             "profile_overrides": {
                 "cpu_target_percentile": 0.95,
                 "memory_target_percentile": 0.99,
+                "memory_upper_percentile": 0.99,
                 "cpu_lower_percentile": 0.5,  # the vpa profile's own value
             }
         },
     )
 
     assert response.status_code == 200, response.content
-    expected = {"cpu_target_percentile": 0.95, "memory_target_percentile": 0.99}
+    expected = {
+        "cpu_target_percentile": 0.95,
+        "memory_target_percentile": 0.99,
+        "memory_upper_percentile": 0.99,
+    }
     assert response.json()["profile_overrides"] == expected
     assert read_overrides(write_client, shop) == expected
     event = AuditEvent.objects.get(action="policy.update")

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from recommender.engine import get_profile
+from recommender.engine import PROFILES, get_profile
 
 
 @pytest.mark.parametrize(
@@ -34,7 +34,9 @@ def test_a_bad_override_names_its_field(fields, name):
 
 def test_overrides_change_only_the_named_fields():
     base = get_profile("p95-cpu-p99-memory")
-    changed = base.with_overrides(cpu_target_percentile=0.99, margin_fraction=0)
+    changed = base.with_overrides(
+        cpu_target_percentile=0.99, cpu_upper_percentile=0.99, margin_fraction=0
+    )
 
     assert (changed.name, changed.cpu_target_percentile, changed.margin_fraction) == (
         "p95-cpu-p99-memory",
@@ -42,3 +44,29 @@ def test_overrides_change_only_the_named_fields():
         0,
     )
     assert changed.memory_target_percentile == base.memory_target_percentile == 0.99
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            {"memory_target_percentile": 0.99},
+            "memory_upper_percentile: must be at least",
+        ),
+        ({"cpu_lower_percentile": 0.95}, "cpu_lower_percentile: must be at most"),
+        ({"cpu_upper_percentile": 0.8}, "cpu_upper_percentile: must be at least"),
+    ],
+)
+def test_every_band_must_hold_its_target(fields, message):
+    with pytest.raises(ValueError, match=message):
+        get_profile("vpa").with_overrides(**fields)
+
+
+def test_every_shipped_profile_has_bands_that_hold_their_targets():
+    for profile in PROFILES.values():
+        for resource in ("cpu", "memory"):
+            lower, target, upper = (
+                getattr(profile, f"{resource}_{bound}_percentile")
+                for bound in ("lower", "target", "upper")
+            )
+            assert lower <= target <= upper, (profile.name, resource)

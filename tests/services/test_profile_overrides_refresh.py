@@ -17,7 +17,12 @@ from tests.factories import make_user
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 LATER = NOW + timedelta(minutes=1)
-OVERRIDES = {"cpu_target_percentile": 0.95, "memory_target_percentile": 0.99}
+OVERRIDES = {
+    "cpu_target_percentile": 0.95,
+    "memory_target_percentile": 0.99,
+    # The band must hold the target: upstream's memory upper bound reads p95.
+    "memory_upper_percentile": 0.99,
+}
 
 
 @pytest.fixture(autouse=True)
@@ -89,4 +94,5 @@ def test_a_refresh_after_an_override_recommends_with_it(db):
         assert rec.explanation["profile_overrides"] == {
             "cpu_target_percentile": {"profile": 0.9, "override": 0.95},
             "memory_target_percentile": {"profile": 0.9, "override": 0.99},
+            "memory_upper_percentile": {"profile": 0.95, "override": 0.99},
         }
