@@ -78,6 +78,8 @@ def backfill_cluster(
         detail=f"{days:g} days up to {now.isoformat()}",
     )
     started = time.perf_counter()
+    # The refresh cycle's phase names, added up over the steps, for the runs page.
+    phases = refresh.Phases()
     where = "discovery"
     counts: dict[str, Any] = {"steps_done": 0, "samples": 0, "oom_kills_new": 0}
     owned: list[object] = []
@@ -90,10 +92,12 @@ def backfill_cluster(
             source = usage_source_for(cluster)
             owned.append(source)
         end_s = math.floor(now.timestamp() / refresh.STEP_S) * refresh.STEP_S
-        snapshot = adapter.discover()
-        discovery = upsert_discovery(
-            cluster=cluster, snapshot=snapshot, now=now, namespace=namespace
-        )
+        with phases("discover"):
+            snapshot = adapter.discover()
+        with phases("upsert"):
+            discovery = upsert_discovery(
+                cluster=cluster, snapshot=snapshot, now=now, namespace=namespace
+            )
         start_s = _oldest_watermark(discovery, history_s=days * 86_400.0)
         if start_s is None:
             counts["containers"] = 0
@@ -116,6 +120,7 @@ def backfill_cluster(
                 # Recommend once, on the whole history; earlier steps only move
                 # checkpoints.
                 recommend=step_end >= end_s,
+                phases=phases,
             )
             _add_counts(counts, step)
             counts["steps_done"] = number
@@ -131,7 +136,7 @@ def backfill_cluster(
         )
         run.finished_at = timezone.now()
         run.counts = counts
-        run.timings = {"total_s": round(time.perf_counter() - started, 4)}
+        run.timings = _timings(phases, started)
         run.save(update_fields=["status", "error", "finished_at", "counts", "timings"])
         logger.error("back-fill run %s failed: %s", run.pk, run.error)
         if on_progress:
@@ -139,7 +144,7 @@ def backfill_cluster(
         raise
     finally:
         refresh.close_quietly(*owned)
-    return _finish(run, counts, started, on_progress)
+    return _finish(run, counts, _timings(phases, started), on_progress)
 
 
 def _oldest_watermark(discovery: Discovery, *, history_s: float) -> float | None:
@@ -151,7 +156,13 @@ def _oldest_watermark(discovery: Discovery, *, history_s: float) -> float | None
 
 def _add_counts(counts: dict[str, Any], step: dict[str, Any]) -> None:
     """Add one committed step's counts to the run's."""
-    for name in ("samples", "oom_kills_new", "checkpoint_conflicts", "errors"):
+    for name in (
+        "samples",
+        "oom_kills_new",
+        "checkpoints_written",
+        "checkpoint_conflicts",
+        "errors",
+    ):
         counts[name] = counts.get(name, 0) + int(step.get(name, 0))
     for name in ("containers", "series_unmatched", "recommendations_changed"):
         if name in step:
@@ -183,17 +194,24 @@ def _report(
         cb(run)
 
 
+def _timings(phases: refresh.Phases, started: float) -> dict[str, float]:
+    """The run's phase timings (seconds, summed over the steps) and its total."""
+    timings = {name: round(s, 4) for name, s in phases.timings.items()}
+    timings["total_s"] = round(time.perf_counter() - started, 4)
+    return timings
+
+
 def _finish(
     run: RefreshRun,
     counts: dict[str, Any],
-    started: float,
+    timings: dict[str, float],
     on_progress: ProgressCallback | None,
 ) -> RefreshRun:
     run.status = RefreshRun.Status.SUCCEEDED
     run.finished_at = timezone.now()
     run.progress = 1.0
     run.counts = counts
-    run.timings = {"total_s": round(time.perf_counter() - started, 4)}
+    run.timings = timings
     run.save(update_fields=["status", "finished_at", "progress", "counts", "timings"])
     logger.info("back-fill run %s done: %s", run.pk, counts)
     if on_progress:

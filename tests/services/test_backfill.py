@@ -48,6 +48,21 @@ def test_the_run_row_shows_progress_as_each_day_commits(cluster):
     # Stored before each report: progress, the finished days and their watermarks.
     assert [s[:2] for s in seen] == [(1 / 3, 1), (2 / 3, 2), (1.0, 3), (1.0, 3)]
     assert all(marks == 1 for *_, marks in seen)
+    # Every container's checkpoint is written once per day; the phases add up.
+    containers = Checkpoint.objects.filter(container__workload__cluster=cluster)
+    assert run.counts["checkpoints_written"] == 3 * containers.count() > 0
+    assert set(run.timings) == {
+        "discover_s",
+        "upsert_s",
+        "ingest_s",
+        "recommend_s",
+        "store_s",
+        "total_s",
+    }
+    assert (
+        sum(v for k, v in run.timings.items() if k != "total_s")
+        <= (run.timings["total_s"])
+    )
 
 
 def test_the_command_draws_a_progress_bar_per_day_and_a_summary(cluster):
