@@ -7,7 +7,7 @@ caps it (``cap_for_pod``: the namespace's LimitRanges as discovery last stored t
 then Container item, the policy's minAllowed/maxAllowed and, for RequestsOnly, the
 container's limit). A container vpaweb has no recommendation for gets the namespace's
 static coefficient (seed 004's first-deploy rule) or, when none is configured, nothing.
-``rightsize.py`` builds on this.
+``rightsize.py`` builds on this; ``pod_spec.py`` reads the pod sent.
 """
 
 from __future__ import annotations
@@ -24,14 +24,8 @@ from recommender.engine.capping import (
     cap_for_pod,
     select_container_policy,
 )
-from recommender.engine.limits import REQUESTS_AND_LIMITS, ContainerResources
-from recommender.engine.quantity import (
-    format_cpu,
-    format_memory,
-    parse_cpu_millicores,
-    parse_memory_bytes,
-)
-from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
+from recommender.engine.limits import REQUESTS_AND_LIMITS
+from recommender.engine.resources import RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import (
     Cluster,
@@ -41,6 +35,13 @@ from recommender.models import (
     Workload,
 )
 from recommender.services.limits import limit_ranges_for
+
+# Pod reading lives in pod_spec.py; ``as`` re-exports these names (mypy --strict), so
+# callers that import them from here keep working.
+from recommender.services.pod_spec import PodContainer as PodContainer
+from recommender.services.pod_spec import owner_of_pod as owner_of_pod
+from recommender.services.pod_spec import parse_pod_containers as parse_pod_containers
+from recommender.services.pod_spec import resource_list as resource_list
 from recommender.services.policies import parse_container_policies
 
 logger = logging.getLogger(__name__)
@@ -56,125 +57,6 @@ MAX_MULTIPLIER = 10.0
 QUERY_API_VERSION = "vpaweb.io/v1"
 QUERY_KIND = "RecommendationQuery"
 NO_RESOURCES = Resources()
-
-
-def resource_list(resources: Resources) -> dict[str, str]:
-    """Engine Resources as a Kubernetes ResourceList of canonical quantity strings."""
-    out: dict[str, str] = {}
-    if resources.cpu_millicores is not None:
-        out[CPU] = format_cpu(resources.cpu_millicores)
-    if resources.memory_bytes is not None:
-        out[MEMORY] = format_memory(resources.memory_bytes)
-    return out
-
-
-def parse_quantity(resource: str, raw: object, *, field: str) -> int:
-    """A manifest's quantity (text, or a YAML/JSON number) in millicores or bytes."""
-    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
-        raise InvalidInput(
-            f"{field}: {raw!r} is not a quantity; "
-            "use a string such as '500m' or '256Mi'",
-            field=field,
-        )
-    if isinstance(raw, float) and not math.isfinite(raw):
-        raise InvalidInput(f"{field}: {raw!r} is not a finite quantity", field=field)
-    text = raw if isinstance(raw, str) else str(raw)
-    try:
-        return (
-            parse_cpu_millicores(text) if resource == CPU else parse_memory_bytes(text)
-        )
-    except ValueError as exc:
-        raise InvalidInput(f"{field}: {exc}", field=field) from None
-
-
-def parse_resource_list(raw: object, *, field: str) -> Resources:
-    """CPU and memory of a ResourceList; other resources (GPUs, storage) are ignored."""
-    if raw is None:
-        return Resources()
-    if not isinstance(raw, Mapping):
-        raise InvalidInput(
-            f"{field} must be a mapping of resource to quantity", field=field
-        )
-    amounts = Resources()
-    for resource in RESOURCE_NAMES:
-        if resource in raw and raw[resource] is not None:
-            value = parse_quantity(resource, raw[resource], field=f"{field}.{resource}")
-            amounts = amounts.with_amount(resource, value)
-    return amounts
-
-
-@dataclass(frozen=True)
-class PodContainer:
-    """One container of a pod spec as sent by the caller."""
-
-    name: str
-    requests: Resources
-    limits: Resources
-    field: str  # its path in the input, for error messages
-    is_init: bool = False
-
-    def as_engine(self) -> ContainerResources:
-        """The engine's view of the container's current requests and limits."""
-        return ContainerResources(
-            name=self.name, requests=self.requests, limits=self.limits
-        )
-
-
-def parse_pod_containers(pod_spec: object, *, field: str) -> list[PodContainer]:
-    """A pod spec's containers and native sidecars; plain init containers are skipped.
-
-    Raises InvalidInput naming the path of the first malformed part.
-    """
-    if not isinstance(pod_spec, Mapping):
-        raise InvalidInput(f"{field} must be a pod spec (a mapping)", field=field)
-    if "containers" not in pod_spec:
-        raise InvalidInput(
-            f"{field}.containers is required", field=f"{field}.containers"
-        )
-    containers: list[PodContainer] = []
-    seen: set[str] = set()
-    for key, is_init in (("containers", False), ("initContainers", True)):
-        items = pod_spec.get(key)
-        if items is None:
-            continue
-        if not isinstance(items, list):
-            raise InvalidInput(f"{field}.{key} must be a list", field=f"{field}.{key}")
-        for index, item in enumerate(items):
-            path = f"{field}.{key}[{index}]"
-            if not isinstance(item, Mapping):
-                raise InvalidInput(
-                    f"{path} must be a container (a mapping)", field=path
-                )
-            name = item.get("name")
-            if not isinstance(name, str) or not name:
-                raise InvalidInput(f"{path}.name is required", field=f"{path}.name")
-            if name in seen:
-                raise InvalidInput(
-                    f"{path}.name {name!r} is used by two containers",
-                    field=f"{path}.name",
-                )
-            seen.add(name)
-            resources = item.get("resources") or {}
-            if not isinstance(resources, Mapping):
-                raise InvalidInput(
-                    f"{path}.resources must be a mapping", field=f"{path}.resources"
-                )
-            container = PodContainer(
-                name=name,
-                requests=parse_resource_list(
-                    resources.get("requests"), field=f"{path}.resources.requests"
-                ),
-                limits=parse_resource_list(
-                    resources.get("limits"), field=f"{path}.resources.limits"
-                ),
-                field=path,
-                is_init=is_init,
-            )
-            # Only native sidecars (restartPolicy Always) run beside the app: sized.
-            if is_init and item.get("restartPolicy") != "Always":
-                continue
-            containers.append(container)
-    return containers
 
 
 def find_workload(
@@ -470,30 +352,6 @@ def _coefficient_advice(
 
 def _factor_text(factor: float | None) -> str:
     return "1 (not set)" if factor is None else f"{factor:g}"
-
-
-def owner_of_pod(metadata: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """The workload owning a pod: its controller owner, or a ReplicaSet's Deployment."""
-    refs = metadata.get("ownerReferences")
-    if not isinstance(refs, list):
-        return None, None
-    for ref in refs:
-        if not isinstance(ref, Mapping) or not ref.get("controller"):
-            continue
-        kind, name = ref.get("kind"), ref.get("name")
-        if not isinstance(kind, str) or not isinstance(name, str):
-            return None, None
-        labels = metadata.get("labels")
-        template_hash = (
-            labels.get("pod-template-hash") if isinstance(labels, Mapping) else None
-        )
-        # A Deployment's ReplicaSet is "<deployment>-<pod-template-hash>".
-        if kind == "ReplicaSet" and isinstance(template_hash, str):
-            suffix = f"-{template_hash}"
-            if name.endswith(suffix) and len(name) > len(suffix):
-                return Workload.Kind.DEPLOYMENT, name[: -len(suffix)]
-        return kind, name
-    return None, None
 
 
 def container_recommendation(advice: ContainerAdvice) -> dict[str, Any] | None:
