@@ -1,4 +1,5 @@
-"""A real Celery worker (Redis broker, PostgreSQL) runs a refresh end to end."""
+"""A real Celery worker (Redis broker, PostgreSQL) runs a refresh end to end, and the
+sharded fan-out: the shards it queues run on that worker too."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.cache import cache
 from django.db import connection
 
-from recommender.models import Cluster, Recommendation, RefreshRun, Workload
+from recommender.models import Checkpoint, Cluster, Recommendation, RefreshRun, Workload
+from recommender.tasks import CLAIM_KEY
+from recommender.tasks import refresh_all_clusters as refresh_all_clusters_task
 from recommender.tasks import refresh_cluster as refresh_cluster_task
 from tests.conftest import service_missing
 
@@ -23,7 +27,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def worker(transactional_db):
-    """A `celery worker --pool solo` on a private queue, using the test database."""
+    """A `celery worker --pool solo` on a private queue, using the test database.
+
+    The private queue is also the worker's default queue (tests/integration/worker_app),
+    so what its tasks queue (the fan-out's shards) runs on it too, and nowhere else.
+    """
     if connection.vendor != "postgresql":
         service_missing("PostgreSQL (DATABASE_URL)")
     if not settings.REDIS_URL:
@@ -45,6 +53,7 @@ def worker(transactional_db):
         "SECRET_KEY": "integration-test-only",
         "VPAWEB_SIMULATION_WORKLOADS": "6",
         "VPAWEB_SIMULATION_HISTORY_DAYS": "0.25",
+        "VPAWEB_TEST_QUEUE": queue,
     }
     process = subprocess.Popen(
         [
@@ -52,7 +61,7 @@ def worker(transactional_db):
             "-m",
             "celery",
             "-A",
-            "vpaweb",
+            "tests.integration.worker_app",
             "worker",
             "--pool",
             "solo",
@@ -101,3 +110,154 @@ def test_a_worker_runs_the_refresh_task_and_rows_appear(worker, settings):
     while run.finished_at is None and time.monotonic() < deadline:
         run.refresh_from_db()
     assert run.finished_at is not None
+
+
+NOON = "2026-11-21T12:00:00+00:00"
+
+
+def wait_for(condition, *, what, timeout_s=120.0):
+    """Poll ``condition`` until it returns something true; fail naming ``what``."""
+    deadline = time.monotonic() + timeout_s
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(0.2)
+    return value
+
+
+def finished_runs(cluster, *, count):
+    """The cluster's `count` refresh runs once all of them finished, else None."""
+    runs = list(RefreshRun.objects.filter(cluster=cluster).order_by("pk"))
+    if len(runs) == count and all(run.finished_at for run in runs):
+        return runs
+    return None
+
+
+def checkpoint_versions(cluster):
+    """{(namespace, container id): checkpoint version} of the cluster."""
+    rows = Checkpoint.objects.filter(container__workload__cluster=cluster)
+    return {
+        (namespace, container_id): version
+        for container_id, namespace, version in rows.values_list(
+            "container_id", "container__workload__namespace", "version"
+        )
+    }
+
+
+def written_per_namespace(before, after):
+    """{namespace: checkpoints written} between two snapshots; fails on a checkpoint
+    written twice (two shards both writing one namespace)."""
+    written: dict[str, int] = {}
+    for (namespace, container_id), version in after.items():
+        old = before.get((namespace, container_id), 0)
+        if version != old:
+            assert version == old + 1, f"container {container_id} written twice"
+            written[namespace] = written.get(namespace, 0) + 1
+    return written
+
+
+def claims_held(cluster, namespaces):
+    keys = [
+        CLAIM_KEY.format(cluster_id=cluster.pk, shard=shard)
+        for shard in [*namespaces, "*"]
+    ]
+    return sorted(key for key in keys if cache.get(key) is not None)
+
+
+def test_a_worker_runs_the_sharded_fan_out_and_each_shard_writes_its_namespace(
+    worker,
+):
+    cluster = Cluster.objects.create(name="sim-fan-out", kind=Cluster.Kind.SIMULATED)
+    # A claim left in this Redis db by an earlier run must not skip a shard here.
+    cache.delete(CLAIM_KEY.format(cluster_id=cluster.pk, shard="*"))
+    try:
+        # Never discovered: one whole-cluster task, queued by the worker, run by it.
+        first = refresh_all_clusters_task.apply_async(args=[NOON], queue=worker)
+        assert first.get(timeout=120) == {
+            "queued": [cluster.pk],
+            "failed": [],
+            "skipped": [],
+        }
+        (whole,) = wait_for(
+            lambda: finished_runs(cluster, count=1), what="the whole-cluster refresh"
+        )
+        assert (whole.shard, whole.status) == ("", RefreshRun.Status.SUCCEEDED)
+        namespaces = sorted(
+            set(
+                Workload.objects.filter(cluster=cluster, is_active=True).values_list(
+                    "namespace", flat=True
+                )
+            )
+        )
+        assert len(namespaces) >= 2
+        cache.delete_many(
+            [CLAIM_KEY.format(cluster_id=cluster.pk, shard=ns) for ns in namespaces]
+        )
+        before = checkpoint_versions(cluster)
+
+        # Discovered five minutes ago: one shard task per namespace.
+        sharded = refresh_all_clusters_task.apply_async(
+            args=["2026-11-21T12:05:00+00:00"], queue=worker
+        ).get(timeout=120)
+
+        assert sharded == {
+            "queued": [[cluster.pk, ns] for ns in namespaces],
+            "failed": [],
+            "skipped": [],
+        }
+        runs = wait_for(
+            lambda: finished_runs(cluster, count=1 + len(namespaces)),
+            what=f"{len(namespaces)} shard refreshes",
+        )
+        shards = [run for run in runs if run.pk != whole.pk]
+        assert sorted(run.shard for run in shards) == namespaces
+        assert {run.status for run in shards} == {RefreshRun.Status.SUCCEEDED}
+        # Each shard wrote its own namespace's checkpoints, and only those: the
+        # checkpoints each one counts are exactly its namespace's new versions.
+        written = written_per_namespace(before, checkpoint_versions(cluster))
+        assert set(written) == set(namespaces)
+        assert {run.shard: run.counts["checkpoints_written"] for run in shards} == (
+            written
+        )
+        cluster.refresh_from_db()
+        assert cluster.last_discovered_at.isoformat() == NOON
+        # Every shard gave its claim back as it ended.
+        deadline = time.monotonic() + 10
+        while claims_held(cluster, namespaces) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert claims_held(cluster, namespaces) == []
+
+        # One shard's refresh is still queued or running (its claim is held).
+        busy, *free = namespaces
+        busy_key = CLAIM_KEY.format(cluster_id=cluster.pk, shard=busy)
+        assert cache.add(busy_key, 1, timeout=60)
+        before = checkpoint_versions(cluster)
+
+        again = refresh_all_clusters_task.apply_async(
+            args=["2026-11-21T12:06:00+00:00"], queue=worker
+        ).get(timeout=120)
+
+        assert again == {
+            "queued": [[cluster.pk, ns] for ns in free],
+            "failed": [],
+            "skipped": [[cluster.pk, busy]],
+        }
+        wait_for(
+            lambda: finished_runs(cluster, count=1 + len(namespaces) + len(free)),
+            what=f"{len(free)} shard refreshes",
+        )
+        assert RefreshRun.objects.filter(cluster=cluster, shard=busy).count() == 1
+        written = written_per_namespace(before, checkpoint_versions(cluster))
+        assert set(written) == set(free)
+        # The held claim is still held: only its holder's end releases it.
+        assert claims_held(cluster, namespaces) == [busy_key]
+    finally:
+        namespaces = Workload.objects.filter(cluster=cluster).values_list(
+            "namespace", flat=True
+        )
+        cache.delete_many(
+            [
+                CLAIM_KEY.format(cluster_id=cluster.pk, shard=shard)
+                for shard in {"*", *namespaces}
+            ]
+        )
