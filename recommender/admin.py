@@ -1,6 +1,7 @@
 """Django admin for every model, read-mostly: work is done on vpaweb's own pages."""
 
 from django.contrib import admin
+from django.http import HttpRequest
 
 from recommender import models
 
@@ -148,7 +149,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
     ]
     exclude = ["key_hash"]
 
-    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
 
