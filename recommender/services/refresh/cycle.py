@@ -16,7 +16,7 @@ The cycle is idempotent and safe to run from several workers at once:
 ``ingest_window`` is the one ingestion step, shared by the minute cycle
 (``refresh_cluster``) and the back-fill (``services/backfill.py``, one window per day).
 Discovery upsert lives in ``services/discovery.py``, the feeding of the engine in
-``services/ingest.py``.
+``services/refresh/ingest.py``.
 """
 
 from __future__ import annotations
@@ -51,11 +51,11 @@ from recommender.models import (
 from recommender.models import (
     OomKill as OomKillRow,
 )
-from recommender.services import ingest
-from recommender.services.adapters import cluster_adapter_for, usage_source_for
-from recommender.services.discovery import BATCH, Discovery, upsert_discovery
-from recommender.services.ingest import STEP_S, Row, Window
 from recommender.services.policies import overridden_fields
+from recommender.services.refresh import ingest
+from recommender.services.refresh.adapters import cluster_adapter_for, usage_source_for
+from recommender.services.refresh.discovery import BATCH, Discovery, upsert_discovery
+from recommender.services.refresh.ingest import STEP_S, Row, Window
 from recommender.sources.base import UsageGrid, UsageSource
 
 logger = logging.getLogger(__name__)

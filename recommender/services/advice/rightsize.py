@@ -32,8 +32,7 @@ from recommender.engine.quantity import format_cpu, format_memory
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput
 from recommender.models import AuditEvent, StaticCoefficient
-from recommender.services.policies import actor_label_of
-from recommender.services.recommendation_query import (
+from recommender.services.advice.recommendation_query import (
     MAX_MULTIPLIER,
     SOURCE_NONE,
     ContainerAdvice,
@@ -42,6 +41,7 @@ from recommender.services.recommendation_query import (
     owner_of_pod,
     parse_pod_containers,
 )
+from recommender.services.policies import actor_label_of
 
 logger = logging.getLogger(__name__)
 

@@ -41,7 +41,7 @@ from recommender.models import (
     Policy,
     Workload,
 )
-from recommender.services.limits import item_from_dict, item_to_dict
+from recommender.services.advice.limits import item_from_dict, item_to_dict
 from recommender.services.policies import (
     CONTAINER_POLICY_KEYS,
     POLICY_UPDATE_ACTION,

@@ -1,6 +1,6 @@
 """Back-fill: usage history read at first contact, resumably, with progress.
 
-A back-fill is the refresh cycle's own ingestion step (``refresh.ingest_window``) run
+A back-fill is the refresh cycle's own ingestion step (``cycle.ingest_window``) run
 from each container's watermark (or ``now`` minus the history length) up to ``now`` in
 windows of one day, each committed on its own: checkpoints are written with
 compare-and-swap and move the watermark to the window's end. So a back-fill that is
@@ -31,10 +31,10 @@ from django.utils import timezone
 from recommender.cluster.base import ClusterAdapter
 from recommender.errors import InvalidInput, NotFound, VpawebError
 from recommender.models import Cluster, RefreshRun
-from recommender.services import ingest, refresh
-from recommender.services.adapters import cluster_adapter_for, usage_source_for
-from recommender.services.discovery import Discovery, upsert_discovery
-from recommender.services.ingest import Window
+from recommender.services.refresh import cycle, ingest
+from recommender.services.refresh.adapters import cluster_adapter_for, usage_source_for
+from recommender.services.refresh.discovery import Discovery, upsert_discovery
+from recommender.services.refresh.ingest import Window
 from recommender.sources.base import UsageSource
 
 logger = logging.getLogger(__name__)
@@ -59,8 +59,9 @@ def backfill_cluster(
     """Ingest history up to ``now`` one committed day at a time; return the run.
 
     ``days`` defaults to ``PROMETHEUS_BACKFILL_DAYS``; ``adapter`` and ``source`` to
-    the cluster's own (``services.adapters``). A failure marks the run failed with what
-    went wrong and how far it got, keeps everything stored, and is raised again.
+    the cluster's own (``services.refresh.adapters``). A failure marks the run failed
+    with what went wrong and how far it got, keeps everything stored, and is raised
+    again.
     """
     if timezone.is_naive(now):
         raise InvalidInput("now must be timezone-aware", field="now")
@@ -71,7 +72,7 @@ def backfill_cluster(
         cluster = Cluster.objects.get(pk=cluster_id)
     except Cluster.DoesNotExist:
         raise NotFound(f"cluster {cluster_id} does not exist") from None
-    run = refresh.start_run(
+    run = cycle.start_run(
         kind=RefreshRun.Kind.BACKFILL,
         cluster=cluster,
         namespace=namespace,
@@ -79,7 +80,7 @@ def backfill_cluster(
     )
     started = time.perf_counter()
     # The refresh cycle's phase names, added up over the steps, for the runs page.
-    phases = refresh.Phases()
+    phases = cycle.Phases()
     where = "discovery"
     counts: dict[str, Any] = {"steps_done": 0, "samples": 0, "oom_kills_new": 0}
     owned: list[object] = []
@@ -91,7 +92,7 @@ def backfill_cluster(
         if source is None:
             source = usage_source_for(cluster)
             owned.append(source)
-        end_s = math.floor(now.timestamp() / refresh.STEP_S) * refresh.STEP_S
+        end_s = math.floor(now.timestamp() / cycle.STEP_S) * cycle.STEP_S
         with phases("discover"):
             snapshot = adapter.discover()
         with phases("upsert"):
@@ -111,7 +112,7 @@ def backfill_cluster(
                 f"step {number}/{len(step_ends)} "
                 f"({_iso(step_start)} .. {_iso(step_end)})"
             )
-            step = refresh.ingest_window(
+            step = cycle.ingest_window(
                 discovery=discovery,
                 source=source,
                 end=datetime.fromtimestamp(step_end, tz=UTC),
@@ -143,7 +144,7 @@ def backfill_cluster(
             on_progress(run)
         raise
     finally:
-        refresh.close_quietly(*owned)
+        cycle.close_quietly(*owned)
     return _finish(run, counts, _timings(phases, started), on_progress)
 
 
@@ -174,7 +175,7 @@ def _step_ends(start_s: float, end_s: float) -> list[float]:
     ends = []
     edge = start_s
     while edge < end_s:
-        edge = min(math.floor((edge + STEP_S) / refresh.STEP_S) * refresh.STEP_S, end_s)
+        edge = min(math.floor((edge + STEP_S) / cycle.STEP_S) * cycle.STEP_S, end_s)
         ends.append(edge)
     return ends
 
@@ -194,7 +195,7 @@ def _report(
         cb(run)
 
 
-def _timings(phases: refresh.Phases, started: float) -> dict[str, float]:
+def _timings(phases: cycle.Phases, started: float) -> dict[str, float]:
     """The run's phase timings (seconds, summed over the steps) and its total."""
     timings = {name: round(s, 4) for name, s in phases.timings.items()}
     timings["total_s"] = round(time.perf_counter() - started, 4)
