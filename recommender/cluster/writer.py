@@ -100,11 +100,11 @@ class ClusterWriter(Protocol):
         ...
 
     def read_lease(self, *, namespace: str, name: str) -> LeaseState | None:
-        """The Lease, or None when it does not exist (a GET, listed here for locality)."""
+        """The Lease, or None when absent (a GET, kept here beside its write)."""
         ...
 
     def write_lease(self, *, lease: LeaseState, create: bool) -> WriteResult:
-        """Create the Lease, or replace it at ``lease.resource_version`` (409 if stale)."""
+        """Create the Lease, or replace it at its resource_version (409 if stale)."""
         ...
 
     def write_vpa_status(
