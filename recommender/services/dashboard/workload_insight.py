@@ -21,13 +21,15 @@ import yaml
 from django.db.models import Prefetch
 
 from recommender.engine import AggregateSet, Profile, format_cpu, format_memory
-from recommender.engine.capping import controlled_values_for, select_container_policy
-from recommender.engine.limits import (
-    ContainerResources,
-    requests_and_limits_for_container,
-)
+from recommender.engine.capping import select_container_policy
 from recommender.errors import NotFound, SourceUnavailable, VpawebError
 from recommender.models import Container, OomKill, Policy, Recommendation, Workload
+from recommender.services.advice.advise import (
+    SOURCE_RECOMMENDATION,
+    advise,
+    inputs_for_workload,
+)
+from recommender.services.advice.pod_spec import PodContainer
 from recommender.services.dashboard.insights import (
     Prices,
     Status,
@@ -94,19 +96,20 @@ class WorkloadInsight:
     patch_note: str
 
 
-def _new_resources(
-    container: Container, rec: Recommendation, *, controlled_values: str
-) -> tuple[dict[str, int], dict[str, int]]:
-    """Requests = the target; limits kept in proportion (admission controller rule)."""
-    target = rec.target
-    result = requests_and_limits_for_container(
-        ContainerResources(
-            name=container.name, requests=container.requests, limits=container.limits
-        ),
-        target,
-        controlled_values=controlled_values,
-    )
-    return result.requests.to_dict(), result.limits.to_dict()
+def _pod_containers(containers: Sequence[Container]) -> list[PodContainer]:
+    """The workload's containers as the advice reads a pod: their current requests
+    and limits (what the live pods carry, see discovery)."""
+    return [
+        PodContainer(
+            name=c.name,
+            requests=c.requests,
+            limits=c.limits,
+            field=f"containers[{c.name}]",
+            is_init=c.kind != Container.Kind.REGULAR,
+        )
+        for c in containers
+        if c.kind != Container.Kind.INIT
+    ]
 
 
 def _quantity_dict(amounts: dict[str, int]) -> dict[str, str]:
@@ -200,6 +203,14 @@ def workload_insight(
         container_id__in=ids, occurred_at__gte=now - OOM_HISTORY
     ).order_by("occurred_at"):
         ooms[kill.container_id].append(kill)
+    # The one advice path (services.advice.advise): capped as /rightsize and the
+    # admission webhook cap it, limits from the same rule.
+    advice = {
+        a.name: a
+        for a in advise(
+            inputs_for_workload(workload), _pod_containers(containers)
+        ).containers
+    }
     items = []
     for container in containers:
         rec = container.latest_recommendation
@@ -207,14 +218,14 @@ def workload_insight(
         selected = select_container_policy(container_policies, container.name)
         new_requests: dict[str, int] = {}
         new_limits: dict[str, int] = {}
-        if status != Status.NO_DATA and rec is not None:
-            new_requests, new_limits = _new_resources(
-                container,
-                rec,
-                controlled_values=controlled_values_for(
-                    container_policies, container.name
-                ),
-            )
+        one = advice.get(container.name)
+        if (
+            status != Status.NO_DATA
+            and one is not None
+            and one.source == SOURCE_RECOMMENDATION
+        ):
+            new_requests = one.requests.to_dict()
+            new_limits = one.limits.to_dict()
         items.append(
             ContainerInsight(
                 container=container,
