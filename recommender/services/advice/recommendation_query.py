@@ -132,6 +132,9 @@ def query_recommendation(*, query: Mapping[str, Any]) -> dict[str, Any]:
                 "source": a.source,
                 "reason": a.reason,
                 "caps": a.caps(),
+                # What to write into the container (limits: empty = leave as is).
+                "requests": resource_list(a.requests),
+                "limits": resource_list(a.limits),
                 "explanation": a.recommendation.explanation
                 if a.recommendation
                 else None,
