@@ -104,9 +104,7 @@ LIMIT_RANGES: dict[str, tuple[LimitRangeItem | None, LimitRangeItem | None]] = {
 def _setup(policy: str, limit_range: str) -> int:
     cluster = make_cluster("prod")
     workload = make_workload(cluster, "api", namespace="shop", containers=CONTAINERS)
-    Policy.objects.filter(workload=workload).update(
-        container_policies=POLICIES[policy]
-    )
+    Policy.objects.filter(workload=workload).update(container_policies=POLICIES[policy])
     for container in workload.containers.all():
         cpu, memory = RECOMMENDED[container.name]
         make_recommendation(container, cpu_millicores=cpu, memory_bytes=memory)
