@@ -28,6 +28,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from recommender.cluster.base import WorkloadKey
 from recommender.engine.capping import (
     CappedRecommendation,
     ContainerPolicy,
@@ -65,8 +66,6 @@ OWNER_KINDS = tuple(Workload.Kind.values)
 # The largest multiplier accepted: 10x is already far outside any sane correction.
 MAX_MULTIPLIER = 10.0
 NO_RESOURCES = Resources()
-# (namespace, kind, name) of a workload: the cache key of the admission webhook.
-OwnerKey = tuple[str, str, str]
 
 
 @dataclass(frozen=True)
@@ -195,8 +194,8 @@ def _policies_of(workload: Workload) -> tuple[ContainerPolicy, ...]:
 
 
 def load_advice_inputs(
-    *, cluster_id: int | None, keys: Iterable[OwnerKey]
-) -> dict[OwnerKey, AdviceInputs]:
+    *, cluster_id: int | None, keys: Iterable[WorkloadKey]
+) -> dict[WorkloadKey, AdviceInputs]:
     """The inputs of ``advise`` for many owners of one cluster, in five queries.
 
     ``keys`` are (namespace, kind, name); an owner vpaweb does not know (or knows only
@@ -205,7 +204,7 @@ def load_advice_inputs(
     namespace the pod would run in.
     """
     keys = list(dict.fromkeys(keys))
-    workloads: dict[OwnerKey, Workload] = {}
+    workloads: dict[WorkloadKey, Workload] = {}
     if cluster_id is not None and keys:
         rows = Workload.objects.select_related("cluster", "policy").filter(
             cluster_id=cluster_id,
@@ -222,8 +221,8 @@ def load_advice_inputs(
 
 
 def _assemble(
-    cluster_id: int | None, owners: list[tuple[OwnerKey, Workload | None]]
-) -> dict[OwnerKey, AdviceInputs]:
+    cluster_id: int | None, owners: list[tuple[WorkloadKey, Workload | None]]
+) -> dict[WorkloadKey, AdviceInputs]:
     """AdviceInputs of owners whose workloads are read: recommendations, LimitRanges
     and static coefficients, one query each."""
     found = [w for _, w in owners if w is not None]
