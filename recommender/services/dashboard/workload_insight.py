@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from recommender.services.policies import parse_container_policies
 from recommender.services.refresh.adapters import usage_source_for
 from recommender.services.refresh.cycle import close_quietly
 from recommender.services.refresh.ingest import profile_or_default
+from recommender.services.refresh.pods import load_pod_owners
 
 logger = logging.getLogger(__name__)
 
@@ -267,13 +267,6 @@ USAGE_WINDOW = timedelta(days=8)
 # Ten-minute points over 8 days: 1,152 per line, plenty for a chart and cheap to fetch.
 USAGE_STEP_S = 600.0
 PERCENTILES = (0.5, 0.9, 0.95)
-# Pod names of each kind's pods: "<name>-<template hash>-<id>", "<name>-<ordinal>", …
-_POD_SUFFIX: dict[str, str] = {
-    Workload.Kind.DEPLOYMENT: r"-[a-z0-9]{1,10}-[a-z0-9]{5}",
-    Workload.Kind.STATEFUL_SET: r"-\d+",
-    Workload.Kind.CRON_JOB: r"-\d+-[a-z0-9]{5}",
-}
-_DEFAULT_POD_SUFFIX = r"-[a-z0-9]{5}"
 
 
 def _histogram_chart(view: Any) -> dict[str, Any]:
@@ -321,11 +314,14 @@ def usage_distributions(
     return charts
 
 
-def pods_of(workload: Workload, pod_names: list[str]) -> set[str]:
-    """Which ``pod_names`` belong to ``workload``, by how its controller names pods."""
-    suffix = _POD_SUFFIX.get(workload.kind, _DEFAULT_POD_SUFFIX)
-    pattern = re.compile(re.escape(workload.name) + suffix + "$")
-    return {name for name in pod_names if pattern.match(name)}
+def pods_of(workload: Workload, pod_names: list[str], *, now: datetime) -> set[str]:
+    """Which ``pod_names`` belong to ``workload``: by the owner references discovery
+    read and stored (``refresh.pods.PodOwners``), never by a name that merely starts
+    with the workload's."""
+    owners = load_pod_owners(
+        cluster_id=workload.cluster_id, namespace=workload.namespace, now=now
+    )
+    return owners.pods_of(workload.pk, workload.namespace, pod_names)
 
 
 def usage_over_time(
@@ -343,7 +339,7 @@ def usage_over_time(
         end_s=end_s,
         step_s=USAGE_STEP_S,
     )
-    mine = pods_of(workload, sorted({key.pod for key in grid.series}))
+    mine = pods_of(workload, sorted({key.pod for key in grid.series}), now=now)
     by_container: dict[str, list[int]] = {}
     for index, key in enumerate(grid.series):
         if key.pod in mine:
