@@ -253,6 +253,8 @@ def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
                 )
             except InvalidInput as exc:
                 form.add_service_errors(exc.fields)
+            except Conflict as exc:  # a mirrored VPA object's policy: adopt it first
+                form.add_error(None, exc.message)
             else:
                 extra["saved"] = True
                 form = PolicyForm(workload=workload, policy=policy)
@@ -271,6 +273,24 @@ def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
         _policy_context(request, workload, policy, form, **extra),
         status=status,
     )
+
+
+@require_POST
+@require_role(Role.OPERATOR)
+def workload_adopt(request: HttpRequest, pk: int) -> HttpResponse:
+    """Adopt a workload whose policy mirrors a VPA object: vpaweb's own, in Off."""
+    try:
+        policy = policies.adopt_policy(
+            workload_id=pk, actor=acting_user(request), now=timezone.now()
+        )
+    except NotFound as exc:
+        return _not_found(exc)
+    except Conflict as exc:
+        messages.error(request, exc.message)
+    else:
+        note = " Conflict: see the warning below." if policy.has_vpa_conflict else ""
+        messages.success(request, f"Adopted: vpaweb's policy now, mode Off.{note}")
+    return redirect("workload", pk=pk)
 
 
 @require_GET
