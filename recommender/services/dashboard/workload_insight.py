@@ -30,7 +30,7 @@ from recommender.services.advice.advise import (
     inputs_for_workload,
 )
 from recommender.services.advice.pod_spec import PodContainer
-from recommender.services.dashboard.insights import (
+from recommender.services.dashboard.provisioning import (
     Prices,
     Status,
     container_savings,
