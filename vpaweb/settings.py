@@ -225,6 +225,21 @@ PRICE_PER_GIB_HOUR = env_float("VPAWEB_PRICE_PER_GIB_HOUR", 0.004237, minimum=0.
 API_RATE = env_str("VPAWEB_API_RATE", "1200/min")
 # Largest request body the API reads; a larger one gets a 413 before any parsing.
 API_MAX_BODY_BYTES = env_int("VPAWEB_API_MAX_BODY_BYTES", 5 * 2**20, minimum=1024)
+# Structure limits of every body, checked while it is scanned (api/bodies.py,
+# docs/api.md): YAML documents; values and keys of all documents, aliases expanded;
+# nesting; keys of one mapping; characters of one string (1 MiB, a ConfigMap's maximum).
+API_MAX_DOCUMENTS = env_int("VPAWEB_API_MAX_DOCUMENTS", 500, minimum=1)
+API_MAX_NODES = env_int("VPAWEB_API_MAX_NODES", 100_000, minimum=100)
+API_MAX_DEPTH = env_int("VPAWEB_API_MAX_DEPTH", 64, minimum=8)
+if API_MAX_DEPTH > 200:
+    raise ImproperlyConfigured(
+        f"VPAWEB_API_MAX_DEPTH={API_MAX_DEPTH} must be at most 200 (Python's recursion "
+        "limit is 1000 and parsers recurse once per level)"
+    )
+API_MAX_KEYS = env_int("VPAWEB_API_MAX_KEYS", 10_000, minimum=10)
+API_MAX_SCALAR_CHARS = env_int("VPAWEB_API_MAX_SCALAR_CHARS", 2**20, minimum=64)
+# Containers one rightsize request may size; more is refused before any lookup.
+API_MAX_CONTAINERS = env_int("VPAWEB_API_MAX_CONTAINERS", 1000, minimum=1)
 REST_FRAMEWORK = {
     # Token first: its WWW-Authenticate header makes a missing credential 401, not 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -643,7 +643,7 @@ class ErrorDetailSerializer(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()
     fields = serializers.DictField(
-        child=serializers.ListField(child=serializers.CharField()), required=False
+        child=serializers.ListField(child=serializers.CharField())
     )
 
 

@@ -26,15 +26,14 @@ from recommender.engine.capping import (
 )
 from recommender.engine.limits import REQUESTS_AND_LIMITS
 from recommender.engine.resources import RESOURCE_NAMES, Resources
-from recommender.errors import InvalidInput, NotFound
+from recommender.errors import InvalidInput
 from recommender.models import (
-    Cluster,
     Policy,
     Recommendation,
     StaticCoefficient,
     Workload,
 )
-from recommender.services.limits import limit_ranges_for
+from recommender.services.advice_lookup import AdviceLookup, prefetch_advice
 
 # Pod reading lives in pod_spec.py; ``as`` re-exports these names (mypy --strict), so
 # callers that import them from here keep working.
@@ -57,44 +56,6 @@ MAX_MULTIPLIER = 10.0
 QUERY_API_VERSION = "vpaweb.io/v1"
 QUERY_KIND = "RecommendationQuery"
 NO_RESOURCES = Resources()
-
-
-def find_workload(
-    *, cluster: str | None, namespace: str, kind: str, name: str
-) -> Workload | None:
-    """The active workload with this natural key, or None; ``cluster`` None = "any
-    cluster".
-
-    Only active workloads match: a deleted workload's last recommendation is stale, so a
-    key that only an inactive (deleted) workload has is treated as unknown (static
-    coefficient, or unchanged), and it never makes a key ambiguous. Raises NotFound for
-    an unknown cluster and InvalidInput when the key is ambiguous.
-    """
-    rows = Workload.objects.select_related("cluster", "policy").filter(
-        namespace=namespace, kind=kind, name=name, is_active=True
-    )
-    if cluster:
-        if not Cluster.objects.filter(name=cluster).exists():
-            raise NotFound(f"cluster {cluster!r} does not exist")
-        rows = rows.filter(cluster__name=cluster)
-    found = list(rows[:5])
-    if len(found) > 1:
-        names = ", ".join(sorted(w.cluster.name for w in found))
-        raise InvalidInput(
-            f"{namespace}/{kind}/{name} exists in several clusters ({names}); "
-            "say which with the cluster parameter",
-            field="cluster",
-        )
-    return found[0] if found else None
-
-
-def static_coefficient_for(namespace: str) -> StaticCoefficient | None:
-    """The namespace's coefficient, else the global one (namespace ""), else None."""
-    rows = {
-        c.namespace: c
-        for c in StaticCoefficient.objects.filter(namespace__in=[namespace, ""])
-    }
-    return rows.get(namespace) or rows.get("")
 
 
 def _scaled(amount: int | None, factor: float) -> int | None:
@@ -155,12 +116,14 @@ def advise_pod(
     containers: Sequence[PodContainer],
     cluster: str | None = None,
     multiplier: float = 1.0,
+    lookup: AdviceLookup | None = None,
 ) -> PodAdvice:
     """Recommended requests for each container of a pod of ``owner`` (may not exist).
 
     ``multiplier`` scales a recommendation before capping (seed 004's correction
     factor), so the policy's bounds still hold afterwards; static coefficients are not
-    multiplied.
+    multiplied. ``lookup`` holds the rows read for many pods at once
+    (``prefetch_advice``); without it, this pod's rows are read here.
     """
     if not (0 < multiplier <= MAX_MULTIPLIER) or not math.isfinite(multiplier):
         raise InvalidInput(
@@ -168,21 +131,23 @@ def advise_pod(
             f"not {multiplier!r}",
             field="multiplier",
         )
+    if lookup is None:
+        lookup = prefetch_advice(
+            pods=[(namespace, owner_kind, owner_name)], cluster=cluster
+        )
     workload = None
     if owner_kind and owner_name and owner_kind in OWNER_KINDS:
-        workload = find_workload(
-            cluster=cluster, namespace=namespace, kind=owner_kind, name=owner_name
+        workload = lookup.workload(
+            namespace=namespace, kind=owner_kind, name=owner_name
         )
-    elif cluster and not Cluster.objects.filter(name=cluster).exists():
-        raise NotFound(f"cluster {cluster!r} does not exist")
+    else:
+        lookup.check_cluster()
 
     policies: list[ContainerPolicy] = []
     latest: dict[str, Recommendation] = {}
     if workload is not None:
         policies = _policies_of(workload)
-        for stored in workload.containers.select_related("latest_recommendation"):
-            if stored.latest_recommendation is not None:
-                latest[stored.name] = stored.latest_recommendation
+        latest = lookup.latest_of(workload)
 
     # Recommendations of controlled containers, scaled, keyed by name in pod order.
     # The container policy is checked first, whether or not there is a recommendation:
@@ -210,9 +175,7 @@ def advise_pod(
     # webhook applies them (Pod item, then Container item, then the policy).
     container_range = pod_range = None
     if workload is not None:
-        container_range, pod_range = limit_ranges_for(
-            cluster_id=workload.cluster_id, namespace=workload.namespace
-        )
+        container_range, pod_range = lookup.limit_ranges_of(workload)
     capped = (
         cap_for_pod(
             pending,
@@ -225,7 +188,7 @@ def advise_pod(
         else {}
     )
 
-    coefficient = static_coefficient_for(namespace)
+    coefficient = lookup.coefficient_for(namespace)
     advice: list[ContainerAdvice] = []
     for container in containers:
         policy = select_container_policy(policies, container.name)

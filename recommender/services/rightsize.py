@@ -15,23 +15,21 @@ Nothing here writes to a cluster or to the database: the caller decides what to 
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import yaml
 from django.contrib.auth.models import User
 from django.db import transaction
 
 from recommender.engine.limits import REQUESTS_ONLY, requests_and_limits_for_container
 from recommender.engine.quantity import format_cpu, format_memory
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
-from recommender.errors import InvalidInput
+from recommender.errors import InvalidInput, TooLarge
 from recommender.models import AuditEvent, StaticCoefficient
+from recommender.services.advice_lookup import AdviceLookup, prefetch_advice
 from recommender.services.policies import actor_label_of
 from recommender.services.recommendation_query import (
     MAX_MULTIPLIER,
@@ -57,111 +55,11 @@ POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "Pod": ("spec",),
 }
 SUPPORTED_KINDS = tuple(POD_SPEC_PATHS)
-# A YAML alias bomb expands into billions of nodes; real manifests have a few thousand.
-MAX_NODES = 200_000
-JSON_MEDIA_TYPES = ("application/json",)
 COEFFICIENT_ACTION = "coefficient.update"
 
 STATUS_RIGHTSIZED = "rightsized"
 STATUS_UNCHANGED = "unchanged"
 STATUS_PASSED_THROUGH = "passed_through"
-
-
-class _ManifestLoader(yaml.SafeLoader):
-    """Safe YAML without timestamps: Kubernetes reads `2024-01-01` as text, so do we."""
-
-
-_ManifestLoader.yaml_implicit_resolvers = {
-    first: [
-        (tag, regexp)
-        for tag, regexp in resolvers
-        if tag != "tag:yaml.org,2002:timestamp"
-    ]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _count_nodes(document: object, *, index: int) -> None:
-    """Refuse documents whose expansion (aliases included) is absurdly large."""
-    stack = [document]
-    seen = 0
-    while stack:
-        node = stack.pop()
-        seen += 1
-        if seen > MAX_NODES:
-            raise InvalidInput(
-                f"documents[{index}] has more than {MAX_NODES} values once its YAML "
-                "aliases are expanded; this is not a manifest",
-                field=f"documents[{index}]",
-            )
-        if isinstance(node, Mapping):
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-
-
-def parse_manifests(*, body: bytes, media_type: str) -> list[Any]:
-    """The documents of a YAML or JSON body; a top-level list counts as its items.
-
-    Raises InvalidInput naming the body (with the line of a YAML error) or a document.
-    """
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(
-            f"the body is not UTF-8 text: {exc.reason}", field="body"
-        ) from None
-    if not text.strip():
-        raise InvalidInput("the body holds no manifests", field="body")
-    if media_type in JSON_MEDIA_TYPES:
-        try:
-            loaded = [json.loads(text, parse_constant=_reject_constant)]
-        except ValueError as exc:
-            raise InvalidInput(
-                f"the body is not valid JSON: {exc}", field="body"
-            ) from None
-    else:
-        try:
-            loaded = list(yaml.load_all(text, Loader=_ManifestLoader))
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark
-            where = (
-                f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            )
-            raise InvalidInput(
-                f"the body is not valid YAML{where}: {exc.problem}", field="body"
-            ) from None
-        except yaml.YAMLError as exc:
-            raise InvalidInput(
-                f"the body is not valid YAML: {exc}", field="body"
-            ) from None
-    documents: list[Any] = []
-    for item in loaded:
-        if item is None:
-            continue  # an empty document between two "---"
-        if isinstance(item, list):
-            documents.extend(item)
-        else:
-            documents.append(item)
-    if not documents:
-        raise InvalidInput("the body holds no manifests", field="body")
-    result = []
-    for index, document in enumerate(documents):
-        _count_nodes(document, index=index)
-        # A JSON round trip expands YAML aliases into independent copies (so changing
-        # one container cannot change another) and refuses values JSON cannot carry.
-        try:
-            result.append(json.loads(json.dumps(document, allow_nan=False)))
-        except (TypeError, ValueError) as exc:
-            raise InvalidInput(
-                f"documents[{index}] holds a value JSON cannot represent: {exc}",
-                field=f"documents[{index}]",
-            ) from None
-    return result
 
 
 @dataclass(frozen=True)
@@ -323,10 +221,26 @@ def _rightsize_container(
     }
 
 
-def _rightsize_document(
-    document: Any, path: str, options: RightsizeOptions, report: list[dict[str, Any]]
+@dataclass
+class _Pod:
+    """A pod template found in a manifest, waiting for its advice."""
+
+    entry: dict[str, Any]  # its report entry, already in the report (in order)
+    pod_spec: dict[str, Any]
+    containers: list[PodContainer]
+    namespace: str
+    owner_kind: str | None
+    owner_name: str | None
+
+
+def _collect_document(
+    document: Any,
+    path: str,
+    options: RightsizeOptions,
+    report: list[dict[str, Any]],
+    pods: list[_Pod],
 ) -> None:
-    """Right-size a document in place (recursing into Lists); append to ``report``."""
+    """Read a document (recursing into Lists): report entries, and the pods to size."""
     if not isinstance(document, dict):
         raise InvalidInput(
             f"{path} must be a Kubernetes object (a mapping)", field=path
@@ -343,14 +257,15 @@ def _rightsize_document(
     namespace = metadata.get("namespace") or options.namespace
     if not isinstance(namespace, str):
         raise InvalidInput(
-            f"{path}.metadata.namespace must be a string", field=f"{path}.metadata"
+            f"{path}.metadata.namespace must be a string",
+            field=f"{path}.metadata.namespace",
         )
     if kind == "List" or (kind.endswith("List") and "items" in document):
         items = document.get("items")
         if not isinstance(items, list):
             raise InvalidInput(f"{path}.items must be a list", field=f"{path}.items")
         for index, item in enumerate(items):
-            _rightsize_document(item, f"{path}.items[{index}]", options, report)
+            _collect_document(item, f"{path}.items[{index}]", options, report, pods)
         return
     entry: dict[str, Any] = {
         "path": path,
@@ -360,13 +275,13 @@ def _rightsize_document(
         "workload": None,
         "containers": [],
     }
+    report.append(entry)
     if kind not in POD_SPEC_PATHS:
         entry["status"] = STATUS_PASSED_THROUGH
         entry["reason"] = (
             f"kind {kind} has no pod template vpaweb sizes "
             f"({', '.join(SUPPORTED_KINDS)}); passed through untouched"
         )
-        report.append(entry)
         return
     pod_spec, spec_path = _pod_spec(document, kind, path)
     containers = parse_pod_containers(pod_spec, field=spec_path)
@@ -374,13 +289,20 @@ def _rightsize_document(
         owner_kind, owner_name = owner_of_pod(metadata)
     else:
         owner_kind, owner_name = kind, name if isinstance(name, str) else None
+    pods.append(_Pod(entry, pod_spec, containers, namespace, owner_kind, owner_name))
+
+
+def _rightsize_pod(pod: _Pod, options: RightsizeOptions, lookup: AdviceLookup) -> None:
+    """Write the advice into one pod template and fill in its report entry."""
+    entry, pod_spec, containers = pod.entry, pod.pod_spec, pod.containers
     advice = advise_pod(
-        namespace=namespace,
-        owner_kind=owner_kind,
-        owner_name=owner_name,
+        namespace=pod.namespace,
+        owner_kind=pod.owner_kind,
+        owner_name=pod.owner_name,
         containers=containers,
         cluster=options.cluster,
         multiplier=options.multiplier,
+        lookup=lookup,
     )
     if advice.workload is not None:
         workload = advice.workload
@@ -432,21 +354,41 @@ def _rightsize_document(
             )
     changed = any(c["changes"] for c in entry["containers"])
     entry["status"] = STATUS_RIGHTSIZED if changed else STATUS_UNCHANGED
-    report.append(entry)
 
 
 def rightsize_manifests(
-    *, documents: list[Any], options: RightsizeOptions
+    *,
+    documents: list[Any],
+    options: RightsizeOptions,
+    max_containers: int | None = None,
 ) -> RightsizeResult:
     """Set container requests (and limits) of every workload manifest in ``documents``.
 
-    ``documents`` come from ``parse_manifests`` and are changed in place. Raises
-    InvalidInput naming the path of the first malformed part; nothing is stored either
-    way.
+    ``documents`` come from ``api.bodies.load_manifests`` and are changed in place.
+    Every document is read first; more than ``max_containers`` containers in all is a
+    TooLarge before any lookup, and the lookups of all pods take a fixed number of
+    queries (``prefetch_advice``). Raises InvalidInput naming the path of the first
+    malformed part; nothing is stored either way.
     """
     report: list[dict[str, Any]] = []
+    pods: list[_Pod] = []
     for index, document in enumerate(documents):
-        _rightsize_document(document, f"documents[{index}]", options, report)
+        _collect_document(document, f"documents[{index}]", options, report, pods)
+    containers = sum(len(pod.containers) for pod in pods)
+    if max_containers is not None and containers > max_containers:
+        raise TooLarge(
+            f"the manifests have {containers} containers to size; the limit is "
+            f"{max_containers} (VPAWEB_API_MAX_CONTAINERS): split them into smaller "
+            "requests",
+            field="body",
+        )
+    if pods:
+        lookup = prefetch_advice(
+            pods=[(p.namespace, p.owner_kind, p.owner_name) for p in pods],
+            cluster=options.cluster,
+        )
+        for pod in pods:
+            _rightsize_pod(pod, options, lookup)
     result = RightsizeResult(manifests=documents, documents=report)
     logger.info("rightsized %s", result.summary())
     return result
