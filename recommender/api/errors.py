@@ -58,6 +58,18 @@ DRF_CODES = {
 }
 
 
+class RequestDeadlineExceeded(Exception):
+    """The request ran past ``VPAWEB_REQUEST_DEADLINE_S`` (api/deadline.py)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.message = (
+            f"the request was stopped after {seconds:g} s "
+            "(VPAWEB_REQUEST_DEADLINE_S) and nothing it did was kept; "
+            "send less at once or retry later"
+        )
+        super().__init__(self.message)
+
+
 def error_body(
     code: str, message: str, fields: dict[str, list[str]] | None = None
 ) -> dict:
@@ -127,6 +139,15 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         message = str(exc) or "the request body is too large"
         body = error_body("too_large", message, {"body": [message]})
         status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    elif isinstance(exc, RequestDeadlineExceeded):
+        logger.warning(
+            "request deadline passed: %s %s",
+            getattr(context.get("request"), "method", "?"),
+            getattr(context.get("request"), "path", "?"),
+        )
+        body = error_body("timeout", exc.message)
+        status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+        headers["Retry-After"] = "5"
     elif isinstance(exc, SuspiciousOperation):
         # Too many form fields, a malformed multipart body, and the like: the client's
         # fault, said in one line (Django would log a traceback and answer 400 HTML).

@@ -72,7 +72,7 @@ def control_characters_json() -> bytes:
 
 
 def control_characters_yaml() -> bytes:
-    return b"kind: Pod\nmetadata: {name: \"a\x00b\x1b[31m\"}\n"
+    return b'kind: Pod\nmetadata: {name: "a\x00b\x1b[31m"}\n'
 
 
 # name -> (body, content type)
