@@ -160,13 +160,14 @@ CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
 SECURE_PROXY_SSL_HEADER = env_header_pair("SECURE_PROXY_SSL_HEADER")
 # Scripts only from this site (no inline script, no eval); styles may be inline, as
 # plotly and Swagger UI set them; images also as data: URLs (Swagger UI, plotly).
-CONTENT_SECURITY_POLICY = env_str(
-    "VPAWEB_CONTENT_SECURITY_POLICY",
+CONTENT_SECURITY_POLICY = env_str("VPAWEB_CONTENT_SECURITY_POLICY").strip() or (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; "
     "worker-src 'self' blob:; object-src 'none'; base-uri 'self'; "
-    "form-action 'self'; frame-ancestors 'none'",
+    "form-action 'self'; frame-ancestors 'none'"
 )
+if CONTENT_SECURITY_POLICY.lower() == "off":
+    CONTENT_SECURITY_POLICY = ""
 
 # --- Background work ------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -56,6 +57,12 @@ POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
 }
 SUPPORTED_KINDS = tuple(POD_SPEC_PATHS)
 COEFFICIENT_ACTION = "coefficient.update"
+# A namespace name as Kubernetes accepts it (a DNS-1123 label), or "" for all.
+NAMESPACE_PATTERN = r"^(|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$"
+NAMESPACE_MAX_LENGTH = 63
+# The smallest coefficient: 1 % of the request. Below that a factor (5e-324, say) sizes
+# a container down to nothing (a memory request of one byte).
+MIN_FACTOR = 0.01
 
 STATUS_RIGHTSIZED = "rightsized"
 STATUS_UNCHANGED = "unchanged"
@@ -398,11 +405,13 @@ def _check_factor(name: str, value: object) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidInput(f"{name} must be a number in (0, 1] or null", field=name)
-    if not math.isfinite(value) or not 0 < value <= 1:
         raise InvalidInput(
-            f"{name} must be above 0 and at most 1 (a request reduction), "
-            f"not {value!r}",
+            f"{name} must be a number in [{MIN_FACTOR:g}, 1] or null", field=name
+        )
+    if not math.isfinite(value) or not MIN_FACTOR <= value <= 1:
+        raise InvalidInput(
+            f"{name} must be at least {MIN_FACTOR:g} and at most 1 (a request "
+            f"reduction), not {value!r}",
             field=name,
         )
     return float(value)
@@ -418,9 +427,16 @@ def set_static_coefficient(
     actor_label: str | None = None,
 ) -> StaticCoefficient | None:
     """Set a namespace's first-deploy coefficient ("" = global); both None remove it."""
-    if not isinstance(namespace, str) or len(namespace) > 63:
+    if (
+        not isinstance(namespace, str)
+        or len(namespace) > NAMESPACE_MAX_LENGTH
+        or re.match(NAMESPACE_PATTERN, namespace) is None
+    ):
         raise InvalidInput(
-            'namespace must be a namespace name, or "" for all', field="namespace"
+            "namespace must be a Kubernetes namespace name (at most 63 lower-case "
+            'letters, digits and "-", starting and ending with a letter or digit), '
+            'or "" for all',
+            field="namespace",
         )
     cpu = _check_factor("cpu_factor", cpu_factor)
     memory = _check_factor("memory_factor", memory_factor)

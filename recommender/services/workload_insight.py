@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shlex
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -153,10 +154,12 @@ def ready_to_use(
     else:
         patch = {"spec": template}
     body = json.dumps(patch, separators=(",", ":"))
+    # Every part a cluster (or a user) named is shell-quoted: the command is pasted.
+    resource = KUBECTL_RESOURCE.get(workload.kind, workload.kind.lower())
     command = (
-        f"kubectl --namespace {workload.namespace} patch "
-        f"{KUBECTL_RESOURCE.get(workload.kind, workload.kind.lower())} {workload.name} "
-        f"--type strategic --patch '{body}'"
+        f"kubectl --namespace {shlex.quote(workload.namespace)} patch "
+        f"{shlex.quote(resource)} {shlex.quote(workload.name)} "
+        f"--type strategic --patch {shlex.quote(body)}"
     )
     parts = []
     for name, snippet in snippets.items():
