@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +22,7 @@ from rest_framework.utils.encoders import JSONEncoder
 
 from recommender.api.bodies import load_json
 from recommender.errors import TooLarge
+from recommender.text import comment_text
 
 
 def read_limited(stream: Any, parser_context: dict[str, Any] | None) -> bytes:
@@ -151,16 +151,6 @@ def csv_cell(value: Any) -> Any:
     if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
         return "'" + value
     return value
-
-
-# Anything that would end a YAML comment line early or start a new line or document.
-_UNSAFE_COMMENT = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def comment_text(value: Any) -> str:
-    """Text safe inside one ``# …`` line: control characters and line breaks become
-    ``?``, so a name cannot add a line (or a document) to a manifest."""
-    return _UNSAFE_COMMENT.sub("?", str(value))
 
 
 def _plain(data: Any) -> Any:

@@ -42,6 +42,7 @@ from recommender.services.insights import (
 )
 from recommender.services.policies import parse_container_policies
 from recommender.services.refresh import close_quietly
+from recommender.text import comment_text
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +164,11 @@ def ready_to_use(
     )
     parts = []
     for name, snippet in snippets.items():
-        parts.append(f"# container {name}\n" + yaml.safe_dump(snippet, sort_keys=False))
+        parts.append(
+            comment_text(f"# container {name}")
+            + "\n"
+            + yaml.safe_dump(snippet, sort_keys=False)
+        )
     note = "Patching the pod template rolls out new pods with these requests."
     if workload.kind == Workload.Kind.JOB:
         note = (
