@@ -101,9 +101,10 @@ def test_every_page_gets_a_csp_without_inline_script(client: Client) -> None:
     for path in ("/login/", "/", "/api/v1/docs/", "/api/v1/clusters/"):
         response = client.get(path)
         policy = response["Content-Security-Policy"]
-        assert "script-src 'self'" in policy and "unsafe-inline" not in policy.split(
-            "script-src"
-        )[1].split(";")[0]
+        assert (
+            "script-src 'self'" in policy
+            and "unsafe-inline" not in policy.split("script-src")[1].split(";")[0]
+        )
     # The dashboard's own templates carry no inline script or event handler.
     for template in (ROOT / "templates").rglob("*.html"):
         text = template.read_text()

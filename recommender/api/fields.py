@@ -12,7 +12,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from recommender.services.rightsize import MIN_FACTOR
+from recommender.services.advice.rightsize import MIN_FACTOR
 
 # Longest text a query filter takes: a Kubernetes object name (DNS subdomain).
 MAX_QUERY_TEXT = 253

@@ -12,7 +12,10 @@ from rest_framework import serializers
 from recommender.api.fields import FactorField, QueryTextField, StrictCharField
 from recommender.api.serializers import WorkloadBriefSerializer
 from recommender.models import StaticCoefficient
-from recommender.services.rightsize import NAMESPACE_MAX_LENGTH, NAMESPACE_PATTERN
+from recommender.services.advice.rightsize import (
+    NAMESPACE_MAX_LENGTH,
+    NAMESPACE_PATTERN,
+)
 
 
 class StaticCoefficientSerializer(serializers.ModelSerializer):

@@ -21,7 +21,7 @@ from recommender.models import (
     StaticCoefficient,
     Workload,
 )
-from recommender.services.limits import LimitRangePair, item_from_dict
+from recommender.services.advice.limits import LimitRangePair, item_from_dict
 
 # (namespace, owner kind, owner name) of one pod; kind and name may be unknown.
 PodKey = tuple[str, str | None, str | None]

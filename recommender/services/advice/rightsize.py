@@ -29,10 +29,9 @@ from recommender.engine.limits import REQUESTS_ONLY, requests_and_limits_for_con
 from recommender.engine.quantity import format_cpu, format_memory
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput, TooLarge
-from recommender.models import AuditEvent, StaticCoefficient
-from recommender.services.advice_lookup import AdviceLookup, prefetch_advice
-from recommender.services.policies import actor_label_of
-from recommender.services.recommendation_query import (
+from recommender.models import StaticCoefficient
+from recommender.services.advice.lookup import AdviceLookup, prefetch_advice
+from recommender.services.advice.recommendation_query import (
     MAX_MULTIPLIER,
     SOURCE_NONE,
     ContainerAdvice,
@@ -41,6 +40,7 @@ from recommender.services.recommendation_query import (
     owner_of_pod,
     parse_pod_containers,
 )
+from recommender.services.audit import Action, actor_label_of, record_audit
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,6 @@ POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "Pod": ("spec",),
 }
 SUPPORTED_KINDS = tuple(POD_SPEC_PATHS)
-COEFFICIENT_ACTION = "coefficient.update"
 # A namespace name as Kubernetes accepts it (a DNS-1123 label), or "" for all.
 NAMESPACE_PATTERN = r"^(|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$"
 NAMESPACE_MAX_LENGTH = 63
@@ -430,7 +429,7 @@ def set_static_coefficient(
     if (
         not isinstance(namespace, str)
         or len(namespace) > NAMESPACE_MAX_LENGTH
-        or re.match(NAMESPACE_PATTERN, namespace) is None
+        or re.fullmatch(NAMESPACE_PATTERN, namespace) is None
     ):
         raise InvalidInput(
             "namespace must be a Kubernetes namespace name (at most 63 lower-case "
@@ -472,11 +471,11 @@ def set_static_coefficient(
             )
         after = {} if row is None else {"cpu_factor": cpu, "memory_factor": memory}
         if before != after:
-            AuditEvent.objects.create(
-                created_at=now,
+            record_audit(
+                now=now,
                 actor=actor,
                 actor_label=label,
-                action=COEFFICIENT_ACTION,
+                action=Action.COEFFICIENT_UPDATE,
                 object_type="static_coefficient",
                 object_id=scope,
                 before=before,
