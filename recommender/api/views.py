@@ -293,11 +293,12 @@ class WorkloadPolicyView(WorkloadLookupMixin, APIView):
                 request_only=True,
             ),
             OpenApiExample(
-                "target CPU p95 and memory p99 for this workload only",
+                "target CPU p95 and memory p99 (upper bound at least the target)",
                 value={
                     "profile_overrides": {
                         "cpu_target_percentile": 0.95,
                         "memory_target_percentile": 0.99,
+                        "memory_upper_percentile": 0.99,
                     }
                 },
                 request_only=True,
