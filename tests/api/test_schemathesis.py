@@ -42,7 +42,7 @@ from vpaweb.wsgi import application
 # schemathesis marker keeps it out of test-pg, which would only repeat it).
 POSITIVE_EXAMPLES = int(os.environ.get("VPAWEB_SCHEMATHESIS_POSITIVE", "55"))
 NEGATIVE_EXAMPLES = int(os.environ.get("VPAWEB_SCHEMATHESIS_NEGATIVE", "30"))
-MIN_CASES = int(os.environ.get("VPAWEB_SCHEMATHESIS_MIN_CASES", "2000"))
+MIN_CASES = 2000
 # Operations whose bodies the schema can only sketch, and the input-strictness checks
 # that would only restate it. rightsize takes a YAML text of manifests (any string is
 # "schema-valid"); a RecommendationQuery's pod is a Kubernetes pod spec whose rules
