@@ -82,7 +82,7 @@ def test_rightsize_costs_the_same_queries_for_1_or_40_documents(
     assert answer["summary"]["documents"] == 40
     assert answer["summary"]["rightsized"] == 40  # 20 known, 20 by coefficient
     assert many == one, f"{one} queries for one document, {many} for 40"
-    # The token, then at most five lookups (services.advice.lookup).
+    # The token, then the lookups of advise.inputs_for_pods (one cluster here).
     assert many <= 7
 
 

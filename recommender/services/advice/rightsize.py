@@ -25,18 +25,22 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from recommender.engine.limits import REQUESTS_ONLY, requests_and_limits_for_container
+from recommender.engine.limits import REQUESTS_ONLY
 from recommender.engine.quantity import format_cpu, format_memory
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput, TooLarge
 from recommender.models import StaticCoefficient
-from recommender.services.advice.lookup import AdviceLookup, prefetch_advice
-from recommender.services.advice.recommendation_query import (
-    MAX_MULTIPLIER,
+from recommender.services.advice.advise import (
     SOURCE_NONE,
+    AdviceInputs,
     ContainerAdvice,
+    PodKey,
+    advise,
+    check_multiplier,
+    inputs_for_pods,
+)
+from recommender.services.advice.pod_spec import (
     PodContainer,
-    advise_pod,
     owner_of_pod,
     parse_pod_containers,
 )
@@ -79,14 +83,7 @@ class RightsizeOptions:
     leave_memory: bool = False
 
     def __post_init__(self) -> None:
-        if not (0 < self.multiplier <= MAX_MULTIPLIER) or not math.isfinite(
-            self.multiplier
-        ):
-            raise InvalidInput(
-                f"multiplier must be above 0 and at most {MAX_MULTIPLIER:g}, "
-                f"not {self.multiplier!r}",
-                field="multiplier",
-            )
+        check_multiplier(self.multiplier)
 
 
 @dataclass
@@ -156,6 +153,30 @@ def _corrected_target(
     return target
 
 
+def _limit_reason(
+    container: PodContainer, advice: ContainerAdvice, resource: str
+) -> str:
+    """Why a limit changed: the original ratio, or the LimitRange's default limit."""
+    before = container.limits.get(resource)
+    old_request = container.requests.get(resource)
+    if not before:
+        default = advice.default_limit.get(resource)
+        assert default is not None  # a limit is only written from one of the two
+        ratio = (
+            f" at the ratio default limit:request {default / old_request:.4g}"
+            if old_request and old_request != default
+            else ""
+        )
+        return (
+            "the container has no limit: the namespace's LimitRange default limit "
+            f"{_format(resource, default)} stands in for it{ratio}, as upstream VPA "
+            "does"
+        )
+    if old_request and before != old_request:
+        return f"kept the original limit:request ratio {before / old_request:.4g}"
+    return "kept limit = request, as before"
+
+
 def _rightsize_container(
     item: dict[str, Any],
     container: PodContainer,
@@ -165,9 +186,7 @@ def _rightsize_container(
     """Write the advised requests (and proportional limits) into a container mapping."""
     notes = list(advice.caps())
     target = _corrected_target(container, advice, options, notes)
-    new = requests_and_limits_for_container(
-        container.as_engine(), target, controlled_values=advice.controlled_values
-    )
+    new = advice.resources_for(target)
     changes: list[dict[str, Any]] = []
     writes: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
     for resource in RESOURCE_NAMES:
@@ -194,18 +213,12 @@ def _rightsize_container(
             before, after = container.limits.get(resource), new.limits.get(resource)
             if after is not None and after != before:
                 writes["limits"][resource] = _format(resource, after)
-                old_request = container.requests.get(resource)
-                ratio = (
-                    f"the original limit:request ratio {before / old_request:.4g}"
-                    if before and old_request
-                    else "limit = request, as before"
-                )
                 changes.append(
                     {
                         "field": f"limits.{resource}",
                         "before": _text(resource, before),
                         "after": _format(resource, after),
-                        "reason": f"kept {ratio}",
+                        "reason": _limit_reason(container, advice, resource),
                     }
                 )
         notes.extend(a for a in new.annotations if a.split(":")[0] in target.to_dict())
@@ -237,6 +250,11 @@ class _Pod:
     namespace: str
     owner_kind: str | None
     owner_name: str | None
+
+    @property
+    def key(self) -> PodKey:
+        """The owner's natural key, as ``inputs_for_pods`` takes it."""
+        return (self.namespace, self.owner_kind, self.owner_name)
 
 
 def _collect_document(
@@ -298,18 +316,10 @@ def _collect_document(
     pods.append(_Pod(entry, pod_spec, containers, namespace, owner_kind, owner_name))
 
 
-def _rightsize_pod(pod: _Pod, options: RightsizeOptions, lookup: AdviceLookup) -> None:
+def _rightsize_pod(pod: _Pod, options: RightsizeOptions, inputs: AdviceInputs) -> None:
     """Write the advice into one pod template and fill in its report entry."""
     entry, pod_spec, containers = pod.entry, pod.pod_spec, pod.containers
-    advice = advise_pod(
-        namespace=pod.namespace,
-        owner_kind=pod.owner_kind,
-        owner_name=pod.owner_name,
-        containers=containers,
-        cluster=options.cluster,
-        multiplier=options.multiplier,
-        lookup=lookup,
-    )
+    advice = advise(inputs, containers, multiplier=options.multiplier)
     if advice.workload is not None:
         workload = advice.workload
         entry["workload"] = {
@@ -372,9 +382,9 @@ def rightsize_manifests(
 
     ``documents`` come from ``api.bodies.load_manifests`` and are changed in place.
     Every document is read first; more than ``max_containers`` containers in all is a
-    TooLarge before any lookup, and the lookups of all pods take a fixed number of
-    queries (``prefetch_advice``). Raises InvalidInput naming the path of the first
-    malformed part; nothing is stored either way.
+    TooLarge before any lookup, and the lookups of all pods take a number of queries
+    that does not grow with them (``advise.inputs_for_pods``). Raises InvalidInput
+    naming the path of the first malformed part; nothing is stored either way.
     """
     report: list[dict[str, Any]] = []
     pods: list[_Pod] = []
@@ -389,12 +399,9 @@ def rightsize_manifests(
             field="body",
         )
     if pods:
-        lookup = prefetch_advice(
-            pods=[(p.namespace, p.owner_kind, p.owner_name) for p in pods],
-            cluster=options.cluster,
-        )
+        inputs = inputs_for_pods(pods=[p.key for p in pods], cluster=options.cluster)
         for pod in pods:
-            _rightsize_pod(pod, options, lookup)
+            _rightsize_pod(pod, options, inputs[pod.key])
     result = RightsizeResult(manifests=documents, documents=report)
     logger.info("rightsized %s", result.summary())
     return result
