@@ -58,13 +58,22 @@ if not 0 <= _deadline_s < timeout:
     )
 
 
+def post_worker_init(worker: object) -> None:
+    """Load every view before the first request: a worker's first request would
+    otherwise pay for importing the whole app, inside its deadline and timeout."""
+    from django.urls import get_resolver
+
+    get_resolver().url_patterns  # noqa: B018 (imports every URLconf and view)
+
+
 def worker_abort(worker: object) -> None:
     """Log a killed worker's last words (its request ran past the deadline and the
     timeout both, e.g. stuck in a C call that signals cannot interrupt)."""
     log = getattr(worker, "log", None)
     if log is not None:
         log.error(
-            "worker %s timed out after %s s; its client's connection is closed",
+            "worker %s timed out after %s s (past VPAWEB_REQUEST_DEADLINE_S too); "
+            "its client gets gunicorn's error page",
             getattr(worker, "pid", "?"),
             timeout,
         )

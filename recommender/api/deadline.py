@@ -24,8 +24,24 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from recommender.api.errors import API_PREFIX, RequestDeadlineExceeded, error_body
 
+# Retry this soon when the deadline falls inside an import.
+IMPORT_GRACE_S = 0.05
+
+
+def _importing(frame: FrameType | None) -> bool:
+    """Whether the interrupted code is inside Python's import machinery, where an
+    exception would leave a half-initialised module in ``sys.modules``."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
+    if _importing(frame):
+        signal.setitimer(signal.ITIMER_REAL, IMPORT_GRACE_S)
+        return
     raise RequestDeadlineExceeded(settings.REQUEST_DEADLINE_S)
 
 
