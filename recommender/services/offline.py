@@ -94,7 +94,7 @@ def resources_as_quantities(resources: Any) -> dict[str, str]:
 
 
 @dataclass
-class _Events:
+class Events:
     """Parsed rows of both files, as parallel lists (one entry per row)."""
 
     kind: list[int]
@@ -170,7 +170,7 @@ def _read_rows(
             yield reader.line_num, row
 
 
-class _Registry:
+class Registry:
     """Numbers aggregates and series as rows are read."""
 
     def __init__(self) -> None:
@@ -220,9 +220,9 @@ def _read_file(
         yield row, timestamp_s, values
 
 
-def _read_events(usage_path: Path, oom_path: Path | None) -> tuple[_Events, _Registry]:
-    events = _Events([], [], [], [], [], [], [])
-    registry = _Registry()
+def read_events(usage_path: Path, oom_path: Path | None) -> tuple[Events, Registry]:
+    events = Events([], [], [], [], [], [], [])
+    registry = Registry()
 
     def append(
         row: dict[str, str],
@@ -273,7 +273,7 @@ def recommend_from_csv(
     *, usage_path: Path, oom_path: Path | None, profile: Profile
 ) -> list[OfflineRecommendation]:
     """Feed both files to the engine in time order and recommend every container."""
-    events, registry = _read_events(usage_path, oom_path)
+    events, registry = read_events(usage_path, oom_path)
     kind = np.asarray(events.kind, dtype=np.int64)
     timestamp_s = np.asarray(events.timestamp_s, dtype=np.float64)
 
