@@ -98,7 +98,10 @@ class Trace:
             ("memory_bytes", _float_array(self.memory_bytes, "memory_bytes", n)),
             ("containers_in_pod", cip),
             ("oom_series_index", oi),
-            ("oom_timestamp_s", _float_array(self.oom_timestamp_s, "oom_timestamp_s", k)),
+            (
+                "oom_timestamp_s",
+                _float_array(self.oom_timestamp_s, "oom_timestamp_s", k),
+            ),
             (
                 "oom_memory_request_bytes",
                 _float_array(
@@ -111,7 +114,8 @@ class Trace:
     @property
     def container_index(self) -> np.ndarray:
         """The container of every sample, int64 (n,)."""
-        return self.series_container[self.series_index]
+        out: np.ndarray = self.series_container[self.series_index]
+        return out
 
     def first_sample_s(self) -> np.ndarray:
         """Each container's first sample time (NaN for a container without samples)."""
@@ -135,7 +139,7 @@ class Timeline:
 
     @property
     def moments_s(self) -> np.ndarray:
-        """The recompute moments (J,): row j of the arrays was computed at moments[j-1]."""
+        """The recompute moments (J,): row j was computed at ``moments_s[j - 1]``."""
         rows = next(iter(self.values.values())).shape[0]
         return self.start_s + self.every_s * np.arange(1, rows)
 
@@ -158,7 +162,9 @@ def replay(
 ) -> list[Timeline]:
     """Each profile's hourly (``every_s``) recommendations over the trace."""
     if not (every_s > 0 and math.isfinite(every_s)):
-        raise ValueError(f"every_s: must be a positive number of seconds, not {every_s}")
+        raise ValueError(
+            f"every_s: must be a positive number of seconds, not {every_s}"
+        )
     if not profiles:
         raise ValueError("profiles: at least one profile is needed")
     for p in profiles:
@@ -169,7 +175,7 @@ def replay(
     if ts.size == 0:
         raise ValueError("trace: has no samples")
     start_s = math.floor(float(ts.min()) / every_s) * every_s
-    n_moments = int(math.floor((float(ts.max()) - start_s) / every_s))
+    n_moments = math.floor((float(ts.max()) - start_s) / every_s)
     # Stable time order: the samples of one time keep the trace's order.
     order = np.argsort(ts, kind="stable")
     sorted_ts = ts[order]
@@ -190,7 +196,9 @@ def replay(
         }
         for _ in profiles
     ]
-    rows = np.arange(c, dtype=np.int64)
+    all_rows = np.arange(c, dtype=np.int64)
+    rows = all_rows.tolist()
+    cip = np.asarray(trace.containers_in_pod).tolist()
     series_keys = list(trace.series_keys)
     done = oom_done = 0
     for j in range(1, n_moments + 1):
@@ -221,13 +229,13 @@ def replay(
             agg = aggregates[key]
             feed(agg, samples, ooms)
             # Upstream recommends nothing for a container without samples.
-            has_data = (agg.total_samples > 0) | ~agg.memory.is_empty(rows)
+            has_data = (agg.total_samples > 0) | ~agg.memory.is_empty(all_rows)
             for i in members:
                 chains = recommendation_arrays(
                     agg,
                     rows=rows,
                     profile=profiles[i],
-                    containers_in_pod=trace.containers_in_pod,  # type: ignore[arg-type]
+                    containers_in_pod=cip,
                 )
                 for res in (CPU, MEMORY):
                     chain = chains[res]

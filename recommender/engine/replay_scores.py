@@ -1,4 +1,4 @@
-"""Scores of a replay per container-day, as Google's Autopilot paper (EuroSys 2020) does.
+"""A replay's scores per container-day, as Google's Autopilot paper (EuroSys 2020).
 
 A sample is *scored* when a recommendation was in force when it was taken and it lies
 after its container's warm-up; a *container-day* (UTC day) counts when it has at least
@@ -182,9 +182,7 @@ def _score(
     mem_ok = np.isfinite(mem) & np.isfinite(mt)
     cpu_ok = np.isfinite(cpu) & np.isfinite(ct)
     g_mem, g_cpu = group[mem_ok], group[cpu_ok]
-    cpu_above = _group_mean(
-        (cpu[cpu_ok] > ct[cpu_ok]).astype(np.float64), g_cpu, size
-    )
+    cpu_above = _group_mean((cpu[cpu_ok] > ct[cpu_ok]).astype(np.float64), g_cpu, size)
     nan = np.full(size, np.nan)
     return DayScores(
         container=days.container(),
@@ -194,9 +192,7 @@ def _score(
         cpu_slack=_slack(days, CPU, ct),
         memory_over_target=_any(mem[mem_ok] > mt[mem_ok], g_mem, size),
         memory_over_upper=_any(mem[mem_ok] > mu[mem_ok], g_mem, size),
-        memory_over_factor=_any(
-            mem[mem_ok] > OVERRUN_FACTOR * mt[mem_ok], g_mem, size
-        ),
+        memory_over_factor=_any(mem[mem_ok] > OVERRUN_FACTOR * mt[mem_ok], g_mem, size),
         cpu_above_share=cpu_above,
         changes=nan if changes is None else changes[0],
         big_changes=nan if changes is None else changes[1],
@@ -310,8 +306,10 @@ def _stat(values: np.ndarray, how: str) -> float:
 def summarise(scores: DayScores) -> dict[str, Any]:
     """The table's row: means, medians and shares over the container-days."""
     has_memory = np.isfinite(scores.memory_slack)
+    # Days with a target to judge (a "manual" row has none where no limit is known).
+    judged = has_memory | np.isfinite(scores.cpu_slack)
     return {
-        "container_days": int(scores.day.size),
+        "container_days": int(judged.sum()),
         "memory_slack_mean": _stat(scores.memory_slack, "mean"),
         "memory_slack_median": _stat(scores.memory_slack, "median"),
         "cpu_slack_mean": _stat(scores.cpu_slack, "mean"),

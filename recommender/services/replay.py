@@ -66,7 +66,7 @@ class ReplayInput:
 
 @dataclass(frozen=True)
 class ReplayReport:
-    """One row per profile (plus "manual" and "hindsight"), and each profile's timeline."""
+    """A row per profile (plus "manual", "hindsight"), and each profile's timeline."""
 
     rows: list[dict[str, Any]]
     timelines: dict[str, Timeline] = field(default_factory=dict)
@@ -81,7 +81,9 @@ def _open_text(path: Path) -> io.TextIOBase:
         ) from None
     magic = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
     if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.GzipFile(fileobj=raw), encoding="utf-8", newline="")
+        return io.TextIOWrapper(
+            gzip.GzipFile(fileobj=raw), encoding="utf-8", newline=""
+        )
     return io.TextIOWrapper(raw, encoding="utf-8", newline="")
 
 
@@ -168,9 +170,10 @@ def load_trace_file(
         ts.append(stamp)
         cpu.append(_number(path, line, "cpu_cores", c))
         mem.append(_number(path, line, "memory_bytes", m))
-    if wanted is not None and len(index) > 0:
-        missing = [c for c in containers or () if c not in index]
-        if missing and not ts:
+    if containers is not None:
+        present = set(series)
+        missing = [c for c in containers if index[c] not in present]
+        if missing:
             raise NotFound(f"{path}: no samples of {', '.join(missing)}")
     if not ts:
         raise InvalidInput(f"{path}: has no samples", field=str(path))
@@ -218,7 +221,9 @@ def load_usage_csv(usage_path: Path, oom_path: Path | None) -> ReplayInput:
     names = ["/".join(key) for key in registry.aggregates]
     per_workload: dict[tuple[str, str], int] = {}
     for namespace, workload, _ in registry.aggregates:
-        per_workload[namespace, workload] = per_workload.get((namespace, workload), 0) + 1
+        per_workload[namespace, workload] = (
+            per_workload.get((namespace, workload), 0) + 1
+        )
     series = np.asarray(events.series, dtype=np.int64)
     ts = np.asarray(events.timestamp_s)
     trace = Trace(
@@ -271,7 +276,9 @@ def load_cluster_history(
     )
     if not names:
         what = f"workload {workload!r}" if workload else "any workload"
-        raise NotFound(f"cluster {cluster_name!r}: no {what} in namespace {namespace!r}")
+        raise NotFound(
+            f"cluster {cluster_name!r}: no {what} in namespace {namespace!r}"
+        )
     live = {
         pod.name: w.name
         for w in snapshot.workloads
@@ -369,7 +376,7 @@ def parse_settings(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def resolve_profiles(names: Sequence[str], settings: dict[str, Any]) -> list[Profile]:
-    """The named profiles with the overrides applied, checked as the policy editor does."""
+    """The named profiles with the overrides, checked as the policy editor does."""
     out = []
     for name in names:
         try:
@@ -425,9 +432,7 @@ def run_replay(
     if hindsight:
         best = score_hindsight(loaded.trace, days)
         rows.append({"profile": "hindsight", **summarise(best)})
-    return ReplayReport(
-        rows=rows, timelines={t.profile.name: t for t in timelines}
-    )
+    return ReplayReport(rows=rows, timelines={t.profile.name: t for t in timelines})
 
 
 def container_series(

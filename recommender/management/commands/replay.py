@@ -7,7 +7,6 @@ import io
 import json
 import math
 import re
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,6 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from recommender.engine import PROFILES
-from recommender.engine.replay import DEFAULT_EVERY_S, DEFAULT_WARMUP_S
 from recommender.errors import VpawebError
 from recommender.services.replay import (
     ReplayInput,
@@ -139,7 +137,7 @@ class Command(BaseCommand):
                 options["profile"] or ["vpa"], parse_settings(options["set"])
             )
             loaded = self._load(options)
-            progress = None if options["quiet"] else _Progress(sys.stderr)
+            progress = None if options["quiet"] else _Progress(self.stderr)
             report = run_replay(
                 loaded,
                 profiles,
@@ -209,12 +207,19 @@ def plot_figure(data: dict[str, Any]) -> dict[str, Any]:
         ("memory", 1.0 / 2**20, "MiB", "y"),
         ("cpu", 1.0, "millicores", "y2"),
     ):
-        usage = data["memory_bytes"] / 2**20 if resource == "memory" else (
-            data["cpu_cores"] * 1000.0
+        usage = (
+            data["memory_bytes"] / 2**20
+            if resource == "memory"
+            else (data["cpu_cores"] * 1000.0)
         )
         traces.append(
-            {"x": x, "y": _list(usage), "name": f"{resource} usage ({unit})",
-             "yaxis": axis, "mode": "lines"}
+            {
+                "x": x,
+                "y": _list(usage),
+                "name": f"{resource} usage ({unit})",
+                "yaxis": axis,
+                "mode": "lines",
+            }
         )
         for bound in ("target", "lower", "upper"):
             traces.append(
@@ -254,12 +259,13 @@ class _Progress:
         if now - self.last >= 0.5 or done == total:
             self.last = now
             self.stream.write(
-                f"\rreplay: {done}/{total} recomputes ({now - self.started:.1f} s)"
+                f"\rreplay: {done}/{total} recomputes ({now - self.started:.1f} s)",
+                ending="",
             )
             self.stream.flush()
 
     def done(self) -> None:
-        self.stream.write("\n")
+        self.stream.write("")
 
 
 def _cell(value: Any, fmt: str) -> str:
@@ -301,7 +307,5 @@ def render_csv(report: ReplayReport) -> str:
     keys = [key for key, _, _ in COLUMNS]
     writer.writerow(keys)
     for row in report.rows:
-        writer.writerow(
-            "" if _json_value(row[k]) is None else row[k] for k in keys
-        )
+        writer.writerow("" if _json_value(row[k]) is None else row[k] for k in keys)
     return out.getvalue()
