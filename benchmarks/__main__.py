@@ -1,4 +1,4 @@
-"""Run benchmarks: `python -m benchmarks [engine|dashboard|backfill|replay ...]` (or all).
+"""Run benchmarks: `python -m benchmarks [engine|dashboard|backfill|replay]` (or all).
 
 Each benchmark is a module `benchmarks/bench_<name>.py` with a `main()` that prints
 figures.

@@ -2,8 +2,8 @@
 
 120 VMs, 30 days, 1.03 M samples, 720 hourly recomputes per VM (issue 15's target:
 <= 3 s on the 2-core build machine). Run: ``python -m benchmarks.bench_replay``
-(``make bench BENCH=replay``). Reads ``../shared/traces/normalized/bitbrains_rnd.csv.gz``
-beside the repository; prints the time to read it, to replay it (feed + recommend
+(``make bench BENCH=replay``). Reads
+``../shared/traces/normalized/bitbrains_rnd.csv.gz`` beside the repository; prints the time to read it, to replay it (feed + recommend
 every hour), to score it, and the resulting row.
 """
 

@@ -44,8 +44,11 @@ from recommender.engine.replay_scores import (
     summarise,
 )
 from recommender.errors import InvalidInput, NotFound
+from recommender.models import Cluster
 from recommender.services.offline import USAGE_EVENT, read_events
 from recommender.services.policies import validate_profile_overrides
+from recommender.services.refresh.adapters import cluster_adapter_for, usage_source_for
+from recommender.services.refresh.ingest import oom_history, read_usage
 
 TRACE_COLUMNS = ("trace", "container_id", "timestamp_s", "cpu_cores", "memory_bytes")
 LIMIT_COLUMNS = ("trace", "container_id", "cpu_limit_cores", "memory_limit_bytes")
@@ -256,10 +259,6 @@ def load_cluster_history(
 ) -> ReplayInput:
     """A namespace's (or one workload's) last ``days`` of history from the cluster's
     source, one container per (workload, container name), its pods as series."""
-    from recommender.models import Cluster
-    from recommender.services.adapters import cluster_adapter_for, usage_source_for
-    from recommender.services.ingest import oom_history, read_usage
-
     if not (days > 0 and math.isfinite(days)):
         raise InvalidInput(f"days: must be a positive number, not {days}", field="days")
     try:
