@@ -6,11 +6,7 @@ days of ``../shared/traces/normalized/bitbrains_rnd.csv.gz``, unchanged.
 
 from __future__ import annotations
 
-import csv
-import gzip
 import math
-from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,29 +20,9 @@ from recommender.engine.feed import (
     quantised_memory_bytes,
 )
 from tests.engine import reference as ref
+from tests.engine.trace_slice import go_cpu_amount, read_slice, reference_hourly
 
-SLICE = Path(__file__).parent.parent / "data" / "traces" / "bitbrains_slice.csv.gz"
 HOUR = 3600.0
-
-
-def read_slice() -> dict[str, list[tuple[float, float, float]]]:
-    """container -> [(timestamp_s, cpu_cores, memory_bytes)] in file (time) order."""
-    out: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
-    with gzip.open(SLICE, "rt", newline="") as handle:
-        for row in csv.DictReader(handle):
-            out[row["container_id"]].append(
-                (
-                    float(row["timestamp_s"]),
-                    float(row["cpu_cores"]),
-                    float(row["memory_bytes"]),
-                )
-            )
-    return dict(out)
-
-
-def go_cpu_amount(cores: float) -> int:
-    """model/types.go CPUAmountFromCores, written out: int64(cores * 1000)."""
-    return int(cores * 1000.0)
 
 
 def test_cpu_is_truncated_to_whole_millicores_as_upstream_prometheus_history_does():
@@ -128,22 +104,14 @@ def _engine_replay(
 def _reference_replay(
     trace: dict[str, list[tuple[float, float, float]]], moments: list[float]
 ) -> dict[float, list[tuple[int | None, ...]]]:
-    """Upstream, one sample at a time: millicores and bytes as ResourceAmounts."""
-    out: dict[float, list[tuple[int | None, ...]]] = {m: [] for m in moments}
-    for name in sorted(trace):
-        agg = ref.Aggregate()
-        container = ref.Container(agg)
-        samples = trace[name]
-        k = 0
-        for moment in moments:
-            while k < len(samples) and samples[k][0] < moment:
-                t, cores, memory = samples[k]
-                container.add_cpu(t, go_cpu_amount(cores) / 1000.0)
-                container.add_memory(t, float(int(memory)))
-                k += 1
-            r = ref.recommend(agg)
-            out[moment].append((*r["cpu"], *r["memory"]))
-    return out
+    """Upstream's hourly numbers, by moment, in the engine's container order."""
+    hourly = reference_hourly(trace, moments)
+    return {
+        m: [
+            (*hourly[n][j][0]["cpu"], *hourly[n][j][0]["memory"]) for n in sorted(trace)
+        ]
+        for j, m in enumerate(moments)
+    }
 
 
 @pytest.fixture(scope="module")

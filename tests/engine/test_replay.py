@@ -24,8 +24,7 @@ from recommender.engine.replay_scores import (
     score_timeline,
     summarise,
 )
-from tests.engine import reference as ref
-from tests.engine.test_feed import go_cpu_amount, read_slice
+from tests.engine.trace_slice import read_slice, reference_hourly
 
 HOUR = 3600.0
 DAY = 86400.0
@@ -61,8 +60,8 @@ def to_trace(data: dict[str, list[tuple[float, float, float]]]) -> Trace:
 def reference_replay(
     data: dict[str, list[tuple[float, float, float]]],
     profile: dict[str, object] | None = None,
-) -> dict[str, list[tuple[float, dict[str, tuple[int, int, int]]]]]:
-    """container -> [(moment, recommendation)] for every hour of the trace."""
+) -> dict[str, list[tuple[float, dict[str, tuple[int, int, int]] | None]]]:
+    """container -> [(moment, recommendation or None before any sample)] per hour."""
     t0 = math.floor(min(s[0][0] for s in data.values()) / HOUR) * HOUR
     t_end = max(s[-1][0] for s in data.values())
     moments = []
@@ -70,21 +69,14 @@ def reference_replay(
     while m <= t_end:
         moments.append(m)
         m += HOUR
-    out = {}
-    for name, samples in data.items():
-        agg = ref.Aggregate()
-        container = ref.Container(agg)
-        k = 0
-        recs = []
-        for moment in moments:
-            while k < len(samples) and samples[k][0] < moment:
-                t, cores, memory = samples[k]
-                container.add_cpu(t, go_cpu_amount(cores) / 1000.0)
-                container.add_memory(t, float(int(memory)))
-                k += 1
-            recs.append((moment, ref.recommend(agg, profile=profile) if k else None))
-        out[name] = recs
-    return out
+    hourly = reference_hourly(data, moments, profile)
+    return {
+        name: [
+            (moment, rec if fed else None)
+            for moment, (rec, fed) in zip(moments, recs, strict=True)
+        ]
+        for name, recs in hourly.items()
+    }
 
 
 def reference_days(

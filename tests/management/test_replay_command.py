@@ -21,9 +21,10 @@ from django.core.management import CommandError, call_command
 from recommender.engine import get_profile
 from recommender.engine.replay import Trace, replay
 from recommender.engine.replay_scores import day_groups, score_timeline, summarise
+from recommender.services.offline import USAGE_COLUMNS
 from recommender.services.replay import load_trace_file, run_replay, with_limits
-from tests.engine.test_feed import read_slice
 from tests.engine.test_replay import to_trace
+from tests.engine.trace_slice import read_slice
 
 SLICE = Path(__file__).parent.parent / "data" / "traces" / "bitbrains_slice.csv.gz"
 LIMITS = (
@@ -164,17 +165,7 @@ def test_usage_csv_with_ooms_is_replayed_per_workload_container(tmp_path):
     usage = tmp_path / "usage.csv"
     with usage.open("w", newline="") as handle:
         w = csv.writer(handle)
-        w.writerow(
-            [
-                "timestamp",
-                "namespace",
-                "workload",
-                "pod",
-                "container",
-                "cpu_cores",
-                "memory_bytes",
-            ]
-        )
+        w.writerow(USAGE_COLUMNS)
         for i, (t, c, m) in enumerate(samples):
             w.writerow([int(t), "shop", "api", f"api-{i % 2}", "app", c, int(m)])
     ooms = tmp_path / "ooms.csv"
