@@ -1,0 +1,260 @@
+"""What the admission webhook needs to know, loaded once, looked up once per pod.
+
+The webhook must answer in milliseconds and must not depend on the database being up at
+the moment a pod is created. So it never queries the database on its hot path: an
+``AdmissionSnapshot`` holds, for one cluster, every active workload keyed by
+``(namespace, kind, name)`` with its mode, whether vpaweb may act on it, its container
+policies and the latest recommendation of each container, plus the namespaces'
+LimitRanges. One dict lookup per pod finds everything; the capping itself runs on the
+pod as received (``decision.py``).
+
+``SnapshotHolder`` keeps the current snapshot of a cluster in the process. It is
+reloaded after each refresh cycle (``mark_admission_data_changed`` bumps a generation
+in the Django cache, which is Redis when configured, so the ``webhook serve`` process
+sees it) and every ``WEBHOOK_RELOAD_S`` regardless. A snapshot older than
+``WEBHOOK_MAX_SNAPSHOT_AGE_S`` (the database has been unreachable that long) is not
+used: pods are admitted unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from django.conf import settings
+from django.core.cache import cache
+from django.utils import timezone
+
+from recommender.engine.capping import ContainerPolicy, LimitRangeItem
+from recommender.engine.resources import Resources
+from recommender.models import Cluster, Container, Policy, Workload
+from recommender.services.advice.limits import item_from_dict
+from recommender.services.policies import parse_container_policies
+
+logger = logging.getLogger(__name__)
+
+# The Django cache key whose value changes whenever the webhook's inputs change.
+GENERATION_KEY = "vpaweb:admission:generation"
+WorkloadKey = tuple[str, str, str]  # (namespace, kind, name)
+
+
+@dataclass(frozen=True)
+class StoredRecommendation:
+    """A container's latest recommendation (engine ``RecommendationLike``)."""
+
+    target: Resources
+    lower_bound: Resources
+    upper_bound: Resources
+    uncapped_target: Resources
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class WorkloadEntry:
+    """One workload as the webhook sees it."""
+
+    workload_id: int
+    namespace: str
+    kind: str
+    name: str
+    mode: str  # Policy.Mode value (Off when the workload has no policy row)
+    is_actionable: bool
+    why_not: str  # why vpaweb does not act on it ("" when it does)
+    last_seen_at: datetime
+    policies: tuple[ContainerPolicy, ...] = ()
+    recommendations: Mapping[str, StoredRecommendation] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class AdmissionSnapshot:
+    """Everything the webhook reads for one cluster, as of ``loaded_at``."""
+
+    cluster_name: str
+    loaded_at: datetime
+    workloads: Mapping[WorkloadKey, WorkloadEntry]
+    # namespace -> (combined Container item, combined Pod item)
+    limit_ranges: Mapping[str, tuple[LimitRangeItem | None, LimitRangeItem | None]]
+    load_seconds: float = 0.0
+
+
+def policy_is_actionable(policy: Policy | None) -> tuple[bool, str]:
+    """Whether vpaweb may change pods of a workload with this policy, and why not.
+
+    The one place the webhook asks; it becomes the Policy predicate of the
+    "vpaweb-owned vs mirrors an upstream VPA object" work when that lands.
+    """
+    if policy is None or policy.is_off:
+        return False, "its mode is Off"
+    if policy.source != Policy.Source.VPAWEB:
+        return False, (
+            "its policy mirrors an upstream VerticalPodAutoscaler object "
+            "(upstream's admission controller acts on it, not vpaweb)"
+        )
+    return True, ""
+
+
+def load_snapshot(*, cluster: Cluster) -> AdmissionSnapshot:
+    """Read one cluster's webhook inputs from the database (three queries)."""
+    started = time.perf_counter()
+    workloads: dict[WorkloadKey, WorkloadEntry] = {}
+    actionable: dict[int, WorkloadEntry] = {}
+    rows = Workload.objects.filter(cluster=cluster, is_active=True).select_related(
+        "policy"
+    )
+    for workload in rows.iterator(chunk_size=2000):
+        policy: Policy | None = getattr(workload, "policy", None)
+        ok, why_not = policy_is_actionable(policy)
+        entry = WorkloadEntry(
+            workload_id=workload.pk,
+            namespace=workload.namespace,
+            kind=workload.kind,
+            name=workload.name,
+            mode=policy.mode if policy is not None else Policy.Mode.OFF,
+            is_actionable=ok,
+            why_not=why_not,
+            last_seen_at=workload.last_seen_at,
+            policies=tuple(parse_container_policies(policy.container_policies or []))
+            if ok and policy is not None
+            else (),
+        )
+        workloads[(workload.namespace, workload.kind, workload.name)] = entry
+        if ok:
+            actionable[workload.pk] = entry
+    # Recommendations only for workloads the webhook patches (usually few).
+    recs: dict[int, dict[str, StoredRecommendation]] = {}
+    if actionable:
+        containers = Container.objects.filter(
+            workload__cluster=cluster,
+            workload__is_active=True,
+            latest_recommendation__isnull=False,
+        ).select_related("latest_recommendation")
+        for container in containers.iterator(chunk_size=2000):
+            rec = container.latest_recommendation
+            if container.workload_id not in actionable or rec is None:
+                continue
+            recs.setdefault(container.workload_id, {})[container.name] = (
+                StoredRecommendation(
+                    target=rec.target,
+                    lower_bound=rec.lower_bound,
+                    upper_bound=rec.upper_bound,
+                    uncapped_target=rec.uncapped_target,
+                    created_at=rec.created_at,
+                )
+            )
+    for workload_id, entry in actionable.items():
+        key = (entry.namespace, entry.kind, entry.name)
+        workloads[key] = replace(entry, recommendations=recs.get(workload_id, {}))
+    limit_ranges = {
+        row.namespace: (
+            item_from_dict(row.container_item),
+            item_from_dict(row.pod_item),
+        )
+        for row in cluster.limit_ranges.all()
+    }
+    return AdmissionSnapshot(
+        cluster_name=cluster.name,
+        loaded_at=timezone.now(),
+        workloads=workloads,
+        limit_ranges=limit_ranges,
+        load_seconds=time.perf_counter() - started,
+    )
+
+
+def mark_admission_data_changed() -> None:
+    """Tell every webhook process to reload (after a refresh, a policy change)."""
+    try:
+        cache.set(GENERATION_KEY, time.time_ns(), timeout=None)
+    except Exception:  # the cache being down must not fail a refresh
+        logger.warning("could not bump the admission cache generation", exc_info=True)
+    for holder in list(_HOLDERS.values()):
+        holder.invalidate()
+
+
+def _generation() -> int | None:
+    value = cache.get(GENERATION_KEY)
+    return value if isinstance(value, int) else None
+
+
+class SnapshotHolder:
+    """The current snapshot of one cluster in this process (thread-safe)."""
+
+    def __init__(self, cluster_name: str) -> None:
+        self.cluster_name = cluster_name
+        self._snapshot: AdmissionSnapshot | None = None
+        self._generation: int | None = None
+        self._stale = True
+        self._lock = threading.Lock()
+        self.last_error = ""
+
+    def current(self) -> AdmissionSnapshot | None:
+        """The snapshot as loaded (None before the first successful load)."""
+        return self._snapshot
+
+    def invalidate(self) -> None:
+        """Reload on the next ``refresh_if_needed``."""
+        self._stale = True
+
+    def refresh(self) -> AdmissionSnapshot:
+        """Load now from the database; on failure keep the previous snapshot."""
+        with self._lock:
+            generation = _generation()
+            cluster = Cluster.objects.get(name=self.cluster_name)
+            snapshot = load_snapshot(cluster=cluster)
+            self._snapshot, self._generation, self._stale = snapshot, generation, False
+            self.last_error = ""
+            logger.info(
+                "admission cache of cluster %s loaded: %d workloads (%d actionable) "
+                "in %.3f s",
+                self.cluster_name,
+                len(snapshot.workloads),
+                sum(1 for e in snapshot.workloads.values() if e.is_actionable),
+                snapshot.load_seconds,
+            )
+            return snapshot
+
+    def refresh_if_needed(self) -> None:
+        """Reload when invalidated, when the generation moved, or when due."""
+        snapshot = self._snapshot
+        due = (
+            snapshot is None
+            or self._stale
+            or (timezone.now() - snapshot.loaded_at).total_seconds()
+            >= settings.WEBHOOK_RELOAD_S
+        )
+        try:
+            if not due and _generation() == self._generation:
+                return
+            self.refresh()
+        except Exception as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            logger.warning(
+                "admission cache of cluster %s not reloaded: %s",
+                self.cluster_name,
+                self.last_error,
+            )
+
+
+_HOLDERS: dict[str, SnapshotHolder] = {}
+_HOLDERS_LOCK = threading.Lock()
+
+
+def holder_for(cluster_name: str) -> SnapshotHolder:
+    """The process-wide holder of one cluster's snapshot."""
+    with _HOLDERS_LOCK:
+        holder = _HOLDERS.get(cluster_name)
+        if holder is None:
+            holder = _HOLDERS[cluster_name] = SnapshotHolder(cluster_name)
+        return holder
+
+
+def forget_holders() -> None:
+    """Drop every holder (tests)."""
+    with _HOLDERS_LOCK:
+        _HOLDERS.clear()
