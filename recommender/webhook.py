@@ -122,13 +122,13 @@ class WebhookApp:
             parsed = parse_review(body, content_type=content_type)
         except MalformedReview as exc:
             logger.info("admission %s: malformed review: %s", cluster, exc)
-            counters.count(
-                cluster_name=cluster, outcome=FAILED_OPEN, at=timezone.now()
-            )
+            counters.count(cluster_name=cluster, outcome=FAILED_OPEN, at=timezone.now())
             return _error(400, "malformed", str(exc), exc.field)
         self._clusters.add(cluster)
         holder = holder_for(cluster)
-        future = self._pool.submit(admit_review, parsed, holder=holder, now=timezone.now())
+        future = self._pool.submit(
+            admit_review, parsed, holder=holder, now=timezone.now()
+        )
         try:
             reply, _ = future.result(timeout=self.deadline_s)
         except FutureTimeout:
@@ -159,7 +159,9 @@ class WebhookApp:
             for h in self.holders()
         }
         ok = all(c["loaded"] for c in caches.values())
-        return _json(200 if ok else 503, {"status": "ok" if ok else "loading", "caches": caches})
+        return _json(
+            200 if ok else 503, {"status": "ok" if ok else "loading", "caches": caches}
+        )
 
     def tick(self) -> None:
         """Reload caches that are due (called by the background thread)."""

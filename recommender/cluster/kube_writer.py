@@ -68,7 +68,10 @@ class KubernetesWriter:
             response = self.api_client.call_api(
                 path,
                 method,
-                header_params={"Accept": "application/json", "Content-Type": content_type},
+                header_params={
+                    "Accept": "application/json",
+                    "Content-Type": content_type,
+                },
                 body=dict(body) if body is not None else None,
                 auth_settings=["BearerToken"],
                 _preload_content=False,
@@ -81,7 +84,9 @@ class KubernetesWriter:
             finally:
                 response.release_conn()
             answer = json.loads(raw) if raw else {}
-            return WriteResult(status=status, body=answer if isinstance(answer, dict) else {})
+            return WriteResult(
+                status=status, body=answer if isinstance(answer, dict) else {}
+            )
         except ApiException as exc:
             try:
                 answer = json.loads(exc.body) if exc.body else {}

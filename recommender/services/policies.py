@@ -36,6 +36,7 @@ from recommender.engine.quantity import (
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import AuditEvent, Policy, Workload
+from recommender.services.admission.generation import mark_admission_data_changed
 
 logger = logging.getLogger(__name__)
 
@@ -537,5 +538,7 @@ def update_policy(
             after={k: after[k] for k in changed},
             message=message,
         )
+    # The webhook acts on the new mode and container policies without waiting.
+    mark_admission_data_changed()
     logger.info("policy of workload %s updated by %s: %s", workload_id, label, changed)
     return policy

@@ -68,7 +68,9 @@ class WebhookConfigurations:
         self._version += 1
         return str(self._version)
 
-    def serve(self, method: str, path: str, payload: bytes) -> tuple[int, dict[str, Any]]:
+    def serve(
+        self, method: str, path: str, payload: bytes
+    ) -> tuple[int, dict[str, Any]]:
         """Answer one request under PREFIX: (status, JSON body)."""
         name = path[len(PREFIX) :].strip("/")
         with self._lock:

@@ -44,7 +44,7 @@ pytestmark = pytest.mark.django_db
 
 
 def recorded(name: str) -> dict[str, Any]:
-    """The AdmissionReview body the API server sent (``<name>.admissionreview.json``)."""
+    """The AdmissionReview the API server sent (``<name>.admissionreview.json``)."""
     return json.loads((WIRE / f"{name}.admissionreview.json").read_text())["body"]
 
 
@@ -52,17 +52,36 @@ def owned(review: dict[str, Any], kind: str, name: str) -> dict[str, Any]:
     """A recorded bare pod given a controller reference (the rest as recorded)."""
     review = copy.deepcopy(review)
     review["request"]["object"]["metadata"]["ownerReferences"] = [
-        {"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": "u-1",
-         "controller": True, "blockOwnerDeletion": True}
+        {
+            "apiVersion": "apps/v1",
+            "kind": kind,
+            "name": name,
+            "uid": "u-1",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
     ]
     return review
 
 
-def workload_with(cluster, name, namespace, recs, *, kind="Deployment", mode="Initial",
-                  policies=None, source=Policy.Source.VPAWEB):
+def workload_with(
+    cluster,
+    name,
+    namespace,
+    recs,
+    *,
+    kind="Deployment",
+    mode="Initial",
+    policies=None,
+    source=Policy.Source.VPAWEB,
+):
     """A workload whose containers have the given recommendations (cpu m, mem bytes)."""
     workload = make_workload(
-        cluster, name, namespace=namespace, kind=kind, mode=mode,
+        cluster,
+        name,
+        namespace=namespace,
+        kind=kind,
+        mode=mode,
         containers={c: {} for c in recs},
     )
     Policy.objects.filter(workload=workload).update(
@@ -71,7 +90,8 @@ def workload_with(cluster, name, namespace, recs, *, kind="Deployment", mode="In
     for container_name, (cpu, memory) in recs.items():
         make_recommendation(
             Container.objects.get(workload=workload, name=container_name),
-            cpu_millicores=cpu, memory_bytes=memory,
+            cpu_millicores=cpu,
+            memory_bytes=memory,
         )
     return workload
 
@@ -79,7 +99,8 @@ def workload_with(cluster, name, namespace, recs, *, kind="Deployment", mode="In
 def limit_range(cluster, namespace, **amounts):
     """The namespace's combined Container item (``max=Resources(...)``, ...)."""
     NamespaceLimitRange.objects.create(
-        cluster=cluster, namespace=namespace,
+        cluster=cluster,
+        namespace=namespace,
         container_item=item_to_dict(LimitRangeItem(type="Container", **amounts)),
     )
 
@@ -87,7 +108,8 @@ def limit_range(cluster, namespace, **amounts):
 def decide(cluster, review):
     """decide_admission on a fresh snapshot of ``cluster``."""
     return decide_admission(
-        request=review["request"], snapshot=load_snapshot(cluster=cluster),
+        request=review["request"],
+        snapshot=load_snapshot(cluster=cluster),
         now=timezone.now(),
     )
 
@@ -108,26 +130,46 @@ def cluster():
 
 
 def test_replicaset_pod_unknown_to_discovery_is_patched_via_its_deployment(cluster):
-    workload_with(cluster, "hooked", "wire-hook", {"app": (250, 300 * MI), "side": (20, 32 * MI)})
+    workload_with(
+        cluster, "hooked", "wire-hook", {"app": (250, 300 * MI), "side": (20, 32 * MI)}
+    )
     review = recorded("a-replicaset-pod")
     decision = decide(cluster, review)
     assert decision.outcome == PATCHED
     assert decision.workload == "Deployment wire-hook/hooked"
     # Upstream shapes: the pod has no annotations and `app` has `resources: {}`.
-    assert decision.patch[0] == {"op": "add", "path": "/metadata/annotations", "value": {}}
-    assert {"op": "add", "path": "/spec/containers/0/resources/requests", "value": {}} in decision.patch
-    assert {"op": "add", "path": "/spec/containers/0/resources/requests/cpu", "value": "250m"} in decision.patch
+    assert decision.patch[0] == {
+        "op": "add",
+        "path": "/metadata/annotations",
+        "value": {},
+    }
+    assert {
+        "op": "add",
+        "path": "/spec/containers/0/resources/requests",
+        "value": {},
+    } in decision.patch
+    assert {
+        "op": "add",
+        "path": "/spec/containers/0/resources/requests/cpu",
+        "value": "250m",
+    } in decision.patch
     assert decision.patch[-2]["path"] == "/metadata/annotations/vpaweb.io~1updates"
     pod = applied(review, decision)
     assert resources(pod, 0) == {"requests": {"cpu": "250m", "memory": "300Mi"}}
     # No limit before and no LimitRange default: still no limit (upstream §4.4).
     assert resources(pod, 1) == {"requests": {"cpu": "20m", "memory": "32Mi"}}
-    assert "app: cpu request unset -> 250m" in pod["metadata"]["annotations"][UPDATES].replace("container 0 ", "")
-    assert pod["metadata"]["annotations"]["vpaweb.io/observed-containers"] == "app, side"
+    assert "app: cpu request unset -> 250m" in pod["metadata"]["annotations"][
+        UPDATES
+    ].replace("container 0 ", "")
+    assert (
+        pod["metadata"]["annotations"]["vpaweb.io/observed-containers"] == "app, side"
+    )
 
 
 def test_statefulset_pod_gets_proportional_limits(cluster):
-    workload_with(cluster, "hooked-db", "wire-hook", {"db": (250, 300 * MI)}, kind="StatefulSet")
+    workload_with(
+        cluster, "hooked-db", "wire-hook", {"db": (250, 300 * MI)}, kind="StatefulSet"
+    )
     review = recorded("c-statefulset-pod")
     decision = decide(cluster, review)
     pod = applied(review, decision)
@@ -140,9 +182,16 @@ def test_statefulset_pod_gets_proportional_limits(cluster):
 
 def test_limitrange_max_caps_request_and_proportional_limit_fits(cluster):
     # d-limitrange.sent.yaml: default 400m/256Mi, defaultRequest 100m/128Mi, max cpu 1.
-    limit_range(cluster, "wire-lr", max=Resources(1000, None),
-                default=Resources(400, 256 * MI), default_request=Resources(100, 128 * MI))
-    workload_with(cluster, "lr", "wire-lr", {"app": (2000, 200 * MI)}, kind="StatefulSet")
+    limit_range(
+        cluster,
+        "wire-lr",
+        max=Resources(1000, None),
+        default=Resources(400, 256 * MI),
+        default_request=Resources(100, 128 * MI),
+    )
+    workload_with(
+        cluster, "lr", "wire-lr", {"app": (2000, 200 * MI)}, kind="StatefulSet"
+    )
     review = owned(recorded("d-limitrange-pod"), "StatefulSet", "lr")
     decision = decide(cluster, review)
     assert decision.outcome == PATCHED, decision.reason
@@ -152,7 +201,10 @@ def test_limitrange_max_caps_request_and_proportional_limit_fits(cluster):
         "requests": {"cpu": "250m", "memory": "200Mi"},
         "limits": {"cpu": "1", "memory": "400Mi"},
     }
-    assert "cpu capped to fit Max in container LimitRange" in pod["metadata"]["annotations"][UPDATES]
+    assert (
+        "cpu capped to fit Max in container LimitRange"
+        in pod["metadata"]["annotations"][UPDATES]
+    )
     # Both annotations kept: LimitRanger's and ours.
     assert "kubernetes.io/limit-ranger" in pod["metadata"]["annotations"]
 
@@ -168,10 +220,19 @@ def test_limitrange_default_limit_is_used_when_the_container_has_none(cluster):
 
 def test_patch_that_would_break_the_limitrange_is_not_sent(cluster):
     # minAllowed above the LimitRange max: the d2 recording shows the 403 this causes.
-    limit_range(cluster, "wire-lr", max=Resources(1000, None), default=Resources(400, 256 * MI))
-    workload_with(cluster, "lr", "wire-lr", {"app": (200, 128 * MI)},
-                  policies=[{"containerName": "*", "minAllowed": {"cpu": "2"}}])
-    review = owned(recorded("d2-limitrange-max-violated-by-webhook-patch"), "Deployment", "lr")
+    limit_range(
+        cluster, "wire-lr", max=Resources(1000, None), default=Resources(400, 256 * MI)
+    )
+    workload_with(
+        cluster,
+        "lr",
+        "wire-lr",
+        {"app": (200, 128 * MI)},
+        policies=[{"containerName": "*", "minAllowed": {"cpu": "2"}}],
+    )
+    review = owned(
+        recorded("d2-limitrange-max-violated-by-webhook-patch"), "Deployment", "lr"
+    )
     decision = decide(cluster, review)
     assert decision.outcome == FAILED_OPEN
     assert "above the maximum 1" in decision.reason
@@ -179,8 +240,13 @@ def test_patch_that_would_break_the_limitrange_is_not_sent(cluster):
 
 
 def test_requests_only_caps_to_the_limit_and_leaves_limits(cluster):
-    workload_with(cluster, "bare", "wire-hook", {"app": (3000, 300 * MI)},
-                  policies=[{"containerName": "app", "controlledValues": "RequestsOnly"}])
+    workload_with(
+        cluster,
+        "bare",
+        "wire-hook",
+        {"app": (3000, 300 * MI)},
+        policies=[{"containerName": "app", "controlledValues": "RequestsOnly"}],
+    )
     review = owned(recorded("b-bare-pod"), "Deployment", "bare")
     pod = applied(review, decide(cluster, review))
     assert resources(pod) == {
@@ -190,8 +256,13 @@ def test_requests_only_caps_to_the_limit_and_leaves_limits(cluster):
 
 
 def test_controlled_resources_cpu_only_leaves_memory(cluster):
-    workload_with(cluster, "bare", "wire-hook", {"app": (300, 300 * MI)},
-                  policies=[{"containerName": "*", "controlledResources": ["cpu"]}])
+    workload_with(
+        cluster,
+        "bare",
+        "wire-hook",
+        {"app": (300, 300 * MI)},
+        policies=[{"containerName": "*", "controlledResources": ["cpu"]}],
+    )
     review = owned(recorded("b-bare-pod"), "Deployment", "bare")
     decision = decide(cluster, review)
     assert not any("memory" in op["path"] for op in decision.patch)
@@ -208,8 +279,15 @@ def test_container_policy_off_and_plain_init_containers_are_left_alone(cluster):
         {"name": "proxy", "image": "x", "restartPolicy": "Always"},
     ]
     workload_with(
-        cluster, "hooked", "wire-hook",
-        {"app": (250, 300 * MI), "side": (20, 32 * MI), "migrate": (5, MI), "proxy": (30, 40 * MI)},
+        cluster,
+        "hooked",
+        "wire-hook",
+        {
+            "app": (250, 300 * MI),
+            "side": (20, 32 * MI),
+            "migrate": (5, MI),
+            "proxy": (30, 40 * MI),
+        },
         policies=[{"containerName": "side", "mode": "Off"}],
     )
     decision = decide(cluster, review)
@@ -217,7 +295,9 @@ def test_container_policy_off_and_plain_init_containers_are_left_alone(cluster):
     assert resources(pod, 1) == {"requests": {"cpu": "50m", "memory": "64Mi"}}
     assert resources(pod, 0, "initContainers") == {"requests": {"cpu": "1"}}
     # A native sidecar is sized, at its place in initContainers (no resources before).
-    assert resources(pod, 1, "initContainers") == {"requests": {"cpu": "30m", "memory": "40Mi"}}
+    assert resources(pod, 1, "initContainers") == {
+        "requests": {"cpu": "30m", "memory": "40Mi"}
+    }
     side = next(p for p in decision.containers if p.name == "side")
     assert "mode is Off" in side.reason
 
@@ -226,12 +306,27 @@ def test_container_policy_off_and_plain_init_containers_are_left_alone(cluster):
     ("mode", "source", "why"),
     [
         ("Off", Policy.Source.VPAWEB, "mode is Off"),
-        ("Initial", Policy.Source.VPA_OBJECT, "mirrors an upstream VerticalPodAutoscaler"),
-        ("Recreate", Policy.Source.VPA_OBJECT, "mirrors an upstream VerticalPodAutoscaler"),
+        (
+            "Initial",
+            Policy.Source.VPA_OBJECT,
+            "mirrors an upstream VerticalPodAutoscaler",
+        ),
+        (
+            "Recreate",
+            Policy.Source.VPA_OBJECT,
+            "mirrors an upstream VerticalPodAutoscaler",
+        ),
     ],
 )
 def test_off_and_mirrored_vpa_workloads_are_never_patched(cluster, mode, source, why):
-    workload_with(cluster, "hooked", "wire-hook", {"app": (250, 300 * MI)}, mode=mode, source=source)
+    workload_with(
+        cluster,
+        "hooked",
+        "wire-hook",
+        {"app": (250, 300 * MI)},
+        mode=mode,
+        source=source,
+    )
     decision = decide(cluster, recorded("a-replicaset-pod"))
     assert decision.outcome == LEFT_ALONE
     assert why in decision.reason
@@ -254,19 +349,26 @@ def test_unknown_owner_bare_pod_and_non_pod_are_left_alone(cluster):
 
 
 def test_no_recommendation_is_left_alone(cluster):
-    make_workload(cluster, "hooked", namespace="wire-hook", mode="Initial", containers={"app": {}})
+    make_workload(
+        cluster, "hooked", namespace="wire-hook", mode="Initial", containers={"app": {}}
+    )
     decision = decide(cluster, recorded("a-replicaset-pod"))
     assert decision.outcome == LEFT_ALONE
     assert "has no recommendation for it yet" in decision.reason
 
 
-def test_stale_recommendation_and_missing_or_stale_cache_admit_unchanged(cluster, settings):
+def test_stale_recommendation_and_missing_or_stale_cache_admit_unchanged(
+    cluster, settings
+):
     workload = workload_with(cluster, "hooked", "wire-hook", {"app": (250, 300 * MI)})
     review = recorded("a-replicaset-pod")
     snapshot = load_snapshot(cluster=cluster)
     now = timezone.now()
     late = now + timedelta(seconds=settings.WEBHOOK_MAX_SNAPSHOT_AGE_S + 1)
-    assert decide_admission(request=review["request"], snapshot=None, now=now).outcome == FAILED_OPEN
+    assert (
+        decide_admission(request=review["request"], snapshot=None, now=now).outcome
+        == FAILED_OPEN
+    )
     stale = decide_admission(request=review["request"], snapshot=snapshot, now=late)
     assert (stale.outcome, stale.patch) == (FAILED_OPEN, ())
     workload.last_seen_at = now - timedelta(days=2)
@@ -284,8 +386,16 @@ def test_dry_run_gets_the_same_patch_and_is_not_counted(cluster):
     dry["request"]["dryRun"] = True
     counters.flush_counts()
     now = timezone.now()
-    real_reply, _ = admit_review(parse_review(json.dumps(review).encode(), content_type="application/json"), holder=holder, now=now)
-    dry_reply, _ = admit_review(parse_review(json.dumps(dry).encode(), content_type="application/json"), holder=holder, now=now)
+    real_reply, _ = admit_review(
+        parse_review(json.dumps(review).encode(), content_type="application/json"),
+        holder=holder,
+        now=now,
+    )
+    dry_reply, _ = admit_review(
+        parse_review(json.dumps(dry).encode(), content_type="application/json"),
+        holder=holder,
+        now=now,
+    )
     assert dry_reply["response"]["patch"] == real_reply["response"]["patch"]
     assert counters.flush_counts() == 1  # the real one only
     assert AdmissionCount.objects.get().outcome == PATCHED

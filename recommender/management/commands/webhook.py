@@ -1,4 +1,4 @@
-"""`manage.py webhook serve|install|uninstall|certs`: the admission webhook (docs/webhook.md).
+"""`manage.py webhook serve|install|uninstall|certs` (docs/webhook.md).
 
 - ``serve --cert FILE --key FILE [--host H] [--port P] [--cluster NAME]``: HTTPS
   (TLS 1.2+, files reloaded when they change), ``POST /mutate[/<cluster>]`` and
@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import threading
@@ -112,10 +113,8 @@ class Command(BaseCommand):
         )
         done = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: done.set())
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             done.wait()
-        except KeyboardInterrupt:
-            pass
         stop_webhook_server(server, stop, threads)
 
     def _install(self, options: dict[str, Any]) -> None:

@@ -51,7 +51,9 @@ def flush_counts() -> int:
             saved += n
             batch[(cluster_name, minute, outcome)] = 0
     except Exception:
-        logger.warning("admission counts not saved; kept for the next flush", exc_info=True)
+        logger.warning(
+            "admission counts not saved; kept for the next flush", exc_info=True
+        )
         with _lock:
             for key, n in batch.items():
                 if n:
@@ -88,7 +90,9 @@ class AdmissionTotals:
         return self.patched + self.left_alone + self.failed_open
 
 
-def admission_totals(*, since: datetime, cluster_name: str | None = None) -> AdmissionTotals:
+def admission_totals(
+    *, since: datetime, cluster_name: str | None = None
+) -> AdmissionTotals:
     """Saved counts since ``since`` (one aggregate query)."""
     rows = AdmissionCount.objects.filter(minute__gte=since)
     if cluster_name is not None:

@@ -15,8 +15,8 @@ Upstream's admission flow for a Pod CREATE (VPA-ALGORITHM.md §7.1), on vpaweb's
    controlledResources) and compute proportional limits (§4.3-4.4, the container
    LimitRange's default limit when the container has none);
 4. build the JSONPatch (``patch.py``) from the exact object received and check the
-   patched pod against the namespace's LimitRanges; a patch that would break one is not
-   sent (the pod is admitted unchanged: LimitRanger would refuse it with a 403 after us).
+   patched pod against the namespace's LimitRanges; a patch that would break one is
+   not sent (the pod is admitted unchanged: LimitRanger would answer 403 after us).
 
 Every outcome is one of ``PATCHED``, ``LEFT_ALONE`` (nothing to do, and why) or
 ``FAILED_OPEN`` (something went wrong; the pod is admitted unchanged).
@@ -259,7 +259,7 @@ def decide_admission(
     snapshot: AdmissionSnapshot | None,
     now: datetime,
 ) -> AdmissionDecision:
-    """The decision for one AdmissionReview ``request`` (already checked as a review)."""
+    """The decision for one AdmissionReview ``request`` (checked by parse_review)."""
     obj = request.get("object")
     if not isinstance(obj, Mapping):
         obj = {}
@@ -268,33 +268,54 @@ def decide_admission(
         metadata = {}
     namespace = str(request.get("namespace") or metadata.get("namespace") or "")
     pod = pod_label(obj)
-    base = {"namespace": namespace, "pod": pod}
+
+    def answer(
+        outcome: str,
+        reason: str,
+        entry: WorkloadEntry | None = None,
+        plans: Sequence[ContainerPlan] = (),
+        patch: Sequence[dict[str, Any]] = (),
+    ) -> AdmissionDecision:
+        return AdmissionDecision(
+            outcome,
+            reason,
+            namespace=namespace,
+            pod=pod,
+            workload="" if entry is None else str(entry),
+            workload_id=None if entry is None else entry.workload_id,
+            containers=tuple(plans),
+            patch=tuple(patch),
+        )
+
     kind = request.get("kind") or {}
     if (
         not isinstance(kind, Mapping)
-        or (kind.get("group"), kind.get("version"), kind.get("kind")) != ("", "v1", "Pod")
+        or (kind.get("group"), kind.get("version"), kind.get("kind"))
+        != ("", "v1", "Pod")
         or request.get("operation") != "CREATE"
         or request.get("subResource")
     ):
-        return AdmissionDecision(
-            LEFT_ALONE, "not a pod CREATE: vpaweb only sets resources of new pods", **base
+        return answer(
+            LEFT_ALONE,
+            "not a pod CREATE: vpaweb only sets resources of new pods",
         )
     if snapshot is None:
-        return AdmissionDecision(
-            FAILED_OPEN, "the admission cache is not loaded yet", **base
+        return answer(
+            FAILED_OPEN,
+            "the admission cache is not loaded yet",
         )
     age_s = (now - snapshot.loaded_at).total_seconds()
     if age_s > settings.WEBHOOK_MAX_SNAPSHOT_AGE_S:
-        return AdmissionDecision(
+        return answer(
             FAILED_OPEN,
             f"the admission cache is {age_s:.0f} s old (the database is unreachable "
             f"or slow; limit VPAWEB_WEBHOOK_MAX_SNAPSHOT_AGE_S)",
-            **base,
         )
     candidates = owner_candidates(metadata)
     if not candidates:
-        return AdmissionDecision(
-            LEFT_ALONE, "the pod has no controlling owner (a bare pod)", **base
+        return answer(
+            LEFT_ALONE,
+            "the pod has no controlling owner (a bare pod)",
         )
     entry = next(
         (
@@ -306,26 +327,24 @@ def decide_admission(
     )
     if entry is None:
         owner = " or ".join(f"{k} {namespace}/{n}" for k, n in candidates)
-        return AdmissionDecision(
-            LEFT_ALONE, f"vpaweb does not know its owner ({owner})", **base
+        return answer(
+            LEFT_ALONE,
+            f"vpaweb does not know its owner ({owner})",
         )
-    matched = {"workload": str(entry), "workload_id": entry.workload_id, **base}
     if not entry.is_actionable:
-        return AdmissionDecision(LEFT_ALONE, f"{entry}: {entry.why_not}", **matched)
+        return answer(LEFT_ALONE, f"{entry}: {entry.why_not}", entry)
     seen_age_s = (now - entry.last_seen_at).total_seconds()
     if seen_age_s > settings.WEBHOOK_MAX_RECOMMENDATION_AGE_S:
-        return AdmissionDecision(
+        return answer(
             LEFT_ALONE,
             f"{entry}: its recommendation is stale (discovery last saw the workload "
             f"{seen_age_s / 3600:.1f} h ago)",
-            **matched,
+            entry,
         )
     try:
         containers = read_containers(obj.get("spec"))
     except InvalidInput as exc:
-        return AdmissionDecision(
-            FAILED_OPEN, f"the pod spec is unreadable: {exc}", **matched
-        )
+        return answer(FAILED_OPEN, f"the pod spec is unreadable: {exc}", entry)
     limit_ranges = snapshot.limit_ranges.get(namespace, (None, None))
     plans = advise_containers(
         entry=entry, containers=containers, limit_ranges=limit_ranges
@@ -333,24 +352,26 @@ def decide_admission(
     changed = [p for p in plans if p.is_changed]
     if not changed:
         why = "; ".join(f"{p.name}: {p.reason}" for p in plans) or "no containers"
-        return AdmissionDecision(
-            LEFT_ALONE, f"{entry}: nothing to change ({why})", containers=tuple(plans),
-            **matched,
+        return answer(
+            LEFT_ALONE,
+            f"{entry}: nothing to change ({why})",
+            entry,
+            plans,
         )
     violations = limit_range_violations(plans, limit_ranges)
     if violations:
-        return AdmissionDecision(
+        return answer(
             FAILED_OPEN,
             f"{entry}: the patch would break the namespace's LimitRange "
             f"({'; '.join(violations)}), so it is not sent",
-            containers=tuple(plans),
-            **matched,
+            entry,
+            plans,
         )
     patch = build_patch(obj, plans, workload=str(entry), mode=entry.mode)
-    return AdmissionDecision(
+    return answer(
         PATCHED,
         f"{entry} (mode {entry.mode})",
-        containers=tuple(plans),
-        patch=tuple(patch),
-        **matched,
+        entry,
+        plans,
+        patch,
     )

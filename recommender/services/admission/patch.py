@@ -160,8 +160,10 @@ def build_patch(
 ) -> list[dict[str, Any]]:
     """The JSONPatch for ``obj`` (the pod as received) applying ``plans``."""
     ops: list[dict[str, Any]] = []
-    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    if not isinstance(metadata.get("annotations"), Mapping):
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping) or not isinstance(
+        metadata.get("annotations"), Mapping
+    ):
         ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
     described: list[str] = []
     for plan in plans:
@@ -189,7 +191,9 @@ def build_patch(
                 )
         notes = f" ({'; '.join(plan.notes)})" if plan.notes else ""
         where = "sidecar" if plan.list_key == "initContainers" else "container"
-        described.append(f"{where} {plan.index} {plan.name}: {plan.changes_text()}{notes}")
+        described.append(
+            f"{where} {plan.index} {plan.name}: {plan.changes_text()}{notes}"
+        )
     text = (
         f"Pod resources updated by vpaweb from the latest recommendation of "
         f"{workload} (mode {mode}): {'; '.join(described)}"
@@ -223,11 +227,10 @@ def _container_problems(
     """(container, resource, rule) -> message for what the API server would refuse."""
     found: dict[tuple[str, str, str], str] = {}
     for resource in RESOURCE_NAMES:
-        fmt = resource_list
         request, limit = requests.get(resource), limits.get(resource)
 
         def text(amount: int, resource: str = resource) -> str:
-            return fmt(Resources().with_amount(resource, amount))[resource]
+            return resource_list(Resources().with_amount(resource, amount))[resource]
 
         if request is not None and limit is not None and request > limit:
             found[(name, resource, "request<=limit")] = (
@@ -273,7 +276,9 @@ def _pod_problems(
                 f"pod {resource} requests {total_request}{unit} below the Pod minimum "
                 f"{low}{unit}"
             )
-        if high is not None and None not in limits and sum(limits) > high:  # type: ignore[arg-type]
+        known = [v for v in limits if v is not None]
+        # A container without a limit makes the pod's total unbounded: not ours.
+        if high is not None and len(known) == len(limits) and sum(known) > high:
             found[("pod", resource, "max")] = (
                 f"pod {resource} limits above the Pod maximum {high}{unit}"
             )

@@ -5,8 +5,9 @@ them, ../shared/k8s-wire/admission/mutatingwebhookconfiguration.*): pods CREATE 
 ``admissionReviewVersions [v1]``, ``sideEffects: None``, ``failurePolicy: Ignore``,
 ``timeoutSeconds`` at most 5, and two ways to opt out:
 
-- the ``namespaceSelector`` excludes ``kube-system``, vpaweb's own namespace (so vpaweb
-  can never block its own pods) and any namespace labelled ``vpaweb.io/webhook=disabled``;
+- the ``namespaceSelector`` excludes ``kube-system``, vpaweb's own namespace (so
+  vpaweb can never block its own pods) and namespaces labelled
+  ``vpaweb.io/webhook=disabled``;
 - the ``objectSelector`` excludes pods labelled ``vpaweb.io/webhook=disabled``.
 
 ``install_webhook`` / ``uninstall_webhook`` write it through the cluster's
@@ -129,7 +130,9 @@ def read_ca_bundle(path: str | None) -> bytes | None:
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        raise InvalidInput(f"--ca-bundle {path}: {exc.strerror}", field="ca_bundle") from None
+        raise InvalidInput(
+            f"--ca-bundle {path}: {exc.strerror}", field="ca_bundle"
+        ) from None
     if b"-----BEGIN CERTIFICATE-----" not in data:
         raise InvalidInput(
             f"--ca-bundle {path} holds no PEM certificate", field="ca_bundle"

@@ -47,7 +47,7 @@ _warned_lock = threading.Lock()
 
 
 class MalformedReview(ValueError):
-    """The body is not an AdmissionReview vpaweb can answer; ``field`` names the part."""
+    """Not an AdmissionReview vpaweb can answer; ``field`` names the bad part."""
 
     def __init__(self, message: str, *, field: str) -> None:
         super().__init__(message)

@@ -9,11 +9,9 @@ LimitRanges. One dict lookup per pod finds everything; the capping itself runs o
 pod as received (``decision.py``).
 
 ``SnapshotHolder`` keeps the current snapshot of a cluster in the process. It is
-reloaded after each refresh cycle (``mark_admission_data_changed`` bumps a generation
-in the Django cache, which is Redis when configured, so the ``webhook serve`` process
-sees it) and every ``WEBHOOK_RELOAD_S`` regardless. A snapshot older than
-``WEBHOOK_MAX_SNAPSHOT_AGE_S`` (the database has been unreachable that long) is not
-used: pods are admitted unchanged.
+reloaded after each refresh cycle and policy change (``generation.py``) and every
+``WEBHOOK_RELOAD_S`` regardless. A snapshot older than ``WEBHOOK_MAX_SNAPSHOT_AGE_S``
+(the database unreachable that long) is not used: pods are admitted unchanged.
 """
 
 from __future__ import annotations
@@ -26,19 +24,17 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.conf import settings
-from django.core.cache import cache
 from django.utils import timezone
 
 from recommender.engine.capping import ContainerPolicy, LimitRangeItem
 from recommender.engine.resources import Resources
 from recommender.models import Cluster, Container, Policy, Workload
+from recommender.services.admission.generation import shared_generation
 from recommender.services.advice.limits import item_from_dict
 from recommender.services.policies import parse_container_policies
 
 logger = logging.getLogger(__name__)
 
-# The Django cache key whose value changes whenever the webhook's inputs change.
-GENERATION_KEY = "vpaweb:admission:generation"
 WorkloadKey = tuple[str, str, str]  # (namespace, kind, name)
 
 
@@ -167,28 +163,13 @@ def load_snapshot(*, cluster: Cluster) -> AdmissionSnapshot:
     )
 
 
-def mark_admission_data_changed() -> None:
-    """Tell every webhook process to reload (after a refresh, a policy change)."""
-    try:
-        cache.set(GENERATION_KEY, time.time_ns(), timeout=None)
-    except Exception:  # the cache being down must not fail a refresh
-        logger.warning("could not bump the admission cache generation", exc_info=True)
-    for holder in list(_HOLDERS.values()):
-        holder.invalidate()
-
-
-def _generation() -> int | None:
-    value = cache.get(GENERATION_KEY)
-    return value if isinstance(value, int) else None
-
-
 class SnapshotHolder:
     """The current snapshot of one cluster in this process (thread-safe)."""
 
     def __init__(self, cluster_name: str) -> None:
         self.cluster_name = cluster_name
         self._snapshot: AdmissionSnapshot | None = None
-        self._generation: int | None = None
+        self._generation: tuple[int, int | None] | None = None
         self._stale = True
         self._lock = threading.Lock()
         self.last_error = ""
@@ -204,7 +185,7 @@ class SnapshotHolder:
     def refresh(self) -> AdmissionSnapshot:
         """Load now from the database; on failure keep the previous snapshot."""
         with self._lock:
-            generation = _generation()
+            generation = shared_generation()
             cluster = Cluster.objects.get(name=self.cluster_name)
             snapshot = load_snapshot(cluster=cluster)
             self._snapshot, self._generation, self._stale = snapshot, generation, False
@@ -229,7 +210,7 @@ class SnapshotHolder:
             >= settings.WEBHOOK_RELOAD_S
         )
         try:
-            if not due and _generation() == self._generation:
+            if not due and shared_generation() == self._generation:
                 return
             self.refresh()
         except Exception as exc:

@@ -51,6 +51,7 @@ from recommender.models import (
 from recommender.models import (
     OomKill as OomKillRow,
 )
+from recommender.services.admission.generation import mark_admission_data_changed
 from recommender.services.policies import overridden_fields
 from recommender.services.refresh import ingest
 from recommender.services.refresh.adapters import cluster_adapter_for, usage_source_for
@@ -283,6 +284,8 @@ def refresh_cluster(
     run.counts = counts
     run.timings = {name: round(s, 4) for name, s in phases.timings.items()}
     run.save(update_fields=["status", "finished_at", "progress", "counts", "timings"])
+    # New recommendations, workloads and LimitRanges: the webhook's cache reloads.
+    mark_admission_data_changed()
     logger.info(
         "refresh of cluster %s shard %r (run %s) done in %.2fs: %s",
         cluster.name,
