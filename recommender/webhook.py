@@ -21,6 +21,7 @@ keep-alive as kube-apiserver uses it. A background thread reloads the cache
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import ssl
@@ -315,6 +316,11 @@ def start_webhook_server(
     """
     app = WebhookApp(default_cluster=default_cluster, deadline_s=deadline_s)
     app.tick()
+    # The cache and Django's modules are long-lived: move them out of the cyclic
+    # garbage collector's generations, so a full collection (tens of ms with a
+    # 10,000-workload cache) never lands on a request. Reloads free the old cache by
+    # reference counting (it holds no cycles).
+    gc.freeze()
     server = WebhookServer((host, port), app=app, certs=CertificateFiles(cert, key))
     stop = threading.Event()
     threads = [
