@@ -1,4 +1,4 @@
-"""The admission webhook under load: 200 AdmissionReviews/s over HTTPS, 10,000 workloads.
+"""The admission webhook under load: 200 reviews/s over HTTPS, 10,000 workloads.
 
     python -m benchmarks.bench_webhook    (or: make bench BENCH=webhook)
 
