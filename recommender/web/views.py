@@ -36,6 +36,8 @@ from recommender.models import (
 from recommender.roles import ROLE_ORDER, Role, role_of
 from recommender.services import accounts, policies, tokens
 from recommender.services.actuation import approvals
+from recommender.services.admission.counters import hour_and_day_totals
+from recommender.services.admission.preview import webhook_preview
 from recommender.services.dashboard import insights, workload_insight
 from recommender.web.access import (
     is_htmx,
@@ -78,6 +80,9 @@ def overview(request: HttpRequest) -> HttpResponse:
         "top_namespaces": top_namespaces,
         "namespaces_more": len(data.by_namespace) > len(top_namespaces),
         "refresh_interval": settings.REFRESH_INTERVAL_S,
+        "admission": dict(
+            zip(("hour", "day"), hour_and_day_totals(now=timezone.now()), strict=True)
+        ),
         "page": "overview",
     }
     if is_htmx(request):
@@ -191,6 +196,7 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
         },
         "page": "workloads",
     }
+    context["webhook"] = webhook_preview(workload=data.workload, now=timezone.now())
     context.update(_policy_context(request, data.workload, data.policy))
     return render(request, "recommender/workload.html", context)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Sum
+from django.db.models import F, Q, Sum
 
 from recommender.models import AdmissionCount
 
@@ -109,8 +109,21 @@ def admission_totals(
 
 
 def hour_and_day_totals(*, now: datetime) -> tuple[AdmissionTotals, AdmissionTotals]:
-    """The overview's figures: the last hour and the last day."""
-    return (
-        admission_totals(since=now - timedelta(hours=1)),
-        admission_totals(since=now - timedelta(days=1)),
+    """The overview's figures: the last hour and the last day (one query)."""
+    hour_ago = now - timedelta(hours=1)
+    rows = (
+        AdmissionCount.objects.filter(minute__gte=now - timedelta(days=1))
+        .values("outcome")
+        .annotate(day=Sum("count"), hour=Sum("count", filter=Q(minute__gte=hour_ago)))
     )
+    sums = {row["outcome"]: row for row in rows}
+
+    def totals(period: str) -> AdmissionTotals:
+        return AdmissionTotals(
+            **{
+                outcome: (sums.get(outcome) or {}).get(period) or 0
+                for outcome in ("patched", "left_alone", "failed_open")
+            }
+        )
+
+    return totals("hour"), totals("day")

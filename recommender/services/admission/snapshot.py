@@ -96,14 +96,21 @@ def policy_is_actionable(policy: Policy | None) -> tuple[bool, str]:
     return True, ""
 
 
-def load_snapshot(*, cluster: Cluster) -> AdmissionSnapshot:
-    """Read one cluster's webhook inputs from the database (three queries)."""
+def load_snapshot(
+    *, cluster: Cluster, only: Workload | None = None
+) -> AdmissionSnapshot:
+    """Read one cluster's webhook inputs from the database (three queries); ``only``
+    one workload (and its namespace's LimitRanges) for the workload page."""
     started = time.perf_counter()
     workloads: dict[WorkloadKey, WorkloadEntry] = {}
     actionable: dict[int, WorkloadEntry] = {}
     rows = Workload.objects.filter(cluster=cluster, is_active=True).select_related(
         "policy"
     )
+    limit_rows = cluster.limit_ranges.all()
+    if only is not None:
+        rows = rows.filter(pk=only.pk)
+        limit_rows = limit_rows.filter(namespace=only.namespace)
     for workload in rows.iterator(chunk_size=2000):
         policy: Policy | None = getattr(workload, "policy", None)
         ok, why_not = policy_is_actionable(policy)
@@ -131,6 +138,8 @@ def load_snapshot(*, cluster: Cluster) -> AdmissionSnapshot:
             workload__is_active=True,
             latest_recommendation__isnull=False,
         ).select_related("latest_recommendation")
+        if only is not None:
+            containers = containers.filter(workload=only)
         for container in containers.iterator(chunk_size=2000):
             rec = container.latest_recommendation
             if container.workload_id not in actionable or rec is None:
@@ -152,7 +161,7 @@ def load_snapshot(*, cluster: Cluster) -> AdmissionSnapshot:
             item_from_dict(row.container_item),
             item_from_dict(row.pod_item),
         )
-        for row in cluster.limit_ranges.all()
+        for row in limit_rows
     }
     return AdmissionSnapshot(
         cluster_name=cluster.name,
