@@ -1,4 +1,4 @@
-"""The dashboard shows what the webhook does: per workload, and counts on the overview."""
+"""The dashboard shows what the webhook does: per workload, and overview counts."""
 
 from __future__ import annotations
 
