@@ -22,8 +22,7 @@ from typing import Any, cast
 
 from django.conf import settings
 
-from recommender.cluster.kube_client import KubeClientSettings, load_api_client
-from recommender.cluster.kube_writer import KubernetesWriter
+from recommender.cluster.kube_client import open_writer
 from recommender.cluster.writer import ClusterWriter, WriteResult
 from recommender.errors import InvalidInput, SourceUnavailable
 
@@ -144,13 +143,8 @@ def open_kubernetes_writer(
     *, cluster_name: str, context: str = "", kubeconfig: str | None = None
 ) -> ClusterWriter:
     """The writer of a Kubernetes cluster (kubeconfig context or in-cluster)."""
-    api_client = load_api_client(
+    writer = open_writer(
         cluster_name=cluster_name, context=context, kubeconfig=kubeconfig
-    )
-    writer = KubernetesWriter(
-        cluster_name=cluster_name,
-        api_client=api_client,
-        settings=KubeClientSettings.from_settings(),
     )
     # The updater's methods of ClusterWriter are added to KubernetesWriter with it.
     return cast(ClusterWriter, writer)

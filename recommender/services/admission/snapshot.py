@@ -26,6 +26,7 @@ from datetime import datetime
 from django.conf import settings
 from django.utils import timezone
 
+from recommender.cluster.base import WorkloadKey
 from recommender.engine.capping import ContainerPolicy, LimitRangeItem
 from recommender.engine.resources import Resources
 from recommender.models import Cluster, Container, Policy, Workload
@@ -34,8 +35,6 @@ from recommender.services.advice.limits import item_from_dict
 from recommender.services.policies import parse_container_policies
 
 logger = logging.getLogger(__name__)
-
-WorkloadKey = tuple[str, str, str]  # (namespace, kind, name)
 
 
 @dataclass(frozen=True)
