@@ -19,10 +19,12 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from django.utils import timezone
 
 from recommender.services.admission import counters
 from recommender.services.admission.decision import (
@@ -31,7 +33,7 @@ from recommender.services.admission.decision import (
     AdmissionDecision,
     decide_admission,
 )
-from recommender.services.admission.snapshot import SnapshotHolder
+from recommender.services.admission.snapshot import SnapshotHolder, holder_for
 
 logger = logging.getLogger("recommender.webhook")
 
@@ -168,3 +170,22 @@ def admit_review(
     )
     patch = decision.patch if decision.outcome == PATCHED else ()
     return review_response(parsed.uid, patch), decision
+
+
+def simulated_admission(
+    cluster_name: str,
+) -> Callable[[dict[str, Any]], Mapping[str, Any]]:
+    """The in-process admission of a simulated cluster's new pods: the same service
+    as ``POST /mutate`` (parse, decide, count, log), minus HTTP and TLS."""
+
+    def admit(review: dict[str, Any]) -> Mapping[str, Any]:
+        holder = holder_for(cluster_name)
+        holder.refresh_if_needed()
+        parsed = parse_review(
+            json.dumps(review).encode(), content_type="application/json"
+        )
+        reply, _ = admit_review(parsed, holder=holder, now=timezone.now())
+        counters.flush_counts()  # a few pods a minute: saved at once
+        return reply
+
+    return admit
