@@ -330,6 +330,26 @@ def test_install_and_uninstall_against_the_fake_api_server(tmp_path, certs, caps
         api.stop()
 
 
+def test_install_print_with_cert_manager_annotation(capsys):
+    call_command(
+        "webhook",
+        "install",
+        "--cluster",
+        "prod",
+        "--service",
+        "vpaweb/vpaweb-webhook",
+        "--cert-manager",
+        "vpaweb/vpaweb-webhook",
+        "--print",
+    )
+    body = json.loads(capsys.readouterr().out)
+    assert body["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": "vpaweb/vpaweb-webhook"
+    }
+    assert "caBundle" not in body["webhooks"][0]["clientConfig"]
+    assert body["webhooks"][0]["timeoutSeconds"] == 3  # VPAWEB_WEBHOOK_TIMEOUT_S
+
+
 def test_install_refuses_a_timeout_above_5_seconds(tmp_path):
     from django.core.management.base import CommandError
 

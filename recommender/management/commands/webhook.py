@@ -73,6 +73,11 @@ class Command(BaseCommand):
         where.add_argument("--url", help="https://host:port of `webhook serve`")
         where.add_argument("--service", help="NAMESPACE/NAME of its Service")
         install.add_argument("--ca-bundle", help="PEM CA that signed the serving cert")
+        install.add_argument(
+            "--cert-manager",
+            metavar="NAMESPACE/CERTIFICATE",
+            help="let cert-manager inject the CA of this Certificate",
+        )
         install.add_argument("--timeout", type=int, default=None, help="1-5 seconds")
         install.add_argument("--kubeconfig", default=None)
         install.add_argument(
@@ -124,6 +129,7 @@ class Command(BaseCommand):
             cluster=options["cluster"],
             ca_bundle=read_ca_bundle(options["ca_bundle"]),
             timeout_s=options["timeout"],
+            inject_ca_from=options["cert_manager"],
         )
         if options["print"]:
             self.stdout.write(json.dumps(body, indent=2))

@@ -32,6 +32,7 @@ OPT_OUT_LABEL = "vpaweb.io/webhook"
 OPT_OUT_VALUE = "disabled"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 MAX_TIMEOUT_S = 5
+CERT_MANAGER_ANNOTATION = "cert-manager.io/inject-ca-from"
 
 
 def _opt_out() -> dict[str, Any]:
@@ -46,6 +47,7 @@ def webhook_configuration(
     ca_bundle: bytes | None = None,
     timeout_s: int | None = None,
     own_namespace: str | None = None,
+    inject_ca_from: str | None = None,
 ) -> dict[str, Any]:
     """The MutatingWebhookConfiguration for a URL or a Service ``NAMESPACE/NAME``."""
     if (url is None) == (service is None):
@@ -80,13 +82,17 @@ def webhook_configuration(
     own = settings.WEBHOOK_NAMESPACE if own_namespace is None else own_namespace
     if own and own not in excluded:
         excluded.append(own)
+    metadata: dict[str, Any] = {
+        "name": CONFIGURATION_NAME,
+        "labels": {"app.kubernetes.io/name": "vpaweb"},
+    }
+    if inject_ca_from:
+        # cert-manager's CA injector fills caBundle from this Certificate.
+        metadata["annotations"] = {CERT_MANAGER_ANNOTATION: inject_ca_from}
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
-        "metadata": {
-            "name": CONFIGURATION_NAME,
-            "labels": {"app.kubernetes.io/name": "vpaweb"},
-        },
+        "metadata": metadata,
         "webhooks": [
             {
                 "name": WEBHOOK_NAME,
