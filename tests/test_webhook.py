@@ -372,3 +372,18 @@ def test_decision_module_has_no_database_access():
     for module in (decision,):
         source = Path(module.__file__).read_text()
         assert "recommender.models" not in source and ".objects" not in source
+
+
+def test_certs_command_writes_a_ca_and_a_serving_certificate_for_the_service(
+    tmp_path, capsys
+):
+    from cryptography import x509
+
+    call_command("webhook", "certs", "--out", str(tmp_path), "--service", "vpaweb/hook")
+    ca = x509.load_pem_x509_certificate((tmp_path / "ca.crt").read_bytes())
+    cert = x509.load_pem_x509_certificate((tmp_path / "tls.crt").read_bytes())
+    cert.verify_directly_issued_by(ca)
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    assert "hook.vpaweb.svc" in names.value.get_values_for_type(x509.DNSName)
+    assert (tmp_path / "tls.key").stat().st_mode & 0o077 == 0  # private to its owner
+    assert not (tmp_path / "ca.key").exists()

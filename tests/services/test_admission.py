@@ -401,3 +401,13 @@ def test_dry_run_gets_the_same_patch_and_is_not_counted(cluster):
     assert AdmissionCount.objects.get().outcome == PATCHED
     patch = json.loads(base64.b64decode(dry_reply["response"]["patch"]))
     jsonpatch.apply_patch(dry["request"]["object"], patch)
+
+
+def test_an_unreadable_pod_spec_fails_open(cluster):
+    workload_with(cluster, "hooked", "wire-hook", {"app": (250, 300 * MI)})
+    review = copy.deepcopy(recorded("a-replicaset-pod"))
+    side = review["request"]["object"]["spec"]["containers"][1]
+    side["resources"]["requests"]["cpu"] = "lots"
+    decision = decide(cluster, review)
+    assert (decision.outcome, decision.patch) == (FAILED_OPEN, ())
+    assert "spec.containers[1].resources.requests.cpu" in decision.reason
