@@ -149,10 +149,35 @@ def warn_once(reason: str) -> None:
     logger.warning("admission failed open: %s", reason)
 
 
+class Answered:
+    """Who answers a review: the decision or the deadline, whichever comes first.
+
+    The first ``claim()`` wins; the loser records nothing, so a decision finishing
+    after the deadline answer is not counted twice.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._claimed = False
+
+    def claim(self) -> bool:
+        """True for the first caller only."""
+        with self._lock:
+            if self._claimed:
+                return False
+            self._claimed = True
+            return True
+
+
 def admit_review(
-    parsed: ParsedReview, *, holder: SnapshotHolder, now: datetime
+    parsed: ParsedReview,
+    *,
+    holder: SnapshotHolder,
+    now: datetime,
+    answered: Answered | None = None,
 ) -> tuple[dict[str, Any], AdmissionDecision]:
-    """Decide, record and build the reply for one parsed review."""
+    """Decide, record and build the reply for one parsed review (recorded only if
+    ``answered`` is claimed by this decision, i.e. the deadline has not answered)."""
     try:
         decision = decide_admission(
             request=parsed.request, snapshot=holder.current(), now=now
@@ -165,9 +190,10 @@ def admit_review(
             namespace=str(parsed.request.get("namespace") or ""),
             pod="?",
         )
-    record_decision(
-        decision, cluster_name=holder.cluster_name, dry_run=parsed.dry_run, at=now
-    )
+    if answered is None or answered.claim():
+        record_decision(
+            decision, cluster_name=holder.cluster_name, dry_run=parsed.dry_run, at=now
+        )
     patch = decision.patch if decision.outcome == PATCHED else ()
     return review_response(parsed.uid, patch), decision
 
