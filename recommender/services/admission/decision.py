@@ -10,10 +10,10 @@ Upstream's admission flow for a Pod CREATE (VPA-ALGORITHM.md §7.1), on vpaweb's
    named ``<cronjob>-<scheduled minute>`` likewise to its CronJob;
 2. look the workload up in the snapshot (one dict lookup): unknown, Off, or a policy
    mirroring an upstream VPA object → left alone;
-3. cap each container's latest recommendation for *this* pod (``advise_containers``:
-   LimitRanges Pod then Container item, policy min/max, RequestsOnly,
-   controlledResources) and compute proportional limits (§4.3-4.4, the container
-   LimitRange's default limit when the container has none);
+3. cap each container's latest recommendation for *this* pod and compute its limits
+   with the one advice path (``services.advice.advise.advise``, pure, on inputs cached
+   in the snapshot: LimitRanges Pod then Container item, policy min/max, RequestsOnly,
+   controlledResources, proportional limits with the LimitRange default limit);
 4. build the JSONPatch (``patch.py``) from the exact object received and check the
    patched pod against the namespace's LimitRanges; a patch that would break one is
    not sent (the pod is admitted unchanged: LimitRanger would answer 403 after us).
@@ -31,18 +31,9 @@ from typing import Any
 
 from django.conf import settings
 
-from recommender.engine.capping import (
-    CappedRecommendation,
-    LimitRangeItem,
-    cap_for_pod,
-    select_container_policy,
-)
-from recommender.engine.limits import (
-    REQUESTS_AND_LIMITS,
-    ContainerResources,
-    requests_and_limits_for_container,
-)
-from recommender.engine.resources import RESOURCE_NAMES, Resources
+from recommender.engine.capping import select_container_policy
+from recommender.engine.limits import ContainerResources
+from recommender.engine.resources import Resources
 from recommender.errors import InvalidInput
 from recommender.services.admission.patch import (
     ContainerPlan,
@@ -50,7 +41,8 @@ from recommender.services.admission.patch import (
     limit_range_violations,
 )
 from recommender.services.admission.snapshot import AdmissionSnapshot, WorkloadEntry
-from recommender.services.advice.pod_spec import parse_resource_list
+from recommender.services.advice.advise import SOURCE_RECOMMENDATION, advise
+from recommender.services.advice.pod_spec import PodContainer, parse_resource_list
 
 PATCHED = "patched"
 LEFT_ALONE = "left_alone"
@@ -173,81 +165,50 @@ def read_containers(spec: object) -> list[PodContainerRef]:
 
 
 def advise_containers(
-    *,
-    entry: WorkloadEntry,
-    containers: Sequence[PodContainerRef],
-    limit_ranges: tuple[LimitRangeItem | None, LimitRangeItem | None],
+    *, entry: WorkloadEntry, containers: Sequence[PodContainerRef]
 ) -> list[ContainerPlan]:
-    """New requests and limits for each container of the pod (pure).
+    """New requests and limits for each container of the pod (pure: no query).
 
-    The webhook's one call into the advice logic: the same steps as ``advise_pod``
-    (container policy first: mode Off and controlledResources; then ``cap_for_pod``)
-    plus the limits of §4.3, on data already in memory.
+    The webhook's one call into the advice logic, ``services.advice.advise.advise``
+    (the same steps as every other caller: container policy, ``cap_for_pod``,
+    proportional limits with the LimitRange default), on inputs cached in the snapshot.
     """
-    policies = list(entry.policies)
-    container_range, pod_range = limit_ranges
-    pending: dict[str, CappedRecommendation] = {}
-    skipped: dict[str, str] = {}
-    for container in containers:
-        policy = select_container_policy(policies, container.name)
-        if policy is not None and policy.mode == "Off":
-            skipped[container.name] = "the container policy's mode is Off"
-            continue
-        rec = entry.recommendations.get(container.name)
-        if rec is None:
-            skipped[container.name] = f"{entry} has no recommendation for it yet"
-            continue
-        controlled = policy.controlled_resources if policy else RESOURCE_NAMES
-        pending[container.name] = CappedRecommendation(
-            target=rec.target.only(controlled),
-            lower_bound=rec.lower_bound.only(controlled),
-            upper_bound=rec.upper_bound.only(controlled),
-            uncapped_target=rec.uncapped_target.only(controlled),
-        )
-    capped = (
-        cap_for_pod(
-            pending,
-            [c.as_engine() for c in containers],
-            policies=policies,
-            container_limit_range=container_range,
-            pod_limit_range=pod_range,
-        )
-        if pending
-        else {}
+    if entry.inputs is None:
+        return [ContainerPlan.unchanged(c, entry.why_not) for c in containers]
+    advice = advise(
+        entry.inputs,
+        [
+            PodContainer(
+                name=c.name,
+                requests=c.requests,
+                limits=c.limits,
+                field=f"spec.{c.list_key}[{c.index}]",
+                is_init=c.list_key == "initContainers",
+            )
+            for c in containers
+        ],
     )
-    default_limit = container_range.default if container_range else Resources()
+    by_name = {a.name: a for a in advice.containers}
     plans: list[ContainerPlan] = []
     for container in containers:
-        if container.name in skipped or container.name not in capped:
-            plans.append(
-                ContainerPlan.unchanged(
-                    container,
-                    skipped.get(container.name, "no recommendation"),
-                )
-            )
+        one = by_name.get(container.name)
+        if one is None or one.source != SOURCE_RECOMMENDATION:
+            policy = select_container_policy(entry.inputs.policies, container.name)
+            if policy is not None and policy.mode == "Off":
+                reason = "the container policy's mode is Off"
+            elif container.name not in entry.inputs.latest:
+                reason = f"{entry} has no recommendation for it yet"
+            else:  # e.g. a recommendation of no resource the policy controls
+                reason = "no resource to set" if one is None else one.reason
+            plans.append(ContainerPlan.unchanged(container, reason))
             continue
-        policy = select_container_policy(policies, container.name)
-        controlled_values = (
-            policy.effective_controlled_values if policy else REQUESTS_AND_LIMITS
-        )
-        result = capped[container.name]
-        new = requests_and_limits_for_container(
-            container.as_engine(),
-            result.target,
-            controlled_values=controlled_values,
-            default_limit=default_limit,
-        )
-        rec = entry.recommendations[container.name]
         plans.append(
             ContainerPlan.from_advice(
                 container,
-                requests=new.requests,
-                limits=new.limits,
-                notes=(*result.annotations(), *new.annotations),
-                reason=(
-                    f"latest recommendation of {entry} "
-                    f"({rec.created_at:%Y-%m-%d %H:%M} UTC), {controlled_values}"
-                ),
+                requests=one.requests,
+                limits=one.limits,
+                notes=(*one.caps(), *one.limit_annotations),
+                reason=f"{one.reason}, {one.controlled_values}",
             )
         )
     return plans
@@ -346,9 +307,7 @@ def decide_admission(
     except InvalidInput as exc:
         return answer(FAILED_OPEN, f"the pod spec is unreadable: {exc}", entry)
     limit_ranges = snapshot.limit_ranges.get(namespace, (None, None))
-    plans = advise_containers(
-        entry=entry, containers=containers, limit_ranges=limit_ranges
-    )
+    plans = advise_containers(entry=entry, containers=containers)
     changed = [p for p in plans if p.is_changed]
     if not changed:
         why = "; ".join(f"{p.name}: {p.reason}" for p in plans) or "no containers"

@@ -20,32 +20,20 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.conf import settings
 from django.utils import timezone
 
 from recommender.cluster.base import WorkloadKey
-from recommender.engine.capping import ContainerPolicy, LimitRangeItem
-from recommender.engine.resources import Resources
-from recommender.models import Cluster, Container, Policy, Workload
+from recommender.engine.capping import LimitRangeItem
+from recommender.models import Cluster, Policy, Workload
 from recommender.services.admission.generation import shared_generation
+from recommender.services.advice.advise import AdviceInputs, load_advice_inputs
 from recommender.services.advice.limits import item_from_dict
-from recommender.services.policies import parse_container_policies
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class StoredRecommendation:
-    """A container's latest recommendation (engine ``RecommendationLike``)."""
-
-    target: Resources
-    lower_bound: Resources
-    upper_bound: Resources
-    uncapped_target: Resources
-    created_at: datetime
 
 
 @dataclass(frozen=True)
@@ -60,8 +48,7 @@ class WorkloadEntry:
     is_actionable: bool
     why_not: str  # why vpaweb does not act on it ("" when it does)
     last_seen_at: datetime
-    policies: tuple[ContainerPolicy, ...] = ()
-    recommendations: Mapping[str, StoredRecommendation] = field(default_factory=dict)
+    inputs: AdviceInputs | None = None  # for actionable workloads only
 
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}"
@@ -80,19 +67,15 @@ class AdmissionSnapshot:
 
 
 def policy_is_actionable(policy: Policy | None) -> tuple[bool, str]:
-    """Whether vpaweb may change pods of a workload with this policy, and why not.
-
-    The one place the webhook asks; it becomes the Policy predicate of the
-    "vpaweb-owned vs mirrors an upstream VPA object" work when that lands.
-    """
-    if policy is None or policy.is_off:
-        return False, "its mode is Off"
-    if policy.source != Policy.Source.VPAWEB:
+    """``Policy.is_actionable`` (the one actuation predicate), and why not in words."""
+    if policy is not None and policy.is_actionable:
+        return True, ""
+    if policy is not None and policy.is_mirrored:
         return False, (
-            "its policy mirrors an upstream VerticalPodAutoscaler object "
-            "(upstream's admission controller acts on it, not vpaweb)"
+            f"its policy mirrors an upstream {policy.managed_by} (its own admission "
+            "controller acts on it, not vpaweb)"
         )
-    return True, ""
+    return False, "its mode is Off"
 
 
 def load_snapshot(
@@ -122,39 +105,21 @@ def load_snapshot(
             is_actionable=ok,
             why_not=why_not,
             last_seen_at=workload.last_seen_at,
-            policies=tuple(parse_container_policies(policy.container_policies or []))
-            if ok and policy is not None
-            else (),
         )
         workloads[(workload.namespace, workload.kind, workload.name)] = entry
         if ok:
             actionable[workload.pk] = entry
-    # Recommendations only for workloads the webhook patches (usually few).
-    recs: dict[int, dict[str, StoredRecommendation]] = {}
-    if actionable:
-        containers = Container.objects.filter(
-            workload__cluster=cluster,
-            workload__is_active=True,
-            latest_recommendation__isnull=False,
-        ).select_related("latest_recommendation")
-        if only is not None:
-            containers = containers.filter(workload=only)
-        for container in containers.iterator(chunk_size=2000):
-            rec = container.latest_recommendation
-            if container.workload_id not in actionable or rec is None:
-                continue
-            recs.setdefault(container.workload_id, {})[container.name] = (
-                StoredRecommendation(
-                    target=rec.target,
-                    lower_bound=rec.lower_bound,
-                    upper_bound=rec.upper_bound,
-                    uncapped_target=rec.uncapped_target,
-                    created_at=rec.created_at,
-                )
-            )
-    for workload_id, entry in actionable.items():
+    # The advice inputs (policies, latest recommendations, LimitRanges) of the
+    # workloads the webhook patches, read the one way advice reads them. The static
+    # coefficient is dropped: the webhook leaves a container without a
+    # recommendation as it is.
+    inputs = load_advice_inputs(
+        cluster_id=cluster.pk,
+        keys=[(e.namespace, e.kind, e.name) for e in actionable.values()],
+    )
+    for entry in actionable.values():
         key = (entry.namespace, entry.kind, entry.name)
-        workloads[key] = replace(entry, recommendations=recs.get(workload_id, {}))
+        workloads[key] = replace(entry, inputs=replace(inputs[key], coefficient=None))
     limit_ranges = {
         row.namespace: (
             item_from_dict(row.container_item),

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('recommender', '0004_discovered_conflicts_budgets_limit_ranges'),
+        ('recommender', '0006_h9b_policy_ownership_open_changes'),
     ]
 
     operations = [
