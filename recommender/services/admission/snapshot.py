@@ -187,7 +187,10 @@ class SnapshotHolder:
                 return
             self.refresh()
         except Exception as exc:
-            self.last_error = f"{type(exc).__name__}: {exc}"
+            error = f"{type(exc).__name__}: {exc}"
+            if error == self.last_error:
+                return  # retried every second: logged once per new error
+            self.last_error = error
             logger.warning(
                 "admission cache of cluster %s not reloaded: %s",
                 self.cluster_name,
