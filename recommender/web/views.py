@@ -197,7 +197,17 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
         },
         "page": "workloads",
     }
-    context["webhook"] = webhook_preview(workload=data.workload, now=timezone.now())
+    context["webhook"] = (
+        None
+        if data.advice_inputs is None
+        else webhook_preview(
+            workload=data.workload,
+            policy=data.policy,
+            containers=[item.container for item in data.containers],
+            inputs=data.advice_inputs,
+            now=timezone.now(),
+        )
+    )
     context.update(_policy_context(request, data.workload, data.policy))
     return render(request, "recommender/workload.html", context)
 

@@ -9,17 +9,23 @@ LimitRanges: the same capping, limits, LimitRange check and reasons as at admiss
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from recommender.models import Container, Workload
+from recommender.models import Container, Policy, Workload
 from recommender.services.admission.decision import (
     PATCHED,
     AdmissionDecision,
     decide_admission,
 )
-from recommender.services.admission.snapshot import load_snapshot
+from recommender.services.admission.snapshot import (
+    AdmissionSnapshot,
+    WorkloadEntry,
+    policy_is_actionable,
+)
+from recommender.services.advice.advise import AdviceInputs
 from recommender.services.advice.pod_spec import resource_list
 
 
@@ -46,10 +52,12 @@ class WebhookPreview:
         return self.outcome == PATCHED
 
 
-def _template_pod(workload: Workload) -> dict[str, Any]:
-    containers: list[dict[str, Any]] = []
+def _template_pod(
+    workload: Workload, containers: Sequence[Container]
+) -> dict[str, Any]:
+    regular: list[dict[str, Any]] = []
     init: list[dict[str, Any]] = []
-    for row in workload.containers.order_by("position"):
+    for row in sorted(containers, key=lambda c: c.position):
         resources: dict[str, Any] = {}
         if requests := resource_list(row.requests):
             resources["requests"] = requests
@@ -57,12 +65,12 @@ def _template_pod(workload: Workload) -> dict[str, Any]:
             resources["limits"] = limits
         item: dict[str, Any] = {"name": row.name, "resources": resources}
         if row.kind == Container.Kind.REGULAR:
-            containers.append(item)
+            regular.append(item)
         else:
             if row.kind == Container.Kind.SIDECAR:
                 item["restartPolicy"] = "Always"
             init.append(item)
-    spec: dict[str, Any] = {"containers": containers}
+    spec: dict[str, Any] = {"containers": regular}
     if init:
         spec["initContainers"] = init
     return {
@@ -79,17 +87,44 @@ def _template_pod(workload: Workload) -> dict[str, Any]:
     }
 
 
-def webhook_preview(*, workload: Workload, now: datetime) -> WebhookPreview:
-    """The webhook's decision for a new pod of ``workload`` made from its template."""
-    snapshot = replace(
-        load_snapshot(cluster=workload.cluster, only=workload), loaded_at=now
+def webhook_preview(
+    *,
+    workload: Workload,
+    policy: Policy | None,
+    containers: Sequence[Container],
+    inputs: AdviceInputs,
+    now: datetime,
+) -> WebhookPreview:
+    """The webhook's decision for a new pod of ``workload`` made from its template.
+
+    Everything comes from what the workload page already read (the workload, its
+    policy, its containers and the advice inputs): no query of its own.
+    """
+    ok, why_not = policy_is_actionable(policy)
+    key = (workload.namespace, workload.kind, workload.name)
+    entry = WorkloadEntry(
+        workload_id=workload.pk,
+        namespace=workload.namespace,
+        kind=workload.kind,
+        name=workload.name,
+        mode=policy.mode if policy is not None else Policy.Mode.OFF,
+        is_actionable=ok,
+        why_not=why_not,
+        last_seen_at=workload.last_seen_at,
+        inputs=replace(inputs, coefficient=None) if ok else None,
+    )
+    snapshot = AdmissionSnapshot(
+        cluster_name="",
+        loaded_at=now,
+        workloads={key: entry},
+        limit_ranges={workload.namespace: (inputs.container_range, inputs.pod_range)},
     )
     request = {
         "uid": "preview",
         "kind": {"group": "", "version": "v1", "kind": "Pod"},
         "operation": "CREATE",
         "namespace": workload.namespace,
-        "object": _template_pod(workload),
+        "object": _template_pod(workload, containers),
     }
     decision: AdmissionDecision = decide_admission(
         request=request, snapshot=snapshot, now=now

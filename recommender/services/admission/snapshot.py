@@ -78,11 +78,9 @@ def policy_is_actionable(policy: Policy | None) -> tuple[bool, str]:
     return False, "its mode is Off"
 
 
-def load_snapshot(
-    *, cluster: Cluster, only: Workload | None = None
-) -> AdmissionSnapshot:
-    """Read one cluster's webhook inputs from the database (three queries); ``only``
-    one workload (and its namespace's LimitRanges) for the workload page."""
+def load_snapshot(*, cluster: Cluster) -> AdmissionSnapshot:
+    """Read one cluster's webhook inputs from the database (a constant number of
+    queries)."""
     started = time.perf_counter()
     workloads: dict[WorkloadKey, WorkloadEntry] = {}
     actionable: dict[int, WorkloadEntry] = {}
@@ -90,9 +88,6 @@ def load_snapshot(
         "policy"
     )
     limit_rows = cluster.limit_ranges.all()
-    if only is not None:
-        rows = rows.filter(pk=only.pk)
-        limit_rows = limit_rows.filter(namespace=only.namespace)
     for workload in rows.iterator(chunk_size=2000):
         policy: Policy | None = getattr(workload, "policy", None)
         ok, why_not = policy_is_actionable(policy)
