@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-ORDER = ["engine", "dashboard", "backfill", "webhook"]
+ORDER = ["engine", "dashboard", "backfill", "api", "webhook"]
 
 
 def available() -> list[str]:
