@@ -172,3 +172,10 @@ class StaticCoefficientAdmin(admin.ModelAdmin):
         "updated_at",
         "updated_by",
     ]
+
+
+@admin.register(models.AdmissionCount)
+class AdmissionCountAdmin(admin.ModelAdmin):
+    list_display = ["cluster_name", "minute", "outcome", "count"]
+    list_filter = ["outcome", "cluster_name"]
+    date_hierarchy = "minute"

@@ -49,6 +49,7 @@ from recommender.models import (
 from recommender.models import (
     OomKill as OomKillRow,
 )
+from recommender.services.admission.generation import mark_admission_data_changed
 from recommender.services.policies import overridden_fields
 from recommender.services.refresh import ingest
 from recommender.services.refresh.adapters import (
@@ -224,6 +225,8 @@ def refresh_cluster(
         finally:
             close_quietly(adapter, source)
         recorder.counts = {**discovery.counts, **counts}
+    # New recommendations, workloads and LimitRanges: the webhook's cache reloads.
+    mark_admission_data_changed()
     return recorder.run
 
 
