@@ -350,6 +350,11 @@ def _recommend(window: Window) -> None:
             policy = row.container_policy
             if policy is not None and policy.mode == MODE_OFF:
                 continue  # upstream gives a container with mode Off no recommendation
+            if group.aggregates.total_samples[row.index] == 0:
+                # No usage, no recommendation (upstream's estimator would give the
+                # pod minimums): the container shows "no data".
+                window.counts["containers_without_samples"] += 1
+                continue
             controlled = (
                 policy.controlled_resources if policy else tuple(RESOURCE_NAMES)
             )
