@@ -238,8 +238,7 @@ def refresh_cluster(
 
 
 def _live_pods(discovery: Discovery) -> dict[int, set[str]]:
-    """Pod names of each workload that discovery saw (taken before ingestion, which
-    adds the guessed owners of vanished pods to ``discovery.pod_owner``)."""
+    """Pod names of each workload that discovery saw alive in this pass."""
     live: dict[int, set[str]] = defaultdict(set)
     for (_namespace, pod), workload_id in discovery.pod_owner.items():
         live[workload_id].add(pod)
