@@ -7,8 +7,6 @@ memory in integer bytes; ``None`` means "not set".
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -219,8 +217,33 @@ class WorkloadPod(models.Model):
         return f"{self.namespace}/{self.name}"
 
 
+class PolicyQuerySet(models.QuerySet["Policy"]):
+    """Reads over policies."""
+
+    def actionable(self) -> PolicyQuerySet:
+        """The policies vpaweb may act on (webhook, updater):
+        :attr:`Policy.is_actionable` as a filter, so a candidate list and a single
+        check agree."""
+        return self.filter(source=Policy.Source.VPAWEB).exclude(mode=Policy.Mode.OFF)
+
+
 class Policy(models.Model):
-    """How vpaweb treats one workload: mode, profile and per-container policies."""
+    """How vpaweb treats one workload: mode, profile and per-container policies.
+
+    Every policy has one owner (``source``):
+
+    - ``vpaweb``: an operator chose it in vpaweb (or nobody has: the default, mode Off).
+      vpaweb may act on it: :attr:`is_actionable` is true when its mode is not Off.
+    - ``vpa-object``: it mirrors the upstream VerticalPodAutoscaler ``vpa_object``
+      (mode, container policies, min replicas, kept in step by discovery). It is shown
+      with the object's mode, and vpaweb never acts on it, whatever the mode: the
+      upstream VPA does. An operator can adopt it (``services.policies.adopt_policy``):
+      it becomes vpaweb's, starting in Off.
+
+    The webhook and the updater ask ONE question before they touch a pod:
+    ``policy.is_actionable`` (or ``Policy.objects.actionable()``); never ``mode``
+    alone, since a mirrored policy carries a non-Off mode vpaweb must not act on.
+    """
 
     class Mode(models.TextChoices):
         OFF = "Off"
@@ -245,6 +268,12 @@ class Policy(models.Model):
     source = models.CharField(
         max_length=20, choices=Source.choices, default=Source.VPAWEB
     )
+    # The upstream VerticalPodAutoscaler targeting the workload ("namespace/name"), and
+    # its spec.updatePolicy.updateMode as upstream reads it (absent or Auto: Recreate);
+    # both "" when none does. Set by discovery for every policy, mirrored or vpaweb's
+    # own: a vpaweb policy next to an object in a non-Off mode is a conflict.
+    vpa_object = models.CharField(max_length=320, blank=True)
+    vpa_object_mode = models.CharField(max_length=32, blank=True)
     updated_at = models.DateTimeField(default=timezone.now)
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -253,6 +282,8 @@ class Policy(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
     )
+
+    objects = PolicyQuerySet.as_manager()
 
     class Meta:
         verbose_name_plural = "policies"
@@ -264,6 +295,38 @@ class Policy(models.Model):
     def is_off(self) -> bool:
         """Off means off: nothing is ever written to the cluster for this workload."""
         return self.mode == self.Mode.OFF
+
+    @property
+    def is_mirrored(self) -> bool:
+        """True when the policy mirrors an upstream VPA object (vpaweb never acts)."""
+        return self.source == self.Source.VPA_OBJECT
+
+    @property
+    def is_actionable(self) -> bool:
+        """THE predicate of actuation: may vpaweb (webhook, updater) act on this
+        workload's pods? Only when the policy is vpaweb's own and its mode is not Off.
+        A mirrored VPA object's policy is never actionable, whatever its mode.
+        ``PolicyQuerySet.actionable()`` is the same rule as a filter."""
+        return self.source == self.Source.VPAWEB and self.mode != self.Mode.OFF
+
+    @property
+    def managed_by(self) -> str:
+        """The upstream object a mirrored policy follows, as the dashboard and errors
+        name it: ``VerticalPodAutoscaler <namespace>/<name> (mode <mode>)``."""
+        name = self.vpa_object or "(name not read yet)"
+        return (
+            f"VerticalPodAutoscaler {name} (mode {self.vpa_object_mode or self.mode})"
+        )
+
+    @property
+    def has_vpa_conflict(self) -> bool:
+        """A vpaweb policy whose workload an upstream VPA object still acts on (its
+        mode is not Off): two updaters would fight over the same pods."""
+        return (
+            self.source == self.Source.VPAWEB
+            and bool(self.vpa_object)
+            and self.vpa_object_mode not in ("", self.Mode.OFF)
+        )
 
 
 class RecommendationQuerySet(models.QuerySet["Recommendation"]):
@@ -433,15 +496,34 @@ class RefreshRun(models.Model):
         return (self.finished_at - self.started_at).total_seconds()
 
 
+class ResizeChangeStatus(models.TextChoices):
+    """Where a ResizeChange is (``ResizeChange.Status``)."""
+
+    PROPOSED = "proposed"
+    APPROVED = "approved"
+    # The updater is writing it to the cluster (set and cleared by the updater).
+    APPLYING = "applying"
+    REJECTED = "rejected"
+    APPLIED = "applied"
+    FAILED = "failed"
+
+
+# THE open statuses of a resize change (``ResizeChange.OPEN_STATUSES``): not yet
+# decided, or decided and not yet done. The database holds at most one open change per
+# pod (ResizeChange's constraint is built from this tuple); a new status that is still
+# "open" is added here, and makemigrations moves the constraint with it.
+OPEN_RESIZE_STATUSES: tuple[str, ...] = (
+    ResizeChangeStatus.PROPOSED,
+    ResizeChangeStatus.APPROVED,
+    ResizeChangeStatus.APPLYING,
+)
+
+
 class ResizeChange(models.Model):
     """A proposed resize of a pod's containers: an operator decides, updater applies."""
 
-    class Status(models.TextChoices):
-        PROPOSED = "proposed"
-        APPROVED = "approved"
-        REJECTED = "rejected"
-        APPLIED = "applied"
-        FAILED = "failed"
+    Status = ResizeChangeStatus
+    OPEN_STATUSES = OPEN_RESIZE_STATUSES
 
     class Method(models.TextChoices):
         IN_PLACE = "in-place"
@@ -476,9 +558,23 @@ class ResizeChange(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [
+            # At most one open change per pod: a second proposal for the same pod
+            # while one is open is an IntegrityError, not a race the updater loses.
+            models.UniqueConstraint(
+                fields=["workload", "pod"],
+                condition=models.Q(status__in=OPEN_RESIZE_STATUSES),
+                name="resize_change_one_open_per_pod",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"resize {self.workload}/{self.pod}: {self.status}"
+
+    @property
+    def is_open(self) -> bool:
+        """True while the change is proposed, approved or being applied."""
+        return self.status in self.OPEN_STATUSES
 
 
 class AuditEvent(models.Model):
@@ -489,8 +585,10 @@ class AuditEvent(models.Model):
 
         POLICY_UPDATE = "policy.update"
         POLICY_IMPORT = "policy.import"
+        POLICY_ADOPT = "policy.adopt"
         CHANGE_APPROVE = "change.approve"
         CHANGE_REJECT = "change.reject"
+        CHANGE_WITHDRAW = "change.withdraw"
         TOKEN_CREATE = "token.create"
         TOKEN_REVOKE = "token.revoke"
         USER_CREATE = "user.create"
@@ -530,19 +628,6 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_label} {self.action}"
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready form for exports."""
-        return {
-            "created_at": self.created_at.isoformat(),
-            "actor": self.actor_label,
-            "action": self.action,
-            "object_type": self.object_type,
-            "object_id": self.object_id,
-            "before": self.before,
-            "after": self.after,
-            "message": self.message,
-        }
 
 
 class ApiToken(models.Model):

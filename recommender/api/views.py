@@ -317,6 +317,27 @@ class WorkloadPolicyView(WorkloadLookupMixin, APIView):
         return Response(s.PolicySerializer(policy).data)
 
 
+class AdoptWorkloadView(WorkloadLookupMixin, APIView):
+    """Adopt a workload whose policy mirrors a VPA object: vpaweb's own, in Off."""
+
+    permission_classes = [CanWrite]
+    extra_error_statuses = {"409": "The policy is already vpaweb's own."}
+
+    @extend_schema(
+        summary="Adopt a workload managed by a VPA object (write scope; audited)",
+        request=None,
+        responses=s.PolicySerializer,
+        tags=["policies"],
+    )
+    def post(self, request: Request, **kwargs: Any) -> Response:
+        workload = self.get_workload()
+        actor, label = actor_of(request)
+        policy = policies.adopt_policy(
+            workload_id=workload.pk, actor=actor, actor_label=label, now=timezone.now()
+        )
+        return Response(s.PolicySerializer(policy).data)
+
+
 @extend_schema_view(
     list=extend_schema(
         summary="List resize changes",

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 import yaml
-from django.db.models import Prefetch
+from django.db.models import F, Prefetch, Window
+from django.db.models.functions import RowNumber
 
 from recommender.engine import AggregateSet, Profile, format_cpu, format_memory
 from recommender.engine.capping import select_container_policy
@@ -49,8 +50,8 @@ logger = logging.getLogger(__name__)
 
 # --- The workload page ----------------------------------------------------------------
 
-# How much recommendation history the page draws (newest rows; a row is written only on
-# change).
+# How much recommendation history the page draws per container (its newest rows; a row
+# is written only on change).
 HISTORY_LIMIT = 500
 OOM_HISTORY = timedelta(days=8)
 # kubectl resource names and where each kind keeps its pod template.
@@ -193,10 +194,19 @@ def workload_insight(
     )
     ids = [c.pk for c in containers]
     history: dict[int, list[Recommendation]] = {pk: [] for pk in ids}
-    # Newest HISTORY_LIMIT rows per page, drawn oldest first.
-    for row in Recommendation.objects.filter(container_id__in=ids).order_by(
-        "-created_at", "-id"
-    )[: HISTORY_LIMIT * max(1, len(ids))]:
+    # The newest HISTORY_LIMIT rows of EACH container (a busy container never crowds
+    # out another's history), in one query, drawn oldest first.
+    newest_first = [F("created_at").desc(), F("id").desc()]
+    for row in (
+        Recommendation.objects.filter(container_id__in=ids)
+        .annotate(
+            rank=Window(
+                RowNumber(), partition_by=[F("container_id")], order_by=newest_first
+            )
+        )
+        .filter(rank__lte=HISTORY_LIMIT)
+        .order_by("container_id", *newest_first)
+    ):
         history[row.container_id].append(row)
     ooms: dict[int, list[OomKill]] = {pk: [] for pk in ids}
     for kill in OomKill.objects.filter(
@@ -234,7 +244,7 @@ def workload_insight(
                     container, replicas=workload.replicas, prices=prices
                 ),
                 recommendation=rec,
-                history=list(reversed(history[container.pk][:HISTORY_LIMIT])),
+                history=list(reversed(history[container.pk])),
                 oom_kills=ooms[container.pk],
                 explanation=(rec.explanation or {}) if rec else {},
                 no_data_reason=(

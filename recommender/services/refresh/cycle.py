@@ -268,6 +268,10 @@ def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
     row; the next refresh rebuilds the state from history. Recommendations are history
     and stay. Checkpoints are judged a chunk at a time as they are read: memory is
     bounded by ``BATCH`` per histogram key, not by the fleet.
+
+    Each row is judged on its own: a checkpoint that cannot be read (a corrupt blob,
+    e.g. of a deleted workload) is logged, counted in ``counts["failed"]`` and left
+    as it is (the next refresh of a live container rebuilds it), and the job goes on.
     """
     if timezone.is_naive(now):
         raise InvalidInput("now must be timezone-aware", field="now")
@@ -278,7 +282,7 @@ def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
 
 def _expire_all(*, now: datetime) -> dict[str, int]:
     """Judge every written checkpoint, a batch per histogram key; return the counts."""
-    checked = expired = 0
+    checked = expired = failed = 0
     checkpoints = (
         Checkpoint.objects.exclude(version=0)
         .exclude(histogram_key="")  # never written, or reset by an earlier expiry
@@ -297,21 +301,56 @@ def _expire_all(*, now: datetime) -> dict[str, int]:
         members.append(checkpoint)
         if len(members) >= BATCH:
             checked += len(members)
-            expired += _expire_batch(profile, members, now=now)
+            batch_expired, batch_failed = _expire_batch(profile, members, now=now)
+            expired, failed = expired + batch_expired, failed + batch_failed
             members.clear()
     for profile, members in buffers.values():
         if members:
             checked += len(members)
-            expired += _expire_batch(profile, members, now=now)
-    return {"checked": checked, "expired": expired}
+            batch_expired, batch_failed = _expire_batch(profile, members, now=now)
+            expired, failed = expired + batch_expired, failed + batch_failed
+    return {"checked": checked, "expired": expired, "failed": failed}
 
 
-def _expire_batch(profile: Profile, batch: list[Checkpoint], *, now: datetime) -> int:
-    """Reset the idle checkpoints of one batch of one key; return how many."""
-    aggregates = AggregateSet.from_checkpoints(profile, [bytes(c.state) for c in batch])
-    is_expired = aggregates.is_expired(now_s=now.timestamp())
+def _idle_flags(
+    profile: Profile, batch: list[Checkpoint], *, now: datetime
+) -> list[bool | None]:
+    """Per checkpoint: idle or not, or None when it cannot be read. The batch is read
+    at once; if that fails, row by row, so one bad row costs only itself."""
+    now_s = now.timestamp()
+    try:
+        aggregates = AggregateSet.from_checkpoints(
+            profile, [bytes(c.state) for c in batch]
+        )
+        return list(aggregates.is_expired(now_s=now_s).tolist())
+    except Exception:  # a bad row: found and counted one by one below
+        pass
+    flags: list[bool | None] = []
+    for checkpoint in batch:
+        try:
+            one = AggregateSet.from_checkpoints(profile, [bytes(checkpoint.state)])
+            flags.append(bool(one.is_expired(now_s=now_s)[0]))
+        except Exception as exc:  # one unreadable row never stops the job
+            logger.warning(
+                "expiry: cannot read the checkpoint of container %s (%s, version "
+                "%s): %s: %s; left as it is",
+                checkpoint.container_id,
+                checkpoint.container,
+                checkpoint.version,
+                type(exc).__name__,
+                exc,
+            )
+            flags.append(None)
+    return flags
+
+
+def _expire_batch(
+    profile: Profile, batch: list[Checkpoint], *, now: datetime
+) -> tuple[int, int]:
+    """Reset the idle checkpoints of one batch of one key; return (expired, failed)."""
+    flags = _idle_flags(profile, batch, now=now)
     expired = 0
-    for checkpoint, gone in zip(batch, is_expired.tolist(), strict=True):
+    for checkpoint, gone in zip(batch, flags, strict=True):
         if not gone:
             continue
         # Only the version we judged: a refresh that just fed it keeps it, and a
@@ -333,7 +372,7 @@ def _expire_batch(profile: Profile, batch: list[Checkpoint], *, now: datetime) -
                 checkpoint.container_id,
                 checkpoint.container,
             )
-    return expired
+    return expired, flags.count(None)
 
 
 # --- recommendation -------------------------------------------------------------------
