@@ -29,6 +29,10 @@ class Cluster(models.Model):
     context = models.CharField(max_length=253, blank=True)
     is_enabled = models.BooleanField(default=True)
     last_discovered_at = models.DateTimeField(null=True, blank=True)
+    # VerticalPodAutoscalers whose target discovery did not find, as of the last pass
+    # over their namespace: [{"namespace", "name", "target_kind", "target_name",
+    # "message"}] (services/refresh/cluster_objects.py).
+    vpa_objects_without_target = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.k8s_fake import limit_ranger
 from tests.k8s_fake.webhooks import WebhookConfigurations
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -196,8 +197,22 @@ class FakeApiServer:
 
     # --- set-up -----------------------------------------------------------------------
     def add(self, obj: dict[str, Any]) -> None:
-        """Store an object (full form, with apiVersion and kind)."""
+        """Store an object (full form, with apiVersion and kind) as kube-apiserver
+        would: a LimitRange defaulted, a pod defaulted and admitted by LimitRanger
+        against its namespace's LimitRanges stored so far (``limit_ranger.py``)."""
         group, version, plural, _, _ = KINDS[obj["kind"]]
+        if obj["kind"] == "LimitRange":
+            obj = limit_ranger.default_limit_range(obj)
+        elif obj["kind"] == "Pod":
+            namespace = obj["metadata"].get("namespace")
+            obj = limit_ranger.admit_pod(
+                obj,
+                [
+                    r
+                    for r in self._collections[("", "v1", "limitranges")].items
+                    if r["metadata"].get("namespace") == namespace
+                ],
+            )
         with self._lock:
             self._collections[(group, version, plural)].items.append(obj)
             self.resource_version += 1

@@ -231,8 +231,7 @@ def refresh_cluster(
 
 
 def _live_pods(discovery: Discovery) -> dict[int, set[str]]:
-    """Pod names of each workload that discovery saw (taken before ingestion, which
-    adds the guessed owners of vanished pods to ``discovery.pod_owner``)."""
+    """Pod names of each workload that discovery saw alive in this pass."""
     live: dict[int, set[str]] = defaultdict(set)
     for (_namespace, pod), workload_id in discovery.pod_owner.items():
         live[workload_id].add(pod)
@@ -382,6 +381,11 @@ def _recommend(window: Window) -> None:
             policy = row.container_policy
             if policy is not None and policy.mode == MODE_OFF:
                 continue  # upstream gives a container with mode Off no recommendation
+            if group.aggregates.total_samples[row.index] == 0:
+                # No usage, no recommendation (upstream's estimator would give the
+                # pod minimums): the container shows "no data".
+                window.counts["containers_without_samples"] += 1
+                continue
             controlled = (
                 policy.controlled_resources if policy else tuple(RESOURCE_NAMES)
             )
