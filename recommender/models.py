@@ -138,6 +138,11 @@ class Container(models.Model):
     request_memory_bytes = models.BigIntegerField(null=True, blank=True)
     limit_cpu_millicores = models.BigIntegerField(null=True, blank=True)
     limit_memory_bytes = models.BigIntegerField(null=True, blank=True)
+    # The requests and limits above are what the live pods carry (the API server's
+    # LimitRanger fills what the template leaves out); the template's own values and
+    # where each current value came from (Source) are kept beside them.
+    template_resources = models.JSONField(default=dict, blank=True)
+    resource_sources = models.JSONField(default=dict, blank=True)
     # Denormalised pointer to the newest Recommendation: lists need no per-row subquery.
     latest_recommendation = models.ForeignKey(
         "Recommendation",
@@ -155,6 +160,13 @@ class Container(models.Model):
             )
         ]
 
+    class Source(models.TextChoices):
+        """Where a container's current request or limit came from."""
+
+        TEMPLATE = "template", "pod template"
+        LIMIT_RANGE = "limitrange", "LimitRange default"
+        POD = "pod", "the live pod"
+
     def __str__(self) -> str:
         return f"{self.workload}/{self.name}"
 
@@ -167,6 +179,40 @@ class Container(models.Model):
     def limits(self) -> Resources:
         """Current limits as engine Resources."""
         return Resources(self.limit_cpu_millicores, self.limit_memory_bytes)
+
+
+class WorkloadPod(models.Model):
+    """A pod discovery saw, and the workload its owner references lead to (Pod ->
+    ReplicaSet -> Deployment, Pod -> Job -> CronJob): the one record of which pods
+    belong to which workload, kept after the pod is gone for the usage history."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    workload = models.ForeignKey(
+        Workload, on_delete=models.CASCADE, related_name="pods"
+    )
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    # The pod's direct controller (a ReplicaSet, a Job, ...).
+    owner_kind = models.CharField(max_length=64, blank=True)
+    owner_name = models.CharField(max_length=253, blank=True)
+    # Per container: {"requests": {"cpu": m, "memory": b}, "limits": {...}} as the
+    # pod carries them, and the kubernetes.io/limit-ranger annotation's text.
+    containers = models.JSONField(default=dict, blank=True)
+    limit_ranger = models.TextField(blank=True)
+    first_seen_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="pod_per_namespace"
+            )
+        ]
+        indexes = [models.Index(fields=["workload", "last_seen_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
 
 class PolicyQuerySet(models.QuerySet["Policy"]):
@@ -530,7 +576,22 @@ class ResizeChange(models.Model):
 
 
 class AuditEvent(models.Model):
-    """Who did what, when, with the state before and after."""
+    """Who did what, when, with the state before and after (services/audit.py)."""
+
+    class Action(models.TextChoices):
+        """Every audited action, named ``<object>.<verb>``."""
+
+        POLICY_UPDATE = "policy.update"
+        POLICY_IMPORT = "policy.import"
+        POLICY_ADOPT = "policy.adopt"
+        CHANGE_APPROVE = "change.approve"
+        CHANGE_REJECT = "change.reject"
+        CHANGE_WITHDRAW = "change.withdraw"
+        TOKEN_CREATE = "token.create"
+        TOKEN_REVOKE = "token.revoke"
+        USER_CREATE = "user.create"
+        USER_ROLE = "user.role"
+        COEFFICIENT_UPDATE = "coefficient.update"
 
     created_at = models.DateTimeField(default=timezone.now)
     actor = models.ForeignKey(

@@ -23,7 +23,7 @@ from recommender.models import (
     ResizeChange,
     Workload,
 )
-from recommender.services.advice.recommendation_query import resource_list
+from recommender.services.advice.pod_spec import resource_list
 from recommender.services.dashboard.provisioning import (
     Status,
     container_status,

@@ -47,10 +47,8 @@ from recommender.models import (
 )
 from recommender.services import policies
 from recommender.services.actuation import approvals
-from recommender.services.advice.recommendation_query import (
-    query_recommendation,
-    resource_list,
-)
+from recommender.services.advice.pod_spec import resource_list
+from recommender.services.advice.recommendation_query import query_recommendation
 
 WORKLOAD_FILTER_PARAMETERS = [s.WorkloadFilterSerializer]
 K8S_NAME_PATTERN = "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"

@@ -3,9 +3,10 @@ operator's edit, or adopting a mirrored VPA object's policy in Off), its approve
 yet applied resize changes are withdrawn, so the updater never applies them.
 
 A withdrawn change becomes ``rejected`` (approvals' ``approved → rejected``), decided by
-whoever switched the mode, with one ``change.withdraw`` audit event each. A change the
-updater already took (``applying``) is left to it: the updater re-checks
-``Policy.is_actionable`` under the policy's row lock before it writes.
+whoever switched the mode, with one ``change.withdraw`` audit event each
+(``AuditEvent.Action.CHANGE_WITHDRAW``). A change the updater already took
+(``applying``) is left to it: the updater re-checks ``Policy.is_actionable`` under the
+policy's row lock before it writes.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from datetime import datetime
 
 from django.contrib.auth.models import User
 
-from recommender.models import AuditEvent, ResizeChange, Workload
+from recommender.models import ResizeChange, Workload
+from recommender.services.audit import Action, record_audit
 
 logger = logging.getLogger(__name__)
-
-CHANGE_WITHDRAW_ACTION = "change.withdraw"
 
 
 def withdraw_approved_changes(
@@ -42,14 +42,14 @@ def withdraw_approved_changes(
             continue
         withdrawn += 1
         pod = ResizeChange.objects.values_list("pod", flat=True).get(pk=change_id)
-        AuditEvent.objects.create(
-            created_at=now,
+        record_audit(
+            now=now,
             actor=actor,
             actor_label=label,
-            action=CHANGE_WITHDRAW_ACTION,
+            action=Action.CHANGE_WITHDRAW,
             workload=workload,
             object_type="resize_change",
-            object_id=str(change_id),
+            object_id=change_id,
             before={"status": ResizeChange.Status.APPROVED},
             after={"status": ResizeChange.Status.REJECTED},
             message=(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,13 +21,15 @@ from django.db.models import F, Prefetch, Window
 from django.db.models.functions import RowNumber
 
 from recommender.engine import AggregateSet, Profile, format_cpu, format_memory
-from recommender.engine.capping import controlled_values_for, select_container_policy
-from recommender.engine.limits import (
-    ContainerResources,
-    requests_and_limits_for_container,
-)
+from recommender.engine.capping import select_container_policy
 from recommender.errors import NotFound, SourceUnavailable, VpawebError
 from recommender.models import Container, OomKill, Policy, Recommendation, Workload
+from recommender.services.advice.advise import (
+    SOURCE_RECOMMENDATION,
+    advise,
+    inputs_for_workload,
+)
+from recommender.services.advice.pod_spec import PodContainer
 from recommender.services.dashboard.insights import (
     Prices,
     Status,
@@ -42,6 +43,7 @@ from recommender.services.policies import parse_container_policies
 from recommender.services.refresh.adapters import usage_source_for
 from recommender.services.refresh.cycle import close_quietly
 from recommender.services.refresh.ingest import profile_or_default
+from recommender.services.refresh.pods import load_pod_owners
 
 logger = logging.getLogger(__name__)
 
@@ -95,19 +97,20 @@ class WorkloadInsight:
     patch_note: str
 
 
-def _new_resources(
-    container: Container, rec: Recommendation, *, controlled_values: str
-) -> tuple[dict[str, int], dict[str, int]]:
-    """Requests = the target; limits kept in proportion (admission controller rule)."""
-    target = rec.target
-    result = requests_and_limits_for_container(
-        ContainerResources(
-            name=container.name, requests=container.requests, limits=container.limits
-        ),
-        target,
-        controlled_values=controlled_values,
-    )
-    return result.requests.to_dict(), result.limits.to_dict()
+def _pod_containers(containers: Sequence[Container]) -> list[PodContainer]:
+    """The workload's containers as the advice reads a pod: their current requests
+    and limits (what the live pods carry, see discovery)."""
+    return [
+        PodContainer(
+            name=c.name,
+            requests=c.requests,
+            limits=c.limits,
+            field=f"containers[{c.name}]",
+            is_init=c.kind != Container.Kind.REGULAR,
+        )
+        for c in containers
+        if c.kind != Container.Kind.INIT
+    ]
 
 
 def _quantity_dict(amounts: dict[str, int]) -> dict[str, str]:
@@ -210,6 +213,14 @@ def workload_insight(
         container_id__in=ids, occurred_at__gte=now - OOM_HISTORY
     ).order_by("occurred_at"):
         ooms[kill.container_id].append(kill)
+    # The one advice path (services.advice.advise): capped as /rightsize and the
+    # admission webhook cap it, limits from the same rule.
+    advice = {
+        a.name: a
+        for a in advise(
+            inputs_for_workload(workload), _pod_containers(containers)
+        ).containers
+    }
     items = []
     for container in containers:
         rec = container.latest_recommendation
@@ -217,14 +228,14 @@ def workload_insight(
         selected = select_container_policy(container_policies, container.name)
         new_requests: dict[str, int] = {}
         new_limits: dict[str, int] = {}
-        if status != Status.NO_DATA and rec is not None:
-            new_requests, new_limits = _new_resources(
-                container,
-                rec,
-                controlled_values=controlled_values_for(
-                    container_policies, container.name
-                ),
-            )
+        one = advice.get(container.name)
+        if (
+            status != Status.NO_DATA
+            and one is not None
+            and one.source == SOURCE_RECOMMENDATION
+        ):
+            new_requests = one.requests.to_dict()
+            new_limits = one.limits.to_dict()
         items.append(
             ContainerInsight(
                 container=container,
@@ -266,13 +277,6 @@ USAGE_WINDOW = timedelta(days=8)
 # Ten-minute points over 8 days: 1,152 per line, plenty for a chart and cheap to fetch.
 USAGE_STEP_S = 600.0
 PERCENTILES = (0.5, 0.9, 0.95)
-# Pod names of each kind's pods: "<name>-<template hash>-<id>", "<name>-<ordinal>", …
-_POD_SUFFIX: dict[str, str] = {
-    Workload.Kind.DEPLOYMENT: r"-[a-z0-9]{1,10}-[a-z0-9]{5}",
-    Workload.Kind.STATEFUL_SET: r"-\d+",
-    Workload.Kind.CRON_JOB: r"-\d+-[a-z0-9]{5}",
-}
-_DEFAULT_POD_SUFFIX = r"-[a-z0-9]{5}"
 
 
 def _histogram_chart(view: Any) -> dict[str, Any]:
@@ -320,11 +324,14 @@ def usage_distributions(
     return charts
 
 
-def pods_of(workload: Workload, pod_names: list[str]) -> set[str]:
-    """Which ``pod_names`` belong to ``workload``, by how its controller names pods."""
-    suffix = _POD_SUFFIX.get(workload.kind, _DEFAULT_POD_SUFFIX)
-    pattern = re.compile(re.escape(workload.name) + suffix + "$")
-    return {name for name in pod_names if pattern.match(name)}
+def pods_of(workload: Workload, pod_names: list[str], *, now: datetime) -> set[str]:
+    """Which ``pod_names`` belong to ``workload``: by the owner references discovery
+    read and stored (``refresh.pods.PodOwners``), never by a name that merely starts
+    with the workload's."""
+    owners = load_pod_owners(
+        cluster_id=workload.cluster_id, namespace=workload.namespace, now=now
+    )
+    return owners.pods_of(workload.pk, workload.namespace, pod_names)
 
 
 def usage_over_time(
@@ -342,7 +349,7 @@ def usage_over_time(
         end_s=end_s,
         step_s=USAGE_STEP_S,
     )
-    mine = pods_of(workload, sorted({key.pod for key in grid.series}))
+    mine = pods_of(workload, sorted({key.pod for key in grid.series}), now=now)
     by_container: dict[str, list[int]] = {}
     for index, key in enumerate(grid.series):
         if key.pod in mine:

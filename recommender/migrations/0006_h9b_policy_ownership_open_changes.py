@@ -26,7 +26,7 @@ def close_duplicate_open_changes(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('recommender', '0004_discovered_conflicts_budgets_limit_ranges'),
+        ('recommender', '0005_h9a_pods_and_applied_resources'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
