@@ -1,5 +1,5 @@
 """Migration 0006 adds the one-open-change-per-pod constraint; open duplicates
-already stored are closed first (the newest stays open), so the migration never fails on them."""
+already stored are closed first (the newest stays open), so it never fails on them."""
 
 from __future__ import annotations
 
