@@ -7,8 +7,6 @@ memory in integer bytes; ``None`` means "not set".
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -626,19 +624,6 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_label} {self.action}"
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready form for exports."""
-        return {
-            "created_at": self.created_at.isoformat(),
-            "actor": self.actor_label,
-            "action": self.action,
-            "object_type": self.object_type,
-            "object_id": self.object_id,
-            "before": self.before,
-            "after": self.after,
-            "message": self.message,
-        }
 
 
 class ApiToken(models.Model):
