@@ -133,15 +133,19 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_python(args: list[str], env: dict[str, str], cwd: Path):
+def run(argv: list[str], env: dict[str, str], cwd: Path):
     return subprocess.run(
-        [sys.executable, *args],
+        argv,
         cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
         timeout=COMMAND_TIMEOUT_S,
     )
+
+
+def run_python(args: list[str], env: dict[str, str], cwd: Path):
+    return run([sys.executable, *args], env, cwd)
 
 
 def test_manage_py_finds_the_key_make_run_made(tmp_path):
@@ -277,14 +281,7 @@ def run_block(commands: list[str], *, cwd: Path, env: dict[str, str], port: int)
     script = "set -euo pipefail\n" + "\n".join(
         command.replace(DEMO_URL, f"127.0.0.1:{port}") for command in commands
     )
-    return subprocess.run(
-        ["bash", "-c", script],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT_S,
-    )
+    return run(["bash", "-c", script], env, cwd)
 
 
 def test_every_readme_command_runs_as_written_after_make_run(demo):
