@@ -55,6 +55,12 @@ COMMANDS: list[tuple[str, str]] = [
         RUN,
     ),
     (
+        ".venv/bin/python manage.py replay --samples docs/examples/usage.csv "
+        "--oom-events docs/examples/ooms.csv --profile vpa --profile recurring-peaks "
+        "--hindsight",
+        RUN,
+    ),
+    (
         "KUBECONFIG=~/.kube/config .venv/bin/python manage.py add_cluster --name "
         "prod-eu-1 --context prod-eu-1",
         RUN,
@@ -71,6 +77,34 @@ COMMANDS: list[tuple[str, str]] = [
         '"http://127.0.0.1:8000/api/v1/rightsize?cluster=simulated&never_raise=true" '
         "> rightsized.yaml",
         RUN,
+    ),
+    (
+        "gunicorn -c vpaweb/gunicorn_conf.py vpaweb.wsgi:application",
+        "production, not after make run: it needs the environment below (a configured "
+        "key, by design: test_production_refuses_to_start_without_a_configured_key)",
+    ),
+    *(
+        (
+            line,
+            "the production environment (a listing, not a command): "
+            "tests/test_production.py runs check --deploy with exactly these lines",
+        )
+        for line in (
+            "DEBUG=false",
+            "SECRET_KEY_FILE=/run/secrets/vpaweb-secret-key",
+            "ALLOWED_HOSTS=vpaweb.example.com",
+            "CSRF_TRUSTED_ORIGINS=https://vpaweb.example.com",
+            "SECURE_SSL_REDIRECT=true",
+            "SECURE_HSTS_SECONDS=31536000",
+            "SECURE_HSTS_INCLUDE_SUBDOMAINS=true",
+            "SECURE_HSTS_PRELOAD=true",
+            "SESSION_COOKIE_SECURE=true",
+            "CSRF_COOKIE_SECURE=true",
+            "SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO,https",
+            "VPAWEB_TRUSTED_PROXY_COUNT=1",
+            "DATABASE_URL=postgres://vpaweb@db:5432/vpaweb",
+            "REDIS_URL=redis://redis:6379/0",
+        )
     ),
 ]
 
@@ -292,7 +326,7 @@ def test_every_readme_command_runs_as_written_after_make_run(demo):
         for block in readme_blocks((checkout / "README.md").read_text())
         if all(how[command] == RUN for command in block)
     ]
-    assert len(blocks) == 3  # recommend, add_cluster, CI/CD
+    assert len(blocks) == 4  # recommend, replay, add_cluster, CI/CD
     kube = Path(env["HOME"]) / ".kube"
     kube.mkdir()
     server = FakeApiServer(load_fixtures()).start()
@@ -302,10 +336,11 @@ def test_every_readme_command_runs_as_written_after_make_run(demo):
     finally:
         server.stop()
 
-    recommend, add_cluster, _ = results  # the third wrote rightsized.yaml
+    recommend, replay, add_cluster, _ = results  # the last wrote rightsized.yaml
     for result in results:
         assert result.returncode == 0, result.stderr
     assert re.search(r"^shop\s+web\s+app\s+\d+m\s", recommend.stdout, re.M)
+    assert re.search(r"^recurring-peaks\s+\d", replay.stdout, re.M)
     assert "Added cluster 'prod-eu-1'" in add_cluster.stdout
     # The demo's Deployment came back right-sized.
     (manifest,) = [
