@@ -31,7 +31,8 @@ SECRET_KEY = env_secret("SECRET_KEY")
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
-            "SECRET_KEY (or SECRET_KEY_FILE) must be set unless DEBUG=true"
+            "SECRET_KEY (or SECRET_KEY_FILE) must be set unless DEBUG=true (manage.py "
+            "also finds var/secret_key, which `make run` creates)"
         )
     SECRET_KEY = "insecure-development-key-only-used-while-DEBUG-is-on"
 

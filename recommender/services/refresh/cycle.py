@@ -274,7 +274,8 @@ def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
 
 
 def _expire_all(*, now: datetime) -> dict[str, int]:
-    """Judge every written checkpoint, a batch per histogram key; return the counts."""
+    """Judge every written checkpoint, a batch per histogram key; return the counts
+    (``failed``: checkpoints that could not be read)."""
     checked = expired = failed = 0
     checkpoints = (
         Checkpoint.objects.exclude(version=0)
