@@ -109,7 +109,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+# `manage.py collectstatic` writes here; the container image collects into the image.
+STATIC_ROOT = Path(env_str("VPAWEB_STATIC_ROOT", str(VAR_DIR / "staticfiles")))
 # Serve straight from STATICFILES_DIRS so `make run` needs no collectstatic step.
 WHITENOISE_USE_FINDERS = True
 
@@ -275,6 +276,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
 }
+
+# --- Own metrics (recommender/metrics.py, docs/metrics.md) ----------------------------------
+# /metrics asks for this bearer token (or VPAWEB_METRICS_TOKEN_FILE); unset, it is off.
+METRICS_TOKEN = env_secret("VPAWEB_METRICS_TOKEN")
+# The Celery worker serves its counters on this port (0: not served).
+WORKER_METRICS_PORT = env_int("VPAWEB_WORKER_METRICS_PORT", 0, minimum=0)
 
 LOGGING = {
     "version": 1,

@@ -8,6 +8,7 @@ from recommender.web import health
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", health.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("recommender.api.urls")),
     path("", include("recommender.web.urls")),

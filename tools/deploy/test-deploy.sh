@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# make test-deploy: builds vpaweb's image, starts docker-compose.yml for real, checks it
+# from outside (tools/deploy/check_stack.py) and tears everything down.
+#
+# Runs its own Docker engine (Debian's docker.io, installed when missing) with its data,
+# exec root, socket and pidfile under a temporary directory and the vfs storage driver,
+# so it needs root and touches no other engine. No public image registry is reachable, so:
+#   * python:3.11-slim-bookworm (the Dockerfile's default base) is built locally with
+#     debootstrap (tools/deploy/base-image.sh) and cached in $VPAWEB_DEPLOY_CACHE;
+#   * postgres:15-bookworm and redis:7-bookworm, the images docker-compose.yml names, are
+#     stand-ins built from Debian's packages (tools/deploy/standins/), honouring the
+#     official images' environment contract; cached the same way.
+# The engine and the temporary directory are removed on every exit, failure included.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+repo="$PWD"
+PY="${PY:-$repo/.venv/bin/python}"
+cache="${VPAWEB_DEPLOY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vpaweb-deploy}"
+started_at=$(date +%s)
+
+log() { printf '[test-deploy %4ss] %s\n' "$(($(date +%s) - started_at))" "$*"; }
+
+# --- tools --------------------------------------------------------------------------
+missing=()
+command -v dockerd >/dev/null || missing+=(docker.io)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+command -v docker-compose >/dev/null || missing+=(docker-compose)
+command -v iptables >/dev/null || missing+=(iptables)
+if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]} from Debian"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    # Do not let the package start a system-wide engine: this test runs its own.
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d.vpaweb
+    chmod +x /usr/sbin/policy-rc.d.vpaweb
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        mv /usr/sbin/policy-rc.d.vpaweb /usr/sbin/policy-rc.d
+        remove_policy=1
+    else
+        rm /usr/sbin/policy-rc.d.vpaweb
+        remove_policy=0
+    fi
+    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+    [ "$remove_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
+fi
+# Debian's client matches its engine (20.10); another `docker` earlier on PATH may not.
+DOCKER=/usr/bin/docker
+[ -x "$DOCKER" ] || DOCKER="$(command -v docker)"
+
+# --- our own engine -----------------------------------------------------------------
+tmp="$(mktemp -d /tmp/vpaweb-deploy.XXXXXX)"
+sock="$tmp/docker.sock"
+export DOCKER_HOST="unix://$sock"
+project="vpawebtest$$"
+dockerd_pid=""
+
+cleanup() {
+    status=$?
+    set +e
+    if [ -n "$dockerd_pid" ] && kill -0 "$dockerd_pid" 2>/dev/null; then
+        if [ "$status" != 0 ] && [ -f "$tmp/compose-ready" ]; then
+            log "logs of the stack (last 60 lines per service):"
+            docker-compose -p "$project" logs --no-color --tail 60 2>&1 | tail -n 400
+        fi
+        docker-compose -p "$project" down -v --remove-orphans >/dev/null 2>&1
+        kill "$dockerd_pid"
+        for _ in $(seq 1 30); do kill -0 "$dockerd_pid" 2>/dev/null || break; sleep 1; done
+        kill -9 "$dockerd_pid" 2>/dev/null
+        wait "$dockerd_pid" 2>/dev/null
+    fi
+    if [ "$status" != 0 ] && [ -f "$tmp/dockerd.log" ]; then
+        log "dockerd log (last 20 lines):"; tail -n 20 "$tmp/dockerd.log"
+    fi
+    # Mounts the engine may have left (container netns, shm) before removing its files.
+    grep " $tmp/" /proc/mounts | cut -d' ' -f2 | sort -r | xargs -r -n1 umount -l 2>/dev/null
+    rm -rf "$tmp"
+    log "cleaned up (exit $status)"
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log "starting dockerd (vfs, under $tmp)"
+dockerd --data-root "$tmp/data" --exec-root "$tmp/exec" --host "$DOCKER_HOST" \
+    --pidfile "$tmp/dockerd.pid" --storage-driver vfs \
+    >"$tmp/dockerd.log" 2>&1 &
+dockerd_pid=$!
+for _ in $(seq 1 60); do
+    "$DOCKER" version >/dev/null 2>&1 && break
+    kill -0 "$dockerd_pid" 2>/dev/null || { log "dockerd exited"; exit 1; }
+    sleep 1
+done
+"$DOCKER" version --format 'engine {{.Server.Version}}, client {{.Client.Version}}'
+
+# --- images -------------------------------------------------------------------------
+mkdir -p "$cache"
+cert="$(pip config list 2>/dev/null | sed -n "s/^global\.cert='\(.*\)'$/\1/p" | head -n 1)"
+base_key="$(cat tools/deploy/base-image.sh ${cert:+"$cert"} | sha256sum | cut -c1-16)"
+base_tar="$cache/base-$base_key.tar"
+if [ ! -f "$base_tar" ]; then
+    log "building the base image with debootstrap (cached as $base_tar)"
+    rm -f "$cache"/base-*.tar
+    tools/deploy/base-image.sh "$base_tar.part"
+    mv "$base_tar.part" "$base_tar"
+fi
+log "importing the base as python:3.11-slim-bookworm"
+"$DOCKER" import \
+    --change 'ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'ENV LANG=C.UTF-8' \
+    --change 'CMD ["python3"]' \
+    "$base_tar" python:3.11-slim-bookworm >/dev/null
+
+standins_key="$({ echo "$base_key"; cat tools/deploy/standins/*/*; } | sha256sum | cut -c1-16)"
+standins_tar="$cache/standins-$standins_key.tar"
+if [ -f "$standins_tar" ]; then
+    log "loading the postgres/redis stand-ins from the cache"
+    "$DOCKER" load -i "$standins_tar" >/dev/null
+else
+    log "building the postgres/redis stand-ins from Debian's packages"
+    "$DOCKER" build -q -t postgres:15-bookworm tools/deploy/standins/postgres >/dev/null
+    "$DOCKER" build -q -t redis:7-bookworm tools/deploy/standins/redis >/dev/null
+    rm -f "$cache"/standins-*.tar
+    "$DOCKER" save -o "$standins_tar.part" postgres:15-bookworm redis:7-bookworm
+    mv "$standins_tar.part" "$standins_tar"
+fi
+
+log "building the vpaweb image (Dockerfile unchanged, default base)"
+"$DOCKER" build -t vpaweb:local . >"$tmp/build.log" 2>&1 || {
+    tail -n 40 "$tmp/build.log"; exit 1; }
+log "image built: $("$DOCKER" image inspect vpaweb:local --format '{{.Size}}' | awk '{printf "%.0f MB", $1/1e6}')"
+user="$("$DOCKER" image inspect vpaweb:local --format '{{.Config.User}}')"
+[ "$user" = "10001:10001" ] || { log "image runs as '$user', not 10001:10001"; exit 1; }
+if "$DOCKER" run --rm --entrypoint sh vpaweb:local -c 'command -v gcc cc g++ make' >/dev/null; then
+    log "the final image has a compiler"; exit 1
+fi
+
+# --- the stack ----------------------------------------------------------------------
+port="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+password="$("$PY" -c 'import secrets; print(secrets.token_urlsafe(18))')"
+"$PY" -c 'import secrets; print(secrets.token_urlsafe(24))' >"$tmp/metrics-token"
+workloads=40
+cat >"$tmp/test.env" <<ENV
+SECRET_KEY=$("$PY" -c 'import secrets; print(secrets.token_urlsafe(50))')
+POSTGRES_USER=vpaweb
+POSTGRES_PASSWORD=$password
+POSTGRES_DB=vpaweb
+DATABASE_URL=postgres://vpaweb:$password@postgres:5432/vpaweb
+REDIS_URL=redis://redis:6379/0
+ALLOWED_HOSTS=127.0.0.1,localhost,web
+LOG_LEVEL=INFO
+SECURE_SSL_REDIRECT=false
+SESSION_COOKIE_SECURE=false
+CSRF_COOKIE_SECURE=false
+SECURE_HSTS_SECONDS=0
+VPAWEB_SIMULATION_WORKLOADS=$workloads
+VPAWEB_SIMULATION_HISTORY_DAYS=2
+VPAWEB_REFRESH_INTERVAL_S=15
+ENV
+export VPAWEB_ENV_FILE="$tmp/test.env" VPAWEB_METRICS_TOKEN_FILE="$tmp/metrics-token"
+export VPAWEB_PORT="$port" VPAWEB_IMAGE=vpaweb:local
+
+docker-compose -p "$project" config -q
+touch "$tmp/compose-ready"
+log "docker-compose up (postgres, redis, migrate, web, worker, beat) on 127.0.0.1:$port"
+docker-compose -p "$project" up -d --no-build
+web="$(docker-compose -p "$project" ps -q web)"
+for _ in $(seq 1 90); do
+    health="$("$DOCKER" inspect --format '{{.State.Health.Status}}' "$web")"
+    [ "$health" = healthy ] && break
+    [ "$health" = unhealthy ] && { log "web is unhealthy"; exit 1; }
+    sleep 2
+done
+[ "$health" = healthy ] || { log "web not healthy in 180 s ($health)"; exit 1; }
+log "web is healthy"
+migrate="$(docker-compose -p "$project" ps -q migrate)"
+[ "$("$DOCKER" inspect --format '{{.State.ExitCode}}' "$migrate")" = 0 ]
+
+admin="$(docker-compose -p "$project" exec -T web cat /var/lib/vpaweb/demo-admin-password.txt | tr -d '\r\n')"
+"$PY" tools/deploy/check_stack.py "http://127.0.0.1:$port" "$admin" "$(cat "$tmp/metrics-token")" "$workloads"
+
+# Through Redis: the worker received and ran the beat's refresh tasks.
+worker_log="$(docker-compose -p "$project" logs --no-color worker)"
+grep -q "recommender.tasks.refresh_all_clusters\[.*\] succeeded" <<<"$worker_log" || {
+    log "the worker's log shows no succeeded refresh_all_clusters task"; exit 1; }
+grep -q "Connected to redis://redis:6379/0" <<<"$worker_log" || {
+    log "the worker is not connected to Redis"; exit 1; }
+worker="$(docker-compose -p "$project" ps -q worker)"
+for _ in $(seq 1 30); do
+    health="$("$DOCKER" inspect --format '{{.State.Health.Status}}' "$worker")"
+    [ "$health" = healthy ] && break
+    sleep 2
+done
+[ "$health" = healthy ] || { log "worker health: $health"; exit 1; }
+log "worker is healthy and ran the refresh through Redis"
+
+log "docker-compose down"
+docker-compose -p "$project" down -v --remove-orphans >/dev/null 2>&1
+log "passed"
