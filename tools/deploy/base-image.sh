@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# Builds the stand-in for the Dockerfile's default base, python:3.11-slim-bookworm, from
-# Debian's own packages (no public image registry is reachable here): debootstrap
-# --variant=minbase bookworm plus python3.11 and its venv module, with `python` and
-# `python3` on the PATH at /usr/local/bin as in the official image. The CA bundle that the
-# machine's pip uses (`pip config list`: global.cert) is copied in and named in /etc/pip.conf
-# so pip inside the build reaches the package index; it goes into this local image only,
-# never into the Dockerfile.
+# Builds, from Debian's own packages (no public image registry is reachable here), the
+# root filesystems of the images make test-deploy needs:
+#   BASE.tar      stands in for python:3.11-slim-bookworm, the Dockerfile's default base:
+#                 debootstrap --variant=minbase bookworm with python3.11 and its venv
+#                 module, `python` and `python3` in /usr/local/bin as in the official
+#                 image. The CA bundle the machine's pip uses (`pip config list`:
+#                 global.cert) is copied in and named in /etc/pip.conf so pip inside the
+#                 build reaches the package index: this local image only, never the
+#                 Dockerfile.
+#   SERVICES.tar  the same plus Debian's postgresql-15 and redis-server, imported twice by
+#                 test-deploy.sh as the stand-ins postgres:15-bookworm and redis:7-bookworm
+#                 (with tools/deploy/standins/postgres-entrypoint.sh).
 #
-# Usage: base-image.sh OUTPUT.tar   (a tarball for `docker import`)
+# Usage: base-image.sh BASE.tar SERVICES.tar      (tarballs for `docker import`)
 set -euo pipefail
-out="$1"
+base_out="$1"
+services_out="$2"
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+here="$(cd "$(dirname "$0")" && pwd)"
 work="$(mktemp -d "${TMPDIR:-/tmp}/vpaweb-base.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 root="$work/rootfs"
@@ -21,17 +28,42 @@ debootstrap --variant=minbase \
     tail -n 30 "$work/debootstrap.log" >&2
     exit 1
 }
-
 ln -sf /usr/bin/python3 "$root/usr/local/bin/python3"
 ln -sf /usr/bin/python3 "$root/usr/local/bin/python"
-
 cert="$(pip config list 2>/dev/null | sed -n "s/^global\.cert='\(.*\)'$/\1/p" | head -n 1)"
 if [ -n "$cert" ] && [ -f "$cert" ]; then
     cp "$cert" "$root/etc/ssl/certs/pip-ca-bundle.crt"
     printf '[global]\ncert = /etc/ssl/certs/pip-ca-bundle.crt\n' >"$root/etc/pip.conf"
 fi
 
-# Smaller image: no package caches, lists or docs.
-rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* \
-    "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/var/log/*.log
-tar --numeric-owner -C "$root" -cf "$out" .
+slim() {
+    rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/* \
+        "$1"/usr/share/doc/* "$1"/usr/share/man/* "$1"/var/log/*.log
+}
+
+# The services' root: a copy of the base, plus the two servers installed in a chroot
+# (no service is started: policy-rc.d says no).
+services="$work/services"
+cp -a "$root" "$services"
+cp /etc/resolv.conf "$services/etc/resolv.conf"
+printf '#!/bin/sh\nexit 101\n' >"$services/usr/sbin/policy-rc.d"
+chmod +x "$services/usr/sbin/policy-rc.d"
+mkdir -p "$services/etc/postgresql-common"
+printf 'create_main_cluster = false\n' >"$services/etc/postgresql-common/createcluster.conf"
+chroot "$services" sh -c 'apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-confold \
+    postgresql-15 redis-server' >"$work/services.log" 2>&1 || {
+    tail -n 30 "$work/services.log" >&2
+    exit 1
+}
+rm -f "$services/usr/sbin/policy-rc.d"
+install -m 0755 "$here/standins/postgres-entrypoint.sh" "$services/usr/local/bin/postgres-entrypoint.sh"
+install -m 0755 "$here/standins/redis-entrypoint.sh" "$services/usr/local/bin/redis-entrypoint.sh"
+mkdir -p "$services/var/lib/postgresql/data" "$services/var/run/postgresql" "$services/data"
+chroot "$services" chown -R postgres:postgres /var/lib/postgresql /var/run/postgresql
+chroot "$services" chown redis:redis /data
+
+slim "$root"
+slim "$services"
+tar --numeric-owner -C "$root" -cf "$base_out" .
+tar --numeric-owner -C "$services" -cf "$services_out" .

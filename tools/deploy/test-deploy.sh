@@ -8,8 +8,8 @@
 #   * python:3.11-slim-bookworm (the Dockerfile's default base) is built locally with
 #     debootstrap (tools/deploy/base-image.sh) and cached in $VPAWEB_DEPLOY_CACHE;
 #   * postgres:15-bookworm and redis:7-bookworm, the images docker-compose.yml names, are
-#     stand-ins built from Debian's packages (tools/deploy/standins/), honouring the
-#     official images' environment contract; cached the same way.
+#     stand-ins built from Debian's packages (tools/deploy/standins/README.md), honouring
+#     the official images' environment contract; cached the same way.
 # The engine and the temporary directory are removed on every exit, failure included.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -95,37 +95,32 @@ done
 # --- images -------------------------------------------------------------------------
 mkdir -p "$cache"
 cert="$(pip config list 2>/dev/null | sed -n "s/^global\.cert='\(.*\)'$/\1/p" | head -n 1)"
-base_key="$(cat tools/deploy/base-image.sh ${cert:+"$cert"} | sha256sum | cut -c1-16)"
-base_tar="$cache/base-$base_key.tar"
-if [ ! -f "$base_tar" ]; then
-    log "building the base image with debootstrap (cached as $base_tar)"
-    rm -f "$cache"/base-*.tar
-    tools/deploy/base-image.sh "$base_tar.part"
+key="$(cat tools/deploy/base-image.sh tools/deploy/standins/* ${cert:+"$cert"} | sha256sum | cut -c1-16)"
+base_tar="$cache/base-$key.tar"
+services_tar="$cache/services-$key.tar"
+if [ ! -f "$base_tar" ] || [ ! -f "$services_tar" ]; then
+    log "building the base and the postgres/redis stand-ins with debootstrap (cached in $cache)"
+    rm -f "$cache"/base-*.tar "$cache"/services-*.tar
+    tools/deploy/base-image.sh "$base_tar.part" "$services_tar.part"
     mv "$base_tar.part" "$base_tar"
+    mv "$services_tar.part" "$services_tar"
 fi
-log "importing the base as python:3.11-slim-bookworm"
+log "importing python:3.11-slim-bookworm, postgres:15-bookworm and redis:7-bookworm"
+path_env='ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+"$DOCKER" import --change "$path_env" --change 'ENV LANG=C.UTF-8' \
+    --change 'CMD ["python3"]' "$base_tar" python:3.11-slim-bookworm >/dev/null
 "$DOCKER" import \
-    --change 'ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    --change 'ENV LANG=C.UTF-8' \
-    --change 'CMD ["python3"]' \
-    "$base_tar" python:3.11-slim-bookworm >/dev/null
-
-standins_key="$({ echo "$base_key"; cat tools/deploy/standins/*/*; } | sha256sum | cut -c1-16)"
-standins_tar="$cache/standins-$standins_key.tar"
-if [ -f "$standins_tar" ]; then
-    log "loading the postgres/redis stand-ins from the cache"
-    "$DOCKER" load -i "$standins_tar" >/dev/null
-else
-    log "building the postgres/redis stand-ins from Debian's packages"
-    "$DOCKER" build -q -t postgres:15-bookworm tools/deploy/standins/postgres >/dev/null
-    "$DOCKER" build -q -t redis:7-bookworm tools/deploy/standins/redis >/dev/null
-    rm -f "$cache"/standins-*.tar
-    "$DOCKER" save -o "$standins_tar.part" postgres:15-bookworm redis:7-bookworm
-    mv "$standins_tar.part" "$standins_tar"
-fi
+    --change 'ENV PATH=/usr/lib/postgresql/15/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'ENV PGDATA=/var/lib/postgresql/data' --change 'ENV LANG=C.UTF-8' \
+    --change 'VOLUME /var/lib/postgresql/data' --change 'EXPOSE 5432' \
+    --change 'ENTRYPOINT ["/usr/local/bin/postgres-entrypoint.sh"]' \
+    --change 'CMD ["postgres"]' "$services_tar" postgres:15-bookworm >/dev/null
+"$DOCKER" import --change "$path_env" --change 'USER redis' --change 'WORKDIR /data' \
+    --change 'EXPOSE 6379' --change 'ENTRYPOINT ["/usr/local/bin/redis-entrypoint.sh"]' \
+    --change 'CMD ["redis-server"]' "$services_tar" redis:7-bookworm >/dev/null
 
 log "building the vpaweb image (Dockerfile unchanged, default base)"
-"$DOCKER" build -t vpaweb:local . >"$tmp/build.log" 2>&1 || {
+DOCKER_BUILDKIT=1 "$DOCKER" build --progress=plain -t vpaweb:local . >"$tmp/build.log" 2>&1 || {
     tail -n 40 "$tmp/build.log"; exit 1; }
 log "image built: $("$DOCKER" image inspect vpaweb:local --format '{{.Size}}' | awk '{printf "%.0f MB", $1/1e6}')"
 user="$("$DOCKER" image inspect vpaweb:local --format '{{.Config.User}}')"
@@ -191,7 +186,11 @@ for _ in $(seq 1 30); do
     sleep 2
 done
 [ "$health" = healthy ] || { log "worker health: $health"; exit 1; }
-log "worker is healthy and ran the refresh through Redis"
+worker_metrics="$(docker-compose -p "$project" exec -T web python3 -c \
+    'import urllib.request; print(urllib.request.urlopen("http://worker:9808/metrics", timeout=10).read().decode())')"
+grep -E '^vpaweb_refresh_runs_total\{kind="refresh",outcome="succeeded"\} [1-9]' <<<"$worker_metrics" || {
+    log "the worker's metrics port shows no succeeded refresh run:"; head -c 3000 <<<"$worker_metrics"; exit 1; }
+log "worker is healthy, ran the refresh through Redis and counts it on its metrics port"
 
 log "docker-compose down"
 docker-compose -p "$project" down -v --remove-orphans >/dev/null 2>&1
