@@ -2,8 +2,8 @@
 
 Two kinds of series:
 
-* **Process counters**, kept by prometheus-client in the process that does the work and
-  multi-process safe: with ``PROMETHEUS_MULTIPROC_DIR`` set (the container image sets it),
+* **Process counters**, kept by prometheus-client in the process that does the work,
+  multi-process safe: with ``PROMETHEUS_MULTIPROC_DIR`` set (the image sets it),
   every gunicorn or Celery child writes its values to files there and one scrape adds
   them up. The refresh counters are recorded when a run row is saved as finished, by
   whichever process ran it (:func:`record_finished_run`, connected in apps.py): the
@@ -38,10 +38,10 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
-# No *_created series: multi-process mode has none either, so every process looks alike.
-disable_created_metrics()
+# No *_created series: multi-process mode has none either; every process looks alike.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
-# --- Refresh runs (recorded by record_finished_run) --------------------------------------
+# --- Refresh runs (recorded by record_finished_run) ----------------------------------
 REFRESH_RUNS = Counter(
     "vpaweb_refresh_runs",
     "Finished background runs (refresh, back-fill, expiry) by kind and outcome.",
@@ -60,7 +60,7 @@ SAMPLES_INGESTED = Counter(
     ["kind"],
 )
 
-# --- Admission webhook hooks (issue 10 increments these) ----------------------------------
+# --- Admission webhook hooks (issue 10 increments these) ------------------------------
 WEBHOOK_REQUESTS = Counter(
     "vpaweb_webhook_requests",
     "AdmissionReview requests answered, by resource (pods, verticalpodautoscalers) and "
@@ -85,7 +85,7 @@ WEBHOOK_LATENCY = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
 
-# --- Updater hooks (issue 11 increments these); method: in-place or eviction ----------
+# --- Updater hooks (issue 11 increments these); method: in-place or eviction ------
 UPDATER_PROPOSALS = Counter(
     "vpaweb_updater_proposals", "Resize changes proposed, by method.", ["method"]
 )
@@ -204,7 +204,7 @@ class DatabaseCollector(Collector):
 
 
 def process_registry() -> CollectorRegistry:
-    """The process counters: all processes' files in multi-process mode, else this one's."""
+    """The process counters: every process's files in multi-process mode, else ours."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]

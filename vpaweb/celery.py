@@ -13,7 +13,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-@worker_ready.connect
+@worker_ready.connect  # type: ignore[untyped-decorator]
 def serve_metrics(**kwargs: Any) -> None:
     """The worker's counters on VPAWEB_WORKER_METRICS_PORT (recommender/metrics.py)."""
     from django.conf import settings
@@ -24,7 +24,7 @@ def serve_metrics(**kwargs: Any) -> None:
         serve_worker_metrics(settings.WORKER_METRICS_PORT)
 
 
-@worker_process_shutdown.connect
+@worker_process_shutdown.connect  # type: ignore[untyped-decorator]
 def forget_child(pid: int | None = None, **kwargs: Any) -> None:
     """A pool child's live gauges go with it (multi-process metrics)."""
     from recommender.metrics import mark_process_dead

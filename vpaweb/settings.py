@@ -277,7 +277,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-# --- Own metrics (recommender/metrics.py, docs/metrics.md) ----------------------------------
+# --- Own metrics (recommender/metrics.py, docs/metrics.md) ---------------------------
 # /metrics asks for this bearer token (or VPAWEB_METRICS_TOKEN_FILE); unset, it is off.
 METRICS_TOKEN = env_secret("VPAWEB_METRICS_TOKEN")
 # The Celery worker serves its counters on this port (0: not served).

@@ -1,5 +1,6 @@
-"""The shipped deploy/base/rbac.yaml is read-only and is exactly what the adapter needs: the
-fake API server enforces its rules, and discovery plus metrics-server reads succeed."""
+"""The shipped deploy/base/rbac.yaml is read-only and is exactly what the adapter
+needs: the fake API server enforces its rules, and discovery plus metrics-server reads
+succeed."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The example alert rules (deploy/prometheus/vpaweb-alerts.yml) are valid for
-Prometheus and fire when they should: `promtool check rules`, then `promtool test rules`
-with tests/deploy/alerts-test.yml (Debian's prometheus package, installed when missing)."""
+Prometheus and fire when they should: `promtool check rules`, then
+`promtool test rules` with tests/deploy/alerts-test.yml (Debian's prometheus package,
+installed when missing)."""
 
 from __future__ import annotations
 
