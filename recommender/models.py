@@ -432,7 +432,20 @@ class ResizeChange(models.Model):
 
 
 class AuditEvent(models.Model):
-    """Who did what, when, with the state before and after."""
+    """Who did what, when, with the state before and after (services/audit.py)."""
+
+    class Action(models.TextChoices):
+        """Every audited action, named ``<object>.<verb>``."""
+
+        POLICY_UPDATE = "policy.update"
+        POLICY_IMPORT = "policy.import"
+        CHANGE_APPROVE = "change.approve"
+        CHANGE_REJECT = "change.reject"
+        TOKEN_CREATE = "token.create"
+        TOKEN_REVOKE = "token.revoke"
+        USER_CREATE = "user.create"
+        USER_ROLE = "user.role"
+        COEFFICIENT_UPDATE = "coefficient.update"
 
     created_at = models.DateTimeField(default=timezone.now)
     actor = models.ForeignKey(

@@ -24,7 +24,7 @@ from kombu.utils.json import dumps, loads
 
 from recommender.errors import InvalidInput, NotFound, SourceUnavailable
 from recommender.models import Cluster, Workload
-from recommender.services import refresh
+from recommender.services.refresh import cycle
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def refresh_cluster(
     """
     is_retrying = False
     try:
-        run = refresh.refresh_cluster(
+        run = cycle.refresh_cluster(
             cluster_id=cluster_id, now=_parse_now(now), namespace=namespace
         )
     except NotFound:
@@ -197,7 +197,7 @@ def refresh_all_clusters(self: JsonTask, now: str | None = None) -> dict[str, An
 def expire_idle_aggregates(self: JsonTask, now: str | None = None) -> dict[str, Any]:
     """Drop aggregates idle for 8 days (upstream's hourly garbage collection)."""
     try:
-        run = refresh.expire_idle_aggregates(now=_parse_now(now))
+        run = cycle.expire_idle_aggregates(now=_parse_now(now))
     except (OperationalError, InterfaceError) as exc:
         raise self.retry_transient(exc) from exc
     return {"run_id": run.pk, "counts": run.counts}

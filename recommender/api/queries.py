@@ -14,7 +14,7 @@ from rest_framework.request import Request
 
 from recommender.errors import InvalidInput
 from recommender.models import Container, Workload
-from recommender.services.provisioning import mode_q, with_status
+from recommender.services.dashboard.provisioning import mode_q, with_status
 
 MAX_PAGE_SIZE = 1000
 
@@ -114,7 +114,7 @@ def filter_workloads(
     if "is_active" in filters:
         queryset = queryset.filter(is_active=filters["is_active"])
     if "status" in filters:
-        # The dashboard's statuses and rule (services.provisioning), in SQL.
+        # The dashboard's statuses and rule (services.dashboard.provisioning), in SQL.
         queryset = with_status(queryset, filters["status"])
     if "search" in filters:
         term = filters["search"]

@@ -23,7 +23,7 @@ from recommender.api.formats import (
 from recommender.api.queries import query_filters, single_query_value
 from recommender.errors import InvalidInput
 from recommender.models import StaticCoefficient
-from recommender.services import rightsize
+from recommender.services.advice import rightsize
 
 
 class StaticCoefficientView(APIView):

@@ -23,16 +23,17 @@ from recommender.models import (
     ResizeChange,
     Workload,
 )
-from recommender.services.policies import mode_consequence
-from recommender.services.provisioning import (
+from recommender.services.advice.recommendation_query import resource_list
+from recommender.services.dashboard.provisioning import (
     Status,
     container_status,
     workload_status,
 )
-from recommender.services.recommendation_query import resource_list
+from recommender.services.policies import mode_consequence
 
-# The dashboard's provisioning statuses (services.provisioning.Status): under, over,
-# within, no-data. Deleted workloads are ``is_active`` false, a separate field/filter.
+# The dashboard's provisioning statuses (services.dashboard.provisioning.Status):
+# under, over, within, no-data. Deleted workloads are ``is_active`` false, a separate
+# field/filter.
 WORKLOAD_STATUSES = tuple(Status.LABELS)
 MAX_ID = 2**63 - 1
 

@@ -45,8 +45,9 @@ from recommender.models import (
     ResizeChange,
     Workload,
 )
-from recommender.services import approvals, policies
-from recommender.services.recommendation_query import (
+from recommender.services import policies
+from recommender.services.actuation import approvals
+from recommender.services.advice.recommendation_query import (
     query_recommendation,
     resource_list,
 )

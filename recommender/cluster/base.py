@@ -17,6 +17,9 @@ from typing import Any, Protocol
 
 from recommender.engine.resources import Resources
 
+# A workload's identity within a cluster, in the order the dashboard sorts by.
+WorkloadKey = tuple[str, str, str]  # (namespace, kind, name)
+
 
 @dataclass(frozen=True)
 class ContainerSpec:

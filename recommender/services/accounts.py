@@ -10,9 +10,8 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from recommender.errors import InvalidInput, NotFound
-from recommender.models import AuditEvent
 from recommender.roles import ROLE_ORDER, Role, grant_role, role_of
-from recommender.services.policies import actor_label_of
+from recommender.services.audit import Action, actor_label_of, record_audit
 
 logger = logging.getLogger(__name__)
 
@@ -52,13 +51,12 @@ def set_user_role(
             grant_role(user, new_role)
         if hasattr(user, "_vpaweb_role"):
             del user._vpaweb_role
-        AuditEvent.objects.create(
-            created_at=now,
+        record_audit(
+            now=now,
             actor=actor,
-            actor_label=actor_label_of(actor),
-            action="user.role",
+            action=Action.USER_ROLE,
             object_type="user",
-            object_id=str(user.pk),
+            object_id=user.pk,
             before={"role": before.value if before else None},
             after={"role": new_role.value if new_role else None},
             message=f"{actor_label_of(actor)} set the role of {user.get_username()} "
@@ -90,13 +88,12 @@ def create_user(
             )
         user = model.objects.create_user(username=username, password=password)
         grant_role(user, new_role)
-        AuditEvent.objects.create(
-            created_at=now,
+        record_audit(
+            now=now,
             actor=actor,
-            actor_label=actor_label_of(actor),
-            action="user.create",
+            action=Action.USER_CREATE,
             object_type="user",
-            object_id=str(user.pk),
+            object_id=user.pk,
             after={"username": username, "role": new_role.value},
             message=(
                 f"{actor_label_of(actor)} created user {username} ({new_role.value})"

@@ -35,7 +35,8 @@ from recommender.engine.quantity import (
 )
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput, NotFound
-from recommender.models import AuditEvent, Policy, Workload
+from recommender.models import Policy, Workload
+from recommender.services.audit import Action, actor_label_of, record_audit
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +63,6 @@ CONTAINER_POLICY_KEYS = (
     "controlledValues",
 )
 CONTAINER_MODES = ("Auto", "Off")
-POLICY_UPDATE_ACTION = "policy.update"
 
 # What each mode does to running pods, shown before an operator leaves Off. This
 # version has no updater and no admission webhook: the other modes are stored and shown,
@@ -97,13 +97,6 @@ MODE_CONSEQUENCES: dict[str, str] = {
 def mode_consequence(mode: str) -> str:
     """What switching a workload to ``mode`` will do to its pods, in plain words."""
     return MODE_CONSEQUENCES.get(mode, f"Unknown mode {mode!r}.")
-
-
-def actor_label_of(actor: User | None) -> str:
-    """How an actor is shown in the audit log: the user name, or "system"."""
-    if actor is None:
-        return "system"
-    return actor.get_username()
 
 
 def policy_snapshot(policy: Policy) -> dict[str, Any]:
@@ -525,14 +518,14 @@ def update_policy(
                 if overrides
                 else "cleared"
             )
-        AuditEvent.objects.create(
-            created_at=now,
+        record_audit(
+            now=now,
             actor=actor,
             actor_label=label,
-            action=POLICY_UPDATE_ACTION,
+            action=Action.POLICY_UPDATE,
             workload=workload,
             object_type="policy",
-            object_id=str(policy.pk),
+            object_id=policy.pk,
             before={k: before[k] for k in changed},
             after={k: after[k] for k in changed},
             message=message,

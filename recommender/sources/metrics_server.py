@@ -13,9 +13,9 @@ step later (a refresh's ``end_s`` is the minute boundary before its ``now``: a s
 taken between the two belongs to this cycle, since metrics-server may replace it before
 the next one). It counts when that time lies in ``(start_s, end_s]``. The grid also
 carries each sample's own time (``observed_at_s``), with which the caller feeds only
-samples no earlier cycle could have seen (``services/ingest.py``): so each sample
-enters once, whatever second the scheduler runs at. Usually every pod falls in one
-step: a one-column ``UsageGrid``; a scrape straddling a step boundary gives two
+samples no earlier cycle could have seen (``services/refresh/ingest.py``): so each
+sample enters once, whatever second the scheduler runs at. Usually every pod falls in
+one step: a one-column ``UsageGrid``; a scrape straddling a step boundary gives two
 columns, with NaN where a pod has no sample.
 
 Plain init containers are dropped, as upstream drops them. Native sidecars (init

@@ -1,7 +1,7 @@
 """How to reach and read Prometheus: URL, credentials, labels, metrics.
 
 The grid step is not a setting: the refresh cycle, the watermarks and the checkpoints
-all assume one sample per minute (``services.ingest.STEP_S``).
+all assume one sample per minute (``services.refresh.ingest.STEP_S``).
 
 Validated on construction, so a bad ``PROMETHEUS_*`` setting fails with the name of the
 field before any query is sent.

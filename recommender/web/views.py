@@ -34,14 +34,9 @@ from recommender.models import (
     Workload,
 )
 from recommender.roles import ROLE_ORDER, Role, role_of
-from recommender.services import (
-    accounts,
-    approvals,
-    insights,
-    policies,
-    tokens,
-    workload_insight,
-)
+from recommender.services import accounts, policies, tokens
+from recommender.services.actuation import approvals
+from recommender.services.dashboard import insights, workload_insight
 from recommender.web.access import (
     is_htmx,
     may_revoke_token,

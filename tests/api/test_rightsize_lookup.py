@@ -194,7 +194,7 @@ def _limit_range(workload, *, container_max=None, pod_max=None) -> None:
     from recommender.engine.capping import LimitRangeItem
     from recommender.engine.resources import Resources
     from recommender.models import NamespaceLimitRange
-    from recommender.services.limits import item_to_dict
+    from recommender.services.advice.limits import item_to_dict
 
     NamespaceLimitRange.objects.create(
         cluster=workload.cluster,

@@ -27,7 +27,7 @@ from recommender.models import (
     Workload,
 )
 from recommender.roles import Role
-from recommender.services.refresh import refresh_cluster
+from recommender.services.refresh.cycle import refresh_cluster
 from tests.browser.conftest import screenshot
 from tests.factories import make_cluster, make_user
 

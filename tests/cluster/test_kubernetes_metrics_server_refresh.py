@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from recommender.models import Checkpoint, Cluster, RefreshRun
-from recommender.services.refresh import refresh_cluster
+from recommender.services.refresh.cycle import refresh_cluster
 from tests.k8s_fake.plugin import api_server, kubeconfig
 from tests.k8s_fake.server import load_fixtures
 

@@ -11,9 +11,12 @@ import pytest
 from recommender.engine.capping import LimitRangeItem
 from recommender.engine.resources import Resources
 from recommender.models import AuditEvent, NamespaceLimitRange, Policy, Workload
-from recommender.services.limits import limit_ranges_by_namespace, limit_ranges_for
+from recommender.services.advice.limits import (
+    limit_ranges_by_namespace,
+    limit_ranges_for,
+)
 from recommender.services.policies import update_policy
-from recommender.services.refresh import refresh_cluster
+from recommender.services.refresh.cycle import refresh_cluster
 from tests.cluster.test_kubernetes_refresh import kubernetes_cluster
 from tests.k8s_fake.plugin import api_server, kubeconfig
 from tests.k8s_fake.server import load_fixtures

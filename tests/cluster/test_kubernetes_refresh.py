@@ -10,7 +10,7 @@ import pytest
 
 from recommender.errors import SourceUnavailable
 from recommender.models import Cluster, Container, Policy, RefreshRun, Workload
-from recommender.services.refresh import refresh_cluster
+from recommender.services.refresh.cycle import refresh_cluster
 from tests.k8s_fake.plugin import api_server, kubeconfig
 
 __all__ = ["api_server", "kubeconfig"]  # fixtures, for pytest

@@ -30,8 +30,8 @@ from recommender.models import (
     RefreshRun,
     Workload,
 )
-from recommender.services.backfill import backfill_cluster
-from recommender.services.refresh import refresh_cluster
+from recommender.services.refresh.backfill import backfill_cluster
+from recommender.services.refresh.cycle import refresh_cluster
 from recommender.sources.prometheus import PrometheusConfig, PrometheusSource
 from tests.k8s_fake.plugin import FAST
 from tests.k8s_fake.server import FakeApiServer, write_kubeconfig

@@ -23,7 +23,7 @@ from django.db import connection, connections, transaction
 from recommender.errors import Conflict
 from recommender.models import Policy, ResizeChange, Workload
 from recommender.roles import Role
-from recommender.services.approvals import approve_change
+from recommender.services.actuation.approvals import approve_change
 from recommender.services.policies import update_policy
 from tests.conftest import service_missing
 from tests.factories import make_cluster, make_user, make_workload

@@ -9,7 +9,7 @@ import pytest
 from recommender.errors import Conflict, NotFound
 from recommender.models import AuditEvent, ResizeChange
 from recommender.roles import Role
-from recommender.services.approvals import approve_change, reject_change
+from recommender.services.actuation.approvals import approve_change, reject_change
 from tests.factories import make_cluster, make_user, make_workload
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from recommender.models import Checkpoint, Cluster, RefreshRun
-from recommender.services.backfill import backfill_cluster
+from recommender.services.refresh.backfill import backfill_cluster
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 

@@ -10,8 +10,8 @@ from django.db.models.signals import post_init
 
 from recommender.engine import AggregateSet
 from recommender.models import Checkpoint, Cluster, Policy, RefreshRun
-from recommender.services import ingest, refresh
-from recommender.services.refresh import expire_idle_aggregates, refresh_cluster
+from recommender.services.refresh import cycle, ingest
+from recommender.services.refresh.cycle import expire_idle_aggregates, refresh_cluster
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 LATE = NOW + timedelta(days=8, minutes=1)  # every aggregate of NOW is idle by then
@@ -92,7 +92,7 @@ def test_expiry_processes_each_chunk_as_it_arrives(cluster, monkeypatch):
     assert len(keys) == 2
     total = checkpoints(cluster).count()
     batch = 3
-    monkeypatch.setattr(refresh, "BATCH", batch)
+    monkeypatch.setattr(cycle, "BATCH", batch)
     loaded = 0
     loaded_at_each_batch: list[tuple[int, int]] = []
 

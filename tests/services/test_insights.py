@@ -8,14 +8,14 @@ import pytest
 from django.utils import timezone
 
 from recommender.models import Container, OomKill, RefreshRun
-from recommender.services.insights import (
+from recommender.services.dashboard.insights import (
     Prices,
     Status,
     WorkloadFilters,
     fleet_overview,
     list_workloads,
 )
-from recommender.services.workload_insight import workload_insight
+from recommender.services.dashboard.workload_insight import workload_insight
 from tests.factories import make_cluster, make_recommendation, make_workload
 
 MI = 2**20

@@ -12,7 +12,7 @@ from recommender.engine import AggregateSet, get_profile, recommend
 from recommender.models import Cluster, Container, Policy
 from recommender.roles import Role
 from recommender.services.policies import update_policy
-from recommender.services.refresh import refresh_cluster
+from recommender.services.refresh.cycle import refresh_cluster
 from tests.factories import make_user
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from recommender.models import Container, Policy, Recommendation, Workload
 from recommender.roles import Role
-from recommender.services.insights import (
+from recommender.services.dashboard.insights import (
     Prices,
     WorkloadFilters,
     annotate_workloads,

@@ -21,10 +21,10 @@ from recommender.models import (
     RefreshRun,
     Workload,
 )
-from recommender.services import refresh
-from recommender.services.adapters import cluster_adapter_for
-from recommender.services.discovery import Discovery, upsert_discovery
-from recommender.services.refresh import expire_idle_aggregates, refresh_cluster
+from recommender.services.refresh import cycle
+from recommender.services.refresh.adapters import cluster_adapter_for
+from recommender.services.refresh.cycle import expire_idle_aggregates, refresh_cluster
+from recommender.services.refresh.discovery import Discovery, upsert_discovery
 from recommender.sources.simulated import SimulatedUsageSource
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -170,19 +170,19 @@ def test_a_lost_compare_and_swap_skips_the_samples_the_winner_applied(
 ):
     refresh_cluster(cluster_id=cluster.pk, now=NOW)
     later = NOW + timedelta(minutes=10)
-    store = refresh._store
+    store = cycle._store
     slow_counts = {}
 
     def winner_stores_first(window):
         # Worker A has read checkpoints and computed; worker B runs a whole cycle
         # before A stores.
-        monkeypatch.setattr(refresh, "_store", store)
+        monkeypatch.setattr(cycle, "_store", store)
         refresh_cluster(cluster_id=cluster.pk, now=later)
         slow_counts["after_winner"] = snapshot_of_state(cluster)
         store(window)
         slow_counts.update(window.counts)
 
-    monkeypatch.setattr(refresh, "_store", winner_stores_first)
+    monkeypatch.setattr(cycle, "_store", winner_stores_first)
     refresh_cluster(cluster_id=cluster.pk, now=later)
 
     assert slow_counts["checkpoint_conflicts"] == slow_counts["containers"]
@@ -212,7 +212,7 @@ def test_a_failing_source_fails_the_run_and_keeps_what_was_stored(cluster, monke
     before = snapshot_of_state(cluster)
     fleet = build_fleet(7, WORKLOADS)
     monkeypatch.setattr(
-        refresh,
+        cycle,
         "usage_source_for",
         lambda c: FailingSource(working_calls=0, fleet=fleet),
     )
@@ -354,13 +354,13 @@ def test_a_worker_killed_between_engine_and_store_loses_and_double_counts_nothin
     )[0]
     refresh_cluster(cluster_id=steady.pk, now=later, namespace=namespace)
     before = snapshot_of_state(crashed)
-    store_recommendation = refresh._store_recommendation
+    store_recommendation = cycle._store_recommendation
 
     def killed(row, now):
         # Checkpoints and OOM rows of this transaction are written by now.
         raise RuntimeError("worker killed")
 
-    monkeypatch.setattr(refresh, "_store_recommendation", killed)
+    monkeypatch.setattr(cycle, "_store_recommendation", killed)
     with pytest.raises(RuntimeError, match="worker killed"):
         refresh_cluster(cluster_id=crashed.pk, now=later, namespace=namespace)
     after_crash = snapshot_of_state(crashed)
@@ -368,7 +368,7 @@ def test_a_worker_killed_between_engine_and_store_loses_and_double_counts_nothin
     assert after_crash["oom_kills"] == before["oom_kills"]
     assert after_crash["recommendations"] == before["recommendations"]
 
-    monkeypatch.setattr(refresh, "_store_recommendation", store_recommendation)
+    monkeypatch.setattr(cycle, "_store_recommendation", store_recommendation)
     rerun = refresh_cluster(cluster_id=crashed.pk, now=later, namespace=namespace)
 
     assert rerun.counts["samples"] > 0
@@ -392,9 +392,7 @@ class ClosingSource(SimulatedUsageSource):
 def test_a_cycle_closes_its_source_whether_it_succeeds_or_fails(cluster, monkeypatch):
     fleet = build_fleet(7, WORKLOADS)
     ClosingSource.closed = 0
-    monkeypatch.setattr(
-        refresh, "usage_source_for", lambda c: ClosingSource(fleet=fleet)
-    )
+    monkeypatch.setattr(cycle, "usage_source_for", lambda c: ClosingSource(fleet=fleet))
     refresh_cluster(cluster_id=cluster.pk, now=NOW)
     assert ClosingSource.closed == 1
 

@@ -9,9 +9,9 @@ import pytest
 
 from recommender.cluster.simulated import DAY_S, OOM_LOOKBACK_S
 from recommender.models import Checkpoint, Cluster, Container, OomKill, Policy
-from recommender.services.adapters import cluster_adapter_for
-from recommender.services.discovery import upsert_discovery
-from recommender.services.refresh import refresh_cluster
+from recommender.services.refresh.adapters import cluster_adapter_for
+from recommender.services.refresh.cycle import refresh_cluster
+from recommender.services.refresh.discovery import upsert_discovery
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 LATER = NOW + timedelta(minutes=1)

@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from recommender.models import Cluster, RefreshRun
-from recommender.services.backfill import backfill_cluster
-from recommender.services.refresh import refresh_cluster, start_run
+from recommender.services.refresh.backfill import backfill_cluster
+from recommender.services.refresh.cycle import refresh_cluster
+from recommender.services.runs import start_run
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -22,7 +23,7 @@ def cluster(db, settings):
 
 
 def test_start_run_stores_a_running_row_and_logs_it(cluster, caplog):
-    caplog.set_level(logging.INFO, logger="recommender.services.refresh")
+    caplog.set_level(logging.INFO, logger="recommender.services.runs")
 
     run = start_run(kind=RefreshRun.Kind.BACKFILL, cluster=cluster, namespace="shop")
 
@@ -39,7 +40,7 @@ def test_start_run_stores_a_running_row_and_logs_it(cluster, caplog):
 
 
 def test_refresh_and_backfill_start_their_runs_through_it(cluster, caplog):
-    caplog.set_level(logging.INFO, logger="recommender.services.refresh")
+    caplog.set_level(logging.INFO, logger="recommender.services.runs")
 
     backfill = backfill_cluster(cluster_id=cluster.pk, now=NOW, days=1)
     refresh = refresh_cluster(cluster_id=cluster.pk, now=NOW)

@@ -9,7 +9,7 @@ import pytest
 
 from recommender.errors import InvalidInput, SourceUnavailable
 from recommender.models import Cluster, RefreshRun
-from recommender.services.backfill import backfill_cluster
+from recommender.services.refresh.backfill import backfill_cluster
 from recommender.sources.prometheus import PrometheusConfig, PrometheusSource
 from tests.prometheus_support.fake import FakePrometheus, matrix, raw, reply
 

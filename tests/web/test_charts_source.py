@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from recommender.models import Cluster
-from recommender.services import workload_insight
+from recommender.services.dashboard import workload_insight
 from tests.factories import make_cluster, make_workload
 from tests.k8s_fake.plugin import api_server, kubeconfig
 

@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from recommender.models import Cluster, RefreshRun
-from recommender.services.backfill import backfill_cluster
+from recommender.services.refresh.backfill import backfill_cluster
 from tests.factories import make_cluster
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from recommender.errors import VpawebError
 from recommender.models import Cluster, RefreshRun
-from recommender.services.backfill import backfill_cluster
+from recommender.services.refresh.backfill import backfill_cluster
 
 BAR_WIDTH = 30
 

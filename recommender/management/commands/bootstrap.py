@@ -21,7 +21,7 @@ from django.utils import timezone
 from recommender.errors import VpawebError
 from recommender.models import Cluster
 from recommender.roles import Role, ensure_role_groups, grant_role
-from recommender.services.refresh import refresh_cluster
+from recommender.services.refresh.cycle import refresh_cluster
 
 DEMO_ADMIN = "admin"
 SIMULATED_CLUSTER = "simulated"

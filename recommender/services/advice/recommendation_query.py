@@ -34,14 +34,16 @@ from recommender.models import (
     StaticCoefficient,
     Workload,
 )
-from recommender.services.limits import limit_ranges_for
+from recommender.services.advice.limits import limit_ranges_for
 
 # Pod reading lives in pod_spec.py; ``as`` re-exports these names (mypy --strict), so
 # callers that import them from here keep working.
-from recommender.services.pod_spec import PodContainer as PodContainer
-from recommender.services.pod_spec import owner_of_pod as owner_of_pod
-from recommender.services.pod_spec import parse_pod_containers as parse_pod_containers
-from recommender.services.pod_spec import resource_list as resource_list
+from recommender.services.advice.pod_spec import PodContainer as PodContainer
+from recommender.services.advice.pod_spec import owner_of_pod as owner_of_pod
+from recommender.services.advice.pod_spec import (
+    parse_pod_containers as parse_pod_containers,
+)
+from recommender.services.advice.pod_spec import resource_list as resource_list
 from recommender.services.policies import parse_container_policies
 
 logger = logging.getLogger(__name__)

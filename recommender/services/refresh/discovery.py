@@ -21,7 +21,7 @@ from django.db import transaction
 
 from recommender.cluster.base import ClusterSnapshot, WorkloadInfo
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
-from recommender.services.cluster_objects import store_cluster_objects
+from recommender.services.refresh.cluster_objects import store_cluster_objects
 
 logger = logging.getLogger(__name__)
 

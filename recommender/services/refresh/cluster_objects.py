@@ -24,7 +24,12 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from recommender.cluster.base import ClusterSnapshot, VpaObject, WorkloadInfo
+from recommender.cluster.base import (
+    ClusterSnapshot,
+    VpaObject,
+    WorkloadInfo,
+    WorkloadKey,
+)
 from recommender.cluster.kube_objects import hpa_conflicts, selector_matches
 from recommender.engine.capping import (
     MODE_OFF,
@@ -41,18 +46,16 @@ from recommender.models import (
     Policy,
     Workload,
 )
-from recommender.services.limits import item_from_dict, item_to_dict
+from recommender.services.advice.limits import item_from_dict, item_to_dict
+from recommender.services.audit import Action, record_audit
 from recommender.services.policies import (
     CONTAINER_POLICY_KEYS,
-    POLICY_UPDATE_ACTION,
     parse_container_policies,
     validate_container_policies,
 )
 
 logger = logging.getLogger(__name__)
 
-POLICY_IMPORT_ACTION = "policy.import"
-WorkloadKey = tuple[str, str, str]  # (namespace, kind, name)
 # The policy fields a VPA object sets.
 IMPORTED_FIELDS = ("mode", "container_policies", "min_replicas", "source")
 # vpaweb's own default, restored when the imported VPA object is gone.
@@ -201,13 +204,13 @@ def _import_vpa_objects(
             setattr(policy, field, values[field])
         policy.updated_at = now
         policy.save(update_fields=[*changed, "updated_at"])
-        AuditEvent.objects.create(
-            created_at=now,
+        record_audit(
+            now=now,
             actor_label=label,
-            action=POLICY_IMPORT_ACTION,
+            action=Action.POLICY_IMPORT,
             workload=workload,
             object_type="policy",
-            object_id=str(policy.pk),
+            object_id=policy.pk,
             before=before,
             after={f: values[f] for f in changed},
             message=f"policy of {workload} {message}",
@@ -224,7 +227,7 @@ def _edited_by_operators(
     # A token made on the command line acts with no user: its edits are audited.
     edited.update(
         AuditEvent.objects.filter(
-            action=POLICY_UPDATE_ACTION, workload_id__in=workload_ids
+            action=Action.POLICY_UPDATE, workload_id__in=workload_ids
         ).values_list("workload_id", flat=True)
     )
     return edited

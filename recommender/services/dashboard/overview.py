@@ -25,7 +25,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from recommender.models import OomKill, RefreshRun, Workload
-from recommender.services.provisioning import (
+from recommender.services.dashboard.provisioning import (
     RECENT_OOM_WINDOW,
     Prices,
     no_data_q,

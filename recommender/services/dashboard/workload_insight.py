@@ -28,9 +28,7 @@ from recommender.engine.limits import (
 )
 from recommender.errors import NotFound, SourceUnavailable, VpawebError
 from recommender.models import Container, OomKill, Policy, Recommendation, Workload
-from recommender.services.adapters import usage_source_for
-from recommender.services.ingest import profile_or_default
-from recommender.services.insights import (
+from recommender.services.dashboard.insights import (
     Prices,
     Status,
     container_savings,
@@ -40,7 +38,9 @@ from recommender.services.insights import (
     workload_status,
 )
 from recommender.services.policies import parse_container_policies
-from recommender.services.refresh import close_quietly
+from recommender.services.refresh.adapters import usage_source_for
+from recommender.services.refresh.cycle import close_quietly
+from recommender.services.refresh.ingest import profile_or_default
 
 logger = logging.getLogger(__name__)
 

@@ -21,13 +21,11 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from recommender.errors import Conflict, NotFound
-from recommender.models import AuditEvent, Policy, ResizeChange, Workload
-from recommender.services.policies import actor_label_of
+from recommender.models import Policy, ResizeChange, Workload
+from recommender.services.audit import Action, actor_label_of, record_audit
 
 logger = logging.getLogger(__name__)
 
-APPROVE_ACTION = "change.approve"
-REJECT_ACTION = "change.reject"
 # Which statuses each decision may start from.
 APPROVABLE = (ResizeChange.Status.PROPOSED,)
 REJECTABLE = (ResizeChange.Status.PROPOSED, ResizeChange.Status.APPROVED)
@@ -38,7 +36,7 @@ def _decide(
     change_id: int,
     to_status: str,
     allowed_from: tuple[str, ...],
-    action: str,
+    action: Action,
     actor: User | None,
     actor_label: str | None,
     now: datetime,
@@ -85,14 +83,14 @@ def _decide(
         )
         if note:
             message += f": {note}"
-        AuditEvent.objects.create(
-            created_at=now,
+        record_audit(
+            now=now,
             actor=actor,
             actor_label=label,
             action=action,
             workload=change.workload,
             object_type="resize_change",
-            object_id=str(change.pk),
+            object_id=change.pk,
             before={"status": before_status},
             after={"status": to_status},
             message=message,
@@ -119,7 +117,7 @@ def approve_change(
         change_id=change_id,
         to_status=ResizeChange.Status.APPROVED,
         allowed_from=APPROVABLE,
-        action=APPROVE_ACTION,
+        action=Action.CHANGE_APPROVE,
         actor=approved_by,
         actor_label=actor_label,
         now=now,
@@ -140,7 +138,7 @@ def reject_change(
         change_id=change_id,
         to_status=ResizeChange.Status.REJECTED,
         allowed_from=REJECTABLE,
-        action=REJECT_ACTION,
+        action=Action.CHANGE_REJECT,
         actor=rejected_by,
         actor_label=actor_label,
         now=now,

@@ -31,7 +31,7 @@ from recommender.models import Cluster, Policy, Workload
 
 # The overview and the per-container definitions live in their own modules; their names
 # stay importable from here, where the dashboard looks for them.
-from recommender.services.overview import (
+from recommender.services.dashboard.overview import (
     CONFIDENCE_BANDS,
     MAX_CONFIDENCE,
     Overview,
@@ -40,7 +40,7 @@ from recommender.services.overview import (
     confidence_of,
     fleet_overview,
 )
-from recommender.services.provisioning import (
+from recommender.services.dashboard.provisioning import (
     GIB,
     HOURS_PER_MONTH,
     RECENT_OOM_WINDOW,

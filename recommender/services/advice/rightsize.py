@@ -31,9 +31,8 @@ from recommender.engine.limits import REQUESTS_ONLY, requests_and_limits_for_con
 from recommender.engine.quantity import format_cpu, format_memory
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput
-from recommender.models import AuditEvent, StaticCoefficient
-from recommender.services.policies import actor_label_of
-from recommender.services.recommendation_query import (
+from recommender.models import StaticCoefficient
+from recommender.services.advice.recommendation_query import (
     MAX_MULTIPLIER,
     SOURCE_NONE,
     ContainerAdvice,
@@ -42,6 +41,7 @@ from recommender.services.recommendation_query import (
     owner_of_pod,
     parse_pod_containers,
 )
+from recommender.services.audit import Action, actor_label_of, record_audit
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,6 @@ SUPPORTED_KINDS = tuple(POD_SPEC_PATHS)
 # A YAML alias bomb expands into billions of nodes; real manifests have a few thousand.
 MAX_NODES = 200_000
 JSON_MEDIA_TYPES = ("application/json",)
-COEFFICIENT_ACTION = "coefficient.update"
 
 STATUS_RIGHTSIZED = "rightsized"
 STATUS_UNCHANGED = "unchanged"
@@ -514,11 +513,11 @@ def set_static_coefficient(
             )
         after = {} if row is None else {"cpu_factor": cpu, "memory_factor": memory}
         if before != after:
-            AuditEvent.objects.create(
-                created_at=now,
+            record_audit(
+                now=now,
                 actor=actor,
                 actor_label=label,
-                action=COEFFICIENT_ACTION,
+                action=Action.COEFFICIENT_UPDATE,
                 object_type="static_coefficient",
                 object_id=scope,
                 before=before,

@@ -1,0 +1,126 @@
+"""The one interface through which vpaweb writes to a cluster.
+
+Every write vpaweb ever makes (an in-place resize, an eviction, a pod annotation, an
+Event, a Lease for leader election, a VerticalPodAutoscaler status, the admission
+webhook's registration) is a method of ``ClusterWriter``. Nothing else in the project
+may send a non-GET request to a cluster: a static test checks that no other module
+calls a write method of the Kubernetes client, and tests against the fake API server
+check that a cluster whose workloads are all Off receives no write at all.
+
+Implementations: the Kubernetes writer (official client) and the simulated cluster's.
+Callers get one through ``services`` (one function choosing the implementation for a
+``Cluster`` row), never by constructing it.
+
+Results are data, not exceptions, for the answers an updater must act on (a PDB's 429
+is "try later", a 422 on resize means "fall back to eviction"): ``WriteResult`` carries
+the HTTP status, the Kubernetes ``Status`` reason and message as the API server sent
+them (see ../shared/k8s-wire/). Failures to reach the cluster at all raise
+``SourceUnavailable`` like the readers do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from recommender.engine.resources import Resources
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What the API server answered to one write."""
+
+    status: int  # HTTP status code (the simulated cluster answers the same codes)
+    reason: str = ""  # Status.reason, e.g. "TooManyRequests", "" on success
+    message: str = ""  # Status.message, as sent
+    retry_after_s: float | None = None  # the Retry-After header, when present
+    body: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+
+@dataclass(frozen=True)
+class ContainerResize:
+    """New requests and limits for one container of a pod (absent = unchanged)."""
+
+    name: str
+    requests: Resources = Resources()
+    limits: Resources = Resources()
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    """A coordination.k8s.io/v1 Lease as read or written."""
+
+    name: str
+    namespace: str
+    holder: str
+    duration_s: int
+    acquired_at: datetime | None
+    renewed_at: datetime | None
+    resource_version: str = ""
+
+
+class ClusterWriter(Protocol):
+    """Writes to one cluster. Every method is one API request (plus its retries)."""
+
+    def resize_pod(
+        self, *, namespace: str, name: str, containers: tuple[ContainerResize, ...]
+    ) -> WriteResult:
+        """PATCH the pod's ``resize`` subresource (in-place resize)."""
+        ...
+
+    def evict_pod(
+        self, *, namespace: str, name: str, dry_run: bool = False
+    ) -> WriteResult:
+        """POST a policy/v1 Eviction (the API server enforces PodDisruptionBudgets)."""
+        ...
+
+    def annotate_pod(
+        self, *, namespace: str, name: str, annotations: Mapping[str, str | None]
+    ) -> WriteResult:
+        """Merge-patch the pod's annotations (None removes one)."""
+        ...
+
+    def record_event(
+        self,
+        *,
+        namespace: str,
+        pod: str,
+        pod_uid: str,
+        reason: str,
+        message: str,
+        event_type: str = "Normal",
+    ) -> WriteResult:
+        """Create an Event on the pod with vpaweb's own reason."""
+        ...
+
+    def read_lease(self, *, namespace: str, name: str) -> LeaseState | None:
+        """The Lease, or None when absent (a GET, kept here beside its write)."""
+        ...
+
+    def write_lease(self, *, lease: LeaseState, create: bool) -> WriteResult:
+        """Create the Lease, or replace it at its resource_version (409 if stale)."""
+        ...
+
+    def write_vpa_status(
+        self, *, namespace: str, name: str, status: Mapping[str, Any]
+    ) -> WriteResult:
+        """Patch a VerticalPodAutoscaler's ``status`` subresource."""
+        ...
+
+    def apply_webhook_configuration(self, *, body: Mapping[str, Any]) -> WriteResult:
+        """Create or update a MutatingWebhookConfiguration."""
+        ...
+
+    def delete_webhook_configuration(self, *, name: str) -> WriteResult:
+        """Delete a MutatingWebhookConfiguration (404 counts as done)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...

@@ -1,0 +1,1 @@
+"""Acting on clusters: approvals of resize changes (the updater comes next)."""

@@ -1,0 +1,1 @@
+"""What should this pod request: one advice path for every caller."""

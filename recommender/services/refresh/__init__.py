@@ -1,0 +1,1 @@
+"""The refresh pipeline: discovery, ingestion, the cycle, back-fill, expiry."""
