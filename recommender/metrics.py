@@ -5,8 +5,8 @@ Two kinds of series:
 * **Process counters**, kept by prometheus-client in the process that does the work,
   multi-process safe: with ``PROMETHEUS_MULTIPROC_DIR`` set (the image sets it),
   every gunicorn or Celery child writes its values to files there and one scrape adds
-  them up. The refresh counters are recorded when a run row is saved as finished, by
-  whichever process ran it (:func:`record_finished_run`, connected in apps.py): the
+  them up. The refresh counters are recorded when a run finishes, by whichever process
+  ran it (:func:`record_finished_run`, called by services/runs.py): the
   web process under ``make run``, the Celery worker in compose and Kubernetes, which
   serves them on ``VPAWEB_WORKER_METRICS_PORT`` (:func:`serve_worker_metrics`).
 * **Database gauges**, read at scrape time by :class:`DatabaseCollector` on the web's
@@ -118,7 +118,7 @@ for _method in UPDATER_METHODS:
 
 
 def record_finished_run(run: Any) -> None:
-    """Count a run that has just been saved as succeeded or failed (a RefreshRun)."""
+    """Count a RefreshRun that has just been saved as succeeded or failed."""
     if run.status not in ("succeeded", "failed"):
         return
     REFRESH_RUNS.labels(kind=run.kind, outcome=run.status).inc()
@@ -130,12 +130,6 @@ def record_finished_run(run: Any) -> None:
     samples = (run.counts or {}).get("samples")
     if isinstance(samples, int) and samples > 0:
         SAMPLES_INGESTED.labels(kind=run.kind).inc(samples)
-
-
-def on_run_saved(sender: Any, instance: Any, update_fields: Any, **kwargs: Any) -> None:
-    """post_save receiver: a save that sets ``status`` to an end state is a finish."""
-    if update_fields is not None and "status" in update_fields:
-        record_finished_run(instance)
 
 
 class DatabaseCollector(Collector):

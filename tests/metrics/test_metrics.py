@@ -15,13 +15,11 @@ from pathlib import Path
 
 import pytest
 import requests
-from django.db.models.signals import post_save
 
-from recommender import metrics
 from recommender.errors import SourceUnavailable
 from recommender.models import Cluster, RefreshRun
-from recommender.services import refresh
-from recommender.services.refresh import refresh_cluster
+from recommender.services.refresh import cycle
+from recommender.services.refresh.cycle import refresh_cluster
 from tests.factories import make_cluster, make_recommendation, make_workload
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -119,7 +117,7 @@ def test_a_failed_refresh_is_counted_as_failed(client, db, token, monkeypatch):
     def broken(c):
         raise SourceUnavailable("metrics backend down")
 
-    monkeypatch.setattr(refresh, "usage_source_for", broken)
+    monkeypatch.setattr(cycle, "usage_source_for", broken)
     with pytest.raises(SourceUnavailable):
         refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(hours=1))
 
@@ -146,16 +144,6 @@ def test_containers_without_recommendation_are_counted_per_enabled_cluster(
     make_recommendation(first.containers.get())
     text = scrape(client).content.decode()
     assert value(text, 'vpaweb_containers_without_recommendation{cluster="c1"}') == 2
-
-
-def test_the_run_signal_is_connected_once():
-    receivers = post_save._live_receivers(RefreshRun)
-    flat = [
-        r
-        for group in receivers
-        for r in (group if isinstance(group, list) else [group])
-    ]
-    assert flat.count(metrics.on_run_saved) == 1
 
 
 def _free_port() -> int:
@@ -236,3 +224,23 @@ def test_gunicorn_workers_and_other_processes_add_up_in_one_scrape(tmp_path):
     for answer in answers:
         assert answer.status_code == 200, answer.text
         assert value(answer.text, series) == 5
+
+
+def test_a_run_whose_worker_was_lost_is_counted_as_failed_when_reaped(
+    client, db, token, settings
+):
+    settings.SIMULATION_WORKLOADS = 3
+    settings.SIMULATION_HISTORY_DAYS = 0.1
+    cluster = Cluster.objects.create(name="sim-l", kind=Cluster.Kind.SIMULATED)
+    lost = RefreshRun.objects.create(
+        cluster=cluster, kind="refresh", started_at=NOW - timedelta(days=1)
+    )
+    failed = 'vpaweb_refresh_runs_total{kind="refresh",outcome="failed"}'
+    text = scrape(client).content.decode()
+    start = value(text, failed) if failed in text else 0.0
+
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+
+    lost.refresh_from_db()
+    assert lost.status == RefreshRun.Status.FAILED
+    assert value(scrape(client).content.decode(), failed) == start + 1
