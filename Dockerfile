@@ -16,8 +16,11 @@ COPY requirements.txt /tmp/requirements.txt
 RUN /opt/venv/bin/pip install --only-binary=:all: -r /tmp/requirements.txt
 WORKDIR /app
 COPY . /app
-# plotly.js comes from the installed plotly package (no CDN), as in `make setup`.
+# plotly.js comes from the installed plotly package (no CDN), as in `make setup`. The
+# Python side of plotly (and narwhals, which only plotly needs) is not used at run time:
+# it leaves the image once the script is copied (70 MB less).
 RUN /opt/venv/bin/python -c "import plotly, pathlib, shutil; shutil.copy(pathlib.Path(plotly.__file__).parent / 'package_data' / 'plotly.min.js', 'static/vendor/plotly.min.js')" \
+ && /opt/venv/bin/pip uninstall --yes --quiet plotly narwhals \
  && SECRET_KEY=collectstatic-only VPAWEB_STATIC_ROOT=/app/staticfiles VPAWEB_VAR_DIR=/tmp/var \
     /opt/venv/bin/python manage.py collectstatic --no-input --verbosity 0 \
  && /opt/venv/bin/python -m compileall -q /app/recommender /app/vpaweb
@@ -31,7 +34,8 @@ ENV PATH=/opt/venv/bin:$PATH \
     VPAWEB_STATIC_ROOT=/app/staticfiles \
     PROMETHEUS_MULTIPROC_DIR=/tmp/vpaweb-metrics \
     PORT=8000
-RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/vpaweb --no-create-home vpaweb \
+RUN groupadd --system --gid 10001 vpaweb \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/vpaweb --no-create-home vpaweb \
  && mkdir -p /var/lib/vpaweb \
  && chown vpaweb:vpaweb /var/lib/vpaweb
 COPY --from=build /opt/venv /opt/venv

@@ -12,39 +12,45 @@
 #                 test-deploy.sh as the stand-ins postgres:15-bookworm and redis:7-bookworm
 #                 (with tools/deploy/standins/postgres-entrypoint.sh).
 #
-# Usage: base-image.sh BASE.tar SERVICES.tar      (tarballs for `docker import`)
+# Usage: base-image.sh base BASE.tar
+#        base-image.sh services BASE.tar SERVICES.tar   (from the base's tarball)
 set -euo pipefail
-base_out="$1"
-services_out="$2"
+what="$1"
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 here="$(cd "$(dirname "$0")" && pwd)"
 work="$(mktemp -d "${TMPDIR:-/tmp}/vpaweb-base.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-root="$work/rootfs"
-
-debootstrap --variant=minbase \
-    --include=python3,python3-venv,ca-certificates,passwd \
-    bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 || {
-    tail -n 30 "$work/debootstrap.log" >&2
-    exit 1
-}
-ln -sf /usr/bin/python3 "$root/usr/local/bin/python3"
-ln -sf /usr/bin/python3 "$root/usr/local/bin/python"
-cert="$(pip config list 2>/dev/null | sed -n "s/^global\.cert='\(.*\)'$/\1/p" | head -n 1)"
-if [ -n "$cert" ] && [ -f "$cert" ]; then
-    cp "$cert" "$root/etc/ssl/certs/pip-ca-bundle.crt"
-    printf '[global]\ncert = /etc/ssl/certs/pip-ca-bundle.crt\n' >"$root/etc/pip.conf"
-fi
 
 slim() {
     rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/* \
         "$1"/usr/share/doc/* "$1"/usr/share/man/* "$1"/var/log/*.log
 }
 
-# The services' root: a copy of the base, plus the two servers installed in a chroot
-# (no service is started: policy-rc.d says no).
+if [ "$what" = base ]; then
+    root="$work/rootfs"
+    debootstrap --variant=minbase \
+        --include=python3,python3-venv,ca-certificates,passwd \
+        bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 || {
+        tail -n 30 "$work/debootstrap.log" >&2
+        exit 1
+    }
+    ln -sf /usr/bin/python3 "$root/usr/local/bin/python3"
+    ln -sf /usr/bin/python3 "$root/usr/local/bin/python"
+    cert="$(pip config list 2>/dev/null | sed -n "s/^global\.cert='\(.*\)'$/\1/p" | head -n 1)"
+    if [ -n "$cert" ] && [ -f "$cert" ]; then
+        cp "$cert" "$root/etc/ssl/certs/pip-ca-bundle.crt"
+        printf '[global]\ncert = /etc/ssl/certs/pip-ca-bundle.crt\n' >"$root/etc/pip.conf"
+    fi
+    slim "$root"
+    tar --numeric-owner -C "$root" -cf "$2" .
+    exit 0
+fi
+
+# services: the base plus the two servers installed in a chroot (policy-rc.d: no
+# service is started), with the stand-ins' entry points.
 services="$work/services"
-cp -a "$root" "$services"
+mkdir -p "$services"
+tar --numeric-owner -C "$services" -xf "$2"
 cp /etc/resolv.conf "$services/etc/resolv.conf"
 printf '#!/bin/sh\nexit 101\n' >"$services/usr/sbin/policy-rc.d"
 chmod +x "$services/usr/sbin/policy-rc.d"
@@ -62,8 +68,5 @@ install -m 0755 "$here/standins/redis-entrypoint.sh" "$services/usr/local/bin/re
 mkdir -p "$services/var/lib/postgresql/data" "$services/var/run/postgresql" "$services/data"
 chroot "$services" chown -R postgres:postgres /var/lib/postgresql /var/run/postgresql
 chroot "$services" chown redis:redis /data
-
-slim "$root"
 slim "$services"
-tar --numeric-owner -C "$root" -cf "$base_out" .
-tar --numeric-owner -C "$services" -cf "$services_out" .
+tar --numeric-owner -C "$services" -cf "$3" .

@@ -57,6 +57,9 @@ dockerd_pid=""
 cleanup() {
     status=$?
     set +e
+    if [ -n "${services_pid:-}" ] && kill -0 "$services_pid" 2>/dev/null; then
+        kill "$services_pid"; wait "$services_pid" 2>/dev/null
+    fi
     if [ -n "$dockerd_pid" ] && kill -0 "$dockerd_pid" 2>/dev/null; then
         if [ "$status" != 0 ] && [ -f "$tmp/compose-ready" ]; then
             log "logs of the stack (last 60 lines per service):"
@@ -98,17 +101,36 @@ cert="$(pip config list 2>/dev/null | sed -n "s/^global\.cert='\(.*\)'$/\1/p" | 
 key="$(cat tools/deploy/base-image.sh tools/deploy/standins/* ${cert:+"$cert"} | sha256sum | cut -c1-16)"
 base_tar="$cache/base-$key.tar"
 services_tar="$cache/services-$key.tar"
-if [ ! -f "$base_tar" ] || [ ! -f "$services_tar" ]; then
-    log "building the base and the postgres/redis stand-ins with debootstrap (cached in $cache)"
+if [ ! -f "$base_tar" ]; then
+    log "building the base image with debootstrap (cached in $cache)"
     rm -f "$cache"/base-*.tar "$cache"/services-*.tar
-    tools/deploy/base-image.sh "$base_tar.part" "$services_tar.part"
+    tools/deploy/base-image.sh base "$base_tar.part"
     mv "$base_tar.part" "$base_tar"
-    mv "$services_tar.part" "$services_tar"
 fi
-log "importing python:3.11-slim-bookworm, postgres:15-bookworm and redis:7-bookworm"
+services_pid=""
+if [ ! -f "$services_tar" ]; then
+    # Meanwhile the vpaweb image builds: the stand-ins need only the base's tarball.
+    log "building the postgres/redis stand-ins in the background"
+    ( tools/deploy/base-image.sh services "$base_tar" "$services_tar.part" \
+        && mv "$services_tar.part" "$services_tar" ) >"$tmp/services.log" 2>&1 &
+    services_pid=$!
+fi
+log "importing python:3.11-slim-bookworm"
 path_env='ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 "$DOCKER" import --change "$path_env" --change 'ENV LANG=C.UTF-8' \
     --change 'CMD ["python3"]' "$base_tar" python:3.11-slim-bookworm >/dev/null
+
+log "building the vpaweb image (Dockerfile unchanged, default base)"
+DOCKER_BUILDKIT=1 "$DOCKER" build --progress=plain -t vpaweb:local . >"$tmp/build.log" 2>&1 || {
+    tail -n 40 "$tmp/build.log"; exit 1; }
+log "image built: $("$DOCKER" image inspect vpaweb:local --format '{{.Size}}' | awk '{printf "%.0f MB", $1/1e6}')"
+user="$("$DOCKER" image inspect vpaweb:local --format '{{.Config.User}}')"
+[ "$user" = "10001:10001" ] || { log "image runs as '$user', not 10001:10001"; exit 1; }
+
+if [ -n "$services_pid" ]; then
+    wait "$services_pid" || { cat "$tmp/services.log"; exit 1; }
+fi
+log "importing the stand-ins postgres:15-bookworm and redis:7-bookworm"
 "$DOCKER" import \
     --change 'ENV PATH=/usr/lib/postgresql/15/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'ENV PGDATA=/var/lib/postgresql/data' --change 'ENV LANG=C.UTF-8' \
@@ -118,16 +140,6 @@ path_env='ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 "$DOCKER" import --change "$path_env" --change 'USER redis' --change 'WORKDIR /data' \
     --change 'EXPOSE 6379' --change 'ENTRYPOINT ["/usr/local/bin/redis-entrypoint.sh"]' \
     --change 'CMD ["redis-server"]' "$services_tar" redis:7-bookworm >/dev/null
-
-log "building the vpaweb image (Dockerfile unchanged, default base)"
-DOCKER_BUILDKIT=1 "$DOCKER" build --progress=plain -t vpaweb:local . >"$tmp/build.log" 2>&1 || {
-    tail -n 40 "$tmp/build.log"; exit 1; }
-log "image built: $("$DOCKER" image inspect vpaweb:local --format '{{.Size}}' | awk '{printf "%.0f MB", $1/1e6}')"
-user="$("$DOCKER" image inspect vpaweb:local --format '{{.Config.User}}')"
-[ "$user" = "10001:10001" ] || { log "image runs as '$user', not 10001:10001"; exit 1; }
-if "$DOCKER" run --rm --entrypoint sh vpaweb:local -c 'command -v gcc cc g++ make' >/dev/null; then
-    log "the final image has a compiler"; exit 1
-fi
 
 # --- the stack ----------------------------------------------------------------------
 port="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
@@ -170,6 +182,11 @@ log "web is healthy"
 migrate="$(docker-compose -p "$project" ps -q migrate)"
 [ "$("$DOCKER" inspect --format '{{.State.ExitCode}}' "$migrate")" = 0 ]
 
+# The final image has no compiler (checked in the running web container: with vfs a
+# `docker run` of its own would copy the whole image once more).
+if docker-compose -p "$project" exec -T web sh -c 'command -v gcc cc g++ make'; then
+    log "the final image has a compiler"; exit 1
+fi
 admin="$(docker-compose -p "$project" exec -T web cat /var/lib/vpaweb/demo-admin-password.txt | tr -d '\r\n')"
 "$PY" tools/deploy/check_stack.py "http://127.0.0.1:$port" "$admin" "$(cat "$tmp/metrics-token")" "$workloads"
 
@@ -177,7 +194,9 @@ admin="$(docker-compose -p "$project" exec -T web cat /var/lib/vpaweb/demo-admin
 worker_log="$(docker-compose -p "$project" logs --no-color worker)"
 grep -q "recommender.tasks.refresh_all_clusters\[.*\] succeeded" <<<"$worker_log" || {
     log "the worker's log shows no succeeded refresh_all_clusters task"; exit 1; }
-grep -q "Connected to redis://redis:6379/0" <<<"$worker_log" || {
+grep -q "Task recommender.tasks.refresh_cluster\[.*\] succeeded" <<<"$worker_log" || {
+    log "the worker's log shows no succeeded refresh_cluster task"; exit 1; }
+grep -Eq "Connected to redis://(:\*\*@)?redis:6379/0" <<<"$worker_log" || {
     log "the worker is not connected to Redis"; exit 1; }
 worker="$(docker-compose -p "$project" ps -q worker)"
 for _ in $(seq 1 30); do
