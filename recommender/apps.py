@@ -8,4 +8,3 @@ class RecommenderConfig(AppConfig):
 
     name = "recommender"
     verbose_name = "vpaweb"
-
