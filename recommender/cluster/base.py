@@ -65,6 +65,11 @@ class PodInfo:
     owner_kind: str = ""
     owner_name: str = ""
     node_name: str = ""
+    # What the API server's LimitRanger filled in at admission, from the pod's
+    # kubernetes.io/limit-ranger annotation: (container, "request" | "limit",
+    # resource) triples (``kube_objects.limit_ranger_fields``), and the text itself.
+    limit_ranger_set: frozenset[tuple[str, str, str]] = frozenset()
+    limit_ranger: str = ""
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from recommender.errors import InvalidInput, NotFound
 from recommender.roles import ROLE_ORDER, Role, grant_role, role_of
@@ -68,6 +68,10 @@ def set_user_role(
     return user
 
 
+def _name_taken(username: str) -> bool:
+    return get_user_model().objects.filter(username=username).exists()
+
+
 def create_user(
     *,
     username: str,
@@ -76,17 +80,29 @@ def create_user(
     actor: User | None,
     now: datetime,
 ) -> User:
-    """Create a user with a role and audit it (the password is never recorded)."""
+    """Create a user with a role and audit it (the password is never recorded).
+
+    A name that exists, also one created by someone else at the same moment, is an
+    InvalidInput on ``username``, never a database error."""
     new_role = _role(role)
     if new_role is None:
         raise InvalidInput("a new user needs a role", field="role")
+    taken = InvalidInput(f"a user named {username!r} already exists", field="username")
     with transaction.atomic():
-        model = get_user_model()
-        if model.objects.filter(username=username).exists():
-            raise InvalidInput(
-                f"a user named {username!r} already exists", field="username"
-            )
-        user = model.objects.create_user(username=username, password=password)
+        if _name_taken(username):
+            raise taken
+        try:
+            # A savepoint: someone may create the same name between the check above and
+            # this insert (two admins at once); the unique index then refuses it, and
+            # the outer transaction stays usable to say so.
+            with transaction.atomic():
+                user = get_user_model().objects.create_user(
+                    username=username, password=password
+                )
+        except IntegrityError:
+            if _name_taken(username):
+                raise taken from None
+            raise
         grant_role(user, new_role)
         record_audit(
             now=now,

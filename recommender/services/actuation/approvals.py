@@ -9,7 +9,10 @@ Transitions (anything else raises Conflict and changes nothing)::
 Each transition is a filtered ``update()`` on the current status, so two operators
 deciding at once cannot both win: the second gets a Conflict naming the status the first
 one set. An approval holds the workload's policy row locked while it checks the mode, so
-it cannot race a switch to Off (``policies.update_policy`` takes the same lock).
+it cannot race a switch to Off (``policies.update_policy`` takes the same lock), and
+only a workload whose policy ``is_actionable`` (vpaweb's own, not Off) can have an
+approved change. A switch to Off withdraws approved changes
+(``actuation.withdrawal``).
 """
 
 from __future__ import annotations
@@ -62,7 +65,13 @@ def _decide(
                 .filter(workload_id=change.workload_id)
                 .first()
             )
-            if policy is None or policy.is_off:
+            if policy is not None and policy.is_mirrored:
+                raise Conflict(
+                    f"resize change {change_id} cannot be approved: workload "
+                    f"{change.workload} is managed by {policy.managed_by} and "
+                    "vpaweb never acts on it; adopt the workload first"
+                )
+            if policy is None or not policy.is_actionable:
                 raise Conflict(
                     f"resize change {change_id} cannot be approved: workload "
                     f"{change.workload} is in Off mode; change its mode first"

@@ -51,7 +51,11 @@ from recommender.models import (
 )
 from recommender.services.policies import overridden_fields
 from recommender.services.refresh import ingest
-from recommender.services.refresh.adapters import cluster_adapter_for, usage_source_for
+from recommender.services.refresh.adapters import (
+    close_quietly,
+    cluster_adapter_for,
+    usage_source_for,
+)
 from recommender.services.refresh.discovery import BATCH, Discovery, upsert_discovery
 from recommender.services.refresh.ingest import STEP_S, Row, Window
 from recommender.services.runs import Phases, recorded_run
@@ -61,8 +65,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "BOUND_CHANGE_FRACTION",
-    "STEP_S",
-    "close_quietly",
     "expire_idle_aggregates",
     "ingest_window",
     "oom_kills_for",
@@ -74,18 +76,6 @@ __all__ = [
 # (upstream's (1 + 1/conf) multiplier); storing each drift would write a row per
 # container per minute and bury the history the dashboard draws.
 BOUND_CHANGE_FRACTION = 0.01
-
-
-def close_quietly(*resources: object) -> None:
-    """Close adapters and sources that have ``close()``; a failing close is logged."""
-    for resource in resources:
-        close = getattr(resource, "close", None)
-        if close is None:
-            continue
-        try:
-            close()
-        except Exception:
-            logger.warning("closing %r failed", resource, exc_info=True)
 
 
 def oom_kills_for(
@@ -269,6 +259,10 @@ def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
     row; the next refresh rebuilds the state from history. Recommendations are history
     and stay. Checkpoints are judged a chunk at a time as they are read: memory is
     bounded by ``BATCH`` per histogram key, not by the fleet.
+
+    Each row is judged on its own: a checkpoint that cannot be read (a corrupt blob,
+    e.g. of a deleted workload) is logged, counted in ``counts["failed"]`` and left
+    as it is (the next refresh of a live container rebuilds it), and the job goes on.
     """
     if timezone.is_naive(now):
         raise InvalidInput("now must be timezone-aware", field="now")
@@ -279,7 +273,7 @@ def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
 
 def _expire_all(*, now: datetime) -> dict[str, int]:
     """Judge every written checkpoint, a batch per histogram key; return the counts."""
-    checked = expired = 0
+    checked = expired = failed = 0
     checkpoints = (
         Checkpoint.objects.exclude(version=0)
         .exclude(histogram_key="")  # never written, or reset by an earlier expiry
@@ -298,21 +292,56 @@ def _expire_all(*, now: datetime) -> dict[str, int]:
         members.append(checkpoint)
         if len(members) >= BATCH:
             checked += len(members)
-            expired += _expire_batch(profile, members, now=now)
+            batch_expired, batch_failed = _expire_batch(profile, members, now=now)
+            expired, failed = expired + batch_expired, failed + batch_failed
             members.clear()
     for profile, members in buffers.values():
         if members:
             checked += len(members)
-            expired += _expire_batch(profile, members, now=now)
-    return {"checked": checked, "expired": expired}
+            batch_expired, batch_failed = _expire_batch(profile, members, now=now)
+            expired, failed = expired + batch_expired, failed + batch_failed
+    return {"checked": checked, "expired": expired, "failed": failed}
 
 
-def _expire_batch(profile: Profile, batch: list[Checkpoint], *, now: datetime) -> int:
-    """Reset the idle checkpoints of one batch of one key; return how many."""
-    aggregates = AggregateSet.from_checkpoints(profile, [bytes(c.state) for c in batch])
-    is_expired = aggregates.is_expired(now_s=now.timestamp())
+def _idle_flags(
+    profile: Profile, batch: list[Checkpoint], *, now: datetime
+) -> list[bool | None]:
+    """Per checkpoint: idle or not, or None when it cannot be read. The batch is read
+    at once; if that fails, row by row, so one bad row costs only itself."""
+    now_s = now.timestamp()
+    try:
+        aggregates = AggregateSet.from_checkpoints(
+            profile, [bytes(c.state) for c in batch]
+        )
+        return list(aggregates.is_expired(now_s=now_s).tolist())
+    except Exception:  # a bad row: found and counted one by one below
+        pass
+    flags: list[bool | None] = []
+    for checkpoint in batch:
+        try:
+            one = AggregateSet.from_checkpoints(profile, [bytes(checkpoint.state)])
+            flags.append(bool(one.is_expired(now_s=now_s)[0]))
+        except Exception as exc:  # one unreadable row never stops the job
+            logger.warning(
+                "expiry: cannot read the checkpoint of container %s (%s, version "
+                "%s): %s: %s; left as it is",
+                checkpoint.container_id,
+                checkpoint.container,
+                checkpoint.version,
+                type(exc).__name__,
+                exc,
+            )
+            flags.append(None)
+    return flags
+
+
+def _expire_batch(
+    profile: Profile, batch: list[Checkpoint], *, now: datetime
+) -> tuple[int, int]:
+    """Reset the idle checkpoints of one batch of one key; return (expired, failed)."""
+    flags = _idle_flags(profile, batch, now=now)
     expired = 0
-    for checkpoint, gone in zip(batch, is_expired.tolist(), strict=True):
+    for checkpoint, gone in zip(batch, flags, strict=True):
         if not gone:
             continue
         # Only the version we judged: a refresh that just fed it keeps it, and a
@@ -334,7 +363,7 @@ def _expire_batch(profile: Profile, batch: list[Checkpoint], *, now: datetime) -
                 checkpoint.container_id,
                 checkpoint.container,
             )
-    return expired
+    return expired, flags.count(None)
 
 
 # --- recommendation -------------------------------------------------------------------
