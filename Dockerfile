@@ -33,7 +33,8 @@ ENV PATH=/opt/venv/bin:$PATH \
     VPAWEB_VAR_DIR=/var/lib/vpaweb \
     VPAWEB_STATIC_ROOT=/app/staticfiles \
     PROMETHEUS_MULTIPROC_DIR=/tmp/vpaweb-metrics \
-    PORT=8000
+    PORT=8000 \
+    WEB_CONCURRENCY=2
 RUN groupadd --system --gid 10001 vpaweb \
  && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/vpaweb --no-create-home vpaweb \
  && mkdir -p /var/lib/vpaweb \

@@ -41,7 +41,7 @@ test-sqlite: setup
 
 test-pg: setup
 	SECRET_KEY=test-only-key DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) \
-		$(PY) -m pytest -m "integration or not browser"
+		$(PY) -m pytest -m "(integration or not browser) and not schemathesis"
 
 # The image and docker-compose.yml for real, with an engine of its own (needs root; see
 # tools/deploy/test-deploy.sh). The debootstrapped base is cached in ~/.cache/vpaweb-deploy.

@@ -1,6 +1,7 @@
 #!/bin/sh
 # vpaweb's image entry point: the first argument picks what the container runs.
-#   web      gunicorn serving the dashboard, the API, /healthz, /readyz and /metrics
+#   web      gunicorn (vpaweb/gunicorn_conf.py): the dashboard, the API, /healthz,
+#            /readyz and /metrics
 #   worker   a Celery worker (refresh cycles)
 #   beat     the Celery beat scheduler (one per deployment)
 #   migrate  database migrations, then `manage.py bootstrap --no-refresh` (run once per
@@ -26,14 +27,10 @@ command="${1:-web}"
 case "$command" in
     web)
         fresh_metrics_dir
-        exec gunicorn vpaweb.wsgi:application \
-            --bind "0.0.0.0:${PORT:-8000}" \
-            --workers "${WEB_CONCURRENCY:-2}" \
-            --worker-tmp-dir /tmp \
-            --timeout "${GUNICORN_TIMEOUT_S:-60}" \
-            --access-logfile - \
-            --forwarded-allow-ips "${FORWARDED_ALLOW_IPS:-127.0.0.1}" \
-            "$@"
+        # vpaweb/gunicorn_conf.py reads GUNICORN_BIND, WEB_CONCURRENCY, GUNICORN_TIMEOUT,
+        # GUNICORN_MAX_REQUESTS and gunicorn's own FORWARDED_ALLOW_IPS.
+        export GUNICORN_BIND="${GUNICORN_BIND:-0.0.0.0:${PORT:-8000}}"
+        exec gunicorn -c vpaweb/gunicorn_conf.py vpaweb.wsgi:application "$@"
         ;;
     worker)
         fresh_metrics_dir

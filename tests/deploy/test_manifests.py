@@ -5,8 +5,11 @@ errors; also 1.37, the newest it ships), plus the properties the design asks for
 from __future__ import annotations
 
 import base64
+import os
+import secrets
 import shutil
 import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -239,3 +242,32 @@ def test_everything_namespaced_is_in_vpawebs_namespace(overlay):
         assert obj["metadata"].get("namespace") == "vpaweb", (
             f"{obj['kind']}/{obj['metadata']['name']}"
         )
+
+
+def test_check_deploy_reports_nothing_with_the_production_configmap(tmp_path):
+    """`manage.py check --deploy` with exactly the production ConfigMap (and a Secret's
+    worth of values) reports no issue: every hardening switch is set."""
+    config = named(render("production"), "ConfigMap", "vpaweb-config")["data"]
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("SECURE_", "SESSION_", "CSRF_", "VPAWEB_", "DEBUG"))
+    }
+    env.update(config)
+    env.update(
+        SECRET_KEY=secrets.token_urlsafe(50),
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        VPAWEB_VAR_DIR=str(tmp_path),
+    )
+    env.pop("REDIS_URL", None)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "System check identified no issues" in done.stdout
