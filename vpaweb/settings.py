@@ -137,7 +137,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+# `manage.py collectstatic` writes here; the container image collects into the image.
+STATIC_ROOT = Path(env_str("VPAWEB_STATIC_ROOT", str(VAR_DIR / "staticfiles")))
 # Serve straight from STATICFILES_DIRS so `make run` needs no collectstatic step.
 WHITENOISE_USE_FINDERS = True
 
@@ -149,8 +150,9 @@ X_FRAME_OPTIONS = "DENY"
 # HTTPS switches of `manage.py check --deploy`, each read from the environment under
 # Django's own name (README "Production"). Off by default: `make run` serves plain HTTP.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
-# Kubernetes probes call the pod over plain HTTP: no redirect for them.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+# Kubernetes probes and Prometheus' scrapes call the pod over plain HTTP: no redirect
+# for them (/metrics has its own bearer token).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
@@ -370,6 +372,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
 }
+
+# --- Own metrics (recommender/metrics.py, docs/metrics.md) ---------------------------
+# /metrics asks for this bearer token (or VPAWEB_METRICS_TOKEN_FILE); unset, it is off.
+METRICS_TOKEN = env_secret("VPAWEB_METRICS_TOKEN")
+# The Celery worker serves its counters on this port (0: not served).
+WORKER_METRICS_PORT = env_int("VPAWEB_WORKER_METRICS_PORT", 0, minimum=0)
 
 LOGGING = {
     "version": 1,
