@@ -41,8 +41,7 @@ from recommender.services.dashboard.provisioning import (
     workload_status,
 )
 from recommender.services.policies import parse_container_policies
-from recommender.services.refresh.adapters import usage_source_for
-from recommender.services.refresh.cycle import close_quietly
+from recommender.services.refresh.adapters import close_quietly, usage_source_for
 from recommender.services.refresh.ingest import profile_or_default
 from recommender.services.refresh.pods import load_pod_owners
 from recommender.text import comment_text
