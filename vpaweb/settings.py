@@ -342,6 +342,10 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "recommender.api.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "recommender.api.schema.close_input_objects",
+    ],
     "TITLE": "vpaweb API",
     "DESCRIPTION": (
         "Right-sizing recommendations for Kubernetes containers. Authenticate with "

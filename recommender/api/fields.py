@@ -77,3 +77,25 @@ class FactorField(serializers.FloatField):
         if isinstance(data, bool) or not isinstance(data, int | float):
             self.fail("invalid")
         return float(super().to_internal_value(data))
+
+
+class ClosedSerializer(serializers.Serializer):
+    """An input object whose schema has ``additionalProperties: false``: an unknown key
+    is a 400 naming it, never silently dropped (a typo such as ``"mdoe"`` would
+    otherwise look like a successful no-op)."""
+
+    # Sent by HTML forms (the browsable API), not part of any object.
+    IGNORED_KEYS = frozenset({"csrfmiddlewaretoken"})
+
+    def to_internal_value(self, data: Any) -> Any:
+        if hasattr(data, "keys"):
+            unknown = sorted(set(data.keys()) - set(self.fields) - self.IGNORED_KEYS)
+            if unknown:
+                known = ", ".join(self.fields)
+                raise serializers.ValidationError(
+                    {
+                        name: [f"unknown field; the fields are {known}"]
+                        for name in unknown
+                    }
+                )
+        return super().to_internal_value(data)

@@ -82,3 +82,26 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
                 "An API token: `manage.py apitoken create --name ci --scope read`."
             ),
         }
+
+
+def _subclasses(cls: type) -> set[type]:
+    found = set()
+    for sub in cls.__subclasses__():
+        found |= {sub} | _subclasses(sub)
+    return found
+
+
+def close_input_objects(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """SPECTACULAR postprocessing hook: the request component of every
+    ``ClosedSerializer`` gets ``additionalProperties: false``, as the server refuses
+    unknown keys."""
+    from recommender.api.fields import ClosedSerializer
+
+    schemas = result.get("components", {}).get("schemas", {})
+    for cls in _subclasses(ClosedSerializer):
+        base = cls.__name__.removesuffix("Serializer")
+        for name in (f"{base}Request", f"Patched{base}Request"):
+            component = schemas.get(name)
+            if component is not None and component.get("type") == "object":
+                component["additionalProperties"] = False
+    return result

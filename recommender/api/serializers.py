@@ -11,7 +11,12 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from recommender.api.fields import QueryTextField, StrictCharField, StrictIntegerField
+from recommender.api.fields import (
+    ClosedSerializer,
+    QueryTextField,
+    StrictCharField,
+    StrictIntegerField,
+)
 from recommender.engine.profiles import MEMORY_ESTIMATORS
 from recommender.engine.resources import Resources
 from recommender.models import (
@@ -464,7 +469,7 @@ class PolicySerializer(serializers.ModelSerializer):
         return mode_consequence(obj.mode)
 
 
-class PolicyUpdateSerializer(serializers.Serializer):
+class PolicyUpdateSerializer(ClosedSerializer):
     """The changeable fields of a policy; absent fields are left as they are."""
 
     mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
@@ -561,7 +566,7 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
         return change_resources(obj.resources_after)
 
 
-class RejectSerializer(serializers.Serializer):
+class RejectSerializer(ClosedSerializer):
     """Why a change is rejected (optional, kept in the audit log)."""
 
     reason = StrictCharField(required=False, allow_blank=True, max_length=2000)
@@ -630,7 +635,7 @@ class HistoryFilterSerializer(serializers.Serializer):
     container = QueryTextField(required=False)
 
 
-class QueryOwnerSerializer(serializers.Serializer):
+class QueryOwnerSerializer(ClosedSerializer):
     """The workload owning the pod."""
 
     kind = serializers.ChoiceField(choices=Workload.Kind.choices)
@@ -643,7 +648,7 @@ class QueryMetadataSerializer(serializers.Serializer):
     namespace = StrictCharField(required=False, max_length=253)
 
 
-class QuerySpecSerializer(serializers.Serializer):
+class QuerySpecSerializer(ClosedSerializer):
     """What to recommend for: a pod (need not exist), its owner and cluster."""
 
     pod = serializers.JSONField(
@@ -655,7 +660,7 @@ class QuerySpecSerializer(serializers.Serializer):
     cluster = StrictCharField(required=False, max_length=63)
 
 
-class RecommendationQuerySerializer(serializers.Serializer):
+class RecommendationQuerySerializer(ClosedSerializer):
     """A RecommendationQuery as in the VPA design (seed 000)."""
 
     apiVersion = StrictCharField(required=False, max_length=100)
