@@ -356,7 +356,7 @@ def test_a_worker_killed_between_engine_and_store_loses_and_double_counts_nothin
     before = snapshot_of_state(crashed)
     store_recommendation = cycle._store_recommendation
 
-    def killed(row, now):
+    def killed(*args):
         # Checkpoints and OOM rows of this transaction are written by now.
         raise RuntimeError("worker killed")
 

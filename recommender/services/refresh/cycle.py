@@ -28,6 +28,7 @@ import time
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,10 +37,10 @@ from django.utils import timezone
 
 from recommender.cluster.base import OomKill
 from recommender.engine.aggregation import AggregateSet
-from recommender.engine.capping import MODE_OFF, apply_vpa_policy
-from recommender.engine.estimator import recommend
+from recommender.engine.capping import MODE_OFF, Cap, apply_vpa_policy
+from recommender.engine.estimator import Recommendations, recommend
 from recommender.engine.profiles import Profile
-from recommender.engine.resources import RESOURCE_NAMES, Resources
+from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput, NotFound, VpawebError
 from recommender.models import (
     Checkpoint,
@@ -449,28 +450,95 @@ def _recommend(window: Window) -> None:
                 containers_in_pod=[r.containers_in_pod for r in rows],
                 controlled_resources=controlled,
             )
-            for row, result in zip(rows, results, strict=True):
-                capped = apply_vpa_policy(result, row.container_policy)
-                explanation = result.explanation_dict()
-                explanation["caps"] = [
-                    {
-                        "resource": c.resource,
-                        "bound": c.bound,
-                        "reason": c.reason,
-                        "before": c.before,
-                        "after": c.after,
-                    }
-                    for c in capped.caps
-                ]
-                if overrides:
-                    explanation["profile_overrides"] = overrides
+            columns = {
+                (res, bound): (
+                    None if values is None else values.tolist()  # Python ints
+                )
+                for res in RESOURCE_NAMES
+                for bound in ("target", "lower_bound", "upper_bound")
+                for values in [results.values(res, bound)]
+            }
+            for i, row in enumerate(rows):
+                target = _amounts(columns, "target", i)
+                capped = apply_vpa_policy(
+                    _Uncapped(
+                        target,
+                        _amounts(columns, "lower_bound", i),
+                        _amounts(columns, "upper_bound", i),
+                    ),
+                    row.container_policy,
+                )
                 row.recommendation = {
                     "target": capped.target,
                     "lower": capped.lower_bound,
                     "upper": capped.upper_bound,
                     "uncapped": capped.uncapped_target,
-                    "explanation": explanation,
+                    # Built only for the rows whose values are stored (_store).
+                    "explanation": _PendingExplanation(
+                        results, i, capped.caps, overrides
+                    ),
                 }
+
+
+def _amounts(
+    columns: Mapping[tuple[str, str], list[int] | None], bound: str, i: int
+) -> Resources:
+    """Row ``i`` of one bound's value columns (None: the resource is not controlled)."""
+    cpu, memory = columns[CPU, bound], columns[MEMORY, bound]
+    return Resources(
+        None if cpu is None else cpu[i], None if memory is None else memory[i]
+    )
+
+
+@dataclass(frozen=True)
+class _Uncapped:
+    """The engine's values of one row, as apply_vpa_policy reads them."""
+
+    target: Resources
+    lower_bound: Resources
+    upper_bound: Resources
+
+    @property
+    def uncapped_target(self) -> Resources:
+        return self.target
+
+
+@dataclass(frozen=True)
+class _PendingExplanation:
+    """Row ``index`` of a recommend() call's explanation, with the caps and overrides;
+    turned into the stored dict only for a row that gets a Recommendation row."""
+
+    results: Recommendations
+    index: int
+    caps: Sequence[Cap]
+    overrides: Mapping[str, Any] | list[str] | None
+
+
+def _build_explanations(pending: Sequence[_PendingExplanation]) -> list[dict[str, Any]]:
+    """The explanation dicts of ``pending``, one array pass per recommend() call."""
+    out: list[dict[str, Any] | None] = [None] * len(pending)
+    by_call: dict[int, list[int]] = defaultdict(list)
+    for position, item in enumerate(pending):
+        by_call[id(item.results)].append(position)
+    for positions in by_call.values():
+        results = pending[positions[0]].results
+        dicts = results.explanation_dicts([pending[p].index for p in positions])
+        for position, explanation in zip(positions, dicts, strict=True):
+            item = pending[position]
+            explanation["caps"] = [
+                {
+                    "resource": c.resource,
+                    "bound": c.bound,
+                    "reason": c.reason,
+                    "before": c.before,
+                    "after": c.after,
+                }
+                for c in item.caps
+            ]
+            if item.overrides:
+                explanation["profile_overrides"] = item.overrides
+            out[position] = explanation
+    return [explanation for explanation in out if explanation is not None]
 
 
 def _values(rec: dict[str, Any]) -> tuple[int | None, ...]:
@@ -561,7 +629,19 @@ def _store(window: Window) -> None:
                         )
                         for kill in row.ooms
                     ]
-                if row.recommendation is not None and _store_recommendation(row, now):
+            moved = [
+                row
+                for row in group.rows
+                if row.recommendation is not None
+                and _is_significant_change(
+                    row.container.latest_recommendation, _values(row.recommendation)
+                )
+            ]
+            explanations = _build_explanations(
+                [row.recommendation["explanation"] for row in moved]  # type: ignore[index]
+            )
+            for row, explanation in zip(moved, explanations, strict=True):
+                if _store_recommendation(row, now, explanation):
                     changed += 1
             OomKillRow.objects.bulk_create(
                 new_ooms, batch_size=BATCH, ignore_conflicts=True
@@ -571,14 +651,12 @@ def _store(window: Window) -> None:
     window.counts["recommendations_changed"] = changed
 
 
-def _store_recommendation(row: Row, now: datetime) -> bool:
-    """A new Recommendation row when the values moved; True when one was stored."""
+def _store_recommendation(row: Row, now: datetime, explanation: dict[str, Any]) -> bool:
+    """A new Recommendation row (its values moved); True when it was stored."""
     assert row.recommendation is not None
     container = row.container
     values = _values(row.recommendation)
     latest = container.latest_recommendation
-    if not _is_significant_change(latest, values):
-        return False
     rec = Recommendation.objects.create(
         container=container,
         created_at=now,
@@ -591,7 +669,7 @@ def _store_recommendation(row: Row, now: datetime) -> bool:
         upper_memory_bytes=values[5],
         uncapped_cpu_millicores=values[6],
         uncapped_memory_bytes=values[7],
-        explanation=row.recommendation["explanation"],
+        explanation=explanation,
     )
     # Compare-and-swap on the pointer: a concurrent cycle that already moved it wins.
     moved = Container.objects.filter(
