@@ -17,6 +17,9 @@ from typing import Any, Protocol
 
 from recommender.engine.resources import Resources
 
+# A workload's identity within a cluster, in the order the dashboard sorts by.
+WorkloadKey = tuple[str, str, str]  # (namespace, kind, name)
+
 
 @dataclass(frozen=True)
 class ContainerSpec:
@@ -62,6 +65,11 @@ class PodInfo:
     owner_kind: str = ""
     owner_name: str = ""
     node_name: str = ""
+    # What the API server's LimitRanger filled in at admission, from the pod's
+    # kubernetes.io/limit-ranger annotation: (container, "request" | "limit",
+    # resource) triples (``kube_objects.limit_ranger_fields``), and the text itself.
+    limit_ranger_set: frozenset[tuple[str, str, str]] = frozenset()
+    limit_ranger: str = ""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ urlpatterns = [
     path("workloads/<int:pk>/", views.workload, name="workload"),
     path("workloads/<int:pk>/charts", views.workload_charts, name="workload_charts"),
     path("workloads/<int:pk>/policy", views.workload_policy, name="workload_policy"),
+    path("workloads/<int:pk>/adopt", views.workload_adopt, name="workload_adopt"),
     path("changes/", views.changes, name="changes"),
     path("changes/<int:pk>/approve", views.change_approve, name="change_approve"),
     path("changes/<int:pk>/reject", views.change_reject, name="change_reject"),

@@ -1,6 +1,7 @@
-"""Off means off (ARCHITECTURE.md), checked in the source: no module of vpaweb calls a
-Kubernetes client write method, and no adapter has a write method, until the updater
-exists. The behavioural half (every request a refresh sends is a GET) is in
+"""Off means off (ARCHITECTURE.md), checked in the source: no module of vpaweb but the
+one Kubernetes writer (``cluster/kube_writer.py``, behind ``cluster/writer.py``'s
+ClusterWriter) calls a Kubernetes client write method, and no reading adapter has a
+write method. The behavioural half (every request a refresh sends is a GET) is in
 test_kubernetes_refresh.py."""
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import kubernetes.client
 import recommender
 
 SOURCE = Path(recommender.__file__).parent
+# The only modules allowed to write to a cluster: the interface and its implementation.
+WRITERS = {"cluster/writer.py", "cluster/kube_writer.py"}
 WRITE_PREFIXES = ("create_", "patch_", "replace_", "delete_", "evict", "connect_")
 
 
@@ -64,6 +67,8 @@ def test_no_module_of_vpaweb_calls_a_kubernetes_write_method():
     methods = kubernetes_write_methods()
     offenders = {}
     for path in sorted(SOURCE.rglob("*.py")):
+        if str(path.relative_to(SOURCE)) in WRITERS:
+            continue
         found = write_calls(ast.parse(path.read_text(), str(path)), methods)
         if found:
             offenders[str(path.relative_to(SOURCE))] = found
@@ -73,6 +78,8 @@ def test_no_module_of_vpaweb_calls_a_kubernetes_write_method():
 def test_no_cluster_adapter_has_a_write_method():
     offenders = []
     for path in sorted((SOURCE / "cluster").glob("*.py")):
+        if f"cluster/{path.name}" in WRITERS:
+            continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.ClassDef):
                 offenders += [
