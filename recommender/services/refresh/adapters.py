@@ -64,3 +64,10 @@ def usage_source_for(cluster: Cluster) -> UsageSource:
         f"cluster {cluster.name!r}: no usage source for kind {cluster.kind!r}",
         field="kind",
     )
+
+
+def source_keeps_history(source: object) -> bool:
+    """True when the source can answer for past times again (Prometheus, the
+    simulation); metrics-server gives only the current sample, which a refresh must
+    store in the cycle that read it."""
+    return not isinstance(source, MetricsServerSource)
