@@ -65,7 +65,9 @@ def test_deferred_checkpoints_lose_and_double_count_nothing(settings, db):
     assert written[0] == containers  # first contact: every one
     assert written[1:5] == [0, 0, 0, 0] and deferred[1:5] == [containers] * 4
     assert written[5] == containers  # due after 5 minutes
-    assert all(r.counts["checkpoints_written"] == containers for r in runs["every-cycle"])
+    assert all(
+        r.counts["checkpoints_written"] == containers for r in runs["every-cycle"]
+    )
     # Minute 10 wrote both fleets' checkpoints: the same samples, counted once.
     assert written[10] == containers
     state = {

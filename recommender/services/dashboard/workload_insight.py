@@ -30,7 +30,7 @@ from recommender.services.advice.advise import (
     inputs_for_workload,
 )
 from recommender.services.advice.pod_spec import PodContainer
-from recommender.services.dashboard.insights import (
+from recommender.services.dashboard.provisioning import (
     Prices,
     Status,
     container_savings,
@@ -40,8 +40,7 @@ from recommender.services.dashboard.insights import (
     workload_status,
 )
 from recommender.services.policies import parse_container_policies
-from recommender.services.refresh.adapters import usage_source_for
-from recommender.services.refresh.cycle import close_quietly
+from recommender.services.refresh.adapters import close_quietly, usage_source_for
 from recommender.services.refresh.ingest import profile_or_default
 from recommender.services.refresh.pods import load_pod_owners
 

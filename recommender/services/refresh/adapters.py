@@ -6,6 +6,7 @@ cluster (or a source) is one branch here and nothing else.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from django.conf import settings
@@ -21,6 +22,8 @@ from recommender.sources.metrics_server import MetricsServerSource
 from recommender.sources.prometheus import PrometheusSource
 from recommender.sources.prometheus_config import PrometheusConfig
 from recommender.sources.simulated import SimulatedUsageSource
+
+logger = logging.getLogger(__name__)
 
 
 def cluster_adapter_for(
@@ -71,3 +74,15 @@ def source_keeps_history(source: object) -> bool:
     simulation); metrics-server gives only the current sample, which a refresh must
     store in the cycle that read it."""
     return not isinstance(source, MetricsServerSource)
+
+
+def close_quietly(*resources: object) -> None:
+    """Close adapters and sources that have ``close()``; a failing close is logged."""
+    for resource in resources:
+        close = getattr(resource, "close", None)
+        if close is None:
+            continue
+        try:
+            close()
+        except Exception:
+            logger.warning("closing %r failed", resource, exc_info=True)
