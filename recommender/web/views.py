@@ -226,9 +226,13 @@ def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
         return _not_found(NotFound(f"workload {pk} does not exist"))
     policy = getattr(workload, "policy", None) or Policy(workload=workload)
     if request.method == "GET":
+        # The workload page swaps in the form (htmx); a link opened on its own gets
+        # the whole page around it.
         return render(
             request,
-            "recommender/partials/_policy_form.html",
+            "recommender/partials/_policy_form.html"
+            if is_htmx(request)
+            else "recommender/policy.html",
             _policy_context(request, workload, policy),
         )
     form = PolicyForm(request.POST, workload=workload, policy=policy)
