@@ -140,6 +140,9 @@ def run_size(containers: int) -> dict[str, Any]:
 
 def main() -> None:
     """Each size in a child process; then the table."""
+    if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        print("scale: skipped, it needs DATABASE_URL of a scratch PostgreSQL database")
+        return
     sizes = [
         int(s)
         for s in os.environ.get("BENCH_SCALE_SIZES", ",".join(map(str, SIZES))).split(
