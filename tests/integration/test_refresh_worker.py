@@ -45,6 +45,8 @@ def _start_worker(queue: str) -> subprocess.Popen[bytes]:
         "SECRET_KEY": "integration-test-only",
         "VPAWEB_SIMULATION_WORKLOADS": "6",
         "VPAWEB_SIMULATION_HISTORY_DAYS": "0.25",
+        # Every fed checkpoint written every cycle: the tests count the writes.
+        "VPAWEB_CHECKPOINT_INTERVAL_S": "0",
         "VPAWEB_TEST_QUEUE": queue,
     }
     return subprocess.Popen(
