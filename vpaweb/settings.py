@@ -200,6 +200,10 @@ else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 REFRESH_INTERVAL_S = env_int("VPAWEB_REFRESH_INTERVAL_S", 60, minimum=5)
+# A checkpoint not changed materially is rewritten once this old (oldest first), within
+# the store phase's time budget (upstream: --checkpoints-timeout); docs/refresh.md.
+CHECKPOINT_INTERVAL_S = env_int("VPAWEB_CHECKPOINT_INTERVAL_S", 600, minimum=0)
+CHECKPOINTS_TIMEOUT_S = env_float("VPAWEB_CHECKPOINTS_TIMEOUT_S", 10.0, minimum=0.1)
 CELERY_BEAT_SCHEDULE = {
     # Each minute: discover, ingest since watermarks, recommend (upstream's 1-min loop).
     "refresh-all-clusters": {

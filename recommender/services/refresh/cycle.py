@@ -24,20 +24,23 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from recommender.cluster.base import OomKill
 from recommender.engine.aggregation import AggregateSet
-from recommender.engine.capping import MODE_OFF, apply_vpa_policy
-from recommender.engine.estimator import recommend
+from recommender.engine.capping import MODE_OFF, Cap, apply_vpa_policy
+from recommender.engine.estimator import Recommendations, recommend
 from recommender.engine.profiles import Profile
-from recommender.engine.resources import RESOURCE_NAMES, Resources
+from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import (
     Checkpoint,
@@ -55,8 +58,10 @@ from recommender.services.refresh import ingest
 from recommender.services.refresh.adapters import (
     close_quietly,
     cluster_adapter_for,
+    source_keeps_history,
     usage_source_for,
 )
+from recommender.services.refresh.bulk import CAS_BATCH, compare_and_swap
 from recommender.services.refresh.discovery import BATCH, Discovery, upsert_discovery
 from recommender.services.refresh.ingest import STEP_S, Row, Window
 from recommender.services.runs import Phases, recorded_run
@@ -106,6 +111,7 @@ def ingest_window(
     run: RefreshRun | None = None,
     phases: Phases | None = None,
     live_pods: Mapping[int, Collection[str]] | None = None,
+    checkpoints: CheckpointSchedule | None = None,
 ) -> dict[str, Any]:
     """Ingest every discovered container from its watermark up to ``end`` and commit.
 
@@ -117,6 +123,8 @@ def ingest_window(
     transaction. Returns the window's counts. A failure stores nothing of the window.
     With ``live_pods`` (pod names by workload id), the engine forgets the per-pod
     state of every other pod once the window is fed (upstream's DeleteRemovedPods).
+    With ``checkpoints``, only the checkpoints that schedule picks are written (the
+    others keep their watermark); without, every one that was fed.
     """
     phases = phases or Phases()
     end_s = math.floor(end.timestamp() / STEP_S) * STEP_S
@@ -138,7 +146,7 @@ def ingest_window(
         with phases("recommend"):
             _recommend(window)
     with phases("store"):
-        _store(window)
+        _store(window, checkpoints)
     counts = dict(window.counts)
     counts.setdefault("errors", 0)
     counts.setdefault("samples", 0)
@@ -221,6 +229,11 @@ def refresh_cluster(
                 run=recorder.run,
                 phases=phases,
                 live_pods=_live_pods(discovery),
+                checkpoints=(
+                    CheckpointSchedule.from_settings()
+                    if source_keeps_history(source)
+                    else None  # a live sample not stored now is lost
+                ),
             )
         finally:
             close_quietly(adapter, source)
@@ -408,28 +421,95 @@ def _recommend(window: Window) -> None:
                 containers_in_pod=[r.containers_in_pod for r in rows],
                 controlled_resources=controlled,
             )
-            for row, result in zip(rows, results, strict=True):
-                capped = apply_vpa_policy(result, row.container_policy)
-                explanation = result.explanation_dict()
-                explanation["caps"] = [
-                    {
-                        "resource": c.resource,
-                        "bound": c.bound,
-                        "reason": c.reason,
-                        "before": c.before,
-                        "after": c.after,
-                    }
-                    for c in capped.caps
-                ]
-                if overrides:
-                    explanation["profile_overrides"] = overrides
+            columns = {
+                (res, bound): (
+                    None if values is None else values.tolist()  # Python ints
+                )
+                for res in RESOURCE_NAMES
+                for bound in ("target", "lower_bound", "upper_bound")
+                for values in [results.values(res, bound)]
+            }
+            for i, row in enumerate(rows):
+                target = _amounts(columns, "target", i)
+                capped = apply_vpa_policy(
+                    _Uncapped(
+                        target,
+                        _amounts(columns, "lower_bound", i),
+                        _amounts(columns, "upper_bound", i),
+                    ),
+                    row.container_policy,
+                )
                 row.recommendation = {
                     "target": capped.target,
                     "lower": capped.lower_bound,
                     "upper": capped.upper_bound,
                     "uncapped": capped.uncapped_target,
-                    "explanation": explanation,
+                    # Built only for the rows whose values are stored (_store).
+                    "explanation": _PendingExplanation(
+                        results, i, capped.caps, overrides
+                    ),
                 }
+
+
+def _amounts(
+    columns: Mapping[tuple[str, str], list[int] | None], bound: str, i: int
+) -> Resources:
+    """Row ``i`` of one bound's value columns (None: the resource is not controlled)."""
+    cpu, memory = columns[CPU, bound], columns[MEMORY, bound]
+    return Resources(
+        None if cpu is None else cpu[i], None if memory is None else memory[i]
+    )
+
+
+@dataclass(frozen=True)
+class _Uncapped:
+    """The engine's values of one row, as apply_vpa_policy reads them."""
+
+    target: Resources
+    lower_bound: Resources
+    upper_bound: Resources
+
+    @property
+    def uncapped_target(self) -> Resources:
+        return self.target
+
+
+@dataclass(frozen=True)
+class _PendingExplanation:
+    """Row ``index`` of a recommend() call's explanation, with the caps and overrides;
+    turned into the stored dict only for a row that gets a Recommendation row."""
+
+    results: Recommendations
+    index: int
+    caps: Sequence[Cap]
+    overrides: Mapping[str, Any] | list[str] | None
+
+
+def _build_explanations(pending: Sequence[_PendingExplanation]) -> list[dict[str, Any]]:
+    """The explanation dicts of ``pending``, one array pass per recommend() call."""
+    out: list[dict[str, Any] | None] = [None] * len(pending)
+    by_call: dict[int, list[int]] = defaultdict(list)
+    for position, item in enumerate(pending):
+        by_call[id(item.results)].append(position)
+    for positions in by_call.values():
+        results = pending[positions[0]].results
+        dicts = results.explanation_dicts([pending[p].index for p in positions])
+        for position, explanation in zip(positions, dicts, strict=True):
+            item = pending[position]
+            explanation["caps"] = [
+                {
+                    "resource": c.resource,
+                    "bound": c.bound,
+                    "reason": c.reason,
+                    "before": c.before,
+                    "after": c.after,
+                }
+                for c in item.caps
+            ]
+            if item.overrides:
+                explanation["profile_overrides"] = item.overrides
+            out[position] = explanation
+    return [explanation for explanation in out if explanation is not None]
 
 
 def _values(rec: dict[str, Any]) -> tuple[int | None, ...]:
@@ -462,102 +542,210 @@ def _is_significant_change(
 # --- storing --------------------------------------------------------------------------
 
 
-def _store(window: Window) -> None:
-    """Checkpoints (compare-and-swap), OOM rows and changed recommendations."""
+@dataclass(frozen=True)
+class CheckpointSchedule:
+    """Which checkpoints a refresh writes (upstream: ``--checkpoints-timeout``).
+
+    A checkpoint that changed materially (first contact, a new histogram key, no
+    watermark yet, an OOM kill to store with it) is always written. Any other is
+    written once it is ``interval_s`` old, oldest first, in bulk statements until
+    ``timeout_s`` of the store phase has passed (the first statement always runs).
+    One not written keeps its watermark: the next cycle reads those samples again,
+    so nothing is lost or counted twice. ``None`` instead of a schedule writes every
+    checkpoint that was fed (the back-fill, a source without history).
+    """
+
+    interval_s: float
+    timeout_s: float
+
+    @classmethod
+    def from_settings(cls) -> CheckpointSchedule:
+        """VPAWEB_CHECKPOINT_INTERVAL_S and VPAWEB_CHECKPOINTS_TIMEOUT_S."""
+        return cls(
+            interval_s=float(settings.CHECKPOINT_INTERVAL_S),
+            timeout_s=float(settings.CHECKPOINTS_TIMEOUT_S),
+        )
+
+
+def _needs_write(row: Row, end_at: datetime) -> bool:
+    """The row's checkpoint is behind this window (fed, new key, watermark behind)."""
+    checkpoint = row.checkpoint
+    return (
+        row.is_fed
+        or checkpoint.histogram_key != row.key_text
+        or checkpoint.last_sample_at is None
+        or checkpoint.last_sample_at < end_at
+    )
+
+
+def _is_material(row: Row) -> bool:
+    """A change that must be stored now, whatever the schedule."""
+    checkpoint = row.checkpoint
+    return (
+        row.is_rebuilt
+        or bool(row.ooms)
+        or checkpoint.histogram_key != row.key_text
+        or checkpoint.last_sample_at is None
+    )
+
+
+def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
+    """Checkpoints (compare-and-swap, in bulk), OOM rows, changed recommendations."""
     now = window.now
+    started = time.monotonic()
     end_at = datetime.fromtimestamp(window.end_s, tz=UTC)
-    changed = conflicts = written = 0
+    conflicts = written = deferred = 0
     with transaction.atomic():
         for group in window.groups.values():
             assert group.aggregates is not None
-            dirty = [
-                r
-                for r in group.rows
-                if r.is_fed
-                or r.checkpoint.histogram_key != r.key_text
-                or r.checkpoint.last_sample_at is None
-                or r.checkpoint.last_sample_at < end_at
-            ]
-            blobs = group.aggregates.to_checkpoints() if dirty else []
-            counts = group.aggregates.sample_count()
-            is_dirty = {id(r) for r in dirty}
-            new_ooms: list[OomKillRow] = []
-            for row in group.rows:
-                checkpoint = row.checkpoint
-                if id(row) in is_dirty:
-                    # The watermark: every grid time up to end_s is in this checkpoint.
-                    watermark = (
-                        max(end_at, checkpoint.last_sample_at or end_at)
-                        if (checkpoint.histogram_key == row.key_text)
-                        else end_at
-                    )
-                    updated = Checkpoint.objects.filter(
-                        pk=checkpoint.pk, version=checkpoint.version
-                    ).update(
-                        histogram_key=row.key_text,
-                        state=blobs[row.index],
-                        last_sample_at=watermark,
-                        sample_count=int(counts[row.index]),
-                        version=checkpoint.version + 1,
-                        updated_at=now,
-                    )
-                    if updated == 0:
-                        # Another worker stored these samples first; its result stands.
-                        conflicts += 1
-                        logger.info(
-                            "checkpoint of container %s changed under us; skipped",
-                            row.container.pk,
-                        )
-                        continue
-                    written += 1
-                    new_ooms += [
-                        OomKillRow(
-                            container=row.container,
-                            pod=kill.pod,
-                            occurred_at=kill.occurred_at,
-                            memory_request_bytes=kill.memory_request_bytes,
-                            is_eviction=kill.is_eviction,
-                        )
-                        for kill in row.ooms
-                    ]
-                if row.recommendation is not None and _store_recommendation(row, now):
-                    changed += 1
+            behind = [r for r in group.rows if _needs_write(r, end_at)]
+            if schedule is None:
+                chosen = behind
+            else:
+                due_at = now.timestamp() - schedule.interval_s
+                chosen = [r for r in behind if _is_material(r)]
+                due = sorted(
+                    (
+                        r
+                        for r in behind
+                        if not _is_material(r)
+                        and r.checkpoint.updated_at.timestamp() <= due_at
+                    ),
+                    key=lambda r: r.checkpoint.updated_at,
+                )
+                for start in range(0, len(due), CAS_BATCH):
+                    if start and time.monotonic() - started > schedule.timeout_s:
+                        break
+                    chosen += due[start : start + CAS_BATCH]
+                deferred += len(behind) - len(chosen)
+            won = _write_checkpoints(group.aggregates, chosen, end_at, now)
+            written += len(won)
+            conflicts += len(chosen) - len(won)
             OomKillRow.objects.bulk_create(
-                new_ooms, batch_size=BATCH, ignore_conflicts=True
+                [
+                    OomKillRow(
+                        container=row.container,
+                        pod=kill.pod,
+                        occurred_at=kill.occurred_at,
+                        memory_request_bytes=kill.memory_request_bytes,
+                        is_eviction=kill.is_eviction,
+                    )
+                    for row in chosen
+                    if row.checkpoint.pk in won
+                    for kill in row.ooms
+                ],
+                batch_size=BATCH,
+                ignore_conflicts=True,
             )
+        changed = _store_recommendations(
+            [row for group in window.groups.values() for row in group.rows], now
+        )
     window.counts["checkpoints_written"] = written
     window.counts["checkpoint_conflicts"] = conflicts
+    window.counts["checkpoints_deferred"] = deferred
     window.counts["recommendations_changed"] = changed
 
 
-def _store_recommendation(row: Row, now: datetime) -> bool:
-    """A new Recommendation row when the values moved; True when one was stored."""
-    assert row.recommendation is not None
-    container = row.container
-    values = _values(row.recommendation)
-    latest = container.latest_recommendation
-    if not _is_significant_change(latest, values):
-        return False
-    rec = Recommendation.objects.create(
-        container=container,
-        created_at=now,
-        profile=row.profile.name,
-        target_cpu_millicores=values[0],
-        target_memory_bytes=values[1],
-        lower_cpu_millicores=values[2],
-        lower_memory_bytes=values[3],
-        upper_cpu_millicores=values[4],
-        upper_memory_bytes=values[5],
-        uncapped_cpu_millicores=values[6],
-        uncapped_memory_bytes=values[7],
-        explanation=row.recommendation["explanation"],
+def _write_checkpoints(
+    aggregates: AggregateSet, rows: Sequence[Row], end_at: datetime, now: datetime
+) -> set[int]:
+    """Compare-and-swap the checkpoints of ``rows``; the pks this writer won."""
+    if not rows:
+        return set()
+    blobs = aggregates.to_checkpoints([r.index for r in rows])
+    counts = aggregates.sample_count()
+    cas_rows = []
+    for row, blob in zip(rows, blobs, strict=True):
+        checkpoint = row.checkpoint
+        # The watermark: every grid time up to end_s is in this checkpoint.
+        watermark = (
+            max(end_at, checkpoint.last_sample_at or end_at)
+            if (checkpoint.histogram_key == row.key_text)
+            else end_at
+        )
+        cas_rows.append(
+            (
+                checkpoint.pk,
+                checkpoint.version,
+                {
+                    "histogram_key": row.key_text,
+                    "state": blob,
+                    "last_sample_at": watermark,
+                    "sample_count": int(counts[row.index]),
+                    "updated_at": now,
+                },
+            )
+        )
+    won = compare_and_swap(
+        Checkpoint, expect="version", rows=cas_rows, increment="version"
     )
-    # Compare-and-swap on the pointer: a concurrent cycle that already moved it wins.
-    moved = Container.objects.filter(
-        pk=container.pk, latest_recommendation_id=latest.pk if latest else None
-    ).update(latest_recommendation=rec)
+    for row in rows:
+        if row.checkpoint.pk not in won:
+            # Another worker stored these samples first; its result stands.
+            logger.info(
+                "checkpoint of container %s changed under us; skipped",
+                row.container.pk,
+            )
+    return won
+
+
+def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
+    """A new Recommendation row for each row whose values moved (explanations built
+    for those only), then the compare-and-swap of each container's pointer: a
+    concurrent cycle that already moved it wins. Returns how many were stored."""
+    moved = [
+        row
+        for row in rows
+        if row.recommendation is not None
+        and _is_significant_change(
+            row.container.latest_recommendation, _values(row.recommendation)
+        )
+    ]
     if not moved:
-        rec.delete()
-        return False
-    container.latest_recommendation = rec
-    return True
+        return 0
+    explanations = _build_explanations(
+        [row.recommendation["explanation"] for row in moved]  # type: ignore[index]
+    )
+    new = []
+    for row, explanation in zip(moved, explanations, strict=True):
+        values = _values(row.recommendation)  # type: ignore[arg-type]
+        new.append(
+            Recommendation(
+                container=row.container,
+                created_at=now,
+                profile=row.profile.name,
+                target_cpu_millicores=values[0],
+                target_memory_bytes=values[1],
+                lower_cpu_millicores=values[2],
+                lower_memory_bytes=values[3],
+                upper_cpu_millicores=values[4],
+                upper_memory_bytes=values[5],
+                uncapped_cpu_millicores=values[6],
+                uncapped_memory_bytes=values[7],
+                explanation=explanation,
+            )
+        )
+    Recommendation.objects.bulk_create(new, batch_size=BATCH)
+    won = compare_and_swap(
+        Container,
+        expect="latest_recommendation",
+        rows=[
+            (
+                row.container.pk,
+                row.container.latest_recommendation_id,
+                {"latest_recommendation": rec.pk},
+            )
+            for row, rec in zip(moved, new, strict=True)
+        ],
+    )
+    lost = [
+        rec.pk
+        for row, rec in zip(moved, new, strict=True)
+        if row.container.pk not in won
+    ]
+    for start in range(0, len(lost), BATCH):
+        Recommendation.objects.filter(pk__in=lost[start : start + BATCH]).delete()
+    for row, rec in zip(moved, new, strict=True):
+        if row.container.pk in won:
+            row.container.latest_recommendation = rec
+    return len(won)
