@@ -62,7 +62,7 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	SECRET_KEY=lint-only-key $(VENV)/bin/mypy --strict recommender/engine recommender/services \
-		recommender/web recommender/tasks.py
+		recommender/api recommender/web recommender/tasks.py
 
 fmt: setup
 	$(VENV)/bin/ruff format .

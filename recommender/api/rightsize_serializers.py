@@ -97,7 +97,7 @@ class ContainerReportSerializer(serializers.Serializer):
     """What happened to one container."""
 
     name = serializers.CharField()
-    source = serializers.ChoiceField(
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # a field named source
         choices=["recommendation", "static_coefficient", "none"]
     )
     reason = serializers.CharField()

@@ -48,7 +48,7 @@ class ApiAutoSchema(AutoSchema):
     """drf-spectacular's AutoSchema plus the error responses of every operation."""
 
     def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:
-        responses = super()._get_response_bodies(direction=direction)
+        responses = super()._get_response_bodies(direction=direction)  # type: ignore[arg-type]
         errors = dict(COMMON_ERRORS)
         if self.method in ("POST", "PUT", "PATCH"):
             errors.update(BODY_ERRORS)
@@ -56,7 +56,7 @@ class ApiAutoSchema(AutoSchema):
         for status_code, description in errors.items():
             if status_code in responses:
                 continue
-            responses[status_code] = self._get_response_for_code(
+            responses[status_code] = self._get_response_for_code(  # type: ignore[no-untyped-call]
                 OpenApiResponse(
                     ErrorSerializer, description=description, examples=[ERROR_EXAMPLE]
                 ),
@@ -67,7 +67,7 @@ class ApiAutoSchema(AutoSchema):
         return responses
 
 
-class ApiTokenScheme(OpenApiAuthenticationExtension):
+class ApiTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     """Documents ``Authorization: Bearer vpaweb_…`` as the API's security scheme."""
 
     target_class = "recommender.api.auth.ApiTokenAuthentication"
@@ -85,7 +85,8 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
 
 
 def _subclasses(cls: type) -> set[type]:
-    found = set()
+    found: set[type] = set()
+    sub: type
     for sub in cls.__subclasses__():
         found |= {sub} | _subclasses(sub)
     return found

@@ -224,7 +224,9 @@ class HpaConflictSerializer(serializers.Serializer):
 class WorkloadSerializer(serializers.ModelSerializer):
     """A workload with its policy mode, status and containers."""
 
-    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    cluster: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
     hpa_conflicts = HpaConflictSerializer(many=True, read_only=True)
     status = serializers.SerializerMethodField()
     mode = serializers.SerializerMethodField()
@@ -416,7 +418,7 @@ class PolicySerializer(serializers.ModelSerializer):
         help_text="fields that differ from the profile; {} means the profile as is"
     )
     container_policies = ContainerPolicyEntrySerializer(many=True)
-    updated_by = serializers.SlugRelatedField(
+    updated_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
     is_actionable = serializers.BooleanField(
@@ -530,7 +532,7 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
     workload = serializers.SerializerMethodField()
     resources_before = serializers.SerializerMethodField()
     resources_after = serializers.SerializerMethodField()
-    decided_by = serializers.SlugRelatedField(
+    decided_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
 
@@ -575,7 +577,7 @@ class RejectSerializer(ClosedSerializer):
 class RefreshRunSerializer(serializers.ModelSerializer):
     """One background run: refresh, back-fill or expiry."""
 
-    cluster = serializers.SlugRelatedField(
+    cluster: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(
         slug_field="name", read_only=True, allow_null=True
     )
     duration_s = serializers.FloatField(read_only=True, allow_null=True)
@@ -673,7 +675,8 @@ class QueryContainerSerializer(serializers.Serializer):
     """How one container's recommendation was made."""
 
     containerName = serializers.CharField()
-    source = serializers.ChoiceField(
+    # A field named like Field.source (the attribute path): the stubs object.
+    source = serializers.ChoiceField(  # type: ignore[assignment]
         choices=["recommendation", "static_coefficient", "none"]
     )
     reason = serializers.CharField()
@@ -726,7 +729,7 @@ class ErrorDetailSerializer(serializers.Serializer):
 
     code = serializers.CharField()
     message = serializers.CharField()
-    fields = serializers.DictField(
+    fields = serializers.DictField(  # type: ignore[assignment]  # the error field map
         child=serializers.ListField(child=serializers.CharField())
     )
 
