@@ -378,7 +378,11 @@ class ProfileOverridesSerializer(serializers.Serializer):
     margin_fraction = serializers.FloatField(
         required=False,
         min_value=0.0,
-        help_text="safety margin added to every value read (vpa: 0.15 = +15%)",
+        max_value=1.0,
+        help_text=(
+            "safety margin added to every value read, a fraction from 0 to 1 "
+            "(vpa: 0.15 = +15%; 15 is refused, not read as 15%)"
+        ),
     )
     cpu_half_life_s = _seconds("CPU histogram decay half-life (vpa: 86400)")
     memory_half_life_s = _seconds("memory histogram decay half-life (vpa: 86400)")
@@ -397,7 +401,10 @@ class ProfileOverridesSerializer(serializers.Serializer):
         required=False, min_value=0, help_text="pod minimum memory (vpa: 262144000)"
     )
     oom_bump_ratio = serializers.FloatField(
-        required=False, min_value=1.0, help_text="OOM kill memory bump (vpa: 1.2)"
+        required=False,
+        min_value=1.0,
+        max_value=3.0,
+        help_text="OOM kill memory bump, a factor from 1 to 3 (vpa: 1.2)",
     )
     oom_min_bump_bytes = serializers.IntegerField(
         required=False, min_value=0, help_text="smallest OOM bump (vpa: 104857600)"
@@ -487,6 +494,15 @@ class PolicyUpdateSerializer(ClosedSerializer):
     container_policies = ContainerPolicyEntrySerializer(many=True, required=False)
     min_replicas = serializers.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=2**31 - 1
+    )
+    confirm_large_increase = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text=(
+            "must be true to save a change that would raise any container's target "
+            "by more than 2x (else 409 `confirmation_required`, the containers named "
+            "in `fields.confirm_large_increase`); not stored"
+        ),
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

@@ -308,12 +308,15 @@ class WorkloadPolicyView(WorkloadLookupMixin, APIView):
         serializer = s.PolicyUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         actor, label = actor_of(request)
+        changes = dict(serializer.validated_data)
+        confirm = bool(changes.pop("confirm_large_increase", False))
         policy = policies.update_policy(
             workload_id=workload.pk,
-            changes=dict(serializer.validated_data),
+            changes=changes,
             actor=actor,
             actor_label=label,
             now=timezone.now(),
+            confirm_large_increase=confirm,
         )
         return Response(s.PolicySerializer(policy).data)
 

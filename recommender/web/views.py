@@ -41,6 +41,7 @@ from recommender.services.admission.preview import webhook_preview
 from recommender.services.dashboard import insights, workload_insight
 from recommender.services.dashboard.overview import fleet_overview
 from recommender.services.dashboard.provisioning import Prices, Status
+from recommender.services.policy_impact import LARGE_INCREASE_FACTOR
 from recommender.web.access import (
     acting_user,
     is_htmx,
@@ -235,7 +236,8 @@ def workload_charts(request: HttpRequest, pk: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @require_role(Role.OPERATOR)
 def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
-    """Edit a workload's policy; leaving Off needs an explicit confirmation."""
+    """Edit a workload's policy; leaving Off, and raising any target by more than
+    2x, need an explicit confirmation."""
     try:
         workload = Workload.objects.select_related("policy").get(pk=pk)
     except Workload.DoesNotExist:
@@ -270,9 +272,19 @@ def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
                     changes=changes,
                     actor=acting_user(request),
                     now=timezone.now(),
+                    confirm_large_increase=bool(
+                        request.POST.get("confirm_large_increase")
+                    ),
                 )
             except InvalidInput as exc:
                 form.add_service_errors(exc.fields)
+            except policies.LargeIncreaseUnconfirmed as exc:
+                extra["confirm_increase"] = {
+                    "factor": LARGE_INCREASE_FACTOR,
+                    "increases": [item.describe() for item in exc.increases],
+                    # A mode confirmed in this post stays confirmed.
+                    "mode": request.POST.get("confirm_mode", ""),
+                }
             except Conflict as exc:  # a mirrored VPA object's policy: adopt it first
                 form.add_error(None, exc.message)
             else:
