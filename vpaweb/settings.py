@@ -374,6 +374,7 @@ SPECTACULAR_SETTINGS = {
         "ContainerScalingModeEnum": ["Auto", "Off"],
         "AdviceSourceEnum": ["recommendation", "static_coefficient", "none"],
         "QueryKindEnum": ["RecommendationQuery"],
+        "ProvisioningStatusEnum": "recommender.api.serializers.WORKLOAD_STATUSES",
     },
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",

@@ -30,7 +30,9 @@ from recommender.models import (
 )
 from recommender.services.advice.pod_spec import resource_list
 from recommender.services.dashboard.provisioning import (
+    Prices,
     Status,
+    container_savings,
     container_status,
     workload_status,
 )
@@ -229,6 +231,13 @@ class WorkloadSerializer(serializers.ModelSerializer):
     )
     hpa_conflicts = HpaConflictSerializer(many=True, read_only=True)
     status = serializers.SerializerMethodField()
+    savings_monthly = serializers.SerializerMethodField(
+        help_text=(
+            "monthly list-price savings of moving every container's requests to its "
+            "target, all replicas (VPAWEB_PRICE_PER_CORE_HOUR, _PER_GIB_HOUR); "
+            "negative when the targets cost more; as on the dashboard"
+        )
+    )
     mode = serializers.SerializerMethodField()
     profile = serializers.SerializerMethodField()
     containers = ContainerSerializer(many=True, read_only=True)
@@ -246,6 +255,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "labels",
             "is_active",
             "status",
+            "savings_monthly",
             "mode",
             "profile",
             "first_seen_at",
@@ -262,6 +272,16 @@ class WorkloadSerializer(serializers.ModelSerializer):
             for c in obj.containers.all()
             if c.kind != Container.Kind.INIT
         )
+
+    @extend_schema_field(serializers.FloatField())
+    def get_savings_monthly(self, obj: Workload) -> float:
+        prices = Prices.from_settings()
+        total = sum(
+            container_savings(c, replicas=obj.replicas, prices=prices)
+            for c in obj.containers.all()
+            if c.kind != Container.Kind.INIT
+        )
+        return round(total, 2)
 
     @extend_schema_field(serializers.ChoiceField(choices=Policy.Mode.choices))
     def get_mode(self, obj: Workload) -> str:
@@ -723,6 +743,13 @@ class ExportRowSerializer(serializers.Serializer):
     workload = serializers.CharField()
     container = serializers.CharField()
     mode = serializers.CharField()
+    replicas = serializers.IntegerField(allow_null=True)
+    status = serializers.ChoiceField(
+        choices=WORKLOAD_STATUSES, help_text="this container's provisioning status"
+    )
+    savings_monthly = serializers.FloatField(
+        help_text="this container's monthly savings at the target, all replicas"
+    )
     request_cpu = serializers.CharField(allow_null=True)
     request_memory = serializers.CharField(allow_null=True)
     limit_cpu = serializers.CharField(allow_null=True)

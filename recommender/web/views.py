@@ -95,16 +95,19 @@ def overview(request: HttpRequest) -> HttpResponse:
 @require_GET
 @require_role(Role.VIEWER)
 def workloads(request: HttpRequest) -> HttpResponse:
-    """The filterable, sortable, paginated list of workloads."""
-    filters = insights.WorkloadFilters(
+    """The filterable, sortable, paginated list of workloads. An unknown kind, mode,
+    status or sort is a 400 saying so (the list below leaves that filter out)."""
+    given = insights.WorkloadFilters(
         cluster=request.GET.get("cluster", ""),
         namespace=request.GET.get("namespace", ""),
         kind=request.GET.get("kind", ""),
         mode=request.GET.get("mode", ""),
         status=request.GET.get("status", ""),
         q=request.GET.get("q", ""),
-        sort=request.GET.get("sort", "name"),
-    ).cleaned()
+        sort=request.GET.get("sort", "") or "name",
+    )
+    filter_errors = given.errors()
+    filters = given.cleaned()
     page = insights.list_workloads(
         filters=filters,
         page=request.GET.get("page", 1),
@@ -130,11 +133,14 @@ def workloads(request: HttpRequest) -> HttpResponse:
                 filters.q,
             )
         ),
+        "filter_errors": filter_errors,
         "page": "workloads",
     }
     if is_htmx(request):
+        # htmx swaps only 2xx answers: the errors are in the body.
         return render(request, "recommender/partials/_workload_table.html", context)
-    return render(request, "recommender/workloads.html", context)
+    status = 400 if filter_errors else 200
+    return render(request, "recommender/workloads.html", context, status=status)
 
 
 def _policy_context(
