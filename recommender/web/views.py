@@ -33,7 +33,7 @@ from recommender.models import (
     ResizeChange,
     Workload,
 )
-from recommender.roles import ROLE_ORDER, Role, role_of
+from recommender.roles import ROLE_ORDER, Role, has_role, role_of
 from recommender.services import accounts, policies, tokens
 from recommender.services.actuation import approvals
 from recommender.services.admission.counters import hour_and_day_totals
@@ -342,6 +342,9 @@ def changes(request: HttpRequest) -> HttpResponse:
     else:
         status = ""
     page = Paginator(qs, CHANGES_PAGE_SIZE).get_page(request.GET.get("page", 1))
+    reasons = approvals.rejection_reasons(change.pk for change in page)
+    for change in page:
+        change.rejection_reason = reasons.get(change.pk, "")  # type: ignore[attr-defined]
     context = {
         "page_obj": page,
         "status": status,
@@ -378,6 +381,9 @@ def _decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
         change = ResizeChange.objects.select_related(
             "workload__cluster", "decided_by"
         ).get(pk=pk)
+    change.rejection_reason = approvals.rejection_reasons([change.pk]).get(  # type: ignore[attr-defined]
+        change.pk, ""
+    )
     if is_htmx(request):
         return render(
             request,
@@ -565,6 +571,9 @@ def _tokens_context(
     qs = ApiToken.objects.select_related("created_by").order_by(
         F("revoked_at").desc(nulls_first=True), "name", "-created_at"
     )
+    if not has_role(request.user, Role.OPERATOR):
+        # A viewer sees their own tokens only: other people's names say too much.
+        qs = qs.filter(created_by=request.user.pk)
     page = Paginator(qs, TOKENS_PAGE_SIZE).get_page(request.GET.get("page", 1))
     for token in page:
         token.revocable = token.is_active and may_revoke_token(  # type: ignore[attr-defined]
