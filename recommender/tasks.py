@@ -24,7 +24,7 @@ from kombu.utils.json import dumps, loads
 
 from recommender.errors import InvalidInput, NotFound, SourceUnavailable
 from recommender.models import Cluster, Workload
-from recommender.services.refresh import cycle
+from recommender.services.refresh import cycle, expiry
 
 logger = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ def refresh_all_clusters(self: JsonTask, now: str | None = None) -> dict[str, An
 def expire_idle_aggregates(self: JsonTask, now: str | None = None) -> dict[str, Any]:
     """Drop aggregates idle for 8 days (upstream's hourly garbage collection)."""
     try:
-        run = cycle.expire_idle_aggregates(now=_parse_now(now))
+        run = expiry.expire_idle_aggregates(now=_parse_now(now))
     except (OperationalError, InterfaceError) as exc:
         raise self.retry_transient(exc) from exc
     return {"run_id": run.pk, "counts": run.counts}
