@@ -9,7 +9,8 @@ pods keep stable names, CronJob runs start on their schedule and their pods come
 OOM kills happen when a leaking container reaches its memory limit. Usage itself lives
 in ``recommender.sources.simulated``; both read the same ``Fleet``.
 
-Like every adapter, it only reads: there is no write method until the updater exists.
+Like every adapter, it only reads; writes (resizes, evictions) go through
+``simulated_writer.SimulatedWriter`` and come back here as ``overrides``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import lru_cache
 
@@ -453,18 +455,62 @@ def build_fleet(seed: int, workload_count: int) -> Fleet:
     return Fleet(seed=seed, workloads=tuple(workloads))
 
 
+@dataclass(frozen=True)
+class PodOverride:
+    """What the simulated writer changed in one pod (``simulated_writer.py``)."""
+
+    # container name -> (requests, limits); absent containers keep the template's.
+    containers: Mapping[str, tuple[Resources, Resources]]
+    uid_suffix: int = 0  # > 0: evicted and recreated that many times
+    restarted_at: datetime | None = None
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+def _overridden(pod: PodInfo, override: PodOverride | None) -> PodInfo:
+    if override is None:
+        return pod
+    containers = tuple(
+        replace(c, requests=override.containers[c.name][0], limits=override.containers[c.name][1])
+        if c.name in override.containers
+        else c
+        for c in pod.containers
+    )
+    uid = pod.uid
+    if override.uid_suffix:
+        uid = f"{pod.uid[:-4]}{override.uid_suffix:04x}"
+    start = pod.start_time
+    if override.restarted_at is not None and (
+        start is None or override.restarted_at > start
+    ):
+        start = override.restarted_at
+    return replace(
+        pod,
+        containers=containers,
+        uid=uid,
+        start_time=start,
+        annotations={**pod.annotations, **override.annotations},
+    )
+
+
 class SimulatedCluster:
     """ClusterAdapter over a simulated ``Fleet``, observed at ``now``; with a
     ``namespace``, only that namespace is seen (a shard), as a real cluster's
-    namespaced lists do."""
+    namespaced lists do. ``overrides`` are the writer's changes, by (namespace, pod)."""
 
     def __init__(
-        self, *, name: str, fleet: Fleet, now: datetime, namespace: str | None = None
+        self,
+        *,
+        name: str,
+        fleet: Fleet,
+        now: datetime,
+        namespace: str | None = None,
+        overrides: Mapping[tuple[str, str], PodOverride] | None = None,
     ) -> None:
         self.name = name
         self.fleet = fleet
         self.now = now
         self.namespace = namespace or None
+        self.overrides = overrides or {}
 
     def discover(self) -> ClusterSnapshot:
         """Workloads with their live pods at ``now``, and recent OOM kills."""
@@ -476,16 +522,19 @@ class SimulatedCluster:
             specs = tuple(container.spec() for container in sim.containers)
             labels = {"app": sim.name}
             pods = tuple(
-                PodInfo(
-                    namespace=sim.namespace,
-                    name=pod,
-                    phase="Running",
-                    containers=specs,
-                    start_time=datetime.fromtimestamp(start_s, tz=UTC)
-                    if start_s
-                    else None,
-                    labels=labels,
-                    uid="{:032x}".format(stable_hash("pod", sim.namespace, pod)),
+                _overridden(
+                    PodInfo(
+                        namespace=sim.namespace,
+                        name=pod,
+                        phase="Running",
+                        containers=specs,
+                        start_time=datetime.fromtimestamp(start_s, tz=UTC)
+                        if start_s
+                        else None,
+                        labels=labels,
+                        uid="{:032x}".format(stable_hash("pod", sim.namespace, pod)),
+                    ),
+                    self.overrides.get((sim.namespace, pod)),
                 )
                 for pod, start_s in self.fleet.pods_at(sim, now_s)
             )

@@ -12,7 +12,10 @@ answers as a real API server would:
   ``labelSelector`` (``k=v``) filtering; items of built-in types come without
   ``apiVersion``/``kind``, custom resources with them;
 - ``Status`` bodies for errors: 401 without the bearer token, 404 for an unknown path or
-  an API that is switched off (``unserve``), 405 for any verb but GET;
+  an API that is switched off (``unserve``), 405 for any other write;
+- the writes vpaweb's updater makes (evictions, resizes, pod annotations, Events,
+  Leases, VPA status), answered as the recordings in ../shared/k8s-wire: see
+  ``writes.py``;
 - injected faults (``fail``): a status (429/500/403/410…) with an optional
   ``Retry-After``, or a delay longer than the client's read timeout, for the next N
   matching requests.
@@ -32,6 +35,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.k8s_fake import writes
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TOKEN = "fake-token-for-tests-only"
@@ -65,6 +70,7 @@ KINDS: dict[str, tuple[str, str, str, bool, bool]] = {
         False,
     ),
     "PodMetrics": ("metrics.k8s.io", "v1beta1", "pods", True, False),
+    "Lease": ("coordination.k8s.io", "v1", "leases", True, True),
 }
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 
@@ -88,6 +94,8 @@ class Request:
     path: str
     query: dict[str, list[str]]
     authorization: str
+    body: bytes = b""
+    content_type: str = ""
 
 
 @dataclass
@@ -175,6 +183,9 @@ class FakeApiServer:
         self.faults: list[Fault] = []
         self.unserved: set[str] = set()
         self.resource_version = 900000
+        # Pods evicted and resized through the write verbs (tests/k8s_fake/writes.py).
+        self.evicted: list[tuple[str, str]] = []
+        self.resized: list[tuple[str, str]] = []
         self._collections: dict[tuple[str, str, str], _Collection] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -186,6 +197,17 @@ class FakeApiServer:
             self.add(obj)
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+
+    @property
+    def lock(self) -> threading.Lock:
+        """Held while a write changes stored objects."""
+        return self._lock
+
+    def objects(self, kind: str) -> list[dict[str, Any]]:
+        """The stored objects of ``kind`` (live: writes change them in place)."""
+        group, version, plural, _, _ = KINDS[kind]
+        with self._lock:
+            return list(self._collections[(group, version, plural)].items)
 
     # --- set-up -----------------------------------------------------------------------
     def add(self, obj: dict[str, Any]) -> None:
@@ -299,15 +321,22 @@ class FakeApiServer:
         request = Request(
             handler.command, parts.path, query, handler.headers.get("Authorization", "")
         )
-        with self._lock:
-            self.requests.append(request)
         length = int(handler.headers.get("Content-Length") or 0)
         if length:
-            handler.rfile.read(length)
+            request.body = handler.rfile.read(length)
+        request.content_type = handler.headers.get("Content-Type", "")
+        with self._lock:
+            self.requests.append(request)
         if request.authorization != f"Bearer {self.token}":
             return self._send(
                 handler, 401, _status(401, "Unauthorized", "Unauthorized")
             )
+        answer = writes.handle(
+            self, request.method, parts.path, query, request.body
+        )
+        if answer is not None:
+            code, body, headers = answer
+            return self._send(handler, code, body, headers)
         if request.method != "GET":
             return self._send(
                 handler,
