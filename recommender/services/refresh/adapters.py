@@ -16,6 +16,7 @@ from recommender.cluster.kubernetes import KubernetesAdapter
 from recommender.cluster.simulated import SimulatedCluster, build_fleet
 from recommender.errors import InvalidInput
 from recommender.models import Cluster
+from recommender.services.actuation.simulated_store import overrides_of
 from recommender.sources.base import UsageSource
 from recommender.sources.metrics_server import MetricsServerSource
 from recommender.sources.prometheus import PrometheusSource
@@ -39,6 +40,8 @@ def cluster_adapter_for(
             fleet=fleet,
             now=now or timezone.now(),
             namespace=namespace,
+            # Resizes and evictions the updater wrote (services/actuation).
+            overrides=overrides_of(cluster),
         )
     if cluster.kind == Cluster.Kind.KUBERNETES:
         return KubernetesAdapter(

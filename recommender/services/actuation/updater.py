@@ -1,0 +1,406 @@
+"""The updater's proposals: which pods need new requests, as ``ResizeChange`` rows.
+
+For every live pod of a workload whose vpaweb-owned policy is Recreate or
+InPlaceOrRecreate (a policy that mirrors an upstream VPA object is never acted on), the
+updater decides as upstream's does (``decision.py``, VPA-ALGORITHM.md §6.3): the
+capped recommendation (policy, LimitRanges, RequestsOnly: ``cap_for_pod``, the same
+capping the admission webhook applies), ``resourceDiff``, outside the bounds, quick OOM,
+the 12 h lifetime and 0.1 minimum change, ``evictionRequirements``. Each pod admitted
+becomes one open change, with the reason in words, its priority (scale-ups first) and
+the method its mode implies. A newer recommendation supersedes an unapplied change; a
+change whose pod is gone (or was replaced) expires; a change the pod no longer needs is
+superseded too.
+
+The database work is a fixed number of queries per cycle whatever the number of pods
+(workloads, containers with their latest recommendations, LimitRanges, open changes;
+then bulk inserts), so a cycle over 10,000 pods stays cheap (``make bench
+BENCH=updater``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+
+from recommender.cluster.base import ClusterSnapshot, PodInfo
+from recommender.engine.capping import (
+    CappedRecommendation,
+    ContainerPolicy,
+    LimitRangeItem,
+    cap_for_pod,
+    select_container_policy,
+)
+from recommender.engine.limits import (
+    REQUESTS_AND_LIMITS,
+    ContainerResources,
+    requests_and_limits_for_container,
+)
+from recommender.engine.resources import RESOURCE_NAMES, Resources
+from recommender.models import (
+    AuditEvent,
+    Cluster,
+    Container,
+    Policy,
+    Recommendation,
+    ResizeChange,
+    Workload,
+)
+from recommender.services.actuation import decision, workflow
+from recommender.services.advice.limits import limit_ranges_by_namespace
+from recommender.services.policies import parse_container_policies
+
+S = ResizeChange.Status
+ACTING_MODES = (Policy.Mode.RECREATE, Policy.Mode.IN_PLACE_OR_RECREATE)
+LIVE_PHASES = ("Running", "Pending")
+
+
+def actionable_policies() -> Q:
+    """Policies the updater acts on: vpaweb-owned, mode Recreate or InPlaceOrRecreate."""
+    return Q(policy__mode__in=ACTING_MODES, policy__source=Policy.Source.VPAWEB)
+
+
+def config_from_settings() -> decision.UpdaterConfig:
+    """Upstream's flags as this deployment sets them."""
+    return decision.UpdaterConfig(
+        min_replicas=settings.UPDATER_MIN_REPLICAS,
+        eviction_tolerance=settings.UPDATER_EVICTION_TOLERANCE,
+    )
+
+
+@dataclass
+class PodPlan:
+    """What the updater thinks of one pod of an actionable workload."""
+
+    workload: Workload
+    pod: PodInfo
+    priority: decision.PodPriority
+    admitted: bool
+    reason: str
+    before: dict[str, Any]
+    after: dict[str, Any]
+
+
+@dataclass
+class UpdaterContext:
+    """Everything one cycle reads, loaded in a fixed number of queries."""
+
+    cluster: Cluster
+    now: datetime
+    config: decision.UpdaterConfig
+    snapshot: ClusterSnapshot
+    workloads: dict[tuple[str, str, str], Workload] = field(default_factory=dict)
+    pods: dict[int, list[PodInfo]] = field(default_factory=dict)  # by workload id
+    plans: dict[tuple[int, str], PodPlan] = field(default_factory=dict)
+    open_changes: dict[tuple[int, str], ResizeChange] = field(default_factory=dict)
+
+    def pod(self, workload_id: int, name: str) -> PodInfo | None:
+        """The live pod of that name in the snapshot."""
+        for pod in self.pods.get(workload_id, ()):
+            if pod.name == name:
+                return pod
+        return None
+
+
+def resources_json(requests: Resources, limits: Resources) -> dict[str, Any]:
+    """``{"requests": {...}, "limits": {...}}`` as ResizeChange stores them."""
+    return {"requests": requests.to_dict(), "limits": limits.to_dict()}
+
+
+def capped_recommendations(
+    pod: PodInfo,
+    latest: Mapping[str, Recommendation],
+    policies: list[ContainerPolicy],
+    ranges: tuple[LimitRangeItem | None, LimitRangeItem | None],
+) -> tuple[dict[str, CappedRecommendation], frozenset[str]]:
+    pending: dict[str, CappedRecommendation] = {}
+    off: set[str] = set()
+    for container in pod.containers:
+        if container.kind == "init":
+            continue  # non-sidecar init containers cannot be resized (resize/11)
+        policy = select_container_policy(policies, container.name)
+        if policy is not None and policy.mode == "Off":
+            off.add(container.name)
+            continue
+        rec = latest.get(container.name)
+        if rec is None:
+            continue
+        controlled = (
+            policy.controlled_resources if policy is not None else RESOURCE_NAMES
+        )
+        pending[container.name] = CappedRecommendation(
+            target=rec.target.only(controlled),
+            lower_bound=rec.lower_bound.only(controlled),
+            upper_bound=rec.upper_bound.only(controlled),
+            uncapped_target=rec.uncapped_target.only(controlled),
+        )
+    if not pending:
+        return {}, frozenset(off)
+    engine_containers = [
+        ContainerResources(c.name, c.requests, c.limits)
+        for c in pod.containers
+        if c.kind != "init"
+    ]
+    capped = cap_for_pod(
+        pending,
+        engine_containers,
+        policies=policies,
+        container_limit_range=ranges[0],
+        pod_limit_range=ranges[1],
+    )
+    return {k: v for k, v in capped.items() if k in pending}, frozenset(off)
+
+
+def new_resources(
+    pod: PodInfo,
+    capped: Mapping[str, CappedRecommendation],
+    policies: list[ContainerPolicy],
+    container_range: LimitRangeItem | None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Before and after ({container: {requests, limits}}) as the webhook would set
+    them: requests = the capped target, limits kept proportional (§4.3)."""
+    before: dict[str, Any] = {}
+    after: dict[str, Any] = {}
+    default_limit = container_range.default if container_range else Resources()
+    for container in pod.containers:
+        rec = capped.get(container.name)
+        if rec is None:
+            continue
+        policy = select_container_policy(policies, container.name)
+        values = (
+            policy.effective_controlled_values
+            if policy is not None
+            else REQUESTS_AND_LIMITS
+        )
+        new = requests_and_limits_for_container(
+            ContainerResources(container.name, container.requests, container.limits),
+            rec.target,
+            controlled_values=values,
+            default_limit=default_limit,
+        )
+        requests = container.requests
+        for resource in RESOURCE_NAMES:
+            amount = new.requests.get(resource)
+            if amount is not None:
+                requests = requests.with_amount(resource, amount)
+        limits = container.limits
+        for resource in RESOURCE_NAMES:
+            amount = new.limits.get(resource)
+            if amount is not None and container.limits.get(resource) is not None:
+                limits = limits.with_amount(resource, amount)
+        before[container.name] = resources_json(container.requests, container.limits)
+        after[container.name] = resources_json(requests, limits)
+    return before, after
+
+
+def load_context(
+    cluster: Cluster, snapshot: ClusterSnapshot, *, now: datetime
+) -> UpdaterContext:
+    """Workloads, recommendations, LimitRanges and open changes of ``cluster``."""
+    context = UpdaterContext(
+        cluster=cluster, now=now, config=config_from_settings(), snapshot=snapshot
+    )
+    workloads = Workload.objects.filter(cluster=cluster, is_active=True).filter(
+        actionable_policies()
+    ).select_related("policy")
+    by_id: dict[int, Workload] = {}
+    for workload in workloads:
+        context.workloads[(workload.kind, workload.namespace, workload.name)] = workload
+        by_id[workload.pk] = workload
+    latest: dict[int, dict[str, Recommendation]] = defaultdict(dict)
+    containers = Container.objects.filter(
+        workload__cluster=cluster, workload__is_active=True
+    ).filter(
+        Q(workload__policy__mode__in=ACTING_MODES),
+        workload__policy__source=Policy.Source.VPAWEB,
+        latest_recommendation__isnull=False,
+    ).select_related("latest_recommendation")
+    for container in containers:
+        assert container.latest_recommendation is not None
+        latest[container.workload_id][container.name] = container.latest_recommendation
+    ranges = limit_ranges_by_namespace(
+        cluster_id=cluster.pk, namespaces={w.namespace for w in by_id.values()}
+    )
+    for change in ResizeChange.objects.filter(
+        workload__cluster=cluster, status__in=workflow.OPEN
+    ).select_related("workload__policy"):
+        context.open_changes[(change.workload_id, change.pod)] = change
+    for info in snapshot.workloads:
+        workload = context.workloads.get((info.kind, info.namespace, info.name))
+        if workload is None:
+            continue
+        live = [
+            p for p in info.pods if p.phase in LIVE_PHASES and not p.deleting
+        ]
+        context.pods[workload.pk] = live
+        _plan_workload(context, workload, live, latest[workload.pk], ranges)
+    return context
+
+
+def _plan_workload(
+    context: UpdaterContext,
+    workload: Workload,
+    pods: list[PodInfo],
+    latest: Mapping[str, Recommendation],
+    ranges: Mapping[str, tuple[LimitRangeItem | None, LimitRangeItem | None]],
+) -> None:
+    policy = workload.policy
+    policies = parse_container_policies(policy.container_policies or [])
+    pair = ranges.get(workload.namespace, (None, None))
+    requirements = list(policy.eviction_requirements or [])
+    # Pods of one workload mostly share their containers' resources: cap once each.
+    cache: dict[Any, tuple[Any, ...]] = {}
+    for pod in pods:
+        key = tuple((c.name, c.kind, c.requests, c.limits) for c in pod.containers)
+        if key not in cache:
+            capped, off = capped_recommendations(pod, latest, policies, pair)
+            before, after = new_resources(pod, capped, policies, pair[0])
+            cache[key] = (capped, off, before, after)
+        capped, off, before, after = cache[key]
+        if not capped or after == before:
+            continue
+        priority = decision.pod_priority(
+            pod,
+            capped,
+            now=context.now,
+            evict_after_oom_s=context.config.evict_after_oom_s,
+            off_containers=off,
+        )
+        admitted = decision.admit(
+            priority, pod, now=context.now, config=context.config
+        ) and decision.eviction_requirements_pass(requirements, pod, capped)
+        context.plans[(workload.pk, pod.name)] = PodPlan(
+            workload=workload,
+            pod=pod,
+            priority=priority,
+            admitted=admitted,
+            reason=decision.describe(priority, pod, now=context.now)
+            if admitted
+            else "",
+            before=before,
+            after=after,
+        )
+
+
+@dataclass
+class ProposalCounts:
+    """What the proposal step did."""
+
+    proposed: int = 0
+    auto_approved: int = 0
+    superseded: int = 0
+    expired: int = 0
+    kept: int = 0
+
+
+def _method_of(policy: Policy) -> str:
+    if policy.mode == Policy.Mode.IN_PLACE_OR_RECREATE:
+        return ResizeChange.Method.IN_PLACE
+    return ResizeChange.Method.EVICTION
+
+
+def propose(context: UpdaterContext) -> ProposalCounts:
+    """Create, keep, supersede or expire open changes to match the plans."""
+    counts = ProposalCounts()
+    now = context.now
+    replaced: set[tuple[int, str]] = set()
+    actionable = {w.pk for w in context.workloads.values()}
+    for key, change in list(context.open_changes.items()):
+        if change.status == S.APPLYING:
+            continue  # followed by apply.follow_applying
+        plan = context.plans.get(key)
+        pod = context.pod(*key)
+        if pod is None or (change.pod_uid and pod.uid != change.pod_uid):
+            note = "the pod is gone" if pod is None else "the pod was replaced"
+            if change.workload_id not in actionable:
+                note = "the workload's policy no longer allows changes"
+            if workflow.try_transition(
+                change, to=S.EXPIRED, allowed_from=(S.PROPOSED, S.APPROVED), now=now,
+                note=note,
+            ):
+                counts.expired += 1
+                del context.open_changes[key]
+            continue
+        if plan is not None and plan.admitted and plan.after == change.resources_after:
+            counts.kept += 1
+            continue
+        note = (
+            "a newer recommendation replaces it"
+            if plan is not None and plan.admitted
+            else "the pod no longer needs a change"
+        )
+        if workflow.try_transition(
+            change,
+            to=S.SUPERSEDED,
+            allowed_from=(S.PROPOSED, S.APPROVED),
+            now=now,
+            note=note,
+        ):
+            counts.superseded += 1
+            del context.open_changes[key]
+            replaced.add(key)
+    new: list[ResizeChange] = []
+    for key, plan in sorted(
+        context.plans.items(), key=lambda item: item[1].priority.sort_key()
+    ):
+        if not plan.admitted or key in context.open_changes:
+            continue
+        policy = plan.workload.policy
+        automatic = policy.approval == Policy.Approval.AUTOMATIC
+        new.append(
+            ResizeChange(
+                workload=plan.workload,
+                pod=plan.pod.name,
+                pod_uid=plan.pod.uid,
+                method=_method_of(policy),
+                status=S.APPROVED if automatic else S.PROPOSED,
+                approval=policy.approval,
+                resources_before=plan.before,
+                resources_after=plan.after,
+                reason=plan.reason,
+                priority=plan.priority.rank,
+                created_at=now,
+                updated_at=now,
+                decided_at=now if automatic else None,
+            )
+        )
+    if not new:
+        return counts
+    with transaction.atomic():
+        created = ResizeChange.objects.bulk_create(new, batch_size=1000)
+        events: list[AuditEvent] = []
+        for change in created:
+            events.append(
+                workflow.audit_event(
+                    change, before="", after=S.PROPOSED, now=now, note=change.reason
+                )
+            )
+            if change.status == S.APPROVED:
+                events.append(
+                    workflow.audit_event(
+                        change,
+                        before=S.PROPOSED,
+                        after=S.APPROVED,
+                        now=now,
+                        actor_label=workflow.AUTOMATIC_LABEL,
+                    )
+                )
+                counts.auto_approved += 1
+        AuditEvent.objects.bulk_create(events, batch_size=1000)
+    counts.proposed = len(created)
+    for change in created:
+        context.open_changes[(change.workload_id, change.pod)] = change
+    return counts
+
+
+def changes_needing(context: UpdaterContext, statuses: Iterable[str]) -> list[ResizeChange]:
+    """Open changes of the context in ``statuses``, highest priority first."""
+    wanted = set(statuses)
+    found = [c for c in context.open_changes.values() if c.status in wanted]
+    return sorted(found, key=lambda c: (-c.priority, c.created_at, c.pk or 0))
