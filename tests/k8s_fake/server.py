@@ -257,6 +257,23 @@ class FakeApiServer:
                 )
             )
 
+    def kubelet_actuates(self, namespace: str, name: str) -> None:
+        """Play a resize-capable kubelet: the containers' status resources follow
+        the spec (what resize/00 wrote by hand; the API server never does)."""
+        with self._lock:
+            for pod in self._collections[("", "v1", "pods")].items:
+                meta = pod["metadata"]
+                if (meta.get("namespace"), meta["name"]) != (namespace, name):
+                    continue
+                specs = {c["name"]: c for c in pod["spec"]["containers"]}
+                for status in pod.get("status", {}).get("containerStatuses") or []:
+                    spec = specs.get(status.get("name"))
+                    if spec is not None:
+                        status["resources"] = json.loads(
+                            json.dumps(spec.get("resources") or {})
+                        )
+            self.resource_version += 1
+
     def unserve(self, group: str) -> None:
         """Answer 404 for an API group, as when its CRD or server is not installed."""
         self.unserved.add(group)

@@ -279,7 +279,7 @@ class Applier:
             else:
                 self.evict(change, pod)
 
-    def _start(self, change: ResizeChange, note: str) -> bool:
+    def _start(self, change: ResizeChange, note: str, *, error: str = "") -> bool:
         now = self.context.now
         return workflow.try_transition(
             change,
@@ -290,7 +290,7 @@ class Applier:
             attempts=change.attempts + 1,
             last_attempt_at=now,
             applied_at=now,
-            error="",
+            error=error,
         )
 
     def _event(self, change: ResizeChange, pod: PodInfo, reason: str, message: str) -> None:
@@ -346,14 +346,19 @@ class Applier:
             error=problem,
         ):
             self.report.fell_back += 1
-            self.evict(change, pod)
+            self.evict(change, pod, error=problem)
 
-    def evict(self, change: ResizeChange, pod: PodInfo) -> None:
+    def evict(self, change: ResizeChange, pod: PodInfo, *, error: str = "") -> None:
         group = self.group_of(change, pod)
-        if group is None or not group.can_evict(pod) or self.evictions_left <= 0:
+        if (
+            group is None
+            or group.budget_refused
+            or not group.can_evict(pod)
+            or self.evictions_left <= 0
+        ):
             self.report.waiting += 1
             return
-        if not self._start(change, "evicting"):
+        if not self._start(change, "evicting", error=error):
             return
         self.evictions_left -= 1
         result = self.writer.evict_pod(namespace=pod.namespace, name=pod.name)
@@ -370,6 +375,8 @@ class Applier:
             )
             return
         if result.status == 429:
+            # The budget covers the group: its other pods wait for the next cycle.
+            group.budget_refused = True
             self._try_later(change, result)
             return
         problem = _problem(result)

@@ -169,15 +169,16 @@ def describe(
     """The reason for a change, in words."""
     parts: list[str] = []
     for container, resource, where, have, bound in priority.crossings:
+        label = "CPU" if resource == CPU else resource
         if where == "missing":
             parts.append(
-                f"container {container} has no {resource} request "
+                f"container {container} has no {label} request "
                 f"(recommended {_amount(resource, bound)})"
             )
         else:
             side = "lower" if where == "below" else "upper"
             parts.append(
-                f"{resource} request {_amount(resource, have)} of container "
+                f"{label} request {_amount(resource, have)} of container "
                 f"{container} is {where} the {side} bound {_amount(resource, bound)}"
             )
     for container, alive in priority.oom_containers:
@@ -248,6 +249,8 @@ class ReplicaGroup:
     evicted: int = 0
     in_place: int = 0
     members: list[str] = field(default_factory=list)
+    # A PodDisruptionBudget refused an eviction in this group during this cycle.
+    budget_refused: bool = False
 
     def disruptable(self) -> bool:
         """``isPodDisruptable``: the second clause always allows one disruption."""
