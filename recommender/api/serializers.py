@@ -447,6 +447,7 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
     workload = serializers.SerializerMethodField()
     resources_before = serializers.SerializerMethodField()
     resources_after = serializers.SerializerMethodField()
+    observed = serializers.SerializerMethodField()
     decided_by = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
@@ -468,6 +469,13 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
             "decided_at",
             "applied_at",
             "error",
+            "approval",
+            "pod_uid",
+            "attempts",
+            "try_later_count",
+            "verified_at",
+            "observed",
+            "updated_at",
         ]
 
     @extend_schema_field(WorkloadBriefSerializer)
@@ -481,6 +489,41 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
     @extend_schema_field(serializers.DictField(child=ChangeResourcesSerializer()))
     def get_resources_after(self, obj: ResizeChange) -> dict[str, Any]:
         return change_resources(obj.resources_after)
+
+    @extend_schema_field(serializers.DictField(child=ChangeResourcesSerializer()))
+    def get_observed(self, obj: ResizeChange) -> dict[str, Any]:
+        return change_resources(obj.observed or {})
+
+
+class BulkApproveSerializer(serializers.Serializer):
+    """Which proposed changes to approve: a workload's, or a cluster namespace's."""
+
+    workload = StrictIntegerField(required=False, min_value=1, max_value=MAX_ID)
+    cluster = StrictCharField(required=False, max_length=63)
+    namespace = StrictCharField(required=False, max_length=63)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "workload" not in attrs and not (
+            attrs.get("cluster") and attrs.get("namespace")
+        ):
+            raise serializers.ValidationError(
+                {"workload": "name a workload, or a cluster and a namespace"}
+            )
+        return attrs
+
+
+class BulkSkippedSerializer(serializers.Serializer):
+    """A change a bulk approval left alone, and why."""
+
+    id = serializers.IntegerField()
+    reason = serializers.CharField()
+
+
+class BulkApproveResultSerializer(serializers.Serializer):
+    """What a bulk approval did."""
+
+    approved = serializers.ListField(child=serializers.IntegerField())
+    skipped = BulkSkippedSerializer(many=True)
 
 
 class RejectSerializer(serializers.Serializer):

@@ -46,7 +46,7 @@ from recommender.models import (
     Workload,
 )
 from recommender.services import policies
-from recommender.services.actuation import approvals
+from recommender.services.actuation import approvals, bulk
 from recommender.services.advice.recommendation_query import (
     query_recommendation,
     resource_list,
@@ -403,6 +403,41 @@ class RejectChangeView(APIView):
             now=timezone.now(),
         )
         return Response(s.ResizeChangeSerializer(_reload_change(change.pk)).data)
+
+
+class BulkApproveView(APIView):
+    """Approve every proposed change of a workload, or of a cluster's namespace."""
+
+    permission_classes = [CanWrite]
+    parser_classes = [JSONParser, FormParser, MultiPartParser]
+
+    @extend_schema(
+        summary="Approve proposed changes in bulk (write scope or operator; audited)",
+        request=s.BulkApproveSerializer,
+        responses=s.BulkApproveResultSerializer,
+        tags=["changes"],
+    )
+    def post(self, request: Request) -> Response:
+        serializer = s.BulkApproveSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        actor, label = actor_of(request)
+        result = bulk.approve_all(
+            approved_by=actor,
+            actor_label=label,
+            now=timezone.now(),
+            workload_id=data.get("workload"),
+            cluster=data.get("cluster"),
+            namespace=data.get("namespace"),
+        )
+        return Response(
+            {
+                "approved": result.approved,
+                "skipped": [
+                    {"id": pk, "reason": reason} for pk, reason in result.skipped.items()
+                ],
+            }
+        )
 
 
 def _reload_change(change_id: int) -> ResizeChange:

@@ -1,0 +1,71 @@
+"""Bulk approval of resize changes by workload or namespace; viewers cannot act."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from recommender.models import AuditEvent, Policy, ResizeChange, Workload
+
+pytestmark = pytest.mark.django_db
+S = ResizeChange.Status
+
+
+def _changes(workload: Workload, count: int) -> list[ResizeChange]:
+    Policy.objects.filter(workload=workload).update(mode=Policy.Mode.RECREATE)
+    return [
+        ResizeChange.objects.create(workload=workload, pod=f"web-{i}", priority=i)
+        for i in range(count)
+    ]
+
+
+def test_bulk_approve_by_workload_approves_each_proposed_one_with_its_own_audit(
+    write_client: Client, shop: Workload
+) -> None:
+    changes = _changes(shop, 3)
+    ResizeChange.objects.filter(pk=changes[0].pk).update(status=S.REJECTED)
+    response = write_client.post(
+        "/api/v1/changes/approve", {"workload": shop.pk}, content_type="application/json"
+    )
+    assert response.status_code == 200
+    assert response.json() == {
+        "approved": [changes[2].pk, changes[1].pk],
+        "skipped": [],
+    }
+    assert AuditEvent.objects.filter(action="change.approve").count() == 2
+    assert ResizeChange.objects.get(pk=changes[0].pk).status == S.REJECTED
+
+
+def test_bulk_approve_by_namespace(write_client: Client, shop: Workload) -> None:
+    changes = _changes(shop, 2)
+    response = write_client.post(
+        "/api/v1/changes/approve",
+        {"cluster": "prod", "namespace": "shop"},
+        content_type="application/json",
+    )
+    assert sorted(response.json()["approved"]) == sorted(c.pk for c in changes)
+    other = write_client.post(
+        "/api/v1/changes/approve",
+        {"cluster": "prod", "namespace": "elsewhere"},
+        content_type="application/json",
+    )
+    assert other.json() == {"approved": [], "skipped": []}
+
+
+def test_bulk_approve_needs_a_scope_and_a_writer(
+    write_client: Client, read_client: Client, shop: Workload, viewer: Any, session_client
+) -> None:
+    _changes(shop, 1)
+    bad = write_client.post(
+        "/api/v1/changes/approve", {"cluster": "prod"}, content_type="application/json"
+    )
+    assert bad.status_code == 400
+    assert "workload" in bad.json()["error"]["fields"]
+    for client in (read_client, session_client(viewer)):
+        refused = client.post(
+            "/api/v1/changes/approve", {"workload": shop.pk}, content_type="application/json"
+        )
+        assert refused.status_code == 403
+    assert ResizeChange.objects.get().status == S.PROPOSED
