@@ -20,6 +20,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from recommender.engine import DEFAULT_PROFILE
@@ -53,7 +54,6 @@ from recommender.web.presenters import (
 logger = logging.getLogger(__name__)
 
 AUDIT_PAGE_SIZE = 50
-CHANGES_PAGE_SIZE = 50
 RUNS_PAGE_SIZE = 50
 TOKENS_PAGE_SIZE = 50
 TOP_NAMESPACES = 20
@@ -272,31 +272,6 @@ def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
-@require_GET
-@require_role(Role.VIEWER)
-def changes(request: HttpRequest) -> HttpResponse:
-    """Resize changes by status, with approve and reject for operators."""
-    status = request.GET.get("status", "")
-    qs = ResizeChange.objects.select_related("workload__cluster", "decided_by")
-    if status in ResizeChange.Status.values:
-        qs = qs.filter(status=status)
-    else:
-        status = ""
-    page = Paginator(qs, CHANGES_PAGE_SIZE).get_page(request.GET.get("page", 1))
-    context = {
-        "page_obj": page,
-        "status": status,
-        "statuses": ResizeChange.Status.choices,
-        "page": "changes",
-        "has_any": status != ""
-        or page.paginator.count > 0
-        or ResizeChange.objects.exists(),
-    }
-    if is_htmx(request):
-        return render(request, "recommender/partials/_changes_table.html", context)
-    return render(request, "recommender/changes.html", context)
-
-
 def _decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
     now = timezone.now()
     error = ""
@@ -329,6 +304,11 @@ def _decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
         messages.error(request, error)
     else:
         messages.success(request, f"Change {pk} {change.status}.")
+    back = request.POST.get("next", "")
+    if back and url_has_allowed_host_and_scheme(
+        back, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return redirect(back)  # the workload page's approve buttons come back there
     return redirect("changes")
 
 
