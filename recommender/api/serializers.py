@@ -377,6 +377,8 @@ class PolicySerializer(serializers.ModelSerializer):
             "profile_overrides",
             "container_policies",
             "min_replicas",
+            "approval",
+            "eviction_requirements",
             "source",
             "updated_at",
             "updated_by",
@@ -402,6 +404,19 @@ class PolicyUpdateSerializer(serializers.Serializer):
     container_policies = ContainerPolicyEntrySerializer(many=True, required=False)
     min_replicas = serializers.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=2**31 - 1
+    )
+    approval = serializers.ChoiceField(
+        choices=Policy.Approval.choices,
+        required=False,
+        help_text="manual (the default): changes wait for an operator; automatic: "
+        "they are approved as proposed",
+    )
+    eviction_requirements = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        max_length=10,
+        help_text='upstream updatePolicy.evictionRequirements, e.g. [{"resources": '
+        '["cpu"], "changeRequirement": "TargetHigherThanRequests"}]',
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

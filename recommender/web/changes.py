@@ -25,15 +25,15 @@ CHANGES_PAGE_SIZE = 50
 
 
 def updater_state() -> dict[str, object]:
-    """What the banner says about the updater's switches."""
+    """What the banner says about the updater's switches (two queries)."""
+    row = ActuationControl.objects.first()
+    clusters = list(Cluster.objects.filter(is_enabled=True).order_by("name"))
     return {
-        "kill_switch": control.kill_switch_reason(),
-        "kill_switch_row": ActuationControl.objects.first(),
+        "kill_switch": control.kill_switch_reason(row),
+        "kill_switch_row": row,
         "dry_run": settings.UPDATER_DRY_RUN,
-        "paused": list(
-            Cluster.objects.filter(updates_paused=True).values_list("name", flat=True)
-        ),
-        "clusters": list(Cluster.objects.filter(is_enabled=True).order_by("name")),
+        "paused": [c.name for c in clusters if c.updates_paused],
+        "clusters": clusters,
     }
 
 

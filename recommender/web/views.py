@@ -218,7 +218,7 @@ def workload_charts(request: HttpRequest, pk: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @require_role(Role.OPERATOR)
 def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
-    """Edit a workload's policy; leaving Off needs an explicit confirmation."""
+    """Edit a workload's policy; every change of mode needs an explicit confirmation."""
     try:
         workload = Workload.objects.select_related("policy").get(pk=pk)
     except Workload.DoesNotExist:
@@ -234,13 +234,19 @@ def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
     extra: dict[str, Any] = {}
     if form.is_valid():
         changes = form.changes()
-        leaving_off = (
-            policy.mode == Policy.Mode.OFF and changes["mode"] != Policy.Mode.OFF
+        # Every change between modes (and of the approval while acting) is confirmed.
+        switching = changes["mode"] != policy.mode or (
+            changes.get("approval", policy.approval) != policy.approval
+            and changes["mode"] != Policy.Mode.OFF
         )
-        if leaving_off and request.POST.get("confirm_mode") != changes["mode"]:
+        if switching and request.POST.get("confirm_mode") != changes["mode"]:
             extra["confirm"] = {
                 "mode": changes["mode"],
+                "from_mode": policy.mode,
                 "consequence": policies.mode_consequence(changes["mode"]),
+                "approval": policies.approval_consequence(
+                    changes["mode"], changes.get("approval", policy.approval)
+                ),
             }
         else:
             try:

@@ -75,9 +75,9 @@ def test_policy_change_needs_confirmation_to_leave_off(operator_client, small_fl
 
     first = operator_client.post(url, form, HTTP_HX_REQUEST="true")
 
-    assert "evicted" in first.content.decode()
-    # Honest: the mode is stored, nothing acts on it in this version.
-    assert "not acted on yet" in first.content.decode()
+    assert "evicts running pods" in first.content.decode()
+    # Manual approval is the default: the confirmation says changes wait for it.
+    assert "Approval manual: each change waits" in first.content.decode()
     assert Policy.objects.get(workload=workload).mode == "Off"
     second = operator_client.post(
         url, {**form, "confirm_mode": "Recreate"}, HTTP_HX_REQUEST="true"
@@ -85,6 +85,10 @@ def test_policy_change_needs_confirmation_to_leave_off(operator_client, small_fl
     assert 'data-testid="policy-saved"' in second.content.decode()
     assert Policy.objects.get(workload=workload).mode == "Recreate"
     assert AuditEvent.objects.get().action == "policy.update"
+    # Leaving Recreate needs a confirmation too, as every change between modes does.
+    third = operator_client.post(url, {**form, "mode": "Off"}, HTTP_HX_REQUEST="true")
+    assert "from Recreate to Off" in third.content.decode()
+    assert Policy.objects.get(workload=workload).mode == "Recreate"
 
 
 def test_policy_errors_show_next_to_the_field(operator_client, small_fleet):

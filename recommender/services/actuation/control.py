@@ -43,12 +43,15 @@ def lock_ttl_s() -> float:
     return 3.0 * float(settings.UPDATER_INTERVAL_S)
 
 
-def kill_switch_reason() -> str | None:
-    """Why every cluster write is stopped, or None."""
+_UNREAD = ActuationControl()
+
+
+def kill_switch_reason(row: ActuationControl | None = _UNREAD) -> str | None:
+    """Why every cluster write is stopped, or None (``row``: already read)."""
     if settings.UPDATER_KILL_SWITCH:
         return "the kill switch VPAWEB_UPDATER_KILL_SWITCH is on"
-    control = ActuationControl.objects.filter(writes_stopped=True).first()
-    if control is not None:
+    control = ActuationControl.objects.first() if row is _UNREAD else row
+    if control is not None and control.writes_stopped:
         reason = f" ({control.reason})" if control.reason else ""
         return f"the actuation kill switch is on{reason}"
     return None
