@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from recommender.errors import InvalidInput, NotFound
-from recommender.models import ActuationControl, Cluster, ResizeChange
+from recommender.models import ActuationControl, Cluster, ResizeChange, Workload
 from recommender.roles import Role
 from recommender.services.actuation import bulk, control
 from recommender.web.access import is_htmx, require_role
@@ -34,6 +34,19 @@ def updater_state() -> dict[str, object]:
         "dry_run": settings.UPDATER_DRY_RUN,
         "paused": [c.name for c in clusters if c.updates_paused],
         "clusters": clusters,
+    }
+
+
+def workload_changes(workload: Workload, *, history: int = 20) -> dict[str, object]:
+    """A workload page's open changes and its latest decided ones (two queries)."""
+    qs = ResizeChange.objects.filter(workload=workload).select_related(
+        "workload__cluster", "decided_by"
+    )
+    return {
+        "open_changes": list(qs.filter(status__in=ResizeChange.OPEN_STATUSES)),
+        "change_history": list(
+            qs.exclude(status__in=ResizeChange.OPEN_STATUSES)[:history]
+        ),
     }
 
 

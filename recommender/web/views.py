@@ -38,6 +38,7 @@ from recommender.roles import ROLE_ORDER, Role, role_of
 from recommender.services import accounts, policies, tokens
 from recommender.services.actuation import approvals
 from recommender.services.dashboard import insights, workload_insight
+from recommender.web.changes import workload_changes
 from recommender.web.access import (
     is_htmx,
     may_revoke_token,
@@ -190,6 +191,7 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
             for item in data.containers
         },
         "page": "workloads",
+        **workload_changes(data.workload),
     }
     context.update(_policy_context(request, data.workload, data.policy))
     return render(request, "recommender/workload.html", context)
