@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-ORDER = ["engine", "dashboard", "backfill"]
+ORDER = ["engine", "dashboard", "backfill", "updater"]
 
 
 def available() -> list[str]:
