@@ -64,6 +64,7 @@ class CycleReport:
     writes: int = 0
     writes_blocked: str = ""
     not_leader: bool = False
+    holder: str = ""  # the worker that ran (or tried to run) the cycle
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -420,10 +421,9 @@ def run_cycle(
     holder: str | None = None,
 ) -> CycleReport:
     """One updater cycle for ``cluster`` (only by the holder of its lease)."""
-    report = CycleReport(cluster=cluster.name)
-    if not control.acquire_lock(
-        cluster_id=cluster.pk, holder=holder or control.PROCESS_IDENTITY, now=now
-    ):
+    holder = holder or control.PROCESS_IDENTITY
+    report = CycleReport(cluster=cluster.name, holder=holder)
+    if not control.acquire_lock(cluster_id=cluster.pk, holder=holder, now=now):
         report.not_leader = True
         return report
     if snapshot is None:
