@@ -56,7 +56,8 @@ scheduler: setup var/secret_key
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	SECRET_KEY=lint-only-key $(VENV)/bin/mypy --strict recommender/engine recommender/services
+	SECRET_KEY=lint-only-key $(VENV)/bin/mypy --strict recommender/engine recommender/services \
+		recommender/web recommender/tasks.py
 
 fmt: setup
 	$(VENV)/bin/ruff format .

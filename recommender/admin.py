@@ -40,6 +40,16 @@ class NamespaceLimitRangeAdmin(admin.ModelAdmin):
     readonly_fields = ["cluster", "namespace", "container_item", "pod_item", "sources"]
 
 
+@admin.register(models.WorkloadPod)
+class WorkloadPodAdmin(admin.ModelAdmin):
+    # Written by discovery from the pods' owner references: shown, never edited here.
+    list_display = ["name", "namespace", "workload", "owner_kind", "last_seen_at"]
+    list_filter = ["cluster"]
+    search_fields = ["name", "namespace", "workload__name"]
+    raw_id_fields = ["workload"]
+    readonly_fields = ["cluster", "containers", "limit_ranger"]
+
+
 @admin.register(models.Container)
 class ContainerAdmin(admin.ModelAdmin):
     list_display = [

@@ -7,8 +7,6 @@ memory in integer bytes; ``None`` means "not set".
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -140,6 +138,11 @@ class Container(models.Model):
     request_memory_bytes = models.BigIntegerField(null=True, blank=True)
     limit_cpu_millicores = models.BigIntegerField(null=True, blank=True)
     limit_memory_bytes = models.BigIntegerField(null=True, blank=True)
+    # The requests and limits above are what the live pods carry (the API server's
+    # LimitRanger fills what the template leaves out); the template's own values and
+    # where each current value came from (Source) are kept beside them.
+    template_resources = models.JSONField(default=dict, blank=True)
+    resource_sources = models.JSONField(default=dict, blank=True)
     # Denormalised pointer to the newest Recommendation: lists need no per-row subquery.
     latest_recommendation = models.ForeignKey(
         "Recommendation",
@@ -157,6 +160,13 @@ class Container(models.Model):
             )
         ]
 
+    class Source(models.TextChoices):
+        """Where a container's current request or limit came from."""
+
+        TEMPLATE = "template", "pod template"
+        LIMIT_RANGE = "limitrange", "LimitRange default"
+        POD = "pod", "the live pod"
+
     def __str__(self) -> str:
         return f"{self.workload}/{self.name}"
 
@@ -171,8 +181,67 @@ class Container(models.Model):
         return Resources(self.limit_cpu_millicores, self.limit_memory_bytes)
 
 
+class WorkloadPod(models.Model):
+    """A pod discovery saw, and the workload its owner references lead to (Pod ->
+    ReplicaSet -> Deployment, Pod -> Job -> CronJob): the one record of which pods
+    belong to which workload, kept after the pod is gone for the usage history."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    workload = models.ForeignKey(
+        Workload, on_delete=models.CASCADE, related_name="pods"
+    )
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    # The pod's direct controller (a ReplicaSet, a Job, ...).
+    owner_kind = models.CharField(max_length=64, blank=True)
+    owner_name = models.CharField(max_length=253, blank=True)
+    # Per container: {"requests": {"cpu": m, "memory": b}, "limits": {...}} as the
+    # pod carries them, and the kubernetes.io/limit-ranger annotation's text.
+    containers = models.JSONField(default=dict, blank=True)
+    limit_ranger = models.TextField(blank=True)
+    first_seen_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="pod_per_namespace"
+            )
+        ]
+        indexes = [models.Index(fields=["workload", "last_seen_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class PolicyQuerySet(models.QuerySet["Policy"]):
+    """Reads over policies."""
+
+    def actionable(self) -> PolicyQuerySet:
+        """The policies vpaweb may act on (webhook, updater):
+        :attr:`Policy.is_actionable` as a filter, so a candidate list and a single
+        check agree."""
+        return self.filter(source=Policy.Source.VPAWEB).exclude(mode=Policy.Mode.OFF)
+
+
 class Policy(models.Model):
-    """How vpaweb treats one workload: mode, profile and per-container policies."""
+    """How vpaweb treats one workload: mode, profile and per-container policies.
+
+    Every policy has one owner (``source``):
+
+    - ``vpaweb``: an operator chose it in vpaweb (or nobody has: the default, mode Off).
+      vpaweb may act on it: :attr:`is_actionable` is true when its mode is not Off.
+    - ``vpa-object``: it mirrors the upstream VerticalPodAutoscaler ``vpa_object``
+      (mode, container policies, min replicas, kept in step by discovery). It is shown
+      with the object's mode, and vpaweb never acts on it, whatever the mode: the
+      upstream VPA does. An operator can adopt it (``services.policies.adopt_policy``):
+      it becomes vpaweb's, starting in Off.
+
+    The webhook and the updater ask ONE question before they touch a pod:
+    ``policy.is_actionable`` (or ``Policy.objects.actionable()``); never ``mode``
+    alone, since a mirrored policy carries a non-Off mode vpaweb must not act on.
+    """
 
     class Mode(models.TextChoices):
         OFF = "Off"
@@ -209,6 +278,12 @@ class Policy(models.Model):
     source = models.CharField(
         max_length=20, choices=Source.choices, default=Source.VPAWEB
     )
+    # The upstream VerticalPodAutoscaler targeting the workload ("namespace/name"), and
+    # its spec.updatePolicy.updateMode as upstream reads it (absent or Auto: Recreate);
+    # both "" when none does. Set by discovery for every policy, mirrored or vpaweb's
+    # own: a vpaweb policy next to an object in a non-Off mode is a conflict.
+    vpa_object = models.CharField(max_length=320, blank=True)
+    vpa_object_mode = models.CharField(max_length=32, blank=True)
     updated_at = models.DateTimeField(default=timezone.now)
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -217,6 +292,8 @@ class Policy(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
     )
+
+    objects = PolicyQuerySet.as_manager()
 
     class Meta:
         verbose_name_plural = "policies"
@@ -228,6 +305,38 @@ class Policy(models.Model):
     def is_off(self) -> bool:
         """Off means off: nothing is ever written to the cluster for this workload."""
         return self.mode == self.Mode.OFF
+
+    @property
+    def is_mirrored(self) -> bool:
+        """True when the policy mirrors an upstream VPA object (vpaweb never acts)."""
+        return self.source == self.Source.VPA_OBJECT
+
+    @property
+    def is_actionable(self) -> bool:
+        """THE predicate of actuation: may vpaweb (webhook, updater) act on this
+        workload's pods? Only when the policy is vpaweb's own and its mode is not Off.
+        A mirrored VPA object's policy is never actionable, whatever its mode.
+        ``PolicyQuerySet.actionable()`` is the same rule as a filter."""
+        return self.source == self.Source.VPAWEB and self.mode != self.Mode.OFF
+
+    @property
+    def managed_by(self) -> str:
+        """The upstream object a mirrored policy follows, as the dashboard and errors
+        name it: ``VerticalPodAutoscaler <namespace>/<name> (mode <mode>)``."""
+        name = self.vpa_object or "(name not read yet)"
+        return (
+            f"VerticalPodAutoscaler {name} (mode {self.vpa_object_mode or self.mode})"
+        )
+
+    @property
+    def has_vpa_conflict(self) -> bool:
+        """A vpaweb policy whose workload an upstream VPA object still acts on (its
+        mode is not Off): two updaters would fight over the same pods."""
+        return (
+            self.source == self.Source.VPAWEB
+            and bool(self.vpa_object)
+            and self.vpa_object_mode not in ("", self.Mode.OFF)
+        )
 
 
 class RecommendationQuerySet(models.QuerySet["Recommendation"]):
@@ -397,18 +506,38 @@ class RefreshRun(models.Model):
         return (self.finished_at - self.started_at).total_seconds()
 
 
+class ResizeChangeStatus(models.TextChoices):
+    """Where a ResizeChange is (``ResizeChange.Status``)."""
+
+    PROPOSED = "proposed"
+    APPROVED = "approved"
+    # The updater is writing it to the cluster (set and cleared by the updater).
+    APPLYING = "applying"
+    REJECTED = "rejected"
+    APPLIED = "applied"
+    FAILED = "failed"
+    # A pod gone (or replaced) before the change was applied.
+    EXPIRED = "expired"
+    # A newer recommendation (or none needed any more) replaced it before it applied.
+    SUPERSEDED = "superseded"
+
+
+# THE open statuses of a resize change (``ResizeChange.OPEN_STATUSES``): not yet
+# decided, or decided and not yet done. The database holds at most one open change per
+# pod (ResizeChange's constraint is built from this tuple); a new status that is still
+# "open" is added here, and makemigrations moves the constraint with it.
+OPEN_RESIZE_STATUSES: tuple[str, ...] = (
+    ResizeChangeStatus.PROPOSED,
+    ResizeChangeStatus.APPROVED,
+    ResizeChangeStatus.APPLYING,
+)
+
+
 class ResizeChange(models.Model):
     """A proposed resize of a pod's containers: an operator decides, updater applies."""
 
-    class Status(models.TextChoices):
-        PROPOSED = "proposed"
-        APPROVED = "approved"
-        APPLYING = "applying"
-        APPLIED = "applied"
-        FAILED = "failed"
-        REJECTED = "rejected"
-        EXPIRED = "expired"
-        SUPERSEDED = "superseded"
+    Status = ResizeChangeStatus
+    OPEN_STATUSES = OPEN_RESIZE_STATUSES
 
     class Method(models.TextChoices):
         IN_PLACE = "in-place"
@@ -456,13 +585,20 @@ class ResizeChange(models.Model):
     # What the pod (or its replacement) carried when last looked at, same shape.
     observed = models.JSONField(default=dict, blank=True)
 
-    OPEN_STATUSES = ("proposed", "approved", "applying")
-
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["workload", "status"], name="change_workload_status"),
             models.Index(fields=["status", "-created_at"], name="change_status_time"),
+        ]
+        constraints = [
+            # At most one open change per pod: a second proposal for the same pod
+            # while one is open is an IntegrityError, not a race the updater loses.
+            models.UniqueConstraint(
+                fields=["workload", "pod"],
+                condition=models.Q(status__in=OPEN_RESIZE_STATUSES),
+                name="resize_change_one_open_per_pod",
+            )
         ]
 
     def __str__(self) -> str:
@@ -470,7 +606,7 @@ class ResizeChange(models.Model):
 
     @property
     def is_open(self) -> bool:
-        """Proposed, approved or being applied: at most one such change per pod."""
+        """True while the change is proposed, approved or being applied."""
         return self.status in self.OPEN_STATUSES
 
 
@@ -542,7 +678,31 @@ class SimulatedPodState(models.Model):
 
 
 class AuditEvent(models.Model):
-    """Who did what, when, with the state before and after."""
+    """Who did what, when, with the state before and after (services/audit.py)."""
+
+    class Action(models.TextChoices):
+        """Every audited action, named ``<object>.<verb>``."""
+
+        POLICY_UPDATE = "policy.update"
+        POLICY_IMPORT = "policy.import"
+        POLICY_ADOPT = "policy.adopt"
+        CHANGE_APPROVE = "change.approve"
+        CHANGE_REJECT = "change.reject"
+        CHANGE_WITHDRAW = "change.withdraw"
+        # The updater's transitions (services/actuation/workflow.py).
+        CHANGE_PROPOSE = "change.propose"
+        CHANGE_APPLY = "change.apply"
+        CHANGE_APPLIED = "change.applied"
+        CHANGE_FAIL = "change.fail"
+        CHANGE_EXPIRE = "change.expire"
+        CHANGE_SUPERSEDE = "change.supersede"
+        UPDATER_KILL_SWITCH = "updater.kill_switch"
+        UPDATER_PAUSE = "updater.pause"
+        TOKEN_CREATE = "token.create"
+        TOKEN_REVOKE = "token.revoke"
+        USER_CREATE = "user.create"
+        USER_ROLE = "user.role"
+        COEFFICIENT_UPDATE = "coefficient.update"
 
     created_at = models.DateTimeField(default=timezone.now)
     actor = models.ForeignKey(
@@ -577,19 +737,6 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_label} {self.action}"
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready form for exports."""
-        return {
-            "created_at": self.created_at.isoformat(),
-            "actor": self.actor_label,
-            "action": self.action,
-            "object_type": self.object_type,
-            "object_id": self.object_id,
-            "before": self.before,
-            "after": self.after,
-            "message": self.message,
-        }
 
 
 class ApiToken(models.Model):

@@ -59,7 +59,10 @@ class JsonTask(DjangoTask):  # type: ignore[misc]
         if self.request.is_eager or self.request.retries >= MAX_RETRIES:
             return exc
         countdown = 2**self.request.retries * 5 + random.uniform(0, 5)
-        return self.retry(exc=exc, countdown=countdown, max_retries=MAX_RETRIES)
+        retry: Exception = self.retry(
+            exc=exc, countdown=countdown, max_retries=MAX_RETRIES
+        )
+        return retry
 
 
 def _parse_now(now: str | None) -> datetime:

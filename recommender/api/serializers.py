@@ -23,7 +23,7 @@ from recommender.models import (
     ResizeChange,
     Workload,
 )
-from recommender.services.advice.recommendation_query import resource_list
+from recommender.services.advice.pod_spec import resource_list
 from recommender.services.dashboard.provisioning import (
     Status,
     container_status,
@@ -367,6 +367,20 @@ class PolicySerializer(serializers.ModelSerializer):
     updated_by = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
+    is_actionable = serializers.BooleanField(
+        read_only=True,
+        help_text=(
+            "may vpaweb act on this workload (source vpaweb and mode not Off); a "
+            "policy that mirrors a VPA object never is"
+        ),
+    )
+    has_vpa_conflict = serializers.BooleanField(
+        read_only=True,
+        help_text=(
+            "vpaweb's policy, but the VPA object vpa_object is still in a non-Off "
+            "mode: both would act on the pods"
+        ),
+    )
 
     class Meta:
         model = Policy
@@ -380,9 +394,26 @@ class PolicySerializer(serializers.ModelSerializer):
             "approval",
             "eviction_requirements",
             "source",
+            "vpa_object",
+            "vpa_object_mode",
+            "is_actionable",
+            "has_vpa_conflict",
             "updated_at",
             "updated_by",
         ]
+        extra_kwargs = {
+            "source": {
+                "help_text": (
+                    "vpaweb: an operator's (or the default); vpa-object: mirrors the "
+                    "VPA object vpa_object, shown and never acted on (adopt it to "
+                    "change it)"
+                )
+            },
+            "vpa_object": {
+                "help_text": "namespace/name of the VPA object targeting the workload"
+            },
+            "vpa_object_mode": {"help_text": "that object's updateMode"},
+        }
 
     def get_mode_consequence(self, obj: Policy) -> str:
         return mode_consequence(obj.mode)

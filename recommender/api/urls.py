@@ -1,8 +1,9 @@
 """URLs of REST API v1, mounted once under /api/v1/.
 
 Collections and their items end with a slash (``workloads/``, ``workloads/7/``); single
-things and commands do not (``workloads/7/policy``, ``changes/3/approve``,
-``rightsize``). Any other URL under /api/v1/ answers the JSON 404 of ``api.errors``.
+things and commands do not (``workloads/7/policy``, ``workloads/7/adopt``,
+``changes/3/approve``, ``rightsize``). Any other URL under /api/v1/ answers the JSON
+404 of ``api.errors``.
 """
 
 from __future__ import annotations
@@ -94,7 +95,17 @@ urlpatterns = [
         views.WorkloadPolicyView.as_view(),
         name="workload-policy",
     ),
+    path(
+        "workloads/<id:pk>/adopt",
+        views.AdoptWorkloadView.as_view(),
+        name="workload-adopt",
+    ),
     path(NATURAL_KEY, views.WorkloadByKeyView.as_view(), name="workload-by-key"),
+    path(
+        f"{NATURAL_KEY}/adopt",
+        views.AdoptWorkloadView.as_view(),
+        name="workload-by-key-adopt",
+    ),
     path(
         f"{NATURAL_KEY}/recommendation",
         views.WorkloadRecommendationView.as_view(),

@@ -47,10 +47,8 @@ from recommender.models import (
 )
 from recommender.services import policies
 from recommender.services.actuation import approvals, bulk
-from recommender.services.advice.recommendation_query import (
-    query_recommendation,
-    resource_list,
-)
+from recommender.services.advice.pod_spec import resource_list
+from recommender.services.advice.recommendation_query import query_recommendation
 
 WORKLOAD_FILTER_PARAMETERS = [s.WorkloadFilterSerializer]
 K8S_NAME_PATTERN = "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
@@ -315,6 +313,27 @@ class WorkloadPolicyView(WorkloadLookupMixin, APIView):
             actor=actor,
             actor_label=label,
             now=timezone.now(),
+        )
+        return Response(s.PolicySerializer(policy).data)
+
+
+class AdoptWorkloadView(WorkloadLookupMixin, APIView):
+    """Adopt a workload whose policy mirrors a VPA object: vpaweb's own, in Off."""
+
+    permission_classes = [CanWrite]
+    extra_error_statuses = {"409": "The policy is already vpaweb's own."}
+
+    @extend_schema(
+        summary="Adopt a workload managed by a VPA object (write scope; audited)",
+        request=None,
+        responses=s.PolicySerializer,
+        tags=["policies"],
+    )
+    def post(self, request: Request, **kwargs: Any) -> Response:
+        workload = self.get_workload()
+        actor, label = actor_of(request)
+        policy = policies.adopt_policy(
+            workload_id=workload.pk, actor=actor, actor_label=label, now=timezone.now()
         )
         return Response(s.PolicySerializer(policy).data)
 

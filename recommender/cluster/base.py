@@ -17,6 +17,9 @@ from typing import Any, Protocol
 
 from recommender.engine.resources import Resources
 
+# A workload's identity within a cluster, in the order the dashboard sorts by.
+WorkloadKey = tuple[str, str, str]  # (namespace, kind, name)
+
 
 @dataclass(frozen=True)
 class ContainerSpec:
@@ -89,6 +92,11 @@ class PodInfo:
     conditions: tuple[PodCondition, ...] = ()
     last_terminations: tuple[Termination, ...] = ()
     created_at: datetime | None = None
+    # What the API server's LimitRanger filled in at admission, from the pod's
+    # kubernetes.io/limit-ranger annotation: (container, "request" | "limit",
+    # resource) triples (``kube_objects.limit_ranger_fields``), and the text itself.
+    limit_ranger_set: frozenset[tuple[str, str, str]] = frozenset()
+    limit_ranger: str = ""
 
 
 @dataclass(frozen=True)

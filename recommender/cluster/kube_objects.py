@@ -24,6 +24,7 @@ present):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -222,6 +223,36 @@ def _all_statuses(pod: Obj) -> list[Obj]:
     )
 
 
+# Set by the API server's LimitRanger admission plugin on a pod it filled in, e.g.
+# "LimitRanger plugin set: cpu, memory request for container app; cpu, memory limit
+# for container app" (../shared/k8s-wire/admission/d-limitrange-pod.*; the text is
+# built by mergeContainerResources in plugin/pkg/admission/limitranger).
+LIMIT_RANGER_ANNOTATION = "kubernetes.io/limit-ranger"
+LIMIT_RANGER_PREFIX = "LimitRanger plugin set: "
+_LIMIT_RANGER_PART = re.compile(
+    r"^(?P<resources>[^;]+?) (?P<field>request|limit) for "
+    r"(?:init )?container (?P<container>\S+)$"
+)
+
+
+def limit_ranger_fields(text: str) -> frozenset[tuple[str, str, str]]:
+    """(container, "request" | "limit", resource) triples LimitRanger says it set.
+
+    Unknown parts (a future wording) are ignored: the values then count as the
+    pod's own, which is what they are as far as vpaweb can tell.
+    """
+    if not text.startswith(LIMIT_RANGER_PREFIX):
+        return frozenset()
+    found = set()
+    for part in text[len(LIMIT_RANGER_PREFIX) :].split("; "):
+        match = _LIMIT_RANGER_PART.match(part.strip())
+        if match is None:
+            continue
+        for resource in match["resources"].split(", "):
+            found.add((match["container"], match["field"], resource.strip()))
+    return frozenset(found)
+
+
 def pod_of(pod: Obj) -> PodInfo:
     """A pod with its containers' current requests (status over spec)."""
     meta = pod.get("metadata") or {}
@@ -230,6 +261,9 @@ def pod_of(pod: Obj) -> PodInfo:
     owner: dict[str, Any] = next(
         (ref for ref in meta.get("ownerReferences") or () if ref.get("controller")), {}
     )
+    limit_ranger = (meta.get("annotations") or {}).get(LIMIT_RANGER_ANNOTATION) or ""
+    if not isinstance(limit_ranger, str):
+        limit_ranger = ""
     return PodInfo(
         namespace=meta.get("namespace", ""),
         name=meta.get("name", ""),
@@ -262,6 +296,8 @@ def pod_of(pod: Obj) -> PodInfo:
         created_at=parse_time(
             meta.get("creationTimestamp"), f"{where}: metadata.creationTimestamp"
         ),
+        limit_ranger_set=limit_ranger_fields(limit_ranger),
+        limit_ranger=limit_ranger,
     )
 
 

@@ -39,6 +39,7 @@ from recommender.cluster.base import (
     OomKill,
     PodInfo,
     VpaObject,
+    WorkloadKey,
 )
 from recommender.cluster.kube_client import KubeClientSettings, ResourceType
 from recommender.cluster.owners import OwnerIndex
@@ -59,7 +60,6 @@ WORKLOAD_RESOURCES: dict[str, ResourceType] = {
 EVICTION_EVENTS_SELECTOR = "involvedObject.kind=Pod,reason=Evicted"
 
 Obj = dict[str, Any]
-WorkloadKey = tuple[str, str, str]  # (kind, namespace, name)
 
 
 class KubernetesAdapter:
@@ -124,7 +124,7 @@ class KubernetesAdapter:
         hpas = _parse_all(kube_objects.hpa_of, hpa_items, warnings)
         hpa_resources: dict[WorkloadKey, set[str]] = defaultdict(set)
         for hpa in hpas:
-            target = (hpa["target_kind"], hpa["namespace"], hpa["target_name"])
+            target = (hpa["namespace"], hpa["target_kind"], hpa["target_name"])
             hpa_resources[target].update(hpa["scaled_resources"])
 
         pods_by_workload: dict[WorkloadKey, list[PodInfo]] = defaultdict(list)
@@ -143,7 +143,7 @@ class KubernetesAdapter:
                 unowned += 1
             else:
                 meta = top[1].get("metadata") or {}
-                key = (top[0], meta.get("namespace", ""), meta.get("name", ""))
+                key = (meta.get("namespace", ""), top[0], meta.get("name", ""))
                 workload_of_pod[(info.namespace, info.name)] = key
                 if kube_objects.is_live(info):
                     pods_by_workload[key].append(info)
@@ -152,7 +152,7 @@ class KubernetesAdapter:
                     kube_objects.oom_kills_of_pod(
                         pod,
                         info,
-                        workload_kind=key[0] if key else "",
+                        workload_kind=key[1] if key else "",
                         workload_name=key[2] if key else "",
                     )
                 )
@@ -168,7 +168,7 @@ class KubernetesAdapter:
             for kill in evictions:
                 key = workload_of_pod.get((kill.namespace, kill.pod))
                 if key is not None:
-                    kill = replace(kill, workload_kind=key[0], workload_name=key[2])
+                    kill = replace(kill, workload_kind=key[1], workload_name=key[2])
                 oom_kills.append(kill)
 
         workloads = []
@@ -179,7 +179,7 @@ class KubernetesAdapter:
                     # Owned by another well-known controller: part of that workload.
                     continue
                 meta = obj.get("metadata") or {}
-                key = (kind, meta.get("namespace", ""), meta.get("name", ""))
+                key = (meta.get("namespace", ""), kind, meta.get("name", ""))
                 try:
                     workloads.append(
                         kube_objects.workload_of(

@@ -120,32 +120,3 @@ class OwnerIndex:
             MAX_DEPTH,
         )
         return current
-
-
-def selector_matches(selector: Obj | None, labels: Mapping[str, str]) -> bool:
-    """Whether a ``LabelSelector`` (matchLabels, matchExpressions) selects ``labels``.
-
-    An empty selector selects everything, as for a PodDisruptionBudget in policy/v1; a
-    None selector selects nothing.
-    """
-    if selector is None:
-        return False
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expression in selector.get("matchExpressions") or ():
-        key = expression.get("key", "")
-        operator = expression.get("operator", "")
-        values = expression.get("values") or []
-        if operator == "In" and labels.get(key) not in values:
-            return False
-        if operator == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if operator == "Exists" and key not in labels:
-            return False
-        if operator == "DoesNotExist" and key in labels:
-            return False
-        if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            # The API server rejects other operators; match nothing if one slips by.
-            return False
-    return True

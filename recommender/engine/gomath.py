@@ -42,11 +42,6 @@ SQRT2_OVER_2 = (
 )  # Go math/log.go: Sqrt2/2 (Sqrt2 is the correctly rounded constant)
 
 
-def go_frexp(x: float) -> tuple[float, int]:
-    """Go ``math.Frexp``: ``x = frac * 2**exp``, ``0.5 <= |frac| < 1`` (as C frexp)."""
-    return math.frexp(x)
-
-
 def go_ldexp(frac: float, exp: int) -> float:
     """Go ``math.Ldexp``, including its flush to zero below 2**-1075."""
     if frac == 0.0 or math.isinf(frac) or math.isnan(frac):

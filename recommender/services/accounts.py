@@ -7,12 +7,11 @@ from datetime import datetime
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from recommender.errors import InvalidInput, NotFound
-from recommender.models import AuditEvent
 from recommender.roles import ROLE_ORDER, Role, grant_role, role_of
-from recommender.services.policies import actor_label_of
+from recommender.services.audit import Action, actor_label_of, record_audit
 
 logger = logging.getLogger(__name__)
 
@@ -52,13 +51,12 @@ def set_user_role(
             grant_role(user, new_role)
         if hasattr(user, "_vpaweb_role"):
             del user._vpaweb_role
-        AuditEvent.objects.create(
-            created_at=now,
+        record_audit(
+            now=now,
             actor=actor,
-            actor_label=actor_label_of(actor),
-            action="user.role",
+            action=Action.USER_ROLE,
             object_type="user",
-            object_id=str(user.pk),
+            object_id=user.pk,
             before={"role": before.value if before else None},
             after={"role": new_role.value if new_role else None},
             message=f"{actor_label_of(actor)} set the role of {user.get_username()} "
@@ -70,6 +68,10 @@ def set_user_role(
     return user
 
 
+def _name_taken(username: str) -> bool:
+    return get_user_model().objects.filter(username=username).exists()
+
+
 def create_user(
     *,
     username: str,
@@ -78,25 +80,36 @@ def create_user(
     actor: User | None,
     now: datetime,
 ) -> User:
-    """Create a user with a role and audit it (the password is never recorded)."""
+    """Create a user with a role and audit it (the password is never recorded).
+
+    A name that exists, also one created by someone else at the same moment, is an
+    InvalidInput on ``username``, never a database error."""
     new_role = _role(role)
     if new_role is None:
         raise InvalidInput("a new user needs a role", field="role")
+    taken = InvalidInput(f"a user named {username!r} already exists", field="username")
     with transaction.atomic():
-        model = get_user_model()
-        if model.objects.filter(username=username).exists():
-            raise InvalidInput(
-                f"a user named {username!r} already exists", field="username"
-            )
-        user = model.objects.create_user(username=username, password=password)
+        if _name_taken(username):
+            raise taken
+        try:
+            # A savepoint: someone may create the same name between the check above and
+            # this insert (two admins at once); the unique index then refuses it, and
+            # the outer transaction stays usable to say so.
+            with transaction.atomic():
+                user = get_user_model().objects.create_user(
+                    username=username, password=password
+                )
+        except IntegrityError:
+            if _name_taken(username):
+                raise taken from None
+            raise
         grant_role(user, new_role)
-        AuditEvent.objects.create(
-            created_at=now,
+        record_audit(
+            now=now,
             actor=actor,
-            actor_label=actor_label_of(actor),
-            action="user.create",
+            action=Action.USER_CREATE,
             object_type="user",
-            object_id=str(user.pk),
+            object_id=user.pk,
             after={"username": username, "role": new_role.value},
             message=(
                 f"{actor_label_of(actor)} created user {username} ({new_role.value})"

@@ -11,7 +11,14 @@ quantities as canonical Kubernetes strings::
 Every entry is checked by the engine's ``ContainerPolicy`` (the rules of the VPA
 admission webhook), so the API, the dashboard and the capping code agree on what is
 valid. Changing a policy writes nothing to a cluster: acting on the mode is the
-updater's and the webhook's job.
+updater's and the webhook's job, and they act only on policies that are
+``Policy.is_actionable`` (vpaweb's own, mode not Off).
+
+Ownership: a policy that mirrors an upstream VerticalPodAutoscaler object
+(``source="vpa-object"``) cannot be edited here; :func:`adopt_policy` first makes it
+vpaweb's own, in mode Off (audited ``policy.adopt``). Switching a workload to Off (an
+edit or an adoption) withdraws its approved, not yet applied resize changes: each
+becomes ``rejected``, audited ``change.withdraw``.
 """
 
 from __future__ import annotations
@@ -34,8 +41,10 @@ from recommender.engine.quantity import (
     parse_memory_bytes,
 )
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
-from recommender.errors import InvalidInput, NotFound
-from recommender.models import AuditEvent, Policy, Workload
+from recommender.errors import Conflict, InvalidInput, NotFound
+from recommender.models import Policy, Workload
+from recommender.services.actuation.withdrawal import withdraw_approved_changes
+from recommender.services.audit import Action, actor_label_of, record_audit
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +73,6 @@ CONTAINER_POLICY_KEYS = (
     "controlledValues",
 )
 CONTAINER_MODES = ("Auto", "Off")
-POLICY_UPDATE_ACTION = "policy.update"
 
 # What each mode does to running pods, shown before an operator leaves Off. This
 # version has no updater and no admission webhook: the other modes are stored and shown,
@@ -119,13 +127,6 @@ def approval_consequence(mode: str, approval: str) -> str:
 def mode_consequence(mode: str) -> str:
     """What switching a workload to ``mode`` will do to its pods, in plain words."""
     return MODE_CONSEQUENCES.get(mode, f"Unknown mode {mode!r}.")
-
-
-def actor_label_of(actor: User | None) -> str:
-    """How an actor is shown in the audit log: the user name, or "system"."""
-    if actor is None:
-        return "system"
-    return actor.get_username()
 
 
 def policy_snapshot(policy: Policy) -> dict[str, Any]:
@@ -579,6 +580,13 @@ def update_policy(
         # switch to Off and an approval are serialised, never interleaved. A row
         # created here is rolled back with everything else when the changes are bad.
         policy, _ = Policy.objects.select_for_update().get_or_create(workload=workload)
+        if policy.is_mirrored:
+            raise Conflict(
+                f"the policy of {workload} is managed by "
+                f"{policy.managed_by}; vpaweb does not change or act on it. Adopt "
+                "the workload first (it becomes vpaweb's, in mode Off)",
+                fields={"source": ["vpa-object: adopt the workload to change it"]},
+            )
         clean = _validate_changes(
             changes, container_names=container_names, policy=policy
         )
@@ -591,12 +599,9 @@ def update_policy(
             return policy
         for field in changed:
             setattr(policy, field, clean[field])
-        # An operator's edit makes the policy vpaweb's own: an imported VPA object no
-        # longer overwrites it, and the dashboard stops calling it imported.
-        policy.source = Policy.Source.VPAWEB
         policy.updated_at = now
         policy.updated_by = actor
-        policy.save(update_fields=[*changed, "source", "updated_at", "updated_by"])
+        policy.save(update_fields=[*changed, "updated_at", "updated_by"])
         after = policy_snapshot(policy)
         label = actor_label or actor_label_of(actor)
         message = f"{label} changed {', '.join(changed)} of {workload}"
@@ -609,17 +614,82 @@ def update_policy(
                 if overrides
                 else "cleared"
             )
-        AuditEvent.objects.create(
-            created_at=now,
+        record_audit(
+            now=now,
             actor=actor,
             actor_label=label,
-            action=POLICY_UPDATE_ACTION,
+            action=Action.POLICY_UPDATE,
             workload=workload,
             object_type="policy",
-            object_id=str(policy.pk),
+            object_id=policy.pk,
             before={k: before[k] for k in changed},
             after={k: after[k] for k in changed},
             message=message,
         )
+        if "mode" in changed and policy.is_off:
+            withdraw_approved_changes(
+                workload=workload, actor=actor, label=label, now=now
+            )
     logger.info("policy of workload %s updated by %s: %s", workload_id, label, changed)
+    return policy
+
+
+def adopt_policy(
+    *,
+    workload_id: int,
+    actor: User | None,
+    now: datetime,
+    actor_label: str | None = None,
+) -> Policy:
+    """Make a policy that mirrors an upstream VPA object vpaweb's own, in mode Off.
+
+    Its container policies and min replicas are kept as a starting point; the mode
+    becomes Off, so vpaweb acts on nothing until an operator chooses a mode. Discovery
+    no longer overwrites it. If the upstream object is still in a non-Off mode the
+    workload shows a conflict (``Policy.has_vpa_conflict``) until the object is set to
+    Off or deleted. Audited ``policy.adopt``; Conflict when the policy is not mirrored.
+    """
+    label = actor_label or actor_label_of(actor)
+    with transaction.atomic():
+        try:
+            workload = Workload.objects.select_for_update().get(pk=workload_id)
+        except Workload.DoesNotExist:
+            raise NotFound(f"workload {workload_id} does not exist") from None
+        policy = Policy.objects.select_for_update().filter(workload=workload).first()
+        if policy is None or not policy.is_mirrored:
+            raise Conflict(
+                f"the policy of {workload} is already vpaweb's own: there is no "
+                "VerticalPodAutoscaler object's policy to adopt"
+            )
+        before = {"source": policy.source, "mode": policy.mode}
+        source_name = policy.managed_by
+        # The row is locked (select_for_update above): nobody changes it meanwhile.
+        policy.source = Policy.Source.VPAWEB
+        policy.mode = Policy.Mode.OFF
+        policy.updated_at = now
+        policy.updated_by = actor
+        policy.save(update_fields=["source", "mode", "updated_at", "updated_by"])
+        message = (
+            f"{label} adopted {workload} from {source_name}: vpaweb's policy now, "
+            "mode Off"
+        )
+        if policy.has_vpa_conflict:
+            message += (
+                f"; the VerticalPodAutoscaler is still in mode "
+                f"{policy.vpa_object_mode}, set it to Off or delete it"
+            )
+        record_audit(
+            now=now,
+            actor=actor,
+            actor_label=label,
+            action=Action.POLICY_ADOPT,
+            workload=workload,
+            object_type="policy",
+            object_id=policy.pk,
+            before=before,
+            after={"source": policy.source, "mode": policy.mode},
+            message=message,
+        )
+        withdraw_approved_changes(workload=workload, actor=actor, label=label, now=now)
+    logger.info("workload %s adopted by %s", workload_id, label)
     return policy

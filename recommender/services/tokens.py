@@ -16,8 +16,8 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from recommender.errors import Conflict, InvalidInput, NotFound
-from recommender.models import ApiToken, AuditEvent
-from recommender.services.policies import actor_label_of
+from recommender.models import ApiToken
+from recommender.services.audit import Action, actor_label_of, record_audit
 
 logger = logging.getLogger(__name__)
 
@@ -27,8 +27,6 @@ KEY_PREFIX = "vpaweb_"
 SHOWN_PREFIX_LENGTH = 12
 # last_used_at is refreshed at most this often: a write per token a minute, not a call.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
-CREATE_ACTION = "token.create"
-REVOKE_ACTION = "token.revoke"
 
 
 def hash_key(key: str) -> str:
@@ -65,13 +63,13 @@ def create_token(
                 created_by=created_by,
                 created_at=now,
             )
-            AuditEvent.objects.create(
-                created_at=now,
+            record_audit(
+                now=now,
                 actor=created_by,
                 actor_label=label,
-                action=CREATE_ACTION,
+                action=Action.TOKEN_CREATE,
                 object_type="api_token",
-                object_id=str(token.pk),
+                object_id=token.pk,
                 after={"name": name, "scope": scope},
                 message=f"{label} created {scope} token {name!r}",
             )
@@ -105,13 +103,13 @@ def revoke_token(
         if updated != 1:
             raise Conflict(f"api token {token.name!r} was already revoked")
         token.revoked_at = now
-        AuditEvent.objects.create(
-            created_at=now,
+        record_audit(
+            now=now,
             actor=revoked_by,
             actor_label=label,
-            action=REVOKE_ACTION,
+            action=Action.TOKEN_REVOKE,
             object_type="api_token",
-            object_id=str(token.pk),
+            object_id=token.pk,
             before={"revoked": False},
             after={"revoked": True},
             message=f"{label} revoked {token.scope} token {token.name!r}",

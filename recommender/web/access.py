@@ -9,6 +9,7 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
@@ -36,6 +37,14 @@ def require_role(role: Role) -> Callable[[View], View]:
         return wrapped
 
     return decorator
+
+
+def acting_user(request: HttpRequest) -> User:
+    """The signed-in user a view acts for (every dashboard view requires a role)."""
+    user = request.user
+    if not isinstance(user, User):
+        raise PermissionDenied("sign in first")
+    return user
 
 
 def is_htmx(request: HttpRequest) -> bool:

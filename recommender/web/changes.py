@@ -19,7 +19,7 @@ from recommender.errors import InvalidInput, NotFound
 from recommender.models import ActuationControl, Cluster, ResizeChange, Workload
 from recommender.roles import Role
 from recommender.services.actuation import bulk, control
-from recommender.web.access import is_htmx, require_role
+from recommender.web.access import acting_user, is_htmx, require_role
 
 CHANGES_PAGE_SIZE = 50
 
@@ -99,7 +99,7 @@ def changes_bulk_approve(request: HttpRequest) -> HttpResponse:
     try:
         workload_id = int(raw_workload) if raw_workload else None
         result = bulk.approve_all(
-            approved_by=request.user,
+            approved_by=acting_user(request),
             now=timezone.now(),
             workload_id=workload_id,
             cluster=request.POST.get("cluster", "").strip() or None,
@@ -127,7 +127,7 @@ def kill_switch(request: HttpRequest) -> HttpResponse:
     stopped = request.POST.get("stopped") == "1"
     control.set_kill_switch(
         stopped=stopped,
-        actor=request.user,
+        actor=acting_user(request),
         now=timezone.now(),
         reason=request.POST.get("reason", ""),
     )
@@ -145,7 +145,7 @@ def cluster_pause(request: HttpRequest, pk: int) -> HttpResponse:
     cluster = get_object_or_404(Cluster, pk=pk)
     paused = request.POST.get("paused") == "1"
     control.set_cluster_paused(
-        cluster=cluster, paused=paused, actor=request.user, now=timezone.now()
+        cluster=cluster, paused=paused, actor=acting_user(request), now=timezone.now()
     )
     messages.success(
         request,

@@ -110,7 +110,9 @@ class PolicyForm(forms.Form):
             )
         kwargs.setdefault("initial", initial)
         super().__init__(*args, **kwargs)
-        self.fields["profile"].choices = profile_choices()
+        profile_field = self.fields["profile"]
+        assert isinstance(profile_field, forms.ChoiceField)
+        profile_field.choices = profile_choices()
         for name in OVERRIDE_FIELDS:
             default = getattr(self.base_profile, name)
             field: forms.Field
@@ -129,14 +131,21 @@ class PolicyForm(forms.Form):
             field.help_text = f"profile {self.base_profile.name}: {default}"
             self.fields[f"{OVERRIDE_PREFIX}{name}"] = field
         for index, _name in enumerate(self.container_names):
-            quantity = {"required": False, "max_length": 40}
             self.fields[f"cp{index}-mode"] = forms.ChoiceField(
                 choices=[("Auto", "Auto"), ("Off", "Off")]
             )
-            self.fields[f"cp{index}-min_cpu"] = forms.CharField(**quantity)
-            self.fields[f"cp{index}-min_memory"] = forms.CharField(**quantity)
-            self.fields[f"cp{index}-max_cpu"] = forms.CharField(**quantity)
-            self.fields[f"cp{index}-max_memory"] = forms.CharField(**quantity)
+            self.fields[f"cp{index}-min_cpu"] = forms.CharField(
+                required=False, max_length=40
+            )
+            self.fields[f"cp{index}-min_memory"] = forms.CharField(
+                required=False, max_length=40
+            )
+            self.fields[f"cp{index}-max_cpu"] = forms.CharField(
+                required=False, max_length=40
+            )
+            self.fields[f"cp{index}-max_memory"] = forms.CharField(
+                required=False, max_length=40
+            )
             self.fields[f"cp{index}-controlled_cpu"] = forms.BooleanField(
                 required=False
             )
@@ -207,7 +216,10 @@ class PolicyForm(forms.Form):
         entries = []
         self._row_of_entry = []
         for index, name in enumerate(self.container_names):
-            get = lambda key, i=index: data.get(f"cp{i}-{key}")  # noqa: E731
+
+            def get(key: str, i: int = index) -> Any:
+                return data.get(f"cp{i}-{key}")
+
             controlled = [r for r in ("cpu", "memory") if get(f"controlled_{r}")]
             entry: dict[str, Any] = {
                 "containerName": name,
@@ -296,7 +308,7 @@ class NewUserForm(forms.Form):
 
     def clean_username(self) -> str:
         """Refuse a name that is taken."""
-        name = self.cleaned_data["username"].strip()
+        name: str = self.cleaned_data["username"].strip()
         if get_user_model().objects.filter(username=name).exists():
             raise forms.ValidationError(f"a user named {name!r} already exists")
         return name
@@ -326,7 +338,7 @@ class TokenForm(forms.Form):
 
     def clean_scope(self) -> str:
         """Refuse a scope above the role; unknown scopes are left to the service."""
-        scope = self.cleaned_data["scope"]
+        scope: str = self.cleaned_data["scope"]
         if scope in ApiToken.Scope.values and scope not in self.allowed_scopes:
             raise forms.ValidationError(
                 f"the {self.role} role may create "

@@ -19,6 +19,7 @@ urlpatterns = [
     path("workloads/<int:pk>/", views.workload, name="workload"),
     path("workloads/<int:pk>/charts", views.workload_charts, name="workload_charts"),
     path("workloads/<int:pk>/policy", views.workload_policy, name="workload_policy"),
+    path("workloads/<int:pk>/adopt", views.workload_adopt, name="workload_adopt"),
     path("changes/", changes.changes, name="changes"),
     path(
         "changes/approve", changes.changes_bulk_approve, name="changes_bulk_approve"

@@ -40,6 +40,7 @@ from recommender.services.actuation import approvals
 from recommender.services.dashboard import insights, workload_insight
 from recommender.web.changes import workload_changes
 from recommender.web.access import (
+    acting_user,
     is_htmx,
     may_revoke_token,
     require_role,
@@ -255,11 +256,13 @@ def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
                 policy = policies.update_policy(
                     workload_id=workload.pk,
                     changes=changes,
-                    actor=request.user,
+                    actor=acting_user(request),
                     now=timezone.now(),
                 )
             except InvalidInput as exc:
                 form.add_service_errors(exc.fields)
+            except Conflict as exc:  # a mirrored VPA object's policy: adopt it first
+                form.add_error(None, exc.message)
             else:
                 extra["saved"] = True
                 form = PolicyForm(workload=workload, policy=policy)
@@ -280,18 +283,36 @@ def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
+@require_POST
+@require_role(Role.OPERATOR)
+def workload_adopt(request: HttpRequest, pk: int) -> HttpResponse:
+    """Adopt a workload whose policy mirrors a VPA object: vpaweb's own, in Off."""
+    try:
+        policy = policies.adopt_policy(
+            workload_id=pk, actor=acting_user(request), now=timezone.now()
+        )
+    except NotFound as exc:
+        return _not_found(exc)
+    except Conflict as exc:
+        messages.error(request, exc.message)
+    else:
+        note = " Conflict: see the warning below." if policy.has_vpa_conflict else ""
+        messages.success(request, f"Adopted: vpaweb's policy now, mode Off.{note}")
+    return redirect("workload", pk=pk)
+
+
 def _decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
     now = timezone.now()
     error = ""
     try:
         if decision == "approve":
             change = approvals.approve_change(
-                change_id=pk, approved_by=request.user, now=now
+                change_id=pk, approved_by=acting_user(request), now=now
             )
         else:
             change = approvals.reject_change(
                 change_id=pk,
-                rejected_by=request.user,
+                rejected_by=acting_user(request),
                 now=now,
                 reason=request.POST.get("reason", ""),
             )
@@ -384,7 +405,7 @@ def users(request: HttpRequest) -> HttpResponse:
                     accounts.set_user_role(
                         user_id=role_form.cleaned_data["user_id"],
                         role=role_form.cleaned_data["role"] or None,
-                        actor=request.user,
+                        actor=acting_user(request),
                         now=now,
                     )
                 except (InvalidInput, NotFound) as exc:
@@ -400,7 +421,7 @@ def users(request: HttpRequest) -> HttpResponse:
                         username=new_form.cleaned_data["username"],
                         password=new_form.cleaned_data["password"],
                         role=new_form.cleaned_data["role"],
-                        actor=request.user,
+                        actor=acting_user(request),
                         now=now,
                     )
                 except InvalidInput as exc:
@@ -533,7 +554,7 @@ def api_tokens(request: HttpRequest) -> HttpResponse:
             token, key = tokens.create_token(
                 name=form.cleaned_data["name"],
                 scope=form.cleaned_data["scope"],
-                created_by=request.user,
+                created_by=acting_user(request),
                 now=timezone.now(),
             )
         except InvalidInput as exc:
@@ -567,7 +588,7 @@ def api_token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     error = ""
     try:
         token = tokens.revoke_token(
-            token_id=pk, revoked_by=request.user, now=timezone.now()
+            token_id=pk, revoked_by=acting_user(request), now=timezone.now()
         )
     except Conflict as exc:
         error = exc.message

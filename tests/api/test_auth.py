@@ -50,7 +50,8 @@ def _call(client: Client, operation: str, shop: Any) -> int:
         ).status_code
     if operation in ("approve", "reject"):
         Policy.objects.filter(workload=shop).update(mode=Policy.Mode.INITIAL)
-        change = ResizeChange.objects.create(workload=shop, pod="web-1")
+        # One pod per operation: the database holds one open change per pod.
+        change = ResizeChange.objects.create(workload=shop, pod=f"web-{operation}")
         return client.post(f"/api/v1/changes/{change.pk}/{operation}").status_code
     raise AssertionError(operation)
 

@@ -15,7 +15,7 @@ from recommender.services.advice.limits import (
     limit_ranges_by_namespace,
     limit_ranges_for,
 )
-from recommender.services.policies import update_policy
+from recommender.services.policies import adopt_policy, update_policy
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.cluster.test_kubernetes_refresh import kubernetes_cluster
 from tests.k8s_fake.plugin import api_server, kubeconfig
@@ -72,6 +72,10 @@ def test_vpa_objects_are_imported_as_policies_in_the_upstream_shape(
             "controlledResources": ["cpu", "memory"],
         },
     ]
+    # Mirrored: shown with the object's mode, never acted on by vpaweb.
+    assert (web.vpa_object, web.vpa_object_mode) == ("shop/web-vpa", "Recreate")
+    assert not web.is_actionable and not web.has_vpa_conflict
+    assert not Policy.objects.actionable().exists()
     db = workload("db").policy
     assert (db.source, db.mode, db.container_policies) == ("vpa-object", "Off", [])
     # Workloads without a VPA object keep vpaweb's default.
@@ -91,6 +95,7 @@ def test_an_operators_edit_wins_over_the_vpa_object_and_a_gone_object_resets(
     refresh(kubernetes_cluster)
     operator = django_user_model.objects.create_user("op")
     web = workload("web")
+    adopt_policy(workload_id=web.pk, actor=operator, now=NOW)
     update_policy(
         workload_id=web.pk,
         changes={"mode": "Off", "min_replicas": 3},
@@ -153,6 +158,8 @@ def test_hpa_conflicts_follow_the_resources_the_policy_controls(
     assert workload("legacy-cache").hpa_conflicts == []
     assert workload("db").hpa_conflicts == []
 
+    operator = django_user_model.objects.create_user("op")
+    adopt_policy(workload_id=workload("web").pk, actor=operator, now=NOW)
     update_policy(
         workload_id=workload("web").pk,
         changes={
@@ -165,7 +172,7 @@ def test_hpa_conflicts_follow_the_resources_the_policy_controls(
                 },
             ]
         },
-        actor=django_user_model.objects.create_user("op"),
+        actor=operator,
         now=NOW,
     )
     refresh(kubernetes_cluster, minutes=1)
@@ -273,3 +280,39 @@ def test_label_selectors_match_as_the_api_server_does(selector, labels, expected
     from recommender.cluster.kube_objects import selector_matches
 
     assert selector_matches(selector, labels) is expected
+
+
+def test_an_adopted_workload_stays_vpawebs_and_warns_while_the_object_acts(
+    kubernetes_cluster, api_server, django_user_model
+):
+    refresh(kubernetes_cluster)
+    web = workload("web")
+    adopt_policy(
+        workload_id=web.pk,
+        actor=django_user_model.objects.create_user("op"),
+        now=NOW,
+    )
+
+    refresh(kubernetes_cluster, minutes=1)
+
+    policy = workload("web").policy
+    assert (policy.source, policy.mode) == ("vpaweb", "Off")  # not re-imported
+    assert (policy.vpa_object, policy.vpa_object_mode) == ("shop/web-vpa", "Recreate")
+    assert policy.has_vpa_conflict
+    # The owner sets the object to Off: the conflict is gone.
+    quiet = vpa_fixture("web-vpa")
+    quiet["spec"]["updatePolicy"]["updateMode"] = "Off"
+    api_server.remove("VerticalPodAutoscaler", "shop", "web-vpa")
+    api_server.add(quiet)
+    refresh(kubernetes_cluster, minutes=2)
+    policy = workload("web").policy
+    assert (policy.vpa_object_mode, policy.has_vpa_conflict) == ("Off", False)
+    # And deletes it: no object is recorded any more.
+    api_server.remove("VerticalPodAutoscaler", "shop", "web-vpa")
+    refresh(kubernetes_cluster, minutes=3)
+    policy = workload("web").policy
+    assert (policy.vpa_object, policy.vpa_object_mode, policy.source) == (
+        "",
+        "",
+        "vpaweb",
+    )

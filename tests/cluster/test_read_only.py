@@ -17,6 +17,12 @@ import kubernetes.client
 import recommender
 
 SOURCE = Path(recommender.__file__).parent
+# The only modules allowed to write to a cluster: the interface and its implementations.
+WRITERS = {
+    "cluster/writer.py",
+    "cluster/kube_writer.py",
+    "cluster/simulated_writer.py",
+}
 WRITE_PREFIXES = ("create_", "patch_", "replace_", "delete_", "evict", "connect_")
 
 
@@ -67,14 +73,14 @@ def test_no_module_of_vpaweb_calls_a_kubernetes_write_method():
     methods = kubernetes_write_methods()
     offenders = {}
     for path in sorted(SOURCE.rglob("*.py")):
+        if str(path.relative_to(SOURCE)) in WRITERS:
+            continue
         found = write_calls(ast.parse(path.read_text(), str(path)), methods)
         if found:
             offenders[str(path.relative_to(SOURCE))] = found
     assert offenders == {}
 
 
-# The ClusterWriter implementations: the only classes with write methods.
-WRITER_MODULES = ("writer.py", "kube_writer.py", "simulated_writer.py")
 # The writer's write methods, and the only modules allowed to call them.
 WRITER_METHODS = {
     "resize_pod",
@@ -138,7 +144,7 @@ def test_only_the_kubernetes_writer_sends_raw_requests():
 def test_no_cluster_adapter_has_a_write_method():
     offenders = []
     for path in sorted((SOURCE / "cluster").glob("*.py")):
-        if path.name in WRITER_MODULES:
+        if f"cluster/{path.name}" in WRITERS:
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.ClassDef):

@@ -21,7 +21,7 @@ import pytest
 from django.db import connection, connections, transaction
 
 from recommender.errors import Conflict
-from recommender.models import Policy, ResizeChange, Workload
+from recommender.models import AuditEvent, Policy, ResizeChange, Workload
 from recommender.roles import Role
 from recommender.services.actuation.approvals import approve_change
 from recommender.services.policies import update_policy
@@ -141,4 +141,9 @@ def test_switch_to_off_waits_for_an_approval_holding_the_policy(change):
     assert switch.error is None, switch.error
     assert switch.result.mode == Policy.Mode.OFF
     change.refresh_from_db()
-    assert change.status == ResizeChange.Status.APPROVED
+    # The switch ran after the approval committed, so it saw the approved change and
+    # withdrew it: Off means the updater never applies it.
+    assert change.status == ResizeChange.Status.REJECTED
+    assert AuditEvent.objects.filter(
+        action="change.withdraw", object_id=str(change.pk)
+    ).exists()

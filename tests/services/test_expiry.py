@@ -9,7 +9,7 @@ import pytest
 from django.db.models.signals import post_init
 
 from recommender.engine import AggregateSet
-from recommender.models import Checkpoint, Cluster, Policy, RefreshRun
+from recommender.models import Checkpoint, Cluster, Policy, RefreshRun, Workload
 from recommender.services.refresh import cycle, ingest
 from recommender.services.refresh.cycle import expire_idle_aggregates, refresh_cluster
 
@@ -40,7 +40,11 @@ def test_expiry_resets_the_state_and_keeps_the_row(cluster):
 
     run = expire_idle_aggregates(now=LATE)
 
-    assert run.counts == {"checked": len(before), "expired": len(before)}
+    assert run.counts == {
+        "checked": len(before),
+        "expired": len(before),
+        "failed": 0,
+    }
     after = list(checkpoints(cluster))
     assert {c.pk for c in after} == set(before)
     for checkpoint in after:
@@ -50,7 +54,11 @@ def test_expiry_resets_the_state_and_keeps_the_row(cluster):
         assert checkpoint.sample_count == 0
         assert checkpoint.version == before[checkpoint.pk] + 1
     # A reset row is not checked again.
-    assert expire_idle_aggregates(now=LATE).counts == {"checked": 0, "expired": 0}
+    assert expire_idle_aggregates(now=LATE).counts == {
+        "checked": 0,
+        "expired": 0,
+        "failed": 0,
+    }
 
 
 def test_the_next_refresh_rebuilds_an_expired_state_from_history(cluster):
@@ -114,8 +122,47 @@ def test_expiry_processes_each_chunk_as_it_arrives(cluster, monkeypatch):
         post_init.disconnect(count, sender=Checkpoint)
 
     assert total > 4 * batch
-    assert run.counts == {"checked": total, "expired": total}
+    assert run.counts == {"checked": total, "expired": total, "failed": 0}
     assert all(size <= batch for _, size in loaded_at_each_batch)
     # The first batch is judged long before every row is loaded: at most one buffer
     # per key plus the database chunk in flight.
     assert loaded_at_each_batch[0][0] <= 3 * batch
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda blob: b"not a checkpoint", id="garbage"),
+        pytest.param(lambda blob: blob[: len(blob) // 2], id="truncated"),
+        pytest.param(lambda blob: blob[:1] + b"\xff" * (len(blob) - 1), id="scrambled"),
+    ],
+)
+def test_an_unreadable_checkpoint_is_counted_and_the_job_keeps_going(
+    cluster, monkeypatch, caplog, damage
+):
+    # Small batches: the bad row shares its batch with good ones, and more follow.
+    monkeypatch.setattr(cycle, "BATCH", 4)
+    rows = list(checkpoints(cluster).order_by("pk"))
+    bad = rows[5]
+    # The likely case: the checkpoint of a workload deleted from its cluster.
+    Workload.objects.filter(pk=bad.container.workload_id).update(is_active=False)
+    Checkpoint.objects.filter(pk=bad.pk).update(state=damage(bytes(bad.state)))
+
+    run = expire_idle_aggregates(now=LATE)
+
+    assert run.status == RefreshRun.Status.SUCCEEDED
+    assert run.counts == {"checked": len(rows), "expired": len(rows) - 1, "failed": 1}
+    left = Checkpoint.objects.get(pk=bad.pk)
+    assert (left.version, left.histogram_key) == (bad.version, bad.histogram_key)
+    others = checkpoints(cluster).exclude(pk=bad.pk)
+    assert set(others.values_list("histogram_key", flat=True)) == {""}
+    assert f"cannot read the checkpoint of container {bad.container_id}" in caplog.text
+
+
+def test_every_unreadable_checkpoint_is_counted(cluster):
+    rows = list(checkpoints(cluster).order_by("pk"))
+    Checkpoint.objects.filter(pk__in=[r.pk for r in rows[:3]]).update(state=b"\x00")
+
+    run = expire_idle_aggregates(now=LATE)
+
+    assert run.counts == {"checked": len(rows), "expired": len(rows) - 3, "failed": 3}

@@ -8,6 +8,7 @@ import pytest
 from django.utils import timezone
 
 from recommender.models import Container, OomKill, RefreshRun
+from recommender.services.dashboard import workload_insight as workload_insight_module
 from recommender.services.dashboard.insights import (
     Prices,
     Status,
@@ -211,3 +212,32 @@ def test_malformed_confidence_is_unknown(fleet):
     overview = fleet_overview(now=timezone.now(), prices=PRICES)
 
     assert overview.confidence["unknown"] == 3
+
+
+def test_the_history_limit_applies_per_container(db, monkeypatch):
+    monkeypatch.setattr(workload_insight_module, "HISTORY_LIMIT", 5)
+    workload = make_workload(make_cluster(), "busy", containers={"app": {}, "log": {}})
+    app, log = workload.containers.order_by("position")
+    start = timezone.now() - timedelta(days=2)
+    # The quiet container's rows are all older than the busy one's newest 12.
+    for hour in range(3):
+        make_recommendation(log, cpu_millicores=100 + hour, created_at=start)
+    for hour in range(12):
+        make_recommendation(
+            app, cpu_millicores=200 + hour, created_at=start + timedelta(hours=hour + 1)
+        )
+
+    insight = workload_insight(
+        workload_id=workload.pk, now=timezone.now(), prices=PRICES
+    )
+
+    by_name = {item.container.name: item.history for item in insight.containers}
+    # Each container its own newest 5, oldest first.
+    assert [r.target_cpu_millicores for r in by_name["app"]] == [
+        207,
+        208,
+        209,
+        210,
+        211,
+    ]
+    assert [r.target_cpu_millicores for r in by_name["log"]] == [100, 101, 102]

@@ -220,18 +220,6 @@ def test_profile_is_one_of_the_engines(workload, operator):
     assert policy.profile == "peak-memory"
 
 
-def test_an_operator_edit_makes_an_imported_policy_vpawebs_own(workload, operator):
-    Policy.objects.filter(workload=workload).update(source=Policy.Source.VPA_OBJECT)
-    policy = update_policy(
-        workload_id=workload.pk,
-        changes={"profile": "peak-memory"},
-        actor=operator,
-        now=NOW,
-    )
-    assert policy.source == Policy.Source.VPAWEB
-    assert Policy.objects.get(workload=workload).source == Policy.Source.VPAWEB
-
-
 def test_profile_overrides_keep_only_differences_and_are_audited(workload, operator):
     policy = update_policy(
         workload_id=workload.pk,

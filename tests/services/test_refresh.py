@@ -250,10 +250,10 @@ def test_idle_aggregates_expire_after_eight_days_and_not_before(cluster):
     stored = Checkpoint.objects.filter(container__workload__cluster=cluster).count()
 
     soon = expire_idle_aggregates(now=NOW + timedelta(hours=1))
-    assert soon.counts == {"checked": stored, "expired": 0}
+    assert soon.counts == {"checked": stored, "expired": 0, "failed": 0}
 
     late = expire_idle_aggregates(now=NOW + timedelta(days=8, minutes=1))
-    assert late.counts == {"checked": stored, "expired": stored}
+    assert late.counts == {"checked": stored, "expired": stored, "failed": 0}
     # Reset, not deleted: a refresh racing expiry still finds every row.
     assert not Checkpoint.objects.filter(
         container__workload__cluster=cluster, sample_count__gt=0
@@ -408,14 +408,17 @@ def test_a_cycle_closes_its_source_whether_it_succeeds_or_fails(cluster, monkeyp
 def test_an_oom_kill_finds_its_workload_by_the_adapters_answer_before_its_name():
     found = Discovery(cluster=None, now=NOW, namespace=None)
     found.workload_by_key[("shop", "StatefulSet", "db")] = 1
-    found.workload_by_name[("shop", "db")] = 1
-    found.workload_by_name[("shop", "db-migrate")] = 2
+    found.pods.by_name[("shop", "db")] = [("StatefulSet", 1)]
+    found.pods.by_name[("shop", "db-migrate")] = [("StatefulSet", 2)]
 
     # The pod's name looks like another workload's; the adapter knows better.
     assert found.owner_of("shop", "db-migrate-0", kind="StatefulSet", name="db") == 1
-    # Without the adapter's answer, the name is the only clue left.
+    # A pod discovery never saw: its controller's naming rule, longest name first.
     assert found.owner_of("shop", "db-migrate-0") == 2
     assert found.owner_of("shop", "unknown-0") is None
+    # A stored owner (from owner references) beats any name.
+    found.pods.stored[("shop", "db-migrate-1")] = 1
+    assert found.owner_of("shop", "db-migrate-1") == 1
 
 
 def cron_series(cluster):

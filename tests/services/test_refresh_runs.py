@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.utils import timezone
 
 from recommender.models import Cluster, RefreshRun
 from recommender.services.refresh.backfill import backfill_cluster
-from recommender.services.refresh.cycle import refresh_cluster, start_run
+from recommender.services.refresh.cycle import refresh_cluster
+from recommender.services.runs import reap_lost_runs, recorded_run, start_run
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -22,7 +24,7 @@ def cluster(db, settings):
 
 
 def test_start_run_stores_a_running_row_and_logs_it(cluster, caplog):
-    caplog.set_level(logging.INFO, logger="recommender.services.refresh.cycle")
+    caplog.set_level(logging.INFO, logger="recommender.services.runs")
 
     run = start_run(kind=RefreshRun.Kind.BACKFILL, cluster=cluster, namespace="shop")
 
@@ -39,7 +41,7 @@ def test_start_run_stores_a_running_row_and_logs_it(cluster, caplog):
 
 
 def test_refresh_and_backfill_start_their_runs_through_it(cluster, caplog):
-    caplog.set_level(logging.INFO, logger="recommender.services.refresh.cycle")
+    caplog.set_level(logging.INFO, logger="recommender.services.runs")
 
     backfill = backfill_cluster(cluster_id=cluster.pk, now=NOW, days=1)
     refresh = refresh_cluster(cluster_id=cluster.pk, now=NOW)
@@ -49,4 +51,76 @@ def test_refresh_and_backfill_start_their_runs_through_it(cluster, caplog):
     )
     assert f"refresh of cluster sim-runs shard '*' (run {refresh.pk}) started" in (
         caplog.text
+    )
+
+
+def _running(kind, *, minutes_ago, cluster=None):
+    return RefreshRun.objects.create(
+        kind=kind,
+        cluster=cluster,
+        started_at=timezone.now() - timedelta(minutes=minutes_ago),
+    )
+
+
+def test_a_run_left_running_by_a_killed_worker_is_reaped_by_the_next_of_its_kind(
+    cluster, settings
+):
+    settings.CELERY_TASK_TIME_LIMIT = 600
+    lost = _running(RefreshRun.Kind.REFRESH, minutes_ago=11, cluster=cluster)
+    young = _running(RefreshRun.Kind.REFRESH, minutes_ago=9, cluster=cluster)
+    other_kind = _running(RefreshRun.Kind.BACKFILL, minutes_ago=60, cluster=cluster)
+
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+
+    lost.refresh_from_db()
+    assert lost.status == RefreshRun.Status.FAILED
+    assert lost.error.startswith("worker lost:")
+    assert "(600 s)" in lost.error
+    assert lost.finished_at is not None
+    young.refresh_from_db()
+    other_kind.refresh_from_db()
+    assert young.status == other_kind.status == RefreshRun.Status.RUNNING
+
+
+def test_reaping_is_a_compare_and_swap(cluster, settings):
+    settings.CELERY_TASK_TIME_LIMIT = 60
+    lost = _running(RefreshRun.Kind.EXPIRE, minutes_ago=5)
+
+    assert reap_lost_runs(kind=RefreshRun.Kind.EXPIRE, now=timezone.now()) == 1
+    # A second reaper (another worker starting at the same moment) finds nothing.
+    assert reap_lost_runs(kind=RefreshRun.Kind.EXPIRE, now=timezone.now()) == 0
+    lost.refresh_from_db()
+    assert lost.status == RefreshRun.Status.FAILED
+
+
+def test_a_failing_body_fails_the_run_with_its_phase_and_timings(cluster):
+    with (
+        pytest.raises(RuntimeError),
+        recorded_run(kind=RefreshRun.Kind.REFRESH, cluster=cluster) as recorder,
+    ):
+        recorder.counts["seen"] = 2
+        with recorder.phases("discover"):
+            pass
+        with recorder.phases("ingest"):
+            raise RuntimeError("disk full")
+
+    run = RefreshRun.objects.get(pk=recorder.run.pk)
+    assert run.status == RefreshRun.Status.FAILED
+    assert run.error == "ingest failed: RuntimeError: disk full"
+    assert run.counts == {"seen": 2}
+    # The failed phase is timed too (try/finally), with the total.
+    assert set(run.timings) == {"discover_s", "ingest_s", "total_s"}
+
+
+def test_a_finished_body_succeeds_with_its_counts(cluster):
+    with recorded_run(kind=RefreshRun.Kind.EXPIRE) as recorder:
+        recorder.counts = {"checked": 3}
+        recorder.progress(0.5)
+        assert RefreshRun.objects.get(pk=recorder.run.pk).progress == 0.5
+
+    run = RefreshRun.objects.get(pk=recorder.run.pk)
+    assert (run.status, run.progress, run.counts) == (
+        RefreshRun.Status.SUCCEEDED,
+        1.0,
+        {"checked": 3},
     )

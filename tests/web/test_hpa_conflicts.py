@@ -1,11 +1,11 @@
-"""HPA conflicts and imported VPA policies, as discovery stores them, on the workload
-page, the workload list and the API."""
+"""HPA conflicts, as discovery stores them, on the workload page, the workload list
+and the API (imported VPA policies: test_vpa_ownership)."""
 
 from __future__ import annotations
 
 from django.urls import reverse
 
-from recommender.models import Policy, Workload
+from recommender.models import Workload
 from tests.factories import make_cluster, make_workload
 from tests.web.conftest import client_for
 
@@ -42,18 +42,6 @@ def test_the_workload_list_marks_workloads_with_an_hpa_conflict(viewer):
 
     assert page.count('data-testid="hpa-conflict-badge"') == 1
     assert "An HPA scales it on cpu, which its policy controls" in page
-
-
-def test_an_imported_policy_says_where_it_comes_from(viewer):
-    fighting, calm = conflicted()
-    Policy.objects.filter(workload=fighting).update(source=Policy.Source.VPA_OBJECT)
-    client = client_for(viewer)
-
-    page = client.get(reverse("workload", args=[fighting.pk])).content.decode()
-    other = client.get(reverse("workload", args=[calm.pk])).content.decode()
-
-    assert "From the cluster's VerticalPodAutoscaler object" in page
-    assert 'data-testid="policy-source"' not in other
 
 
 def test_the_api_lists_a_workloads_hpa_conflicts(viewer):

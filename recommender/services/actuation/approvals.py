@@ -9,7 +9,10 @@ Transitions (anything else raises Conflict and changes nothing)::
 Each transition is a filtered ``update()`` on the current status, so two operators
 deciding at once cannot both win: the second gets a Conflict naming the status the first
 one set. An approval holds the workload's policy row locked while it checks the mode, so
-it cannot race a switch to Off (``policies.update_policy`` takes the same lock).
+it cannot race a switch to Off (``policies.update_policy`` takes the same lock), and
+only a workload whose policy ``is_actionable`` (vpaweb's own, not Off) can have an
+approved change. A switch to Off withdraws approved changes
+(``actuation.withdrawal``).
 """
 
 from __future__ import annotations
@@ -21,13 +24,11 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from recommender.errors import Conflict, NotFound
-from recommender.models import AuditEvent, Policy, ResizeChange, Workload
-from recommender.services.policies import actor_label_of
+from recommender.models import Policy, ResizeChange, Workload
+from recommender.services.audit import Action, actor_label_of, record_audit
 
 logger = logging.getLogger(__name__)
 
-APPROVE_ACTION = "change.approve"
-REJECT_ACTION = "change.reject"
 # Which statuses each decision may start from.
 APPROVABLE = (ResizeChange.Status.PROPOSED,)
 REJECTABLE = (ResizeChange.Status.PROPOSED, ResizeChange.Status.APPROVED)
@@ -38,7 +39,7 @@ def _decide(
     change_id: int,
     to_status: str,
     allowed_from: tuple[str, ...],
-    action: str,
+    action: Action,
     actor: User | None,
     actor_label: str | None,
     now: datetime,
@@ -64,7 +65,13 @@ def _decide(
                 .filter(workload_id=change.workload_id)
                 .first()
             )
-            if policy is None or policy.is_off:
+            if policy is not None and policy.is_mirrored:
+                raise Conflict(
+                    f"resize change {change_id} cannot be approved: workload "
+                    f"{change.workload} is managed by {policy.managed_by} and "
+                    "vpaweb never acts on it; adopt the workload first"
+                )
+            if policy is None or not policy.is_actionable:
                 raise Conflict(
                     f"resize change {change_id} cannot be approved: workload "
                     f"{change.workload} is in Off mode; change its mode first"
@@ -85,14 +92,14 @@ def _decide(
         )
         if note:
             message += f": {note}"
-        AuditEvent.objects.create(
-            created_at=now,
+        record_audit(
+            now=now,
             actor=actor,
             actor_label=label,
             action=action,
             workload=change.workload,
             object_type="resize_change",
-            object_id=str(change.pk),
+            object_id=change.pk,
             before={"status": before_status},
             after={"status": to_status},
             message=message,
@@ -119,7 +126,7 @@ def approve_change(
         change_id=change_id,
         to_status=ResizeChange.Status.APPROVED,
         allowed_from=APPROVABLE,
-        action=APPROVE_ACTION,
+        action=Action.CHANGE_APPROVE,
         actor=approved_by,
         actor_label=actor_label,
         now=now,
@@ -140,7 +147,7 @@ def reject_change(
         change_id=change_id,
         to_status=ResizeChange.Status.REJECTED,
         allowed_from=REJECTABLE,
-        action=REJECT_ACTION,
+        action=Action.CHANGE_REJECT,
         actor=rejected_by,
         actor_label=actor_label,
         now=now,

@@ -30,10 +30,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from recommender.models import ActuationControl, AuditEvent, Cluster, UpdaterLock
-from recommender.services.policies import actor_label_of
+from recommender.services.audit import Action, actor_label_of
 
-KILL_SWITCH_ACTION = "updater.kill_switch"
-PAUSE_ACTION = "updater.pause"
+KILL_SWITCH_ACTION = Action.UPDATER_KILL_SWITCH
+PAUSE_ACTION = Action.UPDATER_PAUSE
 # One identity per process: a Celery worker child, or the embedded scheduler.
 PROCESS_IDENTITY = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 

@@ -61,9 +61,13 @@ ACTING_MODES = (Policy.Mode.RECREATE, Policy.Mode.IN_PLACE_OR_RECREATE)
 LIVE_PHASES = ("Running", "Pending")
 
 
-def actionable_policies() -> Q:
-    """Policies the updater acts on: vpaweb-owned, mode Recreate or InPlaceOrRecreate."""
-    return Q(policy__mode__in=ACTING_MODES, policy__source=Policy.Source.VPAWEB)
+def actionable_policies(prefix: str = "") -> Q:
+    """Workloads the updater acts on: an actionable policy (``Policy.is_actionable``:
+    vpaweb's own, not Off) whose mode changes running pods (Recreate or
+    InPlaceOrRecreate; Initial is the webhook's alone)."""
+    return Q(**{f"{prefix}policy__in": Policy.objects.actionable()}) & Q(
+        **{f"{prefix}policy__mode__in": ACTING_MODES}
+    )
 
 
 def config_from_settings() -> decision.UpdaterConfig:
@@ -321,9 +325,7 @@ def load_context(
     rows = Container.objects.filter(
         workload__cluster=cluster, workload__is_active=True
     ).filter(
-        Q(workload__policy__mode__in=ACTING_MODES),
-        workload__policy__source=Policy.Source.VPAWEB,
-        latest_recommendation__isnull=False,
+        actionable_policies("workload__"), latest_recommendation__isnull=False
     ).values_list("workload_id", "name", *(f"latest_recommendation__{f}" for f in REC_FIELDS))
     for workload_id, name, *amounts in rows:
         latest[workload_id][name] = RecBounds.from_row(amounts)

@@ -38,15 +38,16 @@ OPEN = (S.PROPOSED, S.APPROVED, S.APPLYING)
 UPDATER_LABEL = "updater"
 AUTOMATIC_LABEL = "policy (automatic approval)"
 # The audit action of each target status.
+A = AuditEvent.Action
 ACTIONS = {
-    S.PROPOSED: "change.propose",
-    S.APPROVED: "change.approve",
-    S.APPLYING: "change.apply",
-    S.APPLIED: "change.applied",
-    S.FAILED: "change.fail",
-    S.REJECTED: "change.reject",
-    S.EXPIRED: "change.expire",
-    S.SUPERSEDED: "change.supersede",
+    S.PROPOSED: A.CHANGE_PROPOSE,
+    S.APPROVED: A.CHANGE_APPROVE,
+    S.APPLYING: A.CHANGE_APPLY,
+    S.APPLIED: A.CHANGE_APPLIED,
+    S.FAILED: A.CHANGE_FAIL,
+    S.REJECTED: A.CHANGE_REJECT,
+    S.EXPIRED: A.CHANGE_EXPIRE,
+    S.SUPERSEDED: A.CHANGE_SUPERSEDE,
 }
 
 

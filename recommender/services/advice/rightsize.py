@@ -27,21 +27,23 @@ import yaml
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from recommender.engine.limits import REQUESTS_ONLY, requests_and_limits_for_container
+from recommender.engine.limits import REQUESTS_ONLY
 from recommender.engine.quantity import format_cpu, format_memory
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput
-from recommender.models import AuditEvent, StaticCoefficient
-from recommender.services.advice.recommendation_query import (
-    MAX_MULTIPLIER,
+from recommender.models import StaticCoefficient
+from recommender.services.advice.advise import (
     SOURCE_NONE,
     ContainerAdvice,
-    PodContainer,
     advise_pod,
+    check_multiplier,
+)
+from recommender.services.advice.pod_spec import (
+    PodContainer,
     owner_of_pod,
     parse_pod_containers,
 )
-from recommender.services.policies import actor_label_of
+from recommender.services.audit import Action, actor_label_of, record_audit
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +62,6 @@ SUPPORTED_KINDS = tuple(POD_SPEC_PATHS)
 # A YAML alias bomb expands into billions of nodes; real manifests have a few thousand.
 MAX_NODES = 200_000
 JSON_MEDIA_TYPES = ("application/json",)
-COEFFICIENT_ACTION = "coefficient.update"
 
 STATUS_RIGHTSIZED = "rightsized"
 STATUS_UNCHANGED = "unchanged"
@@ -175,14 +176,7 @@ class RightsizeOptions:
     leave_memory: bool = False
 
     def __post_init__(self) -> None:
-        if not (0 < self.multiplier <= MAX_MULTIPLIER) or not math.isfinite(
-            self.multiplier
-        ):
-            raise InvalidInput(
-                f"multiplier must be above 0 and at most {MAX_MULTIPLIER:g}, "
-                f"not {self.multiplier!r}",
-                field="multiplier",
-            )
+        check_multiplier(self.multiplier)
 
 
 @dataclass
@@ -252,6 +246,30 @@ def _corrected_target(
     return target
 
 
+def _limit_reason(
+    container: PodContainer, advice: ContainerAdvice, resource: str
+) -> str:
+    """Why a limit changed: the original ratio, or the LimitRange's default limit."""
+    before = container.limits.get(resource)
+    old_request = container.requests.get(resource)
+    if not before:
+        default = advice.default_limit.get(resource)
+        assert default is not None  # a limit is only written from one of the two
+        ratio = (
+            f" at the ratio default limit:request {default / old_request:.4g}"
+            if old_request and old_request != default
+            else ""
+        )
+        return (
+            "the container has no limit: the namespace's LimitRange default limit "
+            f"{_format(resource, default)} stands in for it{ratio}, as upstream VPA "
+            "does"
+        )
+    if old_request and before != old_request:
+        return f"kept the original limit:request ratio {before / old_request:.4g}"
+    return "kept limit = request, as before"
+
+
 def _rightsize_container(
     item: dict[str, Any],
     container: PodContainer,
@@ -261,9 +279,7 @@ def _rightsize_container(
     """Write the advised requests (and proportional limits) into a container mapping."""
     notes = list(advice.caps())
     target = _corrected_target(container, advice, options, notes)
-    new = requests_and_limits_for_container(
-        container.as_engine(), target, controlled_values=advice.controlled_values
-    )
+    new = advice.resources_for(target)
     changes: list[dict[str, Any]] = []
     writes: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
     for resource in RESOURCE_NAMES:
@@ -290,18 +306,12 @@ def _rightsize_container(
             before, after = container.limits.get(resource), new.limits.get(resource)
             if after is not None and after != before:
                 writes["limits"][resource] = _format(resource, after)
-                old_request = container.requests.get(resource)
-                ratio = (
-                    f"the original limit:request ratio {before / old_request:.4g}"
-                    if before and old_request
-                    else "limit = request, as before"
-                )
                 changes.append(
                     {
                         "field": f"limits.{resource}",
                         "before": _text(resource, before),
                         "after": _format(resource, after),
-                        "reason": f"kept {ratio}",
+                        "reason": _limit_reason(container, advice, resource),
                     }
                 )
         notes.extend(a for a in new.annotations if a.split(":")[0] in target.to_dict())
@@ -514,11 +524,11 @@ def set_static_coefficient(
             )
         after = {} if row is None else {"cpu_factor": cpu, "memory_factor": memory}
         if before != after:
-            AuditEvent.objects.create(
-                created_at=now,
+            record_audit(
+                now=now,
                 actor=actor,
                 actor_label=label,
-                action=COEFFICIENT_ACTION,
+                action=Action.COEFFICIENT_UPDATE,
                 object_type="static_coefficient",
                 object_id=scope,
                 before=before,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,16 +17,19 @@ from typing import Any
 
 import numpy as np
 import yaml
-from django.db.models import Prefetch
+from django.db.models import F, Prefetch, Window
+from django.db.models.functions import RowNumber
 
 from recommender.engine import AggregateSet, Profile, format_cpu, format_memory
-from recommender.engine.capping import controlled_values_for, select_container_policy
-from recommender.engine.limits import (
-    ContainerResources,
-    requests_and_limits_for_container,
-)
+from recommender.engine.capping import select_container_policy
 from recommender.errors import NotFound, SourceUnavailable, VpawebError
 from recommender.models import Container, OomKill, Policy, Recommendation, Workload
+from recommender.services.advice.advise import (
+    SOURCE_RECOMMENDATION,
+    advise,
+    inputs_for_workload,
+)
+from recommender.services.advice.pod_spec import PodContainer
 from recommender.services.dashboard.insights import (
     Prices,
     Status,
@@ -41,14 +43,15 @@ from recommender.services.policies import parse_container_policies
 from recommender.services.refresh.adapters import usage_source_for
 from recommender.services.refresh.cycle import close_quietly
 from recommender.services.refresh.ingest import profile_or_default
+from recommender.services.refresh.pods import load_pod_owners
 
 logger = logging.getLogger(__name__)
 
 
 # --- The workload page ----------------------------------------------------------------
 
-# How much recommendation history the page draws (newest rows; a row is written only on
-# change).
+# How much recommendation history the page draws per container (its newest rows; a row
+# is written only on change).
 HISTORY_LIMIT = 500
 OOM_HISTORY = timedelta(days=8)
 # kubectl resource names and where each kind keeps its pod template.
@@ -94,19 +97,20 @@ class WorkloadInsight:
     patch_note: str
 
 
-def _new_resources(
-    container: Container, rec: Recommendation, *, controlled_values: str
-) -> tuple[dict[str, int], dict[str, int]]:
-    """Requests = the target; limits kept in proportion (admission controller rule)."""
-    target = rec.target
-    result = requests_and_limits_for_container(
-        ContainerResources(
-            name=container.name, requests=container.requests, limits=container.limits
-        ),
-        target,
-        controlled_values=controlled_values,
-    )
-    return result.requests.to_dict(), result.limits.to_dict()
+def _pod_containers(containers: Sequence[Container]) -> list[PodContainer]:
+    """The workload's containers as the advice reads a pod: their current requests
+    and limits (what the live pods carry, see discovery)."""
+    return [
+        PodContainer(
+            name=c.name,
+            requests=c.requests,
+            limits=c.limits,
+            field=f"containers[{c.name}]",
+            is_init=c.kind != Container.Kind.REGULAR,
+        )
+        for c in containers
+        if c.kind != Container.Kind.INIT
+    ]
 
 
 def _quantity_dict(amounts: dict[str, int]) -> dict[str, str]:
@@ -190,16 +194,33 @@ def workload_insight(
     )
     ids = [c.pk for c in containers]
     history: dict[int, list[Recommendation]] = {pk: [] for pk in ids}
-    # Newest HISTORY_LIMIT rows per page, drawn oldest first.
-    for row in Recommendation.objects.filter(container_id__in=ids).order_by(
-        "-created_at", "-id"
-    )[: HISTORY_LIMIT * max(1, len(ids))]:
+    # The newest HISTORY_LIMIT rows of EACH container (a busy container never crowds
+    # out another's history), in one query, drawn oldest first.
+    newest_first = [F("created_at").desc(), F("id").desc()]
+    for row in (
+        Recommendation.objects.filter(container_id__in=ids)
+        .annotate(
+            rank=Window(
+                RowNumber(), partition_by=[F("container_id")], order_by=newest_first
+            )
+        )
+        .filter(rank__lte=HISTORY_LIMIT)
+        .order_by("container_id", *newest_first)
+    ):
         history[row.container_id].append(row)
     ooms: dict[int, list[OomKill]] = {pk: [] for pk in ids}
     for kill in OomKill.objects.filter(
         container_id__in=ids, occurred_at__gte=now - OOM_HISTORY
     ).order_by("occurred_at"):
         ooms[kill.container_id].append(kill)
+    # The one advice path (services.advice.advise): capped as /rightsize and the
+    # admission webhook cap it, limits from the same rule.
+    advice = {
+        a.name: a
+        for a in advise(
+            inputs_for_workload(workload), _pod_containers(containers)
+        ).containers
+    }
     items = []
     for container in containers:
         rec = container.latest_recommendation
@@ -207,14 +228,14 @@ def workload_insight(
         selected = select_container_policy(container_policies, container.name)
         new_requests: dict[str, int] = {}
         new_limits: dict[str, int] = {}
-        if status != Status.NO_DATA and rec is not None:
-            new_requests, new_limits = _new_resources(
-                container,
-                rec,
-                controlled_values=controlled_values_for(
-                    container_policies, container.name
-                ),
-            )
+        one = advice.get(container.name)
+        if (
+            status != Status.NO_DATA
+            and one is not None
+            and one.source == SOURCE_RECOMMENDATION
+        ):
+            new_requests = one.requests.to_dict()
+            new_limits = one.limits.to_dict()
         items.append(
             ContainerInsight(
                 container=container,
@@ -223,7 +244,7 @@ def workload_insight(
                     container, replicas=workload.replicas, prices=prices
                 ),
                 recommendation=rec,
-                history=list(reversed(history[container.pk][:HISTORY_LIMIT])),
+                history=list(reversed(history[container.pk])),
                 oom_kills=ooms[container.pk],
                 explanation=(rec.explanation or {}) if rec else {},
                 no_data_reason=(
@@ -256,13 +277,6 @@ USAGE_WINDOW = timedelta(days=8)
 # Ten-minute points over 8 days: 1,152 per line, plenty for a chart and cheap to fetch.
 USAGE_STEP_S = 600.0
 PERCENTILES = (0.5, 0.9, 0.95)
-# Pod names of each kind's pods: "<name>-<template hash>-<id>", "<name>-<ordinal>", …
-_POD_SUFFIX: dict[str, str] = {
-    Workload.Kind.DEPLOYMENT: r"-[a-z0-9]{1,10}-[a-z0-9]{5}",
-    Workload.Kind.STATEFUL_SET: r"-\d+",
-    Workload.Kind.CRON_JOB: r"-\d+-[a-z0-9]{5}",
-}
-_DEFAULT_POD_SUFFIX = r"-[a-z0-9]{5}"
 
 
 def _histogram_chart(view: Any) -> dict[str, Any]:
@@ -310,11 +324,14 @@ def usage_distributions(
     return charts
 
 
-def pods_of(workload: Workload, pod_names: list[str]) -> set[str]:
-    """Which ``pod_names`` belong to ``workload``, by how its controller names pods."""
-    suffix = _POD_SUFFIX.get(workload.kind, _DEFAULT_POD_SUFFIX)
-    pattern = re.compile(re.escape(workload.name) + suffix + "$")
-    return {name for name in pod_names if pattern.match(name)}
+def pods_of(workload: Workload, pod_names: list[str], *, now: datetime) -> set[str]:
+    """Which ``pod_names`` belong to ``workload``: by the owner references discovery
+    read and stored (``refresh.pods.PodOwners``), never by a name that merely starts
+    with the workload's."""
+    owners = load_pod_owners(
+        cluster_id=workload.cluster_id, namespace=workload.namespace, now=now
+    )
+    return owners.pods_of(workload.pk, workload.namespace, pod_names)
 
 
 def usage_over_time(
@@ -332,7 +349,7 @@ def usage_over_time(
         end_s=end_s,
         step_s=USAGE_STEP_S,
     )
-    mine = pods_of(workload, sorted({key.pod for key in grid.series}))
+    mine = pods_of(workload, sorted({key.pod for key in grid.series}), now=now)
     by_container: dict[str, list[int]] = {}
     for index, key in enumerate(grid.series):
         if key.pod in mine:

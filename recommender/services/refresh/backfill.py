@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -29,19 +28,21 @@ from django.conf import settings
 from django.utils import timezone
 
 from recommender.cluster.base import ClusterAdapter
-from recommender.errors import InvalidInput, NotFound, VpawebError
+from recommender.errors import InvalidInput, NotFound
 from recommender.models import Cluster, RefreshRun
 from recommender.services.refresh import cycle, ingest
 from recommender.services.refresh.adapters import cluster_adapter_for, usage_source_for
 from recommender.services.refresh.discovery import Discovery, upsert_discovery
+from recommender.services.refresh.ingest import STEP_S as SAMPLE_STEP_S
 from recommender.services.refresh.ingest import Window
+from recommender.services.runs import RunRecorder, recorded_run
 from recommender.sources.base import UsageSource
 
 logger = logging.getLogger(__name__)
 
 # One committed step per day of history: what a failure can cost, and the progress
 # granularity (8 steps for upstream's 8 days).
-STEP_S = 86_400.0
+DAY_STEP_S = 86_400.0
 
 ProgressCallback = Callable[[RefreshRun], None]
 
@@ -72,80 +73,104 @@ def backfill_cluster(
         cluster = Cluster.objects.get(pk=cluster_id)
     except Cluster.DoesNotExist:
         raise NotFound(f"cluster {cluster_id} does not exist") from None
-    run = cycle.start_run(
+    with recorded_run(
         kind=RefreshRun.Kind.BACKFILL,
         cluster=cluster,
         namespace=namespace,
         detail=f"{days:g} days up to {now.isoformat()}",
-    )
-    started = time.perf_counter()
-    # The refresh cycle's phase names, added up over the steps, for the runs page.
-    phases = cycle.Phases()
-    where = "discovery"
-    counts: dict[str, Any] = {"steps_done": 0, "samples": 0, "oom_kills_new": 0}
-    owned: list[object] = []
-    try:
-        # Close only what this call opened; the caller owns what it passed in.
-        if adapter is None:
-            adapter = cluster_adapter_for(cluster, now=now, namespace=namespace)
-            owned.append(adapter)
-        if source is None:
-            source = usage_source_for(cluster)
-            owned.append(source)
-        end_s = math.floor(now.timestamp() / cycle.STEP_S) * cycle.STEP_S
-        with phases("discover"):
-            snapshot = adapter.discover()
-        with phases("upsert"):
-            discovery = upsert_discovery(
-                cluster=cluster, snapshot=snapshot, now=now, namespace=namespace
-            )
-        start_s = _oldest_watermark(discovery, history_s=days * 86_400.0)
-        if start_s is None:
-            counts["containers"] = 0
-            step_ends = []
-        else:
-            step_ends = _step_ends(start_s, end_s)
-        counts["steps"] = len(step_ends)
-        step_start = start_s or end_s
-        for number, step_end in enumerate(step_ends, start=1):
-            where = (
-                f"step {number}/{len(step_ends)} "
-                f"({_iso(step_start)} .. {_iso(step_end)})"
-            )
-            step = cycle.ingest_window(
-                discovery=discovery,
-                source=source,
-                end=datetime.fromtimestamp(step_end, tz=UTC),
-                history_s=days * 86_400.0,
-                snapshot_kills=snapshot.oom_kills,
-                # Recommend once, on the whole history; earlier steps only move
-                # checkpoints.
-                recommend=step_end >= end_s,
-                phases=phases,
-            )
-            _add_counts(counts, step)
-            counts["steps_done"] = number
-            _report(run, counts, progress=number / len(step_ends), cb=on_progress)
-            step_start = step_end
-    except Exception as exc:
-        message = exc.message if isinstance(exc, VpawebError) else repr(exc)
-        run.status = RefreshRun.Status.FAILED
-        run.error = (
-            f"back-fill failed at {where}: {message}. The {counts['steps_done']} "
-            "finished step(s) are stored and every stored recommendation is kept; run "
-            "the back-fill again to resume from there."
+    ) as recorder:
+        progress = _Progress(recorder, on_progress)
+        # The refresh cycle's phase names, added up over the steps, for the runs page.
+        phases = recorder.phases
+        counts = recorder.counts
+        counts.update(steps_done=0, samples=0, oom_kills_new=0)
+        progress.where = "discovery"
+        recorder.describe_failure = progress.describe_failure
+        owned: list[object] = []
+        try:
+            # Close only what this call opened; the caller owns what it passed in.
+            if adapter is None:
+                adapter = cluster_adapter_for(cluster, now=now, namespace=namespace)
+                owned.append(adapter)
+            if source is None:
+                source = usage_source_for(cluster)
+                owned.append(source)
+            end_s = math.floor(now.timestamp() / SAMPLE_STEP_S) * SAMPLE_STEP_S
+            with phases("discover"):
+                snapshot = adapter.discover()
+            with phases("upsert"):
+                discovery = upsert_discovery(
+                    cluster=cluster, snapshot=snapshot, now=now, namespace=namespace
+                )
+            start_s = _oldest_watermark(discovery, history_s=days * 86_400.0)
+            if start_s is None:
+                counts["containers"] = 0
+                step_ends = []
+            else:
+                step_ends = _step_ends(start_s, end_s)
+            counts["steps"] = len(step_ends)
+            step_start = start_s or end_s
+            for number, step_end in enumerate(step_ends, start=1):
+                progress.where = (
+                    f"step {number}/{len(step_ends)} "
+                    f"({_iso(step_start)} .. {_iso(step_end)})"
+                )
+                step = cycle.ingest_window(
+                    discovery=discovery,
+                    source=source,
+                    end=datetime.fromtimestamp(step_end, tz=UTC),
+                    history_s=days * 86_400.0,
+                    snapshot_kills=snapshot.oom_kills,
+                    # Recommend once, on the whole history; earlier steps only move
+                    # checkpoints.
+                    recommend=step_end >= end_s,
+                    phases=phases,
+                )
+                _add_counts(counts, step)
+                counts["steps_done"] = number
+                progress.report(number / len(step_ends))
+                step_start = step_end
+        except Exception:
+            progress.failed()
+            raise
+        finally:
+            cycle.close_quietly(*owned)
+    progress.done()
+    return recorder.run
+
+
+class _Progress:
+    """Where a back-fill is, for its failure message and its progress callback."""
+
+    def __init__(self, recorder: RunRecorder, cb: ProgressCallback | None) -> None:
+        self.recorder = recorder
+        self.cb = cb
+        self.where = ""
+
+    def describe_failure(self, message: str) -> str:
+        return (
+            f"back-fill failed at {self.where}: {message}. The "
+            f"{self.recorder.counts['steps_done']} finished step(s) are stored and "
+            "every stored recommendation is kept; run the back-fill again to resume "
+            "from there."
         )
-        run.finished_at = timezone.now()
-        run.counts = counts
-        run.timings = _timings(phases, started)
-        run.save(update_fields=["status", "error", "finished_at", "counts", "timings"])
-        logger.error("back-fill run %s failed: %s", run.pk, run.error)
-        if on_progress:
-            on_progress(run)
-        raise
-    finally:
-        cycle.close_quietly(*owned)
-    return _finish(run, counts, _timings(phases, started), on_progress)
+
+    def report(self, fraction: float) -> None:
+        """Store progress and counts so the dashboard and the command can show them."""
+        self.recorder.progress(fraction, counts=self.recorder.counts)
+        if self.cb:
+            self.cb(self.recorder.run)
+
+    def failed(self) -> None:
+        # The run row is marked failed when recorded_run sees the exception; the
+        # callback (the command's progress bar) hears of it first.
+        self.recorder.run.status = RefreshRun.Status.FAILED
+        if self.cb:
+            self.cb(self.recorder.run)
+
+    def done(self) -> None:
+        if self.cb:
+            self.cb(self.recorder.run)
 
 
 def _oldest_watermark(discovery: Discovery, *, history_s: float) -> float | None:
@@ -175,49 +200,11 @@ def _step_ends(start_s: float, end_s: float) -> list[float]:
     ends = []
     edge = start_s
     while edge < end_s:
-        edge = min(math.floor((edge + STEP_S) / cycle.STEP_S) * cycle.STEP_S, end_s)
+        edge = min(
+            math.floor((edge + DAY_STEP_S) / SAMPLE_STEP_S) * SAMPLE_STEP_S, end_s
+        )
         ends.append(edge)
     return ends
-
-
-def _report(
-    run: RefreshRun,
-    counts: dict[str, Any],
-    *,
-    progress: float,
-    cb: ProgressCallback | None,
-) -> None:
-    """Store progress and counts so the dashboard and the command can show them."""
-    run.progress = progress
-    run.counts = dict(counts)
-    RefreshRun.objects.filter(pk=run.pk).update(progress=progress, counts=run.counts)
-    if cb:
-        cb(run)
-
-
-def _timings(phases: cycle.Phases, started: float) -> dict[str, float]:
-    """The run's phase timings (seconds, summed over the steps) and its total."""
-    timings = {name: round(s, 4) for name, s in phases.timings.items()}
-    timings["total_s"] = round(time.perf_counter() - started, 4)
-    return timings
-
-
-def _finish(
-    run: RefreshRun,
-    counts: dict[str, Any],
-    timings: dict[str, float],
-    on_progress: ProgressCallback | None,
-) -> RefreshRun:
-    run.status = RefreshRun.Status.SUCCEEDED
-    run.finished_at = timezone.now()
-    run.progress = 1.0
-    run.counts = counts
-    run.timings = timings
-    run.save(update_fields=["status", "finished_at", "progress", "counts", "timings"])
-    logger.info("back-fill run %s done: %s", run.pk, counts)
-    if on_progress:
-        on_progress(run)
-    return run
 
 
 def _iso(seconds: float) -> str:

@@ -5,13 +5,20 @@ same shard (one namespace, or the whole cluster).
 
 Precedence of a VPA object over vpaweb's own policy (docs/kubernetes.md):
 
-- a policy an operator changed in vpaweb (``updated_by`` set, or a ``policy.update``
-  audit event) is never overwritten: vpaweb's edit wins over the cluster's object;
+- a policy an operator changed or adopted in vpaweb (``updated_by`` set, or a
+  ``policy.update`` / ``policy.adopt`` audit event) is never overwritten: vpaweb's
+  policy wins over the cluster's object;
 - otherwise the VPA object targeting the workload (the first by name if several do)
   sets mode, container policies and min replicas, with source ``vpa-object``, and an
-  audit event ``policy.import`` records each change;
+  audit event ``policy.import`` records each change. Such a policy MIRRORS the object:
+  it is shown with the object's mode and is never ``Policy.is_actionable``, so vpaweb's
+  webhook and updater leave the workload to the upstream VPA;
 - a policy imported from a VPA object that is gone goes back to vpaweb's default
   (mode Off, no container policies), so nothing acts on a policy nobody owns.
+
+Every policy (mirrored or vpaweb's) also records which object targets its workload and
+that object's mode (``Policy.vpa_object`` / ``vpa_object_mode``): a vpaweb policy next
+to an object in a non-Off mode shows a conflict (``Policy.has_vpa_conflict``).
 
 Importing writes only vpaweb's database: nothing is ever written to the cluster.
 """
@@ -24,7 +31,12 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from recommender.cluster.base import ClusterSnapshot, VpaObject, WorkloadInfo
+from recommender.cluster.base import (
+    ClusterSnapshot,
+    VpaObject,
+    WorkloadInfo,
+    WorkloadKey,
+)
 from recommender.cluster.kube_objects import hpa_conflicts, selector_matches
 from recommender.engine.capping import (
     MODE_OFF,
@@ -42,17 +54,15 @@ from recommender.models import (
     Workload,
 )
 from recommender.services.advice.limits import item_from_dict, item_to_dict
+from recommender.services.audit import Action, record_audit
 from recommender.services.policies import (
     CONTAINER_POLICY_KEYS,
-    POLICY_UPDATE_ACTION,
     parse_container_policies,
     validate_container_policies,
 )
 
 logger = logging.getLogger(__name__)
 
-POLICY_IMPORT_ACTION = "policy.import"
-WorkloadKey = tuple[str, str, str]  # (namespace, kind, name)
 # The policy fields a VPA object sets.
 IMPORTED_FIELDS = ("mode", "container_policies", "min_replicas", "source")
 # vpaweb's own default, restored when the imported VPA object is gone.
@@ -155,6 +165,7 @@ def _import_vpa_objects(
     by_target: dict[WorkloadKey, list[VpaObject]] = defaultdict(list)
     for vpa in sorted(vpas, key=lambda v: v.name):
         by_target[(vpa.namespace, vpa.target_kind, vpa.target_name)].append(vpa)
+    _record_vpa_objects(by_target, seen=seen, workloads=workloads, policies=policies)
     candidates = [
         key
         for key in seen
@@ -201,19 +212,49 @@ def _import_vpa_objects(
             setattr(policy, field, values[field])
         policy.updated_at = now
         policy.save(update_fields=[*changed, "updated_at"])
-        AuditEvent.objects.create(
-            created_at=now,
+        record_audit(
+            now=now,
             actor_label=label,
-            action=POLICY_IMPORT_ACTION,
+            action=Action.POLICY_IMPORT,
             workload=workload,
             object_type="policy",
-            object_id=str(policy.pk),
+            object_id=policy.pk,
             before=before,
             after={f: values[f] for f in changed},
             message=f"policy of {workload} {message}",
         )
         counts["policies_imported"] += 1
         logger.info("policy of %s %s: %s", workload, message, changed)
+
+
+def _record_vpa_objects(
+    by_target: Mapping[WorkloadKey, list[VpaObject]],
+    *,
+    seen: Mapping[WorkloadKey, WorkloadInfo],
+    workloads: Mapping[WorkloadKey, Workload],
+    policies: dict[int, Policy],
+) -> None:
+    """Store on each policy which VPA object targets its workload, and its mode."""
+    changed = []
+    for key in seen:
+        policy = policies.get(workloads[key].pk)
+        if policy is None:
+            continue
+        targeting = by_target.get(key)
+        ref = (
+            (
+                f"{targeting[0].namespace}/{targeting[0].name}",
+                targeting[0].update_mode[:32],
+            )
+            if targeting
+            else ("", "")
+        )
+        if (policy.vpa_object, policy.vpa_object_mode) != ref:
+            policy.vpa_object, policy.vpa_object_mode = ref
+            changed.append(policy)
+    Policy.objects.bulk_update(
+        changed, ["vpa_object", "vpa_object_mode"], batch_size=500
+    )
 
 
 def _edited_by_operators(
@@ -224,7 +265,8 @@ def _edited_by_operators(
     # A token made on the command line acts with no user: its edits are audited.
     edited.update(
         AuditEvent.objects.filter(
-            action=POLICY_UPDATE_ACTION, workload_id__in=workload_ids
+            action__in=(Action.POLICY_UPDATE, Action.POLICY_ADOPT),
+            workload_id__in=workload_ids,
         ).values_list("workload_id", flat=True)
     )
     return edited

@@ -24,10 +24,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-import time
 from collections import defaultdict
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,7 +38,7 @@ from recommender.engine.capping import MODE_OFF, apply_vpa_policy
 from recommender.engine.estimator import recommend
 from recommender.engine.profiles import Profile
 from recommender.engine.resources import RESOURCE_NAMES, Resources
-from recommender.errors import InvalidInput, NotFound, VpawebError
+from recommender.errors import InvalidInput, NotFound
 from recommender.models import (
     Checkpoint,
     Cluster,
@@ -56,6 +54,7 @@ from recommender.services.refresh import ingest
 from recommender.services.refresh.adapters import cluster_adapter_for, usage_source_for
 from recommender.services.refresh.discovery import BATCH, Discovery, upsert_discovery
 from recommender.services.refresh.ingest import STEP_S, Row, Window
+from recommender.services.runs import Phases, recorded_run
 from recommender.sources.base import UsageGrid, UsageSource
 
 logger = logging.getLogger(__name__)
@@ -63,13 +62,11 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "BOUND_CHANGE_FRACTION",
     "STEP_S",
-    "Phases",
     "close_quietly",
     "expire_idle_aggregates",
     "ingest_window",
     "oom_kills_for",
     "refresh_cluster",
-    "start_run",
 ]
 
 # A new Recommendation row is stored when a target changes at all, or a bound moves by
@@ -77,23 +74,6 @@ __all__ = [
 # (upstream's (1 + 1/conf) multiplier); storing each drift would write a row per
 # container per minute and bury the history the dashboard draws.
 BOUND_CHANGE_FRACTION = 0.01
-
-
-class Phases:
-    """Times the phases of a cycle and remembers which one is running."""
-
-    def __init__(self) -> None:
-        self.current = ""
-        self.timings: dict[str, float] = {}
-
-    @contextmanager
-    def __call__(self, name: str) -> Iterator[None]:
-        """Time the block as phase ``name`` (added up when it runs several times)."""
-        self.current = name
-        tick = time.perf_counter()
-        yield
-        key = f"{name}_s"
-        self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - tick
 
 
 def close_quietly(*resources: object) -> None:
@@ -106,28 +86,6 @@ def close_quietly(*resources: object) -> None:
             close()
         except Exception:
             logger.warning("closing %r failed", resource, exc_info=True)
-
-
-def start_run(
-    *,
-    kind: str,
-    cluster: Cluster | None = None,
-    namespace: str | None = None,
-    detail: str = "",
-) -> RefreshRun:
-    """Store the RUNNING row of a background run and log its start."""
-    run = RefreshRun.objects.create(
-        cluster=cluster, kind=kind, shard=namespace or "", started_at=timezone.now()
-    )
-    logger.info(
-        "%s of cluster %s shard %r (run %s) started%s",
-        kind,
-        cluster.name if cluster is not None else "*",
-        namespace or "*",
-        run.pk,
-        f": {detail}" if detail else "",
-    )
-    return run
 
 
 def oom_kills_for(
@@ -240,58 +198,43 @@ def refresh_cluster(
         cluster = Cluster.objects.get(pk=cluster_id)
     except Cluster.DoesNotExist:
         raise NotFound(f"cluster {cluster_id} does not exist") from None
-    run = start_run(
+    with recorded_run(
         kind=RefreshRun.Kind.REFRESH,
         cluster=cluster,
         namespace=namespace,
         detail=f"as of {now.isoformat()}",
-    )
-    phases = Phases()
-    started = time.perf_counter()
-    adapter: object = None
-    source: object = None
-    try:
-        with phases("discover"):
-            # A shard lists only its namespace (docs/refresh.md, "Shards").
-            adapter = cluster_adapter_for(cluster, now=now, namespace=namespace)
-            source = usage_source_for(cluster)
-            snapshot = adapter.discover()
-        with phases("upsert"):
-            discovery = upsert_discovery(
-                cluster=cluster, snapshot=snapshot, now=now, namespace=namespace
-            )
-        counts = ingest_window(
-            discovery=discovery,
-            source=source,
-            end=now,
-            history_s=ingest.history_days(cluster) * 86400.0,
-            snapshot_kills=snapshot.oom_kills,
-            run=run,
-            phases=phases,
-            live_pods=_live_pods(discovery),
+    ) as recorder:
+        recorder.describe_failure = lambda message: (
+            f"{recorder.phases.current} failed: {message}. Stored recommendations and "
+            "checkpoints are unchanged; the next cycle starts again from them."
         )
-    except Exception as exc:
-        _fail(run, exc, phases, started)
-        raise
-    finally:
-        close_quietly(adapter, source)
-    phases.timings["total_s"] = time.perf_counter() - started
-    counts = {**discovery.counts, **counts}
-    run.status = RefreshRun.Status.SUCCEEDED
-    run.finished_at = timezone.now()
-    run.progress = 1.0
-    run.counts = counts
-    run.timings = {name: round(s, 4) for name, s in phases.timings.items()}
-    run.save(update_fields=["status", "finished_at", "progress", "counts", "timings"])
-    logger.info(
-        "refresh of cluster %s shard %r (run %s) done in %.2fs: %s",
-        cluster.name,
-        namespace or "*",
-        run.pk,
-        phases.timings["total_s"],
-        counts,
-    )
-    return run
+        phases = recorder.phases
+        adapter: object = None
+        source: object = None
+        try:
+            with phases("discover"):
+                # A shard lists only its namespace (docs/refresh.md, "Shards").
+                adapter = cluster_adapter_for(cluster, now=now, namespace=namespace)
+                source = usage_source_for(cluster)
+                snapshot = adapter.discover()
+            with phases("upsert"):
+                discovery = upsert_discovery(
+                    cluster=cluster, snapshot=snapshot, now=now, namespace=namespace
+                )
+            counts = ingest_window(
+                discovery=discovery,
+                source=source,
+                end=now,
+                history_s=ingest.history_days(cluster) * 86400.0,
+                snapshot_kills=snapshot.oom_kills,
+                run=recorder.run,
+                phases=phases,
+                live_pods=_live_pods(discovery),
+            )
+        finally:
+            close_quietly(adapter, source)
+        recorder.counts = {**discovery.counts, **counts}
+    return recorder.run
 
 
 def _live_pods(discovery: Discovery) -> dict[int, set[str]]:
@@ -318,26 +261,6 @@ def _forget_gone_pods(window: Window, live_pods: Mapping[int, Collection[str]]) 
     window.counts["series_dropped"] = dropped
 
 
-def _fail(run: RefreshRun, exc: Exception, phases: Phases, started: float) -> None:
-    """Mark the run failed, naming the phase and the error."""
-    phases.timings["total_s"] = time.perf_counter() - started
-    message = (
-        exc.message if isinstance(exc, VpawebError) else f"{type(exc).__name__}: {exc}"
-    )
-    run.status = RefreshRun.Status.FAILED
-    run.error = (
-        f"{phases.current} failed: {message}. Stored recommendations and "
-        "checkpoints are unchanged; the next cycle starts again from them."
-    )
-    run.finished_at = timezone.now()
-    run.timings = phases.timings
-    run.save(update_fields=["status", "error", "finished_at", "timings"])
-    if isinstance(exc, VpawebError):
-        logger.error("refresh run %s failed: %s", run.pk, run.error)
-    else:
-        logger.exception("refresh run %s failed", run.pk)
-
-
 def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
     """Forget the state of aggregates idle for the profile's history (upstream: 8 days).
 
@@ -346,12 +269,21 @@ def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
     row; the next refresh rebuilds the state from history. Recommendations are history
     and stay. Checkpoints are judged a chunk at a time as they are read: memory is
     bounded by ``BATCH`` per histogram key, not by the fleet.
+
+    Each row is judged on its own: a checkpoint that cannot be read (a corrupt blob,
+    e.g. of a deleted workload) is logged, counted in ``counts["failed"]`` and left
+    as it is (the next refresh of a live container rebuilds it), and the job goes on.
     """
     if timezone.is_naive(now):
         raise InvalidInput("now must be timezone-aware", field="now")
-    run = start_run(kind=RefreshRun.Kind.EXPIRE)
-    started = time.perf_counter()
-    checked = expired = 0
+    with recorded_run(kind=RefreshRun.Kind.EXPIRE) as recorder:
+        recorder.counts = _expire_all(now=now)
+    return recorder.run
+
+
+def _expire_all(*, now: datetime) -> dict[str, int]:
+    """Judge every written checkpoint, a batch per histogram key; return the counts."""
+    checked = expired = failed = 0
     checkpoints = (
         Checkpoint.objects.exclude(version=0)
         .exclude(histogram_key="")  # never written, or reset by an earlier expiry
@@ -370,27 +302,56 @@ def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
         members.append(checkpoint)
         if len(members) >= BATCH:
             checked += len(members)
-            expired += _expire_batch(profile, members, now=now)
+            batch_expired, batch_failed = _expire_batch(profile, members, now=now)
+            expired, failed = expired + batch_expired, failed + batch_failed
             members.clear()
     for profile, members in buffers.values():
         if members:
             checked += len(members)
-            expired += _expire_batch(profile, members, now=now)
-    run.status = RefreshRun.Status.SUCCEEDED
-    run.finished_at = timezone.now()
-    run.progress = 1.0
-    run.counts = {"checked": checked, "expired": expired}
-    run.timings = {"total_s": round(time.perf_counter() - started, 4)}
-    run.save(update_fields=["status", "finished_at", "progress", "counts", "timings"])
-    return run
+            batch_expired, batch_failed = _expire_batch(profile, members, now=now)
+            expired, failed = expired + batch_expired, failed + batch_failed
+    return {"checked": checked, "expired": expired, "failed": failed}
 
 
-def _expire_batch(profile: Profile, batch: list[Checkpoint], *, now: datetime) -> int:
-    """Reset the idle checkpoints of one batch of one key; return how many."""
-    aggregates = AggregateSet.from_checkpoints(profile, [bytes(c.state) for c in batch])
-    is_expired = aggregates.is_expired(now_s=now.timestamp())
+def _idle_flags(
+    profile: Profile, batch: list[Checkpoint], *, now: datetime
+) -> list[bool | None]:
+    """Per checkpoint: idle or not, or None when it cannot be read. The batch is read
+    at once; if that fails, row by row, so one bad row costs only itself."""
+    now_s = now.timestamp()
+    try:
+        aggregates = AggregateSet.from_checkpoints(
+            profile, [bytes(c.state) for c in batch]
+        )
+        return list(aggregates.is_expired(now_s=now_s).tolist())
+    except Exception:  # a bad row: found and counted one by one below
+        pass
+    flags: list[bool | None] = []
+    for checkpoint in batch:
+        try:
+            one = AggregateSet.from_checkpoints(profile, [bytes(checkpoint.state)])
+            flags.append(bool(one.is_expired(now_s=now_s)[0]))
+        except Exception as exc:  # one unreadable row never stops the job
+            logger.warning(
+                "expiry: cannot read the checkpoint of container %s (%s, version "
+                "%s): %s: %s; left as it is",
+                checkpoint.container_id,
+                checkpoint.container,
+                checkpoint.version,
+                type(exc).__name__,
+                exc,
+            )
+            flags.append(None)
+    return flags
+
+
+def _expire_batch(
+    profile: Profile, batch: list[Checkpoint], *, now: datetime
+) -> tuple[int, int]:
+    """Reset the idle checkpoints of one batch of one key; return (expired, failed)."""
+    flags = _idle_flags(profile, batch, now=now)
     expired = 0
-    for checkpoint, gone in zip(batch, is_expired.tolist(), strict=True):
+    for checkpoint, gone in zip(batch, flags, strict=True):
         if not gone:
             continue
         # Only the version we judged: a refresh that just fed it keeps it, and a
@@ -412,7 +373,7 @@ def _expire_batch(profile: Profile, batch: list[Checkpoint], *, now: datetime) -
                 checkpoint.container_id,
                 checkpoint.container,
             )
-    return expired
+    return expired, flags.count(None)
 
 
 # --- recommendation -------------------------------------------------------------------

@@ -22,6 +22,12 @@ from django.db import transaction
 from recommender.cluster.base import ClusterSnapshot, WorkloadInfo
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
 from recommender.services.refresh.cluster_objects import store_cluster_objects
+from recommender.services.refresh.pods import (
+    PodOwners,
+    applied_resources,
+    load_pod_owners,
+    record_pods,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -36,36 +42,30 @@ class Discovery:
     cluster: Cluster
     now: datetime
     namespace: str | None
-    # The workload of each live pod, by (namespace, pod).
-    pod_owner: dict[tuple[str, str], int] = field(default_factory=dict)
-    # Workloads by (namespace, name) (to guess a vanished pod's owner from its name)
-    # and by (namespace, kind, name) (the adapter's own resolution of an OOM's pod).
-    workload_by_name: dict[tuple[str, str], int] = field(default_factory=dict)
+    # The workload of each pod: live ones, stored ones (owner references), and the
+    # naming rule for pods discovery never saw (services/refresh/pods.py).
+    pods: PodOwners = field(default_factory=PodOwners)
+    # Workloads by (namespace, kind, name): the adapter's own resolution of an OOM's
+    # pod.
     workload_by_key: dict[tuple[str, str, str], int] = field(default_factory=dict)
     # Container (name, kind) of each discovered workload's pod template, by workload id.
     spec_names: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
     counts: dict[str, Any] = field(default_factory=lambda: defaultdict(int))
 
+    @property
+    def pod_owner(self) -> dict[tuple[str, str], int]:
+        """The workload of each live pod, by (namespace, pod)."""
+        return self.pods.live
+
     def owner_of(
         self, namespace: str, pod: str, *, kind: str = "", name: str = ""
     ) -> int | None:
-        """The workload id of a pod: the adapter's answer, discovery, else its name."""
+        """The workload id of a pod: the adapter's answer, else ``PodOwners``."""
         if kind and name:
             owner = self.workload_by_key.get((namespace, kind, name))
             if owner is not None:
                 return owner
-        owner = self.pod_owner.get((namespace, pod))
-        if owner is not None:
-            return owner
-        # A pod that is gone now: controllers name their pods "<workload>-<suffix>..."
-        # (CronJobs through their Jobs).
-        parts = pod.split("-")
-        for cut in range(len(parts) - 1, 0, -1):
-            owner = self.workload_by_name.get((namespace, "-".join(parts[:cut])))
-            if owner is not None:
-                self.pod_owner[(namespace, pod)] = owner
-                return owner
-        return None
+        return self.pods.owner_of(namespace, pod)
 
 
 def _batches(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
@@ -171,7 +171,18 @@ def upsert_discovery(
         workloads=workloads,
         counts=found.counts,
     )
+    found.pods = load_pod_owners(cluster_id=cluster.pk, namespace=namespace, now=now)
     _upsert_containers(found, seen, workloads)
+    pod_counts = record_pods(
+        cluster_id=cluster.pk,
+        namespace=namespace,
+        now=now,
+        pods=[
+            (pod, workloads[key].pk) for key, info in seen.items() for pod in info.pods
+        ],
+        batch=BATCH,
+    )
+    found.counts.update(pod_counts)
     found.counts["workloads"] = len(seen)
     if namespace is None:
         # Only a whole-cluster pass has seen every namespace; the fan-out schedules
@@ -198,18 +209,22 @@ def _upsert_containers(
     new_containers, changed_containers = [], []
     for key, info in seen.items():
         workload = workloads[key]
-        found.workload_by_name.setdefault((info.namespace, info.name), workload.pk)
         found.workload_by_key[key] = workload.pk
         for pod in info.pods:
-            found.pod_owner[(pod.namespace, pod.name)] = workload.pk
+            found.pods.live[(pod.namespace, pod.name)] = workload.pk
         for position, spec in enumerate(info.containers):
+            # What the live pods carry (LimitRanger fills what the template leaves
+            # out), and where each value came from.
+            applied = applied_resources(spec, info)
             fields = {
                 "kind": spec.kind,
                 "position": position,
-                "request_cpu_millicores": spec.requests.cpu_millicores,
-                "request_memory_bytes": spec.requests.memory_bytes,
-                "limit_cpu_millicores": spec.limits.cpu_millicores,
-                "limit_memory_bytes": spec.limits.memory_bytes,
+                "request_cpu_millicores": applied.requests.cpu_millicores,
+                "request_memory_bytes": applied.requests.memory_bytes,
+                "limit_cpu_millicores": applied.limits.cpu_millicores,
+                "limit_memory_bytes": applied.limits.memory_bytes,
+                "template_resources": applied.template,
+                "resource_sources": applied.sources,
             }
             container = containers.get((workload.pk, spec.name))
             if container is None:
@@ -234,6 +249,8 @@ def _upsert_containers(
             "request_memory_bytes",
             "limit_cpu_millicores",
             "limit_memory_bytes",
+            "template_resources",
+            "resource_sources",
         ],
         batch_size=BATCH,
     )

@@ -1,0 +1,61 @@
+"""Off means off for changes already approved: when a workload's mode becomes Off (an
+operator's edit, or adopting a mirrored VPA object's policy in Off), its approved, not
+yet applied resize changes are withdrawn, so the updater never applies them.
+
+A withdrawn change becomes ``rejected`` (approvals' ``approved → rejected``), decided by
+whoever switched the mode, with one ``change.withdraw`` audit event each. A change the
+updater already took (``applying``) is left to it: the updater re-checks
+``Policy.is_actionable`` under the policy's row lock before it writes.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.contrib.auth.models import User
+
+from recommender.models import ResizeChange, Workload
+from recommender.services.audit import Action, record_audit
+
+logger = logging.getLogger(__name__)
+
+
+def withdraw_approved_changes(
+    *, workload: Workload, actor: User | None, label: str, now: datetime
+) -> int:
+    """Reject the workload's approved, not yet applied resize changes (its mode is Off
+    now: the updater must never apply them); one ``change.withdraw`` audit event each.
+    Call inside the transaction that switched the mode. Returns how many."""
+    ids = list(
+        ResizeChange.objects.select_for_update()
+        .filter(workload=workload, status=ResizeChange.Status.APPROVED)
+        .values_list("pk", flat=True)
+    )
+    withdrawn = 0
+    for change_id in ids:
+        # Filtered on the status: a change the updater took meanwhile is left to it.
+        if not ResizeChange.objects.filter(
+            pk=change_id, status=ResizeChange.Status.APPROVED
+        ).update(status=ResizeChange.Status.REJECTED, decided_by=actor, decided_at=now):
+            continue
+        withdrawn += 1
+        pod = ResizeChange.objects.values_list("pod", flat=True).get(pk=change_id)
+        record_audit(
+            now=now,
+            actor=actor,
+            actor_label=label,
+            action=Action.CHANGE_WITHDRAW,
+            workload=workload,
+            object_type="resize_change",
+            object_id=change_id,
+            before={"status": ResizeChange.Status.APPROVED},
+            after={"status": ResizeChange.Status.REJECTED},
+            message=(
+                f"approved resize of pod {pod} of {workload} withdrawn: the workload "
+                f"is in mode Off ({label})"
+            ),
+        )
+    if withdrawn:
+        logger.info("withdrew %s approved changes of %s", withdrawn, workload)
+    return withdrawn

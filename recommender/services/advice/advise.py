@@ -1,0 +1,542 @@
+"""What should this pod request? The one answer, for every caller.
+
+``/rightsize``, ``/recommendation-query``, the dashboard's ``kubectl patch`` / YAML and
+(next) the admission webhook all call this module, so they cannot disagree. The steps
+are upstream's (VPA-ALGORITHM.md §4.2-§4.4), in upstream's order:
+
+1. the container policy: mode Off leaves a container alone, ``controlledResources``
+   drops the others (a multiplier, seed 004's correction, scales before capping);
+2. ``engine.capping.cap_for_pod``: the namespace's LimitRanges (Pod item, then Container
+   item, whose ``default`` limit stands in for a container without a limit), then the
+   policy's minAllowed/maxAllowed and, for RequestsOnly, the container's limit;
+3. ``engine.limits.requests_and_limits_for_container``: limits kept at the container's
+   limit:request ratio, the LimitRange ``default`` limit standing in for a missing one,
+   unless the policy says RequestsOnly.
+
+The database is read in one place (``load_advice_inputs``: a constant number of
+queries for any number of workloads) and the computation is a pure function
+(``advise``) of those inputs and the pod's containers, so the admission webhook can
+cache ``(namespace, owner) -> AdviceInputs`` and answer a pod without a query.
+A container vpaweb has no recommendation for gets the namespace's static coefficient
+(seed 004's first-deploy rule) or, when none is configured, nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from recommender.cluster.base import WorkloadKey
+from recommender.engine.capping import (
+    CappedRecommendation,
+    ContainerPolicy,
+    LimitRangeItem,
+    cap_for_pod,
+    select_container_policy,
+)
+from recommender.engine.limits import (
+    REQUESTS_AND_LIMITS,
+    NewContainerResources,
+    requests_and_limits_for_container,
+)
+from recommender.engine.resources import RESOURCE_NAMES, Resources
+from recommender.errors import InvalidInput, NotFound
+from recommender.models import (
+    Cluster,
+    Container,
+    Policy,
+    Recommendation,
+    StaticCoefficient,
+    Workload,
+)
+from recommender.services.advice.limits import limit_ranges_by_namespace
+from recommender.services.advice.pod_spec import PodContainer
+from recommender.services.policies import parse_container_policies
+
+logger = logging.getLogger(__name__)
+
+# Where a container's recommended requests came from.
+SOURCE_RECOMMENDATION = "recommendation"
+SOURCE_STATIC_COEFFICIENT = "static_coefficient"
+SOURCE_NONE = "none"
+# The owner kinds a pod can be resolved to (Workload.Kind), plus Pod for bare pods.
+OWNER_KINDS = tuple(Workload.Kind.values)
+# The largest multiplier accepted: 10x is already far outside any sane correction.
+MAX_MULTIPLIER = 10.0
+NO_RESOURCES = Resources()
+
+
+@dataclass(frozen=True)
+class AdviceInputs:
+    """Everything ``advise`` needs from the database for pods of one owner.
+
+    ``workload`` is None for an owner vpaweb does not know (then only the static
+    coefficient and the LimitRange default limit apply).
+    """
+
+    namespace: str
+    workload: Workload | None = None
+    policies: tuple[ContainerPolicy, ...] = ()
+    latest: Mapping[str, Recommendation] = field(default_factory=dict)
+    container_range: LimitRangeItem | None = None
+    pod_range: LimitRangeItem | None = None
+    coefficient: StaticCoefficient | None = None
+
+
+@dataclass(frozen=True)
+class ContainerAdvice:
+    """What vpaweb recommends for one container of a pod, and why.
+
+    ``requests``/``limits`` are what to write (empty amounts: leave as is); ``target``
+    is the capped target they come from.
+    """
+
+    name: str
+    source: str  # SOURCE_RECOMMENDATION | SOURCE_STATIC_COEFFICIENT | SOURCE_NONE
+    reason: str
+    target: Resources = NO_RESOURCES  # recommended requests; empty = leave as is
+    capped: CappedRecommendation | None = None
+    controlled_values: str = REQUESTS_AND_LIMITS
+    recommendation: Recommendation | None = None
+    coefficient: StaticCoefficient | None = None
+    # The container's current requests and limits, and the Container LimitRange's
+    # default limit (for a container without a limit).
+    current: PodContainer | None = None
+    default_limit: Resources = NO_RESOURCES
+    requests: Resources = NO_RESOURCES
+    limits: Resources = NO_RESOURCES
+    limit_annotations: tuple[str, ...] = ()
+
+    def caps(self) -> list[str]:
+        """The capping steps applied to the target, as upstream annotates them."""
+        return [] if self.capped is None else self.capped.annotations()
+
+    def resources_for(self, target: Resources) -> NewContainerResources:
+        """Requests and limits for another ``target`` (e.g. after seed 004's
+        never-raise rule), by the same proportional-limit step."""
+        assert self.current is not None, "advice without a container has no limits"
+        return requests_and_limits_for_container(
+            self.current.as_engine(),
+            target,
+            controlled_values=self.controlled_values,
+            default_limit=self.default_limit,
+        )
+
+
+@dataclass(frozen=True)
+class PodAdvice:
+    """The advice for every container of a pod, with the workload it was matched to."""
+
+    namespace: str
+    workload: Workload | None
+    containers: list[ContainerAdvice] = field(default_factory=list)
+
+
+# --- Reading the inputs ---------------------------------------------------------------
+
+
+def find_workload(
+    *, cluster: str | None, namespace: str, kind: str, name: str
+) -> Workload | None:
+    """The active workload with this natural key, or None; ``cluster`` None = "any
+    cluster".
+
+    Only active workloads match: a deleted workload's last recommendation is stale, so a
+    key that only an inactive (deleted) workload has is treated as unknown (static
+    coefficient, or unchanged), and it never makes a key ambiguous. Raises NotFound for
+    an unknown cluster and InvalidInput when the key is ambiguous.
+    """
+    rows = Workload.objects.select_related("cluster", "policy").filter(
+        namespace=namespace, kind=kind, name=name, is_active=True
+    )
+    if cluster:
+        if not Cluster.objects.filter(name=cluster).exists():
+            raise NotFound(f"cluster {cluster!r} does not exist")
+        rows = rows.filter(cluster__name=cluster)
+    found = list(rows[:5])
+    if len(found) > 1:
+        names = ", ".join(sorted(w.cluster.name for w in found))
+        raise InvalidInput(
+            f"{namespace}/{kind}/{name} exists in several clusters ({names}); "
+            "say which with the cluster parameter",
+            field="cluster",
+        )
+    return found[0] if found else None
+
+
+def static_coefficient_for(namespace: str) -> StaticCoefficient | None:
+    """The namespace's coefficient, else the global one (namespace ""), else None."""
+    return _coefficients([namespace]).get(namespace)
+
+
+def _coefficients(namespaces: Iterable[str]) -> dict[str, StaticCoefficient]:
+    """Each namespace's coefficient (its own, else the global one), in one query."""
+    wanted = set(namespaces)
+    rows = {
+        c.namespace: c
+        for c in StaticCoefficient.objects.filter(namespace__in=[*wanted, ""])
+    }
+    found = {}
+    for namespace in wanted:
+        row = rows.get(namespace) or rows.get("")
+        if row is not None:
+            found[namespace] = row
+    return found
+
+
+def _policies_of(workload: Workload) -> tuple[ContainerPolicy, ...]:
+    policy: Policy | None = getattr(workload, "policy", None)
+    if policy is None:
+        return ()
+    return tuple(parse_container_policies(policy.container_policies or []))
+
+
+def load_advice_inputs(
+    *, cluster_id: int | None, keys: Iterable[WorkloadKey]
+) -> dict[WorkloadKey, AdviceInputs]:
+    """The inputs of ``advise`` for many owners of one cluster, in five queries.
+
+    ``keys`` are (namespace, kind, name); an owner vpaweb does not know (or knows only
+    as a deleted workload) gets inputs without a workload. ``cluster_id`` None (the
+    caller named no cluster) reads no LimitRange: vpaweb cannot tell which cluster's
+    namespace the pod would run in.
+    """
+    keys = list(dict.fromkeys(keys))
+    workloads: dict[WorkloadKey, Workload] = {}
+    if cluster_id is not None and keys:
+        rows = Workload.objects.select_related("cluster", "policy").filter(
+            cluster_id=cluster_id,
+            is_active=True,
+            namespace__in={namespace for namespace, _, _ in keys},
+            name__in={name for _, _, name in keys},
+        )
+        wanted = set(keys)
+        for row in rows:
+            key = (row.namespace, row.kind, row.name)
+            if key in wanted:
+                workloads[key] = row
+    return _assemble(cluster_id, [(key, workloads.get(key)) for key in keys])
+
+
+def _assemble(
+    cluster_id: int | None, owners: list[tuple[WorkloadKey, Workload | None]]
+) -> dict[WorkloadKey, AdviceInputs]:
+    """AdviceInputs of owners whose workloads are read: recommendations, LimitRanges
+    and static coefficients, one query each."""
+    found = [w for _, w in owners if w is not None]
+    latest: dict[int, dict[str, Recommendation]] = {w.pk: {} for w in found}
+    for container in Container.objects.filter(
+        workload_id__in=list(latest), latest_recommendation__isnull=False
+    ).select_related("latest_recommendation"):
+        assert container.latest_recommendation is not None
+        latest[container.workload_id][container.name] = container.latest_recommendation
+    namespaces = {key[0] for key, _ in owners}
+    ranges = (
+        limit_ranges_by_namespace(cluster_id=cluster_id, namespaces=namespaces)
+        if cluster_id is not None
+        else {}
+    )
+    coefficients = _coefficients(namespaces)
+    inputs = {}
+    for key, workload in owners:
+        namespace = key[0]
+        container_range, pod_range = ranges.get(namespace, (None, None))
+        inputs[key] = AdviceInputs(
+            namespace=namespace,
+            workload=workload,
+            policies=() if workload is None else _policies_of(workload),
+            latest={} if workload is None else latest[workload.pk],
+            container_range=container_range,
+            pod_range=pod_range,
+            coefficient=coefficients.get(namespace),
+        )
+    return inputs
+
+
+def inputs_for_workload(workload: Workload) -> AdviceInputs:
+    """The inputs for pods of a workload already read (``cluster`` and ``policy``
+    selected), active or not: the dashboard's workload page."""
+    key = (workload.namespace, workload.kind, workload.name)
+    return _assemble(workload.cluster_id, [(key, workload)])[key]
+
+
+def inputs_for_pod(
+    *,
+    namespace: str,
+    owner_kind: str | None,
+    owner_name: str | None,
+    cluster: str | None = None,
+) -> AdviceInputs:
+    """The inputs for one pod's owner, found in ``cluster`` (None: in any cluster).
+
+    Raises NotFound for an unknown cluster and InvalidInput for an owner that exists
+    in several clusters when none is named.
+    """
+    workload = None
+    if owner_kind and owner_name and owner_kind in OWNER_KINDS:
+        workload = find_workload(
+            cluster=cluster, namespace=namespace, kind=owner_kind, name=owner_name
+        )
+    cluster_id: int | None = None
+    if workload is not None:
+        cluster_id = workload.cluster_id
+    elif cluster:
+        cluster_id = (
+            Cluster.objects.filter(name=cluster).values_list("pk", flat=True).first()
+        )
+        if cluster_id is None:
+            raise NotFound(f"cluster {cluster!r} does not exist")
+    key = (namespace, owner_kind or "", owner_name or "")
+    return _assemble(cluster_id, [(key, workload)])[key]
+
+
+# --- The computation (pure: no database) ----------------------------------------------
+
+
+def _scaled(amount: int | None, factor: float) -> int | None:
+    """``amount x factor`` rounded up to a whole unit (at least 1 when non-zero)."""
+    if amount is None:
+        return None
+    return math.ceil(amount * factor)
+
+
+def scale_resources(resources: Resources, factor: float) -> Resources:
+    """Both amounts of ``resources`` multiplied by ``factor``, rounded up."""
+    return Resources(
+        _scaled(resources.cpu_millicores, factor),
+        _scaled(resources.memory_bytes, factor),
+    )
+
+
+def check_multiplier(multiplier: float) -> None:
+    """InvalidInput unless 0 < multiplier <= MAX_MULTIPLIER."""
+    if not (0 < multiplier <= MAX_MULTIPLIER) or not math.isfinite(multiplier):
+        raise InvalidInput(
+            f"multiplier must be above 0 and at most {MAX_MULTIPLIER:g}, "
+            f"not {multiplier!r}",
+            field="multiplier",
+        )
+
+
+def advise(
+    inputs: AdviceInputs,
+    containers: Sequence[PodContainer],
+    *,
+    multiplier: float = 1.0,
+) -> PodAdvice:
+    """Recommended requests and limits for each container of a pod (pure).
+
+    ``containers`` carry the pod's current requests and limits (for the admission
+    webhook: as the API server sends them, after LimitRanger's defaulting).
+    ``multiplier`` scales a recommendation before capping (seed 004's correction
+    factor), so the policy's bounds still hold afterwards; static coefficients are not
+    multiplied.
+    """
+    check_multiplier(multiplier)
+    policies = list(inputs.policies)
+    workload = inputs.workload
+    # Recommendations of controlled containers, scaled, keyed by name in pod order.
+    # The container policy is checked first, whether or not there is a recommendation:
+    # mode Off and controlledResources bind the static coefficient too.
+    pending: dict[str, CappedRecommendation] = {}
+    skipped: dict[str, str] = {}
+    for container in containers:
+        policy = select_container_policy(policies, container.name)
+        if policy is not None and policy.mode == "Off":
+            skipped[container.name] = "the container policy's mode is Off"
+            continue
+        rec = inputs.latest.get(container.name)
+        if rec is None:
+            continue
+        controlled = (
+            policy.controlled_resources if policy is not None else RESOURCE_NAMES
+        )
+        pending[container.name] = CappedRecommendation(
+            target=scale_resources(rec.target, multiplier).only(controlled),
+            lower_bound=scale_resources(rec.lower_bound, multiplier).only(controlled),
+            upper_bound=scale_resources(rec.upper_bound, multiplier).only(controlled),
+            uncapped_target=rec.uncapped_target.only(controlled),
+        )
+    capped = (
+        cap_for_pod(
+            pending,
+            [c.as_engine() for c in containers],
+            policies=policies,
+            container_limit_range=inputs.container_range,
+            pod_limit_range=inputs.pod_range,
+        )
+        if pending
+        else {}
+    )
+    default_limit = (
+        inputs.container_range.default
+        if inputs.container_range is not None
+        else NO_RESOURCES
+    )
+    advice: list[ContainerAdvice] = []
+    for container in containers:
+        policy = select_container_policy(policies, container.name)
+        controlled_values = (
+            policy.effective_controlled_values
+            if policy is not None
+            else REQUESTS_AND_LIMITS
+        )
+        if container.name in skipped:
+            advice.append(
+                ContainerAdvice(
+                    name=container.name,
+                    source=SOURCE_NONE,
+                    reason=f"left as is: {skipped[container.name]}",
+                    controlled_values=controlled_values,
+                    current=container,
+                    default_limit=default_limit,
+                )
+            )
+            continue
+        # Only containers with a recommendation: with a Pod LimitRange the engine also
+        # returns the others (their requests, for the pod sum); they stay as they are.
+        if container.name in pending and container.name in capped:
+            result = capped[container.name]
+            rec = inputs.latest[container.name]
+            reason = (
+                f"latest recommendation of {workload} "
+                f"({rec.created_at:%Y-%m-%d %H:%M} UTC)"
+            )
+            if multiplier != 1.0:
+                reason += f" x multiplier {multiplier:g}"
+            one = ContainerAdvice(
+                name=container.name,
+                source=SOURCE_RECOMMENDATION,
+                reason=reason,
+                target=result.target,
+                capped=result,
+                controlled_values=controlled_values,
+                recommendation=rec,
+                current=container,
+                default_limit=default_limit,
+            )
+        else:
+            one = _coefficient_advice(
+                container,
+                inputs.coefficient,
+                workload,
+                controlled_values,
+                inputs.namespace,
+                controlled_resources=(
+                    policy.controlled_resources
+                    if policy is not None
+                    else RESOURCE_NAMES
+                ),
+                default_limit=default_limit,
+            )
+        advice.append(_with_limits(one))
+    return PodAdvice(namespace=inputs.namespace, workload=workload, containers=advice)
+
+
+def _with_limits(advice: ContainerAdvice) -> ContainerAdvice:
+    """The advice with the requests and limits to write (§4.3: proportional limits)."""
+    if advice.source == SOURCE_NONE or advice.target.is_empty():
+        return advice
+    new = advice.resources_for(advice.target)
+    return replace(
+        advice,
+        requests=new.requests,
+        limits=new.limits,
+        limit_annotations=new.annotations,
+    )
+
+
+def advise_pod(
+    *,
+    namespace: str,
+    owner_kind: str | None,
+    owner_name: str | None,
+    containers: Sequence[PodContainer],
+    cluster: str | None = None,
+    multiplier: float = 1.0,
+) -> PodAdvice:
+    """``advise`` for a pod of ``owner`` (which may not exist), inputs read now."""
+    check_multiplier(multiplier)
+    inputs = inputs_for_pod(
+        namespace=namespace,
+        owner_kind=owner_kind,
+        owner_name=owner_name,
+        cluster=cluster,
+    )
+    result = advise(inputs, containers, multiplier=multiplier)
+    logger.info(
+        "advised pod of %s/%s/%s: %s",
+        namespace,
+        owner_kind,
+        owner_name,
+        {a.name: a.source for a in result.containers},
+    )
+    return result
+
+
+def _coefficient_advice(
+    container: PodContainer,
+    coefficient: StaticCoefficient | None,
+    workload: Workload | None,
+    controlled_values: str,
+    namespace: str,
+    *,
+    controlled_resources: tuple[str, ...] | list[str] = RESOURCE_NAMES,
+    default_limit: Resources = NO_RESOURCES,
+) -> ContainerAdvice:
+    """Seed 004's first deploy: the static coefficient, or nothing if none is set.
+
+    Only ``controlled_resources`` (the container policy's) are scaled.
+    """
+    why = (
+        "vpaweb does not know this workload yet"
+        if workload is None
+        else f"{workload} has no recommendation for this container yet"
+    )
+    base = ContainerAdvice(
+        name=container.name,
+        source=SOURCE_NONE,
+        reason="",
+        controlled_values=controlled_values,
+        current=container,
+        default_limit=default_limit,
+    )
+    if coefficient is None:
+        return replace(
+            base, reason=f"left as is: {why} and no static coefficient is configured"
+        )
+    scaled = Resources(
+        _scaled(container.requests.cpu_millicores, coefficient.cpu_factor)
+        if coefficient.cpu_factor is not None
+        else None,
+        _scaled(container.requests.memory_bytes, coefficient.memory_factor)
+        if coefficient.memory_factor is not None
+        else None,
+    )
+    target = scaled.only(controlled_resources)
+    if target.is_empty() and not scaled.is_empty():
+        return replace(
+            base,
+            reason=(
+                f"left as is: {why}, and the static coefficient scales no resource "
+                "the container policy controls"
+            ),
+        )
+    scope = f"namespace {namespace}" if coefficient.namespace else "the global default"
+    return replace(
+        base,
+        source=SOURCE_STATIC_COEFFICIENT,
+        reason=(
+            f"{why}: static coefficient of {scope} "
+            f"(cpu x {_factor_text(coefficient.cpu_factor)}, "
+            f"memory x {_factor_text(coefficient.memory_factor)})"
+        ),
+        target=target,
+        coefficient=coefficient,
+    )
+
+
+def _factor_text(factor: float | None) -> str:
+    return "1 (not set)" if factor is None else f"{factor:g}"

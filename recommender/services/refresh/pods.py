@@ -1,0 +1,256 @@
+"""Which pods belong to which workload, and what the live pods really request.
+
+Ownership comes from the owner references discovery reads (Pod -> ReplicaSet ->
+Deployment, Pod -> Job -> CronJob; ``cluster.owners``) and is stored
+(``WorkloadPod``), so a pod keeps its workload after it is gone: the usage history of
+the workload page and the ingestion of a vanished pod's samples ask ``PodOwners``,
+the one answer. Only a pod discovery never saw (it started and ended between two
+passes) is placed by its name, and only where its controller's naming rule fits
+exactly (``POD_NAME_RULES``, Kubernetes' generated-name alphabet), longest workload
+name first: Deployment ``api`` never claims pod ``api-migrate-x7k2p`` of Job
+``api-migrate``.
+
+The API server's LimitRanger fills requests and limits a pod template leaves out;
+``applied_resources`` takes a container's current values from its live pods and says
+where each came from (``Container.Source``: template, LimitRange default, pod).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from recommender.cluster.base import ContainerSpec, PodInfo, WorkloadInfo
+from recommender.engine.resources import RESOURCE_NAMES, Resources
+from recommender.models import Container, Workload, WorkloadPod
+
+# How long a gone pod's owner is kept: the workload page's 8-day usage history.
+POD_RETENTION = timedelta(days=8)
+# A stored pod row is rewritten at most this often when nothing but its last-seen
+# time changed (a refresh runs every minute; retention is counted in days).
+TOUCH_EVERY = timedelta(hours=1)
+# Kubernetes' alphabet for generated names (k8s.io/apimachinery/pkg/util/rand
+# SafeEncodeString): no vowels, no look-alikes.
+_SAFE = "[bcdfghjklmnpqrstvwxz2456789]"
+# What follows "<workload name>" in the name of a pod its controller created.
+POD_NAME_RULES: dict[str, re.Pattern[str]] = {
+    # <deployment>-<pod-template-hash>-<5>
+    Workload.Kind.DEPLOYMENT: re.compile(rf"-{_SAFE}{{1,10}}-{_SAFE}{{5}}"),
+    # <statefulset>-<ordinal>
+    Workload.Kind.STATEFUL_SET: re.compile(r"-\d+"),
+    # <cronjob>-<scheduled minute>-<5> (through its Job <cronjob>-<minute>)
+    Workload.Kind.CRON_JOB: re.compile(rf"-\d+-{_SAFE}{{5}}"),
+}
+# ReplicaSet, DaemonSet, Job, ReplicationController: <controller>-<5>.
+DEFAULT_POD_NAME_RULE = re.compile(rf"-{_SAFE}{{5}}")
+
+PodKey = tuple[str, str]  # (namespace, pod)
+
+
+@dataclass
+class PodOwners:
+    """The workload id of each pod of a cluster (or of one namespace)."""
+
+    # Pods discovery sees now, and pods it saw before (WorkloadPod rows).
+    live: dict[PodKey, int] = field(default_factory=dict)
+    stored: dict[PodKey, int] = field(default_factory=dict)
+    # Workloads by (namespace, name), inactive ones too: (kind, id).
+    by_name: dict[tuple[str, str], list[tuple[str, int]]] = field(default_factory=dict)
+
+    def owner_of(self, namespace: str, pod: str) -> int | None:
+        """The workload of ``pod``, or None when no workload's pod it can be."""
+        key = (namespace, pod)
+        owner = self.live.get(key) or self.stored.get(key)
+        if owner is not None:
+            return owner
+        owner = self._by_controller_naming(namespace, pod)
+        if owner is not None:
+            self.stored[key] = owner
+        return owner
+
+    def _by_controller_naming(self, namespace: str, pod: str) -> int | None:
+        parts = pod.split("-")
+        for cut in range(len(parts) - 1, 0, -1):
+            name = "-".join(parts[:cut])
+            rest = pod[len(name) :]
+            for kind, workload_id in self.by_name.get((namespace, name), ()):
+                rule = POD_NAME_RULES.get(kind, DEFAULT_POD_NAME_RULE)
+                if rule.fullmatch(rest):
+                    return workload_id
+        return None
+
+    def pods_of(
+        self, workload_id: int, namespace: str, pods: Iterable[str]
+    ) -> set[str]:
+        """Which of ``pods`` (names in ``namespace``) belong to ``workload_id``."""
+        return {p for p in pods if self.owner_of(namespace, p) == workload_id}
+
+
+def load_pod_owners(
+    *, cluster_id: int, namespace: str | None, now: datetime
+) -> PodOwners:
+    """The stored owners (within ``POD_RETENTION``) and workload names, two queries."""
+    pods = WorkloadPod.objects.filter(
+        cluster_id=cluster_id, last_seen_at__gte=now - POD_RETENTION
+    )
+    workloads = Workload.objects.filter(cluster_id=cluster_id)
+    if namespace is not None:
+        pods = pods.filter(namespace=namespace)
+        workloads = workloads.filter(namespace=namespace)
+    owners = PodOwners()
+    for ns, name, workload_id in pods.values_list("namespace", "name", "workload_id"):
+        owners.stored[(ns, name)] = workload_id
+    # Active workloads first: they win a (namespace, name) they share with a gone one.
+    for ns, name, kind, workload_id in workloads.order_by(
+        "-is_active", "pk"
+    ).values_list("namespace", "name", "kind", "pk"):
+        owners.by_name.setdefault((ns, name), []).append((kind, workload_id))
+    return owners
+
+
+def _container_resources(pod: PodInfo) -> dict[str, Any]:
+    return {
+        c.name: {"requests": c.requests.to_dict(), "limits": c.limits.to_dict()}
+        for c in pod.containers
+    }
+
+
+def record_pods(
+    *,
+    cluster_id: int,
+    namespace: str | None,
+    now: datetime,
+    pods: Sequence[tuple[PodInfo, int]],
+    batch: int,
+) -> dict[str, int]:
+    """Store the live pods with their workload ids; forget those past retention.
+
+    A pod already stored is rewritten only when its workload or resources changed,
+    or its last-seen time is older than ``TOUCH_EVERY``. Returns counts.
+    """
+    of_shard = WorkloadPod.objects.filter(cluster_id=cluster_id)
+    if namespace is not None:
+        of_shard = of_shard.filter(namespace=namespace)
+    existing = (
+        {
+            (row.namespace, row.name): row
+            for row in of_shard.filter(name__in=[pod.name for pod, _ in pods]).only(
+                "namespace", "name", "workload_id", "containers", "last_seen_at"
+            )
+        }
+        if pods
+        else {}
+    )
+    new_rows, changed = [], []
+    for pod, workload_id in pods:
+        containers = _container_resources(pod)
+        row = existing.get((pod.namespace, pod.name))
+        if row is None:
+            new_rows.append(
+                WorkloadPod(
+                    cluster_id=cluster_id,
+                    workload_id=workload_id,
+                    namespace=pod.namespace,
+                    name=pod.name,
+                    uid=pod.uid,
+                    owner_kind=pod.owner_kind,
+                    owner_name=pod.owner_name,
+                    containers=containers,
+                    limit_ranger=pod.limit_ranger,
+                    first_seen_at=now,
+                    last_seen_at=now,
+                )
+            )
+        elif (
+            row.workload_id != workload_id
+            or row.containers != containers
+            or row.last_seen_at < now - TOUCH_EVERY
+        ):
+            row.workload_id = workload_id
+            row.containers = containers
+            row.uid = pod.uid
+            row.owner_kind = pod.owner_kind
+            row.owner_name = pod.owner_name
+            row.limit_ranger = pod.limit_ranger
+            row.last_seen_at = now
+            changed.append(row)
+    WorkloadPod.objects.bulk_create(new_rows, batch_size=batch, ignore_conflicts=True)
+    WorkloadPod.objects.bulk_update(
+        changed,
+        [
+            "workload_id",
+            "containers",
+            "uid",
+            "owner_kind",
+            "owner_name",
+            "limit_ranger",
+            "last_seen_at",
+        ],
+        batch_size=batch,
+    )
+    forgotten, _ = of_shard.filter(last_seen_at__lt=now - POD_RETENTION).delete()
+    return {"pods_new": len(new_rows), "pods_forgotten": forgotten}
+
+
+@dataclass(frozen=True)
+class AppliedResources:
+    """A container's current requests and limits, and where each came from."""
+
+    requests: Resources
+    limits: Resources
+    template: dict[str, dict[str, int]]
+    sources: dict[str, str]  # "requests.cpu" -> Container.Source value
+
+
+def _representative_pod(pods: Sequence[PodInfo], container: str) -> PodInfo | None:
+    """The pod whose values stand for the workload's: a running one first, by name."""
+    having = [p for p in pods if any(c.name == container for c in p.containers)]
+    running = [p for p in having if p.phase == "Running"]
+    chosen = sorted(running or having, key=lambda p: p.name)
+    return chosen[0] if chosen else None
+
+
+def applied_resources(spec: ContainerSpec, info: WorkloadInfo) -> AppliedResources:
+    """What ``spec``'s container carries in the workload's live pods.
+
+    Without a live pod the template's values stand (source "template"). With one, a
+    value LimitRanger says it set is a LimitRange default, one equal to the
+    template's is the template's, and any other was set on the pod (an admission
+    webhook, an in-place resize).
+    """
+    template = {
+        "requests": spec.requests.to_dict(),
+        "limits": spec.limits.to_dict(),
+    }
+    pod = _representative_pod(info.pods, spec.name)
+    current = None
+    if pod is not None:
+        current = next(c for c in pod.containers if c.name == spec.name)
+    amounts: dict[str, Resources] = {}
+    sources: dict[str, str] = {}
+    for kind, singular in (("requests", "request"), ("limits", "limit")):
+        own: Resources = getattr(spec, kind)
+        live: Resources = own if current is None else getattr(current, kind)
+        amounts[kind] = live
+        for resource in RESOURCE_NAMES:
+            value = live.get(resource)
+            if value is None:
+                continue
+            if pod is not None and (spec.name, singular, resource) in (
+                pod.limit_ranger_set
+            ):
+                source = Container.Source.LIMIT_RANGE
+            elif value == own.get(resource):
+                source = Container.Source.TEMPLATE
+            else:
+                source = Container.Source.POD
+            sources[f"{kind}.{resource}"] = source.value
+    return AppliedResources(
+        requests=amounts["requests"],
+        limits=amounts["limits"],
+        template=template,
+        sources=sources,
+    )
