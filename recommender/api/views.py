@@ -432,6 +432,7 @@ class BulkApproveView(APIView):
 
     @extend_schema(
         summary="Approve proposed changes in bulk (write scope or operator; audited)",
+        operation_id="changes_bulk_approve",
         request=s.BulkApproveSerializer,
         responses=s.BulkApproveResultSerializer,
         tags=["changes"],

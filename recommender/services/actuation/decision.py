@@ -20,7 +20,7 @@ from typing import Any
 
 from recommender.cluster.base import PodInfo
 from recommender.engine.capping import CappedRecommendation
-from recommender.engine.quantity import format_cpu, format_memory
+from recommender.engine.quantity import humanize_cpu, humanize_memory
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 
 OBSERVED_ANNOTATION = "vpaObservedContainers"
@@ -160,7 +160,7 @@ def admit(
 def _amount(resource: str, amount: int | None) -> str:
     if amount is None:
         return "none"
-    return format_cpu(amount) if resource == CPU else format_memory(amount)
+    return humanize_cpu(amount) if resource == CPU else humanize_memory(amount)
 
 
 def describe(
