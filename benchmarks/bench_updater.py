@@ -102,14 +102,20 @@ def _seed(cluster, workload_count: int):
 
 def _snapshot(workloads, pods_per_workload: int):
     """The pods discovery would report: young-enough pods, 500m / 512Mi each."""
-    from recommender.cluster.base import ClusterSnapshot, ContainerSpec, PodInfo
-    from recommender.cluster.base import WorkloadInfo
+    from recommender.cluster.base import (
+        ClusterSnapshot,
+        ContainerSpec,
+        PodInfo,
+        WorkloadInfo,
+    )
     from recommender.engine.resources import Resources
 
     infos = []
     for i, w in enumerate(workloads):
         names = ["app", "sidecar"][: 1 + i % 2]
-        specs = tuple(ContainerSpec(n, requests=Resources(500, 512 * MI)) for n in names)
+        specs = tuple(
+            ContainerSpec(n, requests=Resources(500, 512 * MI)) for n in names
+        )
         rs = f"{w.name}-6b9c8d7f5"
         pods = tuple(
             PodInfo(
@@ -158,7 +164,6 @@ def _run(database: str, workload_count: int, pods_per_workload: int) -> None:
 
     # Imported before timing: a worker has its modules loaded when a cycle starts.
     import recommender.services.actuation.apply  # noqa: F401
-
     from recommender.models import Cluster, ResizeChange
 
     call_command("migrate", verbosity=0, interactive=False)

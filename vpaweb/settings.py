@@ -147,7 +147,7 @@ else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 REFRESH_INTERVAL_S = env_int("VPAWEB_REFRESH_INTERVAL_S", 60, minimum=5)
-# --- The updater (docs/updater.md) -------------------------------------------------------
+# --- The updater (docs/updater.md) ---------------------------------------------------
 # How often each cluster's updater proposes, applies and verifies resize changes.
 UPDATER_INTERVAL_S = env_int("VPAWEB_UPDATER_INTERVAL_S", 60, minimum=5)
 # Upstream's --min-replicas and --eviction-tolerance (a policy's min_replicas wins).

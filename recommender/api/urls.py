@@ -121,7 +121,9 @@ urlpatterns = [
         views.WorkloadPolicyView.as_view(),
         name="workload-by-key-policy",
     ),
-    path("changes/approve", views.BulkApproveView.as_view(), name="change-bulk-approve"),
+    path(
+        "changes/approve", views.BulkApproveView.as_view(), name="change-bulk-approve"
+    ),
     path(
         "changes/<id:pk>/approve",
         views.ApproveChangeView.as_view(),

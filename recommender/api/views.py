@@ -454,7 +454,8 @@ class BulkApproveView(APIView):
             {
                 "approved": result.approved,
                 "skipped": [
-                    {"id": pk, "reason": reason} for pk, reason in result.skipped.items()
+                    {"id": pk, "reason": reason}
+                    for pk, reason in result.skipped.items()
                 ],
             }
         )

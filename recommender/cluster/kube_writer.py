@@ -144,7 +144,7 @@ class KubernetesWriter:
                 f"cluster {self.cluster_name!r}: cannot {what}: {exc}"
             ) from None
 
-    # --- the updater's writes -------------------------------------------------------------
+    # --- the updater's writes -------------------------------------------------------
     def resize_pod(
         self, *, namespace: str, name: str, containers: tuple[ContainerResize, ...]
     ) -> WriteResult:
@@ -284,7 +284,7 @@ class KubernetesWriter:
             content_type=MERGE,
         )
 
-    # --- the admission webhook's registration (helper h10) -------------------------------
+    # --- the admission webhook's registration (helper h10) ----------------------------
     def apply_webhook_configuration(self, *, body: Mapping[str, Any]) -> WriteResult:
         """Create or update a MutatingWebhookConfiguration (not implemented here)."""
         raise NotImplementedError("the admission webhook registers itself (issue 10)")

@@ -470,7 +470,11 @@ def _overridden(pod: PodInfo, override: PodOverride | None) -> PodInfo:
     if override is None:
         return pod
     containers = tuple(
-        replace(c, requests=override.containers[c.name][0], limits=override.containers[c.name][1])
+        replace(
+            c,
+            requests=override.containers[c.name][0],
+            limits=override.containers[c.name][1],
+        )
         if c.name in override.containers
         else c
         for c in pod.containers

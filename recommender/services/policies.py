@@ -461,9 +461,7 @@ def validate_eviction_requirements(raw: object) -> list[dict[str, Any]]:
                 f"must be one of {', '.join(CHANGE_REQUIREMENTS)}, not {change!r}"
             )
             continue
-        clean.append(
-            {"resources": sorted(set(resources)), "changeRequirement": change}
-        )
+        clean.append({"resources": sorted(set(resources)), "changeRequirement": change})
     if errors:
         raise InvalidInput("invalid eviction requirements", fields=errors)
     return clean

@@ -21,9 +21,7 @@ urlpatterns = [
     path("workloads/<int:pk>/policy", views.workload_policy, name="workload_policy"),
     path("workloads/<int:pk>/adopt", views.workload_adopt, name="workload_adopt"),
     path("changes/", changes.changes, name="changes"),
-    path(
-        "changes/approve", changes.changes_bulk_approve, name="changes_bulk_approve"
-    ),
+    path("changes/approve", changes.changes_bulk_approve, name="changes_bulk_approve"),
     path("updater/kill-switch", changes.kill_switch, name="kill_switch"),
     path("clusters/<int:pk>/pause", changes.cluster_pause, name="cluster_pause"),
     path("changes/<int:pk>/approve", views.change_approve, name="change_approve"),

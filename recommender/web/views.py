@@ -38,7 +38,6 @@ from recommender.roles import ROLE_ORDER, Role, role_of
 from recommender.services import accounts, policies, tokens
 from recommender.services.actuation import approvals
 from recommender.services.dashboard import insights, workload_insight
-from recommender.web.changes import workload_changes
 from recommender.web.access import (
     acting_user,
     is_htmx,
@@ -46,6 +45,7 @@ from recommender.web.access import (
     require_role,
     token_scopes_for,
 )
+from recommender.web.changes import workload_changes
 from recommender.web.forms import NewUserForm, PolicyForm, RoleForm, TokenForm
 from recommender.web.presenters import (
     describe_explanation,

@@ -27,7 +27,9 @@ def test_bulk_approve_by_workload_approves_each_proposed_one_with_its_own_audit(
     changes = _changes(shop, 3)
     ResizeChange.objects.filter(pk=changes[0].pk).update(status=S.REJECTED)
     response = write_client.post(
-        "/api/v1/changes/approve", {"workload": shop.pk}, content_type="application/json"
+        "/api/v1/changes/approve",
+        {"workload": shop.pk},
+        content_type="application/json",
     )
     assert response.status_code == 200
     assert response.json() == {
@@ -55,7 +57,11 @@ def test_bulk_approve_by_namespace(write_client: Client, shop: Workload) -> None
 
 
 def test_bulk_approve_needs_a_scope_and_a_writer(
-    write_client: Client, read_client: Client, shop: Workload, viewer: Any, session_client
+    write_client: Client,
+    read_client: Client,
+    shop: Workload,
+    viewer: Any,
+    session_client,
 ) -> None:
     _changes(shop, 1)
     bad = write_client.post(
@@ -65,7 +71,9 @@ def test_bulk_approve_needs_a_scope_and_a_writer(
     assert "workload" in bad.json()["error"]["fields"]
     for client in (read_client, session_client(viewer)):
         refused = client.post(
-            "/api/v1/changes/approve", {"workload": shop.pk}, content_type="application/json"
+            "/api/v1/changes/approve",
+            {"workload": shop.pk},
+            content_type="application/json",
         )
         assert refused.status_code == 403
     assert ResizeChange.objects.get().status == S.PROPOSED

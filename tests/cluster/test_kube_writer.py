@@ -25,7 +25,7 @@ def recorded(name: str) -> dict:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[FakeCluster]:
-    fake = fake_cluster(deployment("api") + [pdb("api-pdb", "shop", "api")], tmp_path)
+    fake = fake_cluster([*deployment("api"), pdb("api-pdb", "shop", "api")], tmp_path)
     yield fake
     fake.close()
 
@@ -68,7 +68,7 @@ def test_a_pdb_refusal_is_429_with_the_budget_cause_and_no_retry_after(cluster):
 
 
 def test_an_unobserved_pdb_answers_retry_after_10(tmp_path):
-    objects = deployment("api") + [pdb("api-pdb", "shop", "api", observed=False)]
+    objects = [*deployment("api"), pdb("api-pdb", "shop", "api", observed=False)]
     fake = fake_cluster(objects, tmp_path)
     try:
         result = fake.writer.evict_pod(namespace="shop", name=PODS[0])
@@ -79,7 +79,8 @@ def test_an_unobserved_pdb_answers_retry_after_10(tmp_path):
 
 
 def test_two_pdbs_give_500_without_a_reason(tmp_path):
-    objects = deployment("api") + [
+    objects = [
+        *deployment("api"),
         pdb("one", "shop", "api"),
         pdb("two", "shop", "api"),
     ]
@@ -97,13 +98,24 @@ def test_pending_pods_are_evicted_without_a_pdb_check_and_missing_ones_are_404(
     tmp_path,
 ):
     resources = {"requests": {"cpu": "500m"}}
-    objects = deployment("api") + [
+    objects = [
+        *deployment("api"),
         pdb("api-pdb", "shop", "api", allowed=0),
-        pod("api-6b9c8d7f5-new", "shop", "api", "api-6b9c8d7f5", resources, phase="Pending"),
+        pod(
+            "api-6b9c8d7f5-new",
+            "shop",
+            "api",
+            "api-6b9c8d7f5",
+            resources,
+            phase="Pending",
+        ),
     ]
     fake = fake_cluster(objects, tmp_path)
     try:
-        assert fake.writer.evict_pod(namespace="shop", name="api-6b9c8d7f5-new").status == 201
+        assert (
+            fake.writer.evict_pod(namespace="shop", name="api-6b9c8d7f5-new").status
+            == 201
+        )
         names = [p["metadata"]["name"] for p in fake.server.objects("Pod")]
         assert "api-6b9c8d7f5-new" not in names  # an unbound pod goes at once
         missing = fake.writer.evict_pod(namespace="shop", name="no-such-pod")
@@ -179,7 +191,9 @@ def test_an_event_is_created_on_the_pod_like_the_recording(cluster):
     )
     assert result.status == 201
     sent = json.loads(cluster.server.write_verbs()[0].body)
-    recorded_body = recorded("events/01-core-v1-event-create-201.json")["request"]["body"]
+    recorded_body = recorded("events/01-core-v1-event-create-201.json")["request"][
+        "body"
+    ]
     assert set(sent) == set(recorded_body)
     assert sent["involvedObject"]["kind"] == "Pod"
     assert sent["reportingComponent"] == "vpaweb-updater"

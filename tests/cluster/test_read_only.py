@@ -102,9 +102,7 @@ def test_the_writer_interface_lists_exactly_these_write_methods():
         for node in ast.walk(tree)
         if isinstance(node, ast.ClassDef) and node.name == "ClusterWriter"
     )
-    methods = {
-        item.name for item in protocol.body if isinstance(item, ast.FunctionDef)
-    }
+    methods = {item.name for item in protocol.body if isinstance(item, ast.FunctionDef)}
     assert methods - {"read_lease", "close"} == WRITER_METHODS
 
 
@@ -130,14 +128,13 @@ def test_only_the_kubernetes_writer_sends_raw_requests():
         if path.name == "kube_writer.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Attribute) and node.attr in (
-                "call_api",
-                "request",
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("call_api", "request")
+                and isinstance(node.value, ast.Attribute)
+                and node.value.attr == "api_client"
             ):
-                if isinstance(node.value, ast.Attribute) and node.value.attr == (
-                    "api_client"
-                ):
-                    offenders.append(f"{path.relative_to(SOURCE)}:{node.lineno}")
+                offenders.append(f"{path.relative_to(SOURCE)}:{node.lineno}")
     assert offenders == []
 
 

@@ -17,7 +17,14 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from recommender.models import AuditEvent, Cluster, Policy, ResizeChange, UpdaterLock, Workload
+from recommender.models import (
+    AuditEvent,
+    Cluster,
+    Policy,
+    ResizeChange,
+    UpdaterLock,
+    Workload,
+)
 from recommender.services.actuation import control
 from recommender.services.refresh.cycle import refresh_cluster
 from recommender.tasks import update_cluster as update_cluster_task
@@ -42,10 +49,23 @@ def _start_worker(queue: str, name: str) -> subprocess.Popen:
     }
     return subprocess.Popen(
         [
-            sys.executable, "-m", "celery", "-A", "tests.integration.worker_app",
-            "worker", "--pool", "solo", "--queues", queue, "--hostname",
-            f"{name}@%h", "--loglevel", "WARNING", "--without-heartbeat",
-            "--without-gossip", "--without-mingle",
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "tests.integration.worker_app",
+            "worker",
+            "--pool",
+            "solo",
+            "--queues",
+            queue,
+            "--hostname",
+            f"{name}@%h",
+            "--loglevel",
+            "WARNING",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
         ],
         cwd=ROOT,
         env=env,
@@ -109,7 +129,9 @@ def test_two_workers_one_leader_and_no_change_applied_twice(two_workers, setting
     )
     # Many cycles at once, spread over both workers (solo pools: one task each).
     results = [
-        update_cluster_task.apply_async(args=[cluster.pk, NOON.isoformat()], queue=two_workers)
+        update_cluster_task.apply_async(
+            args=[cluster.pk, NOON.isoformat()], queue=two_workers
+        )
         for _ in range(8)
     ]
     reports = [result.get(timeout=180) for result in results]

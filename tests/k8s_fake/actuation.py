@@ -22,7 +22,9 @@ FAST = KubeClientSettings(
     max_backoff_s=0.05,
     page_size=50,
 )
-STARTED = "2026-11-20T08:00:00Z"  # long before the tests' "now": past the 12 h threshold
+STARTED = (
+    "2026-11-20T08:00:00Z"  # long before the tests' "now": past the 12 h threshold
+)
 
 
 def deployment(
@@ -45,7 +47,11 @@ def deployment(
         "metadata": {"labels": labels},
         "spec": {
             "containers": [
-                {"name": "app", "image": f"registry.example/{name}:1", "resources": resources}
+                {
+                    "name": "app",
+                    "image": f"registry.example/{name}:1",
+                    "resources": resources,
+                }
             ]
         },
     }
@@ -147,7 +153,11 @@ def pod(
         "spec": {
             "nodeName": "node-1",
             "containers": [
-                {"name": "app", "image": f"registry.example/{app}:1", "resources": resources}
+                {
+                    "name": "app",
+                    "image": f"registry.example/{app}:1",
+                    "resources": resources,
+                }
             ],
         },
         "status": status,
@@ -203,7 +213,9 @@ class FakeCluster:
 def fake_cluster(objects: list[dict[str, Any]], tmp_path: Path) -> FakeCluster:
     """Start a fake API server holding ``objects``; adapter and writer for it."""
     server = FakeApiServer(objects).start()
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", {"fake": server}, current="fake")
+    kubeconfig = write_kubeconfig(
+        tmp_path / "kubeconfig", {"fake": server}, current="fake"
+    )
     adapter = KubernetesAdapter(
         cluster_name="fake",
         context="fake",

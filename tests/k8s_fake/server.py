@@ -348,9 +348,7 @@ class FakeApiServer:
             return self._send(
                 handler, 401, _status(401, "Unauthorized", "Unauthorized")
             )
-        answer = writes.handle(
-            self, request.method, parts.path, query, request.body
-        )
+        answer = writes.handle(self, request.method, parts.path, query, request.body)
         if answer is not None:
             code, body, headers = answer
             return self._send(handler, code, body, headers)

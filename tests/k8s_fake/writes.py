@@ -86,7 +86,11 @@ def _bump(server: FakeApiServer, obj: dict[str, Any]) -> None:
 
 
 def handle(
-    server: FakeApiServer, method: str, path: str, query: dict[str, list[str]], raw: bytes
+    server: FakeApiServer,
+    method: str,
+    path: str,
+    query: dict[str, list[str]],
+    raw: bytes,
 ) -> Answer | None:
     """The answer to a write (None: not a path this module serves)."""
     segments = [s for s in path.split("/") if s]
@@ -96,12 +100,11 @@ def handle(
         return 400, failure(400, "BadRequest", f"invalid JSON: {exc}"), {}
     if segments[:3] == ["api", "v1", "namespaces"] and len(segments) >= 5:
         namespace, resource, rest = segments[3], segments[4], segments[5:]
-        if resource == "pods" and len(rest) == 2 and rest[1] == "eviction":
-            if method == "POST":
-                return _evict(server, namespace, rest[0], body, query)
-        if resource == "pods" and len(rest) == 2 and rest[1] == "resize":
-            if method == "PATCH":
-                return _resize(server, namespace, rest[0], body)
+        subresource = rest[1] if resource == "pods" and len(rest) == 2 else ""
+        if subresource == "eviction" and method == "POST":
+            return _evict(server, namespace, rest[0], body, query)
+        if subresource == "resize" and method == "PATCH":
+            return _resize(server, namespace, rest[0], body)
         if resource == "pods" and len(rest) == 1 and method == "PATCH":
             return _patch_pod(server, namespace, rest[0], body)
         if resource == "pods" and len(rest) == 1 and method == "GET":
@@ -178,7 +181,9 @@ def _evict(
     if named and named != name:
         return (
             400,
-            failure(400, "BadRequest", "name in URL does not match name in Eviction object"),
+            failure(
+                400, "BadRequest", "name in URL does not match name in Eviction object"
+            ),
             {},
         )
     dry_run = "All" in query.get("dryRun", []) or "All" in (
@@ -280,7 +285,10 @@ def _qos(containers: list[dict[str, Any]]) -> str:
         limits = resources.get("limits") or {}
         requests_any = requests_any or bool(requests) or bool(limits)
         for resource in ("cpu", "memory"):
-            if resource not in limits or requests.get(resource, limits.get(resource)) != limits[resource]:
+            if (
+                resource not in limits
+                or requests.get(resource, limits.get(resource)) != limits[resource]
+            ):
                 guaranteed = False
         limits_all = limits_all or bool(limits)
     if not requests_any:
@@ -289,7 +297,8 @@ def _qos(containers: list[dict[str, Any]]) -> str:
 
 
 def _invalid_pod(name: str, causes: list[tuple[str, str, str]]) -> Answer:
-    """422 Invalid naming each (reason, message, field) cause, as the server joins them."""
+    """422 Invalid naming each (reason, message, field) cause, joined as the server
+    joins them."""
     if len(causes) == 1:
         text = f"{causes[0][2]}: {causes[0][1]}"
     else:
@@ -312,9 +321,7 @@ def _invalid_pod(name: str, causes: list[tuple[str, str, str]]) -> Answer:
     )
 
 
-def _resize(
-    server: FakeApiServer, namespace: str, name: str, body: Any
-) -> Answer:
+def _resize(server: FakeApiServer, namespace: str, name: str, body: Any) -> Answer:
     pod = _find(server, "Pod", namespace, name)
     if pod is None:
         return _not_found("pods", name)
@@ -423,7 +430,9 @@ def _patch_pod(
         )
     with server.lock:
         annotations = pod["metadata"].setdefault("annotations", {})
-        for key, value in ((body.get("metadata") or {}).get("annotations") or {}).items():
+        for key, value in (
+            (body.get("metadata") or {}).get("annotations") or {}
+        ).items():
             if value is None:
                 annotations.pop(key, None)
             else:
@@ -467,7 +476,9 @@ def _create_event(
     if not meta.get("name"):
         meta["name"] = meta.get("generateName", "event.") + uuid.uuid4().hex[:5]
     meta.pop("generateName", None)
-    meta.update(namespace=namespace, uid=str(uuid.uuid4()), creationTimestamp=_now_text())
+    meta.update(
+        namespace=namespace, uid=str(uuid.uuid4()), creationTimestamp=_now_text()
+    )
     stored = {"kind": "Event", "apiVersion": "v1", **body, "metadata": meta}
     with server.lock:
         _bump(server, stored)

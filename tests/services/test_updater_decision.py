@@ -82,7 +82,9 @@ def test_inside_the_bounds_needs_12_hours_and_a_ten_percent_change():
 
 def test_outside_the_bounds_is_admitted_at_any_age():
     young = make_pod(age_h=0.1)
-    assert decision.admit(priority(young, rec(250, 300 * MI)), young, now=NOW, config=CONFIG)
+    assert decision.admit(
+        priority(young, rec(250, 300 * MI)), young, now=NOW, config=CONFIG
+    )
 
 
 def test_quick_oom_admits_a_young_pod_unless_nothing_would_change():
@@ -129,7 +131,9 @@ def test_eviction_requirements(requirement, target_cpu, admitted):
     requirements = [{"resources": ["cpu"], "changeRequirement": requirement}]
     pod = make_pod(cpu=500)
     assert (
-        decision.eviction_requirements_pass(requirements, pod, rec(target_cpu, 512 * MI))
+        decision.eviction_requirements_pass(
+            requirements, pod, rec(target_cpu, 512 * MI)
+        )
         is admitted
     )
     assert decision.eviction_requirements_pass([], pod, rec(target_cpu, 512 * MI))

@@ -50,7 +50,9 @@ def setup_world(
     )
     Policy.objects.filter(workload=workload).update(approval=approval)
     make_recommendation(
-        Container.objects.get(workload=workload), cpu_millicores=250, memory_bytes=300 * MI
+        Container.objects.get(workload=workload),
+        cpu_millicores=250,
+        memory_bytes=300 * MI,
     )
     return fake, cluster, workload
 
@@ -58,7 +60,11 @@ def setup_world(
 def cycle(fake: FakeCluster, cluster, now=NOW):
     cluster.refresh_from_db()
     return run_cycle(
-        cluster, now=now, snapshot=fake.adapter.discover(), writer=fake.writer, holder="t"
+        cluster,
+        now=now,
+        snapshot=fake.adapter.discover(),
+        writer=fake.writer,
+        holder="t",
     )
 
 
@@ -73,7 +79,7 @@ def cleanup() -> Iterator[list[FakeCluster]]:
 def test_manual_recreate_proposes_then_evicts_one_pod_per_cycle_with_an_event(
     tmp_path, cleanup
 ):
-    fake, cluster, workload = setup_world(
+    fake, cluster, _ = setup_world(
         tmp_path, mode="Recreate", extra=[pdb("api-pdb", "shop", "api")]
     )
     cleanup.append(fake)
@@ -219,7 +225,9 @@ def test_a_newer_recommendation_supersedes_and_a_vanished_pod_expires(
     cleanup.append(fake)
     cycle(fake, cluster)
     make_recommendation(
-        Container.objects.get(workload=workload), cpu_millicores=200, memory_bytes=280 * MI
+        Container.objects.get(workload=workload),
+        cpu_millicores=200,
+        memory_bytes=280 * MI,
     )
     fake.server.remove("Pod", "shop", PODS[2])
     report = cycle(fake, cluster, NOW + timedelta(minutes=1))

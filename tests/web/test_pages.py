@@ -256,7 +256,9 @@ MI = 2**20
 def test_changes_page_filters_and_bulk_approves_by_namespace(operator_client, db):
     from tests.factories import make_cluster, make_workload
 
-    workload = make_workload(make_cluster("prod"), "api", namespace="shop", mode="Recreate")
+    workload = make_workload(
+        make_cluster("prod"), "api", namespace="shop", mode="Recreate"
+    )
     change = ResizeChange.objects.create(
         workload=workload,
         pod="api-1",
@@ -268,9 +270,10 @@ def test_changes_page_filters_and_bulk_approves_by_namespace(operator_client, db
     body = operator_client.get("/changes/?namespace=shop&method=in-place").content
     assert b"CPU request 500m is above the upper bound" in body
     assert b'data-testid="change-observed">pod has: cpu 250m' in body
-    assert b"No changes match these filters" in operator_client.get(
-        "/changes/?namespace=elsewhere"
-    ).content
+    assert (
+        b"No changes match these filters"
+        in operator_client.get("/changes/?namespace=elsewhere").content
+    )
     response = operator_client.post(
         "/changes/approve", {"cluster": "prod", "namespace": "shop"}
     )
@@ -279,9 +282,14 @@ def test_changes_page_filters_and_bulk_approves_by_namespace(operator_client, db
     assert change.status == "approved"
 
 
-def test_viewers_cannot_approve_in_bulk_or_stop_writes(viewer_client, operator_client, db):
+def test_viewers_cannot_approve_in_bulk_or_stop_writes(
+    viewer_client, operator_client, db
+):
     assert viewer_client.post("/changes/approve", {"workload": "1"}).status_code == 403
-    assert operator_client.post("/updater/kill-switch", {"stopped": "1"}).status_code == 403
+    assert (
+        operator_client.post("/updater/kill-switch", {"stopped": "1"}).status_code
+        == 403
+    )
 
 
 def test_an_admin_stops_all_writes_and_pauses_a_cluster(admin_client_, db):

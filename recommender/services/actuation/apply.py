@@ -72,9 +72,7 @@ class CycleReport:
 
 
 def _resources(data: dict[str, Any]) -> Resources:
-    return Resources(
-        cpu_millicores=data.get("cpu"), memory_bytes=data.get("memory")
-    )
+    return Resources(cpu_millicores=data.get("cpu"), memory_bytes=data.get("memory"))
 
 
 def observed_of(pod: PodInfo, names: list[str]) -> dict[str, Any]:
@@ -112,9 +110,7 @@ def _replacements(pods: list[PodInfo], change: ResizeChange) -> list[PodInfo]:
     ]
 
 
-def follow_applying(
-    context: updater.UpdaterContext, report: CycleReport
-) -> None:
+def follow_applying(context: updater.UpdaterContext, report: CycleReport) -> None:
     """Verify, wait on, or fall back from the changes being applied."""
     now = context.now
     timeout = timedelta(seconds=settings.UPDATER_VERIFY_TIMEOUT_S)
@@ -253,12 +249,18 @@ class Applier:
         self.resizes_left = settings.UPDATER_MAX_RESIZES_PER_CYCLE
         self.groups: dict[tuple[str, str, str], decision.ReplicaGroup | None] = {}
 
-    def group_of(self, change: ResizeChange, pod: PodInfo) -> decision.ReplicaGroup | None:
+    def group_of(
+        self, change: ResizeChange, pod: PodInfo
+    ) -> decision.ReplicaGroup | None:
         workload = change.workload
         key = decision.group_key(pod, (workload.kind, workload.name))
         if key not in self.groups:
             pods = self.context.pods.get(change.workload_id, [])
-            members = [p for p in pods if decision.group_key(p, (workload.kind, workload.name)) == key]
+            members = [
+                p
+                for p in pods
+                if decision.group_key(p, (workload.kind, workload.name)) == key
+            ]
             policy = workload.policy
             self.groups[key] = decision.build_group(
                 members,
@@ -294,7 +296,9 @@ class Applier:
             error=error,
         )
 
-    def _event(self, change: ResizeChange, pod: PodInfo, reason: str, message: str) -> None:
+    def _event(
+        self, change: ResizeChange, pod: PodInfo, reason: str, message: str
+    ) -> None:
         result = self.writer.record_event(
             namespace=pod.namespace,
             pod=pod.name,
@@ -318,7 +322,9 @@ class Applier:
             return
         self.resizes_left -= 1
         result = self.writer.resize_pod(
-            namespace=pod.namespace, name=pod.name, containers=_container_resizes(change)
+            namespace=pod.namespace,
+            name=pod.name,
+            containers=_container_resizes(change),
         )
         self.report.writes += 1
         if result.ok:

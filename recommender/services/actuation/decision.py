@@ -187,9 +187,7 @@ def describe(
             "started"
         )
     if not parts:
-        age_h = (
-            (now - pod.start_time).total_seconds() / 3600 if pod.start_time else 0.0
-        )
+        age_h = (now - pod.start_time).total_seconds() / 3600 if pod.start_time else 0.0
         parts.append(
             f"requests differ from the recommendation by "
             f"{priority.resource_diff * 100:.0f} % and the pod has run {age_h:.0f} h"
@@ -327,7 +325,7 @@ def build_group(
 
 @dataclass(frozen=True)
 class InPlaceProgress:
-    """What a resize's conditions say: ``wait``, ``evict`` or ``done`` (no condition)."""
+    """What a resize's conditions say: ``wait``, ``evict`` or ``done`` (none)."""
 
     action: str
     reason: str = ""

@@ -322,11 +322,13 @@ def load_context(
         by_id[workload.pk] = workload
     latest: dict[int, dict[str, RecommendationLike]] = defaultdict(dict)
     # Plain values, not model instances: this is the cycle's biggest read.
-    rows = Container.objects.filter(
-        workload__cluster=cluster, workload__is_active=True
-    ).filter(
-        actionable_policies("workload__"), latest_recommendation__isnull=False
-    ).values_list("workload_id", "name", *(f"latest_recommendation__{f}" for f in REC_FIELDS))
+    rows = (
+        Container.objects.filter(workload__cluster=cluster, workload__is_active=True)
+        .filter(actionable_policies("workload__"), latest_recommendation__isnull=False)
+        .values_list(
+            "workload_id", "name", *(f"latest_recommendation__{f}" for f in REC_FIELDS)
+        )
+    )
     for workload_id, name, *amounts in rows:
         latest[workload_id][name] = RecBounds.from_row(amounts)
     ranges = limit_ranges_by_namespace(
@@ -338,12 +340,11 @@ def load_context(
     ).values(*CHANGE_FIELDS):
         context.open_rows[(row["workload_id"], row["pod"])] = row
     for info in snapshot.workloads:
-        workload = context.workloads.get((info.kind, info.namespace, info.name))
-        if workload is None:
+        found = context.workloads.get((info.kind, info.namespace, info.name))
+        if found is None:
             continue
-        live = [
-            p for p in info.pods if p.phase in LIVE_PHASES and not p.deleting
-        ]
+        workload = found
+        live = [p for p in info.pods if p.phase in LIVE_PHASES and not p.deleting]
         context.pods[workload.pk] = live
         _plan_workload(context, workload, live, latest[workload.pk], ranges)
     return context
@@ -373,7 +374,11 @@ def _plan_workload(
         if not capped or after == before:
             continue
         # The priority depends on the containers, annotations and terminations only.
-        shape = (key, pod.annotations.get(decision.OBSERVED_ANNOTATION), pod.last_terminations)
+        shape = (
+            key,
+            pod.annotations.get(decision.OBSERVED_ANNOTATION),
+            pod.last_terminations,
+        )
         priority = priorities.get(shape)
         if priority is None:
             priority = priorities[shape] = decision.pod_priority(
@@ -528,14 +533,16 @@ def insert_changes(
     ops = connection.ops
     stamp = ops.adapt_datetimefield_value(now)
     json_fields = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
-    date_fields = {f.attname for f in fields if f.get_internal_type() == "DateTimeField"}
+    date_fields = {
+        f.attname for f in fields if f.get_internal_type() == "DateTimeField"
+    }
     rows = []
     for change in changes:
         row = []
         for f in fields:
             value = getattr(change, f.attname)
             if f.attname in json_fields:
-                value = ops.adapt_json_value(value, f.encoder)
+                value = ops.adapt_json_value(value, getattr(f, "encoder", None))
             elif f.attname in date_fields:
                 value = stamp if value == now else ops.adapt_datetimefield_value(value)
             row.append(value)
@@ -596,7 +603,9 @@ def insert_changes(
     return changes
 
 
-def changes_needing(context: UpdaterContext, statuses: Iterable[str]) -> list[ResizeChange]:
+def changes_needing(
+    context: UpdaterContext, statuses: Iterable[str]
+) -> list[ResizeChange]:
     """Open changes of the context in ``statuses``, highest priority first."""
     wanted = set(statuses)
     found = [

@@ -98,9 +98,9 @@ def try_transition(
     allowed = tuple(allowed_from)
     values = {"status": to, "updated_at": now, **fields}
     with transaction.atomic():
-        updated = ResizeChange.objects.filter(
-            pk=change.pk, status__in=allowed
-        ).update(**values)
+        updated = ResizeChange.objects.filter(pk=change.pk, status__in=allowed).update(
+            **values
+        )
         if updated != 1:
             return False
         before = change.status
@@ -116,7 +116,12 @@ def try_transition(
             note=note,
         ).save()
     logger.info(
-        "resize change %s (pod %s): %s -> %s %s", change.pk, change.pod, before, to, note
+        "resize change %s (pod %s): %s -> %s %s",
+        change.pk,
+        change.pod,
+        before,
+        to,
+        note,
     )
     return True
 
