@@ -33,8 +33,7 @@ from kubernetes.client.exceptions import ApiException
 from recommender.cluster import kube_client
 from recommender.cluster.kube_client import KubeClientSettings
 from recommender.cluster.writer import ContainerResize, LeaseState, WriteResult
-from recommender.engine.quantity import format_cpu, format_memory
-from recommender.engine.resources import Resources
+from recommender.engine.quantity import resource_list
 from recommender.errors import SourceUnavailable
 
 logger = logging.getLogger(__name__)
@@ -45,25 +44,15 @@ MERGE = "application/merge-patch+json"
 JSON = "application/json"
 
 
-def quantities(resources: Resources) -> dict[str, str]:
-    """``{"cpu": "250m", "memory": "256Mi"}`` for the resources present."""
-    out: dict[str, str] = {}
-    if resources.cpu_millicores is not None:
-        out["cpu"] = format_cpu(resources.cpu_millicores)
-    if resources.memory_bytes is not None:
-        out["memory"] = format_memory(resources.memory_bytes)
-    return out
-
-
 def resize_patch(containers: tuple[ContainerResize, ...]) -> dict[str, Any]:
     """The strategic merge patch of the ``resize`` subresource (resize/02)."""
     patched = []
     for container in containers:
         resources: dict[str, Any] = {}
         if not container.requests.is_empty():
-            resources["requests"] = quantities(container.requests)
+            resources["requests"] = resource_list(container.requests)
         if not container.limits.is_empty():
-            resources["limits"] = quantities(container.limits)
+            resources["limits"] = resource_list(container.limits)
         patched.append({"name": container.name, "resources": resources})
     return {"spec": {"containers": patched}}
 

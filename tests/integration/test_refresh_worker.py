@@ -3,23 +3,22 @@ sharded fan-out: the shards it queues run on that worker too."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.core.cache import cache
-from django.db import connection
 
 from recommender.models import Checkpoint, Cluster, Recommendation, RefreshRun, Workload
 from recommender.tasks import CLAIM_KEY
 from recommender.tasks import refresh_all_clusters as refresh_all_clusters_task
 from recommender.tasks import refresh_cluster as refresh_cluster_task
-from tests.conftest import service_missing
+from tests.integration.workers import (
+    require_postgres_and_redis,
+    start_worker,
+    stop_worker,
+)
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,63 +31,19 @@ def worker(transactional_db):
     The private queue is also the worker's default queue (tests/integration/worker_app),
     so what its tasks queue (the fan-out's shards) runs on it too, and nowhere else.
     """
-    if connection.vendor != "postgresql":
-        service_missing("PostgreSQL (DATABASE_URL)")
-    if not settings.REDIS_URL:
-        service_missing("Redis (REDIS_URL)")
-    try:
-        import redis
-
-        redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2).ping()
-    except Exception:
-        service_missing(f"Redis at {settings.REDIS_URL}")
+    require_postgres_and_redis()
     queue = f"vpaweb-test-{uuid.uuid4().hex[:8]}"
-    db = connection.settings_dict
-    env = {
-        **os.environ,
-        # The worker must use pytest-django's test database, not the configured one.
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/"
-        f"{db['NAME']}",
-        "REDIS_URL": settings.REDIS_URL,
-        "SECRET_KEY": "integration-test-only",
-        "VPAWEB_SIMULATION_WORKLOADS": "6",
-        "VPAWEB_SIMULATION_HISTORY_DAYS": "0.25",
-        "VPAWEB_TEST_QUEUE": queue,
-    }
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "tests.integration.worker_app",
-            "worker",
-            "--pool",
-            "solo",
-            "--queues",
-            queue,
-            "--loglevel",
-            "WARNING",
-            "--without-heartbeat",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+    process = start_worker(
+        queue,
+        env={
+            "VPAWEB_SIMULATION_WORKLOADS": "6",
+            "VPAWEB_SIMULATION_HISTORY_DAYS": "0.25",
+        },
     )
     try:
         yield queue
     finally:
-        process.terminate()
-        try:
-            output, _ = process.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            output, _ = process.communicate()
-        if process.returncode not in (0, -15):
-            print(output.decode(errors="replace"))
+        stop_worker(process)
 
 
 def test_a_worker_runs_the_refresh_task_and_rows_appear(worker, settings):

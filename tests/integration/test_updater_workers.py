@@ -5,17 +5,12 @@ the lease after its time-to-live, and the other worker takes over."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from django.conf import settings
-from django.db import connection
 
 from recommender.models import (
     AuditEvent,
@@ -28,50 +23,15 @@ from recommender.models import (
 from recommender.services.actuation import control
 from recommender.services.refresh.cycle import refresh_cluster
 from recommender.tasks import update_cluster as update_cluster_task
-from tests.conftest import service_missing
+from tests.integration.workers import (
+    require_postgres_and_redis,
+    start_worker,
+    stop_worker,
+)
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 NOON = datetime.fromisoformat("2026-11-21T12:00:00+00:00")
-
-
-def _start_worker(queue: str, name: str) -> subprocess.Popen:
-    db = connection.settings_dict
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/"
-        f"{db['NAME']}",
-        "REDIS_URL": settings.REDIS_URL,
-        "SECRET_KEY": "integration-test-only",
-        "VPAWEB_SIMULATION_WORKLOADS": "12",
-        "VPAWEB_SIMULATION_HISTORY_DAYS": "0.25",
-        "VPAWEB_TEST_QUEUE": queue,
-    }
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "tests.integration.worker_app",
-            "worker",
-            "--pool",
-            "solo",
-            "--queues",
-            queue,
-            "--hostname",
-            f"{name}@%h",
-            "--loglevel",
-            "WARNING",
-            "--without-heartbeat",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
 
 
 def _wait_until_both_answer(timeout_s: float = 60.0) -> None:
@@ -90,32 +50,21 @@ def _wait_until_both_answer(timeout_s: float = 60.0) -> None:
 @pytest.fixture
 def two_workers(transactional_db):
     """Two `celery worker --pool solo` processes on one private queue."""
-    if connection.vendor != "postgresql":
-        service_missing("PostgreSQL (DATABASE_URL)")
-    if not settings.REDIS_URL:
-        service_missing("Redis (REDIS_URL)")
-    try:
-        import redis
-
-        redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2).ping()
-    except Exception:
-        service_missing(f"Redis at {settings.REDIS_URL}")
+    require_postgres_and_redis()
     queue = f"vpaweb-updater-{uuid.uuid4().hex[:8]}"
-    processes = [_start_worker(queue, "w1"), _start_worker(queue, "w2")]
+    env = {
+        "VPAWEB_SIMULATION_WORKLOADS": "12",
+        "VPAWEB_SIMULATION_HISTORY_DAYS": "0.25",
+    }
+    processes = [
+        start_worker(queue, env=env, hostname=f"{name}@%h") for name in ("w1", "w2")
+    ]
     try:
         _wait_until_both_answer()
         yield queue
     finally:
         for process in processes:
-            process.terminate()
-        for process in processes:
-            try:
-                output, _ = process.communicate(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                output, _ = process.communicate()
-            if process.returncode not in (0, -15):
-                print(output.decode(errors="replace"))
+            stop_worker(process)
 
 
 def test_two_workers_one_leader_and_no_change_applied_twice(two_workers, settings):
