@@ -74,12 +74,12 @@ CONTAINER_POLICY_KEYS = (
 )
 CONTAINER_MODES = ("Auto", "Off")
 
-# What each mode does to running pods, shown before an operator leaves Off. This
-# version has no updater and no admission webhook: the other modes are stored and shown,
-# and nothing acts on them yet; the texts say so first, then what the mode will do.
+# What each mode does to running pods, shown before every change of mode. The updater
+# acts on Recreate and InPlaceOrRecreate (docs/updater.md); Initial needs the admission
+# webhook, which this version does not have yet, and its text says so first.
 NOT_ACTED_ON_YET = (
     "Stored and shown, but not acted on yet: this version of vpaweb has no admission "
-    "webhook or updater, so nothing in the cluster changes."
+    "webhook, so nothing in the cluster changes."
 )
 MODE_CONSEQUENCES: dict[str, str] = {
     Policy.Mode.OFF: (
