@@ -41,7 +41,7 @@ test-sqlite: setup
 
 test-pg: setup
 	SECRET_KEY=test-only-key DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) \
-		$(PY) -m pytest -m "integration or not browser"
+		$(PY) -m pytest -m "(integration or not browser) and not schemathesis"
 
 worker: setup var/secret_key
 	SECRET_KEY_FILE=var/secret_key $(VENV)/bin/celery -A vpaweb worker --loglevel INFO

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-ORDER = ["engine", "dashboard", "backfill", "updater"]
+ORDER = ["engine", "dashboard", "backfill", "api", "updater"]
 
 
 def available() -> list[str]:

@@ -49,3 +49,19 @@ class SourceUnavailable(VpawebError):
     """A part vpaweb talks to (Prometheus, an API server) failed or answered garbage."""
 
     code = "source_unavailable"
+
+
+class TooLarge(VpawebError):
+    """The request is past a documented size limit (bytes, documents, nesting, …)."""
+
+    code = "too_large"
+
+    def __init__(self, message: str, *, field: str = "body"):
+        super().__init__(message, fields={field: [message]})
+        self.field = field
+
+
+class Malformed(InvalidInput):
+    """A body that is not the JSON or YAML it claims to be (a 400 like InvalidInput)."""
+
+    code = "malformed"

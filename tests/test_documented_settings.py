@@ -6,12 +6,19 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-READER = re.compile(r"env_(?:str|bool|int|float|list|secret)\(\s*\"([A-Z0-9_]+)\"")
+READER = re.compile(
+    r"env_(?:str|bool|int|float|list|secret|header_pair)\(\s*\"([A-Z0-9_]+)\""
+)
+# vpaweb/gunicorn_conf.py reads gunicorn's variables before Django starts.
+GUNICORN_READER = re.compile(
+    r"(?:_int|os\.environ\.get|os\.environ\.setdefault)\(\s*\"([A-Z0-9_]+)\""
+)
 
 
 def settings_variables() -> set[str]:
     source = (ROOT / "vpaweb" / "settings.py").read_text()
-    return set(READER.findall(source))
+    gunicorn = (ROOT / "vpaweb" / "gunicorn_conf.py").read_text()
+    return set(READER.findall(source)) | set(GUNICORN_READER.findall(gunicorn))
 
 
 def test_settings_read_variables_at_all():

@@ -72,6 +72,26 @@ def env_list(name: str, default: list[str] | None = None) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_header_pair(name: str) -> tuple[str, str] | None:
+    """Read ``HEADER,value`` (e.g. ``HTTP_X_FORWARDED_PROTO,https``) as a pair, or None
+    when unset or empty; the header is Django's META name (``HTTP_`` + upper case)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    parts = [part.strip() for part in raw.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} must be HEADER,value, e.g. HTTP_X_FORWARDED_PROTO,https"
+        )
+    header, value = parts
+    if not header.startswith("HTTP_") or header.upper() != header:
+        raise ImproperlyConfigured(
+            f"{name}={raw!r}: the header must be its META name, upper case with "
+            "the HTTP_ prefix, e.g. HTTP_X_FORWARDED_PROTO"
+        )
+    return header, value
+
+
 def env_secret(name: str, default: str = "") -> str:
     """Read a secret from ``NAME`` or from the file named by ``NAME_FILE``."""
     file_name = os.environ.get(f"{name}_FILE")

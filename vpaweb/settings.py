@@ -16,6 +16,7 @@ from vpaweb.env import (
     database_from_url,
     env_bool,
     env_float,
+    env_header_pair,
     env_int,
     env_list,
     env_secret,
@@ -47,11 +48,15 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "recommender",
 ]
 
 MIDDLEWARE = [
+    # Outermost: the deadline covers every other layer of an /api/ request.
+    "recommender.api.deadline.RequestDeadlineMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "vpaweb.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -59,6 +64,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: answers a locked-out login with the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "vpaweb.urls"
@@ -98,6 +105,26 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# Login throttling (django-axes): after VPAWEB_LOGIN_FAILURE_LIMIT failed logins, the
+# account is locked, and so is the address, each on its own (a guesser cannot spread
+# over accounts, nor lock everyone out from one address), for the cool-off time. An
+# admin unlocks in the admin (Axes > Access attempts: delete) or with
+# `manage.py axes_reset_username NAME` / `axes_reset_ip ADDRESS`. Shared by all
+# processes: attempts are stored in the database.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("VPAWEB_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = env_float("VPAWEB_LOGIN_COOLOFF_MINUTES", 15.0, minimum=0.0) / 60
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "recommender/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "vpaweb.security.client_ip"
+AXES_VERBOSE = False
+# Reverse proxies in front that append to X-Forwarded-For (0: use the peer address).
+TRUSTED_PROXY_COUNT = env_int("VPAWEB_TRUSTED_PROXY_COUNT", 0, minimum=0)
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "overview"
 LOGOUT_REDIRECT_URL = "login"
@@ -118,6 +145,29 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# HTTPS switches of `manage.py check --deploy`, each read from the environment under
+# Django's own name (README "Production"). Off by default: `make run` serves plain HTTP.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+# Kubernetes probes call the pod over plain HTTP: no redirect for them.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+# Behind a TLS-terminating proxy: HTTP_X_FORWARDED_PROTO,https (only if the proxy sets
+# or strips that header on every request).
+SECURE_PROXY_SSL_HEADER = env_header_pair("SECURE_PROXY_SSL_HEADER")
+# Scripts only from this site (no inline script, no eval); styles may be inline, as
+# plotly and Swagger UI set them; images also as data: URLs (Swagger UI, plotly).
+CONTENT_SECURITY_POLICY = env_str("VPAWEB_CONTENT_SECURITY_POLICY").strip() or (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; "
+    "worker-src 'self' blob:; object-src 'none'; base-uri 'self'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+if CONTENT_SECURITY_POLICY.lower() == "off":
+    CONTENT_SECURITY_POLICY = ""
 
 # --- Background work ------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
@@ -253,6 +303,24 @@ PRICE_PER_GIB_HOUR = env_float("VPAWEB_PRICE_PER_GIB_HOUR", 0.004237, minimum=0.
 API_RATE = env_str("VPAWEB_API_RATE", "1200/min")
 # Largest request body the API reads; a larger one gets a 413 before any parsing.
 API_MAX_BODY_BYTES = env_int("VPAWEB_API_MAX_BODY_BYTES", 5 * 2**20, minimum=1024)
+# Structure limits of every body, checked while it is scanned (api/bodies.py,
+# docs/api.md): YAML documents; values and keys of all documents, aliases expanded;
+# nesting; keys of one mapping; characters of one string (1 MiB, a ConfigMap's maximum).
+API_MAX_DOCUMENTS = env_int("VPAWEB_API_MAX_DOCUMENTS", 500, minimum=1)
+API_MAX_NODES = env_int("VPAWEB_API_MAX_NODES", 100_000, minimum=100)
+API_MAX_DEPTH = env_int("VPAWEB_API_MAX_DEPTH", 64, minimum=8)
+if API_MAX_DEPTH > 200:
+    raise ImproperlyConfigured(
+        f"VPAWEB_API_MAX_DEPTH={API_MAX_DEPTH} must be at most 200 (Python's recursion "
+        "limit is 1000 and parsers recurse once per level)"
+    )
+API_MAX_KEYS = env_int("VPAWEB_API_MAX_KEYS", 10_000, minimum=10)
+API_MAX_SCALAR_CHARS = env_int("VPAWEB_API_MAX_SCALAR_CHARS", 2**20, minimum=64)
+# Containers one rightsize request may size; more is refused before any lookup.
+API_MAX_CONTAINERS = env_int("VPAWEB_API_MAX_CONTAINERS", 1000, minimum=1)
+# An /api/ request still running after this many seconds gets a JSON 503 (0 = no
+# deadline); vpaweb/gunicorn_conf.py sets it below gunicorn's worker timeout.
+REQUEST_DEADLINE_S = env_float("VPAWEB_REQUEST_DEADLINE_S", 0.0, minimum=0.0)
 REST_FRAMEWORK = {
     # Token first: its WWW-Authenticate header makes a missing credential 401, not 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -310,7 +378,14 @@ LOGGING = {
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}
     },
+    "filters": {
+        "one_line_client_errors": {"()": "vpaweb.security.OneLineClientErrors"}
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        # 403s and other client errors: one line, no traceback.
+        "django.request": {"filters": ["one_line_client_errors"]},
+    },
 }

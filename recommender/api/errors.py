@@ -18,7 +18,7 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import Resolver404, resolve
 from django.views import defaults
@@ -42,6 +42,7 @@ STATUS_OF_ERROR: dict[type[errors.VpawebError], int] = {
     errors.InvalidInput: status.HTTP_400_BAD_REQUEST,
     errors.Conflict: status.HTTP_409_CONFLICT,
     errors.SourceUnavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
+    errors.TooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
 }
 # DRF's default codes, renamed where ours are clearer.
 DRF_CODES = {
@@ -57,22 +58,23 @@ DRF_CODES = {
 }
 
 
-class RequestTooLarge(exceptions.APIException):
-    """The request body is larger than ``API_MAX_BODY_BYTES``."""
+class RequestDeadlineExceeded(Exception):
+    """The request ran past ``VPAWEB_REQUEST_DEADLINE_S`` (api/deadline.py)."""
 
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_code = "too_large"
-    default_detail = "the request body is too large"
+    def __init__(self, seconds: float) -> None:
+        self.message = (
+            f"the request was stopped after {seconds:g} s "
+            "(VPAWEB_REQUEST_DEADLINE_S) and nothing it did was kept; "
+            "send less at once or retry later"
+        )
+        super().__init__(self.message)
 
 
 def error_body(
     code: str, message: str, fields: dict[str, list[str]] | None = None
 ) -> dict:
-    """The error shape; ``fields`` only when there are field errors."""
-    error: dict[str, Any] = {"code": code, "message": message}
-    if fields:
-        error["fields"] = fields
-    return {"error": error}
+    """The error shape; ``fields`` is always there (``{}`` when no field is named)."""
+    return {"error": {"code": code, "message": message, "fields": dict(fields or {})}}
 
 
 def _flatten(detail: Any, prefix: str, out: dict[str, list[str]]) -> None:
@@ -115,7 +117,12 @@ def _api_exception_body(exc: exceptions.APIException) -> dict:
     message = (
         str(detail) if not isinstance(detail, dict | list) else str(exc.default_detail)
     )
-    return error_body(DRF_CODES.get(code, code), message)
+    code = DRF_CODES.get(code, code)
+    # A body that could not be read is the body's fault: name it as the field.
+    fields = (
+        {"body": [message]} if code in ("malformed", "unsupported_media_type") else {}
+    )
+    return error_body(code, message, fields)
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
@@ -129,8 +136,24 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         body = error_body(exc.code, exc.message, exc.fields)
         status_code = code
     elif isinstance(exc, RequestDataTooBig):
-        body = error_body("too_large", str(exc) or "the request body is too large")
+        message = str(exc) or "the request body is too large"
+        body = error_body("too_large", message, {"body": [message]})
         status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    elif isinstance(exc, RequestDeadlineExceeded):
+        logger.warning(
+            "request deadline passed: %s %s",
+            getattr(context.get("request"), "method", "?"),
+            getattr(context.get("request"), "path", "?"),
+        )
+        body = error_body("timeout", exc.message)
+        status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+        headers["Retry-After"] = "5"
+    elif isinstance(exc, SuspiciousOperation):
+        # Too many form fields, a malformed multipart body, and the like: the client's
+        # fault, said in one line (Django would log a traceback and answer 400 HTML).
+        message = str(exc) or "the request is malformed"
+        body = error_body("malformed", message, {"body": [message]})
+        status_code = status.HTTP_400_BAD_REQUEST
     else:
         if isinstance(exc, Http404):
             exc = exceptions.NotFound(str(exc) or "not found")

@@ -12,6 +12,8 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from recommender.services.advice.rightsize import MIN_FACTOR
+
 # Longest text a query filter takes: a Kubernetes object name (DNS subdomain).
 MAX_QUERY_TEXT = 253
 
@@ -57,24 +59,21 @@ class StrictCharField(serializers.CharField):
     {
         "type": "number",
         "format": "double",
-        "minimum": 0,
-        "exclusiveMinimum": True,
+        "minimum": MIN_FACTOR,
         "maximum": 1,
         "nullable": True,
     }
 )
 class FactorField(serializers.FloatField):
-    """A coefficient in (0, 1], or null; JSON numbers only."""
+    """A coefficient in [MIN_FACTOR, 1], or null; JSON numbers only."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("allow_null", True)
         kwargs.setdefault("max_value", 1.0)
+        kwargs.setdefault("min_value", MIN_FACTOR)
         super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> float:
         if isinstance(data, bool) or not isinstance(data, int | float):
             self.fail("invalid")
-        value = super().to_internal_value(data)
-        if not value > 0:
-            raise serializers.ValidationError("must be above 0")
-        return value
+        return float(super().to_internal_value(data))

@@ -1,7 +1,10 @@
 """API parsers and renderers: bounded bodies, CSV, YAML, manifests.
 
 Every parser reads at most ``API_MAX_BODY_BYTES`` and answers a larger body with a 413
-before parsing anything, whatever the Content-Length says.
+before parsing anything, whatever the Content-Length says; what it reads is parsed by
+``bodies`` within the structure limits (documents, values, depth, keys, string length).
+Renderers neutralise what a reader's tool would execute: CSV cells that a spreadsheet
+reads as a formula, and line breaks in the comment lines of manifests.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from typing import Any
 import yaml
 from django.conf import settings
 from rest_framework import parsers, renderers
-from rest_framework.exceptions import ParseError
 from rest_framework.utils.encoders import JSONEncoder
 
-from recommender.api.errors import RequestTooLarge
+from recommender.api.bodies import load_json
+from recommender.errors import TooLarge
+from recommender.text import comment_text
 
 
 def read_limited(stream: Any, parser_context: dict[str, Any] | None) -> bytes:
@@ -31,7 +35,7 @@ def read_limited(stream: Any, parser_context: dict[str, Any] | None) -> bytes:
     except ValueError:
         declared = 0
     if declared > limit:
-        raise RequestTooLarge(
+        raise TooLarge(
             f"the request body has {declared} bytes; the limit is {limit} bytes "
             "(VPAWEB_API_MAX_BODY_BYTES)"
         )
@@ -39,18 +43,14 @@ def read_limited(stream: Any, parser_context: dict[str, Any] | None) -> bytes:
         return b""
     data = stream.read(limit + 1)
     if len(data) > limit:
-        raise RequestTooLarge(
+        raise TooLarge(
             f"the request body is larger than {limit} bytes (VPAWEB_API_MAX_BODY_BYTES)"
         )
     return data
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 class JSONParser(parsers.BaseParser):
-    """Strict JSON (no NaN or Infinity), size-limited."""
+    """Strict JSON (no NaN or Infinity), size- and structure-limited (``bodies``)."""
 
     media_type = "application/json"
 
@@ -61,11 +61,25 @@ class JSONParser(parsers.BaseParser):
         parser_context: dict | None = None,
     ) -> Any:
         """Decode the body as JSON."""
+        return load_json(read_limited(stream, parser_context))
+
+
+class FormParser(parsers.FormParser):
+    """``application/x-www-form-urlencoded``, size-limited like every other body.
+
+    Django's own limits then hold too: at most ``DATA_UPLOAD_MAX_NUMBER_FIELDS`` fields
+    (a breach is a 400 naming it).
+    """
+
+    def parse(
+        self,
+        stream: Any,
+        media_type: str | None = None,
+        parser_context: dict | None = None,
+    ) -> Any:
+        """Decode the form fields."""
         data = read_limited(stream, parser_context)
-        try:
-            return json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ParseError(f"the body is not valid JSON: {exc}") from None
+        return super().parse(io.BytesIO(data), media_type, parser_context)
 
 
 @dataclass(frozen=True)
@@ -125,6 +139,20 @@ MANIFEST_PARSERS = [
 ]
 
 
+# A spreadsheet reads a cell starting with one of these as a formula (OWASP's list).
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A cell that no spreadsheet evaluates: text starting with a formula character
+    gets a leading apostrophe (``'=1+1``); numbers and other text are left alone."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+        return "'" + value
+    return value
+
+
 def _plain(data: Any) -> Any:
     """Serializer output (ReturnDict, Decimal, datetime) as plain JSON types."""
     return json.loads(json.dumps(data, cls=JSONEncoder))
@@ -174,7 +202,7 @@ class CSVRenderer(renderers.BaseRenderer):
         writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: "" if v is None else v for k, v in dict(row).items()})
+            writer.writerow({k: csv_cell(v) for k, v in dict(row).items()})
         return out.getvalue().encode()
 
 
@@ -200,8 +228,11 @@ class ManifestsYAMLRenderer(renderers.BaseRenderer):
             for container in document["containers"]:
                 for change in container["changes"]:
                     lines.append(
-                        f"# {document['kind']}/{document['name']} {container['name']} "
-                        f"{change['field']}: {change['before']} -> {change['after']}"
+                        comment_text(
+                            f"# {document['kind']}/{document['name']} "
+                            f"{container['name']} {change['field']}: "
+                            f"{change['before']} -> {change['after']}"
+                        )
                     )
         body = yaml.safe_dump_all(
             plain["manifests"], sort_keys=False, allow_unicode=True

@@ -6,11 +6,16 @@ The CI/CD side of the API (``POST /api/v1/rightsize``, ``/api/v1/static-coeffici
 
 from __future__ import annotations
 
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from recommender.api.fields import FactorField, QueryTextField, StrictCharField
 from recommender.api.serializers import WorkloadBriefSerializer
 from recommender.models import StaticCoefficient
+from recommender.services.advice.rightsize import (
+    NAMESPACE_MAX_LENGTH,
+    NAMESPACE_PATTERN,
+)
 
 
 class StaticCoefficientSerializer(serializers.ModelSerializer):
@@ -26,12 +31,19 @@ class StaticCoefficientInputSerializer(serializers.Serializer):
 
     namespace = StrictCharField(
         allow_blank=True,
-        max_length=63,
+        max_length=NAMESPACE_MAX_LENGTH,
         trim_whitespace=False,
-        help_text='a namespace, or "" for the global default',
+        validators=[
+            RegexValidator(
+                NAMESPACE_PATTERN,
+                "must be a Kubernetes namespace name (lower-case letters, digits and "
+                '"-", starting and ending with a letter or digit), or "" for all',
+            )
+        ],
+        help_text='a namespace (DNS-1123 label), or "" for the global default',
     )
-    cpu_factor = FactorField(help_text="in (0, 1]; null = leave CPU")
-    memory_factor = FactorField(help_text="in (0, 1]; null = leave memory")
+    cpu_factor = FactorField(help_text="in [0.01, 1]; null = leave CPU")
+    memory_factor = FactorField(help_text="in [0.01, 1]; null = leave memory")
 
 
 class RightsizeOptionsSerializer(serializers.Serializer):

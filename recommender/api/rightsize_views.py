@@ -4,6 +4,7 @@ static coefficients that size workloads vpaweb does not know yet.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
@@ -14,6 +15,7 @@ from rest_framework.views import APIView
 
 from recommender.api import rightsize_serializers as s
 from recommender.api.auth import CanRead, CanReadOrWrite, actor_of
+from recommender.api.bodies import load_manifests
 from recommender.api.formats import (
     MANIFEST_PARSERS,
     JSONParser,
@@ -142,10 +144,12 @@ class RightsizeView(APIView):
                 "the body holds no manifests: send YAML or JSON manifests as the body",
                 field="body",
             )
-        documents = rightsize.parse_manifests(
-            body=body.data, media_type=body.media_type
+        documents = load_manifests(body=body.data, media_type=body.media_type)
+        result = rightsize.rightsize_manifests(
+            documents=documents,
+            options=options,
+            max_containers=settings.API_MAX_CONTAINERS,
         )
-        result = rightsize.rightsize_manifests(documents=documents, options=options)
         return Response(
             {
                 "manifests": result.manifests,

@@ -19,10 +19,14 @@ COMMON_ERRORS = {
     "404": "No such object.",
     "406": "No renderer for the Accept header or `format`.",
     "429": "Too many requests for this token; see Retry-After.",
+    "503": "The request ran past VPAWEB_REQUEST_DEADLINE_S and was rolled back.",
 }
 # Further statuses of operations that take a body.
 BODY_ERRORS = {
-    "413": "The body is larger than VPAWEB_API_MAX_BODY_BYTES.",
+    "413": (
+        "The body passes a limit: VPAWEB_API_MAX_BODY_BYTES, _DOCUMENTS, _NODES, "
+        "_DEPTH, _KEYS, _SCALAR_CHARS or (rightsize) _CONTAINERS; the message names it."
+    ),
     "415": "Unsupported Content-Type.",
 }
 ERROR_EXAMPLE = OpenApiExample(

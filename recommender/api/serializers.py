@@ -645,13 +645,13 @@ class QueryOwnerSerializer(serializers.Serializer):
     """The workload owning the pod."""
 
     kind = serializers.ChoiceField(choices=Workload.Kind.choices)
-    name = serializers.CharField(max_length=253)
+    name = StrictCharField(max_length=253)
 
 
 class QueryMetadataSerializer(serializers.Serializer):
     """Metadata of a RecommendationQuery."""
 
-    namespace = serializers.CharField(required=False, max_length=253)
+    namespace = StrictCharField(required=False, max_length=253)
 
 
 class QuerySpecSerializer(serializers.Serializer):
@@ -663,13 +663,13 @@ class QuerySpecSerializer(serializers.Serializer):
     owner = QueryOwnerSerializer(
         required=False, help_text="default: the pod's controller ownerReference"
     )
-    cluster = serializers.CharField(required=False, max_length=63)
+    cluster = StrictCharField(required=False, max_length=63)
 
 
 class RecommendationQuerySerializer(serializers.Serializer):
     """A RecommendationQuery as in the VPA design (seed 000)."""
 
-    apiVersion = serializers.CharField(required=False, max_length=100)
+    apiVersion = StrictCharField(required=False, max_length=100)
     kind = serializers.ChoiceField(choices=["RecommendationQuery"], required=False)
     metadata = QueryMetadataSerializer(required=False)
     spec = QuerySpecSerializer()
@@ -733,7 +733,7 @@ class ErrorDetailSerializer(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()
     fields = serializers.DictField(
-        child=serializers.ListField(child=serializers.CharField()), required=False
+        child=serializers.ListField(child=serializers.CharField())
     )
 
 

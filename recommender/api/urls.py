@@ -12,7 +12,7 @@ from django.urls import include, path, re_path, register_converter
 from drf_spectacular.views import (
     SpectacularAPIView,
     SpectacularRedocView,
-    SpectacularSwaggerView,
+    SpectacularSwaggerSplitView,
 )
 from rest_framework.routers import SimpleRouter
 
@@ -74,7 +74,9 @@ NATURAL_KEY = (
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path(
-        "docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"
+        "docs/",
+        SpectacularSwaggerSplitView.as_view(url_name="api-schema"),
+        name="api-docs",
     ),
     path(
         "redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"

@@ -20,7 +20,7 @@ from drf_spectacular.utils import (
     extend_schema_view,
 )
 from rest_framework import generics, viewsets
-from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -28,7 +28,7 @@ from rest_framework.views import APIView
 
 from recommender.api import serializers as s
 from recommender.api.auth import CanRead, CanReadOrWrite, CanWrite, actor_of
-from recommender.api.formats import CSVRenderer, JSONParser, YAMLRenderer
+from recommender.api.formats import CSVRenderer, FormParser, JSONParser, YAMLRenderer
 from recommender.api.queries import (
     Pagination,
     filter_workloads,
@@ -291,11 +291,12 @@ class WorkloadPolicyView(WorkloadLookupMixin, APIView):
                 request_only=True,
             ),
             OpenApiExample(
-                "target CPU p95 and memory p99 for this workload only",
+                "target CPU p95 and memory p99 (upper bound at least the target)",
                 value={
                     "profile_overrides": {
                         "cpu_target_percentile": 0.95,
                         "memory_target_percentile": 0.99,
+                        "memory_upper_percentile": 0.99,
                     }
                 },
                 request_only=True,

@@ -1,19 +1,20 @@
-"""Liveness and readiness endpoints: the only pages served without login."""
+"""Liveness and readiness endpoints: the only pages served without login. They answer
+GET and HEAD (uptime monitors often send HEAD)."""
 
 from __future__ import annotations
 
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 
-@require_GET
+@require_safe
 def healthz(request: HttpRequest) -> JsonResponse:
     """The process is up."""
     return JsonResponse({"status": "ok"})
 
 
-@require_GET
+@require_safe
 def readyz(request: HttpRequest) -> JsonResponse:
     """The process can serve: the database answers."""
     try:

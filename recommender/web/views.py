@@ -38,6 +38,8 @@ from recommender.roles import ROLE_ORDER, Role, role_of
 from recommender.services import accounts, policies, tokens
 from recommender.services.actuation import approvals
 from recommender.services.dashboard import insights, workload_insight
+from recommender.services.dashboard.overview import fleet_overview
+from recommender.services.dashboard.provisioning import Prices, Status
 from recommender.web.access import (
     acting_user,
     is_htmx,
@@ -69,9 +71,7 @@ def _not_found(exc: NotFound) -> HttpResponse:
 @require_role(Role.VIEWER)
 def overview(request: HttpRequest) -> HttpResponse:
     """Fleet totals, savings, workloads at risk, coverage and the last refresh runs."""
-    data = insights.fleet_overview(
-        now=timezone.now(), prices=insights.Prices.from_settings()
-    )
+    data = fleet_overview(now=timezone.now(), prices=Prices.from_settings())
     top_namespaces = sorted(data.by_namespace, key=lambda t: -t.savings)[
         :TOP_NAMESPACES
     ]
@@ -104,7 +104,7 @@ def workloads(request: HttpRequest) -> HttpResponse:
         filters=filters,
         page=request.GET.get("page", 1),
         now=timezone.now(),
-        prices=insights.Prices.from_settings(),
+        prices=Prices.from_settings(),
     )
     query = request.GET.copy()
     query.pop("page", None)
@@ -113,7 +113,7 @@ def workloads(request: HttpRequest) -> HttpResponse:
         "filters": filters,
         "query": query.urlencode(),
         "choices": insights.filter_choices(),
-        "statuses": insights.Status.CHOICES,
+        "statuses": Status.CHOICES,
         "sorts": insights.SORTS.items(),
         "is_filtered": any(
             (
@@ -156,7 +156,7 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
     """One workload: numbers, explanation, history, ready-to-use result, policy."""
     try:
         data = workload_insight.workload_insight(
-            workload_id=pk, now=timezone.now(), prices=insights.Prices.from_settings()
+            workload_id=pk, now=timezone.now(), prices=Prices.from_settings()
         )
     except NotFound as exc:
         return _not_found(exc)
@@ -228,9 +228,13 @@ def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
         return _not_found(NotFound(f"workload {pk} does not exist"))
     policy = getattr(workload, "policy", None) or Policy(workload=workload)
     if request.method == "GET":
+        # The workload page swaps in the form (htmx); a link opened on its own gets
+        # the whole page around it.
         return render(
             request,
-            "recommender/partials/_policy_form.html",
+            "recommender/partials/_policy_form.html"
+            if is_htmx(request)
+            else "recommender/policy.html",
             _policy_context(request, workload, policy),
         )
     form = PolicyForm(request.POST, workload=workload, policy=policy)

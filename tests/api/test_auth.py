@@ -105,6 +105,7 @@ def test_revoked_token_is_refused_with_a_clear_message(revoked_key: str) -> None
         "error": {
             "code": "authentication_failed",
             "message": "the token is unknown, revoked, or its owner is deactivated",
+            "fields": {},
         }
     }
 
@@ -125,6 +126,7 @@ def test_read_token_is_told_why_it_cannot_write(read_client: Client, shop: Any) 
     assert response.status_code == 403
     assert response.json()["error"] == {
         "code": "permission_denied",
+        "fields": {},
         "message": "this change needs a write-scope token or the operator role",
     }
     shop.policy.refresh_from_db()

@@ -223,6 +223,7 @@ def test_unexpected_errors_are_a_500_without_stack_trace(
         "error": {
             "code": "server_error",
             "message": "internal server error; it has been logged",
+            "fields": {},
         }
     }
     assert b"secret" not in response.content and b"Traceback" not in response.content

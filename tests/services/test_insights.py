@@ -9,13 +9,9 @@ from django.utils import timezone
 
 from recommender.models import Container, OomKill, RefreshRun
 from recommender.services.dashboard import workload_insight as workload_insight_module
-from recommender.services.dashboard.insights import (
-    Prices,
-    Status,
-    WorkloadFilters,
-    fleet_overview,
-    list_workloads,
-)
+from recommender.services.dashboard.insights import WorkloadFilters, list_workloads
+from recommender.services.dashboard.overview import fleet_overview
+from recommender.services.dashboard.provisioning import Prices, Status
 from recommender.services.dashboard.workload_insight import workload_insight
 from tests.factories import make_cluster, make_recommendation, make_workload
 

@@ -12,12 +12,11 @@ from django.utils import timezone
 
 from recommender.models import Container, Policy, Recommendation, Workload
 from recommender.roles import Role
-from recommender.services.dashboard.insights import (
+from recommender.services.dashboard.insights import WorkloadFilters, list_workloads
+from recommender.services.dashboard.provisioning import (
     Prices,
-    WorkloadFilters,
     annotate_workloads,
     container_status,
-    list_workloads,
     recommended_containers,
     with_status,
     workload_status,

@@ -100,3 +100,41 @@ def test_users_without_a_role_see_nothing(client, outsider, small_fleet):
         "/audit/",
     ):
         assert client.get(path).status_code == 403, path
+
+
+def test_uptime_monitors_may_send_head(client, db):
+    assert client.head("/healthz").status_code == 200
+    assert client.head("/readyz").status_code == 200
+    assert client.post("/healthz").status_code == 405
+
+
+def test_a_refused_page_says_why_and_keeps_the_navigation(viewer_client, small_fleet):
+    response = viewer_client.get(f"/workloads/{small_fleet['over'].pk}/policy")
+
+    assert response.status_code == 403
+    page = response.content.decode()
+    assert "this page needs the operator role" in page.lower()
+    assert 'aria-label="Main"' in page
+    assert "vera" in page
+
+
+def test_a_missing_page_says_what_was_missing_and_keeps_the_navigation(viewer_client):
+    response = viewer_client.get("/workloads/999999/")
+
+    assert response.status_code == 404
+    page = response.content.decode()
+    assert "Not found" in page
+    assert 'aria-label="Main"' in page
+    assert "/api/v1/docs/" in page
+
+
+def test_the_policy_editor_opened_directly_is_a_whole_page(
+    operator_client, small_fleet
+):
+    url = f"/workloads/{small_fleet['over'].pk}/policy"
+
+    page = operator_client.get(url).content.decode()
+    fragment = operator_client.get(url, headers={"HX-Request": "true"}).content.decode()
+
+    assert "<html" in page and 'aria-label="Main"' in page
+    assert "<html" not in fragment

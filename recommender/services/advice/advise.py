@@ -221,7 +221,9 @@ def load_advice_inputs(
 
 
 def _assemble(
-    cluster_id: int | None, owners: list[tuple[WorkloadKey, Workload | None]]
+    cluster_id: int | None,
+    owners: list[tuple[WorkloadKey, Workload | None]],
+    coefficients: dict[str, StaticCoefficient] | None = None,
 ) -> dict[WorkloadKey, AdviceInputs]:
     """AdviceInputs of owners whose workloads are read: recommendations, LimitRanges
     and static coefficients, one query each."""
@@ -238,7 +240,8 @@ def _assemble(
         if cluster_id is not None
         else {}
     )
-    coefficients = _coefficients(namespaces)
+    if coefficients is None:
+        coefficients = _coefficients(namespaces)
     inputs = {}
     for key, workload in owners:
         namespace = key[0]
@@ -290,6 +293,72 @@ def inputs_for_pod(
             raise NotFound(f"cluster {cluster!r} does not exist")
     key = (namespace, owner_kind or "", owner_name or "")
     return _assemble(cluster_id, [(key, workload)])[key]
+
+
+# (namespace, owner kind, owner name) of one pod; kind and name may be unknown.
+PodKey = tuple[str, str | None, str | None]
+
+
+def inputs_for_pods(
+    *, pods: Iterable[PodKey], cluster: str | None = None
+) -> dict[PodKey, AdviceInputs]:
+    """``inputs_for_pod`` of many pods at once (rightsize's manifests), with the same
+    answers and errors, in a number of queries that does not grow with the pods: two,
+    then at most two per cluster their owners are in (``_assemble``).
+    """
+    keys = list(dict.fromkeys(pods))
+    cluster_id: int | None = None
+    if cluster:
+        cluster_id = (
+            Cluster.objects.filter(name=cluster).values_list("pk", flat=True).first()
+        )
+        if cluster_id is None:
+            raise NotFound(f"cluster {cluster!r} does not exist")
+    owners = {
+        (namespace, kind, name)
+        for namespace, kind, name in keys
+        if kind and name and kind in OWNER_KINDS
+    }
+    found: dict[PodKey, list[Workload]] = {}
+    if owners:
+        rows = Workload.objects.select_related("cluster", "policy").filter(
+            is_active=True,
+            namespace__in={namespace for namespace, _, _ in owners},
+            kind__in={kind for _, kind, _ in owners},
+            name__in={name for _, _, name in owners},
+        )
+        if cluster_id is not None:
+            rows = rows.filter(cluster_id=cluster_id)
+        for row in rows.order_by("pk"):
+            key = (row.namespace, row.kind, row.name)
+            if key in owners:  # the three IN lists also match mixed keys
+                found.setdefault(key, []).append(row)
+    by_cluster: dict[int | None, list[tuple[PodKey, WorkloadKey, Workload | None]]]
+    by_cluster = {}
+    for pod in keys:
+        pod_namespace, pod_kind, pod_name = pod
+        matches = found.get(pod, [])
+        if len(matches) > 1:
+            names = ", ".join(sorted(w.cluster.name for w in matches))
+            raise InvalidInput(
+                f"{pod_namespace}/{pod_kind}/{pod_name} exists in several clusters "
+                f"({names}); say which with the cluster parameter",
+                field="cluster",
+            )
+        workload = matches[0] if matches else None
+        group = workload.cluster_id if workload is not None else cluster_id
+        by_cluster.setdefault(group, []).append(
+            (pod, (pod_namespace, pod_kind or "", pod_name or ""), workload)
+        )
+    coefficients = _coefficients(namespace for namespace, _, _ in keys)
+    inputs: dict[PodKey, AdviceInputs] = {}
+    for group, members in by_cluster.items():
+        assembled = _assemble(
+            group, [(read, w) for _, read, w in members], coefficients
+        )
+        for pod, read, _ in members:
+            inputs[pod] = assembled[read]
+    return inputs
 
 
 # --- The computation (pure: no database) ----------------------------------------------

@@ -72,11 +72,13 @@ def query_recommendation(*, query: Mapping[str, Any]) -> dict[str, Any]:
     pod_spec = pod.get("spec") if "spec" in pod else pod
     containers = parse_pod_containers(pod_spec, field="spec.pod.spec")
 
+    for where, given in (
+        ("metadata.namespace", metadata.get("namespace")),
+        ("spec.pod.metadata.namespace", pod_metadata.get("namespace")),
+    ):
+        if given is not None and not isinstance(given, str):
+            raise InvalidInput(f"{where} must be a string", field=where)
     namespace = metadata.get("namespace") or pod_metadata.get("namespace") or "default"
-    if not isinstance(namespace, str):
-        raise InvalidInput(
-            "metadata.namespace must be a string", field="metadata.namespace"
-        )
     owner = spec.get("owner")
     if owner is not None:
         if not isinstance(owner, Mapping):

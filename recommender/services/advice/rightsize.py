@@ -15,28 +15,29 @@ Nothing here writes to a cluster or to the database: the caller decides what to 
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-from collections.abc import Mapping
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import yaml
 from django.contrib.auth.models import User
 from django.db import transaction
 
 from recommender.engine.limits import REQUESTS_ONLY
 from recommender.engine.quantity import format_cpu, format_memory
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
-from recommender.errors import InvalidInput
+from recommender.errors import InvalidInput, TooLarge
 from recommender.models import StaticCoefficient
 from recommender.services.advice.advise import (
     SOURCE_NONE,
+    AdviceInputs,
     ContainerAdvice,
-    advise_pod,
+    PodKey,
+    advise,
     check_multiplier,
+    inputs_for_pods,
 )
 from recommender.services.advice.pod_spec import (
     PodContainer,
@@ -59,110 +60,16 @@ POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "Pod": ("spec",),
 }
 SUPPORTED_KINDS = tuple(POD_SPEC_PATHS)
-# A YAML alias bomb expands into billions of nodes; real manifests have a few thousand.
-MAX_NODES = 200_000
-JSON_MEDIA_TYPES = ("application/json",)
+# A namespace name as Kubernetes accepts it (a DNS-1123 label), or "" for all.
+NAMESPACE_PATTERN = r"^(|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$"
+NAMESPACE_MAX_LENGTH = 63
+# The smallest coefficient: 1 % of the request. Below that a factor (5e-324, say) sizes
+# a container down to nothing (a memory request of one byte).
+MIN_FACTOR = 0.01
 
 STATUS_RIGHTSIZED = "rightsized"
 STATUS_UNCHANGED = "unchanged"
 STATUS_PASSED_THROUGH = "passed_through"
-
-
-class _ManifestLoader(yaml.SafeLoader):
-    """Safe YAML without timestamps: Kubernetes reads `2024-01-01` as text, so do we."""
-
-
-_ManifestLoader.yaml_implicit_resolvers = {
-    first: [
-        (tag, regexp)
-        for tag, regexp in resolvers
-        if tag != "tag:yaml.org,2002:timestamp"
-    ]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _count_nodes(document: object, *, index: int) -> None:
-    """Refuse documents whose expansion (aliases included) is absurdly large."""
-    stack = [document]
-    seen = 0
-    while stack:
-        node = stack.pop()
-        seen += 1
-        if seen > MAX_NODES:
-            raise InvalidInput(
-                f"documents[{index}] has more than {MAX_NODES} values once its YAML "
-                "aliases are expanded; this is not a manifest",
-                field=f"documents[{index}]",
-            )
-        if isinstance(node, Mapping):
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-
-
-def parse_manifests(*, body: bytes, media_type: str) -> list[Any]:
-    """The documents of a YAML or JSON body; a top-level list counts as its items.
-
-    Raises InvalidInput naming the body (with the line of a YAML error) or a document.
-    """
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(
-            f"the body is not UTF-8 text: {exc.reason}", field="body"
-        ) from None
-    if not text.strip():
-        raise InvalidInput("the body holds no manifests", field="body")
-    if media_type in JSON_MEDIA_TYPES:
-        try:
-            loaded = [json.loads(text, parse_constant=_reject_constant)]
-        except ValueError as exc:
-            raise InvalidInput(
-                f"the body is not valid JSON: {exc}", field="body"
-            ) from None
-    else:
-        try:
-            loaded = list(yaml.load_all(text, Loader=_ManifestLoader))
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark
-            where = (
-                f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            )
-            raise InvalidInput(
-                f"the body is not valid YAML{where}: {exc.problem}", field="body"
-            ) from None
-        except yaml.YAMLError as exc:
-            raise InvalidInput(
-                f"the body is not valid YAML: {exc}", field="body"
-            ) from None
-    documents: list[Any] = []
-    for item in loaded:
-        if item is None:
-            continue  # an empty document between two "---"
-        if isinstance(item, list):
-            documents.extend(item)
-        else:
-            documents.append(item)
-    if not documents:
-        raise InvalidInput("the body holds no manifests", field="body")
-    result = []
-    for index, document in enumerate(documents):
-        _count_nodes(document, index=index)
-        # A JSON round trip expands YAML aliases into independent copies (so changing
-        # one container cannot change another) and refuses values JSON cannot carry.
-        try:
-            result.append(json.loads(json.dumps(document, allow_nan=False)))
-        except (TypeError, ValueError) as exc:
-            raise InvalidInput(
-                f"documents[{index}] holds a value JSON cannot represent: {exc}",
-                field=f"documents[{index}]",
-            ) from None
-    return result
 
 
 @dataclass(frozen=True)
@@ -333,10 +240,31 @@ def _rightsize_container(
     }
 
 
-def _rightsize_document(
-    document: Any, path: str, options: RightsizeOptions, report: list[dict[str, Any]]
+@dataclass
+class _Pod:
+    """A pod template found in a manifest, waiting for its advice."""
+
+    entry: dict[str, Any]  # its report entry, already in the report (in order)
+    pod_spec: dict[str, Any]
+    containers: list[PodContainer]
+    namespace: str
+    owner_kind: str | None
+    owner_name: str | None
+
+    @property
+    def key(self) -> PodKey:
+        """The owner's natural key, as ``inputs_for_pods`` takes it."""
+        return (self.namespace, self.owner_kind, self.owner_name)
+
+
+def _collect_document(
+    document: Any,
+    path: str,
+    options: RightsizeOptions,
+    report: list[dict[str, Any]],
+    pods: list[_Pod],
 ) -> None:
-    """Right-size a document in place (recursing into Lists); append to ``report``."""
+    """Read a document (recursing into Lists): report entries, and the pods to size."""
     if not isinstance(document, dict):
         raise InvalidInput(
             f"{path} must be a Kubernetes object (a mapping)", field=path
@@ -353,14 +281,15 @@ def _rightsize_document(
     namespace = metadata.get("namespace") or options.namespace
     if not isinstance(namespace, str):
         raise InvalidInput(
-            f"{path}.metadata.namespace must be a string", field=f"{path}.metadata"
+            f"{path}.metadata.namespace must be a string",
+            field=f"{path}.metadata.namespace",
         )
     if kind == "List" or (kind.endswith("List") and "items" in document):
         items = document.get("items")
         if not isinstance(items, list):
             raise InvalidInput(f"{path}.items must be a list", field=f"{path}.items")
         for index, item in enumerate(items):
-            _rightsize_document(item, f"{path}.items[{index}]", options, report)
+            _collect_document(item, f"{path}.items[{index}]", options, report, pods)
         return
     entry: dict[str, Any] = {
         "path": path,
@@ -370,13 +299,13 @@ def _rightsize_document(
         "workload": None,
         "containers": [],
     }
+    report.append(entry)
     if kind not in POD_SPEC_PATHS:
         entry["status"] = STATUS_PASSED_THROUGH
         entry["reason"] = (
             f"kind {kind} has no pod template vpaweb sizes "
             f"({', '.join(SUPPORTED_KINDS)}); passed through untouched"
         )
-        report.append(entry)
         return
     pod_spec, spec_path = _pod_spec(document, kind, path)
     containers = parse_pod_containers(pod_spec, field=spec_path)
@@ -384,14 +313,13 @@ def _rightsize_document(
         owner_kind, owner_name = owner_of_pod(metadata)
     else:
         owner_kind, owner_name = kind, name if isinstance(name, str) else None
-    advice = advise_pod(
-        namespace=namespace,
-        owner_kind=owner_kind,
-        owner_name=owner_name,
-        containers=containers,
-        cluster=options.cluster,
-        multiplier=options.multiplier,
-    )
+    pods.append(_Pod(entry, pod_spec, containers, namespace, owner_kind, owner_name))
+
+
+def _rightsize_pod(pod: _Pod, options: RightsizeOptions, inputs: AdviceInputs) -> None:
+    """Write the advice into one pod template and fill in its report entry."""
+    entry, pod_spec, containers = pod.entry, pod.pod_spec, pod.containers
+    advice = advise(inputs, containers, multiplier=options.multiplier)
     if advice.workload is not None:
         workload = advice.workload
         entry["workload"] = {
@@ -442,21 +370,38 @@ def _rightsize_document(
             )
     changed = any(c["changes"] for c in entry["containers"])
     entry["status"] = STATUS_RIGHTSIZED if changed else STATUS_UNCHANGED
-    report.append(entry)
 
 
 def rightsize_manifests(
-    *, documents: list[Any], options: RightsizeOptions
+    *,
+    documents: list[Any],
+    options: RightsizeOptions,
+    max_containers: int | None = None,
 ) -> RightsizeResult:
     """Set container requests (and limits) of every workload manifest in ``documents``.
 
-    ``documents`` come from ``parse_manifests`` and are changed in place. Raises
-    InvalidInput naming the path of the first malformed part; nothing is stored either
-    way.
+    ``documents`` come from ``api.bodies.load_manifests`` and are changed in place.
+    Every document is read first; more than ``max_containers`` containers in all is a
+    TooLarge before any lookup, and the lookups of all pods take a number of queries
+    that does not grow with them (``advise.inputs_for_pods``). Raises InvalidInput
+    naming the path of the first malformed part; nothing is stored either way.
     """
     report: list[dict[str, Any]] = []
+    pods: list[_Pod] = []
     for index, document in enumerate(documents):
-        _rightsize_document(document, f"documents[{index}]", options, report)
+        _collect_document(document, f"documents[{index}]", options, report, pods)
+    containers = sum(len(pod.containers) for pod in pods)
+    if max_containers is not None and containers > max_containers:
+        raise TooLarge(
+            f"the manifests have {containers} containers to size; the limit is "
+            f"{max_containers} (VPAWEB_API_MAX_CONTAINERS): split them into smaller "
+            "requests",
+            field="body",
+        )
+    if pods:
+        inputs = inputs_for_pods(pods=[p.key for p in pods], cluster=options.cluster)
+        for pod in pods:
+            _rightsize_pod(pod, options, inputs[pod.key])
     result = RightsizeResult(manifests=documents, documents=report)
     logger.info("rightsized %s", result.summary())
     return result
@@ -466,11 +411,13 @@ def _check_factor(name: str, value: object) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidInput(f"{name} must be a number in (0, 1] or null", field=name)
-    if not math.isfinite(value) or not 0 < value <= 1:
         raise InvalidInput(
-            f"{name} must be above 0 and at most 1 (a request reduction), "
-            f"not {value!r}",
+            f"{name} must be a number in [{MIN_FACTOR:g}, 1] or null", field=name
+        )
+    if not math.isfinite(value) or not MIN_FACTOR <= value <= 1:
+        raise InvalidInput(
+            f"{name} must be at least {MIN_FACTOR:g} and at most 1 (a request "
+            f"reduction), not {value!r}",
             field=name,
         )
     return float(value)
@@ -486,9 +433,16 @@ def set_static_coefficient(
     actor_label: str | None = None,
 ) -> StaticCoefficient | None:
     """Set a namespace's first-deploy coefficient ("" = global); both None remove it."""
-    if not isinstance(namespace, str) or len(namespace) > 63:
+    if (
+        not isinstance(namespace, str)
+        or len(namespace) > NAMESPACE_MAX_LENGTH
+        or re.fullmatch(NAMESPACE_PATTERN, namespace) is None
+    ):
         raise InvalidInput(
-            'namespace must be a namespace name, or "" for all', field="namespace"
+            "namespace must be a Kubernetes namespace name (at most 63 lower-case "
+            'letters, digits and "-", starting and ending with a letter or digit), '
+            'or "" for all',
+            field="namespace",
         )
     cpu = _check_factor("cpu_factor", cpu_factor)
     memory = _check_factor("memory_factor", memory_factor)

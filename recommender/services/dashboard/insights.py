@@ -28,64 +28,14 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Prefetch, QuerySet
 
 from recommender.models import Cluster, Policy, Workload
-
-# The overview and the per-container definitions live in their own modules; their names
-# stay importable from here, where the dashboard looks for them.
-from recommender.services.dashboard.overview import (
-    CONFIDENCE_BANDS,
-    MAX_CONFIDENCE,
-    Overview,
-    Totals,
-    confidence_band,
-    confidence_of,
-    fleet_overview,
-)
 from recommender.services.dashboard.provisioning import (
-    GIB,
-    HOURS_PER_MONTH,
-    RECENT_OOM_WINDOW,
     Prices,
     Status,
     annotate_workloads,
-    container_savings,
-    container_status,
     mode_q,
-    no_recommendation_reason,
     recommended_containers,
     shown_q,
-    with_status,
-    workload_status,
 )
-
-__all__ = [
-    "CONFIDENCE_BANDS",
-    "GIB",
-    "HOURS_PER_MONTH",
-    "MAX_CONFIDENCE",
-    "MAX_PAGE_SIZE",
-    "PAGE_SIZE",
-    "RECENT_OOM_WINDOW",
-    "SORTS",
-    "Overview",
-    "Prices",
-    "Status",
-    "Totals",
-    "WorkloadFilters",
-    "annotate_workloads",
-    "confidence_band",
-    "confidence_of",
-    "container_savings",
-    "container_status",
-    "filter_choices",
-    "fleet_overview",
-    "list_workloads",
-    "mode_q",
-    "no_recommendation_reason",
-    "recommended_containers",
-    "shown_q",
-    "with_status",
-    "workload_status",
-]
 
 logger = logging.getLogger(__name__)
 

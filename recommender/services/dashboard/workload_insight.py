@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from recommender.services.advice.advise import (
     inputs_for_workload,
 )
 from recommender.services.advice.pod_spec import PodContainer
-from recommender.services.dashboard.insights import (
+from recommender.services.dashboard.provisioning import (
     Prices,
     Status,
     container_savings,
@@ -40,10 +41,10 @@ from recommender.services.dashboard.insights import (
     workload_status,
 )
 from recommender.services.policies import parse_container_policies
-from recommender.services.refresh.adapters import usage_source_for
-from recommender.services.refresh.cycle import close_quietly
+from recommender.services.refresh.adapters import close_quietly, usage_source_for
 from recommender.services.refresh.ingest import profile_or_default
 from recommender.services.refresh.pods import load_pod_owners
+from recommender.text import comment_text
 
 logger = logging.getLogger(__name__)
 
@@ -157,14 +158,20 @@ def ready_to_use(
     else:
         patch = {"spec": template}
     body = json.dumps(patch, separators=(",", ":"))
+    # Every part a cluster (or a user) named is shell-quoted: the command is pasted.
+    resource = KUBECTL_RESOURCE.get(workload.kind, workload.kind.lower())
     command = (
-        f"kubectl --namespace {workload.namespace} patch "
-        f"{KUBECTL_RESOURCE.get(workload.kind, workload.kind.lower())} {workload.name} "
-        f"--type strategic --patch '{body}'"
+        f"kubectl --namespace {shlex.quote(workload.namespace)} patch "
+        f"{shlex.quote(resource)} {shlex.quote(workload.name)} "
+        f"--type strategic --patch {shlex.quote(body)}"
     )
     parts = []
     for name, snippet in snippets.items():
-        parts.append(f"# container {name}\n" + yaml.safe_dump(snippet, sort_keys=False))
+        parts.append(
+            comment_text(f"# container {name}")
+            + "\n"
+            + yaml.safe_dump(snippet, sort_keys=False)
+        )
     note = "Patching the pod template rolls out new pods with these requests."
     if workload.kind == Workload.Kind.JOB:
         note = (

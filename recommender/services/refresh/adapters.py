@@ -6,6 +6,7 @@ cluster (or a source) is one branch here and nothing else.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from django.conf import settings
@@ -22,6 +23,8 @@ from recommender.sources.metrics_server import MetricsServerSource
 from recommender.sources.prometheus import PrometheusSource
 from recommender.sources.prometheus_config import PrometheusConfig
 from recommender.sources.simulated import SimulatedUsageSource
+
+logger = logging.getLogger(__name__)
 
 
 def cluster_adapter_for(
@@ -67,3 +70,15 @@ def usage_source_for(cluster: Cluster) -> UsageSource:
         f"cluster {cluster.name!r}: no usage source for kind {cluster.kind!r}",
         field="kind",
     )
+
+
+def close_quietly(*resources: object) -> None:
+    """Close adapters and sources that have ``close()``; a failing close is logged."""
+    for resource in resources:
+        close = getattr(resource, "close", None)
+        if close is None:
+            continue
+        try:
+            close()
+        except Exception:
+            logger.warning("closing %r failed", resource, exc_info=True)

@@ -31,7 +31,11 @@ from recommender.cluster.base import ClusterAdapter
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import Cluster, RefreshRun
 from recommender.services.refresh import cycle, ingest
-from recommender.services.refresh.adapters import cluster_adapter_for, usage_source_for
+from recommender.services.refresh.adapters import (
+    close_quietly,
+    cluster_adapter_for,
+    usage_source_for,
+)
 from recommender.services.refresh.discovery import Discovery, upsert_discovery
 from recommender.services.refresh.ingest import STEP_S as SAMPLE_STEP_S
 from recommender.services.refresh.ingest import Window
@@ -134,7 +138,7 @@ def backfill_cluster(
             progress.failed()
             raise
         finally:
-            cycle.close_quietly(*owned)
+            close_quietly(*owned)
     progress.done()
     return recorder.run
 

@@ -51,7 +51,11 @@ from recommender.models import (
 )
 from recommender.services.policies import overridden_fields
 from recommender.services.refresh import ingest
-from recommender.services.refresh.adapters import cluster_adapter_for, usage_source_for
+from recommender.services.refresh.adapters import (
+    close_quietly,
+    cluster_adapter_for,
+    usage_source_for,
+)
 from recommender.services.refresh.discovery import BATCH, Discovery, upsert_discovery
 from recommender.services.refresh.ingest import STEP_S, Row, Window
 from recommender.services.runs import Phases, recorded_run
@@ -61,8 +65,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "BOUND_CHANGE_FRACTION",
-    "STEP_S",
-    "close_quietly",
     "expire_idle_aggregates",
     "ingest_window",
     "oom_kills_for",
@@ -74,18 +76,6 @@ __all__ = [
 # (upstream's (1 + 1/conf) multiplier); storing each drift would write a row per
 # container per minute and bury the history the dashboard draws.
 BOUND_CHANGE_FRACTION = 0.01
-
-
-def close_quietly(*resources: object) -> None:
-    """Close adapters and sources that have ``close()``; a failing close is logged."""
-    for resource in resources:
-        close = getattr(resource, "close", None)
-        if close is None:
-            continue
-        try:
-            close()
-        except Exception:
-            logger.warning("closing %r failed", resource, exc_info=True)
 
 
 def oom_kills_for(

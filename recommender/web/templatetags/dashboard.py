@@ -9,7 +9,7 @@ from django.utils.html import format_html
 
 from recommender.engine.quantity import humanize_cpu, humanize_memory, significant_text
 from recommender.roles import Role, has_role
-from recommender.services.dashboard.insights import Status
+from recommender.services.dashboard.provisioning import Status
 
 register = template.Library()
 

@@ -1,0 +1,79 @@
+"""gunicorn's configuration for production: `gunicorn -c vpaweb/gunicorn_conf.py
+vpaweb.wsgi:application`, configured only from the environment (README "Production").
+
+- GUNICORN_BIND (default 0.0.0.0:8000): where to listen.
+- WEB_CONCURRENCY (default 2 x CPUs + 1): worker processes. Sync workers: one request
+  per process at a time, so a slow request never delays /healthz in another worker.
+- GUNICORN_TIMEOUT (default 30 s): a worker silent for longer is killed.
+- VPAWEB_REQUEST_DEADLINE_S: an /api/ request still running after this many seconds is
+  answered with the API's JSON error (503, code ``timeout``) instead of being killed
+  with the worker (recommender/api/deadline.py). Defaults to GUNICORN_TIMEOUT - 5 s
+  (at least 1 s); it must stay below GUNICORN_TIMEOUT.
+- GUNICORN_MAX_REQUESTS (default 1000): a worker is replaced after this many requests
+  (with jitter), which bounds the memory any one worker can accumulate.
+- FORWARDED_ALLOW_IPS: gunicorn's own variable, for proxies it may trust.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def _int(name: str, default: int, minimum: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SystemExit(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise SystemExit(f"{name}={value} must be at least {minimum}")
+    return value
+
+
+bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
+workers = _int("WEB_CONCURRENCY", 2 * (os.cpu_count() or 1) + 1, 1)
+worker_class = "sync"
+timeout = _int("GUNICORN_TIMEOUT", 30, 2)
+graceful_timeout = timeout
+keepalive = 5
+max_requests = _int("GUNICORN_MAX_REQUESTS", 1000, 0)
+max_requests_jitter = max_requests // 10
+accesslog = "-"
+errorlog = "-"
+loglevel = os.environ.get("LOG_LEVEL", "info").lower()
+# The deadline of the app, below the timeout: the workers inherit this environment.
+_deadline = os.environ.setdefault("VPAWEB_REQUEST_DEADLINE_S", str(max(1, timeout - 5)))
+try:
+    _deadline_s = float(_deadline)
+except ValueError:
+    raise SystemExit(
+        f"VPAWEB_REQUEST_DEADLINE_S={_deadline!r} is not a number"
+    ) from None
+if not 0 <= _deadline_s < timeout:
+    raise SystemExit(
+        f"VPAWEB_REQUEST_DEADLINE_S={_deadline} must be below "
+        f"GUNICORN_TIMEOUT={timeout} (0 turns the deadline off)"
+    )
+
+
+def post_worker_init(worker: object) -> None:
+    """Load every view before the first request: a worker's first request would
+    otherwise pay for importing the whole app, inside its deadline and timeout."""
+    from django.urls import get_resolver
+
+    get_resolver().url_patterns  # noqa: B018 (imports every URLconf and view)
+
+
+def worker_abort(worker: object) -> None:
+    """Log a killed worker's last words (its request ran past the deadline and the
+    timeout both, e.g. stuck in a C call that signals cannot interrupt)."""
+    log = getattr(worker, "log", None)
+    if log is not None:
+        log.error(
+            "worker %s timed out after %s s (past VPAWEB_REQUEST_DEADLINE_S too); "
+            "its client gets gunicorn's error page",
+            getattr(worker, "pid", "?"),
+            timeout,
+        )
