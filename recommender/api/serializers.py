@@ -541,23 +541,6 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
         return change_resources(obj.observed or {})
 
 
-class BulkApproveSerializer(serializers.Serializer):
-    """Which proposed changes to approve: a workload's, or a cluster namespace's."""
-
-    workload = StrictIntegerField(required=False, min_value=1, max_value=MAX_ID)
-    cluster = StrictCharField(required=False, max_length=63)
-    namespace = StrictCharField(required=False, max_length=63)
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if "workload" not in attrs and not (
-            attrs.get("cluster") and attrs.get("namespace")
-        ):
-            raise serializers.ValidationError(
-                {"workload": "name a workload, or a cluster and a namespace"}
-            )
-        return attrs
-
-
 class BulkSkippedSerializer(serializers.Serializer):
     """A change a bulk approval left alone, and why."""
 

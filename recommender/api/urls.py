@@ -124,7 +124,14 @@ urlpatterns = [
         name="workload-by-key-policy",
     ),
     path(
-        "changes/approve", views.BulkApproveView.as_view(), name="change-bulk-approve"
+        "workloads/<id:pk>/changes/approve",
+        views.BulkApproveWorkloadView.as_view(),
+        name="workload-changes-approve",
+    ),
+    path(
+        "clusters/<slug:cluster>/namespaces/<k8sname:namespace>/changes/approve",
+        views.BulkApproveNamespaceView.as_view(),
+        name="namespace-changes-approve",
     ),
     path(
         "changes/<id:pk>/approve",

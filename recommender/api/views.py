@@ -425,40 +425,65 @@ class RejectChangeView(APIView):
         return Response(s.ResizeChangeSerializer(_reload_change(change.pk)).data)
 
 
-class BulkApproveView(APIView):
-    """Approve every proposed change of a workload, or of a cluster's namespace."""
+def _bulk_result(result: bulk.BulkResult) -> Response:
+    return Response(
+        {
+            "approved": result.approved,
+            "skipped": [
+                {"id": pk, "reason": reason} for pk, reason in result.skipped.items()
+            ],
+        }
+    )
+
+
+class BulkApproveWorkloadView(APIView):
+    """Approve every proposed change of one workload."""
 
     permission_classes = [CanWrite]
-    parser_classes = [JSONParser, FormParser, MultiPartParser]
 
     @extend_schema(
-        summary="Approve proposed changes in bulk (write scope or operator; audited)",
-        operation_id="changes_bulk_approve",
-        request=s.BulkApproveSerializer,
+        summary="Approve a workload's proposed changes (write scope or operator; "
+        "audited)",
+        request=None,
         responses=s.BulkApproveResultSerializer,
         tags=["changes"],
+        operation_id="workload_changes_approve",
     )
-    def post(self, request: Request) -> Response:
-        serializer = s.BulkApproveSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+    def post(self, request: Request, pk: str) -> Response:
         actor, label = actor_of(request)
-        result = bulk.approve_all(
-            approved_by=actor,
-            actor_label=label,
-            now=timezone.now(),
-            workload_id=data.get("workload"),
-            cluster=data.get("cluster"),
-            namespace=data.get("namespace"),
+        return _bulk_result(
+            bulk.approve_all(
+                approved_by=actor,
+                actor_label=label,
+                now=timezone.now(),
+                workload_id=int(pk),
+            )
         )
-        return Response(
-            {
-                "approved": result.approved,
-                "skipped": [
-                    {"id": pk, "reason": reason}
-                    for pk, reason in result.skipped.items()
-                ],
-            }
+
+
+class BulkApproveNamespaceView(APIView):
+    """Approve every proposed change of one namespace of a cluster."""
+
+    permission_classes = [CanWrite]
+
+    @extend_schema(
+        summary="Approve a namespace's proposed changes (write scope or operator; "
+        "audited)",
+        request=None,
+        responses=s.BulkApproveResultSerializer,
+        tags=["changes"],
+        operation_id="namespace_changes_approve",
+    )
+    def post(self, request: Request, cluster: str, namespace: str) -> Response:
+        actor, label = actor_of(request)
+        return _bulk_result(
+            bulk.approve_all(
+                approved_by=actor,
+                actor_label=label,
+                now=timezone.now(),
+                cluster=cluster,
+                namespace=namespace,
+            )
         )
 
 

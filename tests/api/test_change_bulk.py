@@ -26,11 +26,7 @@ def test_bulk_approve_by_workload_approves_each_proposed_one_with_its_own_audit(
 ) -> None:
     changes = _changes(shop, 3)
     ResizeChange.objects.filter(pk=changes[0].pk).update(status=S.REJECTED)
-    response = write_client.post(
-        "/api/v1/changes/approve",
-        {"workload": shop.pk},
-        content_type="application/json",
-    )
+    response = write_client.post(f"/api/v1/workloads/{shop.pk}/changes/approve")
     assert response.status_code == 200
     assert response.json() == {
         "approved": [changes[2].pk, changes[1].pk],
@@ -42,38 +38,23 @@ def test_bulk_approve_by_workload_approves_each_proposed_one_with_its_own_audit(
 
 def test_bulk_approve_by_namespace(write_client: Client, shop: Workload) -> None:
     changes = _changes(shop, 2)
-    response = write_client.post(
-        "/api/v1/changes/approve",
-        {"cluster": "prod", "namespace": "shop"},
-        content_type="application/json",
-    )
+    url = "/api/v1/clusters/prod/namespaces/{}/changes/approve"
+    response = write_client.post(url.format("shop"))
     assert sorted(response.json()["approved"]) == sorted(c.pk for c in changes)
-    other = write_client.post(
-        "/api/v1/changes/approve",
-        {"cluster": "prod", "namespace": "elsewhere"},
-        content_type="application/json",
-    )
+    other = write_client.post(url.format("elsewhere"))
     assert other.json() == {"approved": [], "skipped": []}
+    missing = write_client.post(
+        "/api/v1/clusters/nowhere/namespaces/shop/changes/approve"
+    )
+    assert missing.status_code == 404
+    assert missing.json()["error"]["message"] == "cluster 'nowhere' does not exist"
 
 
-def test_bulk_approve_needs_a_scope_and_a_writer(
-    write_client: Client,
-    read_client: Client,
-    shop: Workload,
-    viewer: Any,
-    session_client,
+def test_bulk_approve_needs_a_writer(
+    read_client: Client, shop: Workload, viewer: Any, session_client
 ) -> None:
     _changes(shop, 1)
-    bad = write_client.post(
-        "/api/v1/changes/approve", {"cluster": "prod"}, content_type="application/json"
-    )
-    assert bad.status_code == 400
-    assert "workload" in bad.json()["error"]["fields"]
     for client in (read_client, session_client(viewer)):
-        refused = client.post(
-            "/api/v1/changes/approve",
-            {"workload": shop.pk},
-            content_type="application/json",
-        )
+        refused = client.post(f"/api/v1/workloads/{shop.pk}/changes/approve")
         assert refused.status_code == 403
     assert ResizeChange.objects.get().status == S.PROPOSED
