@@ -37,16 +37,19 @@ def updater_state() -> dict[str, object]:
     }
 
 
-def workload_changes(workload: Workload, *, history: int = 20) -> dict[str, object]:
-    """A workload page's open changes and its latest decided ones (two queries)."""
-    qs = ResizeChange.objects.filter(workload=workload).select_related(
-        "workload__cluster", "decided_by"
+def workload_changes(
+    workload: Workload, *, history: int = 20, scan: int = 500
+) -> dict[str, object]:
+    """A workload page's open changes and its latest decided ones (one query over its
+    latest ``scan`` changes; at most one is open per pod)."""
+    latest = list(
+        ResizeChange.objects.filter(workload=workload).select_related(
+            "workload__cluster", "decided_by"
+        )[:scan]
     )
     return {
-        "open_changes": list(qs.filter(status__in=ResizeChange.OPEN_STATUSES)),
-        "change_history": list(
-            qs.exclude(status__in=ResizeChange.OPEN_STATUSES)[:history]
-        ),
+        "open_changes": [c for c in latest if c.is_open],
+        "change_history": [c for c in latest if not c.is_open][:history],
     }
 
 
