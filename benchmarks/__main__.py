@@ -1,4 +1,4 @@
-"""Run benchmarks: `python -m benchmarks [engine|dashboard|backfill ...]` (or all).
+"""Run benchmarks: `python -m benchmarks [engine|dashboard|backfill|api|replay]`.
 
 Each benchmark is a module `benchmarks/bench_<name>.py` with a `main()` that prints
 figures.
@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-ORDER = ["engine", "dashboard", "backfill", "api", "updater"]
+ORDER = ["engine", "dashboard", "backfill", "api", "replay", "updater"]
 
 
 def available() -> list[str]:

@@ -16,13 +16,14 @@ import recommender
 
 SOURCE = Path(recommender.__file__).parent
 
-BOTTOM = {"errors", "roles", "apps"}
+BOTTOM = {"errors", "roles", "apps", "text"}
 # What each part of recommender may import (besides itself).
 ALLOWED: dict[str, set[str]] = {
     "engine": set(),
     "errors": set(),
     "roles": set(),
     "apps": set(),
+    "text": set(),
     "models": {"engine", *BOTTOM},
     "cluster": {"engine", *BOTTOM},
     "sources": {"cluster", "engine", *BOTTOM},

@@ -15,6 +15,7 @@ from .capping import (
 )
 from .estimator import ContainerRecommendation, recommend
 from .explanation import BoundExplanation, Explanation, ResourceExplanation
+from .feed import cores_from_millicores, feed, quantised_cpu_cores
 from .histogram_view import HistogramView
 from .limits import proportional_limit
 from .profiles import DEFAULT_PROFILE, PROFILES, Profile, get_profile
@@ -47,6 +48,8 @@ __all__ = [
     "SampleBatch",
     "apply_vpa_policy",
     "cap_for_pod",
+    "cores_from_millicores",
+    "feed",
     "format_cpu",
     "format_memory",
     "get_profile",
@@ -55,6 +58,7 @@ __all__ = [
     "parse_cpu_millicores",
     "parse_memory_bytes",
     "proportional_limit",
+    "quantised_cpu_cores",
     "recommend",
     "select_container_policy",
 ]

@@ -71,7 +71,8 @@ def resource_amounts_from_float(x: npt.ArrayLike) -> npt.NDArray[np.int64]:
     out = np.where(
         values > MAX_RESOURCE_AMOUNT,
         float(MAX_RESOURCE_AMOUNT),
-        np.trunc(np.nan_to_num(values, nan=0.0)),
+        # NaN -> 0 (np.where: nan_to_num costs a finfo lookup per call, hot in replay).
+        np.trunc(np.where(np.isnan(values), 0.0, values)),
     )
     return np.where(values < 0, 0.0, out).astype(np.int64)
 
@@ -176,20 +177,7 @@ def recommend(
     first = aggregates.first_sample_s[r]
     last = aggregates.last_sample_s_[r]
     count = aggregates.total_samples[r]
-    fraction = 1.0 / n.astype(np.float64)
-    pod_min_cpu = scale_resources(
-        np.int64(cpu_amount_from_cores(profile.pod_min_cpu_millicores * 0.001)),
-        fraction,
-    )
-    pod_min_mem = scale_resources(np.int64(profile.pod_min_memory_bytes), fraction)
-    chains = {
-        CPU: _resource_chain(
-            aggregates, r, profile, CPU, first, last, count, pod_min_cpu
-        ),
-        MEMORY: _resource_chain(
-            aggregates, r, profile, MEMORY, first, last, count, pod_min_mem
-        ),
-    }
+    chains = _chains(aggregates, r, n, profile)
     explained = ExplainedRows(
         profile=profile.name,
         margin_fraction=profile.margin_fraction,
@@ -241,6 +229,44 @@ def recommend(
             )
         )
     return out
+
+
+def recommendation_arrays(
+    aggregates: AggregateSet,
+    *,
+    rows: Sequence[int],
+    profile: Profile,
+    containers_in_pod: Sequence[int],
+) -> dict[str, ResourceArrays]:
+    """:func:`recommend`'s numbers as arrays (R,) per resource, without row objects.
+
+    For callers that need many rows many times (replay); the caller checks that the
+    profile matches the aggregates' histograms.
+    """
+    r, n = _check_rows(aggregates, rows, containers_in_pod)
+    return _chains(aggregates, r, n, profile)
+
+
+def _chains(
+    aggregates: AggregateSet, r: np.ndarray, n: np.ndarray, profile: Profile
+) -> dict[str, ResourceArrays]:
+    first = aggregates.first_sample_s[r]
+    last = aggregates.last_sample_s_[r]
+    count = aggregates.total_samples[r]
+    fraction = 1.0 / n.astype(np.float64)
+    pod_min_cpu = scale_resources(
+        np.int64(cpu_amount_from_cores(profile.pod_min_cpu_millicores * 0.001)),
+        fraction,
+    )
+    pod_min_mem = scale_resources(np.int64(profile.pod_min_memory_bytes), fraction)
+    return {
+        CPU: _resource_chain(
+            aggregates, r, profile, CPU, first, last, count, pod_min_cpu
+        ),
+        MEMORY: _resource_chain(
+            aggregates, r, profile, MEMORY, first, last, count, pod_min_mem
+        ),
+    }
 
 
 def _resource_chain(

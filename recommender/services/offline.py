@@ -4,7 +4,9 @@
 memory_bytes``; `ooms.csv` has ``timestamp,namespace,workload,pod,container,
 memory_request_bytes``. One (namespace, workload) is one VPA target; its pods'
 containers of the same name share one aggregate. Rows may come in any order: events are
-fed in time order, stably, and at equal times usage rows go before OOM rows.
+fed in time order, stably, and at equal times usage rows go before OOM rows
+(``engine/feed.py``: the one feeding rule, which also quantises CPU to whole millicores
+as upstream does).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from recommender.engine import (
     OomBatch,
     Profile,
     SampleBatch,
+    feed,
     recommend,
 )
 from recommender.engine.quantity import resource_list
@@ -84,7 +87,7 @@ resources_as_quantities = resource_list
 
 
 @dataclass
-class _Events:
+class Events:
     """Parsed rows of both files, as parallel lists (one entry per row)."""
 
     kind: list[int]
@@ -160,7 +163,7 @@ def _read_rows(
             yield reader.line_num, row
 
 
-class _Registry:
+class Registry:
     """Numbers aggregates and series as rows are read."""
 
     def __init__(self) -> None:
@@ -210,9 +213,9 @@ def _read_file(
         yield row, timestamp_s, values
 
 
-def _read_events(usage_path: Path, oom_path: Path | None) -> tuple[_Events, _Registry]:
-    events = _Events([], [], [], [], [], [], [])
-    registry = _Registry()
+def read_events(usage_path: Path, oom_path: Path | None) -> tuple[Events, Registry]:
+    events = Events([], [], [], [], [], [], [])
+    registry = Registry()
 
     def append(
         row: dict[str, str],
@@ -263,11 +266,9 @@ def recommend_from_csv(
     *, usage_path: Path, oom_path: Path | None, profile: Profile
 ) -> list[OfflineRecommendation]:
     """Feed both files to the engine in time order and recommend every container."""
-    events, registry = _read_events(usage_path, oom_path)
+    events, registry = read_events(usage_path, oom_path)
     kind = np.asarray(events.kind, dtype=np.int64)
     timestamp_s = np.asarray(events.timestamp_s, dtype=np.float64)
-    # Time order, then usage before OOM at equal times; lexsort keeps file order.
-    order = np.lexsort((kind, timestamp_s))
 
     series_keys = [""] * len(registry.series)
     series_aggregate = np.zeros(len(registry.series), dtype=np.int64)
@@ -276,42 +277,26 @@ def recommend_from_csv(
         series_aggregate[index] = aggregate
 
     aggregates = AggregateSet.empty(profile, len(registry.aggregates))
-    arrays = {
-        "aggregate": np.asarray(events.aggregate, dtype=np.int64)[order],
-        "series": np.asarray(events.series, dtype=np.int64)[order],
-        "timestamp_s": timestamp_s[order],
-        "cpu_cores": np.asarray(events.cpu_cores, dtype=np.float64)[order],
-        "memory_bytes": np.asarray(events.memory_bytes, dtype=np.float64)[order],
-        "memory_request_bytes": np.asarray(events.memory_request_bytes)[order],
-    }
-    sorted_kind = kind[order]
-    # Feed runs of consecutive usage rows as one batch and runs of OOMs as another, so
-    # OOMs see exactly the usage that came before them.
-    boundaries = np.flatnonzero(np.diff(sorted_kind)) + 1
-    for run in np.split(np.arange(len(sorted_kind)), boundaries):
-        if len(run) == 0:
-            continue
-        if sorted_kind[run[0]] == USAGE_EVENT:
-            aggregates.add_samples(
-                SampleBatch(
-                    series_aggregate=series_aggregate,
-                    series_keys=series_keys,
-                    series_index=arrays["series"][run],
-                    timestamp_s=arrays["timestamp_s"][run],
-                    cpu_cores=arrays["cpu_cores"][run],
-                    memory_bytes=arrays["memory_bytes"][run],
-                )
-            )
-        else:
-            aggregates.record_ooms(
-                OomBatch(
-                    series_aggregate=series_aggregate,
-                    series_keys=series_keys,
-                    series_index=arrays["series"][run],
-                    timestamp_s=arrays["timestamp_s"][run],
-                    memory_request_bytes=arrays["memory_request_bytes"][run],
-                )
-            )
+    usage = kind == USAGE_EVENT
+    ooms = ~usage
+    feed(
+        aggregates,
+        SampleBatch(
+            series_aggregate=series_aggregate,
+            series_keys=series_keys,
+            series_index=np.asarray(events.series, dtype=np.int64)[usage],
+            timestamp_s=timestamp_s[usage],
+            cpu_cores=np.asarray(events.cpu_cores, dtype=np.float64)[usage],
+            memory_bytes=np.asarray(events.memory_bytes, dtype=np.float64)[usage],
+        ),
+        OomBatch(
+            series_aggregate=series_aggregate,
+            series_keys=series_keys,
+            series_index=np.asarray(events.series, dtype=np.int64)[ooms],
+            timestamp_s=timestamp_s[ooms],
+            memory_request_bytes=np.asarray(events.memory_request_bytes)[ooms],
+        ),
+    )
 
     # The pod minimum is split over the workload's containers (upstream: the map size).
     containers_per_workload: dict[tuple[str, str], int] = {}

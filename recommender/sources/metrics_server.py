@@ -38,6 +38,7 @@ from kubernetes import client as k8s
 
 from recommender.cluster import kube_client
 from recommender.cluster.kube_client import KubeClientSettings
+from recommender.engine.feed import cores_from_millicores
 from recommender.engine.quantity import parse_cpu_millicores, parse_memory_bytes
 from recommender.errors import SourceUnavailable
 from recommender.sources.base import SeriesKey, UsageGrid
@@ -177,7 +178,9 @@ class MetricsServerSource:
                     continue
                 usage = container.get("usage") or {}
                 try:
-                    cpu_cores = parse_cpu_millicores(str(usage.get("cpu"))) / 1000.0
+                    # Whole millicores, kept whole through the engine's truncation.
+                    millicores = parse_cpu_millicores(str(usage.get("cpu")))
+                    cpu_cores = float(cores_from_millicores(np.array([millicores]))[0])
                     memory_bytes = float(parse_memory_bytes(str(usage.get("memory"))))
                 except ValueError as exc:
                     logger.warning(

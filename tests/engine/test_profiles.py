@@ -70,3 +70,15 @@ def test_every_shipped_profile_has_bands_that_hold_their_targets():
                 for bound in ("lower", "target", "upper")
             )
             assert lower <= target <= upper, (profile.name, resource)
+
+
+def test_recurring_peaks_differs_from_upstream_only_where_docs_replay_md_says():
+    vpa = get_profile("vpa").to_dict()
+    tuned = get_profile("recurring-peaks").to_dict()
+    differing = {k: tuned[k] for k in tuned if tuned[k] != vpa[k]}
+    assert differing == {
+        "name": "recurring-peaks",
+        "memory_target_percentile": 0.8,
+        "memory_half_life_s": 4 * 86400.0,
+        "margin_fraction": 0.125,
+    }

@@ -3,11 +3,11 @@ kills not stored yet, fed to the engine in time order.
 
 Rows are loaded fresh from the database (checkpoint, watermark, version), one
 ``AggregateSet`` per profile histogram key. Usage is read from the source one day at a
-time; within a day, OOM kills cut the sample grid by columns so that the engine sees
-exactly the sequence ``services/offline.py`` feeds: the samples up to and including an
-OOM's time, then the OOM, then the rest. The engine's memory windows are
-order-dependent (VPA-ALGORITHM.md §2.3-2.4), so this makes the state independent of
-how history is split into chunks, steps or cycles.
+time and handed, with the day's OOM kills, to ``engine/feed.py``: the one rule (shared
+with the offline command and replay) that feeds the samples up to and including an
+OOM's time, then the OOM, then the rest, in upstream's units (whole millicores). The
+engine's memory windows are order-dependent (VPA-ALGORITHM.md §2.3-2.4), so this makes
+the state independent of how history is split into chunks, steps or cycles.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from recommender.engine.capping import (
     ContainerPolicy,
     select_container_policy,
 )
+from recommender.engine.feed import feed
 from recommender.engine.profiles import Profile, get_profile
 from recommender.errors import SourceUnavailable, VpawebError
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
@@ -406,20 +407,9 @@ def feed_chunk(
         samples = _group_samples(
             grid, picked, [series_rows[i] for i in picked], now_s=window.now.timestamp()
         )
-        # Usage up to and including each OOM's time, then the OOMs of that time: what
-        # upstream's one-event-at-a-time loop and the offline command do.
-        done = 0
-        times = grid.timestamp_s
-        for moment in sorted({kill.occurred_at.timestamp() for _, kill in kills}):
-            cut = int(np.searchsorted(times, moment, side="right"))
-            _add_samples(window, group, samples, done, cut)
-            done = max(done, cut)
-            _record_ooms(
-                window,
-                group,
-                [(r, k) for r, k in kills if k.occurred_at.timestamp() == moment],
-            )
-        _add_samples(window, group, samples, done, times.size)
+        # Usage up to and including each OOM's time, then the OOMs of that time, in
+        # upstream's units: engine/feed.py, the rule the offline command uses too.
+        _feed(window, group, samples, kills)
 
 
 @dataclass
@@ -458,49 +448,50 @@ def _group_samples(
     )
 
 
-def _add_samples(
-    window: Window, group: Group, samples: _Samples | None, lo: int, hi: int
+def _feed(
+    window: Window,
+    group: Group,
+    samples: _Samples | None,
+    kills: list[tuple[Row, OomKill]],
 ) -> None:
-    """Feed the grid columns ``[lo, hi)`` of the group's series."""
-    if samples is None or hi <= lo:
-        return
+    """Feed the group's series of the chunk and its OOM kills through the one rule."""
     assert group.aggregates is not None
-    cpu = samples.cpu_cores[:, lo:hi]
-    memory = samples.memory_bytes[:, lo:hi]
-    has_data = ~(np.isnan(cpu).all(axis=1) & np.isnan(memory).all(axis=1))
-    for row, fed in zip(samples.rows, has_data.tolist(), strict=True):
-        row.is_fed = row.is_fed or fed
-    batch = SampleBatch.from_grid(
-        series_aggregate=np.array([r.index for r in samples.rows], dtype=np.int64),
-        series_keys=samples.keys,
-        timestamp_s=samples.timestamp_s[lo:hi],
-        cpu_cores=cpu,
-        memory_bytes=memory,
-    )
-    stats = group.aggregates.add_samples(batch)
+    batch = None
+    if samples is not None:
+        has_data = ~(
+            np.isnan(samples.cpu_cores).all(axis=1)
+            & np.isnan(samples.memory_bytes).all(axis=1)
+        )
+        for row, fed in zip(samples.rows, has_data.tolist(), strict=True):
+            row.is_fed = row.is_fed or fed
+        batch = SampleBatch.from_grid(
+            series_aggregate=np.array([r.index for r in samples.rows], dtype=np.int64),
+            series_keys=samples.keys,
+            timestamp_s=samples.timestamp_s,
+            cpu_cores=samples.cpu_cores,
+            memory_bytes=samples.memory_bytes,
+        )
+    ooms = None
+    if kills:
+        # Upstream's RecordOOM per kill; OOMs of one time keep their order.
+        kills = sorted(kills, key=lambda rk: rk[1].occurred_at.timestamp())
+        keys = sorted({(row.index, kill.pod) for row, kill in kills})
+        position = {key: i for i, key in enumerate(keys)}
+        ooms = OomBatch(
+            series_aggregate=np.array([k[0] for k in keys], dtype=np.int64),
+            series_keys=[k[1] for k in keys],
+            series_index=np.array(
+                [position[(row.index, kill.pod)] for row, kill in kills],
+                dtype=np.int64,
+            ),
+            timestamp_s=np.array([kill.occurred_at.timestamp() for _, kill in kills]),
+            memory_request_bytes=np.array(
+                [float(kill.memory_request_bytes) for _, kill in kills]
+            ),
+        )
+        for row, _ in kills:
+            row.is_fed = True
+    stats = feed(group.aggregates, batch, ooms)
     window.counts["samples"] += stats.cpu_accepted + stats.memory_accepted
     window.counts["samples_dropped"] += stats.cpu_dropped + stats.memory_dropped
-
-
-def _record_ooms(
-    window: Window, group: Group, kills: list[tuple[Row, OomKill]]
-) -> None:
-    """Upstream's RecordOOM for kills of one time, after the usage before them."""
-    assert group.aggregates is not None
-    keys = sorted({(row.index, kill.pod) for row, kill in kills})
-    position = {key: i for i, key in enumerate(keys)}
-    batch = OomBatch(
-        series_aggregate=np.array([k[0] for k in keys], dtype=np.int64),
-        series_keys=[k[1] for k in keys],
-        series_index=np.array(
-            [position[(row.index, kill.pod)] for row, kill in kills], dtype=np.int64
-        ),
-        timestamp_s=np.array([kill.occurred_at.timestamp() for _, kill in kills]),
-        memory_request_bytes=np.array(
-            [float(kill.memory_request_bytes) for _, kill in kills]
-        ),
-    )
-    stats = group.aggregates.record_ooms(batch)
     window.counts["oom_kills_accepted"] += stats.oom_accepted
-    for row, _ in kills:
-        row.is_fed = True
