@@ -363,6 +363,7 @@ SPECTACULAR_SETTINGS = {
         "UpdateModeEnum": "recommender.models.Policy.Mode",
         "PolicySourceEnum": "recommender.models.Policy.Source",
         "ContainerScalingModeEnum": ["Auto", "Off"],
+        "ResourceNameEnum": ["cpu", "memory"],
         "AdviceSourceEnum": ["recommendation", "static_coefficient", "none"],
         "QueryKindEnum": ["RecommendationQuery"],
     },

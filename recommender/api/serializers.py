@@ -419,8 +419,34 @@ class PolicySerializer(serializers.ModelSerializer):
         return mode_consequence(obj.mode)
 
 
+class EvictionRequirementSerializer(serializers.Serializer):
+    """One upstream ``EvictionRequirement``."""
+
+    refuses_unknown_fields = True
+    resources = serializers.ListField(
+        child=serializers.ChoiceField(choices=["cpu", "memory"]),
+        min_length=1,
+        max_length=2,
+    )
+    changeRequirement = serializers.ChoiceField(
+        choices=["TargetHigherThanRequests", "TargetLowerThanRequests"]
+    )
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError(
+                    {key: ["unknown field"] for key in unknown}
+                )
+        return super().to_internal_value(data)
+
+
 class PolicyUpdateSerializer(serializers.Serializer):
     """The changeable fields of a policy; absent fields are left as they are."""
+
+    # validate() refuses any other key; the schema says so (api/schema.py).
+    refuses_unknown_fields = True
 
     mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
     profile = serializers.CharField(required=False, max_length=64)
@@ -442,12 +468,12 @@ class PolicyUpdateSerializer(serializers.Serializer):
         help_text="manual (the default): changes wait for an operator; automatic: "
         "they are approved as proposed",
     )
-    eviction_requirements = serializers.ListField(
-        child=serializers.DictField(),
+    eviction_requirements = EvictionRequirementSerializer(
+        many=True,
         required=False,
         max_length=10,
-        help_text='upstream updatePolicy.evictionRequirements, e.g. [{"resources": '
-        '["cpu"], "changeRequirement": "TargetHigherThanRequests"}]',
+        help_text="upstream updatePolicy.evictionRequirements: a pod is evicted only "
+        "when every requirement holds for some container",
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
