@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('recommender', '0008_h9a_vpa_objects_without_target'),
+        ('recommender', '0009_h11_resize_workflow'),
     ]
 
     operations = [
