@@ -17,7 +17,7 @@ from recommender.api.fields import (
     StrictCharField,
     StrictIntegerField,
 )
-from recommender.engine.profiles import MEMORY_ESTIMATORS
+from recommender.engine.profiles import MEMORY_ESTIMATORS, PROFILES
 from recommender.engine.resources import Resources
 from recommender.models import (
     Cluster,
@@ -521,7 +521,11 @@ class PolicyUpdateSerializer(ClosedSerializer):
     refuses_unknown_fields = True
 
     mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
-    profile = serializers.CharField(required=False, max_length=64)
+    profile = serializers.ChoiceField(
+        choices=[(name, name) for name in PROFILES],
+        required=False,
+        help_text="one of the engine's profiles",
+    )
     profile_overrides = ProfileOverridesField(
         required=False,
         help_text=(
