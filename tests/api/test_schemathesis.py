@@ -51,10 +51,13 @@ MIN_CASES = 2000
 # answers a 400 naming the field (test_rightsize.py, test_query_export_errors.py).
 # Schema-invalid bodies must still be refused by both (negative_data_rejection runs for
 # the query), and every response of theirs is checked against the schema like all
-# others.
+# others. A policy's container policies must name containers of that workload (or "*"),
+# a rule of the stored workload that no schema can carry; PATCH policy's own tests
+# (tests/api/test_commands.py) check each refusal names its field.
 SCHEMA_SKETCHES = {
     "POST /api/v1/rightsize": [positive_data_acceptance, negative_data_rejection],
     "POST /api/v1/recommendation-query": [positive_data_acceptance],
+    "PATCH /api/v1/workloads/{id}/policy": [positive_data_acceptance],
 }
 
 
