@@ -88,9 +88,7 @@ def parse_days(raw: object) -> float:
     return days
 
 
-def _chart(
-    loaded: ReplayInput, timelines: list[Timeline], c: int
-) -> dict[str, Any]:
+def _chart(loaded: ReplayInput, timelines: list[Timeline], c: int) -> dict[str, Any]:
     """Hourly rows of one container: peak usage, and each profile's target/bounds."""
     trace = loaded.trace
     first = timelines[0]
@@ -103,7 +101,10 @@ def _chart(
             for t in first.start_s + first.every_s * np.arange(n_rows)
         ]
     }
-    for resource, values in ((CPU, trace.cpu_cores * 1000.0), (MEMORY, trace.memory_bytes)):
+    for resource, values in (
+        (CPU, trace.cpu_cores * 1000.0),
+        (MEMORY, trace.memory_bytes),
+    ):
         peak = np.full(n_rows, -np.inf)
         np.fmax.at(peak, rows, values[pick])
         peak[~np.isfinite(peak)] = np.nan
@@ -203,4 +204,3 @@ def what_if(
             },
         }
     )
-

@@ -29,7 +29,9 @@ def _timeline(cpu: list[float], mem: list[float], spread: float = 0.05) -> Timel
         ("memory", "lower"): mem_a * (1 - spread),
         ("memory", "upper"): mem_a * (1 + spread),
     }
-    return Timeline(profile=get_profile("vpa"), start_s=0.0, every_s=3600.0, values=values)
+    return Timeline(
+        profile=get_profile("vpa"), start_s=0.0, every_s=3600.0, values=values
+    )
 
 
 def test_updater_proposals_follow_the_threshold_and_the_bounds() -> None:
@@ -86,8 +88,9 @@ def test_what_if_replays_current_and_candidate_side_by_side() -> None:
     cand = [v for v in chart["candidate"]["target_memory"] if v is not None]
     assert cur and len(cur) == len(cand)
     assert all(b >= a for a, b in zip(cur, cand, strict=True))
-    assert sum(c["updater_proposals"]["current"] for c in out["containers"]) == (
-        current["updater_proposals"]
+    assert (
+        sum(c["updater_proposals"]["current"] for c in out["containers"])
+        == (current["updater_proposals"])
     )
 
 
@@ -96,8 +99,10 @@ def test_what_if_replays_current_and_candidate_side_by_side() -> None:
     ("kwargs", "field"),
     [
         ({"profile": "nope"}, "profile"),
-        ({"profile": "vpa", "overrides": {"margin_fraction": -1}},
-         "profile_overrides.margin_fraction"),
+        (
+            {"profile": "vpa", "overrides": {"margin_fraction": -1}},
+            "profile_overrides.margin_fraction",
+        ),
         ({"profile": "vpa", "overrides": {"no_such": 1}}, "profile_overrides.no_such"),
         ({"profile": "vpa", "overrides": [1]}, "profile_overrides"),
         ({"profile": "vpa", "days": 0}, "days"),
