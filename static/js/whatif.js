@@ -29,6 +29,13 @@
       traces.push(line(x, values["lower_" + resource].map(scale), label + " lower", colors[i], "dot", 1));
       traces.push(line(x, values["upper_" + resource].map(scale), label + " upper", colors[i], "dash", 1));
     });
+    // The upper bound starts far above usage (little history yet): scale the axis to
+    // usage and the targets, so the part that matters stays readable.
+    let top = 0;
+    traces.forEach(function (t) {
+      if (/upper$/.test(t.name)) { return; }
+      t.y.forEach(function (v) { if (v !== null && v > top) { top = v; } });
+    });
     const grid = css("--border");
     node.textContent = "";
     window.Plotly.newPlot(node, traces, {
@@ -38,7 +45,8 @@
       font: { color: css("--text"), size: 11 },
       margin: { l: 55, r: 15, t: 35, b: 45 },
       xaxis: { gridcolor: grid, zerolinecolor: grid },
-      yaxis: { title: { text: unit }, gridcolor: grid, zerolinecolor: grid, rangemode: "tozero" },
+      yaxis: { title: { text: unit }, gridcolor: grid, zerolinecolor: grid, rangemode: "tozero",
+               range: top > 0 ? [0, top * 1.3] : undefined },
       legend: { orientation: "h", y: -0.25 },
     }, { displaylogo: false, responsive: true });
     node.dataset.drawn = "true";
