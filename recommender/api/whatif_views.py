@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils import timezone
+from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -18,6 +20,7 @@ from rest_framework.views import APIView
 from recommender.api.auth import CanRead
 from recommender.api.formats import JSONParser
 from recommender.api.serializers import ProfileOverridesField
+from recommender.engine import PROFILES
 from recommender.api.views import WorkloadLookupMixin
 from recommender.services.whatif import DEFAULT_DAYS, MAX_DAYS, what_if
 
@@ -25,8 +28,8 @@ from recommender.services.whatif import DEFAULT_DAYS, MAX_DAYS, what_if
 class WhatIfRequestSerializer(serializers.Serializer):
     """The profile to try, its overrides, and how many days of history to replay."""
 
-    profile = serializers.CharField(
-        max_length=64, help_text="a profile name, e.g. recurring-peaks"
+    profile = serializers.ChoiceField(
+        choices=sorted(PROFILES), help_text="the profile to try, e.g. recurring-peaks"
     )
     profile_overrides = ProfileOverridesField(
         required=False,
@@ -51,6 +54,17 @@ class WhatIfRequestSerializer(serializers.Serializer):
                 }
             )
         return attrs
+
+
+class ClosedWhatIfRequest(OpenApiSerializerExtension):
+    """The schema says what the serializer enforces: no other fields."""
+
+    target_class = WhatIfRequestSerializer
+
+    def map_serializer(self, auto_schema: AutoSchema, direction: Any) -> Any:
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        schema["additionalProperties"] = False
+        return schema
 
 
 class WhatIfRowSerializer(serializers.Serializer):
