@@ -20,8 +20,8 @@ from rest_framework.views import APIView
 from recommender.api.auth import CanRead
 from recommender.api.formats import JSONParser
 from recommender.api.serializers import ProfileOverridesField
-from recommender.engine import PROFILES
 from recommender.api.views import WorkloadLookupMixin
+from recommender.engine import PROFILES
 from recommender.services.whatif import DEFAULT_DAYS, MAX_DAYS, what_if
 
 
@@ -98,8 +98,9 @@ class WhatIfContainerSerializer(serializers.Serializer):
     updater_proposals = serializers.DictField(child=serializers.IntegerField())
     chart = serializers.DictField(
         help_text=(
-            "t (hourly, ISO 8601 UTC), usage_cpu (millicores) and usage_memory (bytes): "
-            "each hour's peak; current/candidate: {target,lower,upper}_{cpu,memory}"
+            "t (hourly, ISO 8601 UTC), usage_cpu (millicores) and usage_memory "
+            "(bytes): each hour's peak; current/candidate: "
+            "{target,lower,upper}_{cpu,memory}"
         )
     )
 

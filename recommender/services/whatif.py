@@ -181,7 +181,7 @@ def what_if(
         ("current", "candidate"), report.rows, proposals, strict=True
     ):
         rows.append({"role": key, **row, "updater_proposals": int(count.sum())})
-    return _clean(
+    out: dict[str, Any] = _clean(
         {
             "workload": {
                 "id": workload.pk,
@@ -204,3 +204,4 @@ def what_if(
             },
         }
     )
+    return out

@@ -304,7 +304,7 @@ def test_a_namespace_is_compared_workload_by_workload():
         == (body["rows"][0]["container_days"])
     )
     assert all(w["workload"].startswith("payments/") for w in body["worst"])
-    # Worst first: B's added overrun days, then added slack, never increase down the list.
+    # Worst first: added overrun days, then added slack, never rise down the list.
     key = [
         (
             w["b_memory_overrun_days_pct"] - w["a_memory_overrun_days_pct"],

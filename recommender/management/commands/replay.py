@@ -18,13 +18,13 @@ from recommender.errors import VpawebError
 from recommender.services.replay import (
     ReplayInput,
     ReplayReport,
+    compare_workloads,
     container_series,
     load_cluster_history,
     load_trace_file,
     load_usage_csv,
     parse_settings,
     resolve_profiles,
-    compare_workloads,
     run_replay,
     with_limits,
 )
