@@ -77,3 +77,22 @@ class FactorField(serializers.FloatField):
         if isinstance(data, bool) or not isinstance(data, int | float):
             self.fail("invalid")
         return float(super().to_internal_value(data))
+
+
+class ClosedBody(serializers.Serializer):
+    """A request body that takes no other fields than its own: an unknown one is a 400
+    naming it (``unknown_field_message``), and the schema says so
+    (``additionalProperties: false``, api/schema.py)."""
+
+    unknown_field_message = "is not a field of this request; fields are "
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {
+                    key: [self.unknown_field_message + ", ".join(self.fields)]
+                    for key in unknown
+                }
+            )
+        return attrs

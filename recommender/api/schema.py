@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.extensions import (
+    OpenApiAuthenticationExtension,
+    OpenApiSerializerExtension,
+)
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse
 
@@ -82,3 +85,15 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
                 "An API token: `manage.py apitoken create --name ci --scope read`."
             ),
         }
+
+
+class ClosedBodySchema(OpenApiSerializerExtension):
+    """A ``ClosedBody`` request takes no other field: additionalProperties false."""
+
+    target_class = "recommender.api.fields.ClosedBody"
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: AutoSchema, direction: Any) -> Any:
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        schema["additionalProperties"] = False
+        return schema

@@ -11,7 +11,12 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from recommender.api.fields import QueryTextField, StrictCharField, StrictIntegerField
+from recommender.api.fields import (
+    ClosedBody,
+    QueryTextField,
+    StrictCharField,
+    StrictIntegerField,
+)
 from recommender.engine.profiles import MEMORY_ESTIMATORS
 from recommender.engine.resources import Resources
 from recommender.models import (
@@ -417,8 +422,10 @@ class PolicySerializer(serializers.ModelSerializer):
         return mode_consequence(obj.mode)
 
 
-class PolicyUpdateSerializer(serializers.Serializer):
+class PolicyUpdateSerializer(ClosedBody):
     """The changeable fields of a policy; absent fields are left as they are."""
+
+    unknown_field_message = "cannot be changed; changeable fields are "
 
     mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
     profile = serializers.CharField(required=False, max_length=64)
@@ -434,20 +441,6 @@ class PolicyUpdateSerializer(serializers.Serializer):
     min_replicas = serializers.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=2**31 - 1
     )
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(self.initial_data) - set(self.fields))
-        if unknown:
-            raise serializers.ValidationError(
-                {
-                    key: [
-                        "cannot be changed; changeable fields are "
-                        + ", ".join(self.fields)
-                    ]
-                    for key in unknown
-                }
-            )
-        return attrs
 
 
 def change_resources(raw: dict[str, Any]) -> dict[str, Any]:

@@ -9,8 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils import timezone
-from drf_spectacular.extensions import OpenApiSerializerExtension
-from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -18,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from recommender.api.auth import CanRead
+from recommender.api.fields import ClosedBody
 from recommender.api.formats import JSONParser
 from recommender.api.serializers import ProfileOverridesField
 from recommender.api.views import WorkloadLookupMixin
@@ -25,8 +24,10 @@ from recommender.engine import PROFILES
 from recommender.services.whatif import DEFAULT_DAYS, MAX_DAYS, what_if
 
 
-class WhatIfRequestSerializer(serializers.Serializer):
+class WhatIfRequestSerializer(ClosedBody):
     """The profile to try, its overrides, and how many days of history to replay."""
+
+    unknown_field_message = "is not a what-if field; fields are "
 
     profile = serializers.ChoiceField(
         choices=sorted(PROFILES), help_text="the profile to try, e.g. recurring-peaks"
@@ -41,30 +42,6 @@ class WhatIfRequestSerializer(serializers.Serializer):
         max_value=MAX_DAYS,
         help_text=f"days of history to replay (default {DEFAULT_DAYS:g})",
     )
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(self.initial_data) - set(self.fields))
-        if unknown:
-            raise serializers.ValidationError(
-                {
-                    key: [
-                        "is not a what-if field; fields are " + ", ".join(self.fields)
-                    ]
-                    for key in unknown
-                }
-            )
-        return attrs
-
-
-class ClosedWhatIfRequest(OpenApiSerializerExtension):
-    """The schema says what the serializer enforces: no other fields."""
-
-    target_class = WhatIfRequestSerializer
-
-    def map_serializer(self, auto_schema: AutoSchema, direction: Any) -> Any:
-        schema = auto_schema._map_basic_serializer(self.target, direction)
-        schema["additionalProperties"] = False
-        return schema
 
 
 class WhatIfRowSerializer(serializers.Serializer):
