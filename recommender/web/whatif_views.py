@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from recommender.engine import PROFILES
-from recommender.errors import InvalidInput, NotFound
+from recommender.errors import InvalidInput, NotFound, VpawebError
 from recommender.models import Workload
 from recommender.roles import Role
 from recommender.services.replay import parse_settings
@@ -75,6 +75,8 @@ def workload_what_if(request: HttpRequest, pk: int) -> HttpResponse:
         except NotFound as exc:
             if "workload" in exc.message and "does not exist" in exc.message:
                 raise Http404(exc.message) from None
+            context["errors"] = [exc.message]
+        except VpawebError as exc:  # the cluster or its source cannot be read
             context["errors"] = [exc.message]
         else:
             current, candidate = result["rows"]

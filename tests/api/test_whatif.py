@@ -118,3 +118,13 @@ def test_the_schema_documents_it(read_client: Client) -> None:
     schema = read_client.get("/api/v1/schema/?format=json").json()
     operation = schema["paths"]["/api/v1/workloads/{id}/what-if"]["post"]
     assert {"200", "400", "404"} <= set(operation["responses"])
+
+
+def test_an_unreadable_cluster_is_a_503(read_client: Client, db: Any) -> None:
+    from tests.factories import make_cluster, make_workload
+
+    cluster = make_cluster("k-broken", kind="kubernetes", context="no-such-context")
+    workload = make_workload(cluster, "b", namespace="a")
+    response = _post(read_client, workload, {"profile": "vpa", "days": 1})
+    assert response.status_code == 503
+    assert "no-such-context" in response.json()["error"]["message"]

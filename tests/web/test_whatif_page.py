@@ -57,3 +57,15 @@ def test_bad_overrides_and_days_are_named(viewer_client: Client) -> None:
 
 def test_an_unknown_workload_is_a_404(viewer_client: Client) -> None:
     assert viewer_client.get("/workloads/999999/what-if").status_code == 404
+
+
+def test_an_unreadable_cluster_is_said_on_the_page(viewer_client: Client) -> None:
+    cluster = make_cluster("k-broken", kind="kubernetes", context="no-such-context")
+    workload = make_workload(cluster, "b", namespace="a")
+    response = viewer_client.get(
+        f"/workloads/{workload.pk}/what-if", {"profile": "vpa", "days": "1"}
+    )
+    assert response.status_code == 200
+    assert (
+        "cannot load context &#x27;no-such-context&#x27;" in response.content.decode()
+    )
