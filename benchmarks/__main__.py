@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-ORDER = ["engine", "dashboard", "backfill", "api", "replay"]
+ORDER = ["engine", "dashboard", "backfill", "api", "replay", "webhook"]
 
 
 def available() -> list[str]:

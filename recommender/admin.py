@@ -65,9 +65,11 @@ class ContainerAdmin(admin.ModelAdmin):
 
 @admin.register(models.Policy)
 class PolicyAdmin(admin.ModelAdmin):
-    list_display = ["workload", "mode", "profile", "source", "updated_at"]
+    list_display = ["workload", "mode", "profile", "source", "vpa_object", "updated_at"]
     list_filter = ["mode", "profile", "source"]
     raw_id_fields = ["workload"]
+    # Discovery's record of the VPA object targeting the workload.
+    readonly_fields = ["vpa_object", "vpa_object_mode"]
 
 
 @admin.register(models.Recommendation)
@@ -172,3 +174,10 @@ class StaticCoefficientAdmin(admin.ModelAdmin):
         "updated_at",
         "updated_by",
     ]
+
+
+@admin.register(models.AdmissionCount)
+class AdmissionCountAdmin(admin.ModelAdmin):
+    list_display = ["cluster_name", "minute", "outcome", "count"]
+    list_filter = ["outcome", "cluster_name"]
+    date_hierarchy = "minute"

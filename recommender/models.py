@@ -29,6 +29,10 @@ class Cluster(models.Model):
     context = models.CharField(max_length=253, blank=True)
     is_enabled = models.BooleanField(default=True)
     last_discovered_at = models.DateTimeField(null=True, blank=True)
+    # VerticalPodAutoscalers whose target discovery did not find, as of the last pass
+    # over their namespace: [{"namespace", "name", "target_kind", "target_name",
+    # "message"}] (services/refresh/cluster_objects.py).
+    vpa_objects_without_target = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -711,3 +715,32 @@ class StaticCoefficient(models.Model):
         return (
             f"coefficient {scope}: cpu {self.cpu_factor}, memory {self.memory_factor}"
         )
+
+
+class AdmissionCount(models.Model):
+    """How many pods the admission webhook patched, left alone or failed open on, per
+    cluster and minute (counted in memory, flushed every few seconds: no write per
+    pod)."""
+
+    class Outcome(models.TextChoices):
+        PATCHED = "patched"
+        LEFT_ALONE = "left_alone"
+        FAILED_OPEN = "failed_open"
+
+    cluster_name = models.CharField(max_length=63)
+    minute = models.DateTimeField()
+    outcome = models.CharField(max_length=12, choices=Outcome.choices)
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster_name", "minute", "outcome"],
+                name="admission_count_unique",
+            )
+        ]
+        # The overview sums the last hour and day: a range scan on minute.
+        indexes = [models.Index(fields=["minute"], name="admission_count_minute")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_name} {self.minute:%H:%M} {self.outcome}: {self.count}"

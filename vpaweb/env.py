@@ -105,6 +105,26 @@ def env_secret(name: str, default: str = "") -> str:
     return os.environ.get(name, default)
 
 
+def use_local_secret_key(base_dir: Path) -> Path | None:
+    """For ``manage.py`` only: with neither ``SECRET_KEY`` nor ``SECRET_KEY_FILE`` set,
+    point ``SECRET_KEY_FILE`` at the key ``make run`` generated
+    (``$VPAWEB_VAR_DIR/secret_key``, default ``<base_dir>/var/secret_key``) when it
+    exists; return that path, or None when nothing was changed.
+
+    The rule: local commands after ``make run`` find the key by themselves; every other
+    entry point (``vpaweb.wsgi`` under gunicorn, Celery worker and beat) never calls
+    this, so production still refuses to start without a configured key.
+    """
+    if os.environ.get("SECRET_KEY") or os.environ.get("SECRET_KEY_FILE"):
+        return None
+    var_dir = Path(os.environ.get("VPAWEB_VAR_DIR") or base_dir / "var")
+    key = var_dir / "secret_key"
+    if not key.is_file():
+        return None
+    os.environ["SECRET_KEY_FILE"] = str(key)
+    return key
+
+
 def database_from_url(name: str, url: str) -> dict[str, object]:
     """A DATABASES entry from ``postgres://user:pass@host:port/db`` or ``sqlite:///path``."""
     parts = urlsplit(url)

@@ -31,7 +31,8 @@ SECRET_KEY = env_secret("SECRET_KEY")
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
-            "SECRET_KEY (or SECRET_KEY_FILE) must be set unless DEBUG=true"
+            "SECRET_KEY (or SECRET_KEY_FILE) must be set unless DEBUG=true (manage.py "
+            "also finds var/secret_key, which `make run` creates)"
         )
     SECRET_KEY = "insecure-development-key-only-used-while-DEBUG-is-on"
 
@@ -209,6 +210,32 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": crontab(minute=7),
     },
 }
+
+# --- Admission webhook (recommender/webhook.py, docs/webhook.md) ----------------------
+# The answer is sent within this many seconds whatever happens (fail open): well under
+# the MutatingWebhookConfiguration's timeoutSeconds, which holds the pod's creation.
+WEBHOOK_DEADLINE_S = env_float("VPAWEB_WEBHOOK_DEADLINE_S", 0.5, minimum=0.01)
+# timeoutSeconds written by `manage.py webhook install` (the API server allows 1-30;
+# vpaweb allows at most 5 so a slow vpaweb never holds pod creation long).
+WEBHOOK_TIMEOUT_S = env_int("VPAWEB_WEBHOOK_TIMEOUT_S", 3, minimum=1)
+if WEBHOOK_TIMEOUT_S > 5:
+    raise ImproperlyConfigured(
+        f"VPAWEB_WEBHOOK_TIMEOUT_S must be at most 5, not {WEBHOOK_TIMEOUT_S}"
+    )
+# The in-process cache of the webhook's inputs is reloaded at least this often.
+WEBHOOK_RELOAD_S = env_float("VPAWEB_WEBHOOK_RELOAD_S", 60.0, minimum=1.0)
+# A cache older than this (the database unreachable that long) is not used.
+WEBHOOK_MAX_SNAPSHOT_AGE_S = env_float(
+    "VPAWEB_WEBHOOK_MAX_SNAPSHOT_AGE_S", 900.0, minimum=10.0
+)
+# A workload discovery has not seen for this long has a stale recommendation.
+WEBHOOK_MAX_RECOMMENDATION_AGE_S = env_float(
+    "VPAWEB_WEBHOOK_MAX_RECOMMENDATION_AGE_S", 86400.0, minimum=60.0
+)
+# vpaweb's own namespace: never sent to the webhook (so it can never block itself).
+WEBHOOK_NAMESPACE = env_str("VPAWEB_WEBHOOK_NAMESPACE", "vpaweb")
+# The cluster whose pods `/mutate` (without a cluster in the path) admits.
+WEBHOOK_CLUSTER = env_str("VPAWEB_WEBHOOK_CLUSTER")
 
 # --- Clusters and sources -------------------------------------------------------------
 # The simulated cluster serves when no real cluster is configured (or when asked for).

@@ -97,7 +97,9 @@ class ClusterSerializer(serializers.ModelSerializer):
             "last_discovered_at",
             "created_at",
             "workload_count",
+            "vpa_objects_without_target",
         ]
+        read_only_fields = ["vpa_objects_without_target"]
 
 
 class LatestRecommendationSerializer(serializers.Serializer):
@@ -110,16 +112,61 @@ class LatestRecommendationSerializer(serializers.Serializer):
     uncappedTarget = ResourceListSerializer()
 
 
+class TemplateResourcesSerializer(serializers.Serializer):
+    """The pod template's own requests and limits."""
+
+    requests = ResourceListSerializer()
+    limits = ResourceListSerializer()
+
+
 class ContainerSerializer(serializers.ModelSerializer):
-    """A container: its current requests and limits, and its latest recommendation."""
+    """A container: the requests and limits its live pods carry (LimitRanger's
+    defaults included), where each came from, the template's own values, and its
+    latest recommendation."""
 
     requests = serializers.SerializerMethodField()
     limits = serializers.SerializerMethodField()
+    sources = serializers.SerializerMethodField()
+    template = serializers.SerializerMethodField()
     recommendation = serializers.SerializerMethodField()
 
     class Meta:
         model = Container
-        fields = ["name", "kind", "position", "requests", "limits", "recommendation"]
+        fields = [
+            "name",
+            "kind",
+            "position",
+            "requests",
+            "limits",
+            "sources",
+            "template",
+            "recommendation",
+        ]
+
+    @extend_schema_field(
+        serializers.DictField(
+            child=serializers.ChoiceField(choices=Container.Source.values),
+            help_text='e.g. {"requests.cpu": "limitrange", "limits.memory": '
+            '"template"}: template, limitrange (a LimitRange default the API server '
+            "filled in) or pod (set on the pod after the template: a webhook, an "
+            "in-place resize)",
+        )
+    )
+    def get_sources(self, obj: Container) -> dict[str, str]:
+        return dict(obj.resource_sources or {})
+
+    @extend_schema_field(TemplateResourcesSerializer)
+    def get_template(self, obj: Container) -> dict[str, dict[str, str]]:
+        template = obj.template_resources or {}
+        return {
+            kind: resource_list(
+                Resources(
+                    (template.get(kind) or {}).get("cpu"),
+                    (template.get(kind) or {}).get("memory"),
+                )
+            )
+            for kind in ("requests", "limits")
+        }
 
     @extend_schema_field(ResourceListSerializer)
     def get_requests(self, obj: Container) -> dict[str, str]:

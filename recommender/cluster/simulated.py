@@ -9,7 +9,8 @@ pods keep stable names, CronJob runs start on their schedule and their pods come
 OOM kills happen when a leaking container reaches its memory limit. Usage itself lives
 in ``recommender.sources.simulated``; both read the same ``Fleet``.
 
-Like every adapter, it only reads: there is no write method until the updater exists.
+Like every adapter, it only reads. Pods it creates (CronJob runs) go through the
+admission webhook's service when one is given (``simulated_admission.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from recommender.cluster.base import (
     PodInfo,
     WorkloadInfo,
 )
+from recommender.cluster.simulated_admission import ADMITTED, Admit
 from recommender.engine.resources import Resources
 
 logger = logging.getLogger(__name__)
@@ -459,12 +461,46 @@ class SimulatedCluster:
     namespaced lists do."""
 
     def __init__(
-        self, *, name: str, fleet: Fleet, now: datetime, namespace: str | None = None
+        self,
+        *,
+        name: str,
+        fleet: Fleet,
+        now: datetime,
+        namespace: str | None = None,
+        admit: Admit | None = None,
+        admit_window_s: float = 0.0,
     ) -> None:
         self.name = name
         self.fleet = fleet
         self.now = now
         self.namespace = namespace or None
+        # Pods started in the last ``admit_window_s`` go through ``admit`` (the
+        # admission webhook's service) once: see simulated_admission.py.
+        self.admit = admit
+        self.admit_window_s = admit_window_s
+
+    def _pod_containers(
+        self, sim: SimWorkload, pod: str, start_s: float, now_s: float
+    ) -> tuple[ContainerSpec, ...]:
+        """The containers a pod runs with as admitted, if it went through admission."""
+        template = tuple(container.spec() for container in sim.containers)
+        if self.admit is None or not start_s:
+            return template
+        key = (self.name, sim.namespace, pod)
+        admitted = ADMITTED.get(key)
+        if admitted is not None:
+            return admitted
+        if now_s - start_s > self.admit_window_s:
+            return template  # created before this process watched: not ours to say
+        job = pod.rsplit("-", 1)[0]
+        return ADMITTED.create(
+            cluster=self.name,
+            namespace=sim.namespace,
+            name=pod,
+            job=job,
+            template=template,
+            admit=self.admit,
+        )
 
     def discover(self) -> ClusterSnapshot:
         """Workloads with their live pods at ``now``, and recent OOM kills."""
@@ -480,7 +516,7 @@ class SimulatedCluster:
                     namespace=sim.namespace,
                     name=pod,
                     phase="Running",
-                    containers=specs,
+                    containers=self._pod_containers(sim, pod, start_s, now_s),
                     start_time=datetime.fromtimestamp(start_s, tz=UTC)
                     if start_s
                     else None,

@@ -44,6 +44,7 @@ from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 from recommender.errors import Conflict, InvalidInput, NotFound
 from recommender.models import Policy, Workload
 from recommender.services.actuation.withdrawal import withdraw_approved_changes
+from recommender.services.admission.generation import mark_admission_data_changed
 from recommender.services.audit import Action, actor_label_of, record_audit
 
 logger = logging.getLogger(__name__)
@@ -546,6 +547,8 @@ def update_policy(
             withdraw_approved_changes(
                 workload=workload, actor=actor, label=label, now=now
             )
+    # The webhook acts on the new mode and container policies without waiting.
+    mark_admission_data_changed()
     logger.info("policy of workload %s updated by %s: %s", workload_id, label, changed)
     return policy
 

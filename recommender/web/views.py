@@ -36,6 +36,8 @@ from recommender.models import (
 from recommender.roles import ROLE_ORDER, Role, role_of
 from recommender.services import accounts, policies, tokens
 from recommender.services.actuation import approvals
+from recommender.services.admission.counters import hour_and_day_totals
+from recommender.services.admission.preview import webhook_preview
 from recommender.services.dashboard import insights, workload_insight
 from recommender.services.dashboard.overview import fleet_overview
 from recommender.services.dashboard.provisioning import Prices, Status
@@ -79,6 +81,9 @@ def overview(request: HttpRequest) -> HttpResponse:
         "top_namespaces": top_namespaces,
         "namespaces_more": len(data.by_namespace) > len(top_namespaces),
         "refresh_interval": settings.REFRESH_INTERVAL_S,
+        "admission": dict(
+            zip(("hour", "day"), hour_and_day_totals(now=timezone.now()), strict=True)
+        ),
         "page": "overview",
     }
     if is_htmx(request):
@@ -192,6 +197,17 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
         },
         "page": "workloads",
     }
+    context["webhook"] = (
+        None
+        if data.advice_inputs is None
+        else webhook_preview(
+            workload=data.workload,
+            policy=data.policy,
+            containers=[item.container for item in data.containers],
+            inputs=data.advice_inputs,
+            now=timezone.now(),
+        )
+    )
     context.update(_policy_context(request, data.workload, data.policy))
     return render(request, "recommender/workload.html", context)
 

@@ -33,6 +33,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.k8s_fake import limit_ranger
+from tests.k8s_fake.webhooks import WebhookConfigurations
+
 FIXTURES = Path(__file__).parent / "fixtures"
 TOKEN = "fake-token-for-tests-only"
 
@@ -67,6 +70,10 @@ KINDS: dict[str, tuple[str, str, str, bool, bool]] = {
     "PodMetrics": ("metrics.k8s.io", "v1beta1", "pods", True, False),
 }
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
+# Served with writes by ``tests/k8s_fake/webhooks.py`` (the webhook's registration).
+WEBHOOK_CONFIGURATIONS = (
+    "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+)
 
 
 def load_fixtures(*names: str) -> list[dict[str, Any]]:
@@ -186,11 +193,26 @@ class FakeApiServer:
             self.add(obj)
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.webhook_configurations = WebhookConfigurations()
 
     # --- set-up -----------------------------------------------------------------------
     def add(self, obj: dict[str, Any]) -> None:
-        """Store an object (full form, with apiVersion and kind)."""
+        """Store an object (full form, with apiVersion and kind) as kube-apiserver
+        would: a LimitRange defaulted, a pod defaulted and admitted by LimitRanger
+        against its namespace's LimitRanges stored so far (``limit_ranger.py``)."""
         group, version, plural, _, _ = KINDS[obj["kind"]]
+        if obj["kind"] == "LimitRange":
+            obj = limit_ranger.default_limit_range(obj)
+        elif obj["kind"] == "Pod":
+            namespace = obj["metadata"].get("namespace")
+            obj = limit_ranger.admit_pod(
+                obj,
+                [
+                    r
+                    for r in self._collections[("", "v1", "limitranges")].items
+                    if r["metadata"].get("namespace") == namespace
+                ],
+            )
         with self._lock:
             self._collections[(group, version, plural)].items.append(obj)
             self.resource_version += 1
@@ -302,12 +324,16 @@ class FakeApiServer:
         with self._lock:
             self.requests.append(request)
         length = int(handler.headers.get("Content-Length") or 0)
-        if length:
-            handler.rfile.read(length)
+        payload = handler.rfile.read(length) if length else b""
         if request.authorization != f"Bearer {self.token}":
             return self._send(
                 handler, 401, _status(401, "Unauthorized", "Unauthorized")
             )
+        if parts.path.startswith(WEBHOOK_CONFIGURATIONS):
+            code, answer = self.webhook_configurations.serve(
+                request.method, parts.path, payload
+            )
+            return self._send(handler, code, answer)
         if request.method != "GET":
             return self._send(
                 handler,

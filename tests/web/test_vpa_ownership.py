@@ -112,3 +112,16 @@ def test_a_policy_post_on_a_mirrored_workload_is_refused_and_says_adopt(operator
     }
     assert "managed by VerticalPodAutoscaler shop/web-vpa" in body
     assert Policy.objects.get(workload=workload).profile == "vpa"
+
+
+def test_the_workload_list_marks_mirrored_and_conflicting_workloads(viewer, operator):
+    workload, _ = mirrored()
+    page = client_for(viewer).get(reverse("workloads")).content.decode()
+    assert page.count('data-testid="managed-by-vpa"') == 1
+    assert "Managed by VerticalPodAutoscaler shop/web-vpa" in page
+
+    client_for(operator).post(reverse("workload_adopt", args=[workload.pk]))
+
+    page = client_for(viewer).get(reverse("workloads")).content.decode()
+    assert 'data-testid="managed-by-vpa"' not in page
+    assert page.count('data-testid="vpa-conflict-badge"') == 1

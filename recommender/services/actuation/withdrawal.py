@@ -3,9 +3,10 @@ operator's edit, or adopting a mirrored VPA object's policy in Off), its approve
 yet applied resize changes are withdrawn, so the updater never applies them.
 
 A withdrawn change becomes ``rejected`` (approvals' ``approved → rejected``), decided by
-whoever switched the mode, with one ``change.withdraw`` audit event each. A change the
-updater already took (``applying``) is left to it: the updater re-checks
-``Policy.is_actionable`` under the policy's row lock before it writes.
+whoever switched the mode, with one ``change.withdraw`` audit event each
+(``AuditEvent.Action.CHANGE_WITHDRAW``). A change the updater already took
+(``applying``) is left to it: the updater re-checks ``Policy.is_actionable`` under the
+policy's row lock before it writes.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Statuses and savings follow the definitions in ``insights.py``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -24,7 +24,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
-from recommender.models import OomKill, RefreshRun, Workload
+from recommender.models import Cluster, OomKill, RefreshRun, Workload
 from recommender.services.dashboard.provisioning import (
     RECENT_OOM_WINDOW,
     Prices,
@@ -94,6 +94,8 @@ class Overview:
     is_refreshing: bool
     prices: Prices
     workload_count: int = 0
+    # "cluster: VPA object X targets Deployment/ghost, which does not exist".
+    vpa_warnings: list[str] = field(default_factory=list)
 
 
 def _fleet_totals(*, prices: Prices) -> tuple[Totals, list[Totals], list[Totals]]:
@@ -284,4 +286,11 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
         is_refreshing=any(run.status == RefreshRun.Status.RUNNING for run in runs),
         prices=prices,
         workload_count=active.count(),
+        vpa_warnings=[
+            f"{name}: {entry['message']}"
+            for name, entries in Cluster.objects.filter(is_enabled=True)
+            .order_by("name")
+            .values_list("name", "vpa_objects_without_target")
+            for entry in entries or []
+        ],
     )

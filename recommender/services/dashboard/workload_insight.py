@@ -27,6 +27,7 @@ from recommender.errors import NotFound, SourceUnavailable, VpawebError
 from recommender.models import Container, OomKill, Policy, Recommendation, Workload
 from recommender.services.advice.advise import (
     SOURCE_RECOMMENDATION,
+    AdviceInputs,
     advise,
     inputs_for_workload,
 )
@@ -96,6 +97,8 @@ class WorkloadInsight:
     kubectl_patch: str
     resources_yaml: str
     patch_note: str
+    # What the advice read (the webhook preview reuses it: no second read).
+    advice_inputs: AdviceInputs | None = None
 
 
 def _pod_containers(containers: Sequence[Container]) -> list[PodContainer]:
@@ -222,12 +225,8 @@ def workload_insight(
         ooms[kill.container_id].append(kill)
     # The one advice path (services.advice.advise): capped as /rightsize and the
     # admission webhook cap it, limits from the same rule.
-    advice = {
-        a.name: a
-        for a in advise(
-            inputs_for_workload(workload), _pod_containers(containers)
-        ).containers
-    }
+    inputs = inputs_for_workload(workload)
+    advice = {a.name: a for a in advise(inputs, _pod_containers(containers)).containers}
     items = []
     for container in containers:
         rec = container.latest_recommendation
@@ -275,6 +274,7 @@ def workload_insight(
         kubectl_patch=command,
         resources_yaml=snippet,
         patch_note=note,
+        advice_inputs=inputs,
     )
 
 

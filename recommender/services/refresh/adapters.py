@@ -17,6 +17,7 @@ from recommender.cluster.kubernetes import KubernetesAdapter
 from recommender.cluster.simulated import SimulatedCluster, build_fleet
 from recommender.errors import InvalidInput
 from recommender.models import Cluster
+from recommender.services.admission.review import simulated_admission
 from recommender.sources.base import UsageSource
 from recommender.sources.metrics_server import MetricsServerSource
 from recommender.sources.prometheus import PrometheusSource
@@ -42,6 +43,9 @@ def cluster_adapter_for(
             fleet=fleet,
             now=now or timezone.now(),
             namespace=namespace,
+            # New pods go through the webhook's service, as in a real cluster.
+            admit=simulated_admission(cluster.name),
+            admit_window_s=2.0 * settings.REFRESH_INTERVAL_S,
         )
     if cluster.kind == Cluster.Kind.KUBERNETES:
         return KubernetesAdapter(

@@ -108,6 +108,13 @@ def store_cluster_objects(
         counts=counts,
         warn=warn,
     )
+    _record_vpa_objects_without_target(
+        cluster=cluster,
+        vpas=[v for v in snapshot.vpas if in_shard(v.namespace)],
+        namespace=namespace,
+        seen=seen,
+        counts=counts,
+    )
     hpas: dict[WorkloadKey, list[dict[str, Any]]] = defaultdict(list)
     for hpa in snapshot.horizontal_pod_autoscalers:
         if in_shard(hpa["namespace"]):
@@ -225,6 +232,56 @@ def _import_vpa_objects(
         )
         counts["policies_imported"] += 1
         logger.info("policy of %s %s: %s", workload, message, changed)
+
+
+def _record_vpa_objects_without_target(
+    *,
+    cluster: Cluster,
+    vpas: list[VpaObject],
+    namespace: str | None,
+    seen: Mapping[WorkloadKey, WorkloadInfo],
+    counts: dict[str, Any],
+) -> None:
+    """Keep VPA objects whose target does not exist visible: counted in the run,
+    logged, and stored on the cluster (dashboard overview, API) until they are gone.
+
+    A shard replaces only its namespace's entries.
+    """
+    found = []
+    for vpa in sorted(vpas, key=lambda v: (v.namespace, v.name)):
+        if (vpa.namespace, vpa.target_kind, vpa.target_name) in seen:
+            continue
+        message = (
+            f"VPA object {vpa.namespace}/{vpa.name} targets "
+            f"{vpa.target_kind}/{vpa.target_name}, which does not exist"
+        )
+        if vpa.target_kind not in Workload.Kind.values:
+            message += f" among the kinds vpaweb sizes ({', '.join(Workload.Kind)})"
+        logger.warning("cluster %s: %s", cluster.name, message)
+        found.append(
+            {
+                "namespace": vpa.namespace,
+                "name": vpa.name,
+                "target_kind": vpa.target_kind,
+                "target_name": vpa.target_name,
+                "message": message,
+            }
+        )
+    counts["vpa_objects_without_target"] = len(found)
+    current = (
+        Cluster.objects.filter(pk=cluster.pk)
+        .values_list("vpa_objects_without_target", flat=True)
+        .first()
+    ) or []
+    kept = [
+        entry
+        for entry in current
+        if namespace is not None and entry.get("namespace") != namespace
+    ]
+    stored = sorted(kept + found, key=lambda e: (e["namespace"], e["name"]))
+    if stored != current:
+        Cluster.objects.filter(pk=cluster.pk).update(vpa_objects_without_target=stored)
+    cluster.vpa_objects_without_target = stored
 
 
 def _record_vpa_objects(

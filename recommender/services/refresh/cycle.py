@@ -49,6 +49,7 @@ from recommender.models import (
 from recommender.models import (
     OomKill as OomKillRow,
 )
+from recommender.services.admission.generation import mark_admission_data_changed
 from recommender.services.policies import overridden_fields
 from recommender.services.refresh import ingest
 from recommender.services.refresh.adapters import (
@@ -224,12 +225,13 @@ def refresh_cluster(
         finally:
             close_quietly(adapter, source)
         recorder.counts = {**discovery.counts, **counts}
+    # New recommendations, workloads and LimitRanges: the webhook's cache reloads.
+    mark_admission_data_changed()
     return recorder.run
 
 
 def _live_pods(discovery: Discovery) -> dict[int, set[str]]:
-    """Pod names of each workload that discovery saw (taken before ingestion, which
-    adds the guessed owners of vanished pods to ``discovery.pod_owner``)."""
+    """Pod names of each workload that discovery saw alive in this pass."""
     live: dict[int, set[str]] = defaultdict(set)
     for (_namespace, pod), workload_id in discovery.pod_owner.items():
         live[workload_id].add(pod)
@@ -272,7 +274,8 @@ def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
 
 
 def _expire_all(*, now: datetime) -> dict[str, int]:
-    """Judge every written checkpoint, a batch per histogram key; return the counts."""
+    """Judge every written checkpoint, a batch per histogram key; return the counts
+    (``failed``: checkpoints that could not be read)."""
     checked = expired = failed = 0
     checkpoints = (
         Checkpoint.objects.exclude(version=0)
@@ -379,6 +382,11 @@ def _recommend(window: Window) -> None:
             policy = row.container_policy
             if policy is not None and policy.mode == MODE_OFF:
                 continue  # upstream gives a container with mode Off no recommendation
+            if group.aggregates.total_samples[row.index] == 0:
+                # No usage, no recommendation (upstream's estimator would give the
+                # pod minimums): the container shows "no data".
+                window.counts["containers_without_samples"] += 1
+                continue
             controlled = (
                 policy.controlled_resources if policy else tuple(RESOURCE_NAMES)
             )

@@ -134,17 +134,15 @@ def record_pods(
     of_shard = WorkloadPod.objects.filter(cluster_id=cluster_id)
     if namespace is not None:
         of_shard = of_shard.filter(namespace=namespace)
-    existing = (
-        {
-            (row.namespace, row.name): row
-            for row in of_shard.filter(name__in=[pod.name for pod, _ in pods]).only(
-                "namespace", "name", "workload_id", "containers", "last_seen_at"
-            )
-        }
-        if pods
-        else {}
-    )
-    new_rows, changed = [], []
+    names = [pod.name for pod, _ in pods]
+    existing: dict[PodKey, WorkloadPod] = {}
+    for start in range(0, len(names), batch):
+        for found in of_shard.filter(name__in=names[start : start + batch]).only(
+            "namespace", "name", "workload_id", "containers", "last_seen_at"
+        ):
+            existing[(found.namespace, found.name)] = found
+    new_rows: list[WorkloadPod] = []
+    changed: list[WorkloadPod] = []
     for pod, workload_id in pods:
         containers = _container_resources(pod)
         row = existing.get((pod.namespace, pod.name))

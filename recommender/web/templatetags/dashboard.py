@@ -8,6 +8,7 @@ from django import template
 from django.utils.html import format_html
 
 from recommender.engine.quantity import humanize_cpu, humanize_memory, significant_text
+from recommender.models import Container
 from recommender.roles import Role, has_role
 from recommender.services.dashboard.provisioning import Status
 
@@ -110,3 +111,16 @@ def phases(timings: Any) -> list[tuple[str, float]]:
     if isinstance(timings.get("total_s"), int | float):
         rows.append(("total", float(timings["total_s"])))
     return rows
+
+
+@register.filter
+def source_of(container: Any, key: str) -> str:
+    """Where a container's current value came from ("requests.cpu" ...), as words:
+    "pod template", "LimitRange default" or "the live pod"; "" when unknown."""
+    source = (getattr(container, "resource_sources", None) or {}).get(key)
+    if not source:
+        return ""
+    try:
+        return str(Container.Source(source).label)
+    except ValueError:
+        return ""

@@ -1,0 +1,347 @@
+"""The admission webhook under load: 200 reviews/s over HTTPS, 10,000 workloads.
+
+    python -m benchmarks.bench_webhook    (or: make bench BENCH=webhook)
+
+Seeds a throw-away database (SQLite in a temporary VPAWEB_VAR_DIR, or PostgreSQL when
+DATABASE_URL is set) with BENCH_WORKLOADS workloads (default 10,000) of one to three
+containers in 40 namespaces (a fifth of them in Initial or Recreate mode, each
+container with a recommendation; LimitRanges in a quarter of the namespaces), makes a
+CA and serving certificate, and starts ``webhook serve``'s server in a separate process
+(as the API server would reach it). A client then sends BENCH_RATE reviews per second
+(default 200) for BENCH_SECONDS (default 30), open loop, over 8 keep-alive HTTPS
+connections (kube-apiserver keeps a pool of them): the recorded ReplicaSet pod review
+of ../shared/k8s-wire/, each time with a new uid and owned by a random workload.
+
+Prints p50/p99/max of the round trip (send to full answer), the errors (anything but a
+200 AdmissionReview echoing the uid and allowing the pod), and the server's own counts
+of patched / left alone / failed open. Target: p99 <= 10 ms, zero errors.
+"""
+
+from __future__ import annotations
+
+import copy
+import http.client
+import json
+import multiprocessing
+import os
+import queue
+import random
+import ssl
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+TARGET_P99_MS = 10.0
+CONNECTIONS = 8
+WIRE = Path(__file__).resolve().parents[2] / "shared" / "k8s-wire" / "admission"
+
+
+def _setup_django() -> None:
+    os.environ.setdefault("SECRET_KEY", "bench-only")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "vpaweb.settings")
+    if not os.environ.get("DATABASE_URL"):
+        os.environ["VPAWEB_VAR_DIR"] = tempfile.mkdtemp(prefix="vpaweb-bench-")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)
+
+
+def _seed(workload_count: int) -> list[tuple[str, str, str]]:
+    """Bulk-insert the fleet; return (namespace, kind, name) of every workload."""
+    from django.utils import timezone
+
+    from recommender.engine.capping import LimitRangeItem
+    from recommender.engine.resources import Resources
+    from recommender.models import (
+        Cluster,
+        Container,
+        NamespaceLimitRange,
+        Policy,
+        Recommendation,
+        Workload,
+    )
+    from recommender.services.advice.limits import item_to_dict
+
+    now = timezone.now()
+    mi = 2**20
+    cluster = Cluster.objects.create(name="bench", kind="simulated")
+    kinds = ["Deployment", "StatefulSet", "DaemonSet", "Deployment"]
+    workloads = Workload.objects.bulk_create(
+        [
+            Workload(
+                cluster=cluster,
+                kind=kinds[i % 4],
+                namespace=f"team-{i % 40}",
+                name=f"service-{i:05d}",
+                replicas=1 + i % 5,
+            )
+            for i in range(workload_count)
+        ],
+        batch_size=2000,
+    )
+    modes = ["Off"] * 8 + ["Initial", "Recreate"]
+    Policy.objects.bulk_create(
+        [Policy(workload=w, mode=modes[i % 10]) for i, w in enumerate(workloads)],
+        batch_size=2000,
+    )
+    containers = Container.objects.bulk_create(
+        [
+            Container(
+                workload=w,
+                name=["app", "side", "proxy"][p],
+                position=p,
+                request_cpu_millicores=500,
+                request_memory_bytes=512 * mi,
+            )
+            for i, w in enumerate(workloads)
+            for p in range(1 + i % 3)
+        ],
+        batch_size=2000,
+    )
+    recs = Recommendation.objects.bulk_create(
+        [
+            Recommendation(
+                container=c,
+                created_at=now,
+                target_cpu_millicores=100 + i % 400,
+                target_memory_bytes=(64 + i % 256) * mi,
+                lower_cpu_millicores=80,
+                lower_memory_bytes=48 * mi,
+                upper_cpu_millicores=900,
+                upper_memory_bytes=900 * mi,
+                uncapped_cpu_millicores=100 + i % 400,
+                uncapped_memory_bytes=(64 + i % 256) * mi,
+            )
+            for i, c in enumerate(containers)
+        ],
+        batch_size=2000,
+    )
+    for container, rec in zip(containers, recs, strict=True):
+        container.latest_recommendation = rec
+    Container.objects.bulk_update(
+        containers, ["latest_recommendation"], batch_size=2000
+    )
+    item = LimitRangeItem(
+        type="Container",
+        max=Resources(4000, 8192 * mi),
+        default=Resources(1000, mi * 1024),
+    )
+    NamespaceLimitRange.objects.bulk_create(
+        [
+            NamespaceLimitRange(
+                cluster=cluster,
+                namespace=f"team-{n}",
+                container_item=item_to_dict(item),
+            )
+            for n in range(0, 40, 4)
+        ]
+    )
+    return [(w.namespace, w.kind, w.name) for w in workloads]
+
+
+def _serve(cert: str, key: str, ready: Any, stop: Any, timings: Any) -> None:
+    """The server process: ``webhook serve`` without the command-line wrapper; puts
+    the time spent in ``WebhookApp.handle`` per request (ms) on ``timings`` at the
+    end."""
+    from django.conf import settings
+
+    from recommender.webhook import (
+        WebhookApp,
+        start_webhook_server,
+        stop_webhook_server,
+    )
+
+    spent: list[float] = []
+    handle = WebhookApp.handle
+
+    def timed(self: WebhookApp, **kwargs: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return handle(self, **kwargs)
+        finally:
+            spent.append((time.perf_counter() - began) * 1000)
+
+    WebhookApp.handle = timed  # type: ignore[method-assign]
+
+    server, stop_event, threads = start_webhook_server(
+        host="127.0.0.1",
+        port=0,
+        cert=Path(cert),
+        key=Path(key),
+        default_cluster="bench",
+        deadline_s=settings.WEBHOOK_DEADLINE_S,
+    )
+    ready.put(server.server_address[1])
+    stop.wait()
+    stop_webhook_server(server, stop_event, threads)
+    timings.put(spent)
+
+
+def _bodies(keys: list[tuple[str, str, str]], count: int) -> list[tuple[str, bytes]]:
+    """``count`` reviews: the recorded pod owned by random workloads, new uids."""
+    template = json.loads((WIRE / "a-replicaset-pod.admissionreview.json").read_text())
+    template = template["body"]
+    rng = random.Random(7)
+    bodies = []
+    for i in range(count):
+        namespace, kind, name = rng.choice(keys)
+        review = copy.deepcopy(template)
+        request = review["request"]
+        request["uid"] = f"00000000-0000-4000-8000-{i:012d}"
+        request["namespace"] = namespace
+        metadata = request["object"]["metadata"]
+        metadata["namespace"] = namespace
+        if kind == "Deployment":
+            owner_kind, owner = "ReplicaSet", f"{name}-65fb8b7c8"
+            metadata["labels"] = {"app": name, "pod-template-hash": "65fb8b7c8"}
+        else:
+            owner_kind, owner = kind, name
+            metadata["labels"] = {"app": name}
+        metadata["ownerReferences"][0].update(kind=owner_kind, name=owner)
+        bodies.append((request["uid"], json.dumps(review).encode()))
+    return bodies
+
+
+def _load(
+    port: int, ca: str, bodies: list[tuple[str, bytes]], rate: float
+) -> tuple[list[float], int, int, float]:
+    """Send ``bodies`` open loop at ``rate``/s; (latencies ms, errors, patched, lag)."""
+    context = ssl.create_default_context(cafile=ca)
+    work: queue.Queue[tuple[float, str, bytes] | None] = queue.Queue()
+    latencies: list[float] = []
+    errors = [0]
+    patched = [0]
+    max_lag = [0.0]
+    lock = threading.Lock()
+
+    def worker() -> None:
+        conn = http.client.HTTPSConnection(
+            "localhost", port, context=context, timeout=10
+        )
+        while (item := work.get()) is not None:
+            due, uid, body = item
+            wait = due - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
+            started = time.perf_counter()
+            try:
+                conn.request(
+                    "POST",
+                    "/mutate?timeout=3s",
+                    body=body,
+                    headers={"Content-Type": "application/json"},
+                )
+                response = conn.getresponse()
+                answer = json.loads(response.read())
+                elapsed = (time.perf_counter() - started) * 1000
+                reply = answer.get("response", {})
+                ok = (
+                    response.status == 200
+                    and reply.get("uid") == uid
+                    and reply.get("allowed") is True
+                )
+            except (OSError, ValueError, http.client.HTTPException):
+                conn.close()
+                conn = http.client.HTTPSConnection(
+                    "localhost", port, context=context, timeout=10
+                )
+                ok, elapsed, reply = False, 0.0, {}
+            with lock:
+                if ok:
+                    latencies.append(elapsed)
+                    patched[0] += "patch" in reply
+                else:
+                    errors[0] += 1
+                max_lag[0] = max(max_lag[0], started - due)
+        conn.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(CONNECTIONS)]
+    for thread in threads:
+        thread.start()
+    start = time.perf_counter() + 0.5
+    for i, (uid, body) in enumerate(bodies):
+        work.put((start + i / rate, uid, body))
+    for _ in threads:
+        work.put(None)
+    for thread in threads:
+        thread.join()
+    return latencies, errors[0], patched[0], max_lag[0] * 1000
+
+
+def main() -> None:
+    """Seed, serve in another process, load, print the figures."""
+    workload_count = int(os.environ.get("BENCH_WORKLOADS", "10000"))
+    rate = float(os.environ.get("BENCH_RATE", "200"))
+    seconds = float(os.environ.get("BENCH_SECONDS", "30"))
+    _setup_django()
+    from django.db import connections
+    from django.db.models import Sum
+
+    from recommender.models import AdmissionCount
+    from recommender.services.admission.certs import create_certificates
+
+    started = time.perf_counter()
+    keys = _seed(workload_count)
+    print(f"seeded {workload_count} workloads in {time.perf_counter() - started:.1f} s")
+    certs = create_certificates(
+        directory=Path(tempfile.mkdtemp(prefix="vpaweb-bench-certs-")),
+        dns_names=["localhost"],
+    )
+    bodies = _bodies(keys, int(rate * seconds))
+    connections.close_all()  # the server process opens its own
+    mp = multiprocessing.get_context("fork")
+    ready, stop, timings = mp.Queue(), mp.Event(), mp.Queue()
+    server = mp.Process(
+        target=_serve, args=(str(certs.cert), str(certs.key), ready, stop, timings)
+    )
+    server.start()
+    try:
+        port = ready.get(timeout=120)
+        latencies, errors, patched, lag_ms = _load(
+            port, str(certs.ca_cert), bodies, rate
+        )
+    finally:
+        stop.set()
+        spent = sorted(timings.get(timeout=60))
+        server.join(timeout=30)
+    totals = {
+        row["outcome"]: row["n"]
+        for row in AdmissionCount.objects.values("outcome").annotate(n=Sum("count"))
+    }
+    latencies.sort()
+    p50 = statistics.median(latencies) if latencies else float("nan")
+    p99 = latencies[int(len(latencies) * 0.99) - 1] if latencies else float("nan")
+    worst = latencies[-1] if latencies else float("nan")
+    print(
+        f"{len(bodies)} reviews at {rate:g}/s over {CONNECTIONS} HTTPS keep-alive "
+        f"connections, {workload_count} workloads"
+    )
+    print(f"round trip ms: p50 {p50:.2f}  p99 {p99:.2f}  max {worst:.2f}")
+    print(
+        f"server time ms (inside WebhookApp.handle): "
+        f"p50 {statistics.median(spent):.2f}  "
+        f"p99 {spent[int(len(spent) * 0.99) - 1]:.2f}  max {spent[-1]:.2f}"
+    )
+    load = os.getloadavg()
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f} "
+        "(1 / 5 min): other processes share the cores"
+    )
+    print(
+        f"errors {errors}; server counts: patched {totals.get('patched', 0)}, "
+        f"left alone {totals.get('left_alone', 0)}, "
+        f"failed open {totals.get('failed_open', 0)}; "
+        f"patches received {patched}; client max send lag {lag_ms:.1f} ms"
+    )
+    verdict = "OK" if p99 <= TARGET_P99_MS and errors == 0 else "MISSED"
+    print(f"target p99 <= {TARGET_P99_MS:g} ms and zero errors: {verdict}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""`manage.py webhook serve|install|uninstall|certs` (docs/webhook.md).
+
+- ``serve --cert FILE --key FILE [--host H] [--port P] [--cluster NAME]``: HTTPS
+  (TLS 1.2+, files reloaded when they change), ``POST /mutate[/<cluster>]`` and
+  ``GET /healthz``, until SIGTERM or Ctrl-C.
+- ``install --cluster NAME (--url URL | --service NS/NAME) [--ca-bundle FILE]
+  [--timeout S]``: create or update the MutatingWebhookConfiguration in that cluster
+  (needs the write role of deploy/rbac-webhook.yaml). ``--print`` shows it instead.
+- ``uninstall --cluster NAME``: delete it; pods are then created as submitted.
+- ``certs --out DIR (--service NS/NAME | --dns NAME ... | --ip ADDR ...)``: a CA and
+  serving certificate for clusters without cert-manager.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from recommender.errors import VpawebError
+from recommender.models import Cluster
+from recommender.services.admission.certs import create_certificates, service_names
+from recommender.services.admission.registration import (
+    CONFIGURATION_NAME,
+    install_webhook,
+    open_kubernetes_writer,
+    read_ca_bundle,
+    uninstall_webhook,
+    webhook_configuration,
+)
+from recommender.webhook import start_webhook_server, stop_webhook_server
+
+
+def _kubernetes_cluster(name: str) -> Cluster:
+    cluster = Cluster.objects.filter(name=name).first()
+    if cluster is None:
+        raise CommandError(f"cluster {name!r} does not exist (manage.py add_cluster)")
+    if cluster.kind != Cluster.Kind.KUBERNETES:
+        raise CommandError(
+            f"cluster {name!r} is {cluster.kind}: only a Kubernetes cluster has a "
+            "webhook to install (the simulated cluster admits its pods in-process)"
+        )
+    return cluster
+
+
+class Command(BaseCommand):
+    """Serve, register or unregister the admission webhook, or make its certificates."""
+
+    help = "The admission webhook: serve, install, uninstall, certs."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        """One sub-command each."""
+        sub = parser.add_subparsers(dest="action", required=True)
+        serve = sub.add_parser("serve", help="serve the webhook over HTTPS")
+        serve.add_argument("--host", default="0.0.0.0")
+        serve.add_argument("--port", type=int, default=8443)
+        serve.add_argument("--cert", required=True, help="PEM certificate (chain)")
+        serve.add_argument("--key", required=True, help="PEM private key")
+        serve.add_argument(
+            "--cluster",
+            default=None,
+            help="cluster of /mutate (default VPAWEB_WEBHOOK_CLUSTER or the only one)",
+        )
+        install = sub.add_parser("install", help="create/update the configuration")
+        install.add_argument("--cluster", required=True)
+        where = install.add_mutually_exclusive_group(required=True)
+        where.add_argument("--url", help="https://host:port of `webhook serve`")
+        where.add_argument("--service", help="NAMESPACE/NAME of its Service")
+        install.add_argument("--ca-bundle", help="PEM CA that signed the serving cert")
+        install.add_argument(
+            "--cert-manager",
+            metavar="NAMESPACE/CERTIFICATE",
+            help="let cert-manager inject the CA of this Certificate",
+        )
+        install.add_argument("--timeout", type=int, default=None, help="1-5 seconds")
+        install.add_argument("--kubeconfig", default=None)
+        install.add_argument(
+            "--print", action="store_true", help="print the object, do not write it"
+        )
+        uninstall = sub.add_parser("uninstall", help="delete the configuration")
+        uninstall.add_argument("--cluster", required=True)
+        uninstall.add_argument("--kubeconfig", default=None)
+        certs = sub.add_parser("certs", help="write a CA and a serving certificate")
+        certs.add_argument("--out", required=True, help="directory for the files")
+        certs.add_argument("--service", help="NAMESPACE/NAME of the webhook Service")
+        certs.add_argument("--dns", action="append", default=[])
+        certs.add_argument("--ip", action="append", default=[])
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        """Run the chosen sub-command."""
+        try:
+            getattr(self, f"_{options['action']}")(options)
+        except VpawebError as exc:
+            raise CommandError(str(exc)) from None
+
+    def _serve(self, options: dict[str, Any]) -> None:
+        cluster = options["cluster"] or settings.WEBHOOK_CLUSTER
+        if not cluster:
+            names = list(Cluster.objects.values_list("name", flat=True)[:2])
+            cluster = names[0] if len(names) == 1 else ""
+        server, stop, threads = start_webhook_server(
+            host=options["host"],
+            port=options["port"],
+            cert=Path(options["cert"]),
+            key=Path(options["key"]),
+            default_cluster=cluster,
+            deadline_s=settings.WEBHOOK_DEADLINE_S,
+        )
+        self.stdout.write(
+            f"admission webhook at https://{options['host']}:"
+            f"{server.server_address[1]}/mutate (cluster {cluster or 'from the path'})"
+        )
+        done = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: done.set())
+        with contextlib.suppress(KeyboardInterrupt):
+            done.wait()
+        stop_webhook_server(server, stop, threads)
+
+    def _install(self, options: dict[str, Any]) -> None:
+        body = webhook_configuration(
+            url=options["url"],
+            service=options["service"],
+            cluster=options["cluster"],
+            ca_bundle=read_ca_bundle(options["ca_bundle"]),
+            timeout_s=options["timeout"],
+            inject_ca_from=options["cert_manager"],
+        )
+        if options["print"]:
+            self.stdout.write(json.dumps(body, indent=2))
+            return
+        cluster = _kubernetes_cluster(options["cluster"])
+        writer = open_kubernetes_writer(
+            cluster_name=cluster.name,
+            context=cluster.context,
+            kubeconfig=options["kubeconfig"],
+        )
+        try:
+            result = install_webhook(writer=writer, body=body)
+        finally:
+            writer.close()
+        self.stdout.write(
+            f"MutatingWebhookConfiguration {CONFIGURATION_NAME} installed in "
+            f"{cluster.name} (HTTP {result.status})"
+        )
+
+    def _uninstall(self, options: dict[str, Any]) -> None:
+        cluster = _kubernetes_cluster(options["cluster"])
+        writer = open_kubernetes_writer(
+            cluster_name=cluster.name,
+            context=cluster.context,
+            kubeconfig=options["kubeconfig"],
+        )
+        try:
+            uninstall_webhook(writer=writer)
+        finally:
+            writer.close()
+        self.stdout.write(
+            f"MutatingWebhookConfiguration {CONFIGURATION_NAME} removed from "
+            f"{cluster.name}: new pods are created as submitted"
+        )
+
+    def _certs(self, options: dict[str, Any]) -> None:
+        dns = list(options["dns"])
+        if options["service"]:
+            namespace, _, name = options["service"].partition("/")
+            if not namespace or not name:
+                raise CommandError("--service must be NAMESPACE/NAME")
+            dns = service_names(namespace, name) + dns
+        if not dns and not options["ip"]:
+            raise CommandError("give --service, --dns or --ip: the names to certify")
+        paths = create_certificates(
+            directory=Path(options["out"]), dns_names=dns, ip_addresses=options["ip"]
+        )
+        self.stdout.write(
+            f"wrote {paths.ca_cert} (for install --ca-bundle), {paths.cert} and "
+            f"{paths.key} (for serve --cert/--key)"
+        )

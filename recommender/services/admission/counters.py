@@ -1,0 +1,129 @@
+"""Counting the webhook's decisions cheaply: in memory, flushed as per-minute rows.
+
+The hot path only increments a dict under a lock (``count``); ``flush_counts`` (every
+few seconds from the serving process, and after a simulated cluster's batch) adds the
+totals to ``AdmissionCount`` rows, one per (cluster, minute, outcome), with a filtered
+``update()`` and a create when the row is new. If the database is down the totals stay
+in memory and are added on the next flush.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q, Sum
+
+from recommender.models import AdmissionCount
+
+logger = logging.getLogger(__name__)
+
+_pending: Counter[tuple[str, datetime, str]] = Counter()
+_lock = threading.Lock()
+
+
+def count(*, cluster_name: str, outcome: str, at: datetime) -> None:
+    """Count one decision (no I/O)."""
+    minute = at.replace(second=0, microsecond=0)
+    with _lock:
+        _pending[(cluster_name, minute, outcome)] += 1
+
+
+def pending_total() -> int:
+    """Decisions counted but not yet flushed."""
+    with _lock:
+        return sum(_pending.values())
+
+
+def flush_counts() -> int:
+    """Add the pending counts to the database; returns how many decisions were saved."""
+    with _lock:
+        batch = dict(_pending)
+        _pending.clear()
+    saved = 0
+    try:
+        for (cluster_name, minute, outcome), n in batch.items():
+            _add(cluster_name, minute, outcome, n)
+            saved += n
+            batch[(cluster_name, minute, outcome)] = 0
+    except Exception:
+        logger.warning(
+            "admission counts not saved; kept for the next flush", exc_info=True
+        )
+        with _lock:
+            for key, n in batch.items():
+                if n:
+                    _pending[key] += n
+    return saved
+
+
+def _add(cluster_name: str, minute: datetime, outcome: str, n: int) -> None:
+    rows = AdmissionCount.objects.filter(
+        cluster_name=cluster_name, minute=minute, outcome=outcome
+    )
+    if rows.update(count=F("count") + n):
+        return
+    try:
+        with transaction.atomic():
+            AdmissionCount.objects.create(
+                cluster_name=cluster_name, minute=minute, outcome=outcome, count=n
+            )
+    except IntegrityError:  # another process created it first
+        rows.update(count=F("count") + n)
+
+
+@dataclass(frozen=True)
+class AdmissionTotals:
+    """Decisions of one period."""
+
+    patched: int = 0
+    left_alone: int = 0
+    failed_open: int = 0
+
+    @property
+    def total(self) -> int:
+        """All pods the webhook saw."""
+        return self.patched + self.left_alone + self.failed_open
+
+
+def admission_totals(
+    *, since: datetime, cluster_name: str | None = None
+) -> AdmissionTotals:
+    """Saved counts since ``since`` (one aggregate query)."""
+    rows = AdmissionCount.objects.filter(minute__gte=since)
+    if cluster_name is not None:
+        rows = rows.filter(cluster_name=cluster_name)
+    sums = {
+        row["outcome"]: row["n"]
+        for row in rows.values("outcome").annotate(n=Sum("count"))
+    }
+    return AdmissionTotals(
+        patched=sums.get(AdmissionCount.Outcome.PATCHED, 0),
+        left_alone=sums.get(AdmissionCount.Outcome.LEFT_ALONE, 0),
+        failed_open=sums.get(AdmissionCount.Outcome.FAILED_OPEN, 0),
+    )
+
+
+def hour_and_day_totals(*, now: datetime) -> tuple[AdmissionTotals, AdmissionTotals]:
+    """The overview's figures: the last hour and the last day (one query)."""
+    hour_ago = now - timedelta(hours=1)
+    rows = (
+        AdmissionCount.objects.filter(minute__gte=now - timedelta(days=1))
+        .values("outcome")
+        .annotate(day=Sum("count"), hour=Sum("count", filter=Q(minute__gte=hour_ago)))
+    )
+    sums = {row["outcome"]: row for row in rows}
+
+    def totals(period: str) -> AdmissionTotals:
+        return AdmissionTotals(
+            **{
+                outcome: (sums.get(outcome) or {}).get(period) or 0
+                for outcome in ("patched", "left_alone", "failed_open")
+            }
+        )
+
+    return totals("hour"), totals("day")

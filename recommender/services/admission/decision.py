@@ -1,0 +1,336 @@
+"""What the webhook does to one pod: ``decide_admission`` (pure, no database).
+
+Upstream's admission flow for a Pod CREATE (VPA-ALGORITHM.md §7.1), on vpaweb's data:
+
+1. find the pod's controlling workload from its ``ownerReferences``: the controller
+   reference; a ReplicaSet named ``<deployment>-<pod-template-hash>`` (the name the
+   Deployment controller gives every ReplicaSet it creates) is resolved to that
+   Deployment *from the pod alone*, so a ReplicaSet created by a rollout after the last
+   discovery still finds its Deployment without an API call on the hot path; a Job
+   named ``<cronjob>-<scheduled minute>`` likewise to its CronJob;
+2. look the workload up in the snapshot (one dict lookup): unknown, Off, or a policy
+   mirroring an upstream VPA object → left alone;
+3. cap each container's latest recommendation for *this* pod and compute its limits
+   with the one advice path (``services.advice.advise.advise``, pure, on inputs cached
+   in the snapshot: LimitRanges Pod then Container item, policy min/max, RequestsOnly,
+   controlledResources, proportional limits with the LimitRange default limit);
+4. build the JSONPatch (``patch.py``) from the exact object received and check the
+   patched pod against the namespace's LimitRanges; a patch that would break one is
+   not sent (the pod is admitted unchanged: LimitRanger would answer 403 after us).
+
+Every outcome is one of ``PATCHED``, ``LEFT_ALONE`` (nothing to do, and why) or
+``FAILED_OPEN`` (something went wrong; the pod is admitted unchanged).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+
+from recommender.engine.capping import select_container_policy
+from recommender.engine.limits import ContainerResources
+from recommender.engine.resources import Resources
+from recommender.errors import InvalidInput
+from recommender.services.admission.patch import (
+    ContainerPlan,
+    build_patch,
+    limit_range_violations,
+)
+from recommender.services.admission.snapshot import AdmissionSnapshot, WorkloadEntry
+from recommender.services.advice.advise import SOURCE_RECOMMENDATION, advise
+from recommender.services.advice.pod_spec import PodContainer, parse_resource_list
+
+PATCHED = "patched"
+LEFT_ALONE = "left_alone"
+FAILED_OPEN = "failed_open"
+OUTCOMES = (PATCHED, LEFT_ALONE, FAILED_OPEN)
+
+
+@dataclass(frozen=True)
+class PodContainerRef:
+    """A container of the received pod, with where it sits in the object."""
+
+    list_key: str  # "containers" or "initContainers" (native sidecars only)
+    index: int
+    name: str
+    requests: Resources
+    limits: Resources
+    raw: Mapping[str, Any]
+
+    def as_engine(self) -> ContainerResources:
+        """The engine's view of its current requests and limits."""
+        return ContainerResources(
+            name=self.name, requests=self.requests, limits=self.limits
+        )
+
+
+@dataclass(frozen=True)
+class AdmissionDecision:
+    """The webhook's answer for one pod, and everything an operator needs to see."""
+
+    outcome: str  # one of OUTCOMES
+    reason: str
+    namespace: str
+    pod: str  # the name, or "<generateName>%" as upstream logs unnamed pods
+    workload: str = ""  # "Deployment ns/name" when matched
+    workload_id: int | None = None
+    containers: tuple[ContainerPlan, ...] = ()
+    patch: tuple[dict[str, Any], ...] = ()
+
+
+def pod_label(obj: Mapping[str, Any]) -> str:
+    """The pod's name for logs; ``generateName + "%"`` before the name exists."""
+    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if not isinstance(metadata, Mapping):
+        return "?"
+    name = metadata.get("name")
+    if isinstance(name, str) and name:
+        return name
+    return f"{metadata.get('generateName') or ''}%"
+
+
+def owner_candidates(metadata: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Workload keys the pod may belong to, most specific resolution first."""
+    refs = metadata.get("ownerReferences")
+    if not isinstance(refs, list):
+        return []
+    controller: Mapping[str, Any] | None = None
+    for ref in refs:  # upstream takes the last controller reference
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            controller = ref
+    if controller is None:
+        return []
+    kind, name = controller.get("kind"), controller.get("name")
+    if not isinstance(kind, str) or not isinstance(name, str) or not name:
+        return []
+    labels = metadata.get("labels")
+    template_hash = (
+        labels.get("pod-template-hash") if isinstance(labels, Mapping) else None
+    )
+    if kind == "ReplicaSet" and isinstance(template_hash, str) and template_hash:
+        suffix = f"-{template_hash}"
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return [("Deployment", name[: -len(suffix)]), (kind, name)]
+    if kind == "Job":
+        prefix, _, scheduled = name.rpartition("-")
+        if prefix and scheduled.isdigit():
+            return [(kind, name), ("CronJob", prefix)]
+    return [(kind, name)]
+
+
+def read_containers(spec: object) -> list[PodContainerRef]:
+    """The pod's containers and native sidecars; plain init containers are skipped.
+
+    Raises InvalidInput naming the path of a malformed part.
+    """
+    if not isinstance(spec, Mapping):
+        raise InvalidInput("object.spec must be a pod spec", field="object.spec")
+    found: list[PodContainerRef] = []
+    for key in ("containers", "initContainers"):
+        items = spec.get(key)
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            raise InvalidInput(f"spec.{key} must be a list", field=f"spec.{key}")
+        for index, item in enumerate(items):
+            path = f"spec.{key}[{index}]"
+            if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+                raise InvalidInput(f"{path} must be a named container", field=path)
+            if key == "initContainers" and item.get("restartPolicy") != "Always":
+                continue
+            resources = item.get("resources") or {}
+            if not isinstance(resources, Mapping):
+                raise InvalidInput(
+                    f"{path}.resources must be a mapping", field=f"{path}.resources"
+                )
+            found.append(
+                PodContainerRef(
+                    list_key=key,
+                    index=index,
+                    name=item["name"],
+                    requests=parse_resource_list(
+                        resources.get("requests"), field=f"{path}.resources.requests"
+                    ),
+                    limits=parse_resource_list(
+                        resources.get("limits"), field=f"{path}.resources.limits"
+                    ),
+                    raw=item,
+                )
+            )
+    return found
+
+
+def advise_containers(
+    *, entry: WorkloadEntry, containers: Sequence[PodContainerRef]
+) -> list[ContainerPlan]:
+    """New requests and limits for each container of the pod (pure: no query).
+
+    The webhook's one call into the advice logic, ``services.advice.advise.advise``
+    (the same steps as every other caller: container policy, ``cap_for_pod``,
+    proportional limits with the LimitRange default), on inputs cached in the snapshot.
+    """
+    if entry.inputs is None:
+        return [ContainerPlan.unchanged(c, entry.why_not) for c in containers]
+    advice = advise(
+        entry.inputs,
+        [
+            PodContainer(
+                name=c.name,
+                requests=c.requests,
+                limits=c.limits,
+                field=f"spec.{c.list_key}[{c.index}]",
+                is_init=c.list_key == "initContainers",
+            )
+            for c in containers
+        ],
+    )
+    by_name = {a.name: a for a in advice.containers}
+    plans: list[ContainerPlan] = []
+    for container in containers:
+        one = by_name.get(container.name)
+        if one is None or one.source != SOURCE_RECOMMENDATION:
+            policy = select_container_policy(entry.inputs.policies, container.name)
+            if policy is not None and policy.mode == "Off":
+                reason = "the container policy's mode is Off"
+            elif container.name not in entry.inputs.latest:
+                reason = f"{entry} has no recommendation for it yet"
+            else:  # e.g. a recommendation of no resource the policy controls
+                reason = "no resource to set" if one is None else one.reason
+            plans.append(ContainerPlan.unchanged(container, reason))
+            continue
+        plans.append(
+            ContainerPlan.from_advice(
+                container,
+                requests=one.requests,
+                limits=one.limits,
+                notes=(*one.caps(), *one.limit_annotations),
+                reason=f"{one.reason}, {one.controlled_values}",
+            )
+        )
+    return plans
+
+
+def decide_admission(
+    *,
+    request: Mapping[str, Any],
+    snapshot: AdmissionSnapshot | None,
+    now: datetime,
+) -> AdmissionDecision:
+    """The decision for one AdmissionReview ``request`` (checked by parse_review)."""
+    obj = request.get("object")
+    if not isinstance(obj, Mapping):
+        obj = {}
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping):
+        metadata = {}
+    namespace = str(request.get("namespace") or metadata.get("namespace") or "")
+    pod = pod_label(obj)
+
+    def answer(
+        outcome: str,
+        reason: str,
+        entry: WorkloadEntry | None = None,
+        plans: Sequence[ContainerPlan] = (),
+        patch: Sequence[dict[str, Any]] = (),
+    ) -> AdmissionDecision:
+        return AdmissionDecision(
+            outcome,
+            reason,
+            namespace=namespace,
+            pod=pod,
+            workload="" if entry is None else str(entry),
+            workload_id=None if entry is None else entry.workload_id,
+            containers=tuple(plans),
+            patch=tuple(patch),
+        )
+
+    kind = request.get("kind") or {}
+    if (
+        not isinstance(kind, Mapping)
+        or (kind.get("group"), kind.get("version"), kind.get("kind"))
+        != ("", "v1", "Pod")
+        or request.get("operation") != "CREATE"
+        or request.get("subResource")
+    ):
+        return answer(
+            LEFT_ALONE,
+            "not a pod CREATE: vpaweb only sets resources of new pods",
+        )
+    if snapshot is None:
+        return answer(
+            FAILED_OPEN,
+            "the admission cache is not loaded yet",
+        )
+    age_s = (now - snapshot.loaded_at).total_seconds()
+    if age_s > settings.WEBHOOK_MAX_SNAPSHOT_AGE_S:
+        return answer(
+            FAILED_OPEN,
+            f"the admission cache is {age_s:.0f} s old (the database is unreachable "
+            f"or slow; limit VPAWEB_WEBHOOK_MAX_SNAPSHOT_AGE_S)",
+        )
+    candidates = owner_candidates(metadata)
+    if not candidates:
+        return answer(
+            LEFT_ALONE,
+            "the pod has no controlling owner (a bare pod)",
+        )
+    entry = next(
+        (
+            found
+            for kind_name in candidates
+            if (found := snapshot.workloads.get((namespace, *kind_name))) is not None
+        ),
+        None,
+    )
+    if entry is None:
+        owner = " or ".join(f"{k} {namespace}/{n}" for k, n in candidates)
+        return answer(
+            LEFT_ALONE,
+            f"vpaweb does not know its owner ({owner})",
+        )
+    if not entry.is_actionable:
+        return answer(LEFT_ALONE, f"{entry}: {entry.why_not}", entry)
+    seen_age_s = (now - entry.last_seen_at).total_seconds()
+    if seen_age_s > settings.WEBHOOK_MAX_RECOMMENDATION_AGE_S:
+        return answer(
+            LEFT_ALONE,
+            f"{entry}: its recommendation is stale (discovery last saw the workload "
+            f"{seen_age_s / 3600:.1f} h ago)",
+            entry,
+        )
+    try:
+        containers = read_containers(obj.get("spec"))
+    except InvalidInput as exc:
+        return answer(FAILED_OPEN, f"the pod spec is unreadable: {exc}", entry)
+    limit_ranges = snapshot.limit_ranges.get(namespace, (None, None))
+    plans = advise_containers(entry=entry, containers=containers)
+    changed = [p for p in plans if p.is_changed]
+    if not changed:
+        why = "; ".join(f"{p.name}: {p.reason}" for p in plans) or "no containers"
+        return answer(
+            LEFT_ALONE,
+            f"{entry}: nothing to change ({why})",
+            entry,
+            plans,
+        )
+    violations = limit_range_violations(plans, limit_ranges)
+    if violations:
+        return answer(
+            FAILED_OPEN,
+            f"{entry}: the patch would break the namespace's LimitRange "
+            f"({'; '.join(violations)}), so it is not sent",
+            entry,
+            plans,
+        )
+    patch = build_patch(obj, plans, workload=str(entry), mode=entry.mode)
+    return answer(
+        PATCHED,
+        f"{entry} (mode {entry.mode})",
+        entry,
+        plans,
+        patch,
+    )

@@ -1,0 +1,371 @@
+"""The AdmissionReview endpoint: HTTPS, fail-open, a hard deadline.
+
+``WebhookApp.handle`` answers one HTTP request:
+
+- ``POST /mutate`` (the cluster from ``VPAWEB_WEBHOOK_CLUSTER``, or the only one) or
+  ``POST /mutate/<cluster>``: an AdmissionReview in, the reply out (``services/
+  admission/review.py``). The API server appends ``?timeout=5s``; it is ignored.
+  The decision runs in a worker thread and the reply is sent within
+  ``VPAWEB_WEBHOOK_DEADLINE_S`` whatever happens: past it, or on any exception, the pod
+  is allowed unchanged (failed open, counted and logged).
+- A body that is not an AdmissionReview (not JSON, wrong apiVersion or kind, no uid,
+  over 5 MiB, not application/json) gets 400 with vpaweb's error shape and no traceback
+  in the log; the API server's ``failurePolicy: Ignore`` then admits the pod.
+- ``GET /healthz``: 200 when the cache of every cluster served is loaded, else 503.
+
+``serve_webhook`` runs it over TLS (1.2 or newer) from certificate and key files,
+reloaded when they change (cert-manager rotates them in place), with HTTP/1.1
+keep-alive as kube-apiserver uses it. A background thread reloads the cache
+(``snapshot.py``) and flushes the decision counters.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import ssl
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from socket import socket
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.utils import timezone
+
+from recommender.services.admission import counters
+from recommender.services.admission.decision import FAILED_OPEN, AdmissionDecision
+from recommender.services.admission.review import (
+    MAX_BODY_BYTES,
+    Answered,
+    MalformedReview,
+    admit_review,
+    parse_review,
+    record_decision,
+    review_response,
+)
+from recommender.services.admission.snapshot import SnapshotHolder, holder_for
+
+logger = logging.getLogger(__name__)
+
+MUTATE_PATH = "/mutate"
+HEALTH_PATH = "/healthz"
+# How often the background thread looks for a new cache generation and flushes counts.
+TICK_S = 1.0
+FLUSH_EVERY_S = 5.0
+# Cluster names come from the URL path: bound the caches a caller can make us keep.
+MAX_CLUSTERS = 64
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One HTTP answer."""
+
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+
+
+def _json(status: int, payload: Mapping[str, Any]) -> Reply:
+    return Reply(status, json.dumps(payload, separators=(",", ":")).encode())
+
+
+def _error(status: int, code: str, message: str, field: str | None = None) -> Reply:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if field:
+        error["fields"] = {field: [message]}
+    return _json(status, {"error": error})
+
+
+class WebhookApp:
+    """The endpoint, independent of the HTTP server running it."""
+
+    def __init__(
+        self, *, default_cluster: str, deadline_s: float, workers: int = 8
+    ) -> None:
+        self.default_cluster = default_cluster
+        self.deadline_s = deadline_s
+        self._pool = ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix="admission"
+        )
+        self._clusters: set[str] = {default_cluster} if default_cluster else set()
+
+    def holders(self) -> list[SnapshotHolder]:
+        """The caches of the clusters this endpoint has served (or will)."""
+        return [holder_for(name) for name in sorted(self._clusters)]
+
+    def close(self) -> None:
+        """Stop the worker threads."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def handle(
+        self, *, method: str, path: str, content_type: str, body: bytes
+    ) -> Reply:
+        """Answer one request (``body`` already read, at most MAX_BODY_BYTES + 1)."""
+        route = urlsplit(path).path.rstrip("/") or "/"
+        if route == HEALTH_PATH and method == "GET":
+            return self._health()
+        if route != MUTATE_PATH and not route.startswith(MUTATE_PATH + "/"):
+            return _error(404, "not_found", f"no endpoint at {route}")
+        if method != "POST":
+            return _error(405, "method_not_allowed", f"{method} is not allowed here")
+        cluster = route[len(MUTATE_PATH) + 1 :] or self.default_cluster
+        if not cluster:
+            return _error(
+                404,
+                "not_found",
+                "no cluster: use /mutate/<cluster> or set VPAWEB_WEBHOOK_CLUSTER",
+            )
+        try:
+            parsed = parse_review(body, content_type=content_type)
+        except MalformedReview as exc:
+            logger.info("admission %s: malformed review: %s", cluster, exc)
+            counters.count(cluster_name=cluster, outcome=FAILED_OPEN, at=timezone.now())
+            return _error(400, "malformed", str(exc), exc.field)
+        if cluster not in self._clusters:
+            if len(self._clusters) >= MAX_CLUSTERS:
+                return _error(404, "not_found", f"too many clusters; not {cluster!r}")
+            self._clusters.add(cluster)  # its cache is loaded by the next tick
+        holder = holder_for(cluster)
+        answered = Answered()
+        future = self._pool.submit(
+            admit_review, parsed, holder=holder, now=timezone.now(), answered=answered
+        )
+        try:
+            reply, _ = future.result(timeout=self.deadline_s)
+        except FutureTimeout:
+            future.cancel()
+            if not answered.claim():  # the decision won the race after all
+                reply, _ = future.result()
+                return _json(200, reply)
+            record_decision(
+                AdmissionDecision(
+                    FAILED_OPEN,
+                    f"no decision within the {self.deadline_s:g} s deadline",
+                    namespace=str(parsed.request.get("namespace") or ""),
+                    pod="?",
+                ),
+                cluster_name=cluster,
+                dry_run=parsed.dry_run,
+                at=timezone.now(),
+            )
+            reply = review_response(parsed.uid)
+        return _json(200, reply)
+
+    def _health(self) -> Reply:
+        caches = {
+            h.cluster_name: {
+                "loaded": h.current() is not None,
+                "loaded_at": None
+                if (s := h.current()) is None
+                else s.loaded_at.isoformat(),
+                "last_error": h.last_error,
+            }
+            for h in self.holders()
+        }
+        ok = all(c["loaded"] for c in caches.values())
+        return _json(
+            200 if ok else 503, {"status": "ok" if ok else "loading", "caches": caches}
+        )
+
+    def tick(self) -> None:
+        """Reload caches that are due (called by the background thread)."""
+        for holder in self.holders():
+            holder.refresh_if_needed()
+
+
+class CertificateFiles:
+    """A server TLS context from cert/key files, rebuilt when either file changes."""
+
+    def __init__(self, cert: Path, key: Path, *, check_every_s: float = 2.0) -> None:
+        self.cert, self.key = cert, key
+        self.check_every_s = check_every_s
+        self._stamp: tuple[float, float] | None = None
+        self._checked = 0.0
+        self._context = self._load()
+
+    def _mtimes(self) -> tuple[float, float]:
+        return self.cert.stat().st_mtime, self.key.stat().st_mtime
+
+    def _load(self) -> ssl.SSLContext:
+        stamp = self._mtimes()
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(certfile=str(self.cert), keyfile=str(self.key))
+        self._stamp = stamp
+        return context
+
+    def context(self) -> ssl.SSLContext:
+        """The current context, reloaded if the files changed (checked every 2 s)."""
+        now = time.monotonic()
+        if now - self._checked >= self.check_every_s:
+            self._checked = now
+            try:
+                if self._mtimes() != self._stamp:
+                    self._context = self._load()
+                    logger.info("webhook TLS certificate reloaded from %s", self.cert)
+            except (OSError, ssl.SSLError) as exc:
+                logger.warning("webhook TLS certificate not reloaded: %s", exc)
+        return self._context
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    timeout = 60  # an idle keep-alive connection is closed after a minute
+    server: WebhookServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # every decision is logged by the service
+
+    def _answer(self) -> None:
+        length_text = self.headers.get("Content-Length") or "0"
+        try:
+            length = int(length_text)
+        except ValueError:
+            length = -1
+        if length < 0 or length > MAX_BODY_BYTES:
+            reply = _error(
+                400,
+                "malformed",
+                f"Content-Length {length_text!r}: the body must be 0 to "
+                f"{MAX_BODY_BYTES} bytes",
+                "body",
+            )
+            self.close_connection = True
+        else:
+            body = self.rfile.read(length) if length else b""
+            reply = self.server.app.handle(
+                method=self.command,
+                path=self.path,
+                content_type=self.headers.get("Content-Type") or "",
+                body=body,
+            )
+        self.send_response(reply.status)
+        self.send_header("Content-Type", reply.content_type)
+        self.send_header("Content-Length", str(len(reply.body)))
+        self.end_headers()
+        self.wfile.write(reply.body)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
+
+
+class WebhookServer(ThreadingHTTPServer):
+    """A threading HTTPS server whose TLS context can change between connections."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(
+        self, address: tuple[str, int], *, app: WebhookApp, certs: CertificateFiles
+    ) -> None:
+        self.app = app
+        self.certs = certs
+        super().__init__(address, _Handler)
+
+    def get_request(self) -> tuple[socket, Any]:
+        raw, address = self.socket.accept()
+        # The handshake runs in the connection's own thread, not the accept loop.
+        wrapped = self.certs.context().wrap_socket(
+            raw, server_side=True, do_handshake_on_connect=False
+        )
+        return wrapped, address
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        try:
+            request.settimeout(10)
+            request.do_handshake()
+        except (OSError, ssl.SSLError) as exc:
+            logger.debug("TLS handshake with %s failed: %s", client_address, exc)
+            return
+        super().finish_request(request, client_address)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        logger.debug("connection from %s ended with an error", client_address)
+
+
+def run_background(app: WebhookApp, stop: threading.Event) -> threading.Thread:
+    """Reload caches and flush counters until ``stop`` is set (a daemon thread)."""
+
+    def loop() -> None:
+        last_flush = time.monotonic()
+        while not stop.is_set():
+            try:
+                app.tick()
+                if time.monotonic() - last_flush >= FLUSH_EVERY_S:
+                    counters.flush_counts()
+                    last_flush = time.monotonic()
+            except Exception:
+                logger.warning("webhook background work failed", exc_info=True)
+            stop.wait(TICK_S)
+        counters.flush_counts()
+
+    thread = threading.Thread(target=loop, name="webhook-background", daemon=True)
+    thread.start()
+    return thread
+
+
+def start_webhook_server(
+    *,
+    host: str,
+    port: int,
+    cert: Path,
+    key: Path,
+    default_cluster: str,
+    deadline_s: float,
+) -> tuple[WebhookServer, threading.Event, list[threading.Thread]]:
+    """Start serving in daemon threads; returns the server, a stop event, the threads.
+
+    The cache of ``default_cluster`` is loaded before the first request is accepted.
+    """
+    app = WebhookApp(default_cluster=default_cluster, deadline_s=deadline_s)
+    app.tick()
+    # The cache and Django's modules are long-lived: move them out of the cyclic
+    # garbage collector's generations, so a full collection (tens of ms with a
+    # 10,000-workload cache) never lands on a request. Reloads free the old cache by
+    # reference counting (it holds no cycles).
+    gc.freeze()
+    # Requests are short and wait on the GIL behind each other: hand it over every
+    # millisecond instead of every 5 ms, so a queued request is not held behind one
+    # that is parsing a body.
+    sys.setswitchinterval(0.001)
+    server = WebhookServer((host, port), app=app, certs=CertificateFiles(cert, key))
+    stop = threading.Event()
+    threads = [
+        run_background(app, stop),
+        threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="webhook-https",
+            daemon=True,
+        ),
+    ]
+    threads[1].start()
+    logger.info(
+        "admission webhook serving https://%s:%d%s (cluster %s, deadline %g s)",
+        host,
+        server.server_address[1],
+        MUTATE_PATH,
+        default_cluster or "from the path",
+        deadline_s,
+    )
+    return server, stop, threads
+
+
+def stop_webhook_server(
+    server: WebhookServer, stop: threading.Event, threads: list[threading.Thread]
+) -> None:
+    """Stop serving, flush the counters, free the port."""
+    stop.set()
+    server.shutdown()
+    server.server_close()
+    server.app.close()
+    for thread in threads:
+        thread.join(timeout=5)

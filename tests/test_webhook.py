@@ -1,0 +1,391 @@
+"""The webhook over real HTTPS (a test CA), replaying kube-apiserver's recorded reviews,
+and every way it fails open; registration against the fake API server."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import socket
+import ssl
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import pytest
+from django.core.management import call_command
+
+from recommender.models import AdmissionCount, Cluster
+from recommender.services.admission import counters, decision, review
+from recommender.services.admission.certs import create_certificates
+from recommender.services.admission.decision import FAILED_OPEN, PATCHED
+from recommender.services.admission.snapshot import forget_holders
+from recommender.webhook import start_webhook_server, stop_webhook_server
+from tests.k8s_fake.server import FakeApiServer, write_kubeconfig
+from tests.services.test_admission import MI, recorded, workload_with
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def certs(tmp_path: Path):
+    return create_certificates(
+        directory=tmp_path / "certs",
+        dns_names=["localhost"],
+        ip_addresses=["127.0.0.1"],
+    )
+
+
+@pytest.fixture
+def served(certs, settings) -> Iterator[Any]:
+    forget_holders()
+    counters.flush_counts()
+    cluster = Cluster.objects.create(name="wire", kind="simulated")
+    workload_with(
+        cluster, "hooked", "wire-hook", {"app": (250, 300 * MI), "side": (20, 32 * MI)}
+    )
+    server, stop, threads = start_webhook_server(
+        host="127.0.0.1",
+        port=0,
+        cert=certs.cert,
+        key=certs.key,
+        default_cluster="wire",
+        deadline_s=0.3,
+    )
+    yield server
+    stop_webhook_server(server, stop, threads)
+
+
+def client(server, certs, **context_options) -> http.client.HTTPSConnection:
+    context = ssl.create_default_context(cafile=str(certs.ca_cert))
+    for name, value in context_options.items():
+        setattr(context, name, value)
+    return http.client.HTTPSConnection(
+        "localhost", server.server_address[1], context=context, timeout=5
+    )
+
+
+def post(
+    conn, body: bytes, *, path="/mutate?timeout=5s", content_type="application/json"
+):
+    conn.request("POST", path, body=body, headers={"Content-Type": content_type})
+    response = conn.getresponse()
+    return response.status, json.loads(response.read())
+
+
+def saved_counts() -> dict[str, int]:
+    counters.flush_counts()
+    return {row.outcome: row.count for row in AdmissionCount.objects.all()}
+
+
+def test_recorded_reviews_replayed_over_https(served, certs):
+    conn = client(served, certs)
+    for name in ("a-replicaset-pod", "b-bare-pod", "c-statefulset-pod", "e-dryrun-pod"):
+        body = recorded(name)
+        status, answer = post(
+            conn, json.dumps(body).encode()
+        )  # one keep-alive connection
+        assert status == 200
+        assert answer["apiVersion"] == "admission.k8s.io/v1"
+        assert answer["kind"] == "AdmissionReview"
+        assert answer["response"]["uid"] == body["request"]["uid"]
+        assert answer["response"]["allowed"] is True
+        if name == "a-replicaset-pod":
+            assert answer["response"]["patchType"] == "JSONPatch"
+            patch = json.loads(base64.b64decode(answer["response"]["patch"]))
+            pod = jsonpatch.apply_patch(body["request"]["object"], patch)
+            assert (
+                pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "250m"
+            )
+        else:
+            assert (
+                "patch" not in answer["response"]
+                and "patchType" not in answer["response"]
+            )
+    assert saved_counts() == {
+        "patched": 1,
+        "left_alone": 2,
+    }  # the dry run is not counted
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "field"),
+    [
+        (b"{not json", "application/json", "body"),
+        (
+            json.dumps(
+                {"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview"}
+            ).encode(),
+            "application/json",
+            "apiVersion",
+        ),
+        (
+            json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "Pod"}).encode(),
+            "application/json",
+            "kind",
+        ),
+        (
+            json.dumps(
+                {
+                    "apiVersion": "admission.k8s.io/v1",
+                    "kind": "AdmissionReview",
+                    "request": {},
+                }
+            ).encode(),
+            "application/json",
+            "request.uid",
+        ),
+        (b"[]", "application/json", "body"),
+        (b"{}", "text/plain", "Content-Type"),
+    ],
+)
+def test_malformed_reviews_get_a_clear_400_without_traceback(
+    served, certs, caplog, body, content_type, field
+):
+    status, answer = post(client(served, certs), body, content_type=content_type)
+    assert status == 400
+    assert answer["error"]["code"] == "malformed"
+    assert field in answer["error"]["fields"]
+    assert not any(r.exc_info for r in caplog.records)
+    assert saved_counts() == {"failed_open": 1}
+
+
+def test_body_over_5_mib_is_refused_before_it_is_read(served, certs):
+    context = ssl.create_default_context(cafile=str(certs.ca_cert))
+    with (
+        socket.create_connection(
+            ("127.0.0.1", served.server_address[1]), timeout=5
+        ) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        tls.sendall(
+            b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n{" % (review.MAX_BODY_BYTES + 1)
+        )
+        answer = b""
+        while chunk := tls.recv(65536):  # the server closes the connection
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400")
+    assert b"the body must be 0 to 5242880 bytes" in answer
+
+
+def test_a_slow_decision_is_answered_unchanged_within_the_deadline(
+    served, certs, monkeypatch
+):
+    def slow(**kwargs):
+        time.sleep(2)
+        raise AssertionError("unreachable in time")
+
+    monkeypatch.setattr(review, "decide_admission", slow)
+    body = recorded("a-replicaset-pod")
+    started = time.monotonic()
+    status, answer = post(client(served, certs), json.dumps(body).encode())
+    assert time.monotonic() - started < 1.5
+    assert status == 200
+    assert answer["response"] == {"uid": body["request"]["uid"], "allowed": True}
+    assert saved_counts() == {"failed_open": 1}
+    time.sleep(2.2)  # the late decision finishes (and crashes): not counted twice
+    assert saved_counts() == {"failed_open": 1}
+
+
+def test_an_exception_admits_the_pod_unchanged_and_is_counted(
+    served, certs, monkeypatch
+):
+    def broken(**kwargs):
+        raise RuntimeError("database exploded")
+
+    monkeypatch.setattr(review, "decide_admission", broken)
+    body = recorded("a-replicaset-pod")
+    status, answer = post(client(served, certs), json.dumps(body).encode())
+    assert (status, answer["response"]) == (
+        200,
+        {"uid": body["request"]["uid"], "allowed": True},
+    )
+    assert saved_counts() == {FAILED_OPEN: 1}
+
+
+def test_database_down_keeps_serving_from_the_cache(served, certs, monkeypatch):
+    holder = served.app.holders()[0]
+
+    def down(**kwargs):
+        raise ConnectionError("database unreachable")
+
+    monkeypatch.setattr("recommender.services.admission.snapshot.load_snapshot", down)
+    holder.invalidate()
+    holder.refresh_if_needed()
+    assert "database unreachable" in holder.last_error
+    _status, answer = post(
+        client(served, certs), json.dumps(recorded("a-replicaset-pod")).encode()
+    )
+    assert "patch" in answer["response"]  # the previous snapshot still answers
+    assert saved_counts() == {PATCHED: 1}
+
+
+def test_tls_1_2_is_the_minimum(served, certs):
+    assert served.certs.context().minimum_version == ssl.TLSVersion.TLSv1_2
+    conn = client(served, certs, maximum_version=ssl.TLSVersion.TLSv1_2)
+    conn.request("GET", "/healthz")
+    assert conn.getresponse().status == 200
+    assert conn.sock.version() == "TLSv1.2"
+
+
+def test_healthz_and_certificate_reload(served, certs, tmp_path):
+    conn = client(served, certs)
+    conn.request("GET", "/healthz")
+    response = conn.getresponse()
+    assert response.status == 200
+    assert json.loads(response.read())["caches"]["wire"]["loaded"] is True
+    first = conn.sock.getpeercert()["serialNumber"]
+    renewed = create_certificates(directory=tmp_path / "new", dns_names=["localhost"])
+    certs.cert.write_bytes(renewed.cert.read_bytes())
+    certs.key.write_bytes(renewed.key.read_bytes())
+    later = time.time() + 10
+    os.utime(certs.cert, (later, later))
+    served.certs._checked = 0.0  # do not wait the 2 s between checks
+    fresh = client(served, renewed)  # only the new CA trusts the new certificate
+    fresh.request("GET", "/healthz")
+    assert fresh.getresponse().status == 200
+    assert fresh.sock.getpeercert()["serialNumber"] != first
+
+
+def test_install_and_uninstall_against_the_fake_api_server(tmp_path, certs, capsys):
+    api = FakeApiServer().start()
+    try:
+        kubeconfig = write_kubeconfig(
+            tmp_path / "kubeconfig", {"fake": api}, current="fake"
+        )
+        Cluster.objects.create(name="prod", kind="kubernetes", context="fake")
+        common = ["--cluster", "prod", "--kubeconfig", str(kubeconfig)]
+        call_command(
+            "webhook",
+            "install",
+            "--service",
+            "vpaweb/vpaweb-webhook",
+            "--ca-bundle",
+            str(certs.ca_cert),
+            "--timeout",
+            "4",
+            *common,
+        )
+        stored = api.webhook_configurations.items["vpaweb-webhook"]
+        hook = stored["webhooks"][0]
+        assert hook["admissionReviewVersions"] == ["v1"]
+        assert (hook["sideEffects"], hook["failurePolicy"], hook["timeoutSeconds"]) == (
+            "None",
+            "Ignore",
+            4,
+        )
+        assert hook["clientConfig"]["service"] == {
+            "namespace": "vpaweb",
+            "name": "vpaweb-webhook",
+            "path": "/mutate/prod",
+            "port": 443,
+        }
+        assert (
+            base64.b64decode(hook["clientConfig"]["caBundle"])
+            == certs.ca_cert.read_bytes()
+        )
+        names = hook["namespaceSelector"]["matchExpressions"][0]
+        assert names == {
+            "key": "kubernetes.io/metadata.name",
+            "operator": "NotIn",
+            "values": ["kube-system", "vpaweb"],
+        }
+        opt_out = {
+            "key": "vpaweb.io/webhook",
+            "operator": "NotIn",
+            "values": ["disabled"],
+        }
+        assert opt_out in hook["namespaceSelector"]["matchExpressions"]
+        assert hook["objectSelector"] == {"matchExpressions": [opt_out]}
+        assert hook["rules"] == [
+            {
+                "operations": ["CREATE"],
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "resources": ["pods"],
+                "scope": "Namespaced",
+            }
+        ]
+        assert stored["metadata"]["generation"] == 1
+        # Installing again updates in place (GET, then PUT at its resourceVersion).
+        call_command(
+            "webhook", "install", "--url", "https://hooks.example:8443", *common
+        )
+        updated = api.webhook_configurations.items["vpaweb-webhook"]
+        assert updated["metadata"]["generation"] == 2
+        assert updated["webhooks"][0]["clientConfig"] == {
+            "url": "https://hooks.example:8443/mutate/prod"
+        }
+        methods = [(r.method, r.path.rsplit("/", 1)[-1]) for r in api.write_verbs()]
+        assert methods == [
+            ("POST", "mutatingwebhookconfigurations"),
+            ("PUT", "vpaweb-webhook"),
+        ]
+        call_command("webhook", "uninstall", *common)
+        assert api.webhook_configurations.items == {}
+        call_command("webhook", "uninstall", *common)  # already gone: fine
+    finally:
+        api.stop()
+
+
+def test_install_print_with_cert_manager_annotation(capsys):
+    call_command(
+        "webhook",
+        "install",
+        "--cluster",
+        "prod",
+        "--service",
+        "vpaweb/vpaweb-webhook",
+        "--cert-manager",
+        "vpaweb/vpaweb-webhook",
+        "--print",
+    )
+    body = json.loads(capsys.readouterr().out)
+    assert body["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": "vpaweb/vpaweb-webhook"
+    }
+    assert "caBundle" not in body["webhooks"][0]["clientConfig"]
+    assert body["webhooks"][0]["timeoutSeconds"] == 3  # VPAWEB_WEBHOOK_TIMEOUT_S
+
+
+def test_install_refuses_a_timeout_above_5_seconds(tmp_path):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="timeoutSeconds must be 1 to 5"):
+        call_command(
+            "webhook",
+            "install",
+            "--cluster",
+            "x",
+            "--url",
+            "https://h",
+            "--timeout",
+            "10",
+            "--print",
+        )
+
+
+def test_decision_module_has_no_database_access():
+    # The hot path reads the snapshot only: no ORM import in the decision or patch.
+    for module in (decision,):
+        source = Path(module.__file__).read_text()
+        assert "recommender.models" not in source and ".objects" not in source
+
+
+def test_certs_command_writes_a_ca_and_a_serving_certificate_for_the_service(
+    tmp_path, capsys
+):
+    from cryptography import x509
+
+    call_command("webhook", "certs", "--out", str(tmp_path), "--service", "vpaweb/hook")
+    ca = x509.load_pem_x509_certificate((tmp_path / "ca.crt").read_bytes())
+    cert = x509.load_pem_x509_certificate((tmp_path / "tls.crt").read_bytes())
+    cert.verify_directly_issued_by(ca)
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    assert "hook.vpaweb.svc" in names.value.get_values_for_type(x509.DNSName)
+    assert (tmp_path / "tls.key").stat().st_mode & 0o077 == 0  # private to its owner
+    assert not (tmp_path / "ca.key").exists()
