@@ -11,7 +11,7 @@ REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-sqlite test-pg worker beat scheduler lint fmt bench schema setup clean
+.PHONY: run test test-sqlite test-pg test-deploy worker beat scheduler lint fmt bench schema setup clean
 
 setup: $(STAMP) $(PLOTLY_JS)
 
@@ -43,6 +43,11 @@ test-pg: setup
 	SECRET_KEY=test-only-key DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) \
 		$(PY) -m pytest -m "(integration or not browser) and not schemathesis"
 
+# The image and docker-compose.yml for real, with an engine of its own (needs root; see
+# tools/deploy/test-deploy.sh). The debootstrapped base is cached in ~/.cache/vpaweb-deploy.
+test-deploy: setup
+	tools/deploy/test-deploy.sh
+
 worker: setup var/secret_key
 	SECRET_KEY_FILE=var/secret_key $(VENV)/bin/celery -A vpaweb worker --loglevel INFO
 
@@ -57,7 +62,7 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	SECRET_KEY=lint-only-key $(VENV)/bin/mypy --strict recommender/engine recommender/services \
-		recommender/web recommender/tasks.py
+		recommender/api recommender/web recommender/tasks.py
 
 fmt: setup
 	$(VENV)/bin/ruff format .

@@ -137,7 +137,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+# `manage.py collectstatic` writes here; the container image collects into the image.
+STATIC_ROOT = Path(env_str("VPAWEB_STATIC_ROOT", str(VAR_DIR / "staticfiles")))
 # Serve straight from STATICFILES_DIRS so `make run` needs no collectstatic step.
 WHITENOISE_USE_FINDERS = True
 
@@ -149,8 +150,9 @@ X_FRAME_OPTIONS = "DENY"
 # HTTPS switches of `manage.py check --deploy`, each read from the environment under
 # Django's own name (README "Production"). Off by default: `make run` serves plain HTTP.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
-# Kubernetes probes call the pod over plain HTTP: no redirect for them.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+# Kubernetes probes and Prometheus' scrapes call the pod over plain HTTP: no redirect
+# for them (/metrics has its own bearer token).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
@@ -198,7 +200,40 @@ else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 REFRESH_INTERVAL_S = env_int("VPAWEB_REFRESH_INTERVAL_S", 60, minimum=5)
+# A checkpoint not changed materially is rewritten once this old (oldest first), within
+# the store phase's time budget (upstream: --checkpoints-timeout); docs/refresh.md.
+CHECKPOINT_INTERVAL_S = env_int("VPAWEB_CHECKPOINT_INTERVAL_S", 600, minimum=0)
+CHECKPOINTS_TIMEOUT_S = env_float("VPAWEB_CHECKPOINTS_TIMEOUT_S", 10.0, minimum=0.1)
+
+# --- The updater (docs/updater.md) ---------------------------------------------------
+# How often each cluster's updater proposes, applies and verifies resize changes.
+UPDATER_INTERVAL_S = env_int("VPAWEB_UPDATER_INTERVAL_S", 60, minimum=5)
+# Upstream's --min-replicas and --eviction-tolerance (a policy's min_replicas wins).
+UPDATER_MIN_REPLICAS = env_int("VPAWEB_UPDATER_MIN_REPLICAS", 2, minimum=1)
+UPDATER_EVICTION_TOLERANCE = env_float(
+    "VPAWEB_UPDATER_EVICTION_TOLERANCE", 0.5, minimum=0.0
+)
+# The global rate limit per cluster: at most this many evictions / in-place resizes
+# per cycle (0 = none at all).
+UPDATER_MAX_EVICTIONS_PER_CYCLE = env_int(
+    "VPAWEB_UPDATER_MAX_EVICTIONS_PER_CYCLE", 10, minimum=0
+)
+UPDATER_MAX_RESIZES_PER_CYCLE = env_int(
+    "VPAWEB_UPDATER_MAX_RESIZES_PER_CYCLE", 50, minimum=0
+)
+# Propose (and approve) changes but never write to a cluster.
+UPDATER_DRY_RUN = env_bool("VPAWEB_UPDATER_DRY_RUN", False)
+# The global kill switch: no cluster write at all (the admin has the same toggle).
+UPDATER_KILL_SWITCH = env_bool("VPAWEB_UPDATER_KILL_SWITCH", False)
+# An applying change not verified on a discovery within this time is marked failed.
+UPDATER_VERIFY_TIMEOUT_S = env_int("VPAWEB_UPDATER_VERIFY_TIMEOUT_S", 3600, minimum=60)
+
 CELERY_BEAT_SCHEDULE = {
+    # Each updater interval: every cluster's updater cycle (one worker per cluster).
+    "update-all-clusters": {
+        "task": "recommender.tasks.update_all_clusters",
+        "schedule": float(UPDATER_INTERVAL_S),
+    },
     # Each minute: discover, ingest since watermarks, recommend (upstream's 1-min loop).
     "refresh-all-clusters": {
         "task": "recommender.tasks.refresh_all_clusters",
@@ -340,6 +375,10 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "recommender.api.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "recommender.api.schema.close_input_objects",
+    ],
     "TITLE": "vpaweb API",
     "DESCRIPTION": (
         "Right-sizing recommendations for Kubernetes containers. Authenticate with "
@@ -362,6 +401,7 @@ SPECTACULAR_SETTINGS = {
         "UpdateModeEnum": "recommender.models.Policy.Mode",
         "PolicySourceEnum": "recommender.models.Policy.Source",
         "ContainerScalingModeEnum": ["Auto", "Off"],
+        "ResourceNameEnum": ["cpu", "memory"],
         "AdviceSourceEnum": ["recommendation", "static_coefficient", "none"],
         "QueryKindEnum": ["RecommendationQuery"],
     },
@@ -370,6 +410,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
 }
+
+# --- Own metrics (recommender/metrics.py, docs/metrics.md) ---------------------------
+# /metrics asks for this bearer token (or VPAWEB_METRICS_TOKEN_FILE); unset, it is off.
+METRICS_TOKEN = env_secret("VPAWEB_METRICS_TOKEN")
+# The Celery worker serves its counters on this port (0: not served).
+WORKER_METRICS_PORT = env_int("VPAWEB_WORKER_METRICS_PORT", 0, minimum=0)
 
 LOGGING = {
     "version": 1,

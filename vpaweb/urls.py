@@ -3,11 +3,13 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from recommender.api import metrics_endpoint
 from recommender.web import health
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics_endpoint.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("recommender.api.urls")),
     path("", include("recommender.web.urls")),

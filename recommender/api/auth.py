@@ -27,11 +27,11 @@ TOKEN_KEYWORDS = ("bearer", "token")
 class TokenUser(AnonymousUser):
     """``request.user`` for a token: authenticated, but holding no dashboard role."""
 
-    is_active = True
+    is_active = True  # type: ignore[assignment]  # AnonymousUser says Literal[False]
 
     def __init__(self, token: ApiToken) -> None:
         self.token = token
-        self.username = token.actor_label
+        self.username = token.actor_label  # type: ignore[assignment]
 
     def __str__(self) -> str:
         return self.token.actor_label
@@ -140,7 +140,8 @@ class ApiRateThrottle(throttling.SimpleRateThrottle):
 
     def get_rate(self) -> str | None:
         """Read the rate per request, so changed settings (and tests) take effect."""
-        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        return None if rate is None else str(rate)
 
     def get_cache_key(self, request: Request, view: Any) -> str:
         """Key by token id, user id or client address."""

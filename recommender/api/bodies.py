@@ -243,7 +243,7 @@ def _scan_yaml(text: str, budget: _Budget) -> None:
                     anchors[event.anchor] = (1, 1)
                 finish(1, 1)
             elif isinstance(event, yaml.AliasEvent):
-                known = anchors.get(event.anchor, (1, 1))
+                known = anchors.get(event.anchor or "", (1, 1))
                 if known is None:
                     raise InvalidInput(
                         f"the YAML alias *{event.anchor} refers to a node that "

@@ -193,7 +193,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """404 for an /api/ URL no view matched; Django's page elsewhere (handler404)."""
     if not request.path.startswith(API_PREFIX):
-        return defaults.page_not_found(request, exception)  # type: ignore[arg-type]
+        return defaults.page_not_found(request, exception)
     message = f"no API endpoint at {request.path}"
     if not request.path.endswith("/"):
         try:

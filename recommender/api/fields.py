@@ -79,20 +79,23 @@ class FactorField(serializers.FloatField):
         return float(super().to_internal_value(data))
 
 
-class ClosedBody(serializers.Serializer):
-    """A request body that takes no other fields than its own: an unknown one is a 400
-    naming it (``unknown_field_message``), and the schema says so
-    (``additionalProperties: false``, api/schema.py)."""
+class ClosedSerializer(serializers.Serializer):
+    """An input object whose schema has ``additionalProperties: false``: an unknown key
+    is a 400 naming it, never silently dropped (a typo such as ``"mdoe"`` would
+    otherwise look like a successful no-op)."""
 
-    unknown_field_message = "is not a field of this request; fields are "
+    # Sent by HTML forms (the browsable API), not part of any object.
+    IGNORED_KEYS = frozenset({"csrfmiddlewaretoken"})
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(self.initial_data) - set(self.fields))
-        if unknown:
-            raise serializers.ValidationError(
-                {
-                    key: [self.unknown_field_message + ", ".join(self.fields)]
-                    for key in unknown
-                }
-            )
-        return attrs
+    def to_internal_value(self, data: Any) -> Any:
+        if hasattr(data, "keys"):
+            unknown = sorted(set(data.keys()) - set(self.fields) - self.IGNORED_KEYS)
+            if unknown:
+                known = ", ".join(self.fields)
+                raise serializers.ValidationError(
+                    {
+                        name: [f"unknown field; the fields are {known}"]
+                        for name in unknown
+                    }
+                )
+        return super().to_internal_value(data)

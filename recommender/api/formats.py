@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,7 @@ from recommender.errors import TooLarge
 from recommender.text import comment_text
 
 
-def read_limited(stream: Any, parser_context: dict[str, Any] | None) -> bytes:
+def read_limited(stream: Any, parser_context: Mapping[str, Any] | None) -> bytes:
     """The whole body, or RequestTooLarge once it passes ``API_MAX_BODY_BYTES``."""
     limit = settings.API_MAX_BODY_BYTES
     request = (parser_context or {}).get("request")
@@ -41,7 +42,7 @@ def read_limited(stream: Any, parser_context: dict[str, Any] | None) -> bytes:
         )
     if stream is None:
         return b""
-    data = stream.read(limit + 1)
+    data: bytes = stream.read(limit + 1)
     if len(data) > limit:
         raise TooLarge(
             f"the request body is larger than {limit} bytes (VPAWEB_API_MAX_BODY_BYTES)"
@@ -58,7 +59,7 @@ class JSONParser(parsers.BaseParser):
         self,
         stream: Any,
         media_type: str | None = None,
-        parser_context: dict | None = None,
+        parser_context: Mapping[str, Any] | None = None,
     ) -> Any:
         """Decode the body as JSON."""
         return load_json(read_limited(stream, parser_context))
@@ -75,7 +76,7 @@ class FormParser(parsers.FormParser):
         self,
         stream: Any,
         media_type: str | None = None,
-        parser_context: dict | None = None,
+        parser_context: Mapping[str, Any] | None = None,
     ) -> Any:
         """Decode the form fields."""
         data = read_limited(stream, parser_context)
@@ -95,11 +96,11 @@ class ManifestYAMLParser(parsers.BaseParser):
 
     media_type = "application/yaml"
 
-    def parse(
+    def parse(  # type: ignore[override]  # the raw bytes, parsed by the view
         self,
         stream: Any,
         media_type: str | None = None,
-        parser_context: dict | None = None,
+        parser_context: Mapping[str, Any] | None = None,
     ) -> RawBody:
         """Return the raw bytes, size-limited."""
         return RawBody(read_limited(stream, parser_context), self.media_type)
@@ -169,7 +170,7 @@ class YAMLRenderer(renderers.BaseRenderer):
         self,
         data: Any,
         accepted_media_type: str | None = None,
-        renderer_context: dict | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
     ) -> bytes:
         """Dump the data as one YAML document."""
         if data is None:
@@ -190,7 +191,7 @@ class CSVRenderer(renderers.BaseRenderer):
         self,
         data: Any,
         accepted_media_type: str | None = None,
-        renderer_context: dict | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
     ) -> bytes:
         """Write a header row and one row per item."""
         view = (renderer_context or {}).get("view")
@@ -217,7 +218,7 @@ class ManifestsYAMLRenderer(renderers.BaseRenderer):
         self,
         data: Any,
         accepted_media_type: str | None = None,
-        renderer_context: dict | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
     ) -> bytes:
         """Comment lines naming each change, then the manifests."""
         plain = _plain(data)

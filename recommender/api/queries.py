@@ -57,7 +57,7 @@ class Pagination(LimitOffsetPagination):
     def get_limit(self, request: Request) -> int:
         raw = single_query_value(request, self.limit_query_param)
         if raw is None:
-            return self.default_limit
+            return int(self.default_limit or MAX_PAGE_SIZE)
         return _whole_number(self.limit_query_param, raw, 1, MAX_PAGE_SIZE)
 
     def get_offset(self, request: Request) -> int:

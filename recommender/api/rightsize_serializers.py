@@ -9,7 +9,12 @@ from __future__ import annotations
 from django.core.validators import RegexValidator
 from rest_framework import serializers
 
-from recommender.api.fields import FactorField, QueryTextField, StrictCharField
+from recommender.api.fields import (
+    ClosedSerializer,
+    FactorField,
+    QueryTextField,
+    StrictCharField,
+)
 from recommender.api.serializers import WorkloadBriefSerializer
 from recommender.models import StaticCoefficient
 from recommender.services.advice.rightsize import (
@@ -26,7 +31,7 @@ class StaticCoefficientSerializer(serializers.ModelSerializer):
         fields = ["namespace", "cpu_factor", "memory_factor", "updated_at"]
 
 
-class StaticCoefficientInputSerializer(serializers.Serializer):
+class StaticCoefficientInputSerializer(ClosedSerializer):
     """Set a namespace's coefficient; both factors null removes it."""
 
     namespace = StrictCharField(
@@ -92,7 +97,7 @@ class ContainerReportSerializer(serializers.Serializer):
     """What happened to one container."""
 
     name = serializers.CharField()
-    source = serializers.ChoiceField(
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # a field named source
         choices=["recommendation", "static_coefficient", "none"]
     )
     reason = serializers.CharField()

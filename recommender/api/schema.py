@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.extensions import (
-    OpenApiAuthenticationExtension,
-    OpenApiSerializerExtension,
-)
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse
 
@@ -51,7 +48,7 @@ class ApiAutoSchema(AutoSchema):
     """drf-spectacular's AutoSchema plus the error responses of every operation."""
 
     def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:
-        responses = super()._get_response_bodies(direction=direction)
+        responses = super()._get_response_bodies(direction=direction)  # type: ignore[arg-type]
         errors = dict(COMMON_ERRORS)
         if self.method in ("POST", "PUT", "PATCH"):
             errors.update(BODY_ERRORS)
@@ -59,7 +56,7 @@ class ApiAutoSchema(AutoSchema):
         for status_code, description in errors.items():
             if status_code in responses:
                 continue
-            responses[status_code] = self._get_response_for_code(
+            responses[status_code] = self._get_response_for_code(  # type: ignore[no-untyped-call]
                 OpenApiResponse(
                     ErrorSerializer, description=description, examples=[ERROR_EXAMPLE]
                 ),
@@ -69,8 +66,19 @@ class ApiAutoSchema(AutoSchema):
             )
         return responses
 
+    def _map_serializer(
+        self, serializer: Any, direction: str, bypass_extensions: bool = False
+    ) -> dict[str, Any]:
+        """A serializer refusing unknown keys says so: additionalProperties false."""
+        schema: dict[str, Any] = super()._map_serializer(  # type: ignore[no-untyped-call]
+            serializer, direction, bypass_extensions
+        )
+        if getattr(serializer, "refuses_unknown_fields", False):
+            schema["additionalProperties"] = False
+        return schema
 
-class ApiTokenScheme(OpenApiAuthenticationExtension):
+
+class ApiTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     """Documents ``Authorization: Bearer vpaweb_…`` as the API's security scheme."""
 
     target_class = "recommender.api.auth.ApiTokenAuthentication"
@@ -87,13 +95,25 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
         }
 
 
-class ClosedBodySchema(OpenApiSerializerExtension):
-    """A ``ClosedBody`` request takes no other field: additionalProperties false."""
+def _subclasses(cls: type) -> set[type]:
+    found: set[type] = set()
+    sub: type
+    for sub in cls.__subclasses__():
+        found |= {sub} | _subclasses(sub)
+    return found
 
-    target_class = "recommender.api.fields.ClosedBody"
-    match_subclasses = True
 
-    def map_serializer(self, auto_schema: AutoSchema, direction: Any) -> Any:
-        schema = auto_schema._map_basic_serializer(self.target, direction)
-        schema["additionalProperties"] = False
-        return schema
+def close_input_objects(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """SPECTACULAR postprocessing hook: the request component of every
+    ``ClosedSerializer`` gets ``additionalProperties: false``, as the server refuses
+    unknown keys."""
+    from recommender.api.fields import ClosedSerializer
+
+    schemas = result.get("components", {}).get("schemas", {})
+    for cls in _subclasses(ClosedSerializer):
+        base = cls.__name__.removesuffix("Serializer")
+        for name in (f"{base}Request", f"Patched{base}Request"):
+            component = schemas.get(name)
+            if component is not None and component.get("type") == "object":
+                component["additionalProperties"] = False
+    return result

@@ -12,7 +12,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from recommender.api.fields import (
-    ClosedBody,
+    ClosedSerializer,
     QueryTextField,
     StrictCharField,
     StrictIntegerField,
@@ -224,7 +224,9 @@ class HpaConflictSerializer(serializers.Serializer):
 class WorkloadSerializer(serializers.ModelSerializer):
     """A workload with its policy mode, status and containers."""
 
-    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    cluster: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
     hpa_conflicts = HpaConflictSerializer(many=True, read_only=True)
     status = serializers.SerializerMethodField()
     mode = serializers.SerializerMethodField()
@@ -416,7 +418,7 @@ class PolicySerializer(serializers.ModelSerializer):
         help_text="fields that differ from the profile; {} means the profile as is"
     )
     container_policies = ContainerPolicyEntrySerializer(many=True)
-    updated_by = serializers.SlugRelatedField(
+    updated_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
     is_actionable = serializers.BooleanField(
@@ -443,6 +445,8 @@ class PolicySerializer(serializers.ModelSerializer):
             "profile_overrides",
             "container_policies",
             "min_replicas",
+            "approval",
+            "eviction_requirements",
             "source",
             "vpa_object",
             "vpa_object_mode",
@@ -469,10 +473,25 @@ class PolicySerializer(serializers.ModelSerializer):
         return mode_consequence(obj.mode)
 
 
-class PolicyUpdateSerializer(ClosedBody):
+class EvictionRequirementSerializer(ClosedSerializer):
+    """One upstream ``EvictionRequirement``."""
+
+    refuses_unknown_fields = True
+    resources = serializers.ListField(
+        child=serializers.ChoiceField(choices=["cpu", "memory"]),
+        min_length=1,
+        max_length=2,
+    )
+    changeRequirement = serializers.ChoiceField(
+        choices=["TargetHigherThanRequests", "TargetLowerThanRequests"]
+    )
+
+
+class PolicyUpdateSerializer(ClosedSerializer):
     """The changeable fields of a policy; absent fields are left as they are."""
 
-    unknown_field_message = "cannot be changed; changeable fields are "
+    # validate() refuses any other key; the schema says so (api/schema.py).
+    refuses_unknown_fields = True
 
     mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
     profile = serializers.CharField(required=False, max_length=64)
@@ -488,6 +507,33 @@ class PolicyUpdateSerializer(ClosedBody):
     min_replicas = serializers.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=2**31 - 1
     )
+    approval = serializers.ChoiceField(
+        choices=Policy.Approval.choices,
+        required=False,
+        help_text="manual (the default): changes wait for an operator; automatic: "
+        "they are approved as proposed",
+    )
+    eviction_requirements = EvictionRequirementSerializer(  # type: ignore[call-arg]
+        many=True,  # max_length goes to the ListSerializer; the stubs miss it
+        required=False,
+        max_length=10,
+        help_text="upstream updatePolicy.evictionRequirements: a pod is evicted only "
+        "when every requirement holds for some container",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {
+                    key: [
+                        "cannot be changed; changeable fields are "
+                        + ", ".join(self.fields)
+                    ]
+                    for key in unknown
+                }
+            )
+        return attrs
 
 
 def change_resources(raw: dict[str, Any]) -> dict[str, Any]:
@@ -518,7 +564,8 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
     workload = serializers.SerializerMethodField()
     resources_before = serializers.SerializerMethodField()
     resources_after = serializers.SerializerMethodField()
-    decided_by = serializers.SlugRelatedField(
+    observed = serializers.SerializerMethodField()
+    decided_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
 
@@ -539,6 +586,13 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
             "decided_at",
             "applied_at",
             "error",
+            "approval",
+            "pod_uid",
+            "attempts",
+            "try_later_count",
+            "verified_at",
+            "observed",
+            "updated_at",
         ]
 
     @extend_schema_field(WorkloadBriefSerializer)
@@ -553,8 +607,26 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
     def get_resources_after(self, obj: ResizeChange) -> dict[str, Any]:
         return change_resources(obj.resources_after)
 
+    @extend_schema_field(serializers.DictField(child=ChangeResourcesSerializer()))
+    def get_observed(self, obj: ResizeChange) -> dict[str, Any]:
+        return change_resources(obj.observed or {})
 
-class RejectSerializer(serializers.Serializer):
+
+class BulkSkippedSerializer(serializers.Serializer):
+    """A change a bulk approval left alone, and why."""
+
+    id = serializers.IntegerField()
+    reason = serializers.CharField()
+
+
+class BulkApproveResultSerializer(serializers.Serializer):
+    """What a bulk approval did."""
+
+    approved = serializers.ListField(child=serializers.IntegerField())
+    skipped = BulkSkippedSerializer(many=True)
+
+
+class RejectSerializer(ClosedSerializer):
     """Why a change is rejected (optional, kept in the audit log)."""
 
     reason = StrictCharField(required=False, allow_blank=True, max_length=2000)
@@ -563,7 +635,7 @@ class RejectSerializer(serializers.Serializer):
 class RefreshRunSerializer(serializers.ModelSerializer):
     """One background run: refresh, back-fill or expiry."""
 
-    cluster = serializers.SlugRelatedField(
+    cluster: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(
         slug_field="name", read_only=True, allow_null=True
     )
     duration_s = serializers.FloatField(read_only=True, allow_null=True)
@@ -623,7 +695,7 @@ class HistoryFilterSerializer(serializers.Serializer):
     container = QueryTextField(required=False)
 
 
-class QueryOwnerSerializer(serializers.Serializer):
+class QueryOwnerSerializer(ClosedSerializer):
     """The workload owning the pod."""
 
     kind = serializers.ChoiceField(choices=Workload.Kind.choices)
@@ -636,7 +708,7 @@ class QueryMetadataSerializer(serializers.Serializer):
     namespace = StrictCharField(required=False, max_length=253)
 
 
-class QuerySpecSerializer(serializers.Serializer):
+class QuerySpecSerializer(ClosedSerializer):
     """What to recommend for: a pod (need not exist), its owner and cluster."""
 
     pod = serializers.JSONField(
@@ -648,7 +720,7 @@ class QuerySpecSerializer(serializers.Serializer):
     cluster = StrictCharField(required=False, max_length=63)
 
 
-class RecommendationQuerySerializer(serializers.Serializer):
+class RecommendationQuerySerializer(ClosedSerializer):
     """A RecommendationQuery as in the VPA design (seed 000)."""
 
     apiVersion = StrictCharField(required=False, max_length=100)
@@ -661,7 +733,8 @@ class QueryContainerSerializer(serializers.Serializer):
     """How one container's recommendation was made."""
 
     containerName = serializers.CharField()
-    source = serializers.ChoiceField(
+    # A field named like Field.source (the attribute path): the stubs object.
+    source = serializers.ChoiceField(  # type: ignore[assignment]
         choices=["recommendation", "static_coefficient", "none"]
     )
     reason = serializers.CharField()
@@ -714,7 +787,7 @@ class ErrorDetailSerializer(serializers.Serializer):
 
     code = serializers.CharField()
     message = serializers.CharField()
-    fields = serializers.DictField(
+    fields = serializers.DictField(  # type: ignore[assignment]  # the error field map
         child=serializers.ListField(child=serializers.CharField())
     )
 

@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from recommender.api.auth import CanRead
-from recommender.api.fields import ClosedBody
+from recommender.api.fields import ClosedSerializer
 from recommender.api.formats import JSONParser
 from recommender.api.serializers import ProfileOverridesField
 from recommender.api.views import WorkloadLookupMixin
@@ -24,10 +24,8 @@ from recommender.engine import PROFILES
 from recommender.services.whatif import DEFAULT_DAYS, MAX_DAYS, what_if
 
 
-class WhatIfRequestSerializer(ClosedBody):
+class WhatIfRequestSerializer(ClosedSerializer):
     """The profile to try, its overrides, and how many days of history to replay."""
-
-    unknown_field_message = "is not a what-if field; fields are "
 
     profile = serializers.ChoiceField(
         choices=sorted(PROFILES), help_text="the profile to try, e.g. recurring-peaks"

@@ -120,12 +120,14 @@ class AggregateSet:
                     raise ValueError(f"blobs[{row}]: {exc}") from None
         return out
 
-    def to_checkpoints(self) -> list[bytes]:
-        """Compact versioned bytes per row: histograms and series state."""
+    def to_checkpoints(self, rows: Sequence[int] | None = None) -> list[bytes]:
+        """Compact versioned bytes per row (of ``rows`` only, in that order, when
+        given): histograms and series state."""
         from .checkpoint import encode_row
 
         by_row = self._series_by_row()
-        return [encode_row(self, row, by_row.get(row, [])) for row in range(len(self))]
+        wanted = range(len(self)) if rows is None else rows
+        return [encode_row(self, row, by_row.get(row, [])) for row in wanted]
 
     @classmethod
     def from_vpa_checkpoints(

@@ -2,16 +2,17 @@
 
 ``recommend`` reads percentiles of R aggregate rows at once (arrays (R,)), applies the
 margin, the confidence multipliers, the 1e14 clamp and the pod minimum with Go's
-truncation at every step, then builds one :class:`ContainerRecommendation` per row. The
-rows' explanations stay arrays (:class:`ExplainedRows`) until one is read.
+truncation at every step, and returns them as arrays (:class:`Recommendations`): a
+sequence whose :class:`ContainerRecommendation` of a row is built only when it is read.
+The rows' explanations stay arrays (:class:`ExplainedRows`) until one is read.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -138,11 +139,18 @@ def confidence_multipliers(
     return np.array([go_pow(float(v), exponent) for v in x.ravel()]).reshape(x.shape)
 
 
+def _int_array(values: Sequence[int]) -> np.ndarray:
+    """int64 (R,) of ``values``; a ``range`` without a Python loop over it."""
+    if isinstance(values, range):
+        return np.arange(values.start, values.stop, values.step, dtype=np.int64)
+    return np.asarray(values, dtype=np.int64).reshape(-1)
+
+
 def _check_rows(
     aggregates: AggregateSet, rows: Sequence[int], containers_in_pod: Sequence[int]
 ) -> tuple[np.ndarray, np.ndarray]:
-    r = np.asarray(rows, dtype=np.int64).reshape(-1)
-    n = np.asarray(containers_in_pod, dtype=np.int64).reshape(-1)
+    r = _int_array(rows)
+    n = _int_array(containers_in_pod)
     if r.size and (r.min() < 0 or r.max() >= len(aggregates)):
         raise ValueError(f"rows: must be in [0, {len(aggregates)})")
     if n.shape != r.shape:
@@ -159,7 +167,7 @@ def recommend(
     profile: Profile,
     containers_in_pod: Sequence[int],
     controlled_resources: Sequence[str] = RESOURCE_NAMES,
-) -> list[ContainerRecommendation]:
+) -> Recommendations:
     """Upstream §3 recommendation per row; pod minimum split over containers_in_pod."""
     if not isinstance(aggregates, AggregateSet):
         raise ValueError("aggregates: must be an AggregateSet")
@@ -195,40 +203,90 @@ def recommend(
         ),
         is_memory_controlled=MEMORY in controlled,
     )
-    # Python ints per bound (None for a resource that is not controlled), then one
-    # Resources per bound and row: the only per-row work left.
-    none = [None] * r.size
-    values = {
-        (res, bound): (
-            getattr(chains[res], bound).value.tolist() if res in controlled else none
-        )
-        for res in RESOURCE_NAMES
-        for bound in ("target", "lower_bound", "upper_bound")
-    }
-    out: list[ContainerRecommendation] = []
-    for i, (t_cpu, t_mem, l_cpu, l_mem, u_cpu, u_mem) in enumerate(
-        zip(
-            values[CPU, "target"],
-            values[MEMORY, "target"],
-            values[CPU, "lower_bound"],
-            values[MEMORY, "lower_bound"],
-            values[CPU, "upper_bound"],
-            values[MEMORY, "upper_bound"],
-            strict=True,
-        )
-    ):
-        target = Resources(t_cpu, t_mem)
-        out.append(
-            ContainerRecommendation(
-                target,
-                Resources(l_cpu, l_mem),
-                Resources(u_cpu, u_mem),
-                target,
-                explained,
-                i,
+    return Recommendations(
+        {
+            (res, bound): getattr(chains[res], bound).value
+            for res in controlled
+            for bound in _BOUNDS
+        },
+        explained,
+    )
+
+
+_BOUNDS = ("target", "lower_bound", "upper_bound")
+
+
+class Recommendations(Sequence[ContainerRecommendation]):
+    """The R recommendations of one ``recommend`` call, kept as arrays (R,).
+
+    A sequence of :class:`ContainerRecommendation`: each is built when it is read, so
+    a caller that needs the numbers of many rows reads :meth:`values` (int64 arrays)
+    and :meth:`explanation_dicts` of the rows it keeps instead.
+    """
+
+    def __init__(
+        self,
+        values: Mapping[tuple[str, str], np.ndarray],
+        explained: ExplainedRows,
+    ) -> None:
+        self._values = dict(values)
+        self._explained = explained
+        self._lists: dict[tuple[str, str], list[int]] | None = None
+
+    def __len__(self) -> int:
+        return len(self._explained)
+
+    @overload
+    def __getitem__(self, index: int) -> ContainerRecommendation: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[ContainerRecommendation]: ...
+
+    def __getitem__(
+        self, index: int | slice
+    ) -> ContainerRecommendation | list[ContainerRecommendation]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        i = range(len(self))[index]  # IndexError and negative indices as a list's
+        if self._lists is None:
+            self._lists = {key: array.tolist() for key, array in self._values.items()}
+        lists = self._lists
+
+        def bound(name: str) -> Resources:
+            cpu = lists.get((CPU, name))
+            memory = lists.get((MEMORY, name))
+            return Resources(
+                None if cpu is None else cpu[i], None if memory is None else memory[i]
             )
+
+        target = bound("target")
+        return ContainerRecommendation(
+            target,
+            bound("lower_bound"),
+            bound("upper_bound"),
+            target,
+            self._explained,
+            i,
         )
-    return out
+
+    def __eq__(self, other: object) -> bool:
+        # As the list this used to be: equal to a list (or another one) of equal rows.
+        if not isinstance(other, Recommendations | list | tuple):
+            return NotImplemented
+        return len(self) == len(other) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def values(self, resource: str, bound: str) -> np.ndarray | None:
+        """int64 (R,) of one resource and bound (``target``, ``lower_bound``,
+        ``upper_bound``); None when the resource is not controlled."""
+        if resource not in RESOURCE_NAMES or bound not in _BOUNDS:
+            raise ValueError(f"no values for resource {resource!r}, bound {bound!r}")
+        return self._values.get((resource, bound))
+
+    def explanation_dicts(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        """``self[i].explanation_dict()`` of each index, built for those rows only."""
+        return self._explained.to_dicts(indices)
 
 
 def recommendation_arrays(

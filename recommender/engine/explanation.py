@@ -9,9 +9,10 @@ when it is asked for.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -271,6 +272,48 @@ class ExplainedRows:
             reason=self.reason,
             notes=notes,
         )
+
+    def subset(self, indices: Sequence[int]) -> ExplainedRows:
+        """The rows ``indices`` only, in that order (row j is ``indices[j]``)."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+
+        def take_bound(b: BoundArrays) -> BoundArrays:
+            return dataclasses.replace(
+                b,
+                raw=b.raw[idx],
+                base=b.base[idx],
+                with_margin=b.with_margin[idx],
+                multiplier=b.multiplier[idx],
+                after_confidence=b.after_confidence[idx],
+                pod_minimum=b.pod_minimum[idx],
+                value=b.value[idx],
+            )
+
+        return dataclasses.replace(
+            self,
+            containers_in_pod=self.containers_in_pod[idx],
+            sample_count=self.sample_count[idx],
+            first_sample_s=self.first_sample_s[idx],
+            last_sample_s=self.last_sample_s[idx],
+            memory_peaks_weight=self.memory_peaks_weight[idx],
+            resources={
+                name: dataclasses.replace(
+                    res,
+                    confidence=res.confidence[idx],
+                    lower_multiplier=res.lower_multiplier[idx],
+                    upper_multiplier=res.upper_multiplier[idx],
+                    target=take_bound(res.target),
+                    lower_bound=take_bound(res.lower_bound),
+                    upper_bound=take_bound(res.upper_bound),
+                )
+                for name, res in self.resources.items()
+            },
+        )
+
+    def to_dicts(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        """``to_dict(i)`` of each index, converting only those rows' numbers."""
+        part = self.subset(indices)
+        return [part.to_dict(j) for j in range(len(part))]
 
     def to_dict(self, i: int) -> dict[str, Any]:
         """``explanation(i).to_dict()``, built from the arrays without the objects."""

@@ -379,26 +379,46 @@ class HistogramBatch:
         high = self.max_bucket[rows]
         empty = self.is_empty(rows)
         band = np.where(empty, 0, np.maximum(high - low, 0))
-        width = int(band.max()) if band.size else 0
-        running = np.zeros((rows.size, 0))
-        if width:
-            # running[r, k] = weight[min] + ... + weight[min + k] for k < band[r]; the
-            # padding after the band adds zeros, so each row stays non-decreasing.
-            k = np.arange(width)
-            flat = (rows * b + low)[:, None] + k
-            np.minimum(flat, self.weight.size - 1, out=flat)
-            running = np.take(self.weight.reshape(-1), flat)
-            running[k >= band[:, None]] = 0.0
+        p_values = np.asarray(ps, dtype=np.float64)
+        thresholds = np.multiply.outer(p_values, self.total[rows])
+        passed = np.zeros((len(ps), rows.size), dtype=np.int64)
+        # Rows go in classes of similar band width (up to the next power of two), so
+        # the running sums of a class fill a (rows, width) block with little padding.
+        width_class = np.zeros(rows.size, dtype=np.int64)
+        has_band = band > 0
+        width_class[has_band] = np.ceil(np.log2(band[has_band])).astype(np.int64) + 1
+        # Windows of the flattened weights: one row's band is a contiguous slice.
+        flat_weight = np.ascontiguousarray(self.weight).reshape(-1)
+        for cls in np.unique(width_class[has_band]).tolist():
+            members = np.flatnonzero(width_class == cls)
+            m_band = band[members]
+            width = int(m_band.max())
+            # A window starts at the row's min_bucket, or earlier when that would run
+            # past the last bucket; the buckets before the band (``lead``) are zeroed,
+            # so the running sums are the band's own additions, in upstream's order.
+            start = np.minimum(low[members], b - width)
+            lead = low[members] - start
+            windows = np.lib.stride_tricks.sliding_window_view(flat_weight, width)
+            running = windows[rows[members] * b + start]  # a copy, (members, width)
+            leading = np.flatnonzero(lead)
+            if leading.size:
+                running[leading] *= np.arange(width) >= lead[leading, None]
             np.cumsum(running, axis=1, out=running)
-        total = self.total[rows]
+            for i in range(len(ps)):
+                threshold = thresholds[i, members][:, None]
+                # Buckets passed before the sum reaches the threshold: the sums are
+                # non-decreasing (weights are >= 0), so that is the first bucket at or
+                # over it; the lead's zeros pass a positive threshold. What lies after
+                # the band never matters: the count is capped at the band below.
+                reached = running >= threshold
+                none = np.where(np.isnan(threshold[:, 0]), 0, width)  # x < NaN: never
+                first = np.where(reached[:, -1], reached.argmax(axis=1), none)
+                passed[i, members] = first - np.where(threshold[:, 0] > 0, lead, 0)
         starts = self.options.bucket_start
         out = np.empty((len(ps), rows.size))
-        for i, p in enumerate(ps):
-            threshold = p * total
-            # Buckets passed before the sum reaches the threshold (the sums are
-            # non-decreasing); running out of band stops at max_bucket, as upstream.
-            passed = np.count_nonzero(running < threshold[:, None], axis=1)
-            bucket = low + np.minimum(passed, band)
+        for i in range(len(ps)):
+            # Running out of band stops at max_bucket, as upstream.
+            bucket = low + np.minimum(passed[i], band)
             value = np.where(
                 bucket < b - 1, starts[np.minimum(bucket + 1, b - 1)], starts[bucket]
             )

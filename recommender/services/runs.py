@@ -24,6 +24,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from recommender import metrics
 from recommender.errors import VpawebError
 from recommender.models import Cluster, RefreshRun
 
@@ -111,6 +112,7 @@ def reap_lost_runs(*, kind: str, now: datetime) -> int:
         )
     if reaped:
         logger.warning("%d lost %s run(s) marked failed", reaped, kind)
+        metrics.REFRESH_RUNS.labels(kind=kind, outcome="failed").inc(reaped)
     return reaped
 
 
@@ -166,6 +168,7 @@ def recorded_run(
         run.counts = recorder.counts
         run.timings = recorder.timings()
         run.save(update_fields=["status", "error", "finished_at", "counts", "timings"])
+        metrics.record_finished_run(run)
         if isinstance(exc, VpawebError):
             logger.error("%s run %s failed: %s", kind, run.pk, run.error)
         else:
@@ -177,6 +180,7 @@ def recorded_run(
     run.counts = recorder.counts
     run.timings = recorder.timings()
     run.save(update_fields=["status", "finished_at", "progress", "counts", "timings"])
+    metrics.record_finished_run(run)
     logger.info(
         "%s run %s done in %.2fs: %s",
         kind,

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from django.test import Client
 
@@ -62,3 +63,45 @@ def test_every_docs_api_example_is_accepted(
             content_type="application/json",
         )
         assert response.status_code < 300, (method, path, response.content[:500])
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "component"),
+    [
+        ("patch", "/api/v1/workloads/{id}/policy", {"mdoe": "Initial"}, "Patched"),
+        (
+            "post",
+            "/api/v1/static-coefficients",
+            {"namespace": "", "cpu_factor": 0.7, "memory_factor": None, "x": 1},
+            "StaticCoefficientInputRequest",
+        ),
+        (
+            "post",
+            "/api/v1/recommendation-query",
+            {"spec": {"pod": {"spec": {"containers": [{"name": "a"}]}}}, "extra": 1},
+            "RecommendationQueryRequest",
+        ),
+    ],
+)
+def test_unknown_keys_are_refused_as_the_schema_says(
+    write_client: Client,
+    shop: Workload,
+    method: str,
+    path: str,
+    body: dict[str, Any],
+    component: str,
+) -> None:
+    response = getattr(write_client, method)(
+        path.replace("{id}", str(shop.pk)), body, content_type="application/json"
+    )
+    assert response.status_code == 400, response.content
+    unknown = (set(body) - {"namespace", "cpu_factor", "memory_factor", "spec"}).pop()
+    assert unknown in response.json()["error"]["fields"]
+    schema = yaml.safe_load(write_client.get("/api/v1/schema/").content)
+    components = schema["components"]["schemas"]
+    closed = [
+        name
+        for name, value in components.items()
+        if name.startswith(component) and value.get("additionalProperties") is False
+    ]
+    assert closed, component

@@ -1,5 +1,6 @@
-"""The shipped deploy/rbac.yaml is read-only and is exactly what the adapter needs: the
-fake API server enforces its rules, and discovery plus metrics-server reads succeed."""
+"""The shipped deploy/base/rbac.yaml is read-only and is exactly what the adapter
+needs: the fake API server enforces its rules, and discovery plus metrics-server reads
+succeed."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from recommender.sources.metrics_server import MetricsServerSource
 from tests.k8s_fake.plugin import FAST
 from tests.k8s_fake.server import FakeApiServer, load_fixtures, write_kubeconfig
 
-RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
+RBAC = Path(__file__).resolve().parents[2] / "deploy" / "base" / "rbac.yaml"
 READ_VERBS = {"get", "list", "watch"}
 
 

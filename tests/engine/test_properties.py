@@ -3,7 +3,7 @@
 import math
 
 import numpy as np
-from hypothesis import given, note, settings
+from hypothesis import example, given, note, settings
 from hypothesis import strategies as st
 
 from recommender.engine.aggregation import AggregateSet
@@ -340,3 +340,52 @@ def test_batched_percentiles_equal_the_reference_walk(ops_per_row):
         assert h.percentiles([row], ps)[:, 0].tolist() == got[:, row].tolist()
     back = np.arange(len(ops_per_row))[::-1]
     assert h.percentiles(back, ps).tolist() == got[:, back].tolist()
+
+
+@st.composite
+def histogram_rows(draw):
+    """Rows of a 20-bucket histogram: bands anywhere (up to the last bucket), weights
+    below epsilon around them, empty rows, and bands of many widths in one batch."""
+    rows = []
+    for _ in range(draw(st.integers(1, 12))):
+        # Bands that end at the last bucket, beside wider ones, read windows that start
+        # before their min_bucket: the case the batch code must mask.
+        high = draw(st.sampled_from([19, 19, 5, 12, 17, 18]))
+        low = draw(st.integers(0, high))
+        weights = [0.0] * 20
+        for b in range(20):
+            if low <= b <= high:
+                weights[b] = draw(st.sampled_from([0.0, 4e-3, 0.1, 0.3, 1.0, 7.5]))
+            else:
+                weights[b] = draw(st.sampled_from([0.0, 4e-3]))  # under epsilon
+        weights[low] = draw(st.sampled_from([weights[low], 0.0, 0.25]))
+        rows.append((low, high, weights))
+    return rows
+
+
+@example(  # a band at the top beside a wider one of its width class: a masked lead
+    rows=[
+        (14, 19, [4e-3] * 14 + [0.1, 0.3, 0.1, 0.25, 0.2, 0.0]),
+        (0, 8, [1.0] * 9 + [0.0] * 11),
+    ],
+    ps=[0.5, 0.9],
+)
+@given(
+    histogram_rows(),
+    st.lists(st.sampled_from([0.0, 0.05, 0.5, 0.9, 0.95, 0.999, 1.0]), min_size=1),
+)
+def test_percentiles_of_many_rows_equal_the_one_row_walk(rows, ps):
+    opts = linear_options(19.0, 1.0, 0.01)  # a large epsilon: weights outside count
+    h = HistogramBatch(opts, len(rows))
+    want = []
+    for i, (low, high, weights) in enumerate(rows):
+        h.weight[i] = weights
+        h.total[i] = math.fsum(weights)
+        h.min_bucket[i], h.max_bucket[i] = low, high
+        r = ref.Histogram(ref.Options("linear", 19.0, 1.0, 0, 0.01))
+        r.w, r.total, r.min, r.max = list(weights), h.total[i], low, high
+        want.append([r.percentile(p) for p in ps])
+    order = [*range(len(rows) - 1, -1, -1), 0]  # out of order, one row twice
+    note(f"rows={rows!r}")
+    got = h.percentiles(np.array(order), ps)
+    assert got.T.tolist() == [want[i] for i in order]

@@ -439,6 +439,8 @@ def test_the_minute_cycle_takes_oom_kills_from_prometheus(
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))  # the fake API
     settings.PROMETHEUS_URL = loaded.url
     settings.PROMETHEUS_BACKFILL_DAYS = 8
+    # Every cycle stores its checkpoints (the last one is compared with one pass).
+    settings.CHECKPOINT_INTERVAL_S = 0
     cluster = Cluster.objects.create(
         name="prod", kind=Cluster.Kind.KUBERNETES, context="fake"
     )

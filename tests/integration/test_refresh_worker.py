@@ -3,26 +3,39 @@ sharded fan-out: the shards it queues run on that worker too."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
+from datetime import datetime
 
 import pytest
-from django.conf import settings
 from django.core.cache import cache
-from django.db import connection
 
-from recommender.models import Checkpoint, Cluster, Recommendation, RefreshRun, Workload
+from recommender.models import (
+    Checkpoint,
+    Cluster,
+    OomKill,
+    Recommendation,
+    RefreshRun,
+    Workload,
+)
 from recommender.tasks import CLAIM_KEY
 from recommender.tasks import refresh_all_clusters as refresh_all_clusters_task
 from recommender.tasks import refresh_cluster as refresh_cluster_task
-from tests.conftest import service_missing
+from tests.integration.workers import (
+    require_postgres_and_redis,
+    start_worker,
+    stop_worker,
+)
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
+
+
+ENV = {
+    "VPAWEB_SIMULATION_WORKLOADS": "6",
+    "VPAWEB_SIMULATION_HISTORY_DAYS": "0.25",
+    # Every fed checkpoint written every cycle: the tests count the writes.
+    "VPAWEB_CHECKPOINT_INTERVAL_S": "0",
+}
 
 
 @pytest.fixture
@@ -32,63 +45,29 @@ def worker(transactional_db):
     The private queue is also the worker's default queue (tests/integration/worker_app),
     so what its tasks queue (the fan-out's shards) runs on it too, and nowhere else.
     """
-    if connection.vendor != "postgresql":
-        service_missing("PostgreSQL (DATABASE_URL)")
-    if not settings.REDIS_URL:
-        service_missing("Redis (REDIS_URL)")
-    try:
-        import redis
-
-        redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2).ping()
-    except Exception:
-        service_missing(f"Redis at {settings.REDIS_URL}")
+    require_postgres_and_redis()
     queue = f"vpaweb-test-{uuid.uuid4().hex[:8]}"
-    db = connection.settings_dict
-    env = {
-        **os.environ,
-        # The worker must use pytest-django's test database, not the configured one.
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/"
-        f"{db['NAME']}",
-        "REDIS_URL": settings.REDIS_URL,
-        "SECRET_KEY": "integration-test-only",
-        "VPAWEB_SIMULATION_WORKLOADS": "6",
-        "VPAWEB_SIMULATION_HISTORY_DAYS": "0.25",
-        "VPAWEB_TEST_QUEUE": queue,
-    }
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "tests.integration.worker_app",
-            "worker",
-            "--pool",
-            "solo",
-            "--queues",
-            queue,
-            "--loglevel",
-            "WARNING",
-            "--without-heartbeat",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    process = start_worker(queue, env=ENV)
     try:
         yield queue
     finally:
-        process.terminate()
-        try:
-            output, _ = process.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            output, _ = process.communicate()
-        if process.returncode not in (0, -15):
-            print(output.decode(errors="replace"))
+        stop_worker(process)
+
+
+@pytest.fixture
+def two_workers(transactional_db):
+    """Two worker processes consuming one private queue: tasks run side by side."""
+    require_postgres_and_redis()
+    queue = f"vpaweb-test-{uuid.uuid4().hex[:8]}"
+    processes = [
+        start_worker(queue, env=ENV, hostname=f"{uuid.uuid4().hex[:8]}@%h")
+        for _ in range(2)
+    ]
+    try:
+        yield queue
+    finally:
+        for process in processes:
+            stop_worker(process)
 
 
 def test_a_worker_runs_the_refresh_task_and_rows_appear(worker, settings):
@@ -261,3 +240,80 @@ def test_a_worker_runs_the_sharded_fan_out_and_each_shard_writes_its_namespace(
                 for shard in {"*", *namespaces}
             ]
         )
+
+
+def test_two_workers_on_overlapping_shards_double_count_nothing(two_workers, settings):
+    """A whole-cluster refresh and every shard twice, at one ``now``, on two workers
+    at once: every sample and OOM kill counts once, as in one in-process refresh."""
+    settings.SIMULATION_WORKLOADS = 6
+    settings.SIMULATION_HISTORY_DAYS = 0.25
+    shared = Cluster.objects.create(name="sim-two-workers", kind=Cluster.Kind.SIMULATED)
+    alone = Cluster.objects.create(name="sim-one-process", kind=Cluster.Kind.SIMULATED)
+    refresh_cluster_task.apply_async(args=[shared.pk, NOON], queue=two_workers).get(
+        timeout=120
+    )
+    refresh_cluster_in_process(cluster_id=alone.pk, now=datetime.fromisoformat(NOON))
+    namespaces = sorted(
+        set(Workload.objects.filter(cluster=shared).values_list("namespace", flat=True))
+    )
+    assert len(namespaces) >= 2
+    before = checkpoint_versions(shared)
+    later = "2026-11-21T12:10:00+00:00"  # the checkpoints are due: all are written
+
+    results = [
+        refresh_cluster_task.apply_async(args=[shared.pk, later], queue=two_workers)
+    ] + [
+        refresh_cluster_task.apply_async(
+            args=[shared.pk, later], kwargs={"namespace": ns}, queue=two_workers
+        )
+        for ns in namespaces * 2
+    ]
+    for result in results:
+        result.get(timeout=180)
+    refresh_cluster_in_process(cluster_id=alone.pk, now=datetime.fromisoformat(later))
+
+    runs = RefreshRun.objects.filter(cluster=shared)
+    assert runs.count() == 2 + 2 * len(namespaces)
+    assert {run.status for run in runs} == {RefreshRun.Status.SUCCEEDED}
+    # Each checkpoint was written exactly once after first contact (a second write of
+    # the same samples would be version + 2) ...
+    after = checkpoint_versions(shared)
+    assert set(written_per_namespace(before, after)) == set(namespaces)
+    assert all(after[key] == before[key] + 1 for key in before)
+    # ... and the state equals one process refreshing once: nothing counted twice.
+    assert state_of(shared) == state_of(alone)
+
+
+def refresh_cluster_in_process(*, cluster_id, now):
+    from recommender.services.refresh.cycle import refresh_cluster
+
+    run = refresh_cluster(cluster_id=cluster_id, now=now)
+    assert run.status == RefreshRun.Status.SUCCEEDED, run.error
+
+
+def state_of(cluster):
+    """Checkpoint bytes, OOM kills and latest recommendations, by names."""
+    checkpoints = sorted(
+        (
+            c.container.workload.namespace,
+            c.container.workload.name,
+            c.container.name,
+            bytes(c.state),
+            c.sample_count,
+        )
+        for c in Checkpoint.objects.filter(
+            container__workload__cluster=cluster
+        ).select_related("container__workload")
+    )
+    ooms = sorted(
+        OomKill.objects.filter(container__workload__cluster=cluster).values_list(
+            "container__workload__name", "container__name", "pod", "occurred_at"
+        )
+    )
+    recommendations = sorted(
+        (r.container.workload.name, r.container.name, r.values_tuple())
+        for r in Recommendation.objects.filter(
+            container__workload__cluster=cluster
+        ).select_related("container__workload")
+    )
+    return checkpoints, ooms, recommendations

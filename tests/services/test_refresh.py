@@ -23,8 +23,9 @@ from recommender.models import (
 )
 from recommender.services.refresh import cycle
 from recommender.services.refresh.adapters import cluster_adapter_for
-from recommender.services.refresh.cycle import expire_idle_aggregates, refresh_cluster
+from recommender.services.refresh.cycle import refresh_cluster
 from recommender.services.refresh.discovery import Discovery, upsert_discovery
+from recommender.services.refresh.expiry import expire_idle_aggregates
 from recommender.sources.simulated import SimulatedUsageSource
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -173,13 +174,13 @@ def test_a_lost_compare_and_swap_skips_the_samples_the_winner_applied(
     store = cycle._store
     slow_counts = {}
 
-    def winner_stores_first(window):
+    def winner_stores_first(window, *schedule):
         # Worker A has read checkpoints and computed; worker B runs a whole cycle
         # before A stores.
         monkeypatch.setattr(cycle, "_store", store)
         refresh_cluster(cluster_id=cluster.pk, now=later)
         slow_counts["after_winner"] = snapshot_of_state(cluster)
-        store(window)
+        store(window, *schedule)
         slow_counts.update(window.counts)
 
     monkeypatch.setattr(cycle, "_store", winner_stores_first)
@@ -324,7 +325,9 @@ def test_namespace_shards_add_up_to_a_whole_cluster_refresh(db):
     # A shard writes only its own namespace.
     before = checkpoint_state(sharded)
     refresh_cluster(
-        cluster_id=sharded.pk, now=later + timedelta(minutes=5), namespace=namespaces[0]
+        cluster_id=sharded.pk,
+        now=later + timedelta(minutes=10),
+        namespace=namespaces[0],
     )
     moved = {
         (name, container)
@@ -354,13 +357,13 @@ def test_a_worker_killed_between_engine_and_store_loses_and_double_counts_nothin
     )[0]
     refresh_cluster(cluster_id=steady.pk, now=later, namespace=namespace)
     before = snapshot_of_state(crashed)
-    store_recommendation = cycle._store_recommendation
+    store_recommendation = cycle._store_recommendations
 
-    def killed(row, now):
+    def killed(*args):
         # Checkpoints and OOM rows of this transaction are written by now.
         raise RuntimeError("worker killed")
 
-    monkeypatch.setattr(cycle, "_store_recommendation", killed)
+    monkeypatch.setattr(cycle, "_store_recommendations", killed)
     with pytest.raises(RuntimeError, match="worker killed"):
         refresh_cluster(cluster_id=crashed.pk, now=later, namespace=namespace)
     after_crash = snapshot_of_state(crashed)
@@ -368,7 +371,7 @@ def test_a_worker_killed_between_engine_and_store_loses_and_double_counts_nothin
     assert after_crash["oom_kills"] == before["oom_kills"]
     assert after_crash["recommendations"] == before["recommendations"]
 
-    monkeypatch.setattr(cycle, "_store_recommendation", store_recommendation)
+    monkeypatch.setattr(cycle, "_store_recommendations", store_recommendation)
     rerun = refresh_cluster(cluster_id=crashed.pk, now=later, namespace=namespace)
 
     assert rerun.counts["samples"] > 0

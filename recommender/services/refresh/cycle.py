@@ -21,23 +21,21 @@ Discovery upsert lives in ``services/discovery.py``, the feeding of the engine i
 
 from __future__ import annotations
 
-import json
 import logging
 import math
+import time
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from recommender.cluster.base import OomKill
 from recommender.engine.aggregation import AggregateSet
-from recommender.engine.capping import MODE_OFF, apply_vpa_policy
-from recommender.engine.estimator import recommend
-from recommender.engine.profiles import Profile
-from recommender.engine.resources import RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import (
     Checkpoint,
@@ -50,33 +48,32 @@ from recommender.models import (
     OomKill as OomKillRow,
 )
 from recommender.services.admission.generation import mark_admission_data_changed
-from recommender.services.policies import overridden_fields
 from recommender.services.refresh import ingest
 from recommender.services.refresh.adapters import (
     close_quietly,
     cluster_adapter_for,
+    source_keeps_history,
     usage_source_for,
 )
+from recommender.services.refresh.bulk import CAS_BATCH, compare_and_swap
 from recommender.services.refresh.discovery import BATCH, Discovery, upsert_discovery
 from recommender.services.refresh.ingest import STEP_S, Row, Window
+from recommender.services.refresh.recommend import (
+    build_explanations,
+    is_significant_change,
+    recommend_window,
+    values_of,
+)
 from recommender.services.runs import Phases, recorded_run
 from recommender.sources.base import UsageGrid, UsageSource
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "BOUND_CHANGE_FRACTION",
-    "expire_idle_aggregates",
     "ingest_window",
     "oom_kills_for",
     "refresh_cluster",
 ]
-
-# A new Recommendation row is stored when a target changes at all, or a bound moves by
-# at least this fraction. The bounds drift a little every minute as confidence grows
-# (upstream's (1 + 1/conf) multiplier); storing each drift would write a row per
-# container per minute and bury the history the dashboard draws.
-BOUND_CHANGE_FRACTION = 0.01
 
 
 def oom_kills_for(
@@ -106,6 +103,7 @@ def ingest_window(
     run: RefreshRun | None = None,
     phases: Phases | None = None,
     live_pods: Mapping[int, Collection[str]] | None = None,
+    checkpoints: CheckpointSchedule | None = None,
 ) -> dict[str, Any]:
     """Ingest every discovered container from its watermark up to ``end`` and commit.
 
@@ -117,6 +115,8 @@ def ingest_window(
     transaction. Returns the window's counts. A failure stores nothing of the window.
     With ``live_pods`` (pod names by workload id), the engine forgets the per-pod
     state of every other pod once the window is fed (upstream's DeleteRemovedPods).
+    With ``checkpoints``, only the checkpoints that schedule picks are written (the
+    others keep their watermark); without, every one that was fed.
     """
     phases = phases or Phases()
     end_s = math.floor(end.timestamp() / STEP_S) * STEP_S
@@ -136,9 +136,9 @@ def ingest_window(
             _forget_gone_pods(window, live_pods)
     if recommend:
         with phases("recommend"):
-            _recommend(window)
+            recommend_window(window)
     with phases("store"):
-        _store(window)
+        _store(window, checkpoints)
     counts = dict(window.counts)
     counts.setdefault("errors", 0)
     counts.setdefault("samples", 0)
@@ -221,6 +221,11 @@ def refresh_cluster(
                 run=recorder.run,
                 phases=phases,
                 live_pods=_live_pods(discovery),
+                checkpoints=(
+                    CheckpointSchedule.from_settings()
+                    if source_keeps_history(source)
+                    else None  # a live sample not stored now is lost
+                ),
             )
         finally:
             close_quietly(adapter, source)
@@ -253,311 +258,210 @@ def _forget_gone_pods(window: Window, live_pods: Mapping[int, Collection[str]]) 
     window.counts["series_dropped"] = dropped
 
 
-def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
-    """Forget the state of aggregates idle for the profile's history (upstream: 8 days).
+@dataclass(frozen=True)
+class CheckpointSchedule:
+    """Which checkpoints a refresh writes (upstream: ``--checkpoints-timeout``).
 
-    The checkpoint row is reset, not deleted (empty state and key, no watermark; a
-    compare-and-swap on its version), so a refresh running meanwhile always finds its
-    row; the next refresh rebuilds the state from history. Recommendations are history
-    and stay. Checkpoints are judged a chunk at a time as they are read: memory is
-    bounded by ``BATCH`` per histogram key, not by the fleet.
-
-    Each row is judged on its own: a checkpoint that cannot be read (a corrupt blob,
-    e.g. of a deleted workload) is logged, counted in ``counts["failed"]`` and left
-    as it is (the next refresh of a live container rebuilds it), and the job goes on.
+    A checkpoint that changed materially (first contact, a new histogram key, no
+    watermark yet, an OOM kill to store with it) is always written. Any other is
+    written once it is ``interval_s`` old, oldest first, in bulk statements until
+    ``timeout_s`` of the store phase has passed (the first statement always runs).
+    One not written keeps its watermark: the next cycle reads those samples again,
+    so nothing is lost or counted twice. ``None`` instead of a schedule writes every
+    checkpoint that was fed (the back-fill, a source without history).
     """
-    if timezone.is_naive(now):
-        raise InvalidInput("now must be timezone-aware", field="now")
-    with recorded_run(kind=RefreshRun.Kind.EXPIRE) as recorder:
-        recorder.counts = _expire_all(now=now)
-    return recorder.run
+
+    interval_s: float
+    timeout_s: float
+
+    @classmethod
+    def from_settings(cls) -> CheckpointSchedule:
+        """VPAWEB_CHECKPOINT_INTERVAL_S and VPAWEB_CHECKPOINTS_TIMEOUT_S."""
+        return cls(
+            interval_s=float(settings.CHECKPOINT_INTERVAL_S),
+            timeout_s=float(settings.CHECKPOINTS_TIMEOUT_S),
+        )
 
 
-def _expire_all(*, now: datetime) -> dict[str, int]:
-    """Judge every written checkpoint, a batch per histogram key; return the counts
-    (``failed``: checkpoints that could not be read)."""
-    checked = expired = failed = 0
-    checkpoints = (
-        Checkpoint.objects.exclude(version=0)
-        .exclude(histogram_key="")  # never written, or reset by an earlier expiry
-        .select_related("container__workload__policy")
-        .order_by("pk")
+def _needs_write(row: Row, end_at: datetime) -> bool:
+    """The row's checkpoint is behind this window (fed, new key, watermark behind)."""
+    checkpoint = row.checkpoint
+    return (
+        row.is_fed
+        or checkpoint.histogram_key != row.key_text
+        or checkpoint.last_sample_at is None
+        or checkpoint.last_sample_at < end_at
     )
-    buffers: dict[str, tuple[Profile, list[Checkpoint]]] = {}
-    for checkpoint in checkpoints.iterator(chunk_size=BATCH):
-        profile = ingest.profile_or_default(checkpoint.container.workload)
-        key_text = ingest.key_text(profile)
-        # A checkpoint of other histogram settings is rebuilt by the next refresh
-        # anyway.
-        if checkpoint.histogram_key != key_text or not checkpoint.state:
-            continue
-        members = buffers.setdefault(key_text, (profile, []))[1]
-        members.append(checkpoint)
-        if len(members) >= BATCH:
-            checked += len(members)
-            batch_expired, batch_failed = _expire_batch(profile, members, now=now)
-            expired, failed = expired + batch_expired, failed + batch_failed
-            members.clear()
-    for profile, members in buffers.values():
-        if members:
-            checked += len(members)
-            batch_expired, batch_failed = _expire_batch(profile, members, now=now)
-            expired, failed = expired + batch_expired, failed + batch_failed
-    return {"checked": checked, "expired": expired, "failed": failed}
 
 
-def _idle_flags(
-    profile: Profile, batch: list[Checkpoint], *, now: datetime
-) -> list[bool | None]:
-    """Per checkpoint: idle or not, or None when it cannot be read. The batch is read
-    at once; if that fails, row by row, so one bad row costs only itself."""
-    now_s = now.timestamp()
-    try:
-        aggregates = AggregateSet.from_checkpoints(
-            profile, [bytes(c.state) for c in batch]
-        )
-        return list(aggregates.is_expired(now_s=now_s).tolist())
-    except Exception:  # a bad row: found and counted one by one below
-        pass
-    flags: list[bool | None] = []
-    for checkpoint in batch:
-        try:
-            one = AggregateSet.from_checkpoints(profile, [bytes(checkpoint.state)])
-            flags.append(bool(one.is_expired(now_s=now_s)[0]))
-        except Exception as exc:  # one unreadable row never stops the job
-            logger.warning(
-                "expiry: cannot read the checkpoint of container %s (%s, version "
-                "%s): %s: %s; left as it is",
-                checkpoint.container_id,
-                checkpoint.container,
-                checkpoint.version,
-                type(exc).__name__,
-                exc,
-            )
-            flags.append(None)
-    return flags
+def _is_material(row: Row) -> bool:
+    """A change that must be stored now, whatever the schedule."""
+    checkpoint = row.checkpoint
+    return (
+        row.is_rebuilt
+        or bool(row.ooms)
+        or checkpoint.histogram_key != row.key_text
+        or checkpoint.last_sample_at is None
+    )
 
 
-def _expire_batch(
-    profile: Profile, batch: list[Checkpoint], *, now: datetime
-) -> tuple[int, int]:
-    """Reset the idle checkpoints of one batch of one key; return (expired, failed)."""
-    flags = _idle_flags(profile, batch, now=now)
-    expired = 0
-    for checkpoint, gone in zip(batch, flags, strict=True):
-        if not gone:
-            continue
-        # Only the version we judged: a refresh that just fed it keeps it, and a
-        # refresh holding this version loses its compare-and-swap and skips the row.
-        reset = Checkpoint.objects.filter(
-            pk=checkpoint.pk, version=checkpoint.version
-        ).update(
-            histogram_key="",
-            state=b"",
-            last_sample_at=None,
-            sample_count=0,
-            version=checkpoint.version + 1,
-            updated_at=now,
-        )
-        if reset:
-            expired += 1
-            logger.info(
-                "expired the idle aggregate of container %s (%s)",
-                checkpoint.container_id,
-                checkpoint.container,
-            )
-    return expired, flags.count(None)
-
-
-# --- recommendation -------------------------------------------------------------------
-
-
-def _recommend(window: Window) -> None:
-    """Engine recommendations, capped by each container's policy."""
-    for group in window.groups.values():
-        assert group.aggregates is not None
-        # Rows of one profile and one set of controlled resources go in one call.
-        batches: dict[tuple[str, tuple[str, ...]], list[Row]] = defaultdict(list)
-        for row in group.rows:
-            policy = row.container_policy
-            if policy is not None and policy.mode == MODE_OFF:
-                continue  # upstream gives a container with mode Off no recommendation
-            if group.aggregates.total_samples[row.index] == 0:
-                # No usage, no recommendation (upstream's estimator would give the
-                # pod minimums): the container shows "no data".
-                window.counts["containers_without_samples"] += 1
-                continue
-            controlled = (
-                policy.controlled_resources if policy else tuple(RESOURCE_NAMES)
-            )
-            batches[
-                (
-                    row.profile.name
-                    + json.dumps(row.profile.to_dict(), sort_keys=True),
-                    controlled,
-                )
-            ].append(row)
-        for (_, controlled), rows in batches.items():
-            # The policy's overrides, kept with the explanation so the dashboard shows
-            # which fields differed from the named profile when this was computed.
-            overrides = overridden_fields(rows[0].profile)
-            results = recommend(
-                group.aggregates,
-                rows=[r.index for r in rows],
-                profile=rows[0].profile,
-                containers_in_pod=[r.containers_in_pod for r in rows],
-                controlled_resources=controlled,
-            )
-            for row, result in zip(rows, results, strict=True):
-                capped = apply_vpa_policy(result, row.container_policy)
-                explanation = result.explanation_dict()
-                explanation["caps"] = [
-                    {
-                        "resource": c.resource,
-                        "bound": c.bound,
-                        "reason": c.reason,
-                        "before": c.before,
-                        "after": c.after,
-                    }
-                    for c in capped.caps
-                ]
-                if overrides:
-                    explanation["profile_overrides"] = overrides
-                row.recommendation = {
-                    "target": capped.target,
-                    "lower": capped.lower_bound,
-                    "upper": capped.upper_bound,
-                    "uncapped": capped.uncapped_target,
-                    "explanation": explanation,
-                }
-
-
-def _values(rec: dict[str, Any]) -> tuple[int | None, ...]:
-    """The eight amounts in Recommendation.values_tuple() order."""
-    out: list[int | None] = []
-    for name in ("target", "lower", "upper", "uncapped"):
-        resources: Resources = rec[name]
-        out += [resources.cpu_millicores, resources.memory_bytes]
-    return (out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7])
-
-
-def _is_significant_change(
-    old: Recommendation | None, new: tuple[int | None, ...]
-) -> bool:
-    """True when ``new`` deserves a Recommendation row of its own."""
-    if old is None:
-        return True
-    before = old.values_tuple()
-    for i, (a, b) in enumerate(zip(before, new, strict=True)):
-        if a == b:
-            continue
-        if a is None or b is None:
-            return True
-        is_bound = 2 <= i <= 5  # lower and upper bounds
-        if not is_bound or abs(b - a) >= BOUND_CHANGE_FRACTION * max(abs(a), 1):
-            return True
-    return False
-
-
-# --- storing --------------------------------------------------------------------------
-
-
-def _store(window: Window) -> None:
-    """Checkpoints (compare-and-swap), OOM rows and changed recommendations."""
+def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
+    """Checkpoints (compare-and-swap, in bulk), OOM rows, changed recommendations."""
     now = window.now
+    started = time.monotonic()
     end_at = datetime.fromtimestamp(window.end_s, tz=UTC)
-    changed = conflicts = written = 0
+    conflicts = written = deferred = 0
     with transaction.atomic():
         for group in window.groups.values():
             assert group.aggregates is not None
-            dirty = [
-                r
-                for r in group.rows
-                if r.is_fed
-                or r.checkpoint.histogram_key != r.key_text
-                or r.checkpoint.last_sample_at is None
-                or r.checkpoint.last_sample_at < end_at
-            ]
-            blobs = group.aggregates.to_checkpoints() if dirty else []
-            counts = group.aggregates.sample_count()
-            is_dirty = {id(r) for r in dirty}
-            new_ooms: list[OomKillRow] = []
-            for row in group.rows:
-                checkpoint = row.checkpoint
-                if id(row) in is_dirty:
-                    # The watermark: every grid time up to end_s is in this checkpoint.
-                    watermark = (
-                        max(end_at, checkpoint.last_sample_at or end_at)
-                        if (checkpoint.histogram_key == row.key_text)
-                        else end_at
-                    )
-                    updated = Checkpoint.objects.filter(
-                        pk=checkpoint.pk, version=checkpoint.version
-                    ).update(
-                        histogram_key=row.key_text,
-                        state=blobs[row.index],
-                        last_sample_at=watermark,
-                        sample_count=int(counts[row.index]),
-                        version=checkpoint.version + 1,
-                        updated_at=now,
-                    )
-                    if updated == 0:
-                        # Another worker stored these samples first; its result stands.
-                        conflicts += 1
-                        logger.info(
-                            "checkpoint of container %s changed under us; skipped",
-                            row.container.pk,
-                        )
-                        continue
-                    written += 1
-                    new_ooms += [
-                        OomKillRow(
-                            container=row.container,
-                            pod=kill.pod,
-                            occurred_at=kill.occurred_at,
-                            memory_request_bytes=kill.memory_request_bytes,
-                            is_eviction=kill.is_eviction,
-                        )
-                        for kill in row.ooms
-                    ]
-                if row.recommendation is not None and _store_recommendation(row, now):
-                    changed += 1
+            behind = [r for r in group.rows if _needs_write(r, end_at)]
+            if schedule is None:
+                chosen = behind
+            else:
+                due_at = now.timestamp() - schedule.interval_s
+                chosen = [r for r in behind if _is_material(r)]
+                due = sorted(
+                    (
+                        r
+                        for r in behind
+                        if not _is_material(r)
+                        and r.checkpoint.updated_at.timestamp() <= due_at
+                    ),
+                    key=lambda r: r.checkpoint.updated_at,
+                )
+                for start in range(0, len(due), CAS_BATCH):
+                    if start and time.monotonic() - started > schedule.timeout_s:
+                        break
+                    chosen += due[start : start + CAS_BATCH]
+                deferred += len(behind) - len(chosen)
+            won = _write_checkpoints(group.aggregates, chosen, end_at, now)
+            written += len(won)
+            conflicts += len(chosen) - len(won)
             OomKillRow.objects.bulk_create(
-                new_ooms, batch_size=BATCH, ignore_conflicts=True
+                [
+                    OomKillRow(
+                        container=row.container,
+                        pod=kill.pod,
+                        occurred_at=kill.occurred_at,
+                        memory_request_bytes=kill.memory_request_bytes,
+                        is_eviction=kill.is_eviction,
+                    )
+                    for row in chosen
+                    if row.checkpoint.pk in won
+                    for kill in row.ooms
+                ],
+                batch_size=BATCH,
+                ignore_conflicts=True,
             )
+        changed = _store_recommendations(
+            [row for group in window.groups.values() for row in group.rows], now
+        )
     window.counts["checkpoints_written"] = written
     window.counts["checkpoint_conflicts"] = conflicts
+    window.counts["checkpoints_deferred"] = deferred
     window.counts["recommendations_changed"] = changed
 
 
-def _store_recommendation(row: Row, now: datetime) -> bool:
-    """A new Recommendation row when the values moved; True when one was stored."""
-    assert row.recommendation is not None
-    container = row.container
-    values = _values(row.recommendation)
-    latest = container.latest_recommendation
-    if not _is_significant_change(latest, values):
-        return False
-    rec = Recommendation.objects.create(
-        container=container,
-        created_at=now,
-        profile=row.profile.name,
-        target_cpu_millicores=values[0],
-        target_memory_bytes=values[1],
-        lower_cpu_millicores=values[2],
-        lower_memory_bytes=values[3],
-        upper_cpu_millicores=values[4],
-        upper_memory_bytes=values[5],
-        uncapped_cpu_millicores=values[6],
-        uncapped_memory_bytes=values[7],
-        explanation=row.recommendation["explanation"],
+def _write_checkpoints(
+    aggregates: AggregateSet, rows: Sequence[Row], end_at: datetime, now: datetime
+) -> set[int]:
+    """Compare-and-swap the checkpoints of ``rows``; the pks this writer won."""
+    if not rows:
+        return set()
+    blobs = aggregates.to_checkpoints([r.index for r in rows])
+    counts = aggregates.sample_count()
+    cas_rows = []
+    for row, blob in zip(rows, blobs, strict=True):
+        checkpoint = row.checkpoint
+        # The watermark: every grid time up to end_s is in this checkpoint.
+        watermark = (
+            max(end_at, checkpoint.last_sample_at or end_at)
+            if (checkpoint.histogram_key == row.key_text)
+            else end_at
+        )
+        cas_rows.append(
+            (
+                checkpoint.pk,
+                checkpoint.version,
+                {
+                    "histogram_key": row.key_text,
+                    "state": blob,
+                    "last_sample_at": watermark,
+                    "sample_count": int(counts[row.index]),
+                    "updated_at": now,
+                },
+            )
+        )
+    won = compare_and_swap(
+        Checkpoint, expect="version", rows=cas_rows, increment="version"
     )
-    # Compare-and-swap on the pointer: a concurrent cycle that already moved it wins.
-    moved = Container.objects.filter(
-        pk=container.pk, latest_recommendation_id=latest.pk if latest else None
-    ).update(latest_recommendation=rec)
+    for row in rows:
+        if row.checkpoint.pk not in won:
+            # Another worker stored these samples first; its result stands.
+            logger.info(
+                "checkpoint of container %s changed under us; skipped",
+                row.container.pk,
+            )
+    return won
+
+
+def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
+    """A new Recommendation row for each row whose values moved (explanations built
+    for those only), then the compare-and-swap of each container's pointer: a
+    concurrent cycle that already moved it wins. Returns how many were stored."""
+    moved = [
+        row
+        for row in rows
+        if row.recommendation is not None
+        and is_significant_change(
+            row.container.latest_recommendation, values_of(row.recommendation)
+        )
+    ]
     if not moved:
-        rec.delete()
-        return False
-    container.latest_recommendation = rec
-    return True
+        return 0
+    explanations = build_explanations(
+        [row.recommendation["explanation"] for row in moved]  # type: ignore[index]
+    )
+    new = []
+    for row, explanation in zip(moved, explanations, strict=True):
+        values = values_of(row.recommendation)  # type: ignore[arg-type]
+        new.append(
+            Recommendation(
+                container=row.container,
+                created_at=now,
+                profile=row.profile.name,
+                target_cpu_millicores=values[0],
+                target_memory_bytes=values[1],
+                lower_cpu_millicores=values[2],
+                lower_memory_bytes=values[3],
+                upper_cpu_millicores=values[4],
+                upper_memory_bytes=values[5],
+                uncapped_cpu_millicores=values[6],
+                uncapped_memory_bytes=values[7],
+                explanation=explanation,
+            )
+        )
+    Recommendation.objects.bulk_create(new, batch_size=BATCH)
+    won = compare_and_swap(
+        Container,
+        expect="latest_recommendation",
+        rows=[
+            (
+                row.container.pk,
+                row.container.latest_recommendation_id,
+                {"latest_recommendation": rec.pk},
+            )
+            for row, rec in zip(moved, new, strict=True)
+        ],
+    )
+    lost = [
+        rec.pk
+        for row, rec in zip(moved, new, strict=True)
+        if row.container.pk not in won
+    ]
+    for start in range(0, len(lost), BATCH):
+        Recommendation.objects.filter(pk__in=lost[start : start + BATCH]).delete()
+    for row, rec in zip(moved, new, strict=True):
+        if row.container.pk in won:
+            row.container.latest_recommendation = rec
+    return len(won)

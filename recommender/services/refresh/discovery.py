@@ -14,7 +14,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -33,6 +33,8 @@ logger = logging.getLogger(__name__)
 
 # Rows per bulk statement: under every backend's parameter limit.
 BATCH = 500
+# How stale Workload.last_seen_at may be: an unchanged fleet rewrites it this often.
+LAST_SEEN_RESOLUTION = timedelta(minutes=10)
 
 
 @dataclass
@@ -105,7 +107,6 @@ def upsert_discovery(
             "replicas": info.replicas,
             "labels": info.labels,
             "is_active": True,
-            "last_seen_at": now,
         }
         workload = existing.get(key)
         if workload is None:
@@ -116,12 +117,15 @@ def upsert_discovery(
                     namespace=info.namespace,
                     name=info.name,
                     first_seen_at=now,
+                    last_seen_at=now,
                     **fields,
                 )
             )
         elif any(getattr(workload, name) != value for name, value in fields.items()):
+            # Only what differs from the stored row is written (docs/refresh.md).
             for name, value in fields.items():
                 setattr(workload, name, value)
+            workload.last_seen_at = now
             changed.append(workload)
         seen[key] = info
     # ignore_conflicts: a concurrent cycle (or shard) may have created it just now.
@@ -134,6 +138,10 @@ def upsert_discovery(
     vanished = [w.pk for key, w in existing.items() if key not in seen and w.is_active]
     for chunk in _batches(vanished):
         Workload.objects.filter(pk__in=chunk).update(is_active=False)
+    # last_seen_at to LAST_SEEN_RESOLUTION: one statement, and rows only that often.
+    of_shard.filter(is_active=True, last_seen_at__lt=now - LAST_SEEN_RESOLUTION).update(
+        last_seen_at=now
+    )
     if vanished:
         logger.info(
             "cluster %s shard %r: %d workloads vanished, marked inactive",

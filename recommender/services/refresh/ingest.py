@@ -160,9 +160,15 @@ def load_rows(window: Window) -> None:
         )
     )
     by_workload: dict[int, list[Container]] = defaultdict(list)
-    for container in containers.select_related(
-        "workload__policy", "checkpoint", "latest_recommendation"
-    ).order_by("workload_id", "position"):
+    for container in (
+        containers.select_related(
+            "workload__policy", "checkpoint", "latest_recommendation"
+        )
+        # The cycle compares the latest values only: its explanation (a large JSON
+        # document per container) is not read.
+        .defer("latest_recommendation__explanation")
+        .order_by("workload_id", "position")
+    ):
         by_workload[container.workload_id].append(container)
     now_s = window.now.timestamp()
     for workload_id, names in spec_names.items():

@@ -1,0 +1,191 @@
+"""How a refresh scales: fleets of 1,000, 10,000 and 100,000 containers on PostgreSQL.
+
+    DATABASE_URL=postgres://.../scratch python -m benchmarks scale
+
+Each size runs in its own process (so its peak RSS is its own) against the
+DATABASE_URL database, which must be a scratch one: the bench deletes every cluster
+in it first. Per size, a simulated cluster of that many containers (the simulation's
+mix: about 1.5 containers a workload) is refreshed: first contact (history of
+BENCH_SCALE_HISTORY_H hours, default 24, and 2 for 100,000 containers: said in the
+table), then BENCH_SCALE_CYCLES steady-state cycles a minute apart (default 3), each
+with new samples for every container and nothing else changed. Prints, per size:
+first-contact time and peak RSS, the steady cycle's time by phase (median) and its
+statements, and the server time (median of 5) of the dashboard overview, the
+workloads list and the API list. Targets at 100,000 containers: cycle <= 30 s and
+<= 50 statements, first-contact peak RSS <= 1.5 GB, pages <= 300 ms.
+
+BENCH_SCALE_SIZES (comma-separated container counts) picks the sizes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+CONTAINERS_PER_WORKLOAD = 1835 / 1200  # the simulated fleet's mix
+SIZES = (1_000, 10_000, 100_000)
+
+
+def _setup(workloads: int, history_h: float) -> None:
+    os.environ.setdefault("SECRET_KEY", "bench-only")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "vpaweb.settings")
+    os.environ.setdefault("ALLOWED_HOSTS", "testserver")
+    os.environ["VPAWEB_SIMULATION_WORKLOADS"] = str(workloads)
+    os.environ["VPAWEB_SIMULATION_HISTORY_DAYS"] = str(history_h / 24)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)
+
+
+def _page_ms(client: Any, path: str) -> float:
+    response = client.get(path)  # warm-up
+    if response.status_code != 200:
+        raise SystemExit(f"GET {path} answered {response.status_code}")
+    samples = []
+    for _ in range(5):
+        started = time.perf_counter()
+        client.get(path)
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
+def run_size(containers: int) -> dict[str, Any]:
+    """One size, in this process: the figures as a dict."""
+    history_h = float(
+        os.environ.get("BENCH_SCALE_HISTORY_H", "2" if containers > 20_000 else "24")
+    )
+    workloads = max(1, round(containers / CONTAINERS_PER_WORKLOAD))
+    _setup(workloads, history_h)
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test import Client
+
+    from recommender.models import Checkpoint, Cluster
+    from recommender.roles import Role, grant_role
+    from recommender.services.refresh.cycle import refresh_cluster
+
+    if connection.vendor != "postgresql":
+        raise SystemExit("bench scale: set DATABASE_URL to a scratch PostgreSQL db")
+    Cluster.objects.all().delete()
+    get_user_model().objects.filter(username="bench-scale").delete()
+    cluster = Cluster.objects.create(name="scale", kind="simulated")
+    started = time.perf_counter()
+    first = refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    first_s = time.perf_counter() - started
+    rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    if first.status != "succeeded":
+        raise SystemExit(f"first contact failed: {first.error}")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    cycles = []
+    for minute in range(1, int(os.environ.get("BENCH_SCALE_CYCLES", "3")) + 1):
+        statements = 0
+
+        def count(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+            nonlocal statements
+            statements += 1
+            return execute(sql, params, many, context)
+
+        started = time.perf_counter()
+        with connection.execute_wrapper(count):
+            run = refresh_cluster(
+                cluster_id=cluster.pk, now=NOW + timedelta(minutes=minute)
+            )
+        wall = time.perf_counter() - started
+        if run.status != "succeeded":
+            raise SystemExit(f"cycle failed: {run.error}")
+        cycles.append(
+            {
+                "wall_s": wall,
+                "statements": statements,
+                "timings": run.timings,
+                "written": run.counts.get("checkpoints_written", 0),
+                "changed": run.counts.get("recommendations_changed", 0),
+                "samples": run.counts.get("samples", 0),
+            }
+        )
+    user = get_user_model().objects.create_user("bench-scale", password="bench-only")
+    grant_role(user, Role.VIEWER)
+    client = Client()
+    client.force_login(user)
+    pages = {
+        "overview": _page_ms(client, "/"),
+        "list": _page_ms(client, "/workloads/"),
+        "api": _page_ms(client, "/api/v1/workloads/"),
+    }
+    middle = sorted(cycles, key=lambda c: c["wall_s"])[len(cycles) // 2]
+    return {
+        "containers": Checkpoint.objects.filter(container__workload__cluster=cluster)
+        .distinct()
+        .count(),
+        "workloads": workloads,
+        "history_h": history_h,
+        "first_s": first_s,
+        "rss_gb": rss_gb,
+        "cycle": middle,
+        "pages": pages,
+    }
+
+
+def main() -> None:
+    """Each size in a child process; then the table."""
+    if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        print("scale: skipped, it needs DATABASE_URL of a scratch PostgreSQL database")
+        return
+    sizes = [
+        int(s)
+        for s in os.environ.get("BENCH_SCALE_SIZES", ",".join(map(str, SIZES))).split(
+            ","
+        )
+    ]
+    rows = []
+    for size in sizes:
+        print(f"--- {size:,} containers", flush=True)
+        out = subprocess.run(
+            [sys.executable, "-m", "benchmarks.bench_scale", str(size)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+        if out.returncode != 0 or not lines:
+            print(out.stdout[-2000:], out.stderr[-4000:])
+            raise SystemExit(f"size {size} failed")
+        rows.append(json.loads(lines[-1].removeprefix("RESULT ")))
+    print(
+        "| containers (workloads) | history | first contact | peak RSS | steady cycle"
+        " | discover / upsert / ingest / recommend / store | statements"
+        " | checkpoints written | overview / list / API ms |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        c, t, p = r["cycle"], r["cycle"]["timings"], r["pages"]
+        phases = " / ".join(
+            f"{t.get(f'{name}_s', 0.0):.2f}"
+            for name in ("discover", "upsert", "ingest", "recommend", "store")
+        )
+        print(
+            f"| {r['containers']:,} ({r['workloads']:,}) | {r['history_h']:g} h"
+            f" | {r['first_s']:.1f} s | {r['rss_gb']:.2f} GB | {c['wall_s']:.1f} s"
+            f" | {phases} | {c['statements']} | {c['written']:,}"
+            f" | {p['overview']:.0f} / {p['list']:.0f} / {p['api']:.0f} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        print("RESULT " + json.dumps(run_size(int(sys.argv[1]))), flush=True)
+    else:
+        main()

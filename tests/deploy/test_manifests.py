@@ -1,0 +1,272 @@
+"""deploy/: every overlay renders with `kubectl kustomize` and every object validates
+against the Kubernetes 1.36 schemas (kubernetes-validate, strict: unknown fields are
+errors; also 1.37, the newest it ships), plus the properties the design asks for."""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.conftest import service_missing
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+OVERLAYS = sorted(p.name for p in (DEPLOY / "overlays").iterdir() if p.is_dir())
+WRITER_PROVEN = ROOT.parent / "shared" / "k8s-wire" / "rbac-writer-proven.yaml"
+K8S_VERSIONS = ("1.36.0", "1.37.0")
+# Custom resources of cert-manager: no schema in kubernetes-validate (checked below).
+CERT_MANAGER = "cert-manager.io/v1"
+CLUSTER_SCOPED = {
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "MutatingWebhookConfiguration",
+}
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+
+
+@cache
+def render(overlay: str) -> tuple[dict, ...]:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        service_missing("kubectl (with its built-in kustomize)")
+    done = subprocess.run(
+        [kubectl, "kustomize", str(DEPLOY / "overlays" / overlay)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return tuple(d for d in yaml.safe_load_all(done.stdout) if d)
+
+
+def of_kind(objects, kind: str) -> list[dict]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def named(objects, kind: str, name: str) -> dict:
+    (found,) = [o for o in of_kind(objects, kind) if o["metadata"]["name"] == name]
+    return found
+
+
+def test_the_overlays_are_the_documented_ones():
+    assert OVERLAYS == ["actuation", "actuation-cert-manager", "production", "trial"]
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_rendered_object_validates_against_the_kubernetes_schema(
+    overlay, version
+):
+    objects = render(overlay)
+    assert objects
+    checked = 0
+    for obj in objects:
+        if obj["apiVersion"] == CERT_MANAGER:
+            continue
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            pytest.fail(f"{obj['kind']}/{obj['metadata']['name']}: {exc.message}")
+        checked += 1
+    assert checked == len([o for o in objects if o["apiVersion"] != CERT_MANAGER])
+
+
+def test_the_schema_check_catches_a_wrong_field():
+    (deployment, *_) = of_kind(render("production"), "Deployment")
+    broken = yaml.safe_load(yaml.safe_dump(deployment))
+    broken["spec"]["template"]["spec"]["containers"][0]["resources"]["requestz"] = {}
+
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, "1.36.0", strict=True)
+
+
+def test_cert_manager_objects_are_an_issuer_and_a_certificate_for_the_service():
+    objects = render("actuation-cert-manager")
+    custom = [o for o in objects if o["apiVersion"] == CERT_MANAGER]
+    assert sorted(o["kind"] for o in custom) == ["Certificate", "Issuer"]
+    certificate = named(objects, "Certificate", "vpaweb-webhook")
+    assert certificate["spec"]["secretName"] == "vpaweb-webhook-tls"
+    assert "vpaweb-webhook.vpaweb.svc" in certificate["spec"]["dnsNames"]
+    assert certificate["spec"]["issuerRef"] == {
+        "kind": "Issuer",
+        "name": "vpaweb-selfsigned",
+    }
+    hook = named(objects, "MutatingWebhookConfiguration", "vpaweb")
+    assert hook["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": "vpaweb/vpaweb-webhook"
+    }
+    assert not [o for o in render("actuation") if o["apiVersion"] == CERT_MANAGER]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_pod_is_non_root_read_only_with_requests(overlay):
+    for obj in render(overlay):
+        if obj["kind"] not in ("Deployment", "StatefulSet", "Job"):
+            continue
+        pod = obj["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True, obj["metadata"]["name"]
+        for container in pod.get("initContainers", []) + pod["containers"]:
+            where = f"{obj['metadata']['name']}/{container['name']}"
+            context = container["securityContext"]
+            assert context["readOnlyRootFilesystem"] is True, where
+            assert context["allowPrivilegeEscalation"] is False, where
+            assert context["capabilities"]["drop"] == ["ALL"], where
+            assert set(container["resources"]["requests"]) == {"cpu", "memory"}, where
+
+
+def test_web_probes_health_and_readiness_and_every_deployment_has_a_budget():
+    objects = render("production")
+    web = named(objects, "Deployment", "vpaweb-web")
+    (container,) = web["spec"]["template"]["spec"]["containers"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["args"] == ["web"]
+    budgets = {
+        tuple(sorted(p["spec"]["selector"]["matchLabels"].items()))
+        for p in of_kind(objects, "PodDisruptionBudget")
+    }
+    for deployment in of_kind(objects, "Deployment"):
+        labels = deployment["spec"]["selector"]["matchLabels"]
+        if deployment["spec"]["replicas"] > 1:
+            assert tuple(sorted(labels.items())) in budgets, deployment["metadata"]
+    assert {d["metadata"]["name"] for d in of_kind(objects, "Deployment")} == {
+        "vpaweb-web",
+        "vpaweb-worker",
+        "vpaweb-beat",
+    }
+
+
+def test_production_sets_every_hardening_switch_from_the_environment():
+    config = named(render("production"), "ConfigMap", "vpaweb-config")["data"]
+    assert config["SECURE_SSL_REDIRECT"] == "true"
+    assert config["SESSION_COOKIE_SECURE"] == "true"
+    assert config["CSRF_COOKIE_SECURE"] == "true"
+    assert int(config["SECURE_HSTS_SECONDS"]) >= 31536000
+    assert config["SECURE_HSTS_INCLUDE_SUBDOMAINS"] == "true"
+    assert config["SECURE_PROXY_SSL_HEADER"] == "HTTP_X_FORWARDED_PROTO,https"
+
+
+def role_rules(objects) -> dict[str, list[dict]]:
+    return {r["metadata"]["name"]: r["rules"] for r in of_kind(objects, "ClusterRole")}
+
+
+def test_off_only_overlays_cannot_write_to_the_cluster():
+    for overlay in ("production", "trial"):
+        objects = render(overlay)
+        assert set(role_rules(objects)) == {"vpaweb-reader"}
+        for rule in role_rules(objects)["vpaweb-reader"]:
+            assert not set(rule["verbs"]) & WRITE_VERBS
+        assert not of_kind(objects, "MutatingWebhookConfiguration")
+        assert not of_kind(objects, "Role")
+
+
+def test_the_write_role_is_the_proven_one_minus_the_reader():
+    if not WRITER_PROVEN.exists():
+        service_missing(f"{WRITER_PROVEN} (the shared wire recordings)")
+    proven = next(yaml.safe_load_all(WRITER_PROVEN.read_text()))["rules"]
+    for overlay in ("actuation", "actuation-cert-manager"):
+        roles = role_rules(render(overlay))
+        assert set(roles) == {"vpaweb-reader", "vpaweb-writer"}
+        assert roles["vpaweb-reader"] + roles["vpaweb-writer"] == proven
+        bindings = {
+            b["roleRef"]["name"]: b["subjects"]
+            for b in of_kind(render(overlay), "ClusterRoleBinding")
+        }
+        assert bindings["vpaweb-writer"] == [
+            {"kind": "ServiceAccount", "name": "vpaweb", "namespace": "vpaweb"}
+        ]
+
+
+@pytest.mark.parametrize("overlay", ["actuation", "actuation-cert-manager"])
+def test_the_webhook_fails_open_fast_and_never_sees_its_own_namespace(overlay):
+    objects = render(overlay)
+    (hook,) = named(objects, "MutatingWebhookConfiguration", "vpaweb")["webhooks"]
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["timeoutSeconds"] <= 5
+    assert hook["sideEffects"] == "None"
+    assert hook["namespaceSelector"]["matchExpressions"] == [
+        {
+            "key": "kubernetes.io/metadata.name",
+            "operator": "NotIn",
+            "values": ["kube-system", "vpaweb"],
+        }
+    ]
+    service = hook["clientConfig"]["service"]
+    assert (
+        named(objects, "Service", service["name"])["metadata"]["namespace"]
+        == (service["namespace"])
+    )
+    deployment = named(objects, "Deployment", "vpaweb-webhook")
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "tls", "secret": {"secretName": "vpaweb-webhook-tls"}} in volumes
+
+
+def test_without_cert_manager_a_job_makes_the_certificate_and_installs_the_hook():
+    objects = render("actuation")
+    job = named(objects, "Job", "vpaweb-webhook-certs")
+    spec = job["spec"]["template"]["spec"]
+    assert spec["initContainers"][0]["args"][:3] == ["manage", "webhook", "certs"]
+    assert spec["containers"][0]["args"][:3] == ["manage", "webhook", "install"]
+    role = named(objects, "Role", "vpaweb-webhook-certs")
+    assert role["metadata"]["namespace"] == "vpaweb"
+
+
+def test_the_trial_runs_its_own_database_and_broker():
+    objects = render("trial")
+    assert named(objects, "StatefulSet", "vpaweb-postgres")
+    assert named(objects, "Deployment", "vpaweb-redis")
+    secret = named(objects, "Secret", "vpaweb-secrets")
+    url = base64.b64decode(secret["data"]["DATABASE_URL"]).decode()
+    assert "@vpaweb-postgres:5432/" in url
+    config = named(objects, "ConfigMap", "vpaweb-config")["data"]
+    assert config["VPAWEB_SIMULATION"] == "true"
+    assert config["SECURE_SSL_REDIRECT"] == "false"  # reached by port-forward, http
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_everything_namespaced_is_in_vpawebs_namespace(overlay):
+    for obj in render(overlay):
+        if obj["kind"] in CLUSTER_SCOPED:
+            continue
+        assert obj["metadata"].get("namespace") == "vpaweb", (
+            f"{obj['kind']}/{obj['metadata']['name']}"
+        )
+
+
+def test_check_deploy_reports_nothing_with_the_production_configmap(tmp_path):
+    """`manage.py check --deploy` with exactly the production ConfigMap (and a Secret's
+    worth of values) reports no issue: every hardening switch is set."""
+    config = named(render("production"), "ConfigMap", "vpaweb-config")["data"]
+    # Only what a pod would have: nothing of this test session's environment.
+    env = {
+        key: os.environ[key] for key in ("PATH", "HOME", "LANG") if key in os.environ
+    }
+    env.update(config)
+    env.update(
+        SECRET_KEY=secrets.token_urlsafe(50),
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        VPAWEB_VAR_DIR=str(tmp_path),
+    )
+    env.pop("REDIS_URL", None)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "System check identified no issues" in done.stdout

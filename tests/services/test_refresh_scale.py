@@ -1,0 +1,97 @@
+"""A refresh cycle's cost follows what changed, not the size of the fleet."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from recommender.models import Checkpoint, Cluster, Container, RefreshRun
+from recommender.services.refresh.cycle import refresh_cluster
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+def statements_of_a_steady_cycle(settings, workloads: int) -> tuple[int, Counter[str]]:
+    settings.SIMULATION_WORKLOADS = workloads
+    settings.SIMULATION_HISTORY_DAYS = 0.25
+    cluster = Cluster.objects.create(name=f"fleet-{workloads}", kind="simulated")
+    first = refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    assert first.status == RefreshRun.Status.SUCCEEDED, first.error
+    # One minute on: new samples for every container, nothing else changed.
+    with CaptureQueriesContext(connection) as queries:
+        run = refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=1))
+    assert run.status == RefreshRun.Status.SUCCEEDED, run.error
+    assert run.counts["samples"] > 0
+    kinds: Counter[str] = Counter(
+        re.sub(r"\d+", "N", re.sub(r"\s+", " ", q["sql"]))[:100]
+        for q in queries.captured_queries
+    )
+    return len(queries.captured_queries), kinds
+
+
+@pytest.mark.django_db
+def test_an_unchanged_cycle_issues_the_same_statements_whatever_the_fleet(settings):
+    small, small_kinds = statements_of_a_steady_cycle(settings, 12)
+    large, large_kinds = statements_of_a_steady_cycle(settings, 60)
+    grown = {
+        k: (small_kinds[k], n) for k, n in large_kinds.items() if n > small_kinds[k]
+    }
+    assert large == small, "\n".join(f"{v} {k}" for k, v in grown.items())
+    assert large <= 50, large_kinds
+
+
+def test_deferred_checkpoints_lose_and_double_count_nothing(settings, db):
+    """Cycles a minute apart write checkpoints only once they are due; the samples
+    of the cycles between are read again, so the result equals writing every time."""
+    settings.SIMULATION_WORKLOADS = 12
+    settings.SIMULATION_HISTORY_DAYS = 0.25
+    every = Cluster.objects.create(name="every-cycle", kind="simulated")
+    scheduled = Cluster.objects.create(name="scheduled", kind="simulated")
+    runs = {}
+    for cluster, interval_s in ((every, 0), (scheduled, 300)):
+        settings.CHECKPOINT_INTERVAL_S = interval_s
+        runs[cluster.name] = [
+            refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=m))
+            for m in range(0, 11)
+        ]
+    written = [r.counts["checkpoints_written"] for r in runs["scheduled"]]
+    deferred = [r.counts["checkpoints_deferred"] for r in runs["scheduled"]]
+    containers = runs["scheduled"][0].counts["containers"]
+    assert written[0] == containers  # first contact: every one
+    assert written[1:5] == [0, 0, 0, 0] and deferred[1:5] == [containers] * 4
+    assert written[5] == containers  # due after 5 minutes
+    assert all(
+        r.counts["checkpoints_written"] == containers for r in runs["every-cycle"]
+    )
+    # Minute 10 wrote both fleets' checkpoints: the same samples, counted once.
+    assert written[10] == containers
+    state = {
+        name: sorted(
+            (
+                c.container.workload.name,
+                c.container.name,
+                bytes(c.state),
+                c.sample_count,
+            )
+            for c in Checkpoint.objects.filter(
+                container__workload__cluster__name=name
+            ).select_related("container__workload")
+        )
+        for name in ("every-cycle", "scheduled")
+    }
+    assert state["every-cycle"] == state["scheduled"]
+    latest = {
+        name: sorted(
+            (c.workload.name, c.name, c.latest_recommendation.values_tuple())
+            for c in Container.objects.filter(
+                workload__cluster__name=name, latest_recommendation__isnull=False
+            ).select_related("workload", "latest_recommendation")
+        )
+        for name in ("every-cycle", "scheduled")
+    }
+    assert latest["every-cycle"] == latest["scheduled"]
