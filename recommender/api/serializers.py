@@ -353,8 +353,11 @@ class RecommendationHistorySerializer(serializers.ModelSerializer):
 class ContainerPolicyEntrySerializer(serializers.Serializer):
     """One ``resourcePolicy.containerPolicies[]`` entry, as upstream VPA spells it."""
 
-    containerName = serializers.CharField(
-        help_text='a container of the workload, or "*" for every container'
+    # Not blank and no NUL: a non-space character (the schema's pattern says so).
+    containerName = serializers.RegexField(
+        r"^[^\x00]*\S[^\x00]*$",
+        max_length=253,
+        help_text='a container of the workload, or "*" for every container',
     )
     mode = serializers.ChoiceField(choices=["Auto", "Off"], required=False)
     minAllowed = ResourceListSerializer(required=False)
@@ -521,11 +524,7 @@ class PolicyUpdateSerializer(ClosedSerializer):
     refuses_unknown_fields = True
 
     mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
-    profile = serializers.ChoiceField(
-        choices=[(name, name) for name in PROFILES],
-        required=False,
-        help_text="one of the engine's profiles",
-    )
+    profile = serializers.ChoiceField(choices=sorted(PROFILES), required=False)
     profile_overrides = ProfileOverridesField(
         required=False,
         help_text=(

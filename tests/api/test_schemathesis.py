@@ -49,13 +49,13 @@ MIN_CASES = 2000
 # (unique DNS-1123 container names, quantities such as "250Mi") the schema does not
 # carry, so schema-valid pods can be refused. Their validation lives in the services and
 # answers a 400 naming the field (test_rightsize.py, test_query_export_errors.py).
-# A policy PATCH names the workload's own containers (containerName) and is refused
-# with 409 when it would more than double a target without confirm_large_increase; a
-# schema-valid body naming another container is a 400 naming the field
-# (test_policies.py, test_policy_bounds.py).
-# Schema-invalid bodies must still be refused by all (negative_data_rejection runs for
-# the query and the policy), and every response of theirs is checked against the schema
-# like all others.
+# Schema-invalid bodies must still be refused by both (negative_data_rejection runs for
+# the query), and every response of theirs is checked against the schema like all
+# others. A policy's container policies must name containers of that workload (or "*"),
+# a rule of the stored workload that no schema can carry; PATCH policy's own tests
+# (tests/api/test_commands.py) check each refusal names its field.
+# A policy change that would more than double a target without confirm_large_increase
+# is a 409 (test_policy_bounds.py).
 SCHEMA_SKETCHES = {
     "POST /api/v1/rightsize": [positive_data_acceptance, negative_data_rejection],
     "POST /api/v1/recommendation-query": [positive_data_acceptance],
