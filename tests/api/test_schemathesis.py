@@ -60,6 +60,9 @@ SCHEMA_SKETCHES = {
     "POST /api/v1/rightsize": [positive_data_acceptance, negative_data_rejection],
     "POST /api/v1/recommendation-query": [positive_data_acceptance],
     "PATCH /api/v1/workloads/{id}/policy": [positive_data_acceptance],
+    # A what-if's profile_overrides are checked as the policy editor checks them: field
+    # names and ranges of the chosen profile, which the schema leaves open.
+    "POST /api/v1/workloads/{id}/what-if": [positive_data_acceptance],
 }
 
 
