@@ -105,22 +105,19 @@ class LargeIncreaseUnconfirmed(Conflict):
         )
 
 
-# What each mode does to running pods, shown before every change of mode. The updater
-# acts on Recreate and InPlaceOrRecreate (docs/updater.md); Initial needs the admission
-# webhook, which this version does not have yet, and its text says so first.
-NOT_ACTED_ON_YET = (
-    "Stored and shown, but not acted on yet: this version of vpaweb has no admission "
-    "webhook, so nothing in the cluster changes."
-)
+# What each mode does to pods, shown before every change of mode: the admission webhook
+# (docs/webhook.md) sets requests on new pods in every mode but Off; the updater acts on
+# running pods in Recreate and InPlaceOrRecreate (docs/updater.md).
 MODE_CONSEQUENCES: dict[str, str] = {
     Policy.Mode.OFF: (
         "Recommend only: vpaweb never writes to this workload, its pods or a VPA "
         "object."
     ),
     Policy.Mode.INITIAL: (
-        f"{NOT_ACTED_ON_YET} Once the webhook exists, new pods will get the "
-        "recommended requests when they are created; running pods are left as they "
-        "are."
+        "New pods get the recommended requests from vpaweb's admission webhook when "
+        "they are created (once `manage.py webhook install` has registered it in the "
+        "cluster; if vpaweb is down, pods are admitted unchanged); running pods are "
+        "left as they are."
     ),
     Policy.Mode.RECREATE: (
         "The updater evicts running pods whose requests are outside the recommended "

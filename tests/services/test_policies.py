@@ -201,8 +201,9 @@ def test_every_mode_has_a_plain_consequence():
     for mode in Policy.Mode.values:
         assert mode_consequence(mode).endswith(".")
     assert "never writes" in mode_consequence("Off")
-    # The updater acts on Recreate and InPlaceOrRecreate; Initial waits for the webhook.
-    assert mode_consequence("Initial").startswith("Stored and shown, but not acted on")
+    # The updater acts on Recreate and InPlaceOrRecreate; Initial is the webhook's.
+    assert "admission webhook" in mode_consequence("Initial")
+    assert "running pods are left as they are" in mode_consequence("Initial")
     assert "evicts running pods" in mode_consequence("Recreate")
     assert "Eviction API" in mode_consequence("Recreate")
     assert "resizes running pods in place" in mode_consequence("InPlaceOrRecreate")
