@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-ORDER = ["engine", "dashboard", "backfill", "api", "replay", "webhook"]
+ORDER = ["engine", "dashboard", "backfill", "api", "replay", "webhook", "updater"]
 
 
 def available() -> list[str]:

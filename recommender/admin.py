@@ -1,14 +1,72 @@
 """Django admin for every model, read-mostly: work is done on vpaweb's own pages."""
 
+from typing import Any
+
 from django.contrib import admin
 from django.http import HttpRequest
+from django.utils import timezone
 
 from recommender import models
+from recommender.services.actuation import control
 
 
 @admin.register(models.Cluster)
 class ClusterAdmin(admin.ModelAdmin):
-    list_display = ["name", "kind", "context", "is_enabled", "last_discovered_at"]
+    list_display = [
+        "name",
+        "kind",
+        "context",
+        "is_enabled",
+        "updates_paused",
+        "last_discovered_at",
+    ]
+    # Pausing goes through the service (audited): the Changes page or these actions.
+    readonly_fields = ["updates_paused"]
+    actions = ["pause_updates", "resume_updates"]
+
+    def _pause(self, request: HttpRequest, queryset: Any, paused: bool) -> None:
+        for cluster in queryset:
+            control.set_cluster_paused(
+                cluster=cluster, paused=paused, actor=request.user, now=timezone.now()
+            )
+
+    @admin.action(description="Pause the updater's writes (audited)")
+    def pause_updates(self, request: HttpRequest, queryset: Any) -> None:
+        self._pause(request, queryset, True)
+
+    @admin.action(description="Resume the updater's writes (audited)")
+    def resume_updates(self, request: HttpRequest, queryset: Any) -> None:
+        self._pause(request, queryset, False)
+
+
+@admin.register(models.ActuationControl)
+class ActuationControlAdmin(admin.ModelAdmin):
+    """The global kill switch: saving it goes through the service, which audits it."""
+
+    list_display = ["writes_stopped", "reason", "updated_at", "updated_by"]
+    fields = ["writes_stopped", "reason"]
+
+    def save_model(
+        self, request: HttpRequest, obj: Any, form: Any, change: bool
+    ) -> None:
+        saved = control.set_kill_switch(
+            stopped=obj.writes_stopped,
+            actor=request.user,
+            now=timezone.now(),
+            reason=obj.reason,
+        )
+        obj.pk = saved.pk
+
+
+@admin.register(models.UpdaterLock)
+class UpdaterLockAdmin(admin.ModelAdmin):
+    list_display = ["cluster", "holder", "acquired_at", "expires_at"]
+    readonly_fields = ["cluster", "holder", "acquired_at", "expires_at"]
+
+
+@admin.register(models.SimulatedPodState)
+class SimulatedPodStateAdmin(admin.ModelAdmin):
+    list_display = ["cluster", "namespace", "pod", "generation", "uid_suffix"]
 
 
 class ContainerInline(admin.TabularInline):

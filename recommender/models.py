@@ -28,6 +28,8 @@ class Cluster(models.Model):
     # For Kubernetes: the kubeconfig context, or "" for in-cluster / current context.
     context = models.CharField(max_length=253, blank=True)
     is_enabled = models.BooleanField(default=True)
+    # Per-cluster pause of every write the updater would make (proposals continue).
+    updates_paused = models.BooleanField(default=False)
     last_discovered_at = models.DateTimeField(null=True, blank=True)
     # VerticalPodAutoscalers whose target discovery did not find, as of the last pass
     # over their namespace: [{"namespace", "name", "target_kind", "target_name",
@@ -265,6 +267,18 @@ class Policy(models.Model):
     # Upstream containerPolicies: [{"containerName": "*", "minAllowed": {...}, ...}].
     container_policies = models.JSONField(default=list, blank=True)
     min_replicas = models.PositiveIntegerField(null=True, blank=True)
+
+    class Approval(models.TextChoices):
+        MANUAL = "manual", "Manual (an operator approves each change)"
+        AUTOMATIC = "automatic", "Automatic (changes are approved as proposed)"
+
+    # Whether the updater's resize changes wait for an operator (docs/updater.md).
+    approval = models.CharField(
+        max_length=10, choices=Approval.choices, default=Approval.MANUAL
+    )
+    # Upstream updatePolicy.evictionRequirements:
+    # [{"resources": ["cpu"], "changeRequirement": "TargetHigherThanRequests"}].
+    eviction_requirements = models.JSONField(default=list, blank=True)
     source = models.CharField(
         max_length=20, choices=Source.choices, default=Source.VPAWEB
     )
@@ -506,6 +520,10 @@ class ResizeChangeStatus(models.TextChoices):
     REJECTED = "rejected"
     APPLIED = "applied"
     FAILED = "failed"
+    # A pod gone (or replaced) before the change was applied.
+    EXPIRED = "expired"
+    # A newer recommendation (or none needed any more) replaced it before it applied.
+    SUPERSEDED = "superseded"
 
 
 # THE open statuses of a resize change (``ResizeChange.OPEN_STATUSES``): not yet
@@ -555,9 +573,28 @@ class ResizeChange(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     applied_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
+    # The pod's uid when proposed: a pod recreated under the same name is another pod.
+    pod_uid = models.CharField(max_length=64, blank=True)
+    # Manual or automatic, copied from the policy when proposed.
+    approval = models.CharField(max_length=10, default="manual")
+    updated_at = models.DateTimeField(default=timezone.now)
+    # Apply attempts, and "try later" answers (a PDB's 429, a deferred resize).
+    attempts = models.PositiveIntegerField(default=0)
+    try_later_count = models.PositiveIntegerField(default=0)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    # When the in-place resize was first seen Deferred / in progress (fallback clocks).
+    resize_pending_since = models.DateTimeField(null=True, blank=True)
+    resize_in_progress_since = models.DateTimeField(null=True, blank=True)
+    verified_at = models.DateTimeField(null=True, blank=True)
+    # What the pod (or its replacement) carried when last looked at, same shape.
+    observed = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["workload", "status"], name="change_workload_status"),
+            models.Index(fields=["status", "-created_at"], name="change_status_time"),
+        ]
         constraints = [
             # At most one open change per pod: a second proposal for the same pod
             # while one is open is an IntegrityError, not a race the updater loses.
@@ -577,6 +614,73 @@ class ResizeChange(models.Model):
         return self.status in self.OPEN_STATUSES
 
 
+class UpdaterLock(models.Model):
+    """Which worker runs a cluster's updater (a database lease; docs/updater.md)."""
+
+    cluster = models.OneToOneField(
+        Cluster, on_delete=models.CASCADE, related_name="updater_lock"
+    )
+    holder = models.CharField(max_length=200, blank=True)
+    acquired_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"updater lock {self.cluster}: {self.holder or '(free)'}"
+
+
+class ActuationControl(models.Model):
+    """The global kill switch for cluster writes (one row; the admin toggles it)."""
+
+    writes_stopped = models.BooleanField(default=False)
+    reason = models.TextField(blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        verbose_name = "actuation kill switch"
+
+    def __str__(self) -> str:
+        return "cluster writes stopped" if self.writes_stopped else "writes allowed"
+
+
+class SimulatedPodState(models.Model):
+    """What the simulated cluster's writer changed in a pod (resizes, evictions).
+
+    The simulated fleet is a pure function of its seed; writes live here so every
+    process (web, workers) sees the same pods. An evicted pod is recreated at once
+    under a new uid with the requests admission gave it.
+    """
+
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="simulated_pods"
+    )
+    namespace = models.CharField(max_length=63)
+    pod = models.CharField(max_length=253)
+    # {"<container>": {"requests": {...}, "limits": {...}}} (millicores, bytes)
+    containers = models.JSONField(default=dict, blank=True)
+    generation = models.PositiveIntegerField(default=1)
+    uid_suffix = models.PositiveIntegerField(default=0)
+    restarted_at = models.DateTimeField(null=True, blank=True)
+    annotations = models.JSONField(default=dict, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "pod"], name="simulated_pod_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"simulated pod {self.namespace}/{self.pod}"
+
+
 class AuditEvent(models.Model):
     """Who did what, when, with the state before and after (services/audit.py)."""
 
@@ -589,6 +693,15 @@ class AuditEvent(models.Model):
         CHANGE_APPROVE = "change.approve"
         CHANGE_REJECT = "change.reject"
         CHANGE_WITHDRAW = "change.withdraw"
+        # The updater's transitions (services/actuation/workflow.py).
+        CHANGE_PROPOSE = "change.propose"
+        CHANGE_APPLY = "change.apply"
+        CHANGE_APPLIED = "change.applied"
+        CHANGE_FAIL = "change.fail"
+        CHANGE_EXPIRE = "change.expire"
+        CHANGE_SUPERSEDE = "change.supersede"
+        UPDATER_KILL_SWITCH = "updater.kill_switch"
+        UPDATER_PAUSE = "updater.pause"
         TOKEN_CREATE = "token.create"
         TOKEN_REVOKE = "token.revoke"
         USER_CREATE = "user.create"

@@ -24,7 +24,7 @@ from kombu.utils.json import dumps, loads
 
 from recommender.errors import InvalidInput, NotFound, SourceUnavailable
 from recommender.models import Cluster, Workload
-from recommender.services.refresh import cycle
+from recommender.services.refresh import cycle, expiry
 
 logger = logging.getLogger(__name__)
 
@@ -200,7 +200,47 @@ def refresh_all_clusters(self: JsonTask, now: str | None = None) -> dict[str, An
 def expire_idle_aggregates(self: JsonTask, now: str | None = None) -> dict[str, Any]:
     """Drop aggregates idle for 8 days (upstream's hourly garbage collection)."""
     try:
-        run = cycle.expire_idle_aggregates(now=_parse_now(now))
+        run = expiry.expire_idle_aggregates(now=_parse_now(now))
     except (OperationalError, InterfaceError) as exc:
         raise self.retry_transient(exc) from exc
     return {"run_id": run.pk, "counts": run.counts}
+
+
+@shared_task(bind=True, base=JsonTask, name="recommender.tasks.update_cluster")
+def update_cluster(
+    self: JsonTask, cluster_id: int, now: str | None = None
+) -> dict[str, Any]:
+    """One updater cycle of one cluster (docs/updater.md).
+
+    Only the holder of the cluster's updater lease acts (``control.acquire_lock``);
+    any other worker returns ``not_leader``. Every write is a compare-and-swap on the
+    change's status, so a redelivered task applies nothing twice.
+    """
+    from recommender.services.actuation.apply import run_cycle
+
+    cluster = Cluster.objects.filter(pk=cluster_id, is_enabled=True).first()
+    if cluster is None:
+        return {"cluster_id": cluster_id, "status": "gone"}
+    try:
+        report = run_cycle(cluster, now=_parse_now(now))
+    except TRANSIENT_ERRORS as exc:
+        raise self.retry_transient(exc) from exc
+    return report.as_dict()
+
+
+@shared_task(bind=True, base=JsonTask, name="recommender.tasks.update_all_clusters")
+def update_all_clusters(self: JsonTask, now: str | None = None) -> dict[str, Any]:
+    """Queue the updater cycle of every enabled cluster."""
+    queued: list[int] = []
+    failed: list[int] = []
+    for cluster_id in Cluster.objects.filter(is_enabled=True).values_list(
+        "pk", flat=True
+    ):
+        try:
+            update_cluster.delay(cluster_id, now)
+        except Exception:
+            logger.exception("updater cycle of cluster %s failed", cluster_id)
+            failed.append(cluster_id)
+            continue
+        queued.append(cluster_id)
+    return {"queued": queued, "failed": failed}

@@ -24,3 +24,28 @@ def test_admin_changelists_render_for_a_superuser(client, django_user_model):
         meta = model._meta
         url = reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist")
         assert client.get(url).status_code == 200, url
+
+
+@pytest.mark.django_db
+def test_the_admin_kill_switch_and_pause_go_through_the_audited_service(
+    client, django_user_model
+):
+    from recommender.models import ActuationControl, AuditEvent, Cluster
+
+    cluster = make_cluster()
+    superuser = django_user_model.objects.create_superuser("root", password="pw")
+    client.force_login(superuser)
+    response = client.post(
+        reverse("admin:recommender_actuationcontrol_add"),
+        {"writes_stopped": "on", "reason": "incident 7"},
+    )
+    assert response.status_code == 302
+    assert ActuationControl.objects.get().writes_stopped
+    event = AuditEvent.objects.get(action="updater.kill_switch")
+    assert event.actor_label == "root" and "incident 7" in event.message
+    client.post(
+        reverse("admin:recommender_cluster_changelist"),
+        {"action": "pause_updates", "_selected_action": [cluster.pk]},
+    )
+    assert Cluster.objects.get(pk=cluster.pk).updates_paused
+    assert AuditEvent.objects.filter(action="updater.pause").count() == 1

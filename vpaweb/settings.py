@@ -204,7 +204,36 @@ REFRESH_INTERVAL_S = env_int("VPAWEB_REFRESH_INTERVAL_S", 60, minimum=5)
 # the store phase's time budget (upstream: --checkpoints-timeout); docs/refresh.md.
 CHECKPOINT_INTERVAL_S = env_int("VPAWEB_CHECKPOINT_INTERVAL_S", 600, minimum=0)
 CHECKPOINTS_TIMEOUT_S = env_float("VPAWEB_CHECKPOINTS_TIMEOUT_S", 10.0, minimum=0.1)
+
+# --- The updater (docs/updater.md) ---------------------------------------------------
+# How often each cluster's updater proposes, applies and verifies resize changes.
+UPDATER_INTERVAL_S = env_int("VPAWEB_UPDATER_INTERVAL_S", 60, minimum=5)
+# Upstream's --min-replicas and --eviction-tolerance (a policy's min_replicas wins).
+UPDATER_MIN_REPLICAS = env_int("VPAWEB_UPDATER_MIN_REPLICAS", 2, minimum=1)
+UPDATER_EVICTION_TOLERANCE = env_float(
+    "VPAWEB_UPDATER_EVICTION_TOLERANCE", 0.5, minimum=0.0
+)
+# The global rate limit per cluster: at most this many evictions / in-place resizes
+# per cycle (0 = none at all).
+UPDATER_MAX_EVICTIONS_PER_CYCLE = env_int(
+    "VPAWEB_UPDATER_MAX_EVICTIONS_PER_CYCLE", 10, minimum=0
+)
+UPDATER_MAX_RESIZES_PER_CYCLE = env_int(
+    "VPAWEB_UPDATER_MAX_RESIZES_PER_CYCLE", 50, minimum=0
+)
+# Propose (and approve) changes but never write to a cluster.
+UPDATER_DRY_RUN = env_bool("VPAWEB_UPDATER_DRY_RUN", False)
+# The global kill switch: no cluster write at all (the admin has the same toggle).
+UPDATER_KILL_SWITCH = env_bool("VPAWEB_UPDATER_KILL_SWITCH", False)
+# An applying change not verified on a discovery within this time is marked failed.
+UPDATER_VERIFY_TIMEOUT_S = env_int("VPAWEB_UPDATER_VERIFY_TIMEOUT_S", 3600, minimum=60)
+
 CELERY_BEAT_SCHEDULE = {
+    # Each updater interval: every cluster's updater cycle (one worker per cluster).
+    "update-all-clusters": {
+        "task": "recommender.tasks.update_all_clusters",
+        "schedule": float(UPDATER_INTERVAL_S),
+    },
     # Each minute: discover, ingest since watermarks, recommend (upstream's 1-min loop).
     "refresh-all-clusters": {
         "task": "recommender.tasks.refresh_all_clusters",
@@ -372,6 +401,7 @@ SPECTACULAR_SETTINGS = {
         "UpdateModeEnum": "recommender.models.Policy.Mode",
         "PolicySourceEnum": "recommender.models.Policy.Source",
         "ContainerScalingModeEnum": ["Auto", "Off"],
+        "ResourceNameEnum": ["cpu", "memory"],
         "AdviceSourceEnum": ["recommendation", "static_coefficient", "none"],
         "QueryKindEnum": ["RecommendationQuery"],
     },

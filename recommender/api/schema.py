@@ -66,6 +66,17 @@ class ApiAutoSchema(AutoSchema):
             )
         return responses
 
+    def _map_serializer(
+        self, serializer: Any, direction: str, bypass_extensions: bool = False
+    ) -> dict[str, Any]:
+        """A serializer refusing unknown keys says so: additionalProperties false."""
+        schema: dict[str, Any] = super()._map_serializer(  # type: ignore[no-untyped-call]
+            serializer, direction, bypass_extensions
+        )
+        if getattr(serializer, "refuses_unknown_fields", False):
+            schema["additionalProperties"] = False
+        return schema
+
 
 class ApiTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     """Documents ``Authorization: Bearer vpaweb_…`` as the API's security scheme."""

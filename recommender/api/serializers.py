@@ -445,6 +445,8 @@ class PolicySerializer(serializers.ModelSerializer):
             "profile_overrides",
             "container_policies",
             "min_replicas",
+            "approval",
+            "eviction_requirements",
             "source",
             "vpa_object",
             "vpa_object_mode",
@@ -471,8 +473,25 @@ class PolicySerializer(serializers.ModelSerializer):
         return mode_consequence(obj.mode)
 
 
+class EvictionRequirementSerializer(ClosedSerializer):
+    """One upstream ``EvictionRequirement``."""
+
+    refuses_unknown_fields = True
+    resources = serializers.ListField(
+        child=serializers.ChoiceField(choices=["cpu", "memory"]),
+        min_length=1,
+        max_length=2,
+    )
+    changeRequirement = serializers.ChoiceField(
+        choices=["TargetHigherThanRequests", "TargetLowerThanRequests"]
+    )
+
+
 class PolicyUpdateSerializer(ClosedSerializer):
     """The changeable fields of a policy; absent fields are left as they are."""
+
+    # validate() refuses any other key; the schema says so (api/schema.py).
+    refuses_unknown_fields = True
 
     mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
     profile = serializers.CharField(required=False, max_length=64)
@@ -487,6 +506,19 @@ class PolicyUpdateSerializer(ClosedSerializer):
     container_policies = ContainerPolicyEntrySerializer(many=True, required=False)
     min_replicas = serializers.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=2**31 - 1
+    )
+    approval = serializers.ChoiceField(
+        choices=Policy.Approval.choices,
+        required=False,
+        help_text="manual (the default): changes wait for an operator; automatic: "
+        "they are approved as proposed",
+    )
+    eviction_requirements = EvictionRequirementSerializer(  # type: ignore[call-arg]
+        many=True,  # max_length goes to the ListSerializer; the stubs miss it
+        required=False,
+        max_length=10,
+        help_text="upstream updatePolicy.evictionRequirements: a pod is evicted only "
+        "when every requirement holds for some container",
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -532,6 +564,7 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
     workload = serializers.SerializerMethodField()
     resources_before = serializers.SerializerMethodField()
     resources_after = serializers.SerializerMethodField()
+    observed = serializers.SerializerMethodField()
     decided_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
@@ -553,6 +586,13 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
             "decided_at",
             "applied_at",
             "error",
+            "approval",
+            "pod_uid",
+            "attempts",
+            "try_later_count",
+            "verified_at",
+            "observed",
+            "updated_at",
         ]
 
     @extend_schema_field(WorkloadBriefSerializer)
@@ -566,6 +606,24 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
     @extend_schema_field(serializers.DictField(child=ChangeResourcesSerializer()))
     def get_resources_after(self, obj: ResizeChange) -> dict[str, Any]:
         return change_resources(obj.resources_after)
+
+    @extend_schema_field(serializers.DictField(child=ChangeResourcesSerializer()))
+    def get_observed(self, obj: ResizeChange) -> dict[str, Any]:
+        return change_resources(obj.observed or {})
+
+
+class BulkSkippedSerializer(serializers.Serializer):
+    """A change a bulk approval left alone, and why."""
+
+    id = serializers.IntegerField()
+    reason = serializers.CharField()
+
+
+class BulkApproveResultSerializer(serializers.Serializer):
+    """What a bulk approval did."""
+
+    approved = serializers.ListField(child=serializers.IntegerField())
+    skipped = BulkSkippedSerializer(many=True)
 
 
 class RejectSerializer(ClosedSerializer):

@@ -124,6 +124,16 @@ urlpatterns = [
         name="workload-by-key-policy",
     ),
     path(
+        "workloads/<id:pk>/changes/approve",
+        views.BulkApproveWorkloadView.as_view(),
+        name="workload-changes-approve",
+    ),
+    path(
+        "clusters/<slug:cluster>/namespaces/<k8sname:namespace>/changes/approve",
+        views.BulkApproveNamespaceView.as_view(),
+        name="namespace-changes-approve",
+    ),
+    path(
         "changes/<id:pk>/approve",
         views.ApproveChangeView.as_view(),
         name="change-approve",

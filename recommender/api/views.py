@@ -46,7 +46,7 @@ from recommender.models import (
     Workload,
 )
 from recommender.services import policies
-from recommender.services.actuation import approvals
+from recommender.services.actuation import approvals, bulk
 from recommender.services.advice.pod_spec import resource_list
 from recommender.services.advice.recommendation_query import query_recommendation
 
@@ -423,6 +423,68 @@ class RejectChangeView(APIView):
             now=timezone.now(),
         )
         return Response(s.ResizeChangeSerializer(_reload_change(change.pk)).data)
+
+
+def _bulk_result(result: bulk.BulkResult) -> Response:
+    return Response(
+        {
+            "approved": result.approved,
+            "skipped": [
+                {"id": pk, "reason": reason} for pk, reason in result.skipped.items()
+            ],
+        }
+    )
+
+
+class BulkApproveWorkloadView(APIView):
+    """Approve every proposed change of one workload."""
+
+    permission_classes = [CanWrite]
+
+    @extend_schema(
+        summary="Approve a workload's proposed changes (write scope or operator; "
+        "audited)",
+        request=None,
+        responses=s.BulkApproveResultSerializer,
+        tags=["changes"],
+        operation_id="workload_changes_approve",
+    )
+    def post(self, request: Request, pk: str) -> Response:
+        actor, label = actor_of(request)
+        return _bulk_result(
+            bulk.approve_all(
+                approved_by=actor,
+                actor_label=label,
+                now=timezone.now(),
+                workload_id=int(pk),
+            )
+        )
+
+
+class BulkApproveNamespaceView(APIView):
+    """Approve every proposed change of one namespace of a cluster."""
+
+    permission_classes = [CanWrite]
+
+    @extend_schema(
+        summary="Approve a namespace's proposed changes (write scope or operator; "
+        "audited)",
+        request=None,
+        responses=s.BulkApproveResultSerializer,
+        tags=["changes"],
+        operation_id="namespace_changes_approve",
+    )
+    def post(self, request: Request, cluster: str, namespace: str) -> Response:
+        actor, label = actor_of(request)
+        return _bulk_result(
+            bulk.approve_all(
+                approved_by=actor,
+                actor_label=label,
+                now=timezone.now(),
+                cluster=cluster,
+                namespace=namespace,
+            )
+        )
 
 
 def _reload_change(change_id: int) -> ResizeChange:

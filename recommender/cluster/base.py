@@ -51,6 +51,27 @@ class OomKill:
 
 
 @dataclass(frozen=True)
+class PodCondition:
+    """A pod condition the updater follows (``PodResizePending``, …)."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Termination:
+    """A container's last termination (upstream's quick-OOM test reads it)."""
+
+    container: str
+    reason: str
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
 class PodInfo:
     """A workload's live pod; containers carry current requests (status over spec)."""
 
@@ -65,6 +86,12 @@ class PodInfo:
     owner_kind: str = ""
     owner_name: str = ""
     node_name: str = ""
+    annotations: dict[str, str] = field(default_factory=dict)
+    # A deletionTimestamp is set: the pod is terminating (the updater leaves it).
+    deleting: bool = False
+    conditions: tuple[PodCondition, ...] = ()
+    last_terminations: tuple[Termination, ...] = ()
+    created_at: datetime | None = None
     # What the API server's LimitRanger filled in at admission, from the pod's
     # kubernetes.io/limit-ranger annotation: (container, "request" | "limit",
     # resource) triples (``kube_objects.limit_ranger_fields``), and the text itself.

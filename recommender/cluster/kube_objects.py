@@ -32,7 +32,9 @@ from typing import Any
 from recommender.cluster.base import (
     ContainerSpec,
     OomKill,
+    PodCondition,
     PodInfo,
+    Termination,
     VpaObject,
     WorkloadInfo,
 )
@@ -275,9 +277,50 @@ def pod_of(pod: Obj) -> PodInfo:
         owner_kind=owner.get("kind", ""),
         owner_name=owner.get("name", ""),
         node_name=(pod.get("spec") or {}).get("nodeName", ""),
+        annotations=dict(meta.get("annotations") or {}),
+        deleting=bool(meta.get("deletionTimestamp")),
+        conditions=tuple(
+            PodCondition(
+                type=str(c.get("type") or ""),
+                status=str(c.get("status") or ""),
+                reason=str(c.get("reason") or ""),
+                message=str(c.get("message") or ""),
+                last_transition=parse_time(
+                    c.get("lastTransitionTime"), f"{where}: status.conditions"
+                ),
+            )
+            for c in status.get("conditions") or ()
+            if isinstance(c, dict)
+        ),
+        last_terminations=tuple(_terminations(pod, where)),
+        created_at=parse_time(
+            meta.get("creationTimestamp"), f"{where}: metadata.creationTimestamp"
+        ),
         limit_ranger_set=limit_ranger_fields(limit_ranger),
         limit_ranger=limit_ranger,
     )
+
+
+def _terminations(pod: Obj, where: str) -> list[Termination]:
+    out = []
+    for status in _all_statuses(pod):
+        terminated = (status.get("lastState") or {}).get("terminated") or {}
+        if not terminated:
+            continue
+        name = status.get("name", "")
+        out.append(
+            Termination(
+                container=name,
+                reason=str(terminated.get("reason") or ""),
+                started_at=parse_time(
+                    terminated.get("startedAt"), f"{where}: {name} lastState"
+                ),
+                finished_at=parse_time(
+                    terminated.get("finishedAt"), f"{where}: {name} lastState"
+                ),
+            )
+        )
+    return out
 
 
 def is_live(pod: PodInfo) -> bool:

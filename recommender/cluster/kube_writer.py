@@ -1,110 +1,282 @@
-"""``ClusterWriter`` for a real cluster, through the official ``kubernetes`` client.
+"""The Kubernetes ``ClusterWriter``: every write vpaweb sends to a real API server.
 
-Each method is one API request (raw JSON in and out, like ``kube_client.KubeReader``),
-answered as a ``WriteResult`` carrying the HTTP status and the ``Status`` reason and
-message exactly as the API server sent them (../shared/k8s-wire/). A cluster that
-cannot be reached raises ``SourceUnavailable``.
+One request per call through the official client's ``call_api`` (raw JSON, no model
+classes), with the connect/read timeouts of ``KubeClientSettings``. Answers the updater
+must act on come back as ``WriteResult`` data (a PDB's 429 is "try later", a resize's
+422 means "fall back to eviction"); only a cluster that cannot be reached raises
+``SourceUnavailable``. Writes are not retried here: the updater's next cycle is the
+retry, after it has looked at the pod again.
 
-Methods are grouped by feature so parallel work merges cleanly: the admission webhook's
-registration (``apply_webhook_configuration``, ``delete_webhook_configuration``) is
-below; the updater's pod, lease, event and VPA-status writes come with the updater.
+The request shapes follow ../shared/k8s-wire: a policy/v1 ``Eviction`` body
+(eviction/05), a strategic merge patch of ``pods/<name>/resize`` naming each container
+(resize/02; a JSON merge patch would replace the whole list, resize/25), a core/v1
+``Event`` with ``involvedObject`` and ``reportingComponent`` (events/01), Leases with
+MicroTime timestamps of exactly six fractional digits (lease/01, lease/09).
+
+The admission webhook's registration (``apply_webhook_configuration``,
+``delete_webhook_configuration``) is at the end of the class.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from recommender.cluster.kube_client import (
-    KubeClientSettings,
-    _retry_after_s,
-    _status_message,
-)
-from recommender.cluster.writer import WriteResult
+from recommender.cluster import kube_client
+from recommender.cluster.kube_client import KubeClientSettings
+from recommender.cluster.writer import ContainerResize, LeaseState, WriteResult
+from recommender.engine.quantity import resource_list
 from recommender.errors import SourceUnavailable
 
 logger = logging.getLogger(__name__)
 
+COMPONENT = "vpaweb-updater"
 WEBHOOK_CONFIGURATIONS = (
     "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 )
+STRATEGIC = "application/strategic-merge-patch+json"
+MERGE = "application/merge-patch+json"
+JSON = "application/json"
+
+
+def resize_patch(containers: tuple[ContainerResize, ...]) -> dict[str, Any]:
+    """The strategic merge patch of the ``resize`` subresource (resize/02)."""
+    patched = []
+    for container in containers:
+        resources: dict[str, Any] = {}
+        if not container.requests.is_empty():
+            resources["requests"] = resource_list(container.requests)
+        if not container.limits.is_empty():
+            resources["limits"] = resource_list(container.limits)
+        patched.append({"name": container.name, "resources": resources})
+    return {"spec": {"containers": patched}}
+
+
+def micro_time(when: datetime) -> str:
+    """A MicroTime: UTC with exactly six fractional digits and ``Z`` (lease/09)."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse_micro_time(text: Any) -> datetime | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
 
 
 class KubernetesWriter:
-    """Writes to one cluster (see ``recommender.cluster.writer.ClusterWriter``)."""
+    """Writes to one Kubernetes cluster (a ``ClusterWriter``)."""
 
     def __init__(
         self,
         *,
         cluster_name: str,
-        api_client: k8s.ApiClient,
+        context: str = "",
+        kubeconfig: str | None = None,
         settings: KubeClientSettings | None = None,
+        api_client: k8s.ApiClient | None = None,
+        instance: str = "",
     ) -> None:
         self.cluster_name = cluster_name
-        self.api_client = api_client
-        self.settings = settings or KubeClientSettings()
+        self.settings = settings or KubeClientSettings.from_settings()
+        self.api_client = api_client or kube_client.load_api_client(
+            cluster_name=cluster_name, context=context, kubeconfig=kubeconfig
+        )
+        self.instance = instance or f"vpaweb-{uuid.uuid4().hex[:8]}"
+        self.request_count = 0
 
     def close(self) -> None:
         """Release connections."""
         self.api_client.close()
 
+    # --- one request ------------------------------------------------------------------
     def _call(
         self,
         method: str,
         path: str,
         *,
-        body: Mapping[str, Any] | None = None,
-        content_type: str = "application/json",
+        body: Any = None,
+        content_type: str = JSON,
+        query: list[tuple[str, str]] | None = None,
     ) -> WriteResult:
-        """One request; any HTTP answer is a WriteResult, no answer raises."""
-        settings = self.settings
+        self.request_count += 1
+        what = f"{method} {path}"
         try:
             response = self.api_client.call_api(
                 path,
                 method,
-                header_params={
-                    "Accept": "application/json",
-                    "Content-Type": content_type,
-                },
-                body=dict(body) if body is not None else None,
+                query_params=query or [],
+                header_params={"Content-Type": content_type, "Accept": JSON},
+                body=body,
                 auth_settings=["BearerToken"],
                 _preload_content=False,
-                _return_http_data_only=True,
-                _request_timeout=(settings.connect_timeout_s, settings.read_timeout_s),
+                _return_http_data_only=False,
+                _request_timeout=(
+                    self.settings.connect_timeout_s,
+                    self.settings.read_timeout_s,
+                ),
             )
+            raw, status, headers = response
             try:
-                raw = response.data
-                status = response.status
+                data = raw.data
             finally:
-                response.release_conn()
-            answer = json.loads(raw) if raw else {}
-            return WriteResult(
-                status=status, body=answer if isinstance(answer, dict) else {}
-            )
+                raw.release_conn()
+            return _result(status, data, headers)
         except ApiException as exc:
-            try:
-                answer = json.loads(exc.body) if exc.body else {}
-            except ValueError:
-                answer = {}
-            return WriteResult(
-                status=exc.status,
-                reason=(answer.get("reason") or "") if isinstance(answer, dict) else "",
-                message=_status_message(exc.body),
-                retry_after_s=_retry_after_s(exc.headers),
-                body=answer if isinstance(answer, dict) else {},
-            )
-        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            return _result(exc.status, exc.body, exc.headers)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise SourceUnavailable(
-                f"cluster {self.cluster_name!r}: cannot {method} {path}: {exc}"
+                f"cluster {self.cluster_name!r}: cannot {what}: {exc}"
             ) from None
 
-    # --- admission webhook registration ---------------------------------------------
+    # --- the updater's writes -------------------------------------------------------
+    def resize_pod(
+        self, *, namespace: str, name: str, containers: tuple[ContainerResize, ...]
+    ) -> WriteResult:
+        """PATCH the pod's ``resize`` subresource (in-place resize)."""
+        return self._call(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{name}/resize",
+            body=resize_patch(containers),
+            content_type=STRATEGIC,
+        )
+
+    def evict_pod(
+        self, *, namespace: str, name: str, dry_run: bool = False
+    ) -> WriteResult:
+        """POST a policy/v1 Eviction (the API server enforces PodDisruptionBudgets)."""
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        return self._call(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/pods/{name}/eviction",
+            body=body,
+            query=[("dryRun", "All")] if dry_run else None,
+        )
+
+    def annotate_pod(
+        self, *, namespace: str, name: str, annotations: Mapping[str, str | None]
+    ) -> WriteResult:
+        """Merge-patch the pod's annotations (None removes one)."""
+        return self._call(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{name}",
+            body={"metadata": {"annotations": dict(annotations)}},
+            content_type=MERGE,
+        )
+
+    def record_event(
+        self,
+        *,
+        namespace: str,
+        pod: str,
+        pod_uid: str,
+        reason: str,
+        message: str,
+        event_type: str = "Normal",
+    ) -> WriteResult:
+        """Create a core/v1 Event on the pod with vpaweb's own reason (events/01)."""
+        now = datetime.now(UTC)
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                # client-go's naming: "<object>.<hex nanoseconds>".
+                "name": f"{pod}.{int(now.timestamp() * 1e9):x}",
+                "namespace": namespace,
+            },
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": namespace,
+                "name": pod,
+                "uid": pod_uid,
+            },
+            "reason": reason,
+            "message": message,
+            "type": event_type,
+            "source": {"component": COMPONENT},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.instance,
+        }
+        return self._call("POST", f"/api/v1/namespaces/{namespace}/events", body=body)
+
+    def read_lease(self, *, namespace: str, name: str) -> LeaseState | None:
+        """The Lease, or None when absent (a GET, kept here beside its write)."""
+        result = self._call(
+            "GET", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        )
+        if result.status == 404:
+            return None
+        if not result.ok:
+            raise SourceUnavailable(
+                f"cluster {self.cluster_name!r}: cannot read Lease "
+                f"{namespace}/{name}: HTTP {result.status} {result.message}"
+            )
+        spec = result.body.get("spec") or {}
+        return LeaseState(
+            name=name,
+            namespace=namespace,
+            holder=spec.get("holderIdentity") or "",
+            duration_s=int(spec.get("leaseDurationSeconds") or 0),
+            acquired_at=_parse_micro_time(spec.get("acquireTime")),
+            renewed_at=_parse_micro_time(spec.get("renewTime")),
+            resource_version=(result.body.get("metadata") or {}).get(
+                "resourceVersion", ""
+            ),
+        )
+
+    def write_lease(self, *, lease: LeaseState, create: bool) -> WriteResult:
+        """Create the Lease, or replace it at its resource_version (409 if stale)."""
+        metadata: dict[str, Any] = {"name": lease.name, "namespace": lease.namespace}
+        if not create:
+            metadata["resourceVersion"] = lease.resource_version
+        spec: dict[str, Any] = {
+            "holderIdentity": lease.holder,
+            "leaseDurationSeconds": lease.duration_s,
+        }
+        if lease.acquired_at is not None:
+            spec["acquireTime"] = micro_time(lease.acquired_at)
+        if lease.renewed_at is not None:
+            spec["renewTime"] = micro_time(lease.renewed_at)
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": metadata,
+            "spec": spec,
+        }
+        base = f"/apis/coordination.k8s.io/v1/namespaces/{lease.namespace}/leases"
+        if create:
+            return self._call("POST", base, body=body)
+        return self._call("PUT", f"{base}/{lease.name}", body=body)
+
+    def write_vpa_status(
+        self, *, namespace: str, name: str, status: Mapping[str, Any]
+    ) -> WriteResult:
+        """Merge-patch a VerticalPodAutoscaler's ``status`` subresource."""
+        return self._call(
+            "PATCH",
+            f"/apis/autoscaling.k8s.io/v1/namespaces/{namespace}/"
+            f"verticalpodautoscalers/{name}/status",
+            body={"status": dict(status)},
+            content_type=MERGE,
+        )
+
+    # --- the admission webhook's registration ----------------------------------------
     def apply_webhook_configuration(self, *, body: Mapping[str, Any]) -> WriteResult:
         """Create the MutatingWebhookConfiguration, or replace it at its version."""
         name = body["metadata"]["name"]
@@ -143,3 +315,25 @@ class KubernetesWriter:
         if result.status == 404:
             return WriteResult(status=200, reason="NotFound", message=result.message)
         return result
+
+
+def _result(status: int, data: Any, headers: Any) -> WriteResult:
+    """A ``WriteResult`` from an answer: Status reason/message, Retry-After, body."""
+    if isinstance(data, bytes):
+        data = data.decode("utf-8", "replace")
+    body: dict[str, Any] = {}
+    if data:
+        try:
+            parsed = json.loads(data)
+        except ValueError:
+            parsed = {"message": str(data)[: kube_client.MESSAGE_LIMIT]}
+        if isinstance(parsed, dict):
+            body = parsed
+    is_status = body.get("kind") == "Status"
+    return WriteResult(
+        status=int(status),
+        reason=str(body.get("reason") or "") if is_status else "",
+        message=str(body.get("message") or "") if is_status else "",
+        retry_after_s=kube_client._retry_after_s(headers),
+        body=body,
+    )

@@ -10,7 +10,9 @@ OOM kills happen when a leaking container reaches its memory limit. Usage itself
 in ``recommender.sources.simulated``; both read the same ``Fleet``.
 
 Like every adapter, it only reads. Pods it creates (CronJob runs) go through the
-admission webhook's service when one is given (``simulated_admission.py``).
+admission webhook's service when one is given (``simulated_admission.py``); writes
+(resizes, evictions) go through ``simulated_writer.SimulatedWriter`` and come back here
+as ``overrides``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import lru_cache
 
@@ -455,10 +458,51 @@ def build_fleet(seed: int, workload_count: int) -> Fleet:
     return Fleet(seed=seed, workloads=tuple(workloads))
 
 
+@dataclass(frozen=True)
+class PodOverride:
+    """What the simulated writer changed in one pod (``simulated_writer.py``)."""
+
+    # container name -> (requests, limits); absent containers keep the template's.
+    containers: Mapping[str, tuple[Resources, Resources]]
+    uid_suffix: int = 0  # > 0: evicted and recreated that many times
+    restarted_at: datetime | None = None
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+def _overridden(pod: PodInfo, override: PodOverride | None) -> PodInfo:
+    if override is None:
+        return pod
+    containers = tuple(
+        replace(
+            c,
+            requests=override.containers[c.name][0],
+            limits=override.containers[c.name][1],
+        )
+        if c.name in override.containers
+        else c
+        for c in pod.containers
+    )
+    uid = pod.uid
+    if override.uid_suffix:
+        uid = f"{pod.uid[:-4]}{override.uid_suffix:04x}"
+    start = pod.start_time
+    if override.restarted_at is not None and (
+        start is None or override.restarted_at > start
+    ):
+        start = override.restarted_at
+    return replace(
+        pod,
+        containers=containers,
+        uid=uid,
+        start_time=start,
+        annotations={**pod.annotations, **override.annotations},
+    )
+
+
 class SimulatedCluster:
     """ClusterAdapter over a simulated ``Fleet``, observed at ``now``; with a
     ``namespace``, only that namespace is seen (a shard), as a real cluster's
-    namespaced lists do."""
+    namespaced lists do. ``overrides`` are the writer's changes, by (namespace, pod)."""
 
     def __init__(
         self,
@@ -469,6 +513,7 @@ class SimulatedCluster:
         namespace: str | None = None,
         admit: Admit | None = None,
         admit_window_s: float = 0.0,
+        overrides: Mapping[tuple[str, str], PodOverride] | None = None,
     ) -> None:
         self.name = name
         self.fleet = fleet
@@ -478,6 +523,7 @@ class SimulatedCluster:
         # admission webhook's service) once: see simulated_admission.py.
         self.admit = admit
         self.admit_window_s = admit_window_s
+        self.overrides = overrides or {}
 
     def _pod_containers(
         self, sim: SimWorkload, pod: str, start_s: float, now_s: float
@@ -512,16 +558,19 @@ class SimulatedCluster:
             specs = tuple(container.spec() for container in sim.containers)
             labels = {"app": sim.name}
             pods = tuple(
-                PodInfo(
-                    namespace=sim.namespace,
-                    name=pod,
-                    phase="Running",
-                    containers=self._pod_containers(sim, pod, start_s, now_s),
-                    start_time=datetime.fromtimestamp(start_s, tz=UTC)
-                    if start_s
-                    else None,
-                    labels=labels,
-                    uid="{:032x}".format(stable_hash("pod", sim.namespace, pod)),
+                _overridden(
+                    PodInfo(
+                        namespace=sim.namespace,
+                        name=pod,
+                        phase="Running",
+                        containers=self._pod_containers(sim, pod, start_s, now_s),
+                        start_time=datetime.fromtimestamp(start_s, tz=UTC)
+                        if start_s
+                        else None,
+                        labels=labels,
+                        uid="{:032x}".format(stable_hash("pod", sim.namespace, pod)),
+                    ),
+                    self.overrides.get((sim.namespace, pod)),
                 )
                 for pod, start_s in self.fleet.pods_at(sim, now_s)
             )

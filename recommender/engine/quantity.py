@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import Any
 
 # math.MaxInt64: the int64 bound of resource.Quantity values (apimachinery amount.go).
 MAX_INT64 = 2**63 - 1
@@ -212,6 +213,17 @@ def format_memory(bytes_: int) -> str:
         return _format_decimal_si(bytes_, 0)
     amount, times = _remove_factors(bytes_, 1024)
     return f"{amount}{_BINARY_SUFFIX_BY_EXPONENT[times]}"
+
+
+def resource_list(resources: Any) -> dict[str, str]:
+    """Amounts (``Resources``) as a Kubernetes ResourceList of canonical quantities:
+    ``{"cpu": "250m", "memory": "256Mi"}``, absent resources left out."""
+    out: dict[str, str] = {}
+    if resources.cpu_millicores is not None:
+        out["cpu"] = format_cpu(resources.cpu_millicores)
+    if resources.memory_bytes is not None:
+        out["memory"] = format_memory(resources.memory_bytes)
+    return out
 
 
 def format_memory_decimal(bytes_: int) -> str:

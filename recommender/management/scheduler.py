@@ -13,6 +13,7 @@ import time
 
 from recommender.tasks import expire_idle_aggregates as expire_idle_aggregates_task
 from recommender.tasks import refresh_all_clusters as refresh_all_clusters_task
+from recommender.tasks import update_all_clusters as update_all_clusters_task
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +34,11 @@ def run_periodic(
         except Exception:
             # One bad cycle must not end the loop: the next one starts from checkpoints.
             logger.exception("scheduled refresh failed")
+        try:
+            # The updater runs after the refresh, on its fresh recommendations.
+            update_all_clusters_task.delay()
+        except Exception:
+            logger.exception("scheduled updater cycle failed")
         if started >= next_expire:
             next_expire = started + EXPIRE_INTERVAL_S
             try:

@@ -28,10 +28,9 @@ from recommender.engine import (
     Profile,
     SampleBatch,
     feed,
-    format_cpu,
-    format_memory,
     recommend,
 )
+from recommender.engine.quantity import resource_list
 from recommender.errors import InvalidInput
 
 USAGE_COLUMNS = (
@@ -83,14 +82,8 @@ class OfflineRecommendation:
         }
 
 
-def resources_as_quantities(resources: Any) -> dict[str, str]:
-    """``{"cpu": "587m", "memory": "628694953"}`` as upstream writes a ResourceList."""
-    out: dict[str, str] = {}
-    if resources.cpu_millicores is not None:
-        out["cpu"] = format_cpu(resources.cpu_millicores)
-    if resources.memory_bytes is not None:
-        out["memory"] = format_memory(resources.memory_bytes)
-    return out
+# ``{"cpu": "587m", "memory": "628694953"}`` as upstream writes a ResourceList.
+resources_as_quantities = resource_list
 
 
 @dataclass

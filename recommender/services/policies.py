@@ -56,6 +56,8 @@ CHANGEABLE_FIELDS = (
     "profile_overrides",
     "container_policies",
     "min_replicas",
+    "approval",
+    "eviction_requirements",
 )
 # Profile fields an override may set: every knob, but not the name (the profile's
 # identity, stored in Policy.profile).
@@ -73,12 +75,12 @@ CONTAINER_POLICY_KEYS = (
 )
 CONTAINER_MODES = ("Auto", "Off")
 
-# What each mode does to running pods, shown before an operator leaves Off. This
-# version has no updater and no admission webhook: the other modes are stored and shown,
-# and nothing acts on them yet; the texts say so first, then what the mode will do.
+# What each mode does to running pods, shown before every change of mode. The updater
+# acts on Recreate and InPlaceOrRecreate (docs/updater.md); Initial needs the admission
+# webhook, which this version does not have yet, and its text says so first.
 NOT_ACTED_ON_YET = (
     "Stored and shown, but not acted on yet: this version of vpaweb has no admission "
-    "webhook or updater, so nothing in the cluster changes."
+    "webhook, so nothing in the cluster changes."
 )
 MODE_CONSEQUENCES: dict[str, str] = {
     Policy.Mode.OFF: (
@@ -91,16 +93,36 @@ MODE_CONSEQUENCES: dict[str, str] = {
         "are."
     ),
     Policy.Mode.RECREATE: (
-        f"{NOT_ACTED_ON_YET} Once the updater and the webhook exist, running pods "
-        "whose requests are far from the recommendation will be evicted (within "
-        "disruption budgets) and recreated with the recommended requests."
+        "The updater evicts running pods whose requests are outside the recommended "
+        "bounds (or far from the target for 12 h, or OOM-killed quickly) through the "
+        "Eviction API, within PodDisruptionBudgets, minReplicas and the eviction "
+        "tolerance; their controller recreates them and the admission webhook sets the "
+        "recommended requests on the new pods (until the webhook is installed, "
+        "recreated pods keep their template's requests)."
     ),
     Policy.Mode.IN_PLACE_OR_RECREATE: (
-        f"{NOT_ACTED_ON_YET} Once the updater and the webhook exist, running pods will "
-        "be resized in place where the cluster supports it, else evicted and "
-        "recreated as in Recreate."
+        "The updater resizes running pods in place (the pods/resize subresource, no "
+        "restart where the kubelet supports it) and falls back to eviction as in "
+        "Recreate when the node refuses or the resize stays Infeasible, Deferred for "
+        "5 min or in progress for 1 h; new pods get the recommended requests from the "
+        "admission webhook."
     ),
 }
+
+
+def approval_consequence(mode: str, approval: str) -> str:
+    """Whether the updater's changes for ``mode`` wait for an operator."""
+    if mode not in (Policy.Mode.RECREATE, Policy.Mode.IN_PLACE_OR_RECREATE):
+        return "No running pod is changed in this mode: nothing to approve."
+    if approval == Policy.Approval.AUTOMATIC:
+        return (
+            "Approval automatic: each change is applied as soon as it is proposed "
+            "(still within disruption budgets, the rate limits and the kill switch)."
+        )
+    return (
+        "Approval manual: each change waits on the Changes page until an operator "
+        "approves it; nothing is resized or evicted before."
+    )
 
 
 def mode_consequence(mode: str) -> str:
@@ -116,6 +138,8 @@ def policy_snapshot(policy: Policy) -> dict[str, Any]:
         "profile_overrides": policy.profile_overrides,
         "container_policies": policy.container_policies,
         "min_replicas": policy.min_replicas,
+        "approval": policy.approval,
+        "eviction_requirements": policy.eviction_requirements,
     }
 
 
@@ -402,6 +426,48 @@ def effective_overrides(policy: Policy | None) -> dict[str, dict[str, Any]]:
     return overridden_fields(profile)
 
 
+CHANGE_REQUIREMENTS = ("TargetHigherThanRequests", "TargetLowerThanRequests")
+
+
+def validate_eviction_requirements(raw: object) -> list[dict[str, Any]]:
+    """Upstream's ``updatePolicy.evictionRequirements``, canonical; errors named."""
+    field = "eviction_requirements"
+    if not isinstance(raw, list):
+        raise InvalidInput(f"{field} must be a list, not {raw!r}", field=field)
+    clean: list[dict[str, Any]] = []
+    errors: dict[str, list[str]] = {}
+    for index, entry in enumerate(raw):
+        where = f"{field}[{index}]"
+        if not isinstance(entry, dict) or set(entry) - {
+            "resources",
+            "changeRequirement",
+        }:
+            errors.setdefault(where, []).append(
+                "must be an object with resources and changeRequirement only"
+            )
+            continue
+        resources = entry.get("resources")
+        if (
+            not isinstance(resources, list)
+            or not resources
+            or any(r not in ("cpu", "memory") for r in resources)
+        ):
+            errors.setdefault(f"{where}.resources", []).append(
+                f"must be a non-empty list of cpu and memory, not {resources!r}"
+            )
+            continue
+        change = entry.get("changeRequirement")
+        if change not in CHANGE_REQUIREMENTS:
+            errors.setdefault(f"{where}.changeRequirement", []).append(
+                f"must be one of {', '.join(CHANGE_REQUIREMENTS)}, not {change!r}"
+            )
+            continue
+        clean.append({"resources": sorted(set(resources)), "changeRequirement": change})
+    if errors:
+        raise InvalidInput("invalid eviction requirements", fields=errors)
+    return clean
+
+
 def _validate_changes(
     changes: dict[str, Any], *, container_names: set[str], policy: Policy
 ) -> dict[str, Any]:
@@ -440,6 +506,22 @@ def _validate_changes(
             )
         else:
             clean["min_replicas"] = value
+    if "approval" in changes:
+        approval = changes["approval"]
+        if approval not in Policy.Approval.values:
+            errors.setdefault("approval", []).append(
+                f"must be one of {', '.join(Policy.Approval.values)}, not {approval!r}"
+            )
+        else:
+            clean["approval"] = approval
+    if "eviction_requirements" in changes:
+        try:
+            clean["eviction_requirements"] = validate_eviction_requirements(
+                changes["eviction_requirements"]
+            )
+        except InvalidInput as exc:
+            for field, messages in exc.fields.items():
+                errors.setdefault(field, []).extend(messages)
     if "container_policies" in changes:
         try:
             clean["container_policies"] = validate_container_policies(

@@ -63,6 +63,7 @@ class PolicyForm(forms.Form):
     mode = forms.ChoiceField(choices=Policy.Mode.choices)
     profile = forms.ChoiceField(choices=())
     min_replicas = forms.IntegerField(required=False, min_value=1)
+    approval = forms.ChoiceField(choices=Policy.Approval.choices, required=False)
 
     def __init__(self, *args: Any, workload: Workload, policy: Policy, **kwargs: Any):
         self.workload = workload
@@ -72,6 +73,7 @@ class PolicyForm(forms.Form):
             "mode": policy.mode,
             "profile": policy.profile,
             "min_replicas": policy.min_replicas,
+            "approval": policy.approval,
         }
         stored = {
             entry.get("containerName"): entry for entry in policy.container_policies
@@ -254,6 +256,7 @@ class PolicyForm(forms.Form):
             "mode": data["mode"],
             "profile": data["profile"],
             "min_replicas": data.get("min_replicas"),
+            "approval": data.get("approval") or self.policy.approval,
             "container_policies": entries,
             "profile_overrides": self.profile_overrides(),
         }

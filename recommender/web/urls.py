@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from recommender.web import views
+from recommender.web import changes, views
 
 urlpatterns = [
     path("", views.overview, name="overview"),
@@ -20,7 +20,10 @@ urlpatterns = [
     path("workloads/<int:pk>/charts", views.workload_charts, name="workload_charts"),
     path("workloads/<int:pk>/policy", views.workload_policy, name="workload_policy"),
     path("workloads/<int:pk>/adopt", views.workload_adopt, name="workload_adopt"),
-    path("changes/", views.changes, name="changes"),
+    path("changes/", changes.changes, name="changes"),
+    path("changes/approve", changes.changes_bulk_approve, name="changes_bulk_approve"),
+    path("updater/kill-switch", changes.kill_switch, name="kill_switch"),
+    path("clusters/<int:pk>/pause", changes.cluster_pause, name="cluster_pause"),
     path("changes/<int:pk>/approve", views.change_approve, name="change_approve"),
     path("changes/<int:pk>/reject", views.change_reject, name="change_reject"),
     path("audit/", views.audit, name="audit"),

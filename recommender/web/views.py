@@ -20,6 +20,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from recommender.engine import DEFAULT_PROFILE
@@ -48,6 +49,7 @@ from recommender.web.access import (
     require_role,
     token_scopes_for,
 )
+from recommender.web.changes import workload_changes
 from recommender.web.forms import NewUserForm, PolicyForm, RoleForm, TokenForm
 from recommender.web.presenters import (
     describe_explanation,
@@ -58,7 +60,6 @@ from recommender.web.presenters import (
 logger = logging.getLogger(__name__)
 
 AUDIT_PAGE_SIZE = 50
-CHANGES_PAGE_SIZE = 50
 RUNS_PAGE_SIZE = 50
 TOKENS_PAGE_SIZE = 50
 TOP_NAMESPACES = 20
@@ -196,6 +197,7 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
             for item in data.containers
         },
         "page": "workloads",
+        **workload_changes(data.workload),
     }
     context["webhook"] = (
         None
@@ -235,7 +237,7 @@ def workload_charts(request: HttpRequest, pk: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @require_role(Role.OPERATOR)
 def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
-    """Edit a workload's policy; leaving Off needs an explicit confirmation."""
+    """Edit a workload's policy; every change of mode needs an explicit confirmation."""
     try:
         workload = Workload.objects.select_related("policy").get(pk=pk)
     except Workload.DoesNotExist:
@@ -255,13 +257,19 @@ def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
     extra: dict[str, Any] = {}
     if form.is_valid():
         changes = form.changes()
-        leaving_off = (
-            policy.mode == Policy.Mode.OFF and changes["mode"] != Policy.Mode.OFF
+        # Every change between modes (and of the approval while acting) is confirmed.
+        switching = changes["mode"] != policy.mode or (
+            changes.get("approval", policy.approval) != policy.approval
+            and changes["mode"] != Policy.Mode.OFF
         )
-        if leaving_off and request.POST.get("confirm_mode") != changes["mode"]:
+        if switching and request.POST.get("confirm_mode") != changes["mode"]:
             extra["confirm"] = {
                 "mode": changes["mode"],
+                "from_mode": policy.mode,
                 "consequence": policies.mode_consequence(changes["mode"]),
+                "approval": policies.approval_consequence(
+                    changes["mode"], changes.get("approval", policy.approval)
+                ),
             }
         else:
             try:
@@ -313,31 +321,6 @@ def workload_adopt(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("workload", pk=pk)
 
 
-@require_GET
-@require_role(Role.VIEWER)
-def changes(request: HttpRequest) -> HttpResponse:
-    """Resize changes by status, with approve and reject for operators."""
-    status = request.GET.get("status", "")
-    qs = ResizeChange.objects.select_related("workload__cluster", "decided_by")
-    if status in ResizeChange.Status.values:
-        qs = qs.filter(status=status)
-    else:
-        status = ""
-    page = Paginator(qs, CHANGES_PAGE_SIZE).get_page(request.GET.get("page", 1))
-    context = {
-        "page_obj": page,
-        "status": status,
-        "statuses": ResizeChange.Status.choices,
-        "page": "changes",
-        "has_any": status != ""
-        or page.paginator.count > 0
-        or ResizeChange.objects.exists(),
-    }
-    if is_htmx(request):
-        return render(request, "recommender/partials/_changes_table.html", context)
-    return render(request, "recommender/changes.html", context)
-
-
 def _decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
     now = timezone.now()
     error = ""
@@ -370,6 +353,11 @@ def _decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
         messages.error(request, error)
     else:
         messages.success(request, f"Change {pk} {change.status}.")
+    back = request.POST.get("next", "")
+    if back and url_has_allowed_host_and_scheme(
+        back, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return redirect(back)  # the workload page's approve buttons come back there
     return redirect("changes")
 
 

@@ -1,8 +1,10 @@
-"""Off means off (ARCHITECTURE.md), checked in the source: no module of vpaweb but the
-one Kubernetes writer (``cluster/kube_writer.py``, behind ``cluster/writer.py``'s
-ClusterWriter) calls a Kubernetes client write method, and no reading adapter has a
-write method. The behavioural half (every request a refresh sends is a GET) is in
-test_kubernetes_refresh.py."""
+"""Off means off (ARCHITECTURE.md), checked in the source: every cluster write goes
+through the one ``ClusterWriter`` interface (``recommender/cluster/writer.py``). No
+module calls a Kubernetes client write method; only the Kubernetes writer sends a
+request through the raw ``call_api``; no adapter (reader) has a write method; and only
+the updater's apply step calls a writer's write methods. The behavioural half (every
+request a refresh sends is a GET; an all-Off cluster gets no write over many updater
+cycles) is in test_kubernetes_refresh.py and tests/services/test_updater_fake_api.py."""
 
 from __future__ import annotations
 
@@ -15,8 +17,12 @@ import kubernetes.client
 import recommender
 
 SOURCE = Path(recommender.__file__).parent
-# The only modules allowed to write to a cluster: the interface and its implementation.
-WRITERS = {"cluster/writer.py", "cluster/kube_writer.py"}
+# The only modules allowed to write to a cluster: the interface and its implementations.
+WRITERS = {
+    "cluster/writer.py",
+    "cluster/kube_writer.py",
+    "cluster/simulated_writer.py",
+}
 WRITE_PREFIXES = ("create_", "patch_", "replace_", "delete_", "evict", "connect_")
 
 
@@ -75,6 +81,66 @@ def test_no_module_of_vpaweb_calls_a_kubernetes_write_method():
     assert offenders == {}
 
 
+# The writer's write methods, and the only modules allowed to call them.
+WRITER_METHODS = {
+    "resize_pod",
+    "evict_pod",
+    "annotate_pod",
+    "record_event",
+    "write_lease",
+    "write_vpa_status",
+    "apply_webhook_configuration",
+    "delete_webhook_configuration",
+}
+WRITER_CALLERS = {
+    "services/actuation/apply.py",  # the updater applies changes
+    "services/admission/registration.py",  # the webhook registers itself
+}
+
+
+def test_the_writer_interface_lists_exactly_these_write_methods():
+    tree = ast.parse((SOURCE / "cluster" / "writer.py").read_text())
+    protocol = next(
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef) and node.name == "ClusterWriter"
+    )
+    methods = {item.name for item in protocol.body if isinstance(item, ast.FunctionDef)}
+    assert methods - {"read_lease", "close"} == WRITER_METHODS
+
+
+def test_only_the_updater_and_the_webhook_registration_call_a_writer_method():
+    offenders = {}
+    for path in sorted(SOURCE.rglob("*.py")):
+        relative = str(path.relative_to(SOURCE))
+        if relative.startswith("cluster/") or relative in WRITER_CALLERS:
+            continue
+        found = [
+            f"{node.lineno}: .{node.attr}"
+            for node in ast.walk(ast.parse(path.read_text(), str(path)))
+            if isinstance(node, ast.Attribute) and node.attr in WRITER_METHODS
+        ]
+        if found:
+            offenders[relative] = found
+    assert offenders == {}
+
+
+def test_only_the_kubernetes_writer_sends_raw_requests():
+    offenders = []
+    for path in sorted(SOURCE.rglob("*.py")):
+        if path.name == "kube_writer.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("call_api", "request")
+                and isinstance(node.value, ast.Attribute)
+                and node.value.attr == "api_client"
+            ):
+                offenders.append(f"{path.relative_to(SOURCE)}:{node.lineno}")
+    assert offenders == []
+
+
 def test_no_cluster_adapter_has_a_write_method():
     offenders = []
     for path in sorted((SOURCE / "cluster").glob("*.py")):
@@ -95,7 +161,7 @@ def test_reading_a_cluster_has_one_client_set_up():
     # kube_client.open_reader is the one place a reader of a cluster is built.
     offenders = []
     for path in sorted(SOURCE.rglob("*.py")):
-        if path.name == "kube_client.py":
+        if path.name in ("kube_client.py", "kube_writer.py"):
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Call):

@@ -3,18 +3,12 @@ sharded fan-out: the shards it queues run on that worker too."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 import uuid
 from datetime import datetime
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.core.cache import cache
-from django.db import connection
 
 from recommender.models import (
     Checkpoint,
@@ -27,77 +21,21 @@ from recommender.models import (
 from recommender.tasks import CLAIM_KEY
 from recommender.tasks import refresh_all_clusters as refresh_all_clusters_task
 from recommender.tasks import refresh_cluster as refresh_cluster_task
-from tests.conftest import service_missing
+from tests.integration.workers import (
+    require_postgres_and_redis,
+    start_worker,
+    stop_worker,
+)
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
 
 
-def _start_worker(queue: str) -> subprocess.Popen[bytes]:
-    """A `celery worker --pool solo` consuming ``queue``, using the test database."""
-    db = connection.settings_dict
-    env = {
-        **os.environ,
-        # The worker must use pytest-django's test database, not the configured one.
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/"
-        f"{db['NAME']}",
-        "REDIS_URL": settings.REDIS_URL,
-        "SECRET_KEY": "integration-test-only",
-        "VPAWEB_SIMULATION_WORKLOADS": "6",
-        "VPAWEB_SIMULATION_HISTORY_DAYS": "0.25",
-        # Every fed checkpoint written every cycle: the tests count the writes.
-        "VPAWEB_CHECKPOINT_INTERVAL_S": "0",
-        "VPAWEB_TEST_QUEUE": queue,
-    }
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "tests.integration.worker_app",
-            "worker",
-            "--pool",
-            "solo",
-            "--queues",
-            queue,
-            "--loglevel",
-            "WARNING",
-            "--without-heartbeat",
-            "--without-gossip",
-            "--without-mingle",
-            "--hostname",
-            f"{uuid.uuid4().hex[:8]}@%h",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-
-
-def _stop_worker(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        output, _ = process.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        output, _ = process.communicate()
-    if process.returncode not in (0, -15):
-        print(output.decode(errors="replace"))
-
-
-def _require_services() -> None:
-    if connection.vendor != "postgresql":
-        service_missing("PostgreSQL (DATABASE_URL)")
-    if not settings.REDIS_URL:
-        service_missing("Redis (REDIS_URL)")
-    try:
-        import redis
-
-        redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2).ping()
-    except Exception:
-        service_missing(f"Redis at {settings.REDIS_URL}")
+ENV = {
+    "VPAWEB_SIMULATION_WORKLOADS": "6",
+    "VPAWEB_SIMULATION_HISTORY_DAYS": "0.25",
+    # Every fed checkpoint written every cycle: the tests count the writes.
+    "VPAWEB_CHECKPOINT_INTERVAL_S": "0",
+}
 
 
 @pytest.fixture
@@ -107,26 +45,29 @@ def worker(transactional_db):
     The private queue is also the worker's default queue (tests/integration/worker_app),
     so what its tasks queue (the fan-out's shards) runs on it too, and nowhere else.
     """
-    _require_services()
+    require_postgres_and_redis()
     queue = f"vpaweb-test-{uuid.uuid4().hex[:8]}"
-    process = _start_worker(queue)
+    process = start_worker(queue, env=ENV)
     try:
         yield queue
     finally:
-        _stop_worker(process)
+        stop_worker(process)
 
 
 @pytest.fixture
 def two_workers(transactional_db):
     """Two worker processes consuming one private queue: tasks run side by side."""
-    _require_services()
+    require_postgres_and_redis()
     queue = f"vpaweb-test-{uuid.uuid4().hex[:8]}"
-    processes = [_start_worker(queue), _start_worker(queue)]
+    processes = [
+        start_worker(queue, env=ENV, hostname=f"{uuid.uuid4().hex[:8]}@%h")
+        for _ in range(2)
+    ]
     try:
         yield queue
     finally:
         for process in processes:
-            _stop_worker(process)
+            stop_worker(process)
 
 
 def test_a_worker_runs_the_refresh_task_and_rows_appear(worker, settings):

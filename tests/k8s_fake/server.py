@@ -12,7 +12,10 @@ answers as a real API server would:
   ``labelSelector`` (``k=v``) filtering; items of built-in types come without
   ``apiVersion``/``kind``, custom resources with them;
 - ``Status`` bodies for errors: 401 without the bearer token, 404 for an unknown path or
-  an API that is switched off (``unserve``), 405 for any verb but GET;
+  an API that is switched off (``unserve``), 405 for any other write;
+- the writes vpaweb's updater makes (evictions, resizes, pod annotations, Events,
+  Leases, VPA status), answered as the recordings in ../shared/k8s-wire: see
+  ``writes.py``;
 - injected faults (``fail``): a status (429/500/403/410…) with an optional
   ``Retry-After``, or a delay longer than the client's read timeout, for the next N
   matching requests.
@@ -33,7 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.k8s_fake import limit_ranger
+from tests.k8s_fake import limit_ranger, writes
 from tests.k8s_fake.webhooks import WebhookConfigurations
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -68,6 +71,7 @@ KINDS: dict[str, tuple[str, str, str, bool, bool]] = {
         False,
     ),
     "PodMetrics": ("metrics.k8s.io", "v1beta1", "pods", True, False),
+    "Lease": ("coordination.k8s.io", "v1", "leases", True, True),
 }
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 # Served with writes by ``tests/k8s_fake/webhooks.py`` (the webhook's registration).
@@ -95,6 +99,8 @@ class Request:
     path: str
     query: dict[str, list[str]]
     authorization: str
+    body: bytes = b""
+    content_type: str = ""
 
 
 @dataclass
@@ -182,6 +188,9 @@ class FakeApiServer:
         self.faults: list[Fault] = []
         self.unserved: set[str] = set()
         self.resource_version = 900000
+        # Pods evicted and resized through the write verbs (tests/k8s_fake/writes.py).
+        self.evicted: list[tuple[str, str]] = []
+        self.resized: list[tuple[str, str]] = []
         self._collections: dict[tuple[str, str, str], _Collection] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -194,6 +203,17 @@ class FakeApiServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.webhook_configurations = WebhookConfigurations()
+
+    @property
+    def lock(self) -> threading.Lock:
+        """Held while a write changes stored objects."""
+        return self._lock
+
+    def objects(self, kind: str) -> list[dict[str, Any]]:
+        """The stored objects of ``kind`` (live: writes change them in place)."""
+        group, version, plural, _, _ = KINDS[kind]
+        with self._lock:
+            return list(self._collections[(group, version, plural)].items)
 
     # --- set-up -----------------------------------------------------------------------
     def add(self, obj: dict[str, Any]) -> None:
@@ -256,6 +276,23 @@ class FakeApiServer:
                     raw_body,
                 )
             )
+
+    def kubelet_actuates(self, namespace: str, name: str) -> None:
+        """Play a resize-capable kubelet: the containers' status resources follow
+        the spec (what resize/00 wrote by hand; the API server never does)."""
+        with self._lock:
+            for pod in self._collections[("", "v1", "pods")].items:
+                meta = pod["metadata"]
+                if (meta.get("namespace"), meta["name"]) != (namespace, name):
+                    continue
+                specs = {c["name"]: c for c in pod["spec"]["containers"]}
+                for status in pod.get("status", {}).get("containerStatuses") or []:
+                    spec = specs.get(status.get("name"))
+                    if spec is not None:
+                        status["resources"] = json.loads(
+                            json.dumps(spec.get("resources") or {})
+                        )
+            self.resource_version += 1
 
     def unserve(self, group: str) -> None:
         """Answer 404 for an API group, as when its CRD or server is not installed."""
@@ -321,19 +358,25 @@ class FakeApiServer:
         request = Request(
             handler.command, parts.path, query, handler.headers.get("Authorization", "")
         )
+        length = int(handler.headers.get("Content-Length") or 0)
+        if length:
+            request.body = handler.rfile.read(length)
+        request.content_type = handler.headers.get("Content-Type", "")
         with self._lock:
             self.requests.append(request)
-        length = int(handler.headers.get("Content-Length") or 0)
-        payload = handler.rfile.read(length) if length else b""
         if request.authorization != f"Bearer {self.token}":
             return self._send(
                 handler, 401, _status(401, "Unauthorized", "Unauthorized")
             )
         if parts.path.startswith(WEBHOOK_CONFIGURATIONS):
             code, answer = self.webhook_configurations.serve(
-                request.method, parts.path, payload
+                request.method, parts.path, request.body
             )
             return self._send(handler, code, answer)
+        answer = writes.handle(self, request.method, parts.path, query, request.body)
+        if answer is not None:
+            code, body, headers = answer
+            return self._send(handler, code, body, headers)
         if request.method != "GET":
             return self._send(
                 handler,

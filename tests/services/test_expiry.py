@@ -10,8 +10,9 @@ from django.db.models.signals import post_init
 
 from recommender.engine import AggregateSet
 from recommender.models import Checkpoint, Cluster, Policy, RefreshRun, Workload
-from recommender.services.refresh import cycle, ingest
-from recommender.services.refresh.cycle import expire_idle_aggregates, refresh_cluster
+from recommender.services.refresh import expiry, ingest
+from recommender.services.refresh.cycle import refresh_cluster
+from recommender.services.refresh.expiry import expire_idle_aggregates
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 LATE = NOW + timedelta(days=8, minutes=1)  # every aggregate of NOW is idle by then
@@ -100,7 +101,7 @@ def test_expiry_processes_each_chunk_as_it_arrives(cluster, monkeypatch):
     assert len(keys) == 2
     total = checkpoints(cluster).count()
     batch = 3
-    monkeypatch.setattr(cycle, "BATCH", batch)
+    monkeypatch.setattr(expiry, "BATCH", batch)
     loaded = 0
     loaded_at_each_batch: list[tuple[int, int]] = []
 
@@ -141,7 +142,7 @@ def test_an_unreadable_checkpoint_is_counted_and_the_job_keeps_going(
     cluster, monkeypatch, caplog, damage
 ):
     # Small batches: the bad row shares its batch with good ones, and more follow.
-    monkeypatch.setattr(cycle, "BATCH", 4)
+    monkeypatch.setattr(expiry, "BATCH", 4)
     rows = list(checkpoints(cluster).order_by("pk"))
     bad = rows[5]
     # The likely case: the checkpoint of a workload deleted from its cluster.

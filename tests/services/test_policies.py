@@ -201,11 +201,12 @@ def test_every_mode_has_a_plain_consequence():
     for mode in Policy.Mode.values:
         assert mode_consequence(mode).endswith(".")
     assert "never writes" in mode_consequence("Off")
-    # No updater or webhook yet: every other mode says it is not acted on.
-    for mode in ("Initial", "Recreate", "InPlaceOrRecreate"):
-        assert mode_consequence(mode).startswith(
-            "Stored and shown, but not acted on yet"
-        )
+    # The updater acts on Recreate and InPlaceOrRecreate; Initial waits for the webhook.
+    assert mode_consequence("Initial").startswith("Stored and shown, but not acted on")
+    assert "evicts running pods" in mode_consequence("Recreate")
+    assert "Eviction API" in mode_consequence("Recreate")
+    assert "resizes running pods in place" in mode_consequence("InPlaceOrRecreate")
+    assert "falls back to eviction" in mode_consequence("InPlaceOrRecreate")
 
 
 def test_profile_is_one_of_the_engines(workload, operator):

@@ -23,8 +23,9 @@ from recommender.models import (
 )
 from recommender.services.refresh import cycle
 from recommender.services.refresh.adapters import cluster_adapter_for
-from recommender.services.refresh.cycle import expire_idle_aggregates, refresh_cluster
+from recommender.services.refresh.cycle import refresh_cluster
 from recommender.services.refresh.discovery import Discovery, upsert_discovery
+from recommender.services.refresh.expiry import expire_idle_aggregates
 from recommender.sources.simulated import SimulatedUsageSource
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)

@@ -75,9 +75,9 @@ def test_policy_change_needs_confirmation_to_leave_off(operator_client, small_fl
 
     first = operator_client.post(url, form, HTTP_HX_REQUEST="true")
 
-    assert "evicted" in first.content.decode()
-    # Honest: the mode is stored, nothing acts on it in this version.
-    assert "not acted on yet" in first.content.decode()
+    assert "evicts running pods" in first.content.decode()
+    # Manual approval is the default: the confirmation says changes wait for it.
+    assert "Approval manual: each change waits" in first.content.decode()
     assert Policy.objects.get(workload=workload).mode == "Off"
     second = operator_client.post(
         url, {**form, "confirm_mode": "Recreate"}, HTTP_HX_REQUEST="true"
@@ -85,6 +85,10 @@ def test_policy_change_needs_confirmation_to_leave_off(operator_client, small_fl
     assert 'data-testid="policy-saved"' in second.content.decode()
     assert Policy.objects.get(workload=workload).mode == "Recreate"
     assert AuditEvent.objects.get().action == "policy.update"
+    # Leaving Recreate needs a confirmation too, as every change between modes does.
+    third = operator_client.post(url, {**form, "mode": "Off"}, HTTP_HX_REQUEST="true")
+    assert "from Recreate to Off" in third.content.decode()
+    assert Policy.objects.get(workload=workload).mode == "Recreate"
 
 
 def test_policy_errors_show_next_to_the_field(operator_client, small_fleet):
@@ -148,7 +152,7 @@ def test_changes_empty_state_explains_itself(viewer_client, db):
     body = viewer_client.get("/changes/").content.decode()
 
     assert "No resize changes yet." in body
-    assert "The updater that proposes changes is not built yet" in body
+    assert "mode is Recreate or InPlaceOrRecreate" in body
     assert "starts in Off" in body
 
 
@@ -247,3 +251,58 @@ def test_charts_fragment_reads_engine_state_and_simulated_usage(
 
 
 MI = 2**20
+
+
+def test_changes_page_filters_and_bulk_approves_by_namespace(operator_client, db):
+    from tests.factories import make_cluster, make_workload
+
+    workload = make_workload(
+        make_cluster("prod"), "api", namespace="shop", mode="Recreate"
+    )
+    change = ResizeChange.objects.create(
+        workload=workload,
+        pod="api-1",
+        reason="CPU request 500m is above the upper bound",
+        observed={"app": {"requests": {"cpu": 250}}},
+        resources_after={"app": {"requests": {"cpu": 250}}},
+        resources_before={"app": {"requests": {"cpu": 500}}},
+    )
+    body = operator_client.get("/changes/?namespace=shop&method=in-place").content
+    assert b"CPU request 500m is above the upper bound" in body
+    assert b'data-testid="change-observed">pod has: cpu 250m' in body
+    assert (
+        b"No changes match these filters"
+        in operator_client.get("/changes/?namespace=elsewhere").content
+    )
+    response = operator_client.post(
+        "/changes/approve", {"cluster": "prod", "namespace": "shop"}
+    )
+    assert response.status_code == 302
+    change.refresh_from_db()
+    assert change.status == "approved"
+
+
+def test_viewers_cannot_approve_in_bulk_or_stop_writes(
+    viewer_client, operator_client, db
+):
+    assert viewer_client.post("/changes/approve", {"workload": "1"}).status_code == 403
+    assert (
+        operator_client.post("/updater/kill-switch", {"stopped": "1"}).status_code
+        == 403
+    )
+
+
+def test_an_admin_stops_all_writes_and_pauses_a_cluster(admin_client_, db):
+    admin_client = admin_client_
+    from recommender.models import ActuationControl, Cluster
+
+    cluster = Cluster.objects.create(name="prod", kind="simulated")
+    admin_client.post("/updater/kill-switch", {"stopped": "1", "reason": "incident 42"})
+    assert ActuationControl.objects.get().writes_stopped
+    body = admin_client.get("/changes/").content.decode()
+    assert "Every cluster write is stopped" in body and "incident 42" in body
+    admin_client.post(f"/clusters/{cluster.pk}/pause", {"paused": "1"})
+    cluster.refresh_from_db()
+    assert cluster.updates_paused
+    actions = set(AuditEvent.objects.values_list("action", flat=True))
+    assert {"updater.kill_switch", "updater.pause"} <= actions

@@ -16,24 +16,13 @@ from typing import Any
 
 from recommender.engine.limits import ContainerResources
 from recommender.engine.quantity import (
-    format_cpu,
-    format_memory,
     parse_cpu_millicores,
     parse_memory_bytes,
 )
-from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
+from recommender.engine.quantity import resource_list as resource_list
+from recommender.engine.resources import CPU, RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput
 from recommender.models import Workload
-
-
-def resource_list(resources: Resources) -> dict[str, str]:
-    """Engine Resources as a Kubernetes ResourceList of canonical quantity strings."""
-    out: dict[str, str] = {}
-    if resources.cpu_millicores is not None:
-        out[CPU] = format_cpu(resources.cpu_millicores)
-    if resources.memory_bytes is not None:
-        out[MEMORY] = format_memory(resources.memory_bytes)
-    return out
 
 
 def parse_quantity(resource: str, raw: object, *, field: str) -> int:

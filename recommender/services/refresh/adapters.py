@@ -17,6 +17,7 @@ from recommender.cluster.kubernetes import KubernetesAdapter
 from recommender.cluster.simulated import SimulatedCluster, build_fleet
 from recommender.errors import InvalidInput
 from recommender.models import Cluster
+from recommender.services.actuation.simulated_store import overrides_of
 from recommender.services.admission.review import simulated_admission
 from recommender.sources.base import UsageSource
 from recommender.sources.metrics_server import MetricsServerSource
@@ -46,6 +47,8 @@ def cluster_adapter_for(
             # New pods go through the webhook's service, as in a real cluster.
             admit=simulated_admission(cluster.name),
             admit_window_s=2.0 * settings.REFRESH_INTERVAL_S,
+            # Resizes and evictions the updater wrote (services/actuation).
+            overrides=overrides_of(cluster),
         )
     if cluster.kind == Cluster.Kind.KUBERNETES:
         return KubernetesAdapter(

@@ -21,7 +21,6 @@ Discovery upsert lives in ``services/discovery.py``, the feeding of the engine i
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -37,10 +36,6 @@ from django.utils import timezone
 
 from recommender.cluster.base import OomKill
 from recommender.engine.aggregation import AggregateSet
-from recommender.engine.capping import MODE_OFF, Cap, apply_vpa_policy
-from recommender.engine.estimator import Recommendations, recommend
-from recommender.engine.profiles import Profile
-from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import (
     Checkpoint,
@@ -53,7 +48,6 @@ from recommender.models import (
     OomKill as OomKillRow,
 )
 from recommender.services.admission.generation import mark_admission_data_changed
-from recommender.services.policies import overridden_fields
 from recommender.services.refresh import ingest
 from recommender.services.refresh.adapters import (
     close_quietly,
@@ -64,24 +58,22 @@ from recommender.services.refresh.adapters import (
 from recommender.services.refresh.bulk import CAS_BATCH, compare_and_swap
 from recommender.services.refresh.discovery import BATCH, Discovery, upsert_discovery
 from recommender.services.refresh.ingest import STEP_S, Row, Window
+from recommender.services.refresh.recommend import (
+    build_explanations,
+    is_significant_change,
+    recommend_window,
+    values_of,
+)
 from recommender.services.runs import Phases, recorded_run
 from recommender.sources.base import UsageGrid, UsageSource
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "BOUND_CHANGE_FRACTION",
-    "expire_idle_aggregates",
     "ingest_window",
     "oom_kills_for",
     "refresh_cluster",
 ]
-
-# A new Recommendation row is stored when a target changes at all, or a bound moves by
-# at least this fraction. The bounds drift a little every minute as confidence grows
-# (upstream's (1 + 1/conf) multiplier); storing each drift would write a row per
-# container per minute and bury the history the dashboard draws.
-BOUND_CHANGE_FRACTION = 0.01
 
 
 def oom_kills_for(
@@ -144,7 +136,7 @@ def ingest_window(
             _forget_gone_pods(window, live_pods)
     if recommend:
         with phases("recommend"):
-            _recommend(window)
+            recommend_window(window)
     with phases("store"):
         _store(window, checkpoints)
     counts = dict(window.counts)
@@ -264,282 +256,6 @@ def _forget_gone_pods(window: Window, live_pods: Mapping[int, Collection[str]]) 
             }
         )
     window.counts["series_dropped"] = dropped
-
-
-def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
-    """Forget the state of aggregates idle for the profile's history (upstream: 8 days).
-
-    The checkpoint row is reset, not deleted (empty state and key, no watermark; a
-    compare-and-swap on its version), so a refresh running meanwhile always finds its
-    row; the next refresh rebuilds the state from history. Recommendations are history
-    and stay. Checkpoints are judged a chunk at a time as they are read: memory is
-    bounded by ``BATCH`` per histogram key, not by the fleet.
-
-    Each row is judged on its own: a checkpoint that cannot be read (a corrupt blob,
-    e.g. of a deleted workload) is logged, counted in ``counts["failed"]`` and left
-    as it is (the next refresh of a live container rebuilds it), and the job goes on.
-    """
-    if timezone.is_naive(now):
-        raise InvalidInput("now must be timezone-aware", field="now")
-    with recorded_run(kind=RefreshRun.Kind.EXPIRE) as recorder:
-        recorder.counts = _expire_all(now=now)
-    return recorder.run
-
-
-def _expire_all(*, now: datetime) -> dict[str, int]:
-    """Judge every written checkpoint, a batch per histogram key; return the counts
-    (``failed``: checkpoints that could not be read)."""
-    checked = expired = failed = 0
-    checkpoints = (
-        Checkpoint.objects.exclude(version=0)
-        .exclude(histogram_key="")  # never written, or reset by an earlier expiry
-        .select_related("container__workload__policy")
-        .order_by("pk")
-    )
-    buffers: dict[str, tuple[Profile, list[Checkpoint]]] = {}
-    for checkpoint in checkpoints.iterator(chunk_size=BATCH):
-        profile = ingest.profile_or_default(checkpoint.container.workload)
-        key_text = ingest.key_text(profile)
-        # A checkpoint of other histogram settings is rebuilt by the next refresh
-        # anyway.
-        if checkpoint.histogram_key != key_text or not checkpoint.state:
-            continue
-        members = buffers.setdefault(key_text, (profile, []))[1]
-        members.append(checkpoint)
-        if len(members) >= BATCH:
-            checked += len(members)
-            batch_expired, batch_failed = _expire_batch(profile, members, now=now)
-            expired, failed = expired + batch_expired, failed + batch_failed
-            members.clear()
-    for profile, members in buffers.values():
-        if members:
-            checked += len(members)
-            batch_expired, batch_failed = _expire_batch(profile, members, now=now)
-            expired, failed = expired + batch_expired, failed + batch_failed
-    return {"checked": checked, "expired": expired, "failed": failed}
-
-
-def _idle_flags(
-    profile: Profile, batch: list[Checkpoint], *, now: datetime
-) -> list[bool | None]:
-    """Per checkpoint: idle or not, or None when it cannot be read. The batch is read
-    at once; if that fails, row by row, so one bad row costs only itself."""
-    now_s = now.timestamp()
-    try:
-        aggregates = AggregateSet.from_checkpoints(
-            profile, [bytes(c.state) for c in batch]
-        )
-        return list(aggregates.is_expired(now_s=now_s).tolist())
-    except Exception:  # a bad row: found and counted one by one below
-        pass
-    flags: list[bool | None] = []
-    for checkpoint in batch:
-        try:
-            one = AggregateSet.from_checkpoints(profile, [bytes(checkpoint.state)])
-            flags.append(bool(one.is_expired(now_s=now_s)[0]))
-        except Exception as exc:  # one unreadable row never stops the job
-            logger.warning(
-                "expiry: cannot read the checkpoint of container %s (%s, version "
-                "%s): %s: %s; left as it is",
-                checkpoint.container_id,
-                checkpoint.container,
-                checkpoint.version,
-                type(exc).__name__,
-                exc,
-            )
-            flags.append(None)
-    return flags
-
-
-def _expire_batch(
-    profile: Profile, batch: list[Checkpoint], *, now: datetime
-) -> tuple[int, int]:
-    """Reset the idle checkpoints of one batch of one key; return (expired, failed)."""
-    flags = _idle_flags(profile, batch, now=now)
-    expired = 0
-    for checkpoint, gone in zip(batch, flags, strict=True):
-        if not gone:
-            continue
-        # Only the version we judged: a refresh that just fed it keeps it, and a
-        # refresh holding this version loses its compare-and-swap and skips the row.
-        reset = Checkpoint.objects.filter(
-            pk=checkpoint.pk, version=checkpoint.version
-        ).update(
-            histogram_key="",
-            state=b"",
-            last_sample_at=None,
-            sample_count=0,
-            version=checkpoint.version + 1,
-            updated_at=now,
-        )
-        if reset:
-            expired += 1
-            logger.info(
-                "expired the idle aggregate of container %s (%s)",
-                checkpoint.container_id,
-                checkpoint.container,
-            )
-    return expired, flags.count(None)
-
-
-# --- recommendation -------------------------------------------------------------------
-
-
-def _recommend(window: Window) -> None:
-    """Engine recommendations, capped by each container's policy."""
-    for group in window.groups.values():
-        assert group.aggregates is not None
-        # Rows of one profile and one set of controlled resources go in one call.
-        batches: dict[tuple[str, tuple[str, ...]], list[Row]] = defaultdict(list)
-        for row in group.rows:
-            policy = row.container_policy
-            if policy is not None and policy.mode == MODE_OFF:
-                continue  # upstream gives a container with mode Off no recommendation
-            if group.aggregates.total_samples[row.index] == 0:
-                # No usage, no recommendation (upstream's estimator would give the
-                # pod minimums): the container shows "no data".
-                window.counts["containers_without_samples"] += 1
-                continue
-            controlled = (
-                policy.controlled_resources if policy else tuple(RESOURCE_NAMES)
-            )
-            batches[
-                (
-                    row.profile.name
-                    + json.dumps(row.profile.to_dict(), sort_keys=True),
-                    controlled,
-                )
-            ].append(row)
-        for (_, controlled), rows in batches.items():
-            # The policy's overrides, kept with the explanation so the dashboard shows
-            # which fields differed from the named profile when this was computed.
-            overrides = overridden_fields(rows[0].profile)
-            results = recommend(
-                group.aggregates,
-                rows=[r.index for r in rows],
-                profile=rows[0].profile,
-                containers_in_pod=[r.containers_in_pod for r in rows],
-                controlled_resources=controlled,
-            )
-            columns = {
-                (res, bound): (
-                    None if values is None else values.tolist()  # Python ints
-                )
-                for res in RESOURCE_NAMES
-                for bound in ("target", "lower_bound", "upper_bound")
-                for values in [results.values(res, bound)]
-            }
-            for i, row in enumerate(rows):
-                target = _amounts(columns, "target", i)
-                capped = apply_vpa_policy(
-                    _Uncapped(
-                        target,
-                        _amounts(columns, "lower_bound", i),
-                        _amounts(columns, "upper_bound", i),
-                    ),
-                    row.container_policy,
-                )
-                row.recommendation = {
-                    "target": capped.target,
-                    "lower": capped.lower_bound,
-                    "upper": capped.upper_bound,
-                    "uncapped": capped.uncapped_target,
-                    # Built only for the rows whose values are stored (_store).
-                    "explanation": _PendingExplanation(
-                        results, i, capped.caps, overrides
-                    ),
-                }
-
-
-def _amounts(
-    columns: Mapping[tuple[str, str], list[int] | None], bound: str, i: int
-) -> Resources:
-    """Row ``i`` of one bound's value columns (None: the resource is not controlled)."""
-    cpu, memory = columns[CPU, bound], columns[MEMORY, bound]
-    return Resources(
-        None if cpu is None else cpu[i], None if memory is None else memory[i]
-    )
-
-
-@dataclass(frozen=True)
-class _Uncapped:
-    """The engine's values of one row, as apply_vpa_policy reads them."""
-
-    target: Resources
-    lower_bound: Resources
-    upper_bound: Resources
-
-    @property
-    def uncapped_target(self) -> Resources:
-        return self.target
-
-
-@dataclass(frozen=True)
-class _PendingExplanation:
-    """Row ``index`` of a recommend() call's explanation, with the caps and overrides;
-    turned into the stored dict only for a row that gets a Recommendation row."""
-
-    results: Recommendations
-    index: int
-    caps: Sequence[Cap]
-    overrides: Mapping[str, Any] | list[str] | None
-
-
-def _build_explanations(pending: Sequence[_PendingExplanation]) -> list[dict[str, Any]]:
-    """The explanation dicts of ``pending``, one array pass per recommend() call."""
-    out: list[dict[str, Any] | None] = [None] * len(pending)
-    by_call: dict[int, list[int]] = defaultdict(list)
-    for position, item in enumerate(pending):
-        by_call[id(item.results)].append(position)
-    for positions in by_call.values():
-        results = pending[positions[0]].results
-        dicts = results.explanation_dicts([pending[p].index for p in positions])
-        for position, explanation in zip(positions, dicts, strict=True):
-            item = pending[position]
-            explanation["caps"] = [
-                {
-                    "resource": c.resource,
-                    "bound": c.bound,
-                    "reason": c.reason,
-                    "before": c.before,
-                    "after": c.after,
-                }
-                for c in item.caps
-            ]
-            if item.overrides:
-                explanation["profile_overrides"] = item.overrides
-            out[position] = explanation
-    return [explanation for explanation in out if explanation is not None]
-
-
-def _values(rec: dict[str, Any]) -> tuple[int | None, ...]:
-    """The eight amounts in Recommendation.values_tuple() order."""
-    out: list[int | None] = []
-    for name in ("target", "lower", "upper", "uncapped"):
-        resources: Resources = rec[name]
-        out += [resources.cpu_millicores, resources.memory_bytes]
-    return (out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7])
-
-
-def _is_significant_change(
-    old: Recommendation | None, new: tuple[int | None, ...]
-) -> bool:
-    """True when ``new`` deserves a Recommendation row of its own."""
-    if old is None:
-        return True
-    before = old.values_tuple()
-    for i, (a, b) in enumerate(zip(before, new, strict=True)):
-        if a == b:
-            continue
-        if a is None or b is None:
-            return True
-        is_bound = 2 <= i <= 5  # lower and upper bounds
-        if not is_bound or abs(b - a) >= BOUND_CHANGE_FRACTION * max(abs(a), 1):
-            return True
-    return False
-
-
-# --- storing --------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -697,18 +413,18 @@ def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
         row
         for row in rows
         if row.recommendation is not None
-        and _is_significant_change(
-            row.container.latest_recommendation, _values(row.recommendation)
+        and is_significant_change(
+            row.container.latest_recommendation, values_of(row.recommendation)
         )
     ]
     if not moved:
         return 0
-    explanations = _build_explanations(
+    explanations = build_explanations(
         [row.recommendation["explanation"] for row in moved]  # type: ignore[index]
     )
     new = []
     for row, explanation in zip(moved, explanations, strict=True):
-        values = _values(row.recommendation)  # type: ignore[arg-type]
+        values = values_of(row.recommendation)  # type: ignore[arg-type]
         new.append(
             Recommendation(
                 container=row.container,

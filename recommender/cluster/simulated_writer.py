@@ -1,0 +1,161 @@
+"""The simulated cluster's ``ClusterWriter``: resizes and evictions that take effect.
+
+The simulated fleet is a pure function of its seed, so what the writer changes is kept
+by a ``SimulatedPodStore`` (the services keep it in the database, so the web process
+and the workers see the same pods) and applied by ``SimulatedCluster`` on every
+discovery:
+
+- a resize changes the pod's containers at once (a resize-capable kubelet that never
+  defers), and bumps its generation; answered 200 with the pod's name, as the resize
+  subresource answers;
+- an eviction recreates the pod at once under a new uid, with the requests the
+  admission path gives it (the store asks ``admit``); answered 201 with the ``Status``
+  body the Eviction API sends (eviction/05); a missing pod is 404 (eviction/11);
+- Events are kept in memory (``events``), Leases and VPA status are not simulated
+  (404, as a cluster without them would answer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from recommender.cluster.writer import ContainerResize, LeaseState, WriteResult
+
+SUCCESS = {
+    "kind": "Status",
+    "apiVersion": "v1",
+    "metadata": {},
+    "status": "Success",
+    "code": 201,
+}
+
+
+@dataclass(frozen=True)
+class SimulatedEvent:
+    """An Event the simulated cluster received."""
+
+    namespace: str
+    pod: str
+    reason: str
+    message: str
+    event_type: str
+
+
+class SimulatedPodStore(Protocol):
+    """Where the simulated cluster keeps what writes changed."""
+
+    def exists(self, namespace: str, name: str) -> bool:
+        """Whether the pod is in the cluster now."""
+        ...
+
+    def resize(
+        self, namespace: str, name: str, containers: tuple[ContainerResize, ...]
+    ) -> None:
+        """Record new requests/limits of the named containers."""
+        ...
+
+    def recreate(self, namespace: str, name: str) -> None:
+        """Evict the pod and recreate it through the admission path."""
+        ...
+
+    def annotate(
+        self, namespace: str, name: str, annotations: Mapping[str, str | None]
+    ) -> None:
+        """Merge annotations into the pod."""
+        ...
+
+
+def _not_found(kind: str, name: str) -> WriteResult:
+    message = f'{kind} "{name}" not found'
+    return WriteResult(
+        status=404,
+        reason="NotFound",
+        message=message,
+        body={
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": "NotFound",
+            "details": {"name": name, "kind": kind.split(".")[0]},
+            "code": 404,
+        },
+    )
+
+
+class SimulatedWriter:
+    """Writes to the simulated cluster (a ``ClusterWriter``)."""
+
+    def __init__(self, *, store: SimulatedPodStore) -> None:
+        self.store = store
+        self.events: list[SimulatedEvent] = []
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def resize_pod(
+        self, *, namespace: str, name: str, containers: tuple[ContainerResize, ...]
+    ) -> WriteResult:
+        """Apply the new resources at once (200)."""
+        if not self.store.exists(namespace, name):
+            return _not_found("pods", name)
+        self.store.resize(namespace, name, containers)
+        return WriteResult(status=200, body={"metadata": {"name": name}})
+
+    def evict_pod(
+        self, *, namespace: str, name: str, dry_run: bool = False
+    ) -> WriteResult:
+        """Recreate the pod through admission (201 with a Status body)."""
+        if not self.store.exists(namespace, name):
+            return _not_found("pods", name)
+        if not dry_run:
+            self.store.recreate(namespace, name)
+        return WriteResult(status=201, body=SUCCESS)
+
+    def annotate_pod(
+        self, *, namespace: str, name: str, annotations: Mapping[str, str | None]
+    ) -> WriteResult:
+        """Merge annotations (200)."""
+        if not self.store.exists(namespace, name):
+            return _not_found("pods", name)
+        self.store.annotate(namespace, name, annotations)
+        return WriteResult(status=200, body={"metadata": {"name": name}})
+
+    def record_event(
+        self,
+        *,
+        namespace: str,
+        pod: str,
+        pod_uid: str,
+        reason: str,
+        message: str,
+        event_type: str = "Normal",
+    ) -> WriteResult:
+        """Keep the Event in memory (201)."""
+        self.events.append(SimulatedEvent(namespace, pod, reason, message, event_type))
+        return WriteResult(status=201, body={"kind": "Event"})
+
+    def read_lease(self, *, namespace: str, name: str) -> LeaseState | None:
+        """The simulated cluster has no Leases."""
+        return None
+
+    def write_lease(self, *, lease: LeaseState, create: bool) -> WriteResult:
+        """Not simulated: the updater locks simulated clusters in the database."""
+        return _not_found("leases.coordination.k8s.io", lease.name)
+
+    def write_vpa_status(
+        self, *, namespace: str, name: str, status: Mapping[str, Any]
+    ) -> WriteResult:
+        """The simulated cluster has no VPA objects."""
+        return _not_found("verticalpodautoscalers.autoscaling.k8s.io", name)
+
+    def apply_webhook_configuration(self, *, body: Mapping[str, Any]) -> WriteResult:
+        """The simulated cluster admits pods through vpaweb directly (no webhook)."""
+        return WriteResult(status=200)
+
+    def delete_webhook_configuration(self, *, name: str) -> WriteResult:
+        """Nothing registered, nothing to delete."""
+        return WriteResult(status=200)

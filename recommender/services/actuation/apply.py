@@ -1,0 +1,458 @@
+"""Applying approved changes, following them, and verifying them; one updater cycle.
+
+A cycle (``run_cycle``) for one cluster:
+
+1. discover the cluster (pods with their current requests and conditions);
+2. **follow** changes being applied: an in-place resize is verified when the pod's
+   containers carry the new requests, waits while ``PodResizePending``/``Deferred``
+   (5 min) or ``PodResizeInProgress`` (1 h) last, and falls back to eviction as upstream
+   does (Infeasible, Deferred too long, in progress too long, Error); an eviction is
+   verified when a replacement pod carries the new requests, failed when it carries
+   something else or nothing appears in ``VPAWEB_UPDATER_VERIFY_TIMEOUT_S``;
+3. **propose** (``updater.propose``);
+4. **apply** approved changes, highest priority first, unless writes are blocked
+   (kill switch, paused cluster, dry run: ``control.write_block_reason``): replica
+   groups, ``minReplicas`` and the eviction tolerance decide which pods may be
+   disrupted this cycle, the per-cluster rate limits cap the writes; an in-place resize
+   patches ``pods/<name>/resize`` and falls back to eviction when refused; an eviction
+   goes through the Eviction API, where a 429 (a PodDisruptionBudget) is "try later";
+   each action leaves an Event on the pod.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+
+from recommender.cluster.base import ClusterSnapshot, PodInfo
+from recommender.cluster.writer import ClusterWriter, ContainerResize, WriteResult
+from recommender.engine.resources import Resources
+from recommender.models import Cluster, ResizeChange
+from recommender.services.actuation import control, decision, updater, workflow
+from recommender.services.actuation.writers import cluster_writer_for
+from recommender.services.refresh.adapters import cluster_adapter_for
+
+logger = logging.getLogger(__name__)
+
+S = ResizeChange.Status
+M = ResizeChange.Method
+RESIZED_REASON = "ResizedInPlaceByVpaweb"
+EVICTED_REASON = "EvictedByVpaweb"
+
+
+@dataclass
+class CycleReport:
+    """What one updater cycle did (stored in the task result and logged)."""
+
+    cluster: str
+    pods: int = 0
+    proposed: int = 0
+    auto_approved: int = 0
+    superseded: int = 0
+    expired: int = 0
+    resized: int = 0
+    evicted: int = 0
+    try_later: int = 0
+    waiting: int = 0
+    fell_back: int = 0
+    failed: int = 0
+    applied: int = 0
+    writes: int = 0
+    writes_blocked: str = ""
+    not_leader: bool = False
+    holder: str = ""  # the worker that ran (or tried to run) the cycle
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+
+def _resources(data: dict[str, Any]) -> Resources:
+    return Resources(cpu_millicores=data.get("cpu"), memory_bytes=data.get("memory"))
+
+
+def observed_of(pod: PodInfo, names: list[str]) -> dict[str, Any]:
+    """What the pod's named containers carry now, in ResizeChange's shape."""
+    return {
+        c.name: updater.resources_json(c.requests, c.limits)
+        for c in pod.containers
+        if c.name in names
+    }
+
+
+def carries(pod: PodInfo, after: dict[str, Any]) -> bool:
+    """Whether the pod's containers request what the change asked for."""
+    have = {c.name: c.requests.to_dict() for c in pod.containers}
+    for name, wanted in after.items():
+        requests = wanted.get("requests") or {}
+        current = have.get(name)
+        if current is None:
+            return False
+        if any(current.get(r) != v for r, v in requests.items()):
+            return False
+    return True
+
+
+def _replacements(pods: list[PodInfo], change: ResizeChange) -> list[PodInfo]:
+    since = change.applied_at or change.updated_at
+    return [
+        p
+        for p in pods
+        if p.uid != change.pod_uid
+        and (
+            p.name == change.pod
+            or (p.created_at or p.start_time or since) >= since - timedelta(seconds=5)
+        )
+    ]
+
+
+def follow_applying(context: updater.UpdaterContext, report: CycleReport) -> None:
+    """Verify, wait on, or fall back from the changes being applied."""
+    now = context.now
+    timeout = timedelta(seconds=settings.UPDATER_VERIFY_TIMEOUT_S)
+    for change in updater.changes_needing(context, (S.APPLYING,)):
+        pods = context.pods.get(change.workload_id, [])
+        names = list(change.resources_after)
+        pod = next(
+            (p for p in pods if p.name == change.pod and p.uid == change.pod_uid), None
+        )
+        if change.method == M.IN_PLACE and pod is not None:
+            if carries(pod, change.resources_after):
+                _finish(change, S.APPLIED, now, report, observed_of(pod, names))
+                continue
+            progress = decision.in_place_progress(
+                pod,
+                now=now,
+                pending_since=change.resize_pending_since,
+                in_progress_since=change.resize_in_progress_since,
+                config=context.config,
+            )
+            if progress.action == "evict":
+                if workflow.try_transition(
+                    change,
+                    to=S.APPROVED,
+                    allowed_from=(S.APPLYING,),
+                    now=now,
+                    note=f"falling back to eviction: {progress.reason}",
+                    method=M.EVICTION,
+                    error=progress.reason,
+                ):
+                    report.fell_back += 1
+                continue
+            if progress.action == "wait":
+                fields: dict[str, Any] = {}
+                if progress.pending_deferred and change.resize_pending_since is None:
+                    fields["resize_pending_since"] = now
+                if progress.in_progress and change.resize_in_progress_since is None:
+                    fields["resize_in_progress_since"] = now
+                if fields:
+                    ResizeChange.objects.filter(pk=change.pk).update(**fields)
+                report.waiting += 1
+                continue
+        if change.method == M.EVICTION or pod is None:
+            found = [p for p in _replacements(pods, change) if not p.deleting]
+            good = next((p for p in found if carries(p, change.resources_after)), None)
+            if good is not None:
+                _finish(change, S.APPLIED, now, report, observed_of(good, names))
+                continue
+            if found:
+                _finish(
+                    change,
+                    S.FAILED,
+                    now,
+                    report,
+                    observed_of(found[0], names),
+                    error=f"replacement pod {found[0].name} does not carry the new "
+                    "requests",
+                )
+                continue
+        if now - (change.applied_at or change.updated_at) > timeout:
+            _finish(
+                change,
+                S.FAILED,
+                now,
+                report,
+                observed_of(pod, names) if pod else {},
+                error="not verified in time: the pod never showed the new requests",
+            )
+        else:
+            report.waiting += 1
+
+
+def _finish(
+    change: ResizeChange,
+    status: str,
+    now: datetime,
+    report: CycleReport,
+    observed: dict[str, Any],
+    *,
+    error: str = "",
+) -> None:
+    fields: dict[str, Any] = {"observed": observed, "error": error}
+    if status == S.APPLIED:
+        fields["verified_at"] = now
+    if workflow.try_transition(
+        change,
+        to=status,
+        allowed_from=(S.APPLYING,),
+        now=now,
+        note=error or "the pod carries the new requests",
+        **fields,
+    ):
+        if status == S.APPLIED:
+            report.applied += 1
+        else:
+            report.failed += 1
+
+
+def _container_resizes(change: ResizeChange) -> tuple[ContainerResize, ...]:
+    return tuple(
+        ContainerResize(
+            name=name,
+            requests=_resources(values.get("requests") or {}),
+            limits=_resources(values.get("limits") or {}),
+        )
+        for name, values in change.resources_after.items()
+    )
+
+
+def _problem(result: WriteResult) -> str:
+    causes = (result.body.get("details") or {}).get("causes") or []
+    text = f"HTTP {result.status}"
+    if result.reason:
+        text += f" {result.reason}"
+    if result.message:
+        text += f": {result.message}"
+    for cause in causes:
+        if isinstance(cause, dict) and cause.get("message"):
+            text += f" ({cause['message']})"
+    return text
+
+
+class Applier:
+    """Applies approved changes of one cycle within the safety limits."""
+
+    def __init__(
+        self,
+        context: updater.UpdaterContext,
+        writer: ClusterWriter,
+        report: CycleReport,
+    ) -> None:
+        self.context = context
+        self.writer = writer
+        self.report = report
+        self.evictions_left = settings.UPDATER_MAX_EVICTIONS_PER_CYCLE
+        self.resizes_left = settings.UPDATER_MAX_RESIZES_PER_CYCLE
+        self.groups: dict[tuple[str, str, str], decision.ReplicaGroup | None] = {}
+
+    def group_of(
+        self, change: ResizeChange, pod: PodInfo
+    ) -> decision.ReplicaGroup | None:
+        workload = change.workload
+        key = decision.group_key(pod, (workload.kind, workload.name))
+        if key not in self.groups:
+            pods = self.context.pods.get(change.workload_id, [])
+            members = [
+                p
+                for p in pods
+                if decision.group_key(p, (workload.kind, workload.name)) == key
+            ]
+            policy = workload.policy
+            self.groups[key] = decision.build_group(
+                members,
+                owner_kind=key[1],
+                replicas=workload.replicas,
+                min_replicas=policy.min_replicas or self.context.config.min_replicas,
+                tolerance_fraction=self.context.config.eviction_tolerance,
+            )
+        return self.groups[key]
+
+    def apply_all(self) -> None:
+        """Every approved change, highest priority first."""
+        for change in updater.changes_needing(self.context, (S.APPROVED,)):
+            pod = self.context.pod(change.workload_id, change.pod)
+            if pod is None or pod.uid != change.pod_uid:
+                continue  # expired by propose; a vanished pod is not touched
+            if change.method == M.IN_PLACE:
+                self.resize(change, pod)
+            else:
+                self.evict(change, pod)
+
+    def _start(self, change: ResizeChange, note: str, *, error: str = "") -> bool:
+        now = self.context.now
+        return workflow.try_transition(
+            change,
+            to=S.APPLYING,
+            allowed_from=(S.APPROVED,),
+            now=now,
+            note=note,
+            attempts=change.attempts + 1,
+            last_attempt_at=now,
+            applied_at=now,
+            error=error,
+        )
+
+    def _event(
+        self, change: ResizeChange, pod: PodInfo, reason: str, message: str
+    ) -> None:
+        result = self.writer.record_event(
+            namespace=pod.namespace,
+            pod=pod.name,
+            pod_uid=pod.uid,
+            reason=reason,
+            message=message,
+        )
+        self.report.writes += 1
+        if not result.ok:
+            logger.warning("event on pod %s refused: %s", pod.name, _problem(result))
+
+    def resize(self, change: ResizeChange, pod: PodInfo) -> None:
+        group = self.group_of(change, pod)
+        if group is None or pod.phase == "Pending" or not group.disruptable():
+            self.report.waiting += 1
+            return
+        if self.resizes_left <= 0:
+            self.report.waiting += 1
+            return
+        if not self._start(change, "resizing in place"):
+            return
+        self.resizes_left -= 1
+        result = self.writer.resize_pod(
+            namespace=pod.namespace,
+            name=pod.name,
+            containers=_container_resizes(change),
+        )
+        self.report.writes += 1
+        if result.ok:
+            group.record(pod, in_place=True)
+            self.report.resized += 1
+            self._event(
+                change,
+                pod,
+                RESIZED_REASON,
+                f"Pod resized in place by vpaweb (change {change.pk}): {change.reason}",
+            )
+            return
+        if result.status == 429:
+            self._try_later(change, result)
+            return
+        # Refused (e.g. 422 "Pod running on node without support for resize"):
+        # InPlaceOrRecreate falls back to eviction, as upstream's updater does.
+        problem = _problem(result)
+        if workflow.try_transition(
+            change,
+            to=S.APPROVED,
+            allowed_from=(S.APPLYING,),
+            now=self.context.now,
+            note=f"falling back to eviction: the resize was refused: {problem}",
+            method=M.EVICTION,
+            error=problem,
+        ):
+            self.report.fell_back += 1
+            self.evict(change, pod, error=problem)
+
+    def evict(self, change: ResizeChange, pod: PodInfo, *, error: str = "") -> None:
+        group = self.group_of(change, pod)
+        if (
+            group is None
+            or group.budget_refused
+            or not group.can_evict(pod)
+            or self.evictions_left <= 0
+        ):
+            self.report.waiting += 1
+            return
+        if not self._start(change, "evicting", error=error):
+            return
+        self.evictions_left -= 1
+        result = self.writer.evict_pod(namespace=pod.namespace, name=pod.name)
+        self.report.writes += 1
+        if result.ok:
+            group.record(pod, in_place=False)
+            self.report.evicted += 1
+            self._event(
+                change,
+                pod,
+                EVICTED_REASON,
+                f"Pod evicted by vpaweb to apply new resource requests (change "
+                f"{change.pk}): {change.reason}",
+            )
+            return
+        if result.status == 429:
+            # The budget covers the group: its other pods wait for the next cycle.
+            group.budget_refused = True
+            self._try_later(change, result)
+            return
+        problem = _problem(result)
+        to = S.EXPIRED if result.status == 404 else S.FAILED
+        if workflow.try_transition(
+            change,
+            to=to,
+            allowed_from=(S.APPLYING,),
+            now=self.context.now,
+            note=problem,
+            error=problem,
+        ):
+            if to == S.FAILED:
+                self.report.failed += 1
+            else:
+                self.report.expired += 1
+
+    def _try_later(self, change: ResizeChange, result: WriteResult) -> None:
+        """A 429 (a PodDisruptionBudget, or throttling) is not an error: try later."""
+        problem = _problem(result)
+        if result.retry_after_s is not None:
+            problem += f"; retry after {result.retry_after_s:g} s"
+        if workflow.try_transition(
+            change,
+            to=S.APPROVED,
+            allowed_from=(S.APPLYING,),
+            now=self.context.now,
+            note=f"try later: {problem}",
+            try_later_count=change.try_later_count + 1,
+            error=problem,
+        ):
+            self.report.try_later += 1
+
+
+def run_cycle(
+    cluster: Cluster,
+    *,
+    now: datetime,
+    snapshot: ClusterSnapshot | None = None,
+    writer: ClusterWriter | None = None,
+    holder: str | None = None,
+) -> CycleReport:
+    """One updater cycle for ``cluster`` (only by the holder of its lease)."""
+    holder = holder or control.PROCESS_IDENTITY
+    report = CycleReport(cluster=cluster.name, holder=holder)
+    if not control.acquire_lock(cluster_id=cluster.pk, holder=holder, now=now):
+        report.not_leader = True
+        return report
+    if snapshot is None:
+        adapter = cluster_adapter_for(cluster, now=now)
+        snapshot = adapter.discover()
+    context = updater.load_context(cluster, snapshot, now=now)
+    report.pods = sum(len(p) for p in context.pods.values())
+    follow_applying(context, report)
+    counts = updater.propose(context)
+    report.proposed = counts.proposed
+    report.auto_approved = counts.auto_approved
+    report.superseded = counts.superseded
+    report.expired += counts.expired
+    blocked = control.write_block_reason(cluster)
+    if blocked:
+        report.writes_blocked = blocked
+    else:
+        own_writer = writer is None
+        writer = writer or cluster_writer_for(cluster, snapshot=snapshot, now=now)
+        try:
+            Applier(context, writer, report).apply_all()
+        finally:
+            if own_writer:
+                writer.close()
+    logger.info("updater cycle of %s: %s", cluster.name, report.as_dict())
+    return report

@@ -1,0 +1,69 @@
+"""Approving many changes at once: every proposed change of a workload, or of a
+namespace of a cluster. Each one goes through ``approvals.approve_change`` (its own
+compare-and-swap and audit event), so a bulk approval is exactly the sum of single
+ones: a change someone else decided meanwhile is skipped and counted, not forced."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.contrib.auth.models import User
+
+from recommender.errors import Conflict, InvalidInput, NotFound
+from recommender.models import Cluster, ResizeChange, Workload
+from recommender.services.actuation.approvals import approve_change
+
+# One request approves at most this many changes (the rest stay proposed).
+MAX_BULK = 1000
+
+
+@dataclass
+class BulkResult:
+    """Which changes were approved, and which were skipped and why."""
+
+    approved: list[int] = field(default_factory=list)
+    skipped: dict[int, str] = field(default_factory=dict)
+
+
+def approve_all(
+    *,
+    approved_by: User | None,
+    now: datetime,
+    workload_id: int | None = None,
+    cluster: str | None = None,
+    namespace: str | None = None,
+    actor_label: str | None = None,
+) -> BulkResult:
+    """Approve every proposed change of a workload, or of a cluster's namespace."""
+    changes = ResizeChange.objects.filter(status=ResizeChange.Status.PROPOSED)
+    if workload_id is not None:
+        if not Workload.objects.filter(pk=workload_id).exists():
+            raise NotFound(f"workload {workload_id} does not exist")
+        changes = changes.filter(workload_id=workload_id)
+    elif cluster and namespace:
+        if not Cluster.objects.filter(name=cluster).exists():
+            raise NotFound(f"cluster {cluster!r} does not exist")
+        changes = changes.filter(
+            workload__cluster__name=cluster, workload__namespace=namespace
+        )
+    else:
+        raise InvalidInput(
+            "name a workload, or a cluster and a namespace, to approve in bulk",
+            field="workload",
+        )
+    result = BulkResult()
+    ids = list(changes.order_by("-priority", "pk").values_list("pk", flat=True))
+    for change_id in ids[:MAX_BULK]:
+        try:
+            approve_change(
+                change_id=change_id,
+                approved_by=approved_by,
+                now=now,
+                actor_label=actor_label,
+            )
+        except Conflict as exc:
+            result.skipped[change_id] = str(exc)
+            continue
+        result.approved.append(change_id)
+    return result

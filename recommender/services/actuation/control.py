@@ -1,0 +1,157 @@
+"""What may write, and who: the kill switch, per-cluster pause, dry run, and the one
+updater per cluster.
+
+Writes stop when any of these holds (``write_block_reason`` names which):
+
+- ``VPAWEB_UPDATER_KILL_SWITCH`` is set (a deploy-time stop);
+- the admin's actuation kill switch is on (``ActuationControl``, audited);
+- the cluster is paused (``Cluster.updates_paused``, audited);
+- ``VPAWEB_UPDATER_DRY_RUN`` is set: the updater proposes (and approves automatically)
+  but never writes.
+
+One updater per cluster: a **database lease** (``UpdaterLock``). A worker takes it with
+a filtered ``update()`` that only matches a free, expired or already-held lock, so two
+workers can never both win; the holder renews it every cycle and a killed holder's
+lease expires after ``lock_ttl_s`` (three updater intervals), when another worker
+takes over. The database was chosen over a Kubernetes ``Lease`` because it covers the
+simulated cluster too and needs no extra RBAC; see docs/updater.md.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+
+from recommender.models import ActuationControl, AuditEvent, Cluster, UpdaterLock
+from recommender.services.audit import Action, actor_label_of
+
+KILL_SWITCH_ACTION = Action.UPDATER_KILL_SWITCH
+PAUSE_ACTION = Action.UPDATER_PAUSE
+# One identity per process: a Celery worker child, or the embedded scheduler.
+PROCESS_IDENTITY = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def lock_ttl_s() -> float:
+    """How long a lease lasts without renewal: three updater intervals."""
+    return 3.0 * float(settings.UPDATER_INTERVAL_S)
+
+
+_UNREAD = ActuationControl()
+
+
+def kill_switch_reason(row: ActuationControl | None = _UNREAD) -> str | None:
+    """Why every cluster write is stopped, or None (``row``: already read)."""
+    if settings.UPDATER_KILL_SWITCH:
+        return "the kill switch VPAWEB_UPDATER_KILL_SWITCH is on"
+    control = ActuationControl.objects.first() if row is _UNREAD else row
+    if control is not None and control.writes_stopped:
+        reason = f" ({control.reason})" if control.reason else ""
+        return f"the actuation kill switch is on{reason}"
+    return None
+
+
+def write_block_reason(cluster: Cluster) -> str | None:
+    """Why the updater must not write to ``cluster`` now, or None."""
+    stopped = kill_switch_reason()
+    if stopped:
+        return stopped
+    if cluster.updates_paused:
+        return f"updates of cluster {cluster.name} are paused"
+    if settings.UPDATER_DRY_RUN:
+        return "dry run (VPAWEB_UPDATER_DRY_RUN): changes are proposed, never applied"
+    return None
+
+
+def set_kill_switch(
+    *, stopped: bool, actor: User | None, now: datetime, reason: str = ""
+) -> ActuationControl:
+    """Stop (or allow again) every cluster write; audited."""
+    with transaction.atomic():
+        control = ActuationControl.objects.select_for_update().first()
+        if control is None:
+            control = ActuationControl()
+        before = control.writes_stopped
+        control.writes_stopped = stopped
+        control.reason = reason.strip()
+        control.updated_at = now
+        control.updated_by = actor
+        control.save()
+        label = actor_label_of(actor)
+        AuditEvent.objects.create(
+            created_at=now,
+            actor=actor,
+            actor_label=label,
+            action=KILL_SWITCH_ACTION,
+            object_type="actuation_control",
+            object_id=str(control.pk),
+            before={"writes_stopped": before},
+            after={"writes_stopped": stopped},
+            message=f"{label} {'stopped' if stopped else 'allowed'} all cluster writes"
+            + (f": {control.reason}" if control.reason else ""),
+        )
+    return control
+
+
+def set_cluster_paused(
+    *, cluster: Cluster, paused: bool, actor: User | None, now: datetime
+) -> Cluster:
+    """Pause (or resume) the updater's writes to one cluster; audited."""
+    with transaction.atomic():
+        before = Cluster.objects.filter(pk=cluster.pk).values_list(
+            "updates_paused", flat=True
+        )[0]
+        Cluster.objects.filter(pk=cluster.pk).update(updates_paused=paused)
+        cluster.updates_paused = paused
+        label = actor_label_of(actor)
+        AuditEvent.objects.create(
+            created_at=now,
+            actor=actor,
+            actor_label=label,
+            action=PAUSE_ACTION,
+            object_type="cluster",
+            object_id=str(cluster.pk),
+            before={"updates_paused": before},
+            after={"updates_paused": paused},
+            message=f"{label} {'paused' if paused else 'resumed'} updates of "
+            f"cluster {cluster.name}",
+        )
+    return cluster
+
+
+def acquire_lock(
+    *, cluster_id: int, holder: str, now: datetime, ttl_s: float | None = None
+) -> bool:
+    """Take or renew the cluster's updater lease; False when another holds it."""
+    ttl = timedelta(seconds=ttl_s if ttl_s is not None else lock_ttl_s())
+    if not UpdaterLock.objects.filter(cluster_id=cluster_id).exists():
+        try:
+            with transaction.atomic():
+                UpdaterLock.objects.create(cluster_id=cluster_id)
+        except IntegrityError:
+            pass  # another worker created it first: compete below
+    free = Q(holder="") | Q(expires_at__isnull=True) | Q(expires_at__lte=now)
+    renewed = UpdaterLock.objects.filter(cluster_id=cluster_id, holder=holder).update(
+        expires_at=now + ttl
+    )
+    if renewed:
+        return True
+    taken = (
+        UpdaterLock.objects.filter(cluster_id=cluster_id)
+        .filter(free)
+        .update(holder=holder, acquired_at=now, expires_at=now + ttl)
+    )
+    return taken == 1
+
+
+def release_lock(*, cluster_id: int, holder: str) -> None:
+    """Give the lease up (only its holder can)."""
+    UpdaterLock.objects.filter(cluster_id=cluster_id, holder=holder).update(
+        holder="", expires_at=None
+    )

@@ -1,0 +1,616 @@
+"""The updater's proposals: which pods need new requests, as ``ResizeChange`` rows.
+
+For every live pod of a workload whose vpaweb-owned policy is Recreate or
+InPlaceOrRecreate (a policy that mirrors an upstream VPA object is never acted on), the
+updater decides as upstream's does (``decision.py``, VPA-ALGORITHM.md §6.3): the
+capped recommendation (policy, LimitRanges, RequestsOnly: ``cap_for_pod``, the same
+capping the admission webhook applies), ``resourceDiff``, outside the bounds, quick OOM,
+the 12 h lifetime and 0.1 minimum change, ``evictionRequirements``. Each pod admitted
+becomes one open change, with the reason in words, its priority (scale-ups first) and
+the method its mode implies. A newer recommendation supersedes an unapplied change; a
+change whose pod is gone (or was replaced) expires; a change the pod no longer needs is
+superseded too.
+
+The database work is a fixed number of queries per cycle whatever the number of pods
+(workloads, containers with their latest recommendations, LimitRanges, open changes;
+then bulk inserts), so a cycle over 10,000 pods stays cheap (``make bench
+BENCH=updater``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q
+
+from recommender.cluster.base import ClusterSnapshot, PodInfo
+from recommender.engine.capping import (
+    CappedRecommendation,
+    ContainerPolicy,
+    LimitRangeItem,
+    cap_for_pod,
+    select_container_policy,
+)
+from recommender.engine.limits import (
+    REQUESTS_AND_LIMITS,
+    ContainerResources,
+    requests_and_limits_for_container,
+)
+from recommender.engine.resources import RESOURCE_NAMES, Resources
+from recommender.models import (
+    AuditEvent,
+    Cluster,
+    Container,
+    Policy,
+    ResizeChange,
+    Workload,
+)
+from recommender.services.actuation import decision, workflow
+from recommender.services.advice.limits import limit_ranges_by_namespace
+from recommender.services.policies import parse_container_policies
+
+S = ResizeChange.Status
+ACTING_MODES = (Policy.Mode.RECREATE, Policy.Mode.IN_PLACE_OR_RECREATE)
+LIVE_PHASES = ("Running", "Pending")
+
+
+def actionable_policies(prefix: str = "") -> Q:
+    """Workloads the updater acts on: an actionable policy (``Policy.is_actionable``:
+    vpaweb's own, not Off) whose mode changes running pods (Recreate or
+    InPlaceOrRecreate; Initial is the webhook's alone)."""
+    return Q(**{f"{prefix}policy__in": Policy.objects.actionable()}) & Q(
+        **{f"{prefix}policy__mode__in": ACTING_MODES}
+    )
+
+
+def config_from_settings() -> decision.UpdaterConfig:
+    """Upstream's flags as this deployment sets them."""
+    return decision.UpdaterConfig(
+        min_replicas=settings.UPDATER_MIN_REPLICAS,
+        eviction_tolerance=settings.UPDATER_EVICTION_TOLERANCE,
+    )
+
+
+# The amounts of a recommendation the updater reads (Recommendation model fields).
+REC_FIELDS = tuple(
+    f"{bound}_{unit}"
+    for bound in ("target", "lower", "upper", "uncapped")
+    for unit in ("cpu_millicores", "memory_bytes")
+)
+# What the updater reads of a workload and its policy (the JSON it needs only).
+WORKLOAD_FIELDS = (
+    "id",
+    "cluster_id",
+    "kind",
+    "namespace",
+    "name",
+    "replicas",
+    "is_active",
+    "policy__id",
+    "policy__workload_id",
+    "policy__mode",
+    "policy__source",
+    "policy__approval",
+    "policy__min_replicas",
+    "policy__container_policies",
+    "policy__eviction_requirements",
+)
+# What the updater reads of an open change (JSON fields it does not need stay unread).
+CHANGE_FIELDS = (
+    "id",
+    "workload_id",
+    "pod",
+    "pod_uid",
+    "status",
+    "method",
+    "approval",
+    "resources_after",
+    "priority",
+    "reason",
+    "error",
+    "created_at",
+    "updated_at",
+    "applied_at",
+    "attempts",
+    "try_later_count",
+    "resize_pending_since",
+    "resize_in_progress_since",
+)
+
+
+class RecommendationLike(Protocol):
+    """What capping needs of a recommendation (a ``Recommendation`` row has it)."""
+
+    @property
+    def target(self) -> Resources: ...
+    @property
+    def lower_bound(self) -> Resources: ...
+    @property
+    def upper_bound(self) -> Resources: ...
+    @property
+    def uncapped_target(self) -> Resources: ...
+
+
+@dataclass(frozen=True)
+class RecBounds:
+    """A recommendation's amounts read as plain values."""
+
+    target: Resources
+    lower_bound: Resources
+    upper_bound: Resources
+    uncapped_target: Resources
+
+    @classmethod
+    def from_row(cls, amounts: list[int | None]) -> RecBounds:
+        """From the values of ``REC_FIELDS``, in order."""
+        pairs = [Resources(amounts[i], amounts[i + 1]) for i in range(0, 8, 2)]
+        return cls(*pairs)
+
+
+@dataclass
+class PodPlan:
+    """What the updater thinks of one pod of an actionable workload."""
+
+    workload: Workload
+    pod: PodInfo
+    priority: decision.PodPriority
+    admitted: bool
+    reason: str
+    before: dict[str, Any]
+    after: dict[str, Any]
+
+
+@dataclass
+class UpdaterContext:
+    """Everything one cycle reads, loaded in a fixed number of queries."""
+
+    cluster: Cluster
+    now: datetime
+    config: decision.UpdaterConfig
+    snapshot: ClusterSnapshot
+    workloads: dict[tuple[str, str, str], Workload] = field(default_factory=dict)
+    by_id: dict[int, Workload] = field(default_factory=dict)
+    pods: dict[int, list[PodInfo]] = field(default_factory=dict)  # by workload id
+    plans: dict[tuple[int, str], PodPlan] = field(default_factory=dict)
+    # Open changes as plain rows; a model instance is built only for one that moves.
+    open_rows: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)
+    open_changes: dict[tuple[int, str], ResizeChange] = field(default_factory=dict)
+
+    def status_of(self, key: tuple[int, str]) -> str:
+        """The open change's status as this cycle last set it."""
+        change = self.open_changes.get(key)
+        return change.status if change is not None else self.open_rows[key]["status"]
+
+    def change(self, key: tuple[int, str]) -> ResizeChange:
+        """The open change of ``key`` as a model instance (built once)."""
+        change = self.open_changes.get(key)
+        if change is None:
+            change = ResizeChange(**self.open_rows[key])
+            workload = self.by_id.get(change.workload_id)
+            if workload is not None:
+                change.workload = workload  # no query per change
+            self.open_changes[key] = change
+        return change
+
+    def close(self, key: tuple[int, str]) -> None:
+        """Forget a change that is no longer open."""
+        self.open_rows.pop(key, None)
+        self.open_changes.pop(key, None)
+
+    def pod(self, workload_id: int, name: str) -> PodInfo | None:
+        """The live pod of that name in the snapshot."""
+        for pod in self.pods.get(workload_id, ()):
+            if pod.name == name:
+                return pod
+        return None
+
+
+def resources_json(requests: Resources, limits: Resources) -> dict[str, Any]:
+    """``{"requests": {...}, "limits": {...}}`` as ResizeChange stores them."""
+    return {"requests": requests.to_dict(), "limits": limits.to_dict()}
+
+
+def capped_recommendations(
+    pod: PodInfo,
+    latest: Mapping[str, RecommendationLike],
+    policies: list[ContainerPolicy],
+    ranges: tuple[LimitRangeItem | None, LimitRangeItem | None],
+) -> tuple[dict[str, CappedRecommendation], frozenset[str]]:
+    pending: dict[str, CappedRecommendation] = {}
+    off: set[str] = set()
+    for container in pod.containers:
+        if container.kind == "init":
+            continue  # non-sidecar init containers cannot be resized (resize/11)
+        policy = select_container_policy(policies, container.name)
+        if policy is not None and policy.mode == "Off":
+            off.add(container.name)
+            continue
+        rec = latest.get(container.name)
+        if rec is None:
+            continue
+        controlled = (
+            policy.controlled_resources if policy is not None else RESOURCE_NAMES
+        )
+        pending[container.name] = CappedRecommendation(
+            target=rec.target.only(controlled),
+            lower_bound=rec.lower_bound.only(controlled),
+            upper_bound=rec.upper_bound.only(controlled),
+            uncapped_target=rec.uncapped_target.only(controlled),
+        )
+    if not pending:
+        return {}, frozenset(off)
+    engine_containers = [
+        ContainerResources(c.name, c.requests, c.limits)
+        for c in pod.containers
+        if c.kind != "init"
+    ]
+    capped = cap_for_pod(
+        pending,
+        engine_containers,
+        policies=policies,
+        container_limit_range=ranges[0],
+        pod_limit_range=ranges[1],
+    )
+    return {k: v for k, v in capped.items() if k in pending}, frozenset(off)
+
+
+def new_resources(
+    pod: PodInfo,
+    capped: Mapping[str, CappedRecommendation],
+    policies: list[ContainerPolicy],
+    container_range: LimitRangeItem | None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Before and after ({container: {requests, limits}}) as the webhook would set
+    them: requests = the capped target, limits kept proportional (§4.3)."""
+    before: dict[str, Any] = {}
+    after: dict[str, Any] = {}
+    default_limit = container_range.default if container_range else Resources()
+    for container in pod.containers:
+        rec = capped.get(container.name)
+        if rec is None:
+            continue
+        policy = select_container_policy(policies, container.name)
+        values = (
+            policy.effective_controlled_values
+            if policy is not None
+            else REQUESTS_AND_LIMITS
+        )
+        new = requests_and_limits_for_container(
+            ContainerResources(container.name, container.requests, container.limits),
+            rec.target,
+            controlled_values=values,
+            default_limit=default_limit,
+        )
+        requests = container.requests
+        for resource in RESOURCE_NAMES:
+            amount = new.requests.get(resource)
+            if amount is not None:
+                requests = requests.with_amount(resource, amount)
+        limits = container.limits
+        for resource in RESOURCE_NAMES:
+            amount = new.limits.get(resource)
+            if amount is not None and container.limits.get(resource) is not None:
+                limits = limits.with_amount(resource, amount)
+        before[container.name] = resources_json(container.requests, container.limits)
+        after[container.name] = resources_json(requests, limits)
+    return before, after
+
+
+def load_context(
+    cluster: Cluster, snapshot: ClusterSnapshot, *, now: datetime
+) -> UpdaterContext:
+    """Workloads, recommendations, LimitRanges and open changes of ``cluster``."""
+    context = UpdaterContext(
+        cluster=cluster, now=now, config=config_from_settings(), snapshot=snapshot
+    )
+    workloads = (
+        Workload.objects.filter(cluster=cluster, is_active=True)
+        .filter(actionable_policies())
+        .select_related("policy")
+        .only(*WORKLOAD_FIELDS)
+    )
+    by_id: dict[int, Workload] = {}
+    for workload in workloads:
+        context.workloads[(workload.kind, workload.namespace, workload.name)] = workload
+        by_id[workload.pk] = workload
+    latest: dict[int, dict[str, RecommendationLike]] = defaultdict(dict)
+    # Plain values, not model instances: this is the cycle's biggest read.
+    rows = (
+        Container.objects.filter(workload__cluster=cluster, workload__is_active=True)
+        .filter(actionable_policies("workload__"), latest_recommendation__isnull=False)
+        .values_list(
+            "workload_id", "name", *(f"latest_recommendation__{f}" for f in REC_FIELDS)
+        )
+    )
+    for workload_id, name, *amounts in rows:
+        latest[workload_id][name] = RecBounds.from_row(amounts)
+    ranges = limit_ranges_by_namespace(
+        cluster_id=cluster.pk, namespaces={w.namespace for w in by_id.values()}
+    )
+    context.by_id = by_id
+    for row in ResizeChange.objects.filter(
+        workload__cluster=cluster, status__in=workflow.OPEN
+    ).values(*CHANGE_FIELDS):
+        context.open_rows[(row["workload_id"], row["pod"])] = row
+    for info in snapshot.workloads:
+        found = context.workloads.get((info.kind, info.namespace, info.name))
+        if found is None:
+            continue
+        workload = found
+        live = [p for p in info.pods if p.phase in LIVE_PHASES and not p.deleting]
+        context.pods[workload.pk] = live
+        _plan_workload(context, workload, live, latest[workload.pk], ranges)
+    return context
+
+
+def _plan_workload(
+    context: UpdaterContext,
+    workload: Workload,
+    pods: list[PodInfo],
+    latest: Mapping[str, RecommendationLike],
+    ranges: Mapping[str, tuple[LimitRangeItem | None, LimitRangeItem | None]],
+) -> None:
+    policy = workload.policy
+    policies = parse_container_policies(policy.container_policies or [])
+    pair = ranges.get(workload.namespace, (None, None))
+    requirements = list(policy.eviction_requirements or [])
+    # Pods of one workload mostly share their containers' resources: cap once each.
+    cache: dict[Any, tuple[Any, ...]] = {}
+    priorities: dict[Any, decision.PodPriority] = {}
+    for pod in pods:
+        key = tuple((c.name, c.kind, c.requests, c.limits) for c in pod.containers)
+        if key not in cache:
+            capped, off = capped_recommendations(pod, latest, policies, pair)
+            before, after = new_resources(pod, capped, policies, pair[0])
+            cache[key] = (capped, off, before, after)
+        capped, off, before, after = cache[key]
+        if not capped or after == before:
+            continue
+        # The priority depends on the containers, annotations and terminations only.
+        shape = (
+            key,
+            pod.annotations.get(decision.OBSERVED_ANNOTATION),
+            pod.last_terminations,
+        )
+        priority = priorities.get(shape)
+        if priority is None:
+            priority = priorities[shape] = decision.pod_priority(
+                pod,
+                capped,
+                now=context.now,
+                evict_after_oom_s=context.config.evict_after_oom_s,
+                off_containers=off,
+            )
+        admitted = decision.admit(
+            priority, pod, now=context.now, config=context.config
+        ) and decision.eviction_requirements_pass(requirements, pod, capped)
+        context.plans[(workload.pk, pod.name)] = PodPlan(
+            workload=workload,
+            pod=pod,
+            priority=priority,
+            admitted=admitted,
+            reason=decision.describe(priority, pod, now=context.now)
+            if admitted
+            else "",
+            before=before,
+            after=after,
+        )
+
+
+@dataclass
+class ProposalCounts:
+    """What the proposal step did."""
+
+    proposed: int = 0
+    auto_approved: int = 0
+    superseded: int = 0
+    expired: int = 0
+    kept: int = 0
+
+
+def _method_of(policy: Policy) -> str:
+    if policy.mode == Policy.Mode.IN_PLACE_OR_RECREATE:
+        return ResizeChange.Method.IN_PLACE
+    return ResizeChange.Method.EVICTION
+
+
+def propose(context: UpdaterContext) -> ProposalCounts:
+    """Create, keep, supersede or expire open changes to match the plans."""
+    counts = ProposalCounts()
+    now = context.now
+    replaced: set[tuple[int, str]] = set()
+    actionable = {w.pk for w in context.workloads.values()}
+    for key, row in list(context.open_rows.items()):
+        if context.status_of(key) == S.APPLYING:
+            continue  # followed by apply.follow_applying
+        plan = context.plans.get(key)
+        pod = context.pod(*key)
+        if pod is None or (row["pod_uid"] and pod.uid != row["pod_uid"]):
+            note = "the pod is gone" if pod is None else "the pod was replaced"
+            if key[0] not in actionable:
+                note = "the workload's policy no longer allows changes"
+            if workflow.try_transition(
+                context.change(key),
+                to=S.EXPIRED,
+                allowed_from=(S.PROPOSED, S.APPROVED),
+                now=now,
+                note=note,
+            ):
+                counts.expired += 1
+                context.close(key)
+            continue
+        if plan is not None and plan.admitted and plan.after == row["resources_after"]:
+            counts.kept += 1
+            continue
+        note = (
+            "a newer recommendation replaces it"
+            if plan is not None and plan.admitted
+            else "the pod no longer needs a change"
+        )
+        if workflow.try_transition(
+            context.change(key),
+            to=S.SUPERSEDED,
+            allowed_from=(S.PROPOSED, S.APPROVED),
+            now=now,
+            note=note,
+        ):
+            counts.superseded += 1
+            context.close(key)
+            replaced.add(key)
+    new: list[ResizeChange] = []
+    for key, plan in sorted(
+        context.plans.items(), key=lambda item: item[1].priority.sort_key()
+    ):
+        if not plan.admitted or key in context.open_rows:
+            continue
+        policy = plan.workload.policy
+        automatic = policy.approval == Policy.Approval.AUTOMATIC
+        new.append(
+            ResizeChange(
+                workload=plan.workload,
+                pod=plan.pod.name,
+                pod_uid=plan.pod.uid,
+                method=_method_of(policy),
+                status=S.APPROVED if automatic else S.PROPOSED,
+                approval=policy.approval,
+                resources_before=plan.before,
+                resources_after=plan.after,
+                reason=plan.reason,
+                priority=plan.priority.rank,
+                created_at=now,
+                updated_at=now,
+                decided_at=now if automatic else None,
+            )
+        )
+    if not new:
+        return counts
+    with transaction.atomic():
+        created = insert_changes(new, cluster_id=context.cluster.pk, now=now)
+        # A proposal is recorded by its row (created_at, reason); the audit log gets
+        # every transition after it, an automatic approval included.
+        events: list[AuditEvent] = []
+        for change in created:
+            if change.status == S.APPROVED:
+                events.append(
+                    workflow.audit_event(
+                        change,
+                        before=S.PROPOSED,
+                        after=S.APPROVED,
+                        now=now,
+                        actor_label=workflow.AUTOMATIC_LABEL,
+                    )
+                )
+                counts.auto_approved += 1
+        AuditEvent.objects.bulk_create(events, batch_size=1000)
+    counts.proposed = len(created)
+    for change in created:
+        key = (change.workload_id, change.pod)
+        context.open_rows[key] = {"status": change.status, "pod_uid": change.pod_uid}
+        context.open_changes[key] = change
+    return counts
+
+
+def insert_changes(
+    changes: list[ResizeChange], *, cluster_id: int, now: datetime
+) -> list[ResizeChange]:
+    """Insert new changes with one ``executemany`` and give them their ids.
+
+    ``bulk_create`` prepares every value of every row through each field (and, on
+    SQLite, splits the rows into batches of 999 parameters): for thousands of
+    proposals that was most of a cycle. Here each value is adapted once by kind
+    (the datetimes are all ``now``). PostgreSQL inserts 1,000 rows per statement and
+    returns their ids; SQLite runs one prepared statement for every row, then one
+    query reads the ids back by (workload, pod), unique among open changes.
+    """
+    fields = [f for f in ResizeChange._meta.concrete_fields if not f.primary_key]
+    ops = connection.ops
+    stamp = ops.adapt_datetimefield_value(now)
+    json_fields = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
+    date_fields = {
+        f.attname for f in fields if f.get_internal_type() == "DateTimeField"
+    }
+    rows = []
+    for change in changes:
+        row = []
+        for f in fields:
+            value = getattr(change, f.attname)
+            if f.attname in json_fields:
+                value = ops.adapt_json_value(value, getattr(f, "encoder", None))
+            elif f.attname in date_fields:
+                value = stamp if value == now else ops.adapt_datetimefield_value(value)
+            row.append(value)
+        rows.append(row)
+    table = ops.quote_name(ResizeChange._meta.db_table)
+    columns = ", ".join(ops.quote_name(f.column) for f in fields)
+    marks = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    if connection.vendor == "postgresql":
+        # One INSERT … SELECT FROM unnest(<one array per column>) RETURNING id: a
+        # handful of parameters however many rows (a VALUES list of 24,000 bound
+        # parameters costs seconds in the client just to parse), ids in row order.
+        types = [
+            "text" if f.attname in json_fields else f.db_type(connection) or "text"
+            for f in fields
+        ]
+        arrays = [
+            [
+                json.dumps(row[i].obj) if f.attname in json_fields else row[i]
+                for row in rows
+            ]
+            for i, f in enumerate(fields)
+        ]
+        names = ", ".join(f"c{i}" for i in range(len(fields)))
+        select = ", ".join(
+            f"c{i}::jsonb" if f.attname in json_fields else f"c{i}"
+            for i, f in enumerate(fields)
+        )
+        unnest = ", ".join(f"%s::{kind}[]" for kind in types)
+        connection.ensure_connection()
+        import psycopg  # PostgreSQL only
+
+        # A server-side-binding cursor: the arrays travel as parameters instead of
+        # being quoted into the SQL text by Django's client-side cursor.
+        with psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute(
+                f"INSERT INTO {table} ({columns}) SELECT {select} FROM "
+                f"unnest({unnest}) WITH ORDINALITY AS u({names}, n) ORDER BY n "
+                "RETURNING id",
+                arrays,
+                binary=True,  # binary arrays: no per-element quoting
+            )
+            for change, (pk,) in zip(changes, cursor.fetchall(), strict=True):
+                change.pk = pk
+                change._state.adding = False
+        return changes
+    # SQLite: one prepared statement for every row, then the ids in one query.
+    with connection.cursor() as cursor:
+        cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES {marks}", rows)
+    ids = {
+        (workload_id, pod): pk
+        for pk, workload_id, pod in ResizeChange.objects.filter(
+            workload__cluster_id=cluster_id, created_at=now, status__in=workflow.OPEN
+        ).values_list("pk", "workload_id", "pod")
+    }
+    for change in changes:
+        change.pk = ids[(change.workload_id, change.pod)]
+        change._state.adding = False
+    return changes
+
+
+def changes_needing(
+    context: UpdaterContext, statuses: Iterable[str]
+) -> list[ResizeChange]:
+    """Open changes of the context in ``statuses``, highest priority first."""
+    wanted = set(statuses)
+    found = [
+        context.change(key)
+        for key in list(context.open_rows)
+        if context.status_of(key) in wanted
+    ]
+    return sorted(found, key=lambda c: (-c.priority, c.created_at, c.pk or 0))

@@ -1,0 +1,161 @@
+"""The life of a ``ResizeChange``: every status change is a compare-and-swap plus an
+audit event.
+
+::
+
+    proposed ──approve──▶ approved ──apply──▶ applying ──verify──▶ applied
+       │  ▲                  │  ▲                 │
+       │  └─(automatic)──────┘  └──429/Deferred──┘ (try later)
+       ├──reject──▶ rejected ◀──reject── approved
+       ├──supersede──▶ superseded ◀── approved   (a newer recommendation)
+       ├──expire──▶ expired ◀── approved          (the pod is gone)
+       └──────────────────────────▶ failed ◀── applying  (refused, or not verified)
+
+``transition`` moves one change only if it is still in one of the statuses the caller
+read: a filtered ``update()`` whose row count says who won. Two operators, or two
+workers, can never both move a change (the loser gets ``Conflict``). The updater uses
+``try_transition`` (False instead of an exception) because losing a race there is
+ordinary.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from recommender.errors import Conflict
+from recommender.models import AuditEvent, ResizeChange
+
+logger = logging.getLogger(__name__)
+
+S = ResizeChange.Status
+OPEN = (S.PROPOSED, S.APPROVED, S.APPLYING)
+UPDATER_LABEL = "updater"
+AUTOMATIC_LABEL = "policy (automatic approval)"
+# The audit action of each target status.
+A = AuditEvent.Action
+ACTIONS = {
+    S.PROPOSED: A.CHANGE_PROPOSE,
+    S.APPROVED: A.CHANGE_APPROVE,
+    S.APPLYING: A.CHANGE_APPLY,
+    S.APPLIED: A.CHANGE_APPLIED,
+    S.FAILED: A.CHANGE_FAIL,
+    S.REJECTED: A.CHANGE_REJECT,
+    S.EXPIRED: A.CHANGE_EXPIRE,
+    S.SUPERSEDED: A.CHANGE_SUPERSEDE,
+}
+
+
+def audit_event(
+    change: ResizeChange,
+    *,
+    before: str,
+    after: str,
+    now: datetime,
+    actor: User | None = None,
+    actor_label: str = UPDATER_LABEL,
+    note: str = "",
+    action: str | None = None,
+) -> AuditEvent:
+    """The (unsaved) audit event of one transition."""
+    message = f"{actor_label} {after} the resize of pod {change.pod}"
+    if note:
+        message += f": {note}"
+    return AuditEvent(
+        created_at=now,
+        actor=actor,
+        actor_label=actor_label,
+        action=action or ACTIONS[S(after)],
+        workload_id=change.workload_id,
+        object_type="resize_change",
+        object_id=str(change.pk),
+        before={"status": before},
+        after={"status": after},
+        message=message,
+    )
+
+
+def try_transition(
+    change: ResizeChange,
+    *,
+    to: str,
+    allowed_from: Iterable[str],
+    now: datetime,
+    actor: User | None = None,
+    actor_label: str = UPDATER_LABEL,
+    note: str = "",
+    **fields: Any,
+) -> bool:
+    """Move ``change`` to ``to`` if it is still in ``allowed_from``; audit it.
+
+    ``fields`` are stored in the same update. On success the instance is updated too.
+    """
+    allowed = tuple(allowed_from)
+    values = {"status": to, "updated_at": now, **fields}
+    with transaction.atomic():
+        updated = ResizeChange.objects.filter(pk=change.pk, status__in=allowed).update(
+            **values
+        )
+        if updated != 1:
+            return False
+        before = change.status
+        for key, value in values.items():
+            setattr(change, key, value)
+        audit_event(
+            change,
+            before=before,
+            after=to,
+            now=now,
+            actor=actor,
+            actor_label=actor_label,
+            note=note,
+        ).save()
+    logger.info(
+        "resize change %s (pod %s): %s -> %s %s",
+        change.pk,
+        change.pod,
+        before,
+        to,
+        note,
+    )
+    return True
+
+
+def transition(
+    change: ResizeChange,
+    *,
+    to: str,
+    allowed_from: Iterable[str],
+    now: datetime,
+    actor: User | None = None,
+    actor_label: str = UPDATER_LABEL,
+    note: str = "",
+    **fields: Any,
+) -> ResizeChange:
+    """``try_transition`` that raises ``Conflict`` naming the status found instead."""
+    allowed = tuple(allowed_from)
+    if not try_transition(
+        change,
+        to=to,
+        allowed_from=allowed,
+        now=now,
+        actor=actor,
+        actor_label=actor_label,
+        note=note,
+        **fields,
+    ):
+        found = (
+            ResizeChange.objects.filter(pk=change.pk)
+            .values_list("status", flat=True)
+            .first()
+        )
+        raise Conflict(
+            f"resize change {change.pk} is {found}; only "
+            f"{' or '.join(allowed)} changes can become {to}"
+        )
+    return change

@@ -1,0 +1,33 @@
+"""Which ``ClusterWriter`` writes to a ``Cluster`` row: the one dispatch.
+
+Services get a writer only here (never by constructing one), so "Off means off" has
+one door: the updater asks for a writer only after ``control.write_block_reason`` said
+writes are allowed, and only for changes of actionable policies.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from recommender.cluster.base import ClusterSnapshot
+from recommender.cluster.kube_writer import KubernetesWriter
+from recommender.cluster.simulated_writer import SimulatedWriter
+from recommender.cluster.writer import ClusterWriter
+from recommender.errors import InvalidInput
+from recommender.models import Cluster
+from recommender.services.actuation.simulated_store import DatabasePodStore
+
+
+def cluster_writer_for(
+    cluster: Cluster, *, snapshot: ClusterSnapshot, now: datetime
+) -> ClusterWriter:
+    """The writer of ``cluster``; ``snapshot`` is what the simulated one holds."""
+    if cluster.kind == Cluster.Kind.SIMULATED:
+        return SimulatedWriter(
+            store=DatabasePodStore(cluster=cluster, snapshot=snapshot, now=now)
+        )
+    if cluster.kind == Cluster.Kind.KUBERNETES:
+        return KubernetesWriter(cluster_name=cluster.name, context=cluster.context)
+    raise InvalidInput(
+        f"cluster {cluster.name!r}: no writer for kind {cluster.kind!r}", field="kind"
+    )

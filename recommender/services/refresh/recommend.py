@@ -1,0 +1,186 @@
+"""The recommend step of a refresh window: the engine's estimate for every fed
+container, capped by its policy, and the rule for when a new Recommendation row is worth
+storing (``is_significant_change``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from recommender.engine.capping import MODE_OFF, Cap, apply_vpa_policy
+from recommender.engine.estimator import Recommendations, recommend
+from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
+from recommender.models import (
+    Recommendation,
+)
+from recommender.services.policies import overridden_fields
+from recommender.services.refresh.ingest import Row, Window
+
+logger = logging.getLogger(__name__)
+
+# A new Recommendation row is stored when a target changes at all, or a bound moves by
+# at least this fraction. The bounds drift a little every minute as confidence grows
+# (upstream's (1 + 1/conf) multiplier); storing each drift would write a row per
+# container per minute and bury the history the dashboard draws.
+BOUND_CHANGE_FRACTION = 0.01
+
+
+def recommend_window(window: Window) -> None:
+    """Engine recommendations, capped by each container's policy."""
+    for group in window.groups.values():
+        assert group.aggregates is not None
+        # Rows of one profile and one set of controlled resources go in one call.
+        batches: dict[tuple[str, tuple[str, ...]], list[Row]] = defaultdict(list)
+        for row in group.rows:
+            policy = row.container_policy
+            if policy is not None and policy.mode == MODE_OFF:
+                continue  # upstream gives a container with mode Off no recommendation
+            if group.aggregates.total_samples[row.index] == 0:
+                # No usage, no recommendation (upstream's estimator would give the
+                # pod minimums): the container shows "no data".
+                window.counts["containers_without_samples"] += 1
+                continue
+            controlled = (
+                policy.controlled_resources if policy else tuple(RESOURCE_NAMES)
+            )
+            batches[
+                (
+                    row.profile.name
+                    + json.dumps(row.profile.to_dict(), sort_keys=True),
+                    controlled,
+                )
+            ].append(row)
+        for (_, controlled), rows in batches.items():
+            # The policy's overrides, kept with the explanation so the dashboard shows
+            # which fields differed from the named profile when this was computed.
+            overrides = overridden_fields(rows[0].profile)
+            results = recommend(
+                group.aggregates,
+                rows=[r.index for r in rows],
+                profile=rows[0].profile,
+                containers_in_pod=[r.containers_in_pod for r in rows],
+                controlled_resources=controlled,
+            )
+            columns = {
+                (res, bound): (
+                    None if values is None else values.tolist()  # Python ints
+                )
+                for res in RESOURCE_NAMES
+                for bound in ("target", "lower_bound", "upper_bound")
+                for values in [results.values(res, bound)]
+            }
+            for i, row in enumerate(rows):
+                target = _amounts(columns, "target", i)
+                capped = apply_vpa_policy(
+                    _Uncapped(
+                        target,
+                        _amounts(columns, "lower_bound", i),
+                        _amounts(columns, "upper_bound", i),
+                    ),
+                    row.container_policy,
+                )
+                row.recommendation = {
+                    "target": capped.target,
+                    "lower": capped.lower_bound,
+                    "upper": capped.upper_bound,
+                    "uncapped": capped.uncapped_target,
+                    # Built only for the rows whose values are stored (_store).
+                    "explanation": _PendingExplanation(
+                        results, i, capped.caps, overrides
+                    ),
+                }
+
+
+def _amounts(
+    columns: Mapping[tuple[str, str], list[int] | None], bound: str, i: int
+) -> Resources:
+    """Row ``i`` of one bound's value columns (None: the resource is not controlled)."""
+    cpu, memory = columns[CPU, bound], columns[MEMORY, bound]
+    return Resources(
+        None if cpu is None else cpu[i], None if memory is None else memory[i]
+    )
+
+
+@dataclass(frozen=True)
+class _Uncapped:
+    """The engine's values of one row, as apply_vpa_policy reads them."""
+
+    target: Resources
+    lower_bound: Resources
+    upper_bound: Resources
+
+    @property
+    def uncapped_target(self) -> Resources:
+        return self.target
+
+
+@dataclass(frozen=True)
+class _PendingExplanation:
+    """Row ``index`` of a recommend() call's explanation, with the caps and overrides;
+    turned into the stored dict only for a row that gets a Recommendation row."""
+
+    results: Recommendations
+    index: int
+    caps: Sequence[Cap]
+    overrides: Mapping[str, Any] | list[str] | None
+
+
+def build_explanations(pending: Sequence[_PendingExplanation]) -> list[dict[str, Any]]:
+    """The explanation dicts of ``pending``, one array pass per recommend() call."""
+    out: list[dict[str, Any] | None] = [None] * len(pending)
+    by_call: dict[int, list[int]] = defaultdict(list)
+    for position, item in enumerate(pending):
+        by_call[id(item.results)].append(position)
+    for positions in by_call.values():
+        results = pending[positions[0]].results
+        dicts = results.explanation_dicts([pending[p].index for p in positions])
+        for position, explanation in zip(positions, dicts, strict=True):
+            item = pending[position]
+            explanation["caps"] = [
+                {
+                    "resource": c.resource,
+                    "bound": c.bound,
+                    "reason": c.reason,
+                    "before": c.before,
+                    "after": c.after,
+                }
+                for c in item.caps
+            ]
+            if item.overrides:
+                explanation["profile_overrides"] = item.overrides
+            out[position] = explanation
+    return [explanation for explanation in out if explanation is not None]
+
+
+def values_of(rec: dict[str, Any]) -> tuple[int | None, ...]:
+    """The eight amounts in Recommendation.values_tuple() order."""
+    out: list[int | None] = []
+    for name in ("target", "lower", "upper", "uncapped"):
+        resources: Resources = rec[name]
+        out += [resources.cpu_millicores, resources.memory_bytes]
+    return (out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7])
+
+
+def is_significant_change(
+    old: Recommendation | None, new: tuple[int | None, ...]
+) -> bool:
+    """True when ``new`` deserves a Recommendation row of its own."""
+    if old is None:
+        return True
+    before = old.values_tuple()
+    for i, (a, b) in enumerate(zip(before, new, strict=True)):
+        if a == b:
+            continue
+        if a is None or b is None:
+            return True
+        is_bound = 2 <= i <= 5  # lower and upper bounds
+        if not is_bound or abs(b - a) >= BOUND_CHANGE_FRACTION * max(abs(a), 1):
+            return True
+    return False
+
+
+# --- storing --------------------------------------------------------------------------

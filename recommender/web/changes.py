@@ -1,0 +1,157 @@
+"""The Changes page, bulk approval and the updater's switches (kill switch, pause).
+
+Viewers see everything; operators approve, reject and approve in bulk; admins stop or
+allow every cluster write (the kill switch) and pause a cluster. Single approvals and
+rejections stay in ``views.py`` (``change_approve``, ``change_reject``).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from recommender.errors import InvalidInput, NotFound
+from recommender.models import ActuationControl, Cluster, ResizeChange, Workload
+from recommender.roles import Role
+from recommender.services.actuation import bulk, control
+from recommender.web.access import acting_user, is_htmx, require_role
+
+CHANGES_PAGE_SIZE = 50
+
+
+def updater_state() -> dict[str, object]:
+    """What the banner says about the updater's switches (two queries)."""
+    row = ActuationControl.objects.first()
+    clusters = list(Cluster.objects.filter(is_enabled=True).order_by("name"))
+    return {
+        "kill_switch": control.kill_switch_reason(row),
+        "kill_switch_row": row,
+        "dry_run": settings.UPDATER_DRY_RUN,
+        "paused": [c.name for c in clusters if c.updates_paused],
+        "clusters": clusters,
+    }
+
+
+def workload_changes(
+    workload: Workload, *, history: int = 20, scan: int = 500
+) -> dict[str, object]:
+    """A workload page's open changes and its latest decided ones (one query over its
+    latest ``scan`` changes; at most one is open per pod)."""
+    latest = list(
+        ResizeChange.objects.filter(workload=workload).select_related(
+            "workload__cluster", "decided_by"
+        )[:scan]
+    )
+    return {
+        "open_changes": [c for c in latest if c.is_open],
+        "change_history": [c for c in latest if not c.is_open][:history],
+    }
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def changes(request: HttpRequest) -> HttpResponse:
+    """Resize changes with filters; approve, reject and bulk approve for operators."""
+    status = request.GET.get("status", "")
+    cluster = request.GET.get("cluster", "").strip()
+    namespace = request.GET.get("namespace", "").strip()
+    method = request.GET.get("method", "")
+    qs = ResizeChange.objects.select_related("workload__cluster", "decided_by")
+    if status in ResizeChange.Status.values:
+        qs = qs.filter(status=status)
+    else:
+        status = ""
+    if method in ResizeChange.Method.values:
+        qs = qs.filter(method=method)
+    else:
+        method = ""
+    if cluster:
+        qs = qs.filter(workload__cluster__name=cluster)
+    if namespace:
+        qs = qs.filter(workload__namespace=namespace)
+    page = Paginator(qs, CHANGES_PAGE_SIZE).get_page(request.GET.get("page", 1))
+    filtered = bool(status or method or cluster or namespace)
+    context = {
+        "page_obj": page,
+        "status": status,
+        "method": method,
+        "cluster": cluster,
+        "namespace": namespace,
+        "statuses": ResizeChange.Status.choices,
+        "methods": ResizeChange.Method.choices,
+        "page": "changes",
+        "filtered": filtered,
+        "has_any": filtered or page.paginator.count > 0,
+        "updater": updater_state(),
+    }
+    if is_htmx(request):
+        return render(request, "recommender/partials/_changes_table.html", context)
+    return render(request, "recommender/changes.html", context)
+
+
+@require_POST
+@require_role(Role.OPERATOR)
+def changes_bulk_approve(request: HttpRequest) -> HttpResponse:
+    """Approve every proposed change of a workload, or of a cluster's namespace."""
+    raw_workload = request.POST.get("workload", "").strip()
+    try:
+        workload_id = int(raw_workload) if raw_workload else None
+        result = bulk.approve_all(
+            approved_by=acting_user(request),
+            now=timezone.now(),
+            workload_id=workload_id,
+            cluster=request.POST.get("cluster", "").strip() or None,
+            namespace=request.POST.get("namespace", "").strip() or None,
+        )
+    except ValueError:
+        messages.error(request, f"workload must be a number, not {raw_workload!r}")
+        return redirect("changes")
+    except (InvalidInput, NotFound) as exc:
+        messages.error(request, exc.message)
+        return redirect("changes")
+    text = f"Approved {len(result.approved)} change(s)."
+    if result.skipped:
+        text += f" Skipped {len(result.skipped)} decided meanwhile."
+    messages.success(request, text)
+    if workload_id is not None:
+        return redirect("workload", pk=workload_id)
+    return redirect("changes")
+
+
+@require_POST
+@require_role(Role.ADMIN)
+def kill_switch(request: HttpRequest) -> HttpResponse:
+    """Stop (or allow again) every cluster write."""
+    stopped = request.POST.get("stopped") == "1"
+    control.set_kill_switch(
+        stopped=stopped,
+        actor=acting_user(request),
+        now=timezone.now(),
+        reason=request.POST.get("reason", ""),
+    )
+    messages.success(
+        request,
+        "All cluster writes are stopped." if stopped else "Cluster writes are allowed.",
+    )
+    return redirect("changes")
+
+
+@require_POST
+@require_role(Role.ADMIN)
+def cluster_pause(request: HttpRequest, pk: int) -> HttpResponse:
+    """Pause (or resume) the updater's writes to one cluster."""
+    cluster = get_object_or_404(Cluster, pk=pk)
+    paused = request.POST.get("paused") == "1"
+    control.set_cluster_paused(
+        cluster=cluster, paused=paused, actor=acting_user(request), now=timezone.now()
+    )
+    messages.success(
+        request,
+        f"Updates of cluster {cluster.name} {'paused' if paused else 'resumed'}.",
+    )
+    return redirect("changes")

@@ -1,0 +1,229 @@
+"""Objects for updater tests on the fake API server: a Deployment, its ReplicaSet and
+pods shaped like the recorded ones (../shared/k8s-wire/eviction/05, resize/01), a
+PodDisruptionBudget, and a ``FakeCluster`` bundling the server with the adapter and the
+writer that speak to it over HTTP."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from recommender.cluster.kube_client import KubeClientSettings
+from recommender.cluster.kube_writer import KubernetesWriter
+from recommender.cluster.kubernetes import KubernetesAdapter
+from tests.k8s_fake.server import FakeApiServer, write_kubeconfig
+
+FAST = KubeClientSettings(
+    connect_timeout_s=1.0,
+    read_timeout_s=2.0,
+    retries=1,
+    backoff_s=0.01,
+    max_backoff_s=0.05,
+    page_size=50,
+)
+STARTED = (
+    "2026-11-20T08:00:00Z"  # long before the tests' "now": past the 12 h threshold
+)
+
+
+def deployment(
+    name: str,
+    namespace: str = "shop",
+    *,
+    replicas: int = 3,
+    cpu: str = "500m",
+    memory: str = "512Mi",
+    cpu_limit: str = "1",
+    memory_limit: str = "1Gi",
+) -> list[dict[str, Any]]:
+    """A Deployment, its ReplicaSet and ``replicas`` Running pods."""
+    labels = {"app": name}
+    resources = {
+        "requests": {"cpu": cpu, "memory": memory},
+        "limits": {"cpu": cpu_limit, "memory": memory_limit},
+    }
+    template = {
+        "metadata": {"labels": labels},
+        "spec": {
+            "containers": [
+                {
+                    "name": "app",
+                    "image": f"registry.example/{name}:1",
+                    "resources": resources,
+                }
+            ]
+        },
+    }
+    rs_name = f"{name}-6b9c8d7f5"
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": f"dep-{name}",
+                "labels": labels,
+                "creationTimestamp": "2026-11-01T00:00:00Z",
+            },
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": labels},
+                "template": template,
+            },
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {
+                "name": rs_name,
+                "namespace": namespace,
+                "uid": f"rs-{name}",
+                "labels": labels,
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "Deployment",
+                        "name": name,
+                        "uid": f"dep-{name}",
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": labels},
+                "template": template,
+            },
+        },
+    ]
+    for i in range(replicas):
+        objects.append(pod(f"{rs_name}-p{i}", namespace, name, rs_name, resources))
+    return objects
+
+
+def pod(
+    pod_name: str,
+    namespace: str,
+    app: str,
+    rs_name: str,
+    resources: dict[str, Any],
+    *,
+    resize_capable: bool = True,
+    phase: str = "Running",
+) -> dict[str, Any]:
+    """A pod of a ReplicaSet; a resize-capable kubelet reports container resources."""
+    status: dict[str, Any] = {
+        "phase": phase,
+        "startTime": STARTED,
+        "qosClass": "Burstable",
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "containerStatuses": [
+            {
+                "name": "app",
+                "ready": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": STARTED}},
+            }
+        ],
+    }
+    if resize_capable:
+        status["containerStatuses"][0]["resources"] = resources
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name,
+            "namespace": namespace,
+            "uid": f"uid-{pod_name}",
+            "generation": 1,
+            "creationTimestamp": STARTED,
+            "labels": {"app": app, "pod-template-hash": rs_name.rsplit("-", 1)[1]},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": rs_name,
+                    "uid": f"rs-{app}",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "nodeName": "node-1",
+            "containers": [
+                {
+                    "name": "app",
+                    "image": f"registry.example/{app}:1",
+                    "resources": resources,
+                }
+            ],
+        },
+        "status": status,
+    }
+
+
+def pdb(
+    name: str,
+    namespace: str,
+    app: str,
+    *,
+    allowed: int = 1,
+    healthy: int = 3,
+    desired: int = 2,
+    observed: bool = True,
+) -> dict[str, Any]:
+    """A PodDisruptionBudget with the status the disruption controller writes."""
+    status: dict[str, Any] = {
+        "disruptionsAllowed": allowed,
+        "currentHealthy": healthy,
+        "desiredHealthy": desired,
+        "expectedPods": healthy,
+    }
+    if observed:
+        status["observedGeneration"] = 1
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": namespace, "generation": 1},
+        "spec": {"minAvailable": desired, "selector": {"matchLabels": {"app": app}}},
+        "status": status,
+    }
+
+
+@dataclass
+class FakeCluster:
+    """The fake API server with an adapter and a writer speaking to it."""
+
+    server: FakeApiServer
+    adapter: KubernetesAdapter
+    writer: KubernetesWriter
+
+    def close(self) -> None:
+        self.adapter.close()
+        self.writer.close()
+        self.server.stop()
+
+    def writes(self) -> list[tuple[str, str]]:
+        """(method, path) of every non-GET request, in order."""
+        return [(r.method, r.path) for r in self.server.write_verbs()]
+
+
+def fake_cluster(objects: list[dict[str, Any]], tmp_path: Path) -> FakeCluster:
+    """Start a fake API server holding ``objects``; adapter and writer for it."""
+    server = FakeApiServer(objects).start()
+    kubeconfig = write_kubeconfig(
+        tmp_path / "kubeconfig", {"fake": server}, current="fake"
+    )
+    adapter = KubernetesAdapter(
+        cluster_name="fake",
+        context="fake",
+        kubeconfig=str(kubeconfig),
+        settings=FAST,
+        sleep=lambda _s: None,
+    )
+    writer = KubernetesWriter(
+        cluster_name="fake", context="fake", kubeconfig=str(kubeconfig), settings=FAST
+    )
+    return FakeCluster(server, adapter, writer)
