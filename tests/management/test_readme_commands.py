@@ -106,6 +106,33 @@ COMMANDS: list[tuple[str, str]] = [
             "REDIS_URL=redis://redis:6379/0",
         )
     ),
+    *(
+        (
+            line,
+            "the compose stack: make test-deploy starts it with its own Docker engine",
+        )
+        for line in (
+            "docker compose up -d",
+            "docker compose exec web cat /var/lib/vpaweb/demo-admin-password.txt",
+        )
+    ),
+    ("open http://127.0.0.1:8000/", "opens a browser on the served dashboard"),
+    (
+        "docker compose --profile metrics up -d",
+        "the compose stack with Prometheus (tests/deploy/test_compose.py reads it)",
+    ),
+    *(
+        (
+            line,
+            "needs a cluster, which this machine has not: every overlay is rendered "
+            "and schema-validated by tests/deploy/test_manifests.py",
+        )
+        for line in (
+            "kubectl apply -k deploy/overlays/trial",
+            "kubectl -n vpaweb port-forward svc/vpaweb-web 8000:80",
+            "kubectl apply -k deploy/overlays/production",
+        )
+    ),
 ]
 
 
