@@ -248,10 +248,11 @@ class Policy(models.Model):
     """
 
     class Mode(models.TextChoices):
-        OFF = "Off"
-        INITIAL = "Initial"
-        RECREATE = "Recreate"
-        IN_PLACE_OR_RECREATE = "InPlaceOrRecreate"
+        # Labels spelt as upstream's updateMode values, everywhere they are shown.
+        OFF = "Off", "Off"
+        INITIAL = "Initial", "Initial"
+        RECREATE = "Recreate", "Recreate"
+        IN_PLACE_OR_RECREATE = "InPlaceOrRecreate", "InPlaceOrRecreate"
 
     class Source(models.TextChoices):
         VPAWEB = "vpaweb", "vpaweb"

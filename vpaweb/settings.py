@@ -404,6 +404,7 @@ SPECTACULAR_SETTINGS = {
         "ResourceNameEnum": ["cpu", "memory"],
         "AdviceSourceEnum": ["recommendation", "static_coefficient", "none"],
         "QueryKindEnum": ["RecommendationQuery"],
+        "ProvisioningStatusEnum": "recommender.api.serializers.WORKLOAD_STATUSES",
     },
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",

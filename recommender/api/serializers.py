@@ -17,7 +17,7 @@ from recommender.api.fields import (
     StrictCharField,
     StrictIntegerField,
 )
-from recommender.engine.profiles import MEMORY_ESTIMATORS
+from recommender.engine.profiles import MEMORY_ESTIMATORS, PROFILES
 from recommender.engine.resources import Resources
 from recommender.models import (
     Cluster,
@@ -30,7 +30,9 @@ from recommender.models import (
 )
 from recommender.services.advice.pod_spec import resource_list
 from recommender.services.dashboard.provisioning import (
+    Prices,
     Status,
+    container_savings,
     container_status,
     workload_status,
 )
@@ -229,6 +231,13 @@ class WorkloadSerializer(serializers.ModelSerializer):
     )
     hpa_conflicts = HpaConflictSerializer(many=True, read_only=True)
     status = serializers.SerializerMethodField()
+    savings_monthly = serializers.SerializerMethodField(
+        help_text=(
+            "monthly list-price savings of moving every container's requests to its "
+            "target, all replicas (VPAWEB_PRICE_PER_CORE_HOUR, _PER_GIB_HOUR); "
+            "negative when the targets cost more; as on the dashboard"
+        )
+    )
     mode = serializers.SerializerMethodField()
     profile = serializers.SerializerMethodField()
     containers = ContainerSerializer(many=True, read_only=True)
@@ -246,6 +255,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "labels",
             "is_active",
             "status",
+            "savings_monthly",
             "mode",
             "profile",
             "first_seen_at",
@@ -262,6 +272,16 @@ class WorkloadSerializer(serializers.ModelSerializer):
             for c in obj.containers.all()
             if c.kind != Container.Kind.INIT
         )
+
+    @extend_schema_field(serializers.FloatField())
+    def get_savings_monthly(self, obj: Workload) -> float:
+        prices = Prices.from_settings()
+        total = sum(
+            container_savings(c, replicas=obj.replicas, prices=prices)
+            for c in obj.containers.all()
+            if c.kind != Container.Kind.INIT
+        )
+        return round(total, 2)
 
     @extend_schema_field(serializers.ChoiceField(choices=Policy.Mode.choices))
     def get_mode(self, obj: Workload) -> str:
@@ -333,8 +353,11 @@ class RecommendationHistorySerializer(serializers.ModelSerializer):
 class ContainerPolicyEntrySerializer(serializers.Serializer):
     """One ``resourcePolicy.containerPolicies[]`` entry, as upstream VPA spells it."""
 
-    containerName = serializers.CharField(
-        help_text='a container of the workload, or "*" for every container'
+    # Not blank and no NUL: a non-space character (the schema's pattern says so).
+    containerName = serializers.RegexField(
+        r"^[^\x00]*\S[^\x00]*$",
+        max_length=253,
+        help_text='a container of the workload, or "*" for every container',
     )
     mode = serializers.ChoiceField(choices=["Auto", "Off"], required=False)
     minAllowed = ResourceListSerializer(required=False)
@@ -378,7 +401,11 @@ class ProfileOverridesSerializer(serializers.Serializer):
     margin_fraction = serializers.FloatField(
         required=False,
         min_value=0.0,
-        help_text="safety margin added to every value read (vpa: 0.15 = +15%)",
+        max_value=1.0,
+        help_text=(
+            "safety margin added to every value read, a fraction from 0 to 1 "
+            "(vpa: 0.15 = +15%; 15 is refused, not read as 15%)"
+        ),
     )
     cpu_half_life_s = _seconds("CPU histogram decay half-life (vpa: 86400)")
     memory_half_life_s = _seconds("memory histogram decay half-life (vpa: 86400)")
@@ -397,7 +424,10 @@ class ProfileOverridesSerializer(serializers.Serializer):
         required=False, min_value=0, help_text="pod minimum memory (vpa: 262144000)"
     )
     oom_bump_ratio = serializers.FloatField(
-        required=False, min_value=1.0, help_text="OOM kill memory bump (vpa: 1.2)"
+        required=False,
+        min_value=1.0,
+        max_value=3.0,
+        help_text="OOM kill memory bump, a factor from 1 to 3 (vpa: 1.2)",
     )
     oom_min_bump_bytes = serializers.IntegerField(
         required=False, min_value=0, help_text="smallest OOM bump (vpa: 104857600)"
@@ -494,7 +524,7 @@ class PolicyUpdateSerializer(ClosedSerializer):
     refuses_unknown_fields = True
 
     mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
-    profile = serializers.CharField(required=False, max_length=64)
+    profile = serializers.ChoiceField(choices=sorted(PROFILES), required=False)
     profile_overrides = ProfileOverridesField(
         required=False,
         help_text=(
@@ -506,6 +536,15 @@ class PolicyUpdateSerializer(ClosedSerializer):
     container_policies = ContainerPolicyEntrySerializer(many=True, required=False)
     min_replicas = serializers.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=2**31 - 1
+    )
+    confirm_large_increase = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text=(
+            "must be true to save a change that would raise any container's target "
+            "by more than 2x (else 409 `confirmation_required`, the containers named "
+            "in `fields.confirm_large_increase`); not stored"
+        ),
     )
     approval = serializers.ChoiceField(
         choices=Policy.Approval.choices,
@@ -765,6 +804,13 @@ class ExportRowSerializer(serializers.Serializer):
     workload = serializers.CharField()
     container = serializers.CharField()
     mode = serializers.CharField()
+    replicas = serializers.IntegerField(allow_null=True)
+    status = serializers.ChoiceField(
+        choices=WORKLOAD_STATUSES, help_text="this container's provisioning status"
+    )
+    savings_monthly = serializers.FloatField(
+        help_text="this container's monthly savings at the target, all replicas"
+    )
     request_cpu = serializers.CharField(allow_null=True)
     request_memory = serializers.CharField(allow_null=True)
     limit_cpu = serializers.CharField(allow_null=True)

@@ -16,7 +16,7 @@ from drf_spectacular.views import (
 )
 from rest_framework.routers import SimpleRouter
 
-from recommender.api import rightsize_views, views
+from recommender.api import rightsize_views, views, whatif_views
 from recommender.api.errors import CATCH_ALL_NAME, not_found
 
 
@@ -102,7 +102,17 @@ urlpatterns = [
         views.AdoptWorkloadView.as_view(),
         name="workload-adopt",
     ),
+    path(
+        "workloads/<id:pk>/what-if",
+        whatif_views.WhatIfView.as_view(),
+        name="workload-what-if",
+    ),
     path(NATURAL_KEY, views.WorkloadByKeyView.as_view(), name="workload-by-key"),
+    path(
+        f"{NATURAL_KEY}/what-if",
+        whatif_views.WhatIfView.as_view(),
+        name="workload-by-key-what-if",
+    ),
     path(
         f"{NATURAL_KEY}/adopt",
         views.AdoptWorkloadView.as_view(),

@@ -49,6 +49,11 @@ from recommender.services import policies
 from recommender.services.actuation import approvals, bulk
 from recommender.services.advice.pod_spec import resource_list
 from recommender.services.advice.recommendation_query import query_recommendation
+from recommender.services.dashboard.provisioning import (
+    Prices,
+    container_savings,
+    container_status,
+)
 
 WORKLOAD_FILTER_PARAMETERS = [s.WorkloadFilterSerializer]
 K8S_NAME_PATTERN = "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
@@ -308,12 +313,15 @@ class WorkloadPolicyView(WorkloadLookupMixin, APIView):
         serializer = s.PolicyUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         actor, label = actor_of(request)
+        changes = dict(serializer.validated_data)
+        confirm = bool(changes.pop("confirm_large_increase", False))
         policy = policies.update_policy(
             workload_id=workload.pk,
-            changes=dict(serializer.validated_data),
+            changes=changes,
             actor=actor,
             actor_label=label,
             now=timezone.now(),
+            confirm_large_increase=confirm,
         )
         return Response(s.PolicySerializer(policy).data)
 
@@ -621,6 +629,14 @@ def _export_row(
         "workload": workload.name,
         "container": container.name,
         "mode": policy.mode if policy is not None else Policy.Mode.OFF,
+        "replicas": workload.replicas,
+        "status": container_status(container),
+        "savings_monthly": round(
+            container_savings(
+                container, replicas=workload.replicas, prices=Prices.from_settings()
+            ),
+            2,
+        ),
         "request_cpu": requests.get("cpu"),
         "request_memory": requests.get("memory"),
         "limit_cpu": limits.get("cpu"),

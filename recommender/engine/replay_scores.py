@@ -328,3 +328,53 @@ def summarise(scores: DayScores) -> dict[str, Any]:
             else math.nan
         ),
     }
+
+
+# Upstream updater's --pod-update-threshold (VPA-ALGORITHM.md §6.3): a pod inside its
+# bounds is updated only when the summed relative request/target difference reaches it.
+UPDATER_MIN_CHANGE = 0.10
+
+
+def updater_proposals(timeline: Timeline) -> np.ndarray:
+    """How many resizes upstream's updater would have proposed per container (C,).
+
+    The rule (VPA-ALGORITHM.md §6.3, per container rather than summed over a pod's
+    containers, and without the 12 h pod-age wait): the first recommendation becomes
+    the request (admission); at every later recompute, a resize is proposed when the
+    request lies outside [lower, upper] for CPU or memory, or when
+    ``|req - target| / max(req, 1)`` summed over CPU (millicores) and memory
+    (millibytes) is at least ``UPDATER_MIN_CHANGE``; a proposal sets the request to
+    the target.
+    """
+    target_c = timeline.values[CPU, "target"]
+    target_m = timeline.values[MEMORY, "target"]
+    lower_c = timeline.values[CPU, "lower"]
+    lower_m = timeline.values[MEMORY, "lower"]
+    upper_c = timeline.values[CPU, "upper"]
+    upper_m = timeline.values[MEMORY, "upper"]
+    c = target_c.shape[1]
+    req_c = np.full(c, np.nan)
+    req_m = np.full(c, np.nan)
+    count = np.zeros(c, dtype=np.int64)
+    with np.errstate(invalid="ignore"):
+        for j in range(1, target_c.shape[0]):
+            tc, tm = target_c[j], target_m[j]
+            has = np.isfinite(tc) & np.isfinite(tm)
+            first = has & np.isnan(req_c)
+            base_c = np.maximum(req_c, 1.0)
+            base_m = np.maximum(req_m * 1000.0, 1.0)
+            diff = np.abs(base_c - tc) / base_c + np.abs(base_m - tm * 1000.0) / base_m
+            outside = (
+                (req_c < lower_c[j])
+                | (req_c > upper_c[j])
+                | (req_m < lower_m[j])
+                | (req_m > upper_m[j])
+            )
+            propose = (
+                has & ~first & (outside | (diff >= UPDATER_MIN_CHANGE)) & (diff > 0)
+            )
+            count += propose
+            take = first | propose
+            req_c = np.where(take, tc, req_c)
+            req_m = np.where(take, tm, req_m)
+    return count

@@ -46,6 +46,11 @@ from recommender.models import Policy, Workload
 from recommender.services.actuation.withdrawal import withdraw_approved_changes
 from recommender.services.admission.generation import mark_admission_data_changed
 from recommender.services.audit import Action, actor_label_of, record_audit
+from recommender.services.policy_impact import (
+    LARGE_INCREASE_FACTOR,
+    LargeIncrease,
+    large_increases,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +79,31 @@ CONTAINER_POLICY_KEYS = (
     "controlledValues",
 )
 CONTAINER_MODES = ("Auto", "Off")
+# Bounds of the fractions and factors people type, tighter than the engine's (which
+# takes any finite margin): a margin above 100 % or an OOM bump above 3x is a typo
+# (``15`` meaning 15 %), not a tuning. The API takes fractions; the dashboard shows the
+# margin in percent. Percentiles are fractions in [0, 1] (the engine's bound).
+OVERRIDE_BOUNDS: dict[str, tuple[float, float, str]] = {
+    "margin_fraction": (0.0, 1.0, "a fraction from 0 to 1 (0-100 %; 0.15 = +15 %)"),
+    "oom_bump_ratio": (1.0, 3.0, "a factor from 1 to 3"),
+}
+
+
+class LargeIncreaseUnconfirmed(Conflict):
+    """The change would raise a target by more than LARGE_INCREASE_FACTOR and the
+    caller did not confirm it (``confirm_large_increase``)."""
+
+    code = "confirmation_required"
+
+    def __init__(self, increases: list[LargeIncrease]):
+        self.increases = increases
+        described = [item.describe() for item in increases]
+        super().__init__(
+            f"this change would raise targets by more than {LARGE_INCREASE_FACTOR:g}x "
+            f"({'; '.join(described)}); send confirm_large_increase: true to save it",
+            fields={"confirm_large_increase": described},
+        )
+
 
 # What each mode does to running pods, shown before every change of mode. The updater
 # acts on Recreate and InPlaceOrRecreate (docs/updater.md); Initial needs the admission
@@ -373,6 +403,11 @@ def validate_profile_overrides(raw: object, *, profile_name: str) -> dict[str, A
             if str(exc).split(":", 1)[0] in (name, str(exc)):
                 errors.setdefault(field, []).append(_engine_message(exc, name))
                 continue
+        if name in OVERRIDE_BOUNDS:
+            low, high, what = OVERRIDE_BOUNDS[name]
+            if not low <= value <= high:
+                errors.setdefault(field, []).append(f"must be {what}, not {value!r}")
+                continue
         # JSON has one number type: store 1 as 1.0 where the engine's field is a float.
         if isinstance(getattr(base, name), float) and isinstance(value, int):
             value = float(value)
@@ -561,13 +596,16 @@ def update_policy(
     actor: User | None,
     now: datetime,
     actor_label: str | None = None,
+    confirm_large_increase: bool = False,
 ) -> Policy:
     """Validate ``changes`` and apply them to the workload's policy, recording an
     AuditEvent.
 
     Nothing is written when any field is invalid (InvalidInput names every bad field) or
-    when nothing changes (no audit event either). Nothing is ever written to a cluster
-    here.
+    when nothing changes (no audit event either). A change that would raise any
+    container's target by more than LARGE_INCREASE_FACTOR is refused
+    (LargeIncreaseUnconfirmed, naming the containers) unless ``confirm_large_increase``.
+    Nothing is ever written to a cluster here.
     """
     with transaction.atomic():
         try:
@@ -596,6 +634,10 @@ def update_policy(
         if not changed:
             logger.info("policy of workload %s unchanged", workload_id)
             return policy
+        if not confirm_large_increase:
+            increases = large_increases(workload=workload, policy=policy, clean=clean)
+            if increases:
+                raise LargeIncreaseUnconfirmed(increases)
         for field in changed:
             setattr(policy, field, clean[field])
         policy.updated_at = now

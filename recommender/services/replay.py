@@ -458,3 +458,70 @@ def container_series(
     for (resource, bound), values in timeline.values.items():
         out[f"{resource}_{bound}"] = values[row, c]
     return out
+
+
+def workload_of(container_id: str) -> str:
+    """``namespace/workload`` of a ``namespace/workload/container`` id (cluster and
+    usage.csv inputs); a trace's container id is its own workload."""
+    head, sep, _ = container_id.rpartition("/")
+    return head if sep and "/" in head else container_id
+
+
+def compare_workloads(
+    loaded: ReplayInput,
+    report: ReplayReport,
+    *,
+    warmup_s: float = DEFAULT_WARMUP_S,
+) -> list[dict[str, Any]]:
+    """Per workload, the first two profiles side by side (A = first, B = second):
+    memory slack mean, memory overrun days %, CPU slack mean and the resizes the
+    updater would have proposed; sorted worst-for-B first (overrun days added, then
+    slack added)."""
+    from recommender.engine.replay_scores import updater_proposals
+
+    if len(report.timelines) < 2:
+        raise InvalidInput(
+            "comparing workloads needs two profiles (--profile A --profile B)",
+            field="profile",
+        )
+    a, b = list(report.timelines.values())[:2]
+    days = day_groups(loaded.trace, warmup_s=warmup_s, start_s=a.start_s + a.every_s)
+    names = [workload_of(c) for c in loaded.trace.container_ids]
+    groups = sorted(set(names))
+    group_of = np.array([groups.index(n) for n in names], dtype=np.int64)
+    per: dict[str, dict[str, Any]] = {g: {"workload": g} for g in groups}
+    for label, timeline in (("a", a), ("b", b)):
+        scores = score_timeline(loaded.trace, timeline, days)
+        proposals = updater_proposals(timeline)
+        g_of_day = group_of[scores.container]
+        for gi, g in enumerate(groups):
+            mine = g_of_day == gi
+            slack = scores.memory_slack[mine]
+            has = np.isfinite(slack)
+            cpu = scores.cpu_slack[mine]
+            per[g].update(
+                {
+                    "container_days": int(mine.sum()),
+                    f"{label}_memory_slack_mean": (
+                        float(slack[has].mean()) if has.any() else math.nan
+                    ),
+                    f"{label}_memory_overrun_days_pct": (
+                        100.0 * float(scores.memory_over_target[mine][has].mean())
+                        if has.any()
+                        else math.nan
+                    ),
+                    f"{label}_cpu_slack_mean": (
+                        float(np.nanmean(cpu)) if np.isfinite(cpu).any() else math.nan
+                    ),
+                    f"{label}_updater_proposals": int(proposals[group_of == gi].sum()),
+                }
+            )
+
+    def worst_first(row: dict[str, Any]) -> tuple[float, float]:
+        def delta(key: str) -> float:
+            d = row[f"b_{key}"] - row[f"a_{key}"]
+            return d if math.isfinite(d) else -math.inf
+
+        return (-delta("memory_overrun_days_pct"), -delta("memory_slack_mean"))
+
+    return sorted(per.values(), key=worst_first)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import secrets
 from datetime import datetime, timedelta
 
@@ -20,6 +21,10 @@ from recommender.models import ApiToken
 from recommender.services.audit import Action, actor_label_of, record_audit
 
 logger = logging.getLogger(__name__)
+# What a token name may hold: it is shown in pages, logs and audit messages, so no
+# control characters, markup or quotes (ASCII letters and digits first, then also
+# spaces and . _ - /, as in "ci/deploy prod").
+TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._/-]{0,99}")
 
 # Every key starts with this, so secret scanners and people can recognise one.
 KEY_PREFIX = "vpaweb_"
@@ -46,6 +51,12 @@ def create_token(
     name = (name or "").strip()
     if not name or len(name) > 100:
         raise InvalidInput("a token needs a name of 1 to 100 characters", field="name")
+    if TOKEN_NAME.fullmatch(name) is None:
+        raise InvalidInput(
+            "a token name starts with a letter or digit and holds only letters, "
+            f"digits, spaces, '.', '_', '-' and '/', not {name!r}",
+            field="name",
+        )
     if scope not in ApiToken.Scope.values:
         raise InvalidInput(
             f"scope must be one of {', '.join(ApiToken.Scope.values)}, not {scope!r}",

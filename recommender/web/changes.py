@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import ActuationControl, Cluster, ResizeChange, Workload
 from recommender.roles import Role
-from recommender.services.actuation import bulk, control
+from recommender.services.actuation import approvals, bulk, control
 from recommender.web.access import acting_user, is_htmx, require_role
 
 CHANGES_PAGE_SIZE = 50
@@ -47,10 +47,20 @@ def workload_changes(
             "workload__cluster", "decided_by"
         )[:scan]
     )
+    decided = [c for c in latest if not c.is_open][:history]
     return {
         "open_changes": [c for c in latest if c.is_open],
-        "change_history": [c for c in latest if not c.is_open][:history],
+        "change_history": with_rejection_reasons(decided),
     }
+
+
+def with_rejection_reasons(rows: list[ResizeChange]) -> list[ResizeChange]:
+    """Set ``rejection_reason`` on each change (its audit event's, else "") for the
+    row template; one query."""
+    reasons = approvals.rejection_reasons(change.pk for change in rows)
+    for change in rows:
+        change.rejection_reason = reasons.get(change.pk, "")  # type: ignore[attr-defined]
+    return rows
 
 
 @require_GET
@@ -75,6 +85,7 @@ def changes(request: HttpRequest) -> HttpResponse:
     if namespace:
         qs = qs.filter(workload__namespace=namespace)
     page = Paginator(qs, CHANGES_PAGE_SIZE).get_page(request.GET.get("page", 1))
+    with_rejection_reasons(list(page))
     filtered = bool(status or method or cluster or namespace)
     context = {
         "page_obj": page,

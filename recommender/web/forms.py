@@ -50,6 +50,17 @@ OVERRIDE_FIELDS = (
     "memory_estimator",
 )
 OVERRIDE_PREFIX = "ov-"
+# Fields shown and typed in percent (the service and the API keep fractions): people
+# think of a margin as "15 %", and typing 15 into a fraction field meant +1500 %.
+PERCENT_FIELDS = ("margin_fraction",)
+
+
+def _to_percent(fraction: float) -> float:
+    return round(fraction * 100, 6)
+
+
+def _to_fraction(percent: float) -> float:
+    return round(percent / 100, 10)
 
 
 def profile_choices() -> list[tuple[str, str]]:
@@ -105,9 +116,10 @@ class PolicyForm(forms.Form):
             self.base_profile = get_profile(DEFAULT_PROFILE)
         stored_overrides = policy.profile_overrides or {}
         for name in OVERRIDE_FIELDS:
-            initial[f"{OVERRIDE_PREFIX}{name}"] = stored_overrides.get(
-                name, getattr(self.base_profile, name)
-            )
+            value = stored_overrides.get(name, getattr(self.base_profile, name))
+            if name in PERCENT_FIELDS and isinstance(value, int | float):
+                value = _to_percent(value)
+            initial[f"{OVERRIDE_PREFIX}{name}"] = value
         kwargs.setdefault("initial", initial)
         super().__init__(*args, **kwargs)
         profile_field = self.fields["profile"]
@@ -120,6 +132,22 @@ class PolicyForm(forms.Form):
                 field = forms.ChoiceField(
                     choices=[(e, e) for e in MEMORY_ESTIMATORS], required=False
                 )
+            elif name in PERCENT_FIELDS:
+                # The service's bound (0-1) in the unit typed here.
+                default = _to_percent(default)
+                field = forms.FloatField(
+                    required=False,
+                    min_value=0,
+                    max_value=100,
+                    widget=forms.NumberInput(
+                        attrs={
+                            "step": "any",
+                            "min": "0",
+                            "max": "100",
+                            "placeholder": f"{default:g}",
+                        }
+                    ),
+                )
             else:
                 field = forms.FloatField(
                     required=False,
@@ -129,6 +157,11 @@ class PolicyForm(forms.Form):
                 )
             field.label = OVERRIDE_LABELS[name]
             field.help_text = f"profile {self.base_profile.name}: {default}"
+            if name in PERCENT_FIELDS:
+                field.label = f"{field.label} (%)"
+                field.help_text = (
+                    f"profile {self.base_profile.name}: {default:g} %; 0 to 100"
+                )
             self.fields[f"{OVERRIDE_PREFIX}{name}"] = field
         for index, _name in enumerate(self.container_names):
             self.fields[f"cp{index}-mode"] = forms.ChoiceField(
@@ -206,6 +239,8 @@ class PolicyForm(forms.Form):
         overrides = self.other_overrides()
         for name in OVERRIDE_FIELDS:
             value = data.get(f"{OVERRIDE_PREFIX}{name}")
+            if name in PERCENT_FIELDS and isinstance(value, int | float):
+                value = _to_fraction(value)
             if value not in (None, "") and value != getattr(self.base_profile, name):
                 overrides[name] = value
         return overrides

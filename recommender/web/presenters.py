@@ -9,6 +9,7 @@ value" rather than dropped.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -289,3 +290,26 @@ def describe_explanation(explanation: dict[str, Any] | None) -> list[tuple[str, 
         if key not in _KNOWN:
             lines.append((key.replace("_", " ").capitalize(), _value(value)))
     return lines
+
+
+def audit_fields(data: Any) -> list[tuple[str, str]]:
+    """An audit event's ``before``/``after`` as ``(field, value)`` rows people read:
+    nested objects become dotted fields (``profile_overrides.margin_fraction``), lists
+    of objects compact JSON, an empty object ``none``."""
+    if not isinstance(data, dict):
+        return [] if data in (None, "") else [("", _value(data))]
+    rows: list[tuple[str, str]] = []
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            if not value:
+                rows.append((prefix, "none"))
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), inner)
+        elif isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
+            rows.append((prefix, json.dumps(value, separators=(", ", ": "))))
+        else:
+            rows.append((prefix, _value(value)))
+
+    walk("", data)
+    return rows

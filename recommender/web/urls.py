@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from recommender.web import changes, views
+from recommender.web import changes, views, whatif_views
 
 urlpatterns = [
     path("", views.overview, name="overview"),
@@ -20,6 +20,11 @@ urlpatterns = [
     path("workloads/<int:pk>/charts", views.workload_charts, name="workload_charts"),
     path("workloads/<int:pk>/policy", views.workload_policy, name="workload_policy"),
     path("workloads/<int:pk>/adopt", views.workload_adopt, name="workload_adopt"),
+    path(
+        "workloads/<int:pk>/what-if",
+        whatif_views.workload_what_if,
+        name="workload_what_if",
+    ),
     path("changes/", changes.changes, name="changes"),
     path("changes/approve", changes.changes_bulk_approve, name="changes_bulk_approve"),
     path("updater/kill-switch", changes.kill_switch, name="kill_switch"),

@@ -34,7 +34,7 @@ from recommender.models import (
     ResizeChange,
     Workload,
 )
-from recommender.roles import ROLE_ORDER, Role, role_of
+from recommender.roles import ROLE_ORDER, Role, has_role, role_of
 from recommender.services import accounts, policies, tokens
 from recommender.services.actuation import approvals
 from recommender.services.admission.counters import hour_and_day_totals
@@ -42,6 +42,7 @@ from recommender.services.admission.preview import webhook_preview
 from recommender.services.dashboard import insights, workload_insight
 from recommender.services.dashboard.overview import fleet_overview
 from recommender.services.dashboard.provisioning import Prices, Status
+from recommender.services.policy_impact import LARGE_INCREASE_FACTOR
 from recommender.web.access import (
     acting_user,
     is_htmx,
@@ -49,7 +50,7 @@ from recommender.web.access import (
     require_role,
     token_scopes_for,
 )
-from recommender.web.changes import workload_changes
+from recommender.web.changes import with_rejection_reasons, workload_changes
 from recommender.web.forms import NewUserForm, PolicyForm, RoleForm, TokenForm
 from recommender.web.presenters import (
     describe_explanation,
@@ -95,16 +96,19 @@ def overview(request: HttpRequest) -> HttpResponse:
 @require_GET
 @require_role(Role.VIEWER)
 def workloads(request: HttpRequest) -> HttpResponse:
-    """The filterable, sortable, paginated list of workloads."""
-    filters = insights.WorkloadFilters(
+    """The filterable, sortable, paginated list of workloads. An unknown kind, mode,
+    status or sort is a 400 saying so (the list below leaves that filter out)."""
+    given = insights.WorkloadFilters(
         cluster=request.GET.get("cluster", ""),
         namespace=request.GET.get("namespace", ""),
         kind=request.GET.get("kind", ""),
         mode=request.GET.get("mode", ""),
         status=request.GET.get("status", ""),
         q=request.GET.get("q", ""),
-        sort=request.GET.get("sort", "name"),
-    ).cleaned()
+        sort=request.GET.get("sort", "") or "name",
+    )
+    filter_errors = given.errors()
+    filters = given.cleaned()
     page = insights.list_workloads(
         filters=filters,
         page=request.GET.get("page", 1),
@@ -130,11 +134,14 @@ def workloads(request: HttpRequest) -> HttpResponse:
                 filters.q,
             )
         ),
+        "filter_errors": filter_errors,
         "page": "workloads",
     }
     if is_htmx(request):
+        # htmx swaps only 2xx answers: the errors are in the body.
         return render(request, "recommender/partials/_workload_table.html", context)
-    return render(request, "recommender/workloads.html", context)
+    status = 400 if filter_errors else 200
+    return render(request, "recommender/workloads.html", context, status=status)
 
 
 def _policy_context(
@@ -237,7 +244,8 @@ def workload_charts(request: HttpRequest, pk: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @require_role(Role.OPERATOR)
 def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
-    """Edit a workload's policy; every change of mode needs an explicit confirmation."""
+    """Edit a workload's policy; every change of mode, and raising any target by
+    more than 2x, need an explicit confirmation."""
     try:
         workload = Workload.objects.select_related("policy").get(pk=pk)
     except Workload.DoesNotExist:
@@ -278,9 +286,19 @@ def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
                     changes=changes,
                     actor=acting_user(request),
                     now=timezone.now(),
+                    confirm_large_increase=bool(
+                        request.POST.get("confirm_large_increase")
+                    ),
                 )
             except InvalidInput as exc:
                 form.add_service_errors(exc.fields)
+            except policies.LargeIncreaseUnconfirmed as exc:
+                extra["confirm_increase"] = {
+                    "factor": LARGE_INCREASE_FACTOR,
+                    "increases": [item.describe() for item in exc.increases],
+                    # A mode confirmed in this post stays confirmed.
+                    "mode": request.POST.get("confirm_mode", ""),
+                }
             except Conflict as exc:  # a mirrored VPA object's policy: adopt it first
                 form.add_error(None, exc.message)
             else:
@@ -343,6 +361,7 @@ def _decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
         change = ResizeChange.objects.select_related(
             "workload__cluster", "decided_by"
         ).get(pk=pk)
+    with_rejection_reasons([change])
     if is_htmx(request):
         return render(
             request,
@@ -535,6 +554,9 @@ def _tokens_context(
     qs = ApiToken.objects.select_related("created_by").order_by(
         F("revoked_at").desc(nulls_first=True), "name", "-created_at"
     )
+    if not has_role(request.user, Role.OPERATOR):
+        # A viewer sees their own tokens only: other people's names say too much.
+        qs = qs.filter(created_by=request.user.pk)
     page = Paginator(qs, TOKENS_PAGE_SIZE).get_page(request.GET.get("page", 1))
     for token in page:
         token.revocable = token.is_active and may_revoke_token(  # type: ignore[attr-defined]

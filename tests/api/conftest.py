@@ -112,3 +112,14 @@ def shop(db: Any) -> Workload:
         app, cpu_millicores=587, memory_bytes=250 * 2**20, explanation={"samples": 1440}
     )
     return workload
+
+
+@pytest.fixture
+def sim_workload(db: Any) -> Workload:
+    """A workload of the simulated fleet (it has usage history in its source)."""
+    from recommender.services.refresh.adapters import cluster_adapter_for
+
+    cluster = make_cluster("sim-api")
+    snapshot = cluster_adapter_for(cluster).discover()
+    sim = next(w for w in snapshot.workloads if w.pods)
+    return make_workload(cluster, sim.name, namespace=sim.namespace, kind=sim.kind)

@@ -18,12 +18,14 @@ ROOT = Path(__file__).resolve().parents[2]
 HTTP_EXAMPLE = re.compile(r"```http\n(PATCH|POST) (/api/v1/\S+)\n(.*?)```", re.S)
 
 
-def _path(template: str, shop: Workload) -> str:
-    return re.sub(r"\{[^}]+\}", str(shop.pk), template).replace("/42/", f"/{shop.pk}/")
+def _path(template: str, shop: Workload, sim: Workload) -> str:
+    # A what-if needs usage history: the simulated fleet's workload has it.
+    pk = sim.pk if template.endswith("/what-if") else shop.pk
+    return re.sub(r"\{[^}]+\}", str(pk), template).replace("/42/", f"/{pk}/")
 
 
 def test_every_openapi_request_example_is_accepted(
-    write_client: Client, shop: Workload
+    write_client: Client, shop: Workload, sim_workload: Workload
 ) -> None:
     schema = yaml.safe_load(write_client.get("/api/v1/schema/").content)
     sent = 0
@@ -37,7 +39,9 @@ def test_every_openapi_request_example_is_accepted(
                     value = example["value"]
                     data: Any = value if isinstance(value, str) else json.dumps(value)
                     response = getattr(write_client, method)(
-                        _path(template, shop), data, content_type=media_type
+                        _path(template, shop, sim_workload),
+                        data,
+                        content_type=media_type,
                     )
                     assert response.status_code < 300, (
                         f"{method.upper()} {template} example {name!r}: "
@@ -48,13 +52,15 @@ def test_every_openapi_request_example_is_accepted(
 
 
 def test_every_docs_api_example_is_accepted(
-    write_client: Client, shop: Workload
+    write_client: Client, shop: Workload, sim_workload: Workload
 ) -> None:
     examples = HTTP_EXAMPLE.findall((ROOT / "docs" / "api.md").read_text())
     assert examples
     for method, path, body in examples:
         response = getattr(write_client, method.lower())(
-            _path(path, shop), body.strip(), content_type="application/json"
+            _path(path, shop, sim_workload),
+            body.strip(),
+            content_type="application/json",
         )
         assert response.status_code < 300, (method, path, response.content[:500])
 

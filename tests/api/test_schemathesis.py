@@ -51,10 +51,18 @@ MIN_CASES = 2000
 # answers a 400 naming the field (test_rightsize.py, test_query_export_errors.py).
 # Schema-invalid bodies must still be refused by both (negative_data_rejection runs for
 # the query), and every response of theirs is checked against the schema like all
-# others.
+# others. A policy's container policies must name containers of that workload (or "*"),
+# a rule of the stored workload that no schema can carry; PATCH policy's own tests
+# (tests/api/test_commands.py) check each refusal names its field.
+# A policy change that would more than double a target without confirm_large_increase
+# is a 409 (test_policy_bounds.py).
 SCHEMA_SKETCHES = {
     "POST /api/v1/rightsize": [positive_data_acceptance, negative_data_rejection],
     "POST /api/v1/recommendation-query": [positive_data_acceptance],
+    "PATCH /api/v1/workloads/{id}/policy": [positive_data_acceptance],
+    # A what-if's profile_overrides are checked as the policy editor checks them: field
+    # names and ranges of the chosen profile, which the schema leaves open.
+    "POST /api/v1/workloads/{id}/what-if": [positive_data_acceptance],
 }
 
 

@@ -270,3 +270,60 @@ def test_the_service_reads_limits_beside_the_trace(tmp_path):
     assert np.isnan(loaded.memory_limit_bytes[ids.index("rnd_2013-8_vm421")])
     report = run_replay(loaded, [get_profile("vpa")])
     assert [r["profile"] for r in report.rows] == ["vpa", "manual"]
+
+
+@pytest.mark.django_db
+def test_a_namespace_is_compared_workload_by_workload():
+    from recommender.models import Cluster
+
+    Cluster.objects.create(name="sim-compare", kind=Cluster.Kind.SIMULATED)
+    common = (
+        "--cluster",
+        "sim-compare",
+        "--namespace",
+        "payments",
+        "--days",
+        "2",
+        "--warmup",
+        "12h",
+        "--quiet",
+        "--profile",
+        "vpa",
+        "--set",
+        "margin_fraction=0.5",
+        "--profile",
+        "recurring-peaks",
+    )
+    out, _ = run(*common, "--worst", "1000", "--format", "json")
+    body = json.loads(out)
+    assert body["a"].startswith("vpa[") and body["b"].startswith("recurring-peaks[")
+    assert body["workloads"] >= 2 and len(body["worst"]) == body["workloads"]
+    # Every container-day of the totals belongs to exactly one workload.
+    assert (
+        sum(w["container_days"] for w in body["worst"])
+        == (body["rows"][0]["container_days"])
+    )
+    assert all(w["workload"].startswith("payments/") for w in body["worst"])
+    # Worst first: added overrun days, then added slack, never rise down the list.
+    key = [
+        (
+            w["b_memory_overrun_days_pct"] - w["a_memory_overrun_days_pct"],
+            w["b_memory_slack_mean"] - w["a_memory_slack_mean"],
+        )
+        for w in body["worst"]
+    ]
+    assert key == sorted(key, reverse=True)
+    table, _ = run(*common, "--worst", "1")
+    assert "workloads B does worst on" in table
+    with pytest.raises(CommandError, match="two profiles"):
+        run(
+            "--cluster",
+            "sim-compare",
+            "--namespace",
+            "payments",
+            "--days",
+            "1",
+            "--quiet",
+            "--worst",
+            "1",
+        )

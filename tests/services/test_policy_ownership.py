@@ -167,7 +167,10 @@ def test_switching_to_off_withdraws_approved_changes_only(operator):
     assert (event.object_id, event.before, event.after) == (
         str(approved.pk),
         {"status": "approved"},
-        {"status": "rejected"},
+        {
+            "status": "rejected",
+            "reason": "withdrawn: the workload is in mode Off (olga)",
+        },
     )
     assert "api-1" in event.message and "mode Off" in event.message
     assert {proposed.pk, applied.pk, applying.pk}.isdisjoint(

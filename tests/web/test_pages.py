@@ -39,6 +39,38 @@ def test_workloads_list_filters_by_status(viewer_client, small_fleet):
     assert "default/checkout" not in body
 
 
+@pytest.mark.parametrize(
+    ("query", "name"),
+    [
+        ("status=nodata", "status"),
+        ("sort=cost", "sort"),
+        ("kind=Pod", "kind"),
+        ("mode=Inplace", "mode"),
+    ],
+)
+def test_workloads_list_refuses_unknown_filter_values(
+    viewer_client, small_fleet, query, name
+):
+    response = viewer_client.get(f"/workloads/?{query}")
+
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert 'data-testid="filter-errors"' in body
+    value = query.split("=", 1)[1]
+    assert f"{name}: &#x27;{value}&#x27; is not a {name}; choose one of" in body
+    # htmx swaps only 2xx answers: the same message, in a 200.
+    partial = viewer_client.get(f"/workloads/?{query}", HTTP_HX_REQUEST="true")
+    assert partial.status_code == 200
+    assert 'data-testid="filter-errors"' in partial.content.decode()
+
+
+def test_workloads_list_known_values_show_no_error(viewer_client, small_fleet):
+    response = viewer_client.get("/workloads/?status=no-data&sort=savings&mode=Off")
+
+    assert response.status_code == 200
+    assert 'data-testid="filter-errors"' not in response.content.decode()
+
+
 def test_workload_page_shows_numbers_explanation_and_patch(viewer_client, small_fleet):
     response = viewer_client.get(f"/workloads/{small_fleet['over'].pk}/")
 

@@ -22,7 +22,7 @@ UNTOUCHED = {
     "ov-memory_target_percentile": "0.9",
     "ov-memory_lower_percentile": "0.5",
     "ov-memory_upper_percentile": "0.95",
-    "ov-margin_fraction": "0.15",
+    "ov-margin_fraction": "15",  # percent in the editor
     "ov-memory_estimator": "percentile",
 }
 
@@ -54,7 +54,10 @@ def test_the_editor_is_prefilled_with_the_profiles_values(operator_client, small
     assert 'data-testid="profile-overrides-editor"' in body
     assert 'name="ov-cpu_target_percentile" value="0.9"' in body
     assert 'placeholder="0.9"' in body
-    assert "profile vpa: 0.15" in body  # the profile's value, next to the field
+    assert "profile vpa: 0.5" in body  # the profile's value, next to the field
+    # The margin is shown in percent, with its bounds.
+    assert 'name="ov-margin_fraction" value="15.0"' in body
+    assert "profile vpa: 15 %; 0 to 100" in body
 
 
 def test_saving_an_override_stores_only_the_difference_and_audits_it(
@@ -95,7 +98,8 @@ def test_saving_an_override_stores_only_the_difference_and_audits_it(
     [
         ("ov-cpu_target_percentile", "1.5", "must be a number in [0, 1]"),
         ("ov-memory_upper_percentile", "-0.1", "must be a number in [0, 1]"),
-        ("ov-margin_fraction", "-0.2", "must be a finite number &gt;= 0"),
+        ("ov-margin_fraction", "-20", "greater than or equal to 0"),
+        ("ov-margin_fraction", "1500", "less than or equal to 100"),
         ("ov-memory_lower_percentile", "lots", "Enter a number."),
         ("ov-memory_estimator", "median", "Select a valid choice."),
     ],
@@ -131,7 +135,7 @@ def test_overrides_set_through_the_api_are_shown_and_kept(
 
     page = operator_client.get(f"/workloads/{workload.pk}/policy").content.decode()
     assert "cpu_half_life_s=43200.0" in page
-    post(operator_client, workload, policy_form(ov__margin_fraction="0.1"))
+    post(operator_client, workload, policy_form(ov__margin_fraction="10"))
 
     assert Policy.objects.get(workload=workload).profile_overrides == {
         "cpu_half_life_s": 43200.0,
@@ -149,7 +153,7 @@ def test_fields_left_at_the_old_profiles_values_follow_a_new_profile(
     post(
         operator_client,
         workload,
-        policy_form(profile="p95-cpu-p99-memory", ov__margin_fraction="0.1"),
+        policy_form(profile="p95-cpu-p99-memory", ov__margin_fraction="10"),
     )
 
     policy = Policy.objects.get(workload=workload)
@@ -198,3 +202,34 @@ def test_a_workload_without_overrides_shows_none(viewer_client, small_fleet):
     assert 'data-testid="profile-overrides"' not in body
     assert "Profile overrides" not in body  # viewers see no editor either
     assert 'data-testid="profile-stale-app"' not in body
+
+
+def test_a_margin_typed_in_percent_is_stored_as_a_fraction(
+    operator_client, small_fleet
+):
+    workload = small_fleet["over"]
+
+    post(operator_client, workload, policy_form(ov__margin_fraction="12.5"))
+
+    assert Policy.objects.get(workload=workload).profile_overrides == {
+        "margin_fraction": 0.125
+    }
+    page = operator_client.get(f"/workloads/{workload.pk}/policy").content.decode()
+    assert 'name="ov-margin_fraction" value="12.5"' in page
+
+
+def test_a_change_more_than_doubling_a_target_asks_first(operator_client, small_fleet):
+    workload = small_fleet["over"]  # app: target 250m
+    form = policy_form(cp1__min_cpu="1")
+
+    asked = post(operator_client, workload, form).content.decode()
+
+    assert 'data-testid="confirm-large-increase"' in asked
+    assert "app cpu 250m → 1 (4.0×)" in asked
+    assert Policy.objects.get(workload=workload).container_policies == []
+    assert not AuditEvent.objects.exists()
+
+    saved = post(operator_client, workload, {**form, "confirm_large_increase": "yes"})
+    assert 'data-testid="policy-saved"' in saved.content.decode()
+    entry = Policy.objects.get(workload=workload).container_policies[0]
+    assert entry["minAllowed"] == {"cpu": "1"}

@@ -18,6 +18,7 @@ from recommender.errors import VpawebError
 from recommender.services.replay import (
     ReplayInput,
     ReplayReport,
+    compare_workloads,
     container_series,
     load_cluster_history,
     load_trace_file,
@@ -126,6 +127,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--quiet", action="store_true", help="no progress on stderr"
         )
+        parser.add_argument(
+            "--worst",
+            type=int,
+            metavar="N",
+            help=(
+                "with two --profile A B: after the totals, the N workloads B does "
+                "worst on against A (memory overrun days, then slack)"
+            ),
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         every_s = parse_duration(options["every"], option="--every")
@@ -150,10 +160,21 @@ class Command(BaseCommand):
                 progress.done()
             if options["plot"]:
                 self._plot(loaded, report, options)
+            worst = None
+            if options["worst"] is not None:
+                if options["worst"] < 1:
+                    raise CommandError("--worst: must be a number >= 1")
+                worst = compare_workloads(loaded, report, warmup_s=warmup_s)
         except VpawebError as exc:
             raise CommandError(exc.message) from None
         render = {"table": render_table, "json": render_json, "csv": render_csv}
-        self.stdout.write(render[options["format"]](report), ending="")
+        if worst is None:
+            self.stdout.write(render[options["format"]](report), ending="")
+            return
+        self.stdout.write(
+            render_comparison(report, worst, options["worst"], options["format"]),
+            ending="",
+        )
 
     def _load(self, options: dict[str, Any]) -> ReplayInput:
         chosen = [k for k in ("trace", "samples", "cluster") if options[k]]
@@ -309,3 +330,63 @@ def render_csv(report: ReplayReport) -> str:
     for row in report.rows:
         writer.writerow("" if _json_value(row[k]) is None else row[k] for k in keys)
     return out.getvalue()
+
+
+# Columns of --worst (key, heading, format); a_ = the first profile, b_ = the second.
+WORST_COLUMNS = (
+    ("workload", "workload", "{}"),
+    ("container_days", "days", "{}"),
+    ("a_memory_slack_mean", "A mem slack", "{:.3f}"),
+    ("b_memory_slack_mean", "B mem slack", "{:.3f}"),
+    ("a_memory_overrun_days_pct", "A >target %", "{:.2f}"),
+    ("b_memory_overrun_days_pct", "B >target %", "{:.2f}"),
+    ("a_cpu_slack_mean", "A cpu slack", "{:.3f}"),
+    ("b_cpu_slack_mean", "B cpu slack", "{:.3f}"),
+    ("a_updater_proposals", "A resizes", "{}"),
+    ("b_updater_proposals", "B resizes", "{}"),
+)
+
+
+def render_comparison(
+    report: ReplayReport, workloads: list[dict[str, Any]], top: int, fmt: str
+) -> str:
+    """The totals, then the ``top`` workloads the second profile does worst on."""
+    names = list(report.timelines)
+    worst = workloads[:top]
+    if fmt == "json":
+        rows = [{k: _json_value(v) for k, v in row.items()} for row in report.rows]
+        body = {
+            "rows": rows,
+            "a": names[0],
+            "b": names[1],
+            "workloads": len(workloads),
+            "worst": [{k: _json_value(v) for k, v in w.items()} for w in worst],
+        }
+        return json.dumps(body, indent=2) + "\n"
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow([k for k, _, _ in WORST_COLUMNS])
+        for w in worst:
+            writer.writerow(
+                "" if _json_value(w[k]) is None else w[k] for k, _, _ in WORST_COLUMNS
+            )
+        return out.getvalue()
+    table = [[h for _, h, _ in WORST_COLUMNS]] + [
+        [_cell(w[k], f) for k, _, f in WORST_COLUMNS] for w in worst
+    ]
+    widths = [max(len(r[i]) for r in table) for i in range(len(WORST_COLUMNS))]
+    lines = "".join(
+        "  ".join(
+            cell.ljust(wd) if i == 0 else cell.rjust(wd)
+            for i, (cell, wd) in enumerate(zip(r, widths, strict=True))
+        )
+        + "\n"
+        for r in table
+    )
+    return (
+        render_table(report)
+        + f"\nA = {names[0]}, B = {names[1]}: the {len(worst)} of {len(workloads)}"
+        " workloads B does worst on (memory overrun days added, then slack added)\n"
+        + lines
+    )

@@ -18,13 +18,14 @@ approved change. A switch to Off withdraws approved changes
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from datetime import datetime
 
 from django.contrib.auth.models import User
 from django.db import transaction
 
 from recommender.errors import Conflict, NotFound
-from recommender.models import Policy, ResizeChange, Workload
+from recommender.models import AuditEvent, Policy, ResizeChange, Workload
 from recommender.services.audit import Action, actor_label_of, record_audit
 
 logger = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ def _decide(
             object_type="resize_change",
             object_id=change.pk,
             before={"status": before_status},
-            after={"status": to_status},
+            after={"status": to_status, **({"reason": note} if note else {})},
             message=message,
         )
     logger.info(
@@ -153,3 +154,25 @@ def reject_change(
         now=now,
         note=reason.strip(),
     )
+
+
+def rejection_reasons(change_ids: Iterable[int]) -> dict[int, str]:
+    """The reason each rejected change was given (by an operator, or its withdrawal
+    when the workload went Off), from its audit event; changes without one are left
+    out. One query."""
+    ids = [str(pk) for pk in change_ids]
+    events = (
+        AuditEvent.objects.filter(
+            object_type="resize_change",
+            object_id__in=ids,
+            action__in=(Action.CHANGE_REJECT, Action.CHANGE_WITHDRAW),
+        )
+        .order_by("created_at", "pk")
+        .values_list("object_id", "after")
+    )
+    reasons: dict[int, str] = {}
+    for object_id, after in events:
+        reason = (after or {}).get("reason") if isinstance(after, dict) else None
+        if reason:
+            reasons[int(object_id)] = str(reason)
+    return reasons

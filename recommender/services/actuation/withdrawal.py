@@ -51,7 +51,10 @@ def withdraw_approved_changes(
             object_type="resize_change",
             object_id=change_id,
             before={"status": ResizeChange.Status.APPROVED},
-            after={"status": ResizeChange.Status.REJECTED},
+            after={
+                "status": ResizeChange.Status.REJECTED,
+                "reason": f"withdrawn: the workload is in mode Off ({label})",
+            },
             message=(
                 f"approved resize of pod {pod} of {workload} withdrawn: the workload "
                 f"is in mode Off ({label})"

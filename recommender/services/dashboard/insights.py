@@ -64,6 +64,24 @@ class WorkloadFilters:
     q: str = ""
     sort: str = "name"
 
+    def errors(self) -> dict[str, list[str]]:
+        """Each unknown kind, mode, status or sort value, keyed by its parameter (the
+        list refuses them rather than silently listing everything)."""
+        known = {
+            "kind": list(Workload.Kind.values),
+            "mode": list(Policy.Mode.values),
+            "status": list(Status.LABELS),
+            "sort": list(SORTS),
+        }
+        errors: dict[str, list[str]] = {}
+        for name, values in known.items():
+            value = getattr(self, name)
+            if value and value not in values:
+                errors[name] = [
+                    f"{value!r} is not a {name}; choose one of {', '.join(values)}"
+                ]
+        return errors
+
     def cleaned(self) -> WorkloadFilters:
         """Drop values that cannot match (an unknown status, sort, kind or mode)."""
         return WorkloadFilters(

@@ -11,6 +11,7 @@ from recommender.engine.quantity import humanize_cpu, humanize_memory, significa
 from recommender.models import Container
 from recommender.roles import Role, has_role
 from recommender.services.dashboard.provisioning import Status
+from recommender.web.presenters import audit_fields
 
 register = template.Library()
 
@@ -87,6 +88,12 @@ def duration(seconds: Any) -> str:
 def can(user: Any, role: str) -> bool:
     """``{% if user|can:"operator" %}``: the user holds that role or a stronger one."""
     return has_role(user, Role(role))
+
+
+@register.filter(name="audit_fields")
+def audit_fields_filter(data: Any) -> list[tuple[str, str]]:
+    """``{% for name, value in event.before|audit_fields %}``: before/after as rows."""
+    return audit_fields(data)
 
 
 @register.filter

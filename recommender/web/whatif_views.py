@@ -1,0 +1,95 @@
+"""The what-if page: a workload's last days replayed under another profile."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from recommender.engine import PROFILES
+from recommender.errors import InvalidInput, NotFound, VpawebError
+from recommender.models import Workload
+from recommender.roles import Role
+from recommender.services.replay import parse_settings
+from recommender.services.whatif import DEFAULT_DAYS, MAX_DAYS, what_if
+from recommender.web.access import require_role
+
+# The rows of the side-by-side table: (key, label, format).
+METRICS = (
+    ("container_days", "container-days scored", "{:.0f}"),
+    ("memory_slack_mean", "memory slack, mean", "{:.3f}"),
+    ("memory_slack_median", "memory slack, median", "{:.3f}"),
+    ("memory_overrun_days_pct", "memory overrun days %", "{:.2f}"),
+    ("memory_over_upper_days_pct", "days above the upper bound %", "{:.2f}"),
+    ("memory_over_1_2_target_days_pct", "days above 1.2 x target %", "{:.2f}"),
+    ("cpu_slack_mean", "CPU slack, mean", "{:.3f}"),
+    ("cpu_above_target_pct", "CPU samples above target %", "{:.2f}"),
+    ("changes_per_day_p50", "target changes per day, p50", "{:g}"),
+    ("changes_per_day_p99", "target changes per day, p99", "{:g}"),
+    ("days_without_memory_change_pct", "days without a memory change %", "{:.1f}"),
+    ("updater_proposals", "resizes the updater would have proposed", "{:.0f}"),
+)
+
+
+def _cell(value: Any, fmt: str) -> str:
+    return "–" if value is None else fmt.format(value)
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def workload_what_if(request: HttpRequest, pk: int) -> HttpResponse:
+    """The form; with ``profile`` in the query, the replay side by side."""
+    workload = get_object_or_404(
+        Workload.objects.select_related("cluster", "policy"), pk=pk
+    )
+    query = request.GET
+    chosen = query.get("profile", "")
+    overrides_text = query.get("overrides", "")
+    days_text = query.get("days", f"{DEFAULT_DAYS:g}")
+    context: dict[str, Any] = {
+        "workload": workload,
+        "profiles": sorted(PROFILES),
+        "chosen": chosen,
+        "overrides_text": overrides_text,
+        "days_text": days_text,
+        "max_days": MAX_DAYS,
+        "page": "workloads",
+    }
+    if chosen:
+        try:
+            lines = [line for line in overrides_text.splitlines() if line.strip()]
+            result = what_if(
+                workload_id=workload.pk,
+                profile=chosen,
+                overrides=parse_settings(lines),
+                days=days_text,
+                now=timezone.now(),
+            )
+        except InvalidInput as exc:
+            context["errors"] = [
+                f"{name}: {'; '.join(msgs)}" for name, msgs in exc.fields.items()
+            ] or [exc.message]
+        except NotFound as exc:
+            if "workload" in exc.message and "does not exist" in exc.message:
+                raise Http404(exc.message) from None
+            context["errors"] = [exc.message]
+        except VpawebError as exc:  # the cluster or its source cannot be read
+            context["errors"] = [exc.message]
+        else:
+            current, candidate = result["rows"]
+            context["result"] = result
+            context["table"] = [
+                (label, _cell(current.get(key), fmt), _cell(candidate.get(key), fmt))
+                for key, label, fmt in METRICS
+            ]
+            context["charts"] = {
+                c["name"]: {
+                    **c["chart"],
+                    "labels": [current["profile"], candidate["profile"]],
+                }
+                for c in result["containers"]
+            }
+    return render(request, "recommender/whatif.html", context)
