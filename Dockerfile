@@ -37,8 +37,9 @@ ENV PATH=/opt/venv/bin:$PATH \
     WEB_CONCURRENCY=2
 RUN groupadd --system --gid 10001 vpaweb \
  && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/vpaweb --no-create-home vpaweb \
- && mkdir -p /var/lib/vpaweb \
- && chown vpaweb:vpaweb /var/lib/vpaweb
+ && mkdir -p /var/lib/vpaweb /var/lib/vpaweb-webhook \
+ && chown vpaweb:vpaweb /var/lib/vpaweb /var/lib/vpaweb-webhook \
+ && chmod 0700 /var/lib/vpaweb-webhook
 COPY --from=build /opt/venv /opt/venv
 COPY --from=build /app /app
 WORKDIR /app

@@ -60,11 +60,12 @@ SAMPLES_INGESTED = Counter(
     ["kind"],
 )
 
-# --- Admission webhook hooks (issue 10 increments these) ------------------------------
+# --- Admission webhook (services/admission/counters.count increments these; the
+# webhook's own HTTPS server serves them on GET /metrics) -----------------------------
 WEBHOOK_REQUESTS = Counter(
     "vpaweb_webhook_requests",
-    "AdmissionReview requests answered, by resource (pods, verticalpodautoscalers) and "
-    "outcome (patched, unchanged, denied, error).",
+    "AdmissionReview requests answered (dry runs left out), by resource (pods) and "
+    "outcome (patched, left_alone, failed_open).",
     ["resource", "outcome"],
 )
 WEBHOOK_PATCHES = Counter(
@@ -75,7 +76,8 @@ WEBHOOK_PATCHES = Counter(
 WEBHOOK_FAIL_OPENS = Counter(
     "vpaweb_webhook_fail_opens",
     "Admission requests allowed unpatched because vpaweb could not answer in time or "
-    "hit an error (the pod starts with its own requests), by reason.",
+    "hit an error (the pod starts with its own requests), by reason (deadline, "
+    "internal_error, malformed, cache, unreadable_spec, limit_range, other).",
     ["reason"],
 )
 WEBHOOK_LATENCY = Histogram(

@@ -12,6 +12,9 @@
   over 5 MiB, not application/json) gets 400 with vpaweb's error shape and no traceback
   in the log; the API server's ``failurePolicy: Ignore`` then admits the pod.
 - ``GET /healthz``: 200 when the cache of every cluster served is loaded, else 503.
+- ``GET /metrics``: this process's counters (``vpaweb_webhook_*`` of recommender/
+  metrics.py, incremented by ``counters.count``) for ``Authorization: Bearer
+  $VPAWEB_METRICS_TOKEN``, the web's rule: 404 without a token set, 401 without it.
 
 ``serve_webhook`` runs it over TLS (1.2 or newer) from certificate and key files,
 reloaded when they change (cert-manager rotates them in place), with HTTP/1.1
@@ -38,8 +41,10 @@ from socket import socket
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.utils import timezone
 
+from recommender import metrics
 from recommender.services.admission import counters
 from recommender.services.admission.decision import FAILED_OPEN, AdmissionDecision
 from recommender.services.admission.review import (
@@ -57,6 +62,7 @@ logger = logging.getLogger(__name__)
 
 MUTATE_PATH = "/mutate"
 HEALTH_PATH = "/healthz"
+METRICS_PATH = "/metrics"
 # How often the background thread looks for a new cache generation and flushes counts.
 TICK_S = 1.0
 FLUSH_EVERY_S = 5.0
@@ -71,6 +77,7 @@ class Reply:
     status: int
     body: bytes
     content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 def _json(status: int, payload: Mapping[str, Any]) -> Reply:
@@ -106,16 +113,47 @@ class WebhookApp:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def handle(
-        self, *, method: str, path: str, content_type: str, body: bytes
+        self,
+        *,
+        method: str,
+        path: str,
+        content_type: str,
+        body: bytes,
+        authorization: str = "",
     ) -> Reply:
         """Answer one request (``body`` already read, at most MAX_BODY_BYTES + 1)."""
         route = urlsplit(path).path.rstrip("/") or "/"
         if route == HEALTH_PATH and method == "GET":
             return self._health()
+        if route == METRICS_PATH and method == "GET":
+            return self._metrics(authorization)
         if route != MUTATE_PATH and not route.startswith(MUTATE_PATH + "/"):
             return _error(404, "not_found", f"no endpoint at {route}")
         if method != "POST":
             return _error(405, "method_not_allowed", f"{method} is not allowed here")
+        started = time.perf_counter()
+        try:
+            return self._mutate(route, content_type=content_type, body=body)
+        finally:
+            metrics.WEBHOOK_LATENCY.labels(resource="pods").observe(
+                time.perf_counter() - started
+            )
+
+    def _metrics(self, authorization: str) -> Reply:
+        expected = settings.METRICS_TOKEN
+        if not expected:
+            return _error(404, "not_found", "/metrics is off: set VPAWEB_METRICS_TOKEN")
+        if not metrics.token_matches(expected, {"Authorization": authorization}):
+            reply = _error(401, "not_authenticated", "/metrics needs its bearer token")
+            return Reply(
+                reply.status,
+                reply.body,
+                headers=(("WWW-Authenticate", 'Bearer realm="metrics"'),),
+            )
+        body, content_type = metrics.exposition(with_database=False)
+        return Reply(200, body, content_type)
+
+    def _mutate(self, route: str, *, content_type: str, body: bytes) -> Reply:
         cluster = route[len(MUTATE_PATH) + 1 :] or self.default_cluster
         if not cluster:
             return _error(
@@ -127,7 +165,12 @@ class WebhookApp:
             parsed = parse_review(body, content_type=content_type)
         except MalformedReview as exc:
             logger.info("admission %s: malformed review: %s", cluster, exc)
-            counters.count(cluster_name=cluster, outcome=FAILED_OPEN, at=timezone.now())
+            counters.count(
+                cluster_name=cluster,
+                outcome=FAILED_OPEN,
+                at=timezone.now(),
+                fail_open="malformed",
+            )
             return _error(400, "malformed", str(exc), exc.field)
         if cluster not in self._clusters:
             if len(self._clusters) >= MAX_CLUSTERS:
@@ -247,9 +290,12 @@ class _Handler(BaseHTTPRequestHandler):
                 path=self.path,
                 content_type=self.headers.get("Content-Type") or "",
                 body=body,
+                authorization=self.headers.get("Authorization") or "",
             )
         self.send_response(reply.status)
         self.send_header("Content-Type", reply.content_type)
+        for name, value in reply.headers:
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(reply.body)))
         self.end_headers()
         self.wfile.write(reply.body)

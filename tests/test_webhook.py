@@ -389,3 +389,74 @@ def test_certs_command_writes_a_ca_and_a_serving_certificate_for_the_service(
     assert "hook.vpaweb.svc" in names.value.get_values_for_type(x509.DNSName)
     assert (tmp_path / "tls.key").stat().st_mode & 0o077 == 0  # private to its owner
     assert not (tmp_path / "ca.key").exists()
+
+
+def _scrape(server, certs, token: str | None) -> tuple[int, dict[str, str], str]:
+    conn = client(server, certs)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    conn.request("GET", "/metrics", headers=headers)
+    response = conn.getresponse()
+    return response.status, dict(response.getheaders()), response.read().decode()
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_webhook_metrics_count_each_decision_and_need_the_token(
+    served, certs, settings
+):
+    settings.METRICS_TOKEN = "hook-metrics-token"
+    assert _scrape(served, certs, None)[0] == 401
+    status, headers, _text = _scrape(served, certs, "wrong")
+    assert (status, headers["WWW-Authenticate"]) == (401, 'Bearer realm="metrics"')
+    status, _headers, text = _scrape(served, certs, "hook-metrics-token")
+    assert status == 200
+    before = _samples(text)
+
+    conn = client(served, certs)
+    _status, patched = post(conn, json.dumps(recorded("a-replicaset-pod")).encode())
+    operations = len(json.loads(base64.b64decode(patched["response"]["patch"])))
+    post(conn, json.dumps(recorded("b-bare-pod")).encode())
+    post(conn, json.dumps(recorded("e-dryrun-pod")).encode())  # not counted
+    post(conn, b"{not json")
+    after = _samples(_scrape(served, certs, "hook-metrics-token")[2])
+
+    def delta(name: str, **labels: str) -> float:
+        key = (name, tuple(sorted(labels.items())))
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    requests = "vpaweb_webhook_requests_total"
+    assert delta(requests, resource="pods", outcome=PATCHED) == 1
+    assert delta(requests, resource="pods", outcome="left_alone") == 1
+    assert delta(requests, resource="pods", outcome=FAILED_OPEN) == 1
+    assert operations > 0
+    assert delta("vpaweb_webhook_patches_total", resource="pods") == operations
+    assert delta("vpaweb_webhook_fail_opens_total", reason="malformed") == 1
+    latency = "vpaweb_webhook_request_duration_seconds_count"
+    assert delta(latency, resource="pods") == 4  # every POST /mutate, dry run too
+    assert saved_counts() == {PATCHED: 1, "left_alone": 1, FAILED_OPEN: 1}
+
+    settings.METRICS_TOKEN = ""
+    assert _scrape(served, certs, "hook-metrics-token")[0] == 404
+
+
+@pytest.mark.parametrize(
+    ("reason", "kind"),
+    [
+        ("no decision within the 0.3 s deadline", "deadline"),
+        ("internal error: RuntimeError", "internal_error"),
+        ("the admission cache is not loaded yet", "cache"),
+        ("ns/web: the patch would break the namespace's LimitRange (x)", "limit_range"),
+        ("something new", "other"),
+    ],
+)
+def test_fail_open_reasons_map_to_a_fixed_label_set(reason, kind):
+    assert counters.fail_open_reason(reason) == kind
+    assert kind in counters.FAIL_OPEN_REASONS

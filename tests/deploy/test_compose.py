@@ -61,3 +61,37 @@ def test_the_demo_env_file_is_marked_and_complete():
         "POSTGRES_PASSWORD",
         "POSTGRES_DB",
     } <= names
+
+
+def test_the_webhook_profile_serves_with_the_certificate_its_one_shot_makes():
+    from recommender.management.commands.webhook import Command
+
+    certs, webhook = SERVICES["webhook-certs"], SERVICES["webhook"]
+    assert certs["profiles"] == webhook["profiles"] == ["webhook"]
+    assert certs["image"] == webhook["image"] == "${VPAWEB_IMAGE:-vpaweb:local}"
+    assert certs["volumes"] == ["webhook-tls:/var/lib/vpaweb-webhook"]
+    assert webhook["volumes"] == ["webhook-tls:/var/lib/vpaweb-webhook:ro"]
+    assert "webhook-tls" in COMPOSE["volumes"]
+    assert webhook["depends_on"] == {
+        "migrate": {"condition": "service_completed_successfully"},
+        "webhook-certs": {"condition": "service_completed_successfully"},
+    }
+    # Both commands parse with the command's own parser, on the same directory.
+    shell = certs["command"][2].split()
+    made = vars(
+        Command()
+        .create_parser("manage.py", "webhook")
+        .parse_args(shell[shell.index("webhook") + 1 :])
+    )
+    assert made["action"] == "certs" and "webhook" in made["dns"]
+    assert webhook["command"][:2] == ["manage", "webhook"]
+    served = vars(
+        Command()
+        .create_parser("manage.py", "webhook")
+        .parse_args(webhook["command"][2:])
+    )
+    assert served["action"] == "serve"
+    assert served["cert"] == f"{made['out']}/tls.crt"
+    assert served["key"] == f"{made['out']}/tls.key"
+    assert f"{made['out']}/ca.crt" in " ".join(webhook["healthcheck"]["test"])
+    assert webhook["environment"]["VPAWEB_METRICS_TOKEN_FILE"]

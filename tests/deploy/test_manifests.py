@@ -102,7 +102,7 @@ def test_cert_manager_objects_are_an_issuer_and_a_certificate_for_the_service():
         "kind": "Issuer",
         "name": "vpaweb-selfsigned",
     }
-    hook = named(objects, "MutatingWebhookConfiguration", "vpaweb")
+    hook = named(objects, "MutatingWebhookConfiguration", "vpaweb-webhook")
     assert hook["metadata"]["annotations"] == {
         "cert-manager.io/inject-ca-from": "vpaweb/vpaweb-webhook"
     }
@@ -191,7 +191,8 @@ def test_the_write_role_is_the_proven_one_minus_the_reader():
 @pytest.mark.parametrize("overlay", ["actuation", "actuation-cert-manager"])
 def test_the_webhook_fails_open_fast_and_never_sees_its_own_namespace(overlay):
     objects = render(overlay)
-    (hook,) = named(objects, "MutatingWebhookConfiguration", "vpaweb")["webhooks"]
+    config = named(objects, "MutatingWebhookConfiguration", "vpaweb-webhook")
+    (hook,) = config["webhooks"]
     assert hook["failurePolicy"] == "Ignore"
     assert hook["timeoutSeconds"] <= 5
     assert hook["sideEffects"] == "None"
@@ -212,14 +213,58 @@ def test_the_webhook_fails_open_fast_and_never_sees_its_own_namespace(overlay):
     assert {"name": "tls", "secret": {"secretName": "vpaweb-webhook-tls"}} in volumes
 
 
-def test_without_cert_manager_a_job_makes_the_certificate_and_installs_the_hook():
+def test_without_cert_manager_a_job_installs_the_hook_with_the_secrets_ca():
     objects = render("actuation")
     job = named(objects, "Job", "vpaweb-webhook-certs")
     spec = job["spec"]["template"]["spec"]
-    assert spec["initContainers"][0]["args"][:3] == ["manage", "webhook", "certs"]
-    assert spec["containers"][0]["args"][:3] == ["manage", "webhook", "install"]
-    role = named(objects, "Role", "vpaweb-webhook-certs")
-    assert role["metadata"]["namespace"] == "vpaweb"
+    (install,) = spec["containers"]
+    assert install["args"][:3] == ["manage", "webhook", "install"]
+    assert "--ca-bundle=/etc/vpaweb/webhook-tls/ca.crt" in install["args"]
+    mounts = {m["name"]: m["mountPath"] for m in install["volumeMounts"]}
+    assert mounts["tls"] == "/etc/vpaweb/webhook-tls"
+    config = named(objects, "ConfigMap", "vpaweb-config")["data"]
+    assert config["VPAWEB_WEBHOOK_CLUSTER"]  # the Job's --cluster=$(...)
+
+
+def _webhook_containers(objects):
+    for obj in objects:
+        if obj["kind"] not in {"Deployment", "Job"}:
+            continue
+        pod = obj["spec"]["template"]["spec"]
+        for container in pod.get("initContainers", []) + pod["containers"]:
+            if container.get("args", [])[:2] == ["manage", "webhook"]:
+                yield obj["metadata"]["name"], container
+
+
+@pytest.mark.parametrize("overlay", ["actuation", "actuation-cert-manager"])
+def test_the_webhook_manifests_call_the_real_webhook_command(overlay):
+    """Every `manage webhook ...` container parses with the command's own parser."""
+    from recommender.management.commands.webhook import Command
+
+    objects = render(overlay)
+    config = named(objects, "ConfigMap", "vpaweb-config")["data"]
+    seen = set()
+    for owner, container in _webhook_containers(objects):
+        args = [
+            arg.replace("$(VPAWEB_WEBHOOK_CLUSTER)", config["VPAWEB_WEBHOOK_CLUSTER"])
+            for arg in container["args"][2:]
+        ]
+        assert "$(" not in " ".join(args), (owner, args)
+        parser = Command().create_parser("manage.py", "webhook")
+        options = vars(parser.parse_args(args))  # SystemExit on an unknown flag
+        seen.add((owner, options["action"]))
+        if options["action"] == "serve":
+            port = container["ports"][0]["containerPort"]
+            assert options["port"] == port
+            mount = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+            assert options["cert"] == f"{mount['tls']}/tls.crt"
+            assert options["key"] == f"{mount['tls']}/tls.key"
+            for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+                assert container[probe]["httpGet"]["path"] == "/healthz"
+    expected = {("vpaweb-webhook", "serve")}
+    if overlay == "actuation":
+        expected.add(("vpaweb-webhook-certs", "install"))
+    assert seen == expected
 
 
 def test_the_trial_runs_its_own_database_and_broker():

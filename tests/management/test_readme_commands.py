@@ -121,6 +121,11 @@ COMMANDS: list[tuple[str, str]] = [
         "docker compose --profile metrics up -d",
         "the compose stack with Prometheus (tests/deploy/test_compose.py reads it)",
     ),
+    (
+        "docker compose --profile webhook up -d",
+        "the compose stack with the webhook: make test-deploy starts it and POSTs a "
+        "recorded AdmissionReview over TLS (tools/deploy/check_webhook.py)",
+    ),
     *(
         (
             line,

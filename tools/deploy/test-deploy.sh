@@ -179,10 +179,12 @@ VPAWEB_REFRESH_INTERVAL_S=15
 ENV
 export VPAWEB_ENV_FILE="$tmp/test.env" VPAWEB_METRICS_TOKEN_FILE="$tmp/metrics-token"
 export VPAWEB_PORT="$port" VPAWEB_IMAGE=vpaweb:local
+# The webhook profile too (webhook-certs, webhook), for every docker-compose call below.
+export COMPOSE_PROFILES=webhook
 
 docker-compose -p "$project" config -q
 touch "$tmp/compose-ready"
-log "docker-compose up (postgres, redis, migrate, web, worker, beat) on 127.0.0.1:$port"
+log "docker-compose up (postgres, redis, migrate, web, worker, beat, webhook-certs, webhook) on 127.0.0.1:$port"
 docker-compose -p "$project" up -d --no-build
 web="$(docker-compose -p "$project" ps -q web)"
 for _ in $(seq 1 90); do
@@ -224,6 +226,24 @@ worker_metrics="$(docker-compose -p "$project" exec -T web python3 -c \
 grep -E '^vpaweb_refresh_runs_total\{kind="refresh",outcome="succeeded"\} [1-9]' <<<"$worker_metrics" || {
     log "the worker's metrics port shows no succeeded refresh run:"; head -c 3000 <<<"$worker_metrics"; exit 1; }
 log "worker is healthy, ran the refresh through Redis and counts it on its metrics port"
+
+# The admission webhook: a recorded kube-apiserver AdmissionReview over TLS from the web
+# container to https://webhook:8443, trusting only the CA `webhook certs` made.
+webhook="$(docker-compose -p "$project" ps -q webhook)"
+for _ in $(seq 1 60); do
+    health="$("$DOCKER" inspect --format '{{.State.Health.Status}}' "$webhook")"
+    [ "$health" = healthy ] && break
+    [ "$health" = unhealthy ] && break
+    sleep 2
+done
+[ "$health" = healthy ] || { log "webhook health: $health"; exit 1; }
+certs="$(docker-compose -p "$project" ps -q webhook-certs)"
+[ "$("$DOCKER" inspect --format '{{.State.ExitCode}}' "$certs")" = 0 ]
+ca="$(docker-compose -p "$project" exec -T webhook cat /var/lib/vpaweb-webhook/ca.crt)"
+docker-compose -p "$project" exec -T web python3 -c "$(cat tools/deploy/check_webhook.py)" \
+    webhook "$ca" "$(cat "$tmp/metrics-token")" \
+    <tools/deploy/a-replicaset-pod.admissionreview.json
+log "webhook is healthy and answered the recorded AdmissionReview over TLS"
 
 log "docker-compose down"
 docker-compose -p "$project" down -v --remove-orphans >/dev/null 2>&1

@@ -5,6 +5,11 @@ few seconds from the serving process, and after a simulated cluster's batch) add
 totals to ``AdmissionCount`` rows, one per (cluster, minute, outcome), with a filtered
 ``update()`` and a create when the row is new. If the database is down the totals stay
 in memory and are added on the next flush.
+
+``count`` also increments the Prometheus counters of recommender/metrics.py (requests
+by outcome, JSONPatch operations, fail-opens by a bounded reason) in the same call, so
+the dashboard's per-minute rows and ``/metrics`` of the webhook count the same
+decisions (dry runs are in neither).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q, Sum
 
+from recommender import metrics
 from recommender.models import AdmissionCount
 
 logger = logging.getLogger(__name__)
@@ -26,11 +32,51 @@ _pending: Counter[tuple[str, datetime, str]] = Counter()
 _lock = threading.Lock()
 
 
-def count(*, cluster_name: str, outcome: str, at: datetime) -> None:
-    """Count one decision (no I/O)."""
+# The fail-open reasons /metrics tells apart (a label must stay a short, fixed set:
+# decision reasons carry pod and workload names).
+FAIL_OPEN_REASONS = (
+    "deadline",
+    "internal_error",
+    "malformed",
+    "cache",
+    "unreadable_spec",
+    "limit_range",
+    "other",
+)
+
+
+def fail_open_reason(reason: str) -> str:
+    """The FAIL_OPEN_REASONS entry of a decision's free-text reason."""
+    for needle, kind in (
+        ("deadline", "deadline"),
+        ("internal error", "internal_error"),
+        ("admission cache", "cache"),
+        ("unreadable", "unreadable_spec"),
+        ("LimitRange", "limit_range"),
+    ):
+        if needle in reason:
+            return kind
+    return "other"
+
+
+def count(
+    *,
+    cluster_name: str,
+    outcome: str,
+    at: datetime,
+    patches: int = 0,
+    fail_open: str = "",
+) -> None:
+    """Count one decision (no I/O): ``patches`` JSONPatch operations sent, and for a
+    fail-open its FAIL_OPEN_REASONS entry."""
     minute = at.replace(second=0, microsecond=0)
     with _lock:
         _pending[(cluster_name, minute, outcome)] += 1
+    metrics.WEBHOOK_REQUESTS.labels(resource="pods", outcome=outcome).inc()
+    if patches:
+        metrics.WEBHOOK_PATCHES.labels(resource="pods").inc(patches)
+    if fail_open:
+        metrics.WEBHOOK_FAIL_OPENS.labels(reason=fail_open).inc()
 
 
 def pending_total() -> int:

@@ -117,7 +117,15 @@ def record_decision(
 ) -> None:
     """Log the decision and count it (dry runs are logged only)."""
     if not dry_run:
-        counters.count(cluster_name=cluster_name, outcome=decision.outcome, at=at)
+        counters.count(
+            cluster_name=cluster_name,
+            outcome=decision.outcome,
+            at=at,
+            patches=len(decision.patch) if decision.outcome == PATCHED else 0,
+            fail_open=counters.fail_open_reason(decision.reason)
+            if decision.outcome == FAILED_OPEN
+            else "",
+        )
     changes = "; ".join(
         f"{p.name}: {p.changes_text()}" for p in decision.containers if p.is_changed
     )
