@@ -24,7 +24,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -35,6 +35,7 @@ from recommender.engine.capping import (
     CappedRecommendation,
     ContainerPolicy,
     LimitRangeItem,
+    RecommendationLike,
     cap_for_pod,
     select_container_policy,
 )
@@ -123,19 +124,6 @@ CHANGE_FIELDS = (
     "resize_pending_since",
     "resize_in_progress_since",
 )
-
-
-class RecommendationLike(Protocol):
-    """What capping needs of a recommendation (a ``Recommendation`` row has it)."""
-
-    @property
-    def target(self) -> Resources: ...
-    @property
-    def lower_bound(self) -> Resources: ...
-    @property
-    def upper_bound(self) -> Resources: ...
-    @property
-    def uncapped_target(self) -> Resources: ...
 
 
 @dataclass(frozen=True)
