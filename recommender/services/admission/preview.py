@@ -23,7 +23,6 @@ from recommender.services.admission.decision import (
 from recommender.services.admission.snapshot import (
     AdmissionSnapshot,
     WorkloadEntry,
-    policy_is_actionable,
 )
 from recommender.services.advice.advise import AdviceInputs
 from recommender.services.advice.pod_spec import resource_list
@@ -100,19 +99,10 @@ def webhook_preview(
     Everything comes from what the workload page already read (the workload, its
     policy, its containers and the advice inputs): no query of its own.
     """
-    ok, why_not = policy_is_actionable(policy)
     key = (workload.namespace, workload.kind, workload.name)
-    entry = WorkloadEntry(
-        workload_id=workload.pk,
-        namespace=workload.namespace,
-        kind=workload.kind,
-        name=workload.name,
-        mode=policy.mode if policy is not None else Policy.Mode.OFF,
-        is_actionable=ok,
-        why_not=why_not,
-        last_seen_at=workload.last_seen_at,
-        inputs=replace(inputs, coefficient=None) if ok else None,
-    )
+    entry = WorkloadEntry.of(workload, policy)
+    if entry.is_actionable:
+        entry = replace(entry, inputs=replace(inputs, coefficient=None))
     snapshot = AdmissionSnapshot(
         cluster_name="",
         loaded_at=now,

@@ -53,6 +53,21 @@ class WorkloadEntry:
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}"
 
+    @classmethod
+    def of(cls, workload: Workload, policy: Policy | None) -> WorkloadEntry:
+        """The entry of ``workload`` (its policy as loaded), without advice inputs."""
+        ok, why_not = policy_is_actionable(policy)
+        return cls(
+            workload_id=workload.pk,
+            namespace=workload.namespace,
+            kind=workload.kind,
+            name=workload.name,
+            mode=policy.mode if policy is not None else Policy.Mode.OFF,
+            is_actionable=ok,
+            why_not=why_not,
+            last_seen_at=workload.last_seen_at,
+        )
+
 
 @dataclass(frozen=True)
 class AdmissionSnapshot:
@@ -89,20 +104,9 @@ def load_snapshot(*, cluster: Cluster) -> AdmissionSnapshot:
     )
     limit_rows = cluster.limit_ranges.all()
     for workload in rows.iterator(chunk_size=2000):
-        policy: Policy | None = getattr(workload, "policy", None)
-        ok, why_not = policy_is_actionable(policy)
-        entry = WorkloadEntry(
-            workload_id=workload.pk,
-            namespace=workload.namespace,
-            kind=workload.kind,
-            name=workload.name,
-            mode=policy.mode if policy is not None else Policy.Mode.OFF,
-            is_actionable=ok,
-            why_not=why_not,
-            last_seen_at=workload.last_seen_at,
-        )
+        entry = WorkloadEntry.of(workload, getattr(workload, "policy", None))
         workloads[(workload.namespace, workload.kind, workload.name)] = entry
-        if ok:
+        if entry.is_actionable:
             actionable[workload.pk] = entry
     # The advice inputs (policies, latest recommendations, LimitRanges) of the
     # workloads the webhook patches, read the one way advice reads them. The static
