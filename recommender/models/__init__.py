@@ -1,0 +1,54 @@
+"""vpaweb's data: clusters, their workloads and containers, policies, recommendations
+and the engine state behind them, background runs, resize changes and the audit trail.
+
+One module per group; this package exposes every model as ``recommender.models.X``.
+"""
+
+from recommender.models.access import ApiToken, AuditEvent
+from recommender.models.actuation import (
+    ActuationControl,
+    AdmissionCount,
+    ResizeChange,
+    ResizeChangeStatus,
+    SimulatedPodState,
+    UpdaterLock,
+)
+from recommender.models.fleet import (
+    Cluster,
+    Container,
+    NamespaceLimitRange,
+    Workload,
+    WorkloadPod,
+)
+from recommender.models.policy import Policy, PolicyQuerySet, StaticCoefficient
+from recommender.models.recommendation import (
+    Checkpoint,
+    OomKill,
+    Recommendation,
+    RecommendationQuerySet,
+)
+from recommender.models.runs import RefreshRun
+
+__all__ = [
+    "ActuationControl",
+    "AdmissionCount",
+    "ApiToken",
+    "AuditEvent",
+    "Checkpoint",
+    "Cluster",
+    "Container",
+    "NamespaceLimitRange",
+    "OomKill",
+    "Policy",
+    "PolicyQuerySet",
+    "Recommendation",
+    "RecommendationQuerySet",
+    "RefreshRun",
+    "ResizeChange",
+    "ResizeChangeStatus",
+    "SimulatedPodState",
+    "StaticCoefficient",
+    "UpdaterLock",
+    "Workload",
+    "WorkloadPod",
+]

@@ -1,0 +1,214 @@
+"""What vpaweb does to clusters: resize changes, the updater's lock, the kill switch,
+the simulated pods' state and the admission counters.
+
+Resource amounts are stored as upstream VPA keeps them: CPU in integer millicores,
+memory in integer bytes; ``None`` means "not set".
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from recommender.models.fleet import Cluster, Workload
+
+
+class ResizeChangeStatus(models.TextChoices):
+    """Where a ResizeChange is (``ResizeChange.Status``)."""
+
+    PROPOSED = "proposed"
+    APPROVED = "approved"
+    # The updater is writing it to the cluster (set and cleared by the updater).
+    APPLYING = "applying"
+    REJECTED = "rejected"
+    APPLIED = "applied"
+    FAILED = "failed"
+    # A pod gone (or replaced) before the change was applied.
+    EXPIRED = "expired"
+    # A newer recommendation (or none needed any more) replaced it before it applied.
+    SUPERSEDED = "superseded"
+
+
+# THE open statuses of a resize change (``ResizeChange.OPEN_STATUSES``): not yet
+# decided, or decided and not yet done. The database holds at most one open change per
+# pod (ResizeChange's constraint is built from this tuple); a new status that is still
+# "open" is added here, and makemigrations moves the constraint with it.
+OPEN_RESIZE_STATUSES: tuple[str, ...] = (
+    ResizeChangeStatus.PROPOSED,
+    ResizeChangeStatus.APPROVED,
+    ResizeChangeStatus.APPLYING,
+)
+
+
+class ResizeChange(models.Model):
+    """A proposed resize of a pod's containers: an operator decides, updater applies."""
+
+    Status = ResizeChangeStatus
+    OPEN_STATUSES = OPEN_RESIZE_STATUSES
+
+    class Method(models.TextChoices):
+        IN_PLACE = "in-place"
+        EVICTION = "eviction"
+
+    workload = models.ForeignKey(
+        Workload, on_delete=models.CASCADE, related_name="changes"
+    )
+    pod = models.CharField(max_length=253)
+    method = models.CharField(
+        max_length=20, choices=Method.choices, default=Method.IN_PLACE
+    )
+    status = models.CharField(
+        max_length=20, choices=Status.choices, default=Status.PROPOSED
+    )
+    # {"<container>": {"requests": {"cpu": m, "memory": b}, "limits": {...}}}
+    resources_before = models.JSONField(default=dict)
+    resources_after = models.JSONField(default=dict)
+    reason = models.TextField(blank=True)
+    priority = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(default=timezone.now)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    # The pod's uid when proposed: a pod recreated under the same name is another pod.
+    pod_uid = models.CharField(max_length=64, blank=True)
+    # Manual or automatic, copied from the policy when proposed.
+    approval = models.CharField(max_length=10, default="manual")
+    updated_at = models.DateTimeField(default=timezone.now)
+    # Apply attempts, and "try later" answers (a PDB's 429, a deferred resize).
+    attempts = models.PositiveIntegerField(default=0)
+    try_later_count = models.PositiveIntegerField(default=0)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    # When the in-place resize was first seen Deferred / in progress (fallback clocks).
+    resize_pending_since = models.DateTimeField(null=True, blank=True)
+    resize_in_progress_since = models.DateTimeField(null=True, blank=True)
+    verified_at = models.DateTimeField(null=True, blank=True)
+    # What the pod (or its replacement) carried when last looked at, same shape.
+    observed = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["workload", "status"], name="change_workload_status"),
+            models.Index(fields=["status", "-created_at"], name="change_status_time"),
+        ]
+        constraints = [
+            # At most one open change per pod: a second proposal for the same pod
+            # while one is open is an IntegrityError, not a race the updater loses.
+            models.UniqueConstraint(
+                fields=["workload", "pod"],
+                condition=models.Q(status__in=OPEN_RESIZE_STATUSES),
+                name="resize_change_one_open_per_pod",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"resize {self.workload}/{self.pod}: {self.status}"
+
+    @property
+    def is_open(self) -> bool:
+        """True while the change is proposed, approved or being applied."""
+        return self.status in self.OPEN_STATUSES
+
+
+class UpdaterLock(models.Model):
+    """Which worker runs a cluster's updater (a database lease; docs/updater.md)."""
+
+    cluster = models.OneToOneField(
+        Cluster, on_delete=models.CASCADE, related_name="updater_lock"
+    )
+    holder = models.CharField(max_length=200, blank=True)
+    acquired_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"updater lock {self.cluster}: {self.holder or '(free)'}"
+
+
+class ActuationControl(models.Model):
+    """The global kill switch for cluster writes (one row; the admin toggles it)."""
+
+    writes_stopped = models.BooleanField(default=False)
+    reason = models.TextField(blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        verbose_name = "actuation kill switch"
+
+    def __str__(self) -> str:
+        return "cluster writes stopped" if self.writes_stopped else "writes allowed"
+
+
+class SimulatedPodState(models.Model):
+    """What the simulated cluster's writer changed in a pod (resizes, evictions).
+
+    The simulated fleet is a pure function of its seed; writes live here so every
+    process (web, workers) sees the same pods. An evicted pod is recreated at once
+    under a new uid with the requests admission gave it.
+    """
+
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="simulated_pods"
+    )
+    namespace = models.CharField(max_length=63)
+    pod = models.CharField(max_length=253)
+    # {"<container>": {"requests": {...}, "limits": {...}}} (millicores, bytes)
+    containers = models.JSONField(default=dict, blank=True)
+    generation = models.PositiveIntegerField(default=1)
+    uid_suffix = models.PositiveIntegerField(default=0)
+    restarted_at = models.DateTimeField(null=True, blank=True)
+    annotations = models.JSONField(default=dict, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "pod"], name="simulated_pod_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"simulated pod {self.namespace}/{self.pod}"
+
+
+class AdmissionCount(models.Model):
+    """How many pods the admission webhook patched, left alone or failed open on, per
+    cluster and minute (counted in memory, flushed every few seconds: no write per
+    pod)."""
+
+    class Outcome(models.TextChoices):
+        PATCHED = "patched"
+        LEFT_ALONE = "left_alone"
+        FAILED_OPEN = "failed_open"
+
+    cluster_name = models.CharField(max_length=63)
+    minute = models.DateTimeField()
+    outcome = models.CharField(max_length=12, choices=Outcome.choices)
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster_name", "minute", "outcome"],
+                name="admission_count_unique",
+            )
+        ]
+        # The overview sums the last hour and day: a range scan on minute.
+        indexes = [models.Index(fields=["minute"], name="admission_count_minute")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_name} {self.minute:%H:%M} {self.outcome}: {self.count}"

@@ -1,0 +1,218 @@
+"""Clusters, their workloads, containers, pods and namespace LimitRanges, as discovery
+stores them.
+
+Resource amounts are stored as upstream VPA keeps them: CPU in integer millicores,
+memory in integer bytes; ``None`` means "not set".
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+from recommender.engine.resources import Resources
+
+
+class Cluster(models.Model):
+    """A Kubernetes cluster vpaweb reads from (or the built-in simulated one)."""
+
+    class Kind(models.TextChoices):
+        SIMULATED = "simulated", "Simulated"
+        KUBERNETES = "kubernetes", "Kubernetes"
+
+    name = models.SlugField(max_length=63, unique=True)
+    kind = models.CharField(
+        max_length=20, choices=Kind.choices, default=Kind.KUBERNETES
+    )
+    # For Kubernetes: the kubeconfig context, or "" for in-cluster / current context.
+    context = models.CharField(max_length=253, blank=True)
+    is_enabled = models.BooleanField(default=True)
+    # Per-cluster pause of every write the updater would make (proposals continue).
+    updates_paused = models.BooleanField(default=False)
+    last_discovered_at = models.DateTimeField(null=True, blank=True)
+    # VerticalPodAutoscalers whose target discovery did not find, as of the last pass
+    # over their namespace: [{"namespace", "name", "target_kind", "target_name",
+    # "message"}] (services/refresh/cluster_objects.py).
+    vpa_objects_without_target = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Workload(models.Model):
+    """A top-level controller (Deployment, StatefulSet, …): one upstream VPA target."""
+
+    class Kind(models.TextChoices):
+        DEPLOYMENT = "Deployment"
+        STATEFUL_SET = "StatefulSet"
+        DAEMON_SET = "DaemonSet"
+        REPLICA_SET = "ReplicaSet"
+        JOB = "Job"
+        CRON_JOB = "CronJob"
+        REPLICATION_CONTROLLER = "ReplicationController"
+
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="workloads"
+    )
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    selector = models.JSONField(default=dict, blank=True)
+    replicas = models.IntegerField(null=True, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    # False once discovery no longer finds it; kept for its history.
+    is_active = models.BooleanField(default=True)
+    first_seen_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(default=timezone.now)
+    # HPAs that scale this workload on a resource its policy controls (they would fight
+    # vpaweb): [{"name": "<hpa>", "resources": ["cpu", ...]}], set by discovery.
+    hpa_conflicts = models.JSONField(default=list, blank=True)
+    # PodDisruptionBudgets selecting its pods (kube_objects.pdb_of shape), for the
+    # updater: [{"name", "min_available", "max_unavailable", ...}], set by discovery.
+    pod_disruption_budgets = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["cluster__name", "namespace", "kind", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "kind", "name"],
+                name="workload_natural_key",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.kind}/{self.name}"
+
+
+class NamespaceLimitRange(models.Model):
+    """A namespace's LimitRanges combined as upstream combines them (lowest Max, highest
+    Min, last Default), for capping; set by discovery, gone when the namespace has none.
+
+    Items are ``engine.capping.LimitRangeItem`` fields as JSON
+    (``services.limits.limit_ranges_for`` turns them back).
+    """
+
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="limit_ranges"
+    )
+    namespace = models.CharField(max_length=63)
+    # {"type": "Container", "max": {"cpu_millicores": int|None, "memory_bytes": ...},
+    #  "min": {...}, "default": {...}, "default_request": {...}}; None: no such item.
+    container_item = models.JSONField(null=True, blank=True)
+    pod_item = models.JSONField(null=True, blank=True)
+    # The LimitRange objects combined, by name (to say where a cap comes from).
+    sources = models.JSONField(default=list, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["cluster_id", "namespace"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace"], name="limit_range_per_namespace"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}/{self.namespace} limit ranges"
+
+
+class Container(models.Model):
+    """A container of a workload's pod template; replicas share one engine aggregate."""
+
+    class Kind(models.TextChoices):
+        REGULAR = "regular"
+        INIT = "init"
+        SIDECAR = (
+            "sidecar"  # native sidecar: an init container with restartPolicy Always
+        )
+
+    workload = models.ForeignKey(
+        Workload, on_delete=models.CASCADE, related_name="containers"
+    )
+    name = models.CharField(max_length=253)
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.REGULAR)
+    position = models.PositiveIntegerField(default=0)
+    request_cpu_millicores = models.BigIntegerField(null=True, blank=True)
+    request_memory_bytes = models.BigIntegerField(null=True, blank=True)
+    limit_cpu_millicores = models.BigIntegerField(null=True, blank=True)
+    limit_memory_bytes = models.BigIntegerField(null=True, blank=True)
+    # The requests and limits above are what the live pods carry (the API server's
+    # LimitRanger fills what the template leaves out); the template's own values and
+    # where each current value came from (Source) are kept beside them.
+    template_resources = models.JSONField(default=dict, blank=True)
+    resource_sources = models.JSONField(default=dict, blank=True)
+    # Denormalised pointer to the newest Recommendation: lists need no per-row subquery.
+    latest_recommendation = models.ForeignKey(
+        "Recommendation",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["workload_id", "position", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workload", "name"], name="container_per_workload"
+            )
+        ]
+
+    class Source(models.TextChoices):
+        """Where a container's current request or limit came from."""
+
+        TEMPLATE = "template", "pod template"
+        LIMIT_RANGE = "limitrange", "LimitRange default"
+        POD = "pod", "the live pod"
+
+    def __str__(self) -> str:
+        return f"{self.workload}/{self.name}"
+
+    @property
+    def requests(self) -> Resources:
+        """Current requests as engine Resources."""
+        return Resources(self.request_cpu_millicores, self.request_memory_bytes)
+
+    @property
+    def limits(self) -> Resources:
+        """Current limits as engine Resources."""
+        return Resources(self.limit_cpu_millicores, self.limit_memory_bytes)
+
+
+class WorkloadPod(models.Model):
+    """A pod discovery saw, and the workload its owner references lead to (Pod ->
+    ReplicaSet -> Deployment, Pod -> Job -> CronJob): the one record of which pods
+    belong to which workload, kept after the pod is gone for the usage history."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    workload = models.ForeignKey(
+        Workload, on_delete=models.CASCADE, related_name="pods"
+    )
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    # The pod's direct controller (a ReplicaSet, a Job, ...).
+    owner_kind = models.CharField(max_length=64, blank=True)
+    owner_name = models.CharField(max_length=253, blank=True)
+    # Per container: {"requests": {"cpu": m, "memory": b}, "limits": {...}} as the
+    # pod carries them, and the kubernetes.io/limit-ranger annotation's text.
+    containers = models.JSONField(default=dict, blank=True)
+    limit_ranger = models.TextField(blank=True)
+    first_seen_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="pod_per_namespace"
+            )
+        ]
+        indexes = [models.Index(fields=["workload", "last_seen_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"

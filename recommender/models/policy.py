@@ -1,0 +1,169 @@
+"""Per-workload policies and the static coefficients an operator sets.
+
+Resource amounts are stored as upstream VPA keeps them: CPU in integer millicores,
+memory in integer bytes; ``None`` means "not set".
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from recommender.models.fleet import Workload
+
+
+class PolicyQuerySet(models.QuerySet["Policy"]):
+    """Reads over policies."""
+
+    def actionable(self) -> PolicyQuerySet:
+        """The policies vpaweb may act on (webhook, updater):
+        :attr:`Policy.is_actionable` as a filter, so a candidate list and a single
+        check agree."""
+        return self.filter(source=Policy.Source.VPAWEB).exclude(mode=Policy.Mode.OFF)
+
+
+class Policy(models.Model):
+    """How vpaweb treats one workload: mode, profile and per-container policies.
+
+    Every policy has one owner (``source``):
+
+    - ``vpaweb``: an operator chose it in vpaweb (or nobody has: the default, mode Off).
+      vpaweb may act on it: :attr:`is_actionable` is true when its mode is not Off.
+    - ``vpa-object``: it mirrors the upstream VerticalPodAutoscaler ``vpa_object``
+      (mode, container policies, min replicas, kept in step by discovery). It is shown
+      with the object's mode, and vpaweb never acts on it, whatever the mode: the
+      upstream VPA does. An operator can adopt it (``services.policies.adopt_policy``):
+      it becomes vpaweb's, starting in Off.
+
+    The webhook and the updater ask ONE question before they touch a pod:
+    ``policy.is_actionable`` (or ``Policy.objects.actionable()``); never ``mode``
+    alone, since a mirrored policy carries a non-Off mode vpaweb must not act on.
+    """
+
+    class Mode(models.TextChoices):
+        # Labels spelt as upstream's updateMode values, everywhere they are shown.
+        OFF = "Off", "Off"
+        INITIAL = "Initial", "Initial"
+        RECREATE = "Recreate", "Recreate"
+        IN_PLACE_OR_RECREATE = "InPlaceOrRecreate", "InPlaceOrRecreate"
+
+    class Source(models.TextChoices):
+        VPAWEB = "vpaweb", "vpaweb"
+        VPA_OBJECT = "vpa-object", "Imported VPA object"
+
+    workload = models.OneToOneField(
+        Workload, on_delete=models.CASCADE, related_name="policy"
+    )
+    mode = models.CharField(max_length=20, choices=Mode.choices, default=Mode.OFF)
+    profile = models.CharField(max_length=64, default="vpa")
+    # Field overrides of the profile (engine Profile.with_overrides), e.g. percentiles.
+    profile_overrides = models.JSONField(default=dict, blank=True)
+    # Upstream containerPolicies: [{"containerName": "*", "minAllowed": {...}, ...}].
+    container_policies = models.JSONField(default=list, blank=True)
+    min_replicas = models.PositiveIntegerField(null=True, blank=True)
+
+    class Approval(models.TextChoices):
+        MANUAL = "manual", "Manual (an operator approves each change)"
+        AUTOMATIC = "automatic", "Automatic (changes are approved as proposed)"
+
+    # Whether the updater's resize changes wait for an operator (docs/updater.md).
+    approval = models.CharField(
+        max_length=10, choices=Approval.choices, default=Approval.MANUAL
+    )
+    # Upstream updatePolicy.evictionRequirements:
+    # [{"resources": ["cpu"], "changeRequirement": "TargetHigherThanRequests"}].
+    eviction_requirements = models.JSONField(default=list, blank=True)
+    source = models.CharField(
+        max_length=20, choices=Source.choices, default=Source.VPAWEB
+    )
+    # The upstream VerticalPodAutoscaler targeting the workload ("namespace/name"), and
+    # its spec.updatePolicy.updateMode as upstream reads it (absent or Auto: Recreate);
+    # both "" when none does. Set by discovery for every policy, mirrored or vpaweb's
+    # own: a vpaweb policy next to an object in a non-Off mode is a conflict.
+    vpa_object = models.CharField(max_length=320, blank=True)
+    vpa_object_mode = models.CharField(max_length=32, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    objects = PolicyQuerySet.as_manager()
+
+    class Meta:
+        verbose_name_plural = "policies"
+
+    def __str__(self) -> str:
+        return f"{self.workload}: {self.mode}"
+
+    @property
+    def is_off(self) -> bool:
+        """Off means off: nothing is ever written to the cluster for this workload."""
+        return self.mode == self.Mode.OFF
+
+    @property
+    def is_mirrored(self) -> bool:
+        """True when the policy mirrors an upstream VPA object (vpaweb never acts)."""
+        return self.source == self.Source.VPA_OBJECT
+
+    @property
+    def is_actionable(self) -> bool:
+        """THE predicate of actuation: may vpaweb (webhook, updater) act on this
+        workload's pods? Only when the policy is vpaweb's own and its mode is not Off.
+        A mirrored VPA object's policy is never actionable, whatever its mode.
+        ``PolicyQuerySet.actionable()`` is the same rule as a filter."""
+        return self.source == self.Source.VPAWEB and self.mode != self.Mode.OFF
+
+    @property
+    def managed_by(self) -> str:
+        """The upstream object a mirrored policy follows, as the dashboard and errors
+        name it: ``VerticalPodAutoscaler <namespace>/<name> (mode <mode>)``."""
+        name = self.vpa_object or "(name not read yet)"
+        return (
+            f"VerticalPodAutoscaler {name} (mode {self.vpa_object_mode or self.mode})"
+        )
+
+    @property
+    def has_vpa_conflict(self) -> bool:
+        """A vpaweb policy whose workload an upstream VPA object still acts on (its
+        mode is not Off): two updaters would fight over the same pods."""
+        return (
+            self.source == self.Source.VPAWEB
+            and bool(self.vpa_object)
+            and self.vpa_object_mode not in ("", self.Mode.OFF)
+        )
+
+
+class StaticCoefficient(models.Model):
+    """First-deploy coefficient for workloads without a recommendation (seed 004).
+
+    ``namespace`` "" is the global default; a namespace's own row wins over it. A
+    missing factor leaves that resource's request alone (seed 004 applies CPU only, by
+    default).
+    """
+
+    namespace = models.CharField(max_length=63, blank=True, unique=True)
+    # New request = original request × factor, in (0, 1]; None = leave resource alone.
+    cpu_factor = models.FloatField(null=True, blank=True)
+    memory_factor = models.FloatField(null=True, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["namespace"]
+
+    def __str__(self) -> str:
+        scope = self.namespace or "(global default)"
+        return (
+            f"coefficient {scope}: cpu {self.cpu_factor}, memory {self.memory_factor}"
+        )

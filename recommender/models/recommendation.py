@@ -1,0 +1,133 @@
+"""Recommendations and the engine state behind them: checkpoints and OOM kills.
+
+Resource amounts are stored as upstream VPA keeps them: CPU in integer millicores,
+memory in integer bytes; ``None`` means "not set".
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+from recommender.engine.resources import Resources
+from recommender.models.fleet import Container
+
+
+class RecommendationQuerySet(models.QuerySet["Recommendation"]):
+    """Reads over recommendation history."""
+
+    def latest_per_container(self) -> RecommendationQuerySet:
+        """Each container's newest recommendation (via the denormalised pointer)."""
+        return self.filter(pk__in=Container.objects.values("latest_recommendation_id"))
+
+
+class Recommendation(models.Model):
+    """One recommendation of one container; a new row only when a value changed."""
+
+    container = models.ForeignKey(
+        Container, on_delete=models.CASCADE, related_name="recommendations"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    profile = models.CharField(max_length=64, default="vpa")
+    target_cpu_millicores = models.BigIntegerField(null=True, blank=True)
+    target_memory_bytes = models.BigIntegerField(null=True, blank=True)
+    lower_cpu_millicores = models.BigIntegerField(null=True, blank=True)
+    lower_memory_bytes = models.BigIntegerField(null=True, blank=True)
+    upper_cpu_millicores = models.BigIntegerField(null=True, blank=True)
+    upper_memory_bytes = models.BigIntegerField(null=True, blank=True)
+    uncapped_cpu_millicores = models.BigIntegerField(null=True, blank=True)
+    uncapped_memory_bytes = models.BigIntegerField(null=True, blank=True)
+    # The engine's explanation (Explanation.to_dict()) plus the caps applied.
+    explanation = models.JSONField(default=dict, blank=True)
+
+    objects = RecommendationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            # The workload page's history chart: one container's rows by time.
+            models.Index(fields=["container", "created_at"], name="rec_container_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.container} @ {self.created_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def target(self) -> Resources:
+        """The capped target."""
+        return Resources(self.target_cpu_millicores, self.target_memory_bytes)
+
+    @property
+    def lower_bound(self) -> Resources:
+        """The capped lower bound."""
+        return Resources(self.lower_cpu_millicores, self.lower_memory_bytes)
+
+    @property
+    def upper_bound(self) -> Resources:
+        """The capped upper bound."""
+        return Resources(self.upper_cpu_millicores, self.upper_memory_bytes)
+
+    @property
+    def uncapped_target(self) -> Resources:
+        """The target before policy capping."""
+        return Resources(self.uncapped_cpu_millicores, self.uncapped_memory_bytes)
+
+    def values_tuple(self) -> tuple[int | None, ...]:
+        """All eight amounts: two rows with equal tuples are the same recommendation."""
+        return (
+            self.target_cpu_millicores,
+            self.target_memory_bytes,
+            self.lower_cpu_millicores,
+            self.lower_memory_bytes,
+            self.upper_cpu_millicores,
+            self.upper_memory_bytes,
+            self.uncapped_cpu_millicores,
+            self.uncapped_memory_bytes,
+        )
+
+
+class Checkpoint(models.Model):
+    """Engine state of a container's aggregate: a restart loses and re-reads nothing.
+
+    ``version`` increases on every write; writers update with ``version=old`` in the
+    filter (compare-and-swap), so two workers can never both apply the same samples.
+    """
+
+    container = models.OneToOneField(
+        Container, on_delete=models.CASCADE, related_name="checkpoint"
+    )
+    # Profile.histogram_key of the state, as text; a different key means rebuild.
+    histogram_key = models.CharField(max_length=200)
+    state = models.BinaryField()
+    # The newest sample time ingested (the watermark); None before any sample.
+    last_sample_at = models.DateTimeField(null=True, blank=True)
+    sample_count = models.BigIntegerField(default=0)
+    version = models.PositiveBigIntegerField(default=0)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"checkpoint of {self.container} v{self.version}"
+
+
+class OomKill(models.Model):
+    """An OOM kill (or memory eviction) seen for a container of a pod."""
+
+    container = models.ForeignKey(
+        Container, on_delete=models.CASCADE, related_name="oom_kills"
+    )
+    pod = models.CharField(max_length=253)
+    occurred_at = models.DateTimeField()
+    memory_request_bytes = models.BigIntegerField(default=0)
+    is_eviction = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-occurred_at"]
+        constraints = [
+            # The same kill read twice (two workers, a retry) is stored once.
+            models.UniqueConstraint(
+                fields=["container", "pod", "occurred_at"], name="oom_kill_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"OOM {self.container} {self.pod} @ {self.occurred_at}"
