@@ -26,6 +26,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from recommender.api import change_serializers as cs
+from recommender.api import policy_serializers as ps
 from recommender.api import serializers as s
 from recommender.api.auth import CanRead, CanReadOrWrite, CanWrite, actor_of
 from recommender.api.formats import CSVRenderer, FormParser, JSONParser, YAMLRenderer
@@ -273,16 +275,16 @@ class WorkloadPolicyView(WorkloadLookupMixin, APIView):
 
     @extend_schema(
         summary="Get a workload's policy",
-        responses=s.PolicySerializer,
+        responses=ps.PolicySerializer,
         tags=["policies"],
     )
     def get(self, request: Request, **kwargs: Any) -> Response:
-        return Response(s.PolicySerializer(self._policy(self.get_workload())).data)
+        return Response(ps.PolicySerializer(self._policy(self.get_workload())).data)
 
     @extend_schema(
         summary="Change a workload's policy (write scope or operator role; audited)",
-        request=s.PolicyUpdateSerializer,
-        responses=s.PolicySerializer,
+        request=ps.PolicyUpdateSerializer,
+        responses=ps.PolicySerializer,
         tags=["policies"],
         examples=[
             OpenApiExample(
@@ -310,7 +312,7 @@ class WorkloadPolicyView(WorkloadLookupMixin, APIView):
     )
     def patch(self, request: Request, **kwargs: Any) -> Response:
         workload = self.get_workload()
-        serializer = s.PolicyUpdateSerializer(data=request.data)
+        serializer = ps.PolicyUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         actor, label = actor_of(request)
         changes = dict(serializer.validated_data)
@@ -323,7 +325,7 @@ class WorkloadPolicyView(WorkloadLookupMixin, APIView):
             now=timezone.now(),
             confirm_large_increase=confirm,
         )
-        return Response(s.PolicySerializer(policy).data)
+        return Response(ps.PolicySerializer(policy).data)
 
 
 class AdoptWorkloadView(WorkloadLookupMixin, APIView):
@@ -335,7 +337,7 @@ class AdoptWorkloadView(WorkloadLookupMixin, APIView):
     @extend_schema(
         summary="Adopt a workload managed by a VPA object (write scope; audited)",
         request=None,
-        responses=s.PolicySerializer,
+        responses=ps.PolicySerializer,
         tags=["policies"],
     )
     def post(self, request: Request, **kwargs: Any) -> Response:
@@ -344,7 +346,7 @@ class AdoptWorkloadView(WorkloadLookupMixin, APIView):
         policy = policies.adopt_policy(
             workload_id=workload.pk, actor=actor, actor_label=label, now=timezone.now()
         )
-        return Response(s.PolicySerializer(policy).data)
+        return Response(ps.PolicySerializer(policy).data)
 
 
 @extend_schema_view(
@@ -359,7 +361,7 @@ class ResizeChangeViewSet(viewsets.ReadOnlyModelViewSet):
     """Resize changes proposed by the updater, and their decisions."""
 
     permission_classes = [CanRead]
-    serializer_class = s.ResizeChangeSerializer
+    serializer_class = cs.ResizeChangeSerializer
     pagination_class = Pagination
     lookup_value_regex = "[0-9]{1,18}"
 
@@ -392,7 +394,7 @@ class ApproveChangeView(APIView):
     @extend_schema(
         summary="Approve a resize change (write scope or operator role; audited)",
         request=None,
-        responses=s.ResizeChangeSerializer,
+        responses=cs.ResizeChangeSerializer,
         tags=["changes"],
     )
     def post(self, request: Request, pk: str) -> Response:
@@ -400,7 +402,7 @@ class ApproveChangeView(APIView):
         change = approvals.approve_change(
             change_id=int(pk), approved_by=actor, actor_label=label, now=timezone.now()
         )
-        return Response(s.ResizeChangeSerializer(_reload_change(change.pk)).data)
+        return Response(cs.ResizeChangeSerializer(_reload_change(change.pk)).data)
 
 
 class RejectChangeView(APIView):
@@ -415,12 +417,12 @@ class RejectChangeView(APIView):
 
     @extend_schema(
         summary="Reject a resize change (write scope or operator role; audited)",
-        request=s.RejectSerializer,
-        responses=s.ResizeChangeSerializer,
+        request=cs.RejectSerializer,
+        responses=cs.ResizeChangeSerializer,
         tags=["changes"],
     )
     def post(self, request: Request, pk: str) -> Response:
-        serializer = s.RejectSerializer(data=request.data)
+        serializer = cs.RejectSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         actor, label = actor_of(request)
         change = approvals.reject_change(
@@ -430,7 +432,7 @@ class RejectChangeView(APIView):
             reason=serializer.validated_data.get("reason", ""),
             now=timezone.now(),
         )
-        return Response(s.ResizeChangeSerializer(_reload_change(change.pk)).data)
+        return Response(cs.ResizeChangeSerializer(_reload_change(change.pk)).data)
 
 
 def _bulk_result(result: bulk.BulkResult) -> Response:
@@ -453,7 +455,7 @@ class BulkApproveWorkloadView(APIView):
         summary="Approve a workload's proposed changes (write scope or operator; "
         "audited)",
         request=None,
-        responses=s.BulkApproveResultSerializer,
+        responses=cs.BulkApproveResultSerializer,
         tags=["changes"],
         operation_id="workload_changes_approve",
     )
@@ -478,7 +480,7 @@ class BulkApproveNamespaceView(APIView):
         summary="Approve a namespace's proposed changes (write scope or operator; "
         "audited)",
         request=None,
-        responses=s.BulkApproveResultSerializer,
+        responses=cs.BulkApproveResultSerializer,
         tags=["changes"],
         operation_id="namespace_changes_approve",
     )

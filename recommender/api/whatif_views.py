@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from recommender.api.auth import CanRead
 from recommender.api.fields import ClosedSerializer
 from recommender.api.formats import JSONParser
-from recommender.api.serializers import ProfileOverridesField
+from recommender.api.policy_serializers import ProfileOverridesField
 from recommender.api.views import WorkloadLookupMixin
 from recommender.engine import PROFILES
 from recommender.services.whatif import DEFAULT_DAYS, MAX_DAYS, what_if

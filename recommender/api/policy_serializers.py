@@ -1,0 +1,245 @@
+"""API serializers of policies: the policy as shown, the PATCH body, profile overrides
+and per-container policies (closed: unknown keys are refused).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from recommender.api.fields import (
+    ClosedSerializer,
+)
+from recommender.api.serializers import ResourceListSerializer
+from recommender.engine.profiles import MEMORY_ESTIMATORS, PROFILES
+from recommender.models import (
+    Policy,
+)
+from recommender.services.policies import mode_consequence
+
+
+class ContainerPolicyEntrySerializer(serializers.Serializer):
+    """One ``resourcePolicy.containerPolicies[]`` entry, as upstream VPA spells it."""
+
+    # Not blank and no NUL: a non-space character (the schema's pattern says so).
+    containerName = serializers.RegexField(
+        r"^[^\x00]*\S[^\x00]*$",
+        max_length=253,
+        help_text='a container of the workload, or "*" for every container',
+    )
+    mode = serializers.ChoiceField(choices=["Auto", "Off"], required=False)
+    minAllowed = ResourceListSerializer(required=False)
+    maxAllowed = ResourceListSerializer(required=False)
+    controlledResources = serializers.ListField(
+        child=serializers.ChoiceField(choices=["cpu", "memory"]), required=False
+    )
+    controlledValues = serializers.ChoiceField(
+        choices=["RequestsAndLimits", "RequestsOnly"], required=False
+    )
+
+
+def _percentile(text: str) -> serializers.FloatField:
+    return serializers.FloatField(
+        required=False, min_value=0.0, max_value=1.0, help_text=text
+    )
+
+
+def _seconds(text: str) -> serializers.FloatField:
+    return serializers.FloatField(required=False, help_text=f"{text}; seconds, > 0")
+
+
+class ProfileOverridesSerializer(serializers.Serializer):
+    """Fields of the profile set differently for one workload; absent fields keep the
+    profile's value."""
+
+    # The schema's description only: services.policies.validate_profile_overrides
+    # checks the values (with the engine), through ProfileOverridesField.
+
+    cpu_target_percentile = _percentile("CPU target percentile (vpa profile: 0.9)")
+    cpu_lower_percentile = _percentile("CPU lower-bound percentile (vpa: 0.5)")
+    cpu_upper_percentile = _percentile("CPU upper-bound percentile (vpa: 0.95)")
+    memory_target_percentile = _percentile("memory target percentile (vpa: 0.9)")
+    memory_lower_percentile = _percentile("memory lower-bound percentile (vpa: 0.5)")
+    memory_upper_percentile = _percentile("memory upper-bound percentile (vpa: 0.95)")
+    memory_estimator = serializers.ChoiceField(
+        choices=list(MEMORY_ESTIMATORS),
+        required=False,
+        help_text="`percentile` (vpa) or `peak`: the highest stored daily peak",
+    )
+    margin_fraction = serializers.FloatField(
+        required=False,
+        min_value=0.0,
+        max_value=1.0,
+        help_text=(
+            "safety margin added to every value read, a fraction from 0 to 1 "
+            "(vpa: 0.15 = +15%; 15 is refused, not read as 15%)"
+        ),
+    )
+    cpu_half_life_s = _seconds("CPU histogram decay half-life (vpa: 86400)")
+    memory_half_life_s = _seconds("memory histogram decay half-life (vpa: 86400)")
+    memory_window_s = _seconds("memory peak aggregation interval (vpa: 86400)")
+    memory_window_count = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        help_text="memory aggregation intervals kept (vpa: 8)",
+    )
+    confidence_interval_cpu_s = _seconds("CPU confidence interval (vpa: 86400)")
+    confidence_interval_memory_s = _seconds("memory confidence interval (vpa: 86400)")
+    pod_min_cpu_millicores = serializers.IntegerField(
+        required=False, min_value=0, help_text="pod minimum CPU (vpa: 25)"
+    )
+    pod_min_memory_bytes = serializers.IntegerField(
+        required=False, min_value=0, help_text="pod minimum memory (vpa: 262144000)"
+    )
+    oom_bump_ratio = serializers.FloatField(
+        required=False,
+        min_value=1.0,
+        max_value=3.0,
+        help_text="OOM kill memory bump, a factor from 1 to 3 (vpa: 1.2)",
+    )
+    oom_min_bump_bytes = serializers.IntegerField(
+        required=False, min_value=0, help_text="smallest OOM bump (vpa: 104857600)"
+    )
+
+
+@extend_schema_field(ProfileOverridesSerializer)
+class ProfileOverridesField(serializers.JSONField):
+    """``profile_overrides``: any JSON through the parser, checked by the service (so
+    an unknown or bad field is a 400 naming ``profile_overrides.<field>``)."""
+
+
+class PolicySerializer(serializers.ModelSerializer):
+    """A workload's policy. Changing it writes nothing to the cluster by itself."""
+
+    mode_consequence = serializers.SerializerMethodField()
+    profile_overrides = ProfileOverridesField(
+        help_text="fields that differ from the profile; {} means the profile as is"
+    )
+    container_policies = ContainerPolicyEntrySerializer(many=True)
+    updated_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
+    is_actionable = serializers.BooleanField(
+        read_only=True,
+        help_text=(
+            "may vpaweb act on this workload (source vpaweb and mode not Off); a "
+            "policy that mirrors a VPA object never is"
+        ),
+    )
+    has_vpa_conflict = serializers.BooleanField(
+        read_only=True,
+        help_text=(
+            "vpaweb's policy, but the VPA object vpa_object is still in a non-Off "
+            "mode: both would act on the pods"
+        ),
+    )
+
+    class Meta:
+        model = Policy
+        fields = [
+            "mode",
+            "mode_consequence",
+            "profile",
+            "profile_overrides",
+            "container_policies",
+            "min_replicas",
+            "approval",
+            "eviction_requirements",
+            "source",
+            "vpa_object",
+            "vpa_object_mode",
+            "is_actionable",
+            "has_vpa_conflict",
+            "updated_at",
+            "updated_by",
+        ]
+        extra_kwargs = {
+            "source": {
+                "help_text": (
+                    "vpaweb: an operator's (or the default); vpa-object: mirrors the "
+                    "VPA object vpa_object, shown and never acted on (adopt it to "
+                    "change it)"
+                )
+            },
+            "vpa_object": {
+                "help_text": "namespace/name of the VPA object targeting the workload"
+            },
+            "vpa_object_mode": {"help_text": "that object's updateMode"},
+        }
+
+    def get_mode_consequence(self, obj: Policy) -> str:
+        return mode_consequence(obj.mode)
+
+
+class EvictionRequirementSerializer(ClosedSerializer):
+    """One upstream ``EvictionRequirement``."""
+
+    refuses_unknown_fields = True
+    resources = serializers.ListField(
+        child=serializers.ChoiceField(choices=["cpu", "memory"]),
+        min_length=1,
+        max_length=2,
+    )
+    changeRequirement = serializers.ChoiceField(
+        choices=["TargetHigherThanRequests", "TargetLowerThanRequests"]
+    )
+
+
+class PolicyUpdateSerializer(ClosedSerializer):
+    """The changeable fields of a policy; absent fields are left as they are."""
+
+    # validate() refuses any other key; the schema says so (api/schema.py).
+    refuses_unknown_fields = True
+
+    mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
+    profile = serializers.ChoiceField(choices=sorted(PROFILES), required=False)
+    profile_overrides = ProfileOverridesField(
+        required=False,
+        help_text=(
+            "fields of the profile set differently for this workload, checked against "
+            "the profile (the new one when `profile` changes in the same request); "
+            "fields equal to the profile's are not stored; `{}` removes every override"
+        ),
+    )
+    container_policies = ContainerPolicyEntrySerializer(many=True, required=False)
+    min_replicas = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=2**31 - 1
+    )
+    confirm_large_increase = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text=(
+            "must be true to save a change that would raise any container's target "
+            "by more than 2x (else 409 `confirmation_required`, the containers named "
+            "in `fields.confirm_large_increase`); not stored"
+        ),
+    )
+    approval = serializers.ChoiceField(
+        choices=Policy.Approval.choices,
+        required=False,
+        help_text="manual (the default): changes wait for an operator; automatic: "
+        "they are approved as proposed",
+    )
+    eviction_requirements = EvictionRequirementSerializer(  # type: ignore[call-arg]
+        many=True,  # max_length goes to the ListSerializer; the stubs miss it
+        required=False,
+        max_length=10,
+        help_text="upstream updatePolicy.evictionRequirements: a pod is evicted only "
+        "when every requirement holds for some container",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {
+                    key: [
+                        "cannot be changed; changeable fields are "
+                        + ", ".join(self.fields)
+                    ]
+                    for key in unknown
+                }
+            )
+        return attrs
