@@ -68,14 +68,11 @@ class ContainerRecommendation:
 
 def resource_amounts_from_float(x: npt.ArrayLike) -> npt.NDArray[np.int64]:
     """Go ``resourceAmountFromFloat``: <0 -> 0, >1e14 -> 1e14, else trunc; NaN -> 0."""
-    values = np.asarray(x, dtype=np.float64)
-    out = np.where(
-        values > MAX_RESOURCE_AMOUNT,
-        float(MAX_RESOURCE_AMOUNT),
-        # NaN -> 0 (np.where: nan_to_num costs a finfo lookup per call, hot in replay).
-        np.trunc(np.where(np.isnan(values), 0.0, values)),
-    )
-    return np.where(values < 0, 0.0, out).astype(np.int64)
+    # np.minimum keeps NaN and np.fmax drops it (fmax(NaN, 0) = 0); the cast to int64
+    # truncates what is left, which lies in [0, 1e14]. Three passes over the values
+    # instead of the seven of the where() chain it replaced (hot at 100,000 rows).
+    out = np.minimum(np.asarray(x, dtype=np.float64), float(MAX_RESOURCE_AMOUNT))
+    return np.asarray(np.fmax(out, 0.0)).astype(np.int64)
 
 
 def resource_amount_from_float(x: float) -> int:

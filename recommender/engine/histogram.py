@@ -47,6 +47,10 @@ MAX_CHECKPOINT_WEIGHT = 10000
 MAX_DECAY_EXPONENT = 100
 # Seconds from Go's zero time (0001-01-01T00:00:00Z) to the Unix epoch: 719162 days.
 GO_ZERO_TIME_TO_UNIX_S = 62135596800
+# percentiles(): band widths are grouped in steps of this many buckets, and each
+# group is walked this many rows at a time (a block of 2,048 x 64 floats = 1 MiB).
+_WIDTH_STEP = 16
+_CHUNK_ROWS = 2048
 
 
 def go_time_round_s(t_s: np.ndarray | float, step_s: float) -> np.ndarray:
@@ -377,43 +381,47 @@ class HistogramBatch:
         b = self.options.num_buckets
         low = self.min_bucket[rows]
         high = self.max_bucket[rows]
-        empty = self.is_empty(rows)
+        empty = self.weight[rows, low] < self.options.epsilon  # is_empty(rows)
         band = np.where(empty, 0, np.maximum(high - low, 0))
-        p_values = np.asarray(ps, dtype=np.float64)
-        thresholds = np.multiply.outer(p_values, self.total[rows])
+        thresholds = np.multiply.outer(np.asarray(ps, dtype=np.float64), self.total[rows])
         passed = np.zeros((len(ps), rows.size), dtype=np.int64)
-        # Rows go in classes of similar band width (up to the next power of two), so
-        # the running sums of a class fill a (rows, width) block with little padding.
-        width_class = np.zeros(rows.size, dtype=np.int64)
-        has_band = band > 0
-        width_class[has_band] = np.ceil(np.log2(band[has_band])).astype(np.int64) + 1
+        # Rows go in classes of similar band width (the next multiple of
+        # _WIDTH_STEP), so the running sums of a class fill a (rows, width) block with
+        # little padding; a class is walked _CHUNK_ROWS rows at a time, so the blocks
+        # stay small (in cache, reused by the allocator) whatever the number of rows.
+        width_class = -(-band // _WIDTH_STEP)
         # Windows of the flattened weights: one row's band is a contiguous slice.
         flat_weight = np.ascontiguousarray(self.weight).reshape(-1)
-        for cls in np.unique(width_class[has_band]).tolist():
-            members = np.flatnonzero(width_class == cls)
-            m_band = band[members]
-            width = int(m_band.max())
-            # A window starts at the row's min_bucket, or earlier when that would run
-            # past the last bucket; the buckets before the band (``lead``) are zeroed,
-            # so the running sums are the band's own additions, in upstream's order.
-            start = np.minimum(low[members], b - width)
-            lead = low[members] - start
+        for cls in np.flatnonzero(np.bincount(width_class)[1:]).tolist():
+            in_class = np.flatnonzero(width_class == cls + 1)
+            width = int(band[in_class].max())
             windows = np.lib.stride_tricks.sliding_window_view(flat_weight, width)
-            running = windows[rows[members] * b + start]  # a copy, (members, width)
-            leading = np.flatnonzero(lead)
-            if leading.size:
-                running[leading] *= np.arange(width) >= lead[leading, None]
-            np.cumsum(running, axis=1, out=running)
-            for i in range(len(ps)):
-                threshold = thresholds[i, members][:, None]
-                # Buckets passed before the sum reaches the threshold: the sums are
-                # non-decreasing (weights are >= 0), so that is the first bucket at or
-                # over it; the lead's zeros pass a positive threshold. What lies after
-                # the band never matters: the count is capped at the band below.
-                reached = running >= threshold
-                none = np.where(np.isnan(threshold[:, 0]), 0, width)  # x < NaN: never
-                first = np.where(reached[:, -1], reached.argmax(axis=1), none)
-                passed[i, members] = first - np.where(threshold[:, 0] > 0, lead, 0)
+            columns = np.arange(width)
+            for c0 in range(0, in_class.size, _CHUNK_ROWS):
+                members = in_class[c0 : c0 + _CHUNK_ROWS]
+                # A window starts at the row's min_bucket, or earlier when that would
+                # run past the last bucket; the buckets before the band (``lead``) are
+                # zeroed, so the running sums are the band's own additions, in
+                # upstream's order.
+                m_low = low[members]
+                start = np.minimum(m_low, b - width)
+                lead = m_low - start
+                running = windows[rows[members] * b + start]  # a copy, (members, width)
+                leading = np.flatnonzero(lead)
+                if leading.size:
+                    running[leading] *= columns >= lead[leading, None]
+                np.cumsum(running, axis=1, out=running)
+                for i in range(len(ps)):
+                    threshold = thresholds[i, members]
+                    # Buckets passed before the sum reaches the threshold: the sums are
+                    # non-decreasing (weights are >= 0), so that is the first bucket at
+                    # or over it; the lead's zeros pass a positive threshold. What lies
+                    # after the band never matters: the count is capped at the band
+                    # below.
+                    reached = running >= threshold[:, None]
+                    none = np.where(np.isnan(threshold), 0, width)  # x < NaN: never
+                    first = np.where(reached[:, -1], reached.argmax(axis=1), none)
+                    passed[i, members] = first - np.where(threshold > 0, lead, 0)
         starts = self.options.bucket_start
         out = np.empty((len(ps), rows.size))
         for i in range(len(ps)):
