@@ -204,6 +204,12 @@ REFRESH_INTERVAL_S = env_int("VPAWEB_REFRESH_INTERVAL_S", 60, minimum=5)
 # the store phase's time budget (upstream: --checkpoints-timeout); docs/refresh.md.
 CHECKPOINT_INTERVAL_S = env_int("VPAWEB_CHECKPOINT_INTERVAL_S", 600, minimum=0)
 CHECKPOINTS_TIMEOUT_S = env_float("VPAWEB_CHECKPOINTS_TIMEOUT_S", 10.0, minimum=0.1)
+# Containers met for the first time are ingested this many at a time, so the memory of
+# a first contact does not grow with the fleet (0: the whole fleet at once);
+# docs/refresh.md, "Bounded memory at first contact".
+FIRST_CONTACT_CHUNK_CONTAINERS = env_int(
+    "VPAWEB_FIRST_CONTACT_CHUNK_CONTAINERS", 2000, minimum=0
+)
 
 # --- The updater (docs/updater.md) ---------------------------------------------------
 # How often each cluster's updater proposes, applies and verifies resize changes.

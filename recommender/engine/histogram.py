@@ -383,7 +383,9 @@ class HistogramBatch:
         high = self.max_bucket[rows]
         empty = self.weight[rows, low] < self.options.epsilon  # is_empty(rows)
         band = np.where(empty, 0, np.maximum(high - low, 0))
-        thresholds = np.multiply.outer(np.asarray(ps, dtype=np.float64), self.total[rows])
+        thresholds = np.multiply.outer(
+            np.asarray(ps, dtype=np.float64), self.total[rows]
+        )
         passed = np.zeros((len(ps), rows.size), dtype=np.int64)
         # Rows go in classes of similar band width (the next multiple of
         # _WIDTH_STEP), so the running sums of a class fill a (rows, width) block with

@@ -10,6 +10,7 @@ per term, no Python loop per sample.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 
 import numpy as np
 
@@ -58,12 +59,23 @@ class SimulatedUsageSource:
         self.fleet = fleet
 
     def series_between(
-        self, *, namespace: str | None, start_s: float, end_s: float
+        self,
+        *,
+        namespace: str | None,
+        start_s: float,
+        end_s: float,
+        workloads: Collection[tuple[str, str, str]] | None = None,
     ) -> list[tuple[SeriesKey, SimWorkload, SimContainer, int, float, float]]:
-        """Series alive in ``(start_s, end_s]`` and what each belongs to."""
+        """Series alive in ``(start_s, end_s]`` and what each belongs to (of the
+        ``workloads`` given by (namespace, kind, name) only, when given)."""
         found = []
         for workload in self.fleet.workloads:
             if namespace is not None and workload.namespace != namespace:
+                continue
+            if (
+                workloads is not None
+                and (workload.namespace, workload.kind, workload.name) not in workloads
+            ):
                 continue
             if workload.kind == "CronJob":
                 pods = workload.runs_between(start_s, end_s)
@@ -86,6 +98,41 @@ class SimulatedUsageSource:
         self, *, namespace: str | None, start_s: float, end_s: float, step_s: float
     ) -> UsageGrid:
         """Samples with timestamps in ``(start_s, end_s]`` on a ``step_s`` grid."""
+        return self._fetch(
+            namespace=namespace,
+            workloads=None,
+            start_s=start_s,
+            end_s=end_s,
+            step_s=step_s,
+        )
+
+    def fetch_workload_usage(
+        self,
+        *,
+        workloads: Collection[tuple[str, str, str]],
+        start_s: float,
+        end_s: float,
+        step_s: float,
+    ) -> UsageGrid:
+        """:meth:`fetch_usage` of the given workloads ((namespace, kind, name)) only:
+        a first contact reads the fleet in chunks (services/refresh/chunking.py)."""
+        return self._fetch(
+            namespace=None,
+            workloads=frozenset(workloads),
+            start_s=start_s,
+            end_s=end_s,
+            step_s=step_s,
+        )
+
+    def _fetch(
+        self,
+        *,
+        namespace: str | None,
+        workloads: Collection[tuple[str, str, str]] | None,
+        start_s: float,
+        end_s: float,
+        step_s: float,
+    ) -> UsageGrid:
         if not step_s > 0:
             raise ValueError(f"step_s must be positive, not {step_s}")
         if not end_s >= start_s:
@@ -93,7 +140,9 @@ class SimulatedUsageSource:
         first = math.floor(start_s / step_s) + 1
         last = math.floor(end_s / step_s)
         timestamp_s = np.arange(first, last + 1, dtype=np.float64) * step_s
-        series = self.series_between(namespace=namespace, start_s=start_s, end_s=end_s)
+        series = self.series_between(
+            namespace=namespace, start_s=start_s, end_s=end_s, workloads=workloads
+        )
         if not series or timestamp_s.size == 0:
             shape = (len(series), timestamp_s.size)
             return UsageGrid(

@@ -1,11 +1,13 @@
 """Property tests: the vectorised engine equals the scalar reference; invariants."""
 
 import math
+from unittest import mock
 
 import numpy as np
 from hypothesis import example, given, note, settings
 from hypothesis import strategies as st
 
+from recommender.engine import histogram as histogram_module
 from recommender.engine.aggregation import AggregateSet
 from recommender.engine.batch import OomBatch, SampleBatch
 from recommender.engine.estimator import recommend
@@ -375,6 +377,28 @@ def histogram_rows(draw):
     st.lists(st.sampled_from([0.0, 0.05, 0.5, 0.9, 0.95, 0.999, 1.0]), min_size=1),
 )
 def test_percentiles_of_many_rows_equal_the_one_row_walk(rows, ps):
+    _check_many_rows_against_the_one_row_walk(rows, ps)
+
+
+@given(
+    histogram_rows(),
+    st.lists(st.sampled_from([0.0, 0.05, 0.5, 0.9, 0.95, 0.999, 1.0]), min_size=1),
+    st.sampled_from([1, 2, 3]),
+    st.sampled_from([1, 2, 4, 16]),
+)
+def test_percentiles_in_small_blocks_and_width_steps_equal_the_one_row_walk(
+    rows, ps, chunk_rows, width_step
+):
+    # 100,000 rows are walked in blocks of 2,048 per width class: tiny blocks and
+    # steps put the same rows through many blocks and classes of a few rows each.
+    with (
+        mock.patch.object(histogram_module, "_CHUNK_ROWS", chunk_rows),
+        mock.patch.object(histogram_module, "_WIDTH_STEP", width_step),
+    ):
+        _check_many_rows_against_the_one_row_walk(rows, ps)
+
+
+def _check_many_rows_against_the_one_row_walk(rows, ps):
     opts = linear_options(19.0, 1.0, 0.01)  # a large epsilon: weights outside count
     h = HistogramBatch(opts, len(rows))
     want = []

@@ -119,9 +119,12 @@ def backfill_cluster(
                     f"step {number}/{len(step_ends)} "
                     f"({_iso(step_start)} .. {_iso(step_end)})"
                 )
-                step = cycle.ingest_window(
+                # Every container of the step, in chunks when the source can read
+                # chosen workloads: memory bounded whatever the fleet (chunking.py).
+                step = cycle.ingest_fleet(
                     discovery=discovery,
                     source=source,
+                    fresh_only=False,
                     end=datetime.fromtimestamp(step_end, tz=UTC),
                     history_s=days * 86_400.0,
                     snapshot_kills=snapshot.oom_kills,

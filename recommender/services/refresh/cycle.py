@@ -48,7 +48,7 @@ from recommender.models import (
     OomKill as OomKillRow,
 )
 from recommender.services.admission.generation import mark_admission_data_changed
-from recommender.services.refresh import ingest
+from recommender.services.refresh import chunking, ingest
 from recommender.services.refresh.adapters import (
     close_quietly,
     cluster_adapter_for,
@@ -70,6 +70,7 @@ from recommender.sources.base import UsageGrid, UsageSource
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "ingest_fleet",
     "ingest_window",
     "oom_kills_for",
     "refresh_cluster",
@@ -147,6 +148,52 @@ def ingest_window(
     return counts
 
 
+def ingest_fleet(
+    *,
+    discovery: Discovery,
+    source: UsageSource,
+    chunk_containers: int | None = None,
+    fresh_only: bool = True,
+    run: RefreshRun | None = None,
+    **window: Any,
+) -> dict[str, Any]:
+    """:func:`ingest_window` of the discovered fleet, first contacts in chunks.
+
+    The workloads met for the first time (``fresh_only``; else every one: a back-fill
+    step) go in chunks of about ``chunk_containers`` containers
+    (``VPAWEB_FIRST_CONTACT_CHUNK_CONTAINERS``), one committed window each, after one
+    window for the others; so the memory of a first contact does not grow with the
+    fleet (``chunking.py``). A source that cannot read chosen workloads, or a fleet
+    within one chunk, is one window, as before. Returns the windows' counts added up.
+    """
+    if chunk_containers is None:
+        chunk_containers = int(settings.FIRST_CONTACT_CHUNK_CONTAINERS)
+    parts: list[list[int]] = []
+    if chunk_containers > 0 and chunking.can_select_workloads(source):
+        chosen = (
+            chunking.fresh_workloads(discovery)
+            if fresh_only
+            else set(discovery.spec_names)
+        )
+        parts = chunking.plan(discovery, chosen, chunk_containers)
+    if len(parts) <= 1:
+        return ingest_window(discovery=discovery, source=source, run=run, **window)
+    in_parts = {w for part in parts for w in part}
+    rest = [w for w in discovery.spec_names if w not in in_parts]
+    total: dict[str, Any] = {}
+    for number, part in enumerate(([rest] if rest else []) + parts):
+        counts = ingest_window(
+            discovery=chunking.restrict(discovery, part), source=source, **window
+        )
+        chunking.add_counts(total, counts)
+        if run is not None:
+            RefreshRun.objects.filter(pk=run.pk).update(
+                progress=(number + 1) / (len(parts) + bool(rest))
+            )
+    total["first_contact_chunks"] = len(parts)
+    return total
+
+
 def _read_and_feed(
     window: Window, source: UsageSource, start_s: float, run: RefreshRun | None
 ) -> None:
@@ -164,6 +211,7 @@ def _read_and_feed(
             namespace=window.discovery.namespace,
             start_s=chunk_start,
             end_s=chunk_end,
+            workloads=window.discovery.chunk_keys,
         )
         ingest.feed_chunk(window, grid, chunk_start, chunk_end, is_first=number == 0)
         if run is not None and len(pieces) > 2:
@@ -212,7 +260,7 @@ def refresh_cluster(
                 discovery = upsert_discovery(
                     cluster=cluster, snapshot=snapshot, now=now, namespace=namespace
                 )
-            counts = ingest_window(
+            counts = ingest_fleet(
                 discovery=discovery,
                 source=source,
                 end=now,

@@ -53,6 +53,10 @@ class Discovery:
     # Container (name, kind) of each discovered workload's pod template, by workload id.
     spec_names: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
     counts: dict[str, Any] = field(default_factory=lambda: defaultdict(int))
+    # One chunk of a first contact (services/refresh/chunking.py): the (namespace,
+    # kind, name) of its workloads, the only ones read from the source. None: not a
+    # chunk, the whole namespace (or cluster) is read.
+    chunk_keys: frozenset[tuple[str, str, str]] | None = None
 
     @property
     def pod_owner(self) -> dict[tuple[str, str], int]:

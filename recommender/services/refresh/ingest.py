@@ -16,7 +16,7 @@ import json
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -364,10 +364,25 @@ def chunks(start_s: float, end_s: float) -> list[tuple[float, float]]:
 
 
 def read_usage(
-    source: UsageSource, *, namespace: str | None, start_s: float, end_s: float
+    source: UsageSource,
+    *,
+    namespace: str | None,
+    start_s: float,
+    end_s: float,
+    workloads: Collection[tuple[str, str, str]] | None = None,
 ) -> UsageGrid:
-    """One chunk of usage; a source's own failure becomes ``SourceUnavailable``."""
+    """One chunk of usage; a source's own failure becomes ``SourceUnavailable``.
+
+    With ``workloads`` ((namespace, kind, name) of a first-contact chunk, see
+    ``chunking.py``), a source that can (``fetch_workload_usage``) reads only theirs.
+    """
+    select = getattr(source, "fetch_workload_usage", None)
     try:
+        if workloads is not None and select is not None:
+            grid: UsageGrid = select(
+                workloads=workloads, start_s=start_s, end_s=end_s, step_s=STEP_S
+            )
+            return grid
         return source.fetch_usage(
             namespace=namespace, start_s=start_s, end_s=end_s, step_s=STEP_S
         )

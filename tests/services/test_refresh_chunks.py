@@ -1,0 +1,170 @@
+"""First contact in chunks of containers: the same results as the whole fleet at once,
+with the source read one chunk's workloads at a time."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from recommender.models import (
+    Checkpoint,
+    Cluster,
+    Container,
+    OomKill,
+    Recommendation,
+    RefreshRun,
+)
+from recommender.services.refresh.backfill import backfill_cluster
+from recommender.services.refresh.cycle import refresh_cluster
+from recommender.sources.simulated import SimulatedUsageSource
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def fleet(settings):
+    settings.SIMULATION_SEED = 7
+    settings.SIMULATION_WORKLOADS = 14
+    # More than a day: the chunks read several day pieces each.
+    settings.SIMULATION_HISTORY_DAYS = 1.2
+
+
+@pytest.fixture
+def widest_read(monkeypatch):
+    """The most series one usage read returned, and the workloads each chunk asked."""
+    seen = {"series": 0, "chunked_reads": []}
+    whole = SimulatedUsageSource.fetch_usage
+    chosen = SimulatedUsageSource.fetch_workload_usage
+
+    def fetch_usage(self, **kwargs):
+        grid = whole(self, **kwargs)
+        seen["series"] = max(seen["series"], len(grid.series))
+        return grid
+
+    def fetch_workload_usage(self, **kwargs):
+        grid = chosen(self, **kwargs)
+        seen["series"] = max(seen["series"], len(grid.series))
+        seen["chunked_reads"].append(frozenset(kwargs["workloads"]))
+        return grid
+
+    monkeypatch.setattr(SimulatedUsageSource, "fetch_usage", fetch_usage)
+    monkeypatch.setattr(
+        SimulatedUsageSource, "fetch_workload_usage", fetch_workload_usage
+    )
+    return seen
+
+
+def stored(cluster: Cluster) -> dict[str, object]:
+    """Everything a refresh stores of a cluster, keyed by names, not ids."""
+    return {
+        "checkpoints": sorted(
+            (
+                c.container.workload.namespace,
+                c.container.workload.name,
+                c.container.name,
+                c.histogram_key,
+                bytes(c.state),
+                c.sample_count,
+                c.last_sample_at,
+            )
+            for c in Checkpoint.objects.filter(
+                container__workload__cluster=cluster
+            ).select_related("container__workload")
+        ),
+        "recommendations": sorted(
+            (
+                r.container.workload.namespace,
+                r.container.workload.name,
+                r.container.name,
+                r.created_at,
+                r.values_tuple(),
+                repr(sorted(r.explanation.items())),
+            )
+            for r in Recommendation.objects.filter(
+                container__workload__cluster=cluster
+            ).select_related("container__workload")
+        ),
+        "latest": sorted(
+            (
+                c.workload.namespace,
+                c.workload.name,
+                c.name,
+                c.latest_recommendation.created_at,
+                c.latest_recommendation.values_tuple(),
+            )
+            for c in Container.objects.filter(workload__cluster=cluster)
+            .exclude(latest_recommendation=None)
+            .select_related("workload", "latest_recommendation")
+        ),
+        "oom_kills": sorted(
+            (k.container.workload.name, k.container.name, k.pod, k.occurred_at)
+            for k in OomKill.objects.filter(container__workload__cluster=cluster)
+        ),
+    }
+
+
+def refresh_twice(settings, name: str, chunk: int) -> tuple[Cluster, list[RefreshRun]]:
+    settings.FIRST_CONTACT_CHUNK_CONTAINERS = chunk
+    cluster = Cluster.objects.create(name=name, kind=Cluster.Kind.SIMULATED)
+    runs = [
+        refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=m))
+        for m in (0, 1)
+    ]
+    for run in runs:
+        assert run.status == RefreshRun.Status.SUCCEEDED, run.error
+    return cluster, runs
+
+
+@pytest.mark.django_db
+def test_a_chunked_first_contact_stores_what_the_whole_fleet_at_once_does(
+    settings, fleet, widest_read
+):
+    whole, whole_runs = refresh_twice(settings, "whole", chunk=0)
+    whole_widest = widest_read["series"]
+    assert widest_read["chunked_reads"] == []
+
+    widest_read["series"] = 0
+    chunked, chunked_runs = refresh_twice(settings, "chunked", chunk=4)
+
+    first = chunked_runs[0].counts
+    assert first["first_contact_chunks"] > 2
+    assert first["containers"] == whole_runs[0].counts["containers"] > 8
+    # Each chunk read only its own workloads, every workload once per day piece.
+    reads = widest_read["chunked_reads"]
+    assert len(reads) == 2 * first["first_contact_chunks"]  # 1.2 days: two pieces
+    assert len(set().union(*reads)) == len(
+        {c.workload_id for c in Container.objects.filter(workload__cluster=whole)}
+    )
+    assert all(not (a & b) for a in reads[0::2] for b in reads[0::2] if a is not b)
+    assert widest_read["series"] < whole_widest
+    # The same samples, OOM kills, checkpoints and recommendations, byte for byte.
+    for name in ("samples", "oom_kills_new", "checkpoints_written"):
+        assert first[name] == whole_runs[0].counts[name], name
+    assert (
+        first["recommendations_changed"]
+        == (whole_runs[0].counts["recommendations_changed"])
+    )
+    assert first["series_unmatched"] == whole_runs[0].counts["series_unmatched"]
+    # The steady cycle after it is one window again (nothing left to contact).
+    assert "first_contact_chunks" not in chunked_runs[1].counts
+    assert chunked_runs[1].counts["samples"] == whole_runs[1].counts["samples"]
+    assert stored(chunked) == stored(whole)
+
+
+@pytest.mark.django_db
+def test_a_chunked_back_fill_stores_what_the_whole_fleet_at_once_does(
+    settings, fleet, widest_read
+):
+    results = {}
+    for name, chunk in (("whole", 0), ("chunked", 3)):
+        settings.FIRST_CONTACT_CHUNK_CONTAINERS = chunk
+        cluster = Cluster.objects.create(name=name, kind=Cluster.Kind.SIMULATED)
+        run = backfill_cluster(cluster_id=cluster.pk, now=NOW, days=2)
+        assert run.status == RefreshRun.Status.SUCCEEDED, run.error
+        results[name] = (cluster, run)
+    assert len(widest_read["chunked_reads"]) > 2 * 2
+    whole_run, chunked_run = results["whole"][1], results["chunked"][1]
+    for name in ("samples", "checkpoints_written", "containers", "oom_kills_new"):
+        assert chunked_run.counts[name] == whole_run.counts[name], name
+    assert stored(results["chunked"][0]) == stored(results["whole"][0])
