@@ -11,6 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from recommender.models import Checkpoint, Cluster, Container, RefreshRun
+from recommender.services.refresh import bulk, cycle, discovery, ingest
 from recommender.services.refresh.cycle import refresh_cluster
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -27,6 +28,11 @@ def statements_of_a_steady_cycle(settings, workloads: int) -> tuple[int, Counter
         run = refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=1))
     assert run.status == RefreshRun.Status.SUCCEEDED, run.error
     assert run.counts["samples"] > 0
+    # The cycle went over every workload, container and checkpoint of the fleet.
+    checkpoints = Checkpoint.objects.filter(container__workload__cluster=cluster)
+    assert run.counts["workloads"] == workloads
+    assert run.counts["containers"] == checkpoints.count() > workloads
+    assert run.counts["checkpoints_deferred"] == checkpoints.count()
     kinds: Counter[str] = Counter(
         re.sub(r"\d+", "N", re.sub(r"\s+", " ", q["sql"]))[:100]
         for q in queries.captured_queries
@@ -35,7 +41,18 @@ def statements_of_a_steady_cycle(settings, workloads: int) -> tuple[int, Counter
 
 
 @pytest.mark.django_db
-def test_an_unchanged_cycle_issues_the_same_statements_whatever_the_fleet(settings):
+@pytest.mark.parametrize("batch", [None, 5])
+def test_an_unchanged_cycle_issues_the_same_statements_whatever_the_fleet(
+    settings, monkeypatch, batch
+):
+    if batch is not None:
+        # Batches of 5 rows instead of 500 (2,000 for compare-and-swap): a statement
+        # per batch of workloads, containers, pods or checkpoints shows up as growth
+        # between these two fleets, as it would between 1,000 and 100,000 containers.
+        for module in (discovery, cycle, ingest):
+            monkeypatch.setattr(module, "BATCH", batch)
+        for module in (bulk, cycle):
+            monkeypatch.setattr(module, "CAS_BATCH", batch)
     small, small_kinds = statements_of_a_steady_cycle(settings, 12)
     large, large_kinds = statements_of_a_steady_cycle(settings, 60)
     grown = {

@@ -134,13 +134,16 @@ def record_pods(
     of_shard = WorkloadPod.objects.filter(cluster_id=cluster_id)
     if namespace is not None:
         of_shard = of_shard.filter(namespace=namespace)
-    names = [pod.name for pod, _ in pods]
+    # One statement for the shard's stored pods, whatever their number (a query per
+    # batch of names grew with the fleet: issue 16); kept are the live ones only.
+    live = {(pod.namespace, pod.name) for pod, _ in pods}
     existing: dict[PodKey, WorkloadPod] = {}
-    for start in range(0, len(names), batch):
-        for found in of_shard.filter(name__in=names[start : start + batch]).only(
-            "namespace", "name", "workload_id", "containers", "last_seen_at"
-        ):
-            existing[(found.namespace, found.name)] = found
+    for found in of_shard.only(
+        "namespace", "name", "workload_id", "containers", "last_seen_at"
+    ):
+        key = (found.namespace, found.name)
+        if key in live:
+            existing[key] = found
     new_rows: list[WorkloadPod] = []
     changed: list[WorkloadPod] = []
     for pod, workload_id in pods:
