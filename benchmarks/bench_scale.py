@@ -62,6 +62,7 @@ def _page_ms(client: Any, path: str) -> float:
 
 def run_size(containers: int) -> dict[str, Any]:
     """One size, in this process: the figures as a dict."""
+    load_at_start = os.getloadavg()[0]
     history_h = float(
         os.environ.get("BENCH_SCALE_HISTORY_H", "2" if containers > 20_000 else "24")
     )
@@ -126,6 +127,8 @@ def run_size(containers: int) -> dict[str, Any]:
     }
     middle = sorted(cycles, key=lambda c: c["wall_s"])[len(cycles) // 2]
     return {
+        "load": [load_at_start, os.getloadavg()[0]],
+        "first_contact_chunks": first.counts.get("first_contact_chunks", 1),
         "containers": Checkpoint.objects.filter(container__workload__cluster=cluster)
         .distinct()
         .count(),
@@ -163,6 +166,12 @@ def main() -> None:
             print(out.stdout[-2000:], out.stderr[-4000:])
             raise SystemExit(f"size {size} failed")
         rows.append(json.loads(lines[-1].removeprefix("RESULT ")))
+    for r in rows:
+        print(
+            f"{r['containers']:,} containers: first contact in"
+            f" {r['first_contact_chunks']} chunk(s); load average (1 min)"
+            f" {r['load'][0]:.1f} at the start, {r['load'][1]:.1f} at the end"
+        )
     print(
         "| containers (workloads) | history | first contact | peak RSS | steady cycle"
         " | discover / upsert / ingest / recommend / store | statements"
