@@ -280,16 +280,16 @@ def desired_statuses(
     without_target = 0
     for vpa in sorted(named, key=lambda v: (v.namespace, v.name)):
         key = (vpa.namespace, vpa.target_kind, vpa.target_name)
-        workload = workloads.get(key)
-        if workload is None:
+        target = workloads.get(key)
+        if target is None:
             without_target += 1
             continue
-        policy = getattr(workload, "policy", None)
+        policy = getattr(target, "policy", None)
         policies = parse_container_policies(
             (policy.container_policies if policy is not None else None) or []
         )
         entries = []
-        for name, rec in latest[workload.pk].items():
+        for name, rec in latest[target.pk].items():
             chosen = select_container_policy(policies, name)
             if chosen is not None and chosen.mode == MODE_OFF:
                 continue
