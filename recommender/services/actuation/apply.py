@@ -446,10 +446,11 @@ def run_cycle(
     if snapshot is None:
         adapter = cluster_adapter_for(cluster, now=now)
         snapshot = adapter.discover()
-    context = updater.load_context(cluster, snapshot, now=now)
-    report.pods = sum(len(p) for p in context.pods.values())
-    follow_applying(context, report)
-    counts = updater.propose(context)
+    with updater.gc_frozen():
+        context = updater.load_context(cluster, snapshot, now=now)
+        report.pods = sum(len(p) for p in context.pods.values())
+        follow_applying(context, report)
+        counts = updater.propose(context)
     report.proposed = counts.proposed
     report.auto_approved = counts.auto_approved
     report.superseded = counts.superseded

@@ -264,6 +264,7 @@ def desired_statuses(
         Container.objects.filter(workload_id__in=list(by_id))
         .exclude(kind=Container.Kind.INIT)
         .filter(latest_recommendation__isnull=False)
+        .order_by()
         .values_list(
             "workload_id", "name", *(f"latest_recommendation__{f}" for f in REC_FIELDS)
         )
