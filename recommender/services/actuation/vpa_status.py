@@ -57,7 +57,7 @@ from recommender.engine.quantity import (
 )
 from recommender.models import Cluster, Container, Workload
 from recommender.services.actuation.updater import REC_FIELDS, RecBounds
-from recommender.services.policies import parse_container_policies
+from recommender.services.policy_validation import parse_container_policies
 
 logger = logging.getLogger(__name__)
 
