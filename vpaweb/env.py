@@ -75,7 +75,8 @@ def env_list(name: str, default: list[str] | None = None) -> list[str]:
 
 # A Kubernetes object name (RFC 1123 subdomain): what ``spec.recommenders[].name`` of a
 # VerticalPodAutoscaler, and other names vpaweb is known by in a cluster, must match.
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
 
 
 def env_name(name: str, default: str) -> str:
