@@ -13,7 +13,7 @@ superseded too.
 
 The database work is a fixed number of queries per cycle whatever the number of pods
 (workloads, containers with their latest recommendations, LimitRanges, open changes;
-then bulk inserts), so a cycle over 10,000 pods stays cheap (``make bench
+then one insert of the new changes, ``insert.py``), so a cycle over 10,000 pods stays cheap (``make bench
 BENCH=updater``).
 """
 
