@@ -13,8 +13,8 @@ superseded too.
 
 The database work is a fixed number of queries per cycle whatever the number of pods
 (workloads, containers with their latest recommendations, LimitRanges, open changes;
-then one insert of the new changes, ``insert.py``), so a cycle over 10,000 pods stays cheap (``make bench
-BENCH=updater``).
+then one insert of the new changes, ``insert.py``), so a cycle over 10,000 pods stays
+cheap (``make bench BENCH=updater``).
 """
 
 from __future__ import annotations
