@@ -310,6 +310,9 @@ def recommend_from_csv(
         rows=rows,
         profile=profile,
         containers_in_pod=[containers_per_workload[(key[0], key[1])] for key in keys],
+        # No samples, no recommendation for that resource (the reason is in the
+        # explanation's "omitted"), rather than upstream's pod minimum or 1e14 clamp.
+        omit_unsampled=True,
     )
     return [
         OfflineRecommendation(

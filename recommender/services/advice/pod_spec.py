@@ -4,23 +4,26 @@ The RecommendationQuery (``recommendation_query.py``) and the manifest right-siz
 (``rightsize.py``) both read a caller's pod: its containers and native sidecars with
 their requests and limits as engine ``Resources`` (errors name the path of the bad
 part), and the workload owning it. ``resource_list`` writes ``Resources`` back as a
-Kubernetes ResourceList.
+Kubernetes ResourceList; ``readable_pod_resources`` rounds what is about to be written
+up to readable quantities without crossing a LimitRange maximum.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from recommender.engine.capping import LimitRangeItem
 from recommender.engine.limits import ContainerResources
 from recommender.engine.quantity import (
     parse_cpu_millicores,
     parse_memory_bytes,
+    readable_memory_bytes,
 )
 from recommender.engine.quantity import resource_list as resource_list
-from recommender.engine.resources import CPU, RESOURCE_NAMES, Resources
+from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput
 from recommender.models import Workload
 
@@ -156,3 +159,52 @@ def owner_of_pod(metadata: Mapping[str, Any]) -> tuple[str | None, str | None]:
                 return Workload.Kind.DEPLOYMENT, name[: -len(suffix)]
         return kind, name
     return None, None
+
+
+# (the container as it is now, requests to write, limits to write): None amounts are
+# left as they are.
+PodWrite = tuple["PodContainer", Resources, Resources]
+
+
+def readable_pod_resources(
+    rows: Sequence[PodWrite],
+    *,
+    container_range: LimitRangeItem | None = None,
+    pod_range: LimitRangeItem | None = None,
+) -> list[tuple[Resources, Resources]]:
+    """The requests and limits of ``rows`` as a person or kubectl should read them:
+    memory rounded up by ``readable_memory_bytes`` ("729Mi", never below the exact
+    amount). The API server enforces LimitRange maximums, so an amount whose rounding
+    would cross one stays exact: a container's request or limit above the Container
+    item's max, or the pod's sum of requests or of limits (written amounts, else the
+    current ones) above the Pod item's max. CPU is whole millicores already."""
+    container_max = None if container_range is None else container_range.max.memory_bytes
+    out: list[tuple[Resources, Resources]] = []
+    for _current, requests, limits in rows:
+        pair = []
+        for amounts in (requests, limits):
+            exact = amounts.memory_bytes
+            if exact is None:
+                pair.append(amounts)
+                continue
+            readable = readable_memory_bytes(exact)
+            if container_max is not None and readable > container_max >= exact:
+                readable = exact
+            pair.append(amounts.with_amount(MEMORY, readable))
+        out.append((pair[0], pair[1]))
+    pod_max = None if pod_range is None else pod_range.max.memory_bytes
+    if pod_max:
+        for side in (0, 1):
+
+            def total(amounts: Sequence[tuple[Resources, Resources]]) -> int:
+                return sum(
+                    (pair[side].memory_bytes or 0)
+                    if pair[side].memory_bytes is not None
+                    else ((row[0].requests, row[0].limits)[side].memory_bytes or 0)
+                    for row, pair in zip(rows, amounts, strict=True)
+                )
+
+            exact_pairs = [(row[1], row[2]) for row in rows]
+            if total(out) > pod_max >= total(exact_pairs):
+                return exact_pairs
+    return out

@@ -31,7 +31,10 @@ from recommender.services.advice.advise import (
     advise,
     inputs_for_workload,
 )
-from recommender.services.advice.pod_spec import PodContainer
+from recommender.services.advice.pod_spec import (
+    PodContainer,
+    readable_pod_resources,
+)
 from recommender.services.dashboard.provisioning import (
     Prices,
     Status,
@@ -226,7 +229,26 @@ def workload_insight(
     # The one advice path (services.advice.advise): capped as /rightsize and the
     # admission webhook cap it, limits from the same rule.
     inputs = inputs_for_workload(workload)
-    advice = {a.name: a for a in advise(inputs, _pod_containers(containers)).containers}
+    pod = _pod_containers(containers)
+    advice = {a.name: a for a in advise(inputs, pod).containers}
+    # What the patch and the snippet write: readable quantities, rounded up.
+    writes = [
+        (c, one.requests, one.limits)
+        for c in pod
+        if (one := advice.get(c.name)) is not None
+        and one.source == SOURCE_RECOMMENDATION
+    ]
+    readable = dict(
+        zip(
+            (c.name for c, _, _ in writes),
+            readable_pod_resources(
+                writes,
+                container_range=inputs.container_range,
+                pod_range=inputs.pod_range,
+            ),
+            strict=True,
+        )
+    )
     items = []
     for container in containers:
         rec = container.latest_recommendation
@@ -240,8 +262,9 @@ def workload_insight(
             and one is not None
             and one.source == SOURCE_RECOMMENDATION
         ):
-            new_requests = one.requests.to_dict()
-            new_limits = one.limits.to_dict()
+            requests, limits = readable[container.name]
+            new_requests = requests.to_dict()
+            new_limits = limits.to_dict()
         items.append(
             ContainerInsight(
                 container=container,
