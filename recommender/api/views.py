@@ -36,6 +36,7 @@ from recommender.api.queries import (
     single_query_value,
     workload_queryset,
 )
+from recommender.engine.quantity import readable_resource_list
 from recommender.models import (
     Cluster,
     Container,
@@ -45,7 +46,6 @@ from recommender.models import (
     Workload,
 )
 from recommender.services import policies
-from recommender.engine.quantity import readable_resource_list
 from recommender.services.advice.pod_spec import resource_list
 from recommender.services.advice.recommendation_query import query_recommendation
 from recommender.services.dashboard.provisioning import (

@@ -273,7 +273,7 @@ class Recommendations(Sequence[ContainerRecommendation]):
             return [self[i] for i in range(*index.indices(len(self)))]
         i = range(len(self))[index]  # IndexError and negative indices as a list's
         if self._lists is None:
-            self._lists = {key: self.value_list(*key) for key in self._values}
+            self._lists = {key: self._value_list(*key) for key in self._values}
         lists = self._lists
 
         def bound(name: str) -> Resources:
@@ -316,10 +316,12 @@ class Recommendations(Sequence[ContainerRecommendation]):
     def value_list(self, resource: str, bound: str) -> list[int | None] | None:
         """:meth:`values` as Python ints, None where :meth:`missing` (or None when
         the resource is not controlled)."""
-        values = self.values(resource, bound)
-        if values is None:
+        if self.values(resource, bound) is None:
             return None
-        out: list[int | None] = values.tolist()
+        return self._value_list(resource, bound)
+
+    def _value_list(self, resource: str, bound: str) -> list[int | None]:
+        out: list[int | None] = self._values[resource, bound].tolist()
         mask = self.missing(resource, bound)
         if mask is not None:
             for i in np.flatnonzero(mask).tolist():

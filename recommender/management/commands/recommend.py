@@ -180,5 +180,5 @@ def render_table(results: list[OfflineRecommendation]) -> str:
         ).rstrip()
         for row in rows
     ]
-    notes = ["", "Left out (\"-\"):", *(f"  {line}" for line in omitted)]
+    notes = ["", 'Left out ("-"):', *(f"  {line}" for line in omitted)]
     return "\n".join(lines + (notes if omitted else [])) + "\n"

@@ -178,33 +178,47 @@ def readable_pod_resources(
     would cross one stays exact: a container's request or limit above the Container
     item's max, or the pod's sum of requests or of limits (written amounts, else the
     current ones) above the Pod item's max. CPU is whole millicores already."""
-    container_max = None if container_range is None else container_range.max.memory_bytes
-    out: list[tuple[Resources, Resources]] = []
-    for _current, requests, limits in rows:
-        pair = []
-        for amounts in (requests, limits):
-            exact = amounts.memory_bytes
-            if exact is None:
-                pair.append(amounts)
-                continue
-            readable = readable_memory_bytes(exact)
-            if container_max is not None and readable > container_max >= exact:
-                readable = exact
-            pair.append(amounts.with_amount(MEMORY, readable))
-        out.append((pair[0], pair[1]))
+    container_max = (
+        None if container_range is None else container_range.max.memory_bytes
+    )
+    exact = [(requests, limits) for _, requests, limits in rows]
+    out = [
+        (_readable(requests, container_max), _readable(limits, container_max))
+        for requests, limits in exact
+    ]
     pod_max = None if pod_range is None else pod_range.max.memory_bytes
     if pod_max:
+        current = [(c.requests, c.limits) for c, _, _ in rows]
         for side in (0, 1):
-
-            def total(amounts: Sequence[tuple[Resources, Resources]]) -> int:
-                return sum(
-                    (pair[side].memory_bytes or 0)
-                    if pair[side].memory_bytes is not None
-                    else ((row[0].requests, row[0].limits)[side].memory_bytes or 0)
-                    for row, pair in zip(rows, amounts, strict=True)
-                )
-
-            exact_pairs = [(row[1], row[2]) for row in rows]
-            if total(out) > pod_max >= total(exact_pairs):
-                return exact_pairs
+            if (
+                _pod_memory(out, current, side)
+                > pod_max
+                >= _pod_memory(exact, current, side)
+            ):
+                return exact
     return out
+
+
+def _readable(amounts: Resources, maximum: int | None) -> Resources:
+    exact = amounts.memory_bytes
+    if exact is None:
+        return amounts
+    readable = readable_memory_bytes(exact)
+    if maximum is not None and readable > maximum >= exact:
+        return amounts  # rounding up would cross the LimitRange max
+    return amounts.with_amount(MEMORY, readable)
+
+
+def _pod_memory(
+    written: Sequence[tuple[Resources, Resources]],
+    current: Sequence[tuple[Resources, Resources]],
+    side: int,
+) -> int:
+    """The pod's memory requests (side 0) or limits (side 1): written, else current."""
+    total = 0
+    for new, now in zip(written, current, strict=True):
+        amount = new[side].memory_bytes
+        if amount is None:
+            amount = now[side].memory_bytes
+        total += amount or 0
+    return total

@@ -16,11 +16,13 @@ from recommender.services.advice.advise import (
     OWNER_KINDS,
     SOURCE_NONE,
     ContainerAdvice,
-    advise_pod,
+    advise,
+    inputs_for_pod,
 )
 from recommender.services.advice.pod_spec import (
     owner_of_pod,
     parse_pod_containers,
+    readable_pod_resources,
     resource_list,
 )
 
@@ -98,12 +100,26 @@ def query_recommendation(*, query: Mapping[str, Any]) -> dict[str, Any]:
     if cluster is not None and not isinstance(cluster, str):
         raise InvalidInput("spec.cluster must be a cluster name", field="spec.cluster")
 
-    advice = advise_pod(
+    inputs = inputs_for_pod(
         namespace=namespace,
         owner_kind=owner_kind,
         owner_name=owner_name,
-        containers=containers,
         cluster=cluster,
+    )
+    advice = advise(inputs, containers)
+    # What to write, as /rightsize writes it: readable quantities, rounded up.
+    written = {a.name: (a.requests, a.limits) for a in advice.containers}
+    advised = [a for a in advice.containers if a.current is not None]
+    written.update(
+        zip(
+            (a.name for a in advised),
+            readable_pod_resources(
+                [(a.current, a.requests, a.limits) for a in advised if a.current],
+                container_range=inputs.container_range,
+                pod_range=inputs.pod_range,
+            ),
+            strict=True,
+        )
     )
     recommendations = [
         entry
@@ -135,8 +151,8 @@ def query_recommendation(*, query: Mapping[str, Any]) -> dict[str, Any]:
                 "reason": a.reason,
                 "caps": a.caps(),
                 # What to write into the container (limits: empty = leave as is).
-                "requests": resource_list(a.requests),
-                "limits": resource_list(a.limits),
+                "requests": resource_list(written[a.name][0]),
+                "limits": resource_list(written[a.name][1]),
                 "explanation": a.recommendation.explanation
                 if a.recommendation
                 else None,

@@ -216,9 +216,7 @@ def _plan_container(
     )
 
 
-def _written(
-    before: int | None, exact: int | None, readable: int | None
-) -> int | None:
+def _written(before: int | None, exact: int | None, readable: int | None) -> int | None:
     """The amount to write, or None to leave the field alone: nothing when the exact
     amount is what the container has, else the readable (rounded-up) amount unless
     that is what it has already."""
@@ -239,9 +237,7 @@ def _rightsize_container(
     writes: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
     for resource in RESOURCE_NAMES:
         before = container.requests.get(resource)
-        after = _written(
-            before, plan.requests.get(resource), readable[0].get(resource)
-        )
+        after = _written(before, plan.requests.get(resource), readable[0].get(resource))
         if options.never_raise and after is not None and before is not None:
             after = min(after, before)  # rounding up must not undo never_raise
             if after == before:

@@ -23,6 +23,7 @@ from django.db.models.functions import RowNumber
 
 from recommender.engine import AggregateSet, Profile, format_cpu, format_memory
 from recommender.engine.capping import select_container_policy
+from recommender.engine.oom import oom_effect
 from recommender.errors import NotFound, SourceUnavailable, VpawebError
 from recommender.models import Container, OomKill, Policy, Recommendation, Workload
 from recommender.services.advice.advise import (
@@ -86,6 +87,9 @@ class ContainerInsight:
     new_requests: dict[str, int]
     new_limits: dict[str, int]
     is_policy_off: bool = False
+    # How the OOM kills before the recommendation bear on its memory target
+    # (engine.oom.oom_effect), None without kills.
+    oom_effect: dict[str, Any] | None = None
 
 
 @dataclass
@@ -187,6 +191,30 @@ def ready_to_use(
     return command, "\n".join(parts), note
 
 
+def _oom_effect(
+    rec: Recommendation | None, kills: list[OomKill], profile: Profile
+) -> dict[str, Any] | None:
+    """``oom_effect`` of the kills the recommendation's memory histogram held: those
+    in the profile's memory history before it was computed."""
+    if rec is None:
+        return None
+    start = rec.created_at - timedelta(seconds=profile.memory_history_s)
+    requests = [
+        k.memory_request_bytes
+        for k in kills
+        if start <= k.occurred_at <= rec.created_at
+    ]
+    target: Any = rec.explanation
+    for key in ("resources", "memory", "target"):
+        target = target.get(key) if isinstance(target, dict) else None
+    return oom_effect(
+        requests,
+        ratio=profile.oom_bump_ratio,
+        min_bump_bytes=profile.oom_min_bump_bytes,
+        target=target if isinstance(target, dict) else None,
+    )
+
+
 def workload_insight(
     *, workload_id: int, now: datetime, prices: Prices
 ) -> WorkloadInsight:
@@ -221,11 +249,26 @@ def workload_insight(
         .order_by("container_id", *newest_first)
     ):
         history[row.container_id].append(row)
+    # The page lists the last OOM_HISTORY of kills; the explanation needs those the
+    # recommendation's memory histogram held (the profile's history before it).
+    profile = profile_or_default(workload)
+    history_span = timedelta(seconds=profile.memory_history_s)
+    since = min(
+        [now - OOM_HISTORY]
+        + [
+            c.latest_recommendation.created_at - history_span
+            for c in containers
+            if c.latest_recommendation is not None
+        ]
+    )
     ooms: dict[int, list[OomKill]] = {pk: [] for pk in ids}
+    kills_before: dict[int, list[OomKill]] = {pk: [] for pk in ids}
     for kill in OomKill.objects.filter(
-        container_id__in=ids, occurred_at__gte=now - OOM_HISTORY
+        container_id__in=ids, occurred_at__gte=since
     ).order_by("occurred_at"):
-        ooms[kill.container_id].append(kill)
+        kills_before[kill.container_id].append(kill)
+        if kill.occurred_at >= now - OOM_HISTORY:
+            ooms[kill.container_id].append(kill)
     # The one advice path (services.advice.advise): capped as /rightsize and the
     # admission webhook cap it, limits from the same rule.
     inputs = inputs_for_workload(workload)
@@ -284,6 +327,7 @@ def workload_insight(
                 new_requests=new_requests,
                 new_limits=new_limits,
                 is_policy_off=selected is not None and selected.mode == "Off",
+                oom_effect=_oom_effect(rec, kills_before[container.pk], profile),
             )
         )
     status = workload_status(item.status for item in items)
