@@ -77,6 +77,19 @@ def test_one_hour_then_oom_replaces_the_peak(tmp_path):
     assert rec["target"] == {"cpu": "587m", "memory": "920733364"}
     assert rec["lowerBound"] == {"cpu": "559m", "memory": "877382550"}
     assert rec["upperBound"] == {"cpu": "14913m", "memory": "23392869705"}
+    # The explanation says how the kill bears on the memory target: the one peak is
+    # the kill's sample, 1.2 x 600 MiB = 720 MiB, so the target is read at it.
+    assert rec["explanation"]["oom_kills"] == {
+        "count": 1,
+        "largest_request_bytes": 600 * MIB,
+        "sample_low_bytes": 720 * MIB,
+        "sample_high_bytes": 720 * MIB,
+        "bump_ratio": 1.2,
+        "min_bump_bytes": 100 * MIB,
+        "effect": "at",
+    }
+    without = only_recommendation(run("--samples", str(usage), "--format", "json"))
+    assert "oom_kills" not in without["explanation"]
 
 
 def test_row_order_and_time_format_do_not_matter(tmp_path):
