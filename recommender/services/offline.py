@@ -334,8 +334,8 @@ def recommend_from_csv(
         if kind_ == OOM_EVENT:
             kills.setdefault(aggregate, []).append((t, int(request)))
     results = []
-    for key, rec in zip(keys, recommendations, strict=True):
-        row = registry.aggregates[key]
+    for names, rec in zip(keys, recommendations, strict=True):
+        row = registry.aggregates[names]
         start = last_s.get(row, 0.0) - profile.memory_history_s
         memory = rec.explanation_dict()["resources"].get("memory") or {}
         effect = oom_effect(
@@ -346,9 +346,9 @@ def recommend_from_csv(
         )
         results.append(
             OfflineRecommendation(
-                namespace=key[0],
-                workload=key[1],
-                container=key[2],
+                namespace=names[0],
+                workload=names[1],
+                container=names[2],
                 recommendation=rec,
                 oom_kills=effect,
             )
