@@ -224,3 +224,17 @@ def test_the_vpa_format_stays_exact_and_the_query_answer_is_readable(
     (app_write,) = [c for c in status["containers"] if c["containerName"] == "app"]
     assert app_write["requests"] == {"cpu": "400m", "memory": "729Mi"}
     assert app_write["limits"] == {"cpu": "800m", "memory": "1458Mi"}
+
+
+def test_containers_left_alone_count_in_the_pod_sum(
+    read_client: Client, off_grid: Workload
+) -> None:
+    # The sidecar (no recommendation) keeps its 128Mi limit; the pod's limits sum to
+    # 100 bytes under the Pod max, so rounding the app's limit up would cross it.
+    manifest = json.loads(json.dumps(MANIFEST))
+    sidecar = manifest["spec"]["template"]["spec"]["containers"][1]
+    sidecar["resources"]["limits"] = {"memory": "128Mi"}
+    _limit_range(off_grid, pod_max=LIMIT + 128 * MI + 100)
+    data = _rightsize(read_client, manifest)
+    assert _app(data)["limits"]["memory"] == str(LIMIT)
+    assert _app(data)["requests"]["memory"] == str(EXACT)

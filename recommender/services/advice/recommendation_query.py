@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from recommender.engine.resources import Resources
 from recommender.errors import InvalidInput
 from recommender.services.advice.advise import (
     OWNER_KINDS,
@@ -107,14 +108,19 @@ def query_recommendation(*, query: Mapping[str, Any]) -> dict[str, Any]:
         cluster=cluster,
     )
     advice = advise(inputs, containers)
+    by_name = {a.name: a for a in advice.containers}
     # What to write, as /rightsize writes it: readable quantities, rounded up.
-    written = {a.name: (a.requests, a.limits) for a in advice.containers}
-    advised = [a for a in advice.containers if a.current is not None]
-    written.update(
+    # Every container of the pod counts in its sums (those left alone as they are).
+    written = dict(
         zip(
-            (a.name for a in advised),
+            (c.name for c in containers),
             readable_pod_resources(
-                [(a.current, a.requests, a.limits) for a in advised if a.current],
+                [
+                    (c, by_name[c.name].requests, by_name[c.name].limits)
+                    if c.name in by_name
+                    else (c, Resources(), Resources())
+                    for c in containers
+                ],
                 container_range=inputs.container_range,
                 pod_range=inputs.pod_range,
             ),

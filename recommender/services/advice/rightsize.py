@@ -408,12 +408,15 @@ def _rightsize_pod(pod: _Pod, options: RightsizeOptions, inputs: AdviceInputs) -
         )
     # Rounded up to readable quantities over the whole pod (a Pod LimitRange maximum
     # bounds the sum).
+    # The containers left alone count in the pod's sums with what they have.
+    planned = {p.container.name for p in plans}
     readable = readable_pod_resources(
-        [(p.container, p.requests, p.limits) for p in plans],
+        [(p.container, p.requests, p.limits) for p in plans]
+        + [(c, Resources(), Resources()) for c in containers if c.name not in planned],
         container_range=inputs.container_range,
         pod_range=inputs.pod_range,
     )
-    for plan, amounts in zip(plans, readable, strict=True):
+    for plan, amounts in zip(plans, readable[: len(plans)], strict=True):
         entries[plan.container.name] = _rightsize_container(plan, amounts, options)
     entry["containers"].extend(entries[c.name] for c in containers)
     sized = {c.name for c in containers}

@@ -21,7 +21,13 @@ import yaml
 from django.db.models import F, Prefetch, Window
 from django.db.models.functions import RowNumber
 
-from recommender.engine import AggregateSet, Profile, format_cpu, format_memory
+from recommender.engine import (
+    AggregateSet,
+    Profile,
+    Resources,
+    format_cpu,
+    format_memory,
+)
 from recommender.engine.capping import select_container_policy
 from recommender.engine.oom import oom_effect
 from recommender.errors import NotFound, SourceUnavailable, VpawebError
@@ -275,11 +281,13 @@ def workload_insight(
     pod = _pod_containers(containers)
     advice = {a.name: a for a in advise(inputs, pod).containers}
     # What the patch and the snippet write: readable quantities, rounded up.
+    # (Containers without a recommendation count in the pod's sums as they are.)
     writes = [
         (c, one.requests, one.limits)
-        for c in pod
         if (one := advice.get(c.name)) is not None
         and one.source == SOURCE_RECOMMENDATION
+        else (c, Resources(), Resources())
+        for c in pod
     ]
     readable = dict(
         zip(
