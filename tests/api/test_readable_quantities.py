@@ -238,3 +238,12 @@ def test_containers_left_alone_count_in_the_pod_sum(
     data = _rightsize(read_client, manifest)
     assert _app(data)["limits"]["memory"] == str(LIMIT)
     assert _app(data)["requests"]["memory"] == str(EXACT)
+
+
+def test_the_large_increase_confirmation_reads_quantities() -> None:
+    from recommender.services.policy_impact import LargeIncrease
+
+    assert (
+        LargeIncrease("app", "memory", EXACT, LIMIT).describe()
+        == "app memory 729Mi → 1458Mi (2.0×)"
+    )
