@@ -259,8 +259,7 @@ def describe_oom_effect(
     if kind == "at":
         text += (
             f" {where.capitalize()}, {read}, lies among these samples: the OOM kills "
-            f"raised the memory target to {value} (usage peaks alone would be read "
-            "lower)."
+            f"raised the memory target to {value}."
         )
     elif kind == "below":
         text += (
