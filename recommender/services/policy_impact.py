@@ -21,9 +21,10 @@ from typing import Any
 
 from recommender.engine import get_profile
 from recommender.engine.capping import ContainerPolicy
-from recommender.engine.quantity import format_cpu, format_memory
+from recommender.engine.quantity import format_cpu, format_memory_readable
 from recommender.engine.resources import CPU, RESOURCE_NAMES
 from recommender.models import Policy, Recommendation, Workload
+from recommender.services.policy_validation import parse_container_policies
 
 # A change that would raise any container's target by more than this factor needs an
 # explicit confirmation (docs/api.md, docs/dashboard.md).
@@ -46,7 +47,7 @@ class LargeIncrease:
 
     def describe(self) -> str:
         """``app cpu 350m → 2 (5.7×)``."""
-        fmt = format_cpu if self.resource == CPU else format_memory
+        fmt = format_cpu if self.resource == CPU else format_memory_readable
         return (
             f"{self.container} {self.resource} {fmt(self.current)} → "
             f"{fmt(self.projected)} ({self.factor:.1f}×)"
@@ -63,9 +64,6 @@ def _margin(profile_name: str, overrides: dict[str, Any]) -> float | None:
 
 
 def _parsed(policies: list[dict[str, Any]]) -> dict[str, ContainerPolicy]:
-    # Imported here: policies imports this module.
-    from recommender.services.policies import parse_container_policies
-
     return {p.container_name: p for p in parse_container_policies(policies)}
 
 
