@@ -209,7 +209,7 @@ CHECKPOINTS_TIMEOUT_S = env_float("VPAWEB_CHECKPOINTS_TIMEOUT_S", 10.0, minimum=
 # a first contact does not grow with the fleet (0: the whole fleet at once);
 # docs/refresh.md, "Bounded memory at first contact".
 FIRST_CONTACT_CHUNK_CONTAINERS = env_int(
-    "VPAWEB_FIRST_CONTACT_CHUNK_CONTAINERS", 2000, minimum=0
+    "VPAWEB_FIRST_CONTACT_CHUNK_CONTAINERS", 500, minimum=0
 )
 
 # --- The updater (docs/updater.md) ---------------------------------------------------
