@@ -19,6 +19,7 @@ BENCH_SCALE_SIZES (comma-separated container counts) picks the sizes.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import resource
@@ -92,10 +93,12 @@ def run_size(containers: int) -> dict[str, Any]:
     cycles = []
     for minute in range(1, int(os.environ.get("BENCH_SCALE_CYCLES", "3")) + 1):
         statements = 0
+        kinds: collections.Counter[str] = collections.Counter()
 
         def count(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
             nonlocal statements
             statements += 1
+            kinds[" ".join(sql.split())[:70]] += 1
             return execute(sql, params, many, context)
 
         started = time.perf_counter()
@@ -110,6 +113,7 @@ def run_size(containers: int) -> dict[str, Any]:
             {
                 "wall_s": wall,
                 "statements": statements,
+                "kinds": kinds.most_common(),
                 "timings": run.timings,
                 "written": run.counts.get("checkpoints_written", 0),
                 "changed": run.counts.get("recommendations_changed", 0),
@@ -166,6 +170,10 @@ def main() -> None:
             print(out.stdout[-2000:], out.stderr[-4000:])
             raise SystemExit(f"size {size} failed")
         rows.append(json.loads(lines[-1].removeprefix("RESULT ")))
+    for r in rows:
+        print(f"{r['containers']:,} containers, statements of the median cycle:")
+        for kind, n in r["cycle"]["kinds"]:
+            print(f"  {n:4d}  {kind}")
     for r in rows:
         print(
             f"{r['containers']:,} containers: first contact in"
