@@ -95,7 +95,7 @@ def run_size(containers: int) -> dict[str, Any]:
         statements = 0
         kinds: collections.Counter[str] = collections.Counter()
 
-        def count(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        def count(execute, sql, params, many, context, kinds=kinds):  # type: ignore[no-untyped-def]
             nonlocal statements
             statements += 1
             kinds[" ".join(sql.split())[:70]] += 1
