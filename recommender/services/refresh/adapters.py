@@ -29,9 +29,17 @@ logger = logging.getLogger(__name__)
 
 
 def cluster_adapter_for(
-    cluster: Cluster, *, now: datetime | None = None, namespace: str | None = None
+    cluster: Cluster,
+    *,
+    now: datetime | None = None,
+    namespace: str | None = None,
+    flush_admissions: bool = True,
 ) -> ClusterAdapter:
     """The (read-only) adapter of ``cluster``, or of one of its namespaces (a shard).
+
+    ``flush_admissions=False``: a simulated cluster's admissions of new pods are
+    counted in memory only; the caller flushes them (``cycle.discover_and_store``
+    does, once per pass, instead of a statement per pod).
 
     ``now`` is when the simulated cluster is observed (its pods come and go with
     time); a real cluster is always observed as it is. With ``namespace`` the adapter
@@ -45,7 +53,7 @@ def cluster_adapter_for(
             now=now or timezone.now(),
             namespace=namespace,
             # New pods go through the webhook's service, as in a real cluster.
-            admit=simulated_admission(cluster.name),
+            admit=simulated_admission(cluster.name, flush=flush_admissions),
             admit_window_s=2.0 * settings.REFRESH_INTERVAL_S,
             # Resizes and evictions the updater wrote (services/actuation).
             overrides=overrides_of(cluster),

@@ -88,7 +88,9 @@ def backfill_cluster(
         try:
             # Close only what this call opened; the caller owns what it passed in.
             if adapter is None:
-                adapter = cluster_adapter_for(cluster, now=now, namespace=namespace)
+                adapter = cluster_adapter_for(
+                    cluster, now=now, namespace=namespace, flush_admissions=False
+                )
                 owned.append(adapter)
             if source is None:
                 source = usage_source_for(cluster)

@@ -47,6 +47,7 @@ from recommender.models import (
 from recommender.models import (
     OomKill as OomKillRow,
 )
+from recommender.services.admission import counters
 from recommender.services.admission.generation import mark_admission_data_changed
 from recommender.services.refresh import chunking, ingest
 from recommender.services.refresh.adapters import (
@@ -243,6 +244,8 @@ def discover_and_store(
     first two steps of a refresh and of a back-fill."""
     with phases("discover"):
         snapshot = adapter.discover()
+        # The simulated cluster's admissions of new pods, saved in one go.
+        counters.flush_counts()
     with phases("upsert"):
         discovery = upsert_discovery(
             cluster=cluster, snapshot=snapshot, now=now, namespace=namespace
@@ -277,7 +280,9 @@ def refresh_cluster(
         source: object = None
         try:
             # A shard lists only its namespace (docs/refresh.md, "Shards").
-            adapter = cluster_adapter_for(cluster, now=now, namespace=namespace)
+            adapter = cluster_adapter_for(
+                cluster, now=now, namespace=namespace, flush_admissions=False
+            )
             source = usage_source_for(cluster)
             snapshot, discovery = discover_and_store(
                 cluster, adapter, now=now, namespace=namespace, phases=phases
