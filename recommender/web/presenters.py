@@ -153,6 +153,11 @@ OVERRIDE_LABELS = {
     "pod_min_memory_bytes": "Pod minimum memory",
     "oom_bump_ratio": "OOM bump ratio",
     "oom_min_bump_bytes": "Smallest OOM bump",
+    "memory_margin_spread": "Memory margin per peak spread",
+    "memory_margin_base": "Memory margin at no spread",
+    "memory_margin_max": "Largest memory margin",
+    "throttling_boost": "CPU boost when throttled",
+    "throttling_threshold": "Throttling threshold",
 }
 
 

@@ -48,7 +48,7 @@ from recommender.models import (
     OomKill as OomKillRow,
 )
 from recommender.services.admission.generation import mark_admission_data_changed
-from recommender.services.refresh import ingest
+from recommender.services.refresh import ingest, throttling
 from recommender.services.refresh.adapters import (
     close_quietly,
     cluster_adapter_for,
@@ -136,7 +136,7 @@ def ingest_window(
             _forget_gone_pods(window, live_pods)
     if recommend:
         with phases("recommend"):
-            recommend_window(window)
+            recommend_window(window, throttling.throttling_by_row(window, source))
     with phases("store"):
         _store(window, checkpoints)
     counts = dict(window.counts)
