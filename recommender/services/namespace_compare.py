@@ -13,12 +13,16 @@ is written to the cluster.
 from __future__ import annotations
 
 import time
+import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from django.core.cache import cache
+
 from recommender.engine import PROFILES
 from recommender.engine.replay_scores import updater_proposals
-from recommender.errors import InvalidInput, NotFound
+from recommender.errors import InvalidInput, NotFound, VpawebError
 from recommender.models import Cluster
 from recommender.services.replay import (
     compare_workloads,
@@ -30,6 +34,10 @@ from recommender.services.whatif import WARMUP_S, _clean, parse_days
 
 DEFAULT_WORST = 10
 MAX_WORST = 100
+# A background comparison's state and answer stay this long in the cache.
+STORED_TTL_S = 3600
+# Progress is written to the cache every this many hourly recomputes.
+PROGRESS_EVERY = 12
 
 
 def _profile(name: object, overrides: object, field: str) -> Any:
@@ -76,6 +84,7 @@ def compare_namespace(
     days: object = None,
     worst: object = None,
     now: datetime,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Every workload of ``namespace`` under profile A and profile B (each with its
     overrides, checked as the policy editor checks them): the totals and the
@@ -101,7 +110,7 @@ def compare_namespace(
         now_s=now.timestamp(),
     )
     read_s = time.perf_counter() - started
-    report = run_replay(loaded, [a, b], warmup_s=WARMUP_S)
+    report = run_replay(loaded, [a, b], warmup_s=WARMUP_S, progress=progress)
     per_workload = compare_workloads(loaded, report, warmup_s=WARMUP_S)
     rows = []
     for role, profile in (("a", a), ("b", b)):
@@ -129,3 +138,59 @@ def compare_namespace(
             }
         )
     )
+
+
+# --- background runs ------------------------------------------------------------------
+
+
+def check_request(**params: Any) -> None:
+    """The request's mistakes (InvalidInput), before a background run is queued."""
+    _profile(params.get("profile_a"), params.get("overrides_a"), "profile_a")
+    _profile(params.get("profile_b"), params.get("overrides_b"), "profile_b")
+    parse_days(params.get("days"))
+    parse_worst(params.get("worst"))
+    if not params.get("namespace"):
+        raise InvalidInput("namespace: choose a namespace", field="namespace")
+
+
+def _key(token: str) -> str:
+    return f"vpaweb:compare:{token}"
+
+
+def new_token() -> str:
+    """A fresh id for a background comparison, stored as queued."""
+    token = uuid.uuid4().hex
+    cache.set(_key(token), {"state": "queued", "progress": 0.0}, STORED_TTL_S)
+    return token
+
+
+def stored(token: str) -> dict[str, Any] | None:
+    """A background comparison's state: queued, running (with progress from 0 to
+    1), done (with ``result``) or failed (with ``errors``); None once expired."""
+    if not token.isalnum():
+        return None
+    found: dict[str, Any] | None = cache.get(_key(token))
+    return found
+
+
+def run_stored(token: str, params: dict[str, Any], *, now: datetime) -> None:
+    """Run one comparison, keeping its progress and answer in the cache."""
+    key = _key(token)
+    cache.set(key, {"state": "running", "progress": 0.0}, STORED_TTL_S)
+
+    def progress(done: int, total: int) -> None:
+        if done % PROGRESS_EVERY == 0 or done == total:
+            share = done / total if total else 1.0
+            cache.set(key, {"state": "running", "progress": share}, STORED_TTL_S)
+
+    try:
+        result = compare_namespace(**params, now=now, progress=progress)
+    except InvalidInput as exc:
+        errors = [f"{n}: {'; '.join(m)}" for n, m in exc.fields.items()] or [
+            exc.message
+        ]
+        cache.set(key, {"state": "failed", "errors": errors}, STORED_TTL_S)
+    except VpawebError as exc:  # the cluster or its source cannot be read
+        cache.set(key, {"state": "failed", "errors": [exc.message]}, STORED_TTL_S)
+    else:
+        cache.set(key, {"state": "done", "result": result}, STORED_TTL_S)

@@ -77,10 +77,14 @@ def test_the_page_shows_totals_and_the_worst_workloads(viewer_client: Client) ->
     empty = viewer_client.get(f"/clusters/{cluster.pk}/compare").content.decode()
     assert f'<option value="{namespace}"' in empty
     assert "compare-result" not in empty
-    response = viewer_client.get(
+    started = viewer_client.get(
         f"/clusters/{cluster.pk}/compare",
         {"namespace": namespace, "a": "vpa", "b": "adaptive-margin", "days": "2"},
     )
+    # Queued as a background run (here in-process: no Redis), then followed by id.
+    assert started.status_code == 302
+    assert "run=" in started["Location"]
+    response = viewer_client.get(started["Location"])
     assert response.status_code == 200
     page = response.content.decode()
     assert "A: vpa" in page and "B: adaptive-margin" in page
@@ -113,3 +117,24 @@ def test_the_workload_page_links_to_its_namespace(viewer_client: Client) -> None
 
 def test_an_unknown_cluster_is_a_404(viewer_client: Client) -> None:
     assert viewer_client.get("/clusters/999999/compare").status_code == 404
+
+
+def test_a_running_comparison_reloads_and_an_unknown_one_is_said(
+    viewer_client: Client,
+) -> None:
+    from django.core.cache import cache
+
+    from recommender.services.namespace_compare import new_token
+
+    cluster, namespace = _sim_namespace()
+    token = new_token()
+    cache.set(f"vpaweb:compare:{token}", {"state": "running", "progress": 0.25})
+    page = viewer_client.get(
+        f"/clusters/{cluster.pk}/compare", {"namespace": namespace, "run": token}
+    ).content.decode()
+    assert 'http-equiv="refresh"' in page
+    assert "25 % of the hourly recomputes" in page
+    page = viewer_client.get(
+        f"/clusters/{cluster.pk}/compare", {"namespace": namespace, "run": "gone"}
+    ).content.decode()
+    assert "has expired or is unknown" in page
