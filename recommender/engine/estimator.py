@@ -386,11 +386,12 @@ def _resource_chain(
     # The peak estimator reads the highest stored peak: the percentile p = 1.
     read_ps = [1.0 if use_peak else p for p, use_peak in zip(pcts, peak, strict=True)]
     margin_fraction: float | np.ndarray = profile.margin_fraction
-    if resource == MEMORY and profile.memory_margin_spread > 0:
-        *raws, peak_raw, median_raw = hist.percentiles(rows, [*read_ps, 1.0, 0.5])
-        margin_fraction = memory_margins(profile, peak_raw, median_raw)
-    else:
-        raws = hist.percentiles(rows, read_ps)
+    adaptive = resource == MEMORY and profile.memory_margin_spread > 0
+    # The adaptive memory margin reads the highest and the median stored peak too.
+    raws = hist.percentiles(rows, [*read_ps, 1.0, 0.5] if adaptive else read_ps)
+    if adaptive:
+        margin_fraction = memory_margins(profile, raws[3], raws[4])
+        raws = raws[:3]
     pod_mins = np.broadcast_to(pod_min, rows.shape)
     bounds = []
     for name, p, use_peak, mult, raw in zip(

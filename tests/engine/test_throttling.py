@@ -54,7 +54,11 @@ def test_the_upper_bound_is_kept_when_it_already_holds_the_new_target():
         periods=2.0,
     )
     assert boost is not None
-    assert (boost.target_after, boost.upper_before, boost.upper_after) == (130, 500, 500)
+    assert (boost.target_after, boost.upper_before, boost.upper_after) == (
+        130,
+        500,
+        500,
+    )
 
 
 @pytest.mark.parametrize(
@@ -97,5 +101,5 @@ def test_bad_values_are_named(field, value):
 
 
 def test_adaptive_margin_base_above_its_max_is_refused():
-    with pytest.raises(ValueError, match="^memory_margin_base:"):
+    with pytest.raises(ValueError, match=r"^memory_margin_base:"):
         get_profile("vpa").with_overrides(memory_margin_base=0.5, memory_margin_max=0.2)

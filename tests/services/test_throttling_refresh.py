@@ -39,9 +39,7 @@ def expected_ratios(end_s: float) -> dict[tuple[str, str], float]:
     counts = SimulatedUsageSource(fleet=fleet).fetch_throttling(
         namespace=None, start_s=end_s - THROTTLING_WINDOW_S, end_s=end_s
     )
-    owner = {
-        pod: w.name for w in fleet.workloads for pod in w.long_lived_pods()
-    }
+    owner = {pod: w.name for w in fleet.workloads for pod in w.long_lived_pods()}
     sums: dict[tuple[str, str], list[float]] = {}
     for key, (throttled, periods) in counts.items():
         if key.pod in owner:
