@@ -89,6 +89,22 @@ def _bound(resource: str, bound: dict[str, Any], margin: float | None) -> str:
         margin_text = (
             f"+{margin * 100:g}% margin" if margin is not None else "with margin"
         )
+        # The adaptive memory margin (memory_margin_spread > 0) differs per container
+        # from the profile's margin_fraction: say the one applied (bytes are large
+        # enough that truncation does not blur it).
+        base, with_margin = (
+            _number(bound.get("base")),
+            _number(bound.get("with_margin")),
+        )
+        if (
+            resource == "memory"
+            and base
+            and with_margin is not None
+            and margin is not None
+        ):
+            applied = with_margin / base - 1
+            if abs(applied - margin) > 0.001:
+                margin_text = f"+{applied * 100:.1f}% adaptive margin"
         parts.append(f"{margin_text} → {_amount(resource, bound['with_margin'])}")
     multiplier = _number(bound.get("multiplier"))
     if bound.get("multiplier_infinite"):
