@@ -16,7 +16,13 @@ from drf_spectacular.views import (
 )
 from rest_framework.routers import SimpleRouter
 
-from recommender.api import compare_views, rightsize_views, views, whatif_views
+from recommender.api import (
+    change_views,
+    compare_views,
+    rightsize_views,
+    views,
+    whatif_views,
+)
 from recommender.api.errors import CATCH_ALL_NAME, not_found
 
 
@@ -63,7 +69,7 @@ register_converter(KindConverter, "kind")
 router = SimpleRouter()
 router.register("clusters", views.ClusterViewSet, basename="cluster")
 router.register("workloads", views.WorkloadViewSet, basename="workload")
-router.register("changes", views.ResizeChangeViewSet, basename="change")
+router.register("changes", change_views.ResizeChangeViewSet, basename="change")
 router.register("runs", views.RefreshRunViewSet, basename="run")
 
 NATURAL_KEY = (
@@ -135,12 +141,12 @@ urlpatterns = [
     ),
     path(
         "workloads/<id:pk>/changes/approve",
-        views.BulkApproveWorkloadView.as_view(),
+        change_views.BulkApproveWorkloadView.as_view(),
         name="workload-changes-approve",
     ),
     path(
         "clusters/<slug:cluster>/namespaces/<k8sname:namespace>/changes/approve",
-        views.BulkApproveNamespaceView.as_view(),
+        change_views.BulkApproveNamespaceView.as_view(),
         name="namespace-changes-approve",
     ),
     path(
@@ -150,11 +156,13 @@ urlpatterns = [
     ),
     path(
         "changes/<id:pk>/approve",
-        views.ApproveChangeView.as_view(),
+        change_views.ApproveChangeView.as_view(),
         name="change-approve",
     ),
     path(
-        "changes/<id:pk>/reject", views.RejectChangeView.as_view(), name="change-reject"
+        "changes/<id:pk>/reject",
+        change_views.RejectChangeView.as_view(),
+        name="change-reject",
     ),
     path("rightsize", rightsize_views.RightsizeView.as_view(), name="rightsize"),
     path(

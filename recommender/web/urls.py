@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from recommender.web import changes, compare_views, views, whatif_views
+from recommender.web import account_views, changes, compare_views, views, whatif_views
 
 urlpatterns = [
     path("", views.overview, name="overview"),
@@ -36,9 +36,13 @@ urlpatterns = [
     ),
     path("changes/<int:pk>/approve", views.change_approve, name="change_approve"),
     path("changes/<int:pk>/reject", views.change_reject, name="change_reject"),
-    path("audit/", views.audit, name="audit"),
-    path("users/", views.users, name="users"),
-    path("runs/", views.runs, name="runs"),
-    path("tokens/", views.api_tokens, name="api_tokens"),
-    path("tokens/<int:pk>/revoke", views.api_token_revoke, name="api_token_revoke"),
+    path("audit/", account_views.audit, name="audit"),
+    path("users/", account_views.users, name="users"),
+    path("runs/", account_views.runs, name="runs"),
+    path("tokens/", account_views.api_tokens, name="api_tokens"),
+    path(
+        "tokens/<int:pk>/revoke",
+        account_views.api_token_revoke,
+        name="api_token_revoke",
+    ),
 ]

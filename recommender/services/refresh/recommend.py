@@ -18,7 +18,7 @@ from recommender.engine.throttling import ThrottlingBoost, boost_cpu
 from recommender.models import (
     Recommendation,
 )
-from recommender.services.policies import overridden_fields
+from recommender.services.policy_validation import overridden_fields
 from recommender.services.refresh.ingest import Row, Window
 
 logger = logging.getLogger(__name__)
