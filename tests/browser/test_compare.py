@@ -16,6 +16,15 @@ from tests.factories import make_cluster, make_user, make_workload
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+@pytest.fixture(autouse=True)
+def _tasks_in_process(monkeypatch):
+    """The background run in-process, as without Redis (no worker runs in tests)."""
+    from vpaweb.celery import app
+
+    monkeypatch.setattr(app.conf, "task_always_eager", True)
+    monkeypatch.setattr(app.conf, "task_eager_propagates", True)
+
+
 def test_viewer_compares_two_profiles_over_a_namespace(page):
     settings.SIMULATION_WORKLOADS = FLEET_SIZE
     make_user("vera", Role.VIEWER)

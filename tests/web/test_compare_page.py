@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
+import pytest
 from django.test import Client
 
 from recommender.engine import get_profile
@@ -19,6 +20,15 @@ from recommender.services.whatif import WARMUP_S
 from tests.factories import make_cluster, make_workload
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def _tasks_in_process(monkeypatch):
+    """The background run in-process, as without Redis (no worker runs in tests)."""
+    from vpaweb.celery import app
+
+    monkeypatch.setattr(app.conf, "task_always_eager", True)
+    monkeypatch.setattr(app.conf, "task_eager_propagates", True)
 
 
 def _sim_namespace():
