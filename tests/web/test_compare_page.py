@@ -27,8 +27,8 @@ def _tasks_in_process(monkeypatch):
     """The background run in-process, as without Redis (no worker runs in tests)."""
     from vpaweb.celery import app
 
-    monkeypatch.setattr(app.conf, "task_always_eager", True)
-    monkeypatch.setattr(app.conf, "task_eager_propagates", True)
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
+    monkeypatch.setitem(app.conf, "task_eager_propagates", True)
 
 
 def _sim_namespace():
