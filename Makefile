@@ -6,6 +6,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
 PLOTLY_JS := static/vendor/plotly.min.js
+# Where collectstatic writes (vpaweb/settings.py's STATIC_ROOT, from the same variables).
+STATIC_MANIFEST := $(or $(VPAWEB_STATIC_ROOT),$(or $(VPAWEB_VAR_DIR),var)/staticfiles)/staticfiles.json
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
 HOST ?= 127.0.0.1
@@ -28,8 +30,13 @@ var/secret_key:
 	mkdir -p var
 	$(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
 
-run: setup var/secret_key
-	mkdir -p var/staticfiles
+# Hashed, precompressed (gzip and brotli) copies of the static files, served by
+# WhiteNoise; collected again only when a file under static/ or a requirement changes.
+$(STATIC_MANIFEST): $(STAMP) $(PLOTLY_JS) $(shell find static -type f) | var/secret_key
+	SECRET_KEY_FILE=var/secret_key $(PY) manage.py collectstatic --no-input --verbosity 0
+	touch $@
+
+run: setup var/secret_key $(STATIC_MANIFEST)
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py migrate --no-input
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py bootstrap
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py serve --host $(HOST) --port $(PORT)

@@ -137,10 +137,20 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-# `manage.py collectstatic` writes here; the container image collects into the image.
+# `manage.py collectstatic` writes here; the container image collects into the image
+# and `manage.py serve` (`make run`) collects before it serves.
 STATIC_ROOT = Path(env_str("VPAWEB_STATIC_ROOT", str(VAR_DIR / "staticfiles")))
-# Serve straight from STATICFILES_DIRS so `make run` needs no collectstatic step.
-WHITENOISE_USE_FINDERS = True
+# Collected files get a content hash in their names (plotly.min.js ->
+# plotly.min.<hash>.js) and precompressed .gz and .br copies; WhiteNoise serves the
+# compressed copy the browser accepts, and hashed names with a 10-year immutable cache.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage",
+    },
+}
+# Only the hashed names are collected (and compressed): half the work and the space.
+WHITENOISE_KEEP_ONLY_HASHED_FILES = True
 
 SESSION_COOKIE_HTTPONLY = True
 # htmx reads the token from the cookie-less meta tag instead.
