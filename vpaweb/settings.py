@@ -417,6 +417,11 @@ SPECTACULAR_SETTINGS = {
         "ProvisioningStatusEnum": "recommender.api.serializers.WORKLOAD_STATUSES",
     },
     "SERVE_INCLUDE_SCHEMA": False,
+    # The docs pages load nothing from outside (tests/browser/test_live_pages.py): the
+    # assets come from drf-spectacular-sidecar, ReDoc uses system fonts
+    # (templates/drf_spectacular/redoc.html) and Swagger UI sends no spec to the online
+    # validator.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

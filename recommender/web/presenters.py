@@ -11,13 +11,26 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from collections.abc import Sequence
 from typing import Any
 
 from recommender.engine.quantity import humanize_cpu, humanize_memory
 
 DAY_S = 86400.0
+# The recommendation history is drawn once it spans this long (the workload page says
+# "an hour"): a fresh install's first refreshes, seconds apart, would make a chart of a
+# few seconds.
+MIN_HISTORY_SPAN_S = 3600.0
 # The multiplication sign, for people (ruff would flag the literal as an ambiguous "x").
 TIMES = "\u00d7"
+
+
+def history_span_s(history: Sequence[Any]) -> float:
+    """Seconds between the oldest and the newest row of a recommendation history."""
+    times = [row.created_at for row in history]
+    return (max(times) - min(times)).total_seconds() if len(times) > 1 else 0.0
+
+
 # Keys rendered by describe_explanation; anything else is listed as is.
 _KNOWN = {
     "profile",
