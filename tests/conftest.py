@@ -8,9 +8,9 @@ from typing import NoReturn
 
 import pytest
 from django.conf import settings
-from django.test import override_settings
 from django.core.cache import caches
 from django.core.cache.backends.locmem import LocMemCache
+from django.test import override_settings
 
 
 def service_missing(what: str) -> NoReturn:

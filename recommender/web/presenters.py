@@ -10,8 +10,8 @@ value" rather than dropped.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from recommender.engine.quantity import humanize_cpu, humanize_memory

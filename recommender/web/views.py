@@ -41,8 +41,8 @@ from recommender.web.access import (
 from recommender.web.changes import with_rejection_reasons, workload_changes
 from recommender.web.forms import PolicyForm
 from recommender.web.presenters import (
-    describe_explanation,
     MIN_HISTORY_SPAN_S,
+    describe_explanation,
     describe_overrides,
     history_span_s,
     is_profile_stale,

@@ -65,6 +65,8 @@ def test_serve_refuses_to_start_without_collected_files(tmp_path):
     (tmp_path / "src").mkdir()
     with (
         production_static(tmp_path / "src", tmp_path / "empty"),
-        pytest.raises(CommandError, match="run `manage.py collectstatic --no-input`"),
+        pytest.raises(
+            CommandError, match=re.escape("run `manage.py collectstatic --no-input`")
+        ),
     ):
         call_command("serve", "--no-scheduler")

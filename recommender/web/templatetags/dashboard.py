@@ -87,8 +87,9 @@ def duration(seconds: Any) -> str:
 
 @register.simple_tag
 def poll_interval() -> int:
-    """Seconds between a live page's polls (``hx-trigger="every {% poll_interval %}s"``):
-    the refresh interval, since new numbers come no faster."""
+    """Seconds between a live page's polls, as in
+    ``hx-trigger="every {% poll_interval %}s"``: the refresh interval, since new
+    numbers come no faster."""
     return int(settings.REFRESH_INTERVAL_S)
 
 
