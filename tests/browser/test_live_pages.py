@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.utils import timezone
 
-from recommender.models import Workload
+from recommender.models import ResizeChange, Workload
 from recommender.roles import Role
 from tests.browser.conftest import screenshot
 from tests.browser.test_dashboard import _log_in, _seed
@@ -88,17 +88,38 @@ def test_workload_list_and_page_refresh_themselves(page, settings):
     page.locator("#workload-live .stat .value", has_text=re.compile(r"^7$")).wait_for()
 
 
-def test_operator_policy_form_survives_the_refresh(page, settings):
+def test_a_form_being_filled_in_survives_the_refresh(page, settings):
     settings.REFRESH_INTERVAL_S = 1
     make_user("olga", Role.OPERATOR)
     workload = make_workload(make_cluster("prod"), "api", namespace="shop")
+    change = ResizeChange.objects.create(
+        workload=workload,
+        pod="api-0",
+        reason="requests 2x the target",
+        resources_before={"app": {"requests": {"cpu": 1000, "memory": 2**30}}},
+        resources_after={"app": {"requests": {"cpu": 450, "memory": 600 * 2**20}}},
+    )
 
     _log_in(page, "olga")
     page.goto(f"/workloads/{workload.pk}/")
+    # The policy form is outside the live part of the page.
     page.fill("#policy-form input[name=min_replicas]", "4")
     Workload.objects.filter(pk=workload.pk).update(replicas=9)
-    page.locator("#workload-live .stat .value", has_text=re.compile(r"^9$")).wait_for()
+    replicas = page.locator("#workload-live .stat .value")
+    replicas.filter(has_text=re.compile(r"^9$")).wait_for()
     assert page.locator("#policy-form input[name=min_replicas]").input_value() == "4"
+
+    # A rejection reason being typed inside the live part holds the refresh back...
+    reason = page.locator(f"#change-{change.pk} input[name=reason]")
+    reason.fill("wait for the sale")
+    Workload.objects.filter(pk=workload.pk).update(replicas=5)
+    page.wait_for_timeout(3000)  # three polling intervals
+    assert reason.input_value() == "wait for the sale"
+    assert replicas.filter(has_text=re.compile(r"^5$")).count() == 0
+    # ...until the field is left as it was.
+    reason.fill("")
+    page.locator("h1").click()
+    replicas.filter(has_text=re.compile(r"^5$")).wait_for()
 
 
 @pytest.mark.parametrize(
