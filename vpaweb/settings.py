@@ -19,6 +19,7 @@ from vpaweb.env import (
     env_header_pair,
     env_int,
     env_list,
+    env_name,
     env_secret,
     env_str,
 )
@@ -235,6 +236,10 @@ UPDATER_MAX_RESIZES_PER_CYCLE = env_int(
 UPDATER_DRY_RUN = env_bool("VPAWEB_UPDATER_DRY_RUN", False)
 # The global kill switch: no cluster write at all (the admin has the same toggle).
 UPDATER_KILL_SWITCH = env_bool("VPAWEB_UPDATER_KILL_SWITCH", False)
+# The recommender name vpaweb answers to: a VerticalPodAutoscaler whose
+# spec.recommenders names it gets vpaweb's recommendation in its status
+# (docs/updater.md, the drop-in path).
+RECOMMENDER_NAME = env_name("VPAWEB_RECOMMENDER_NAME", "vpaweb")
 # An applying change not verified on a discovery within this time is marked failed.
 UPDATER_VERIFY_TIMEOUT_S = env_int("VPAWEB_UPDATER_VERIFY_TIMEOUT_S", 3600, minimum=60)
 

@@ -27,6 +27,7 @@ from recommender.models import (
     ResizeChange,
     Workload,
 )
+from recommender.services.actuation.vpa_status import container_recommendation_entry
 from recommender.services.advice.pod_spec import resource_list
 from recommender.services.dashboard.provisioning import (
     Prices,
@@ -71,14 +72,9 @@ class RecommendedPodResourcesSerializer(serializers.Serializer):
 
 
 def recommendation_entry(name: str, rec: Recommendation) -> dict[str, Any]:
-    """A stored recommendation as a containerRecommendations entry."""
-    return {
-        "containerName": name,
-        "target": resource_list(rec.target),
-        "lowerBound": resource_list(rec.lower_bound),
-        "upperBound": resource_list(rec.upper_bound),
-        "uncappedTarget": resource_list(rec.uncapped_target),
-    }
+    """A stored recommendation as a containerRecommendations entry (the same entry
+    vpaweb writes into the status of VPA objects naming it)."""
+    return container_recommendation_entry(name, rec)
 
 
 class ClusterSerializer(serializers.ModelSerializer):
