@@ -4,6 +4,7 @@ long immutable cache (WhiteNoise's CompressedManifestStaticFilesStorage)."""
 from __future__ import annotations
 
 import re
+import runpy
 from pathlib import Path
 
 import brotli
@@ -70,3 +71,17 @@ def test_serve_refuses_to_start_without_collected_files(tmp_path):
         ),
     ):
         call_command("serve", "--no-scheduler")
+
+
+def test_the_redoc_copy_loads_nothing_from_outside():
+    tool = runpy.run_path(str(REPO / "tools" / "vendor_redoc.py"))
+    original = tool["SOURCE"].read_text(encoding="utf-8")
+
+    copy = tool["vendored"](original)
+
+    assert tool["LOGO"] in original  # what the copy is for is still there upstream
+    assert tool["LOGO"] not in copy
+    assert re.search(r"//# sourceMappingURL=\S+\s*$", original)
+    assert not re.search(r"//# sourceMappingURL=\S+\s*$", copy)  # the map is not copied
+    with pytest.raises(SystemExit, match="would load from outside"):
+        tool["vendored"](original + '\nload("https://cdn.example.org/x.js");\n')
