@@ -167,7 +167,9 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
         "containers": [
             {
                 "item": item,
-                "why": describe_explanation(item.explanation),
+                "why": describe_explanation(
+                    item.explanation, oom_effect=item.oom_effect
+                ),
                 "is_profile_stale": is_profile_stale(
                     item.recommendation,
                     profile_name=profile_name,
