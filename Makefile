@@ -35,7 +35,7 @@ var/secret_key:
 	mkdir -p var
 	$(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
 
-# Hashed, precompressed (gzip and brotli) copies of the static files, served by
+# Hashed, precompressed (gzip) copies of the static files, served by
 # WhiteNoise; collected again only when a file under static/ or a requirement changes.
 $(STATIC_MANIFEST): $(STAMP) $(PLOTLY_JS) $(REDOC_JS) $(shell find static -type f) | var/secret_key
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py collectstatic --no-input --verbosity 0
