@@ -143,7 +143,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env_str("VPAWEB_STATIC_ROOT", str(VAR_DIR / "staticfiles")))
 # Collected files get a content hash in their names (plotly.min.js ->
 # plotly.min.<hash>.js) and a precompressed .gz copy (no brotli: it made collectstatic
-# take 36 s of CPU instead of 2 s); WhiteNoise serves the gzip copy the browser accepts, and hashed names with a 10-year immutable cache.
+# take 36 s of CPU instead of 2 s); WhiteNoise serves the gzip copy to browsers that
+# accept it, and hashed names with a 10-year immutable cache.
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
