@@ -468,6 +468,14 @@ class RecommendationQueryAnswerSerializer(RecommendationQuerySerializer):
     status = QueryStatusSerializer()
 
 
+# Export memory columns of recommended amounts: a canonical quantity rounded UP to a
+# readable unit (engine.quantity.readable_memory_bytes); the *_bytes fields are exact.
+_READABLE = (
+    "rounded up to whole MiB (KiB below 1 MiB, GiB above 100 GiB), never below the "
+    "exact amount in the matching *_bytes field"
+)
+
+
 class ExportRowSerializer(serializers.Serializer):
     """One row of the recommendation export: one container."""
 
@@ -489,15 +497,23 @@ class ExportRowSerializer(serializers.Serializer):
     limit_cpu = serializers.CharField(allow_null=True)
     limit_memory = serializers.CharField(allow_null=True)
     target_cpu = serializers.CharField(allow_null=True)
-    target_memory = serializers.CharField(allow_null=True)
+    target_memory = serializers.CharField(allow_null=True, help_text=_READABLE)
     lower_cpu = serializers.CharField(allow_null=True)
-    lower_memory = serializers.CharField(allow_null=True)
+    lower_memory = serializers.CharField(allow_null=True, help_text=_READABLE)
     upper_cpu = serializers.CharField(allow_null=True)
-    upper_memory = serializers.CharField(allow_null=True)
+    upper_memory = serializers.CharField(allow_null=True, help_text=_READABLE)
     request_cpu_millicores = serializers.IntegerField(allow_null=True)
     request_memory_bytes = serializers.IntegerField(allow_null=True)
     target_cpu_millicores = serializers.IntegerField(allow_null=True)
-    target_memory_bytes = serializers.IntegerField(allow_null=True)
+    target_memory_bytes = serializers.IntegerField(
+        allow_null=True, help_text="the exact target in bytes"
+    )
+    lower_memory_bytes = serializers.IntegerField(
+        allow_null=True, help_text="the exact lower bound in bytes"
+    )
+    upper_memory_bytes = serializers.IntegerField(
+        allow_null=True, help_text="the exact upper bound in bytes"
+    )
     recommended_at = serializers.DateTimeField(allow_null=True)
 
 
