@@ -36,6 +36,7 @@ from recommender.api.queries import (
     single_query_value,
     workload_queryset,
 )
+from recommender.api.workload_rows import workload_rows, workload_values
 from recommender.models import (
     Cluster,
     Container,
@@ -115,6 +116,12 @@ class WorkloadViewSet(viewsets.ReadOnlyModelViewSet):
                 queryset, query_filters(s.WorkloadFilterSerializer, self.request)
             )
         return queryset
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """A page of workloads: the serializer's output from plain rows in three
+        queries (count, page, containers), without model instances (workload_rows)."""
+        page = self.paginate_queryset(workload_values(self.get_queryset()))
+        return self.get_paginated_response(workload_rows(page or []))
 
 
 class WorkloadLookupMixin:
