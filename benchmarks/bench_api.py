@@ -15,9 +15,18 @@ one connection per request, to:
 Prints requests/s, p50, p99 and errors of each (target: 0 errors, p99 <= 250 ms), then
 /healthz latency while a maximum-size rightsize request (VPAWEB_API_MAX_DOCUMENTS
 Deployments, VPAWEB_API_MAX_CONTAINERS containers) is being processed (target: < 50 ms),
-and how long that request took. The client runs on the same machine and competes for
-its CPUs. The per-token rate limit is raised for the run (VPAWEB_API_RATE), since
-2,000 requests from one token is the point here.
+and how long that request took. The per-token rate limit is raised for the run
+(VPAWEB_API_RATE), since 2,000 requests from one token is the point here.
+
+The client runs on the same machine and competes for its CPUs, so each load also
+prints the CPU time spent per request by the server (gunicorn's master and workers,
+from /proc, workers replaced during the run included) and by the client (this
+process), and the load average before and after: on a shared machine the latencies
+say more about the neighbours than about vpaweb, the server's CPU per request does
+not. The client is a pool of BENCH_CONCURRENCY threads, each sending one request at a
+time with the standard library's http.client, one connection per request (gunicorn's
+sync workers close the connection after each response): about a tenth of the
+server's CPU per request for the workload list.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -64,17 +74,61 @@ def _request(
     return status, (time.perf_counter() - started) * 1000, data
 
 
+def _server_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of gunicorn's master, its live workers, and the
+    workers it has reaped (the master's cutime/cstime)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def fields(p: int | str) -> list[str]:
+        try:
+            text = Path(f"/proc/{p}/stat").read_text()
+        except OSError:  # a worker that exited meanwhile: counted once reaped
+            return []
+        return text.rsplit(")", 1)[1].split()
+
+    master = fields(pid)
+    if not master:
+        return 0.0
+    total = sum(int(v) for v in master[11:15])
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = [
+            p.name
+            for p in Path("/proc").iterdir()
+            if p.name.isdigit() and fields(p.name)[1:2] == [str(pid)]
+        ]
+    for child in children:
+        total += sum(int(v) for v in fields(child)[11:13])
+    return total / ticks
+
+
+def _client_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def _load(
     name: str,
     total: int,
     concurrency: int,
     send: Callable[[], tuple[int, float, bytes]],
+    server_pid: int,
 ) -> None:
-    send()  # warm-up: imports and first queries of each worker are not the load
+    for _ in range(concurrency):
+        send()  # warm-up: imports and first queries of the workers are not the load
+    load_before = _loadavg()
+    server_cpu, client_cpu = _server_cpu_s(server_pid), _client_cpu_s()
     started = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
         results = list(pool.map(lambda _: send(), range(total)))
     elapsed = time.perf_counter() - started
+    server_ms = (_server_cpu_s(server_pid) - server_cpu) * 1000 / total
+    client_ms = (_client_cpu_s() - client_cpu) * 1000 / total
     times = sorted(ms for _, ms, _ in results)
     errors = sum(1 for status, _, _ in results if status != 200)
     p99 = times[int(len(times) * 0.99) - 1]
@@ -84,6 +138,11 @@ def _load(
         f"{name:38} {total / elapsed:7.1f} req/s  p50 {p50:6.1f} ms"
         f"  p99 {p99:6.1f} ms  max {times[-1]:6.1f} ms  errors {errors}"
         f"  [{verdict}: 0 errors, p99 <= {TARGET_P99_MS:.0f} ms]",
+        flush=True,
+    )
+    print(
+        f"  CPU per request: server {server_ms:.1f} ms, client {client_ms:.1f} ms;"
+        f" load average {load_before} before, {_loadavg()} after",
         flush=True,
     )
     if errors:
@@ -173,6 +232,7 @@ def main() -> None:
             total,
             concurrency,
             lambda: _request(port, "GET", "/api/v1/workloads/", None, auth),
+            server.pid,
         )
         body = _deployment(known.name, known.namespace, sized).encode()
         yaml_headers = {**auth, "Content-Type": "application/yaml"}
@@ -181,6 +241,7 @@ def main() -> None:
             total,
             concurrency,
             lambda: _request(port, "POST", "/api/v1/rightsize", body, yaml_headers),
+            server.pid,
         )
         _healthz_under_maximum(port, yaml_headers, settings)
     finally:
