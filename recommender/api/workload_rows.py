@@ -77,10 +77,10 @@ class RecommendationRow:
     """The columns of a latest recommendation that status and savings read."""
 
     __slots__ = (
-        "target_cpu_millicores",
-        "target_memory_bytes",
         "lower_cpu_millicores",
         "lower_memory_bytes",
+        "target_cpu_millicores",
+        "target_memory_bytes",
         "upper_cpu_millicores",
         "upper_memory_bytes",
     )
@@ -101,9 +101,9 @@ class ContainerRow:
 
     __slots__ = (
         "kind",
+        "latest_recommendation",
         "request_cpu_millicores",
         "request_memory_bytes",
-        "latest_recommendation",
     )
 
     def __init__(

@@ -43,7 +43,7 @@ def _odd_fleet() -> None:
             "bare": {},
         },
     )
-    app, init, proxy, bare = many.containers.order_by("position")
+    app, init, proxy, _bare = many.containers.order_by("position")
     make_recommendation(app, cpu_millicores=2000, memory_bytes=3 * MI)
     make_recommendation(init, cpu_millicores=10)
     make_recommendation(proxy, cpu_millicores=5, memory_bytes=500)
