@@ -117,9 +117,10 @@ class WorkloadViewSet(viewsets.ReadOnlyModelViewSet):
             )
         return queryset
 
+    # No docstring: it would become the operation's description in the schema.
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        """A page of workloads: the serializer's output from plain rows in three
-        queries (count, page, containers), without model instances (workload_rows)."""
+        # A page of workloads: WorkloadSerializer's output from plain rows in three
+        # queries (count, page, containers), without model instances (workload_rows).
         page = self.paginate_queryset(workload_values(self.get_queryset()))
         return self.get_paginated_response(workload_rows(page or []))
 
