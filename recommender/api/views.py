@@ -121,7 +121,8 @@ class WorkloadViewSet(viewsets.ReadOnlyModelViewSet):
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         # A page of workloads: WorkloadSerializer's output from plain rows in three
         # queries (count, page, containers), without model instances (workload_rows).
-        page = self.paginate_queryset(workload_values(self.get_queryset()))
+        queryset = self.filter_queryset(self.get_queryset())  # as DRF's own list()
+        page = self.paginate_queryset(workload_values(queryset))
         return self.get_paginated_response(workload_rows(page or []))
 
 
