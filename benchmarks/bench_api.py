@@ -20,13 +20,14 @@ and how long that request took. The per-token rate limit is raised for the run
 
 The client runs on the same machine and competes for its CPUs, so each load also
 prints the CPU time spent per request by the server (gunicorn's master and workers,
-from /proc, workers replaced during the run included) and by the client (this
-process), and the load average before and after: on a shared machine the latencies
-say more about the neighbours than about vpaweb, the server's CPU per request does
-not. The client is a pool of BENCH_CONCURRENCY threads, each sending one request at a
-time with the standard library's http.client, one connection per request (gunicorn's
-sync workers close the connection after each response): about a tenth of the
-server's CPU per request for the workload list.
+from /proc, workers replaced during the run included), by a local PostgreSQL's
+backends for the bench database, and by the client (this process, the sampling thread
+of the database figure included), and the load average before and after: on a shared
+machine the latencies say more about the neighbours than about vpaweb, the CPU per
+request does not. The client is a pool of BENCH_CONCURRENCY threads, each sending one
+request at a time with the standard library's http.client, one connection per request
+(gunicorn's sync workers close the connection after each response): about a twentieth
+of the server's CPU per request for the workload list.
 """
 
 from __future__ import annotations
@@ -108,6 +109,70 @@ def _client_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+class _DatabaseCpu:
+    """CPU seconds of the PostgreSQL backends serving the bench database, when the
+    server runs on this machine (their /proc entries are readable): sampled every half
+    second in a thread, so a backend that ends during the load keeps its last sample
+    (CONN_MAX_AGE closes each worker's connection after a minute). None for SQLite (in
+    the workers' own CPU) or a remote server."""
+
+    def __init__(self) -> None:
+        from django.db import connection
+
+        self.samples: dict[int, tuple[float, float]] = {}
+        self.enabled = connection.vendor == "postgresql"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _sample(self) -> None:
+        from django.db import connection
+
+        ticks = os.sysconf("SC_CLK_TCK")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid()"
+            )
+            pids = [row[0] for row in cursor.fetchall()]
+        for pid in pids:
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            cpu = (int(stat[11]) + int(stat[12])) / ticks
+            first = self.samples.get(pid, (cpu, cpu))[0]
+            self.samples[pid] = (first, cpu)
+
+    def _run(self) -> None:
+        from django.db import connection
+
+        try:
+            while True:
+                self._sample()
+                if self._stop.wait(0.5):
+                    break
+        finally:
+            connection.close()
+
+    def start(self) -> None:
+        if self.enabled:
+            self.samples.clear()
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+
+    def stop(self) -> float | None:
+        """CPU seconds used since start(), or None when not measured."""
+        if self._thread is None:
+            return None
+        self._stop.set()
+        self._thread.join()
+        self._thread = None
+        if not self.samples:
+            return None
+        return sum(last - first for first, last in self.samples.values())
+
+
 def _loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -122,6 +187,8 @@ def _load(
     for _ in range(concurrency):
         send()  # warm-up: imports and first queries of the workers are not the load
     load_before = _loadavg()
+    database = _DatabaseCpu()
+    database.start()
     server_cpu, client_cpu = _server_cpu_s(server_pid), _client_cpu_s()
     started = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
@@ -129,6 +196,10 @@ def _load(
     elapsed = time.perf_counter() - started
     server_ms = (_server_cpu_s(server_pid) - server_cpu) * 1000 / total
     client_ms = (_client_cpu_s() - client_cpu) * 1000 / total
+    database_s = database.stop()
+    database_text = (
+        "" if database_s is None else f", database {database_s * 1000 / total:.1f} ms"
+    )
     times = sorted(ms for _, ms, _ in results)
     errors = sum(1 for status, _, _ in results if status != 200)
     p99 = times[int(len(times) * 0.99) - 1]
@@ -141,7 +212,8 @@ def _load(
         flush=True,
     )
     print(
-        f"  CPU per request: server {server_ms:.1f} ms, client {client_ms:.1f} ms;"
+        f"  CPU per request: server {server_ms:.1f} ms{database_text},"
+        f" client {client_ms:.1f} ms;"
         f" load average {load_before} before, {_loadavg()} after",
         flush=True,
     )
