@@ -16,7 +16,13 @@ from drf_spectacular.views import (
 )
 from rest_framework.routers import SimpleRouter
 
-from recommender.api import change_views, rightsize_views, views, whatif_views
+from recommender.api import (
+    change_views,
+    rightsize_views,
+    rollup_views,
+    views,
+    whatif_views,
+)
 from recommender.api.errors import CATCH_ALL_NAME, not_found
 
 
@@ -154,6 +160,10 @@ urlpatterns = [
         name="change-reject",
     ),
     path("rightsize", rightsize_views.RightsizeView.as_view(), name="rightsize"),
+    path("rollups", rollup_views.RollupView.as_view(), name="rollups"),
+    path(
+        "savings-trend", rollup_views.SavingsTrendView.as_view(), name="savings-trend"
+    ),
     path(
         "recommendation-query",
         views.RecommendationQueryView.as_view(),

@@ -17,6 +17,7 @@ from recommender.models.fleet import (
     Cluster,
     Container,
     NamespaceLimitRange,
+    SavingsSnapshot,
     Workload,
     WorkloadPod,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "RefreshRun",
     "ResizeChange",
     "ResizeChangeStatus",
+    "SavingsSnapshot",
     "SimulatedPodState",
     "StaticCoefficient",
     "UpdaterLock",
