@@ -513,7 +513,10 @@ def test_fixtures_look_like_real_api_objects():
     for obj in load_fixtures():
         assert obj["apiVersion"] and obj["kind"], obj
         meta = obj["metadata"]
-        assert meta["name"] and meta["namespace"], obj["kind"]
+        # Namespaces are cluster-scoped: the only objects without a namespace.
+        assert meta["name"] and (meta.get("namespace") or obj["kind"] == "Namespace"), (
+            obj["kind"]
+        )
         if obj["kind"] != "PodMetrics":
             assert meta["uid"] and meta["resourceVersion"], meta["name"]
         if obj["kind"] == "Pod":
