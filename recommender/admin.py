@@ -128,6 +128,25 @@ class NamespaceLimitRangeAdmin(admin.ModelAdmin):
     readonly_fields = ["cluster", "namespace", "container_item", "pod_item", "sources"]
 
 
+@admin.register(models.SavingsSnapshot)
+class SavingsSnapshotAdmin(admin.ModelAdmin):
+    # Written by the refresh cycle (the savings trend): shown, never edited here.
+    list_display = ["taken_at", "cluster", "namespace", "workloads", "savings_monthly"]
+    list_filter = ["cluster"]
+    date_hierarchy = "taken_at"
+    readonly_fields = [
+        "cluster",
+        "namespace",
+        "taken_at",
+        "workloads",
+        "requested_cpu_millicores",
+        "requested_memory_bytes",
+        "recommended_cpu_millicores",
+        "recommended_memory_bytes",
+        "savings_monthly",
+    ]
+
+
 @admin.register(models.WorkloadPod)
 class WorkloadPodAdmin(admin.ModelAdmin):
     # Written by discovery from the pods' owner references: shown, never edited here.
