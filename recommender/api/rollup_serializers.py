@@ -88,7 +88,12 @@ class TrendFilterSerializer(serializers.Serializer):
     """Query parameters of the savings trend."""
 
     days = serializers.IntegerField(
-        required=False, min_value=1, max_value=MAX_TREND_DAYS, default=30
+        required=False,
+        min_value=1,
+        max_value=MAX_TREND_DAYS,
+        default=7,
+        help_text="how far back; up to VPAWEB_SAVINGS_TREND_HOURLY_DAYS (14) the "
+        "points are hourly, beyond daily",
     )
     cluster = QueryTextField(required=False)
     namespace = QueryTextField(required=False)

@@ -65,7 +65,7 @@ class SavingsTrendView(APIView):
         filters = query_filters(rs.TrendFilterSerializer, request)
         trend = savings_trend(
             now=timezone.now(),
-            days=filters.get("days", 30),
+            days=filters.get("days", 7),
             cluster=filters.get("cluster", ""),
             namespace=filters.get("namespace", ""),
         )

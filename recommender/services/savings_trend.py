@@ -137,7 +137,7 @@ class Trend:
 
 
 def savings_trend(
-    *, now: datetime, days: int = 30, cluster: str = "", namespace: str = ""
+    *, now: datetime, days: int = 7, cluster: str = "", namespace: str = ""
 ) -> Trend:
     """The last ``days`` of snapshots of enabled clusters (``cluster``, ``namespace``
     when given), summed per hour (ranges within the hourly window) or per day."""

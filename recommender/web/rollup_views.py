@@ -21,6 +21,8 @@ from recommender.services.savings_trend import savings_trend
 from recommender.web.access import require_role
 
 TREND_DAYS = (7, 30, 90, 365)
+# A week: hourly points, so a new install's trend shows from its first hours.
+DEFAULT_TREND_DAYS = 7
 
 
 @require_GET
@@ -31,8 +33,12 @@ def rollups(request: HttpRequest) -> HttpResponse:
     by = request.GET.get("by", "") or "namespace"
     key = request.GET.get("key", "").strip()
     cluster = request.GET.get("cluster", "").strip()
-    raw_days = request.GET.get("days", "") or "30"
-    days = int(raw_days) if raw_days.isdigit() and int(raw_days) in TREND_DAYS else 30
+    raw_days = request.GET.get("days", "") or str(DEFAULT_TREND_DAYS)
+    days = (
+        int(raw_days)
+        if raw_days.isdigit() and int(raw_days) in TREND_DAYS
+        else DEFAULT_TREND_DAYS
+    )
     now = timezone.now()
     context: dict[str, object] = {
         "page": "rollups",
