@@ -4,15 +4,17 @@ clusters table and the API's clusters show it until a refresh succeeds.
 A cluster is failing while its latest finished refresh run (of the whole cluster or
 of one namespace shard) failed. It has been failing since the first failed refresh
 after its last successful one (or its first refresh, when none ever succeeded).
-A few indexed queries per enabled cluster (``run_cluster_started``), however many
-runs are stored.
+One query finds the failing clusters (the latest finished refresh of each, through
+the ``run_cluster_started`` index), however many clusters and runs are stored; a few
+more per failing cluster say since when.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+
+from django.db.models import OuterRef, QuerySet, Subquery
 
 from recommender.models import Cluster, RefreshRun
 
@@ -50,7 +52,12 @@ def cluster_failure(cluster: Cluster) -> ClusterFailure | None:
     runs = RefreshRun.objects.filter(
         cluster=cluster, kind=RefreshRun.Kind.REFRESH
     ).order_by("-started_at", "-pk")
-    latest = runs.exclude(status=RefreshRun.Status.RUNNING).first()
+    latest = (
+        _finished_refreshes()
+        .filter(cluster=cluster)
+        .order_by("-started_at", "-pk")
+        .first()
+    )
     if latest is None or latest.status != RefreshRun.Status.FAILED:
         return None
     last_good = runs.filter(status=RefreshRun.Status.SUCCEEDED).first()
@@ -70,12 +77,29 @@ def cluster_failure(cluster: Cluster) -> ClusterFailure | None:
     )
 
 
-def failing_clusters(clusters: Iterable[Cluster] | None = None) -> list[ClusterFailure]:
+def _finished_refreshes() -> QuerySet[RefreshRun]:
+    return RefreshRun.objects.filter(kind=RefreshRun.Kind.REFRESH).exclude(
+        status=RefreshRun.Status.RUNNING
+    )
+
+
+def failing_clusters(clusters: QuerySet[Cluster] | None = None) -> list[ClusterFailure]:
     """Every failing cluster among ``clusters`` (default: the enabled ones), by name."""
     if clusters is None:
-        clusters = Cluster.objects.filter(is_enabled=True).order_by("name")
+        clusters = Cluster.objects.filter(is_enabled=True)
+    latest_status = Subquery(
+        _finished_refreshes()
+        .filter(cluster=OuterRef("pk"))
+        .order_by("-started_at", "-pk")
+        .values("status")[:1]
+    )
+    failing = (
+        clusters.annotate(latest_status=latest_status)
+        .filter(latest_status=RefreshRun.Status.FAILED)
+        .order_by("name")
+    )
     return [
         failure
-        for failure in (cluster_failure(cluster) for cluster in clusters)
+        for failure in (cluster_failure(cluster) for cluster in failing)
         if failure is not None
     ]
