@@ -9,8 +9,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from recommender.errors import InvalidInput
+from recommender.models import Cluster
 from recommender.roles import Role
-from recommender.services.dashboard.insights import filter_choices
 from recommender.services.dashboard.provisioning import Prices, Status
 from recommender.services.dashboard.rollups import (
     BY_CHOICES,
@@ -48,7 +48,11 @@ def rollups(request: HttpRequest) -> HttpResponse:
         "days": days,
         "trend_days": TREND_DAYS,
         "by_choices": BY_CHOICES.items(),
-        "clusters": filter_choices()["clusters"],
+        "clusters": list(
+            Cluster.objects.filter(is_enabled=True)
+            .order_by("name")
+            .values_list("name", flat=True)
+        ),
         "statuses": Status.CHOICES,
     }
     status = 200

@@ -64,8 +64,8 @@ PAGES = {
     # + the admission webhook counts, the VPA objects without a target and the
     # failing clusters (one query when none fails)
     "/": 17,
-    # session, user, roles, the rollup, the trend, the cluster choices
-    "/rollups/?by=label": 7,
+    # session, user, role; the rollup, the trend, the cluster names
+    "/rollups/?by=label": 6,
     "/workloads/": 10,
     "/workloads/?status=over&sort=savings": 10,
     "/changes/": 8,
