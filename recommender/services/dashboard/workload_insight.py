@@ -41,7 +41,7 @@ from recommender.services.dashboard.provisioning import (
     recommended_containers,
     workload_status,
 )
-from recommender.services.policies import parse_container_policies
+from recommender.services.policy_validation import parse_container_policies
 from recommender.services.refresh.adapters import close_quietly, usage_source_for
 from recommender.services.refresh.ingest import profile_or_default
 from recommender.services.refresh.pods import load_pod_owners
