@@ -66,7 +66,9 @@ def _value(text: str, selector: str) -> str:
 
 def _split(selector: str) -> list[str]:
     """Requirements split on the commas outside parentheses."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in selector:
         if char == "(":
             depth += 1

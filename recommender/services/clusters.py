@@ -15,6 +15,9 @@ from recommender.models import Cluster
 
 logger = logging.getLogger(__name__)
 
+# Cluster.namespace_selector's max_length.
+MAX_NAMESPACE_SELECTOR = 1000
+
 
 def checked_namespace_selector(text: str) -> str:
     """A namespace opt-in selector, stripped; ``InvalidInput`` naming what is wrong.
@@ -27,9 +30,10 @@ def checked_namespace_selector(text: str) -> str:
         label_selector.parse(text)
     except ValueError as exc:
         raise InvalidInput(str(exc), field="namespace_selector") from None
-    if len(text) > Cluster._meta.get_field("namespace_selector").max_length:
+    if len(text) > MAX_NAMESPACE_SELECTOR:
         raise InvalidInput(
-            "the namespace selector is longer than 1000 characters",
+            f"the namespace selector is longer than {MAX_NAMESPACE_SELECTOR} "
+            "characters",
             field="namespace_selector",
         )
     return text

@@ -24,7 +24,8 @@ PASSWORD = "pw-for-tests-only"
 
 
 def _money(text: str) -> float:
-    return float(re.sub(r"[^0-9.\-]", "", text.replace("−", "-")))
+    # The money filter: "$1,234", "-$12.50".
+    return float(re.sub(r"[^0-9.\-]", "", text))
 
 
 def test_viewer_reads_the_team_rollup_and_the_savings_trend(page):

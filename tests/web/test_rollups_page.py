@@ -32,7 +32,7 @@ def test_rollup_by_team_label(viewer_client, labelled):
     assert 'data-group="money"' in html
     assert "(no team label)" in html
     rows = page.context["rollup"].groups
-    assert [g.name for g in rows][0] == "storefront"  # largest savings first
+    assert rows[0].name == "storefront"  # largest savings first
     assert {g.name: g.workloads for g in rows} == {
         "storefront": 1,
         "money": 1,
