@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import Case, Count, F, FloatField, Q, Sum, Value, When
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce
 
 from recommender.errors import InvalidInput
@@ -159,16 +160,18 @@ def _amounts() -> dict[str, Any]:
     }
 
 
-def _group_of(by: str, key: str, row: dict[str, Any]) -> tuple[str, str]:
-    if by == "cluster":
-        return row["cluster__name"], ""
-    if by == "namespace":
-        return row["namespace"], row["cluster__name"]
-    if by == "kind":
-        return row["kind"], ""
-    labels = row["labels"] if isinstance(row["labels"], dict) else {}
-    value = labels.get(key)
-    return (str(value) if value is not None else NO_LABEL), ""
+AMOUNT_FIELDS = (
+    "status",
+    "savings",
+    "n_containers",
+    "n_covered",
+    "req_cpu",
+    "req_memory",
+    "covered_req_cpu",
+    "covered_req_memory",
+    "rec_cpu",
+    "rec_memory",
+)
 
 
 def rollup(
@@ -189,50 +192,52 @@ def rollup(
     workloads = Workload.objects.filter(shown_q())
     if cluster:
         workloads = workloads.filter(cluster__name=cluster)
-    rows = (
-        annotate_workloads(workloads, now=now, prices=prices)
-        .annotate(**_amounts())
-        .order_by()
-        .values(
-            "pk",
-            "cluster__name",
-            "namespace",
-            "kind",
-            "labels",
-            "status",
-            "savings",
-            "n_containers",
-            "n_covered",
-            "req_cpu",
-            "req_memory",
-            "covered_req_cpu",
-            "covered_req_memory",
-            "rec_cpu",
-            "rec_memory",
-        )
+    annotated = annotate_workloads(workloads, now=now, prices=prices).annotate(
+        **_amounts()
     )
+    if by == "label":
+        # Only the label's value leaves the database, not every workload's labels.
+        annotated = annotated.annotate(group=KeyTextTransform(key, "labels"))
+    group_fields = {
+        "cluster": ("cluster__name",),
+        "namespace": ("namespace", "cluster__name"),
+        "kind": ("kind",),
+        "label": ("group",),
+    }[by]
+    rows = annotated.order_by().values_list(*group_fields, *AMOUNT_FIELDS)
     groups: dict[tuple[str, str], RollupGroup] = {}
     total = RollupGroup(name="total")
     for row in rows:
-        name, of_cluster = _group_of(by, key, row)
-        group = groups.setdefault(
-            (of_cluster, name), RollupGroup(name=name, cluster=of_cluster)
-        )
+        name = row[0] if row[0] is not None else NO_LABEL
+        of_cluster = row[1] if by == "namespace" else ""
+        (
+            status,
+            savings,
+            containers,
+            covered,
+            req_cpu,
+            req_memory,
+            covered_req_cpu,
+            covered_req_memory,
+            rec_cpu,
+            rec_memory,
+        ) = row[len(group_fields) :]
+        group = groups.get((of_cluster, name))
+        if group is None:
+            group = groups[(of_cluster, name)] = RollupGroup(
+                name=name, cluster=of_cluster
+            )
         for target in (group, total):
             target.workloads += 1
-            target.containers += row["n_containers"]
-            target.covered += row["n_covered"]
-            target.requested_cpu_millicores += round(row["req_cpu"] or 0)
-            target.requested_memory_bytes += round(row["req_memory"] or 0)
-            target.covered_requested_cpu_millicores += round(
-                row["covered_req_cpu"] or 0
-            )
-            target.covered_requested_memory_bytes += round(
-                row["covered_req_memory"] or 0
-            )
-            target.recommended_cpu_millicores += round(row["rec_cpu"] or 0)
-            target.recommended_memory_bytes += round(row["rec_memory"] or 0)
-            target.savings += float(row["savings"] or 0.0)
-            target.statuses[row["status"]] = target.statuses.get(row["status"], 0) + 1
+            target.containers += containers
+            target.covered += covered
+            target.requested_cpu_millicores += round(req_cpu or 0)
+            target.requested_memory_bytes += round(req_memory or 0)
+            target.covered_requested_cpu_millicores += round(covered_req_cpu or 0)
+            target.covered_requested_memory_bytes += round(covered_req_memory or 0)
+            target.recommended_cpu_millicores += round(rec_cpu or 0)
+            target.recommended_memory_bytes += round(rec_memory or 0)
+            target.savings += float(savings or 0.0)
+            target.statuses[status] = target.statuses.get(status, 0) + 1
     ordered = sorted(groups.values(), key=lambda g: (-g.savings, g.cluster, g.name))
     return Rollup(by=by, key=key, cluster=cluster, groups=ordered, total=total)
