@@ -2,13 +2,41 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from recommender.api.fields import QueryTextField
 from recommender.services.dashboard.provisioning import Status
-from recommender.services.dashboard.rollups import BY_CHOICES
+from recommender.services.dashboard.rollups import BY_CHOICES, LABEL_KEY, MAX_LABEL_KEY
 
 MAX_TREND_DAYS = 400
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_LABEL_KEY,
+        "pattern": LABEL_KEY.pattern,
+    }
+)
+class LabelKeyField(serializers.CharField):
+    """A label key: an optional DNS prefix and '/', then a name of 63 characters."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", MAX_LABEL_KEY)
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        text = super().to_internal_value(data)
+        if not LABEL_KEY.match(text):
+            raise serializers.ValidationError(
+                f"{text!r} is not a label key (e.g. team or app.kubernetes.io/part-of)"
+            )
+        return text
 
 
 class RollupFilterSerializer(serializers.Serializer):
@@ -19,10 +47,11 @@ class RollupFilterSerializer(serializers.Serializer):
         help_text="what to group by: cluster, namespace, label (a workload label, "
         "see key) or kind",
     )
-    key = QueryTextField(
+    key = LabelKeyField(
         required=False,
-        help_text="by=label only: the label key, e.g. team or "
-        "app.kubernetes.io/part-of (default VPAWEB_ROLLUP_LABEL_KEY)",
+        help_text="by=label: the label key, e.g. team or app.kubernetes.io/part-of "
+        "(default VPAWEB_ROLLUP_LABEL_KEY); the other groupings have no key and "
+        'answer "key": ""',
     )
     cluster = QueryTextField(required=False, help_text="only this cluster")
 

@@ -78,7 +78,6 @@ def test_rollup_by_namespace_names_the_cluster(read_client, teams):
         ("by=team", "by"),
         ("", "by"),
         ("by=", "by"),
-        ("by=kind&key=team", "key"),
         ("by=label&by=kind", "by"),
         ("by=label&key=a%20b", "key"),
     ],
@@ -139,3 +138,9 @@ def test_a_failing_cluster_says_so_until_a_refresh_succeeds(read_client, teams):
 
 def test_rollups_need_a_token(client, teams):
     assert client.get("/api/v1/rollups?by=cluster").status_code in (401, 403)
+
+
+def test_groupings_other_than_label_have_no_key(read_client, teams):
+    body = read_client.get("/api/v1/rollups?by=kind&key=team").json()
+    assert (body["by"], body["key"]) == ("kind", "")
+    assert [g["name"] for g in body["groups"]] == ["Deployment"]

@@ -185,7 +185,6 @@ def test_the_default_label_key_comes_from_the_settings(fleet, settings):
     [
         ("team", "", "by"),
         ("", "", "by"),
-        ("kind", "team", "key"),
         ("label", "a b", "key"),
         ("label", "team=x", "key"),
     ],

@@ -19,6 +19,7 @@ from django.db.models import Case, Count, F, FloatField, Q, Sum, Value, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce
 
+from recommender.cluster.label_selector import KEY as LABEL_KEY
 from recommender.errors import InvalidInput
 from recommender.models import Container, Workload
 from recommender.services.dashboard.provisioning import (
@@ -36,8 +37,8 @@ BY_CHOICES = {
     "label": "label",
     "kind": "workload kind",
 }
-# A label key: an optional DNS prefix and a name (label_selector.KEY's rule, loosely).
-MAX_LABEL_KEY = 317
+# A label key: an optional DNS prefix (253 characters at most) and a name.
+MAX_LABEL_KEY = 253 + 1 + 63
 # The group of workloads without the label.
 NO_LABEL = ""
 
@@ -106,20 +107,21 @@ def default_label_key() -> str:
 
 
 def checked(by: str, key: str = "") -> tuple[str, str]:
-    """``by`` and the label ``key`` (the default for ``label``, "" otherwise), or
-    ``InvalidInput`` naming the parameter."""
+    """``by`` and the label ``key`` (the default for ``label``; "" for the other
+    groupings, which have no key), or ``InvalidInput`` naming the parameter."""
     if by not in BY_CHOICES:
         raise InvalidInput(
             f"{by!r} is not a rollup; choose one of {', '.join(BY_CHOICES)}",
             field="by",
         )
     if by != "label":
-        if key:
-            raise InvalidInput(f"key is only for by=label, not by={by}", field="key")
         return by, ""
     key = key.strip() or default_label_key()
-    if len(key) > MAX_LABEL_KEY or any(c.isspace() or c in "=!,()" for c in key):
-        raise InvalidInput(f"{key!r} is not a label key", field="key")
+    if len(key) > MAX_LABEL_KEY or not LABEL_KEY.match(key):
+        raise InvalidInput(
+            f"{key!r} is not a label key (e.g. team or app.kubernetes.io/part-of)",
+            field="key",
+        )
     return by, key
 
 
