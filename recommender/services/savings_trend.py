@@ -85,13 +85,19 @@ def thin_snapshots(*, now: datetime) -> dict[str, int]:
         .distinct()
     )
     last_of_day: dict[tuple[int, Any], datetime] = {}
+    hours_of_day: dict[tuple[int, Any], int] = defaultdict(int)
     for cluster_id, taken_at in hours:
         day = (cluster_id, taken_at.date())
+        hours_of_day[day] += 1
         if day not in last_of_day or taken_at > last_of_day[day]:
             last_of_day[day] = taken_at
     thinned = 0
     with transaction.atomic():
-        for (cluster_id, _day), kept in last_of_day.items():
+        # Only days not thinned yet: a statement per day that still has several hours.
+        for day, kept in last_of_day.items():
+            if hours_of_day[day] < 2:
+                continue
+            cluster_id = day[0]
             start = kept.replace(hour=0)
             deleted, _ = SavingsSnapshot.objects.filter(
                 cluster_id=cluster_id,
