@@ -167,8 +167,17 @@ def recommend(
     profile: Profile,
     containers_in_pod: Sequence[int],
     controlled_resources: Sequence[str] = RESOURCE_NAMES,
+    omit_unsampled: bool = False,
 ) -> Recommendations:
-    """Upstream §3 recommendation per row; pod minimum split over containers_in_pod."""
+    """Upstream §3 recommendation per row; pod minimum split over containers_in_pod.
+
+    Upstream recommends the pod minimum for a resource without samples, and a memory
+    upper bound of 1e14 bytes when there are no CPU samples (its confidence counts
+    CPU samples only). With ``omit_unsampled`` those values are left out instead
+    (None in the rows, listed with the reason in the explanation's ``omitted``):
+    CPU without CPU samples, memory without memory samples, the memory upper bound
+    without CPU samples. Every other value is upstream's either way.
+    """
     if not isinstance(aggregates, AggregateSet):
         raise ValueError("aggregates: must be an AggregateSet")
     if not isinstance(profile, Profile):
@@ -186,6 +195,17 @@ def recommend(
     last = aggregates.last_sample_s_[r]
     count = aggregates.total_samples[r]
     chains = _chains(aggregates, r, n, profile)
+    missing: dict[tuple[str, str], np.ndarray] = {}
+    if omit_unsampled:
+        no_cpu = count == 0
+        no_memory = aggregates.memory.is_empty(r)
+        for res in controlled:
+            for bound in _BOUNDS:
+                mask = no_cpu if res == CPU else no_memory
+                if res == MEMORY and bound == "upper_bound":
+                    mask = no_memory | no_cpu
+                if mask.any():
+                    missing[res, bound] = mask
     explained = ExplainedRows(
         profile=profile.name,
         margin_fraction=profile.margin_fraction,
@@ -202,6 +222,7 @@ def recommend(
             " the container policy controls neither cpu nor memory"
         ),
         is_memory_controlled=MEMORY in controlled,
+        missing=missing,
     )
     return Recommendations(
         {
@@ -210,6 +231,7 @@ def recommend(
             for bound in _BOUNDS
         },
         explained,
+        missing,
     )
 
 
@@ -228,10 +250,12 @@ class Recommendations(Sequence[ContainerRecommendation]):
         self,
         values: Mapping[tuple[str, str], np.ndarray],
         explained: ExplainedRows,
+        missing: Mapping[tuple[str, str], np.ndarray] | None = None,
     ) -> None:
         self._values = dict(values)
         self._explained = explained
-        self._lists: dict[tuple[str, str], list[int]] | None = None
+        self._missing = dict(missing or {})
+        self._lists: dict[tuple[str, str], list[int | None]] | None = None
 
     def __len__(self) -> int:
         return len(self._explained)
@@ -249,7 +273,7 @@ class Recommendations(Sequence[ContainerRecommendation]):
             return [self[i] for i in range(*index.indices(len(self)))]
         i = range(len(self))[index]  # IndexError and negative indices as a list's
         if self._lists is None:
-            self._lists = {key: array.tolist() for key, array in self._values.items()}
+            self._lists = {key: self._value_list(*key) for key in self._values}
         lists = self._lists
 
         def bound(name: str) -> Resources:
@@ -283,6 +307,26 @@ class Recommendations(Sequence[ContainerRecommendation]):
         if resource not in RESOURCE_NAMES or bound not in _BOUNDS:
             raise ValueError(f"no values for resource {resource!r}, bound {bound!r}")
         return self._values.get((resource, bound))
+
+    def missing(self, resource: str, bound: str) -> np.ndarray | None:
+        """bool (R,): the rows whose value of this resource and bound was left out
+        for lack of samples (``recommend(omit_unsampled=True)``); None: no row."""
+        return self._missing.get((resource, bound))
+
+    def value_list(self, resource: str, bound: str) -> list[int | None] | None:
+        """:meth:`values` as Python ints, None where :meth:`missing` (or None when
+        the resource is not controlled)."""
+        if self.values(resource, bound) is None:
+            return None
+        return self._value_list(resource, bound)
+
+    def _value_list(self, resource: str, bound: str) -> list[int | None]:
+        out: list[int | None] = self._values[resource, bound].tolist()
+        mask = self.missing(resource, bound)
+        if mask is not None:
+            for i in np.flatnonzero(mask).tolist():
+                out[i] = None
+        return out
 
     def explanation_dicts(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         """``self[i].explanation_dict()`` of each index, built for those rows only."""

@@ -178,18 +178,27 @@ NAMESPACE_OPT_IN_RULE = {
 }
 
 
-def test_the_write_role_is_the_proven_one_minus_the_reader():
+def test_the_write_role_is_the_proven_one_minus_the_reader_plus_vpa_status():
     if not WRITER_PROVEN.exists():
         service_missing(f"{WRITER_PROVEN} (the shared wire recordings)")
     proven = next(yaml.safe_load_all(WRITER_PROVEN.read_text()))["rules"]
     for overlay in ("actuation", "actuation-cert-manager"):
         roles = role_rules(render(overlay))
         assert set(roles) == {"vpaweb-reader", "vpaweb-writer"}
-        # The reader gained the namespace list of the namespace opt-in after the
-        # recording (a plain get/list of a core resource, not re-proven).
+        # The proven role, plus the drop-in path's VPA status rule (last), which was
+        # recorded as an admin only (k8s-wire admission/f4); the reader gained the
+        # namespace list of the namespace opt-in after the recording (a plain
+        # get/list of a core resource, not re-proven).
         reader = [r for r in roles["vpaweb-reader"] if r != NAMESPACE_OPT_IN_RULE]
         assert len(reader) == len(roles["vpaweb-reader"]) - 1
-        assert reader + roles["vpaweb-writer"] == proven
+        assert reader + roles["vpaweb-writer"] == [
+            *proven,
+            {
+                "apiGroups": ["autoscaling.k8s.io"],
+                "resources": ["verticalpodautoscalers/status"],
+                "verbs": ["patch"],
+            },
+        ]
         bindings = {
             b["roleRef"]["name"]: b["subjects"]
             for b in of_kind(render(overlay), "ClusterRoleBinding")

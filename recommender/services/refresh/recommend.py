@@ -64,14 +64,15 @@ def recommend_window(window: Window) -> None:
                 profile=rows[0].profile,
                 containers_in_pod=[r.containers_in_pod for r in rows],
                 controlled_resources=controlled,
+                # A resource without samples gets no recommendation (with the reason
+                # in the explanation), not upstream's pod minimum.
+                omit_unsampled=True,
             )
             columns = {
-                (res, bound): (
-                    None if values is None else values.tolist()  # Python ints
-                )
+                # Python ints, None where left out for lack of samples.
+                (res, bound): results.value_list(res, bound)
                 for res in RESOURCE_NAMES
                 for bound in ("target", "lower_bound", "upper_bound")
-                for values in [results.values(res, bound)]
             }
             for i, row in enumerate(rows):
                 target = _amounts(columns, "target", i)
@@ -96,7 +97,7 @@ def recommend_window(window: Window) -> None:
 
 
 def _amounts(
-    columns: Mapping[tuple[str, str], list[int] | None], bound: str, i: int
+    columns: Mapping[tuple[str, str], list[int | None] | None], bound: str, i: int
 ) -> Resources:
     """Row ``i`` of one bound's value columns (None: the resource is not controlled)."""
     cpu, memory = columns[CPU, bound], columns[MEMORY, bound]
