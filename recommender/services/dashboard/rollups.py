@@ -19,7 +19,7 @@ from django.db.models import Case, Count, F, FloatField, Q, Sum, Value, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce
 
-from recommender.cluster.label_selector import KEY as LABEL_KEY
+from recommender.cluster import label_selector
 from recommender.errors import InvalidInput
 from recommender.models import Container, Workload
 from recommender.services.dashboard.provisioning import (
@@ -38,6 +38,7 @@ BY_CHOICES = {
     "kind": "workload kind",
 }
 # A label key: an optional DNS prefix (253 characters at most) and a name.
+LABEL_KEY = label_selector.KEY
 MAX_LABEL_KEY = 253 + 1 + 63
 # The group of workloads without the label.
 NO_LABEL = ""
