@@ -16,7 +16,14 @@ from drf_spectacular.views import (
 )
 from rest_framework.routers import SimpleRouter
 
-from recommender.api import change_views, rightsize_views, views, whatif_views
+from recommender.api import (
+    change_views,
+    compare_views,
+    rightsize_views,
+    rollup_views,
+    views,
+    whatif_views,
+)
 from recommender.api.errors import CATCH_ALL_NAME, not_found
 
 
@@ -144,6 +151,11 @@ urlpatterns = [
         name="namespace-changes-approve",
     ),
     path(
+        "clusters/<slug:cluster>/namespaces/<k8sname:namespace>/compare-profiles",
+        compare_views.CompareProfilesView.as_view(),
+        name="namespace-compare-profiles",
+    ),
+    path(
         "changes/<id:pk>/approve",
         change_views.ApproveChangeView.as_view(),
         name="change-approve",
@@ -154,6 +166,10 @@ urlpatterns = [
         name="change-reject",
     ),
     path("rightsize", rightsize_views.RightsizeView.as_view(), name="rightsize"),
+    path("rollups", rollup_views.RollupView.as_view(), name="rollups"),
+    path(
+        "savings-trend", rollup_views.SavingsTrendView.as_view(), name="savings-trend"
+    ),
     path(
         "recommendation-query",
         views.RecommendationQueryView.as_view(),

@@ -95,10 +95,27 @@ def cpu_amount_from_cores(cores: float) -> int:
     return resource_amount_from_float(cores * 1000.0)
 
 
-def with_margin(amount: npt.ArrayLike, margin_fraction: float) -> npt.NDArray[np.int64]:
+def with_margin(
+    amount: npt.ArrayLike, margin_fraction: float | np.ndarray
+) -> npt.NDArray[np.int64]:
     """Upstream marginEstimator: ``x + ScaleResource(x, margin)``."""
     values = np.asarray(amount, dtype=np.int64)
     return values + scale_resources(values, margin_fraction)
+
+
+def memory_margins(
+    profile: Profile, peak_raw: np.ndarray, median_raw: np.ndarray
+) -> np.ndarray:
+    """vpaweb's adaptive memory margin per row (``memory_margin_spread`` > 0): the base
+    margin plus ``memory_margin_spread`` times the spread of the stored daily peaks
+    (highest / median - 1, 0 without peaks), at most ``memory_margin_max``."""
+    peak = np.asarray(peak_raw, dtype=np.float64)
+    median = np.maximum(np.asarray(median_raw, dtype=np.float64), 1.0)
+    spread = np.where(peak > median, peak / median - 1.0, 0.0)
+    return np.minimum(
+        profile.memory_margin_base + profile.memory_margin_spread * spread,
+        profile.memory_margin_max,
+    )
 
 
 def go_minutes(duration_s: float) -> float:
@@ -409,7 +426,13 @@ def _resource_chain(
     )
     # The peak estimator reads the highest stored peak: the percentile p = 1.
     read_ps = [1.0 if use_peak else p for p, use_peak in zip(pcts, peak, strict=True)]
-    raws = hist.percentiles(rows, read_ps)
+    margin_fraction: float | np.ndarray = profile.margin_fraction
+    adaptive = resource == MEMORY and profile.memory_margin_spread > 0
+    # The adaptive memory margin reads the highest and the median stored peak too.
+    raws = hist.percentiles(rows, [*read_ps, 1.0, 0.5] if adaptive else read_ps)
+    if adaptive:
+        margin_fraction = memory_margins(profile, raws[3], raws[4])
+        raws = raws[:3]
     pod_mins = np.broadcast_to(pod_min, rows.shape)
     bounds = []
     for name, p, use_peak, mult, raw in zip(
@@ -421,7 +444,7 @@ def _resource_chain(
         strict=True,
     ):
         base = resource_amounts_from_float(raw * to_amount)
-        margin = with_margin(base, profile.margin_fraction)
+        margin = with_margin(base, margin_fraction)
         after = margin if name == "target" else scale_resources(margin, mult)
         bounds.append(
             BoundArrays(

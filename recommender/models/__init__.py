@@ -18,6 +18,7 @@ from recommender.models.fleet import (
     Cluster,
     Container,
     NamespaceLimitRange,
+    SavingsSnapshot,
     Workload,
     WorkloadPod,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "RefreshRun",
     "ResizeChange",
     "ResizeChangeStatus",
+    "SavingsSnapshot",
     "SimulatedPodState",
     "StaticCoefficient",
     "UpdaterLock",

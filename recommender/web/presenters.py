@@ -10,14 +10,27 @@ value" rather than dropped.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from recommender.engine.quantity import humanize_cpu, humanize_memory
 
 DAY_S = 86400.0
+# The recommendation history is drawn once it spans this long (the workload page says
+# "an hour"): a fresh install's first refreshes, seconds apart, would make a chart of a
+# few seconds.
+MIN_HISTORY_SPAN_S = 3600.0
 # The multiplication sign, for people (ruff would flag the literal as an ambiguous "x").
 TIMES = "\u00d7"
+
+
+def history_span_s(history: Sequence[Any]) -> float:
+    """Seconds between the oldest and the newest row of a recommendation history."""
+    times = [row.created_at for row in history]
+    return (max(times) - min(times)).total_seconds() if len(times) > 1 else 0.0
+
+
 # Keys rendered by describe_explanation; anything else is listed as is.
 _KNOWN = {
     "profile",
@@ -90,6 +103,22 @@ def _bound(resource: str, bound: dict[str, Any], margin: float | None) -> str:
         margin_text = (
             f"+{margin * 100:g}% margin" if margin is not None else "with margin"
         )
+        # The adaptive memory margin (memory_margin_spread > 0) differs per container
+        # from the profile's margin_fraction: say the one applied (bytes are large
+        # enough that truncation does not blur it).
+        base, with_margin = (
+            _number(bound.get("base")),
+            _number(bound.get("with_margin")),
+        )
+        if (
+            resource == "memory"
+            and base
+            and with_margin is not None
+            and margin is not None
+        ):
+            applied = with_margin / base - 1
+            if abs(applied - margin) > 0.001:
+                margin_text = f"+{applied * 100:.1f}% adaptive margin"
         parts.append(f"{margin_text} → {_amount(resource, bound['with_margin'])}")
     multiplier = _number(bound.get("multiplier"))
     if bound.get("multiplier_infinite"):
@@ -154,6 +183,11 @@ OVERRIDE_LABELS = {
     "pod_min_memory_bytes": "Pod minimum memory",
     "oom_bump_ratio": "OOM bump ratio",
     "oom_min_bump_bytes": "Smallest OOM bump",
+    "memory_margin_spread": "Memory margin per peak spread",
+    "memory_margin_base": "Memory margin at no spread",
+    "memory_margin_max": "Largest memory margin",
+    "throttling_boost": "CPU boost when throttled",
+    "throttling_threshold": "Throttling threshold",
 }
 
 

@@ -29,6 +29,7 @@ from recommender.services import policies, policy_validation
 from recommender.services.actuation import approvals
 from recommender.services.admission.counters import hour_and_day_totals
 from recommender.services.admission.preview import webhook_preview
+from recommender.services.cluster_health import failing_clusters
 from recommender.services.dashboard import insights, workload_insight
 from recommender.services.dashboard.overview import fleet_overview
 from recommender.services.dashboard.provisioning import Prices, Status
@@ -41,8 +42,10 @@ from recommender.web.access import (
 from recommender.web.changes import with_rejection_reasons, workload_changes
 from recommender.web.forms import PolicyForm
 from recommender.web.presenters import (
+    MIN_HISTORY_SPAN_S,
     describe_explanation,
     describe_overrides,
+    history_span_s,
     is_profile_stale,
 )
 
@@ -63,8 +66,11 @@ def overview(request: HttpRequest) -> HttpResponse:
     top_namespaces = sorted(data.by_namespace, key=lambda t: -t.savings)[
         :TOP_NAMESPACES
     ]
+    failures = failing_clusters()
     context = {
         "overview": data,
+        "failing_clusters": failures,
+        "failure_of": {failure.cluster: failure for failure in failures},
         "top_namespaces": top_namespaces,
         "namespaces_more": len(data.by_namespace) > len(top_namespaces),
         "refresh_interval": settings.REFRESH_INTERVAL_S,
@@ -173,6 +179,9 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
                     profile_name=profile_name,
                     overrides=overrides,
                 ),
+                "history_span_s": history_span_s(item.history),
+                "is_history_chartable": len(item.history) > 1
+                and history_span_s(item.history) >= MIN_HISTORY_SPAN_S,
             }
             for item in data.containers
         ],
@@ -300,12 +309,16 @@ def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
             messages.success(request, "Policy saved.")
             return redirect("workload", pk=workload.pk)
         template = "recommender/policy.html"
-    return render(
+    response = render(
         request,
         template,
         _policy_context(request, workload, policy, form, **extra),
         status=status,
     )
+    if extra.get("saved"):
+        # The workload page re-reads its live part (the Mode card, the webhook preview).
+        response["HX-Trigger"] = "policy-saved"
+    return response
 
 
 @require_POST

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from django.conf import settings
 from django.db.models import (
@@ -92,7 +92,37 @@ class Prices:
 # --- Per-container classification (one row, in Python) --------------------------------
 
 
-def container_status(container: Container) -> str:
+class ProvisionedRecommendation(Protocol):
+    """What status and savings read of a recommendation: a ``Recommendation``, or a
+    light row of its columns (api.workload_rows)."""
+
+    @property
+    def target_cpu_millicores(self) -> int | None: ...
+    @property
+    def target_memory_bytes(self) -> int | None: ...
+    @property
+    def lower_cpu_millicores(self) -> int | None: ...
+    @property
+    def lower_memory_bytes(self) -> int | None: ...
+    @property
+    def upper_cpu_millicores(self) -> int | None: ...
+    @property
+    def upper_memory_bytes(self) -> int | None: ...
+
+
+class ProvisionedContainer(Protocol):
+    """What status and savings read of a container: a ``Container`` (its
+    latest_recommendation loaded), or a light row of its columns."""
+
+    @property
+    def request_cpu_millicores(self) -> int | None: ...
+    @property
+    def request_memory_bytes(self) -> int | None: ...
+    @property
+    def latest_recommendation(self) -> ProvisionedRecommendation | None: ...
+
+
+def container_status(container: ProvisionedContainer) -> str:
     """The provisioning status of one container (latest_recommendation loaded)."""
     rec = container.latest_recommendation
     if rec is None or (
@@ -128,7 +158,7 @@ def workload_status(container_statuses: Iterable[str]) -> str:
 
 
 def container_savings(
-    container: Container, *, replicas: int | None, prices: Prices
+    container: ProvisionedContainer, *, replicas: int | None, prices: Prices
 ) -> float:
     """Monthly savings of moving a container's requests to the target (all replicas)."""
     rec = container.latest_recommendation

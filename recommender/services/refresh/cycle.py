@@ -49,7 +49,7 @@ from recommender.models import (
 )
 from recommender.services.admission import counters
 from recommender.services.admission.generation import mark_admission_data_changed
-from recommender.services.refresh import chunking, ingest
+from recommender.services.refresh import chunking, ingest, throttling
 from recommender.services.refresh.adapters import (
     close_quietly,
     cluster_adapter_for,
@@ -66,6 +66,7 @@ from recommender.services.refresh.recommend import (
     values_of,
 )
 from recommender.services.runs import Phases, recorded_run
+from recommender.services.savings_trend import record_snapshot_quietly
 from recommender.sources.base import UsageGrid, UsageSource
 
 logger = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ def ingest_window(
             _forget_gone_pods(window, live_pods)
     if recommend:
         with phases("recommend"):
-            recommend_window(window)
+            recommend_window(window, throttling.throttling_by_row(window, source))
     with phases("store"):
         _store(window, checkpoints)
     counts = dict(window.counts)
@@ -307,6 +308,9 @@ def refresh_cluster(
         recorder.counts = {**discovery.counts, **counts}
     # New recommendations, workloads and LimitRanges: the webhook's cache reloads.
     mark_admission_data_changed()
+    # The savings trend: the first successful refresh of each hour snapshots the
+    # cluster's namespaces (services/savings_trend.py).
+    record_snapshot_quietly(cluster=cluster, now=now)
     return recorder.run
 
 
