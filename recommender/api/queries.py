@@ -6,15 +6,17 @@ A bad, empty or repeated query parameter is a 400 naming it, never silently igno
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any
 
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Prefetch, Q
+from django.utils import timezone
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 
 from recommender.errors import InvalidInput
-from recommender.models import Container, Workload
-from recommender.services.dashboard.provisioning import mode_q, with_status
+from recommender.models import Container, Workload, WorkloadQuerySet
+from recommender.services.dashboard.provisioning import Prices, risk_rules
 
 MAX_PAGE_SIZE = 1000
 
@@ -85,20 +87,59 @@ def query_filters(serializer_class: type, request: Request) -> dict[str, Any]:
     return {k: v for k, v in serializer.validated_data.items() if v not in (None, "")}
 
 
-def workload_queryset() -> QuerySet[Workload]:
-    """Workloads with all their serializer reads, in a constant number of queries."""
-    return Workload.objects.select_related("cluster", "policy").prefetch_related(
-        Prefetch(
-            "containers",
-            queryset=Container.objects.select_related("latest_recommendation"),
+# ``?ordering=`` keys of the workload list and export, and the fields they sort by
+# (``-key`` for descending); ties are broken by id.
+WORKLOAD_ORDERING = {
+    "name": "name",
+    "namespace": "namespace",
+    "cluster": "cluster__name",
+    "kind": "kind",
+    "replicas": "replicas",
+    "savings_monthly": "savings",
+    "risk": "risk",
+    "recent_ooms": "recent_ooms",
+    "shortfall_percent": "shortfall",
+    "id": "pk",
+}
+DEFAULT_WORKLOAD_ORDERING = ["cluster__name", "namespace", "kind", "name", "pk"]
+
+
+def workload_queryset(*, now: datetime | None = None) -> WorkloadQuerySet:
+    """Workloads with all their serializer reads, in a constant number of queries:
+    the provisioning facts annotated (``Workload.objects.with_provisioning``)."""
+    return (
+        Workload.objects.with_provisioning(
+            prices=Prices.from_settings(), rules=risk_rules(now or timezone.now())
+        )
+        .select_related("cluster", "policy")
+        .prefetch_related(
+            Prefetch(
+                "containers",
+                queryset=Container.objects.select_related("latest_recommendation"),
+            )
         )
     )
 
 
+def workload_order(ordering: list[str] | None) -> list[str]:
+    """The ``order_by`` of validated ``?ordering=`` keys (see WORKLOAD_ORDERING)."""
+    if not ordering:
+        return DEFAULT_WORKLOAD_ORDERING
+    fields = []
+    for key in ordering:
+        descending = key.startswith("-")
+        field = WORKLOAD_ORDERING[key.lstrip("-")]
+        fields.append(f"-{field}" if descending else field)
+    if "pk" not in {f.lstrip("-") for f in fields}:
+        fields.append("pk")
+    return fields
+
+
 def filter_workloads(
-    queryset: QuerySet[Workload], filters: dict[str, Any]
-) -> QuerySet[Workload]:
-    """Apply the cluster/namespace/kind/mode/status/search filters.
+    queryset: WorkloadQuerySet, filters: dict[str, Any]
+) -> WorkloadQuerySet:
+    """Apply the cluster/namespace/kind/mode/status/fact/search filters and the
+    ordering to a ``workload_queryset()``.
 
     Workloads of disabled clusters (``Cluster.is_enabled`` false) are never listed.
     """
@@ -110,15 +151,21 @@ def filter_workloads(
     if "kind" in filters:
         queryset = queryset.filter(kind=filters["kind"])
     if "mode" in filters:
-        queryset = queryset.filter(mode_q(filters["mode"]))
+        queryset = queryset.in_mode(filters["mode"])
     if "is_active" in filters:
         queryset = queryset.filter(is_active=filters["is_active"])
     if "status" in filters:
-        # The dashboard's statuses and rule (services.dashboard.provisioning), in SQL.
-        queryset = with_status(queryset, filters["status"])
+        # The dashboard's headline status (recommender/models/provisioning.py).
+        queryset = queryset.filter(status=filters["status"])
+    if "at_risk" in filters:
+        queryset = queryset.at_risk(filters["at_risk"])
+    if "wasteful" in filters:
+        queryset = queryset.wasteful(filters["wasteful"])
+    if "missing_requests" in filters:
+        queryset = queryset.missing_requests(filters["missing_requests"])
     if "search" in filters:
         term = filters["search"]
         queryset = queryset.filter(
             Q(name__icontains=term) | Q(namespace__icontains=term)
         )
-    return queryset
+    return queryset.order_by(*workload_order(filters.get("ordering")))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Prefetch, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -47,11 +47,7 @@ from recommender.models import (
 from recommender.services import policies
 from recommender.services.advice.pod_spec import resource_list
 from recommender.services.advice.recommendation_query import query_recommendation
-from recommender.services.dashboard.provisioning import (
-    Prices,
-    container_savings,
-    container_status,
-)
+from recommender.services.dashboard.provisioning import Prices, risk_rules
 
 WORKLOAD_FILTER_PARAMETERS = [s.WorkloadFilterSerializer]
 K8S_NAME_PATTERN = "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
@@ -440,7 +436,15 @@ class RecommendationExportView(APIView):
     def get(self, request: Request) -> Response:
         single_query_value(request, "format")
         filters = query_filters(s.WorkloadFilterSerializer, request)
-        workloads = filter_workloads(workload_queryset(), filters)
+        now = timezone.now()
+        # Each container's own facts (status, savings) annotated in the prefetch.
+        containers = Container.objects.select_related(
+            "latest_recommendation"
+        ).with_provisioning(prices=Prices.from_settings(), rules=risk_rules(now))
+        workloads = filter_workloads(workload_queryset(now=now), filters)
+        workloads = workloads.prefetch_related(None).prefetch_related(
+            Prefetch("containers", queryset=containers)
+        )
         rows = []
         for workload in workloads:
             policy = getattr(workload, "policy", None)
@@ -474,13 +478,9 @@ def _export_row(
         "container": container.name,
         "mode": policy.mode if policy is not None else Policy.Mode.OFF,
         "replicas": workload.replicas,
-        "status": container_status(container),
-        "savings_monthly": round(
-            container_savings(
-                container, replicas=workload.replicas, prices=Prices.from_settings()
-            ),
-            2,
-        ),
+        # Annotations of Container.objects.with_provisioning (the export's prefetch).
+        "status": container.status,  # type: ignore[attr-defined]
+        "savings_monthly": round(container.savings, 2),  # type: ignore[attr-defined]
         "request_cpu": requests.get("cpu"),
         "request_memory": requests.get("memory"),
         "limit_cpu": limits.get("cpu"),

@@ -2,7 +2,8 @@
 result, and the charts' data (engine histograms from checkpoints, usage history from the
 source).
 
-Statuses and savings follow the definitions in ``insights``; nothing here writes.
+Facts, statuses and savings follow recommender/models/provisioning.py; nothing here
+writes.
 """
 
 from __future__ import annotations
@@ -24,7 +25,16 @@ from django.db.models.functions import RowNumber
 from recommender.engine import AggregateSet, Profile, format_cpu, format_memory
 from recommender.engine.capping import select_container_policy
 from recommender.errors import NotFound, SourceUnavailable, VpawebError
-from recommender.models import Container, OomKill, Policy, Recommendation, Workload
+from recommender.models import (
+    Container,
+    OomKill,
+    Policy,
+    ProvisioningFacts,
+    Recommendation,
+    Workload,
+    container_facts,
+    workload_facts,
+)
 from recommender.services.advice.advise import (
     SOURCE_RECOMMENDATION,
     AdviceInputs,
@@ -34,12 +44,8 @@ from recommender.services.advice.advise import (
 from recommender.services.advice.pod_spec import PodContainer
 from recommender.services.dashboard.provisioning import (
     Prices,
-    Status,
-    container_savings,
-    container_status,
     no_recommendation_reason,
-    recommended_containers,
-    workload_status,
+    risk_rules,
 )
 from recommender.services.policies import parse_container_policies
 from recommender.services.refresh.adapters import close_quietly, usage_source_for
@@ -73,8 +79,7 @@ class ContainerInsight:
     """One container of the workload page: numbers, history, ready-to-use result."""
 
     container: Container
-    status: str
-    savings: float
+    facts: ProvisioningFacts
     recommendation: Recommendation | None
     history: list[Recommendation]
     oom_kills: list[OomKill]
@@ -84,6 +89,16 @@ class ContainerInsight:
     new_limits: dict[str, int]
     is_policy_off: bool = False
 
+    @property
+    def status(self) -> str:
+        """The headline status."""
+        return self.facts.status
+
+    @property
+    def savings(self) -> float:
+        """Monthly savings, all replicas."""
+        return self.facts.savings
+
 
 @dataclass
 class WorkloadInsight:
@@ -92,13 +107,22 @@ class WorkloadInsight:
     workload: Workload
     policy: Policy
     containers: list[ContainerInsight]
-    status: str
-    savings: float
+    facts: ProvisioningFacts
     kubectl_patch: str
     resources_yaml: str
     patch_note: str
     # What the advice read (the webhook preview reuses it: no second read).
     advice_inputs: AdviceInputs | None = None
+
+    @property
+    def status(self) -> str:
+        """The headline status."""
+        return self.facts.status
+
+    @property
+    def savings(self) -> float:
+        """Monthly savings, all replicas."""
+        return self.facts.savings
 
 
 def _pod_containers(containers: Sequence[Container]) -> list[PodContainer]:
@@ -197,7 +221,7 @@ def workload_insight(
     policy = getattr(workload, "policy", None) or Policy(workload=workload)
     container_policies = parse_container_policies(policy.container_policies)
     containers = list(
-        recommended_containers()
+        Container.objects.recommended()
         .filter(workload=workload)
         .select_related("latest_recommendation", "checkpoint")
         .order_by("position", "name")
@@ -227,50 +251,49 @@ def workload_insight(
     # admission webhook cap it, limits from the same rule.
     inputs = inputs_for_workload(workload)
     advice = {a.name: a for a in advise(inputs, _pod_containers(containers)).containers}
+    rules = risk_rules(now)
     items = []
     for container in containers:
         rec = container.latest_recommendation
-        status = container_status(container)
+        facts = container_facts(
+            container,
+            recent_ooms=sum(
+                1 for kill in ooms[container.pk] if kill.occurred_at >= rules.oom_since
+            ),
+            replicas=workload.replicas,
+            prices=prices,
+            rules=rules,
+        )
+        no_data = facts.no_data
         selected = select_container_policy(container_policies, container.name)
         new_requests: dict[str, int] = {}
         new_limits: dict[str, int] = {}
         one = advice.get(container.name)
-        if (
-            status != Status.NO_DATA
-            and one is not None
-            and one.source == SOURCE_RECOMMENDATION
-        ):
+        if not no_data and one is not None and one.source == SOURCE_RECOMMENDATION:
             new_requests = one.requests.to_dict()
             new_limits = one.limits.to_dict()
         items.append(
             ContainerInsight(
                 container=container,
-                status=status,
-                savings=container_savings(
-                    container, replicas=workload.replicas, prices=prices
-                ),
+                facts=facts,
                 recommendation=rec,
                 history=list(reversed(history[container.pk])),
                 oom_kills=ooms[container.pk],
                 explanation=(rec.explanation or {}) if rec else {},
                 no_data_reason=(
-                    no_recommendation_reason(container)
-                    if status == Status.NO_DATA
-                    else None
+                    no_recommendation_reason(container) if no_data else None
                 ),
                 new_requests=new_requests,
                 new_limits=new_limits,
                 is_policy_off=selected is not None and selected.mode == "Off",
             )
         )
-    status = workload_status(item.status for item in items)
     command, snippet, note = ready_to_use(workload, items)
     return WorkloadInsight(
         workload=workload,
         policy=policy,
         containers=items,
-        status=status,
-        savings=sum(item.savings for item in items),
+        facts=workload_facts(item.facts for item in items),
         kubectl_patch=command,
         resources_yaml=snippet,
         patch_note=note,
@@ -446,7 +469,7 @@ def workload_charts(*, workload_id: int, now: datetime) -> WorkloadCharts:
     except Workload.DoesNotExist:
         raise NotFound(f"workload {workload_id} does not exist") from None
     containers = list(
-        recommended_containers()
+        Container.objects.recommended()
         .filter(workload=workload)
         .select_related("latest_recommendation", "checkpoint")
         .prefetch_related(
