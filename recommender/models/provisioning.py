@@ -58,7 +58,7 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.fields.json import KT
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, Coalesce, Greatest, Least
 from django.db.models.lookups import GreaterThan, LessThan
 
@@ -279,11 +279,12 @@ def _shortfall(prefix: str, rules: RiskRules) -> Any:
     for request_field, suffix, resource in RESOURCES:
         request = F(f"{prefix}{request_field}")
         lower = F(f"{rec}lower_{suffix}")
+        # explanation -> resources -> <resource> -> lower_bound ->> after_confidence
+        path: Any = F(f"{rec}explanation")
+        for key in ("resources", resource, "lower_bound"):
+            path = KeyTransform(key, path)
         before = Cast(
-            KT(
-                f"{rec}explanation__resources__{resource}__lower_bound__after_confidence"
-            ),
-            models.BigIntegerField(),
+            KeyTextTransform("after_confidence", path), models.BigIntegerField()
         )
         floor = Least(lower, Coalesce(before, lower))
         per_resource.append(
