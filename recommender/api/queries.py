@@ -156,7 +156,7 @@ def filter_workloads(
         queryset = queryset.filter(is_active=filters["is_active"])
     if "status" in filters:
         # The dashboard's headline status (recommender/models/provisioning.py).
-        queryset = queryset.filter(status=filters["status"])
+        queryset = queryset.with_status(filters["status"])
     if "at_risk" in filters:
         queryset = queryset.at_risk(filters["at_risk"])
     if "wasteful" in filters:

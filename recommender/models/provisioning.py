@@ -63,7 +63,7 @@ from django.db.models.functions import Cast, Coalesce, Greatest, Least
 from django.db.models.lookups import GreaterThan, LessThan
 
 if TYPE_CHECKING:
-    from recommender.models.fleet import Container
+    from recommender.models.fleet import Container, Workload  # noqa: F401
     from recommender.models.recommendation import Recommendation
 
 INIT_KIND = "init"  # Container.Kind.INIT (fleet.py imports this module)
@@ -457,18 +457,21 @@ class WorkloadQuerySet(models.QuerySet["Workload"]):
             ),
         )
 
-    # Filters over ``with_provisioning``'s annotations (call it first).
+    # Filters over ``with_provisioning``'s annotations (call it first; Q objects, as
+    # the type checker knows the model's fields, not the annotations).
+
+    def with_status(self, status: str) -> WorkloadQuerySet:
+        """Workloads whose headline status is ``status``."""
+        return self.filter(Q(status=status))
 
     def at_risk(self, value: bool = True) -> WorkloadQuerySet:
         """At risk (risk score > 0), or not."""
-        return self.filter(risk__gt=0) if value else self.filter(risk=0)
+        return self.filter(Q(risk__gt=0) if value else Q(risk=0))
 
     def wasteful(self, value: bool = True) -> WorkloadQuerySet:
         """Wasteful (monthly savings > 0), or not."""
-        return self.filter(savings__gt=0) if value else self.filter(savings__lte=0)
+        return self.filter(Q(savings__gt=0) if value else Q(savings__lte=0))
 
     def missing_requests(self, value: bool = True) -> WorkloadQuerySet:
         """With a container missing a request, or not."""
-        return (
-            self.filter(missing_count__gt=0) if value else self.filter(missing_count=0)
-        )
+        return self.filter(Q(missing_count__gt=0) if value else Q(missing_count=0))

@@ -164,7 +164,7 @@ def list_workloads(
     if filters.needs_facts:
         annotated = qs.with_provisioning(prices=prices, rules=rules)
         if filters.status:
-            annotated = annotated.filter(status=filters.status)
+            annotated = annotated.with_status(filters.status)
         if filters.at_risk:
             annotated = annotated.at_risk(filters.at_risk == "true")
         if filters.wasteful:
