@@ -54,8 +54,9 @@ class ProfileOverridesSerializer(serializers.Serializer):
     """Fields of the profile set differently for one workload; absent fields keep the
     profile's value."""
 
-    # The schema's description only: services.policies.validate_profile_overrides
-    # checks the values (with the engine), through ProfileOverridesField.
+    # The schema's description only:
+    # services.policy_validation.validate_profile_overrides checks the values (with
+    # the engine), through ProfileOverridesField.
 
     cpu_target_percentile = _percentile("CPU target percentile (vpa profile: 0.9)")
     cpu_lower_percentile = _percentile("CPU lower-bound percentile (vpa: 0.5)")

@@ -6,6 +6,7 @@ One module per group; this package exposes every model as ``recommender.models.X
 
 from recommender.models.access import ApiToken, AuditEvent
 from recommender.models.actuation import (
+    OPEN_RESIZE_STATUSES,
     ActuationControl,
     AdmissionCount,
     ResizeChange,
@@ -39,6 +40,7 @@ from recommender.models.recommendation import (
 from recommender.models.runs import RefreshRun
 
 __all__ = [
+    "OPEN_RESIZE_STATUSES",
     "ActuationControl",
     "AdmissionCount",
     "ApiToken",

@@ -24,6 +24,7 @@ from recommender.engine.capping import ContainerPolicy
 from recommender.engine.quantity import format_cpu, format_memory
 from recommender.engine.resources import CPU, RESOURCE_NAMES
 from recommender.models import Policy, Recommendation, Workload
+from recommender.services.policy_validation import parse_container_policies
 
 # A change that would raise any container's target by more than this factor needs an
 # explicit confirmation (docs/api.md, docs/dashboard.md).
@@ -63,9 +64,6 @@ def _margin(profile_name: str, overrides: dict[str, Any]) -> float | None:
 
 
 def _parsed(policies: list[dict[str, Any]]) -> dict[str, ContainerPolicy]:
-    # Imported here: policies imports this module.
-    from recommender.services.policies import parse_container_policies
-
     return {p.container_name: p for p in parse_container_policies(policies)}
 
 

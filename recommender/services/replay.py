@@ -46,7 +46,7 @@ from recommender.engine.replay_scores import (
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import Cluster
 from recommender.services.offline import USAGE_EVENT, read_events
-from recommender.services.policies import validate_profile_overrides
+from recommender.services.policy_validation import validate_profile_overrides
 from recommender.services.refresh.adapters import cluster_adapter_for, usage_source_for
 from recommender.services.refresh.ingest import oom_history, read_usage
 

@@ -175,8 +175,9 @@ def _override_value(name: str, value: Any) -> str:
 
 
 def describe_overrides(overrides: Any) -> list[str]:
-    """``{field: {"profile": a, "override": b}}`` (services.policies.overridden_fields)
-    as "CPU target percentile p90 → p95" lines, in the given order."""
+    """``{field: {"profile": a, "override": b}}``
+    (services.policy_validation.overridden_fields) as "CPU target percentile p90 →
+    p95" lines, in the given order."""
     lines = []
     for name, change in overrides.items() if isinstance(overrides, dict) else []:
         label = OVERRIDE_LABELS.get(str(name), str(name))

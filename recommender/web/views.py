@@ -26,7 +26,7 @@ from recommender.models import (
     Workload,
 )
 from recommender.roles import Role
-from recommender.services import policies
+from recommender.services import policies, policy_validation
 from recommender.services.actuation import approvals
 from recommender.services.admission.counters import hour_and_day_totals
 from recommender.services.admission.preview import webhook_preview
@@ -157,7 +157,7 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
         )
     except NotFound as exc:
         return _not_found(exc)
-    overrides = policies.effective_overrides(data.policy)
+    overrides = policy_validation.effective_overrides(data.policy)
     profile_name = data.policy.profile if data.policy is not None else DEFAULT_PROFILE
     context = {
         "insight": data,

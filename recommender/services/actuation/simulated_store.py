@@ -26,7 +26,7 @@ from recommender.services.actuation.updater import (
     new_resources,
 )
 from recommender.services.advice.limits import limit_ranges_for
-from recommender.services.policies import parse_container_policies
+from recommender.services.policy_validation import parse_container_policies
 
 
 def _amounts(data: Mapping[str, Any]) -> Resources:

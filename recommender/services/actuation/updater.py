@@ -55,7 +55,7 @@ from recommender.models import (
 )
 from recommender.services.actuation import decision, workflow
 from recommender.services.advice.limits import limit_ranges_by_namespace
-from recommender.services.policies import parse_container_policies
+from recommender.services.policy_validation import parse_container_policies
 
 S = ResizeChange.Status
 ACTING_MODES = (Policy.Mode.RECREATE, Policy.Mode.IN_PLACE_OR_RECREATE)

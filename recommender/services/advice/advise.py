@@ -53,7 +53,7 @@ from recommender.models import (
 )
 from recommender.services.advice.limits import limit_ranges_by_namespace
 from recommender.services.advice.pod_spec import PodContainer
-from recommender.services.policies import parse_container_policies
+from recommender.services.policy_validation import parse_container_policies
 
 logger = logging.getLogger(__name__)
 

@@ -47,7 +47,7 @@ from recommender.services.dashboard.provisioning import (
     no_recommendation_reason,
     risk_rules,
 )
-from recommender.services.policies import parse_container_policies
+from recommender.services.policy_validation import parse_container_policies
 from recommender.services.refresh.adapters import close_quietly, usage_source_for
 from recommender.services.refresh.ingest import profile_or_default
 from recommender.services.refresh.pods import load_pod_owners

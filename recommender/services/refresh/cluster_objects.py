@@ -55,7 +55,7 @@ from recommender.models import (
 )
 from recommender.services.advice.limits import item_from_dict, item_to_dict
 from recommender.services.audit import Action, record_audit
-from recommender.services.policies import (
+from recommender.services.policy_validation import (
     CONTAINER_POLICY_KEYS,
     parse_container_policies,
     validate_container_policies,

@@ -36,7 +36,7 @@ from recommender.engine.profiles import Profile, get_profile
 from recommender.errors import SourceUnavailable, VpawebError
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
 from recommender.models import OomKill as OomKillRow
-from recommender.services.policies import parse_container_policies
+from recommender.services.policy_validation import parse_container_policies
 from recommender.services.refresh.discovery import BATCH, Discovery
 from recommender.sources.base import UsageGrid, UsageSource
 

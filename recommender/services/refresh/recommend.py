@@ -17,7 +17,7 @@ from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 from recommender.models import (
     Recommendation,
 )
-from recommender.services.policies import overridden_fields
+from recommender.services.policy_validation import overridden_fields
 from recommender.services.refresh.ingest import Row, Window
 
 logger = logging.getLogger(__name__)
