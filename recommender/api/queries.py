@@ -1,4 +1,5 @@
-"""Query parameters and querysets the API views share: pagination, filters, workloads.
+"""Query parameters and querysets the API views share: pagination, the workload
+filters and ordering, workloads.
 
 A bad, empty or repeated query parameter is a 400 naming it, never silently ignored.
 """
@@ -11,11 +12,19 @@ from typing import Any
 
 from django.db.models import Prefetch, Q
 from django.utils import timezone
+from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 
+from recommender.api.fields import QueryTextField
 from recommender.errors import InvalidInput
-from recommender.models import Container, Workload, WorkloadQuerySet
+from recommender.models import (
+    Container,
+    Policy,
+    ProvisioningStatus,
+    Workload,
+    WorkloadQuerySet,
+)
 from recommender.services.dashboard.provisioning import Prices, risk_rules
 
 MAX_PAGE_SIZE = 1000
@@ -102,6 +111,67 @@ WORKLOAD_ORDERING = {
     "id": "pk",
 }
 DEFAULT_WORKLOAD_ORDERING = ["cluster__name", "namespace", "kind", "name", "pk"]
+ORDERING_VALUES = [
+    *WORKLOAD_ORDERING,
+    *(f"-{key}" for key in WORKLOAD_ORDERING),
+]
+
+
+class WorkloadFilterSerializer(serializers.Serializer):
+    """Query filters of the workload list and the export."""
+
+    cluster = QueryTextField(required=False)
+    namespace = QueryTextField(required=False)
+    kind = serializers.ChoiceField(choices=Workload.Kind.choices, required=False)
+    mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
+    status = serializers.ChoiceField(
+        choices=list(ProvisioningStatus.LABELS),
+        required=False,
+        help_text="headline status: under (at risk), over (wasteful), missing, "
+        "no-data, within (right-sized)",
+    )
+    at_risk = serializers.BooleanField(
+        required=False,
+        default=None,
+        allow_null=True,
+        help_text="true: recent OOM kills or a material shortfall; false: neither",
+    )
+    wasteful = serializers.BooleanField(
+        required=False,
+        default=None,
+        allow_null=True,
+        help_text="true: monthly savings > 0; false: savings <= 0",
+    )
+    missing_requests = serializers.BooleanField(
+        required=False,
+        default=None,
+        allow_null=True,
+        help_text="true: a container has no CPU or no memory request",
+    )
+    is_active = serializers.BooleanField(required=False, default=None, allow_null=True)
+    search = QueryTextField(required=False)
+    ordering = QueryTextField(
+        required=False,
+        help_text=(
+            "comma-separated sort keys, `-` for descending, ties by id: "
+            + ", ".join(WORKLOAD_ORDERING)
+            + ". Default: cluster, namespace, kind, name. E.g. "
+            "`-savings_monthly` (biggest savings first) or `-risk,-savings_monthly` "
+            "(riskiest first)"
+        ),
+    )
+
+    def validate_ordering(self, value: str) -> list[str]:
+        keys = value.split(",")
+        unknown = [key for key in keys if key not in ORDERING_VALUES]
+        if unknown:
+            raise serializers.ValidationError(
+                f"unknown sort key {unknown[0]!r}; choose from "
+                f"{', '.join(WORKLOAD_ORDERING)} (prefix - for descending)"
+            )
+        if len({key.lstrip("-") for key in keys}) != len(keys):
+            raise serializers.ValidationError("each sort key may be given once")
+        return keys
 
 
 def workload_queryset(*, now: datetime | None = None) -> WorkloadQuerySet:

@@ -17,7 +17,6 @@ from recommender.api.fields import (
     StrictCharField,
     StrictIntegerField,
 )
-from recommender.api.queries import WORKLOAD_ORDERING
 from recommender.engine.resources import Resources
 from recommender.models import (
     Cluster,
@@ -35,10 +34,6 @@ from recommender.services.advice.pod_spec import resource_list
 # under (at risk), over (wasteful), missing, no-data, within. Deleted workloads are
 # ``is_active`` false, a separate field/filter.
 WORKLOAD_STATUSES = tuple(ProvisioningStatus.LABELS)
-ORDERING_VALUES = [
-    *WORKLOAD_ORDERING,
-    *(f"-{key}" for key in WORKLOAD_ORDERING),
-]
 MAX_ID = 2**63 - 1
 
 
@@ -414,63 +409,6 @@ class RefreshRunSerializer(serializers.ModelSerializer):
             "timings",
             "error",
         ]
-
-
-class WorkloadFilterSerializer(serializers.Serializer):
-    """Query filters of the workload list and the export."""
-
-    cluster = QueryTextField(required=False)
-    namespace = QueryTextField(required=False)
-    kind = serializers.ChoiceField(choices=Workload.Kind.choices, required=False)
-    mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
-    status = serializers.ChoiceField(
-        choices=WORKLOAD_STATUSES,
-        required=False,
-        help_text="headline status: under (at risk), over (wasteful), missing, "
-        "no-data, within (right-sized)",
-    )
-    at_risk = serializers.BooleanField(
-        required=False,
-        default=None,
-        allow_null=True,
-        help_text="true: recent OOM kills or a material shortfall; false: neither",
-    )
-    wasteful = serializers.BooleanField(
-        required=False,
-        default=None,
-        allow_null=True,
-        help_text="true: monthly savings > 0; false: savings <= 0",
-    )
-    missing_requests = serializers.BooleanField(
-        required=False,
-        default=None,
-        allow_null=True,
-        help_text="true: a container has no CPU or no memory request",
-    )
-    is_active = serializers.BooleanField(required=False, default=None, allow_null=True)
-    search = QueryTextField(required=False)
-    ordering = QueryTextField(
-        required=False,
-        help_text=(
-            "comma-separated sort keys, `-` for descending, ties by id: "
-            + ", ".join(WORKLOAD_ORDERING)
-            + ". Default: cluster, namespace, kind, name. E.g. "
-            "`-savings_monthly` (biggest savings first) or `-risk,-savings_monthly` "
-            "(riskiest first)"
-        ),
-    )
-
-    def validate_ordering(self, value: str) -> list[str]:
-        keys = value.split(",")
-        unknown = [key for key in keys if key not in ORDERING_VALUES]
-        if unknown:
-            raise serializers.ValidationError(
-                f"unknown sort key {unknown[0]!r}; choose from "
-                f"{', '.join(WORKLOAD_ORDERING)} (prefix - for descending)"
-            )
-        if len({key.lstrip("-") for key in keys}) != len(keys):
-            raise serializers.ValidationError("each sort key may be given once")
-        return keys
 
 
 class ChangeFilterSerializer(serializers.Serializer):

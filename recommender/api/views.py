@@ -31,6 +31,7 @@ from recommender.api.auth import CanRead, CanReadOrWrite, CanWrite, actor_of
 from recommender.api.formats import CSVRenderer, JSONParser, YAMLRenderer
 from recommender.api.queries import (
     Pagination,
+    WorkloadFilterSerializer,
     filter_workloads,
     query_filters,
     single_query_value,
@@ -49,7 +50,7 @@ from recommender.services.advice.pod_spec import resource_list
 from recommender.services.advice.recommendation_query import query_recommendation
 from recommender.services.dashboard.provisioning import Prices, risk_rules
 
-WORKLOAD_FILTER_PARAMETERS = [s.WorkloadFilterSerializer]
+WORKLOAD_FILTER_PARAMETERS = [WorkloadFilterSerializer]
 K8S_NAME_PATTERN = "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
 NATURAL_KEY_PARAMETERS = [
     OpenApiParameter(
@@ -108,7 +109,7 @@ class WorkloadViewSet(viewsets.ReadOnlyModelViewSet):
         queryset = workload_queryset()
         if self.action == "list":
             queryset = filter_workloads(
-                queryset, query_filters(s.WorkloadFilterSerializer, self.request)
+                queryset, query_filters(WorkloadFilterSerializer, self.request)
             )
         return queryset
 
@@ -435,7 +436,7 @@ class RecommendationExportView(APIView):
     )
     def get(self, request: Request) -> Response:
         single_query_value(request, "format")
-        filters = query_filters(s.WorkloadFilterSerializer, request)
+        filters = query_filters(WorkloadFilterSerializer, request)
         now = timezone.now()
         # Each container's own facts (status, savings) annotated in the prefetch.
         containers = Container.objects.select_related(
