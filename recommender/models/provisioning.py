@@ -11,10 +11,11 @@ Definitions (also in docs/dashboard.md#statuses-risk-waste-missing-requests):
 - **No data**: no recommendation, or one without any target.
 - **Usage floor** of a resource: the recommendation's lower bound, or the engine's lower
   bound *before the pod minimum* (``explanation.resources.<r>.lower_bound
-  .after_confidence``) when that is lower. Upstream raises every bound to the pod
-  minimum (25m CPU, 250 MiB memory per pod) split among the pod's containers, so a small
-  sidecar gets a 125 MiB lower bound next to one other container without ever having
-  used it: that share says nothing about its need.
+  .after_confidence``) when that is lower; kept on each recommendation as it is written
+  (``Recommendation.floor_cpu_millicores``/``floor_memory_bytes``). Upstream raises
+  every bound to the pod minimum (25m CPU, 250 MiB memory per pod) split among the pod's
+  containers, so a small sidecar gets a 125 MiB lower bound next to one other container
+  without ever having used it: that share says nothing about its need.
 - **Shortfall** of a resource with a request: ``(floor - request) / floor`` in whole
   percent, counted when at least ``RiskRules.shortfall_percent`` (10 % by default) and
   the container has data; a container's shortfall is the larger of CPU and memory.
@@ -58,8 +59,7 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.fields.json import KeyTextTransform, KeyTransform
-from django.db.models.functions import Cast, Coalesce, Greatest, Least
+from django.db.models.functions import Cast, Coalesce, Greatest
 from django.db.models.lookups import GreaterThan, LessThan
 
 if TYPE_CHECKING:
@@ -161,21 +161,27 @@ def _has_no_data(rec: Recommendation | None) -> bool:
     )
 
 
-def usage_floor(rec: Recommendation, resource: str) -> int | None:
+def usage_floor(
+    lower: int | None, explanation: dict[str, Any] | None, resource: str
+) -> int | None:
     """The lower bound of ``resource`` ("cpu" or "memory") without the pod minimum's
-    share: the stored lower bound, or the engine's value before the pod minimum when
-    lower."""
-    field = "cpu_millicores" if resource == "cpu" else "memory_bytes"
-    lower: int | None = getattr(rec, f"lower_{field}")
+    share: ``lower``, or the engine's value before the pod minimum
+    (``explanation.resources.<resource>.lower_bound.after_confidence``) when lower.
+    Stored on each recommendation as it is written (``Recommendation.floor_*``)."""
     if lower is None:
         return None
-    before = (((rec.explanation or {}).get("resources") or {}).get(resource) or {}).get(
-        "lower_bound"
-    ) or {}
-    raw = before.get("after_confidence") if isinstance(before, dict) else None
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        return min(lower, raw)
+    before: Any = explanation if isinstance(explanation, dict) else {}
+    for key in ("resources", resource, "lower_bound", "after_confidence"):
+        before = before.get(key) if isinstance(before, dict) else None
+    if isinstance(before, int) and not isinstance(before, bool):
+        return min(lower, before)
     return lower
+
+
+def _floor_of(rec: Recommendation, resource: str) -> int | None:
+    field = "cpu_millicores" if resource == "cpu" else "memory_bytes"
+    floor: int | None = getattr(rec, f"floor_{field}")
+    return floor if floor is not None else getattr(rec, f"lower_{field}")
 
 
 def container_facts(
@@ -208,7 +214,7 @@ def container_facts(
         if not no_data:
             for request_field, _, resource in RESOURCES:
                 request = getattr(container, request_field)
-                floor = usage_floor(rec, resource)
+                floor = _floor_of(rec, resource)
                 if request is None or floor is None or floor <= 0:
                     continue
                 if request * 100 < floor * (100 - rules.shortfall_percent):
@@ -276,17 +282,11 @@ def _shortfall(prefix: str, rules: RiskRules) -> Any:
     """The container's shortfall percent (0 when none is counted)."""
     rec = f"{prefix}latest_recommendation__"
     per_resource = []
-    for request_field, suffix, resource in RESOURCES:
+    for request_field, suffix, _ in RESOURCES:
         request = F(f"{prefix}{request_field}")
         lower = F(f"{rec}lower_{suffix}")
-        # explanation -> resources -> <resource> -> lower_bound ->> after_confidence
-        path: Any = F(f"{rec}explanation")
-        for key in ("resources", resource, "lower_bound"):
-            path = KeyTransform(key, path)
-        before = Cast(
-            KeyTextTransform("after_confidence", path), models.BigIntegerField()
-        )
-        floor = Least(lower, Coalesce(before, lower))
+        # The stored floor (Recommendation.floor_*), or the lower bound.
+        floor = Coalesce(F(f"{rec}floor_{suffix}"), lower)
         per_resource.append(
             Case(
                 When(
