@@ -355,9 +355,9 @@ class ContainerQuerySet(models.QuerySet["Container"]):
         """Containers without a usable recommendation."""
         return self.filter(no_data_q())
 
-    def with_data(self) -> ContainerQuerySet:
-        """Containers with a recommendation that has a target."""
-        return self.exclude(no_data_q())
+    def missing_requests(self) -> ContainerQuerySet:
+        """Containers without a CPU or a memory request."""
+        return self.filter(_missing_q())
 
     def with_provisioning(
         self, *, prices: PriceRates, rules: RiskRules

@@ -229,16 +229,24 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
     fleet, by_cluster, by_namespace = _fleet_totals(prices=prices)
     active = Workload.objects.shown()
     # Workloads at risk, riskiest first (OOM kills, then the largest shortfall; then
-    # the largest savings); the count and missing requests from the same aggregate.
+    # the largest savings): all their ids in one aggregate query (the count), the top
+    # ones loaded with their facts.
     facts = active.with_provisioning(prices=prices, rules=risk_rules(now))
-    counts = facts.aggregate(
-        at_risk=Count("pk", filter=Q(risk__gt=0)),
-        missing=Count("pk", filter=Q(missing_count__gt=0)),
+    ranked = list(
+        facts.at_risk().order_by("-risk", "-savings", "pk").values_list("pk", flat=True)
     )
-    at_risk = list(
-        facts.at_risk()
-        .select_related("cluster")
-        .order_by("-risk", "-savings", "pk")[:limit]
+    top = ranked[:limit]
+    at_risk = sorted(
+        facts.filter(pk__in=top).select_related("cluster"),
+        key=lambda w: top.index(w.pk),
+    )
+    missing_requests = (
+        Container.objects.recommended()
+        .shown()
+        .missing_requests()
+        .values("workload_id")
+        .distinct()
+        .count()
     )
     ooms = OomKill.objects.filter(
         container__workload__is_active=True,
@@ -257,9 +265,9 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
         fleet=fleet,
         by_cluster=by_cluster,
         by_namespace=by_namespace,
-        at_risk_count=counts["at_risk"],
+        at_risk_count=len(ranked),
         at_risk=at_risk,
-        missing_requests_count=counts["missing"],
+        missing_requests_count=missing_requests,
         recent_ooms=list(
             ooms.select_related("container__workload").order_by("-occurred_at")[:limit]
         ),
