@@ -308,16 +308,18 @@ def _shortfall(prefix: str, rules: RiskRules) -> Any:
     return Greatest(*per_resource, output_field=IntegerField())
 
 
-def _recent_ooms(container_ref: str, rules: RiskRules, group: str) -> Subquery:
+def _recent_ooms(container: str, rules: RiskRules) -> Subquery:
+    """OOM kills of one container since ``rules.oom_since`` (``container`` names its
+    id from the outer query: "pk", or "containers__pk" inside a workload's
+    aggregate, where it is summed per joined row and never grouped by)."""
     from recommender.models.recommendation import OomKill
 
     return Subquery(
         OomKill.objects.filter(
-            **{container_ref: OuterRef("pk")}, occurred_at__gte=rules.oom_since
+            container=OuterRef(container), occurred_at__gte=rules.oom_since
         )
-        .exclude(container__kind=INIT_KIND)
         .order_by()
-        .values(group)
+        .values("container")
         .annotate(n=Count("pk"))
         .values("n"),
         output_field=IntegerField(),
@@ -371,8 +373,10 @@ class ContainerQuerySet(models.QuerySet["Container"]):
                 * Cast(Coalesce(F("workload__replicas"), Value(1)), FloatField()),
                 output_field=FloatField(),
             ),
-            recent_ooms=Coalesce(
-                _recent_ooms("container", rules, "container"), Value(0)
+            recent_ooms=Case(
+                When(kind=INIT_KIND, then=Value(0)),
+                default=Coalesce(_recent_ooms("pk", rules), Value(0)),
+                output_field=IntegerField(),
             ),
             shortfall=_shortfall("", rules),
             risk=ExpressionWrapper(
@@ -435,8 +439,14 @@ class WorkloadQuerySet(models.QuerySet["Workload"]):
                 * Cast(Coalesce(F("replicas"), Value(1)), FloatField()),
                 output_field=FloatField(),
             ),
+            # A sum over the joined containers: a per-workload subquery would be
+            # grouped by and run for every joined row (10 s on PostgreSQL with 10,000
+            # workloads, against 0.1 s).
             recent_ooms=Coalesce(
-                _recent_ooms("container__workload", rules, "container__workload"),
+                Cast(
+                    Sum(_recent_ooms("containers__pk", rules), filter=regular),
+                    IntegerField(),
+                ),
                 Value(0),
             ),
             shortfall=Coalesce(
