@@ -326,6 +326,15 @@ def _recent_ooms(container: str, rules: RiskRules) -> Subquery:
     )
 
 
+def _killed(rules: RiskRules) -> Any:
+    """Ids of the containers with OOM kills since ``rules.oom_since``."""
+    from recommender.models.recommendation import OomKill
+
+    return OomKill.objects.filter(occurred_at__gte=rules.oom_since).values(
+        "container_id"
+    )
+
+
 def _headline(
     *, risk: str, savings: str, missing: str, no_data: str, counts: bool
 ) -> Case:
@@ -444,7 +453,12 @@ class WorkloadQuerySet(models.QuerySet["Workload"]):
             # workloads, against 0.1 s).
             recent_ooms=Coalesce(
                 Cast(
-                    Sum(_recent_ooms("containers__pk", rules), filter=regular),
+                    Sum(
+                        _recent_ooms("containers__pk", rules),
+                        # Only the few killed containers run the count: the ids
+                        # are one hashed subquery.
+                        filter=regular & Q(containers__pk__in=_killed(rules)),
+                    ),
                     IntegerField(),
                 ),
                 Value(0),
