@@ -56,7 +56,7 @@ def test_export_rows_have_replicas_status_and_savings(
         ("missing_requests=2", "missing_requests"),
         ("ordering=-cost", "ordering"),
         ("ordering=savings", "ordering"),
-        ("ordering=name,-name", "ordering"),
+        ("ordering=-name-", "ordering"),
         ("ordering=name,", "ordering"),
     ],
 )

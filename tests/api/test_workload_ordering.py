@@ -55,6 +55,10 @@ def test_biggest_savings_first_and_paged(read_client: Client, fleet: None) -> No
     assert savings == sorted(savings, reverse=True)
     # w5's missing memory request counts as 0 against a 300 MiB target.
     assert [w["name"] for w in body["results"]][:3] == ["w9", "w8", "w7"]
+    # A key given again is ignored: the first direction stands.
+    assert _names(read_client, "ordering=-savings_monthly,savings_monthly") == [
+        w["name"] for w in body["results"]
+    ]
     first = _names(read_client, "ordering=-savings_monthly&limit=4")
     second = _names(read_client, "ordering=-savings_monthly&limit=4&offset=4")
     assert first + second == [w["name"] for w in body["results"]][:8]
