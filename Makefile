@@ -6,6 +6,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
 PLOTLY_JS := static/vendor/plotly.min.js
+REDOC_JS := static/vendor/redoc.standalone.js
+# Where collectstatic writes (vpaweb/settings.py's STATIC_ROOT, from the same variables).
+STATIC_MANIFEST := $(or $(VPAWEB_STATIC_ROOT),$(or $(VPAWEB_VAR_DIR),var)/staticfiles)/staticfiles.json
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
 HOST ?= 127.0.0.1
@@ -13,7 +16,7 @@ PORT ?= 8000
 
 .PHONY: run test test-sqlite test-pg test-deploy worker beat scheduler lint fmt bench schema setup clean
 
-setup: $(STAMP) $(PLOTLY_JS)
+setup: $(STAMP) $(PLOTLY_JS) $(REDOC_JS)
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,12 +27,21 @@ $(STAMP): requirements.txt requirements-dev.txt
 $(PLOTLY_JS): $(STAMP)
 	$(PY) -c "import plotly, pathlib, shutil; shutil.copy(pathlib.Path(plotly.__file__).parent / 'package_data' / 'plotly.min.js', '$(PLOTLY_JS)')"
 
+# ReDoc from drf-spectacular-sidecar, made to load nothing from outside (see the tool).
+$(REDOC_JS): $(STAMP) tools/vendor_redoc.py
+	$(PY) tools/vendor_redoc.py $(REDOC_JS)
+
 var/secret_key:
 	mkdir -p var
 	$(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
 
-run: setup var/secret_key
-	mkdir -p var/staticfiles
+# Hashed, precompressed (gzip) copies of the static files, served by
+# WhiteNoise; collected again only when a file under static/ or a requirement changes.
+$(STATIC_MANIFEST): $(STAMP) $(PLOTLY_JS) $(REDOC_JS) $(shell find static -type f) | var/secret_key
+	SECRET_KEY_FILE=var/secret_key $(PY) manage.py collectstatic --no-input --verbosity 0
+	touch $@
+
+run: setup var/secret_key $(STATIC_MANIFEST)
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py migrate --no-input
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py bootstrap
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py serve --host $(HOST) --port $(PORT)
@@ -75,4 +87,4 @@ schema: setup
 	SECRET_KEY=schema-only-key $(PY) manage.py spectacular --validate --fail-on-warn --file var/openapi.yaml
 
 clean:
-	rm -rf $(VENV) var/staticfiles $(PLOTLY_JS)
+	rm -rf $(VENV) var/staticfiles $(PLOTLY_JS) $(REDOC_JS)

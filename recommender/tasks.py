@@ -244,3 +244,15 @@ def update_all_clusters(self: JsonTask, now: str | None = None) -> dict[str, Any
             continue
         queued.append(cluster_id)
     return {"queued": queued, "failed": failed}
+
+
+@shared_task(bind=True, base=JsonTask, name="recommender.tasks.compare_namespace")
+def compare_namespace(
+    self: JsonTask, token: str, params: dict[str, Any], now: str | None = None
+) -> dict[str, Any]:
+    """A namespace comparison (profile A vs B) in the background; its progress and
+    answer go to the cache under ``token`` (services/namespace_compare.py)."""
+    from recommender.services.namespace_compare import run_stored
+
+    run_stored(token, params, now=_parse_now(now))
+    return {"token": token}

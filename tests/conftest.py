@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import NoReturn
 
 import pytest
 from django.conf import settings
 from django.core.cache import caches
 from django.core.cache.backends.locmem import LocMemCache
+from django.test import override_settings
 
 
 def service_missing(what: str) -> NoReturn:
@@ -16,6 +18,24 @@ def service_missing(what: str) -> NoReturn:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"{what} is required when CI=true", pytrace=False)
     pytest.skip(f"{what} is not available here")
+
+
+# Tests render pages without a `collectstatic` run first: plain static names, served
+# from the source folders (tests/web/test_static.py collects with the real storage).
+PLAIN_STATIC_STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _plain_static_storage() -> Iterator[None]:
+    """The whole session uses plain static names (see PLAIN_STATIC_STORAGES)."""
+    if not settings.configured:
+        yield
+        return
+    with override_settings(STORAGES=PLAIN_STATIC_STORAGES, WHITENOISE_USE_FINDERS=True):
+        yield
 
 
 @pytest.fixture(autouse=True)

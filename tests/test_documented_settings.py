@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 READER = re.compile(
-    r"env_(?:str|bool|int|float|list|secret|header_pair)\(\s*\"([A-Z0-9_]+)\""
+    r"env_(?:str|bool|int|float|list|secret|header_pair|name)\(\s*\"([A-Z0-9_]+)\""
 )
 # vpaweb/gunicorn_conf.py reads gunicorn's variables before Django starts.
 GUNICORN_READER = re.compile(

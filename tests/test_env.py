@@ -11,6 +11,7 @@ from vpaweb.env import (
     env_float,
     env_int,
     env_list,
+    env_name,
     env_secret,
 )
 
@@ -58,6 +59,24 @@ def test_env_list_splits_and_drops_blanks(monkeypatch):
     assert env_list("X_LIST") == ["a", "b", "c"]
     monkeypatch.delenv("X_LIST")
     assert env_list("X_LIST", ["d"]) == ["d"]
+
+
+def test_env_name_reads_a_kubernetes_name_or_the_default(monkeypatch):
+    monkeypatch.delenv("X_NAME", raising=False)
+    assert env_name("X_NAME", "vpaweb") == "vpaweb"
+    monkeypatch.setenv("X_NAME", "  ")
+    assert env_name("X_NAME", "vpaweb") == "vpaweb"
+    monkeypatch.setenv("X_NAME", " team-a.recommender ")
+    assert env_name("X_NAME", "vpaweb") == "team-a.recommender"
+
+
+@pytest.mark.parametrize("raw", ["VPAweb", "-vpaweb", "vpa web", "vpaweb-", "x" * 254])
+def test_env_name_rejects_what_kubernetes_would_not_accept(monkeypatch, raw):
+    monkeypatch.setenv("X_NAME", raw)
+    with pytest.raises(
+        ImproperlyConfigured, match=r"X_NAME=.* is not a Kubernetes name"
+    ):
+        env_name("X_NAME", "vpaweb")
 
 
 def test_env_secret_prefers_file(monkeypatch, tmp_path):

@@ -7,6 +7,7 @@ typo in a deployment fails at start-up with a message that says what to fix.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -70,6 +71,27 @@ def env_list(name: str, default: list[str] | None = None) -> list[str]:
     if raw is None:
         return list(default or [])
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+# A Kubernetes object name (RFC 1123 subdomain): what ``spec.recommenders[].name`` of a
+# VerticalPodAutoscaler, and other names vpaweb is known by in a cluster, must match.
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
+
+
+def env_name(name: str, default: str) -> str:
+    """Read a Kubernetes name: lower-case letters, digits, ``-`` and ``.``, starting and
+    ending with a letter or digit, at most 253 characters (blank means ``default``)."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip()
+    if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} is not a Kubernetes name: lower-case letters, digits, "
+            "'-' and '.', starting and ending with a letter or digit"
+        )
+    return value
 
 
 def env_header_pair(name: str) -> tuple[str, str] | None:

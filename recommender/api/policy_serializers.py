@@ -103,6 +103,38 @@ class ProfileOverridesSerializer(serializers.Serializer):
     oom_min_bump_bytes = serializers.IntegerField(
         required=False, min_value=0, help_text="smallest OOM bump (vpa: 104857600)"
     )
+    memory_margin_spread = serializers.FloatField(
+        required=False,
+        min_value=0.0,
+        help_text=(
+            "adaptive memory margin per unit of daily-peak spread (highest / median"
+            " peak - 1); 0 = off, margin_fraction as upstream (vpa: 0)"
+        ),
+    )
+    memory_margin_base = serializers.FloatField(
+        required=False,
+        min_value=0.0,
+        help_text="adaptive memory margin at zero spread, a fraction (vpa: 0.15)",
+    )
+    memory_margin_max = serializers.FloatField(
+        required=False,
+        min_value=0.0,
+        help_text="largest adaptive memory margin, a fraction (vpa: 1.0)",
+    )
+    throttling_boost = serializers.FloatField(
+        required=False,
+        min_value=0.0,
+        help_text=(
+            "raise the CPU target by this fraction when the container is throttled"
+            " in more than throttling_threshold of its CFS periods; 0 = off (vpa: 0)"
+        ),
+    )
+    throttling_threshold = serializers.FloatField(
+        required=False,
+        min_value=0.0,
+        max_value=1.0,
+        help_text="throttled share of CFS periods above which to boost (vpa: 0.25)",
+    )
 
 
 @extend_schema_field(ProfileOverridesSerializer)

@@ -28,6 +28,7 @@ from recommender.models import (
     ResizeChange,
     Workload,
 )
+from recommender.services.actuation.vpa_status import container_recommendation_entry
 from recommender.services.advice.pod_spec import resource_list
 
 # The dashboard's headline statuses (recommender/models/provisioning.py):
@@ -65,14 +66,9 @@ class RecommendedPodResourcesSerializer(serializers.Serializer):
 
 
 def recommendation_entry(name: str, rec: Recommendation) -> dict[str, Any]:
-    """A stored recommendation as a containerRecommendations entry."""
-    return {
-        "containerName": name,
-        "target": resource_list(rec.target),
-        "lowerBound": resource_list(rec.lower_bound),
-        "upperBound": resource_list(rec.upper_bound),
-        "uncappedTarget": resource_list(rec.uncapped_target),
-    }
+    """A stored recommendation as a containerRecommendations entry (the same entry
+    vpaweb writes into the status of VPA objects naming it)."""
+    return container_recommendation_entry(name, rec)
 
 
 class ClusterSerializer(serializers.ModelSerializer):
@@ -497,6 +493,14 @@ class RecommendationQueryAnswerSerializer(RecommendationQuerySerializer):
     status = QueryStatusSerializer()
 
 
+# Export memory columns of recommended amounts: a canonical quantity rounded UP to a
+# readable unit (engine.quantity.readable_memory_bytes); the *_bytes fields are exact.
+_READABLE = (
+    "rounded up to whole MiB (KiB below 1 MiB, GiB above 100 GiB), never below the "
+    "exact amount in the matching *_bytes field"
+)
+
+
 class ExportRowSerializer(serializers.Serializer):
     """One row of the recommendation export: one container."""
 
@@ -518,15 +522,23 @@ class ExportRowSerializer(serializers.Serializer):
     limit_cpu = serializers.CharField(allow_null=True)
     limit_memory = serializers.CharField(allow_null=True)
     target_cpu = serializers.CharField(allow_null=True)
-    target_memory = serializers.CharField(allow_null=True)
+    target_memory = serializers.CharField(allow_null=True, help_text=_READABLE)
     lower_cpu = serializers.CharField(allow_null=True)
-    lower_memory = serializers.CharField(allow_null=True)
+    lower_memory = serializers.CharField(allow_null=True, help_text=_READABLE)
     upper_cpu = serializers.CharField(allow_null=True)
-    upper_memory = serializers.CharField(allow_null=True)
+    upper_memory = serializers.CharField(allow_null=True, help_text=_READABLE)
     request_cpu_millicores = serializers.IntegerField(allow_null=True)
     request_memory_bytes = serializers.IntegerField(allow_null=True)
     target_cpu_millicores = serializers.IntegerField(allow_null=True)
-    target_memory_bytes = serializers.IntegerField(allow_null=True)
+    target_memory_bytes = serializers.IntegerField(
+        allow_null=True, help_text="the exact target in bytes"
+    )
+    lower_memory_bytes = serializers.IntegerField(
+        allow_null=True, help_text="the exact lower bound in bytes"
+    )
+    upper_memory_bytes = serializers.IntegerField(
+        allow_null=True, help_text="the exact upper bound in bytes"
+    )
     recommended_at = serializers.DateTimeField(allow_null=True)
 
 

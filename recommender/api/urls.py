@@ -16,7 +16,13 @@ from drf_spectacular.views import (
 )
 from rest_framework.routers import SimpleRouter
 
-from recommender.api import change_views, rightsize_views, views, whatif_views
+from recommender.api import (
+    change_views,
+    compare_views,
+    rightsize_views,
+    views,
+    whatif_views,
+)
 from recommender.api.errors import CATCH_ALL_NAME, not_found
 
 
@@ -142,6 +148,11 @@ urlpatterns = [
         "clusters/<slug:cluster>/namespaces/<k8sname:namespace>/changes/approve",
         change_views.BulkApproveNamespaceView.as_view(),
         name="namespace-changes-approve",
+    ),
+    path(
+        "clusters/<slug:cluster>/namespaces/<k8sname:namespace>/compare-profiles",
+        compare_views.CompareProfilesView.as_view(),
+        name="namespace-compare-profiles",
     ),
     path(
         "changes/<id:pk>/approve",

@@ -37,6 +37,7 @@ from recommender.api.queries import (
     single_query_value,
     workload_queryset,
 )
+from recommender.engine.quantity import readable_resource_list
 from recommender.models import (
     Cluster,
     Container,
@@ -468,9 +469,11 @@ def _export_row(
 ) -> dict[str, Any]:
     requests = resource_list(container.requests)
     limits = resource_list(container.limits)
-    target = resource_list(rec.target) if rec else {}
-    lower = resource_list(rec.lower_bound) if rec else {}
-    upper = resource_list(rec.upper_bound) if rec else {}
+    # Recommended amounts for people: readable quantities, rounded up (the exact
+    # integers are in the *_bytes / *_millicores columns).
+    target = readable_resource_list(rec.target) if rec else {}
+    lower = readable_resource_list(rec.lower_bound) if rec else {}
+    upper = readable_resource_list(rec.upper_bound) if rec else {}
     return {
         "cluster": workload.cluster.name,
         "namespace": workload.namespace,
@@ -496,5 +499,7 @@ def _export_row(
         "request_memory_bytes": container.request_memory_bytes,
         "target_cpu_millicores": rec.target_cpu_millicores if rec else None,
         "target_memory_bytes": rec.target_memory_bytes if rec else None,
+        "lower_memory_bytes": rec.lower_memory_bytes if rec else None,
+        "upper_memory_bytes": rec.upper_memory_bytes if rec else None,
         "recommended_at": rec.created_at.isoformat() if rec else None,
     }

@@ -131,6 +131,9 @@ class VpaObject:
     uid: str = ""
     # spec.recommenders names; empty means upstream's "default" recommender handles it.
     recommenders: tuple[str, ...] = ()
+    # The object's status as read (conditions, recommendation): vpaweb writes it only
+    # for objects whose recommenders name vpaweb, and only when it would change.
+    status: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

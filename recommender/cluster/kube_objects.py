@@ -458,6 +458,7 @@ def vpa_of(obj: Obj) -> VpaObject:
         recommenders=tuple(
             str(entry.get("name", "")) for entry in spec.get("recommenders") or ()
         ),
+        status=dict(obj.get("status") or {}),
     )
 
 

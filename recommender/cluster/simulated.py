@@ -538,12 +538,11 @@ class SimulatedCluster:
             return admitted
         if now_s - start_s > self.admit_window_s:
             return template  # created before this process watched: not ours to say
-        job = pod.rsplit("-", 1)[0]
         return ADMITTED.create(
             cluster=self.name,
             namespace=sim.namespace,
             name=pod,
-            job=job,
+            cronjob=sim.name,
             template=template,
             admit=self.admit,
         )

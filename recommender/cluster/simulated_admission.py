@@ -1,13 +1,16 @@
 """Pods the simulated cluster creates go through admission, as a real cluster's do.
 
-When a simulated pod starts (a CronJob's run; the fleet's other pods are long-lived),
-the simulated cluster builds the Pod object a controller would submit (the template's
-containers, the Job owner reference, the pod-template labels), sends it as an
-``admission.k8s.io/v1`` AdmissionReview to the ``admit`` callable it was given (the
-webhook's service, in-process: ``services/admission/review.py``), applies the JSONPatch
-of the answer as the API server would (only ``add`` operations are ever sent) and keeps
-the resulting requests and limits for the pod's life. So ``make run`` shows Initial mode
-end to end without a Kubernetes cluster.
+When a simulated pod starts, the simulated cluster builds the Pod object its controller
+would submit (the template's containers, the controller's owner reference: a Job for a
+CronJob's run, the ReplicaSet for a Deployment's pod; the pod-template labels), sends it
+as an ``admission.k8s.io/v1`` AdmissionReview to the ``admit`` callable it was given
+(the webhook's service, in-process: ``services/admission/review.py``), applies the
+JSONPatch of the answer as the API server would (only ``add`` operations are ever sent)
+and keeps the resulting requests, limits and annotations (``admit_new_pod``). Two kinds
+of new pods: a CronJob's runs (``AdmittedPods``, remembered in the process), and a pod
+the updater evicted, recreated by its controller (``services/actuation/
+simulated_store.py`` stores what admission gave it). So ``make run`` shows Initial,
+Recreate and InPlaceOrRecreate end to end without a Kubernetes cluster.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from recommender.cluster.base import ContainerSpec
@@ -46,10 +50,35 @@ def _resource_list(amounts: Resources) -> dict[str, str]:
     return out
 
 
+def controller_of(
+    *, kind: str, workload: str, pod: str, labels: Mapping[str, str]
+) -> tuple[str, str, dict[str, str]]:
+    """The controller that submits a pod of the workload: (owner kind, owner name,
+    pod labels). A Deployment's pods come from its ReplicaSet ``<name>-<hash>`` (the
+    pod's name without its suffix, labelled ``pod-template-hash``), a CronJob's from
+    its Job (likewise); other kinds create their pods themselves."""
+    if kind == "Deployment":
+        replica_set = pod.rsplit("-", 1)[0]
+        template_hash = replica_set.rsplit("-", 1)[-1]
+        return "ReplicaSet", replica_set, {**labels, "pod-template-hash": template_hash}
+    if kind == "CronJob":
+        job = pod.rsplit("-", 1)[0]
+        return "Job", job, {"job-name": job, "batch.kubernetes.io/job-name": job}
+    return kind, workload, dict(labels)
+
+
 def pod_object(
-    *, namespace: str, name: str, job: str, containers: tuple[ContainerSpec, ...]
+    *,
+    namespace: str,
+    name: str,
+    owner_kind: str,
+    owner_name: str,
+    labels: Mapping[str, str],
+    containers: tuple[ContainerSpec, ...],
 ) -> dict[str, Any]:
-    """The Pod a Job controller submits for one run of a CronJob."""
+    """The Pod a controller submits (before admission): the template's containers,
+    the controller's owner reference and labels. Only a StatefulSet names its pods;
+    the others send ``generateName``, as the recorded reviews show."""
     regular, init = [], []
     for spec in containers:
         resources = {}
@@ -68,27 +97,39 @@ def pod_object(
             if spec.kind == "sidecar":
                 item["restartPolicy"] = "Always"
             init.append(item)
-    pod_spec: dict[str, Any] = {"containers": regular, "restartPolicy": "Never"}
+    restart = "Never" if owner_kind == "Job" else "Always"
+    pod_spec: dict[str, Any] = {"containers": regular, "restartPolicy": restart}
     if init:
         pod_spec["initContainers"] = init
+    api_version = {"Job": "batch/v1", "ReplicationController": "v1"}.get(
+        owner_kind, "apps/v1"
+    )
+    metadata: dict[str, Any] = {
+        "namespace": namespace,
+        "labels": dict(labels),
+        "ownerReferences": [
+            {
+                "apiVersion": api_version,
+                "kind": owner_kind,
+                "name": owner_name,
+                "uid": str(
+                    uuid.uuid5(
+                        uuid.NAMESPACE_OID, f"{namespace}/{owner_kind}/{owner_name}"
+                    )
+                ),
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+    if owner_kind == "StatefulSet":
+        metadata["name"] = name
+    else:
+        metadata["generateName"] = f"{owner_name}-"
     return {
         "kind": "Pod",
         "apiVersion": "v1",
-        "metadata": {
-            "generateName": f"{job}-",
-            "namespace": namespace,
-            "labels": {"job-name": job, "batch.kubernetes.io/job-name": job},
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": job,
-                    "uid": str(uuid.uuid5(uuid.NAMESPACE_OID, f"{namespace}/{job}")),
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
+        "metadata": metadata,
         "spec": pod_spec,
         "status": {},
     }
@@ -137,6 +178,69 @@ def specs_of(
     )
 
 
+@dataclass(frozen=True)
+class AdmittedPod:
+    """A new pod as admission left it: its containers and annotations."""
+
+    containers: tuple[ContainerSpec, ...]
+    annotations: dict[str, str]
+
+
+def admit_new_pod(
+    *,
+    namespace: str,
+    name: str,
+    workload_kind: str,
+    workload_name: str,
+    labels: Mapping[str, str],
+    template: tuple[ContainerSpec, ...],
+    admit: Admit,
+) -> AdmittedPod:
+    """Submit a new pod of the workload to admission as its controller would (an
+    ``admission.k8s.io/v1`` CREATE review of the Pod object), apply the answer's
+    JSONPatch as the API server would, and return what the pod starts with. A failing
+    admission leaves the pod as its template says (``failurePolicy: Ignore``)."""
+    owner_kind, owner_name, pod_labels = controller_of(
+        kind=workload_kind, workload=workload_name, pod=name, labels=labels
+    )
+    obj = pod_object(
+        namespace=namespace,
+        name=name,
+        owner_kind=owner_kind,
+        owner_name=owner_name,
+        labels=pod_labels,
+        containers=template,
+    )
+    review = {
+        "kind": "AdmissionReview",
+        "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": namespace,
+            "operation": "CREATE",
+            "object": obj,
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+        },
+    }
+    try:
+        response = admit(review).get("response", {})
+        if response.get("patchType") == "JSONPatch" and response.get("patch"):
+            apply_add_patch(obj, json.loads(base64.b64decode(response["patch"])))
+            return AdmittedPod(
+                containers=specs_of(obj, template),
+                annotations=dict(obj["metadata"].get("annotations") or {}),
+            )
+    except Exception:  # admission never blocks a simulated pod either
+        logger.warning(
+            "simulated admission of %s/%s failed", namespace, name, exc_info=True
+        )
+    return AdmittedPod(containers=template, annotations={})
+
+
 class AdmittedPods:
     """Pods created through admission, with the resources they were admitted with."""
 
@@ -157,37 +261,21 @@ class AdmittedPods:
         cluster: str,
         namespace: str,
         name: str,
-        job: str,
+        cronjob: str,
         template: tuple[ContainerSpec, ...],
         admit: Admit,
     ) -> tuple[ContainerSpec, ...]:
-        """Submit the pod to admission and remember what it was admitted with."""
-        obj = pod_object(namespace=namespace, name=name, job=job, containers=template)
-        review = {
-            "kind": "AdmissionReview",
-            "apiVersion": "admission.k8s.io/v1",
-            "request": {
-                "uid": str(uuid.uuid4()),
-                "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                "resource": {"group": "", "version": "v1", "resource": "pods"},
-                "namespace": namespace,
-                "operation": "CREATE",
-                "object": obj,
-                "oldObject": None,
-                "dryRun": False,
-                "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
-            },
-        }
-        specs = template
-        try:
-            response = admit(review).get("response", {})
-            if response.get("patchType") == "JSONPatch" and response.get("patch"):
-                apply_add_patch(obj, json.loads(base64.b64decode(response["patch"])))
-                specs = specs_of(obj, template)
-        except Exception:  # admission never blocks a simulated pod either
-            logger.warning(
-                "simulated admission of %s/%s failed", namespace, name, exc_info=True
-            )
+        """Submit a run's pod (of its Job) to admission and remember what it was
+        admitted with."""
+        specs = admit_new_pod(
+            namespace=namespace,
+            name=name,
+            workload_kind="CronJob",
+            workload_name=cronjob,
+            labels={},
+            template=template,
+            admit=admit,
+        ).containers
         with self._lock:
             self._pods[(cluster, namespace, name)] = specs
             while len(self._pods) > MAX_REMEMBERED:

@@ -98,10 +98,27 @@ def cpu_amount_from_cores(cores: float) -> int:
     return resource_amount_from_float(cores * 1000.0)
 
 
-def with_margin(amount: npt.ArrayLike, margin_fraction: float) -> npt.NDArray[np.int64]:
+def with_margin(
+    amount: npt.ArrayLike, margin_fraction: float | np.ndarray
+) -> npt.NDArray[np.int64]:
     """Upstream marginEstimator: ``x + ScaleResource(x, margin)``."""
     values = np.asarray(amount, dtype=np.int64)
     return values + scale_resources(values, margin_fraction)
+
+
+def memory_margins(
+    profile: Profile, peak_raw: np.ndarray, median_raw: np.ndarray
+) -> np.ndarray:
+    """vpaweb's adaptive memory margin per row (``memory_margin_spread`` > 0): the base
+    margin plus ``memory_margin_spread`` times the spread of the stored daily peaks
+    (highest / median - 1, 0 without peaks), at most ``memory_margin_max``."""
+    peak = np.asarray(peak_raw, dtype=np.float64)
+    median = np.maximum(np.asarray(median_raw, dtype=np.float64), 1.0)
+    spread = np.where(peak > median, peak / median - 1.0, 0.0)
+    return np.minimum(
+        profile.memory_margin_base + profile.memory_margin_spread * spread,
+        profile.memory_margin_max,
+    )
 
 
 def go_minutes(duration_s: float) -> float:
@@ -167,8 +184,17 @@ def recommend(
     profile: Profile,
     containers_in_pod: Sequence[int],
     controlled_resources: Sequence[str] = RESOURCE_NAMES,
+    omit_unsampled: bool = False,
 ) -> Recommendations:
-    """Upstream §3 recommendation per row; pod minimum split over containers_in_pod."""
+    """Upstream §3 recommendation per row; pod minimum split over containers_in_pod.
+
+    Upstream recommends the pod minimum for a resource without samples, and a memory
+    upper bound of 1e14 bytes when there are no CPU samples (its confidence counts
+    CPU samples only). With ``omit_unsampled`` those values are left out instead
+    (None in the rows, listed with the reason in the explanation's ``omitted``):
+    CPU without CPU samples, memory without memory samples, the memory upper bound
+    without CPU samples. Every other value is upstream's either way.
+    """
     if not isinstance(aggregates, AggregateSet):
         raise ValueError("aggregates: must be an AggregateSet")
     if not isinstance(profile, Profile):
@@ -186,6 +212,17 @@ def recommend(
     last = aggregates.last_sample_s_[r]
     count = aggregates.total_samples[r]
     chains = _chains(aggregates, r, n, profile)
+    missing: dict[tuple[str, str], np.ndarray] = {}
+    if omit_unsampled:
+        no_cpu = count == 0
+        no_memory = aggregates.memory.is_empty(r)
+        for res in controlled:
+            for bound in _BOUNDS:
+                mask = no_cpu if res == CPU else no_memory
+                if res == MEMORY and bound == "upper_bound":
+                    mask = no_memory | no_cpu
+                if mask.any():
+                    missing[res, bound] = mask
     explained = ExplainedRows(
         profile=profile.name,
         margin_fraction=profile.margin_fraction,
@@ -202,6 +239,7 @@ def recommend(
             " the container policy controls neither cpu nor memory"
         ),
         is_memory_controlled=MEMORY in controlled,
+        missing=missing,
     )
     return Recommendations(
         {
@@ -210,6 +248,7 @@ def recommend(
             for bound in _BOUNDS
         },
         explained,
+        missing,
     )
 
 
@@ -228,10 +267,12 @@ class Recommendations(Sequence[ContainerRecommendation]):
         self,
         values: Mapping[tuple[str, str], np.ndarray],
         explained: ExplainedRows,
+        missing: Mapping[tuple[str, str], np.ndarray] | None = None,
     ) -> None:
         self._values = dict(values)
         self._explained = explained
-        self._lists: dict[tuple[str, str], list[int]] | None = None
+        self._missing = dict(missing or {})
+        self._lists: dict[tuple[str, str], list[int | None]] | None = None
 
     def __len__(self) -> int:
         return len(self._explained)
@@ -249,7 +290,7 @@ class Recommendations(Sequence[ContainerRecommendation]):
             return [self[i] for i in range(*index.indices(len(self)))]
         i = range(len(self))[index]  # IndexError and negative indices as a list's
         if self._lists is None:
-            self._lists = {key: array.tolist() for key, array in self._values.items()}
+            self._lists = {key: self._value_list(*key) for key in self._values}
         lists = self._lists
 
         def bound(name: str) -> Resources:
@@ -283,6 +324,26 @@ class Recommendations(Sequence[ContainerRecommendation]):
         if resource not in RESOURCE_NAMES or bound not in _BOUNDS:
             raise ValueError(f"no values for resource {resource!r}, bound {bound!r}")
         return self._values.get((resource, bound))
+
+    def missing(self, resource: str, bound: str) -> np.ndarray | None:
+        """bool (R,): the rows whose value of this resource and bound was left out
+        for lack of samples (``recommend(omit_unsampled=True)``); None: no row."""
+        return self._missing.get((resource, bound))
+
+    def value_list(self, resource: str, bound: str) -> list[int | None] | None:
+        """:meth:`values` as Python ints, None where :meth:`missing` (or None when
+        the resource is not controlled)."""
+        if self.values(resource, bound) is None:
+            return None
+        return self._value_list(resource, bound)
+
+    def _value_list(self, resource: str, bound: str) -> list[int | None]:
+        out: list[int | None] = self._values[resource, bound].tolist()
+        mask = self.missing(resource, bound)
+        if mask is not None:
+            for i in np.flatnonzero(mask).tolist():
+                out[i] = None
+        return out
 
     def explanation_dicts(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         """``self[i].explanation_dict()`` of each index, built for those rows only."""
@@ -368,7 +429,13 @@ def _resource_chain(
     )
     # The peak estimator reads the highest stored peak: the percentile p = 1.
     read_ps = [1.0 if use_peak else p for p, use_peak in zip(pcts, peak, strict=True)]
-    raws = hist.percentiles(rows, read_ps)
+    margin_fraction: float | np.ndarray = profile.margin_fraction
+    adaptive = resource == MEMORY and profile.memory_margin_spread > 0
+    # The adaptive memory margin reads the highest and the median stored peak too.
+    raws = hist.percentiles(rows, [*read_ps, 1.0, 0.5] if adaptive else read_ps)
+    if adaptive:
+        margin_fraction = memory_margins(profile, raws[3], raws[4])
+        raws = raws[:3]
     pod_mins = np.broadcast_to(pod_min, rows.shape)
     bounds = []
     for name, p, use_peak, mult, raw in zip(
@@ -380,7 +447,7 @@ def _resource_chain(
         strict=True,
     ):
         base = resource_amounts_from_float(raw * to_amount)
-        margin = with_margin(base, profile.margin_fraction)
+        margin = with_margin(base, margin_fraction)
         after = margin if name == "target" else scale_resources(margin, mult)
         bounds.append(
             BoundArrays(

@@ -95,6 +95,9 @@ class Explanation:
     resources: dict[str, ResourceExplanation] = field(default_factory=dict)
     reason: str | None = None
     notes: tuple[str, ...] = ()
+    # What was left out for lack of samples (``recommend(omit_unsampled=True)``):
+    # ``{"resource", "bounds", "reason"}`` entries.
+    omitted: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict for the API and the UI."""
@@ -110,6 +113,7 @@ class Explanation:
             "resources": {name: r.to_dict() for name, r in self.resources.items()},
             "reason": self.reason,
             "notes": list(self.notes),
+            "omitted": [dict(o) for o in self.omitted],
         }
 
 
@@ -151,6 +155,20 @@ _NO_CPU_SAMPLES = (
 )
 _NO_MEMORY_PEAKS = "no memory peaks stored yet: memory values are the pod minimum"
 _BOUNDS = ("target", "lower_bound", "upper_bound")
+_ALL = list(_BOUNDS)
+# Why ``recommend(omit_unsampled=True)`` leaves a resource, or a bound, out.
+NO_CPU_SAMPLES = (
+    "no CPU samples, so no CPU recommendation (upstream VPA would give the pod "
+    "minimum share for lack of data)"
+)
+NO_MEMORY_SAMPLES = (
+    "no memory samples, so no memory recommendation (upstream VPA would give the pod "
+    "minimum share for lack of data)"
+)
+NO_MEMORY_UPPER_BOUND = (
+    "no memory upper bound: upstream's confidence counts CPU samples, and there are "
+    "none, so its bound would be the 1e14-byte clamp (90.9 TiB), not a measurement"
+)
 
 
 @dataclass(frozen=True)
@@ -167,6 +185,8 @@ class ExplainedRows:
     resources: Mapping[str, ResourceArrays]  # the controlled resources only
     reason: str | None  # why there is no recommendation (the same for every row)
     is_memory_controlled: bool
+    # (resource, bound) -> bool (R,): values left out for lack of samples.
+    missing: Mapping[tuple[str, str], np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.sample_count)
@@ -221,12 +241,32 @@ class ExplainedRows:
         c = self._columns
         count = c["sample_count"][i]
         weight = c["memory_peaks_weight"][i]
+        omitted = {o["resource"] for o in self.omitted(i) if o["bounds"] == _ALL}
         notes: tuple[str, ...] = ()
-        if self.reason is None and count == 0:
+        if self.reason is None and count == 0 and "cpu" not in omitted:
             notes += (_NO_CPU_SAMPLES,)
-        if weight == 0 and self.is_memory_controlled:
+        if weight == 0 and self.is_memory_controlled and "memory" not in omitted:
             notes += (_NO_MEMORY_PEAKS,)
         return count, c["first_sample_s"][i], c["last_sample_s"][i], weight, notes
+
+    def omitted(self, i: int) -> tuple[dict[str, Any], ...]:
+        """What row ``i`` leaves out for lack of samples, and why."""
+        out = []
+        for resource in self.resources:
+            bounds = [
+                bound
+                for bound in _BOUNDS
+                if (mask := self.missing.get((resource, bound))) is not None
+                and bool(mask[i])
+            ]
+            if not bounds:
+                continue
+            if bounds == list(_ALL):
+                reason = NO_CPU_SAMPLES if resource == "cpu" else NO_MEMORY_SAMPLES
+            else:
+                reason = NO_MEMORY_UPPER_BOUND
+            out.append({"resource": resource, "bounds": bounds, "reason": reason})
+        return tuple(out)
 
     def explanation(self, i: int) -> Explanation:
         """The :class:`Explanation` of row ``i``."""
@@ -271,6 +311,7 @@ class ExplainedRows:
             resources=resources,
             reason=self.reason,
             notes=notes,
+            omitted=self.omitted(i),
         )
 
     def subset(self, indices: Sequence[int]) -> ExplainedRows:
@@ -296,6 +337,7 @@ class ExplainedRows:
             first_sample_s=self.first_sample_s[idx],
             last_sample_s=self.last_sample_s[idx],
             memory_peaks_weight=self.memory_peaks_weight[idx],
+            missing={key: mask[idx] for key, mask in self.missing.items()},
             resources={
                 name: dataclasses.replace(
                     res,
@@ -358,6 +400,7 @@ class ExplainedRows:
             "resources": resources,
             "reason": self.reason,
             "notes": list(notes),
+            "omitted": [dict(o) for o in self.omitted(i)],
         }
 
 

@@ -314,3 +314,54 @@ def round_up(value: int, scale: int) -> int:
     if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
         raise ValueError(f"scale must be a positive int, not {scale!r}")
     return -(-value // scale) * scale
+
+
+# Readable quantities for what people and kubectl read (a patch, a manifest, an export):
+# memory rounded UP to whole KiB below 1 MiB, whole MiB below READABLE_GIB_FROM, whole
+# GiB from there on, so that ``format_memory`` prints a short canonical quantity
+# ("729Mi", "1291Mi", "2Gi", "101Gi") that is never below the amount. Upstream's
+# deprecated ``--humanize-memory`` prints two decimals of the largest unit instead
+# ("1.26Gi"): rounded to nearest (1050000 → "1.00Mi", below the amount) and not
+# canonical (the API server stores "1.26Gi" as "1352914698240m"); upstream's
+# replacement, ``--round-memory-bytes``, rounds up to a multiple, as this does.
+READABLE_GIB_FROM = 100 * 2**30
+_KIB, _MIB, _GIB = 2**10, 2**20, 2**30
+
+
+def readable_memory_step(bytes_: int) -> int:
+    """The unit ``readable_memory_bytes`` rounds ``bytes_`` up to: 1 KiB, 1 MiB or
+    1 GiB (each threshold is a multiple of the smaller units, so rounding stays
+    monotonic: a larger amount never reads smaller)."""
+    _check_amount("bytes_", bytes_)
+    if bytes_ <= _MIB:
+        return _KIB
+    if bytes_ <= READABLE_GIB_FROM:
+        return _MIB
+    return _GIB
+
+
+def readable_memory_bytes(bytes_: int) -> int:
+    """``bytes_`` rounded up to its readable unit (see ``readable_memory_step``);
+    0 stays 0 and exact multiples stay as they are. Never below ``bytes_``; the
+    rounding adds less than 1 MiB below 100 GiB, and less than 1 % above."""
+    return min(round_up(bytes_, readable_memory_step(bytes_)), MAX_INT64)
+
+
+def format_memory_readable(bytes_: int) -> str:
+    """Canonical quantity of ``readable_memory_bytes``: 764046746 → "729Mi",
+    1352914698 → "1291Mi", 2**30 + 1 → "1025Mi", 131072000 → "125Mi"."""
+    return format_memory(readable_memory_bytes(bytes_))
+
+
+def readable_resources(resources: Any) -> Any:
+    """``Resources`` with memory rounded up by ``readable_memory_bytes`` (CPU is
+    already whole millicores, which print canonically: "587m", "1", "1500m")."""
+    memory = resources.memory_bytes
+    if memory is None:
+        return resources
+    return resources.with_amount("memory", readable_memory_bytes(memory))
+
+
+def readable_resource_list(resources: Any) -> dict[str, str]:
+    """``resource_list`` of ``readable_resources``: what a person or kubectl reads."""
+    return resource_list(readable_resources(resources))

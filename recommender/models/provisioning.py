@@ -20,7 +20,8 @@ Definitions (also in docs/dashboard.md#statuses-risk-waste-missing-requests):
   percent, counted when at least ``RiskRules.shortfall_percent`` (10 % by default) and
   the container has data; a container's shortfall is the larger of CPU and memory.
 - **At risk**: recent OOM kills (since ``RiskRules.oom_since``) or a counted shortfall.
-  Throttling is not measured by any usage source yet, so it does not count.
+  CPU throttling does not count: its counters are read only for profiles with
+  ``throttling_boost``, whose boost raises the CPU target (not the lower bound).
 - **Risk score** = 1000 x recent OOM kills + shortfall percent (0-100): OOM-killed first
   (more kills first), then the largest shortfall. 0 = not at risk. A workload's OOM
   kills are the sum over its containers, its shortfall their largest.

@@ -30,6 +30,7 @@ from recommender.engine import (
     feed,
     recommend,
 )
+from recommender.engine.oom import oom_effect
 from recommender.engine.quantity import resource_list
 from recommender.errors import InvalidInput
 
@@ -65,11 +66,16 @@ class OfflineRecommendation:
     workload: str
     container: str
     recommendation: ContainerRecommendation
+    # How the OOM kills bear on the memory target (engine.oom.oom_effect), or None.
+    oom_kills: dict[str, Any] | None = None
 
     def to_status_dict(self) -> dict[str, Any]:
         """Upstream's `status.recommendation.containerRecommendations[]` item, plus
-        names and the explanation."""
+        names and the explanation (with ``oom_kills`` when there were kills)."""
         rec = self.recommendation
+        explanation = rec.explanation_dict()
+        if self.oom_kills is not None:
+            explanation["oom_kills"] = self.oom_kills
         return {
             "namespace": self.namespace,
             "workload": self.workload,
@@ -78,7 +84,7 @@ class OfflineRecommendation:
             "lowerBound": resources_as_quantities(rec.lower_bound),
             "upperBound": resources_as_quantities(rec.upper_bound),
             "uncappedTarget": resources_as_quantities(rec.uncapped_target),
-            "explanation": rec.explanation_dict(),
+            "explanation": explanation,
         }
 
 
@@ -310,10 +316,41 @@ def recommend_from_csv(
         rows=rows,
         profile=profile,
         containers_in_pod=[containers_per_workload[(key[0], key[1])] for key in keys],
+        # No samples, no recommendation for that resource (the reason is in the
+        # explanation's "omitted"), rather than upstream's pod minimum or 1e14 clamp.
+        omit_unsampled=True,
     )
-    return [
-        OfflineRecommendation(
-            namespace=key[0], workload=key[1], container=key[2], recommendation=rec
+    # The kills each aggregate's memory histogram holds: its last memory history.
+    kills: dict[int, list[tuple[float, int]]] = {}
+    last_s: dict[int, float] = {}
+    for kind_, t, aggregate, request in zip(
+        events.kind,
+        events.timestamp_s,
+        events.aggregate,
+        events.memory_request_bytes,
+        strict=True,
+    ):
+        last_s[aggregate] = max(last_s.get(aggregate, t), t)
+        if kind_ == OOM_EVENT:
+            kills.setdefault(aggregate, []).append((t, int(request)))
+    results = []
+    for names, rec in zip(keys, recommendations, strict=True):
+        row = registry.aggregates[names]
+        start = last_s.get(row, 0.0) - profile.memory_history_s
+        memory = rec.explanation_dict()["resources"].get("memory") or {}
+        effect = oom_effect(
+            [r for t, r in kills.get(row, []) if t >= start],
+            ratio=profile.oom_bump_ratio,
+            min_bump_bytes=profile.oom_min_bump_bytes,
+            target=memory.get("target"),
         )
-        for key, rec in zip(keys, recommendations, strict=True)
-    ]
+        results.append(
+            OfflineRecommendation(
+                namespace=names[0],
+                workload=names[1],
+                container=names[2],
+                recommendation=rec,
+                oom_kills=effect,
+            )
+        )
+    return results

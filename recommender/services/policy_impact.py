@@ -21,7 +21,7 @@ from typing import Any
 
 from recommender.engine import get_profile
 from recommender.engine.capping import ContainerPolicy
-from recommender.engine.quantity import format_cpu, format_memory
+from recommender.engine.quantity import format_cpu, format_memory_readable
 from recommender.engine.resources import CPU, RESOURCE_NAMES
 from recommender.models import Policy, Recommendation, Workload
 from recommender.services.policy_validation import parse_container_policies
@@ -47,7 +47,7 @@ class LargeIncrease:
 
     def describe(self) -> str:
         """``app cpu 350m → 2 (5.7×)``."""
-        fmt = format_cpu if self.resource == CPU else format_memory
+        fmt = format_cpu if self.resource == CPU else format_memory_readable
         return (
             f"{self.container} {self.resource} {fmt(self.current)} → "
             f"{fmt(self.projected)} ({self.factor:.1f}×)"

@@ -30,6 +30,8 @@ _MIX2 = np.uint64(0x94D049BB133111EB)
 _TWO_POW_32 = float(2**32)
 # Bursts last this long: the burst draw is keyed on the block, not the minute.
 BURST_BLOCK_S = 300
+# cAdvisor's CFS periods: the kernel's default cfs_period_us of 100 ms.
+CFS_PERIODS_PER_MINUTE = 600.0
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -102,15 +104,43 @@ class SimulatedUsageSource:
                 np.full(shape, np.nan),
                 np.full(shape, np.nan),
             )
-        cpu, memory = self._generate(series, timestamp_s)
+        cpu, memory, _ = self._generate(series, timestamp_s)
         return UsageGrid(tuple(s[0] for s in series), timestamp_s, cpu, memory)
+
+    def fetch_throttling(
+        self, *, namespace: str | None, start_s: float, end_s: float
+    ) -> dict[SeriesKey, tuple[float, float]]:
+        """(throttled CFS periods, CFS periods) per series in ``(start_s, end_s]``, as
+        cAdvisor's counters would have grown: 600 periods of 100 ms per minute alive,
+        all of a minute's periods throttled when its CPU demand exceeds the limit. Only
+        containers with a CPU limit have periods (cAdvisor counts none without one)."""
+        first = math.floor(start_s / 60.0) + 1
+        last = math.floor(end_s / 60.0)
+        t = np.arange(first, last + 1, dtype=np.float64) * 60.0
+        series = self.series_between(namespace=namespace, start_s=start_s, end_s=end_s)
+        if not series or not t.size:
+            return {}
+        cpu, _, throttled = self._generate(series, t)
+        out = {}
+        for i, (key, _, container, *_rest) in enumerate(series):
+            if container.limits.cpu_millicores is None:
+                continue
+            alive = np.isfinite(cpu[i])
+            if not alive.any():
+                continue
+            out[key] = (
+                CFS_PERIODS_PER_MINUTE * float(np.count_nonzero(throttled[i] & alive)),
+                CFS_PERIODS_PER_MINUTE * float(np.count_nonzero(alive)),
+            )
+        return out
 
     def _generate(
         self,
         series: list[tuple[SeriesKey, SimWorkload, SimContainer, int, float, float]],
         t: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """CPU cores and memory bytes, (S, T), NaN outside each pod's life."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """CPU cores and memory bytes, (S, T), NaN outside each pod's life, and where
+        the CPU demand exceeded the limit (throttled), bool (S, T)."""
         count = len(series)
         p = {
             name: np.empty(count)
@@ -182,6 +212,7 @@ class SimulatedUsageSource:
         cpu *= np.exp(at("cpu_noise") * cpu_z)
         cpu = np.where(burst_u < at("burst_p"), cpu * at("burst_f"), cpu)
         # CPU is throttled at its limit; usage never reads below one millicore.
+        over_limit = cpu > at("cpu_limit")
         cpu = np.clip(cpu, 0.001, at("cpu_limit"))
 
         cycle = at("cycle")
@@ -202,6 +233,8 @@ class SimulatedUsageSource:
 
         cpu_grid = np.full((count, t.size), np.nan)
         memory_grid = np.full((count, t.size), np.nan)
+        throttled_grid = np.zeros((count, t.size), dtype=bool)
         cpu_grid[row, column] = cpu
         memory_grid[row, column] = memory
-        return cpu_grid, memory_grid
+        throttled_grid[row, column] = over_limit
+        return cpu_grid, memory_grid, throttled_grid

@@ -10,14 +10,27 @@ value" rather than dropped.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from recommender.engine.quantity import humanize_cpu, humanize_memory
 
 DAY_S = 86400.0
+# The recommendation history is drawn once it spans this long (the workload page says
+# "an hour"): a fresh install's first refreshes, seconds apart, would make a chart of a
+# few seconds.
+MIN_HISTORY_SPAN_S = 3600.0
 # The multiplication sign, for people (ruff would flag the literal as an ambiguous "x").
 TIMES = "\u00d7"
+
+
+def history_span_s(history: Sequence[Any]) -> float:
+    """Seconds between the oldest and the newest row of a recommendation history."""
+    times = [row.created_at for row in history]
+    return (max(times) - min(times)).total_seconds() if len(times) > 1 else 0.0
+
+
 # Keys rendered by describe_explanation; anything else is listed as is.
 _KNOWN = {
     "profile",
@@ -33,6 +46,7 @@ _KNOWN = {
     "notes",
     "caps",
     "profile_overrides",
+    "omitted",
 }
 _BOUND_NAMES = (
     ("target", "Target"),
@@ -89,6 +103,22 @@ def _bound(resource: str, bound: dict[str, Any], margin: float | None) -> str:
         margin_text = (
             f"+{margin * 100:g}% margin" if margin is not None else "with margin"
         )
+        # The adaptive memory margin (memory_margin_spread > 0) differs per container
+        # from the profile's margin_fraction: say the one applied (bytes are large
+        # enough that truncation does not blur it).
+        base, with_margin = (
+            _number(bound.get("base")),
+            _number(bound.get("with_margin")),
+        )
+        if (
+            resource == "memory"
+            and base
+            and with_margin is not None
+            and margin is not None
+        ):
+            applied = with_margin / base - 1
+            if abs(applied - margin) > 0.001:
+                margin_text = f"+{applied * 100:.1f}% adaptive margin"
         parts.append(f"{margin_text} → {_amount(resource, bound['with_margin'])}")
     multiplier = _number(bound.get("multiplier"))
     if bound.get("multiplier_infinite"):
@@ -153,6 +183,11 @@ OVERRIDE_LABELS = {
     "pod_min_memory_bytes": "Pod minimum memory",
     "oom_bump_ratio": "OOM bump ratio",
     "oom_min_bump_bytes": "Smallest OOM bump",
+    "memory_margin_spread": "Memory margin per peak spread",
+    "memory_margin_base": "Memory margin at no spread",
+    "memory_margin_max": "Largest memory margin",
+    "throttling_boost": "CPU boost when throttled",
+    "throttling_threshold": "Throttling threshold",
 }
 
 
@@ -218,13 +253,92 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def describe_explanation(explanation: dict[str, Any] | None) -> list[tuple[str, str]]:
-    """(label, sentence) pairs for the workload page, in a stable order."""
+def describe_oom_effect(
+    effect: dict[str, Any] | None, explanation: dict[str, Any] | None
+) -> str | None:
+    """How OOM kills raised (or did not raise) the memory target, in words, from
+    ``engine.oom.oom_effect`` and the explanation's memory target; None without
+    kills."""
+    if not isinstance(effect, dict) or not effect.get("count"):
+        return None
+    count = int(effect["count"])
+    ratio = _number(effect.get("bump_ratio"))
+    low, high = effect.get("sample_low_bytes"), effect.get("sample_high_bytes")
+    samples = (
+        _amount("memory", low)
+        if low == high
+        else f"{_amount('memory', low)} to {_amount('memory', high)}"
+    )
+    text = (
+        f"{count:,} OOM kill{'s' if count != 1 else ''} in the memory history "
+        "before this recommendation. Each adds a memory sample of at least "
+        f"max(request + {_amount('memory', effect.get('min_bump_bytes'))}, "
+        f"request {TIMES} {_value(ratio)}): {samples} here (largest request at a "
+        f"kill {_amount('memory', effect.get('largest_request_bytes'))})."
+    )
+    target: Any = explanation
+    for key in ("resources", "memory", "target"):
+        target = target.get(key) if isinstance(target, dict) else None
+    if not isinstance(target, dict):
+        return text
+    read = _raw("memory", target.get("raw"))
+    percentile = _number(target.get("percentile"))
+    where = (
+        "the highest stored peak"
+        if target.get("source") == "peak" or percentile is None
+        else f"the p{percentile * 100:g} read"
+    )
+    value = _amount("memory", target.get("value"))
+    kind = effect.get("effect")
+    if kind == "at":
+        text += (
+            f" {where.capitalize()}, {read}, lies among these samples: the OOM kills "
+            f"raised the memory target to {value}."
+        )
+    elif kind == "below":
+        text += (
+            f" These samples lie above {where} ({read}): they count among the "
+            f"highest peaks and lift the percentile, and the target is {value}."
+        )
+    elif kind == "above":
+        text += (
+            f" {where.capitalize()}, {read}, is above these samples: usage peaks, "
+            f"not the OOM kills, set the target of {value} (unless usage at a kill "
+            "exceeded its request, which makes that sample larger)."
+        )
+    return text
+
+
+def _omitted(explanation: dict[str, Any]) -> list[tuple[str, str]]:
+    """What the engine left out for lack of samples, and why."""
+    lines = []
+    omitted = explanation.get("omitted")
+    for item in omitted if isinstance(omitted, list) else []:
+        if isinstance(item, dict) and item.get("reason"):
+            resource = "CPU" if item.get("resource") == "cpu" else "Memory"
+            lines.append((f"{resource}: not recommended", str(item["reason"])))
+    return lines
+
+
+def describe_explanation(
+    explanation: dict[str, Any] | None, *, oom_effect: dict[str, Any] | None = None
+) -> list[tuple[str, str]]:
+    """(label, sentence) pairs for the workload page, in a stable order;
+    ``oom_effect`` (``engine.oom.oom_effect``) adds how OOM kills bear on the memory
+    target, after its line."""
     if not explanation or not isinstance(explanation, dict):
         return []
     lines: list[tuple[str, str]] = []
     if explanation.get("reason"):
         lines.append(("Why no recommendation", str(explanation["reason"])))
+    lines.extend(_omitted(explanation))
+    left_out = {
+        (str(item.get("resource")), str(bound))
+        for item in explanation.get("omitted") or []
+        if isinstance(item, dict)
+        for bound in item.get("bounds") or []
+    }
+    oom_text = describe_oom_effect(oom_effect, explanation)
     margin = _number(explanation.get("margin_fraction"))
     resources = explanation.get("resources")
     for name, data in resources.items() if isinstance(resources, dict) else []:
@@ -251,10 +365,17 @@ def describe_explanation(explanation: dict[str, Any] | None) -> list[tuple[str, 
             )
         for key, bound_label in _BOUND_NAMES:
             bound = data.get(key)
+            if (name, key) in left_out:
+                continue  # said in the "not recommended" line
             if isinstance(bound, dict):
                 lines.append(
                     (f"{label} {bound_label.lower()}", _bound(name, bound, margin))
                 )
+            if name == "memory" and key == "target" and oom_text:
+                lines.append(("Memory and OOM kills", oom_text))
+                oom_text = None
+    if oom_text:  # no memory target line to put it after
+        lines.append(("Memory and OOM kills", oom_text))
     if margin is not None:
         lines.append(("Safety margin", f"+{margin * 100:g}% on top of each value read"))
     if _number(explanation.get("sample_count")) is not None:

@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from recommender.web import account_views, changes, views, whatif_views
+from recommender.web import account_views, changes, compare_views, views, whatif_views
 
 urlpatterns = [
     path("", views.overview, name="overview"),
@@ -29,6 +29,11 @@ urlpatterns = [
     path("changes/approve", changes.changes_bulk_approve, name="changes_bulk_approve"),
     path("updater/kill-switch", changes.kill_switch, name="kill_switch"),
     path("clusters/<int:pk>/pause", changes.cluster_pause, name="cluster_pause"),
+    path(
+        "clusters/<int:pk>/compare",
+        compare_views.cluster_compare,
+        name="cluster_compare",
+    ),
     path("changes/<int:pk>/approve", views.change_approve, name="change_approve"),
     path("changes/<int:pk>/reject", views.change_reject, name="change_reject"),
     path("audit/", account_views.audit, name="audit"),

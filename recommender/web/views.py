@@ -42,8 +42,10 @@ from recommender.web.access import (
 from recommender.web.changes import with_rejection_reasons, workload_changes
 from recommender.web.forms import PolicyForm
 from recommender.web.presenters import (
+    MIN_HISTORY_SPAN_S,
     describe_explanation,
     describe_overrides,
+    history_span_s,
     is_profile_stale,
 )
 
@@ -165,12 +167,17 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
         "containers": [
             {
                 "item": item,
-                "why": describe_explanation(item.explanation),
+                "why": describe_explanation(
+                    item.explanation, oom_effect=item.oom_effect
+                ),
                 "is_profile_stale": is_profile_stale(
                     item.recommendation,
                     profile_name=profile_name,
                     overrides=overrides,
                 ),
+                "history_span_s": history_span_s(item.history),
+                "is_history_chartable": len(item.history) > 1
+                and history_span_s(item.history) >= MIN_HISTORY_SPAN_S,
             }
             for item in data.containers
         ],
@@ -298,12 +305,16 @@ def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
             messages.success(request, "Policy saved.")
             return redirect("workload", pk=workload.pk)
         template = "recommender/policy.html"
-    return render(
+    response = render(
         request,
         template,
         _policy_context(request, workload, policy, form, **extra),
         status=status,
     )
+    if extra.get("saved"):
+        # The workload page re-reads its live part (the Mode card, the webhook preview).
+        response["HX-Trigger"] = "policy-saved"
+    return response
 
 
 @require_POST

@@ -69,8 +69,18 @@
     const widths = starts.map((x, i) => (i + 1 < starts.length ? starts[i + 1] - x : x * 0.05 || 1));
     const marks = [];
     const colors = { p50: css("--muted"), p90: css("--accent"), p95: css("--warn") };
-    for (const [name, value] of Object.entries(dist.percentiles)) {
-      marks.push(vline(value * scale, colors[name] || css("--muted"), "dot", name, marks.length));
+    // Percentiles that fall in the same bucket share one line and one label
+    // ("p90 = p95"): two labels on one line would be drawn over each other.
+    const groups = [];
+    for (const [name, value] of Object.entries(dist.percentiles).sort((a, b) => a[1] - b[1])) {
+      const last = groups[groups.length - 1];
+      if (last && last.value === value) last.names.push(name);
+      else groups.push({ value: value, names: [name] });
+    }
+    for (const group of groups) {
+      const top = group.names[group.names.length - 1];
+      marks.push(vline(group.value * scale, colors[top] || css("--muted"), "dot",
+                       group.names.join(" = "), marks.length));
     }
     const request = box["request_" + resource];
     const target = box["target_" + resource];
@@ -137,12 +147,19 @@
       traces.push({ x: usage.t, y: flat(usage.t, toUnit(target)), mode: "lines", name: "target",
                     line: { color: css("--good"), width: 2, dash: "dash" } });
     }
+    const extra = {};
     if (resource === "memory" && ooms && ooms.length) {
-      const top = Math.max(...max.filter((v) => v !== null), 0);
-      traces.push({ x: ooms, y: ooms.map(() => top), mode: "markers", name: "OOM kill",
-                    marker: { symbol: "x", size: 11, color: css("--bad") } });
+      // OOM kills happen at the limit, on the request and usage lines: their markers go
+      // in a strip above every line, so nothing they mark is hidden.
+      const values = traces.flatMap((t) => t.y).filter((v) => v !== null && v !== undefined);
+      const top = Math.max(...values, 0) || 1;
+      traces.push({ x: ooms, y: ooms.map(() => top * 1.1), mode: "markers", name: "OOM kill",
+                    hovertemplate: "OOM kill %{x}<extra></extra>",
+                    marker: { symbol: "triangle-down", size: 9, color: css("--bad") } });
+      extra.yaxis = { title: { text: unit }, gridcolor: css("--border"),
+                      zerolinecolor: css("--border"), range: [0, top * 1.18] };
     }
-    draw(node, traces, layout(resource === "cpu" ? "CPU usage" : "Memory working set", "", unit));
+    draw(node, traces, layout(resource === "cpu" ? "CPU usage" : "Memory working set", "", unit, extra));
   }
 
   function drawHistory(node, history, resource) {
@@ -187,6 +204,9 @@
 
   document.addEventListener("DOMContentLoaded", drawHistories);
   document.addEventListener("htmx:afterSettle", (event) => {
-    if (event.target && event.target.id === "charts") drawCharts();
+    if (!event.target) return;
+    if (event.target.id === "charts") drawCharts();
+    // The page's live part was re-read: its history charts are new, empty boxes.
+    if (event.target.id === "workload-live") drawHistories();
   });
 })();

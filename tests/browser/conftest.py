@@ -87,18 +87,25 @@ class PageProblems:
             lambda m: m.type == "error" and self.items.append(f"console: {m.text}"),
         )
         page.on("pageerror", lambda e: self.items.append(f"page error: {e}"))
-        page.on(
-            "requestfailed",
-            lambda r: self.items.append(
-                f"request failed: {r.method} {r.url} {r.failure}"
-            ),
-        )
+        page.on("requestfailed", self._request_failed)
         page.on(
             "response",
             lambda r: (
                 r.status >= 400 and self.items.append(f"HTTP {r.status}: {r.url}")
             ),
         )
+
+    def _request_failed(self, request: object) -> None:
+        # Leaving a page cancels its pending htmx requests (a live page re-reading
+        # itself): Chromium reports them as aborted, which is no problem of the page.
+        cancelled = request.failure == "net::ERR_ABORTED" and request.resource_type in (
+            "xhr",
+            "fetch",
+        )
+        if not cancelled:
+            self.items.append(
+                f"request failed: {request.method} {request.url} {request.failure}"
+            )
 
 
 @pytest.fixture

@@ -2,7 +2,8 @@
 through the one ``ClusterWriter`` interface (``recommender/cluster/writer.py``). No
 module calls a Kubernetes client write method; only the Kubernetes writer sends a
 request through the raw ``call_api``; no adapter (reader) has a write method; and only
-the updater's apply step calls a writer's write methods. The behavioural half (every
+the updater's apply step, its VPA status step and the webhook's registration call a
+writer's write methods. The behavioural half (every
 request a refresh sends is a GET; an all-Off cluster gets no write over many updater
 cycles) is in test_kubernetes_refresh.py and tests/services/test_updater_fake_api.py."""
 
@@ -94,6 +95,7 @@ WRITER_METHODS = {
 }
 WRITER_CALLERS = {
     "services/actuation/apply.py",  # the updater applies changes
+    "services/actuation/vpa_status.py",  # VPA objects naming vpaweb get its status
     "services/admission/registration.py",  # the webhook registers itself
 }
 

@@ -171,14 +171,23 @@ def test_off_only_overlays_cannot_write_to_the_cluster():
         assert not of_kind(objects, "Role")
 
 
-def test_the_write_role_is_the_proven_one_minus_the_reader():
+def test_the_write_role_is_the_proven_one_minus_the_reader_plus_vpa_status():
     if not WRITER_PROVEN.exists():
         service_missing(f"{WRITER_PROVEN} (the shared wire recordings)")
     proven = next(yaml.safe_load_all(WRITER_PROVEN.read_text()))["rules"]
     for overlay in ("actuation", "actuation-cert-manager"):
         roles = role_rules(render(overlay))
         assert set(roles) == {"vpaweb-reader", "vpaweb-writer"}
-        assert roles["vpaweb-reader"] + roles["vpaweb-writer"] == proven
+        # The proven role, plus the drop-in path's VPA status rule (last), which was
+        # recorded as an admin only (k8s-wire admission/f4).
+        assert roles["vpaweb-reader"] + roles["vpaweb-writer"] == [
+            *proven,
+            {
+                "apiGroups": ["autoscaling.k8s.io"],
+                "resources": ["verticalpodautoscalers/status"],
+                "verbs": ["patch"],
+            },
+        ]
         bindings = {
             b["roleRef"]["name"]: b["subjects"]
             for b in of_kind(render(overlay), "ClusterRoleBinding")

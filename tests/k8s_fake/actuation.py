@@ -1,7 +1,7 @@
 """Objects for updater tests on the fake API server: a Deployment, its ReplicaSet and
 pods shaped like the recorded ones (../shared/k8s-wire/eviction/05, resize/01), a
-PodDisruptionBudget, and a ``FakeCluster`` bundling the server with the adapter and the
-writer that speak to it over HTTP."""
+PodDisruptionBudget, a VerticalPodAutoscaler (admission/f4), and a ``FakeCluster``
+bundling the server with the adapter and the writer that speak to it over HTTP."""
 
 from __future__ import annotations
 
@@ -190,6 +190,41 @@ def pdb(
         "spec": {"minAvailable": desired, "selector": {"matchLabels": {"app": app}}},
         "status": status,
     }
+
+
+def vpa_object(
+    name: str,
+    namespace: str,
+    target: str,
+    *,
+    recommenders: tuple[str, ...] = (),
+    mode: str = "Recreate",
+    status: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A VerticalPodAutoscaler shaped like the recorded one (k8s-wire admission/f4),
+    targeting Deployment ``target``; ``spec.recommenders`` names ``recommenders``."""
+    spec: dict[str, Any] = {
+        "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+        "updatePolicy": {"minReplicas": 1, "updateMode": mode},
+    }
+    if recommenders:
+        spec["recommenders"] = [{"name": r} for r in recommenders]
+    obj: dict[str, Any] = {
+        "apiVersion": "autoscaling.k8s.io/v1",
+        "kind": "VerticalPodAutoscaler",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"vpa-{namespace}-{name}",
+            "generation": 1,
+            "resourceVersion": "786",
+            "creationTimestamp": "2026-11-01T00:00:00Z",
+        },
+        "spec": spec,
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj
 
 
 @dataclass

@@ -26,7 +26,9 @@
   PUT 200, 409 Conflict when stale (lease/05), 422 without resourceVersion (lease/08),
   400 for a MicroTime without six fractional digits (lease/09; ``+00:00`` normalised to
   ``Z``, lease/10).
-- ``PATCH verticalpodautoscalers/<name>/status`` (merge patch): 200 (admission/f4).
+- ``PATCH verticalpodautoscalers/<name>/status`` (merge patch, RFC 7386: maps merge,
+  ``null`` removes a key, lists are replaced; only ``status`` is taken): 200 with the
+  whole object (admission/f4).
 """
 
 from __future__ import annotations
@@ -132,10 +134,26 @@ def handle(
         if vpa is None:
             return _not_found("verticalpodautoscalers.autoscaling.k8s.io", segments[6])
         with server.lock:
-            vpa["status"] = {**(vpa.get("status") or {}), **(body.get("status") or {})}
+            # The status subresource takes only the status of the patch (RFC 7386).
+            patched = merge_patch(vpa.get("status") or {}, body.get("status") or {})
+            vpa["status"] = patched
             _bump(server, vpa)
         return 200, vpa, {}
     return None
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """A JSON merge patch (RFC 7386): maps merge, ``null`` removes, the rest replaces
+    (a list is replaced whole)."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
 
 
 def _not_found(kind: str, name: str) -> Answer:

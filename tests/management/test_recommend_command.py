@@ -77,6 +77,19 @@ def test_one_hour_then_oom_replaces_the_peak(tmp_path):
     assert rec["target"] == {"cpu": "587m", "memory": "920733364"}
     assert rec["lowerBound"] == {"cpu": "559m", "memory": "877382550"}
     assert rec["upperBound"] == {"cpu": "14913m", "memory": "23392869705"}
+    # The explanation says how the kill bears on the memory target: the one peak is
+    # the kill's sample, 1.2 x 600 MiB = 720 MiB, so the target is read at it.
+    assert rec["explanation"]["oom_kills"] == {
+        "count": 1,
+        "largest_request_bytes": 600 * MIB,
+        "sample_low_bytes": 720 * MIB,
+        "sample_high_bytes": 720 * MIB,
+        "bump_ratio": 1.2,
+        "min_bump_bytes": 100 * MIB,
+        "effect": "at",
+    }
+    without = only_recommendation(run("--samples", str(usage), "--format", "json"))
+    assert "oom_kills" not in without["explanation"]
 
 
 def test_row_order_and_time_format_do_not_matter(tmp_path):
@@ -116,8 +129,41 @@ def test_empty_cells_mean_the_signal_is_absent(tmp_path):
     usage = write_usage(tmp_path / "usage.csv", rows)
     rec = only_recommendation(run("--samples", str(usage), "--format", "json"))
     assert rec["target"]["cpu"] == "587m"
-    # No memory samples: the pod minimum applies.
-    assert rec["target"]["memory"] == "250Mi"
+    # No memory samples: no memory recommendation (upstream would give the pod
+    # minimum, 250Mi), and the explanation says why.
+    assert "memory" not in rec["target"]
+    assert "memory" not in rec["upperBound"]
+    omitted = rec["explanation"]["omitted"]
+    assert [(o["resource"], o["bounds"]) for o in omitted] == [
+        ("memory", ["target", "lower_bound", "upper_bound"])
+    ]
+    assert omitted[0]["reason"].startswith("no memory samples")
+
+
+def test_memory_without_cpu_samples_gets_no_cpu_and_no_90_tib_upper_bound(tmp_path):
+    # Issue 14 §3: a sidecar with memory but no CPU samples showed a 90.9 TiB upper
+    # bound (upstream's confidence counts CPU samples: 0 -> the 1e14 clamp).
+    rows = [
+        (t, ns, wl, pod, "sidecar", "", m)
+        for t, ns, wl, pod, _c, _cpu, m in constant_usage(3 * 1440)
+    ]
+    usage = write_usage(tmp_path / "usage.csv", [*constant_usage(3 * 1440), *rows])
+    document = json.loads(run("--samples", str(usage), "--format", "json"))
+    by_name = {r["containerName"]: r for r in document["recommendations"]}
+    sidecar, app = by_name["sidecar"], by_name["app"]
+    assert "cpu" not in sidecar["target"] and "cpu" not in sidecar["upperBound"]
+    assert "memory" in sidecar["target"] and "memory" not in sidecar["upperBound"]
+    reasons = {o["resource"]: o for o in sidecar["explanation"]["omitted"]}
+    assert reasons["cpu"]["reason"].startswith("no CPU samples")
+    assert reasons["memory"]["bounds"] == ["upper_bound"]
+    # The container with samples keeps upstream's numbers and omits nothing.
+    assert app["explanation"]["omitted"] == []
+    assert set(app["upperBound"]) == {"cpu", "memory"}
+    table = run("--samples", str(usage))
+    rows_part, notes_part = table.split("Left out")
+    assert "TiB" not in rows_part
+    assert "shop/web/sidecar: no CPU samples" in notes_part
+    assert "shop/web/sidecar: no memory upper bound" in notes_part
 
 
 def test_table_yaml_and_csv_formats(tmp_path):
@@ -134,7 +180,10 @@ def test_table_yaml_and_csv_formats(tmp_path):
         csv.DictReader(io.StringIO(run("--samples", str(usage), "--format", "csv")))
     )
     assert rows[0]["target_cpu"] == "587m"
-    assert rows[0]["upper_memory"] == "707288644"
+    # For people, memory is rounded UP to whole MiB (707288644 B = 674.5 MiB); the
+    # JSON and YAML above keep upstream's exact quantity.
+    assert rows[0]["upper_memory"] == "675Mi"
+    assert rows[0]["target_memory"] == "600Mi"  # 628694953 B = 599.6 MiB
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from recommender.models import Cluster, Policy, ResizeChange, Workload
+from recommender.models import AdmissionCount, Cluster, ResizeChange, Workload
 from recommender.services.actuation import approvals
 from recommender.services.actuation.apply import run_cycle
+from recommender.services.actuation.writers import cluster_writer_for
+from recommender.services.admission import counters
+from recommender.services.admission.snapshot import forget_holders
+from recommender.services.policies import update_policy
 from recommender.services.refresh.adapters import cluster_adapter_for
 from recommender.services.refresh.cycle import refresh_cluster
 
@@ -44,16 +48,29 @@ def pods_of(cluster, workload, now):
     return {p.name: p for p in info.pods}
 
 
-def a_workload_needing_changes(cluster, mode):
+@pytest.fixture(autouse=True)
+def fresh_admission_cache():
+    # The webhook's cache is per process and keyed by cluster name.
+    forget_holders()
+    yield
+    forget_holders()
+
+
+def switch(workload, mode):
+    """As an operator does (the webhook's cache learns of it at once)."""
+    update_policy(workload_id=workload.pk, changes={"mode": mode}, actor=None, now=NOW)
+
+
+def a_workload_needing_changes(cluster, mode, kinds=("Deployment", "StatefulSet")):
     """A replicated workload whose pods the updater wants to change."""
     for workload in Workload.objects.filter(
-        cluster=cluster, kind__in=["Deployment", "StatefulSet"], replicas__gte=2
+        cluster=cluster, kind__in=kinds, replicas__gte=2
     ).order_by("name"):
-        Policy.objects.filter(workload=workload).update(mode=mode)
+        switch(workload, mode)
         report = run_cycle(cluster, now=NOW, holder="t")
         if report.proposed:
             return workload
-        Policy.objects.filter(workload=workload).update(mode="Off")
+        switch(workload, "Off")
     pytest.fail("no simulated workload needs a change")
 
 
@@ -86,3 +103,49 @@ def test_switch_approve_and_see_the_requests_change(cluster, mode, method):
     # The others still wait for an operator: nothing else was written.
     others = ResizeChange.objects.filter(workload=workload).exclude(pk=first.pk)
     assert set(others.values_list("status", flat=True)) <= {S.PROPOSED}
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "StatefulSet"])
+def test_an_evicted_pod_is_recreated_through_the_admission_webhook(cluster, kind):
+    workload = a_workload_needing_changes(cluster, "Recreate", kinds=(kind,))
+    change = max(
+        ResizeChange.objects.filter(workload=workload), key=lambda c: c.priority
+    )
+    approvals.approve_change(change_id=change.pk, approved_by=None, now=NOW)
+    counters.flush_counts()
+    before = sum(AdmissionCount.objects.values_list("count", flat=True))
+
+    later = NOW + timedelta(minutes=1)
+    assert run_cycle(cluster, now=later, holder="t").evicted == 1
+    counters.flush_counts()
+    # The new pod went through the webhook's service: one more admission, patched.
+    assert sum(AdmissionCount.objects.values_list("count", flat=True)) == before + 1
+    assert AdmissionCount.objects.filter(outcome="patched").exists()
+    pod = pods_of(cluster, workload, later)[change.pod]
+    assert pod.uid != change.pod_uid
+    # The webhook's annotations say what it set and why, as on a real pod.
+    assert "vpaweb.io/updates" in pod.annotations
+
+    # The webhook decides, not the updater: back in Off the next recreated pod keeps
+    # its template's requests (the webhook leaves pods of Off workloads alone).
+    template = {
+        c.name: c.requests
+        for c in next(
+            w
+            for w in cluster_adapter_for(cluster, now=later).discover().workloads
+            if (w.kind, w.name) == (workload.kind, workload.name)
+        ).containers
+    }
+    other = next(
+        c
+        for c in ResizeChange.objects.filter(workload=workload, status=S.PROPOSED)
+        if c.pod != change.pod
+    )
+    approvals.approve_change(change_id=other.pk, approved_by=None, now=later)
+    switch(workload, "Off")  # withdraws approved changes: apply one by hand
+    snapshot = cluster_adapter_for(cluster, now=later).discover()
+    writer = cluster_writer_for(cluster, snapshot=snapshot, now=later)
+    assert writer.evict_pod(namespace=workload.namespace, name=other.pod).status == 201
+    pod = pods_of(cluster, workload, later)[other.pod]
+    assert {c.name: c.requests for c in pod.containers} == template
+    assert "vpaweb.io/updates" not in pod.annotations

@@ -129,3 +129,21 @@ def test_overrides_read_as_profile_value_to_override():
         "a_future_field 1 → 2",
     ]
     assert describe_overrides(None) == describe_overrides("junk") == []
+
+
+def test_an_adaptive_memory_margin_is_said_as_applied():
+    from tests.engine.test_adaptive_margin import _two_containers
+
+    profile = get_profile("adaptive-margin")
+    aggs = _two_containers(profile)
+    steady, bursty = recommend(
+        aggs, rows=[0, 1], profile=profile, containers_in_pod=[1, 1]
+    )
+    assert (
+        "+12.5% adaptive margin"
+        in dict(describe_explanation(steady.explanation_dict()))["Memory target"]
+    )
+    bursty_lines = dict(describe_explanation(bursty.explanation_dict()))
+    assert "+25.0% adaptive margin" in bursty_lines["Memory target"]
+    # CPU keeps the profile's margin, as upstream.
+    assert "+15% margin" in bursty_lines["CPU target"]

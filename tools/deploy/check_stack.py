@@ -122,10 +122,24 @@ def main() -> None:
     static = static or re.search(r'src="(/static/vendor/plotly[^"]*\.js)"', page.text)
     if static is None:
         fail("no page loads plotly.js from /static/vendor/")
-    asset = requests.get(f"{base}{static.group(1)}", timeout=TIMEOUT_S)
-    if asset.status_code != 200 or len(asset.content) < 1_000_000:
-        fail(f"{static.group(1)} answered {asset.status_code}")
-    print(f"dashboard: /, /workloads/ and {static.group(1)} served")
+    asset = requests.get(
+        f"{base}{static.group(1)}",
+        headers={"Accept-Encoding": "gzip"},
+        timeout=TIMEOUT_S,
+        stream=True,  # the body as sent: compressed
+    )
+    sent = asset.raw.read()
+    if asset.status_code != 200 or len(sent) < 1_000_000:
+        fail(f"{static.group(1)} answered {asset.status_code} ({len(sent)} bytes)")
+    # Collected under a hashed name with a gzip copy: compressed, cached for good.
+    if asset.headers.get("Content-Encoding") != "gzip" or "immutable" not in (
+        asset.headers.get("Cache-Control", "")
+    ):
+        fail(f"{static.group(1)} not compressed and immutable: {dict(asset.headers)}")
+    print(
+        f"dashboard: /, /workloads/ and {static.group(1)} served "
+        f"({len(sent)} bytes gzip, {asset.headers['Cache-Control']})"
+    )
 
     refused = requests.get(f"{base}/metrics", timeout=TIMEOUT_S)
     if refused.status_code != 401:

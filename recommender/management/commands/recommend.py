@@ -12,6 +12,7 @@ import yaml
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from recommender.engine import PROFILES, get_profile, humanize_cpu, humanize_memory
+from recommender.engine.quantity import readable_resource_list
 from recommender.errors import InvalidInput
 from recommender.services.offline import OfflineRecommendation, recommend_from_csv
 
@@ -102,20 +103,23 @@ def render_csv(results: list[OfflineRecommendation]) -> str:
     writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, lineterminator="\n")
     writer.writeheader()
     for result in results:
-        status = result.to_status_dict()
+        rec = result.recommendation
         row = {
             "namespace": result.namespace,
             "workload": result.workload,
             "container": result.container,
         }
-        for bound, prefix in (
+        for attribute, prefix in (
             ("target", "target"),
-            ("lowerBound", "lower"),
-            ("upperBound", "upper"),
-            ("uncappedTarget", "uncapped"),
+            ("lower_bound", "lower"),
+            ("upper_bound", "upper"),
+            ("uncapped_target", "uncapped"),
         ):
-            row[f"{prefix}_cpu"] = status[bound].get("cpu", "")
-            row[f"{prefix}_memory"] = status[bound].get("memory", "")
+            # For people: memory rounded up to a readable quantity ("729Mi"); the
+            # JSON and YAML keep upstream's exact quantities.
+            amounts = readable_resource_list(getattr(rec, attribute))
+            row[f"{prefix}_cpu"] = amounts.get("cpu", "")
+            row[f"{prefix}_memory"] = amounts.get("memory", "")
         writer.writerow(row)
     return out.getvalue()
 
@@ -132,8 +136,14 @@ def render_table(results: list[OfflineRecommendation]) -> str:
         "MEMORY RANGE",
     ]
     rows = [header]
+    omitted = []
     for result in results:
         rec = result.recommendation
+        for item in rec.explanation.omitted:
+            omitted.append(
+                f"{result.namespace}/{result.workload}/{result.container}: "
+                f"{item['reason']}"
+            )
 
         def cpu(value: int | None) -> str:
             return "-" if value is None else humanize_cpu(value)
@@ -141,17 +151,24 @@ def render_table(results: list[OfflineRecommendation]) -> str:
         def memory(value: int | None) -> str:
             return "-" if value is None else humanize_memory(value)
 
+        def span(low: str, high: str) -> str:
+            return "-" if low == high == "-" else f"{low} – {high}"
+
         rows.append(
             [
                 result.namespace,
                 result.workload,
                 result.container,
                 cpu(rec.target.cpu_millicores),
-                f"{cpu(rec.lower_bound.cpu_millicores)} – "
-                f"{cpu(rec.upper_bound.cpu_millicores)}",
+                span(
+                    cpu(rec.lower_bound.cpu_millicores),
+                    cpu(rec.upper_bound.cpu_millicores),
+                ),
                 memory(rec.target.memory_bytes),
-                f"{memory(rec.lower_bound.memory_bytes)} – "
-                f"{memory(rec.upper_bound.memory_bytes)}",
+                span(
+                    memory(rec.lower_bound.memory_bytes),
+                    memory(rec.upper_bound.memory_bytes),
+                ),
             ]
         )
     if len(rows) == 1:
@@ -163,4 +180,5 @@ def render_table(results: list[OfflineRecommendation]) -> str:
         ).rstrip()
         for row in rows
     ]
-    return "\n".join(lines) + "\n"
+    notes = ["", 'Left out ("-"):', *(f"  {line}" for line in omitted)]
+    return "\n".join(lines + (notes if omitted else [])) + "\n"

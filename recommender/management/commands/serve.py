@@ -11,8 +11,9 @@ import threading
 from typing import Any
 
 from django.conf import settings
+from django.contrib.staticfiles.storage import staticfiles_storage
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from recommender.management.commands.bootstrap import DEMO_ADMIN, password_file
 from recommender.management.scheduler import run_periodic
@@ -35,6 +36,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Start the loop, print where to go, serve until Ctrl-C, then stop the loop."""
+        _require_collected_static()
         stop = threading.Event()
         scheduler = None
         if not options["no_scheduler"]:
@@ -67,3 +69,15 @@ class Command(BaseCommand):
             stop.set()
             if scheduler is not None:
                 scheduler.join(timeout=5)
+
+
+def _require_collected_static() -> None:
+    """Pages name static files by their hashed names, read from collectstatic's
+    manifest: without it every page would fail, so say what to run instead."""
+    manifest = getattr(staticfiles_storage, "manifest_name", None)
+    if settings.DEBUG or manifest is None or staticfiles_storage.exists(manifest):
+        return
+    raise CommandError(
+        f"no collected static files in {settings.STATIC_ROOT}: run "
+        "`manage.py collectstatic --no-input` first (`make run` does)"
+    )

@@ -16,7 +16,10 @@ A cycle (``run_cycle``) for one cluster:
    disrupted this cycle, the per-cluster rate limits cap the writes; an in-place resize
    patches ``pods/<name>/resize`` and falls back to eviction when refused; an eviction
    goes through the Eviction API, where a 429 (a PodDisruptionBudget) is "try later";
-   each action leaves an Event on the pod.
+   each action leaves an Event on the pod;
+5. write vpaweb's recommendation into the ``status`` of every VerticalPodAutoscaler
+   whose ``spec.recommenders`` names vpaweb, when it changed (``vpa_status.py``, the
+   drop-in path), under the same switches as the apply step.
 """
 
 from __future__ import annotations
@@ -32,7 +35,13 @@ from recommender.cluster.base import ClusterSnapshot, PodInfo
 from recommender.cluster.writer import ClusterWriter, ContainerResize, WriteResult
 from recommender.engine.resources import Resources
 from recommender.models import Cluster, ResizeChange
-from recommender.services.actuation import control, decision, updater, workflow
+from recommender.services.actuation import (
+    control,
+    decision,
+    updater,
+    vpa_status,
+    workflow,
+)
 from recommender.services.actuation.writers import cluster_writer_for
 from recommender.services.refresh.adapters import cluster_adapter_for
 
@@ -62,6 +71,8 @@ class CycleReport:
     failed: int = 0
     applied: int = 0
     writes: int = 0
+    vpa_statuses: int = 0  # VPA objects naming vpaweb whose status was written
+    vpa_status_failed: int = 0
     writes_blocked: str = ""
     not_leader: bool = False
     holder: str = ""  # the worker that ran (or tried to run) the cycle
@@ -435,10 +446,11 @@ def run_cycle(
     if snapshot is None:
         adapter = cluster_adapter_for(cluster, now=now)
         snapshot = adapter.discover()
-    context = updater.load_context(cluster, snapshot, now=now)
-    report.pods = sum(len(p) for p in context.pods.values())
-    follow_applying(context, report)
-    counts = updater.propose(context)
+    with updater.gc_frozen():
+        context = updater.load_context(cluster, snapshot, now=now)
+        report.pods = sum(len(p) for p in context.pods.values())
+        follow_applying(context, report)
+        counts = updater.propose(context)
     report.proposed = counts.proposed
     report.auto_approved = counts.auto_approved
     report.superseded = counts.superseded
@@ -451,6 +463,12 @@ def run_cycle(
         writer = writer or cluster_writer_for(cluster, snapshot=snapshot, now=now)
         try:
             Applier(context, writer, report).apply_all()
+            statuses = vpa_status.write_vpa_statuses(
+                cluster, snapshot, writer=writer, now=now
+            )
+            report.vpa_statuses = statuses.written
+            report.vpa_status_failed = statuses.failed
+            report.writes += statuses.written + statuses.failed
         finally:
             if own_writer:
                 writer.close()

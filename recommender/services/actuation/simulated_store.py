@@ -1,9 +1,14 @@
 """The simulated cluster's pods as writes left them, kept in the database.
 
 ``DatabasePodStore`` is the ``SimulatedPodStore`` of ``SimulatedWriter``: a resize
-stores the containers' new resources, an eviction recreates the pod (a new uid, started
-now) with the requests the admission path gives a new pod of its workload: the latest
-recommendation capped as the webhook caps it (``updater.new_resources``).
+stores the containers' new resources; an eviction recreates the pod (a new uid, started
+now) as its controller would, **through the admission path**: the Pod its controller
+submits (the workload's template) goes to ``admit``, the admission webhook's own service
+in-process (``services/admission/review.simulated_admission``: the same decision,
+policy, capping and patch as ``POST /mutate``, counted as an admission), and the pod
+keeps the requests, limits and annotations the answer's patch gives it. Nothing of the
+updater's own advice is used, so a recreated pod gets exactly what the webhook would set
+(and the template's requests when the webhook leaves it alone or fails open).
 ``overrides_of`` hands the stored state back to ``SimulatedCluster`` on every
 discovery, so the web process, the workers and the refresh all see the same pods.
 """
@@ -16,17 +21,12 @@ from typing import Any
 
 from django.db import transaction
 
-from recommender.cluster.base import ClusterSnapshot, PodInfo
+from recommender.cluster.base import ClusterSnapshot, PodInfo, WorkloadInfo
 from recommender.cluster.simulated import PodOverride
+from recommender.cluster.simulated_admission import Admit, admit_new_pod
 from recommender.cluster.writer import ContainerResize
 from recommender.engine.resources import Resources
-from recommender.models import Cluster, Container, SimulatedPodState, Workload
-from recommender.services.actuation.updater import (
-    capped_recommendations,
-    new_resources,
-)
-from recommender.services.advice.limits import limit_ranges_for
-from recommender.services.policy_validation import parse_container_policies
+from recommender.models import Cluster, SimulatedPodState
 
 
 def _amounts(data: Mapping[str, Any]) -> Resources:
@@ -56,14 +56,20 @@ class DatabasePodStore:
     """A ``SimulatedPodStore`` over ``SimulatedPodState`` rows."""
 
     def __init__(
-        self, *, cluster: Cluster, snapshot: ClusterSnapshot, now: datetime
+        self,
+        *,
+        cluster: Cluster,
+        snapshot: ClusterSnapshot,
+        now: datetime,
+        admit: Admit,
     ) -> None:
         self.cluster = cluster
         self.now = now
-        self.pods: dict[tuple[str, str], tuple[PodInfo, str, str]] = {}
+        self.admit = admit
+        self.pods: dict[tuple[str, str], tuple[PodInfo, WorkloadInfo]] = {}
         for info in snapshot.workloads:
             for pod in info.pods:
-                self.pods[(pod.namespace, pod.name)] = (pod, info.kind, info.name)
+                self.pods[(pod.namespace, pod.name)] = (pod, info)
 
     def exists(self, namespace: str, name: str) -> bool:
         """Whether discovery saw the pod."""
@@ -108,50 +114,32 @@ class DatabasePodStore:
         return {}
 
     def recreate(self, namespace: str, name: str) -> None:
-        """Evict and recreate the pod with the admission path's requests."""
-        pod, kind, workload_name = self.pods[(namespace, name)]
-        admitted = self.admitted_resources(pod, kind, workload_name)
+        """Evict the pod; its controller recreates it through admission."""
+        _, info = self.pods[(namespace, name)]
+        admitted = admit_new_pod(
+            namespace=namespace,
+            name=name,
+            workload_kind=info.kind,
+            workload_name=info.name,
+            labels=info.labels,
+            template=info.containers,
+            admit=self.admit,
+        )
         with transaction.atomic():
             row = self._row(namespace, name)
-            # The new pod starts from its template, then admission sets requests.
-            row.containers = admitted
+            # The new pod starts from its template, as admission left it: every
+            # container's requests and limits, and the webhook's annotations (the
+            # old pod's annotations go with it).
+            row.containers = {
+                c.name: {"requests": c.requests.to_dict(), "limits": c.limits.to_dict()}
+                for c in admitted.containers
+            }
+            row.annotations = admitted.annotations
             row.uid_suffix += 1
             row.generation = 1
             row.restarted_at = self.now
             row.updated_at = self.now
             row.save()
-
-    def admitted_resources(
-        self, pod: PodInfo, kind: str, workload_name: str
-    ) -> dict[str, Any]:
-        """What admission gives a new pod of the workload (its capped advice)."""
-        workload = (
-            Workload.objects.filter(
-                cluster=self.cluster,
-                kind=kind,
-                namespace=pod.namespace,
-                name=workload_name,
-            )
-            .select_related("policy")
-            .first()
-        )
-        if workload is None:
-            return {}
-        latest = {
-            c.name: c.latest_recommendation
-            for c in Container.objects.filter(
-                workload=workload, latest_recommendation__isnull=False
-            ).select_related("latest_recommendation")
-            if c.latest_recommendation is not None
-        }
-        policy = getattr(workload, "policy", None)
-        policies = parse_container_policies(
-            (policy.container_policies if policy else None) or []
-        )
-        ranges = limit_ranges_for(cluster_id=self.cluster.pk, namespace=pod.namespace)
-        capped, _ = capped_recommendations(pod, latest, policies, ranges)
-        _, after = new_resources(pod, capped, policies, ranges[0])
-        return after
 
     def annotate(
         self, namespace: str, name: str, annotations: Mapping[str, str | None]

@@ -13,21 +13,22 @@ superseded too.
 
 The database work is a fixed number of queries per cycle whatever the number of pods
 (workloads, containers with their latest recommendations, LimitRanges, open changes;
-then bulk inserts), so a cycle over 10,000 pods stays cheap (``make bench
-BENCH=updater``).
+then one insert of the new changes, ``insert.py``), so a cycle over 10,000 pods stays
+cheap (``make bench BENCH=updater``).
 """
 
 from __future__ import annotations
 
-import json
+import gc
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 
 from recommender.cluster.base import ClusterSnapshot, PodInfo
@@ -53,7 +54,9 @@ from recommender.models import (
     ResizeChange,
     Workload,
 )
+from recommender.models.policy import actionable_q
 from recommender.services.actuation import decision, workflow
+from recommender.services.actuation.insert import insert_changes
 from recommender.services.advice.limits import limit_ranges_by_namespace
 from recommender.services.policy_validation import parse_container_policies
 
@@ -66,7 +69,7 @@ def actionable_policies(prefix: str = "") -> Q:
     """Workloads the updater acts on: an actionable policy (``Policy.is_actionable``:
     vpaweb's own, not Off) whose mode changes running pods (Recreate or
     InPlaceOrRecreate; Initial is the webhook's alone)."""
-    return Q(**{f"{prefix}policy__in": Policy.objects.actionable()}) & Q(
+    return actionable_q(f"{prefix}policy__") & Q(
         **{f"{prefix}policy__mode__in": ACTING_MODES}
     )
 
@@ -200,6 +203,20 @@ class UpdaterContext:
         return None
 
 
+@contextmanager
+def gc_frozen() -> Iterator[None]:
+    """Keep the objects alive before the cycle (Django's, the discovery snapshot) out
+    of its garbage collections (``gc.freeze``): planning 10,000 pods allocates enough
+    to trigger full collections, each walking every object of the process (measured:
+    about a quarter of a cycle's CPU time, ``make bench BENCH=updater``). Only which
+    objects a collection visits changes; the cycle's own garbage is collected."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def resources_json(requests: Resources, limits: Resources) -> dict[str, Any]:
     """``{"requests": {...}, "limits": {...}}`` as ResizeChange stores them."""
     return {"requests": requests.to_dict(), "limits": limits.to_dict()}
@@ -313,6 +330,7 @@ def load_context(
     rows = (
         Container.objects.filter(workload__cluster=cluster, workload__is_active=True)
         .filter(actionable_policies("workload__"), latest_recommendation__isnull=False)
+        .order_by()  # any order: no sort of every container
         .values_list(
             "workload_id", "name", *(f"latest_recommendation__{f}" for f in REC_FIELDS)
         )
@@ -452,7 +470,7 @@ def propose(context: UpdaterContext) -> ProposalCounts:
             counts.superseded += 1
             context.close(key)
             replaced.add(key)
-    new: list[ResizeChange] = []
+    new: list[dict[str, Any]] = []
     for key, plan in sorted(
         context.plans.items(), key=lambda item: item[1].priority.sort_key()
     ):
@@ -460,35 +478,38 @@ def propose(context: UpdaterContext) -> ProposalCounts:
             continue
         policy = plan.workload.policy
         automatic = policy.approval == Policy.Approval.AUTOMATIC
+        # Plain rows, not model instances: thousands of proposals per cycle.
         new.append(
-            ResizeChange(
-                workload=plan.workload,
-                pod=plan.pod.name,
-                pod_uid=plan.pod.uid,
-                method=_method_of(policy),
-                status=S.APPROVED if automatic else S.PROPOSED,
-                approval=policy.approval,
-                resources_before=plan.before,
-                resources_after=plan.after,
-                reason=plan.reason,
-                priority=plan.priority.rank,
-                created_at=now,
-                updated_at=now,
-                decided_at=now if automatic else None,
-            )
+            {
+                "workload_id": plan.workload.pk,
+                "pod": plan.pod.name,
+                "pod_uid": plan.pod.uid,
+                "method": _method_of(policy),
+                "status": S.APPROVED if automatic else S.PROPOSED,
+                "approval": policy.approval,
+                "resources_before": plan.before,
+                "resources_after": plan.after,
+                "reason": plan.reason,
+                "priority": plan.priority.rank,
+                "created_at": now,
+                "updated_at": now,
+                "decided_at": now if automatic else None,
+            }
         )
     if not new:
         return counts
     with transaction.atomic():
-        created = insert_changes(new, cluster_id=context.cluster.pk, now=now)
+        created = insert_changes(new, cluster_id=context.cluster.pk)
         # A proposal is recorded by its row (created_at, reason); the audit log gets
         # every transition after it, an automatic approval included.
         events: list[AuditEvent] = []
-        for change in created:
-            if change.status == S.APPROVED:
+        for row in created:
+            key = (row["workload_id"], row["pod"])
+            context.open_rows[key] = {name: row[name] for name in CHANGE_FIELDS}
+            if row["status"] == S.APPROVED:
                 events.append(
                     workflow.audit_event(
-                        change,
+                        context.change(key),
                         before=S.PROPOSED,
                         after=S.APPROVED,
                         now=now,
@@ -498,97 +519,7 @@ def propose(context: UpdaterContext) -> ProposalCounts:
                 counts.auto_approved += 1
         AuditEvent.objects.bulk_create(events, batch_size=1000)
     counts.proposed = len(created)
-    for change in created:
-        key = (change.workload_id, change.pod)
-        context.open_rows[key] = {"status": change.status, "pod_uid": change.pod_uid}
-        context.open_changes[key] = change
     return counts
-
-
-def insert_changes(
-    changes: list[ResizeChange], *, cluster_id: int, now: datetime
-) -> list[ResizeChange]:
-    """Insert new changes with one ``executemany`` and give them their ids.
-
-    ``bulk_create`` prepares every value of every row through each field (and, on
-    SQLite, splits the rows into batches of 999 parameters): for thousands of
-    proposals that was most of a cycle. Here each value is adapted once by kind
-    (the datetimes are all ``now``). PostgreSQL inserts 1,000 rows per statement and
-    returns their ids; SQLite runs one prepared statement for every row, then one
-    query reads the ids back by (workload, pod), unique among open changes.
-    """
-    fields = [f for f in ResizeChange._meta.concrete_fields if not f.primary_key]
-    ops = connection.ops
-    stamp = ops.adapt_datetimefield_value(now)
-    json_fields = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
-    date_fields = {
-        f.attname for f in fields if f.get_internal_type() == "DateTimeField"
-    }
-    rows = []
-    for change in changes:
-        row = []
-        for f in fields:
-            value = getattr(change, f.attname)
-            if f.attname in json_fields:
-                value = ops.adapt_json_value(value, getattr(f, "encoder", None))
-            elif f.attname in date_fields:
-                value = stamp if value == now else ops.adapt_datetimefield_value(value)
-            row.append(value)
-        rows.append(row)
-    table = ops.quote_name(ResizeChange._meta.db_table)
-    columns = ", ".join(ops.quote_name(f.column) for f in fields)
-    marks = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    if connection.vendor == "postgresql":
-        # One INSERT … SELECT FROM unnest(<one array per column>) RETURNING id: a
-        # handful of parameters however many rows (a VALUES list of 24,000 bound
-        # parameters costs seconds in the client just to parse), ids in row order.
-        types = [
-            "text" if f.attname in json_fields else f.db_type(connection) or "text"
-            for f in fields
-        ]
-        arrays = [
-            [
-                json.dumps(row[i].obj) if f.attname in json_fields else row[i]
-                for row in rows
-            ]
-            for i, f in enumerate(fields)
-        ]
-        names = ", ".join(f"c{i}" for i in range(len(fields)))
-        select = ", ".join(
-            f"c{i}::jsonb" if f.attname in json_fields else f"c{i}"
-            for i, f in enumerate(fields)
-        )
-        unnest = ", ".join(f"%s::{kind}[]" for kind in types)
-        connection.ensure_connection()
-        import psycopg  # PostgreSQL only
-
-        # A server-side-binding cursor: the arrays travel as parameters instead of
-        # being quoted into the SQL text by Django's client-side cursor.
-        with psycopg.Cursor(connection.connection) as cursor:
-            cursor.execute(
-                f"INSERT INTO {table} ({columns}) SELECT {select} FROM "
-                f"unnest({unnest}) WITH ORDINALITY AS u({names}, n) ORDER BY n "
-                "RETURNING id",
-                arrays,
-                binary=True,  # binary arrays: no per-element quoting
-            )
-            for change, (pk,) in zip(changes, cursor.fetchall(), strict=True):
-                change.pk = pk
-                change._state.adding = False
-        return changes
-    # SQLite: one prepared statement for every row, then the ids in one query.
-    with connection.cursor() as cursor:
-        cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES {marks}", rows)
-    ids = {
-        (workload_id, pod): pk
-        for pk, workload_id, pod in ResizeChange.objects.filter(
-            workload__cluster_id=cluster_id, created_at=now, status__in=workflow.OPEN
-        ).values_list("pk", "workload_id", "pod")
-    }
-    for change in changes:
-        change.pk = ids[(change.workload_id, change.pod)]
-        change._state.adding = False
-    return changes
 
 
 def changes_needing(

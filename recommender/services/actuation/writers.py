@@ -16,6 +16,7 @@ from recommender.cluster.writer import ClusterWriter
 from recommender.errors import InvalidInput
 from recommender.models import Cluster
 from recommender.services.actuation.simulated_store import DatabasePodStore
+from recommender.services.admission.review import simulated_admission
 
 
 def cluster_writer_for(
@@ -23,8 +24,14 @@ def cluster_writer_for(
 ) -> ClusterWriter:
     """The writer of ``cluster``; ``snapshot`` is what the simulated one holds."""
     if cluster.kind == Cluster.Kind.SIMULATED:
+        # An evicted pod is recreated through the admission webhook's own service.
         return SimulatedWriter(
-            store=DatabasePodStore(cluster=cluster, snapshot=snapshot, now=now)
+            store=DatabasePodStore(
+                cluster=cluster,
+                snapshot=snapshot,
+                now=now,
+                admit=simulated_admission(cluster.name, clock=lambda: now),
+            )
         )
     if cluster.kind == Cluster.Kind.KUBERNETES:
         return KubernetesWriter(cluster_name=cluster.name, context=cluster.context)

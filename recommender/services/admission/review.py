@@ -207,10 +207,11 @@ def admit_review(
 
 
 def simulated_admission(
-    cluster_name: str,
+    cluster_name: str, *, clock: Callable[[], datetime] = timezone.now
 ) -> Callable[[dict[str, Any]], Mapping[str, Any]]:
     """The in-process admission of a simulated cluster's new pods: the same service
-    as ``POST /mutate`` (parse, decide, count, log), minus HTTP and TLS."""
+    as ``POST /mutate`` (parse, decide, count, log), minus HTTP and TLS. ``clock``
+    is the simulated cluster's time (an updater cycle's ``now``)."""
 
     def admit(review: dict[str, Any]) -> Mapping[str, Any]:
         holder = holder_for(cluster_name)
@@ -218,7 +219,7 @@ def simulated_admission(
         parsed = parse_review(
             json.dumps(review).encode(), content_type="application/json"
         )
-        reply, _ = admit_review(parsed, holder=holder, now=timezone.now())
+        reply, _ = admit_review(parsed, holder=holder, now=clock())
         counters.flush_counts()  # a few pods a minute: saved at once
         return reply
 

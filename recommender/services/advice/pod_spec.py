@@ -4,23 +4,26 @@ The RecommendationQuery (``recommendation_query.py``) and the manifest right-siz
 (``rightsize.py``) both read a caller's pod: its containers and native sidecars with
 their requests and limits as engine ``Resources`` (errors name the path of the bad
 part), and the workload owning it. ``resource_list`` writes ``Resources`` back as a
-Kubernetes ResourceList.
+Kubernetes ResourceList; ``readable_pod_resources`` rounds what is about to be written
+up to readable quantities without crossing a LimitRange maximum.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from recommender.engine.capping import LimitRangeItem
 from recommender.engine.limits import ContainerResources
 from recommender.engine.quantity import (
     parse_cpu_millicores,
     parse_memory_bytes,
+    readable_memory_bytes,
 )
 from recommender.engine.quantity import resource_list as resource_list
-from recommender.engine.resources import CPU, RESOURCE_NAMES, Resources
+from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput
 from recommender.models import Workload
 
@@ -156,3 +159,66 @@ def owner_of_pod(metadata: Mapping[str, Any]) -> tuple[str | None, str | None]:
                 return Workload.Kind.DEPLOYMENT, name[: -len(suffix)]
         return kind, name
     return None, None
+
+
+# (the container as it is now, requests to write, limits to write): None amounts are
+# left as they are.
+PodWrite = tuple["PodContainer", Resources, Resources]
+
+
+def readable_pod_resources(
+    rows: Sequence[PodWrite],
+    *,
+    container_range: LimitRangeItem | None = None,
+    pod_range: LimitRangeItem | None = None,
+) -> list[tuple[Resources, Resources]]:
+    """The requests and limits of ``rows`` as a person or kubectl should read them:
+    memory rounded up by ``readable_memory_bytes`` ("729Mi", never below the exact
+    amount). The API server enforces LimitRange maximums, so an amount whose rounding
+    would cross one stays exact: a container's request or limit above the Container
+    item's max, or the pod's sum of requests or of limits (written amounts, else the
+    current ones) above the Pod item's max. CPU is whole millicores already."""
+    container_max = (
+        None if container_range is None else container_range.max.memory_bytes
+    )
+    exact = [(requests, limits) for _, requests, limits in rows]
+    out = [
+        (_readable(requests, container_max), _readable(limits, container_max))
+        for requests, limits in exact
+    ]
+    pod_max = None if pod_range is None else pod_range.max.memory_bytes
+    if pod_max:
+        current = [(c.requests, c.limits) for c, _, _ in rows]
+        for side in (0, 1):
+            if (
+                _pod_memory(out, current, side)
+                > pod_max
+                >= _pod_memory(exact, current, side)
+            ):
+                return exact
+    return out
+
+
+def _readable(amounts: Resources, maximum: int | None) -> Resources:
+    exact = amounts.memory_bytes
+    if exact is None:
+        return amounts
+    readable = readable_memory_bytes(exact)
+    if maximum is not None and readable > maximum >= exact:
+        return amounts  # rounding up would cross the LimitRange max
+    return amounts.with_amount(MEMORY, readable)
+
+
+def _pod_memory(
+    written: Sequence[tuple[Resources, Resources]],
+    current: Sequence[tuple[Resources, Resources]],
+    side: int,
+) -> int:
+    """The pod's memory requests (side 0) or limits (side 1): written, else current."""
+    total = 0
+    for new, now in zip(written, current, strict=True):
+        amount = new[side].memory_bytes
+        if amount is None:
+            amount = now[side].memory_bytes
+        total += amount or 0
+    return total

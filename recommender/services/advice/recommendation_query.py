@@ -11,16 +11,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from recommender.engine.resources import Resources
 from recommender.errors import InvalidInput
 from recommender.services.advice.advise import (
     OWNER_KINDS,
     SOURCE_NONE,
     ContainerAdvice,
-    advise_pod,
+    advise,
+    inputs_for_pod,
 )
 from recommender.services.advice.pod_spec import (
     owner_of_pod,
     parse_pod_containers,
+    readable_pod_resources,
     resource_list,
 )
 
@@ -98,12 +101,31 @@ def query_recommendation(*, query: Mapping[str, Any]) -> dict[str, Any]:
     if cluster is not None and not isinstance(cluster, str):
         raise InvalidInput("spec.cluster must be a cluster name", field="spec.cluster")
 
-    advice = advise_pod(
+    inputs = inputs_for_pod(
         namespace=namespace,
         owner_kind=owner_kind,
         owner_name=owner_name,
-        containers=containers,
         cluster=cluster,
+    )
+    advice = advise(inputs, containers)
+    by_name = {a.name: a for a in advice.containers}
+    # What to write, as /rightsize writes it: readable quantities, rounded up.
+    # Every container of the pod counts in its sums (those left alone as they are).
+    written = dict(
+        zip(
+            (c.name for c in containers),
+            readable_pod_resources(
+                [
+                    (c, by_name[c.name].requests, by_name[c.name].limits)
+                    if c.name in by_name
+                    else (c, Resources(), Resources())
+                    for c in containers
+                ],
+                container_range=inputs.container_range,
+                pod_range=inputs.pod_range,
+            ),
+            strict=True,
+        )
     )
     recommendations = [
         entry
@@ -135,8 +157,8 @@ def query_recommendation(*, query: Mapping[str, Any]) -> dict[str, Any]:
                 "reason": a.reason,
                 "caps": a.caps(),
                 # What to write into the container (limits: empty = leave as is).
-                "requests": resource_list(a.requests),
-                "limits": resource_list(a.limits),
+                "requests": resource_list(written[a.name][0]),
+                "limits": resource_list(written[a.name][1]),
                 "explanation": a.recommendation.explanation
                 if a.recommendation
                 else None,

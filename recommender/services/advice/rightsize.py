@@ -43,6 +43,7 @@ from recommender.services.advice.pod_spec import (
     PodContainer,
     owner_of_pod,
     parse_pod_containers,
+    readable_pod_resources,
 )
 from recommender.services.audit import Action, actor_label_of, record_audit
 
@@ -177,21 +178,71 @@ def _limit_reason(
     return "kept limit = request, as before"
 
 
-def _rightsize_container(
+@dataclass
+class _Plan:
+    """What one container of a pod is about to get: the corrected target, its exact
+    requests and limits, and the notes explaining them."""
+
+    item: dict[str, Any]
+    container: PodContainer
+    advice: ContainerAdvice
+    target: Resources
+    requests: Resources
+    limits: Resources
+    annotations: tuple[str, ...]
+    notes: list[str]
+
+
+def _plan_container(
     item: dict[str, Any],
     container: PodContainer,
     advice: ContainerAdvice,
     options: RightsizeOptions,
-) -> dict[str, Any]:
-    """Write the advised requests (and proportional limits) into a container mapping."""
+) -> _Plan:
+    """The advised requests (and proportional limits) of a container, exact."""
     notes = list(advice.caps())
     target = _corrected_target(container, advice, options, notes)
     new = advice.resources_for(target)
+    limits = new.limits
+    if advice.controlled_values == REQUESTS_ONLY:
+        limits = Resources()
+    else:
+        # Limits are written only for the resources the target sets.
+        for resource in RESOURCE_NAMES:
+            if target.get(resource) is None:
+                limits = limits.with_amount(resource, None)
+    return _Plan(
+        item, container, advice, target, new.requests, limits, new.annotations, notes
+    )
+
+
+def _written(before: int | None, exact: int | None, readable: int | None) -> int | None:
+    """The amount to write, or None to leave the field alone: nothing when the exact
+    amount is what the container has, else the readable (rounded-up) amount unless
+    that is what it has already."""
+    if exact is None or exact == before or readable == before:
+        return None
+    return readable
+
+
+def _rightsize_container(
+    plan: _Plan,
+    readable: tuple[Resources, Resources],
+    options: RightsizeOptions,
+) -> dict[str, Any]:
+    """Write the planned requests (and limits), rounded up to readable quantities,
+    into the container mapping; the report entry of the container."""
+    container, advice, notes = plan.container, plan.advice, plan.notes
     changes: list[dict[str, Any]] = []
     writes: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
     for resource in RESOURCE_NAMES:
-        before, after = container.requests.get(resource), new.requests.get(resource)
-        if after is not None and after != before:
+        before = container.requests.get(resource)
+        after = _written(before, plan.requests.get(resource), readable[0].get(resource))
+        if options.never_raise and after is not None and before is not None:
+            after = min(after, before)  # rounding up must not undo never_raise
+            if after == before:
+                continue
+        if after is not None:
             writes["requests"][resource] = _format(resource, after)
             changes.append(
                 {
@@ -202,16 +253,17 @@ def _rightsize_container(
                 }
             )
     if advice.controlled_values == REQUESTS_ONLY:
-        if not target.is_empty():
+        if not plan.target.is_empty():
             notes.append(
                 "limits left as they are: the container policy says RequestsOnly"
             )
     else:
         for resource in RESOURCE_NAMES:
-            if target.get(resource) is None:
-                continue
-            before, after = container.limits.get(resource), new.limits.get(resource)
-            if after is not None and after != before:
+            before = container.limits.get(resource)
+            after = _written(
+                before, plan.limits.get(resource), readable[1].get(resource)
+            )
+            if after is not None:
                 writes["limits"][resource] = _format(resource, after)
                 changes.append(
                     {
@@ -221,8 +273,11 @@ def _rightsize_container(
                         "reason": _limit_reason(container, advice, resource),
                     }
                 )
-        notes.extend(a for a in new.annotations if a.split(":")[0] in target.to_dict())
+        notes.extend(
+            a for a in plan.annotations if a.split(":")[0] in plan.target.to_dict()
+        )
     if changes:
+        item = plan.item
         resources = item.get("resources")
         if not isinstance(resources, dict):
             resources = item["resources"] = {}
@@ -335,24 +390,35 @@ def _rightsize_pod(pod: _Pod, options: RightsizeOptions, inputs: AdviceInputs) -
         for item in pod_spec.get(key) or []
     }
     by_name = {a.name: a for a in advice.containers}
+    entries: dict[str, dict[str, Any]] = {}
+    plans: list[_Plan] = []
     for container in containers:
         result = by_name[container.name]
         if result.source == SOURCE_NONE:
-            entry["containers"].append(
-                {
-                    "name": container.name,
-                    "source": result.source,
-                    "reason": result.reason,
-                    "changes": [],
-                    "notes": [],
-                }
-            )
+            entries[container.name] = {
+                "name": container.name,
+                "source": result.source,
+                "reason": result.reason,
+                "changes": [],
+                "notes": [],
+            }
             continue
-        entry["containers"].append(
-            _rightsize_container(
-                items_by_name[container.name], container, result, options
-            )
+        plans.append(
+            _plan_container(items_by_name[container.name], container, result, options)
         )
+    # Rounded up to readable quantities over the whole pod (a Pod LimitRange maximum
+    # bounds the sum).
+    # The containers left alone count in the pod's sums with what they have.
+    planned = {p.container.name for p in plans}
+    readable = readable_pod_resources(
+        [(p.container, p.requests, p.limits) for p in plans]
+        + [(c, Resources(), Resources()) for c in containers if c.name not in planned],
+        container_range=inputs.container_range,
+        pod_range=inputs.pod_range,
+    )
+    for plan, amounts in zip(plans, readable[: len(plans)], strict=True):
+        entries[plan.container.name] = _rightsize_container(plan, amounts, options)
+    entry["containers"].extend(entries[c.name] for c in containers)
     sized = {c.name for c in containers}
     for item in pod_spec.get("initContainers") or []:
         if item["name"] not in sized:

@@ -22,8 +22,15 @@ import yaml
 from django.db.models import F, Prefetch, Window
 from django.db.models.functions import RowNumber
 
-from recommender.engine import AggregateSet, Profile, format_cpu, format_memory
+from recommender.engine import (
+    AggregateSet,
+    Profile,
+    Resources,
+    format_cpu,
+    format_memory,
+)
 from recommender.engine.capping import select_container_policy
+from recommender.engine.oom import oom_effect
 from recommender.errors import NotFound, SourceUnavailable, VpawebError
 from recommender.models import (
     Container,
@@ -41,7 +48,10 @@ from recommender.services.advice.advise import (
     advise,
     inputs_for_workload,
 )
-from recommender.services.advice.pod_spec import PodContainer
+from recommender.services.advice.pod_spec import (
+    PodContainer,
+    readable_pod_resources,
+)
 from recommender.services.dashboard.provisioning import (
     Prices,
     no_recommendation_reason,
@@ -88,6 +98,9 @@ class ContainerInsight:
     new_requests: dict[str, int]
     new_limits: dict[str, int]
     is_policy_off: bool = False
+    # How the OOM kills before the recommendation bear on its memory target
+    # (engine.oom.oom_effect), None without kills.
+    oom_effect: dict[str, Any] | None = None
 
     @property
     def status(self) -> str:
@@ -208,6 +221,30 @@ def ready_to_use(
     return command, "\n".join(parts), note
 
 
+def _oom_effect(
+    rec: Recommendation | None, kills: list[OomKill], profile: Profile
+) -> dict[str, Any] | None:
+    """``oom_effect`` of the kills the recommendation's memory histogram held: those
+    in the profile's memory history before it was computed."""
+    if rec is None:
+        return None
+    start = rec.created_at - timedelta(seconds=profile.memory_history_s)
+    requests = [
+        k.memory_request_bytes
+        for k in kills
+        if start <= k.occurred_at <= rec.created_at
+    ]
+    target: Any = rec.explanation
+    for key in ("resources", "memory", "target"):
+        target = target.get(key) if isinstance(target, dict) else None
+    return oom_effect(
+        requests,
+        ratio=profile.oom_bump_ratio,
+        min_bump_bytes=profile.oom_min_bump_bytes,
+        target=target if isinstance(target, dict) else None,
+    )
+
+
 def workload_insight(
     *, workload_id: int, now: datetime, prices: Prices
 ) -> WorkloadInsight:
@@ -242,15 +279,51 @@ def workload_insight(
         .order_by("container_id", *newest_first)
     ):
         history[row.container_id].append(row)
+    # The page lists the last OOM_HISTORY of kills; the explanation needs those the
+    # recommendation's memory histogram held (the profile's history before it).
+    profile = profile_or_default(workload)
+    history_span = timedelta(seconds=profile.memory_history_s)
+    since = min(
+        [now - OOM_HISTORY]
+        + [
+            c.latest_recommendation.created_at - history_span
+            for c in containers
+            if c.latest_recommendation is not None
+        ]
+    )
     ooms: dict[int, list[OomKill]] = {pk: [] for pk in ids}
+    kills_before: dict[int, list[OomKill]] = {pk: [] for pk in ids}
     for kill in OomKill.objects.filter(
-        container_id__in=ids, occurred_at__gte=now - OOM_HISTORY
+        container_id__in=ids, occurred_at__gte=since
     ).order_by("occurred_at"):
-        ooms[kill.container_id].append(kill)
+        kills_before[kill.container_id].append(kill)
+        if kill.occurred_at >= now - OOM_HISTORY:
+            ooms[kill.container_id].append(kill)
     # The one advice path (services.advice.advise): capped as /rightsize and the
     # admission webhook cap it, limits from the same rule.
     inputs = inputs_for_workload(workload)
-    advice = {a.name: a for a in advise(inputs, _pod_containers(containers)).containers}
+    pod = _pod_containers(containers)
+    advice = {a.name: a for a in advise(inputs, pod).containers}
+    # What the patch and the snippet write: readable quantities, rounded up.
+    # (Containers without a recommendation count in the pod's sums as they are.)
+    writes = [
+        (c, one.requests, one.limits)
+        if (one := advice.get(c.name)) is not None
+        and one.source == SOURCE_RECOMMENDATION
+        else (c, Resources(), Resources())
+        for c in pod
+    ]
+    readable = dict(
+        zip(
+            (c.name for c, _, _ in writes),
+            readable_pod_resources(
+                writes,
+                container_range=inputs.container_range,
+                pod_range=inputs.pod_range,
+            ),
+            strict=True,
+        )
+    )
     rules = risk_rules(now)
     items = []
     for container in containers:
@@ -270,8 +343,9 @@ def workload_insight(
         new_limits: dict[str, int] = {}
         one = advice.get(container.name)
         if not no_data and one is not None and one.source == SOURCE_RECOMMENDATION:
-            new_requests = one.requests.to_dict()
-            new_limits = one.limits.to_dict()
+            requests, limits = readable[container.name]
+            new_requests = requests.to_dict()
+            new_limits = limits.to_dict()
         items.append(
             ContainerInsight(
                 container=container,
@@ -286,6 +360,7 @@ def workload_insight(
                 new_requests=new_requests,
                 new_limits=new_limits,
                 is_policy_off=selected is not None and selected.mode == "Off",
+                oom_effect=_oom_effect(rec, kills_before[container.pk], profile),
             )
         )
     command, snippet, note = ready_to_use(workload, items)

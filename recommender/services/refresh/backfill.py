@@ -25,18 +25,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
-from django.utils import timezone
 
 from recommender.cluster.base import ClusterAdapter
-from recommender.errors import InvalidInput, NotFound
-from recommender.models import Cluster, RefreshRun
+from recommender.errors import InvalidInput
+from recommender.models import RefreshRun
 from recommender.services.refresh import cycle, ingest
 from recommender.services.refresh.adapters import (
     close_quietly,
     cluster_adapter_for,
     usage_source_for,
 )
-from recommender.services.refresh.discovery import Discovery, upsert_discovery
+from recommender.services.refresh.discovery import Discovery
 from recommender.services.refresh.ingest import STEP_S as SAMPLE_STEP_S
 from recommender.services.refresh.ingest import Window
 from recommender.services.runs import RunRecorder, recorded_run
@@ -68,15 +67,10 @@ def backfill_cluster(
     with what went wrong and how far it got, keeps everything stored, and is raised
     again.
     """
-    if timezone.is_naive(now):
-        raise InvalidInput("now must be timezone-aware", field="now")
     days = settings.PROMETHEUS_BACKFILL_DAYS if days is None else days
     if not (isinstance(days, int | float) and 0 < days <= 366):
         raise InvalidInput(f"days={days!r} must be in (0, 366]", field="days")
-    try:
-        cluster = Cluster.objects.get(pk=cluster_id)
-    except Cluster.DoesNotExist:
-        raise NotFound(f"cluster {cluster_id} does not exist") from None
+    cluster = cycle.cluster_to_run(cluster_id, now=now)
     with recorded_run(
         kind=RefreshRun.Kind.BACKFILL,
         cluster=cluster,
@@ -100,12 +94,9 @@ def backfill_cluster(
                 source = usage_source_for(cluster)
                 owned.append(source)
             end_s = math.floor(now.timestamp() / SAMPLE_STEP_S) * SAMPLE_STEP_S
-            with phases("discover"):
-                snapshot = adapter.discover()
-            with phases("upsert"):
-                discovery = upsert_discovery(
-                    cluster=cluster, snapshot=snapshot, now=now, namespace=namespace
-                )
+            snapshot, discovery = cycle.discover_and_store(
+                cluster, adapter, now=now, namespace=namespace, phases=phases
+            )
             start_s = _oldest_watermark(discovery, history_s=days * 86_400.0)
             if start_s is None:
                 counts["containers"] = 0

@@ -34,7 +34,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from recommender.cluster.base import OomKill
+from recommender.cluster.base import ClusterAdapter, ClusterSnapshot, OomKill
 from recommender.engine.aggregation import AggregateSet
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import (
@@ -48,7 +48,7 @@ from recommender.models import (
     OomKill as OomKillRow,
 )
 from recommender.services.admission.generation import mark_admission_data_changed
-from recommender.services.refresh import ingest
+from recommender.services.refresh import ingest, throttling
 from recommender.services.refresh.adapters import (
     close_quietly,
     cluster_adapter_for,
@@ -136,7 +136,7 @@ def ingest_window(
             _forget_gone_pods(window, live_pods)
     if recommend:
         with phases("recommend"):
-            recommend_window(window)
+            recommend_window(window, throttling.throttling_by_row(window, source))
     with phases("store"):
         _store(window, checkpoints)
     counts = dict(window.counts)
@@ -172,6 +172,36 @@ def _read_and_feed(
             )
 
 
+def cluster_to_run(cluster_id: int, *, now: datetime) -> Cluster:
+    """The cluster a refresh or back-fill works on, once ``now`` is known to be
+    timezone-aware."""
+    if timezone.is_naive(now):
+        raise InvalidInput("now must be timezone-aware", field="now")
+    try:
+        return Cluster.objects.get(pk=cluster_id)
+    except Cluster.DoesNotExist:
+        raise NotFound(f"cluster {cluster_id} does not exist") from None
+
+
+def discover_and_store(
+    cluster: Cluster,
+    adapter: ClusterAdapter,
+    *,
+    now: datetime,
+    namespace: str | None,
+    phases: Phases,
+) -> tuple[ClusterSnapshot, Discovery]:
+    """Read what the cluster runs (phase ``discover``) and store it (``upsert``): the
+    first two steps of a refresh and of a back-fill."""
+    with phases("discover"):
+        snapshot = adapter.discover()
+    with phases("upsert"):
+        discovery = upsert_discovery(
+            cluster=cluster, snapshot=snapshot, now=now, namespace=namespace
+        )
+    return snapshot, discovery
+
+
 def refresh_cluster(
     *, cluster_id: int, now: datetime, namespace: str | None = None
 ) -> RefreshRun:
@@ -181,14 +211,9 @@ def refresh_cluster(
     A failure (a source that is down, a broken answer) ends the run as failed with the
     error, keeps every stored recommendation and checkpoint, and is raised again.
     """
-    if timezone.is_naive(now):
-        raise InvalidInput("now must be timezone-aware", field="now")
     if namespace is not None and not (isinstance(namespace, str) and namespace):
         raise InvalidInput(f"namespace={namespace!r} must be a name", field="namespace")
-    try:
-        cluster = Cluster.objects.get(pk=cluster_id)
-    except Cluster.DoesNotExist:
-        raise NotFound(f"cluster {cluster_id} does not exist") from None
+    cluster = cluster_to_run(cluster_id, now=now)
     with recorded_run(
         kind=RefreshRun.Kind.REFRESH,
         cluster=cluster,
@@ -203,15 +228,12 @@ def refresh_cluster(
         adapter: object = None
         source: object = None
         try:
-            with phases("discover"):
-                # A shard lists only its namespace (docs/refresh.md, "Shards").
-                adapter = cluster_adapter_for(cluster, now=now, namespace=namespace)
-                source = usage_source_for(cluster)
-                snapshot = adapter.discover()
-            with phases("upsert"):
-                discovery = upsert_discovery(
-                    cluster=cluster, snapshot=snapshot, now=now, namespace=namespace
-                )
+            # A shard lists only its namespace (docs/refresh.md, "Shards").
+            adapter = cluster_adapter_for(cluster, now=now, namespace=namespace)
+            source = usage_source_for(cluster)
+            snapshot, discovery = discover_and_store(
+                cluster, adapter, now=now, namespace=namespace, phases=phases
+            )
             counts = ingest_window(
                 discovery=discovery,
                 source=source,

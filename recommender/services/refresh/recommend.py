@@ -14,6 +14,7 @@ from typing import Any
 from recommender.engine.capping import MODE_OFF, Cap, apply_vpa_policy
 from recommender.engine.estimator import Recommendations, recommend
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
+from recommender.engine.throttling import ThrottlingBoost, boost_cpu
 from recommender.models import (
     Recommendation,
 )
@@ -29,8 +30,13 @@ logger = logging.getLogger(__name__)
 BOUND_CHANGE_FRACTION = 0.01
 
 
-def recommend_window(window: Window) -> None:
-    """Engine recommendations, capped by each container's policy."""
+def recommend_window(
+    window: Window, throttling: Mapping[int, tuple[float, float]] | None = None
+) -> None:
+    """Engine recommendations, capped by each container's policy. ``throttling``:
+    (throttled CFS periods, periods) per row (``id(row)``) whose profile boosts the
+    CPU target of a throttled container (``services/refresh/throttling.py``)."""
+    throttling = throttling or {}
     for group in window.groups.values():
         assert group.aggregates is not None
         # Rows of one profile and one set of controlled resources go in one call.
@@ -64,22 +70,38 @@ def recommend_window(window: Window) -> None:
                 profile=rows[0].profile,
                 containers_in_pod=[r.containers_in_pod for r in rows],
                 controlled_resources=controlled,
+                # A resource without samples gets no recommendation (with the reason
+                # in the explanation), not upstream's pod minimum.
+                omit_unsampled=True,
             )
             columns = {
-                (res, bound): (
-                    None if values is None else values.tolist()  # Python ints
-                )
+                # Python ints, None where left out for lack of samples.
+                (res, bound): results.value_list(res, bound)
                 for res in RESOURCE_NAMES
                 for bound in ("target", "lower_bound", "upper_bound")
-                for values in [results.values(res, bound)]
             }
             for i, row in enumerate(rows):
                 target = _amounts(columns, "target", i)
+                upper = _amounts(columns, "upper_bound", i)
+                boost = None
+                counts = throttling.get(id(row))
+                if counts is not None and target.cpu_millicores is not None:
+                    boost = boost_cpu(
+                        profile=row.profile,
+                        target_millicores=target.cpu_millicores,
+                        upper_millicores=upper.cpu_millicores or 0,
+                        throttled_periods=counts[0],
+                        periods=counts[1],
+                    )
+                if boost is not None:
+                    target = Resources(boost.target_after, target.memory_bytes)
+                    upper = Resources(boost.upper_after, upper.memory_bytes)
+                    window.counts["containers_throttling_boosted"] += 1
                 capped = apply_vpa_policy(
                     _Uncapped(
                         target,
                         _amounts(columns, "lower_bound", i),
-                        _amounts(columns, "upper_bound", i),
+                        upper,
                     ),
                     row.container_policy,
                 )
@@ -90,13 +112,13 @@ def recommend_window(window: Window) -> None:
                     "uncapped": capped.uncapped_target,
                     # Built only for the rows whose values are stored (_store).
                     "explanation": _PendingExplanation(
-                        results, i, capped.caps, overrides
+                        results, i, capped.caps, overrides, boost
                     ),
                 }
 
 
 def _amounts(
-    columns: Mapping[tuple[str, str], list[int] | None], bound: str, i: int
+    columns: Mapping[tuple[str, str], list[int | None] | None], bound: str, i: int
 ) -> Resources:
     """Row ``i`` of one bound's value columns (None: the resource is not controlled)."""
     cpu, memory = columns[CPU, bound], columns[MEMORY, bound]
@@ -127,6 +149,7 @@ class _PendingExplanation:
     index: int
     caps: Sequence[Cap]
     overrides: Mapping[str, Any] | list[str] | None
+    throttling: ThrottlingBoost | None = None
 
 
 def build_explanations(pending: Sequence[_PendingExplanation]) -> list[dict[str, Any]]:
@@ -152,6 +175,12 @@ def build_explanations(pending: Sequence[_PendingExplanation]) -> list[dict[str,
             ]
             if item.overrides:
                 explanation["profile_overrides"] = item.overrides
+            if item.throttling is not None:
+                explanation["throttling"] = item.throttling.to_dict()
+                explanation["notes"] = [
+                    *explanation.get("notes", []),
+                    item.throttling.note,
+                ]
             out[position] = explanation
     return [explanation for explanation in out if explanation is not None]
 

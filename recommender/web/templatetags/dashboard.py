@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
+from django.conf import settings
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
@@ -141,6 +142,14 @@ def duration(seconds: Any) -> str:
     if value < 60:
         return f"{value:.1f} s"
     return f"{int(value // 60)} min {int(value % 60)} s"
+
+
+@register.simple_tag
+def poll_interval() -> int:
+    """Seconds between a live page's polls, as in
+    ``hx-trigger="every {% poll_interval %}s"``: the refresh interval, since new
+    numbers come no faster."""
+    return int(settings.REFRESH_INTERVAL_S)
 
 
 @register.filter

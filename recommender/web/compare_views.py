@@ -1,0 +1,131 @@
+"""The namespace comparison page: every workload of a namespace under profile A vs B.
+
+The replay runs in the background (``tasks.compare_namespace``; in-process when there
+is no Redis) and the page follows it, reloading every two seconds, until its answer is
+in the cache (services/namespace_compare.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET
+
+from recommender import tasks
+from recommender.engine import DEFAULT_PROFILE, PROFILES
+from recommender.errors import InvalidInput
+from recommender.models import Cluster, Workload
+from recommender.roles import Role
+from recommender.services.namespace_compare import (
+    DEFAULT_WORST,
+    MAX_WORST,
+    check_request,
+    new_token,
+    stored,
+)
+from recommender.services.replay import parse_settings
+from recommender.services.whatif import DEFAULT_DAYS, MAX_DAYS
+from recommender.web.access import require_role
+from recommender.web.whatif_views import METRICS, _cell
+
+WORST_COLUMNS = (
+    ("a_memory_overrun_days_pct", "{:.2f}"),
+    ("b_memory_overrun_days_pct", "{:.2f}"),
+    ("a_memory_slack_mean", "{:.3f}"),
+    ("b_memory_slack_mean", "{:.3f}"),
+    ("a_cpu_slack_mean", "{:.3f}"),
+    ("b_cpu_slack_mean", "{:.3f}"),
+    ("a_updater_proposals", "{:.0f}"),
+    ("b_updater_proposals", "{:.0f}"),
+)
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def cluster_compare(request: HttpRequest, pk: int) -> HttpResponse:
+    """The form; with ``namespace`` in the query, the totals and the worst workloads."""
+    cluster = get_object_or_404(Cluster, pk=pk)
+    query = request.GET
+    namespaces = sorted(
+        set(
+            Workload.objects.filter(cluster=cluster).values_list("namespace", flat=True)
+        )
+    )
+    chosen = {
+        "namespace": query.get("namespace", ""),
+        "a": query.get("a", DEFAULT_PROFILE),
+        "b": query.get("b", ""),
+        "overrides_a": query.get("overrides_a", ""),
+        "overrides_b": query.get("overrides_b", ""),
+        "days": query.get("days", f"{DEFAULT_DAYS:g}"),
+        "worst": query.get("worst", str(DEFAULT_WORST)),
+    }
+    context: dict[str, Any] = {
+        "cluster": cluster,
+        "namespaces": namespaces,
+        "profiles": sorted(PROFILES),
+        "chosen": chosen,
+        "max_days": MAX_DAYS,
+        "max_worst": MAX_WORST,
+        "page": "workloads",
+    }
+    token = query.get("run", "")
+    if chosen["namespace"] and chosen["b"] and not token:
+        params = {
+            "cluster_id": cluster.pk,
+            "namespace": chosen["namespace"],
+            "profile_a": chosen["a"],
+            "profile_b": chosen["b"],
+            "days": chosen["days"],
+            "worst": chosen["worst"],
+        }
+        try:
+            params["overrides_a"] = parse_settings(_lines(chosen["overrides_a"]))
+            params["overrides_b"] = parse_settings(_lines(chosen["overrides_b"]))
+            check_request(**params)
+        except InvalidInput as exc:
+            context["errors"] = [
+                f"{name}: {'; '.join(msgs)}" for name, msgs in exc.fields.items()
+            ] or [exc.message]
+            return render(request, "recommender/compare.html", context)
+        # Long replays run in the background (a worker; in-process without Redis);
+        # the page then follows the run until its answer is there.
+        token = new_token()
+        tasks.compare_namespace.delay(token, params)
+        return redirect(f"{request.path}?{urlencode({**query.dict(), 'run': token})}")
+    if token:
+        state = stored(token)
+        if state is None:
+            context["errors"] = [
+                "this comparison has expired or is unknown; run it again"
+            ]
+        elif state["state"] == "failed":
+            context["errors"] = state["errors"]
+        elif state["state"] != "done":
+            context["running"] = state
+        else:
+            _add_result(context, state["result"])
+    return render(request, "recommender/compare.html", context)
+
+
+def _add_result(context: dict[str, Any], result: dict[str, Any]) -> None:
+    row_a, row_b = result["rows"]
+    context["result"] = result
+    context["table"] = [
+        (label, _cell(row_a.get(key), fmt), _cell(row_b.get(key), fmt))
+        for key, label, fmt in METRICS
+    ]
+    context["worst"] = [
+        {
+            "workload": w["workload"],
+            "cells": [_cell(w.get(key), fmt) for key, fmt in WORST_COLUMNS],
+        }
+        for w in result["worst"]
+    ]

@@ -1,0 +1,83 @@
+"""Static files as served in production: hashed names, precompressed copies and a
+long immutable cache (WhiteNoise's CompressedManifestStaticFilesStorage)."""
+
+from __future__ import annotations
+
+import gzip
+import re
+import runpy
+from pathlib import Path
+
+import pytest
+from django.contrib.staticfiles.storage import staticfiles_storage
+from django.core.management import CommandError, call_command
+from django.http import HttpResponse
+from django.test import RequestFactory, override_settings
+from whitenoise.middleware import WhiteNoiseMiddleware
+
+from vpaweb import settings as project_settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def production_static(source: Path, root: Path) -> override_settings:
+    """The project's own storage, collecting only ``source`` (not plotly's 4.8 MB)
+    into ``root``."""
+    return override_settings(
+        STORAGES=project_settings.STORAGES,
+        WHITENOISE_USE_FINDERS=False,
+        STATICFILES_DIRS=[source],
+        STATICFILES_FINDERS=["django.contrib.staticfiles.finders.FileSystemFinder"],
+        STATIC_ROOT=root,
+    )
+
+
+def test_collected_files_are_hashed_compressed_and_cached_for_good(tmp_path):
+    body = (REPO / "static" / "vendor" / "htmx.min.js").read_bytes()
+    (tmp_path / "src" / "vendor").mkdir(parents=True)
+    (tmp_path / "src" / "vendor" / "lib.min.js").write_bytes(body)
+    root = tmp_path / "static-root"
+
+    with production_static(tmp_path / "src", root):
+        call_command("collectstatic", interactive=False, verbosity=0)
+        url = staticfiles_storage.url("vendor/lib.min.js")
+        serve = WhiteNoiseMiddleware(lambda request: HttpResponse(status=404))
+        as_gzip = serve(RequestFactory().get(url, HTTP_ACCEPT_ENCODING="gzip"))
+
+    assert re.fullmatch(r"/static/vendor/lib\.min\.[0-9a-f]{12}\.js", url)
+    hashed = root / url.removeprefix("/static/")
+    assert {p.name for p in hashed.parent.iterdir()} == {
+        hashed.name,
+        f"{hashed.name}.gz",
+    }  # only hashed names are kept
+    assert as_gzip.status_code == 200
+    assert as_gzip["Content-Encoding"] == "gzip"
+    assert gzip.decompress(b"".join(as_gzip.streaming_content)) == body
+    cache = as_gzip["Cache-Control"]
+    assert "immutable" in cache
+    assert int(re.search(r"max-age=(\d+)", cache)[1]) >= 365 * 24 * 3600
+
+
+def test_serve_refuses_to_start_without_collected_files(tmp_path):
+    (tmp_path / "src").mkdir()
+    with (
+        production_static(tmp_path / "src", tmp_path / "empty"),
+        pytest.raises(
+            CommandError, match=re.escape("run `manage.py collectstatic --no-input`")
+        ),
+    ):
+        call_command("serve", "--no-scheduler")
+
+
+def test_the_redoc_copy_loads_nothing_from_outside():
+    tool = runpy.run_path(str(REPO / "tools" / "vendor_redoc.py"))
+    original = tool["SOURCE"].read_text(encoding="utf-8")
+
+    copy = tool["vendored"](original)
+
+    assert tool["LOGO"] in original  # what the copy is for is still there upstream
+    assert tool["LOGO"] not in copy
+    assert re.search(r"//# sourceMappingURL=\S+\s*$", original)
+    assert not re.search(r"//# sourceMappingURL=\S+\s*$", copy)  # the map is not copied
+    with pytest.raises(SystemExit, match="would load from outside"):
+        tool["vendored"](original + '\nload("https://cdn.example.org/x.js");\n')
