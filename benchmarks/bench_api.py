@@ -15,9 +15,19 @@ one connection per request, to:
 Prints requests/s, p50, p99 and errors of each (target: 0 errors, p99 <= 250 ms), then
 /healthz latency while a maximum-size rightsize request (VPAWEB_API_MAX_DOCUMENTS
 Deployments, VPAWEB_API_MAX_CONTAINERS containers) is being processed (target: < 50 ms),
-and how long that request took. The client runs on the same machine and competes for
-its CPUs. The per-token rate limit is raised for the run (VPAWEB_API_RATE), since
-2,000 requests from one token is the point here.
+and how long that request took. The per-token rate limit is raised for the run
+(VPAWEB_API_RATE), since 2,000 requests from one token is the point here.
+
+The client runs on the same machine and competes for its CPUs, so each load also
+prints the CPU time spent per request by the server (gunicorn's master and workers,
+from /proc, workers replaced during the run included), by a local PostgreSQL's
+backends for the bench database, and by the client (this process, the sampling thread
+of the database figure included), and the load average before and after: on a shared
+machine the latencies say more about the neighbours than about vpaweb, the CPU per
+request does not. The client is a pool of BENCH_CONCURRENCY threads, each sending one
+request at a time with the standard library's http.client, one connection per request
+(gunicorn's sync workers close the connection after each response): about a twentieth
+of the server's CPU per request for the workload list.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -64,17 +75,131 @@ def _request(
     return status, (time.perf_counter() - started) * 1000, data
 
 
+def _server_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of gunicorn's master, its live workers, and the
+    workers it has reaped (the master's cutime/cstime)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def fields(p: int | str) -> list[str]:
+        try:
+            text = Path(f"/proc/{p}/stat").read_text()
+        except OSError:  # a worker that exited meanwhile: counted once reaped
+            return []
+        return text.rsplit(")", 1)[1].split()
+
+    master = fields(pid)
+    if not master:
+        return 0.0
+    total = sum(int(v) for v in master[11:15])
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = [
+            p.name
+            for p in Path("/proc").iterdir()
+            if p.name.isdigit() and fields(p.name)[1:2] == [str(pid)]
+        ]
+    for child in children:
+        total += sum(int(v) for v in fields(child)[11:13])
+    return total / ticks
+
+
+def _client_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class _DatabaseCpu:
+    """CPU seconds of the PostgreSQL backends serving the bench database, when the
+    server runs on this machine (their /proc entries are readable): sampled every half
+    second in a thread, so a backend that ends during the load keeps its last sample
+    (CONN_MAX_AGE closes each worker's connection after a minute). None for SQLite (in
+    the workers' own CPU) or a remote server."""
+
+    def __init__(self) -> None:
+        from django.db import connection
+
+        self.samples: dict[int, tuple[float, float]] = {}
+        self.enabled = connection.vendor == "postgresql"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _sample(self) -> None:
+        from django.db import connection
+
+        ticks = os.sysconf("SC_CLK_TCK")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid()"
+            )
+            pids = [row[0] for row in cursor.fetchall()]
+        for pid in pids:
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            cpu = (int(stat[11]) + int(stat[12])) / ticks
+            first = self.samples.get(pid, (cpu, cpu))[0]
+            self.samples[pid] = (first, cpu)
+
+    def _run(self) -> None:
+        from django.db import connection
+
+        try:
+            while True:
+                self._sample()
+                if self._stop.wait(0.5):
+                    break
+        finally:
+            connection.close()
+
+    def start(self) -> None:
+        if self.enabled:
+            self.samples.clear()
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+
+    def stop(self) -> float | None:
+        """CPU seconds used since start(), or None when not measured."""
+        if self._thread is None:
+            return None
+        self._stop.set()
+        self._thread.join()
+        self._thread = None
+        if not self.samples:
+            return None
+        return sum(last - first for first, last in self.samples.values())
+
+
+def _loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def _load(
     name: str,
     total: int,
     concurrency: int,
     send: Callable[[], tuple[int, float, bytes]],
+    server_pid: int,
 ) -> None:
-    send()  # warm-up: imports and first queries of each worker are not the load
+    for _ in range(concurrency):
+        send()  # warm-up: imports and first queries of the workers are not the load
+    load_before = _loadavg()
+    database = _DatabaseCpu()
+    database.start()
+    server_cpu, client_cpu = _server_cpu_s(server_pid), _client_cpu_s()
     started = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
         results = list(pool.map(lambda _: send(), range(total)))
     elapsed = time.perf_counter() - started
+    server_ms = (_server_cpu_s(server_pid) - server_cpu) * 1000 / total
+    client_ms = (_client_cpu_s() - client_cpu) * 1000 / total
+    database_s = database.stop()
+    database_text = (
+        "" if database_s is None else f", database {database_s * 1000 / total:.1f} ms"
+    )
     times = sorted(ms for _, ms, _ in results)
     errors = sum(1 for status, _, _ in results if status != 200)
     p99 = times[int(len(times) * 0.99) - 1]
@@ -84,6 +209,12 @@ def _load(
         f"{name:38} {total / elapsed:7.1f} req/s  p50 {p50:6.1f} ms"
         f"  p99 {p99:6.1f} ms  max {times[-1]:6.1f} ms  errors {errors}"
         f"  [{verdict}: 0 errors, p99 <= {TARGET_P99_MS:.0f} ms]",
+        flush=True,
+    )
+    print(
+        f"  CPU per request: server {server_ms:.1f} ms{database_text},"
+        f" client {client_ms:.1f} ms;"
+        f" load average {load_before} before, {_loadavg()} after",
         flush=True,
     )
     if errors:
@@ -173,6 +304,7 @@ def main() -> None:
             total,
             concurrency,
             lambda: _request(port, "GET", "/api/v1/workloads/", None, auth),
+            server.pid,
         )
         body = _deployment(known.name, known.namespace, sized).encode()
         yaml_headers = {**auth, "Content-Type": "application/yaml"}
@@ -181,6 +313,7 @@ def main() -> None:
             total,
             concurrency,
             lambda: _request(port, "POST", "/api/v1/rightsize", body, yaml_headers),
+            server.pid,
         )
         _healthz_under_maximum(port, yaml_headers, settings)
     finally:

@@ -100,6 +100,9 @@ else:
             "NAME": VAR_DIR / "db.sqlite3",
             # The scheduler loop and the web server share the file: wait for locks.
             "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE"},
+            # Kept open between requests (as PostgreSQL's, vpaweb/env.py): opening one
+            # costs about a millisecond of CPU, a tenth of an API request.
+            "CONN_MAX_AGE": 60,
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -37,6 +37,7 @@ from recommender.api.queries import (
     single_query_value,
     workload_queryset,
 )
+from recommender.api.workload_rows import workload_rows, workload_values
 from recommender.engine.quantity import readable_resource_list
 from recommender.models import (
     Cluster,
@@ -113,6 +114,14 @@ class WorkloadViewSet(viewsets.ReadOnlyModelViewSet):
                 queryset, query_filters(WorkloadFilterSerializer, self.request)
             )
         return queryset
+
+    # No docstring: it would become the operation's description in the schema.
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        # A page of workloads: WorkloadSerializer's output from plain rows in three
+        # queries (count, page, containers), without model instances (workload_rows).
+        queryset = self.filter_queryset(self.get_queryset())  # as DRF's own list()
+        page = self.paginate_queryset(workload_values(queryset))
+        return self.get_paginated_response(workload_rows(page or []))
 
 
 class WorkloadLookupMixin:

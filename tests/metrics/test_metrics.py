@@ -191,6 +191,9 @@ def test_gunicorn_workers_and_other_processes_add_up_in_one_scrape(tmp_path):
             sys.executable,
             "-m",
             "gunicorn",
+            # The production configuration: its preloaded app forks the workers.
+            "-c",
+            "vpaweb/gunicorn_conf.py",
             "vpaweb.wsgi:application",
             "--bind",
             f"127.0.0.1:{port}",
