@@ -65,6 +65,8 @@ def _seed(workload_count: int) -> int:
                 namespace=f"team-{i % 40}",
                 name=f"service-{i:05d}",
                 replicas=1 + i % 5,
+                # Nine in ten carry a team label (the rollup by label).
+                labels={"team": f"team-{i % 12}"} if i % 10 else {},
             )
             for i in range(workload_count)
         ],
@@ -210,6 +212,8 @@ def main() -> None:
         ("workloads list (search, by risk)", "/workloads/?q=service-01&sort=risk"),
         ("workloads list (page 100)", "/workloads/?page=100"),
         ("overview", "/"),
+        ("rollups by team label", "/rollups/?by=label&key=team"),
+        ("rollups by namespace", "/rollups/?by=namespace"),
         ("workload page (3 containers)", f"/workloads/{detail_id}/"),
     ]
     print(

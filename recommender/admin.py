@@ -2,20 +2,50 @@
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 from django.utils import timezone
 
 from recommender import models
+from recommender.errors import InvalidInput
 from recommender.services.actuation import control
+from recommender.services.clusters import checked_namespace_selector
+
+
+class ClusterForm(forms.ModelForm):
+    """A cluster; its namespace opt-in selector is checked before it is saved."""
+
+    class Meta:
+        model = models.Cluster
+        fields = [
+            "name",
+            "kind",
+            "context",
+            "namespace_selector",
+            "is_enabled",
+            "last_discovered_at",
+            "vpa_objects_without_target",
+            "created_at",
+        ]
+
+    def clean_namespace_selector(self) -> str:
+        try:
+            return checked_namespace_selector(
+                self.cleaned_data.get("namespace_selector") or ""
+            )
+        except InvalidInput as exc:
+            raise forms.ValidationError(exc.message) from None
 
 
 @admin.register(models.Cluster)
 class ClusterAdmin(admin.ModelAdmin):
+    form = ClusterForm
     list_display = [
         "name",
         "kind",
         "context",
+        "namespace_selector",
         "is_enabled",
         "updates_paused",
         "last_discovered_at",
@@ -96,6 +126,25 @@ class NamespaceLimitRangeAdmin(admin.ModelAdmin):
     list_display = ["namespace", "cluster", "updated_at"]
     list_filter = ["cluster"]
     readonly_fields = ["cluster", "namespace", "container_item", "pod_item", "sources"]
+
+
+@admin.register(models.SavingsSnapshot)
+class SavingsSnapshotAdmin(admin.ModelAdmin):
+    # Written by the refresh cycle (the savings trend): shown, never edited here.
+    list_display = ["taken_at", "cluster", "namespace", "workloads", "savings_monthly"]
+    list_filter = ["cluster"]
+    date_hierarchy = "taken_at"
+    readonly_fields = [
+        "cluster",
+        "namespace",
+        "taken_at",
+        "workloads",
+        "requested_cpu_millicores",
+        "requested_memory_bytes",
+        "recommended_cpu_millicores",
+        "recommended_memory_bytes",
+        "savings_monthly",
+    ]
 
 
 @admin.register(models.WorkloadPod)

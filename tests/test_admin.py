@@ -49,3 +49,17 @@ def test_the_admin_kill_switch_and_pause_go_through_the_audited_service(
     )
     assert Cluster.objects.get(pk=cluster.pk).updates_paused
     assert AuditEvent.objects.filter(action="updater.pause").count() == 1
+
+
+def test_the_cluster_form_checks_the_namespace_selector(db):
+    from recommender.admin import ClusterForm
+
+    base = {"name": "prod", "kind": "kubernetes", "context": "c", "is_enabled": True}
+    base.update(vpa_objects_without_target="[]", created_at="2026-11-21 12:00:00")
+    good = ClusterForm(data={**base, "namespace_selector": " vpaweb.io/enabled=true "})
+    assert good.is_valid(), good.errors
+    assert good.cleaned_data["namespace_selector"] == "vpaweb.io/enabled=true"
+
+    bad = ClusterForm(data={**base, "namespace_selector": "team in (a"})
+    assert not bad.is_valid()
+    assert "team in (a" in bad.errors["namespace_selector"][0]

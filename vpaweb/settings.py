@@ -350,6 +350,12 @@ KUBERNETES_PAGE_SIZE = env_int("VPAWEB_K8S_PAGE_SIZE", 500, minimum=1)
 # Monthly savings estimate: list prices of on-demand cloud capacity (see the README).
 PRICE_PER_CORE_HOUR = env_float("VPAWEB_PRICE_PER_CORE_HOUR", 0.031611, minimum=0.0)
 PRICE_PER_GIB_HOUR = env_float("VPAWEB_PRICE_PER_GIB_HOUR", 0.004237, minimum=0.0)
+# Rollups by label: the workload label that names a team (docs/dashboard.md).
+ROLLUP_LABEL_KEY = env_str("VPAWEB_ROLLUP_LABEL_KEY", "team")
+# The savings trend: hourly snapshots per namespace, thinned to one a day after
+# SAVINGS_TREND_HOURLY_DAYS and dropped after SAVINGS_TREND_DAYS.
+SAVINGS_TREND_DAYS = env_int("VPAWEB_SAVINGS_TREND_DAYS", 400, minimum=1)
+SAVINGS_TREND_HOURLY_DAYS = env_int("VPAWEB_SAVINGS_TREND_HOURLY_DAYS", 14, minimum=1)
 
 # --- REST API -------------------------------------------------------------------------
 # Requests per token (per user for sessions) and period: s/min/hour/day (docs/api.md).

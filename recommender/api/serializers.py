@@ -17,6 +17,7 @@ from recommender.api.fields import (
     StrictCharField,
     StrictIntegerField,
 )
+from recommender.api.rollup_serializers import ClusterFailureSerializer
 from recommender.engine.resources import Resources
 from recommender.models import (
     Cluster,
@@ -30,6 +31,7 @@ from recommender.models import (
 )
 from recommender.services.actuation.vpa_status import container_recommendation_entry
 from recommender.services.advice.pod_spec import resource_list
+from recommender.services.cluster_health import cluster_failure
 
 # The dashboard's headline statuses (recommender/models/provisioning.py):
 # under (at risk), over (wasteful), missing, no-data, within. Deleted workloads are
@@ -72,9 +74,14 @@ def recommendation_entry(name: str, rec: Recommendation) -> dict[str, Any]:
 
 
 class ClusterSerializer(serializers.ModelSerializer):
-    """A cluster and how many workloads vpaweb knows in it."""
+    """A cluster, how many workloads vpaweb knows in it, which namespaces it reads and
+    whether its refreshes are failing."""
 
     workload_count = serializers.IntegerField(read_only=True)
+    refresh_failure = serializers.SerializerMethodField(
+        help_text="set while the cluster's latest refresh failed: the error and "
+        "since when; null once a refresh succeeds"
+    )
 
     class Meta:
         model = Cluster
@@ -88,8 +95,17 @@ class ClusterSerializer(serializers.ModelSerializer):
             "created_at",
             "workload_count",
             "vpa_objects_without_target",
+            "namespace_selector",
+            "refresh_failure",
         ]
-        read_only_fields = ["vpa_objects_without_target"]
+        read_only_fields = ["vpa_objects_without_target", "namespace_selector"]
+
+    @extend_schema_field(ClusterFailureSerializer(allow_null=True))
+    def get_refresh_failure(self, obj: Cluster) -> dict[str, Any] | None:
+        failure = cluster_failure(obj)
+        if failure is None:
+            return None
+        return dict(ClusterFailureSerializer(failure.as_dict()).data)
 
 
 class LatestRecommendationSerializer(serializers.Serializer):

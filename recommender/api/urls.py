@@ -20,6 +20,7 @@ from recommender.api import (
     change_views,
     compare_views,
     rightsize_views,
+    rollup_views,
     views,
     whatif_views,
 )
@@ -165,6 +166,10 @@ urlpatterns = [
         name="change-reject",
     ),
     path("rightsize", rightsize_views.RightsizeView.as_view(), name="rightsize"),
+    path("rollups", rollup_views.RollupView.as_view(), name="rollups"),
+    path(
+        "savings-trend", rollup_views.SavingsTrendView.as_view(), name="savings-trend"
+    ),
     path(
         "recommendation-query",
         views.RecommendationQueryView.as_view(),

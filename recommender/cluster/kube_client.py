@@ -126,6 +126,8 @@ def _custom(group: str, version: str, plural: str) -> ResourceType:
 
 
 PODS = _typed("pods", "core", "pod")
+# Cluster-scoped: one list method, no namespaced one.
+NAMESPACES = ResourceType("namespaces", "core", all_method="list_namespace")
 EVENTS = _typed("events", "core", "event")
 LIMIT_RANGES = _typed("limitranges", "core", "limit_range")
 REPLICATION_CONTROLLERS = _typed(
@@ -278,12 +280,15 @@ class KubeReader:
         *,
         namespace: str | None = None,
         field_selector: str | None = None,
+        label_selector: str | None = None,
         missing_ok: bool = False,
     ) -> list[dict[str, Any]] | None:
         """All items of ``resource``, page by page (None: not served, missing_ok)."""
         for attempt in range(2):
             try:
-                return self._list_pages(resource, namespace, field_selector)
+                return self._list_pages(
+                    resource, namespace, field_selector, label_selector
+                )
             except _ContinueExpired:
                 # The snapshot behind the token was compacted away mid-list; a fresh
                 # list is consistent again (client-go's pager falls back the same way).
@@ -312,12 +317,18 @@ class KubeReader:
         )
 
     def _list_pages(
-        self, resource: ResourceType, namespace: str | None, field_selector: str | None
+        self,
+        resource: ResourceType,
+        namespace: str | None,
+        field_selector: str | None,
+        label_selector: str | None = None,
     ) -> KubeObjects:
         items: KubeObjects = []
         token: str | None = None
         while True:
-            page = self._get_page(resource, namespace, field_selector, token)
+            page = self._get_page(
+                resource, namespace, field_selector, token, label_selector
+            )
             page_items = page.get("items") or []
             if not isinstance(page_items, list):
                 raise SourceUnavailable(
@@ -354,6 +365,7 @@ class KubeReader:
         namespace: str | None,
         field_selector: str | None,
         token: str | None,
+        label_selector: str | None = None,
         *,
         limit: int | None = None,
     ) -> dict[str, Any]:
@@ -363,6 +375,8 @@ class KubeReader:
             kwargs["_continue"] = token
         if field_selector:
             kwargs["field_selector"] = field_selector
+        if label_selector:
+            kwargs["label_selector"] = label_selector
         what = f"list {resource.label}{self._where(namespace)}"
         return self._request(
             what, lambda **extra: method(**kwargs, **extra), has_token=bool(token)

@@ -185,7 +185,12 @@ def replicas_of(kind: str, obj: Obj) -> int | None:
         replicas = spec.get("replicas")
         return 1 if replicas is None else int(replicas)
     if kind == "DaemonSet":
-        return int(status.get("desiredNumberScheduled", 0))
+        # One pod per node it runs on: the nodes it should run on, else the nodes it
+        # runs on; None (unknown, shown as such) before its controller wrote a status.
+        for name in ("desiredNumberScheduled", "currentNumberScheduled"):
+            if status.get(name) is not None:
+                return int(status[name])
+        return None
     if kind == "Job":
         parallelism = spec.get("parallelism")
         return 1 if parallelism is None else int(parallelism)

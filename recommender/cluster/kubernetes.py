@@ -18,6 +18,11 @@ What it reports (docs/kubernetes.md has the operator's view):
 - VPA objects, HPAs (with the resources they scale on, also set on the target workload),
   PDBs and LimitRanges (shapes in ``kube_objects``).
 
+With a ``namespace_selector`` (the cluster's namespace opt-in, e.g.
+``vpaweb.io/enabled=true``) the adapter first lists the namespaces that selector picks
+(``labelSelector``) and then lists every resource in each of them only, so nothing of
+another namespace is read.
+
 An object that cannot be read (say, an unparsable quantity) is skipped, logged, and
 listed in ``ClusterSnapshot.warnings``; a resource that cannot be listed fails the whole
 pass with ``SourceUnavailable``, so nothing stored is replaced by a partial view.
@@ -72,12 +77,16 @@ class KubernetesAdapter:
         context: str = "",
         kubeconfig: str | None = None,
         namespace: str | None = None,
+        namespace_selector: str = "",
         settings: KubeClientSettings | None = None,
         api_client: k8s.ApiClient | None = None,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
         self.cluster_name = cluster_name
         self.namespace = namespace or None
+        self.namespace_selector = namespace_selector
+        # The namespaces this pass reads (None: across all namespaces), once listed.
+        self._scopes: list[str | None] | None = None
         self.reader = kube_client.open_reader(
             cluster_name=cluster_name,
             context=context,
@@ -95,30 +104,64 @@ class KubernetesAdapter:
         """Prove the cluster can be read (its version, one pod); returns the version."""
         version = self.reader.server_version()
         self.reader.probe(kube_client.PODS)
+        if self.namespace_selector:
+            self.opted_in_namespaces()
         return version
 
-    def _list(self, resource: ResourceType, **options: Any) -> list[Obj]:
-        items = self.reader.list(resource, namespace=self.namespace, **options)
-        return items or []
+    def opted_in_namespaces(self) -> list[str]:
+        """The namespaces the selector picks (a ``labelSelector`` list), sorted."""
+        items = self.reader.list(
+            kube_client.NAMESPACES, label_selector=self.namespace_selector
+        )
+        return sorted(
+            str((item.get("metadata") or {}).get("name", "")) for item in items or ()
+        )
+
+    def _scopes_to_read(self) -> list[str | None]:
+        """Where to list: across namespaces, the shard, or each opted-in namespace."""
+        if self._scopes is None:
+            if not self.namespace_selector:
+                self._scopes = [self.namespace]
+            else:
+                self._scopes = [
+                    name
+                    for name in self.opted_in_namespaces()
+                    if self.namespace is None or name == self.namespace
+                ]
+        return self._scopes
+
+    def _list(
+        self, resource: ResourceType, *, missing_ok: bool = False, **options: Any
+    ) -> list[Obj] | None:
+        items: list[Obj] = []
+        for scope in self._scopes_to_read():
+            found = self.reader.list(
+                resource, namespace=scope, missing_ok=missing_ok, **options
+            )
+            if found is None:
+                return None  # not served (missing_ok): the same in every namespace
+            items.extend(found)
+        return items
 
     def discover(self) -> ClusterSnapshot:
         """List workloads, pods, OOM kills and policy objects."""
         warnings: list[str] = []
+        self._scopes = None  # list the opted-in namespaces again on every pass
         controllers = {
-            kind: self._list(resource) for kind, resource in WORKLOAD_RESOURCES.items()
+            kind: self._list(resource) or []
+            for kind, resource in WORKLOAD_RESOURCES.items()
         }
-        pods = self._list(kube_client.PODS)
+        pods = self._list(kube_client.PODS) or []
         # No VPA CRD installed is normal: then there are simply no VPA objects to
         # import.
-        vpa_items = self.reader.list(
-            kube_client.VERTICAL_POD_AUTOSCALERS,
-            namespace=self.namespace,
-            missing_ok=True,
+        vpa_items = self._list(kube_client.VERTICAL_POD_AUTOSCALERS, missing_ok=True)
+        hpa_items = self._list(kube_client.HORIZONTAL_POD_AUTOSCALERS) or []
+        pdb_items = self._list(kube_client.POD_DISRUPTION_BUDGETS) or []
+        limit_range_items = self._list(kube_client.LIMIT_RANGES) or []
+        events = (
+            self._list(kube_client.EVENTS, field_selector=EVICTION_EVENTS_SELECTOR)
+            or []
         )
-        hpa_items = self._list(kube_client.HORIZONTAL_POD_AUTOSCALERS)
-        pdb_items = self._list(kube_client.POD_DISRUPTION_BUDGETS)
-        limit_range_items = self._list(kube_client.LIMIT_RANGES)
-        events = self._list(kube_client.EVENTS, field_selector=EVICTION_EVENTS_SELECTOR)
 
         index = OwnerIndex(controllers)
         hpas = _parse_all(kube_objects.hpa_of, hpa_items, warnings)

@@ -34,7 +34,9 @@ from recommender.cluster.base import (
     PodInfo,
     WorkloadInfo,
 )
+from recommender.cluster.label_selector import matches, parse
 from recommender.cluster.simulated_admission import ADMITTED, Admit
+from recommender.cluster.simulated_labels import namespace_labels, workload_labels
 from recommender.engine.resources import Resources
 
 logger = logging.getLogger(__name__)
@@ -502,7 +504,9 @@ def _overridden(pod: PodInfo, override: PodOverride | None) -> PodInfo:
 class SimulatedCluster:
     """ClusterAdapter over a simulated ``Fleet``, observed at ``now``; with a
     ``namespace``, only that namespace is seen (a shard), as a real cluster's
-    namespaced lists do. ``overrides`` are the writer's changes, by (namespace, pod)."""
+    namespaced lists do. ``overrides`` are the writer's changes, by (namespace, pod).
+    With a ``namespace_selector`` (``Cluster.namespace_selector``) only namespaces
+    whose labels (``namespace_labels``) it selects are seen."""
 
     def __init__(
         self,
@@ -514,8 +518,10 @@ class SimulatedCluster:
         admit: Admit | None = None,
         admit_window_s: float = 0.0,
         overrides: Mapping[tuple[str, str], PodOverride] | None = None,
+        namespace_selector: str = "",
     ) -> None:
         self.name = name
+        self.selector = parse(namespace_selector)
         self.fleet = fleet
         self.now = now
         self.namespace = namespace or None
@@ -524,6 +530,12 @@ class SimulatedCluster:
         self.admit = admit
         self.admit_window_s = admit_window_s
         self.overrides = overrides or {}
+
+    def _reads(self, namespace: str) -> bool:
+        """Whether this adapter sees ``namespace`` (its shard, its opt-in)."""
+        if self.namespace is not None and namespace != self.namespace:
+            return False
+        return matches(self.selector, namespace_labels(namespace))
 
     def _pod_containers(
         self, sim: SimWorkload, pod: str, start_s: float, now_s: float
@@ -552,7 +564,7 @@ class SimulatedCluster:
         now_s = self.now.timestamp()
         workloads = []
         for sim in self.fleet.workloads:
-            if self.namespace is not None and sim.namespace != self.namespace:
+            if not self._reads(sim.namespace):
                 continue
             specs = tuple(container.spec() for container in sim.containers)
             labels = {"app": sim.name}
@@ -581,16 +593,15 @@ class SimulatedCluster:
                     containers=specs,
                     uid=sim.uid,
                     selector={"matchLabels": labels},
-                    replicas=None
-                    if sim.kind in ("DaemonSet", "CronJob")
-                    else sim.replicas,
-                    labels=labels,
+                    # A DaemonSet's: status.desiredNumberScheduled, one per node.
+                    replicas=None if sim.kind == "CronJob" else sim.replicas,
+                    labels=workload_labels(sim.kind, sim.namespace, sim.name),
                     pods=pods,
                 )
             )
         kills = [
             kill
             for kill in self.fleet.oom_kills_between(now_s - OOM_LOOKBACK_S, now_s)
-            if self.namespace is None or kill.namespace == self.namespace
+            if self._reads(kill.namespace)
         ]
         return ClusterSnapshot(workloads=tuple(workloads), oom_kills=tuple(kills))

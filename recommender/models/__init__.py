@@ -18,6 +18,7 @@ from recommender.models.fleet import (
     Cluster,
     Container,
     NamespaceLimitRange,
+    SavingsSnapshot,
     Workload,
     WorkloadPod,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "ResizeChange",
     "ResizeChangeStatus",
     "RiskRules",
+    "SavingsSnapshot",
     "SimulatedPodState",
     "StaticCoefficient",
     "UpdaterLock",

@@ -35,6 +35,10 @@ class Cluster(models.Model):
     # over their namespace: [{"namespace", "name", "target_kind", "target_name",
     # "message"}] (services/refresh/cluster_objects.py).
     vpa_objects_without_target = models.JSONField(default=list, blank=True)
+    # Namespace opt-in (as Goldilocks does): a label selector such as
+    # ``vpaweb.io/enabled=true``; only namespaces it selects are read. Empty: the
+    # whole cluster (docs/kubernetes.md "Namespace opt-in").
+    namespace_selector = models.CharField(max_length=1000, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -221,3 +225,39 @@ class WorkloadPod(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+class SavingsSnapshot(models.Model):
+    """A namespace's totals at one hour: the savings trend (docs/dashboard.md).
+
+    Written by the refresh cycle at most once per cluster and hour (every namespace of
+    the cluster at once, so the namespaces of one hour add up); the hourly expiry run
+    keeps one per day once older than ``VPAWEB_SAVINGS_TREND_HOURLY_DAYS`` and drops
+    them after ``VPAWEB_SAVINGS_TREND_DAYS`` (services/savings_trend.py).
+    """
+
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="savings_snapshots"
+    )
+    namespace = models.CharField(max_length=63)
+    # The start of the hour the snapshot belongs to (UTC).
+    taken_at = models.DateTimeField()
+    workloads = models.IntegerField(default=0)
+    requested_cpu_millicores = models.BigIntegerField(default=0)
+    requested_memory_bytes = models.BigIntegerField(default=0)
+    recommended_cpu_millicores = models.BigIntegerField(default=0)
+    recommended_memory_bytes = models.BigIntegerField(default=0)
+    savings_monthly = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["cluster_id", "taken_at", "namespace"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "taken_at"],
+                name="savings_snapshot_per_hour",
+            )
+        ]
+        indexes = [models.Index(fields=["taken_at"], name="savings_taken_at")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}/{self.namespace} @ {self.taken_at:%Y-%m-%d %H:%M}"

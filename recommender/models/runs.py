@@ -46,6 +46,10 @@ class RefreshRun(models.Model):
         indexes = [
             # The overview's "last runs" panel.
             models.Index(fields=["-started_at"], name="run_started"),
+            # A cluster's latest refresh runs (services/cluster_health.py).
+            models.Index(
+                fields=["cluster", "kind", "-started_at"], name="run_cluster_started"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -7,6 +7,7 @@ import logging
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
+from recommender.cluster import label_selector
 from recommender.cluster.kube_client import in_pod
 from recommender.cluster.kubernetes import KubernetesAdapter
 from recommender.errors import Conflict, InvalidInput
@@ -14,16 +15,45 @@ from recommender.models import Cluster
 
 logger = logging.getLogger(__name__)
 
+# Cluster.namespace_selector's max_length.
+MAX_NAMESPACE_SELECTOR = 1000
+
+
+def checked_namespace_selector(text: str) -> str:
+    """A namespace opt-in selector, stripped; ``InvalidInput`` naming what is wrong.
+
+    Empty means the whole cluster; otherwise a label selector as ``kubectl -l``
+    takes it, e.g. ``vpaweb.io/enabled=true`` (docs/kubernetes.md).
+    """
+    text = (text or "").strip()
+    try:
+        label_selector.parse(text)
+    except ValueError as exc:
+        raise InvalidInput(str(exc), field="namespace_selector") from None
+    if len(text) > MAX_NAMESPACE_SELECTOR:
+        raise InvalidInput(
+            f"the namespace selector is longer than {MAX_NAMESPACE_SELECTOR} "
+            "characters",
+            field="namespace_selector",
+        )
+    return text
+
 
 def add_kubernetes_cluster(
-    *, name: str, context: str = "", in_cluster: bool = False
+    *,
+    name: str,
+    context: str = "",
+    in_cluster: bool = False,
+    namespace_selector: str = "",
 ) -> tuple[Cluster, str]:
-    """Check that the cluster answers (version, one pod), then store it; returns the
-    row and the server's version.
+    """Check that the cluster answers (version, one pod, and the namespaces the
+    selector picks), then store it; returns the row and the server's version.
 
     ``context`` names a kubeconfig context (``KUBECONFIG``); ``in_cluster`` uses the
-    pod's service account, stored as an empty context.
+    pod's service account, stored as an empty context. ``namespace_selector`` (e.g.
+    ``vpaweb.io/enabled=true``) reads only the namespaces it selects.
     """
+    namespace_selector = checked_namespace_selector(namespace_selector)
     if not name or slugify(name) != name:
         raise InvalidInput(
             f"cluster name {name!r} must be a slug: lower-case letters, digits and "
@@ -48,7 +78,9 @@ def add_kubernetes_cluster(
     if Cluster.objects.filter(name=name).exists():
         raise Conflict(f"a cluster named {name!r} exists already")
     # Raises SourceUnavailable, naming the cluster and what failed, before any row.
-    adapter = KubernetesAdapter(cluster_name=name, context=context)
+    adapter = KubernetesAdapter(
+        cluster_name=name, context=context, namespace_selector=namespace_selector
+    )
     try:
         version = adapter.check_connection()
     finally:
@@ -56,7 +88,10 @@ def add_kubernetes_cluster(
     try:
         with transaction.atomic():
             cluster = Cluster.objects.create(
-                name=name, kind=Cluster.Kind.KUBERNETES, context=context
+                name=name,
+                kind=Cluster.Kind.KUBERNETES,
+                context=context,
+                namespace_selector=namespace_selector,
             )
     except IntegrityError:
         raise Conflict(f"a cluster named {name!r} exists already") from None

@@ -3,7 +3,14 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from recommender.web import account_views, changes, compare_views, views, whatif_views
+from recommender.web import (
+    account_views,
+    changes,
+    compare_views,
+    rollup_views,
+    views,
+    whatif_views,
+)
 
 urlpatterns = [
     path("", views.overview, name="overview"),
@@ -25,6 +32,7 @@ urlpatterns = [
         whatif_views.workload_what_if,
         name="workload_what_if",
     ),
+    path("rollups/", rollup_views.rollups, name="rollups"),
     path("changes/", changes.changes, name="changes"),
     path("changes/approve", changes.changes_bulk_approve, name="changes_bulk_approve"),
     path("updater/kill-switch", changes.kill_switch, name="kill_switch"),

@@ -30,6 +30,7 @@ from recommender.services import policies, policy_validation
 from recommender.services.actuation import approvals
 from recommender.services.admission.counters import hour_and_day_totals
 from recommender.services.admission.preview import webhook_preview
+from recommender.services.cluster_health import failing_clusters
 from recommender.services.dashboard import insights, workload_insight
 from recommender.services.dashboard.overview import fleet_overview
 from recommender.services.dashboard.provisioning import Prices
@@ -66,8 +67,11 @@ def overview(request: HttpRequest) -> HttpResponse:
     top_namespaces = sorted(data.by_namespace, key=lambda t: -t.savings)[
         :TOP_NAMESPACES
     ]
+    failures = failing_clusters()
     context = {
         "overview": data,
+        "failing_clusters": failures,
+        "failure_of": {failure.cluster: failure for failure in failures},
         "top_namespaces": top_namespaces,
         "namespaces_more": len(data.by_namespace) > len(top_namespaces),
         "refresh_interval": settings.REFRESH_INTERVAL_S,

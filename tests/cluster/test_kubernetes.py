@@ -513,7 +513,10 @@ def test_fixtures_look_like_real_api_objects():
     for obj in load_fixtures():
         assert obj["apiVersion"] and obj["kind"], obj
         meta = obj["metadata"]
-        assert meta["name"] and meta["namespace"], obj["kind"]
+        # Namespaces are cluster-scoped: the only objects without a namespace.
+        assert meta["name"] and (meta.get("namespace") or obj["kind"] == "Namespace"), (
+            obj["kind"]
+        )
         if obj["kind"] != "PodMetrics":
             assert meta["uid"] and meta["resourceVersion"], meta["name"]
         if obj["kind"] == "Pod":
@@ -525,3 +528,24 @@ def test_fixtures_look_like_real_api_objects():
     assert "kind" not in page["items"][0]
     assert page["kind"] == "PodList"
     assert json.dumps(page)
+
+
+@pytest.mark.parametrize(
+    ("status", "replicas"),
+    [
+        ({"desiredNumberScheduled": 3, "currentNumberScheduled": 2}, 3),
+        ({"currentNumberScheduled": 2}, 2),
+        # A DaemonSet on no node: no pod, nothing to save.
+        ({"desiredNumberScheduled": 0, "currentNumberScheduled": 0}, 0),
+        # Before the controller wrote a status: unknown, not 0 or 1.
+        ({}, None),
+    ],
+)
+def test_a_daemon_set_counts_a_pod_per_node_it_runs_on(status, replicas):
+    from recommender.cluster.kube_objects import replicas_of
+
+    (daemon_set,) = [
+        obj for obj in load_fixtures("controllers") if obj["kind"] == "DaemonSet"
+    ]
+    daemon_set = {**copy.deepcopy(daemon_set), "status": status}
+    assert replicas_of("DaemonSet", daemon_set) == replicas

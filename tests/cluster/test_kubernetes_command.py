@@ -98,3 +98,47 @@ def test_a_name_must_be_a_slug(with_kubeconfig):
 def test_context_and_in_cluster_exclude_each_other():
     with pytest.raises(CommandError, match="not allowed with argument"):
         add_cluster("--name", "x", "--context", "fake", "--in-cluster")
+
+
+@pytest.mark.django_db
+def test_add_cluster_with_a_namespace_opt_in(with_kubeconfig, api_server):
+    output = add_cluster(
+        "--name",
+        "prod",
+        "--context",
+        "fake",
+        "--namespace-selector",
+        " vpaweb.io/enabled=true ",
+    )
+
+    assert "namespaces labelled 'vpaweb.io/enabled=true' only" in output
+    assert Cluster.objects.get().namespace_selector == "vpaweb.io/enabled=true"
+    (listing,) = api_server.gets("/api/v1/namespaces")
+    assert listing.query["labelSelector"] == ["vpaweb.io/enabled=true"]
+
+
+@pytest.mark.django_db
+def test_a_selector_that_does_not_parse_is_refused_before_any_request(
+    with_kubeconfig, api_server
+):
+    with pytest.raises(CommandError) as caught:
+        add_cluster(
+            "--name", "prod", "--context", "fake", "--namespace-selector", "a b c"
+        )
+
+    assert "label selector 'a b c'" in str(caught.value)
+    assert not Cluster.objects.exists()
+    assert api_server.requests == []
+
+
+@pytest.mark.django_db
+def test_a_role_without_namespaces_cannot_opt_in(with_kubeconfig, api_server):
+    api_server.fail("/api/v1/namespaces", 403, message="namespaces is forbidden")
+
+    with pytest.raises(CommandError) as caught:
+        add_cluster(
+            "--name", "prod", "--context", "fake", "--namespace-selector", "team=a"
+        )
+
+    assert "cannot list namespaces: HTTP 403" in str(caught.value)
+    assert not Cluster.objects.exists()

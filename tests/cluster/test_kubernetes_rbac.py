@@ -41,9 +41,17 @@ def allowed_lists(rules: list[dict]) -> set[tuple[str, str]]:
 
 
 def read_everything(server: FakeApiServer, tmp_path: Path) -> None:
+    """A whole-cluster read, and a read of the opted-in namespaces only."""
     config = write_kubeconfig(tmp_path / "config", {"fake": server}, current="fake")
     adapter = KubernetesAdapter(
         cluster_name="fake", context="fake", kubeconfig=str(config), settings=FAST
+    )
+    opted_in = KubernetesAdapter(
+        cluster_name="fake",
+        context="fake",
+        kubeconfig=str(config),
+        settings=FAST,
+        namespace_selector="vpaweb.io/enabled=true",
     )
     source = MetricsServerSource(
         cluster_name="fake", context="fake", kubeconfig=str(config), settings=FAST
@@ -51,9 +59,12 @@ def read_everything(server: FakeApiServer, tmp_path: Path) -> None:
     try:
         adapter.check_connection()
         adapter.discover()
+        opted_in.check_connection()
+        assert {w.namespace for w in opted_in.discover().workloads} == {"shop"}
         source.fetch_usage(namespace=None, start_s=0.0, end_s=2e9, step_s=60.0)
     finally:
         adapter.close()
+        opted_in.close()
         source.close()
 
 
@@ -76,7 +87,9 @@ def test_the_shipped_role_is_enough_and_every_rule_is_used(tmp_path):
     listed = set()
     for request in server.requests:
         parts = [p for p in request.path.split("/") if p]
-        if parts[0] == "api":
+        if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 3:
+            listed.add(("", "namespaces"))
+        elif parts[0] == "api":
             listed.add(("", parts[-1]))
         elif parts[0] == "apis":
             listed.add((parts[1], parts[-1]))

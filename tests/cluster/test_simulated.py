@@ -199,3 +199,26 @@ def test_a_namespace_adapter_sees_only_its_namespace(fleet):
     assert {k for k in whole.oom_kills if k.namespace == namespace} == set(
         shard.oom_kills
     )
+
+
+def test_workloads_carry_team_labels_and_daemon_sets_a_pod_per_node(fleet):
+    from recommender.cluster.simulated import NODE_COUNT
+    from recommender.cluster.simulated_labels import TEAM_LABEL, TEAMS
+
+    snapshot = SimulatedCluster(name="sim", fleet=fleet, now=NOW).discover()
+
+    teams = collections.Counter(w.labels.get(TEAM_LABEL) for w in snapshot.workloads)
+    # Several teams, and a few workloads nobody labelled.
+    assert len(set(teams) - {None}) >= 4
+    assert 0 < teams[None] < len(snapshot.workloads) / 4
+    for workload in snapshot.workloads:
+        team = workload.labels.get(TEAM_LABEL)
+        if workload.kind == "DaemonSet":
+            assert team in ("platform", None)
+            # status.desiredNumberScheduled: one pod on each node.
+            assert workload.replicas == NODE_COUNT == len(workload.pods)
+        elif team is not None:
+            assert team == TEAMS[workload.namespace]
+        # The selector still selects the pods (the team label is not in it).
+        assert workload.selector == {"matchLabels": {"app": workload.name}}
+    assert all(w.replicas is None for w in snapshot.workloads if w.kind == "CronJob")

@@ -9,7 +9,9 @@ answers as a real API server would:
   resources, across namespaces or in one namespace, with ``limit``/``continue``
   pagination (opaque base64 tokens bound to the list's resourceVersion,
   ``remainingItemCount``), ``fieldSelector`` (``a.b=c``, ``a.b!=c``) and
-  ``labelSelector`` (``k=v``) filtering; items of built-in types come without
+  ``labelSelector`` (the whole grammar: ``k=v``, ``k!=v``, ``k in (a,b)``,
+  ``k notin (a,b)``, ``k``, ``!k``; 400 for one that does not parse) filtering;
+  cluster-scoped lists (``/api/v1/namespaces``); items of built-in types come without
   ``apiVersion``/``kind``, custom resources with them;
 - ``Status`` bodies for errors: 401 without the bearer token, 404 for an unknown path or
   an API that is switched off (``unserve``), 405 for any other write;
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -162,13 +165,73 @@ def _field_matches(obj: dict[str, Any], selector: str) -> bool:
     return True
 
 
+class _BadSelector(ValueError):
+    """A labelSelector the API server cannot parse (answered 400)."""
+
+
+_SELECTOR_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+_SELECTOR_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+def _selector_terms(selector: str) -> list[str]:
+    terms, depth, start = [], 0, 0
+    for i, char in enumerate(selector):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            terms.append(selector[start:i])
+            start = i + 1
+    terms.append(selector[start:])
+    return [t.strip() for t in terms]
+
+
+def _check(key: str, values: list[str]) -> None:
+    if not _SELECTOR_KEY.match(key):
+        raise _BadSelector(f"unable to parse requirement: invalid label key {key!r}")
+    for value in values:
+        if not _SELECTOR_VALUE.match(value):
+            raise _BadSelector(
+                f"unable to parse requirement: invalid label value {value!r}"
+            )
+
+
 def _label_matches(obj: dict[str, Any], selector: str) -> bool:
+    """Kubernetes' label selector grammar (labels.Parse): ``k=v``, ``k==v``,
+    ``k!=v``, ``k in (a,b)``, ``k notin (a,b)``, ``k``, ``!k``; comma = and. A
+    selector that does not parse raises ``_BadSelector``. (Not from a recording:
+    ../shared/k8s-wire has no namespace list; the grammar is the documented one.)"""
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    for term in filter(None, selector.split(",")):
-        key, _, value = term.partition("=")
-        if labels.get(key) != value:
-            return False
-    return True
+    if not selector.strip():
+        return True
+    result = True
+    for term in _selector_terms(selector):
+        found = re.match(r"^(\S+)\s+(in|notin)\s*\(([^()]*)\)$", term)
+        if found:
+            key, operator = found[1], found[2]
+            values = [v.strip() for v in found[3].split(",")]
+            _check(key, values)
+            has = key in labels and labels[key] in values
+            result &= has if operator == "in" else not has
+            continue
+        found = re.match(r"^([^=!\s]+)\s*(==|!=|=)\s*([^=!\s]*)$", term)
+        if found:
+            key, operator, value = found[1], found[2], found[3]
+            _check(key, [value])
+            equal = labels.get(key) == value
+            result &= equal if operator != "!=" else not equal
+            continue
+        if term.startswith("!") and " " not in term:
+            _check(term[1:], [])
+            result &= term[1:] not in labels
+            continue
+        if term and " " not in term:
+            _check(term, [])
+            result &= term in labels
+            continue
+        raise _BadSelector(f"unable to parse requirement: {term!r}")
+    return result
 
 
 class FakeApiServer:

@@ -16,6 +16,8 @@ from recommender.services.refresh.expiry import expire_idle_aggregates
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 LATE = NOW + timedelta(days=8, minutes=1)  # every aggregate of NOW is idle by then
+# The savings trend is thinned by the same run; these tests keep no old snapshot.
+NO_SNAPSHOTS = {"snapshots_dropped": 0, "snapshots_thinned": 0}
 
 
 @pytest.fixture(autouse=True)
@@ -45,6 +47,7 @@ def test_expiry_resets_the_state_and_keeps_the_row(cluster):
         "checked": len(before),
         "expired": len(before),
         "failed": 0,
+        **NO_SNAPSHOTS,
     }
     after = list(checkpoints(cluster))
     assert {c.pk for c in after} == set(before)
@@ -59,6 +62,7 @@ def test_expiry_resets_the_state_and_keeps_the_row(cluster):
         "checked": 0,
         "expired": 0,
         "failed": 0,
+        **NO_SNAPSHOTS,
     }
 
 
@@ -123,7 +127,12 @@ def test_expiry_processes_each_chunk_as_it_arrives(cluster, monkeypatch):
         post_init.disconnect(count, sender=Checkpoint)
 
     assert total > 4 * batch
-    assert run.counts == {"checked": total, "expired": total, "failed": 0}
+    assert run.counts == {
+        "checked": total,
+        "expired": total,
+        "failed": 0,
+        **NO_SNAPSHOTS,
+    }
     assert all(size <= batch for _, size in loaded_at_each_batch)
     # The first batch is judged long before every row is loaded: at most one buffer
     # per key plus the database chunk in flight.
@@ -152,7 +161,12 @@ def test_an_unreadable_checkpoint_is_counted_and_the_job_keeps_going(
     run = expire_idle_aggregates(now=LATE)
 
     assert run.status == RefreshRun.Status.SUCCEEDED
-    assert run.counts == {"checked": len(rows), "expired": len(rows) - 1, "failed": 1}
+    assert run.counts == {
+        "checked": len(rows),
+        "expired": len(rows) - 1,
+        "failed": 1,
+        **NO_SNAPSHOTS,
+    }
     left = Checkpoint.objects.get(pk=bad.pk)
     assert (left.version, left.histogram_key) == (bad.version, bad.histogram_key)
     others = checkpoints(cluster).exclude(pk=bad.pk)
@@ -166,4 +180,9 @@ def test_every_unreadable_checkpoint_is_counted(cluster):
 
     run = expire_idle_aggregates(now=LATE)
 
-    assert run.counts == {"checked": len(rows), "expired": len(rows) - 3, "failed": 3}
+    assert run.counts == {
+        "checked": len(rows),
+        "expired": len(rows) - 3,
+        "failed": 3,
+        **NO_SNAPSHOTS,
+    }

@@ -1,4 +1,4 @@
-"""Migration 0011 keeps each latest recommendation's usage floors (the lower bounds
+"""Migration 0012 keeps each latest recommendation's usage floors (the lower bounds
 without the pod minimum's share) in columns, read from the stored explanations."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-BEFORE = [("recommender", "0010_h14_mode_labels")]
-AFTER = [("recommender", "0011_h14a_usage_floors")]
+BEFORE = [("recommender", "0011_h14d_rollups_trend_optin")]
+AFTER = [("recommender", "0012_h14a_usage_floors")]
 MI = 2**20
 
 

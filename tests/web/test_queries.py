@@ -61,7 +61,11 @@ def _count(client, path: str) -> int:
 
 
 PAGES = {
-    "/": 16,  # + the admission webhook counts and the VPA objects without a target
+    # + the admission webhook counts, the VPA objects without a target and the
+    # failing clusters (one query when none fails)
+    "/": 17,
+    # session, user, role; the rollup, the trend, the cluster names
+    "/rollups/?by=label": 6,
     "/workloads/": 10,
     "/workloads/?status=over&sort=savings": 10,
     "/changes/": 8,

@@ -26,6 +26,12 @@ class Command(BaseCommand):
             action="store_true",
             help="use the service account of the pod vpaweb runs in",
         )
+        parser.add_argument(
+            "--namespace-selector",
+            default="",
+            help="read only the namespaces with these labels, e.g. "
+            "vpaweb.io/enabled=true (a label selector; default: the whole cluster)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -33,10 +39,13 @@ class Command(BaseCommand):
                 name=options["name"],
                 context=options["context"] or "",
                 in_cluster=options["in_cluster"],
+                namespace_selector=options["namespace_selector"],
             )
         except VpawebError as exc:
             raise CommandError(exc.message) from None
         how = f"context {cluster.context!r}" if cluster.context else "in-cluster config"
+        if cluster.namespace_selector:
+            how += f", namespaces labelled {cluster.namespace_selector!r} only"
         self.stdout.write(
             f"Added cluster {cluster.name!r} (Kubernetes {version}, {how}). "
             "Its workloads start in Off mode: recommendations only."

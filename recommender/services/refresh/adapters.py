@@ -49,10 +49,14 @@ def cluster_adapter_for(
             admit_window_s=2.0 * settings.REFRESH_INTERVAL_S,
             # Resizes and evictions the updater wrote (services/actuation).
             overrides=overrides_of(cluster),
+            namespace_selector=cluster.namespace_selector,
         )
     if cluster.kind == Cluster.Kind.KUBERNETES:
         return KubernetesAdapter(
-            cluster_name=cluster.name, context=cluster.context, namespace=namespace
+            cluster_name=cluster.name,
+            context=cluster.context,
+            namespace=namespace,
+            namespace_selector=cluster.namespace_selector,
         )
     raise InvalidInput(
         f"cluster {cluster.name!r}: no adapter for kind {cluster.kind!r}", field="kind"

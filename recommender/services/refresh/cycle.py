@@ -65,6 +65,7 @@ from recommender.services.refresh.recommend import (
     values_of,
 )
 from recommender.services.runs import Phases, recorded_run
+from recommender.services.savings_trend import record_snapshot_quietly
 from recommender.sources.base import UsageGrid, UsageSource
 
 logger = logging.getLogger(__name__)
@@ -254,6 +255,9 @@ def refresh_cluster(
         recorder.counts = {**discovery.counts, **counts}
     # New recommendations, workloads and LimitRanges: the webhook's cache reloads.
     mark_admission_data_changed()
+    # The savings trend: the first successful refresh of each hour snapshots the
+    # cluster's namespaces (services/savings_trend.py).
+    record_snapshot_quietly(cluster=cluster, now=now)
     return recorder.run
 
 

@@ -18,6 +18,7 @@ from recommender.models import (
 from recommender.services.refresh import ingest
 from recommender.services.refresh.discovery import BATCH
 from recommender.services.runs import recorded_run
+from recommender.services.savings_trend import thin_snapshots
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,8 @@ def expire_idle_aggregates(*, now: datetime) -> RefreshRun:
     if timezone.is_naive(now):
         raise InvalidInput("now must be timezone-aware", field="now")
     with recorded_run(kind=RefreshRun.Kind.EXPIRE) as recorder:
-        recorder.counts = _expire_all(now=now)
+        # The savings trend is thinned on the same hourly schedule.
+        recorder.counts = {**_expire_all(now=now), **thin_snapshots(now=now)}
     return recorder.run
 
 

@@ -36,7 +36,7 @@ def fill_floors(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('recommender', '0010_h14_mode_labels'),
+        ('recommender', '0011_h14d_rollups_trend_optin'),
     ]
 
     operations = [

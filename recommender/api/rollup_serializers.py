@@ -1,0 +1,167 @@
+"""Serializers of the rollups and the savings trend (``rollup_views.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from recommender.api.fields import QueryTextField
+from recommender.models import ProvisioningStatus
+from recommender.services.dashboard.rollups import BY_CHOICES, LABEL_KEY, MAX_LABEL_KEY
+
+MAX_TREND_DAYS = 400
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_LABEL_KEY,
+        "pattern": LABEL_KEY.pattern,
+    }
+)
+class LabelKeyField(serializers.CharField):
+    """A label key: an optional DNS prefix and '/', then a name of 63 characters."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", MAX_LABEL_KEY)
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        text = super().to_internal_value(data)
+        if not LABEL_KEY.match(text):
+            raise serializers.ValidationError(
+                f"{text!r} is not a label key (e.g. team or app.kubernetes.io/part-of)"
+            )
+        return text
+
+
+class RollupFilterSerializer(serializers.Serializer):
+    """Query parameters of the rollups."""
+
+    by = serializers.ChoiceField(
+        choices=list(BY_CHOICES),
+        help_text="what to group by: cluster, namespace, label (a workload label, "
+        "see key) or kind",
+    )
+    key = LabelKeyField(
+        required=False,
+        help_text="by=label: the label key, e.g. team or app.kubernetes.io/part-of "
+        "(default VPAWEB_ROLLUP_LABEL_KEY); the other groupings have no key and "
+        'answer "key": ""',
+    )
+    cluster = QueryTextField(required=False, help_text="only this cluster")
+
+
+class StatusCountsSerializer(serializers.Serializer):
+    """Workloads per headline status (the dashboard's: under = at risk, over =
+    wasteful, missing = a request missing, no-data, within = right-sized)."""
+
+    under = serializers.IntegerField()
+    over = serializers.IntegerField()
+    missing = serializers.IntegerField()
+    no_data = serializers.IntegerField()
+    within = serializers.IntegerField()
+
+    def to_representation(self, instance: dict[str, int]) -> dict[str, int]:
+        return {name: instance.get(name, 0) for name in ProvisioningStatus.LABELS}
+
+
+# "no-data" is not an identifier: declare it by name.
+StatusCountsSerializer._declared_fields["no-data"] = (
+    StatusCountsSerializer._declared_fields.pop("no_data")
+)
+
+
+class RollupGroupSerializer(serializers.Serializer):
+    """One group's totals, all replicas of its workloads."""
+
+    name = serializers.CharField(
+        help_text='the cluster, namespace, label value ("" for workloads without '
+        "the label) or kind"
+    )
+    cluster = serializers.CharField(
+        help_text="by=namespace: the namespace's cluster; otherwise empty"
+    )
+    workloads = serializers.IntegerField()
+    containers = serializers.IntegerField(help_text="init containers left out")
+    covered = serializers.IntegerField(help_text="containers with a recommendation")
+    requested_cpu_millicores = serializers.IntegerField()
+    requested_memory_bytes = serializers.IntegerField()
+    covered_requested_cpu_millicores = serializers.IntegerField(
+        help_text="requests of the containers with a CPU target"
+    )
+    covered_requested_memory_bytes = serializers.IntegerField(
+        help_text="requests of the containers with a memory target"
+    )
+    recommended_cpu_millicores = serializers.IntegerField()
+    recommended_memory_bytes = serializers.IntegerField()
+    savings_monthly = serializers.FloatField(
+        help_text="as the workloads' savings_monthly, summed"
+    )
+    statuses = StatusCountsSerializer()
+
+
+class RollupSerializer(serializers.Serializer):
+    """Groups, largest savings first, and their total."""
+
+    by = serializers.CharField()
+    key = serializers.CharField(help_text="the label key (by=label), else empty")
+    cluster = serializers.CharField()
+    groups = RollupGroupSerializer(many=True)
+    total = RollupGroupSerializer()
+
+
+class TrendFilterSerializer(serializers.Serializer):
+    """Query parameters of the savings trend."""
+
+    days = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_TREND_DAYS,
+        default=7,
+        help_text="how far back; up to VPAWEB_SAVINGS_TREND_HOURLY_DAYS (14) the "
+        "points are hourly, beyond daily",
+    )
+    cluster = QueryTextField(required=False)
+    namespace = QueryTextField(required=False)
+
+
+class TrendPointSerializer(serializers.Serializer):
+    """The totals at one hour or day."""
+
+    at = serializers.DateTimeField()
+    workloads = serializers.IntegerField()
+    requested_cpu_millicores = serializers.IntegerField(
+        help_text="requests compared with a recommendation"
+    )
+    requested_memory_bytes = serializers.IntegerField()
+    recommended_cpu_millicores = serializers.IntegerField()
+    recommended_memory_bytes = serializers.IntegerField()
+    savings_monthly = serializers.FloatField()
+
+
+class TrendSerializer(serializers.Serializer):
+    """The savings trend, oldest point first."""
+
+    days = serializers.IntegerField()
+    resolution = serializers.ChoiceField(choices=["hour", "day"])
+    points = TrendPointSerializer(many=True)
+
+
+class ClusterFailureSerializer(serializers.Serializer):
+    """A cluster's refreshes failing: since when and why."""
+
+    error = serializers.CharField(help_text="the latest failed refresh's error")
+    shard = serializers.CharField(
+        help_text="the namespace that refresh covered; empty for the whole cluster"
+    )
+    since = serializers.DateTimeField(
+        help_text="the first failed refresh after the last successful one"
+    )
+    last_failed_at = serializers.DateTimeField()
+    last_succeeded_at = serializers.DateTimeField(allow_null=True)
+    failed_runs = serializers.IntegerField()

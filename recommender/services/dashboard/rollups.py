@@ -1,0 +1,241 @@
+"""Rollups: the fleet's requests, recommendations, savings and statuses summed by
+cluster, namespace, a workload label (a team) or workload kind, as Kubecost and
+Goldilocks users expect.
+
+One query: the list's per-workload status and savings
+(``Workload.objects.with_provisioning``, recommender/models/provisioning.py) plus the
+workload's requested and recommended amounts over the same join, all replicas; the
+groups are summed in Python (a row per workload, no row per container).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Case, Count, F, FloatField, Q, Sum, Value, When
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Coalesce
+
+from recommender.cluster import label_selector
+from recommender.errors import InvalidInput
+from recommender.models import Container, ProvisioningStatus, Workload
+from recommender.models.provisioning import no_data_q
+from recommender.services.dashboard.provisioning import Prices, risk_rules
+
+# What a rollup groups by (the ``by`` parameter), in the order the page shows them.
+BY_CHOICES = {
+    "cluster": "cluster",
+    "namespace": "namespace",
+    "label": "label",
+    "kind": "workload kind",
+}
+# A label key: an optional DNS prefix (253 characters at most) and a name.
+LABEL_KEY = label_selector.KEY
+MAX_LABEL_KEY = 253 + 1 + 63
+# The group of workloads without the label.
+NO_LABEL = ""
+
+
+@dataclass
+class RollupGroup:
+    """The totals of one group (all replicas of its workloads)."""
+
+    name: str
+    # By namespace: the namespace's cluster (namespaces are per cluster).
+    cluster: str = ""
+    workloads: int = 0
+    containers: int = 0
+    covered: int = 0
+    requested_cpu_millicores: int = 0
+    requested_memory_bytes: int = 0
+    # Requests of the containers that have a target, compared with the targets.
+    covered_requested_cpu_millicores: int = 0
+    covered_requested_memory_bytes: int = 0
+    recommended_cpu_millicores: int = 0
+    recommended_memory_bytes: int = 0
+    savings: float = 0.0
+    # Workloads per headline status (ProvisioningStatus.LABELS keys).
+    statuses: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(ProvisioningStatus.LABELS, 0)
+    )
+
+    @property
+    def coverage(self) -> float:
+        """Share of containers with a recommendation (0..1)."""
+        return self.covered / self.containers if self.containers else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The API's shape (``RollupGroupSerializer``)."""
+        return {
+            "name": self.name,
+            "cluster": self.cluster,
+            "workloads": self.workloads,
+            "containers": self.containers,
+            "covered": self.covered,
+            "requested_cpu_millicores": self.requested_cpu_millicores,
+            "requested_memory_bytes": self.requested_memory_bytes,
+            "covered_requested_cpu_millicores": self.covered_requested_cpu_millicores,
+            "covered_requested_memory_bytes": self.covered_requested_memory_bytes,
+            "recommended_cpu_millicores": self.recommended_cpu_millicores,
+            "recommended_memory_bytes": self.recommended_memory_bytes,
+            "savings_monthly": round(self.savings, 2),
+            "statuses": dict(self.statuses),
+        }
+
+
+@dataclass
+class Rollup:
+    """Groups by savings (largest first), and the total over all of them."""
+
+    by: str
+    key: str
+    cluster: str
+    groups: list[RollupGroup]
+    total: RollupGroup
+
+
+def default_label_key() -> str:
+    """The workload label a team rollup uses (VPAWEB_ROLLUP_LABEL_KEY)."""
+    return str(settings.ROLLUP_LABEL_KEY)
+
+
+def checked(by: str, key: str = "") -> tuple[str, str]:
+    """``by`` and the label ``key`` (the default for ``label``; "" for the other
+    groupings, which have no key), or ``InvalidInput`` naming the parameter."""
+    if by not in BY_CHOICES:
+        raise InvalidInput(
+            f"{by!r} is not a rollup; choose one of {', '.join(BY_CHOICES)}",
+            field="by",
+        )
+    if by != "label":
+        return by, ""
+    key = key.strip() or default_label_key()
+    if len(key) > MAX_LABEL_KEY or not LABEL_KEY.match(key):
+        raise InvalidInput(
+            f"{key!r} is not a label key (e.g. team or app.kubernetes.io/part-of)",
+            field="key",
+        )
+    return by, key
+
+
+def _amounts() -> dict[str, Any]:
+    """Per workload: containers, coverage, requested and recommended amounts (all
+    replicas), over the same join as ``Workload.objects.with_provisioning``."""
+    prefix = "containers__"
+    rec = f"{prefix}latest_recommendation__"
+    regular = ~Q(containers__kind=Container.Kind.INIT)
+    replicas = Cast(Coalesce(F("replicas"), Value(1)), FloatField())
+
+    def summed(expr: Any, when: Q | None = None) -> Any:
+        condition = regular if when is None else regular & when
+        return (
+            Coalesce(
+                Sum(
+                    Case(When(condition, then=expr), default=Value(0)),
+                    output_field=FloatField(),
+                ),
+                Value(0.0),
+            )
+            * replicas
+        )
+
+    has_cpu = Q(**{f"{rec}target_cpu_millicores__isnull": False})
+    has_memory = Q(**{f"{rec}target_memory_bytes__isnull": False})
+    request_cpu = Coalesce(F(f"{prefix}request_cpu_millicores"), Value(0))
+    request_memory = Coalesce(F(f"{prefix}request_memory_bytes"), Value(0))
+    return {
+        "n_containers": Count("containers", filter=regular),
+        "n_covered": Count("containers", filter=regular & ~no_data_q(prefix)),
+        "req_cpu": summed(request_cpu),
+        "req_memory": summed(request_memory),
+        "covered_req_cpu": summed(request_cpu, has_cpu),
+        "covered_req_memory": summed(request_memory, has_memory),
+        "rec_cpu": summed(F(f"{rec}target_cpu_millicores"), has_cpu),
+        "rec_memory": summed(F(f"{rec}target_memory_bytes"), has_memory),
+    }
+
+
+AMOUNT_FIELDS = (
+    "status",
+    "savings",
+    "n_containers",
+    "n_covered",
+    "req_cpu",
+    "req_memory",
+    "covered_req_cpu",
+    "covered_req_memory",
+    "rec_cpu",
+    "rec_memory",
+)
+
+
+def rollup(
+    *,
+    by: str,
+    key: str = "",
+    cluster: str = "",
+    now: datetime,
+    prices: Prices,
+) -> Rollup:
+    """The shown workloads (of ``cluster`` when given) summed by ``by``.
+
+    ``by`` is cluster, namespace, label (the workload label ``key``, default
+    VPAWEB_ROLLUP_LABEL_KEY; workloads without it form the group "") or kind; anything
+    else is ``InvalidInput``. Groups come largest savings first.
+    """
+    by, key = checked(by, key)
+    workloads = Workload.objects.shown()
+    if cluster:
+        workloads = workloads.filter(cluster__name=cluster)
+    annotated = workloads.with_provisioning(
+        prices=prices, rules=risk_rules(now)
+    ).annotate(**_amounts())
+    if by == "label":
+        # Only the label's value leaves the database, not every workload's labels.
+        annotated = annotated.annotate(group=KeyTextTransform(key, "labels"))
+    group_fields = {
+        "cluster": ("cluster__name",),
+        "namespace": ("namespace", "cluster__name"),
+        "kind": ("kind",),
+        "label": ("group",),
+    }[by]
+    rows = annotated.order_by().values_list(*group_fields, *AMOUNT_FIELDS)
+    groups: dict[tuple[str, str], RollupGroup] = {}
+    total = RollupGroup(name="total")
+    for row in rows:
+        name = row[0] if row[0] is not None else NO_LABEL
+        of_cluster = row[1] if by == "namespace" else ""
+        (
+            status,
+            savings,
+            containers,
+            covered,
+            req_cpu,
+            req_memory,
+            covered_req_cpu,
+            covered_req_memory,
+            rec_cpu,
+            rec_memory,
+        ) = row[len(group_fields) :]
+        group = groups.get((of_cluster, name))
+        if group is None:
+            group = groups[(of_cluster, name)] = RollupGroup(
+                name=name, cluster=of_cluster
+            )
+        for target in (group, total):
+            target.workloads += 1
+            target.containers += containers
+            target.covered += covered
+            target.requested_cpu_millicores += round(req_cpu or 0)
+            target.requested_memory_bytes += round(req_memory or 0)
+            target.covered_requested_cpu_millicores += round(covered_req_cpu or 0)
+            target.covered_requested_memory_bytes += round(covered_req_memory or 0)
+            target.recommended_cpu_millicores += round(rec_cpu or 0)
+            target.recommended_memory_bytes += round(rec_memory or 0)
+            target.savings += float(savings or 0.0)
+            target.statuses[status] = target.statuses.get(status, 0) + 1
+    ordered = sorted(groups.values(), key=lambda g: (-g.savings, g.cluster, g.name))
+    return Rollup(by=by, key=key, cluster=cluster, groups=ordered, total=total)
