@@ -205,9 +205,10 @@ def main() -> None:
     pages = [
         ("workloads list (page 1, by name)", "/workloads/"),
         (
-            "workloads list (over-provisioned, by savings)",
+            "workloads list (wasteful, by savings)",
             "/workloads/?status=over&sort=savings",
         ),
+        ("workloads list (at risk, by risk)", "/workloads/?at_risk=true&sort=risk"),
         ("workloads list (search, by risk)", "/workloads/?q=service-01&sort=risk"),
         ("workloads list (page 100)", "/workloads/?page=100"),
         ("overview", "/"),

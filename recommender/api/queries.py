@@ -1,4 +1,5 @@
-"""Query parameters and querysets the API views share: pagination, filters, workloads.
+"""Query parameters and querysets the API views share: pagination, the workload
+filters and ordering, workloads.
 
 A bad, empty or repeated query parameter is a 400 naming it, never silently ignored.
 """
@@ -6,15 +7,25 @@ A bad, empty or repeated query parameter is a 400 naming it, never silently igno
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any
 
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Prefetch, Q
+from django.utils import timezone
+from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 
+from recommender.api.fields import QueryTextField
 from recommender.errors import InvalidInput
-from recommender.models import Container, Workload
-from recommender.services.dashboard.provisioning import mode_q, with_status
+from recommender.models import (
+    Container,
+    Policy,
+    ProvisioningStatus,
+    Workload,
+    WorkloadQuerySet,
+)
+from recommender.services.dashboard.provisioning import Prices, risk_rules
 
 MAX_PAGE_SIZE = 1000
 
@@ -85,20 +96,122 @@ def query_filters(serializer_class: type, request: Request) -> dict[str, Any]:
     return {k: v for k, v in serializer.validated_data.items() if v not in (None, "")}
 
 
-def workload_queryset() -> QuerySet[Workload]:
-    """Workloads with all their serializer reads, in a constant number of queries."""
-    return Workload.objects.select_related("cluster", "policy").prefetch_related(
-        Prefetch(
-            "containers",
-            queryset=Container.objects.select_related("latest_recommendation"),
+# ``?ordering=`` keys of the workload list and export, and the fields they sort by
+# (``-key`` for descending); ties are broken by id.
+WORKLOAD_ORDERING = {
+    "name": "name",
+    "namespace": "namespace",
+    "cluster": "cluster__name",
+    "kind": "kind",
+    "replicas": "replicas",
+    "savings_monthly": "savings",
+    "risk": "risk",
+    "recent_ooms": "recent_ooms",
+    "shortfall_percent": "shortfall",
+    "id": "pk",
+}
+DEFAULT_WORKLOAD_ORDERING = ["cluster__name", "namespace", "kind", "name", "pk"]
+_KEY = "-?(?:" + "|".join(WORKLOAD_ORDERING) + ")"
+ORDERING_PATTERN = f"^{_KEY}(?:,{_KEY})*$"
+MAX_ORDERING = 400
+ORDERING_ERROR = (
+    "not a list of sort keys: give comma-separated keys from "
+    + ", ".join(WORKLOAD_ORDERING)
+    + " (prefix - for descending)"
+)
+
+
+class WorkloadFilterSerializer(serializers.Serializer):
+    """Query filters of the workload list and the export."""
+
+    cluster = QueryTextField(required=False)
+    namespace = QueryTextField(required=False)
+    kind = serializers.ChoiceField(choices=Workload.Kind.choices, required=False)
+    mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
+    status = serializers.ChoiceField(
+        choices=list(ProvisioningStatus.LABELS),
+        required=False,
+        help_text="headline status: under (at risk), over (wasteful), missing, "
+        "no-data, within (right-sized)",
+    )
+    at_risk = serializers.BooleanField(
+        required=False,
+        default=None,
+        allow_null=True,
+        help_text="true: recent OOM kills or a material shortfall; false: neither",
+    )
+    wasteful = serializers.BooleanField(
+        required=False,
+        default=None,
+        allow_null=True,
+        help_text="true: monthly savings > 0; false: savings <= 0",
+    )
+    missing_requests = serializers.BooleanField(
+        required=False,
+        default=None,
+        allow_null=True,
+        help_text="true: a container has no CPU or no memory request",
+    )
+    is_active = serializers.BooleanField(required=False, default=None, allow_null=True)
+    search = QueryTextField(required=False)
+    ordering = serializers.RegexField(
+        ORDERING_PATTERN,
+        required=False,
+        max_length=MAX_ORDERING,
+        error_messages={"invalid": ORDERING_ERROR},
+        help_text=(
+            "comma-separated sort keys, `-` for descending, ties by id: "
+            + ", ".join(WORKLOAD_ORDERING)
+            + ". Default: cluster, namespace, kind, name. E.g. "
+            "`-savings_monthly` (biggest savings first) or `-risk,-savings_monthly` "
+            "(riskiest first). A key given again is ignored."
+        ),
+    )
+
+    def validate_ordering(self, value: str) -> list[str]:
+        keys: list[str] = []
+        for key in value.split(","):
+            if key.lstrip("-") not in {k.lstrip("-") for k in keys}:
+                keys.append(key)
+        return keys
+
+
+def workload_queryset(*, now: datetime | None = None) -> WorkloadQuerySet:
+    """Workloads with all their serializer reads, in a constant number of queries:
+    the provisioning facts annotated (``Workload.objects.with_provisioning``)."""
+    return (
+        Workload.objects.with_provisioning(
+            prices=Prices.from_settings(), rules=risk_rules(now or timezone.now())
+        )
+        .select_related("cluster", "policy")
+        .prefetch_related(
+            Prefetch(
+                "containers",
+                queryset=Container.objects.select_related("latest_recommendation"),
+            )
         )
     )
 
 
+def workload_order(ordering: list[str] | None) -> list[str]:
+    """The ``order_by`` of validated ``?ordering=`` keys (see WORKLOAD_ORDERING)."""
+    if not ordering:
+        return DEFAULT_WORKLOAD_ORDERING
+    fields = []
+    for key in ordering:
+        descending = key.startswith("-")
+        field = WORKLOAD_ORDERING[key.lstrip("-")]
+        fields.append(f"-{field}" if descending else field)
+    if "pk" not in {f.lstrip("-") for f in fields}:
+        fields.append("pk")
+    return fields
+
+
 def filter_workloads(
-    queryset: QuerySet[Workload], filters: dict[str, Any]
-) -> QuerySet[Workload]:
-    """Apply the cluster/namespace/kind/mode/status/search filters.
+    queryset: WorkloadQuerySet, filters: dict[str, Any]
+) -> WorkloadQuerySet:
+    """Apply the cluster/namespace/kind/mode/status/fact/search filters and the
+    ordering to a ``workload_queryset()``.
 
     Workloads of disabled clusters (``Cluster.is_enabled`` false) are never listed.
     """
@@ -110,15 +223,21 @@ def filter_workloads(
     if "kind" in filters:
         queryset = queryset.filter(kind=filters["kind"])
     if "mode" in filters:
-        queryset = queryset.filter(mode_q(filters["mode"]))
+        queryset = queryset.in_mode(filters["mode"])
     if "is_active" in filters:
         queryset = queryset.filter(is_active=filters["is_active"])
     if "status" in filters:
-        # The dashboard's statuses and rule (services.dashboard.provisioning), in SQL.
-        queryset = with_status(queryset, filters["status"])
+        # The dashboard's headline status (recommender/models/provisioning.py).
+        queryset = queryset.with_status(filters["status"])
+    if "at_risk" in filters:
+        queryset = queryset.at_risk(filters["at_risk"])
+    if "wasteful" in filters:
+        queryset = queryset.wasteful(filters["wasteful"])
+    if "missing_requests" in filters:
+        queryset = queryset.missing_requests(filters["missing_requests"])
     if "search" in filters:
         term = filters["search"]
         queryset = queryset.filter(
             Q(name__icontains=term) | Q(namespace__icontains=term)
         )
-    return queryset
+    return queryset.order_by(*workload_order(filters.get("ordering")))

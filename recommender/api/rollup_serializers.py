@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from recommender.api.fields import QueryTextField
-from recommender.services.dashboard.provisioning import Status
+from recommender.models import ProvisioningStatus
 from recommender.services.dashboard.rollups import BY_CHOICES, LABEL_KEY, MAX_LABEL_KEY
 
 MAX_TREND_DAYS = 400
@@ -57,15 +57,17 @@ class RollupFilterSerializer(serializers.Serializer):
 
 
 class StatusCountsSerializer(serializers.Serializer):
-    """Workloads per status (the dashboard's statuses)."""
+    """Workloads per headline status (the dashboard's: under = at risk, over =
+    wasteful, missing = a request missing, no-data, within = right-sized)."""
 
     under = serializers.IntegerField()
     over = serializers.IntegerField()
-    within = serializers.IntegerField()
+    missing = serializers.IntegerField()
     no_data = serializers.IntegerField()
+    within = serializers.IntegerField()
 
     def to_representation(self, instance: dict[str, int]) -> dict[str, int]:
-        return {name: instance.get(name, 0) for name in Status.LABELS}
+        return {name: instance.get(name, 0) for name in ProvisioningStatus.LABELS}
 
 
 # "no-data" is not an identifier: declare it by name.

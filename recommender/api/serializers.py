@@ -23,6 +23,7 @@ from recommender.models import (
     Cluster,
     Container,
     Policy,
+    ProvisioningStatus,
     Recommendation,
     RefreshRun,
     ResizeChange,
@@ -31,18 +32,11 @@ from recommender.models import (
 from recommender.services.actuation.vpa_status import container_recommendation_entry
 from recommender.services.advice.pod_spec import resource_list
 from recommender.services.cluster_health import cluster_failure
-from recommender.services.dashboard.provisioning import (
-    Prices,
-    Status,
-    container_savings,
-    container_status,
-    workload_status,
-)
 
-# The dashboard's provisioning statuses (services.dashboard.provisioning.Status):
-# under, over, within, no-data. Deleted workloads are ``is_active`` false, a separate
-# field/filter.
-WORKLOAD_STATUSES = tuple(Status.LABELS)
+# The dashboard's headline statuses (recommender/models/provisioning.py):
+# under (at risk), over (wasteful), missing, no-data, within. Deleted workloads are
+# ``is_active`` false, a separate field/filter.
+WORKLOAD_STATUSES = tuple(ProvisioningStatus.LABELS)
 MAX_ID = 2**63 - 1
 
 
@@ -234,19 +228,59 @@ class HpaConflictSerializer(serializers.Serializer):
 
 
 class WorkloadSerializer(serializers.ModelSerializer):
-    """A workload with its policy mode, status and containers."""
+    """A workload with its policy mode, provisioning facts and containers.
+
+    The facts are the annotations of ``api.queries.workload_queryset()``
+    (``Workload.objects.with_provisioning``): risk, waste and missing requests apart,
+    as on the dashboard.
+    """
 
     cluster: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(
         slug_field="name", read_only=True
     )
     hpa_conflicts = HpaConflictSerializer(many=True, read_only=True)
-    status = serializers.SerializerMethodField()
+    status = serializers.ChoiceField(
+        choices=WORKLOAD_STATUSES,
+        read_only=True,
+        help_text=(
+            "headline status: under (at risk), else over (wasteful), else missing "
+            "(a request is missing), else no-data, else within (right-sized); the "
+            "separate facts are at_risk, wasteful and missing_requests"
+        ),
+    )
     savings_monthly = serializers.SerializerMethodField(
         help_text=(
             "monthly list-price savings of moving every container's requests to its "
             "target, all replicas (VPAWEB_PRICE_PER_CORE_HOUR, _PER_GIB_HOUR); "
             "negative when the targets cost more; as on the dashboard"
         )
+    )
+    risk = serializers.IntegerField(
+        read_only=True,
+        help_text=(
+            "risk score: 1000 x OOM kills of the last 7 days + shortfall_percent; "
+            "0 = not at risk"
+        ),
+    )
+    recent_ooms = serializers.IntegerField(
+        read_only=True, help_text="OOM kills of the last 7 days, all containers"
+    )
+    shortfall_percent = serializers.IntegerField(
+        source="shortfall",
+        read_only=True,
+        help_text=(
+            "the largest request shortfall below its usage floor (the lower bound "
+            "without the pod minimum's share), in percent; counted from 10 %, else 0"
+        ),
+    )
+    at_risk = serializers.SerializerMethodField(
+        help_text="recent OOM kills or a request at least 10 % below its usage floor"
+    )
+    wasteful = serializers.SerializerMethodField(
+        help_text="savings_monthly > 0: the requests cost more than the targets"
+    )
+    missing_requests = serializers.SerializerMethodField(
+        help_text="a container has no CPU or no memory request (not a risk by itself)"
     )
     mode = serializers.SerializerMethodField()
     profile = serializers.SerializerMethodField()
@@ -266,6 +300,12 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "is_active",
             "status",
             "savings_monthly",
+            "at_risk",
+            "risk",
+            "recent_ooms",
+            "shortfall_percent",
+            "wasteful",
+            "missing_requests",
             "mode",
             "profile",
             "first_seen_at",
@@ -274,24 +314,21 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "containers",
         ]
 
-    @extend_schema_field(serializers.ChoiceField(choices=WORKLOAD_STATUSES))
-    def get_status(self, obj: Workload) -> str:
-        # Prefetched containers; init containers are left out, as in the dashboard.
-        return workload_status(
-            container_status(c)
-            for c in obj.containers.all()
-            if c.kind != Container.Kind.INIT
-        )
-
     @extend_schema_field(serializers.FloatField())
     def get_savings_monthly(self, obj: Workload) -> float:
-        prices = Prices.from_settings()
-        total = sum(
-            container_savings(c, replicas=obj.replicas, prices=prices)
-            for c in obj.containers.all()
-            if c.kind != Container.Kind.INIT
-        )
-        return round(total, 2)
+        return round(float(obj.savings), 2)  # type: ignore[attr-defined]
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_at_risk(self, obj: Workload) -> bool:
+        return bool(obj.risk > 0)  # type: ignore[attr-defined]
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_wasteful(self, obj: Workload) -> bool:
+        return bool(obj.savings > 0)  # type: ignore[attr-defined]
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_missing_requests(self, obj: Workload) -> bool:
+        return bool(obj.missing_count > 0)  # type: ignore[attr-defined]
 
     @extend_schema_field(serializers.ChoiceField(choices=Policy.Mode.choices))
     def get_mode(self, obj: Workload) -> str:
@@ -384,18 +421,6 @@ class RefreshRunSerializer(serializers.ModelSerializer):
             "timings",
             "error",
         ]
-
-
-class WorkloadFilterSerializer(serializers.Serializer):
-    """Query filters of the workload list and the export."""
-
-    cluster = QueryTextField(required=False)
-    namespace = QueryTextField(required=False)
-    kind = serializers.ChoiceField(choices=Workload.Kind.choices, required=False)
-    mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
-    status = serializers.ChoiceField(choices=WORKLOAD_STATUSES, required=False)
-    is_active = serializers.BooleanField(required=False, default=None, allow_null=True)
-    search = QueryTextField(required=False)
 
 
 class ChangeFilterSerializer(serializers.Serializer):

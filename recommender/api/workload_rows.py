@@ -6,9 +6,9 @@ rendered; tests/api/test_workload_rows.py compares the two on a varied fleet) fr
 ``values_list`` rows, without model instances, prefetch machinery or DRF fields. A
 page of 100 workloads costs a few milliseconds of Python instead of tens.
 
-Status and savings are computed by the dashboard's own ``container_status``,
-``workload_status`` and ``container_savings`` (services.dashboard.provisioning) on
-light row objects, with the prices read once per call.
+The provisioning facts (status, savings, risk, OOM kills, shortfall, missing
+requests) are the annotations of ``Workload.objects.with_provisioning`` that
+``api.queries.workload_queryset()`` adds, read as columns of the same row.
 """
 
 from __future__ import annotations
@@ -24,12 +24,6 @@ from rest_framework.settings import api_settings
 from recommender.engine.resources import Resources
 from recommender.models import Container, Policy, Workload
 from recommender.services.advice.pod_spec import resource_list
-from recommender.services.dashboard.provisioning import (
-    Prices,
-    container_savings,
-    container_status,
-    workload_status,
-)
 
 # The workload columns, in the order the row tuples carry them.
 WORKLOAD_COLUMNS = (
@@ -47,6 +41,13 @@ WORKLOAD_COLUMNS = (
     "hpa_conflicts",
     "policy__mode",
     "policy__profile",
+    # Annotations of Workload.objects.with_provisioning (models/provisioning.py).
+    "status",
+    "savings",
+    "risk",
+    "recent_ooms",
+    "shortfall",
+    "missing_count",
 )
 _REC = "latest_recommendation__"
 CONTAINER_COLUMNS = (
@@ -71,52 +72,6 @@ CONTAINER_COLUMNS = (
     f"{_REC}uncapped_cpu_millicores",
     f"{_REC}uncapped_memory_bytes",
 )
-
-
-class RecommendationRow:
-    """The columns of a latest recommendation that status and savings read."""
-
-    __slots__ = (
-        "lower_cpu_millicores",
-        "lower_memory_bytes",
-        "target_cpu_millicores",
-        "target_memory_bytes",
-        "upper_cpu_millicores",
-        "upper_memory_bytes",
-    )
-
-    def __init__(self, values: tuple[Any, ...]) -> None:
-        (
-            self.target_cpu_millicores,
-            self.target_memory_bytes,
-            self.lower_cpu_millicores,
-            self.lower_memory_bytes,
-            self.upper_cpu_millicores,
-            self.upper_memory_bytes,
-        ) = values
-
-
-class ContainerRow:
-    """The columns of a container that status and savings read."""
-
-    __slots__ = (
-        "kind",
-        "latest_recommendation",
-        "request_cpu_millicores",
-        "request_memory_bytes",
-    )
-
-    def __init__(
-        self,
-        kind: str,
-        cpu: int | None,
-        memory: int | None,
-        rec: RecommendationRow | None,
-    ) -> None:
-        self.kind = kind
-        self.request_cpu_millicores = cpu
-        self.request_memory_bytes = memory
-        self.latest_recommendation = rec
 
 
 class _Times:
@@ -210,27 +165,6 @@ def _container(row: tuple[Any, ...], times: _Times) -> dict[str, Any]:
     }
 
 
-def _provisioning(
-    rows: Iterable[tuple[Any, ...]], replicas: int | None, prices: Prices
-) -> tuple[str, float]:
-    """(status, monthly savings) of a workload's containers, as the serializer says."""
-    regular = [
-        ContainerRow(
-            row[2],
-            row[4],
-            row[5],
-            None if row[10] is None else RecommendationRow(row[12:18]),
-        )
-        for row in rows
-        if row[2] != Container.Kind.INIT
-    ]
-    status = workload_status(container_status(c) for c in regular)
-    savings = sum(
-        container_savings(c, replicas=replicas, prices=prices) for c in regular
-    )
-    return status, round(savings, 2)
-
-
 def workload_values(workloads: QuerySet[Workload]) -> QuerySet[Any]:
     """``workloads`` (filtered and ordered as they are) as the row tuples
     :func:`workload_rows` reads: one query, which a paginator may slice and count."""
@@ -255,7 +189,6 @@ def workload_rows(page: Iterable[tuple[Any, ...]]) -> list[dict[str, Any]]:
     ):
         containers[row[0]].append(row)
     times = _Times()
-    prices = Prices.from_settings()
     out = []
     for (
         pk,
@@ -272,9 +205,14 @@ def workload_rows(page: Iterable[tuple[Any, ...]]) -> list[dict[str, Any]]:
         hpa_conflicts,
         mode,
         profile,
+        status,
+        savings,
+        risk,
+        recent_ooms,
+        shortfall,
+        missing_count,
     ) in page:
         rows = containers[pk]
-        status, savings = _provisioning(rows, replicas, prices)
         has_policy = mode is not None
         out.append(
             {
@@ -288,7 +226,13 @@ def workload_rows(page: Iterable[tuple[Any, ...]]) -> list[dict[str, Any]]:
                 "labels": labels,
                 "is_active": None if is_active is None else bool(is_active),
                 "status": status,
-                "savings_monthly": savings,
+                "savings_monthly": round(float(savings), 2),
+                "at_risk": risk > 0,
+                "risk": int(risk),
+                "recent_ooms": int(recent_ooms),
+                "shortfall_percent": int(shortfall),
+                "wasteful": savings > 0,
+                "missing_requests": missing_count > 0,
                 "mode": mode if has_policy else Policy.Mode.OFF,
                 "profile": profile if has_policy else "vpa",
                 "first_seen_at": times(first_seen_at),

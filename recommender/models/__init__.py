@@ -23,6 +23,15 @@ from recommender.models.fleet import (
     WorkloadPod,
 )
 from recommender.models.policy import Policy, PolicyQuerySet, StaticCoefficient
+from recommender.models.provisioning import (
+    ContainerQuerySet,
+    ProvisioningFacts,
+    ProvisioningStatus,
+    RiskRules,
+    WorkloadQuerySet,
+    container_facts,
+    workload_facts,
+)
 from recommender.models.recommendation import (
     Checkpoint,
     OomKill,
@@ -40,19 +49,26 @@ __all__ = [
     "Checkpoint",
     "Cluster",
     "Container",
+    "ContainerQuerySet",
     "NamespaceLimitRange",
     "OomKill",
     "Policy",
     "PolicyQuerySet",
+    "ProvisioningFacts",
+    "ProvisioningStatus",
     "Recommendation",
     "RecommendationQuerySet",
     "RefreshRun",
     "ResizeChange",
     "ResizeChangeStatus",
+    "RiskRules",
     "SavingsSnapshot",
     "SimulatedPodState",
     "StaticCoefficient",
     "UpdaterLock",
     "Workload",
     "WorkloadPod",
+    "WorkloadQuerySet",
+    "container_facts",
+    "workload_facts",
 ]

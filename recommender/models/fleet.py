@@ -11,6 +11,7 @@ from django.db import models
 from django.utils import timezone
 
 from recommender.engine.resources import Resources
+from recommender.models.provisioning import ContainerQuerySet, WorkloadQuerySet
 
 
 class Cluster(models.Model):
@@ -79,6 +80,8 @@ class Workload(models.Model):
     # PodDisruptionBudgets selecting its pods (kube_objects.pdb_of shape), for the
     # updater: [{"name", "min_available", "max_unavailable", ...}], set by discovery.
     pod_disruption_budgets = models.JSONField(default=list, blank=True)
+
+    objects = WorkloadQuerySet.as_manager()
 
     class Meta:
         ordering = ["cluster__name", "namespace", "kind", "name"]
@@ -158,6 +161,8 @@ class Container(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
     )
+
+    objects = ContainerQuerySet.as_manager()
 
     class Meta:
         ordering = ["workload_id", "position", "name"]

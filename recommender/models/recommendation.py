@@ -6,11 +6,14 @@ memory in integer bytes; ``None`` means "not set".
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 from django.utils import timezone
 
 from recommender.engine.resources import Resources
 from recommender.models.fleet import Container
+from recommender.models.provisioning import usage_floor
 
 
 class RecommendationQuerySet(models.QuerySet["Recommendation"]):
@@ -39,6 +42,11 @@ class Recommendation(models.Model):
     uncapped_memory_bytes = models.BigIntegerField(null=True, blank=True)
     # The engine's explanation (Explanation.to_dict()) plus the caps applied.
     explanation = models.JSONField(default=dict, blank=True)
+    # The lower bounds without the pod minimum's per-container share (the "usage
+    # floor" risk is judged by, models/provisioning.py), kept from the explanation
+    # when the row is written so lists need not read the JSON; None: no lower bound.
+    floor_cpu_millicores = models.BigIntegerField(null=True, blank=True)
+    floor_memory_bytes = models.BigIntegerField(null=True, blank=True)
 
     objects = RecommendationQuerySet.as_manager()
 
@@ -51,6 +59,20 @@ class Recommendation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.container} @ {self.created_at:%Y-%m-%d %H:%M}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.fill_usage_floors()
+        super().save(*args, **kwargs)
+
+    def fill_usage_floors(self) -> None:
+        """Set the usage floors from the lower bounds and the explanation (called by
+        ``save`` and by writers that ``bulk_create``)."""
+        self.floor_cpu_millicores = usage_floor(
+            self.lower_cpu_millicores, self.explanation, "cpu"
+        )
+        self.floor_memory_bytes = usage_floor(
+            self.lower_memory_bytes, self.explanation, "memory"
+        )
 
     @property
     def target(self) -> Resources:

@@ -9,9 +9,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from recommender.errors import InvalidInput
-from recommender.models import Cluster
+from recommender.models import Cluster, ProvisioningStatus
 from recommender.roles import Role
-from recommender.services.dashboard.provisioning import Prices, Status
+from recommender.services.dashboard.provisioning import Prices
 from recommender.services.dashboard.rollups import (
     BY_CHOICES,
     default_label_key,
@@ -53,7 +53,7 @@ def rollups(request: HttpRequest) -> HttpResponse:
             .order_by("name")
             .values_list("name", flat=True)
         ),
-        "statuses": Status.CHOICES,
+        "statuses": ProvisioningStatus.CHOICES,
     }
     status = 200
     try:

@@ -21,6 +21,7 @@ from recommender.engine import DEFAULT_PROFILE
 from recommender.errors import Conflict, InvalidInput, NotFound
 from recommender.models import (
     Policy,
+    ProvisioningStatus,
     ResizeChange,
     Workload,
 )
@@ -32,7 +33,7 @@ from recommender.services.admission.preview import webhook_preview
 from recommender.services.cluster_health import failing_clusters
 from recommender.services.dashboard import insights, workload_insight
 from recommender.services.dashboard.overview import fleet_overview
-from recommender.services.dashboard.provisioning import Prices, Status
+from recommender.services.dashboard.provisioning import Prices
 from recommender.services.policy_impact import LARGE_INCREASE_FACTOR
 from recommender.web.access import (
     acting_user,
@@ -88,13 +89,16 @@ def overview(request: HttpRequest) -> HttpResponse:
 @require_role(Role.VIEWER)
 def workloads(request: HttpRequest) -> HttpResponse:
     """The filterable, sortable, paginated list of workloads. An unknown kind, mode,
-    status or sort is a 400 saying so (the list below leaves that filter out)."""
+    status, fact or sort is a 400 saying so (the list below leaves that filter out)."""
     given = insights.WorkloadFilters(
         cluster=request.GET.get("cluster", ""),
         namespace=request.GET.get("namespace", ""),
         kind=request.GET.get("kind", ""),
         mode=request.GET.get("mode", ""),
         status=request.GET.get("status", ""),
+        at_risk=request.GET.get("at_risk", ""),
+        wasteful=request.GET.get("wasteful", ""),
+        missing_requests=request.GET.get("missing_requests", ""),
         q=request.GET.get("q", ""),
         sort=request.GET.get("sort", "") or "name",
     )
@@ -113,18 +117,14 @@ def workloads(request: HttpRequest) -> HttpResponse:
         "filters": filters,
         "query": query.urlencode(),
         "choices": insights.filter_choices(),
-        "statuses": Status.CHOICES,
+        "statuses": ProvisioningStatus.CHOICES,
+        "facts": [
+            ("at_risk", "At risk", filters.at_risk),
+            ("wasteful", "Wasteful", filters.wasteful),
+            ("missing_requests", "Missing requests", filters.missing_requests),
+        ],
         "sorts": insights.SORTS.items(),
-        "is_filtered": any(
-            (
-                filters.cluster,
-                filters.namespace,
-                filters.kind,
-                filters.mode,
-                filters.status,
-                filters.q,
-            )
-        ),
+        "is_filtered": filters.is_filtered,
         "filter_errors": filter_errors,
         "page": "workloads",
     }

@@ -13,6 +13,7 @@ import yaml
 from django.test import Client
 
 from recommender.api.formats import csv_cell
+from recommender.models import ProvisioningFacts
 from recommender.services.dashboard.workload_insight import (
     ContainerInsight,
     ready_to_use,
@@ -79,8 +80,13 @@ def test_the_kubectl_command_is_shell_quoted(db: Any) -> None:
     workload.name = "web; rm -rf ~"  # not a Kubernetes name, but shown as typed
     item = ContainerInsight(
         container=workload.containers.get(),
-        status="ok",
-        savings=0.0,
+        facts=ProvisioningFacts(
+            savings=0.0,
+            recent_ooms=0,
+            shortfall_percent=0,
+            missing_requests=False,
+            no_data=False,
+        ),
         recommendation=None,
         history=[],
         oom_kills=[],

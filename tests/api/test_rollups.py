@@ -55,8 +55,9 @@ def test_rollup_by_team(read_client, teams):
     assert groups["shop"]["statuses"] == {
         "under": 0,
         "over": 2,
-        "within": 0,
+        "missing": 0,
         "no-data": 0,
+        "within": 0,
     }
     assert body["total"]["workloads"] == 4
     assert body["total"]["requested_cpu_millicores"] == 4 * 3 * 500

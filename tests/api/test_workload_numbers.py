@@ -46,7 +46,19 @@ def test_export_rows_have_replicas_status_and_savings(
 
 
 @pytest.mark.parametrize(
-    ("query", "field"), [("status=nodata", "status"), ("mode=Inplace", "mode")]
+    ("query", "field"),
+    [
+        ("status=nodata", "status"),
+        ("status=at-risk", "status"),
+        ("mode=Inplace", "mode"),
+        ("at_risk=maybe", "at_risk"),
+        ("wasteful=lots", "wasteful"),
+        ("missing_requests=2", "missing_requests"),
+        ("ordering=-cost", "ordering"),
+        ("ordering=savings", "ordering"),
+        ("ordering=-name-", "ordering"),
+        ("ordering=name,", "ordering"),
+    ],
 )
 def test_unknown_filter_values_are_refused_naming_them(
     read_client: Client, shop: Workload, query: str, field: str

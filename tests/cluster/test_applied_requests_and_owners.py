@@ -33,7 +33,6 @@ from recommender.models import (
     WorkloadPod,
 )
 from recommender.roles import Role
-from recommender.services.dashboard.provisioning import Status, container_status
 from recommender.services.dashboard.workload_insight import pods_of
 from recommender.services.refresh.cycle import refresh_cluster
 from recommender.services.tokens import create_token
@@ -382,10 +381,11 @@ def test_a_workload_without_samples_has_no_recommendation_and_no_data(
     for name in ("app", "proxy"):
         container = _container("api", name)
         assert container.latest_recommendation is None
-        assert container_status(container) == Status.NO_DATA
+        assert Container.objects.filter(pk=container.pk).no_data().exists()
     api = Workload.objects.get(name="api")
     viewer = Client()
     viewer.force_login(make_user("vera", Role.VIEWER))
     page = viewer.get(f"/workloads/{api.pk}/").content.decode()
     assert "No usage samples yet" in page
     assert "under-provisioned" not in page.lower()
+    assert 'data-fact="at-risk"' not in page

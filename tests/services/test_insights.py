@@ -7,11 +7,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from recommender.models import Container, OomKill, RefreshRun
+from recommender.models import Container, OomKill, ProvisioningStatus, RefreshRun
 from recommender.services.dashboard import workload_insight as workload_insight_module
 from recommender.services.dashboard.insights import WorkloadFilters, list_workloads
 from recommender.services.dashboard.overview import fleet_overview
-from recommender.services.dashboard.provisioning import Prices, Status
+from recommender.services.dashboard.provisioning import Prices
 from recommender.services.dashboard.workload_insight import workload_insight
 from tests.factories import make_cluster, make_recommendation, make_workload
 
@@ -66,10 +66,11 @@ def test_status_follows_the_bounds(fleet):
     statuses = {w.name: w.status for w in _page()}
 
     assert statuses == {
-        "over": Status.OVER,
-        "under": Status.UNDER,
-        "within": Status.WITHIN,
-        "nodata": Status.NO_DATA,
+        "over": ProvisioningStatus.OVER,
+        "under": ProvisioningStatus.UNDER,
+        "within": ProvisioningStatus.WITHIN,
+        # No request and no recommendation: the missing request is the headline.
+        "nodata": ProvisioningStatus.MISSING,
     }
 
 
@@ -104,7 +105,8 @@ def test_recent_oom_kills_raise_risk(fleet):
     rows = {w.name: w for w in _page(sort="risk")}
 
     assert rows["within"].recent_ooms == 1
-    assert [w.name for w in _page(sort="risk")][:2] == ["under", "within"]
+    # Real risk first: the OOM-killed workload, then the 50 % shortfall.
+    assert [w.name for w in _page(sort="risk")][:2] == ["within", "under"]
 
 
 def test_list_page_costs_a_fixed_number_of_queries(
@@ -141,7 +143,9 @@ def test_fleet_totals_count_replicas_and_only_covered_containers_in_savings(flee
         PRICES.monthly(cpu_millicores=2 * 100, memory_bytes=2 * 212 * MI)
     )
     assert [t.cluster for t in overview.by_cluster] == ["dev", "prod"]
-    assert overview.under_count == 1
+    assert overview.at_risk_count == 1
+    assert [w.name for w in overview.at_risk] == ["under"]
+    assert overview.missing_requests_count == 1
     assert overview.no_recommendation_count == 1
     assert "No usage samples yet" in overview.no_recommendation[0]["reason"]
     assert overview.is_refreshing
@@ -176,7 +180,7 @@ def test_workload_without_recommendation_has_no_patch(fleet):
     )
 
     assert insight.kubectl_patch == ""
-    assert insight.status == Status.NO_DATA
+    assert insight.status == ProvisioningStatus.MISSING
     assert insight.containers[0].no_data_reason
 
 

@@ -1,36 +1,39 @@
-"""The dashboard's rules hold in Python and in SQL alike (review finding 17): status
-per container and per workload, and the mode filter (no policy row = Off) shared by the
-dashboard list and the API."""
+"""The provisioning rule holds in Python and in SQL alike (review finding 17): facts,
+savings, risk and the headline status per container and per workload, and the mode
+filter (no policy row = Off) shared by the dashboard list and the API."""
 
 from __future__ import annotations
 
 import itertools
+from datetime import timedelta
 
 import pytest
 from django.test import Client
 from django.utils import timezone
 
-from recommender.models import Container, Policy, Recommendation, Workload
+from recommender.models import (
+    Container,
+    OomKill,
+    Policy,
+    Recommendation,
+    RiskRules,
+    Workload,
+    container_facts,
+    workload_facts,
+)
 from recommender.roles import Role
 from recommender.services.dashboard.insights import WorkloadFilters, list_workloads
-from recommender.services.dashboard.provisioning import (
-    Prices,
-    annotate_workloads,
-    container_status,
-    recommended_containers,
-    with_status,
-    workload_status,
-)
+from recommender.services.dashboard.provisioning import Prices
 from tests.factories import make_cluster, make_user, make_workload
 
 pytestmark = pytest.mark.django_db
 
 PRICES = Prices(per_core_hour=0.03, per_gib_hour=0.004)
 MI = 2**20
-# Requests around bounds lower 80 / upper 120 (cpu m) and 80/120 MiB: absent, below,
-# within, above.
-CPU_REQUESTS = (None, 50, 100, 150)
-MEMORY_REQUESTS = (None, 50 * MI, 100 * MI, 150 * MI)
+# Requests around bounds lower 80 / upper 120 (cpu m) and 80/120 MiB: absent, far
+# below, just below (within the 10 % margin), within, above.
+CPU_REQUESTS = (None, 50, 75, 100, 150)
+MEMORY_REQUESTS = (None, 50 * MI, 75 * MI, 100 * MI, 150 * MI)
 RECOMMENDATIONS = {
     "none": None,
     "both": dict(cpu=(80, 100, 120), memory=(80 * MI, 100 * MI, 120 * MI)),
@@ -38,6 +41,10 @@ RECOMMENDATIONS = {
     "memory only": dict(cpu=(None, None, None), memory=(80 * MI, 100 * MI, 120 * MI)),
     # A row with bounds but no target (the engine had no target to give).
     "bounds, no target": dict(cpu=(80, None, 120), memory=(80 * MI, None, 120 * MI)),
+    # Lower bounds raised by the pod minimum: usage alone gave 40m / 40 MiB.
+    "pod minimum": dict(
+        cpu=(80, 100, 120), memory=(80 * MI, 100 * MI, 120 * MI), before=(40, 40 * MI)
+    ),
 }
 
 
@@ -45,6 +52,14 @@ def _recommend(container: Container, shape: dict | None) -> None:
     if shape is None:
         return
     (low_c, target_c, up_c), (low_m, target_m, up_m) = shape["cpu"], shape["memory"]
+    explanation = {}
+    if "before" in shape:
+        explanation = {
+            "resources": {
+                name: {"lower_bound": {"after_confidence": value}}
+                for name, value in zip(("cpu", "memory"), shape["before"], strict=True)
+            }
+        }
     rec = Recommendation.objects.create(
         container=container,
         created_at=timezone.now(),
@@ -54,33 +69,58 @@ def _recommend(container: Container, shape: dict | None) -> None:
         lower_memory_bytes=low_m,
         target_memory_bytes=target_m,
         upper_memory_bytes=up_m,
-        explanation={},
+        explanation=explanation,
     )
     container.latest_recommendation = rec
     container.save(update_fields=["latest_recommendation"])
 
 
-def _sql_statuses(workloads) -> dict[int, str]:
-    now = timezone.now()
-    return dict(
-        annotate_workloads(
-            Workload.objects.filter(pk__in=[w.pk for w in workloads]),
-            now=now,
-            prices=PRICES,
-        ).values_list("pk", "status")
+def _rules(now):
+    return RiskRules(oom_since=now - timedelta(days=7), shortfall_percent=10)
+
+
+FIELDS = ("status", "savings", "risk", "recent_ooms", "shortfall")
+
+
+def _sql_facts(workloads, now) -> dict[int, tuple]:
+    rows = (
+        Workload.objects.filter(pk__in=[w.pk for w in workloads])
+        .with_provisioning(prices=PRICES, rules=_rules(now))
+        .values_list("pk", *FIELDS, "missing_count", "no_data_count")
     )
+    return {
+        pk: (status, round(savings, 6), risk, ooms, short, missing > 0, no_data > 0)
+        for pk, status, savings, risk, ooms, short, missing, no_data in rows
+    }
 
 
-def _python_status(workload: Workload) -> str:
-    return workload_status(
-        container_status(c)
-        for c in recommended_containers()
+def _python_facts(workload: Workload, now) -> tuple:
+    rules = _rules(now)
+    facts = workload_facts(
+        container_facts(
+            c,
+            recent_ooms=c.oom_kills.filter(occurred_at__gte=rules.oom_since).count(),
+            replicas=workload.replicas,
+            prices=PRICES,
+            rules=rules,
+        )
+        for c in Container.objects.recommended()
         .filter(workload=workload)
         .select_related("latest_recommendation")
     )
+    return (
+        facts.status,
+        round(facts.savings, 6),
+        facts.risk,
+        facts.recent_ooms,
+        facts.shortfall_percent,
+        facts.missing_requests,
+        facts.no_data,
+    )
 
 
-def test_container_status_in_python_and_sql_agree_on_every_combination():
+def test_container_facts_in_python_and_sql_agree_on_every_combination():
+    now = timezone.now()
     cluster = make_cluster()
     workloads = []
     combos = itertools.product(RECOMMENDATIONS, CPU_REQUESTS, MEMORY_REQUESTS)
@@ -92,25 +132,53 @@ def test_container_status_in_python_and_sql_agree_on_every_combination():
                 "app": {"request_cpu_millicores": cpu, "request_memory_bytes": memory}
             },
         )
-        _recommend(workload.containers.get(), RECOMMENDATIONS[shape])
+        container = workload.containers.get()
+        _recommend(container, RECOMMENDATIONS[shape])
+        if index % 7 == 0:  # some recent OOM kills, and an old one
+            OomKill.objects.create(container=container, pod="p", occurred_at=now)
+            OomKill.objects.create(
+                container=container, pod="p", occurred_at=now - timedelta(days=9)
+            )
         workloads.append(workload)
 
-    sql = _sql_statuses(workloads)
+    sql = _sql_facts(workloads, now)
 
-    python = {w.pk: _python_status(w) for w in workloads}
+    python = {w.pk: _python_facts(w, now) for w in workloads}
     assert python == sql
-    assert set(python.values()) == {"under", "over", "within", "no-data"}
+    assert {facts[0] for facts in python.values()} == {
+        "under",
+        "over",
+        "missing",
+        "no-data",
+        "within",
+    }
+    # Shortfalls of several sizes, and none under the 10 % margin (75 vs 80).
+    assert {facts[4] for facts in python.values()} == {0, 37}
 
 
-def test_workload_status_in_python_and_sql_agree_with_several_containers():
+def test_workload_facts_in_python_and_sql_agree_with_several_containers():
+    now = timezone.now()
     cluster = make_cluster()
-    # One container per status, in every pair and with an init container that is
-    # under-provisioned (left out by both rules).
+    # One container per kind of fact, in every pair, with an init container that is
+    # far below its bounds and OOM-killed (left out by both rules).
     kinds = {
-        "under": ({"request_cpu_millicores": 50}, "cpu only"),
-        "over": ({"request_cpu_millicores": 150}, "cpu only"),
-        "within": ({"request_cpu_millicores": 100}, "cpu only"),
-        "no-data": ({"request_cpu_millicores": 100}, "none"),
+        "short": (
+            {"request_cpu_millicores": 50, "request_memory_bytes": MI},
+            "cpu only",
+        ),
+        "over": (
+            {"request_cpu_millicores": 150, "request_memory_bytes": MI},
+            "cpu only",
+        ),
+        "within": (
+            {"request_cpu_millicores": 100, "request_memory_bytes": MI},
+            "cpu only",
+        ),
+        "missing": ({"request_cpu_millicores": 100}, "cpu only"),
+        "no-data": (
+            {"request_cpu_millicores": 100, "request_memory_bytes": MI},
+            "none",
+        ),
     }
     workloads = []
     for index, pair in enumerate(itertools.combinations(kinds, 2)):
@@ -123,16 +191,26 @@ def test_workload_status_in_python_and_sql_agree_with_several_containers():
         for container in workload.containers.all():
             shape = "cpu only" if container.name == "init" else kinds[container.name][1]
             _recommend(container, RECOMMENDATIONS[shape])
+            if container.name == "init":
+                OomKill.objects.create(container=container, pod="p", occurred_at=now)
         workloads.append(workload)
 
-    sql = _sql_statuses(workloads)
+    sql = _sql_facts(workloads, now)
 
-    assert {w.pk: _python_status(w) for w in workloads} == sql
-    for status in ("under", "over", "within", "no-data"):
-        filtered = set(
-            with_status(Workload.objects.all(), status).values_list("pk", flat=True)
-        )
-        assert filtered == {pk for pk, s in sql.items() if s == status}
+    assert {w.pk: _python_facts(w, now) for w in workloads} == sql
+    base = Workload.objects.with_provisioning(prices=PRICES, rules=_rules(now))
+    for status in ("under", "over", "missing", "no-data", "within"):
+        filtered = set(base.filter(status=status).values_list("pk", flat=True))
+        assert filtered == {pk for pk, f in sql.items() if f[0] == status}
+    assert set(base.at_risk().values_list("pk", flat=True)) == {
+        pk for pk, f in sql.items() if f[2] > 0
+    }
+    assert set(base.wasteful().values_list("pk", flat=True)) == {
+        pk for pk, f in sql.items() if f[1] > 0
+    }
+    assert set(base.missing_requests().values_list("pk", flat=True)) == {
+        pk for pk, f in sql.items() if f[5]
+    }
 
 
 def test_a_workload_without_a_policy_row_is_off_in_the_dashboard_and_the_api():

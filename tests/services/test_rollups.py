@@ -7,14 +7,9 @@ import pytest
 from django.utils import timezone
 
 from recommender.errors import InvalidInput
-from recommender.models import Container, Workload
+from recommender.models import Container, Workload, container_facts, workload_facts
 from recommender.services.dashboard.overview import fleet_overview
-from recommender.services.dashboard.provisioning import (
-    Prices,
-    container_savings,
-    container_status,
-    workload_status,
-)
+from recommender.services.dashboard.provisioning import Prices, risk_rules
 from recommender.services.dashboard.rollups import rollup
 from tests.factories import make_cluster, make_recommendation, make_workload
 
@@ -83,19 +78,26 @@ def fleet(db):
 
 
 def _expected(workloads):
+    """Savings and headline statuses of the workloads by the Python form of the rule
+    (recommender/models/provisioning.py)."""
     savings, statuses = 0.0, {}
+    rules = risk_rules(timezone.now())
     for workload in workloads:
-        containers = [
-            c
+        facts = workload_facts(
+            container_facts(
+                c,
+                recent_ooms=c.oom_kills.filter(
+                    occurred_at__gte=rules.oom_since
+                ).count(),
+                replicas=workload.replicas,
+                prices=PRICES,
+                rules=rules,
+            )
             for c in Workload.objects.get(pk=workload.pk).containers.all()
             if c.kind != "init"
-        ]
-        savings += sum(
-            container_savings(c, replicas=workload.replicas, prices=PRICES)
-            for c in containers
         )
-        status = workload_status(container_status(c) for c in containers)
-        statuses[status] = statuses.get(status, 0) + 1
+        savings += facts.savings
+        statuses[facts.status] = statuses.get(facts.status, 0) + 1
     return savings, statuses
 
 

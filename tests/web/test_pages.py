@@ -46,6 +46,10 @@ def test_workloads_list_filters_by_status(viewer_client, small_fleet):
         ("sort=cost", "sort"),
         ("kind=Pod", "kind"),
         ("mode=Inplace", "mode"),
+        ("at_risk=yes", "at_risk"),
+        ("wasteful=1", "wasteful"),
+        ("missing_requests=maybe", "missing_requests"),
+        ("sort=-savings", "sort"),
     ],
 )
 def test_workloads_list_refuses_unknown_filter_values(

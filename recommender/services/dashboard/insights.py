@@ -1,20 +1,11 @@
-"""Read-side use cases of the dashboard: fleet totals, savings, risk, lists.
+"""Read-side use cases of the dashboard: the workloads list and its filter choices.
 
-Everything here reads; nothing writes. Totals, statuses and savings are computed in SQL
-so the list and the overview stay fast with tens of thousands of workloads: a workload's
-status and savings are aggregates over one join of its containers and their latest
-recommendation (through the denormalised ``Container.latest_recommendation``), never a
-Python loop over all rows.
+Everything here reads; nothing writes. Facts, statuses and savings are computed in SQL
+(``Workload.objects.with_provisioning``, recommender/models/provisioning.py, where the
+definitions are) so the list stays fast with tens of thousands of workloads.
 
-Definitions (also in docs/dashboard.md):
-- A container is **under-provisioned** when a request is below the recommendation's
-  lower bound (or missing while the recommendation has one), **over-provisioned** when a
-  request is above the upper bound, **within bounds** otherwise, and has **no data**
-  without a recommendation. A workload takes the worst status of its containers: under,
-  then over, then no data.
-- **Savings** per month = replicas x (request - target) x price x 730 h, summed over the
-  resources that have a target; negative savings mean the workload needs more.
-- Init containers are left out, as upstream VPA does not recommend for them.
+Risk, waste and missing requests are separate facts: a workload can be wasteful and at
+risk at once, and the list filters and sorts by each.
 """
 
 from __future__ import annotations
@@ -27,15 +18,8 @@ from typing import cast
 from django.core.paginator import Page, Paginator
 from django.db.models import Prefetch, QuerySet
 
-from recommender.models import Cluster, Policy, Workload
-from recommender.services.dashboard.provisioning import (
-    Prices,
-    Status,
-    annotate_workloads,
-    mode_q,
-    recommended_containers,
-    shown_q,
-)
+from recommender.models import Cluster, Container, Policy, ProvisioningStatus, Workload
+from recommender.services.dashboard.provisioning import Prices, risk_rules
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +29,16 @@ MAX_PAGE_SIZE = 200
 SORTS = {
     "name": "name",
     "savings": "savings (largest first)",
-    "risk": "risk (highest first)",
+    "risk": "risk (OOM kills, then shortfall)",
 }
+# The order of each sort (ties by id, so pages never overlap).
+ORDERS = {
+    "name": ["cluster__name", "namespace", "name", "pk"],
+    "savings": ["-savings", "pk"],
+    "risk": ["-risk", "-savings", "pk"],
+}
+# The yes/no filters on the separate facts.
+FACT_VALUES = ("true", "false")
 
 
 # --- The workloads list ---------------------------------------------------------------
@@ -61,16 +53,22 @@ class WorkloadFilters:
     kind: str = ""
     mode: str = ""
     status: str = ""
+    at_risk: str = ""
+    wasteful: str = ""
+    missing_requests: str = ""
     q: str = ""
     sort: str = "name"
 
     def errors(self) -> dict[str, list[str]]:
-        """Each unknown kind, mode, status or sort value, keyed by its parameter (the
-        list refuses them rather than silently listing everything)."""
+        """Each unknown kind, mode, status, fact or sort value, keyed by its parameter
+        (the list refuses them rather than silently listing everything)."""
         known = {
             "kind": list(Workload.Kind.values),
             "mode": list(Policy.Mode.values),
-            "status": list(Status.LABELS),
+            "status": list(ProvisioningStatus.LABELS),
+            "at_risk": list(FACT_VALUES),
+            "wasteful": list(FACT_VALUES),
+            "missing_requests": list(FACT_VALUES),
             "sort": list(SORTS),
         }
         errors: dict[str, list[str]] = {}
@@ -82,14 +80,50 @@ class WorkloadFilters:
                 ]
         return errors
 
+    @property
+    def needs_facts(self) -> bool:
+        """Whether a filter or the sort reads the provisioning facts."""
+        return bool(
+            self.status
+            or self.at_risk
+            or self.wasteful
+            or self.missing_requests
+            or self.sort != "name"
+        )
+
+    @property
+    def is_filtered(self) -> bool:
+        """Whether anything narrows the list."""
+        return any(
+            (
+                self.cluster,
+                self.namespace,
+                self.kind,
+                self.mode,
+                self.status,
+                self.at_risk,
+                self.wasteful,
+                self.missing_requests,
+                self.q,
+            )
+        )
+
     def cleaned(self) -> WorkloadFilters:
-        """Drop values that cannot match (an unknown status, sort, kind or mode)."""
+        """Drop values that cannot match (an unknown status, fact, sort, kind or
+        mode)."""
+
+        def fact(value: str) -> str:
+            return value if value in FACT_VALUES else ""
+
         return WorkloadFilters(
             cluster=self.cluster.strip(),
             namespace=self.namespace.strip(),
             kind=self.kind if self.kind in Workload.Kind.values else "",
             mode=self.mode if self.mode in Policy.Mode.values else "",
-            status=self.status if self.status in Status.LABELS else "",
+            status=self.status if self.status in ProvisioningStatus.LABELS else "",
+            at_risk=fact(self.at_risk),
+            wasteful=fact(self.wasteful),
+            missing_requests=fact(self.missing_requests),
             q=self.q.strip()[:253],
             sort=self.sort if self.sort in SORTS else "name",
         )
@@ -103,14 +137,16 @@ def list_workloads(
     now: datetime,
     prices: Prices,
 ) -> Page[Workload]:
-    """One page of active workloads, filtered and sorted, each with status and savings.
+    """One page of active workloads, filtered and sorted, each with its facts.
 
-    Rows carry ``status``, ``savings``, ``recent_ooms``, ``risk``, their policy and
-    their containers (with latest recommendations) prefetched: a page costs a fixed few
-    queries.
+    Rows carry ``status``, ``savings``, ``recent_ooms``, ``shortfall``, ``risk``,
+    ``missing_count`` and ``no_data_count`` (``Workload.objects.with_provisioning``),
+    their policy and their containers (with latest recommendations) prefetched: a page
+    costs a fixed few queries.
     """
     filters = filters.cleaned()
-    qs = Workload.objects.filter(shown_q())
+    rules = risk_rules(now)
+    qs = Workload.objects.shown()
     if filters.cluster:
         qs = qs.filter(cluster__name=filters.cluster)
     if filters.namespace:
@@ -118,21 +154,23 @@ def list_workloads(
     if filters.kind:
         qs = qs.filter(kind=filters.kind)
     if filters.mode:
-        qs = qs.filter(mode_q(filters.mode))
+        qs = qs.in_mode(filters.mode)
     if filters.q:
         qs = qs.filter(name__icontains=filters.q)
-    # Annotations cost a subquery per row: compute them for every row only when the
+    # The facts are aggregates over every row: compute them for all rows only when a
     # filter or the sort needs them; the page's rows are then loaded (annotated) by id.
-    order = {
-        "name": ["cluster__name", "namespace", "name", "pk"],
-        "savings": ["-savings", "pk"],
-        "risk": ["-risk", "-savings", "pk"],
-    }[filters.sort]
+    order = ORDERS[filters.sort]
     ids: QuerySet[Workload, int]
-    if filters.status or filters.sort != "name":
-        annotated = annotate_workloads(qs, now=now, prices=prices)
+    if filters.needs_facts:
+        annotated = qs.with_provisioning(prices=prices, rules=rules)
         if filters.status:
-            annotated = annotated.filter(status=filters.status)
+            annotated = annotated.with_status(filters.status)
+        if filters.at_risk:
+            annotated = annotated.at_risk(filters.at_risk == "true")
+        if filters.wasteful:
+            annotated = annotated.wasteful(filters.wasteful == "true")
+        if filters.missing_requests:
+            annotated = annotated.missing_requests(filters.missing_requests == "true")
         ids = annotated.order_by(*order).values_list("pk", flat=True)
     else:
         ids = qs.order_by(*order).values_list("pk", flat=True)
@@ -141,14 +179,13 @@ def list_workloads(
     page_ids = list(id_page.object_list)
     rows = {
         w.pk: w
-        for w in annotate_workloads(
-            Workload.objects.filter(pk__in=page_ids), now=now, prices=prices
-        )
+        for w in Workload.objects.filter(pk__in=page_ids)
+        .with_provisioning(prices=prices, rules=rules)
         .select_related("cluster", "policy")
         .prefetch_related(
             Prefetch(
                 "containers",
-                queryset=recommended_containers()
+                queryset=Container.objects.recommended()
                 .select_related("latest_recommendation")
                 .order_by("position", "name"),
             )
@@ -171,7 +208,7 @@ def filter_choices() -> dict[str, list[str]]:
         .values_list("name", flat=True)
     )
     namespaces = list(
-        Workload.objects.filter(shown_q())
+        Workload.objects.shown()
         .order_by("namespace")
         .values_list("namespace", flat=True)
         .distinct()

@@ -1,7 +1,7 @@
 """The dashboard's overview: fleet, cluster and namespace totals, savings, risk, the
 confidence of recommendations and the latest runs, in a constant number of queries.
 
-Statuses and savings follow the definitions in ``insights.py``.
+Risk, waste and savings follow the definitions in recommender/models/provisioning.py.
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ from typing import Any
 from django.db.models import (
     Case,
     Count,
-    Exists,
     F,
     IntegerField,
-    OuterRef,
     Q,
     Sum,
     Value,
@@ -24,15 +22,13 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
-from recommender.models import Cluster, OomKill, RefreshRun, Workload
+from recommender.models import Cluster, Container, OomKill, RefreshRun, Workload
+from recommender.models.provisioning import no_data_q
 from recommender.services.dashboard.provisioning import (
     RECENT_OOM_WINDOW,
     Prices,
-    no_data_q,
     no_recommendation_reason,
-    recommended_containers,
-    shown_q,
-    under_q,
+    risk_rules,
 )
 
 # --- The overview ---------------------------------------------------------------------
@@ -83,8 +79,10 @@ class Overview:
     fleet: Totals
     by_cluster: list[Totals]
     by_namespace: list[Totals]
-    under_count: int
-    under: list[Workload]
+    # Workloads at risk (recent OOM kills or a material shortfall), riskiest first.
+    at_risk_count: int
+    at_risk: list[Workload]
+    missing_requests_count: int
     recent_ooms: list[OomKill]
     recent_oom_count: int
     no_recommendation_count: int
@@ -111,8 +109,8 @@ def _fleet_totals(*, prices: Prices) -> tuple[Totals, list[Totals], list[Totals]
         return Sum(value, output_field=IntegerField())
 
     rows = (
-        recommended_containers()
-        .filter(shown_q("workload__"))
+        Container.objects.recommended()
+        .shown()
         .order_by()
         .values("workload__cluster__name", "workload__namespace")
         .annotate(
@@ -205,8 +203,9 @@ def _confidence_distribution() -> dict[str, int]:
         return Q(**{f"{key}__gte": low, f"{key}__lt": high})
 
     counts = (
-        recommended_containers()
-        .filter(shown_q("workload__"), latest_recommendation__isnull=False)
+        Container.objects.recommended()
+        .shown()
+        .filter(latest_recommendation__isnull=False)
         .aggregate(
             total=Count("pk"),
             low=Count("pk", filter=band(0.0, CONFIDENCE_BANDS[0][1])),
@@ -228,40 +227,36 @@ def _confidence_distribution() -> dict[str, int]:
 def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overview:
     """Fleet totals, savings, workloads at risk, coverage, confidence, last runs."""
     fleet, by_cluster, by_namespace = _fleet_totals(prices=prices)
-    active = Workload.objects.filter(shown_q())
-    # Under-provisioned workloads ranked by recent OOM kills, without the costlier
-    # savings
-    # annotation: their ids in one query, the OOM counts of the (few) killed ones in
-    # another.
-    under_ids = list(
-        active.filter(
-            Exists(recommended_containers().filter(under_q(), workload=OuterRef("pk")))
-        )
-        .order_by("namespace", "name", "pk")
-        .values_list("pk", flat=True)
+    active = Workload.objects.shown()
+    # Workloads at risk, riskiest first (OOM kills, then the largest shortfall; then
+    # the largest savings): all their ids in one aggregate query (the count), the top
+    # ones loaded with their facts.
+    facts = active.with_provisioning(prices=prices, rules=risk_rules(now))
+    ranked = list(
+        facts.at_risk().order_by("-risk", "-savings", "pk").values_list("pk", flat=True)
     )
-    oom_counts = dict(
-        OomKill.objects.filter(occurred_at__gte=now - RECENT_OOM_WINDOW)
-        .order_by()
-        .values_list("container__workload")
-        .annotate(n=Count("pk"))
-        .values_list("container__workload", "n")
-    )
-    # Stable sort: by OOM kills, then the name order of the query.
-    top = sorted(under_ids, key=lambda pk: -oom_counts.get(pk, 0))[:limit]
-    under = sorted(
-        Workload.objects.filter(pk__in=top).select_related("cluster"),
+    top = ranked[:limit]
+    at_risk = sorted(
+        facts.filter(pk__in=top).select_related("cluster"),
         key=lambda w: top.index(w.pk),
     )
-    for workload in under:
-        workload.recent_ooms = oom_counts.get(workload.pk, 0)  # type: ignore[attr-defined]
+    missing_requests = (
+        Container.objects.recommended()
+        .shown()
+        .missing_requests()
+        .values("workload_id")
+        .distinct()
+        .count()
+    )
     ooms = OomKill.objects.filter(
-        shown_q("container__workload__"), occurred_at__gte=now - RECENT_OOM_WINDOW
+        container__workload__is_active=True,
+        container__workload__cluster__is_enabled=True,
+        occurred_at__gte=now - RECENT_OOM_WINDOW,
     )
     missing = (
-        recommended_containers()
-        .filter(shown_q("workload__"))
-        .filter(no_data_q())
+        Container.objects.recommended()
+        .shown()
+        .no_data()
         .select_related("workload", "latest_recommendation", "checkpoint")
         .order_by("workload__namespace", "workload__name", "name")
     )
@@ -270,8 +265,9 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
         fleet=fleet,
         by_cluster=by_cluster,
         by_namespace=by_namespace,
-        under_count=len(under_ids),
-        under=under,
+        at_risk_count=len(ranked),
+        at_risk=at_risk,
+        missing_requests_count=missing_requests,
         recent_ooms=list(
             ooms.select_related("container__workload").order_by("-occurred_at")[:limit]
         ),

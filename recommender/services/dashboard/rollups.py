@@ -2,10 +2,10 @@
 cluster, namespace, a workload label (a team) or workload kind, as Kubecost and
 Goldilocks users expect.
 
-One query: the list's per-workload status and savings (``annotate_workloads``, the
-definitions of ``insights.py``) plus the workload's requested and recommended amounts
-over the same join, all replicas; the groups are summed in Python (a row per workload,
-no row per container).
+One query: the list's per-workload status and savings
+(``Workload.objects.with_provisioning``, recommender/models/provisioning.py) plus the
+workload's requested and recommended amounts over the same join, all replicas; the
+groups are summed in Python (a row per workload, no row per container).
 """
 
 from __future__ import annotations
@@ -21,14 +21,9 @@ from django.db.models.functions import Cast, Coalesce
 
 from recommender.cluster import label_selector
 from recommender.errors import InvalidInput
-from recommender.models import Container, Workload
-from recommender.services.dashboard.provisioning import (
-    Prices,
-    Status,
-    annotate_workloads,
-    no_data_q,
-    shown_q,
-)
+from recommender.models import Container, ProvisioningStatus, Workload
+from recommender.models.provisioning import no_data_q
+from recommender.services.dashboard.provisioning import Prices, risk_rules
 
 # What a rollup groups by (the ``by`` parameter), in the order the page shows them.
 BY_CHOICES = {
@@ -62,9 +57,9 @@ class RollupGroup:
     recommended_cpu_millicores: int = 0
     recommended_memory_bytes: int = 0
     savings: float = 0.0
-    # Workloads per status (Status.LABELS keys).
+    # Workloads per headline status (ProvisioningStatus.LABELS keys).
     statuses: dict[str, int] = field(
-        default_factory=lambda: dict.fromkeys(Status.LABELS, 0)
+        default_factory=lambda: dict.fromkeys(ProvisioningStatus.LABELS, 0)
     )
 
     @property
@@ -128,7 +123,7 @@ def checked(by: str, key: str = "") -> tuple[str, str]:
 
 def _amounts() -> dict[str, Any]:
     """Per workload: containers, coverage, requested and recommended amounts (all
-    replicas), over the same join as ``annotate_workloads``."""
+    replicas), over the same join as ``Workload.objects.with_provisioning``."""
     prefix = "containers__"
     rec = f"{prefix}latest_recommendation__"
     regular = ~Q(containers__kind=Container.Kind.INIT)
@@ -192,12 +187,12 @@ def rollup(
     else is ``InvalidInput``. Groups come largest savings first.
     """
     by, key = checked(by, key)
-    workloads = Workload.objects.filter(shown_q())
+    workloads = Workload.objects.shown()
     if cluster:
         workloads = workloads.filter(cluster__name=cluster)
-    annotated = annotate_workloads(workloads, now=now, prices=prices).annotate(
-        **_amounts()
-    )
+    annotated = workloads.with_provisioning(
+        prices=prices, rules=risk_rules(now)
+    ).annotate(**_amounts())
     if by == "label":
         # Only the label's value leaves the database, not every workload's labels.
         annotated = annotated.annotate(group=KeyTextTransform(key, "labels"))

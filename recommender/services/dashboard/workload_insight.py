@@ -2,7 +2,8 @@
 result, and the charts' data (engine histograms from checkpoints, usage history from the
 source).
 
-Statuses and savings follow the definitions in ``insights``; nothing here writes.
+Facts, statuses and savings follow recommender/models/provisioning.py; nothing here
+writes.
 """
 
 from __future__ import annotations
@@ -31,7 +32,16 @@ from recommender.engine import (
 from recommender.engine.capping import select_container_policy
 from recommender.engine.oom import oom_effect
 from recommender.errors import NotFound, SourceUnavailable, VpawebError
-from recommender.models import Container, OomKill, Policy, Recommendation, Workload
+from recommender.models import (
+    Container,
+    OomKill,
+    Policy,
+    ProvisioningFacts,
+    Recommendation,
+    Workload,
+    container_facts,
+    workload_facts,
+)
 from recommender.services.advice.advise import (
     SOURCE_RECOMMENDATION,
     AdviceInputs,
@@ -44,12 +54,8 @@ from recommender.services.advice.pod_spec import (
 )
 from recommender.services.dashboard.provisioning import (
     Prices,
-    Status,
-    container_savings,
-    container_status,
     no_recommendation_reason,
-    recommended_containers,
-    workload_status,
+    risk_rules,
 )
 from recommender.services.policy_validation import parse_container_policies
 from recommender.services.refresh.adapters import close_quietly, usage_source_for
@@ -83,8 +89,7 @@ class ContainerInsight:
     """One container of the workload page: numbers, history, ready-to-use result."""
 
     container: Container
-    status: str
-    savings: float
+    facts: ProvisioningFacts
     recommendation: Recommendation | None
     history: list[Recommendation]
     oom_kills: list[OomKill]
@@ -97,6 +102,16 @@ class ContainerInsight:
     # (engine.oom.oom_effect), None without kills.
     oom_effect: dict[str, Any] | None = None
 
+    @property
+    def status(self) -> str:
+        """The headline status."""
+        return self.facts.status
+
+    @property
+    def savings(self) -> float:
+        """Monthly savings, all replicas."""
+        return self.facts.savings
+
 
 @dataclass
 class WorkloadInsight:
@@ -105,13 +120,22 @@ class WorkloadInsight:
     workload: Workload
     policy: Policy
     containers: list[ContainerInsight]
-    status: str
-    savings: float
+    facts: ProvisioningFacts
     kubectl_patch: str
     resources_yaml: str
     patch_note: str
     # What the advice read (the webhook preview reuses it: no second read).
     advice_inputs: AdviceInputs | None = None
+
+    @property
+    def status(self) -> str:
+        """The headline status."""
+        return self.facts.status
+
+    @property
+    def savings(self) -> float:
+        """Monthly savings, all replicas."""
+        return self.facts.savings
 
 
 def _pod_containers(containers: Sequence[Container]) -> list[PodContainer]:
@@ -234,7 +258,7 @@ def workload_insight(
     policy = getattr(workload, "policy", None) or Policy(workload=workload)
     container_policies = parse_container_policies(policy.container_policies)
     containers = list(
-        recommended_containers()
+        Container.objects.recommended()
         .filter(workload=workload)
         .select_related("latest_recommendation", "checkpoint")
         .order_by("position", "name")
@@ -300,37 +324,38 @@ def workload_insight(
             strict=True,
         )
     )
+    rules = risk_rules(now)
     items = []
     for container in containers:
         rec = container.latest_recommendation
-        status = container_status(container)
+        facts = container_facts(
+            container,
+            recent_ooms=sum(
+                1 for kill in ooms[container.pk] if kill.occurred_at >= rules.oom_since
+            ),
+            replicas=workload.replicas,
+            prices=prices,
+            rules=rules,
+        )
+        no_data = facts.no_data
         selected = select_container_policy(container_policies, container.name)
         new_requests: dict[str, int] = {}
         new_limits: dict[str, int] = {}
         one = advice.get(container.name)
-        if (
-            status != Status.NO_DATA
-            and one is not None
-            and one.source == SOURCE_RECOMMENDATION
-        ):
+        if not no_data and one is not None and one.source == SOURCE_RECOMMENDATION:
             requests, limits = readable[container.name]
             new_requests = requests.to_dict()
             new_limits = limits.to_dict()
         items.append(
             ContainerInsight(
                 container=container,
-                status=status,
-                savings=container_savings(
-                    container, replicas=workload.replicas, prices=prices
-                ),
+                facts=facts,
                 recommendation=rec,
                 history=list(reversed(history[container.pk])),
                 oom_kills=ooms[container.pk],
                 explanation=(rec.explanation or {}) if rec else {},
                 no_data_reason=(
-                    no_recommendation_reason(container)
-                    if status == Status.NO_DATA
-                    else None
+                    no_recommendation_reason(container) if no_data else None
                 ),
                 new_requests=new_requests,
                 new_limits=new_limits,
@@ -338,14 +363,12 @@ def workload_insight(
                 oom_effect=_oom_effect(rec, kills_before[container.pk], profile),
             )
         )
-    status = workload_status(item.status for item in items)
     command, snippet, note = ready_to_use(workload, items)
     return WorkloadInsight(
         workload=workload,
         policy=policy,
         containers=items,
-        status=status,
-        savings=sum(item.savings for item in items),
+        facts=workload_facts(item.facts for item in items),
         kubectl_patch=command,
         resources_yaml=snippet,
         patch_note=note,
@@ -521,7 +544,7 @@ def workload_charts(*, workload_id: int, now: datetime) -> WorkloadCharts:
     except Workload.DoesNotExist:
         raise NotFound(f"workload {workload_id} does not exist") from None
     containers = list(
-        recommended_containers()
+        Container.objects.recommended()
         .filter(workload=workload)
         .select_related("latest_recommendation", "checkpoint")
         .prefetch_related(

@@ -520,6 +520,8 @@ def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
                 explanation=explanation,
             )
         )
+    for rec in new:
+        rec.fill_usage_floors()  # bulk_create skips save()
     Recommendation.objects.bulk_create(new, batch_size=BATCH)
     won = compare_and_swap(
         Container,

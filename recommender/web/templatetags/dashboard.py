@@ -7,11 +7,11 @@ from typing import Any
 from django import template
 from django.conf import settings
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from recommender.engine.quantity import humanize_cpu, humanize_memory, significant_text
-from recommender.models import Container
+from recommender.models import Container, ProvisioningStatus
 from recommender.roles import Role, has_role
-from recommender.services.dashboard.provisioning import Status
 from recommender.web.presenters import audit_fields
 
 register = template.Library()
@@ -68,8 +68,67 @@ def percent(share: Any) -> str:
 @register.filter
 def status_badge(status: str) -> str:
     """A coloured badge for a provisioning status."""
-    label = Status.LABELS.get(status, status)
+    label = ProvisioningStatus.LABELS.get(status, status)
     return format_html('<span class="badge status-{}">{}</span>', status, label)
+
+
+@register.filter
+def fact_badges(row: Any) -> str:
+    """A badge per provisioning fact of a row: a workload annotated by
+    ``with_provisioning`` or a ``ProvisioningFacts``. Risk, waste and missing requests
+    are separate: a row can carry several."""
+    risk = int(getattr(row, "risk", 0) or 0)
+    ooms = int(getattr(row, "recent_ooms", 0) or 0)
+    shortfall = int(getattr(row, "shortfall", getattr(row, "shortfall_percent", 0)))
+    missing = getattr(row, "missing_requests", None)
+    if missing is None:
+        missing = (getattr(row, "missing_count", 0) or 0) > 0
+    no_data = getattr(row, "no_data", None)
+    if no_data is None:
+        no_data = (getattr(row, "no_data_count", 0) or 0) > 0
+    badges = []
+    if risk > 0:
+        reasons = []
+        if ooms:
+            reasons.append(f"{ooms} OOM kill{'s' if ooms != 1 else ''} in 7 days")
+        if shortfall:
+            reasons.append(f"a request {shortfall} % below its usage floor")
+        badges.append(
+            format_html(
+                '<span class="badge status-under" data-fact="at-risk" title="{}">'
+                "at risk</span>",
+                "; ".join(reasons),
+            )
+        )
+    if (getattr(row, "savings", 0) or 0) > 0:
+        badges.append(
+            format_html(
+                '<span class="badge status-over" data-fact="wasteful">wasteful</span>'
+            )
+        )
+    if missing:
+        badges.append(
+            format_html(
+                '<span class="badge status-missing" data-fact="missing-requests" '
+                'title="A container has no CPU or memory request">missing requests'
+                "</span>"
+            )
+        )
+    if no_data:
+        badges.append(
+            format_html(
+                '<span class="badge status-no-data" data-fact="no-data">no data</span>'
+            )
+        )
+    if not badges:
+        badges.append(
+            format_html(
+                '<span class="badge status-within" data-fact="right-sized">'
+                "right-sized</span>"
+            )
+        )
+    # Each badge is escaped by format_html; the join adds only spaces.
+    return mark_safe(" ".join(badges))
 
 
 @register.filter
