@@ -207,6 +207,21 @@ def workload_order(ordering: list[str] | None) -> list[str]:
     return fields
 
 
+# Filters and sort keys that read Workload.objects.with_provisioning's annotations.
+FACT_FILTERS = ("status", "at_risk", "wasteful", "missing_requests")
+FACT_ORDERING = ("savings_monthly", "risk", "recent_ooms", "shortfall_percent")
+
+
+def needs_facts(filters: dict[str, Any]) -> bool:
+    """True when a filter or the ordering reads the provisioning facts, so the whole
+    list must be annotated before it is paged. Otherwise only the page is annotated:
+    the facts aggregate every container of every workload they cover."""
+    ordering = [key.lstrip("-") for key in filters.get("ordering") or []]
+    return any(f in filters for f in FACT_FILTERS) or any(
+        key in FACT_ORDERING for key in ordering
+    )
+
+
 def filter_workloads(
     queryset: WorkloadQuerySet, filters: dict[str, Any]
 ) -> WorkloadQuerySet:

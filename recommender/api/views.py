@@ -33,8 +33,10 @@ from recommender.api.queries import (
     Pagination,
     WorkloadFilterSerializer,
     filter_workloads,
+    needs_facts,
     query_filters,
     single_query_value,
+    workload_order,
     workload_queryset,
 )
 from recommender.api.workload_rows import workload_rows, workload_values
@@ -117,11 +119,19 @@ class WorkloadViewSet(viewsets.ReadOnlyModelViewSet):
 
     # No docstring: it would become the operation's description in the schema.
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        # A page of workloads: WorkloadSerializer's output from plain rows in three
+        # A page of workloads: WorkloadSerializer's output from plain rows in a few
         # queries (count, page, containers), without model instances (workload_rows).
-        queryset = self.filter_queryset(self.get_queryset())  # as DRF's own list()
-        page = self.paginate_queryset(workload_values(queryset))
-        return self.get_paginated_response(workload_rows(page or []))
+        filters = query_filters(WorkloadFilterSerializer, request)
+        if needs_facts(filters):
+            queryset = filter_workloads(workload_queryset(), filters)
+            page = self.paginate_queryset(workload_values(queryset))
+            return self.get_paginated_response(workload_rows(page or []))
+        # Count and page the plain rows; annotate only the page's workloads.
+        plain = filter_workloads(Workload.objects.all(), filters)
+        ids = self.paginate_queryset(plain.values_list("pk", flat=True)) or []
+        order = workload_order(filters.get("ordering"))
+        rows = workload_values(workload_queryset().filter(pk__in=ids).order_by(*order))
+        return self.get_paginated_response(workload_rows(rows))
 
 
 class WorkloadLookupMixin:

@@ -131,7 +131,18 @@ def test_fast_rows_keep_the_order_and_slices_of_the_queryset() -> None:
 
 
 @pytest.mark.django_db
-def test_the_list_answers_the_serializers_page_in_four_queries() -> None:
+@pytest.mark.parametrize(
+    ("query", "queries_expected"),
+    [
+        # token, count, page ids, the page's annotated rows, containers
+        ("", 5),
+        # a fact in the ordering: token, count, annotated page, containers
+        ("&ordering=-savings_monthly,name", 4),
+    ],
+)
+def test_the_list_answers_the_serializers_page_in_a_few_queries(
+    query: str, queries_expected: int
+) -> None:
     from recommender.services.tokens import create_token
 
     _odd_fleet()
@@ -140,16 +151,19 @@ def test_the_list_answers_the_serializers_page_in_four_queries() -> None:
     )
     client = token_client(key)
     client.get("/api/v1/workloads/")  # the token's last use is written once
+    ordering = {
+        "": None,
+        "&ordering=-savings_monthly,name": ["-savings_monthly", "name"],
+    }
     expected = WorkloadSerializer(
-        filter_workloads(workload_queryset(), {}), many=True
+        filter_workloads(workload_queryset(), {"ordering": ordering[query]}), many=True
     ).data
-    for limit in (1, 1000):
+    for limit in (1, 3, 1000):
         with CaptureQueriesContext(connection) as queries:
-            response = client.get(f"/api/v1/workloads/?limit={limit}")
+            response = client.get(f"/api/v1/workloads/?limit={limit}{query}")
         assert response.status_code == 200
         assert response.json()["results"] == _rendered_json(expected[:limit])
-        # token, count, page, containers
-        assert len(queries) == 4, [q["sql"][:80] for q in queries]
+        assert len(queries) == queries_expected, [q["sql"][:80] for q in queries]
 
 
 def _rendered_json(data: Any) -> Any:
