@@ -224,7 +224,9 @@ class ManifestsYAMLRenderer(renderers.BaseRenderer):
         plain = _plain(data)
         if not isinstance(plain, dict) or "manifests" not in plain:
             return yaml.safe_dump(plain, sort_keys=False).encode()
-        lines = ["# Right-sized by vpaweb."]
+        # The header only when something changed: unchanged manifests pass through
+        # without a claim that vpaweb right-sized them.
+        lines: list[str] = []
         for document in plain.get("documents", []):
             for container in document["containers"]:
                 for change in container["changes"]:
@@ -238,4 +240,6 @@ class ManifestsYAMLRenderer(renderers.BaseRenderer):
         body = yaml.safe_dump_all(
             plain["manifests"], sort_keys=False, allow_unicode=True
         )
-        return ("\n".join(lines) + "\n" + body).encode()
+        if lines:
+            lines.insert(0, "# Right-sized by vpaweb.")
+        return "".join(line + "\n" for line in lines).encode() + body.encode()

@@ -38,6 +38,8 @@ class AuditEvent(models.Model):
         TOKEN_REVOKE = "token.revoke"
         USER_CREATE = "user.create"
         USER_ROLE = "user.role"
+        USER_ACTIVE = "user.active"
+        USER_PASSWORD = "user.password"
         COEFFICIENT_UPDATE = "coefficient.update"
 
     created_at = models.DateTimeField(default=timezone.now)

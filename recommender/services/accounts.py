@@ -1,4 +1,5 @@
-"""Accounts: admins create users and give them roles; both are audited."""
+"""Accounts: admins create users, give them roles, deactivate or reactivate them and
+set new passwords; all audited (a password never is)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from datetime import datetime
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from recommender.errors import InvalidInput, NotFound
@@ -116,4 +119,71 @@ def create_user(
             ),
         )
     logger.info("user %s created by %s", username, actor_label_of(actor))
+    return user
+
+
+def _locked_user(user_id: int) -> User:
+    try:
+        user: User = get_user_model().objects.select_for_update().get(pk=user_id)
+    except get_user_model().DoesNotExist:
+        raise NotFound(f"user {user_id} does not exist") from None
+    return user
+
+
+def set_user_active(
+    *, user_id: int, active: bool, actor: User | None, now: datetime
+) -> User:
+    """Deactivate a user (they can no longer log in; their API tokens stop working with
+    them, as token authentication checks the creator is active) or reactivate one,
+    audited. Admins cannot deactivate themselves."""
+    with transaction.atomic():
+        user = _locked_user(user_id)
+        if actor is not None and user.pk == actor.pk and not active:
+            raise InvalidInput("you cannot deactivate yourself", field="active")
+        before = user.is_active
+        user.is_active = active
+        user.save(update_fields=["is_active"])
+        record_audit(
+            now=now,
+            actor=actor,
+            action=Action.USER_ACTIVE,
+            object_type="user",
+            object_id=user.pk,
+            before={"active": before},
+            after={"active": active},
+            message=f"{actor_label_of(actor)} "
+            f"{'reactivated' if active else 'deactivated'} {user.get_username()}",
+        )
+    logger.info(
+        "user %s %s by %s",
+        user_id,
+        "reactivated" if active else "deactivated",
+        actor_label_of(actor),
+    )
+    return user
+
+
+def set_user_password(
+    *, user_id: int, password: str, actor: User | None, now: datetime
+) -> User:
+    """Give a user a new password, checked by the configured password validators;
+    audited without the password."""
+    with transaction.atomic():
+        user = _locked_user(user_id)
+        try:
+            validate_password(password, user)
+        except ValidationError as exc:
+            raise InvalidInput("; ".join(exc.messages), field="password") from None
+        user.set_password(password)
+        user.save(update_fields=["password"])
+        record_audit(
+            now=now,
+            actor=actor,
+            action=Action.USER_PASSWORD,
+            object_type="user",
+            object_id=user.pk,
+            message=f"{actor_label_of(actor)} set a new password for "
+            f"{user.get_username()}",
+        )
+    logger.info("password of user %s set by %s", user_id, actor_label_of(actor))
     return user

@@ -35,7 +35,13 @@ from recommender.web.access import (
     require_role,
     token_scopes_for,
 )
-from recommender.web.forms import NewUserForm, RoleForm, TokenForm
+from recommender.web.forms import (
+    ActiveForm,
+    NewUserForm,
+    PasswordForm,
+    RoleForm,
+    TokenForm,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +108,41 @@ def users(request: HttpRequest) -> HttpResponse:
                 else:
                     messages.success(request, "Role updated.")
                     return redirect("users")
+        elif request.POST.get("form") == "active":
+            active_form = ActiveForm(request.POST)
+            if active_form.is_valid():
+                try:
+                    accounts.set_user_active(
+                        user_id=active_form.cleaned_data["user_id"],
+                        active=active_form.cleaned_data["active"],
+                        actor=acting_user(request),
+                        now=now,
+                    )
+                except (InvalidInput, NotFound) as exc:
+                    messages.error(request, exc.message)
+                else:
+                    messages.success(request, "User updated.")
+                    return redirect("users")
+            else:
+                messages.error(request, "Choose active or inactive.")
+        elif request.POST.get("form") == "password":
+            password_form = PasswordForm(request.POST)
+            if password_form.is_valid():
+                try:
+                    accounts.set_user_password(
+                        user_id=password_form.cleaned_data["user_id"],
+                        password=password_form.cleaned_data["password"],
+                        actor=acting_user(request),
+                        now=now,
+                    )
+                except (InvalidInput, NotFound) as exc:
+                    messages.error(request, f"Password not changed: {exc.message}")
+                else:
+                    messages.success(request, "Password changed.")
+                    return redirect("users")
+            else:
+                problems = [str(e) for es in password_form.errors.values() for e in es]
+                messages.error(request, "Password not changed: " + "; ".join(problems))
         else:
             new_form = NewUserForm(request.POST)
             if new_form.is_valid():

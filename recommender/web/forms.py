@@ -334,6 +334,23 @@ class RoleForm(forms.Form):
     )
 
 
+class ActiveForm(forms.Form):
+    """An admin deactivates a user or reactivates one."""
+
+    user_id = forms.IntegerField(widget=forms.HiddenInput)
+    active = forms.TypedChoiceField(
+        choices=[("true", "active"), ("false", "inactive")],
+        coerce=lambda value: value == "true",
+    )
+
+
+class PasswordForm(forms.Form):
+    """An admin gives a user a new password."""
+
+    user_id = forms.IntegerField(widget=forms.HiddenInput)
+    password = forms.CharField(widget=forms.PasswordInput, min_length=8, strip=False)
+
+
 class NewUserForm(forms.Form):
     """An admin creates a user with a role."""
 

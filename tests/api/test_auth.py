@@ -277,3 +277,24 @@ def test_tokens_of_a_deactivated_or_deleted_owner_stop_working(
     operator.delete()
     assert not ApiToken.objects.filter(name="ci-write").exists()
     assert client.get("/api/v1/clusters/").status_code == 401
+
+
+@pytest.mark.django_db
+def test_a_deactivated_owners_token_reads_nothing() -> None:
+    from recommender.roles import Role
+    from recommender.services.tokens import create_token
+    from tests.api.conftest import token_client
+    from tests.factories import make_user
+
+    owner = make_user("owen", Role.VIEWER)
+    _, key = create_token(name="ci", scope="read", created_by=owner, now=timezone.now())
+    assert token_client(key).get("/api/v1/workloads/").status_code == 200
+
+    owner.is_active = False
+    owner.save(update_fields=["is_active"])
+
+    response = token_client(key).get("/api/v1/workloads/")
+    assert response.status_code == 401
+    error = response.json()["error"]
+    assert "fields" in error
+    assert "deactivated" in error["message"]

@@ -458,3 +458,16 @@ def test_cluster_option(read_client: Client, shop: Workload) -> None:
     assert "cluster" in ambiguous.json()["error"]["fields"]
     chosen = rightsize(read_client, DEPLOYMENT, "?cluster=prod")
     assert chosen.json()["documents"][0]["workload"]["cluster"] == "prod"
+
+
+def test_the_yaml_output_says_right_sized_only_when_something_changed(
+    read_client: Client, shop: Workload
+) -> None:
+    changed = rightsize(read_client, DEPLOYMENT, "?format=yaml").content.decode()
+    assert changed.startswith("# Right-sized by vpaweb.\n# Deployment/")
+    assert [d["kind"] for d in yaml.safe_load_all(changed)] == ["Deployment"]
+
+    unchanged = rightsize(read_client, UNKNOWN, "?format=yaml").content.decode()
+    assert not unchanged.startswith("#"), unchanged
+    assert "Right-sized" not in unchanged
+    assert list(yaml.safe_load_all(unchanged)) == [yaml.safe_load(UNKNOWN)]

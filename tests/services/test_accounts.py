@@ -89,3 +89,52 @@ def test_a_name_created_between_the_check_and_the_insert_is_a_validation_error(
     accounts.create_user(
         username="carol", password="long-enough", role="viewer", actor=admin, now=NOW
     )
+
+
+def test_deactivating_and_reactivating_a_user_is_audited(admin):
+    bob = make_user("bob", Role.VIEWER)
+
+    accounts.set_user_active(user_id=bob.pk, active=False, actor=admin, now=NOW)
+    bob.refresh_from_db()
+    assert not bob.is_active
+    accounts.set_user_active(user_id=bob.pk, active=True, actor=admin, now=NOW)
+    bob.refresh_from_db()
+    assert bob.is_active
+    events = AuditEvent.objects.filter(action="user.active").order_by("pk")
+    assert [(e.before, e.after) for e in events] == [
+        ({"active": True}, {"active": False}),
+        ({"active": False}, {"active": True}),
+    ]
+
+
+def test_an_admin_cannot_deactivate_themselves(admin):
+    with pytest.raises(InvalidInput, match="cannot deactivate yourself") as caught:
+        accounts.set_user_active(user_id=admin.pk, active=False, actor=admin, now=NOW)
+    assert caught.value.field == "active"
+    admin.refresh_from_db()
+    assert admin.is_active
+    assert not AuditEvent.objects.exists()
+
+
+def test_a_new_password_works_and_is_never_recorded(admin):
+    bob = make_user("bob", Role.VIEWER)
+
+    accounts.set_user_password(
+        user_id=bob.pk, password="a-new-long-password", actor=admin, now=NOW
+    )
+    bob.refresh_from_db()
+    assert bob.check_password("a-new-long-password")
+    event = AuditEvent.objects.get(action="user.password")
+    assert "a-new-long-password" not in f"{event.before} {event.after} {event.message}"
+
+
+def test_a_weak_password_is_refused_naming_the_field(admin):
+    bob = make_user("bob", Role.VIEWER)
+
+    with pytest.raises(InvalidInput) as caught:
+        accounts.set_user_password(
+            user_id=bob.pk, password="short", actor=admin, now=NOW
+        )
+    assert caught.value.field == "password"
+    bob.refresh_from_db()
+    assert bob.check_password("pw-for-tests-only")

@@ -213,6 +213,38 @@ def test_admin_sets_a_role_and_it_is_audited(admin_client_, viewer):
     assert (event.before, event.after) == ({"role": "viewer"}, {"role": "operator"})
 
 
+def test_admin_deactivates_a_user_who_then_cannot_log_in(admin_client_, viewer, client):
+    response = admin_client_.post(
+        "/users/", {"form": "active", "user_id": viewer.pk, "active": "false"}
+    )
+
+    assert response.status_code == 302
+    viewer.refresh_from_db()
+    assert not viewer.is_active
+    login = client.post(
+        "/login/", {"username": viewer.username, "password": "pw-for-tests-only"}
+    )
+    assert login.status_code == 200  # the form again, not a redirect
+    assert "_auth_user_id" not in client.session
+    assert "(inactive)" in admin_client_.get("/users/").content.decode()
+
+
+def test_admin_sets_a_new_password_and_a_short_one_is_refused(admin_client_, viewer):
+    admin_client_.post(
+        "/users/", {"form": "password", "user_id": viewer.pk, "password": "short"}
+    )
+    viewer.refresh_from_db()
+    assert viewer.check_password("pw-for-tests-only")
+
+    response = admin_client_.post(
+        "/users/",
+        {"form": "password", "user_id": viewer.pk, "password": "brand-new-secret"},
+    )
+    assert response.status_code == 302
+    viewer.refresh_from_db()
+    assert viewer.check_password("brand-new-secret")
+
+
 def test_operator_cannot_manage_users(operator_client):
     assert operator_client.get("/users/").status_code == 403
 
