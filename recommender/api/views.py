@@ -130,8 +130,14 @@ class WorkloadViewSet(viewsets.ReadOnlyModelViewSet):
         plain = filter_workloads(Workload.objects.all(), filters)
         ids = self.paginate_queryset(plain.values_list("pk", flat=True)) or []
         order = workload_order(filters.get("ordering"))
-        rows = workload_values(workload_queryset().filter(pk__in=ids).order_by(*order))
-        return self.get_paginated_response(workload_rows(rows))
+        rows = workload_values(
+            Workload.objects.filter(pk__in=ids).order_by(*order), facts=False
+        )
+        return self.get_paginated_response(
+            workload_rows(
+                rows, prices=Prices.from_settings(), rules=risk_rules(timezone.now())
+            )
+        )
 
 
 class WorkloadLookupMixin:

@@ -8,21 +8,34 @@ page of 100 workloads costs a few milliseconds of Python instead of tens.
 
 The provisioning facts (status, savings, risk, OOM kills, shortfall, missing
 requests) are the annotations of ``Workload.objects.with_provisioning`` that
-``api.queries.workload_queryset()`` adds, read as columns of the same row.
+``api.queries.workload_queryset()`` adds, read as columns of the same row, when the
+whole list is filtered or sorted by them. A plain page (``facts=False``) computes them
+in Python from its own containers with ``container_facts`` / ``workload_facts``, the
+rule those annotations mirror (tests/services/test_provisioning_parity.py): Django
+compiling the annotated query cost more than everything else of a page.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, tzinfo
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.utils import timezone
 from rest_framework.settings import api_settings
 
 from recommender.engine.resources import Resources
-from recommender.models import Container, Policy, Workload
+from recommender.models import Container, OomKill, Policy, Workload
+from recommender.models.provisioning import (
+    INIT_KIND,
+    PriceRates,
+    ProvisioningFacts,
+    RiskRules,
+    container_facts,
+    workload_facts,
+)
 from recommender.services.advice.pod_spec import resource_list
 
 # The workload columns, in the order the row tuples carry them.
@@ -41,7 +54,9 @@ WORKLOAD_COLUMNS = (
     "hpa_conflicts",
     "policy__mode",
     "policy__profile",
-    # Annotations of Workload.objects.with_provisioning (models/provisioning.py).
+)
+# Annotations of Workload.objects.with_provisioning (models/provisioning.py).
+FACT_COLUMNS = (
     "status",
     "savings",
     "risk",
@@ -71,6 +86,10 @@ CONTAINER_COLUMNS = (
     f"{_REC}upper_memory_bytes",
     f"{_REC}uncapped_cpu_millicores",
     f"{_REC}uncapped_memory_bytes",
+    # Read only for the facts of a plain page (after the eight amounts above).
+    f"{_REC}floor_cpu_millicores",
+    f"{_REC}floor_memory_bytes",
+    "pk",
 )
 
 
@@ -165,20 +184,98 @@ def _container(row: tuple[Any, ...], times: _Times) -> dict[str, Any]:
     }
 
 
-def workload_values(workloads: QuerySet[Workload]) -> QuerySet[Any]:
+def workload_values(
+    workloads: QuerySet[Workload], *, facts: bool = True
+) -> QuerySet[Any]:
     """``workloads`` (filtered and ordered as they are) as the row tuples
-    :func:`workload_rows` reads: one query, which a paginator may slice and count."""
-    return (
-        workloads.select_related(None)
-        .prefetch_related(None)
-        .values_list(*WORKLOAD_COLUMNS)
+    :func:`workload_rows` reads: one query, which a paginator may slice and count.
+    ``facts``: the rows carry the annotated provisioning facts (``workloads`` comes
+    from ``with_provisioning``); without, workload_rows computes them."""
+    columns = WORKLOAD_COLUMNS + FACT_COLUMNS if facts else WORKLOAD_COLUMNS
+    return workloads.select_related(None).prefetch_related(None).values_list(*columns)
+
+
+def _computed_facts(
+    containers: dict[int, list[tuple[Any, ...]]],
+    replicas: dict[int, int | None],
+    *,
+    prices: PriceRates,
+    rules: RiskRules,
+) -> dict[int, tuple[Any, ...]]:
+    """The FACT_COLUMNS of each workload from its container rows, as
+    ``with_provisioning`` annotates them: one more query for recent OOM kills."""
+    regular = {
+        pk: [row for row in rows if row[2] != INIT_KIND]
+        for pk, rows in containers.items()
+    }
+    ids = [row[-1] for rows in regular.values() for row in rows]
+    kills = dict(
+        OomKill.objects.filter(container_id__in=ids, occurred_at__gte=rules.oom_since)
+        .order_by()
+        .values("container_id")
+        .annotate(n=Count("pk"))
+        .values_list("container_id", "n")
+    )
+    out = {}
+    for pk, rows in regular.items():
+        facts = workload_facts(
+            container_facts(
+                _as_container(row),
+                recent_ooms=kills.get(row[-1], 0),
+                replicas=replicas[pk],
+                prices=prices,
+                rules=rules,
+            )
+            for row in rows
+        )
+        out[pk] = _fact_columns(facts)
+    return out
+
+
+def _as_container(row: tuple[Any, ...]) -> Container:
+    """The attributes ``container_facts`` reads, from a CONTAINER_COLUMNS row."""
+    rec = None
+    if row[10] is not None:
+        (target_cpu, target_memory, lower_cpu, lower_memory) = row[12:16]
+        rec = SimpleNamespace(
+            target_cpu_millicores=target_cpu,
+            target_memory_bytes=target_memory,
+            lower_cpu_millicores=lower_cpu,
+            lower_memory_bytes=lower_memory,
+            floor_cpu_millicores=row[20],
+            floor_memory_bytes=row[21],
+        )
+    return cast(
+        Container,
+        SimpleNamespace(
+            request_cpu_millicores=row[4],
+            request_memory_bytes=row[5],
+            latest_recommendation=rec,
+        ),
     )
 
 
-def workload_rows(page: Iterable[tuple[Any, ...]]) -> list[dict[str, Any]]:
+def _fact_columns(facts: ProvisioningFacts) -> tuple[Any, ...]:
+    return (
+        facts.status,
+        facts.savings,
+        facts.risk,
+        facts.recent_ooms,
+        facts.shortfall_percent,
+        1 if facts.missing_requests else 0,
+    )
+
+
+def workload_rows(
+    page: Iterable[tuple[Any, ...]],
+    *,
+    prices: PriceRates | None = None,
+    rules: RiskRules | None = None,
+) -> list[dict[str, Any]]:
     """``WorkloadSerializer(workloads, many=True).data`` as plain dicts, from the rows
     of :func:`workload_values` (e.g. a page of them), in their order: one more query
-    for all their containers with their latest recommendations."""
+    for all their containers with their latest recommendations. Rows without the fact
+    columns (``facts=False``) need ``prices`` and ``rules``, and one query more."""
     page = list(page)
     if not page:
         return []
@@ -188,6 +285,16 @@ def workload_rows(page: Iterable[tuple[Any, ...]]) -> list[dict[str, Any]]:
         *CONTAINER_COLUMNS
     ):
         containers[row[0]].append(row)
+    if len(page[0]) == len(WORKLOAD_COLUMNS):
+        if prices is None or rules is None:
+            raise ValueError("rows without facts need prices and rules")
+        computed = _computed_facts(
+            containers,
+            {row[0]: row[6] for row in page},
+            prices=prices,
+            rules=rules,
+        )
+        page = [row + computed[row[0]] for row in page]
     times = _Times()
     out = []
     for (

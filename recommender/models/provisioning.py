@@ -209,7 +209,8 @@ def container_facts(
             cpu = (container.request_cpu_millicores or 0) - rec.target_cpu_millicores
         if rec.target_memory_bytes is not None:
             memory = (container.request_memory_bytes or 0) - rec.target_memory_bytes
-        savings = (replicas or 1) * (
+        # As Coalesce(replicas, 1) in SQL: unknown counts one pod; scaled to 0, none.
+        savings = (1 if replicas is None else replicas) * (
             cpu * prices.per_millicore_month + memory * prices.per_byte_month
         )
         if not no_data:
