@@ -18,7 +18,7 @@ from recommender.api.fields import (
     StrictIntegerField,
 )
 from recommender.api.rollup_serializers import ClusterFailureSerializer
-from recommender.engine.resources import Resources
+from recommender.api.workload_rows import template_resources
 from recommender.models import (
     Cluster,
     Container,
@@ -163,16 +163,7 @@ class ContainerSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(TemplateResourcesSerializer)
     def get_template(self, obj: Container) -> dict[str, dict[str, str]]:
-        template = obj.template_resources or {}
-        return {
-            kind: resource_list(
-                Resources(
-                    (template.get(kind) or {}).get("cpu"),
-                    (template.get(kind) or {}).get("memory"),
-                )
-            )
-            for kind in ("requests", "limits")
-        }
+        return template_resources(obj.template_resources)
 
     @extend_schema_field(ResourceListSerializer)
     def get_requests(self, obj: Container) -> dict[str, str]:

@@ -134,7 +134,8 @@ def _hpa_conflict(conflict: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _template(template: dict[str, Any] | None) -> dict[str, dict[str, str]]:
+def template_resources(template: dict[str, Any] | None) -> dict[str, dict[str, str]]:
+    """A container's stored ``template_resources`` as the API shows them."""
     template = template or {}
     return {
         kind: resource_list(
@@ -179,7 +180,7 @@ def _container(row: tuple[Any, ...], times: _Times) -> dict[str, Any]:
         "requests": resource_list(Resources(request_cpu, request_memory)),
         "limits": resource_list(Resources(limit_cpu, limit_memory)),
         "sources": dict(sources or {}),
-        "template": _template(template),
+        "template": template_resources(template),
         "recommendation": recommendation,
     }
 

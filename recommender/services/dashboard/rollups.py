@@ -23,6 +23,7 @@ from recommender.cluster import label_selector
 from recommender.errors import InvalidInput
 from recommender.models import Container, ProvisioningStatus, Workload
 from recommender.models.provisioning import no_data_q
+from recommender.services.dashboard.overview import Totals
 from recommender.services.dashboard.provisioning import Prices, risk_rules
 
 # What a rollup groups by (the ``by`` parameter), in the order the page shows them.
@@ -40,32 +41,17 @@ NO_LABEL = ""
 
 
 @dataclass
-class RollupGroup:
-    """The totals of one group (all replicas of its workloads)."""
+class RollupGroup(Totals):
+    """The totals of one group (all replicas of its workloads): the overview's
+    ``Totals`` (``cluster``: by namespace, the namespace's cluster, as namespaces are
+    per cluster), with the group's name, its workloads and their headline statuses."""
 
-    name: str
-    # By namespace: the namespace's cluster (namespaces are per cluster).
-    cluster: str = ""
+    name: str = ""
     workloads: int = 0
-    containers: int = 0
-    covered: int = 0
-    requested_cpu_millicores: int = 0
-    requested_memory_bytes: int = 0
-    # Requests of the containers that have a target, compared with the targets.
-    covered_requested_cpu_millicores: int = 0
-    covered_requested_memory_bytes: int = 0
-    recommended_cpu_millicores: int = 0
-    recommended_memory_bytes: int = 0
-    savings: float = 0.0
     # Workloads per headline status (ProvisioningStatus.LABELS keys).
     statuses: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(ProvisioningStatus.LABELS, 0)
     )
-
-    @property
-    def coverage(self) -> float:
-        """Share of containers with a recommendation (0..1)."""
-        return self.covered / self.containers if self.containers else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """The API's shape (``RollupGroupSerializer``)."""
