@@ -31,16 +31,21 @@ def _role(value: str | None) -> Role | None:
     return Role(value)
 
 
+def _locked_user(user_id: int) -> User:
+    try:
+        user: User = get_user_model().objects.select_for_update().get(pk=user_id)
+    except get_user_model().DoesNotExist:
+        raise NotFound(f"user {user_id} does not exist") from None
+    return user
+
+
 def set_user_role(
     *, user_id: int, role: str | None, actor: User | None, now: datetime
 ) -> User:
     """Give a user exactly ``role`` (None takes every role away), audited."""
     new_role = _role(role)
     with transaction.atomic():
-        try:
-            user = get_user_model().objects.select_for_update().get(pk=user_id)
-        except get_user_model().DoesNotExist:
-            raise NotFound(f"user {user_id} does not exist") from None
+        user = _locked_user(user_id)
         if actor is not None and user.pk == actor.pk and new_role != Role.ADMIN:
             raise InvalidInput(
                 "you cannot take the admin role from yourself", field="role"
@@ -119,14 +124,6 @@ def create_user(
             ),
         )
     logger.info("user %s created by %s", username, actor_label_of(actor))
-    return user
-
-
-def _locked_user(user_id: int) -> User:
-    try:
-        user: User = get_user_model().objects.select_for_update().get(pk=user_id)
-    except get_user_model().DoesNotExist:
-        raise NotFound(f"user {user_id} does not exist") from None
     return user
 
 

@@ -4,8 +4,12 @@ and API tokens."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
@@ -85,64 +89,65 @@ def audit(request: HttpRequest) -> HttpResponse:
     return render(request, "recommender/audit.html", context)
 
 
+@dataclass(frozen=True)
+class UserRowAction:
+    """One change an admin makes from a user's row: the form it posts, the service
+    that makes it (called with the form's cleaned data), and what to say."""
+
+    form: type[forms.Form]
+    change: Callable[..., object]
+    done: str
+    failed: str
+
+
+# The ``form`` field of each row form on the Users page.
+USER_ROW_ACTIONS = {
+    "role": UserRowAction(
+        RoleForm, accounts.set_user_role, "Role updated.", "Role not changed"
+    ),
+    "active": UserRowAction(
+        ActiveForm, accounts.set_user_active, "User updated.", "User not changed"
+    ),
+    "password": UserRowAction(
+        PasswordForm,
+        accounts.set_user_password,
+        "Password changed.",
+        "Password not changed",
+    ),
+}
+
+
+def _change_user(
+    request: HttpRequest, action: UserRowAction, *, now: datetime
+) -> HttpResponse | None:
+    """Make one row change; a redirect to the page when it is made, else None with the
+    reason as a message."""
+    form = action.form(request.POST)
+    if not form.is_valid():
+        problems = [str(e) for es in form.errors.values() for e in es]
+        messages.error(request, f"{action.failed}: {'; '.join(problems)}")
+        return None
+    try:
+        action.change(**form.cleaned_data, actor=acting_user(request), now=now)
+    except (InvalidInput, NotFound) as exc:
+        messages.error(request, f"{action.failed}: {exc.message}")
+        return None
+    messages.success(request, action.done)
+    return redirect("users")
+
+
 @require_http_methods(["GET", "POST"])
 @require_role(Role.ADMIN)
 def users(request: HttpRequest) -> HttpResponse:
     """Admins manage users and their roles, and see the settings in force."""
-    role_form = RoleForm()
     new_form = NewUserForm()
     if request.method == "POST":
         now = timezone.now()
-        if request.POST.get("form") == "role":
-            role_form = RoleForm(request.POST)
-            if role_form.is_valid():
-                try:
-                    accounts.set_user_role(
-                        user_id=role_form.cleaned_data["user_id"],
-                        role=role_form.cleaned_data["role"] or None,
-                        actor=acting_user(request),
-                        now=now,
-                    )
-                except (InvalidInput, NotFound) as exc:
-                    messages.error(request, exc.message)
-                else:
-                    messages.success(request, "Role updated.")
-                    return redirect("users")
-        elif request.POST.get("form") == "active":
-            active_form = ActiveForm(request.POST)
-            if active_form.is_valid():
-                try:
-                    accounts.set_user_active(
-                        user_id=active_form.cleaned_data["user_id"],
-                        active=active_form.cleaned_data["active"],
-                        actor=acting_user(request),
-                        now=now,
-                    )
-                except (InvalidInput, NotFound) as exc:
-                    messages.error(request, exc.message)
-                else:
-                    messages.success(request, "User updated.")
-                    return redirect("users")
-            else:
-                messages.error(request, "Choose active or inactive.")
-        elif request.POST.get("form") == "password":
-            password_form = PasswordForm(request.POST)
-            if password_form.is_valid():
-                try:
-                    accounts.set_user_password(
-                        user_id=password_form.cleaned_data["user_id"],
-                        password=password_form.cleaned_data["password"],
-                        actor=acting_user(request),
-                        now=now,
-                    )
-                except (InvalidInput, NotFound) as exc:
-                    messages.error(request, f"Password not changed: {exc.message}")
-                else:
-                    messages.success(request, "Password changed.")
-                    return redirect("users")
-            else:
-                problems = [str(e) for es in password_form.errors.values() for e in es]
-                messages.error(request, "Password not changed: " + "; ".join(problems))
+        row_action = USER_ROW_ACTIONS.get(request.POST.get("form", ""))
+        if row_action is not None:
+            done = _change_user(request, row_action, now=now)
+            if done is not None:
+                return done
         else:
             new_form = NewUserForm(request.POST)
             if new_form.is_valid():
@@ -174,7 +179,6 @@ def users(request: HttpRequest) -> HttpResponse:
     context = {
         "rows": rows,
         "roles": [r.value for r in ROLE_ORDER],
-        "role_form": role_form,
         "new_form": new_form,
         "my_role": role_of(request.user),
         "settings_shown": [
