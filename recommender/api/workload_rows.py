@@ -206,10 +206,10 @@ def _computed_facts(
     """The FACT_COLUMNS of each workload from its container rows, as
     ``with_provisioning`` annotates them: one more query for recent OOM kills."""
     regular = {
-        pk: [row for row in rows if row[2] != INIT_KIND]
+        pk: [row for row in rows if row[_AT["kind"]] != INIT_KIND]
         for pk, rows in containers.items()
     }
-    ids = [row[-1] for rows in regular.values() for row in rows]
+    ids = [row[_AT["pk"]] for rows in regular.values() for row in rows]
     kills = dict(
         OomKill.objects.filter(container_id__in=ids, occurred_at__gte=rules.oom_since)
         .order_by()
@@ -222,7 +222,7 @@ def _computed_facts(
         facts = workload_facts(
             container_facts(
                 _as_container(row),
-                recent_ooms=kills.get(row[-1], 0),
+                recent_ooms=kills.get(row[_AT["pk"]], 0),
                 replicas=replicas[pk],
                 prices=prices,
                 rules=rules,
@@ -233,24 +233,28 @@ def _computed_facts(
     return out
 
 
+# Where each CONTAINER_COLUMNS value stands in a row, and the recommendation fields
+# container_facts reads.
+_AT = {name: index for index, name in enumerate(CONTAINER_COLUMNS)}
+_FACT_REC_FIELDS = tuple(
+    f"{kind}_{unit}"
+    for kind in ("target", "lower", "floor")
+    for unit in ("cpu_millicores", "memory_bytes")
+)
+
+
 def _as_container(row: tuple[Any, ...]) -> Container:
     """The attributes ``container_facts`` reads, from a CONTAINER_COLUMNS row."""
     rec = None
-    if row[10] is not None:
-        (target_cpu, target_memory, lower_cpu, lower_memory) = row[12:16]
+    if row[_AT["latest_recommendation_id"]] is not None:
         rec = SimpleNamespace(
-            target_cpu_millicores=target_cpu,
-            target_memory_bytes=target_memory,
-            lower_cpu_millicores=lower_cpu,
-            lower_memory_bytes=lower_memory,
-            floor_cpu_millicores=row[20],
-            floor_memory_bytes=row[21],
+            **{name: row[_AT[f"{_REC}{name}"]] for name in _FACT_REC_FIELDS}
         )
     return cast(
         Container,
         SimpleNamespace(
-            request_cpu_millicores=row[4],
-            request_memory_bytes=row[5],
+            request_cpu_millicores=row[_AT["request_cpu_millicores"]],
+            request_memory_bytes=row[_AT["request_memory_bytes"]],
             latest_recommendation=rec,
         ),
     )
