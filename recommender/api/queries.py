@@ -17,6 +17,7 @@ from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 
 from recommender.api.fields import QueryTextField
+from recommender.api.workload_rows import FACT_COLUMNS
 from recommender.errors import InvalidInput
 from recommender.models import (
     Container,
@@ -209,7 +210,9 @@ def workload_order(ordering: list[str] | None) -> list[str]:
 
 # Filters and sort keys that read Workload.objects.with_provisioning's annotations.
 FACT_FILTERS = ("status", "at_risk", "wasteful", "missing_requests")
-FACT_ORDERING = ("savings_monthly", "risk", "recent_ooms", "shortfall_percent")
+FACT_ORDERING = tuple(
+    key for key, field in WORKLOAD_ORDERING.items() if field in FACT_COLUMNS
+)
 
 
 def needs_facts(filters: dict[str, Any]) -> bool:
