@@ -445,6 +445,9 @@ def _resource_chain(
     ):
         base = resource_amounts_from_float(raw * to_amount)
         margin = with_margin(base, margin_fraction)
+        if resource == MEMORY and profile.memory_margin_min_bytes > 0:
+            # vpaweb: the margin is at least memory_margin_min_bytes.
+            margin = np.maximum(margin, base + profile.memory_margin_min_bytes)
         after = margin if name == "target" else scale_resources(margin, mult)
         bounds.append(
             BoundArrays(

@@ -70,6 +70,10 @@ class Profile:
     memory_margin_spread: float = 0.0
     memory_margin_base: float = SAFETY_MARGIN_FRACTION
     memory_margin_max: float = 1.0
+    # vpaweb's smallest memory margin in bytes (0 = off, upstream): every memory value
+    # gets base + max(trunc(base * margin), memory_margin_min_bytes), so that a small
+    # container's margin is not a few MiB.
+    memory_margin_min_bytes: int = 0
     # vpaweb's CPU throttling rule (engine/throttling.py; 0 = off): raise the CPU target
     # by this fraction when the throttled share of CFS periods exceeds the threshold.
     throttling_boost: float = 0.0
@@ -165,6 +169,7 @@ def _validate(p: Profile) -> None:
         "pod_min_cpu_millicores",
         "pod_min_memory_bytes",
         "oom_min_bump_bytes",
+        "memory_margin_min_bytes",
     ):
         value = getattr(p, field)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -242,6 +247,19 @@ PROFILES: Mapping[str, Profile] = MappingProxyType(
             memory_margin_spread=0.25,
             memory_margin_base=0.125,
             memory_margin_max=0.25,
+        ),
+        # Tuned by replaying real traces (docs/replay.md): recurring-peaks' memory
+        # target (p80 of daily peaks, 4-day half-life, +12.5 %) with a margin of at
+        # least 64 MiB and a pod minimum of 128 MiB instead of 250 MiB, so that small
+        # containers get a headroom in bytes rather than a flat floor. CPU: upstream's
+        # percentiles with the 12.5 % margin, as recurring-peaks.
+        "headroom": Profile(
+            name="headroom",
+            memory_target_percentile=0.8,
+            memory_half_life_s=4 * 86400.0,
+            margin_fraction=0.125,
+            memory_margin_min_bytes=64 * 1024 * 1024,
+            pod_min_memory_bytes=128 * 1024 * 1024,
         ),
     }
 )
