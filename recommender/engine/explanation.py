@@ -27,7 +27,7 @@ class BoundExplanation:
     percentile: float | None  # the percentile read, None for the peak estimator
     raw: float  # histogram value read: cores or bytes (a bucket edge)
     base: int  # raw in millicores or bytes, truncated
-    with_margin: int  # base + trunc(base * margin)
+    with_margin: int  # base + trunc(base * margin), memory: at least base + floor
     multiplier: float  # confidence multiplier (1.0 for the target)
     after_confidence: int
     pod_minimum: int

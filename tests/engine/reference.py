@@ -260,7 +260,8 @@ def confidence(agg: Aggregate, interval_s: float) -> float:
 def recommend(
     agg: Aggregate, n_containers: int = 1, profile: dict | None = None
 ) -> dict[str, tuple[int, int, int]]:
-    """Upstream target/lower/upper per resource, default flags or profile overrides."""
+    """Upstream target/lower/upper per resource, default flags or profile overrides
+    (``min_margin_mem``: vpaweb's smallest memory margin in bytes, 0 = upstream)."""
     p = {
         "cpu": (0.9, 0.5, 0.95),
         "memory": (0.9, 0.5, 0.95),
@@ -281,6 +282,8 @@ def recommend(
         for i, pct in enumerate(p[res]):
             base = amount(hist.percentile(pct) * to_amount)
             x = base + amount(base * p["margin"])
+            if res == "memory":  # vpaweb's memory_margin_min_bytes (0: upstream)
+                x = max(x, base + int(p.get("min_margin_mem", 0)))
             if i == 1:
                 mult = go_pow(1.0 + 0.001 / conf, -2.0) if conf else 0.0
                 x = amount(x * mult)

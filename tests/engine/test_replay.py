@@ -225,6 +225,47 @@ def test_a_profile_with_overrides_replays_as_the_reference_with_them(data):
                 assert timeline.values["cpu", "upper"][j, c] == rec["cpu"][2]
 
 
+def test_headroom_replays_as_the_reference_with_its_settings(data):
+    # Every hour of the six real VMs, every bound: p80 of daily memory peaks with a
+    # 4-day half-life, margin max(12.5 %, 64 MiB), pod minimum 128 MiB; CPU upstream's
+    # percentiles with the 12.5 % margin (the reference: one sample at a time).
+    profile = get_profile("headroom")
+    trace = to_trace(data)
+    (timeline,) = replay(trace, [profile], every_s=HOUR)
+    mi = 1024 * 1024
+    expected = reference_replay(
+        data,
+        profile={
+            "memory": (0.8, 0.5, 0.95),
+            "margin": 0.125,
+            "min_margin_mem": 64 * mi,
+            "min_mem": 128 * mi,
+            "mem_hl": 4 * 86400.0,
+        },
+    )
+    floor_binds = pod_min_binds = fraction_binds = 0
+    for c, name in enumerate(trace.container_ids):
+        for j, (_moment, rec) in enumerate(expected[name], start=1):
+            got = tuple(
+                timeline.values[res, bound][j, c]
+                for res in ("cpu", "memory")
+                for bound in ("target", "lower", "upper")
+            )
+            if rec is None:
+                assert all(math.isnan(v) for v in got)
+                continue
+            assert got == (*rec["cpu"], *rec["memory"]), (name, j)
+            target = rec["memory"][0]
+            pod_min_binds += target == 128 * mi
+            # Above the pod minimum, the target is base + margin: the margin is
+            # 64 MiB exactly (the floor) or 12.5 % of base (more than 64 MiB).
+            fraction_binds += target > 128 * mi and target - 64 * mi > 512 * mi
+            floor_binds += 128 * mi < target < (512 + 64) * mi
+    # The slice exercises each rule: the pod minimum, the 64 MiB floor (bases below
+    # 512 MiB) and the 12.5 % margin.
+    assert min(floor_binds, pod_min_binds, fraction_binds) >= 10
+
+
 def test_limits_and_hindsight_baselines(data, vpa_run):
     trace, _, days = vpa_run
     cpu_limit = np.array([1.0, 2.0, np.nan, 4.0, 8.0, 16.0])

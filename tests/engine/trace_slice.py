@@ -42,10 +42,12 @@ def reference_hourly(
     data: Samples, moments: list[float], profile: dict[str, object] | None = None
 ) -> dict[str, list[tuple[dict[str, tuple[int, int, int]], int]]]:
     """Upstream, one sample at a time in its integer units: per container and moment,
-    the recommendation from the samples before the moment and how many there were."""
+    the recommendation from the samples before the moment and how many there were
+    (``profile["mem_hl"]``: the memory half-life in seconds, default 24 h)."""
     out = {}
+    mem_hl = float((profile or {}).get("mem_hl", 86400.0))  # type: ignore[arg-type]
     for name, samples in data.items():
-        agg = ref.Aggregate()
+        agg = ref.Aggregate(mem_hl=mem_hl)
         container = ref.Container(agg)
         k = 0
         recs = []
