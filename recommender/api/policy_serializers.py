@@ -121,6 +121,14 @@ class ProfileOverridesSerializer(serializers.Serializer):
         min_value=0.0,
         help_text="largest adaptive memory margin, a fraction (vpa: 1.0)",
     )
+    memory_margin_min_bytes = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        help_text=(
+            "smallest memory margin in bytes: every memory value gets at least base +"
+            " this; 0 = off, as upstream (vpa: 0)"
+        ),
+    )
     throttling_boost = serializers.FloatField(
         required=False,
         min_value=0.0,

@@ -186,6 +186,7 @@ OVERRIDE_LABELS = {
     "memory_margin_spread": "Memory margin per peak spread",
     "memory_margin_base": "Memory margin at no spread",
     "memory_margin_max": "Largest memory margin",
+    "memory_margin_min_bytes": "Smallest memory margin",
     "throttling_boost": "CPU boost when throttled",
     "throttling_threshold": "Throttling threshold",
 }

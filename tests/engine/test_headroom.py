@@ -30,7 +30,10 @@ def _targets(profile, peaks):
         for day in range(3):
             constant_grid(aggs, row, "p", t0 + day * DAY, 60, cpu=0.5, mem=peak)
     recs = recommend(
-        aggs, rows=range(len(peaks)), profile=profile, containers_in_pod=[1] * len(peaks)
+        aggs,
+        rows=range(len(peaks)),
+        profile=profile,
+        containers_in_pod=[1] * len(peaks),
     )
     return [r.target.memory_bytes for r in recs]
 
@@ -64,21 +67,26 @@ def test_the_margin_is_the_larger_of_the_fraction_and_the_floor(peak_mib):
         if expected == base + 64 * MI
         else "fraction"
     )
-    assert regime == {
-        40: "pod minimum",
-        100: "floor",
-        300: "floor",
-        480: "floor",
-        500: "fraction",
-        2048: "fraction",
-    }[peak_mib]
+    assert (
+        regime
+        == {
+            40: "pod minimum",
+            100: "floor",
+            300: "floor",
+            480: "floor",
+            500: "fraction",
+            2048: "fraction",
+        }[peak_mib]
+    )
 
 
 def test_the_floor_applies_to_both_bounds_and_not_to_cpu():
     floor = get_profile("vpa").with_overrides(memory_margin_min_bytes=64 * MI)
     vpa = get_profile("vpa")
     aggs = new_set(1, vpa)
-    constant_grid(aggs, 0, "p", 1_700_000_000.0 // DAY * DAY, 600, cpu=0.5, mem=300 * MI)
+    constant_grid(
+        aggs, 0, "p", 1_700_000_000.0 // DAY * DAY, 600, cpu=0.5, mem=300 * MI
+    )
     (plain,) = recommend(aggs, rows=[0], profile=vpa, containers_in_pod=[1])
     (floored,) = recommend(aggs, rows=[0], profile=floor, containers_in_pod=[1])
     assert floored.target.cpu_millicores == plain.target.cpu_millicores
