@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from recommender.engine.profiles import PROFILES
 from recommender.engine.quantity import humanize_cpu, humanize_memory
 
 DAY_S = 86400.0
@@ -88,7 +89,9 @@ def _raw(resource: str, value: Any) -> str:
     return _amount(resource, number * 1000 if resource == "cpu" else number)
 
 
-def _bound(resource: str, bound: dict[str, Any], margin: float | None) -> str:
+def _bound(
+    resource: str, bound: dict[str, Any], margin: float | None, margin_floor: int = 0
+) -> str:
     """One bound as a chain: read → margin → confidence → pod minimum → value."""
     parts = []
     percentile = _number(bound.get("percentile"))
@@ -117,7 +120,13 @@ def _bound(resource: str, bound: dict[str, Any], margin: float | None) -> str:
             and margin is not None
         ):
             applied = with_margin / base - 1
-            if abs(applied - margin) > 0.001:
+            if margin_floor and with_margin - base == margin_floor:
+                # headroom's smallest margin in bytes (memory_margin_min_bytes).
+                margin_text = (
+                    f"+{_amount(resource, margin_floor)} margin (the smallest,"
+                    f" {applied * 100:.1f}%)"
+                )
+            elif abs(applied - margin) > 0.001:
                 margin_text = f"+{applied * 100:.1f}% adaptive margin"
         parts.append(f"{margin_text} → {_amount(resource, bound['with_margin'])}")
     multiplier = _number(bound.get("multiplier"))
@@ -321,6 +330,16 @@ def _omitted(explanation: dict[str, Any]) -> list[tuple[str, str]]:
     return lines
 
 
+def _margin_floor(explanation: dict[str, Any]) -> int:
+    """The smallest memory margin in bytes the explanation's profile (with its
+    overrides) applied; 0 when off or unknown."""
+    change = (explanation.get("profile_overrides") or {}).get("memory_margin_min_bytes")
+    if isinstance(change, dict) and _number(change.get("override")) is not None:
+        return int(change["override"])
+    profile = PROFILES.get(str(explanation.get("profile")))
+    return 0 if profile is None else profile.memory_margin_min_bytes
+
+
 def describe_explanation(
     explanation: dict[str, Any] | None, *, oom_effect: dict[str, Any] | None = None
 ) -> list[tuple[str, str]]:
@@ -370,7 +389,10 @@ def describe_explanation(
                 continue  # said in the "not recommended" line
             if isinstance(bound, dict):
                 lines.append(
-                    (f"{label} {bound_label.lower()}", _bound(name, bound, margin))
+                    (
+                        f"{label} {bound_label.lower()}",
+                        _bound(name, bound, margin, _margin_floor(explanation)),
+                    )
                 )
             if name == "memory" and key == "target" and oom_text:
                 lines.append(("Memory and OOM kills", oom_text))

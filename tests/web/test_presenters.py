@@ -147,3 +147,21 @@ def test_an_adaptive_memory_margin_is_said_as_applied():
     assert "+25.0% adaptive margin" in bursty_lines["Memory target"]
     # CPU keeps the profile's margin, as upstream.
     assert "+15% margin" in bursty_lines["CPU target"]
+
+
+def test_headrooms_smallest_margin_is_said_in_bytes():
+    from tests.engine.helpers import DAY, MI, constant_grid, new_set
+
+    profile = get_profile("headroom")
+    aggs = new_set(2, profile)
+    t0 = 1_700_000_000.0 // DAY * DAY
+    constant_grid(aggs, 0, "small", t0, 600, cpu=0.5, mem=300 * MI)
+    constant_grid(aggs, 1, "large", t0, 600, cpu=0.5, mem=4096 * MI)
+    small, large = recommend(
+        aggs, rows=[0, 1], profile=profile, containers_in_pod=[1, 1]
+    )
+    small_line = dict(describe_explanation(small.explanation_dict()))["Memory target"]
+    # 12.5 % of about 315 MiB is less than 64 MiB: the floor, about +20 %.
+    assert "+64 MiB margin (the smallest, 20.3%)" in small_line
+    large_line = dict(describe_explanation(large.explanation_dict()))["Memory target"]
+    assert "+12.5% margin" in large_line and "smallest" not in large_line
