@@ -151,7 +151,9 @@ def test_long_ranges_are_chunked_and_reassembled(fake):
 
     fake.default = samples_responder({("shop", "web-1", "app"): counter_at})
     end = T0 + 8 * 86400
-    with make_source(fake, concurrency=3) as source:
+    # The fake builds 11,000 points per answer in Python: on a loaded machine that can
+    # exceed the default 2 s, and a retry would add requests to the count below.
+    with make_source(fake, concurrency=3, timeout_s=60.0) as source:
         usage = source.fetch_usage(namespace="shop", start_s=T0, end_s=end, step_s=60)
     assert usage.cpu_cores.shape == (1, 11_520)
     minutes = (usage.timestamp_s - T0) // 60
