@@ -185,16 +185,15 @@ def test_workload_without_recommendation_has_no_patch(fleet):
 
 
 def test_confidence_bands_count_latest_recommendations(fleet):
-    from recommender.models import Recommendation
-
     explanations = {
         "over": {"resources": {"cpu": {"confidence": 0.5}}},
         "under": {"resources": {"cpu": {"confidence": 3.0}}},
         "within": {"resources": {"cpu": {"confidence": 12}}},
     }
     for name, explanation in explanations.items():
-        rec_id = fleet[name].containers.get().latest_recommendation_id
-        Recommendation.objects.filter(pk=rec_id).update(explanation=explanation)
+        rec = fleet[name].containers.get().latest_recommendation
+        rec.explanation = explanation
+        rec.save()  # keeps Recommendation.confidence, which the bands read
 
     overview = fleet_overview(now=timezone.now(), prices=PRICES)
 
@@ -202,12 +201,9 @@ def test_confidence_bands_count_latest_recommendations(fleet):
 
 
 def test_malformed_confidence_is_unknown(fleet):
-    from recommender.models import Recommendation
-
     rec = fleet["over"].containers.get().latest_recommendation
-    Recommendation.objects.filter(pk=rec.pk).update(
-        explanation={"resources": {"cpu": {"confidence": "lots"}}}
-    )
+    rec.explanation = {"resources": {"cpu": {"confidence": "lots"}}}
+    rec.save()
 
     overview = fleet_overview(now=timezone.now(), prices=PRICES)
 
