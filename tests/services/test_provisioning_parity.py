@@ -326,6 +326,7 @@ def test_the_overview_counts_and_ranks_as_the_workload_and_container_facts_do():
             occurred_at__gte=_rules(now).oom_since,
         ).count()
     )
+    assert overview.missing_requests_count == shown.missing_requests().count() > 0
     assert overview.no_recommendation_count == (
         Container.objects.recommended().shown().no_data().count()
     )

@@ -26,11 +26,10 @@ from recommender.models import (
     Cluster,
     Container,
     OomKill,
-    ProvisioningFacts,
     RefreshRun,
     Workload,
 )
-from recommender.models.provisioning import no_data_q
+from recommender.models.provisioning import no_data_q, risk_score
 from recommender.services.dashboard.provisioning import (
     RECENT_OOM_WINDOW,
     Prices,
@@ -128,12 +127,22 @@ def _band(name: str) -> Q:
     return Q(**{f"{key}__gte": bounds[index], f"{key}__lt": bounds[index + 1]})
 
 
-def _fleet_totals(
-    *, prices: Prices
-) -> tuple[Totals, list[Totals], list[Totals], dict[str, int]]:
-    """Totals of the fleet, per cluster and per (cluster, namespace), and how many
-    latest recommendations fall in each confidence band: one query (one pass over
-    the containers and their latest recommendations)."""
+@dataclass
+class _FleetTotals:
+    """What one pass over the shown containers gives the overview."""
+
+    fleet: Totals
+    by_cluster: list[Totals]
+    by_namespace: list[Totals]
+    # Latest recommendations per confidence band (and "unknown").
+    confidence: dict[str, int]
+
+
+def _fleet_totals(*, prices: Prices) -> _FleetTotals:
+    """Totals of the fleet, per cluster and per (cluster, namespace), and the
+    confidence bands of the latest recommendations: one query (one pass over the
+    containers and their latest recommendations, hash-aggregated; a distinct count
+    here would sort them all, so the workloads missing a request are their own)."""
     replicas = Coalesce(F("workload__replicas"), Value(1))
     has_target_cpu = Q(latest_recommendation__target_cpu_millicores__isnull=False)
     has_target_mem = Q(latest_recommendation__target_memory_bytes__isnull=False)
@@ -205,7 +214,7 @@ def _fleet_totals(
         for name in confidence:
             confidence[name] += row[f"confidence_{name}"]
     confidence["unknown"] = recommendations - sum(confidence.values())
-    return fleet, list(clusters.values()), namespaces, confidence
+    return _FleetTotals(fleet, list(clusters.values()), namespaces, confidence)
 
 
 def _at_risk(
@@ -248,13 +257,7 @@ def _at_risk(
     ):
         shortfalls[workload_id] = max(shortfall, shortfalls.get(workload_id, 0))
     risk = {
-        pk: ProvisioningFacts(
-            savings=0.0,
-            recent_ooms=ooms.get(pk, 0),
-            shortfall_percent=shortfalls.get(pk, 0),
-            missing_requests=False,
-            no_data=False,
-        ).risk
+        pk: risk_score(ooms.get(pk, 0), shortfalls.get(pk, 0))
         for pk in ooms.keys() | shortfalls.keys()
     }
     # Ties on the score are ordered by savings: every workload scoring at least the
@@ -274,8 +277,8 @@ def _at_risk(
 
 def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overview:
     """Fleet totals, savings, workloads at risk, coverage, confidence, last runs."""
-    fleet, by_cluster, by_namespace, confidence = _fleet_totals(prices=prices)
-    active = Workload.objects.shown()
+    totals = _fleet_totals(prices=prices)
+    fleet = totals.fleet
     at_risk_count, at_risk, recent_oom_count = _at_risk(
         now=now, prices=prices, limit=limit
     )
@@ -310,8 +313,8 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
     runs = list(RefreshRun.objects.select_related("cluster")[:limit])
     return Overview(
         fleet=fleet,
-        by_cluster=by_cluster,
-        by_namespace=by_namespace,
+        by_cluster=totals.by_cluster,
+        by_namespace=totals.by_namespace,
         at_risk_count=at_risk_count,
         at_risk=at_risk,
         missing_requests_count=missing_requests,
@@ -325,11 +328,11 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
         no_recommendation=[
             {"container": c, "reason": no_recommendation_reason(c)} for c in missing
         ],
-        confidence=confidence,
+        confidence=totals.confidence,
         runs=runs,
         is_refreshing=any(run.status == RefreshRun.Status.RUNNING for run in runs),
         prices=prices,
-        workload_count=active.count(),
+        workload_count=Workload.objects.shown().count(),
         vpa_warnings=[
             f"{name}: {entry['message']}"
             for name, entries in Cluster.objects.filter(is_enabled=True)
