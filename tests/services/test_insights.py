@@ -56,9 +56,12 @@ def fleet(db):
     }
 
 
-def _page(**filters):
+def _page(page_size=50, **filters):
     return list_workloads(
-        filters=WorkloadFilters(**filters), now=timezone.now(), prices=PRICES
+        filters=WorkloadFilters(**filters),
+        now=timezone.now(),
+        prices=PRICES,
+        page_size=page_size,
     )
 
 
@@ -93,6 +96,19 @@ def test_filters_search_and_sorts(fleet):
     assert _page(sort="risk")[0].name == "under"
     # Unknown values are ignored rather than matching nothing.
     assert len(_page(status="bogus", sort="bogus")) == 4
+
+
+def test_the_count_is_of_the_rows_the_filters_leave(fleet):
+    for i in range(3):
+        _workload(fleet["over"].cluster, f"short-{i}", cpu=10, memory=MI, rec=(100, MI))
+
+    # Sorted by a fact, unfiltered: all of them (counted without the facts).
+    assert _page(sort="risk", page_size=2).paginator.count == 7
+    assert _page(sort="savings", page_size=2).paginator.count == 7
+    # Narrowed by a fact: the rows that have it.
+    assert _page(sort="risk", at_risk="true", page_size=2).paginator.count == 4
+    assert _page(at_risk="false", page_size=2).paginator.count == 3
+    assert _page(status="over", sort="risk", page_size=2).paginator.count == 1
 
 
 def test_recent_oom_kills_raise_risk(fleet):

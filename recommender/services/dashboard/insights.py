@@ -11,9 +11,11 @@ risk at once, and the list filters and sorts by each.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import cast
+from functools import cached_property
+from typing import Any, cast
 
 from django.core.paginator import Page, Paginator
 from django.db.models import Prefetch, QuerySet
@@ -92,6 +94,13 @@ class WorkloadFilters:
         )
 
     @property
+    def narrows_by_facts(self) -> bool:
+        """Whether a filter on the provisioning facts narrows the list."""
+        return bool(
+            self.status or self.at_risk or self.wasteful or self.missing_requests
+        )
+
+    @property
     def is_filtered(self) -> bool:
         """Whether anything narrows the list."""
         return any(
@@ -129,6 +138,22 @@ class WorkloadFilters:
         )
 
 
+class _Paginator(Paginator):  # type: ignore[type-arg]
+    """A paginator told how to count its rows (``count``), when a cheaper query
+    than counting ``object_list`` gives the same number."""
+
+    def __init__(
+        self, object_list: Any, per_page: int, *, count: Callable[[], int] | None
+    ) -> None:
+        super().__init__(object_list, per_page)
+        self._count = count
+
+    @cached_property
+    def count(self) -> int:
+        """The number of rows."""
+        return self._count() if self._count is not None else super().count
+
+
 def list_workloads(
     *,
     filters: WorkloadFilters,
@@ -161,6 +186,10 @@ def list_workloads(
     # filter or the sort needs them; the page's rows are then loaded (annotated) by id.
     order = ORDERS[filters.sort]
     ids: QuerySet[Workload, int]
+    # The number of rows: no fact narrows them when only the sort reads the facts,
+    # so they are counted without computing any (a count over the annotated rows
+    # computed every workload's facts again: 0.2 s at 65,000 workloads).
+    count = None if filters.narrows_by_facts else qs.count
     if filters.needs_facts:
         annotated = qs.with_provisioning(prices=prices, rules=rules)
         if filters.status:
@@ -174,7 +203,7 @@ def list_workloads(
         ids = annotated.order_by(*order).values_list("pk", flat=True)
     else:
         ids = qs.order_by(*order).values_list("pk", flat=True)
-    paginator = Paginator(ids, max(1, min(page_size, MAX_PAGE_SIZE)))
+    paginator = _Paginator(ids, max(1, min(page_size, MAX_PAGE_SIZE)), count=count)
     id_page = paginator.get_page(page)
     page_ids = list(id_page.object_list)
     rows = {
