@@ -317,6 +317,17 @@ def test_the_overview_counts_and_ranks_as_the_workload_and_container_facts_do():
 
         assert overview.at_risk_count == len(ranked)
         assert [w.pk for w in overview.at_risk] == ranked[:limit]
+    # The facts the rows show are the annotations'.
+    annotated = {
+        pk: (ooms, short, risk, round(savings, 6))
+        for pk, ooms, short, risk, savings in shown.values_list(
+            "pk", "recent_ooms", "shortfall", "risk", "savings"
+        )
+    }
+    assert {
+        w.pk: (w.recent_ooms, w.shortfall, w.risk, round(w.savings, 6))
+        for w in overview.at_risk
+    } == {pk: annotated[pk] for pk in ranked}
     # Ties on the score are broken by savings within the top rows.
     scores = [w.risk for w in overview.at_risk]
     assert len(set(scores)) < len(scores) and len(set(scores)) > 3
