@@ -84,6 +84,10 @@ class Migration(migrations.Migration):
         migrations.RunPython(fill_confidence, migrations.RunPython.noop),
         migrations.RunPython(create_covering_indexes, drop_covering_indexes),
         migrations.AddIndex(
+            model_name="oomkill",
+            index=models.Index(fields=["occurred_at"], name="oom_kill_time"),
+        ),
+        migrations.AddIndex(
             model_name="workload",
             index=models.Index(
                 fields=["namespace", "name"], name="workload_namespace_name"
