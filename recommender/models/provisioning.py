@@ -235,6 +235,22 @@ def container_facts(
     )
 
 
+def recent_oom_counts(container_ids: Iterable[int], rules: RiskRules) -> dict[int, int]:
+    """OOM kills since ``rules.oom_since`` per container of ``container_ids`` (those
+    without any left out): the ``recent_ooms`` of loaded rows, one query."""
+    from recommender.models.recommendation import OomKill
+
+    return dict(
+        OomKill.objects.filter(
+            container_id__in=list(container_ids), occurred_at__gte=rules.oom_since
+        )
+        .order_by()
+        .values("container_id")
+        .annotate(n=Count("pk"))
+        .values_list("container_id", "n")
+    )
+
+
 def workload_facts(containers: Iterable[ProvisioningFacts]) -> ProvisioningFacts:
     """A workload's facts from its (regular and sidecar) containers' facts."""
     items = list(containers)

@@ -343,3 +343,39 @@ def test_the_overview_counts_and_ranks_as_the_workload_and_container_facts_do():
     )
     assert overview.confidence == bands
     assert all(bands.values())
+    # The list's rows (facts computed in Python for the page) say what the
+    # annotations say, on every page and sort.
+    facts = (
+        "status",
+        "savings",
+        "risk",
+        "recent_ooms",
+        "shortfall",
+        "missing_count",
+        "no_data_count",
+    )
+    expected = {
+        row[0]: (*row[1:2], round(row[2], 6), *row[3:6], row[6] > 0, row[7] > 0)
+        for row in shown.values_list("pk", *facts)
+    }
+    for sort in ("name", "risk", "savings"):
+        listed = {}
+        for number in (1, 2, 3):
+            page = list_workloads(
+                filters=WorkloadFilters(sort=sort),
+                page=number,
+                page_size=60,
+                now=now,
+                prices=PRICES,
+            )
+            for w in page:
+                listed[w.pk] = (
+                    w.status,
+                    round(w.savings, 6),
+                    w.risk,
+                    w.recent_ooms,
+                    w.shortfall,
+                    w.missing_count > 0,
+                    w.no_data_count > 0,
+                )
+        assert listed == expected
