@@ -31,8 +31,9 @@ def fill_confidence(apps, schema_editor):
 # the workloads missing a request) read these few columns by index-only scans
 # instead of the tables, whose rows carry JSON (a recommendation's explanation, a
 # container's template and sources): at 100,000 containers the recommendation table
-# was 216 MB against an 8 MB index. SQLite has no INCLUDE (and Django's
-# Index(include=...) would warn there), so the models do not declare them.
+# was 108 MB (216 MB once its latest rows were rewritten) against an 8 MB index.
+# SQLite has no INCLUDE (and Django's Index(include=...) would warn there), so the
+# models do not declare them.
 COVERING_INDEXES = {
     "rec_latest_numbers": (
         "recommender_recommendation",
