@@ -22,18 +22,19 @@ from datetime import datetime, tzinfo
 from types import SimpleNamespace
 from typing import Any, cast
 
-from django.db.models import Count, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 from rest_framework.settings import api_settings
 
 from recommender.engine.resources import Resources
-from recommender.models import Container, OomKill, Policy, Workload
+from recommender.models import Container, Policy, Workload
 from recommender.models.provisioning import (
     INIT_KIND,
     PriceRates,
     ProvisioningFacts,
     RiskRules,
     container_facts,
+    recent_oom_counts,
     workload_facts,
 )
 from recommender.services.advice.pod_spec import resource_list
@@ -209,13 +210,8 @@ def _computed_facts(
         pk: [row for row in rows if row[_AT["kind"]] != INIT_KIND]
         for pk, rows in containers.items()
     }
-    ids = [row[_AT["pk"]] for rows in regular.values() for row in rows]
-    kills = dict(
-        OomKill.objects.filter(container_id__in=ids, occurred_at__gte=rules.oom_since)
-        .order_by()
-        .values("container_id")
-        .annotate(n=Count("pk"))
-        .values_list("container_id", "n")
+    kills = recent_oom_counts(
+        (row[_AT["pk"]] for rows in regular.values() for row in rows), rules
     )
     out = {}
     for pk, rows in regular.items():

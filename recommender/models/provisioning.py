@@ -119,6 +119,11 @@ class RiskRules:
 # --- Python: one loaded container (latest_recommendation loaded) ----------------------
 
 
+def risk_score(recent_ooms: int, shortfall_percent: int) -> int:
+    """The risk score: 1000 x recent OOM kills + shortfall percent (0: not at risk)."""
+    return OOM_WEIGHT * recent_ooms + shortfall_percent
+
+
 @dataclass(frozen=True)
 class ProvisioningFacts:
     """The facts of one container or one workload."""
@@ -132,7 +137,7 @@ class ProvisioningFacts:
     @property
     def risk(self) -> int:
         """The risk score: 1000 x recent OOM kills + shortfall percent."""
-        return OOM_WEIGHT * self.recent_ooms + self.shortfall_percent
+        return risk_score(self.recent_ooms, self.shortfall_percent)
 
     @property
     def at_risk(self) -> bool:
@@ -230,6 +235,22 @@ def container_facts(
     )
 
 
+def recent_oom_counts(container_ids: Iterable[int], rules: RiskRules) -> dict[int, int]:
+    """OOM kills since ``rules.oom_since`` per container of ``container_ids`` (those
+    without any left out): the ``recent_ooms`` of loaded rows, one query."""
+    from recommender.models.recommendation import OomKill
+
+    return dict(
+        OomKill.objects.filter(
+            container_id__in=list(container_ids), occurred_at__gte=rules.oom_since
+        )
+        .order_by()
+        .values("container_id")
+        .annotate(n=Count("pk"))
+        .values_list("container_id", "n")
+    )
+
+
 def workload_facts(containers: Iterable[ProvisioningFacts]) -> ProvisioningFacts:
     """A workload's facts from its (regular and sidecar) containers' facts."""
     items = list(containers)
@@ -257,7 +278,8 @@ def no_data_q(prefix: str = "") -> Q:
     )
 
 
-def _missing_q(prefix: str = "") -> Q:
+def missing_requests_q(prefix: str = "") -> Q:
+    """Containers without a CPU or a memory request (``prefix`` as ``no_data_q``)."""
     return Q(**{f"{prefix}request_cpu_millicores__isnull": True}) | Q(
         **{f"{prefix}request_memory_bytes__isnull": True}
     )
@@ -370,7 +392,7 @@ class ContainerQuerySet(models.QuerySet["Container"]):
 
     def missing_requests(self) -> ContainerQuerySet:
         """Containers without a CPU or a memory request."""
-        return self.filter(_missing_q())
+        return self.filter(missing_requests_q())
 
     def with_provisioning(
         self, *, prices: PriceRates, rules: RiskRules
@@ -395,7 +417,7 @@ class ContainerQuerySet(models.QuerySet["Container"]):
                 output_field=IntegerField(),
             ),
             missing_requests=ExpressionWrapper(
-                _missing_q(), output_field=models.BooleanField()
+                missing_requests_q(), output_field=models.BooleanField()
             ),
             no_data=ExpressionWrapper(no_data_q(), output_field=models.BooleanField()),
             status=_headline(
@@ -472,7 +494,9 @@ class WorkloadQuerySet(models.QuerySet["Workload"]):
                 F("recent_ooms") * Value(OOM_WEIGHT) + F("shortfall"),
                 output_field=IntegerField(),
             ),
-            missing_count=Count("containers", filter=regular & _missing_q(prefix)),
+            missing_count=Count(
+                "containers", filter=regular & missing_requests_q(prefix)
+            ),
             no_data_count=Count("containers", filter=regular & no_data_q(prefix)),
             status=_headline(
                 risk="risk",

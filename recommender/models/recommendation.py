@@ -16,6 +16,17 @@ from recommender.models.fleet import Container
 from recommender.models.provisioning import usage_floor
 
 
+def confidence_of(explanation: dict[str, Any] | None) -> float | None:
+    """The CPU confidence of an engine explanation (upstream uses it for both);
+    None when it is missing or not a number."""
+    resources = explanation.get("resources") if isinstance(explanation, dict) else None
+    cpu = resources.get("cpu") if isinstance(resources, dict) else None
+    value = cpu.get("confidence") if isinstance(cpu, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
 class RecommendationQuerySet(models.QuerySet["Recommendation"]):
     """Reads over recommendation history."""
 
@@ -47,6 +58,10 @@ class Recommendation(models.Model):
     # when the row is written so lists need not read the JSON; None: no lower bound.
     floor_cpu_millicores = models.BigIntegerField(null=True, blank=True)
     floor_memory_bytes = models.BigIntegerField(null=True, blank=True)
+    # The explanation's CPU confidence (days of history, upstream's unit;
+    # ``confidence_of``), kept when the row is written so the overview's confidence
+    # bands need not read the JSON of every row; None: not stated or malformed.
+    confidence = models.FloatField(null=True, blank=True)
 
     objects = RecommendationQuerySet.as_manager()
 
@@ -65,14 +80,16 @@ class Recommendation(models.Model):
         super().save(*args, **kwargs)
 
     def fill_usage_floors(self) -> None:
-        """Set the usage floors from the lower bounds and the explanation (called by
-        ``save`` and by writers that ``bulk_create``)."""
+        """Set the columns kept from the explanation: the usage floors (from the lower
+        bounds too) and the confidence (called by ``save`` and by writers that
+        ``bulk_create``)."""
         self.floor_cpu_millicores = usage_floor(
             self.lower_cpu_millicores, self.explanation, "cpu"
         )
         self.floor_memory_bytes = usage_floor(
             self.lower_memory_bytes, self.explanation, "memory"
         )
+        self.confidence = confidence_of(self.explanation)
 
     @property
     def target(self) -> Resources:
@@ -149,6 +166,12 @@ class OomKill(models.Model):
             models.UniqueConstraint(
                 fields=["container", "pod", "occurred_at"], name="oom_kill_once"
             )
+        ]
+        indexes = [
+            # The overview's newest OOM kills (and the last week's, counted): read
+            # from the newest instead of scanning every kill (25 ms -> 0.1 ms at
+            # 120,000 kills).
+            models.Index(fields=["occurred_at"], name="oom_kill_time"),
         ]
 
     def __str__(self) -> str:

@@ -56,9 +56,12 @@ def fleet(db):
     }
 
 
-def _page(**filters):
+def _page(page_size=50, **filters):
     return list_workloads(
-        filters=WorkloadFilters(**filters), now=timezone.now(), prices=PRICES
+        filters=WorkloadFilters(**filters),
+        now=timezone.now(),
+        prices=PRICES,
+        page_size=page_size,
     )
 
 
@@ -95,6 +98,19 @@ def test_filters_search_and_sorts(fleet):
     assert len(_page(status="bogus", sort="bogus")) == 4
 
 
+def test_the_count_is_of_the_rows_the_filters_leave(fleet):
+    for i in range(3):
+        _workload(fleet["over"].cluster, f"short-{i}", cpu=10, memory=MI, rec=(100, MI))
+
+    # Sorted by a fact, unfiltered: all of them (counted without the facts).
+    assert _page(sort="risk", page_size=2).paginator.count == 7
+    assert _page(sort="savings", page_size=2).paginator.count == 7
+    # Narrowed by a fact: the rows that have it.
+    assert _page(sort="risk", at_risk="true", page_size=2).paginator.count == 4
+    assert _page(at_risk="false", page_size=2).paginator.count == 3
+    assert _page(status="over", sort="risk", page_size=2).paginator.count == 1
+
+
 def test_recent_oom_kills_raise_risk(fleet):
     container = fleet["within"].containers.get()
     OomKill.objects.create(container=container, pod="p-1", occurred_at=timezone.now())
@@ -115,7 +131,9 @@ def test_list_page_costs_a_fixed_number_of_queries(
     for i in range(20):
         _workload(fleet["over"].cluster, f"more-{i}", cpu=500, memory=MI, rec=(100, MI))
 
-    with django_assert_max_num_queries(4):
+    # The count, the page's ids, its rows, their containers and their recent OOM
+    # kills (the facts are computed in Python from those).
+    with django_assert_max_num_queries(5):
         page = _page()
         rows = [
             (
@@ -185,16 +203,15 @@ def test_workload_without_recommendation_has_no_patch(fleet):
 
 
 def test_confidence_bands_count_latest_recommendations(fleet):
-    from recommender.models import Recommendation
-
     explanations = {
         "over": {"resources": {"cpu": {"confidence": 0.5}}},
         "under": {"resources": {"cpu": {"confidence": 3.0}}},
         "within": {"resources": {"cpu": {"confidence": 12}}},
     }
     for name, explanation in explanations.items():
-        rec_id = fleet[name].containers.get().latest_recommendation_id
-        Recommendation.objects.filter(pk=rec_id).update(explanation=explanation)
+        rec = fleet[name].containers.get().latest_recommendation
+        rec.explanation = explanation
+        rec.save()  # keeps Recommendation.confidence, which the bands read
 
     overview = fleet_overview(now=timezone.now(), prices=PRICES)
 
@@ -202,12 +219,9 @@ def test_confidence_bands_count_latest_recommendations(fleet):
 
 
 def test_malformed_confidence_is_unknown(fleet):
-    from recommender.models import Recommendation
-
     rec = fleet["over"].containers.get().latest_recommendation
-    Recommendation.objects.filter(pk=rec.pk).update(
-        explanation={"resources": {"cpu": {"confidence": "lots"}}}
-    )
+    rec.explanation = {"resources": {"cpu": {"confidence": "lots"}}}
+    rec.save()
 
     overview = fleet_overview(now=timezone.now(), prices=PRICES)
 

@@ -12,6 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from recommender.models import (
+    Cluster,
     Container,
     OomKill,
     Policy,
@@ -230,3 +231,151 @@ def test_a_workload_without_a_policy_row_is_off_in_the_dashboard_and_the_api():
     assert sorted(w.name for w in page) == ["bare", "off"]
     assert sorted(w["name"] for w in api) == ["bare", "off"]
     assert [w["mode"] for w in api] == ["Off", "Off"]
+
+
+# Confidences around the overview's bands (upstream's days of history), and values
+# that are no confidence at all.
+CONFIDENCES = (0.0, 0.5, 1.0, 6.99, 7.0, 400, 1e12, -1.0, "lots", True, None)
+
+
+def test_the_overview_counts_and_ranks_as_the_workload_and_container_facts_do():
+    """fleet_overview reads risk from the containers that carry some, the confidence
+    from Recommendation.confidence and no-data from its totals: each equals the
+    workload annotations / the explanation it stands for, on a varied fleet."""
+    from recommender.services.dashboard.overview import (
+        confidence_band,
+        fleet_overview,
+    )
+
+    now = timezone.now()
+    cluster, off = make_cluster("on"), make_cluster("off")
+    Cluster.objects.filter(pk=off.pk).update(is_enabled=False)
+    combos = list(itertools.product(RECOMMENDATIONS, CPU_REQUESTS, MEMORY_REQUESTS))
+    for index, (shape, cpu, memory) in enumerate(combos):
+        # Two or three containers a workload (one of them init on every third),
+        # some of a disabled cluster or gone.
+        workload = make_workload(
+            off if index % 11 == 0 else cluster,
+            f"w{index}",
+            containers={
+                "app": {"request_cpu_millicores": cpu, "request_memory_bytes": memory},
+                "side": {"request_cpu_millicores": 100, "request_memory_bytes": MI},
+                **({"init": {"request_cpu_millicores": 1}} if index % 3 == 0 else {}),
+            },
+        )
+        if index % 13 == 0:
+            Workload.objects.filter(pk=workload.pk).update(is_active=False)
+        Container.objects.filter(workload=workload, name="init").update(
+            kind=Container.Kind.INIT
+        )
+        for container in workload.containers.all():
+            name = container.name
+            _recommend(
+                container,
+                RECOMMENDATIONS["cpu only" if name != "app" else shape],
+            )
+            rec = Container.objects.get(pk=container.pk).latest_recommendation
+            if rec is not None:  # a confidence of every kind, kept on save
+                rec.explanation = {
+                    **rec.explanation,
+                    "resources": {
+                        **rec.explanation.get("resources", {}),
+                        "cpu": {"confidence": CONFIDENCES[index % len(CONFIDENCES)]},
+                    },
+                }
+                rec.save()
+            # OOM kills: 1-3 recent ones (ties on the score, and several scores),
+            # old ones, and ones of init containers (never risk).
+            kills = (index % 4) if name != "side" else int(index % 9 == 0)
+            for k in range(kills):
+                for days in (0, 8):
+                    OomKill.objects.create(
+                        container=container,
+                        pod=f"p{k}",
+                        occurred_at=now - timedelta(days=days, minutes=k),
+                    )
+
+    shown = Workload.objects.shown().with_provisioning(prices=PRICES, rules=_rules(now))
+    ranked = list(
+        shown.at_risk().order_by("-risk", "-savings", "pk").values_list("pk", flat=True)
+    )
+    latest = [
+        c.latest_recommendation
+        for c in Container.objects.recommended()
+        .shown()
+        .select_related("latest_recommendation")
+    ]
+    bands = {"low": 0, "medium": 0, "high": 0, "unknown": 0}
+    for rec in latest:
+        if rec is not None:
+            value = rec.explanation["resources"]["cpu"]["confidence"]
+            is_number = isinstance(value, int | float) and not isinstance(value, bool)
+            assert rec.confidence == (float(value) if is_number else None)
+            bands[confidence_band(rec.confidence)] += 1
+    for limit in (1, 3, 10, len(ranked) + 5):
+        overview = fleet_overview(now=now, prices=PRICES, limit=limit)
+
+        assert overview.at_risk_count == len(ranked)
+        assert [w.pk for w in overview.at_risk] == ranked[:limit]
+    # The facts the rows show are the annotations'.
+    annotated = {
+        pk: (ooms, short, risk, round(savings, 6))
+        for pk, ooms, short, risk, savings in shown.values_list(
+            "pk", "recent_ooms", "shortfall", "risk", "savings"
+        )
+    }
+    assert {
+        w.pk: (w.recent_ooms, w.shortfall, w.risk, round(w.savings, 6))
+        for w in overview.at_risk
+    } == {pk: annotated[pk] for pk in ranked}
+    # Ties on the score are broken by savings within the top rows.
+    scores = [w.risk for w in overview.at_risk]
+    assert len(set(scores)) < len(scores) and len(set(scores)) > 3
+    assert overview.recent_oom_count == (
+        OomKill.objects.filter(
+            container__workload__in=Workload.objects.shown(),
+            occurred_at__gte=_rules(now).oom_since,
+        ).count()
+    )
+    assert overview.missing_requests_count == shown.missing_requests().count() > 0
+    assert overview.no_recommendation_count == (
+        Container.objects.recommended().shown().no_data().count()
+    )
+    assert overview.confidence == bands
+    assert all(bands.values())
+    # The list's rows (facts computed in Python for the page) say what the
+    # annotations say, on every page and sort.
+    facts = (
+        "status",
+        "savings",
+        "risk",
+        "recent_ooms",
+        "shortfall",
+        "missing_count",
+        "no_data_count",
+    )
+    expected = {
+        row[0]: (*row[1:2], round(row[2], 6), *row[3:6], row[6] > 0, row[7] > 0)
+        for row in shown.values_list("pk", *facts)
+    }
+    for sort in ("name", "risk", "savings"):
+        listed = {}
+        for number in (1, 2, 3):
+            page = list_workloads(
+                filters=WorkloadFilters(sort=sort),
+                page=number,
+                page_size=60,
+                now=now,
+                prices=PRICES,
+            )
+            for w in page:
+                listed[w.pk] = (
+                    w.status,
+                    round(w.savings, 6),
+                    w.risk,
+                    w.recent_ooms,
+                    w.shortfall,
+                    w.missing_count > 0,
+                    w.no_data_count > 0,
+                )
+        assert listed == expected
