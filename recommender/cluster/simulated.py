@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -110,6 +110,12 @@ def stable_hash(*parts: object) -> int:
     return int.from_bytes(digest, "little")
 
 
+@lru_cache(maxsize=2**18)
+def _pod_uid(namespace: str, pod: str) -> str:
+    """A pod's stable uid (kept: discovery names every live pod every cycle)."""
+    return "{:032x}".format(stable_hash("pod", namespace, pod))
+
+
 def name_suffix(length: int, *parts: object) -> str:
     """A Kubernetes-looking random suffix derived from ``parts``."""
     value = stable_hash(*parts)
@@ -168,13 +174,19 @@ class SimWorkload:
     cron_offset_s: float = 0.0
     run_duration_s: float = 0.0
 
-    @property
+    @cached_property
     def uid(self) -> str:
         """A stable uid for the workload."""
         return f"{stable_hash('uid', self.namespace, self.kind, self.name):032x}"
 
     def long_lived_pods(self) -> tuple[str, ...]:
         """Names of the pods that always exist (every kind but CronJob)."""
+        return self._long_lived_pods
+
+    @cached_property
+    def _long_lived_pods(self) -> tuple[str, ...]:
+        # Computed once per workload: discovery, the OOM kills and the usage source
+        # ask for them every cycle (a frozen dataclass keeps its cache in __dict__).
         if self.kind == "StatefulSet":
             return tuple(f"{self.name}-{i}" for i in range(self.replicas))
         if self.kind == "DaemonSet":
@@ -579,7 +591,7 @@ class SimulatedCluster:
                         if start_s
                         else None,
                         labels=labels,
-                        uid="{:032x}".format(stable_hash("pod", sim.namespace, pod)),
+                        uid=_pod_uid(sim.namespace, pod),
                     ),
                     self.overrides.get((sim.namespace, pod)),
                 )

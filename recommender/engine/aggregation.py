@@ -109,15 +109,24 @@ class AggregateSet:
         cls, profile: Profile, blobs: Sequence[bytes | None]
     ) -> AggregateSet:
         """One row per compact checkpoint blob (None = a new empty aggregate)."""
-        from .checkpoint import decode_into
+        from .checkpoint import decode_row
 
         out = cls(profile, len(blobs))
+        rows: list[int] = []
+        keys: list[str] = []
+        values: list[tuple[float, ...]] = []
         for row, blob in enumerate(blobs):
             if blob is not None:
                 try:
-                    decode_into(out, row, blob)
+                    row_keys, row_values = decode_row(out, row, blob)
                 except ValueError as exc:
                     raise ValueError(f"blobs[{row}]: {exc}") from None
+                rows += [row] * len(row_keys)
+                keys += row_keys
+                values += row_values
+        # The series of every row in one go: adding them one at a time copied the
+        # series arrays once per series (quadratic in the fleet).
+        out.add_series_rows(np.array(rows, dtype=np.int64), keys, values)
         return out
 
     def to_checkpoints(self, rows: Sequence[int] | None = None) -> list[bytes]:
@@ -230,6 +239,22 @@ class AggregateSet:
     def add_series(self, row: int, key: str) -> int:
         """Id of the series ``key`` of aggregate ``row``, created if new."""
         return int(self._resolve_series(np.array([row]), [key])[0])
+
+    def add_series_rows(
+        self,
+        rows: np.ndarray,
+        keys: Sequence[str],
+        values: Sequence[Sequence[float]],
+    ) -> np.ndarray:
+        """Series ``keys`` of aggregates ``rows`` (created if new), set to ``values``
+        (each: CPU watermark, memory watermark, window end, memory peak, OOM peak, the
+        checkpoint's order); their ids. One copy of the series arrays for all."""
+        ids = self._resolve_series(rows, keys)
+        if ids.size:
+            table = np.array(values, dtype=np.float64).reshape(ids.size, 5)
+            for column, name in enumerate(_SERIES_ARRAYS[1:]):
+                getattr(self, name)[ids] = table[:, column]
+        return ids
 
     def _resolve_series(self, rows: np.ndarray, keys: Sequence[str]) -> np.ndarray:
         if rows.size and (rows.min() < 0 or rows.max() >= len(self)):

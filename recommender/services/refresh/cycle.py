@@ -419,7 +419,7 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
             OomKillRow.objects.bulk_create(
                 [
                     OomKillRow(
-                        container=row.container,
+                        container_id=row.container.pk,
                         pod=kill.pod,
                         occurred_at=kill.occurred_at,
                         memory_request_bytes=kill.memory_request_bytes,
@@ -493,7 +493,7 @@ def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
         for row in rows
         if row.recommendation is not None
         and is_significant_change(
-            row.container.latest_recommendation, values_of(row.recommendation)
+            row.container.latest_values, values_of(row.recommendation)
         )
     ]
     if not moved:
@@ -506,7 +506,7 @@ def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
         values = values_of(row.recommendation)  # type: ignore[arg-type]
         new.append(
             Recommendation(
-                container=row.container,
+                container_id=row.container.pk,
                 created_at=now,
                 profile=row.profile.name,
                 target_cpu_millicores=values[0],
@@ -544,5 +544,6 @@ def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
         Recommendation.objects.filter(pk__in=lost[start : start + BATCH]).delete()
     for row, rec in zip(moved, new, strict=True):
         if row.container.pk in won:
-            row.container.latest_recommendation = rec
+            row.container.latest_recommendation_id = rec.pk
+            row.container.latest_values = rec.values_tuple()
     return len(won)

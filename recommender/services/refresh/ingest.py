@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.db.models import TextField
+from django.db.models.functions import Cast
 
 from recommender.cluster.base import OomKill
 from recommender.engine.aggregation import AggregateSet, OomBatch, SampleBatch
@@ -34,7 +36,7 @@ from recommender.engine.capping import (
 from recommender.engine.feed import feed
 from recommender.engine.profiles import Profile, get_profile
 from recommender.errors import SourceUnavailable, VpawebError
-from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
+from recommender.models import Cluster, Container, Policy, Workload
 from recommender.models import OomKill as OomKillRow
 from recommender.services.policy_validation import parse_container_policies
 from recommender.services.refresh.discovery import BATCH, Discovery
@@ -53,11 +55,41 @@ DEFAULT_HISTORY_DAYS = 8.0
 
 
 @dataclass
+class ContainerRef:
+    """The columns of a container (and its workload) a window reads: read as plain
+    tuples, not ORM objects, which cost most of a steady cycle at 100,000 containers."""
+
+    pk: int
+    workload_id: int
+    name: str
+    namespace: str
+    workload: str  # "namespace/kind/name", as Workload.__str__
+    latest_recommendation_id: int | None
+    # Recommendation.values_tuple() of the latest recommendation (None: none yet).
+    latest_values: tuple[int | None, ...] | None
+
+    def __str__(self) -> str:
+        return f"{self.workload}/{self.name}"
+
+
+@dataclass
+class CheckpointRef:
+    """The columns of a container's checkpoint row a window reads and writes."""
+
+    pk: int
+    version: int
+    histogram_key: str
+    last_sample_at: datetime | None
+    updated_at: datetime
+    state: bytes
+
+
+@dataclass
 class Row:
     """One container (an engine aggregate) taking part in a window."""
 
-    container: Container
-    checkpoint: Checkpoint
+    container: ContainerRef
+    checkpoint: CheckpointRef
     profile: Profile
     key_text: str
     container_policy: ContainerPolicy | None
@@ -149,6 +181,42 @@ def _profile_of(policy: Policy) -> Profile:
     )
 
 
+# The columns load_rows reads, in this order (one query, no ORM objects).
+_ROW_COLUMNS = (
+    "pk",
+    "workload_id",
+    "name",
+    "kind",
+    "workload__namespace",
+    "workload__kind",
+    "workload__name",
+    "workload__policy__profile",
+    "policy_overrides",
+    "policy_containers",
+    "checkpoint__pk",
+    "checkpoint__version",
+    "checkpoint__histogram_key",
+    "checkpoint__last_sample_at",
+    "checkpoint__updated_at",
+    "checkpoint__state",
+    "latest_recommendation_id",
+    *(
+        f"latest_recommendation__{name}"
+        for name in (
+            "target_cpu_millicores",
+            "target_memory_bytes",
+            "lower_cpu_millicores",
+            "lower_memory_bytes",
+            "upper_cpu_millicores",
+            "upper_memory_bytes",
+            "uncapped_cpu_millicores",
+            "uncapped_memory_bytes",
+        )
+    ),
+)
+_PolicyText = tuple[str | None, str | None, str | None]
+
+
 def load_rows(window: Window) -> None:
     """The window's rows: non-init containers of discovered workloads, by profile."""
     spec_names = window.discovery.spec_names
@@ -159,43 +227,45 @@ def load_rows(window: Window) -> None:
             workload__cluster=window.cluster, workload__is_active=True
         )
     )
-    by_workload: dict[int, list[Container]] = defaultdict(list)
-    for container in (
-        containers.select_related(
-            "workload__policy", "checkpoint", "latest_recommendation"
+    by_workload: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
+    for values in (
+        containers.exclude(kind=Container.Kind.INIT)
+        .filter(checkpoint__isnull=False)
+        # The policy's JSON as text: parsed once per distinct policy (_policy_of).
+        .annotate(
+            policy_overrides=Cast("workload__policy__profile_overrides", TextField()),
+            policy_containers=Cast("workload__policy__container_policies", TextField()),
         )
-        # The cycle compares the latest values only: its explanation (a large JSON
-        # document per container) is not read.
-        .defer("latest_recommendation__explanation")
         .order_by("workload_id", "position")
+        .values_list(*_ROW_COLUMNS)
     ):
-        by_workload[container.workload_id].append(container)
+        by_workload[values[1]].append(values)
+    parsed: dict[_PolicyText, tuple[Profile, list[ContainerPolicy]] | Exception] = {}
     now_s = window.now.timestamp()
     for workload_id, names in spec_names.items():
         wanted = {name for name, kind in names if kind != Container.Kind.INIT}
-        members = [
-            c
-            for c in by_workload.get(workload_id, [])
-            if c.kind != Container.Kind.INIT and c.name in wanted
-        ]
+        members = [c for c in by_workload.get(workload_id, []) if c[2] in wanted]
         if not members:
             continue
-        workload = members[0].workload
-        try:
-            profile = _profile_of(workload.policy)
-            policies = parse_container_policies(
-                workload.policy.container_policies or []
+        first = members[0]
+        text_key = (first[7], first[8], first[9])
+        if text_key not in parsed:
+            parsed[text_key] = _policy_of(*text_key)
+        policy = parsed[text_key]
+        if isinstance(policy, Exception):
+            window.error(
+                f"workload {first[4]}/{first[5]}/{first[6]} skipped: its policy is"
+                f" invalid: {policy}"
             )
-        except (ValueError, TypeError, KeyError, VpawebError) as exc:
-            window.error(f"workload {workload} skipped: its policy is invalid: {exc}")
             continue
-        chosen = {c.name: select_container_policy(policies, c.name) for c in members}
+        profile, policies = policy
+        chosen = {c[2]: select_container_policy(policies, c[2]) for c in members}
         # Upstream splits the pod minimum over the containers that get a recommendation.
         in_pod = sum(1 for p in chosen.values() if p is None or p.mode != MODE_OFF)
         text = key_text(profile)
         group = window.groups.setdefault(text, Group(profile=profile))
-        for container in members:
-            checkpoint = container.checkpoint
+        for values in members:
+            container, checkpoint = _refs(values)
             is_current = checkpoint.histogram_key == text and bool(checkpoint.state)
             watermark = (
                 checkpoint.last_sample_at.timestamp()
@@ -220,7 +290,7 @@ def load_rows(window: Window) -> None:
             window.rows_by_container[(workload_id, container.name)] = row
     for group in window.groups.values():
         blobs = [
-            bytes(r.checkpoint.state)
+            r.checkpoint.state
             if r.checkpoint.histogram_key == r.key_text and r.checkpoint.state
             else None
             for r in group.rows
@@ -233,6 +303,47 @@ def load_rows(window: Window) -> None:
         for row, blob in zip(group.rows, blobs, strict=True):
             row.is_rebuilt = blob is None
     window.counts["containers"] = len(window.rows_by_container)
+
+
+def _refs(values: tuple[Any, ...]) -> tuple[ContainerRef, CheckpointRef]:
+    """One row of ``_ROW_COLUMNS`` as the container and checkpoint it holds."""
+    latest = values[17:25]
+    container = ContainerRef(
+        pk=values[0],
+        workload_id=values[1],
+        name=values[2],
+        namespace=values[4],
+        workload=f"{values[4]}/{values[5]}/{values[6]}",
+        latest_recommendation_id=values[16],
+        latest_values=None if values[16] is None else tuple(latest),
+    )
+    checkpoint = CheckpointRef(
+        pk=values[10],
+        version=values[11],
+        histogram_key=values[12],
+        last_sample_at=values[13],
+        updated_at=values[14],
+        state=bytes(values[15] or b""),
+    )
+    return container, checkpoint
+
+
+def _policy_of(
+    profile: str | None, overrides: str | None, container_policies: str | None
+) -> tuple[Profile, list[ContainerPolicy]] | Exception:
+    """A workload's profile and container policies from its policy's columns (the
+    JSON as text), or the error that makes the policy unusable."""
+    if profile is None:
+        return ValueError("the workload has no policy")
+    try:
+        return (
+            get_profile(profile).with_overrides(
+                **(json.loads(overrides or "{}") or {})
+            ),
+            parse_container_policies(json.loads(container_policies or "[]") or []),
+        )
+    except (ValueError, TypeError, KeyError, VpawebError) as exc:
+        return exc
 
 
 def _load_skipping_corrupt(
@@ -343,7 +454,7 @@ def _attach_stored_ooms(window: Window) -> None:
                 continue
             row.ooms.append(
                 OomKill(
-                    namespace=row.container.workload.namespace,
+                    namespace=row.container.namespace,
                     pod=kill.pod,
                     container=row.container.name,
                     occurred_at=kill.occurred_at,
