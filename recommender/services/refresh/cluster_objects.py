@@ -65,6 +65,16 @@ logger = logging.getLogger(__name__)
 
 # The policy fields a VPA object sets.
 IMPORTED_FIELDS = ("mode", "container_policies", "min_replicas", "source")
+# What discovery reads of a policy (the rest, JSON mostly, is not loaded).
+_POLICY_COLUMNS = (
+    "pk",
+    "workload_id",
+    *IMPORTED_FIELDS,
+    "vpa_object",
+    "vpa_object_mode",
+    "updated_by_id",
+    "updated_at",
+)
 # vpaweb's own default, restored when the imported VPA object is gone.
 DEFAULT_POLICY: dict[str, Any] = {
     "mode": Policy.Mode.OFF,
@@ -97,7 +107,7 @@ def store_cluster_objects(
         p.workload_id: p
         for p in Policy.objects.filter(
             workload_id__in=[workloads[key].pk for key in seen]
-        )
+        ).only(*_POLICY_COLUMNS)
     }
     _import_vpa_objects(
         vpas=[v for v in snapshot.vpas if in_shard(v.namespace)],

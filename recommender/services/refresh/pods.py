@@ -137,13 +137,13 @@ def record_pods(
     # One statement for the shard's stored pods, whatever their number (a query per
     # batch of names grew with the fleet: issue 16); kept are the live ones only.
     live = {(pod.namespace, pod.name) for pod, _ in pods}
-    existing: dict[PodKey, WorkloadPod] = {}
-    for found in of_shard.only(
-        "namespace", "name", "workload_id", "containers", "last_seen_at"
+    # Tuples, not ORM objects: (pk, workload id, containers, last seen).
+    existing: dict[PodKey, tuple[int, int, Any, datetime]] = {}
+    for pk, ns, name, workload_id, containers, last_seen_at in of_shard.values_list(
+        "pk", "namespace", "name", "workload_id", "containers", "last_seen_at"
     ):
-        key = (found.namespace, found.name)
-        if key in live:
-            existing[key] = found
+        if (ns, name) in live:
+            existing[(ns, name)] = (pk, workload_id, containers, last_seen_at)
     new_rows: list[WorkloadPod] = []
     changed: list[WorkloadPod] = []
     for pod, workload_id in pods:
@@ -166,18 +166,20 @@ def record_pods(
                 )
             )
         elif (
-            row.workload_id != workload_id
-            or row.containers != containers
-            or row.last_seen_at < now - TOUCH_EVERY
+            row[1] != workload_id or row[2] != containers or row[3] < now - TOUCH_EVERY
         ):
-            row.workload_id = workload_id
-            row.containers = containers
-            row.uid = pod.uid
-            row.owner_kind = pod.owner_kind
-            row.owner_name = pod.owner_name
-            row.limit_ranger = pod.limit_ranger
-            row.last_seen_at = now
-            changed.append(row)
+            changed.append(
+                WorkloadPod(
+                    pk=row[0],
+                    workload_id=workload_id,
+                    containers=containers,
+                    uid=pod.uid,
+                    owner_kind=pod.owner_kind,
+                    owner_name=pod.owner_name,
+                    limit_ranger=pod.limit_ranger,
+                    last_seen_at=now,
+                )
+            )
     WorkloadPod.objects.bulk_create(new_rows, batch_size=batch, ignore_conflicts=True)
     WorkloadPod.objects.bulk_update(
         changed,
