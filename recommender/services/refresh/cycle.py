@@ -51,16 +51,20 @@ from recommender.models import (
 )
 from recommender.services.admission import counters
 from recommender.services.admission.generation import mark_admission_data_changed
-from recommender.services.refresh import chunking, ingest, throttling
+from recommender.services.refresh import chunking, ingest, throttling, warm_state
 from recommender.services.refresh.adapters import (
     close_quietly,
     cluster_adapter_for,
     source_keeps_history,
     usage_source_for,
 )
-from recommender.services.refresh.bulk import CAS_BATCH, compare_and_swap
+from recommender.services.refresh.bulk import (
+    CAS_BATCH,
+    compare_and_swap,
+    insert_returning_pks,
+)
 from recommender.services.refresh.discovery import BATCH, Discovery, upsert_discovery
-from recommender.services.refresh.ingest import STEP_S, Row, Window
+from recommender.services.refresh.ingest import STEP_S, Group, Row, Window
 from recommender.services.refresh.recommend import (
     build_explanations,
     is_significant_change,
@@ -125,7 +129,12 @@ def ingest_window(
     """
     phases = phases or Phases()
     end_s = math.floor(end.timestamp() / STEP_S) * STEP_S
-    window = Window(discovery=discovery, end_s=end_s, history_s=history_s)
+    window = Window(
+        discovery=discovery,
+        end_s=end_s,
+        history_s=history_s,
+        keep_state=checkpoints is not None,
+    )
     with phases("ingest"):
         ingest.load_rows(window)
         start_s = ingest.start_s(window)
@@ -268,12 +277,15 @@ def refresh_cluster(
     if namespace is not None and not (isinstance(namespace, str) and namespace):
         raise InvalidInput(f"namespace={namespace!r} must be a name", field="namespace")
     cluster = cluster_to_run(cluster_id, now=now)
-    with cyclic_gc_paused(), recorded_run(
-        kind=RefreshRun.Kind.REFRESH,
-        cluster=cluster,
-        namespace=namespace,
-        detail=f"as of {now.isoformat()}",
-    ) as recorder:
+    with (
+        cyclic_gc_paused(),
+        recorded_run(
+            kind=RefreshRun.Kind.REFRESH,
+            cluster=cluster,
+            namespace=namespace,
+            detail=f"as of {now.isoformat()}",
+        ) as recorder,
+    ):
         recorder.describe_failure = lambda message: (
             f"{recorder.phases.current} failed: {message}. Stored recommendations and "
             "checkpoints are unchanged; the next cycle starts again from them."
@@ -411,6 +423,7 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
     started = time.monotonic()
     end_at = datetime.fromtimestamp(window.end_s, tz=UTC)
     conflicts = written = deferred = 0
+    kept: list[tuple[int, warm_state.Kept]] = []
     with transaction.atomic():
         for group in window.groups.values():
             assert group.aggregates is not None
@@ -437,6 +450,7 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
             won = _write_checkpoints(group.aggregates, chosen, end_at, now)
             written += len(won)
             conflicts += len(chosen) - len(won)
+            kept += _kept_rows(window, group, {r.checkpoint.pk for r in chosen}, won)
             OomKillRow.objects.bulk_create(
                 [
                     OomKillRow(
@@ -456,10 +470,40 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
         changed = _store_recommendations(
             [row for group in window.groups.values() for row in group.rows], now
         )
+    if window.keep_state:
+        # Stored: the next window of this process may go on from these rows.
+        warm_state.keep(kept)
     window.counts["checkpoints_written"] = written
     window.counts["checkpoint_conflicts"] = conflicts
     window.counts["checkpoints_deferred"] = deferred
     window.counts["recommendations_changed"] = changed
+
+
+def _kept_rows(
+    window: Window, group: Group, chosen: set[int], won: set[int]
+) -> list[tuple[int, warm_state.Kept]]:
+    """The group's rows as the next window may take them (``warm_state``): a written
+    checkpoint's version moved on by one, a deferred one's did not; a lost
+    compare-and-swap keeps nothing (the winner's state stands)."""
+    assert group.aggregates is not None
+    out = []
+    for row in group.rows:
+        pk = row.checkpoint.pk
+        if pk in chosen and pk not in won:
+            continue
+        out.append(
+            (
+                pk,
+                warm_state.Kept(
+                    aggregates=group.aggregates,
+                    row=row.index,
+                    key_text=row.key_text,
+                    version=row.checkpoint.version + (pk in won),
+                    fed_until_s=window.end_s,
+                ),
+            )
+        )
+    return out
 
 
 def _write_checkpoints(
@@ -505,6 +549,12 @@ def _write_checkpoints(
     return won
 
 
+# The columns a new Recommendation row is written with (the primary key comes back).
+_RECOMMENDATION_COLUMNS = tuple(
+    f.name for f in Recommendation._meta.concrete_fields if not f.primary_key
+)
+
+
 def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
     """A new Recommendation row for each row whose values moved (explanations built
     for those only), then the compare-and-swap of each container's pointer: a
@@ -543,7 +593,7 @@ def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
         )
     for rec in new:
         rec.fill_usage_floors()  # bulk_create skips save()
-    Recommendation.objects.bulk_create(new, batch_size=BATCH)
+    insert_returning_pks(new, fields=_RECOMMENDATION_COLUMNS)
     won = compare_and_swap(
         Container,
         expect="latest_recommendation",

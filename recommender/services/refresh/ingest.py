@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.db.models import TextField
-from django.db.models.functions import Cast
+from django.db.models import QuerySet, TextField
+from django.db.models.functions import Cast, Length
 
 from recommender.cluster.base import OomKill
 from recommender.engine.aggregation import AggregateSet, OomBatch, SampleBatch
@@ -36,9 +36,10 @@ from recommender.engine.capping import (
 from recommender.engine.feed import feed
 from recommender.engine.profiles import Profile, get_profile
 from recommender.errors import SourceUnavailable, VpawebError
-from recommender.models import Cluster, Container, Policy, Workload
+from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
 from recommender.models import OomKill as OomKillRow
 from recommender.services.policy_validation import parse_container_policies
+from recommender.services.refresh import warm_state
 from recommender.services.refresh.discovery import BATCH, Discovery
 from recommender.sources.base import UsageGrid, UsageSource
 
@@ -81,7 +82,7 @@ class CheckpointRef:
     histogram_key: str
     last_sample_at: datetime | None
     updated_at: datetime
-    state: bytes
+    has_state: bool  # its state is not empty (read only when needed: load_rows)
 
 
 @dataclass
@@ -123,6 +124,9 @@ class Window:
     discovery: Discovery
     end_s: float  # the newest grid time read; the watermark after storing
     history_s: float  # how far back from ``now`` a first contact reads
+    # Use and keep the engine rows of earlier windows of this process
+    # (services/refresh/warm_state.py): only for a source that keeps history.
+    keep_state: bool = False
     groups: dict[str, Group] = field(default_factory=dict)
     rows_by_container: dict[tuple[int, str], Row] = field(default_factory=dict)
     counts: dict[str, Any] = field(default_factory=lambda: defaultdict(int))
@@ -198,7 +202,7 @@ _ROW_COLUMNS = (
     "checkpoint__histogram_key",
     "checkpoint__last_sample_at",
     "checkpoint__updated_at",
-    "checkpoint__state",
+    "checkpoint_state_bytes",
     "latest_recommendation_id",
     *(
         f"latest_recommendation__{name}"
@@ -235,6 +239,8 @@ def load_rows(window: Window) -> None:
         .annotate(
             policy_overrides=Cast("workload__policy__profile_overrides", TextField()),
             policy_containers=Cast("workload__policy__container_policies", TextField()),
+            # Its length only: the state itself is read for the rows that need it.
+            checkpoint_state_bytes=Length("checkpoint__state"),
         )
         .order_by("workload_id", "position")
         .values_list(*_ROW_COLUMNS)
@@ -266,7 +272,7 @@ def load_rows(window: Window) -> None:
         group = window.groups.setdefault(text, Group(profile=profile))
         for values in members:
             container, checkpoint = _refs(values)
-            is_current = checkpoint.histogram_key == text and bool(checkpoint.state)
+            is_current = checkpoint.histogram_key == text and checkpoint.has_state
             watermark = (
                 checkpoint.last_sample_at.timestamp()
                 if (is_current and checkpoint.last_sample_at is not None)
@@ -288,21 +294,98 @@ def load_rows(window: Window) -> None:
             )
             group.rows.append(row)
             window.rows_by_container[(workload_id, container.name)] = row
-    for group in window.groups.values():
-        blobs = [
-            r.checkpoint.state
-            if r.checkpoint.histogram_key == r.key_text and r.checkpoint.state
-            else None
+    kept = _take_kept(window) if window.keep_state else {}
+    states = _states(
+        containers,
+        [
+            r.checkpoint.pk
+            for group in window.groups.values()
             for r in group.rows
-        ]
-        try:
-            group.aggregates = AggregateSet.from_checkpoints(group.profile, blobs)
-        except ValueError as exc:
-            # A corrupt checkpoint must not block the others: rebuild it from history.
-            group.aggregates = _load_skipping_corrupt(window, group, blobs, exc)
-        for row, blob in zip(group.rows, blobs, strict=True):
-            row.is_rebuilt = blob is None
+            if r.checkpoint.pk not in kept
+            and r.checkpoint.histogram_key == r.key_text
+            and r.checkpoint.has_state
+        ],
+    )
+    for group in window.groups.values():
+        sources: list[tuple[AggregateSet, int] | bytes | None] = []
+        for r in group.rows:
+            held = kept.get(r.checkpoint.pk)
+            if held is not None:
+                sources.append((held.aggregates, held.row))
+                r.start_s = held.fed_until_s
+            else:
+                sources.append(states.get(r.checkpoint.pk))
+        group.aggregates = _same_set(sources) or _gather(window, group, sources)
+        for row, source in zip(group.rows, sources, strict=True):
+            row.is_rebuilt = source is None
     window.counts["containers"] = len(window.rows_by_container)
+    window.counts["engine_rows_kept"] = len(kept)
+
+
+def _take_kept(window: Window) -> dict[int, warm_state.Kept]:
+    """The rows kept from an earlier window that continue their stored checkpoint."""
+    kept = {}
+    oldest_s = window.now.timestamp() - window.history_s
+    for r in window.rows_by_container.values():
+        watermark = r.checkpoint.last_sample_at
+        held = warm_state.take(
+            r.checkpoint.pk,
+            version=r.checkpoint.version,
+            key_text=r.key_text,
+            has_state=r.checkpoint.histogram_key == r.key_text
+            and r.checkpoint.has_state,
+            watermark_s=-math.inf if watermark is None else watermark.timestamp(),
+            oldest_s=oldest_s,
+            end_s=window.end_s,
+        )
+        if held is not None:
+            kept[r.checkpoint.pk] = held
+    return kept
+
+
+def _states(containers: QuerySet[Container], pks: list[int]) -> dict[int, bytes]:
+    """The stored states of the checkpoints ``pks`` of ``containers``' rows, in one
+    statement whatever their number."""
+    if not pks:
+        return {}
+    wanted = set(pks)
+    rows = (
+        Checkpoint.objects.filter(pk__in=pks).values_list("pk", "state")
+        if len(pks) <= BATCH
+        else containers.values_list("checkpoint__pk", "checkpoint__state")
+    )
+    return {pk: bytes(state) for pk, state in rows if pk in wanted}
+
+
+def _same_set(
+    sources: Sequence[tuple[AggregateSet, int] | bytes | None],
+) -> AggregateSet | None:
+    """The kept set itself when it is exactly these rows, in order (a steady cycle of
+    an unchanged fleet): nothing to copy."""
+    if not sources or not isinstance(sources[0], tuple):
+        return None
+    aggregates = sources[0][0]
+    if len(aggregates) != len(sources):
+        return None
+    for i, source in enumerate(sources):
+        if not (
+            isinstance(source, tuple) and source[0] is aggregates and source[1] == i
+        ):
+            return None
+    return aggregates
+
+
+def _gather(
+    window: Window,
+    group: Group,
+    sources: list[tuple[AggregateSet, int] | bytes | None],
+) -> AggregateSet:
+    """The group's engine rows from kept rows and stored states; a corrupt checkpoint
+    does not block the others: it is rebuilt from history."""
+    try:
+        return AggregateSet.gather(group.profile, sources)
+    except ValueError as exc:
+        return _load_skipping_corrupt(window, group, sources, exc)
 
 
 def _refs(values: tuple[Any, ...]) -> tuple[ContainerRef, CheckpointRef]:
@@ -323,7 +406,7 @@ def _refs(values: tuple[Any, ...]) -> tuple[ContainerRef, CheckpointRef]:
         histogram_key=values[12],
         last_sample_at=values[13],
         updated_at=values[14],
-        state=bytes(values[15] or b""),
+        has_state=bool(values[15]),
     )
     return container, checkpoint
 
@@ -347,7 +430,10 @@ def _policy_of(
 
 
 def _load_skipping_corrupt(
-    window: Window, group: Group, blobs: list[bytes | None], first: ValueError
+    window: Window,
+    group: Group,
+    blobs: list[tuple[AggregateSet, int] | bytes | None],
+    first: ValueError,
 ) -> AggregateSet:
     """Load row by row, replacing unreadable checkpoints by a back-fill from history."""
     logger.warning(
@@ -355,7 +441,7 @@ def _load_skipping_corrupt(
     )
     now_s = window.now.timestamp()
     for i, blob in enumerate(blobs):
-        if blob is None:
+        if not isinstance(blob, bytes):
             continue
         try:
             AggregateSet.from_checkpoints(group.profile, [blob])
@@ -364,7 +450,7 @@ def _load_skipping_corrupt(
             window.error(f"checkpoint of {row.container} unreadable ({exc}); rebuilt")
             blobs[i] = None
             row.start_s = now_s - window.history_s
-    return AggregateSet.from_checkpoints(group.profile, blobs)
+    return AggregateSet.gather(group.profile, blobs)
 
 
 def start_s(window: Window) -> float | None:
