@@ -10,8 +10,10 @@ The cycle is idempotent and safe to run from several workers at once:
   container, because the winner already applied the same samples;
 - an OOM kill enters the engine in the same transaction that stores its ``OomKill`` row,
   so it is counted exactly once;
-- nothing of the engine state is kept in memory between cycles: a restart resumes from
-  the checkpoints, and a failed cycle stores nothing but its failed ``RefreshRun``.
+- the engine rows a process keeps between cycles (``warm_state.py``) are used only
+  while the stored checkpoint still has the version they continue: a restart resumes
+  from the checkpoints with the same result, and a failed cycle stores nothing but its
+  failed ``RefreshRun``.
 
 ``ingest_window`` is the one ingestion step, shared by the minute cycle
 (``refresh_cluster``) and the back-fill (``services/backfill.py``, one window per day).
@@ -113,6 +115,7 @@ def ingest_window(
     phases: Phases | None = None,
     live_pods: Mapping[int, Collection[str]] | None = None,
     checkpoints: CheckpointSchedule | None = None,
+    keep_state: bool = True,
 ) -> dict[str, Any]:
     """Ingest every discovered container from its watermark up to ``end`` and commit.
 
@@ -125,7 +128,10 @@ def ingest_window(
     With ``live_pods`` (pod names by workload id), the engine forgets the per-pod
     state of every other pod once the window is fed (upstream's DeleteRemovedPods).
     With ``checkpoints``, only the checkpoints that schedule picks are written (the
-    others keep their watermark); without, every one that was fed.
+    others keep their watermark); without, every one that was fed. With a schedule
+    and ``keep_state``, the engine rows of earlier windows of this process are used
+    where they continue the stored checkpoints, and this window's are kept
+    (``warm_state.py``).
     """
     phases = phases or Phases()
     end_s = math.floor(end.timestamp() / STEP_S) * STEP_S
@@ -133,7 +139,7 @@ def ingest_window(
         discovery=discovery,
         end_s=end_s,
         history_s=history_s,
-        keep_state=checkpoints is not None,
+        keep_state=keep_state and checkpoints is not None,
     )
     with phases("ingest"):
         ingest.load_rows(window)
@@ -196,7 +202,12 @@ def ingest_fleet(
     total: dict[str, Any] = {}
     for number, part in enumerate(([rest] if rest else []) + parts):
         counts = ingest_window(
-            discovery=chunking.restrict(discovery, part), source=source, **window
+            discovery=chunking.restrict(discovery, part),
+            source=source,
+            # A first contact's chunks keep no engine rows: its memory stays that of
+            # one chunk (the next cycle decodes them once).
+            keep_state=bool(rest) and number == 0,
+            **window,
         )
         chunking.add_counts(total, counts)
         if run is not None:
