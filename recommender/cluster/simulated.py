@@ -175,6 +175,12 @@ class SimWorkload:
     run_duration_s: float = 0.0
 
     @cached_property
+    def container_specs(self) -> tuple[ContainerSpec, ...]:
+        """The adapter-facing view of the pod template's containers (kept: discovery
+        names them for every workload and pod every cycle)."""
+        return tuple(container.spec() for container in self.containers)
+
+    @cached_property
     def uid(self) -> str:
         """A stable uid for the workload."""
         return f"{stable_hash('uid', self.namespace, self.kind, self.name):032x}"
@@ -553,7 +559,7 @@ class SimulatedCluster:
         self, sim: SimWorkload, pod: str, start_s: float, now_s: float
     ) -> tuple[ContainerSpec, ...]:
         """The containers a pod runs with as admitted, if it went through admission."""
-        template = tuple(container.spec() for container in sim.containers)
+        template = sim.container_specs
         if self.admit is None or not start_s:
             return template
         key = (self.name, sim.namespace, pod)
@@ -578,7 +584,7 @@ class SimulatedCluster:
         for sim in self.fleet.workloads:
             if not self._reads(sim.namespace):
                 continue
-            specs = tuple(container.spec() for container in sim.containers)
+            specs = sim.container_specs
             labels = {"app": sim.name}
             pods = tuple(
                 _overridden(

@@ -21,6 +21,7 @@ from django.db import transaction
 
 from recommender.cluster.base import ClusterSnapshot, WorkloadInfo
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
+from recommender.services.refresh import stored_json
 from recommender.services.refresh.cluster_objects import store_cluster_objects
 from recommender.services.refresh.pods import (
     PodOwners,
@@ -43,7 +44,7 @@ _CONTAINER_FIELDS = (
     "request_memory_bytes",
     "limit_cpu_millicores",
     "limit_memory_bytes",
-    "template_resources",
+    "template_resources",  # JSON: these two last (_upsert_containers)
     "resource_sources",
 )
 # How stale Workload.last_seen_at may be: an unchanged fleet rewrites it this often.
@@ -251,10 +252,24 @@ def _upsert_containers(
         containers_of_cluster = containers_of_cluster.filter(
             workload__namespace=found.namespace
         )
+    # The two JSON columns as text, parsed once per distinct text (stored_json.py).
     containers = {
-        (workload_id, name): (pk, values)
-        for pk, workload_id, name, *values in containers_of_cluster.values_list(
-            "pk", "workload_id", "name", *_CONTAINER_FIELDS
+        (workload_id, name): (
+            pk,
+            [*values, stored_json.parse(template), stored_json.parse(sources)],
+        )
+        for pk, workload_id, name, *values, template, sources in (
+            containers_of_cluster.annotate(
+                template_text=stored_json.as_text("template_resources"),
+                sources_text=stored_json.as_text("resource_sources"),
+            ).values_list(
+                "pk",
+                "workload_id",
+                "name",
+                *_CONTAINER_FIELDS[:-2],
+                "template_text",
+                "sources_text",
+            )
         )
     }
     new_containers, changed_containers = [], []

@@ -26,6 +26,7 @@ from typing import Any
 from recommender.cluster.base import ContainerSpec, PodInfo, WorkloadInfo
 from recommender.engine.resources import RESOURCE_NAMES, Resources
 from recommender.models import Container, Workload, WorkloadPod
+from recommender.services.refresh import stored_json
 
 # How long a gone pod's owner is kept: the workload page's 8-day usage history.
 POD_RETENTION = timedelta(days=8)
@@ -139,11 +140,19 @@ def record_pods(
     live = {(pod.namespace, pod.name) for pod, _ in pods}
     # Tuples, not ORM objects: (pk, workload id, containers, last seen).
     existing: dict[PodKey, tuple[int, int, Any, datetime]] = {}
-    for pk, ns, name, workload_id, containers, last_seen_at in of_shard.values_list(
-        "pk", "namespace", "name", "workload_id", "containers", "last_seen_at"
+    # The containers' JSON as text, parsed once per distinct text (stored_json.py).
+    for pk, ns, name, workload_id, containers, last_seen_at in of_shard.annotate(
+        containers_text=stored_json.as_text("containers")
+    ).values_list(
+        "pk", "namespace", "name", "workload_id", "containers_text", "last_seen_at"
     ):
         if (ns, name) in live:
-            existing[(ns, name)] = (pk, workload_id, containers, last_seen_at)
+            existing[(ns, name)] = (
+                pk,
+                workload_id,
+                stored_json.parse(containers),
+                last_seen_at,
+            )
     new_rows: list[WorkloadPod] = []
     changed: list[WorkloadPod] = []
     for pod, workload_id in pods:
