@@ -8,7 +8,10 @@ in it first. Per size, a simulated cluster of that many containers (the simulati
 mix: about 1.5 containers a workload) is refreshed: first contact (history of
 BENCH_SCALE_HISTORY_H hours, default 24, and 2 for 100,000 containers: said in the
 table), then BENCH_SCALE_CYCLES steady-state cycles a minute apart (default 3), each
-with new samples for every container and nothing else changed. Prints, per size:
+with new samples for every container and nothing else changed (the first of them
+decodes the checkpoints the chunks of the first contact stored; the later ones go on
+from the engine rows the cycle before kept: docs/refresh.md, "Warm workers"). Prints,
+per size:
 first-contact time and peak RSS, the steady cycle's time by phase (median) and its
 statements, and the server time (median of 5) of the dashboard overview, the
 workloads list and the API list. Targets at 100,000 containers: cycle <= 30 s and
@@ -118,6 +121,7 @@ def run_size(containers: int) -> dict[str, Any]:
                 "written": run.counts.get("checkpoints_written", 0),
                 "changed": run.counts.get("recommendations_changed", 0),
                 "samples": run.counts.get("samples", 0),
+                "kept": run.counts.get("engine_rows_kept", 0),
             }
         )
     user = get_user_model().objects.create_user("bench-scale", password="bench-only")
@@ -149,6 +153,9 @@ def run_size(containers: int) -> dict[str, Any]:
         "first_s": first_s,
         "rss_gb": rss_gb,
         "cycle": middle,
+        "cycles": [
+            [c["wall_s"], c["statements"], c["kept"], c["changed"]] for c in cycles
+        ],
         "pages": pages,
     }
 
@@ -182,6 +189,12 @@ def main() -> None:
         print(f"{r['containers']:,} containers, statements of the median cycle:")
         for kind, n in r["cycle"]["kinds"]:
             print(f"  {n:4d}  {kind}")
+    for r in rows:
+        print(
+            f"{r['containers']:,} containers, each steady cycle (wall s, statements,"
+            " engine rows kept from the cycle before, recommendations changed): "
+            + ", ".join(f"({w:.1f}, {n}, {k:,}, {c:,})" for w, n, k, c in r["cycles"])
+        )
     for r in rows:
         print(
             f"{r['containers']:,} containers: first contact in"

@@ -89,9 +89,10 @@ def compare_and_swap(
 
 
 def insert_returning_pks(
-    objs: Sequence[Model], *, fields: Sequence[str], batch: int = CAS_BATCH
+    objs: Sequence[Model], *, fields: Sequence[str], batch: int | None = None
 ) -> None:
-    """INSERT the unsaved ``objs`` (one model), ``batch`` rows a statement, and set
+    """INSERT the unsaved ``objs`` (one model), ``batch`` rows a statement
+    (``CAS_BATCH`` by default), and set
     each one's primary key from ``RETURNING``.
 
     ``bulk_create`` does the same, but on PostgreSQL it sends each column as one array
@@ -108,7 +109,7 @@ def insert_returning_pks(
     assert pk is not None
     columns = [_concrete(model, name) for name in fields]
     # Under every backend's bound-parameter limit (SQLite: 32,766).
-    batch = max(1, min(batch, 30_000 // len(columns)))
+    batch = max(1, min(batch or CAS_BATCH, 30_000 // len(columns)))
     row_sql = "(" + ", ".join(["%s"] * len(columns)) + ")"
     head = (
         f"INSERT INTO {connection.ops.quote_name(meta.db_table)}"
