@@ -181,6 +181,24 @@ class SimWorkload:
         return tuple(container.spec() for container in self.containers)
 
     @cached_property
+    def long_lived_pod_infos(self) -> tuple[PodInfo, ...]:
+        """The adapter-facing view of the long-lived pods, as discovery lists them
+        (kept: they are the same every cycle)."""
+        labels = {"app": self.name}
+        return tuple(
+            PodInfo(
+                namespace=self.namespace,
+                name=pod,
+                phase="Running",
+                containers=self.container_specs,
+                start_time=None,
+                labels=labels,
+                uid=_pod_uid(self.namespace, pod),
+            )
+            for pod in self.long_lived_pods()
+        )
+
+    @cached_property
     def uid(self) -> str:
         """A stable uid for the workload."""
         return f"{stable_hash('uid', self.namespace, self.kind, self.name):032x}"
@@ -586,8 +604,10 @@ class SimulatedCluster:
                 continue
             specs = sim.container_specs
             labels = {"app": sim.name}
-            pods = tuple(
-                _overridden(
+            pods = (
+                sim.long_lived_pod_infos
+                if sim.kind != "CronJob"
+                else tuple(
                     PodInfo(
                         namespace=sim.namespace,
                         name=pod,
@@ -598,11 +618,15 @@ class SimulatedCluster:
                         else None,
                         labels=labels,
                         uid=_pod_uid(sim.namespace, pod),
-                    ),
-                    self.overrides.get((sim.namespace, pod)),
+                    )
+                    for pod, start_s in self.fleet.pods_at(sim, now_s)
                 )
-                for pod, start_s in self.fleet.pods_at(sim, now_s)
             )
+            if self.overrides:
+                pods = tuple(
+                    _overridden(pod, self.overrides.get((sim.namespace, pod.name)))
+                    for pod in pods
+                )
             workloads.append(
                 WorkloadInfo(
                     kind=sim.kind,
