@@ -224,3 +224,42 @@ def test_a_kept_row_another_writer_moved_on_is_read_from_the_database(settings, 
     Checkpoint.objects.filter(pk=other.pk).update(version=F("version") + 1)
     run = refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=2))
     assert run.counts["engine_rows_kept"] == run.counts["containers"] - 1
+
+
+def test_inserted_rows_get_their_own_primary_keys_in_every_batch(db):
+    """insert_returning_pks, a few rows a statement: each object gets the key of the
+    row holding its values (the cycle moves the containers' pointers to them)."""
+    cluster = Cluster.objects.create(name="keys", kind="simulated")
+    workload = cluster.workloads.create(
+        kind="Deployment",
+        namespace="ns",
+        name="api",
+        first_seen_at=NOW,
+        last_seen_at=NOW,
+    )
+    container = Container.objects.create(workload=workload, name="app")
+    rows = [
+        Recommendation(
+            container=container,
+            created_at=NOW + timedelta(minutes=i),
+            target_cpu_millicores=100 + i,
+            explanation={"notes": [f"row {i}", 'with "quotes" and \\ backslash']},
+        )
+        for i in range(7)
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        bulk.insert_returning_pks(
+            rows,
+            fields=[
+                f.name
+                for f in Recommendation._meta.concrete_fields
+                if not f.primary_key
+            ],
+            batch=3,
+        )
+    assert len(queries.captured_queries) == 3  # 3 + 3 + 1 rows
+    for i, row in enumerate(rows):
+        stored = Recommendation.objects.get(pk=row.pk)
+        assert stored.target_cpu_millicores == 100 + i
+        assert stored.explanation == row.explanation
+        assert stored.created_at == NOW + timedelta(minutes=i)
