@@ -19,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -168,7 +169,13 @@ def history_days(cluster: Cluster) -> float:
 
 def key_text(profile: Profile) -> str:
     """A checkpoint's ``histogram_key``: the profile settings its state depends on."""
-    return json.dumps(list(profile.histogram_key))
+    return _key_text(profile.histogram_key)
+
+
+@lru_cache(maxsize=256)
+def _key_text(histogram_key: tuple[float, ...]) -> str:
+    # Asked for every workload of every cycle; a fleet has a handful of these.
+    return json.dumps(list(histogram_key))
 
 
 def profile_or_default(workload: Workload) -> Profile:
