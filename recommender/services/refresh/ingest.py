@@ -1,8 +1,10 @@
 """Ingestion of one window: each container's samples after its watermark, and the OOM
 kills not stored yet, fed to the engine in time order.
 
-Rows are loaded fresh from the database (checkpoint, watermark, version), one
-``AggregateSet`` per profile histogram key. Usage is read from the source one day at a
+Rows are loaded fresh from the database (checkpoint, watermark, version; as tuples),
+one ``AggregateSet`` per profile histogram key, whose engine rows come from the
+stored states or, where they continue them, from the rows this process kept after
+its last window (``warm_state.py``). Usage is read from the source one day at a
 time and handed, with the day's OOM kills, to ``engine/feed.py``: the one rule (shared
 with the offline command and replay) that feeds the samples up to and including an
 OOM's time, then the OOM, then the rest, in upstream's units (whole millicores). The
@@ -187,9 +189,12 @@ def profile_or_default(workload: Workload) -> Profile:
 
 
 def _profile_of(policy: Policy) -> Profile:
-    return get_profile(policy.profile).with_overrides(
-        **(policy.profile_overrides or {})
-    )
+    return _named_profile(policy.profile, policy.profile_overrides)
+
+
+def _named_profile(name: str, overrides: dict[str, Any] | None) -> Profile:
+    """A policy's profile: the named one with the policy's field overrides."""
+    return get_profile(name).with_overrides(**(overrides or {}))
 
 
 # The columns load_rows reads, in this order (one query, no ORM objects).
@@ -427,9 +432,7 @@ def _policy_of(
         return ValueError("the workload has no policy")
     try:
         return (
-            get_profile(profile).with_overrides(
-                **(json.loads(overrides or "{}") or {})
-            ),
+            _named_profile(profile, json.loads(overrides or "null")),
             parse_container_policies(json.loads(container_policies or "[]") or []),
         )
     except (ValueError, TypeError, KeyError, VpawebError) as exc:
