@@ -22,7 +22,11 @@ from django.db import transaction
 from recommender.cluster.base import ClusterSnapshot, WorkloadInfo
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
 from recommender.services.refresh import stored_json
-from recommender.services.refresh.cluster_objects import store_cluster_objects
+from recommender.services.refresh.cluster_objects import (
+    StoredWorkload,
+    store_cluster_objects,
+    stored_workloads,
+)
 from recommender.services.refresh.pods import (
     PodOwners,
     applied_resources,
@@ -180,20 +184,8 @@ def upsert_discovery(
     found.counts["workloads_new"] = len(new_rows)
     found.counts["workloads_vanished"] = len(vanished)
 
-    # What the rest of discovery reads of each workload: no JSON but the two columns
-    # store_cluster_objects compares.
-    workloads = {
-        (w.namespace, w.kind, w.name): w
-        for w in of_shard.filter(is_active=True).only(
-            "pk",
-            "cluster_id",
-            "namespace",
-            "kind",
-            "name",
-            "hpa_conflicts",
-            "pod_disruption_budgets",
-        )
-    }
+    # What the rest of discovery reads of each workload, as tuples.
+    workloads = stored_workloads(of_shard.filter(is_active=True))
     with_policy = set(
         Policy.objects.filter(workload__in=of_shard).values_list(
             "workload_id", flat=True
@@ -202,7 +194,9 @@ def upsert_discovery(
     # New workloads start in Off mode (recommend only) with upstream's profile.
     Policy.objects.bulk_create(
         [
-            Policy(workload=w, mode=Policy.Mode.OFF, profile="vpa", updated_at=now)
+            Policy(
+                workload_id=w.pk, mode=Policy.Mode.OFF, profile="vpa", updated_at=now
+            )
             for w in workloads.values()
             if w.pk not in with_policy
         ],
@@ -241,7 +235,7 @@ def upsert_discovery(
 def _upsert_containers(
     found: Discovery,
     seen: dict[tuple[str, str, str], WorkloadInfo],
-    workloads: dict[tuple[str, str, str], Workload],
+    workloads: dict[tuple[str, str, str], StoredWorkload],
 ) -> None:
     """Container and empty Checkpoint rows of the shard's workloads; the pod map."""
     cluster, now = found.cluster, found.now
@@ -295,7 +289,7 @@ def _upsert_containers(
             stored = containers.get((workload.pk, spec.name))
             if stored is None:
                 new_containers.append(
-                    Container(workload=workload, name=spec.name, **fields)
+                    Container(workload_id=workload.pk, name=spec.name, **fields)
                 )
             elif stored[1] != [fields[f] for f in _CONTAINER_FIELDS]:
                 changed_containers.append(Container(pk=stored[0], **fields))
