@@ -39,6 +39,18 @@ def _plain_static_storage() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _cold_engine_state() -> None:
+    """Each test starts as a fresh worker process: no engine rows kept from another
+    test's cycles (services/refresh/warm_state.py; a rolled-back test's ids can come
+    back in the next test's rows)."""
+    if not settings.configured:
+        return  # engine tests run without Django too (pytest -p no:django)
+    from recommender.services.refresh import warm_state
+
+    warm_state.forget_all()
+
+
+@pytest.fixture(autouse=True)
 def _no_throttle_history() -> None:
     """Each test starts with no API throttle counters (they live in the cache)."""
     if not settings.configured:

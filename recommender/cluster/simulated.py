@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -110,6 +110,12 @@ def stable_hash(*parts: object) -> int:
     return int.from_bytes(digest, "little")
 
 
+@lru_cache(maxsize=2**18)
+def _pod_uid(namespace: str, pod: str) -> str:
+    """A pod's stable uid (kept: discovery names every live pod every cycle)."""
+    return "{:032x}".format(stable_hash("pod", namespace, pod))
+
+
 def name_suffix(length: int, *parts: object) -> str:
     """A Kubernetes-looking random suffix derived from ``parts``."""
     value = stable_hash(*parts)
@@ -168,13 +174,43 @@ class SimWorkload:
     cron_offset_s: float = 0.0
     run_duration_s: float = 0.0
 
-    @property
+    @cached_property
+    def container_specs(self) -> tuple[ContainerSpec, ...]:
+        """The adapter-facing view of the pod template's containers (kept: discovery
+        names them for every workload and pod every cycle)."""
+        return tuple(container.spec() for container in self.containers)
+
+    @cached_property
+    def long_lived_pod_infos(self) -> tuple[PodInfo, ...]:
+        """The adapter-facing view of the long-lived pods, as discovery lists them
+        (kept: they are the same every cycle)."""
+        labels = {"app": self.name}
+        return tuple(
+            PodInfo(
+                namespace=self.namespace,
+                name=pod,
+                phase="Running",
+                containers=self.container_specs,
+                start_time=None,
+                labels=labels,
+                uid=_pod_uid(self.namespace, pod),
+            )
+            for pod in self.long_lived_pods()
+        )
+
+    @cached_property
     def uid(self) -> str:
         """A stable uid for the workload."""
         return f"{stable_hash('uid', self.namespace, self.kind, self.name):032x}"
 
     def long_lived_pods(self) -> tuple[str, ...]:
         """Names of the pods that always exist (every kind but CronJob)."""
+        return self._long_lived_pods
+
+    @cached_property
+    def _long_lived_pods(self) -> tuple[str, ...]:
+        # Computed once per workload: discovery, the OOM kills and the usage source
+        # ask for them every cycle (a frozen dataclass keeps its cache in __dict__).
         if self.kind == "StatefulSet":
             return tuple(f"{self.name}-{i}" for i in range(self.replicas))
         if self.kind == "DaemonSet":
@@ -541,7 +577,7 @@ class SimulatedCluster:
         self, sim: SimWorkload, pod: str, start_s: float, now_s: float
     ) -> tuple[ContainerSpec, ...]:
         """The containers a pod runs with as admitted, if it went through admission."""
-        template = tuple(container.spec() for container in sim.containers)
+        template = sim.container_specs
         if self.admit is None or not start_s:
             return template
         key = (self.name, sim.namespace, pod)
@@ -566,10 +602,12 @@ class SimulatedCluster:
         for sim in self.fleet.workloads:
             if not self._reads(sim.namespace):
                 continue
-            specs = tuple(container.spec() for container in sim.containers)
+            specs = sim.container_specs
             labels = {"app": sim.name}
-            pods = tuple(
-                _overridden(
+            pods = (
+                sim.long_lived_pod_infos
+                if sim.kind != "CronJob"
+                else tuple(
                     PodInfo(
                         namespace=sim.namespace,
                         name=pod,
@@ -579,12 +617,16 @@ class SimulatedCluster:
                         if start_s
                         else None,
                         labels=labels,
-                        uid="{:032x}".format(stable_hash("pod", sim.namespace, pod)),
-                    ),
-                    self.overrides.get((sim.namespace, pod)),
+                        uid=_pod_uid(sim.namespace, pod),
+                    )
+                    for pod, start_s in self.fleet.pods_at(sim, now_s)
                 )
-                for pod, start_s in self.fleet.pods_at(sim, now_s)
             )
+            if self.overrides:
+                pods = tuple(
+                    _overridden(pod, self.overrides.get((sim.namespace, pod.name)))
+                    for pod in pods
+                )
             workloads.append(
                 WorkloadInfo(
                     kind=sim.kind,

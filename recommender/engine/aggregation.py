@@ -109,16 +109,69 @@ class AggregateSet:
         cls, profile: Profile, blobs: Sequence[bytes | None]
     ) -> AggregateSet:
         """One row per compact checkpoint blob (None = a new empty aggregate)."""
-        from .checkpoint import decode_into
+        return cls.gather(profile, blobs)
 
-        out = cls(profile, len(blobs))
-        for row, blob in enumerate(blobs):
-            if blob is not None:
-                try:
-                    decode_into(out, row, blob)
-                except ValueError as exc:
-                    raise ValueError(f"blobs[{row}]: {exc}") from None
+    @classmethod
+    def gather(
+        cls,
+        profile: Profile,
+        sources: Sequence[tuple[AggregateSet, int] | bytes | None],
+    ) -> AggregateSet:
+        """One row per source: a copy of row ``r`` of the set ``s`` for ``(s, r)``
+        (a set of the same histogram key), the state of a compact checkpoint blob, or
+        a new empty aggregate for None. The series come in row order, each row's in
+        its own order, as ``from_checkpoints`` of the rows' blobs would add them.
+        """
+        from .checkpoint import decode_row
+
+        out = cls(profile, len(sources))
+        by_set: dict[int, tuple[AggregateSet, list[int], list[int]]] = {}
+        rows: list[int] = []
+        keys: list[str] = []
+        values: list[Sequence[float]] = []
+        series_of: dict[int, dict[int, list[int]]] = {}
+        for row, source in enumerate(sources):
+            if source is None:
+                continue
+            if isinstance(source, tuple):
+                other, other_row = source
+                if other.profile.histogram_key != profile.histogram_key:
+                    raise ValueError(f"sources[{row}]: a set of another histogram key")
+                if id(other) not in by_set:
+                    by_set[id(other)] = (other, [], [])
+                    series_of[id(other)] = other._series_by_row()
+                by_set[id(other)][1].append(row)
+                by_set[id(other)][2].append(other_row)
+                for sid in series_of[id(other)].get(other_row, []):
+                    rows.append(row)
+                    keys.append(other.series_key[sid])
+                    values.append(
+                        [getattr(other, name)[sid] for name in _SERIES_ARRAYS[1:]]
+                    )
+                continue
+            try:
+                row_keys, row_values = decode_row(out, row, source)
+            except ValueError as exc:
+                raise ValueError(f"blobs[{row}]: {exc}") from None
+            rows += [row] * len(row_keys)
+            keys += row_keys
+            values += row_values
+        for other, mine, theirs in by_set.values():
+            out._copy_rows(other, np.array(mine), np.array(theirs))
+        # The series of every row in one go: adding them one at a time copied the
+        # series arrays once per series (quadratic in the fleet).
+        out.add_series_rows(np.array(rows, dtype=np.int64), keys, values)
         return out
+
+    def _copy_rows(
+        self, other: AggregateSet, rows: np.ndarray, theirs: np.ndarray
+    ) -> None:
+        """Rows ``theirs`` of ``other`` into rows ``rows`` (histograms and counters)."""
+        for mine, source in ((self.cpu, other.cpu), (self.memory, other.memory)):
+            for name in ("weight", "total", "min_bucket", "max_bucket", "reference_s"):
+                getattr(mine, name)[rows] = getattr(source, name)[theirs]
+        for name in ("first_sample_s", "last_sample_s_", "total_samples", "creation_s"):
+            getattr(self, name)[rows] = getattr(other, name)[theirs]
 
     def to_checkpoints(self, rows: Sequence[int] | None = None) -> list[bytes]:
         """Compact versioned bytes per row (of ``rows`` only, in that order, when
@@ -230,6 +283,22 @@ class AggregateSet:
     def add_series(self, row: int, key: str) -> int:
         """Id of the series ``key`` of aggregate ``row``, created if new."""
         return int(self._resolve_series(np.array([row]), [key])[0])
+
+    def add_series_rows(
+        self,
+        rows: np.ndarray,
+        keys: Sequence[str],
+        values: Sequence[Sequence[float]],
+    ) -> np.ndarray:
+        """Series ``keys`` of aggregates ``rows`` (created if new), set to ``values``
+        (each: CPU watermark, memory watermark, window end, memory peak, OOM peak, the
+        checkpoint's order); their ids. One copy of the series arrays for all."""
+        ids = self._resolve_series(rows, keys)
+        if ids.size:
+            table = np.array(values, dtype=np.float64).reshape(ids.size, 5)
+            for column, name in enumerate(_SERIES_ARRAYS[1:]):
+                getattr(self, name)[ids] = table[:, column]
+        return ids
 
     def _resolve_series(self, rows: np.ndarray, keys: Sequence[str]) -> np.ndarray:
         if rows.size and (rows.min() < 0 or rows.max() >= len(self)):

@@ -295,6 +295,15 @@ def apply_vpa_policy(
         raise ValueError(f"policy must be a ContainerPolicy or None, not {policy!r}")
     own_min = Resources() if policy is None else policy.min_allowed
     own_max = Resources() if policy is None else policy.max_allowed
+    if own_min == own_max == global_max == NO_RESOURCES:
+        # No bound at all (most containers): nothing to cap, the values as they are.
+        return CappedRecommendation(
+            target=bounds[TARGET],
+            lower_bound=bounds[LOWER],
+            upper_bound=bounds[UPPER],
+            uncapped_target=rec.uncapped_target,
+            caps=(),
+        )
     capper = _Capper(bounds)
     for resource in RESOURCE_NAMES:
         minimum = {resource: own_min.get(resource)}

@@ -35,6 +35,8 @@ SUPPORTED_VPA_CHECKPOINT_VERSION = "v3"
 _HEADER = struct.Struct("<4sHHHdddddqd")
 _HIST = struct.Struct("<ddHHH")
 _SERIES = struct.Struct("<ddddd")
+_COUNT = struct.Struct("<I")
+_KEY_LENGTH = struct.Struct("<H")
 
 
 def _encode_hist(h: HistogramBatch, row: int) -> bytes:
@@ -118,8 +120,12 @@ def _decode_hist(rd: _Reader, h: HistogramBatch, row: int) -> None:
     h.reference_s[row] = ref
 
 
-def decode_into(aggs: AggregateSet, row: int, blob: bytes) -> None:
-    """Load compact bytes into the empty aggregate ``row`` (ValueError if corrupt)."""
+def decode_row(
+    aggs: AggregateSet, row: int, blob: bytes
+) -> tuple[list[str], list[tuple[float, ...]]]:
+    """Load compact bytes into the empty aggregate ``row`` except its series, which
+    are returned (keys, and the 5 values of each, ``_SERIES`` order) for the caller
+    to add in one go (``AggregateSet.add_series_rows``). ValueError if corrupt."""
     if not isinstance(blob, bytes | bytearray | memoryview):
         raise ValueError("checkpoint must be bytes")
     data = bytes(blob)
@@ -153,24 +159,19 @@ def decode_into(aggs: AggregateSet, row: int, blob: bytes) -> None:
     aggs.last_sample_s_[row] = last
     aggs.total_samples[row] = count
     aggs.creation_s[row] = created
-    (n_series,) = rd.unpack(struct.Struct("<I"))
+    (n_series,) = rd.unpack(_COUNT)
+    keys: list[str] = []
+    values: list[tuple[float, ...]] = []
     for _ in range(n_series):
-        (klen,) = rd.unpack(struct.Struct("<H"))
+        (klen,) = rd.unpack(_KEY_LENGTH)
         try:
-            key = rd.take(klen).decode("utf-8")
+            keys.append(rd.take(klen).decode("utf-8"))
         except UnicodeDecodeError:
             raise ValueError("checkpoint has a series key that is not UTF-8") from None
-        values = rd.unpack(_SERIES)
-        s = aggs.add_series(row, key)
-        (
-            aggs.series_last_cpu_s[s],
-            aggs.series_last_memory_s[s],
-            aggs.series_window_end_s[s],
-            aggs.series_memory_peak[s],
-            aggs.series_oom_peak[s],
-        ) = values
+        values.append(rd.unpack(_SERIES))
     if rd.pos != len(body):
         raise ValueError("checkpoint has trailing bytes")
+    return keys, values
 
 
 # ------------------------------------------------------------------------ upstream v3

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
 from recommender.models import (
@@ -15,9 +16,10 @@ from recommender.models import (
     Checkpoint,
     Cluster,
     Container,
+    Recommendation,
     RefreshRun,
 )
-from recommender.services.refresh import bulk, cycle, discovery, ingest
+from recommender.services.refresh import bulk, cycle, discovery, ingest, warm_state
 from recommender.services.refresh.cycle import refresh_cluster
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -149,3 +151,115 @@ def test_a_cycle_saves_the_admissions_of_its_new_pods_in_one_flush(settings):
     # statement (or two) per pod.
     assert len(touching) <= 2 * outcomes, touching
     assert len(touching) < admitted, touching
+
+
+def _stored(cluster_name: str) -> tuple[list[tuple], list[tuple]]:
+    """Checkpoints and recommendation rows of a cluster, by workload and container
+    names (two clusters of the simulation run the same fleet)."""
+    checkpoints = sorted(
+        (
+            c.container.workload.name,
+            c.container.name,
+            bytes(c.state),
+            c.sample_count,
+            c.version,
+            c.last_sample_at,
+        )
+        for c in Checkpoint.objects.filter(
+            container__workload__cluster__name=cluster_name
+        ).select_related("container__workload")
+    )
+    recommendations = sorted(
+        (r.container.workload.name, r.container.name, r.created_at, r.values_tuple())
+        for r in Recommendation.objects.filter(
+            container__workload__cluster__name=cluster_name
+        ).select_related("container__workload")
+    )
+    return checkpoints, recommendations
+
+
+def test_a_warm_worker_stores_what_a_cold_one_does(settings, db):
+    """A worker that keeps its engine rows between cycles (warm_state) neither
+    decodes its checkpoints nor reads again the minutes since their watermark, and
+    stores byte for byte what a worker starting cold every cycle stores."""
+    settings.SIMULATION_WORKLOADS = 12
+    settings.SIMULATION_HISTORY_DAYS = 0.25
+    settings.CHECKPOINT_INTERVAL_S = 300
+    runs = {}
+    for name in ("warm", "cold"):
+        cluster = Cluster.objects.create(name=name, kind="simulated")
+        runs[name] = []
+        for minute in range(0, 11):
+            if name == "cold":
+                warm_state.forget_all()  # as a restarted process, every minute
+            runs[name].append(
+                refresh_cluster(
+                    cluster_id=cluster.pk, now=NOW + timedelta(minutes=minute)
+                )
+            )
+    containers = runs["warm"][0].counts["containers"]
+    kept = [r.counts["engine_rows_kept"] for r in runs["warm"]]
+    assert kept == [0] + [containers] * 10
+    assert all(r.counts["engine_rows_kept"] == 0 for r in runs["cold"])
+    # Minutes 1-4 deferred every checkpoint: the cold worker read those minutes
+    # again each cycle, the warm one only the new one.
+    warm_samples = [r.counts["samples"] for r in runs["warm"][1:5]]
+    cold_samples = [r.counts["samples"] for r in runs["cold"][1:5]]
+    assert cold_samples == [n * (m + 1) for m, n in enumerate(warm_samples[:1] * 4)]
+    assert runs["warm"][10].counts["checkpoints_written"] == containers
+    assert _stored("warm") == _stored("cold")
+
+
+def test_a_kept_row_another_writer_moved_on_is_read_from_the_database(settings, db):
+    """A checkpoint written by someone else (another worker, an expiry reset) since
+    this process kept its row: the stored one is used, not the kept one."""
+    settings.SIMULATION_WORKLOADS = 12
+    settings.SIMULATION_HISTORY_DAYS = 0.25
+    settings.CHECKPOINT_INTERVAL_S = 300
+    cluster = Cluster.objects.create(name="moved", kind="simulated")
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=1))
+    assert warm_state.count() > 0
+    other = Checkpoint.objects.filter(container__workload__cluster=cluster).first()
+    Checkpoint.objects.filter(pk=other.pk).update(version=F("version") + 1)
+    run = refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=2))
+    assert run.counts["engine_rows_kept"] == run.counts["containers"] - 1
+
+
+def test_inserted_rows_get_their_own_primary_keys_in_every_batch(db):
+    """insert_returning_pks, a few rows a statement: each object gets the key of the
+    row holding its values (the cycle moves the containers' pointers to them)."""
+    cluster = Cluster.objects.create(name="keys", kind="simulated")
+    workload = cluster.workloads.create(
+        kind="Deployment",
+        namespace="ns",
+        name="api",
+        first_seen_at=NOW,
+        last_seen_at=NOW,
+    )
+    container = Container.objects.create(workload=workload, name="app")
+    rows = [
+        Recommendation(
+            container=container,
+            created_at=NOW + timedelta(minutes=i),
+            target_cpu_millicores=100 + i,
+            explanation={"notes": [f"row {i}", 'with "quotes" and \\ backslash']},
+        )
+        for i in range(7)
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        bulk.insert_returning_pks(
+            rows,
+            fields=[
+                f.name
+                for f in Recommendation._meta.concrete_fields
+                if not f.primary_key
+            ],
+            batch=3,
+        )
+    assert len(queries.captured_queries) == 3  # 3 + 3 + 1 rows
+    for i, row in enumerate(rows):
+        stored = Recommendation.objects.get(pk=row.pk)
+        assert stored.target_cpu_millicores == 100 + i
+        assert stored.explanation == row.explanation
+        assert stored.created_at == NOW + timedelta(minutes=i)

@@ -19,7 +19,16 @@ from django.db.models import Field, Model
 
 # Rows per statement: 7 parameters a row stays under SQLite's 32,766 and PostgreSQL's
 # 65,535 bound parameters, and a statement of checkpoints stays a few megabytes.
+# Narrower rows may go more to a statement (the ``batch`` of the functions below),
+# always within the backend's parameter limit (``_rows_per_statement``).
 CAS_BATCH = 2000
+
+
+def _rows_per_statement(batch: int | None, parameters_per_row: int) -> int:
+    """``batch`` rows (CAS_BATCH by default), fewer when they would pass the
+    backend's limit of bound parameters (SQLite 32,766; PostgreSQL 65,535)."""
+    limit = 65_000 if connection.vendor == "postgresql" else 30_000
+    return max(1, min(batch or CAS_BATCH, limit // parameters_per_row))
 
 
 def compare_and_swap(
@@ -28,10 +37,12 @@ def compare_and_swap(
     expect: str,
     rows: Sequence[tuple[int, Any, Mapping[str, Any]]],
     increment: str | None = None,
+    batch: int | None = None,
 ) -> set[int]:
     """Set the fields of each ``(pk, expected, values)`` row whose column ``expect``
     still holds ``expected`` (None matches NULL); ``increment`` (a column) goes up by
-    one on each row written. Returns the primary keys written."""
+    one on each row written; ``batch`` rows a statement (CAS_BATCH by default).
+    Returns the primary keys written."""
     if not rows:
         return set()
     names = list(rows[0][2])
@@ -66,9 +77,10 @@ def compare_and_swap(
     expect_column = connection.ops.quote_name(expect_field.column)
     pk_column = connection.ops.quote_name(pk.column)
     written: set[int] = set()
+    batch = _rows_per_statement(batch, len(columns))
     with connection.cursor() as cursor:
-        for start in range(0, len(rows), CAS_BATCH):
-            chunk = rows[start : start + CAS_BATCH]
+        for start in range(0, len(rows), batch):
+            chunk = rows[start : start + batch]
             params: list[Any] = []
             for key, expected, values in chunk:
                 params.append(pk.get_db_prep_value(key, connection))
@@ -86,6 +98,51 @@ def compare_and_swap(
             cursor.execute(sql, params)
             written.update(int(r[0]) for r in cursor.fetchall())
     return written
+
+
+def insert_returning_pks(
+    objs: Sequence[Model], *, fields: Sequence[str], batch: int | None = None
+) -> None:
+    """INSERT the unsaved ``objs`` (one model), ``batch`` rows a statement
+    (``CAS_BATCH`` by default), and set
+    each one's primary key from ``RETURNING``.
+
+    ``bulk_create`` does the same, but on PostgreSQL it sends each column as one array
+    (``UNNEST``), which psycopg quotes element by element with a regular expression:
+    for the recommendations' explanation documents that cost half a second per
+    1,000 rows (docs/refresh.md, "Measured"). Here each value is a parameter of its
+    own, as in ``compare_and_swap``.
+    """
+    if not objs:
+        return
+    model = type(objs[0])
+    meta = model._meta
+    pk = meta.pk
+    assert pk is not None
+    columns = [_concrete(model, name) for name in fields]
+    batch = _rows_per_statement(batch, len(columns))
+    row_sql = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    head = (
+        f"INSERT INTO {connection.ops.quote_name(meta.db_table)}"
+        f" ({', '.join(connection.ops.quote_name(f.column) for f in columns)})"
+        " VALUES "
+    )
+    tail = f" RETURNING {connection.ops.quote_name(pk.column)}"
+    with connection.cursor() as cursor:
+        for start in range(0, len(objs), batch):
+            chunk = objs[start : start + batch]
+            params: list[Any] = []
+            for obj in chunk:
+                params += [
+                    f.get_db_prep_save(f.pre_save(obj, add=True), connection)
+                    for f in columns
+                ]
+            cursor.execute(head + ", ".join([row_sql] * len(chunk)) + tail, params)
+            # Both backends return the rows of a VALUES list in its order (as
+            # bulk_create relies on too).
+            for obj, (key,) in zip(chunk, cursor.fetchall(), strict=True):
+                obj.pk = key
+                obj._state.adding = False
 
 
 def _concrete(model: type[Model], name: str) -> Field[Any, Any]:

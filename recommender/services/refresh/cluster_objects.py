@@ -28,8 +28,11 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from django.db.models import Q, QuerySet
 
 from recommender.cluster.base import (
     ClusterSnapshot,
@@ -60,11 +63,22 @@ from recommender.services.policy_validation import (
     parse_container_policies,
     validate_container_policies,
 )
+from recommender.services.refresh import stored_json
 
 logger = logging.getLogger(__name__)
 
 # The policy fields a VPA object sets.
 IMPORTED_FIELDS = ("mode", "container_policies", "min_replicas", "source")
+# What discovery reads of a policy (the rest, JSON mostly, is not loaded).
+_POLICY_COLUMNS = (
+    "pk",
+    "workload_id",
+    *IMPORTED_FIELDS,
+    "vpa_object",
+    "vpa_object_mode",
+    "updated_by_id",
+    "updated_at",
+)
 # vpaweb's own default, restored when the imported VPA object is gone.
 DEFAULT_POLICY: dict[str, Any] = {
     "mode": Policy.Mode.OFF,
@@ -74,6 +88,62 @@ DEFAULT_POLICY: dict[str, Any] = {
 }
 
 
+@dataclass
+class StoredWorkload:
+    """A stored workload as discovery reads it (a row as a tuple, not an ORM object:
+    at 100,000 containers those cost seconds a cycle), with the two columns
+    ``store_cluster_objects`` compares."""
+
+    pk: int
+    cluster_id: int
+    namespace: str
+    kind: str
+    name: str
+    hpa_conflicts: Any
+    pod_disruption_budgets: Any
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.kind}/{self.name}"
+
+    def as_model(self) -> Workload:
+        """An unsaved Workload with this row's key columns (for a foreign key)."""
+        return Workload(
+            pk=self.pk,
+            cluster_id=self.cluster_id,
+            namespace=self.namespace,
+            kind=self.kind,
+            name=self.name,
+        )
+
+
+def stored_workloads(rows: QuerySet[Workload]) -> dict[WorkloadKey, StoredWorkload]:
+    """``rows`` by (namespace, kind, name), in one statement; the two JSON columns
+    parsed once per distinct text (mostly ``[]``: ``stored_json.py``)."""
+    return {
+        (ns, kind, name): StoredWorkload(
+            pk=pk,
+            cluster_id=cluster_id,
+            namespace=ns,
+            kind=kind,
+            name=name,
+            hpa_conflicts=stored_json.parse(conflicts),
+            pod_disruption_budgets=stored_json.parse(budgets),
+        )
+        for pk, cluster_id, ns, kind, name, conflicts, budgets in rows.annotate(
+            conflicts_text=stored_json.as_text("hpa_conflicts"),
+            budgets_text=stored_json.as_text("pod_disruption_budgets"),
+        ).values_list(
+            "pk",
+            "cluster_id",
+            "namespace",
+            "kind",
+            "name",
+            "conflicts_text",
+            "budgets_text",
+        )
+    }
+
+
 def store_cluster_objects(
     *,
     cluster: Cluster,
@@ -81,7 +151,7 @@ def store_cluster_objects(
     now: datetime,
     namespace: str | None,
     seen: Mapping[WorkloadKey, WorkloadInfo],
-    workloads: Mapping[WorkloadKey, Workload],
+    workloads: Mapping[WorkloadKey, StoredWorkload],
     counts: dict[str, Any],
 ) -> None:
     """Import VPA objects, then store HPA conflicts, PDBs and LimitRanges."""
@@ -93,14 +163,32 @@ def store_cluster_objects(
         logger.warning("cluster %s: %s", cluster.name, message)
         counts["object_warnings"] += 1
 
+    vpas = [v for v in snapshot.vpas if in_shard(v.namespace)]
+    hpas: dict[WorkloadKey, list[dict[str, Any]]] = defaultdict(list)
+    for hpa in snapshot.horizontal_pod_autoscalers:
+        if in_shard(hpa["namespace"]):
+            target = (hpa["namespace"], hpa["target_kind"], hpa["target_name"])
+            hpas[target].append(hpa)
+    # The policies this pass can touch or read: of the workloads a VPA object or an
+    # HPA targets, and those that record or mirror a VPA object (to clear it when
+    # it is gone). Every other policy stays as it is (at 100,000 containers loading
+    # all of them was seconds per cycle).
+    targeted = {(v.namespace, v.target_kind, v.target_name) for v in vpas} | set(hpas)
+    seen_ids = {workloads[key].pk for key in seen}
+    of_shard = Policy.objects.filter(workload__cluster=cluster)
+    if namespace is not None:
+        of_shard = of_shard.filter(workload__namespace=namespace)
     policies = {
         p.workload_id: p
-        for p in Policy.objects.filter(
-            workload_id__in=[workloads[key].pk for key in seen]
-        )
+        for p in of_shard.filter(
+            Q(workload_id__in=[workloads[key].pk for key in targeted & seen.keys()])
+            | ~Q(vpa_object="")
+            | Q(source=Policy.Source.VPA_OBJECT)
+        ).only(*_POLICY_COLUMNS)
+        if p.workload_id in seen_ids
     }
     _import_vpa_objects(
-        vpas=[v for v in snapshot.vpas if in_shard(v.namespace)],
+        vpas=vpas,
         now=now,
         seen=seen,
         workloads=workloads,
@@ -110,16 +198,11 @@ def store_cluster_objects(
     )
     _record_vpa_objects_without_target(
         cluster=cluster,
-        vpas=[v for v in snapshot.vpas if in_shard(v.namespace)],
+        vpas=vpas,
         namespace=namespace,
         seen=seen,
         counts=counts,
     )
-    hpas: dict[WorkloadKey, list[dict[str, Any]]] = defaultdict(list)
-    for hpa in snapshot.horizontal_pod_autoscalers:
-        if in_shard(hpa["namespace"]):
-            target = (hpa["namespace"], hpa["target_kind"], hpa["target_name"])
-            hpas[target].append(hpa)
     budgets: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for pdb in snapshot.pod_disruption_budgets:
         if in_shard(pdb["namespace"]):
@@ -141,7 +224,13 @@ def store_cluster_objects(
         ):
             workload.hpa_conflicts = conflicts
             workload.pod_disruption_budgets = pdbs
-            changed.append(workload)
+            changed.append(
+                Workload(
+                    pk=workload.pk,
+                    hpa_conflicts=conflicts,
+                    pod_disruption_budgets=pdbs,
+                )
+            )
     Workload.objects.bulk_update(
         changed, ["hpa_conflicts", "pod_disruption_budgets"], batch_size=500
     )
@@ -163,7 +252,7 @@ def _import_vpa_objects(
     vpas: list[VpaObject],
     now: datetime,
     seen: Mapping[WorkloadKey, WorkloadInfo],
-    workloads: Mapping[WorkloadKey, Workload],
+    workloads: Mapping[WorkloadKey, StoredWorkload],
     policies: dict[int, Policy],
     counts: dict[str, Any],
     warn: Callable[[str], None],
@@ -223,7 +312,7 @@ def _import_vpa_objects(
             now=now,
             actor_label=label,
             action=Action.POLICY_IMPORT,
-            workload=workload,
+            workload=workload.as_model(),
             object_type="policy",
             object_id=policy.pk,
             before=before,
@@ -288,7 +377,7 @@ def _record_vpa_objects(
     by_target: Mapping[WorkloadKey, list[VpaObject]],
     *,
     seen: Mapping[WorkloadKey, WorkloadInfo],
-    workloads: Mapping[WorkloadKey, Workload],
+    workloads: Mapping[WorkloadKey, StoredWorkload],
     policies: dict[int, Policy],
 ) -> None:
     """Store on each policy which VPA object targets its workload, and its mode."""

@@ -10,8 +10,10 @@ The cycle is idempotent and safe to run from several workers at once:
   container, because the winner already applied the same samples;
 - an OOM kill enters the engine in the same transaction that stores its ``OomKill`` row,
   so it is counted exactly once;
-- nothing of the engine state is kept in memory between cycles: a restart resumes from
-  the checkpoints, and a failed cycle stores nothing but its failed ``RefreshRun``.
+- the engine rows a process keeps between cycles (``warm_state.py``) are used only
+  while the stored checkpoint still has the version they continue: a restart resumes
+  from the checkpoints with the same result, and a failed cycle stores nothing but its
+  failed ``RefreshRun``.
 
 ``ingest_window`` is the one ingestion step, shared by the minute cycle
 (``refresh_cluster``) and the back-fill (``services/backfill.py``, one window per day).
@@ -21,11 +23,13 @@ Discovery upsert lives in ``services/discovery.py``, the feeding of the engine i
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -49,16 +53,20 @@ from recommender.models import (
 )
 from recommender.services.admission import counters
 from recommender.services.admission.generation import mark_admission_data_changed
-from recommender.services.refresh import chunking, ingest, throttling
+from recommender.services.refresh import chunking, ingest, throttling, warm_state
 from recommender.services.refresh.adapters import (
     close_quietly,
     cluster_adapter_for,
     source_keeps_history,
     usage_source_for,
 )
-from recommender.services.refresh.bulk import CAS_BATCH, compare_and_swap
+from recommender.services.refresh.bulk import (
+    CAS_BATCH,
+    compare_and_swap,
+    insert_returning_pks,
+)
 from recommender.services.refresh.discovery import BATCH, Discovery, upsert_discovery
-from recommender.services.refresh.ingest import STEP_S, Row, Window
+from recommender.services.refresh.ingest import STEP_S, Group, Row, Window
 from recommender.services.refresh.recommend import (
     build_explanations,
     is_significant_change,
@@ -107,6 +115,7 @@ def ingest_window(
     phases: Phases | None = None,
     live_pods: Mapping[int, Collection[str]] | None = None,
     checkpoints: CheckpointSchedule | None = None,
+    keep_state: bool = True,
 ) -> dict[str, Any]:
     """Ingest every discovered container from its watermark up to ``end`` and commit.
 
@@ -119,11 +128,19 @@ def ingest_window(
     With ``live_pods`` (pod names by workload id), the engine forgets the per-pod
     state of every other pod once the window is fed (upstream's DeleteRemovedPods).
     With ``checkpoints``, only the checkpoints that schedule picks are written (the
-    others keep their watermark); without, every one that was fed.
+    others keep their watermark); without, every one that was fed. With a schedule
+    and ``keep_state``, the engine rows of earlier windows of this process are used
+    where they continue the stored checkpoints, and this window's are kept
+    (``warm_state.py``).
     """
     phases = phases or Phases()
     end_s = math.floor(end.timestamp() / STEP_S) * STEP_S
-    window = Window(discovery=discovery, end_s=end_s, history_s=history_s)
+    window = Window(
+        discovery=discovery,
+        end_s=end_s,
+        history_s=history_s,
+        keep_state=keep_state and checkpoints is not None,
+    )
     with phases("ingest"):
         ingest.load_rows(window)
         start_s = ingest.start_s(window)
@@ -185,7 +202,12 @@ def ingest_fleet(
     total: dict[str, Any] = {}
     for number, part in enumerate(([rest] if rest else []) + parts):
         counts = ingest_window(
-            discovery=chunking.restrict(discovery, part), source=source, **window
+            discovery=chunking.restrict(discovery, part),
+            source=source,
+            # A first contact's chunks keep no engine rows: its memory stays that of
+            # one chunk (the next cycle decodes them once).
+            keep_state=bool(rest) and number == 0,
+            **window,
         )
         chunking.add_counts(total, counts)
         if run is not None:
@@ -266,12 +288,15 @@ def refresh_cluster(
     if namespace is not None and not (isinstance(namespace, str) and namespace):
         raise InvalidInput(f"namespace={namespace!r} must be a name", field="namespace")
     cluster = cluster_to_run(cluster_id, now=now)
-    with recorded_run(
-        kind=RefreshRun.Kind.REFRESH,
-        cluster=cluster,
-        namespace=namespace,
-        detail=f"as of {now.isoformat()}",
-    ) as recorder:
+    with (
+        cyclic_gc_paused(),
+        recorded_run(
+            kind=RefreshRun.Kind.REFRESH,
+            cluster=cluster,
+            namespace=namespace,
+            detail=f"as of {now.isoformat()}",
+        ) as recorder,
+    ):
         recorder.describe_failure = lambda message: (
             f"{recorder.phases.current} failed: {message}. Stored recommendations and "
             "checkpoints are unchanged; the next cycle starts again from them."
@@ -312,6 +337,25 @@ def refresh_cluster(
     # cluster's namespaces (services/savings_trend.py).
     record_snapshot_quietly(cluster=cluster, now=now)
     return recorder.run
+
+
+@contextlib.contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block, as it was after.
+
+    A cycle allocates a few objects per container (rows read, rows compared, engine
+    rows) and frees them by reference counting; the collector walked them again and
+    again as they piled up: about a third of a steady cycle at 10,000 containers
+    (docs/refresh.md, "Measured"). What the block leaves in reference cycles is
+    collected by the next automatic pass after it.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _live_pods(discovery: Discovery) -> dict[int, set[str]]:
@@ -390,6 +434,7 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
     started = time.monotonic()
     end_at = datetime.fromtimestamp(window.end_s, tz=UTC)
     conflicts = written = deferred = 0
+    kept: list[tuple[int, warm_state.Kept]] = []
     with transaction.atomic():
         for group in window.groups.values():
             assert group.aggregates is not None
@@ -416,10 +461,11 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
             won = _write_checkpoints(group.aggregates, chosen, end_at, now)
             written += len(won)
             conflicts += len(chosen) - len(won)
+            kept += _kept_rows(window, group, {r.checkpoint.pk for r in chosen}, won)
             OomKillRow.objects.bulk_create(
                 [
                     OomKillRow(
-                        container=row.container,
+                        container_id=row.container.pk,
                         pod=kill.pod,
                         occurred_at=kill.occurred_at,
                         memory_request_bytes=kill.memory_request_bytes,
@@ -435,10 +481,40 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
         changed = _store_recommendations(
             [row for group in window.groups.values() for row in group.rows], now
         )
+    if window.keep_state:
+        # Stored: the next window of this process may go on from these rows.
+        warm_state.keep(kept)
     window.counts["checkpoints_written"] = written
     window.counts["checkpoint_conflicts"] = conflicts
     window.counts["checkpoints_deferred"] = deferred
     window.counts["recommendations_changed"] = changed
+
+
+def _kept_rows(
+    window: Window, group: Group, chosen: set[int], won: set[int]
+) -> list[tuple[int, warm_state.Kept]]:
+    """The group's rows as the next window may take them (``warm_state``): a written
+    checkpoint's version moved on by one, a deferred one's did not; a lost
+    compare-and-swap keeps nothing (the winner's state stands)."""
+    assert group.aggregates is not None
+    out = []
+    for row in group.rows:
+        pk = row.checkpoint.pk
+        if pk in chosen and pk not in won:
+            continue
+        out.append(
+            (
+                pk,
+                warm_state.Kept(
+                    aggregates=group.aggregates,
+                    row=row.index,
+                    key_text=row.key_text,
+                    version=row.checkpoint.version + (pk in won),
+                    fed_until_s=window.end_s,
+                ),
+            )
+        )
+    return out
 
 
 def _write_checkpoints(
@@ -484,6 +560,12 @@ def _write_checkpoints(
     return won
 
 
+# The columns a new Recommendation row is written with (the primary key comes back).
+_RECOMMENDATION_COLUMNS = tuple(
+    f.name for f in Recommendation._meta.concrete_fields if not f.primary_key
+)
+
+
 def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
     """A new Recommendation row for each row whose values moved (explanations built
     for those only), then the compare-and-swap of each container's pointer: a
@@ -493,7 +575,7 @@ def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
         for row in rows
         if row.recommendation is not None
         and is_significant_change(
-            row.container.latest_recommendation, values_of(row.recommendation)
+            row.container.latest_values, values_of(row.recommendation)
         )
     ]
     if not moved:
@@ -506,7 +588,7 @@ def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
         values = values_of(row.recommendation)  # type: ignore[arg-type]
         new.append(
             Recommendation(
-                container=row.container,
+                container_id=row.container.pk,
                 created_at=now,
                 profile=row.profile.name,
                 target_cpu_millicores=values[0],
@@ -522,7 +604,9 @@ def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
         )
     for rec in new:
         rec.fill_usage_floors()  # bulk_create skips save()
-    Recommendation.objects.bulk_create(new, batch_size=BATCH)
+    # Two batches of rows a statement (each about 3 KB of explanation), five of the
+    # pointers' three integers: fewer statements when many bounds moved at once.
+    insert_returning_pks(new, fields=_RECOMMENDATION_COLUMNS, batch=2 * CAS_BATCH)
     won = compare_and_swap(
         Container,
         expect="latest_recommendation",
@@ -534,6 +618,7 @@ def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
             )
             for row, rec in zip(moved, new, strict=True)
         ],
+        batch=5 * CAS_BATCH,
     )
     lost = [
         rec.pk
@@ -544,5 +629,6 @@ def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
         Recommendation.objects.filter(pk__in=lost[start : start + BATCH]).delete()
     for row, rec in zip(moved, new, strict=True):
         if row.container.pk in won:
-            row.container.latest_recommendation = rec
+            row.container.latest_recommendation_id = rec.pk
+            row.container.latest_values = rec.values_tuple()
     return len(won)

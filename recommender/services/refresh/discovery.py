@@ -21,7 +21,12 @@ from django.db import transaction
 
 from recommender.cluster.base import ClusterSnapshot, WorkloadInfo
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
-from recommender.services.refresh.cluster_objects import store_cluster_objects
+from recommender.services.refresh import stored_json
+from recommender.services.refresh.cluster_objects import (
+    StoredWorkload,
+    store_cluster_objects,
+    stored_workloads,
+)
 from recommender.services.refresh.pods import (
     PodOwners,
     applied_resources,
@@ -33,6 +38,19 @@ logger = logging.getLogger(__name__)
 
 # Rows per bulk statement: under every backend's parameter limit.
 BATCH = 500
+# The Workload columns discovery compares with what the adapter listed.
+_WORKLOAD_FIELDS = ("uid", "selector", "replicas", "labels")
+# The Container columns discovery compares with the pod template and live pods.
+_CONTAINER_FIELDS = (
+    "kind",
+    "position",
+    "request_cpu_millicores",
+    "request_memory_bytes",
+    "limit_cpu_millicores",
+    "limit_memory_bytes",
+    "template_resources",  # JSON: these two last (_upsert_containers)
+    "resource_sources",
+)
 # How stale Workload.last_seen_at may be: an unchanged fleet rewrites it this often.
 LAST_SEEN_RESOLUTION = timedelta(minutes=10)
 
@@ -97,7 +115,14 @@ def upsert_discovery(
     of_shard = Workload.objects.filter(cluster=cluster)
     if namespace is not None:
         of_shard = of_shard.filter(namespace=namespace)
-    existing = {(w.namespace, w.kind, w.name): w for w in of_shard}
+    # The stored rows as tuples (ORM objects per workload cost most of a cycle at
+    # 100,000 containers): pk, then the fields compared, in _WORKLOAD_FIELDS order.
+    existing = {
+        (ns, kind, name): (pk, is_active, values)
+        for pk, ns, kind, name, is_active, *values in of_shard.values_list(
+            "pk", "namespace", "kind", "name", "is_active", *_WORKLOAD_FIELDS
+        )
+    }
     seen: dict[tuple[str, str, str], WorkloadInfo] = {}
     new_rows, changed = [], []
     for info in snapshot.workloads:
@@ -110,10 +135,9 @@ def upsert_discovery(
             "selector": info.selector,
             "replicas": info.replicas,
             "labels": info.labels,
-            "is_active": True,
         }
-        workload = existing.get(key)
-        if workload is None:
+        stored = existing.get(key)
+        if stored is None:
             new_rows.append(
                 Workload(
                     cluster=cluster,
@@ -122,15 +146,15 @@ def upsert_discovery(
                     name=info.name,
                     first_seen_at=now,
                     last_seen_at=now,
+                    is_active=True,
                     **fields,
                 )
             )
-        elif any(getattr(workload, name) != value for name, value in fields.items()):
+        elif not stored[1] or stored[2] != [fields[f] for f in _WORKLOAD_FIELDS]:
             # Only what differs from the stored row is written (docs/refresh.md).
-            for name, value in fields.items():
-                setattr(workload, name, value)
-            workload.last_seen_at = now
-            changed.append(workload)
+            changed.append(
+                Workload(pk=stored[0], is_active=True, last_seen_at=now, **fields)
+            )
         seen[key] = info
     # ignore_conflicts: a concurrent cycle (or shard) may have created it just now.
     Workload.objects.bulk_create(new_rows, batch_size=BATCH, ignore_conflicts=True)
@@ -139,7 +163,11 @@ def upsert_discovery(
         ["uid", "selector", "replicas", "labels", "is_active", "last_seen_at"],
         batch_size=BATCH,
     )
-    vanished = [w.pk for key, w in existing.items() if key not in seen and w.is_active]
+    vanished = [
+        pk
+        for key, (pk, is_active, _) in existing.items()
+        if is_active and key not in seen
+    ]
     for chunk in _batches(vanished):
         Workload.objects.filter(pk__in=chunk).update(is_active=False)
     # last_seen_at to LAST_SEEN_RESOLUTION: one statement, and rows only that often.
@@ -156,9 +184,8 @@ def upsert_discovery(
     found.counts["workloads_new"] = len(new_rows)
     found.counts["workloads_vanished"] = len(vanished)
 
-    workloads = {
-        (w.namespace, w.kind, w.name): w for w in of_shard.filter(is_active=True)
-    }
+    # What the rest of discovery reads of each workload, as tuples.
+    workloads = stored_workloads(of_shard.filter(is_active=True))
     with_policy = set(
         Policy.objects.filter(workload__in=of_shard).values_list(
             "workload_id", flat=True
@@ -167,7 +194,9 @@ def upsert_discovery(
     # New workloads start in Off mode (recommend only) with upstream's profile.
     Policy.objects.bulk_create(
         [
-            Policy(workload=w, mode=Policy.Mode.OFF, profile="vpa", updated_at=now)
+            Policy(
+                workload_id=w.pk, mode=Policy.Mode.OFF, profile="vpa", updated_at=now
+            )
             for w in workloads.values()
             if w.pk not in with_policy
         ],
@@ -206,7 +235,7 @@ def upsert_discovery(
 def _upsert_containers(
     found: Discovery,
     seen: dict[tuple[str, str, str], WorkloadInfo],
-    workloads: dict[tuple[str, str, str], Workload],
+    workloads: dict[tuple[str, str, str], StoredWorkload],
 ) -> None:
     """Container and empty Checkpoint rows of the shard's workloads; the pod map."""
     cluster, now = found.cluster, found.now
@@ -217,7 +246,26 @@ def _upsert_containers(
         containers_of_cluster = containers_of_cluster.filter(
             workload__namespace=found.namespace
         )
-    containers = {(c.workload_id, c.name): c for c in containers_of_cluster}
+    # The two JSON columns as text, parsed once per distinct text (stored_json.py).
+    containers = {
+        (workload_id, name): (
+            pk,
+            [*values, stored_json.parse(template), stored_json.parse(sources)],
+        )
+        for pk, workload_id, name, *values, template, sources in (
+            containers_of_cluster.annotate(
+                template_text=stored_json.as_text("template_resources"),
+                sources_text=stored_json.as_text("resource_sources"),
+            ).values_list(
+                "pk",
+                "workload_id",
+                "name",
+                *_CONTAINER_FIELDS[:-2],
+                "template_text",
+                "sources_text",
+            )
+        )
+    }
     new_containers, changed_containers = [], []
     for key, info in seen.items():
         workload = workloads[key]
@@ -238,41 +286,26 @@ def _upsert_containers(
                 "template_resources": applied.template,
                 "resource_sources": applied.sources,
             }
-            container = containers.get((workload.pk, spec.name))
-            if container is None:
+            stored = containers.get((workload.pk, spec.name))
+            if stored is None:
                 new_containers.append(
-                    Container(workload=workload, name=spec.name, **fields)
+                    Container(workload_id=workload.pk, name=spec.name, **fields)
                 )
-            elif any(
-                getattr(container, name) != value for name, value in fields.items()
-            ):
-                for name, value in fields.items():
-                    setattr(container, name, value)
-                changed_containers.append(container)
+            elif stored[1] != [fields[f] for f in _CONTAINER_FIELDS]:
+                changed_containers.append(Container(pk=stored[0], **fields))
     Container.objects.bulk_create(
         new_containers, batch_size=BATCH, ignore_conflicts=True
     )
     Container.objects.bulk_update(
-        changed_containers,
-        [
-            "kind",
-            "position",
-            "request_cpu_millicores",
-            "request_memory_bytes",
-            "limit_cpu_millicores",
-            "limit_memory_bytes",
-            "template_resources",
-            "resource_sources",
-        ],
-        batch_size=BATCH,
+        changed_containers, list(_CONTAINER_FIELDS), batch_size=BATCH
     )
     without_checkpoint = containers_of_cluster.filter(checkpoint__isnull=True).exclude(
         kind=Container.Kind.INIT
     )
     Checkpoint.objects.bulk_create(
         [
-            Checkpoint(container=c, histogram_key="", state=b"", updated_at=now)
-            for c in without_checkpoint
+            Checkpoint(container_id=pk, histogram_key="", state=b"", updated_at=now)
+            for pk in without_checkpoint.values_list("pk", flat=True)
         ],
         batch_size=BATCH,
         ignore_conflicts=True,

@@ -1,8 +1,10 @@
 """Ingestion of one window: each container's samples after its watermark, and the OOM
 kills not stored yet, fed to the engine in time order.
 
-Rows are loaded fresh from the database (checkpoint, watermark, version), one
-``AggregateSet`` per profile histogram key. Usage is read from the source one day at a
+Rows are loaded fresh from the database (checkpoint, watermark, version; as tuples),
+one ``AggregateSet`` per profile histogram key, whose engine rows come from the
+stored states or, where they continue them, from the rows this process kept after
+its last window (``warm_state.py``). Usage is read from the source one day at a
 time and handed, with the day's OOM kills, to ``engine/feed.py``: the one rule (shared
 with the offline command and replay) that feeds the samples up to and including an
 OOM's time, then the OOM, then the rest, in upstream's units (whole millicores). The
@@ -19,10 +21,13 @@ from collections import defaultdict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.db.models import QuerySet, TextField
+from django.db.models.functions import Cast, Length
 
 from recommender.cluster.base import OomKill
 from recommender.engine.aggregation import AggregateSet, OomBatch, SampleBatch
@@ -37,6 +42,7 @@ from recommender.errors import SourceUnavailable, VpawebError
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
 from recommender.models import OomKill as OomKillRow
 from recommender.services.policy_validation import parse_container_policies
+from recommender.services.refresh import warm_state
 from recommender.services.refresh.discovery import BATCH, Discovery
 from recommender.sources.base import UsageGrid, UsageSource
 
@@ -53,11 +59,41 @@ DEFAULT_HISTORY_DAYS = 8.0
 
 
 @dataclass
+class ContainerRef:
+    """The columns of a container (and its workload) a window reads: read as plain
+    tuples, not ORM objects, which cost most of a steady cycle at 100,000 containers."""
+
+    pk: int
+    workload_id: int
+    name: str
+    namespace: str
+    workload: str  # "namespace/kind/name", as Workload.__str__
+    latest_recommendation_id: int | None
+    # Recommendation.values_tuple() of the latest recommendation (None: none yet).
+    latest_values: tuple[int | None, ...] | None
+
+    def __str__(self) -> str:
+        return f"{self.workload}/{self.name}"
+
+
+@dataclass
+class CheckpointRef:
+    """The columns of a container's checkpoint row a window reads and writes."""
+
+    pk: int
+    version: int
+    histogram_key: str
+    last_sample_at: datetime | None
+    updated_at: datetime
+    has_state: bool  # its state is not empty (read only when needed: load_rows)
+
+
+@dataclass
 class Row:
     """One container (an engine aggregate) taking part in a window."""
 
-    container: Container
-    checkpoint: Checkpoint
+    container: ContainerRef
+    checkpoint: CheckpointRef
     profile: Profile
     key_text: str
     container_policy: ContainerPolicy | None
@@ -91,6 +127,9 @@ class Window:
     discovery: Discovery
     end_s: float  # the newest grid time read; the watermark after storing
     history_s: float  # how far back from ``now`` a first contact reads
+    # Use and keep the engine rows of earlier windows of this process
+    # (services/refresh/warm_state.py): only for a source that keeps history.
+    keep_state: bool = False
     groups: dict[str, Group] = field(default_factory=dict)
     rows_by_container: dict[tuple[int, str], Row] = field(default_factory=dict)
     counts: dict[str, Any] = field(default_factory=lambda: defaultdict(int))
@@ -132,7 +171,13 @@ def history_days(cluster: Cluster) -> float:
 
 def key_text(profile: Profile) -> str:
     """A checkpoint's ``histogram_key``: the profile settings its state depends on."""
-    return json.dumps(list(profile.histogram_key))
+    return _key_text(profile.histogram_key)
+
+
+@lru_cache(maxsize=256)
+def _key_text(histogram_key: tuple[float, ...]) -> str:
+    # Asked for every workload of every cycle; a fleet has a handful of these.
+    return json.dumps(list(histogram_key))
 
 
 def profile_or_default(workload: Workload) -> Profile:
@@ -144,9 +189,48 @@ def profile_or_default(workload: Workload) -> Profile:
 
 
 def _profile_of(policy: Policy) -> Profile:
-    return get_profile(policy.profile).with_overrides(
-        **(policy.profile_overrides or {})
-    )
+    return _named_profile(policy.profile, policy.profile_overrides)
+
+
+def _named_profile(name: str, overrides: dict[str, Any] | None) -> Profile:
+    """A policy's profile: the named one with the policy's field overrides."""
+    return get_profile(name).with_overrides(**(overrides or {}))
+
+
+# The columns load_rows reads, in this order (one query, no ORM objects).
+_ROW_COLUMNS = (
+    "pk",
+    "workload_id",
+    "name",
+    "kind",
+    "workload__namespace",
+    "workload__kind",
+    "workload__name",
+    "workload__policy__profile",
+    "policy_overrides",
+    "policy_containers",
+    "checkpoint__pk",
+    "checkpoint__version",
+    "checkpoint__histogram_key",
+    "checkpoint__last_sample_at",
+    "checkpoint__updated_at",
+    "checkpoint_state_bytes",
+    "latest_recommendation_id",
+    *(
+        f"latest_recommendation__{name}"
+        for name in (
+            "target_cpu_millicores",
+            "target_memory_bytes",
+            "lower_cpu_millicores",
+            "lower_memory_bytes",
+            "upper_cpu_millicores",
+            "upper_memory_bytes",
+            "uncapped_cpu_millicores",
+            "uncapped_memory_bytes",
+        )
+    ),
+)
+_PolicyText = tuple[str | None, str | None, str | None]
 
 
 def load_rows(window: Window) -> None:
@@ -159,44 +243,48 @@ def load_rows(window: Window) -> None:
             workload__cluster=window.cluster, workload__is_active=True
         )
     )
-    by_workload: dict[int, list[Container]] = defaultdict(list)
-    for container in (
-        containers.select_related(
-            "workload__policy", "checkpoint", "latest_recommendation"
+    by_workload: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
+    for values in (
+        containers.exclude(kind=Container.Kind.INIT)
+        .filter(checkpoint__isnull=False)
+        # The policy's JSON as text: parsed once per distinct policy (_policy_of).
+        .annotate(
+            policy_overrides=Cast("workload__policy__profile_overrides", TextField()),
+            policy_containers=Cast("workload__policy__container_policies", TextField()),
+            # Its length only: the state itself is read for the rows that need it.
+            checkpoint_state_bytes=Length("checkpoint__state"),
         )
-        # The cycle compares the latest values only: its explanation (a large JSON
-        # document per container) is not read.
-        .defer("latest_recommendation__explanation")
         .order_by("workload_id", "position")
+        .values_list(*_ROW_COLUMNS)
     ):
-        by_workload[container.workload_id].append(container)
+        by_workload[values[1]].append(values)
+    parsed: dict[_PolicyText, tuple[Profile, list[ContainerPolicy]] | Exception] = {}
     now_s = window.now.timestamp()
     for workload_id, names in spec_names.items():
         wanted = {name for name, kind in names if kind != Container.Kind.INIT}
-        members = [
-            c
-            for c in by_workload.get(workload_id, [])
-            if c.kind != Container.Kind.INIT and c.name in wanted
-        ]
+        members = [c for c in by_workload.get(workload_id, []) if c[2] in wanted]
         if not members:
             continue
-        workload = members[0].workload
-        try:
-            profile = _profile_of(workload.policy)
-            policies = parse_container_policies(
-                workload.policy.container_policies or []
+        first = members[0]
+        text_key = (first[7], first[8], first[9])
+        if text_key not in parsed:
+            parsed[text_key] = _policy_of(*text_key)
+        policy = parsed[text_key]
+        if isinstance(policy, Exception):
+            window.error(
+                f"workload {first[4]}/{first[5]}/{first[6]} skipped: its policy is"
+                f" invalid: {policy}"
             )
-        except (ValueError, TypeError, KeyError, VpawebError) as exc:
-            window.error(f"workload {workload} skipped: its policy is invalid: {exc}")
             continue
-        chosen = {c.name: select_container_policy(policies, c.name) for c in members}
+        profile, policies = policy
+        chosen = {c[2]: select_container_policy(policies, c[2]) for c in members}
         # Upstream splits the pod minimum over the containers that get a recommendation.
         in_pod = sum(1 for p in chosen.values() if p is None or p.mode != MODE_OFF)
         text = key_text(profile)
         group = window.groups.setdefault(text, Group(profile=profile))
-        for container in members:
-            checkpoint = container.checkpoint
-            is_current = checkpoint.histogram_key == text and bool(checkpoint.state)
+        for values in members:
+            container, checkpoint = _refs(values)
+            is_current = checkpoint.histogram_key == text and checkpoint.has_state
             watermark = (
                 checkpoint.last_sample_at.timestamp()
                 if (is_current and checkpoint.last_sample_at is not None)
@@ -218,25 +306,144 @@ def load_rows(window: Window) -> None:
             )
             group.rows.append(row)
             window.rows_by_container[(workload_id, container.name)] = row
-    for group in window.groups.values():
-        blobs = [
-            bytes(r.checkpoint.state)
-            if r.checkpoint.histogram_key == r.key_text and r.checkpoint.state
-            else None
+    kept = _take_kept(window) if window.keep_state else {}
+    states = _states(
+        containers,
+        [
+            r.checkpoint.pk
+            for group in window.groups.values()
             for r in group.rows
-        ]
-        try:
-            group.aggregates = AggregateSet.from_checkpoints(group.profile, blobs)
-        except ValueError as exc:
-            # A corrupt checkpoint must not block the others: rebuild it from history.
-            group.aggregates = _load_skipping_corrupt(window, group, blobs, exc)
-        for row, blob in zip(group.rows, blobs, strict=True):
-            row.is_rebuilt = blob is None
+            if r.checkpoint.pk not in kept
+            and r.checkpoint.histogram_key == r.key_text
+            and r.checkpoint.has_state
+        ],
+    )
+    for group in window.groups.values():
+        sources: list[tuple[AggregateSet, int] | bytes | None] = []
+        for r in group.rows:
+            held = kept.get(r.checkpoint.pk)
+            if held is not None:
+                sources.append((held.aggregates, held.row))
+                r.start_s = held.fed_until_s
+            else:
+                sources.append(states.get(r.checkpoint.pk))
+        group.aggregates = _same_set(sources) or _gather(window, group, sources)
+        for row, source in zip(group.rows, sources, strict=True):
+            row.is_rebuilt = source is None
     window.counts["containers"] = len(window.rows_by_container)
+    window.counts["engine_rows_kept"] = len(kept)
+
+
+def _take_kept(window: Window) -> dict[int, warm_state.Kept]:
+    """The rows kept from an earlier window that continue their stored checkpoint."""
+    kept = {}
+    oldest_s = window.now.timestamp() - window.history_s
+    for r in window.rows_by_container.values():
+        watermark = r.checkpoint.last_sample_at
+        held = warm_state.take(
+            r.checkpoint.pk,
+            version=r.checkpoint.version,
+            key_text=r.key_text,
+            has_state=r.checkpoint.histogram_key == r.key_text
+            and r.checkpoint.has_state,
+            watermark_s=-math.inf if watermark is None else watermark.timestamp(),
+            oldest_s=oldest_s,
+            end_s=window.end_s,
+        )
+        if held is not None:
+            kept[r.checkpoint.pk] = held
+    return kept
+
+
+def _states(containers: QuerySet[Container], pks: list[int]) -> dict[int, bytes]:
+    """The stored states of the checkpoints ``pks`` of ``containers``' rows, in one
+    statement whatever their number."""
+    if not pks:
+        return {}
+    wanted = set(pks)
+    rows = (
+        Checkpoint.objects.filter(pk__in=pks).values_list("pk", "state")
+        if len(pks) <= BATCH
+        else containers.values_list("checkpoint__pk", "checkpoint__state")
+    )
+    return {pk: bytes(state) for pk, state in rows if pk in wanted}
+
+
+def _same_set(
+    sources: Sequence[tuple[AggregateSet, int] | bytes | None],
+) -> AggregateSet | None:
+    """The kept set itself when it is exactly these rows, in order (a steady cycle of
+    an unchanged fleet): nothing to copy."""
+    if not sources or not isinstance(sources[0], tuple):
+        return None
+    aggregates = sources[0][0]
+    if len(aggregates) != len(sources):
+        return None
+    for i, source in enumerate(sources):
+        if not (
+            isinstance(source, tuple) and source[0] is aggregates and source[1] == i
+        ):
+            return None
+    return aggregates
+
+
+def _gather(
+    window: Window,
+    group: Group,
+    sources: list[tuple[AggregateSet, int] | bytes | None],
+) -> AggregateSet:
+    """The group's engine rows from kept rows and stored states; a corrupt checkpoint
+    does not block the others: it is rebuilt from history."""
+    try:
+        return AggregateSet.gather(group.profile, sources)
+    except ValueError as exc:
+        return _load_skipping_corrupt(window, group, sources, exc)
+
+
+def _refs(values: tuple[Any, ...]) -> tuple[ContainerRef, CheckpointRef]:
+    """One row of ``_ROW_COLUMNS`` as the container and checkpoint it holds."""
+    latest = values[17:25]
+    container = ContainerRef(
+        pk=values[0],
+        workload_id=values[1],
+        name=values[2],
+        namespace=values[4],
+        workload=f"{values[4]}/{values[5]}/{values[6]}",
+        latest_recommendation_id=values[16],
+        latest_values=None if values[16] is None else tuple(latest),
+    )
+    checkpoint = CheckpointRef(
+        pk=values[10],
+        version=values[11],
+        histogram_key=values[12],
+        last_sample_at=values[13],
+        updated_at=values[14],
+        has_state=bool(values[15]),
+    )
+    return container, checkpoint
+
+
+def _policy_of(
+    profile: str | None, overrides: str | None, container_policies: str | None
+) -> tuple[Profile, list[ContainerPolicy]] | Exception:
+    """A workload's profile and container policies from its policy's columns (the
+    JSON as text), or the error that makes the policy unusable."""
+    if profile is None:
+        return ValueError("the workload has no policy")
+    try:
+        return (
+            _named_profile(profile, json.loads(overrides or "null")),
+            parse_container_policies(json.loads(container_policies or "[]") or []),
+        )
+    except (ValueError, TypeError, KeyError, VpawebError) as exc:
+        return exc
 
 
 def _load_skipping_corrupt(
-    window: Window, group: Group, blobs: list[bytes | None], first: ValueError
+    window: Window,
+    group: Group,
+    blobs: list[tuple[AggregateSet, int] | bytes | None],
+    first: ValueError,
 ) -> AggregateSet:
     """Load row by row, replacing unreadable checkpoints by a back-fill from history."""
     logger.warning(
@@ -244,7 +451,7 @@ def _load_skipping_corrupt(
     )
     now_s = window.now.timestamp()
     for i, blob in enumerate(blobs):
-        if blob is None:
+        if not isinstance(blob, bytes):
             continue
         try:
             AggregateSet.from_checkpoints(group.profile, [blob])
@@ -253,7 +460,7 @@ def _load_skipping_corrupt(
             window.error(f"checkpoint of {row.container} unreadable ({exc}); rebuilt")
             blobs[i] = None
             row.start_s = now_s - window.history_s
-    return AggregateSet.from_checkpoints(group.profile, blobs)
+    return AggregateSet.gather(group.profile, blobs)
 
 
 def start_s(window: Window) -> float | None:
@@ -343,7 +550,7 @@ def _attach_stored_ooms(window: Window) -> None:
                 continue
             row.ooms.append(
                 OomKill(
-                    namespace=row.container.workload.namespace,
+                    namespace=row.container.namespace,
                     pod=kill.pod,
                     container=row.container.name,
                     occurred_at=kill.occurred_at,

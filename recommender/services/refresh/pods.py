@@ -26,6 +26,7 @@ from typing import Any
 from recommender.cluster.base import ContainerSpec, PodInfo, WorkloadInfo
 from recommender.engine.resources import RESOURCE_NAMES, Resources
 from recommender.models import Container, Workload, WorkloadPod
+from recommender.services.refresh import stored_json
 
 # How long a gone pod's owner is kept: the workload page's 8-day usage history.
 POD_RETENTION = timedelta(days=8)
@@ -137,13 +138,21 @@ def record_pods(
     # One statement for the shard's stored pods, whatever their number (a query per
     # batch of names grew with the fleet: issue 16); kept are the live ones only.
     live = {(pod.namespace, pod.name) for pod, _ in pods}
-    existing: dict[PodKey, WorkloadPod] = {}
-    for found in of_shard.only(
-        "namespace", "name", "workload_id", "containers", "last_seen_at"
+    # Tuples, not ORM objects: (pk, workload id, containers, last seen).
+    existing: dict[PodKey, tuple[int, int, Any, datetime]] = {}
+    # The containers' JSON as text, parsed once per distinct text (stored_json.py).
+    for pk, ns, name, workload_id, containers, last_seen_at in of_shard.annotate(
+        containers_text=stored_json.as_text("containers")
+    ).values_list(
+        "pk", "namespace", "name", "workload_id", "containers_text", "last_seen_at"
     ):
-        key = (found.namespace, found.name)
-        if key in live:
-            existing[key] = found
+        if (ns, name) in live:
+            existing[(ns, name)] = (
+                pk,
+                workload_id,
+                stored_json.parse(containers),
+                last_seen_at,
+            )
     new_rows: list[WorkloadPod] = []
     changed: list[WorkloadPod] = []
     for pod, workload_id in pods:
@@ -166,18 +175,20 @@ def record_pods(
                 )
             )
         elif (
-            row.workload_id != workload_id
-            or row.containers != containers
-            or row.last_seen_at < now - TOUCH_EVERY
+            row[1] != workload_id or row[2] != containers or row[3] < now - TOUCH_EVERY
         ):
-            row.workload_id = workload_id
-            row.containers = containers
-            row.uid = pod.uid
-            row.owner_kind = pod.owner_kind
-            row.owner_name = pod.owner_name
-            row.limit_ranger = pod.limit_ranger
-            row.last_seen_at = now
-            changed.append(row)
+            changed.append(
+                WorkloadPod(
+                    pk=row[0],
+                    workload_id=workload_id,
+                    containers=containers,
+                    uid=pod.uid,
+                    owner_kind=pod.owner_kind,
+                    owner_name=pod.owner_name,
+                    limit_ranger=pod.limit_ranger,
+                    last_seen_at=now,
+                )
+            )
     WorkloadPod.objects.bulk_create(new_rows, batch_size=batch, ignore_conflicts=True)
     WorkloadPod.objects.bulk_update(
         changed,

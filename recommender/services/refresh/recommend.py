@@ -4,7 +4,6 @@ storing (``is_significant_change``)."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -13,11 +12,9 @@ from typing import Any
 
 from recommender.engine.capping import MODE_OFF, Cap, apply_vpa_policy
 from recommender.engine.estimator import Recommendations, recommend
+from recommender.engine.profiles import Profile
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 from recommender.engine.throttling import ThrottlingBoost, boost_cpu
-from recommender.models import (
-    Recommendation,
-)
 from recommender.services.policy_validation import overridden_fields
 from recommender.services.refresh.ingest import Row, Window
 
@@ -40,7 +37,8 @@ def recommend_window(
     for group in window.groups.values():
         assert group.aggregates is not None
         # Rows of one profile and one set of controlled resources go in one call.
-        batches: dict[tuple[str, tuple[str, ...]], list[Row]] = defaultdict(list)
+        # A Profile is a frozen bundle of scalars: equal profiles are one key.
+        batches: dict[tuple[Profile, tuple[str, ...]], list[Row]] = defaultdict(list)
         for row in group.rows:
             policy = row.container_policy
             if policy is not None and policy.mode == MODE_OFF:
@@ -53,13 +51,7 @@ def recommend_window(
             controlled = (
                 policy.controlled_resources if policy else tuple(RESOURCE_NAMES)
             )
-            batches[
-                (
-                    row.profile.name
-                    + json.dumps(row.profile.to_dict(), sort_keys=True),
-                    controlled,
-                )
-            ].append(row)
+            batches[(row.profile, controlled)].append(row)
         for (_, controlled), rows in batches.items():
             # The policy's overrides, kept with the explanation so the dashboard shows
             # which fields differed from the named profile when this was computed.
@@ -195,12 +187,12 @@ def values_of(rec: dict[str, Any]) -> tuple[int | None, ...]:
 
 
 def is_significant_change(
-    old: Recommendation | None, new: tuple[int | None, ...]
+    before: tuple[int | None, ...] | None, new: tuple[int | None, ...]
 ) -> bool:
-    """True when ``new`` deserves a Recommendation row of its own."""
-    if old is None:
+    """True when ``new`` deserves a Recommendation row of its own; ``before``: the
+    latest one's ``Recommendation.values_tuple()`` (None: there is none)."""
+    if before is None:
         return True
-    before = old.values_tuple()
     for i, (a, b) in enumerate(zip(before, new, strict=True)):
         if a == b:
             continue
