@@ -65,3 +65,16 @@ def _no_throttle_history() -> None:
     keys = list(client.scan_iter(match="*throttle_*"))
     if keys:
         client.delete(*keys)
+
+
+@pytest.fixture
+def back_to_the_latest_migration() -> Iterator[None]:
+    """For a test that migrates the schema backwards: migrate it to the end again after,
+    for the transactional tests that follow (a flush does not re-migrate, and a schema
+    left at an older migration breaks them)."""
+    yield
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())

@@ -227,12 +227,14 @@ def test_v3_checkpoint_round_trip_preserves_percentiles(batch):
 
 
 def _walk_within_quantisation(h, row, p):
-    """True when upstream's running sum comes within the checkpoint's rounding of p * total.
+    """True when upstream's running sum comes within the checkpoint's rounding of
+    p * total.
 
-    A v3 checkpoint stores each bucket as round(weight / biggest * MAX_CHECKPOINT_WEIGHT)
-    and a load spreads the total over those integers: each bucket moves by up to half a
-    unit of biggest / MAX_CHECKPOINT_WEIGHT, and the rescale by as much again per bucket,
-    so a running sum closer to the threshold than n of those units may cross it.
+    A v3 checkpoint stores each bucket as round(weight / biggest * 10000) and a load
+    spreads the total over those integers: each bucket moves by up to half a unit of
+    biggest / 10000 (MAX_CHECKPOINT_WEIGHT), and the rescale by as much again per
+    bucket, so a running sum closer to the threshold than n of those units may cross
+    it.
     """
     weights = h.weight[row, h.min_bucket[row] : h.max_bucket[row] + 1]
     if not weights.size:  # an empty histogram: every percentile is 0, both sides

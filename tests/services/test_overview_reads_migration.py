@@ -27,6 +27,7 @@ def _indexes() -> set[str]:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("back_to_the_latest_migration")
 def test_latest_recommendations_get_their_confidence_and_postgres_the_indexes():
     executor = MigrationExecutor(connection)
     executor.migrate(BEFORE)

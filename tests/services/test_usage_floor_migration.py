@@ -13,6 +13,7 @@ MI = 2**20
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("back_to_the_latest_migration")
 def test_latest_recommendations_get_their_floors():
     executor = MigrationExecutor(connection)
     executor.migrate(BEFORE)
