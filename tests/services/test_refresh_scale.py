@@ -18,6 +18,7 @@ from recommender.models import (
     Container,
     Recommendation,
     RefreshRun,
+    Workload,
 )
 from recommender.services.refresh import bulk, cycle, discovery, ingest, warm_state
 from recommender.services.refresh.cycle import refresh_cluster
@@ -224,6 +225,31 @@ def test_a_kept_row_another_writer_moved_on_is_read_from_the_database(settings, 
     Checkpoint.objects.filter(pk=other.pk).update(version=F("version") + 1)
     run = refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=2))
     assert run.counts["engine_rows_kept"] == run.counts["containers"] - 1
+
+
+def test_kept_rows_of_vanished_containers_are_forgotten(settings, db):
+    """A window forgets the rows its scope kept before and it did not take (vanished
+    workloads), a whole-cluster window those of every shard of its cluster; a shard
+    leaves the other namespaces' rows alone."""
+    settings.SIMULATION_WORKLOADS = 12
+    settings.SIMULATION_HISTORY_DAYS = 0.25
+    cluster = Cluster.objects.create(name="vanish", kind="simulated")
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    run = refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=1))
+    assert warm_state.count() == run.counts["containers"]
+    namespace = (
+        Workload.objects.filter(cluster=cluster).order_by("pk").first().namespace
+    )
+    shard = refresh_cluster(
+        cluster_id=cluster.pk, now=NOW + timedelta(minutes=2), namespace=namespace
+    )
+    assert 0 < shard.counts["engine_rows_kept"] < run.counts["containers"]
+    assert warm_state.count() == run.counts["containers"]
+
+    settings.SIMULATION_WORKLOADS = 6  # half the fleet is gone
+    smaller = refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=3))
+    assert smaller.counts["containers"] < run.counts["containers"]
+    assert warm_state.count() == smaller.counts["containers"]
 
 
 def test_inserted_rows_get_their_own_primary_keys_in_every_batch(db):

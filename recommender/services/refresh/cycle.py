@@ -483,11 +483,16 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
         )
     if window.keep_state:
         # Stored: the next window of this process may go on from these rows.
-        warm_state.keep(kept)
+        warm_state.keep(kept, scope=_scope(window))
     window.counts["checkpoints_written"] = written
     window.counts["checkpoint_conflicts"] = conflicts
     window.counts["checkpoints_deferred"] = deferred
     window.counts["recommendations_changed"] = changed
+
+
+def _scope(window: Window) -> warm_state.Scope:
+    """The (cluster, namespace) a window reads: the scope its kept rows belong to."""
+    return (window.cluster.pk, window.discovery.namespace)
 
 
 def _kept_rows(
@@ -511,6 +516,7 @@ def _kept_rows(
                     key_text=row.key_text,
                     version=row.checkpoint.version + (pk in won),
                     fed_until_s=window.end_s,
+                    scope=_scope(window),
                 ),
             )
         )
