@@ -5,9 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from recommender.models import Container, OomKill, ProvisioningStatus, RefreshRun
+from recommender.services.dashboard import overview as overview_module
 from recommender.services.dashboard import workload_insight as workload_insight_module
 from recommender.services.dashboard.insights import WorkloadFilters, list_workloads
 from recommender.services.dashboard.overview import fleet_overview
@@ -167,6 +170,41 @@ def test_fleet_totals_count_replicas_and_only_covered_containers_in_savings(flee
     assert overview.no_recommendation_count == 1
     assert "No usage samples yet" in overview.no_recommendation[0]["reason"]
     assert overview.is_refreshing
+
+
+@pytest.mark.parametrize("few", [1000, 0])  # read whole and sorted here; the walk
+def test_containers_without_data_are_listed_in_name_order_by_either_read(
+    db, monkeypatch, few
+):
+    monkeypatch.setattr(overview_module, "FEW_WITHOUT_DATA", few)
+    cluster = make_cluster("prod")
+    for namespace, name in (("b", "zeta"), ("a", "mid"), ("b", "alpha"), ("a", "x")):
+        _workload(cluster, name, cpu=100, memory=MI, namespace=namespace)
+    _workload(cluster, "fed", cpu=100, memory=MI, rec=(100, MI), namespace="a")
+
+    overview = fleet_overview(now=timezone.now(), prices=PRICES, limit=3)
+
+    assert overview.no_recommendation_count == 4
+    assert [
+        (r["container"].workload.namespace, r["container"].workload.name)
+        for r in overview.no_recommendation
+    ] == [("a", "mid"), ("a", "x"), ("b", "alpha")]
+
+
+def test_no_container_without_data_costs_no_query_for_the_list(db):
+    # With one: the first containers' pks, then those containers loaded. With none
+    # (the totals say so): neither.
+    cluster = make_cluster("prod")
+    _workload(cluster, "fed", cpu=100, memory=MI, rec=(100, MI))
+    counted = []
+    for _ in range(2):
+        with CaptureQueriesContext(connection) as queries:
+            overview = fleet_overview(now=timezone.now(), prices=PRICES)
+        counted.append((overview.no_recommendation_count, len(queries)))
+        _workload(cluster, f"new{len(counted)}", cpu=100, memory=MI)
+    (none, without), (one, with_one) = counted
+    assert (none, one) == (0, 1)
+    assert without == with_one - 2
 
 
 def test_workload_insight_builds_a_patch_with_proportional_limits(fleet):
