@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from typing import NoReturn
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn
 
 import pytest
 from django.conf import settings
@@ -68,13 +68,20 @@ def _no_throttle_history() -> None:
 
 
 @pytest.fixture
-def back_to_the_latest_migration() -> Iterator[None]:
-    """For a test that migrates the schema backwards: migrate it to the end again after,
-    for the transactional tests that follow (a flush does not re-migrate, and a schema
-    left at an older migration breaks them)."""
-    yield
+def migrate_to() -> Iterator[Callable[[str], Any]]:
+    """For a test of a migration: ``migrate_to(name)`` migrates the schema to that
+    recommender migration and returns its historical apps. After the test the schema
+    is migrated to the end again, for the transactional tests that follow (a flush
+    does not re-migrate, and a schema left at an older migration breaks them)."""
     from django.db import connection
     from django.db.migrations.executor import MigrationExecutor
 
+    def migrate(name: str) -> Any:
+        target = [("recommender", name)]
+        executor = MigrationExecutor(connection)
+        executor.migrate(target)
+        return executor.loader.project_state(target).apps
+
+    yield migrate
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())

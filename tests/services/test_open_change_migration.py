@@ -6,20 +6,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
-BEFORE = [("recommender", "0005_h9a_pods_and_applied_resources")]
-AFTER = [("recommender", "0006_h9b_policy_ownership_open_changes")]
+BEFORE = "0005_h9a_pods_and_applied_resources"
+AFTER = "0006_h9b_policy_ownership_open_changes"
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.usefixtures("back_to_the_latest_migration")
-def test_older_open_duplicates_are_closed_before_the_constraint():
-    executor = MigrationExecutor(connection)
-    executor.migrate(BEFORE)
-    apps = executor.loader.project_state(BEFORE).apps
+def test_older_open_duplicates_are_closed_before_the_constraint(migrate_to):
+    apps = migrate_to(BEFORE)
     Cluster = apps.get_model("recommender", "Cluster")
     Workload = apps.get_model("recommender", "Workload")
     ResizeChange = apps.get_model("recommender", "ResizeChange")
@@ -42,10 +37,7 @@ def test_older_open_duplicates_are_closed_before_the_constraint():
     done = change("api-1", "applied", 3)
     other = change("api-2", "approved", 0)
 
-    executor = MigrationExecutor(connection)
-    executor.migrate(AFTER)
-
-    apps = executor.loader.project_state(AFTER).apps
+    apps = migrate_to(AFTER)
     rows = {
         r.pk: (r.status, r.error)
         for r in apps.get_model("recommender", "ResizeChange").objects.all()

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
-BEFORE = [("recommender", "0012_h14a_usage_floors")]
-AFTER = [("recommender", "0013_h16d_overview_reads")]
+BEFORE = "0012_h14a_usage_floors"
+AFTER = "0013_h16d_overview_reads"
 INDEXES = {"rec_latest_numbers", "container_facts_columns", "workload_shown_columns"}
 
 
@@ -27,12 +26,11 @@ def _indexes() -> set[str]:
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.usefixtures("back_to_the_latest_migration")
-def test_latest_recommendations_get_their_confidence_and_postgres_the_indexes():
-    executor = MigrationExecutor(connection)
-    executor.migrate(BEFORE)
+def test_latest_recommendations_get_their_confidence_and_postgres_the_indexes(
+    migrate_to,
+):
+    apps = migrate_to(BEFORE)
     assert not INDEXES & _indexes()
-    apps = executor.loader.project_state(BEFORE).apps
     Cluster = apps.get_model("recommender", "Cluster")
     Workload = apps.get_model("recommender", "Workload")
     Container = apps.get_model("recommender", "Container")
@@ -60,10 +58,7 @@ def test_latest_recommendations_get_their_confidence_and_postgres_the_indexes():
             container.save()
         ids[name] = rec.pk
 
-    executor = MigrationExecutor(connection)
-    executor.migrate(AFTER)
-
-    apps = executor.loader.project_state(AFTER).apps
+    apps = migrate_to(AFTER)
     rows = dict(
         apps.get_model("recommender", "Recommendation").objects.values_list(
             "pk", "confidence"

@@ -4,20 +4,15 @@ without the pod minimum's share) in columns, read from the stored explanations."
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
-BEFORE = [("recommender", "0011_h14d_rollups_trend_optin")]
-AFTER = [("recommender", "0012_h14a_usage_floors")]
+BEFORE = "0011_h14d_rollups_trend_optin"
+AFTER = "0012_h14a_usage_floors"
 MI = 2**20
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.usefixtures("back_to_the_latest_migration")
-def test_latest_recommendations_get_their_floors():
-    executor = MigrationExecutor(connection)
-    executor.migrate(BEFORE)
-    apps = executor.loader.project_state(BEFORE).apps
+def test_latest_recommendations_get_their_floors(migrate_to):
+    apps = migrate_to(BEFORE)
     Cluster = apps.get_model("recommender", "Cluster")
     Workload = apps.get_model("recommender", "Workload")
     Container = apps.get_model("recommender", "Container")
@@ -48,10 +43,7 @@ def test_latest_recommendations_get_their_floors():
             container.save()
         ids[name] = rec.pk
 
-    executor = MigrationExecutor(connection)
-    executor.migrate(AFTER)
-
-    apps = executor.loader.project_state(AFTER).apps
+    apps = migrate_to(AFTER)
     rows = {
         r.pk: (r.floor_cpu_millicores, r.floor_memory_bytes)
         for r in apps.get_model("recommender", "Recommendation").objects.all()
