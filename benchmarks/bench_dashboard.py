@@ -119,7 +119,7 @@ def _seed(workload_count: int) -> int:
                 )
             )
     for rec in recommendations:
-        rec.fill_usage_floors()  # as the refresh does: bulk_create skips save()
+        rec.fill_explanation_columns()  # as the refresh does: bulk_create skips save()
     recommendations = Recommendation.objects.bulk_create(
         recommendations, batch_size=2000
     )

@@ -76,13 +76,13 @@ class Recommendation(models.Model):
         return f"{self.container} @ {self.created_at:%Y-%m-%d %H:%M}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        self.fill_usage_floors()
+        self.fill_explanation_columns()
         super().save(*args, **kwargs)
 
-    def fill_usage_floors(self) -> None:
+    def fill_explanation_columns(self) -> None:
         """Set the columns kept from the explanation: the usage floors (from the lower
-        bounds too) and the confidence (called by ``save`` and by writers that
-        ``bulk_create``)."""
+        bounds too) and the confidence (called by ``save`` and by writers that insert
+        in bulk, which skips it)."""
         self.floor_cpu_millicores = usage_floor(
             self.lower_cpu_millicores, self.explanation, "cpu"
         )

@@ -609,7 +609,7 @@ def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
             )
         )
     for rec in new:
-        rec.fill_usage_floors()  # bulk_create skips save()
+        rec.fill_explanation_columns()  # the bulk insert skips save()
     # Two batches of rows a statement (each about 3 KB of explanation), five of the
     # pointers' three integers: fewer statements when many bounds moved at once.
     insert_returning_pks(new, fields=_RECOMMENDATION_COLUMNS, batch=2 * CAS_BATCH)
