@@ -40,6 +40,9 @@ class Cluster(models.Model):
     # whole cluster (docs/kubernetes.md "Namespace opt-in").
     namespace_selector = models.CharField(max_length=1000, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # When the refresh last stored the totals of every namespace (NamespaceTotals);
+    # None: never, and the overview computes this cluster's totals as it loads.
+    totals_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -267,3 +270,54 @@ class SavingsSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster_id}/{self.namespace} @ {self.taken_at:%Y-%m-%d %H:%M}"
+
+
+class NamespaceTotals(models.Model):
+    """What the dashboard's overview sums over one namespace of a cluster: its
+    active workloads' containers, requests, latest recommendations and shortfalls.
+
+    Written by the refresh after each cycle, for the namespaces the cycle refreshed
+    (the whole cluster, or its shard's namespace), from the same queries the overview
+    runs over clusters without stored totals (``Cluster.totals_at``): one row per
+    namespace with an active workload (services/dashboard/namespace_totals.py).
+    """
+
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="namespace_totals"
+    )
+    namespace = models.CharField(max_length=63)
+    computed_at = models.DateTimeField()
+    workloads = models.IntegerField(default=0)
+    # Of them, those with a (non-init) container missing a CPU or a memory request.
+    workloads_missing_requests = models.IntegerField(default=0)
+    # The (non-init) containers of those workloads, and those with a usable
+    # recommendation (services/dashboard/overview.Totals: the same names).
+    containers = models.IntegerField(default=0)
+    covered = models.IntegerField(default=0)
+    # Sums over the containers, times their workload's replicas.
+    requested_cpu_millicores = models.BigIntegerField(default=0)
+    requested_memory_bytes = models.BigIntegerField(default=0)
+    covered_requested_cpu_millicores = models.BigIntegerField(default=0)
+    covered_requested_memory_bytes = models.BigIntegerField(default=0)
+    recommended_cpu_millicores = models.BigIntegerField(default=0)
+    recommended_memory_bytes = models.BigIntegerField(default=0)
+    # Containers with a latest recommendation, and of those, per confidence band.
+    recommendations = models.IntegerField(default=0)
+    confidence_low = models.IntegerField(default=0)
+    confidence_medium = models.IntegerField(default=0)
+    confidence_high = models.IntegerField(default=0)
+    # {workload pk (text): its shortfall percent}, for the workloads with a counted
+    # shortfall (recommender/models/provisioning.py).
+    shortfalls = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["cluster_id", "namespace"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace"], name="namespace_totals_once"
+            )
+        ]
+        verbose_name_plural = "namespace totals"
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}/{self.namespace}"

@@ -57,6 +57,7 @@ def test_the_run_row_shows_progress_as_each_day_commits(cluster):
         "ingest_s",
         "recommend_s",
         "store_s",
+        "totals_s",
         "total_s",
     }
     assert (

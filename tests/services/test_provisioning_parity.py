@@ -242,10 +242,8 @@ def test_the_overview_counts_and_ranks_as_the_workload_and_container_facts_do():
     """fleet_overview reads risk from the containers that carry some, the confidence
     from Recommendation.confidence and no-data from its totals: each equals the
     workload annotations / the explanation it stands for, on a varied fleet."""
-    from recommender.services.dashboard.overview import (
-        confidence_band,
-        fleet_overview,
-    )
+    from recommender.services.dashboard.namespace_totals import confidence_band
+    from recommender.services.dashboard.overview import fleet_overview
 
     now = timezone.now()
     cluster, off = make_cluster("on"), make_cluster("off")

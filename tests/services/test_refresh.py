@@ -95,6 +95,7 @@ def test_first_refresh_discovers_the_fleet_and_recommends_every_container(cluste
         "ingest_s",
         "recommend_s",
         "store_s",
+        "totals_s",
         "total_s",
     }
     assert Workload.objects.filter(cluster=cluster, is_active=True).count() == WORKLOADS

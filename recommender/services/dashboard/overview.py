@@ -1,27 +1,19 @@
 """The dashboard's overview: fleet, cluster and namespace totals, savings, risk, the
-confidence of recommendations and the latest runs, in a constant number of queries.
+confidence of recommendations and the latest runs, in a constant number of queries:
+the sums over every container come from the namespaces' totals the refresh stores
+(namespace_totals.py).
 
 Risk, waste and savings follow the definitions in recommender/models/provisioning.py.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import (
-    Case,
-    Count,
-    F,
-    IntegerField,
-    Prefetch,
-    Q,
-    Sum,
-    Value,
-    When,
-)
-from django.db.models.functions import Coalesce
+from django.db.models import Count, Prefetch
 
 from recommender.models import (
     Cluster,
@@ -32,9 +24,13 @@ from recommender.models import (
 )
 from recommender.models.provisioning import (
     container_facts,
-    no_data_q,
     risk_score,
     workload_facts,
+)
+from recommender.services.dashboard import namespace_totals
+from recommender.services.dashboard.namespace_totals import (
+    CONFIDENCE_BANDS,
+    NamespaceFacts,
 )
 from recommender.services.dashboard.provisioning import (
     RECENT_OOM_WINDOW,
@@ -108,34 +104,9 @@ class Overview:
     vpa_warnings: list[str] = field(default_factory=list)
 
 
-# Above any real confidence (days of history); the upper end of the "high" band.
-MAX_CONFIDENCE = 1e12
-# Confidence bands (in days of history, upstream's unit): below 1 the bounds are widened
-# a lot.
-CONFIDENCE_BANDS = (("low", 1.0), ("medium", 7.0), ("high", float("inf")))
-
-
-def confidence_band(confidence: float | None) -> str:
-    """ "low" (< 1 day), "medium" (< 7 days), "high", or "unknown" (none, negative
-    or from ``MAX_CONFIDENCE`` on): the overview's bands (``_band``) in Python."""
-    if confidence is None or not 0.0 <= confidence < MAX_CONFIDENCE:
-        return "unknown"
-    return next(name for name, upper in CONFIDENCE_BANDS if confidence < upper)
-
-
-def _band(name: str) -> Q:
-    """Latest recommendations whose stored confidence (``Recommendation.confidence``)
-    lies in band ``name``. Every band has both ends, so a confidence above any real
-    one (``MAX_CONFIDENCE``) is in none ("unknown")."""
-    bounds = [0.0] + [upper for _, upper in CONFIDENCE_BANDS[:-1]] + [MAX_CONFIDENCE]
-    index = [band for band, _ in CONFIDENCE_BANDS].index(name)
-    key = "latest_recommendation__confidence"
-    return Q(**{f"{key}__gte": bounds[index], f"{key}__lt": bounds[index + 1]})
-
-
 @dataclass
 class _FleetTotals:
-    """What one pass over the shown containers gives the overview."""
+    """What the namespaces' totals give the overview."""
 
     fleet: Totals
     by_cluster: list[Totals]
@@ -144,68 +115,29 @@ class _FleetTotals:
     confidence: dict[str, int]
 
 
-def _fleet_totals(*, prices: Prices) -> _FleetTotals:
-    """Totals of the fleet, per cluster and per (cluster, namespace), and the
-    confidence bands of the latest recommendations: one query (one pass over the
-    containers and their latest recommendations, hash-aggregated; a distinct count
-    here would sort them all, so the workloads missing a request are their own)."""
-    replicas = Coalesce(F("workload__replicas"), Value(1))
-    has_target_cpu = Q(latest_recommendation__target_cpu_millicores__isnull=False)
-    has_target_mem = Q(latest_recommendation__target_memory_bytes__isnull=False)
-
-    def summed(expr: Any, when: Q | None = None) -> Sum:
-        value = expr * replicas
-        if when is not None:
-            value = Case(When(when, then=value), default=Value(0))
-        return Sum(value, output_field=IntegerField())
-
-    rows = (
-        Container.objects.recommended()
-        .shown()
-        .order_by()
-        .values("workload__cluster__name", "workload__namespace")
-        .annotate(
-            containers=Count("pk"),
-            covered=Count("pk", filter=~no_data_q()),
-            requested_cpu=summed(Coalesce(F("request_cpu_millicores"), Value(0))),
-            requested_mem=summed(Coalesce(F("request_memory_bytes"), Value(0))),
-            covered_requested_cpu=summed(
-                Coalesce(F("request_cpu_millicores"), Value(0)), has_target_cpu
-            ),
-            covered_requested_mem=summed(
-                Coalesce(F("request_memory_bytes"), Value(0)), has_target_mem
-            ),
-            recommended_cpu=summed(
-                F("latest_recommendation__target_cpu_millicores"), has_target_cpu
-            ),
-            recommended_mem=summed(
-                F("latest_recommendation__target_memory_bytes"), has_target_mem
-            ),
-            recommendations=Count("pk", filter=Q(latest_recommendation__isnull=False)),
-            **{
-                f"confidence_{name}": Count("pk", filter=_band(name))
-                for name, _ in CONFIDENCE_BANDS
-            },
-        )
-        .order_by("workload__cluster__name", "workload__namespace")
-    )
+def _fleet_totals(facts: list[NamespaceFacts], *, prices: Prices) -> _FleetTotals:
+    """Totals of the fleet, per cluster and per (cluster, namespace) with containers,
+    and the confidence bands of the latest recommendations, from the namespaces'
+    totals (ordered by cluster and namespace)."""
     fleet = Totals()
     confidence = dict.fromkeys([name for name, _ in CONFIDENCE_BANDS], 0)
     recommendations = 0
     clusters: dict[str, Totals] = {}
     namespaces = []
-    for row in rows:
+    for row in facts:
+        if not row.containers:
+            continue  # workloads without a container vpaweb recommends for
         group = Totals(
-            cluster=row["workload__cluster__name"],
-            namespace=row["workload__namespace"],
-            containers=row["containers"],
-            covered=row["covered"],
-            requested_cpu_millicores=row["requested_cpu"] or 0,
-            requested_memory_bytes=row["requested_mem"] or 0,
-            covered_requested_cpu_millicores=row["covered_requested_cpu"] or 0,
-            covered_requested_memory_bytes=row["covered_requested_mem"] or 0,
-            recommended_cpu_millicores=row["recommended_cpu"] or 0,
-            recommended_memory_bytes=row["recommended_mem"] or 0,
+            cluster=row.cluster,
+            namespace=row.namespace,
+            containers=row.containers,
+            covered=row.covered,
+            requested_cpu_millicores=row.requested_cpu_millicores,
+            requested_memory_bytes=row.requested_memory_bytes,
+            covered_requested_cpu_millicores=row.covered_requested_cpu_millicores,
+            covered_requested_memory_bytes=row.covered_requested_memory_bytes,
+            recommended_cpu_millicores=row.recommended_cpu_millicores,
+            recommended_memory_bytes=row.recommended_memory_bytes,
         )
         group.savings = prices.monthly(
             cpu_millicores=group.covered_requested_cpu_millicores
@@ -216,25 +148,26 @@ def _fleet_totals(*, prices: Prices) -> _FleetTotals:
         namespaces.append(group)
         clusters.setdefault(group.cluster, Totals(cluster=group.cluster)).add(group)
         fleet.add(group)
-        recommendations += row["recommendations"]
+        recommendations += row.recommendations
         for name in confidence:
-            confidence[name] += row[f"confidence_{name}"]
+            confidence[name] += getattr(row, f"confidence_{name}")
     confidence["unknown"] = recommendations - sum(confidence.values())
     return _FleetTotals(fleet, list(clusters.values()), namespaces, confidence)
 
 
 def _at_risk(
-    *, now: datetime, prices: Prices, limit: int
+    *, now: datetime, prices: Prices, limit: int, shortfalls: Mapping[int, int]
 ) -> tuple[int, list[Workload], int]:
     """How many shown workloads are at risk, the ``limit`` riskiest (OOM kills, then
     the largest shortfall; then the largest savings) with their facts, and the OOM
-    kills of the last RECENT_OOM_WINDOW: three small queries.
+    kills of the last RECENT_OOM_WINDOW: two small queries.
 
-    The risk score of every workload comes from the few containers that carry one
-    (recent OOM kills, or a counted shortfall: ``Container.with_provisioning``'s
-    rule), rather than from ``Workload.with_provisioning`` over every workload (1.5 s
-    at 65,000 workloads); only the candidates for the top rows are loaded, and their
-    savings (the tie-break) computed in Python.
+    The risk score of every workload comes from the few containers that carry one:
+    recent OOM kills, and the ``shortfalls`` of the namespaces' totals
+    (``Container.with_provisioning``'s rule), rather than from
+    ``Workload.with_provisioning`` over every workload (1.5 s at 65,000 workloads);
+    only the candidates for the top rows are loaded, and their savings (the
+    tie-break) computed in Python.
     """
     rules = risk_rules(now)
     ooms: dict[int, int] = {}
@@ -252,17 +185,6 @@ def _at_risk(
         oom_count += kills
         if kind != Container.Kind.INIT:  # init containers carry no risk
             ooms[workload_id] = ooms.get(workload_id, 0) + kills
-    shortfalls: dict[int, int] = {}
-    for workload_id, shortfall in (
-        Container.objects.recommended()
-        .shown()
-        .with_provisioning(prices=prices, rules=rules)
-        .filter(Q(shortfall__gt=0))
-        .order_by()
-        # (An annotation's name, which the type checker cannot see on the model.)
-        .values_list(*("workload_id", "shortfall"))
-    ):
-        shortfalls[workload_id] = max(shortfall, shortfalls.get(workload_id, 0))
     risk = {
         pk: risk_score(ooms.get(pk, 0), shortfalls.get(pk, 0))
         for pk in ooms.keys() | shortfalls.keys()
@@ -342,18 +264,14 @@ def _first_without_data(*, count: int, limit: int) -> list[int]:
 
 def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overview:
     """Fleet totals, savings, workloads at risk, coverage, confidence, last runs."""
-    totals = _fleet_totals(prices=prices)
+    facts = namespace_totals.read(now=now)
+    totals = _fleet_totals(facts, prices=prices)
     fleet = totals.fleet
     at_risk_count, at_risk, recent_oom_count = _at_risk(
-        now=now, prices=prices, limit=limit
-    )
-    missing_requests = (
-        Container.objects.recommended()
-        .shown()
-        .missing_requests()
-        .values("workload_id")
-        .distinct()
-        .count()
+        now=now,
+        prices=prices,
+        limit=limit,
+        shortfalls={pk: pct for row in facts for pk, pct in row.shortfalls.items()},
     )
     ooms = OomKill.objects.filter(
         container__workload__is_active=True,
@@ -378,7 +296,7 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
         by_namespace=totals.by_namespace,
         at_risk_count=at_risk_count,
         at_risk=at_risk,
-        missing_requests_count=missing_requests,
+        missing_requests_count=sum(row.workloads_missing_requests for row in facts),
         recent_ooms=list(
             ooms.select_related("container__workload").order_by("-occurred_at")[:limit]
         ),
@@ -393,7 +311,7 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
         runs=runs,
         is_refreshing=any(run.status == RefreshRun.Status.RUNNING for run in runs),
         prices=prices,
-        workload_count=Workload.objects.shown().count(),
+        workload_count=sum(row.workloads for row in facts),
         vpa_warnings=[
             f"{name}: {entry['message']}"
             for name, entries in Cluster.objects.filter(is_enabled=True)

@@ -86,50 +86,53 @@ def backfill_cluster(
         recorder.describe_failure = progress.describe_failure
         owned: list[object] = []
         try:
-            # Close only what this call opened; the caller owns what it passed in.
-            if adapter is None:
-                adapter = cluster_adapter_for(
-                    cluster, now=now, namespace=namespace, flush_admissions=False
+            with cycle.totals_stored(
+                cluster, now=now, namespace=namespace, phases=phases
+            ):
+                # Close only what this call opened; the caller owns what it passed in.
+                if adapter is None:
+                    adapter = cluster_adapter_for(
+                        cluster, now=now, namespace=namespace, flush_admissions=False
+                    )
+                    owned.append(adapter)
+                if source is None:
+                    source = usage_source_for(cluster)
+                    owned.append(source)
+                end_s = math.floor(now.timestamp() / SAMPLE_STEP_S) * SAMPLE_STEP_S
+                snapshot, discovery = cycle.discover_and_store(
+                    cluster, adapter, now=now, namespace=namespace, phases=phases
                 )
-                owned.append(adapter)
-            if source is None:
-                source = usage_source_for(cluster)
-                owned.append(source)
-            end_s = math.floor(now.timestamp() / SAMPLE_STEP_S) * SAMPLE_STEP_S
-            snapshot, discovery = cycle.discover_and_store(
-                cluster, adapter, now=now, namespace=namespace, phases=phases
-            )
-            start_s = _oldest_watermark(discovery, history_s=days * 86_400.0)
-            if start_s is None:
-                counts["containers"] = 0
-                step_ends = []
-            else:
-                step_ends = _step_ends(start_s, end_s)
-            counts["steps"] = len(step_ends)
-            step_start = start_s or end_s
-            for number, step_end in enumerate(step_ends, start=1):
-                progress.where = (
-                    f"step {number}/{len(step_ends)} "
-                    f"({_iso(step_start)} .. {_iso(step_end)})"
-                )
-                # Every container of the step, in chunks when the source can read
-                # chosen workloads: memory bounded whatever the fleet (chunking.py).
-                step = cycle.ingest_fleet(
-                    discovery=discovery,
-                    source=source,
-                    fresh_only=False,
-                    end=datetime.fromtimestamp(step_end, tz=UTC),
-                    history_s=days * 86_400.0,
-                    snapshot_kills=snapshot.oom_kills,
-                    # Recommend once, on the whole history; earlier steps only move
-                    # checkpoints.
-                    recommend=step_end >= end_s,
-                    phases=phases,
-                )
-                _add_counts(counts, step)
-                counts["steps_done"] = number
-                progress.report(number / len(step_ends))
-                step_start = step_end
+                start_s = _oldest_watermark(discovery, history_s=days * 86_400.0)
+                if start_s is None:
+                    counts["containers"] = 0
+                    step_ends = []
+                else:
+                    step_ends = _step_ends(start_s, end_s)
+                counts["steps"] = len(step_ends)
+                step_start = start_s or end_s
+                for number, step_end in enumerate(step_ends, start=1):
+                    progress.where = (
+                        f"step {number}/{len(step_ends)} "
+                        f"({_iso(step_start)} .. {_iso(step_end)})"
+                    )
+                    # Every container of the step, in chunks when the source can read
+                    # chosen workloads: memory bounded whatever the fleet (chunking.py).
+                    step = cycle.ingest_fleet(
+                        discovery=discovery,
+                        source=source,
+                        fresh_only=False,
+                        end=datetime.fromtimestamp(step_end, tz=UTC),
+                        history_s=days * 86_400.0,
+                        snapshot_kills=snapshot.oom_kills,
+                        # Recommend once, on the whole history; earlier steps only move
+                        # checkpoints.
+                        recommend=step_end >= end_s,
+                        phases=phases,
+                    )
+                    _add_counts(counts, step)
+                    counts["steps_done"] = number
+                    progress.report(number / len(step_ends))
+                    step_start = step_end
         except Exception:
             progress.failed()
             raise

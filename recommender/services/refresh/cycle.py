@@ -53,6 +53,7 @@ from recommender.models import (
 )
 from recommender.services.admission import counters
 from recommender.services.admission.generation import mark_admission_data_changed
+from recommender.services.dashboard import namespace_totals
 from recommender.services.refresh import chunking, ingest, throttling, warm_state
 from recommender.services.refresh.adapters import (
     close_quietly,
@@ -304,32 +305,33 @@ def refresh_cluster(
         phases = recorder.phases
         adapter: object = None
         source: object = None
-        try:
-            # A shard lists only its namespace (docs/refresh.md, "Shards").
-            adapter = cluster_adapter_for(
-                cluster, now=now, namespace=namespace, flush_admissions=False
-            )
-            source = usage_source_for(cluster)
-            snapshot, discovery = discover_and_store(
-                cluster, adapter, now=now, namespace=namespace, phases=phases
-            )
-            counts = ingest_fleet(
-                discovery=discovery,
-                source=source,
-                end=now,
-                history_s=ingest.history_days(cluster) * 86400.0,
-                snapshot_kills=snapshot.oom_kills,
-                run=recorder.run,
-                phases=phases,
-                live_pods=_live_pods(discovery),
-                checkpoints=(
-                    CheckpointSchedule.from_settings()
-                    if source_keeps_history(source)
-                    else None  # a live sample not stored now is lost
-                ),
-            )
-        finally:
-            close_quietly(adapter, source)
+        with totals_stored(cluster, now=now, namespace=namespace, phases=phases):
+            try:
+                # A shard lists only its namespace (docs/refresh.md, "Shards").
+                adapter = cluster_adapter_for(
+                    cluster, now=now, namespace=namespace, flush_admissions=False
+                )
+                source = usage_source_for(cluster)
+                snapshot, discovery = discover_and_store(
+                    cluster, adapter, now=now, namespace=namespace, phases=phases
+                )
+                counts = ingest_fleet(
+                    discovery=discovery,
+                    source=source,
+                    end=now,
+                    history_s=ingest.history_days(cluster) * 86400.0,
+                    snapshot_kills=snapshot.oom_kills,
+                    run=recorder.run,
+                    phases=phases,
+                    live_pods=_live_pods(discovery),
+                    checkpoints=(
+                        CheckpointSchedule.from_settings()
+                        if source_keeps_history(source)
+                        else None  # a live sample not stored now is lost
+                    ),
+                )
+            finally:
+                close_quietly(adapter, source)
         recorder.counts = {**discovery.counts, **counts}
     # New recommendations, workloads and LimitRanges: the webhook's cache reloads.
     mark_admission_data_changed()
@@ -337,6 +339,28 @@ def refresh_cluster(
     # cluster's namespaces (services/savings_trend.py).
     record_snapshot_quietly(cluster=cluster, now=now)
     return recorder.run
+
+
+@contextlib.contextmanager
+def totals_stored(
+    cluster: Cluster, *, now: datetime, namespace: str | None, phases: Phases
+) -> Iterator[None]:
+    """Store the overview's totals of what the block refreshed (the cluster, or its
+    shard's namespace) after it, as phase ``totals``; also after a failure, since
+    what the block committed before it (discovery's workloads) stays, but then
+    without hiding that failure."""
+    try:
+        yield
+    except BaseException:
+        try:
+            namespace_totals.store(cluster=cluster, now=now, namespace=namespace)
+        except Exception:
+            logger.exception(
+                "cluster %s: the namespaces' totals were not stored", cluster
+            )
+        raise
+    with phases("totals"):
+        namespace_totals.store(cluster=cluster, now=now, namespace=namespace)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,265 @@
+"""Each namespace's overview totals: computed by one function, stored by the refresh,
+read by the overview.
+
+The overview (overview.py) sums every shown container: requests against the latest
+recommendations, coverage, confidence bands, the workloads missing a request and the
+workloads with a shortfall. At 100,000 containers those passes over the fleet cost about
+0.3 s on every load of the page, and more once a cycle has rewritten many rows and
+autovacuum has not passed yet (docs/refresh.md, "Dashboard page times at scale").
+They change only when a refresh writes, so the refresh computes them after each cycle
+for what it refreshed (the whole cluster, or its shard's namespace) and stores one
+``NamespaceTotals`` row per namespace with an active workload; ``Cluster.totals_at``
+says a cluster's rows are complete. The overview reads those rows, and computes the
+totals of the other clusters (never refreshed since the rows existed) as it loads, with
+``compute``: the one definition of the numbers either way.
+
+What they sum is written only by refresh runs (discovery's workloads and containers, the
+cycle's recommendations, a back-fill's), which store the totals after writing; an edit
+in the Django admin shows on the overview after the next refresh of its cluster. What
+depends on the time of the request (the OOM kills of the last week) is never stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Case, Count, F, IntegerField, Q, Sum, Value, When
+from django.db.models.functions import Coalesce
+
+from recommender.models import Cluster, Container, NamespaceTotals, Workload
+from recommender.models.provisioning import no_data_q
+from recommender.services.dashboard.provisioning import Prices, risk_rules
+
+# Above any real confidence (days of history); the upper end of the "high" band.
+MAX_CONFIDENCE = 1e12
+# Confidence bands (in days of history, upstream's unit): below 1 the bounds are widened
+# a lot.
+CONFIDENCE_BANDS = (("low", 1.0), ("medium", 7.0), ("high", float("inf")))
+
+
+def confidence_band(confidence: float | None) -> str:
+    """ "low" (< 1 day), "medium" (< 7 days), "high", or "unknown" (none, negative
+    or from ``MAX_CONFIDENCE`` on): the totals' bands (``_band``) in Python."""
+    if confidence is None or not 0.0 <= confidence < MAX_CONFIDENCE:
+        return "unknown"
+    return next(name for name, upper in CONFIDENCE_BANDS if confidence < upper)
+
+
+def _band(name: str) -> Q:
+    """Latest recommendations whose stored confidence (``Recommendation.confidence``)
+    lies in band ``name``. Every band has both ends, so a confidence above any real
+    one (``MAX_CONFIDENCE``) is in none ("unknown")."""
+    bounds = [0.0] + [upper for _, upper in CONFIDENCE_BANDS[:-1]] + [MAX_CONFIDENCE]
+    index = [band for band, _ in CONFIDENCE_BANDS].index(name)
+    key = "latest_recommendation__confidence"
+    return Q(**{f"{key}__gte": bounds[index], f"{key}__lt": bounds[index + 1]})
+
+
+@dataclass(frozen=True)
+class NamespaceFacts:
+    """The totals of one namespace of one cluster (``NamespaceTotals``' columns;
+    amounts in millicores and bytes, times the workloads' replicas)."""
+
+    cluster_id: int
+    cluster: str  # its name
+    namespace: str
+    workloads: int = 0
+    workloads_missing_requests: int = 0
+    containers: int = 0
+    covered: int = 0
+    requested_cpu_millicores: int = 0
+    requested_memory_bytes: int = 0
+    covered_requested_cpu_millicores: int = 0
+    covered_requested_memory_bytes: int = 0
+    recommended_cpu_millicores: int = 0
+    recommended_memory_bytes: int = 0
+    recommendations: int = 0
+    confidence_low: int = 0
+    confidence_medium: int = 0
+    confidence_high: int = 0
+    # Workload pk -> its shortfall percent, for those with a counted shortfall.
+    shortfalls: Mapping[int, int] = field(default_factory=dict)
+
+
+# The columns NamespaceFacts and NamespaceTotals share, but the keys and shortfalls.
+AMOUNTS = tuple(
+    f.name
+    for f in fields(NamespaceFacts)
+    if f.name not in ("cluster_id", "cluster", "namespace", "shortfalls")
+)
+
+
+def compute(
+    *, cluster_ids: Collection[int], now: datetime, namespace: str | None = None
+) -> list[NamespaceFacts]:
+    """The totals of every namespace with an active workload in ``cluster_ids`` (or
+    only ``namespace``), ordered by cluster name and namespace: four grouped
+    queries, each one pass over those workloads or their (non-init) containers."""
+    if not cluster_ids:
+        return []
+    workloads = Workload.objects.filter(cluster_id__in=cluster_ids, is_active=True)
+    containers = Container.objects.recommended().filter(
+        workload__cluster_id__in=cluster_ids, workload__is_active=True
+    )
+    if namespace is not None:
+        workloads = workloads.filter(namespace=namespace)
+        containers = containers.filter(workload__namespace=namespace)
+    keys = ("workload__cluster_id", "workload__namespace")
+    amounts: dict[tuple[int, str], dict[str, Any]] = {
+        (cluster_id, ns): {"workloads": n}
+        for cluster_id, ns, n in workloads.order_by()
+        .values("cluster_id", "namespace")
+        .annotate(n=Count("pk"))
+        .values_list("cluster_id", "namespace", "n")
+    }
+    # (A workload that appeared between two of these statements has no count yet.)
+    for row in _container_sums(containers):
+        amounts.setdefault((row.pop(keys[0]), row.pop(keys[1])), {}).update(row)
+    # A distinct count of its own: in the sums above it would make PostgreSQL sort
+    # every container instead of hashing them; here only those missing a request.
+    for cluster_id, ns, n in (
+        containers.missing_requests()
+        .order_by()
+        .values(*keys)
+        .annotate(n=Count("workload_id", distinct=True))
+        .values_list(*keys, "n")
+    ):
+        amounts.setdefault((cluster_id, ns), {})["workloads_missing_requests"] = n
+    shortfalls: dict[tuple[int, str], dict[int, int]] = {}
+    for cluster_id, ns, workload_id, shortfall in (
+        # The shortfall is the one fact used here; prices only feed the savings.
+        containers.with_provisioning(prices=Prices(0.0, 0.0), rules=risk_rules(now))
+        .filter(Q(shortfall__gt=0))
+        .order_by()
+        # (An annotation's name, which the type checker cannot see on the model.)
+        .values_list(*(*keys, "workload_id", "shortfall"))
+    ):
+        amounts.setdefault((cluster_id, ns), {})
+        per = shortfalls.setdefault((cluster_id, ns), {})
+        per[workload_id] = max(shortfall, per.get(workload_id, 0))
+    names = dict(Cluster.objects.filter(pk__in=cluster_ids).values_list("pk", "name"))
+    return sorted(
+        (
+            NamespaceFacts(
+                cluster_id=cluster_id,
+                cluster=names[cluster_id],
+                namespace=ns,
+                shortfalls=shortfalls.get((cluster_id, ns), {}),
+                **{name: value or 0 for name, value in values.items()},
+            )
+            for (cluster_id, ns), values in amounts.items()
+        ),
+        key=_order,
+    )
+
+
+def _order(facts: NamespaceFacts) -> tuple[str, str]:
+    return facts.cluster, facts.namespace
+
+
+def _container_sums(containers: Any) -> Any:
+    """Per (cluster, namespace): the containers, the covered ones, the requested and
+    recommended amounts times replicas, the latest recommendations and their
+    confidence bands. One hash-aggregated pass over the containers and their latest
+    recommendations (index-only on PostgreSQL: migration 0013)."""
+    replicas = Coalesce(F("workload__replicas"), Value(1))
+    has_target_cpu = Q(latest_recommendation__target_cpu_millicores__isnull=False)
+    has_target_mem = Q(latest_recommendation__target_memory_bytes__isnull=False)
+
+    def summed(expr: Any, when: Q | None = None) -> Sum:
+        value = expr * replicas
+        if when is not None:
+            value = Case(When(when, then=value), default=Value(0))
+        return Sum(value, output_field=IntegerField())
+
+    cpu_request = Coalesce(F("request_cpu_millicores"), Value(0))
+    memory_request = Coalesce(F("request_memory_bytes"), Value(0))
+    return (
+        containers.order_by()
+        .values("workload__cluster_id", "workload__namespace")
+        .annotate(
+            containers=Count("pk"),
+            covered=Count("pk", filter=~no_data_q()),
+            requested_cpu_millicores=summed(cpu_request),
+            requested_memory_bytes=summed(memory_request),
+            covered_requested_cpu_millicores=summed(cpu_request, has_target_cpu),
+            covered_requested_memory_bytes=summed(memory_request, has_target_mem),
+            recommended_cpu_millicores=summed(
+                F("latest_recommendation__target_cpu_millicores"), has_target_cpu
+            ),
+            recommended_memory_bytes=summed(
+                F("latest_recommendation__target_memory_bytes"), has_target_mem
+            ),
+            recommendations=Count("pk", filter=Q(latest_recommendation__isnull=False)),
+            **{
+                f"confidence_{name}": Count("pk", filter=_band(name))
+                for name, _ in CONFIDENCE_BANDS
+            },
+        )
+    )
+
+
+def store(*, cluster: Cluster, now: datetime, namespace: str | None = None) -> int:
+    """Compute and store the totals of ``cluster``'s namespaces (only ``namespace``
+    when given and the cluster's other rows are complete), replacing the rows there
+    were; returns how many rows were written.
+
+    Writers of one cluster take turns on its row, so the totals stored last were
+    computed after the last writer's data was committed (each caller stores after
+    its own writes)."""
+    with transaction.atomic():
+        locked = Cluster.objects.select_for_update().filter(pk=cluster.pk)
+        if locked.values_list("totals_at", flat=True).get() is None:
+            namespace = None  # the first rows of a cluster are all of them
+        facts = compute(cluster_ids=[cluster.pk], now=now, namespace=namespace)
+        stale = NamespaceTotals.objects.filter(cluster_id=cluster.pk)
+        if namespace is not None:
+            stale = stale.filter(namespace=namespace)
+        stale.delete()
+        NamespaceTotals.objects.bulk_create(
+            [
+                NamespaceTotals(
+                    cluster_id=f.cluster_id,
+                    namespace=f.namespace,
+                    computed_at=now,
+                    shortfalls={str(pk): pct for pk, pct in f.shortfalls.items()},
+                    **{name: getattr(f, name) for name in AMOUNTS},
+                )
+                for f in facts
+            ]
+        )
+        if namespace is None:
+            Cluster.objects.filter(pk=cluster.pk).update(totals_at=now)
+    return len(facts)
+
+
+def read(*, now: datetime) -> list[NamespaceFacts]:
+    """The totals of every namespace of the enabled clusters, ordered by cluster name
+    and namespace: the stored rows of clusters that have them, computed for the
+    others."""
+    clusters = {
+        pk: (name, totals_at)
+        for pk, name, totals_at in Cluster.objects.filter(is_enabled=True).values_list(
+            "pk", "name", "totals_at"
+        )
+    }
+    stored = [
+        NamespaceFacts(
+            cluster_id=cluster_id,
+            cluster=clusters[cluster_id][0],
+            namespace=ns,
+            shortfalls={int(pk): pct for pk, pct in shortfalls.items()},
+            **dict(zip(AMOUNTS, values, strict=True)),
+        )
+        for cluster_id, ns, shortfalls, *values in NamespaceTotals.objects.filter(
+            cluster_id__in=[pk for pk, (_, at) in clusters.items() if at is not None]
+        ).values_list("cluster_id", "namespace", "shortfalls", *AMOUNTS)
+    ]
+    computed = compute(
+        cluster_ids=[pk for pk, (_, at) in clusters.items() if at is None], now=now
+    )
+    return sorted(stored + computed, key=_order)
