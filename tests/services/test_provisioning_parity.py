@@ -238,14 +238,10 @@ def test_a_workload_without_a_policy_row_is_off_in_the_dashboard_and_the_api():
 CONFIDENCES = (0.0, 0.5, 1.0, 6.99, 7.0, 400, 1e12, -1.0, "lots", True, None)
 
 
-def test_the_overview_counts_and_ranks_as_the_workload_and_container_facts_do():
-    """fleet_overview reads risk from the containers that carry some, the confidence
-    from Recommendation.confidence and no-data from its totals: each equals the
-    workload annotations / the explanation it stands for, on a varied fleet."""
-    from recommender.services.dashboard.namespace_totals import confidence_band
-    from recommender.services.dashboard.overview import fleet_overview
-
-    now = timezone.now()
+def varied_fleet(now):
+    """Workloads of two clusters (one disabled; some gone) with every combination of
+    recommendation shape and requests, confidences of every kind and OOM kills
+    (recent, old, of init containers): the overview's and the lists' parity fleet."""
     cluster, off = make_cluster("on"), make_cluster("off")
     Cluster.objects.filter(pk=off.pk).update(is_enabled=False)
     combos = list(itertools.product(RECOMMENDATIONS, CPU_REQUESTS, MEMORY_REQUESTS))
@@ -292,7 +288,18 @@ def test_the_overview_counts_and_ranks_as_the_workload_and_container_facts_do():
                         pod=f"p{k}",
                         occurred_at=now - timedelta(days=days, minutes=k),
                     )
+    return cluster, off
 
+
+def test_the_overview_counts_and_ranks_as_the_workload_and_container_facts_do():
+    """fleet_overview reads risk from the containers that carry some, the confidence
+    from Recommendation.confidence and no-data from its totals: each equals the
+    workload annotations / the explanation it stands for, on a varied fleet."""
+    from recommender.services.dashboard.namespace_totals import confidence_band
+    from recommender.services.dashboard.overview import fleet_overview
+
+    now = timezone.now()
+    varied_fleet(now)
     shown = Workload.objects.shown().with_provisioning(prices=PRICES, rules=_rules(now))
     ranked = list(
         shown.at_risk().order_by("-risk", "-savings", "pk").values_list("pk", flat=True)

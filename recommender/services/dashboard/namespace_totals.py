@@ -21,7 +21,7 @@ depends on the time of the request (the OOM kills of the last week) is never sto
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
@@ -94,13 +94,14 @@ AMOUNTS = tuple(
 
 
 def compute(
-    *, cluster_ids: Collection[int], now: datetime, namespace: str | None = None
+    *, clusters: Mapping[int, str], now: datetime, namespace: str | None = None
 ) -> list[NamespaceFacts]:
-    """The totals of every namespace with an active workload in ``cluster_ids`` (or
-    only ``namespace``), ordered by cluster name and namespace: four grouped
+    """The totals of every namespace with an active workload in ``clusters`` (pk ->
+    name; or only ``namespace``), ordered by cluster name and namespace: four grouped
     queries, each one pass over those workloads or their (non-init) containers."""
-    if not cluster_ids:
+    if not clusters:
         return []
+    cluster_ids = list(clusters)
     workloads = Workload.objects.filter(cluster_id__in=cluster_ids, is_active=True)
     containers = Container.objects.recommended().filter(
         workload__cluster_id__in=cluster_ids, workload__is_active=True
@@ -141,12 +142,11 @@ def compute(
         amounts.setdefault((cluster_id, ns), {})
         per = shortfalls.setdefault((cluster_id, ns), {})
         per[workload_id] = max(shortfall, per.get(workload_id, 0))
-    names = dict(Cluster.objects.filter(pk__in=cluster_ids).values_list("pk", "name"))
     return sorted(
         (
             NamespaceFacts(
                 cluster_id=cluster_id,
-                cluster=names[cluster_id],
+                cluster=clusters[cluster_id],
                 namespace=ns,
                 shortfalls=shortfalls.get((cluster_id, ns), {}),
                 **{name: value or 0 for name, value in values.items()},
@@ -208,14 +208,20 @@ def store(*, cluster: Cluster, now: datetime, namespace: str | None = None) -> i
     when given and the cluster's other rows are complete), replacing the rows there
     were; returns how many rows were written.
 
-    Writers of one cluster take turns on its row, so the totals stored last were
-    computed after the last writer's data was committed (each caller stores after
-    its own writes)."""
+    Writers of one cluster take turns on its row (the UPDATE below holds it until
+    the commit), so the totals stored last were computed after the last writer's
+    data was committed (each caller stores after its own writes)."""
     with transaction.atomic():
-        locked = Cluster.objects.select_for_update().filter(pk=cluster.pk)
-        if locked.values_list("totals_at", flat=True).get() is None:
+        of_cluster = Cluster.objects.filter(pk=cluster.pk)
+        if namespace is not None and not of_cluster.filter(
+            totals_at__isnull=False
+        ).update(totals_at=F("totals_at")):
             namespace = None  # the first rows of a cluster are all of them
-        facts = compute(cluster_ids=[cluster.pk], now=now, namespace=namespace)
+        if namespace is None and not of_cluster.update(totals_at=now):
+            return 0  # deleted meanwhile
+        facts = compute(
+            clusters={cluster.pk: cluster.name}, now=now, namespace=namespace
+        )
         stale = NamespaceTotals.objects.filter(cluster_id=cluster.pk)
         if namespace is not None:
             stale = stale.filter(namespace=namespace)
@@ -232,8 +238,6 @@ def store(*, cluster: Cluster, now: datetime, namespace: str | None = None) -> i
                 for f in facts
             ]
         )
-        if namespace is None:
-            Cluster.objects.filter(pk=cluster.pk).update(totals_at=now)
     return len(facts)
 
 
@@ -260,6 +264,7 @@ def read(*, now: datetime) -> list[NamespaceFacts]:
         ).values_list("cluster_id", "namespace", "shortfalls", *AMOUNTS)
     ]
     computed = compute(
-        cluster_ids=[pk for pk, (_, at) in clusters.items() if at is None], now=now
+        clusters={pk: name for pk, (name, at) in clusters.items() if at is None},
+        now=now,
     )
     return sorted(stored + computed, key=_order)
