@@ -309,6 +309,10 @@ class NamespaceTotals(models.Model):
     # {workload pk (text): its shortfall percent}, for the workloads with a counted
     # shortfall (recommender/models/provisioning.py).
     shortfalls = models.JSONField(default=dict, blank=True)
+    # [[workload name, container name, container pk], ...]: the namespace's first
+    # containers without a usable recommendation, in that order (at most
+    # FIRST_WITHOUT_DATA, services/dashboard/namespace_totals.py).
+    first_without_data = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["cluster_id", "namespace"]

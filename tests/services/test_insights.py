@@ -9,8 +9,14 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from recommender.models import Container, OomKill, ProvisioningStatus, RefreshRun
-from recommender.services.dashboard import overview as overview_module
+from recommender.models import (
+    Container,
+    NamespaceTotals,
+    OomKill,
+    ProvisioningStatus,
+    RefreshRun,
+)
+from recommender.services.dashboard import namespace_totals
 from recommender.services.dashboard import workload_insight as workload_insight_module
 from recommender.services.dashboard.insights import WorkloadFilters, list_workloads
 from recommender.services.dashboard.overview import fleet_overview
@@ -172,28 +178,45 @@ def test_fleet_totals_count_replicas_and_only_covered_containers_in_savings(flee
     assert overview.is_refreshing
 
 
-@pytest.mark.parametrize("few", [1000, 0])  # read whole and sorted here; the walk
-def test_containers_without_data_are_listed_in_name_order_by_either_read(
-    db, monkeypatch, few
-):
-    monkeypatch.setattr(overview_module, "FEW_WITHOUT_DATA", few)
+@pytest.mark.parametrize("stored", [False, True])
+def test_containers_without_data_are_listed_in_name_order(db, monkeypatch, stored):
+    # Each namespace keeps its first ones (FIRST_WITHOUT_DATA); the list shows the
+    # fleet's first, at most that many, computed as the page loads or stored.
+    monkeypatch.setattr(namespace_totals, "FIRST_WITHOUT_DATA", 3)
     cluster = make_cluster("prod")
-    for namespace, name in (("b", "zeta"), ("a", "mid"), ("b", "alpha"), ("a", "x")):
+    for namespace, name in (
+        ("b", "zeta"),
+        ("a", "mid"),
+        ("b", "alpha"),
+        ("a", "x"),
+        ("a", "y"),
+        ("a", "b"),
+    ):
         _workload(cluster, name, cpu=100, memory=MI, namespace=namespace)
     _workload(cluster, "fed", cpu=100, memory=MI, rec=(100, MI), namespace="a")
+    if stored:
+        namespace_totals.store(cluster=cluster, now=timezone.now())
+        assert [
+            [workload for workload, *_ in row.first_without_data]
+            for row in NamespaceTotals.objects.order_by("namespace")
+        ] == [["b", "mid", "x"], ["alpha", "zeta"]]
 
-    overview = fleet_overview(now=timezone.now(), prices=PRICES, limit=3)
-
-    assert overview.no_recommendation_count == 4
-    assert [
-        (r["container"].workload.namespace, r["container"].workload.name)
-        for r in overview.no_recommendation
-    ] == [("a", "mid"), ("a", "x"), ("b", "alpha")]
+    shown = {}
+    for limit in (2, 10):
+        overview = fleet_overview(now=timezone.now(), prices=PRICES, limit=limit)
+        assert overview.no_recommendation_count == 6
+        shown[limit] = [
+            (r["container"].workload.namespace, r["container"].workload.name)
+            for r in overview.no_recommendation
+        ]
+    assert shown[2] == [("a", "b"), ("a", "mid")]
+    # Not ("b", "alpha"), the 4th kept: ("a", "y") comes before it.
+    assert shown[10] == [("a", "b"), ("a", "mid"), ("a", "x")]
 
 
 def test_no_container_without_data_costs_no_query_for_the_list(db):
-    # With one: the first containers' pks, then those containers loaded. With none
-    # (the totals say so): neither.
+    # The totals name the first ones: with one, that container is loaded; with
+    # none, nothing.
     cluster = make_cluster("prod")
     _workload(cluster, "fed", cpu=100, memory=MI, rec=(100, MI))
     counted = []
@@ -204,7 +227,7 @@ def test_no_container_without_data_costs_no_query_for_the_list(db):
         _workload(cluster, f"new{len(counted)}", cpu=100, memory=MI)
     (none, without), (one, with_one) = counted
     assert (none, one) == (0, 1)
-    assert without == with_one - 2
+    assert without == with_one - 1
 
 
 def test_workload_insight_builds_a_patch_with_proportional_limits(fleet):

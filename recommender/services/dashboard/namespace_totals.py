@@ -21,19 +21,22 @@ depends on the time of the request (the OOM kills of the last week) is never sto
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Case, Count, F, IntegerField, Q, Sum, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models import Case, Count, F, IntegerField, Q, Sum, Value, When, Window
+from django.db.models.functions import Coalesce, RowNumber
 
 from recommender.models import Cluster, Container, NamespaceTotals, Workload
 from recommender.models.provisioning import no_data_q
 from recommender.services.dashboard.provisioning import Prices, risk_rules
 
+# Per namespace, the containers without a recommendation kept for the overview's list
+# ("no recommendation yet": it shows the first ones of the fleet, at most these).
+FIRST_WITHOUT_DATA = 10
 # Above any real confidence (days of history); the upper end of the "high" band.
 MAX_CONFIDENCE = 1e12
 # Confidence bands (in days of history, upstream's unit): below 1 the bounds are widened
@@ -83,13 +86,17 @@ class NamespaceFacts:
     confidence_high: int = 0
     # Workload pk -> its shortfall percent, for those with a counted shortfall.
     shortfalls: Mapping[int, int] = field(default_factory=dict)
+    # The first FIRST_WITHOUT_DATA containers without a usable recommendation, as
+    # (workload name, container name, container pk), in that order.
+    first_without_data: Sequence[tuple[str, str, int]] = ()
 
 
 # The columns NamespaceFacts and NamespaceTotals share, but the keys and shortfalls.
 AMOUNTS = tuple(
     f.name
     for f in fields(NamespaceFacts)
-    if f.name not in ("cluster_id", "cluster", "namespace", "shortfalls")
+    if f.name
+    not in ("cluster_id", "cluster", "namespace", "shortfalls", "first_without_data")
 )
 
 
@@ -98,7 +105,8 @@ def compute(
 ) -> list[NamespaceFacts]:
     """The totals of every namespace with an active workload in ``clusters`` (pk ->
     name; or only ``namespace``), ordered by cluster name and namespace: four grouped
-    queries, each one pass over those workloads or their (non-init) containers."""
+    queries, each one pass over those workloads or their (non-init) containers, and
+    the first containers without a recommendation of each namespace."""
     if not clusters:
         return []
     cluster_ids = list(clusters)
@@ -142,6 +150,10 @@ def compute(
         amounts.setdefault((cluster_id, ns), {})
         per = shortfalls.setdefault((cluster_id, ns), {})
         per[workload_id] = max(shortfall, per.get(workload_id, 0))
+    firsts: dict[tuple[int, str], list[tuple[str, str, int]]] = {}
+    for cluster_id, ns, workload, name, pk in _first_without_data(containers):
+        amounts.setdefault((cluster_id, ns), {})
+        firsts.setdefault((cluster_id, ns), []).append((workload, name, pk))
     return sorted(
         (
             NamespaceFacts(
@@ -149,6 +161,7 @@ def compute(
                 cluster=clusters[cluster_id],
                 namespace=ns,
                 shortfalls=shortfalls.get((cluster_id, ns), {}),
+                first_without_data=tuple(firsts.get((cluster_id, ns), ())),
                 **{name: value or 0 for name, value in values.items()},
             )
             for (cluster_id, ns), values in amounts.items()
@@ -203,6 +216,26 @@ def _container_sums(containers: Any) -> Any:
     )
 
 
+def _first_without_data(containers: Any) -> Any:
+    """(cluster, namespace, workload name, name, pk) of the first FIRST_WITHOUT_DATA
+    containers without a usable recommendation (no_data_q) of each namespace, by
+    workload name, name and pk: one statement, which ranks only those containers."""
+    keys = ("workload__cluster_id", "workload__namespace")
+    return (
+        containers.no_data()
+        .annotate(
+            rank=Window(
+                RowNumber(),
+                partition_by=[F(key) for key in keys],
+                order_by=[F("workload__name"), F("name"), F("pk")],
+            )
+        )
+        .filter(rank__lte=FIRST_WITHOUT_DATA)
+        .order_by()
+        .values_list(*keys, "workload__name", "name", "pk")
+    )
+
+
 def store(*, cluster: Cluster, now: datetime, namespace: str | None = None) -> int:
     """Compute and store the totals of ``cluster``'s namespaces (only ``namespace``
     when given and the cluster's other rows are complete), replacing the rows there
@@ -233,6 +266,7 @@ def store(*, cluster: Cluster, now: datetime, namespace: str | None = None) -> i
                     namespace=f.namespace,
                     computed_at=now,
                     shortfalls={str(pk): pct for pk, pct in f.shortfalls.items()},
+                    first_without_data=[list(first) for first in f.first_without_data],
                     **{name: getattr(f, name) for name in AMOUNTS},
                 )
                 for f in facts
@@ -257,11 +291,20 @@ def read(*, now: datetime) -> list[NamespaceFacts]:
             cluster=clusters[cluster_id][0],
             namespace=ns,
             shortfalls={int(pk): pct for pk, pct in shortfalls.items()},
+            first_without_data=tuple(
+                (workload, name, pk) for workload, name, pk in first_without_data
+            ),
             **dict(zip(AMOUNTS, values, strict=True)),
         )
-        for cluster_id, ns, shortfalls, *values in NamespaceTotals.objects.filter(
-            cluster_id__in=[pk for pk, (_, at) in clusters.items() if at is not None]
-        ).values_list("cluster_id", "namespace", "shortfalls", *AMOUNTS)
+        for cluster_id, ns, shortfalls, first_without_data, *values in (
+            NamespaceTotals.objects.filter(
+                cluster_id__in=[
+                    pk for pk, (_, at) in clusters.items() if at is not None
+                ]
+            ).values_list(
+                "cluster_id", "namespace", "shortfalls", "first_without_data", *AMOUNTS
+            )
+        )
     ]
     computed = compute(
         clusters={pk: name for pk, (name, at) in clusters.items() if at is None},

@@ -231,37 +231,6 @@ def _at_risk(
     return len(risk), top[:limit], oom_count
 
 
-# Up to this many containers without a recommendation are read whole and sorted here.
-FEW_WITHOUT_DATA = 1000
-
-
-def _first_without_data(*, count: int, limit: int) -> list[int]:
-    """The pks of the first ``limit`` shown containers without a usable recommendation
-    (by namespace, workload and name), of the ``count`` the totals found (``covered``
-    leaves out exactly those: no_data_q).
-
-    None: no query. A few: all of them, sorted here. Walking the fleet in that order
-    until ``limit`` are found reads every container when there are only a few (0.75 s
-    at 100,000 containers, even with none); reading them by a hash join is about
-    0.1 s. Many: the ordered walk, which finds ``limit`` of them early.
-    """
-    if count <= 0 or limit <= 0:
-        return []
-    rows = Container.objects.recommended().shown().no_data()
-    if count <= FEW_WITHOUT_DATA:
-        found = sorted(
-            rows.order_by().values_list(
-                "workload__namespace", "workload__name", "name", "pk"
-            )
-        )
-        return [pk for *_, pk in found[:limit]]
-    return list(
-        rows.order_by(
-            "workload__namespace", "workload__name", "name", "pk"
-        ).values_list("pk", flat=True)[:limit]
-    )
-
-
 def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overview:
     """Fleet totals, savings, workloads at risk, coverage, confidence, last runs."""
     facts = namespace_totals.read(now=now)
@@ -278,11 +247,14 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
         container__workload__cluster__is_enabled=True,
         occurred_at__gte=now - RECENT_OOM_WINDOW,
     )
-    # The first few containers without a recommendation, then those loaded with
-    # what the reason needs (joining every one's checkpoint cost a scan of them all).
-    first_missing = _first_without_data(
-        count=fleet.containers - fleet.covered, limit=limit
-    )
+    # The first few containers without a recommendation (each namespace's totals
+    # keep theirs), loaded with what the reason needs.
+    first_missing = [
+        pk
+        for *_, pk in sorted(
+            (row.namespace, *first) for row in facts for first in row.first_without_data
+        )[: min(limit, namespace_totals.FIRST_WITHOUT_DATA)]
+    ]
     missing = sorted(
         Container.objects.filter(pk__in=first_missing).select_related(
             "workload", "latest_recommendation", "checkpoint"
