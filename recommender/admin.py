@@ -51,7 +51,8 @@ class ClusterAdmin(admin.ModelAdmin):
         "last_discovered_at",
     ]
     # Pausing goes through the service (audited): the Changes page or these actions.
-    readonly_fields = ["updates_paused"]
+    # The refresh stores the namespaces' totals.
+    readonly_fields = ["updates_paused", "totals_at"]
     actions = ["pause_updates", "resume_updates"]
 
     def _pause(self, request: HttpRequest, queryset: Any, paused: bool) -> None:
@@ -145,6 +146,19 @@ class SavingsSnapshotAdmin(admin.ModelAdmin):
         "recommended_memory_bytes",
         "savings_monthly",
     ]
+
+
+@admin.register(models.NamespaceTotals)
+class NamespaceTotalsAdmin(admin.ModelAdmin):
+    # Written by the refresh (the overview's sums): shown, never edited here.
+    list_display = ["cluster", "namespace", "computed_at", "workloads", "containers"]
+    list_filter = ["cluster"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(models.WorkloadPod)
