@@ -31,7 +31,7 @@ from django.db.models import Case, Count, F, IntegerField, Q, Sum, Value, When, 
 from django.db.models.functions import Coalesce, RowNumber
 
 from recommender.models import Cluster, Container, NamespaceTotals, Workload
-from recommender.models.provisioning import no_data_q
+from recommender.models.provisioning import missing_requests_q, no_data_q
 from recommender.services.dashboard.provisioning import Prices, risk_rules
 
 # Per namespace, the containers without a recommendation kept for the overview's list
@@ -104,9 +104,10 @@ def compute(
     *, clusters: Mapping[int, str], now: datetime, namespace: str | None = None
 ) -> list[NamespaceFacts]:
     """The totals of every namespace with an active workload in ``clusters`` (pk ->
-    name; or only ``namespace``), ordered by cluster name and namespace: four grouped
-    queries, each one pass over those workloads or their (non-init) containers, and
-    the first containers without a recommendation of each namespace."""
+    name; or only ``namespace``), ordered by cluster name and namespace: three
+    passes over those workloads or their (non-init) containers (the workloads, the
+    sums, the containers with a shortfall or missing a request), and the first
+    containers without a recommendation of each namespace."""
     if not clusters:
         return []
     cluster_ids = list(clusters)
@@ -128,30 +129,38 @@ def compute(
     # (A workload that appeared between two of these statements has no count yet.)
     for row in _container_sums(containers):
         amounts.setdefault((row.pop(keys[0]), row.pop(keys[1])), {}).update(row)
-    # A distinct count of its own: in the sums above it would make PostgreSQL sort
-    # every container instead of hashing them; here only those missing a request.
-    for cluster_id, ns, n in (
-        containers.missing_requests()
-        .order_by()
-        .values(*keys)
-        .annotate(n=Count("workload_id", distinct=True))
-        .values_list(*keys, "n")
-    ):
-        amounts.setdefault((cluster_id, ns), {})["workloads_missing_requests"] = n
+    # The workloads with a container missing a request, and those with a counted
+    # shortfall, from one read of the containers that have either (a distinct count
+    # in the sums above would make PostgreSQL sort every container, not hash them).
+    missing: dict[tuple[int, str], set[int]] = {}
     shortfalls: dict[tuple[int, str], dict[int, int]] = {}
-    for cluster_id, ns, workload_id, shortfall in (
-        # The shortfall is the one fact used here; prices only feed the savings.
+    for cluster_id, ns, workload_id, shortfall, is_missing in (
+        # Prices only feed the savings, which are not read here.
         containers.with_provisioning(prices=Prices(0.0, 0.0), rules=risk_rules(now))
-        .filter(Q(shortfall__gt=0))
+        .filter(Q(shortfall__gt=0) | missing_requests_q())
         .order_by()
-        # (An annotation's name, which the type checker cannot see on the model.)
-        .values_list(*(*keys, "workload_id", "shortfall"))
+        # (Annotations' names, which the type checker cannot see on the model.)
+        .values_list(*(*keys, "workload_id", "shortfall", "missing_requests"))
     ):
-        amounts.setdefault((cluster_id, ns), {})
-        per = shortfalls.setdefault((cluster_id, ns), {})
-        per[workload_id] = max(shortfall, per.get(workload_id, 0))
+        key = (cluster_id, ns)
+        if is_missing:
+            missing.setdefault(key, set()).add(workload_id)
+        if shortfall > 0:
+            per = shortfalls.setdefault(key, {})
+            per[workload_id] = max(shortfall, per.get(workload_id, 0))
+    for key, workload_ids in missing.items():
+        amounts.setdefault(key, {})["workloads_missing_requests"] = len(workload_ids)
+    for key in shortfalls:
+        amounts.setdefault(key, {})
     firsts: dict[tuple[int, str], list[tuple[str, str, int]]] = {}
-    for cluster_id, ns, workload, name, pk in _first_without_data(containers):
+    without_data = [
+        ns
+        for (_, ns), values in amounts.items()
+        if values.get("containers", 0) > values.get("covered", 0)
+    ]
+    # Looked for only where the sums count some.
+    rows = _first_without_data(containers.filter(workload__namespace__in=without_data))
+    for cluster_id, ns, workload, name, pk in rows if without_data else ():
         amounts.setdefault((cluster_id, ns), {})
         firsts.setdefault((cluster_id, ns), []).append((workload, name, pk))
     return sorted(
