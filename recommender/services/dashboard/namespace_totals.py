@@ -153,14 +153,9 @@ def compute(
     for key in shortfalls:
         amounts.setdefault(key, {})
     firsts: dict[tuple[int, str], list[tuple[str, str, int]]] = {}
-    without_data = [
-        ns
-        for (_, ns), values in amounts.items()
-        if values.get("containers", 0) > values.get("covered", 0)
-    ]
-    # Looked for only where the sums count some.
-    rows = _first_without_data(containers.filter(workload__namespace__in=without_data))
-    for cluster_id, ns, workload, name, pk in rows if without_data else ():
+    # (Looked for even when the sums count none: a cycle's statements do not depend
+    # on its data; tests/services/test_refresh_scale.py.)
+    for cluster_id, ns, workload, name, pk in _first_without_data(containers):
         amounts.setdefault((cluster_id, ns), {})
         firsts.setdefault((cluster_id, ns), []).append((workload, name, pk))
     return sorted(
