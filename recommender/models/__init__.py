@@ -22,6 +22,7 @@ from recommender.models.fleet import (
     SavingsSnapshot,
     Workload,
     WorkloadPod,
+    WorkloadTotals,
 )
 from recommender.models.policy import Policy, PolicyQuerySet, StaticCoefficient
 from recommender.models.provisioning import (
@@ -71,6 +72,7 @@ __all__ = [
     "Workload",
     "WorkloadPod",
     "WorkloadQuerySet",
+    "WorkloadTotals",
     "container_facts",
     "workload_facts",
 ]

@@ -285,19 +285,29 @@ def missing_requests_q(prefix: str = "") -> Q:
     )
 
 
+def _excess(prefix: str, request_field: str, suffix: str) -> Any:
+    """One pod's request - target of one resource (``RESOURCES``' request field and
+    recommendation suffix): 0 without a target, a missing request counting as 0."""
+    request = Coalesce(F(f"{prefix}{request_field}"), Value(0))
+    target = F(f"{prefix}latest_recommendation__target_{suffix}")
+    return request - Coalesce(target, request)
+
+
+def _price_of(suffix: str, prices: PriceRates) -> float:
+    return (
+        prices.per_millicore_month
+        if suffix == "cpu_millicores"
+        else prices.per_byte_month
+    )
+
+
 def _savings_per_pod(prefix: str, prices: PriceRates) -> Any:
     """(request - target) x monthly price over the resources with a target."""
-    rec = f"{prefix}latest_recommendation__"
     total: Any = None
     for request_field, suffix, _ in RESOURCES:
-        request = Coalesce(F(f"{prefix}{request_field}"), Value(0))
-        target = F(f"{rec}target_{suffix}")
-        price = (
-            prices.per_millicore_month
-            if suffix == "cpu_millicores"
-            else prices.per_byte_month
+        diff = Cast(_excess(prefix, request_field, suffix), FloatField()) * Value(
+            _price_of(suffix, prices)
         )
-        diff = Cast(request - Coalesce(target, request), FloatField()) * Value(price)
         total = diff if total is None else total + diff
     return total
 
@@ -373,6 +383,89 @@ def _headline(
         When(**{f"{no_data}{positive}": yes}, then=Value(ProvisioningStatus.NO_DATA)),
         default=Value(ProvisioningStatus.WITHIN),
     )
+
+
+# Workload aggregates: over the workload's containers (joined) that are not init ones.
+WORKLOAD_PREFIX = "containers__"
+_REGULAR = ~Q(containers__kind=INIT_KIND)
+# The parts of a workload's facts that depend on neither the prices nor the time (the
+# OOM kills do): the columns of ``WorkloadTotals`` and ``with_stored_parts``'
+# annotations. ``excess_<resource>``: per pod, the sum over containers of request -
+# target (``_excess``), which the savings price.
+STORED_PARTS = (
+    "excess_cpu_millicores",
+    "excess_memory_bytes",
+    "shortfall",
+    "missing_count",
+    "no_data_count",
+)
+
+
+def _workload_parts(rules: RiskRules) -> dict[str, Any]:
+    """``STORED_PARTS`` as aggregates over a workload's regular containers joined
+    with their latest recommendations (a workload without any: all 0)."""
+    prefix = WORKLOAD_PREFIX
+    excess = {
+        f"excess_{suffix}": Coalesce(
+            Sum(
+                _excess(prefix, request_field, suffix),
+                filter=_REGULAR,
+                output_field=models.BigIntegerField(),
+            ),
+            Value(0),
+        )
+        for request_field, suffix, _ in RESOURCES
+    }
+    return {
+        **excess,
+        "shortfall": Coalesce(
+            Max(_shortfall(prefix, rules), filter=_REGULAR), Value(0)
+        ),
+        "missing_count": Count(
+            "containers", filter=_REGULAR & missing_requests_q(prefix)
+        ),
+        "no_data_count": Count("containers", filter=_REGULAR & no_data_q(prefix)),
+    }
+
+
+def _replicas() -> Any:
+    """A workload's replicas as a float; unknown counts one pod."""
+    return Cast(Coalesce(F("replicas"), Value(1)), FloatField())
+
+
+def _workload_ooms(rules: RiskRules) -> Subquery:
+    """OOM kills of one workload's regular containers since ``rules.oom_since`` (the
+    outer query's ``pk``)."""
+    from recommender.models.recommendation import OomKill
+
+    return Subquery(
+        OomKill.objects.filter(
+            container__workload=OuterRef("pk"), occurred_at__gte=rules.oom_since
+        )
+        .exclude(container__kind=INIT_KIND)
+        .order_by()
+        .values("container__workload")
+        .annotate(n=Count("pk"))
+        .values("n"),
+        output_field=IntegerField(),
+    )
+
+
+def _risk_and_status() -> dict[str, Any]:
+    """A workload's ``risk`` and ``status`` from its other annotated facts."""
+    return {
+        "risk": ExpressionWrapper(
+            F("recent_ooms") * Value(OOM_WEIGHT) + F("shortfall"),
+            output_field=IntegerField(),
+        ),
+        "status": _headline(
+            risk="risk",
+            savings="savings",
+            missing="missing_count",
+            no_data="no_data_count",
+            counts=True,
+        ),
+    }
 
 
 class ContainerQuerySet(models.QuerySet["Container"]):
@@ -457,19 +550,18 @@ class WorkloadQuerySet(models.QuerySet["Workload"]):
         by workload, which both databases plan as a single hash aggregate; correlated
         subqueries per row were several times slower on PostgreSQL with 10,000 rows.
         """
-        prefix = "containers__"
-        regular = ~Q(containers__kind=INIT_KIND)
+        parts = _workload_parts(rules)
         return self.annotate(
             savings=ExpressionWrapper(
                 Coalesce(
                     Sum(
-                        _savings_per_pod(prefix, prices),
-                        filter=regular,
+                        _savings_per_pod(WORKLOAD_PREFIX, prices),
+                        filter=_REGULAR,
                         output_field=FloatField(),
                     ),
                     Value(0.0),
                 )
-                * Cast(Coalesce(F("replicas"), Value(1)), FloatField()),
+                * _replicas(),
                 output_field=FloatField(),
             ),
             # A sum over the joined containers: a per-workload subquery would be
@@ -481,30 +573,57 @@ class WorkloadQuerySet(models.QuerySet["Workload"]):
                         _recent_ooms("containers__pk", rules),
                         # Only the few killed containers run the count: the ids
                         # are one hashed subquery.
-                        filter=regular & Q(containers__pk__in=_killed(rules)),
+                        filter=_REGULAR & Q(containers__pk__in=_killed(rules)),
                     ),
                     IntegerField(),
                 ),
                 Value(0),
             ),
-            shortfall=Coalesce(
-                Max(_shortfall(prefix, rules), filter=regular), Value(0)
-            ),
-            risk=ExpressionWrapper(
-                F("recent_ooms") * Value(OOM_WEIGHT) + F("shortfall"),
+            shortfall=parts["shortfall"],
+            missing_count=parts["missing_count"],
+            no_data_count=parts["no_data_count"],
+            **_risk_and_status(),
+        )
+
+    def with_stored_parts(self, *, rules: RiskRules) -> WorkloadQuerySet:
+        """Annotate ``STORED_PARTS``: the facts of each workload that depend on
+        neither the prices nor the time, as the refresh stores them
+        (``WorkloadTotals``), over ``with_provisioning``'s join and rule."""
+        return self.annotate(**_workload_parts(rules))
+
+    def with_stored_provisioning(
+        self, *, prices: PriceRates, rules: RiskRules
+    ) -> WorkloadQuerySet:
+        """Annotate what ``with_provisioning`` does, from the stored parts
+        (``WorkloadTotals``, joined; a workload without a row counts as one without
+        containers) and the OOM kills since ``rules.oom_since``, counted now.
+
+        No container is joined: the kills are counted per workload only for the
+        few workloads whose stored latest kill (``WorkloadTotals.latest_oom_at``)
+        is that recent."""
+        stored = {
+            name: Coalesce(F(f"totals__{name}"), Value(0)) for name in STORED_PARTS
+        }
+        per_pod: Any = None
+        for _, suffix, _ in RESOURCES:
+            part = Cast(stored[f"excess_{suffix}"], FloatField()) * Value(
+                _price_of(suffix, prices)
+            )
+            per_pod = part if per_pod is None else per_pod + part
+        return self.annotate(
+            savings=ExpressionWrapper(per_pod * _replicas(), output_field=FloatField()),
+            recent_ooms=Case(
+                When(
+                    totals__latest_oom_at__gte=rules.oom_since,
+                    then=Coalesce(_workload_ooms(rules), Value(0)),
+                ),
+                default=Value(0),
                 output_field=IntegerField(),
             ),
-            missing_count=Count(
-                "containers", filter=regular & missing_requests_q(prefix)
-            ),
-            no_data_count=Count("containers", filter=regular & no_data_q(prefix)),
-            status=_headline(
-                risk="risk",
-                savings="savings",
-                missing="missing_count",
-                no_data="no_data_count",
-                counts=True,
-            ),
+            shortfall=stored["shortfall"],
+            missing_count=stored["missing_count"],
+            no_data_count=stored["no_data_count"],
+            **_risk_and_status(),
         )
 
     # Filters over ``with_provisioning``'s annotations (call it first; Q objects, as

@@ -32,6 +32,7 @@ from django.db.models.functions import Coalesce, RowNumber
 
 from recommender.models import Cluster, Container, NamespaceTotals, Workload
 from recommender.models.provisioning import missing_requests_q, no_data_q
+from recommender.services.dashboard import workload_totals
 from recommender.services.dashboard.provisioning import Prices, risk_rules
 
 # Per namespace, the containers without a recommendation kept for the overview's list
@@ -243,7 +244,8 @@ def _first_without_data(containers: Any) -> Any:
 def store(*, cluster: Cluster, now: datetime, namespace: str | None = None) -> int:
     """Compute and store the totals of ``cluster``'s namespaces (only ``namespace``
     when given and the cluster's other rows are complete), replacing the rows there
-    were; returns how many rows were written.
+    were, and their workloads' (``workload_totals.store``); returns how many
+    namespace rows were written.
 
     Writers of one cluster take turns on its row (the UPDATE below holds it until
     the commit), so the totals stored last were computed after the last writer's
@@ -276,6 +278,8 @@ def store(*, cluster: Cluster, now: datetime, namespace: str | None = None) -> i
                 for f in facts
             ]
         )
+        # Each workload's facts too, for the lists sorted or filtered by them.
+        workload_totals.store(cluster_id=cluster.pk, now=now, namespace=namespace)
     return len(facts)
 
 
