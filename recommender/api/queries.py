@@ -26,6 +26,7 @@ from recommender.models import (
     Workload,
     WorkloadQuerySet,
 )
+from recommender.services.dashboard import workload_totals
 from recommender.services.dashboard.provisioning import Prices, risk_rules
 
 MAX_PAGE_SIZE = 1000
@@ -177,12 +178,22 @@ class WorkloadFilterSerializer(serializers.Serializer):
         return keys
 
 
-def workload_queryset(*, now: datetime | None = None) -> WorkloadQuerySet:
+def workload_queryset(
+    *, now: datetime | None = None, listed: bool = False
+) -> WorkloadQuerySet:
     """Workloads with all their serializer reads, in a constant number of queries:
-    the provisioning facts annotated (``Workload.objects.with_provisioning``)."""
+    the provisioning facts annotated (``Workload.objects.with_provisioning``).
+    ``listed``: only workloads of enabled clusters are read (``filter_workloads``),
+    so the facts may come from the rows the refresh stores
+    (``workload_totals.with_facts``)."""
+    prices = Prices.from_settings()
+    rules = risk_rules(now or timezone.now())
+    workloads = Workload.objects.all()
     return (
-        Workload.objects.with_provisioning(
-            prices=Prices.from_settings(), rules=risk_rules(now or timezone.now())
+        (
+            workload_totals.with_facts(workloads, prices=prices, rules=rules)
+            if listed
+            else workloads.with_provisioning(prices=prices, rules=rules)
         )
         .select_related("cluster", "policy")
         .prefetch_related(

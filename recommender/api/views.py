@@ -123,7 +123,7 @@ class WorkloadViewSet(viewsets.ReadOnlyModelViewSet):
         # queries (count, page, containers), without model instances (workload_rows).
         filters = query_filters(WorkloadFilterSerializer, request)
         if needs_facts(filters):
-            queryset = filter_workloads(workload_queryset(), filters)
+            queryset = filter_workloads(workload_queryset(listed=True), filters)
             page = self.paginate_queryset(workload_values(queryset))
             return self.get_paginated_response(workload_rows(page or []))
         # Count and page the plain rows; annotate only the page's workloads.
@@ -468,7 +468,7 @@ class RecommendationExportView(APIView):
         containers = Container.objects.select_related(
             "latest_recommendation"
         ).with_provisioning(prices=Prices.from_settings(), rules=risk_rules(now))
-        workloads = filter_workloads(workload_queryset(now=now), filters)
+        workloads = filter_workloads(workload_queryset(now=now, listed=True), filters)
         workloads = workloads.prefetch_related(None).prefetch_related(
             Prefetch("containers", queryset=containers)
         )
