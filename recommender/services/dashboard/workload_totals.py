@@ -73,7 +73,7 @@ def compute(
 def store(*, cluster_id: int, now: datetime, namespace: str | None = None) -> int:
     """Make the stored rows of ``cluster_id``'s workloads (only ``namespace``'s when
     given) what ``compute`` gives, writing only the rows that differ; returns how
-    many were written or deleted. Runs in the caller's transaction
+    many workloads' rows were written or deleted. Runs in the caller's transaction
     (``namespace_totals.store``, which holds the cluster's row)."""
     computed = compute(
         cluster_id=cluster_id, rules=risk_rules(now), namespace=namespace
@@ -109,7 +109,7 @@ def store(*, cluster_id: int, now: datetime, namespace: str | None = None) -> in
         len(computed),
         len(existing.keys() - computed.keys()),
     )
-    return len(changed) + len(stale)
+    return len(set(changed).union(stale))
 
 
 def is_complete() -> bool:
