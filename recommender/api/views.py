@@ -123,9 +123,18 @@ class WorkloadViewSet(viewsets.ReadOnlyModelViewSet):
         # queries (count, page, containers), without model instances (workload_rows).
         filters = query_filters(WorkloadFilterSerializer, request)
         if needs_facts(filters):
-            queryset = filter_workloads(workload_queryset(listed=True), filters)
-            page = self.paginate_queryset(workload_values(queryset))
-            return self.get_paginated_response(workload_rows(page or []))
+            # Page the ids, then read the page's rows in that order: sorting every
+            # whole row (labels and all) by a fact cost about 0.1 s more at 65,000
+            # workloads than sorting their ids.
+            annotated = workload_queryset(listed=True)
+            listed = filter_workloads(annotated, filters).prefetch_related(None)
+            page_ids = self.paginate_queryset(listed.values_list("pk", flat=True))
+            position = {pk: index for index, pk in enumerate(page_ids or [])}
+            page = sorted(
+                workload_values(annotated.filter(pk__in=list(position))),
+                key=lambda row: position[row[0]],
+            )
+            return self.get_paginated_response(workload_rows(page))
         # Count and page the plain rows; annotate only the page's workloads.
         plain = filter_workloads(Workload.objects.all(), filters)
         ids = self.paginate_queryset(plain.values_list("pk", flat=True)) or []

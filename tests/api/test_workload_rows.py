@@ -137,8 +137,9 @@ def test_fast_rows_keep_the_order_and_slices_of_the_queryset() -> None:
         # token, count, page ids, the page's rows, containers, their recent OOM kills
         ("", 6),
         # a fact in the ordering: token, whether every cluster has stored facts
-        # (workload_totals.is_complete), count, annotated page, containers
-        ("&ordering=-savings_monthly,name", 5),
+        # (workload_totals.is_complete), count, page ids, the page's annotated
+        # rows, containers
+        ("&ordering=-savings_monthly,name", 6),
     ],
 )
 def test_the_list_answers_the_serializers_page_in_a_few_queries(
