@@ -161,6 +161,20 @@ class NamespaceTotalsAdmin(admin.ModelAdmin):
         return False
 
 
+@admin.register(models.WorkloadTotals)
+class WorkloadTotalsAdmin(admin.ModelAdmin):
+    # Written by the refresh (the lists' facts): shown, never edited here.
+    list_display = ["workload", "shortfall", "missing_count", "no_data_count"]
+    list_select_related = ["workload"]
+    raw_id_fields = ["workload"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(models.WorkloadPod)
 class WorkloadPodAdmin(admin.ModelAdmin):
     # Written by discovery from the pods' owner references: shown, never edited here.
