@@ -2,7 +2,10 @@
 data, kept apart, with the monthly savings and a risk score. One rule, in two forms: SQL
 on the ``Workload`` and ``Container`` querysets (lists, filters, sorts, overview, API)
 and Python for rows already loaded (the workload page). A parity test
-(tests/services/test_provisioning_parity.py) holds the two together.
+(tests/services/test_provisioning_parity.py) holds the two together. The lists sorted
+or filtered by a fact may read the SQL form's price- and time-free parts as the refresh
+stored them (``WorkloadQuerySet.with_stored_provisioning``, ``WorkloadTotals``;
+tests/services/test_workload_totals.py).
 
 Definitions (also in docs/dashboard.md#statuses-risk-waste-missing-requests):
 
