@@ -30,10 +30,10 @@ from django.db import transaction
 from django.db.models import Case, Count, F, IntegerField, Q, Sum, Value, When, Window
 from django.db.models.functions import Coalesce, RowNumber
 
-from recommender.models import Cluster, Container, NamespaceTotals, Workload
-from recommender.models.provisioning import missing_requests_q, no_data_q
+from recommender.models import Cluster, Container, NamespaceTotals
+from recommender.models.provisioning import no_data_q
 from recommender.services.dashboard import workload_totals
-from recommender.services.dashboard.provisioning import Prices, risk_rules
+from recommender.services.dashboard.provisioning import risk_rules
 
 # Per namespace, the containers without a recommendation kept for the overview's list
 # ("no recommendation yet": it shows the first ones of the fleet, at most these).
@@ -102,57 +102,52 @@ AMOUNTS = tuple(
 
 
 def compute(
-    *, clusters: Mapping[int, str], now: datetime, namespace: str | None = None
+    *,
+    clusters: Mapping[int, str],
+    now: datetime,
+    namespace: str | None = None,
+    parts: Mapping[int, workload_totals.Parts] | None = None,
 ) -> list[NamespaceFacts]:
     """The totals of every namespace with an active workload in ``clusters`` (pk ->
-    name; or only ``namespace``), ordered by cluster name and namespace: three
-    passes over those workloads or their (non-init) containers (the workloads, the
-    sums, the containers with a shortfall or missing a request), and the first
-    containers without a recommendation of each namespace."""
+    name; or only ``namespace``), ordered by cluster name and namespace, from each
+    workload's ``parts`` (``workload_totals.compute``, computed here unless given:
+    its workloads, those missing a request, those with a shortfall), one grouped pass
+    over their (non-init) containers (the sums) and the first containers without a
+    recommendation of each namespace."""
     if not clusters:
         return []
-    cluster_ids = list(clusters)
-    workloads = Workload.objects.filter(cluster_id__in=cluster_ids, is_active=True)
+    if parts is None:
+        rules = risk_rules(now)
+        parts = {
+            pk: found
+            for cluster_id in clusters
+            for pk, found in workload_totals.compute(
+                cluster_id=cluster_id, rules=rules, namespace=namespace
+            ).items()
+        }
+    amounts: dict[tuple[int, str], dict[str, Any]] = {}
+    shortfalls: dict[tuple[int, str], dict[int, int]] = {}
+    for pk, found in parts.items():
+        if not found.is_active:
+            continue
+        key = (found.cluster_id, found.namespace)
+        counts = amounts.setdefault(key, {"workloads": 0})
+        counts["workloads"] += 1
+        if found.value("missing_count"):
+            counts["workloads_missing_requests"] = (
+                counts.get("workloads_missing_requests", 0) + 1
+            )
+        if found.value("shortfall") > 0:
+            shortfalls.setdefault(key, {})[pk] = found.value("shortfall")
     containers = Container.objects.recommended().filter(
-        workload__cluster_id__in=cluster_ids, workload__is_active=True
+        workload__cluster_id__in=list(clusters), workload__is_active=True
     )
     if namespace is not None:
-        workloads = workloads.filter(namespace=namespace)
         containers = containers.filter(workload__namespace=namespace)
     keys = ("workload__cluster_id", "workload__namespace")
-    amounts: dict[tuple[int, str], dict[str, Any]] = {
-        (cluster_id, ns): {"workloads": n}
-        for cluster_id, ns, n in workloads.order_by()
-        .values("cluster_id", "namespace")
-        .annotate(n=Count("pk"))
-        .values_list("cluster_id", "namespace", "n")
-    }
-    # (A workload that appeared between two of these statements has no count yet.)
+    # (A workload that appeared since its parts were read has no count yet.)
     for row in _container_sums(containers):
         amounts.setdefault((row.pop(keys[0]), row.pop(keys[1])), {}).update(row)
-    # The workloads with a container missing a request, and those with a counted
-    # shortfall, from one read of the containers that have either (a distinct count
-    # in the sums above would make PostgreSQL sort every container, not hash them).
-    missing: dict[tuple[int, str], set[int]] = {}
-    shortfalls: dict[tuple[int, str], dict[int, int]] = {}
-    for cluster_id, ns, workload_id, shortfall, is_missing in (
-        # Prices only feed the savings, which are not read here.
-        containers.with_provisioning(prices=Prices(0.0, 0.0), rules=risk_rules(now))
-        .filter(Q(shortfall__gt=0) | missing_requests_q())
-        .order_by()
-        # (Annotations' names, which the type checker cannot see on the model.)
-        .values_list(*(*keys, "workload_id", "shortfall", "missing_requests"))
-    ):
-        key = (cluster_id, ns)
-        if is_missing:
-            missing.setdefault(key, set()).add(workload_id)
-        if shortfall > 0:
-            per = shortfalls.setdefault(key, {})
-            per[workload_id] = max(shortfall, per.get(workload_id, 0))
-    for key, workload_ids in missing.items():
-        amounts.setdefault(key, {})["workloads_missing_requests"] = len(workload_ids)
-    for key in shortfalls:
-        amounts.setdefault(key, {})
     firsts: dict[tuple[int, str], list[tuple[str, str, int]]] = {}
     # (Looked for even when the sums count none: a cycle's statements do not depend
     # on its data; tests/services/test_refresh_scale.py.)
@@ -258,8 +253,16 @@ def store(*, cluster: Cluster, now: datetime, namespace: str | None = None) -> i
             namespace = None  # the first rows of a cluster are all of them
         if namespace is None and not of_cluster.update(totals_at=now):
             return 0  # deleted meanwhile
+        # Each workload's parts: stored as they are (the lists sorted or filtered
+        # by a fact read them) and counted per namespace.
+        parts = workload_totals.compute(
+            cluster_id=cluster.pk, rules=risk_rules(now), namespace=namespace
+        )
         facts = compute(
-            clusters={cluster.pk: cluster.name}, now=now, namespace=namespace
+            clusters={cluster.pk: cluster.name},
+            now=now,
+            namespace=namespace,
+            parts=parts,
         )
         stale = NamespaceTotals.objects.filter(cluster_id=cluster.pk)
         if namespace is not None:
@@ -278,8 +281,9 @@ def store(*, cluster: Cluster, now: datetime, namespace: str | None = None) -> i
                 for f in facts
             ]
         )
-        # Each workload's facts too, for the lists sorted or filtered by them.
-        workload_totals.store(cluster_id=cluster.pk, now=now, namespace=namespace)
+        workload_totals.store(
+            cluster_id=cluster.pk, now=now, namespace=namespace, computed=parts
+        )
     return len(facts)
 
 

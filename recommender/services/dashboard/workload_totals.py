@@ -19,6 +19,8 @@ before.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -37,19 +39,36 @@ from recommender.services.dashboard.provisioning import risk_rules
 
 logger = logging.getLogger(__name__)
 
-# Rows per DELETE ... WHERE pk IN (...) (below SQLite's limit of bound variables).
+# Rows per DELETE ... WHERE pk IN (...) (below SQLite's limit of bound variables) and
+# per INSERT (on SQLite, bulk_create lowers it to that limit).
 DELETE_BATCH = 10_000
+INSERT_BATCH = 10_000
 
 
 # WorkloadTotals' columns, in the order ``compute`` gives them.
 COLUMNS = (*STORED_PARTS, "latest_oom_at")
 
 
+@dataclass(frozen=True)
+class Parts:
+    """One workload's ``COLUMNS`` values (``values``, in that order), and where it
+    is: what the namespace totals count of it too (namespace_totals.compute)."""
+
+    cluster_id: int
+    namespace: str
+    is_active: bool
+    values: tuple[Any, ...]
+
+    def value(self, column: str) -> Any:
+        """One of ``COLUMNS``' values."""
+        return self.values[COLUMNS.index(column)]
+
+
 def compute(
     *, cluster_id: int, rules: RiskRules, namespace: str | None = None
-) -> dict[int, tuple[Any, ...]]:
-    """Workload pk -> its ``COLUMNS`` values, for every workload of ``cluster_id``
-    (or of its ``namespace``): two grouped queries."""
+) -> dict[int, Parts]:
+    """Workload pk -> its ``Parts``, for every workload of ``cluster_id`` (or of its
+    ``namespace``), active or not: two grouped queries."""
     workloads = Workload.objects.filter(cluster_id=cluster_id)
     kills = OomKill.objects.filter(container__workload__cluster_id=cluster_id)
     if namespace is not None:
@@ -63,31 +82,40 @@ def compute(
         .values_list("container__workload_id", "at")
     )
     return {
-        pk: (*parts, latest_kills.get(pk))
-        for pk, *parts in workloads.with_stored_parts(rules=rules)
+        pk: Parts(cluster_id, ns, is_active, (*parts, latest_kills.get(pk)))
+        for pk, ns, is_active, *parts in workloads.with_stored_parts(rules=rules)
         .order_by()
-        .values_list("pk", *STORED_PARTS)
+        .values_list("pk", "namespace", "is_active", *STORED_PARTS)
     }
 
 
-def store(*, cluster_id: int, now: datetime, namespace: str | None = None) -> int:
+def store(
+    *,
+    cluster_id: int,
+    now: datetime,
+    namespace: str | None = None,
+    computed: Mapping[int, Parts] | None = None,
+) -> int:
     """Make the stored rows of ``cluster_id``'s workloads (only ``namespace``'s when
-    given) what ``compute`` gives, writing only the rows that differ; returns how
-    many workloads' rows were written or deleted. Runs in the caller's transaction
-    (``namespace_totals.store``, which holds the cluster's row)."""
-    computed = compute(
-        cluster_id=cluster_id, rules=risk_rules(now), namespace=namespace
-    )
+    given) what ``compute`` gives (``computed``, when the caller has it already),
+    writing only the rows that differ; returns how many workloads' rows were written
+    or deleted. Runs in the caller's transaction (``namespace_totals.store``, which
+    holds the cluster's row)."""
+    if computed is None:
+        computed = compute(
+            cluster_id=cluster_id, rules=risk_rules(now), namespace=namespace
+        )
+    values = {pk: parts.values for pk, parts in computed.items()}
     stored = WorkloadTotals.objects.filter(workload__cluster_id=cluster_id)
     if namespace is not None:
         stored = stored.filter(workload__namespace=namespace)
     existing = {
-        pk: tuple(values) for pk, *values in stored.values_list("workload_id", *COLUMNS)
+        pk: tuple(row) for pk, *row in stored.values_list("workload_id", *COLUMNS)
     }
-    changed = [pk for pk, values in computed.items() if existing.get(pk) != values]
+    changed = [pk for pk, row in values.items() if existing.get(pk) != row]
     # The rows to rewrite, and any of a workload no longer in the scope (none: rows
     # go with their workload, whose cluster and namespace never change).
-    stale = [pk for pk, values in existing.items() if computed.get(pk) != values]
+    stale = [pk for pk, row in existing.items() if values.get(pk) != row]
     for start in range(0, len(stale), DELETE_BATCH):
         WorkloadTotals.objects.filter(
             pk__in=stale[start : start + DELETE_BATCH]
@@ -95,19 +123,19 @@ def store(*, cluster_id: int, now: datetime, namespace: str | None = None) -> in
     WorkloadTotals.objects.bulk_create(
         [
             WorkloadTotals(
-                workload_id=pk, **dict(zip(COLUMNS, computed[pk], strict=True))
+                workload_id=pk, **dict(zip(COLUMNS, values[pk], strict=True))
             )
             for pk in changed
         ],
-        batch_size=5_000,
+        batch_size=INSERT_BATCH,
     )
     logger.info(
         "cluster %s namespace %s: %d of %d workload totals rewritten, %d deleted",
         cluster_id,
         namespace,
         len(changed),
-        len(computed),
-        len(existing.keys() - computed.keys()),
+        len(values),
+        len(existing.keys() - values.keys()),
     )
     return len(set(changed).union(stale))
 
