@@ -40,9 +40,9 @@ from recommender.services.dashboard.provisioning import risk_rules
 logger = logging.getLogger(__name__)
 
 # Rows per DELETE ... WHERE pk IN (...) (below SQLite's limit of bound variables) and
-# per INSERT (on SQLite, bulk_create lowers it to that limit).
-DELETE_BATCH = 10_000
-INSERT_BATCH = 10_000
+# per upsert (on SQLite, bulk_create lowers it to that limit): one statement for all
+# the workloads a cycle changed at 100,000 containers (up to about 27,000).
+BATCH = 30_000
 
 
 # WorkloadTotals' columns, in the order ``compute`` gives them.
@@ -113,13 +113,12 @@ def store(
         pk: tuple(row) for pk, *row in stored.values_list("workload_id", *COLUMNS)
     }
     changed = [pk for pk, row in values.items() if existing.get(pk) != row]
-    # The rows to rewrite, and any of a workload no longer in the scope (none: rows
-    # go with their workload, whose cluster and namespace never change).
-    stale = [pk for pk, row in existing.items() if values.get(pk) != row]
-    for start in range(0, len(stale), DELETE_BATCH):
-        WorkloadTotals.objects.filter(
-            pk__in=stale[start : start + DELETE_BATCH]
-        ).delete()
+    # Rows of a workload no longer in the scope: none, as rows go with their
+    # workload, whose cluster and namespace never change.
+    gone = [pk for pk in existing if pk not in values]
+    for start in range(0, len(gone), BATCH):
+        WorkloadTotals.objects.filter(pk__in=gone[start : start + BATCH]).delete()
+    # New and changed rows in one upsert per batch.
     WorkloadTotals.objects.bulk_create(
         [
             WorkloadTotals(
@@ -127,7 +126,10 @@ def store(
             )
             for pk in changed
         ],
-        batch_size=INSERT_BATCH,
+        batch_size=BATCH,
+        update_conflicts=True,
+        unique_fields=["workload"],
+        update_fields=list(COLUMNS),
     )
     logger.info(
         "cluster %s namespace %s: %d of %d workload totals rewritten, %d deleted",
@@ -137,7 +139,7 @@ def store(
         len(values),
         len(existing.keys() - values.keys()),
     )
-    return len(set(changed).union(stale))
+    return len(changed) + len(gone)
 
 
 def is_complete() -> bool:
