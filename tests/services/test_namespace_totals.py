@@ -20,7 +20,7 @@ from recommender.services.refresh.cycle import refresh_cluster
 from recommender.services.runs import Phases
 from recommender.sources.simulated import SimulatedUsageSource
 from tests.factories import make_cluster, make_workload
-from tests.services.test_provisioning_parity import PRICES, varied_fleet
+from tests.services.test_provisioning_parity import PRICES, on_and_off, varied_fleet
 
 pytestmark = pytest.mark.django_db
 
@@ -83,7 +83,8 @@ def _facts_read(cluster: Cluster, now: datetime) -> list:
 
 def test_the_overview_from_stored_totals_is_the_one_computed_as_it_loads():
     now = timezone.now()
-    cluster, off = varied_fleet(now)
+    cluster, off = on_and_off()
+    varied_fleet(now, cluster_of=lambda index: off if index % 11 == 0 else cluster)
     # Several namespaces; one whose only workload has no container vpaweb recommends
     # for (it counts as a workload, not as a namespace with containers).
     Workload.objects.filter(cluster=cluster, name__endswith="1").update(

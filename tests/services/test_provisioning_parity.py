@@ -238,25 +238,35 @@ def test_a_workload_without_a_policy_row_is_off_in_the_dashboard_and_the_api():
 CONFIDENCES = (0.0, 0.5, 1.0, 6.99, 7.0, 400, 1e12, -1.0, "lots", True, None)
 
 
-def varied_fleet(now):
-    """Workloads of two clusters (one disabled; some gone) with every combination of
-    recommendation shape and requests, confidences of every kind and OOM kills
-    (recent, old, of init containers): the overview's and the lists' parity fleet."""
+def on_and_off():
+    """Cluster "on", and "off", disabled, for every 11th workload of a varied fleet."""
     cluster, off = make_cluster("on"), make_cluster("off")
     Cluster.objects.filter(pk=off.pk).update(is_enabled=False)
+    return cluster, off
+
+
+def varied_fleet(now, *, cluster_of, namespace_of=lambda index: "default"):
+    """A workload for every combination of recommendation shape and requests, in the
+    cluster and namespace ``cluster_of`` / ``namespace_of`` give for its index:
+    sidecars, init containers (every third; never counted), replicas of 0 to 3 or
+    unknown (every fifth), gone workloads (every 13th), confidences of every kind and
+    OOM kills (recent and old, also of init containers): the overview's and the
+    lists' parity fleet."""
     combos = list(itertools.product(RECOMMENDATIONS, CPU_REQUESTS, MEMORY_REQUESTS))
     for index, (shape, cpu, memory) in enumerate(combos):
-        # Two or three containers a workload (one of them init on every third),
-        # some of a disabled cluster or gone.
         workload = make_workload(
-            off if index % 11 == 0 else cluster,
+            cluster_of(index),
             f"w{index}",
+            namespace=namespace_of(index),
+            replicas=(3, 1, 0, 2)[index % 4],
             containers={
                 "app": {"request_cpu_millicores": cpu, "request_memory_bytes": memory},
                 "side": {"request_cpu_millicores": 100, "request_memory_bytes": MI},
                 **({"init": {"request_cpu_millicores": 1}} if index % 3 == 0 else {}),
             },
         )
+        if index % 5 == 0:
+            Workload.objects.filter(pk=workload.pk).update(replicas=None)
         if index % 13 == 0:
             Workload.objects.filter(pk=workload.pk).update(is_active=False)
         Container.objects.filter(workload=workload, name="init").update(
@@ -288,7 +298,6 @@ def varied_fleet(now):
                         pod=f"p{k}",
                         occurred_at=now - timedelta(days=days, minutes=k),
                     )
-    return cluster, off
 
 
 def test_the_overview_counts_and_ranks_as_the_workload_and_container_facts_do():
@@ -299,7 +308,8 @@ def test_the_overview_counts_and_ranks_as_the_workload_and_container_facts_do():
     from recommender.services.dashboard.overview import fleet_overview
 
     now = timezone.now()
-    varied_fleet(now)
+    cluster, off = on_and_off()
+    varied_fleet(now, cluster_of=lambda index: off if index % 11 == 0 else cluster)
     shown = Workload.objects.shown().with_provisioning(prices=PRICES, rules=_rules(now))
     ranked = list(
         shown.at_risk().order_by("-risk", "-savings", "pk").values_list("pk", flat=True)

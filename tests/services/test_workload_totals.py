@@ -4,9 +4,6 @@ and give what computing every container as the page loads gives."""
 
 from __future__ import annotations
 
-import itertools
-from datetime import timedelta
-
 import pytest
 from django.test import Client
 from django.utils import timezone
@@ -16,7 +13,6 @@ from recommender.models import (
     Cluster,
     Container,
     NamespaceTotals,
-    OomKill,
     RefreshRun,
     Workload,
     WorkloadTotals,
@@ -26,15 +22,7 @@ from recommender.services.dashboard import namespace_totals, workload_totals
 from recommender.services.dashboard.insights import WorkloadFilters, list_workloads
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.factories import make_cluster, make_user, make_workload
-from tests.services.test_provisioning_parity import (
-    CPU_REQUESTS,
-    MEMORY_REQUESTS,
-    MI,
-    PRICES,
-    RECOMMENDATIONS,
-    _recommend,
-    _rules,
-)
+from tests.services.test_provisioning_parity import PRICES, _rules, varied_fleet
 
 pytestmark = pytest.mark.django_db
 
@@ -60,39 +48,11 @@ def fleet(settings):
     now = timezone.now()
     clusters = [make_cluster("a"), make_cluster("b"), make_cluster("off")]
     Cluster.objects.filter(name="off").update(is_enabled=False)
-    combos = itertools.product(RECOMMENDATIONS, CPU_REQUESTS, MEMORY_REQUESTS)
-    for index, (shape, cpu, memory) in enumerate(combos):
-        workload = make_workload(
-            clusters[index % 3],
-            f"w{index}",
-            namespace=("one", "two")[index % 2],
-            replicas=(3, 1, 0, 2)[index % 4],
-            containers={
-                "app": {"request_cpu_millicores": cpu, "request_memory_bytes": memory},
-                "side": {"request_cpu_millicores": 100, "request_memory_bytes": MI},
-                **({"init": {"request_cpu_millicores": 1}} if index % 3 == 0 else {}),
-            },
-        )
-        if index % 5 == 0:
-            Workload.objects.filter(pk=workload.pk).update(replicas=None)
-        if index % 13 == 0:
-            Workload.objects.filter(pk=workload.pk).update(is_active=False)
-        Container.objects.filter(workload=workload, name="init").update(
-            kind=Container.Kind.INIT
-        )
-        for container in workload.containers.all():
-            name = container.name
-            _recommend(
-                container, RECOMMENDATIONS["cpu only" if name != "app" else shape]
-            )
-            kills = (index % 4) if name != "side" else int(index % 9 == 0)
-            for k in range(kills):
-                for days in (0, 8):
-                    OomKill.objects.create(
-                        container=container,
-                        pod=f"p{k}",
-                        occurred_at=now - timedelta(days=days, minutes=k),
-                    )
+    varied_fleet(
+        now,
+        cluster_of=lambda index: clusters[index % 3],
+        namespace_of=lambda index: ("one", "two")[index % 2],
+    )
     make_workload(clusters[0], "empty", containers={})
     return now
 
