@@ -117,14 +117,9 @@ def compute(
     if not clusters:
         return []
     if parts is None:
-        rules = risk_rules(now)
-        parts = {
-            pk: found
-            for cluster_id in clusters
-            for pk, found in workload_totals.compute(
-                cluster_id=cluster_id, rules=rules, namespace=namespace
-            ).items()
-        }
+        parts = workload_totals.compute(
+            cluster_ids=list(clusters), rules=risk_rules(now), namespace=namespace
+        )
     amounts: dict[tuple[int, str], dict[str, Any]] = {}
     shortfalls: dict[tuple[int, str], dict[int, int]] = {}
     for pk, found in parts.items():
@@ -256,7 +251,7 @@ def store(*, cluster: Cluster, now: datetime, namespace: str | None = None) -> i
         # Each workload's parts: stored as they are (the lists sorted or filtered
         # by a fact read them) and counted per namespace.
         parts = workload_totals.compute(
-            cluster_id=cluster.pk, rules=risk_rules(now), namespace=namespace
+            cluster_ids=[cluster.pk], rules=risk_rules(now), namespace=namespace
         )
         facts = compute(
             clusters={cluster.pk: cluster.name},

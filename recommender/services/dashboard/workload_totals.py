@@ -19,7 +19,7 @@ before.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -65,12 +65,12 @@ class Parts:
 
 
 def compute(
-    *, cluster_id: int, rules: RiskRules, namespace: str | None = None
+    *, cluster_ids: Collection[int], rules: RiskRules, namespace: str | None = None
 ) -> dict[int, Parts]:
-    """Workload pk -> its ``Parts``, for every workload of ``cluster_id`` (or of its
-    ``namespace``), active or not: two grouped queries."""
-    workloads = Workload.objects.filter(cluster_id=cluster_id)
-    kills = OomKill.objects.filter(container__workload__cluster_id=cluster_id)
+    """Workload pk -> its ``Parts``, for every workload of ``cluster_ids`` (or of
+    their ``namespace``), active or not: two grouped queries, whatever the clusters."""
+    workloads = Workload.objects.filter(cluster_id__in=cluster_ids)
+    kills = OomKill.objects.filter(container__workload__cluster_id__in=cluster_ids)
     if namespace is not None:
         workloads = workloads.filter(namespace=namespace)
         kills = kills.filter(container__workload__namespace=namespace)
@@ -83,9 +83,11 @@ def compute(
     )
     return {
         pk: Parts(cluster_id, ns, is_active, (*parts, latest_kills.get(pk)))
-        for pk, ns, is_active, *parts in workloads.with_stored_parts(rules=rules)
+        for pk, cluster_id, ns, is_active, *parts in workloads.with_stored_parts(
+            rules=rules
+        )
         .order_by()
-        .values_list("pk", "namespace", "is_active", *STORED_PARTS)
+        .values_list("pk", "cluster_id", "namespace", "is_active", *STORED_PARTS)
     }
 
 
@@ -103,7 +105,7 @@ def store(
     holds the cluster's row)."""
     if computed is None:
         computed = compute(
-            cluster_id=cluster_id, rules=risk_rules(now), namespace=namespace
+            cluster_ids=[cluster_id], rules=risk_rules(now), namespace=namespace
         )
     values = {pk: parts.values for pk, parts in computed.items()}
     stored = WorkloadTotals.objects.filter(workload__cluster_id=cluster_id)
