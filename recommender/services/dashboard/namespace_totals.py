@@ -8,10 +8,11 @@ workloads with a shortfall. At 100,000 containers those passes over the fleet co
 autovacuum has not passed yet (docs/refresh.md, "Dashboard page times at scale").
 They change only when a refresh writes, so the refresh computes them after each cycle
 for what it refreshed (the whole cluster, or its shard's namespace) and stores one
-``NamespaceTotals`` row per namespace with an active workload; ``Cluster.totals_at``
-says a cluster's rows are complete. The overview reads those rows, and computes the
-totals of the other clusters (never refreshed since the rows existed) as it loads, with
-``compute``: the one definition of the numbers either way.
+``NamespaceTotals`` row per namespace with an active workload, counting its workloads
+from the facts of each that the same store writes (workload_totals.py);
+``Cluster.totals_at`` says a cluster's rows are complete. The overview reads those
+rows, and computes the totals of the other clusters (never refreshed since the rows
+existed) as it loads, with ``compute``: the one definition of the numbers either way.
 
 What they sum is written only by refresh runs (discovery's workloads and containers, the
 cycle's recommendations, a back-fill's), which store the totals after writing; an edit
