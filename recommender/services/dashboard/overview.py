@@ -66,18 +66,21 @@ class Totals:
 
     def add(self, other: Totals) -> None:
         """Accumulate another group into this one."""
-        for name in (
-            "containers",
-            "covered",
-            "requested_cpu_millicores",
-            "requested_memory_bytes",
-            "covered_requested_cpu_millicores",
-            "covered_requested_memory_bytes",
-            "recommended_cpu_millicores",
-            "recommended_memory_bytes",
-            "savings",
-        ):
+        for name in (*SUMMED, "savings"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+# The amounts a Totals sums, as the namespaces' totals (NamespaceFacts) name them too.
+SUMMED = (
+    "containers",
+    "covered",
+    "requested_cpu_millicores",
+    "requested_memory_bytes",
+    "covered_requested_cpu_millicores",
+    "covered_requested_memory_bytes",
+    "recommended_cpu_millicores",
+    "recommended_memory_bytes",
+)
 
 
 @dataclass
@@ -130,14 +133,7 @@ def _fleet_totals(facts: list[NamespaceFacts], *, prices: Prices) -> _FleetTotal
         group = Totals(
             cluster=row.cluster,
             namespace=row.namespace,
-            containers=row.containers,
-            covered=row.covered,
-            requested_cpu_millicores=row.requested_cpu_millicores,
-            requested_memory_bytes=row.requested_memory_bytes,
-            covered_requested_cpu_millicores=row.covered_requested_cpu_millicores,
-            covered_requested_memory_bytes=row.covered_requested_memory_bytes,
-            recommended_cpu_millicores=row.recommended_cpu_millicores,
-            recommended_memory_bytes=row.recommended_memory_bytes,
+            **{name: getattr(row, name) for name in SUMMED},
         )
         group.savings = prices.monthly(
             cpu_millicores=group.covered_requested_cpu_millicores

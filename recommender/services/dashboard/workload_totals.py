@@ -139,7 +139,7 @@ def store(
         namespace,
         len(changed),
         len(values),
-        len(existing.keys() - values.keys()),
+        len(gone),
     )
     return len(changed) + len(gone)
 
