@@ -634,9 +634,10 @@ def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
         )
     for rec in new:
         rec.fill_explanation_columns()  # the bulk insert skips save()
-    # Two batches of rows a statement (each about 3 KB of explanation), five of the
-    # pointers' three integers: fewer statements when many bounds moved at once.
-    insert_returning_pks(new, fields=_RECOMMENDATION_COLUMNS, batch=2 * CAS_BATCH)
+    # Up to 10,000 rows a statement (each about 2.5 KB of explanation: a 25 MB
+    # document) and 50,000 pointers (three integers each), where the backend takes
+    # so many (bulk.py): a few statements even when most bounds moved at once.
+    insert_returning_pks(new, fields=_RECOMMENDATION_COLUMNS, batch=10_000)
     won = compare_and_swap(
         Container,
         expect="latest_recommendation",
@@ -648,7 +649,7 @@ def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
             )
             for row, rec in zip(moved, new, strict=True)
         ],
-        batch=5 * CAS_BATCH,
+        batch=50_000,
     )
     lost = [
         rec.pk
