@@ -16,6 +16,7 @@ from recommender.models import (
     Checkpoint,
     Cluster,
     Container,
+    OomKill,
     Recommendation,
     RefreshRun,
     Workload,
@@ -154,9 +155,9 @@ def test_a_cycle_saves_the_admissions_of_its_new_pods_in_one_flush(settings):
     assert len(touching) < admitted, touching
 
 
-def _stored(cluster_name: str) -> tuple[list[tuple], list[tuple]]:
-    """Checkpoints and recommendation rows of a cluster, by workload and container
-    names (two clusters of the simulation run the same fleet)."""
+def _stored(cluster_name: str) -> tuple[list[tuple], list[tuple], list[tuple]]:
+    """Checkpoints, recommendation and OOM kill rows of a cluster, by workload and
+    container names (two clusters of the simulation run the same fleet)."""
     checkpoints = sorted(
         (
             c.container.workload.name,
@@ -176,7 +177,14 @@ def _stored(cluster_name: str) -> tuple[list[tuple], list[tuple]]:
             container__workload__cluster__name=cluster_name
         ).select_related("container__workload")
     )
-    return checkpoints, recommendations
+    kills = sorted(
+        OomKill.objects.filter(
+            container__workload__cluster__name=cluster_name
+        ).values_list(
+            "container__workload__name", "container__name", "pod", "occurred_at"
+        )
+    )
+    return checkpoints, recommendations, kills
 
 
 def test_a_warm_worker_stores_what_a_cold_one_does(settings, db):
@@ -209,6 +217,55 @@ def test_a_warm_worker_stores_what_a_cold_one_does(settings, db):
     assert cold_samples == [n * (m + 1) for m, n in enumerate(warm_samples[:1] * 4)]
     assert runs["warm"][10].counts["checkpoints_written"] == containers
     assert _stored("warm") == _stored("cold")
+
+
+def _oldest_kill_looked_up(queries: CaptureQueriesContext) -> datetime | None:
+    """The oldest time from which a cycle read stored OOM kills back to tell the
+    new ones (None: it read none)."""
+    found = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith('SELECT "recommender_oomkill"."container_id"')
+    ]
+    if not found:
+        return None
+    (sql,) = found
+    at = re.search(r'"occurred_at" >= \'(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)', sql)
+    return datetime.fromisoformat(at.group(1)).replace(tzinfo=UTC)
+
+
+def test_a_warm_worker_looks_up_only_the_kills_it_has_not_seen_stored(settings, db):
+    """The simulated cluster reports nine days of OOM kills every cycle: a cold
+    worker reads the stored kills back from the oldest reported to find the new
+    ones; a warm one skips those its last window saw stored and looks up only the
+    rest. Both store the same kills (test above)."""
+    settings.SIMULATION_WORKLOADS = 12
+    settings.SIMULATION_HISTORY_DAYS = 0.25
+    cluster = Cluster.objects.create(name="kills", kind="simulated")
+    first = refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    assert first.counts["oom_kills_new"] > 0
+    scope = (cluster.pk, None)
+    oldest = {}
+    for minute, name in ((1, "cold"), (2, "warm")):
+        if name == "cold":
+            warm_state.forget_all()
+        with CaptureQueriesContext(connection) as queries:
+            refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=minute))
+        oldest[name] = _oldest_kill_looked_up(queries)
+    stored = {
+        (ns, pod, container, at)
+        for ns, pod, container, at in OomKill.objects.filter(
+            container__workload__cluster=cluster
+        ).values_list(
+            "container__workload__namespace", "pod", "container__name", "occurred_at"
+        )
+    }
+    known = warm_state.stored_kills(scope)
+    assert known and known <= stored
+    assert oldest["cold"] is not None
+    assert oldest["cold"] < NOW - timedelta(days=1)
+    # The warm cycle looked up none, or only kills newer than its last window.
+    assert oldest["warm"] is None or oldest["warm"] > NOW
 
 
 def test_a_kept_row_another_writer_moved_on_is_read_from_the_database(settings, db):
@@ -269,7 +326,14 @@ def test_inserted_rows_get_their_own_primary_keys_in_every_batch(db):
             container=container,
             created_at=NOW + timedelta(minutes=i),
             target_cpu_millicores=100 + i,
-            explanation={"notes": [f"row {i}", 'with "quotes" and \\ backslash']},
+            # Exact beyond a double's 53 bits; absent values stay absent.
+            target_memory_bytes=2**62 + i,
+            lower_memory_bytes=None,
+            confidence=i / 7,
+            explanation={
+                "notes": [f"row {i}", 'with "quotes" and \\ backslash', "ü ✓ 中"],
+                "nested": {"values": [1.5, None, True]},
+            },
         )
         for i in range(7)
     ]
@@ -287,5 +351,8 @@ def test_inserted_rows_get_their_own_primary_keys_in_every_batch(db):
     for i, row in enumerate(rows):
         stored = Recommendation.objects.get(pk=row.pk)
         assert stored.target_cpu_millicores == 100 + i
+        assert stored.target_memory_bytes == 2**62 + i
+        assert stored.lower_memory_bytes is None
+        assert stored.confidence == pytest.approx(i / 7)
         assert stored.explanation == row.explanation
         assert stored.created_at == NOW + timedelta(minutes=i)

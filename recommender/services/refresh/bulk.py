@@ -138,7 +138,9 @@ def insert_returning_pks(
     is_postgres = connection.vendor == "postgresql"
     batch = _rows_per_statement(batch, 1 if is_postgres else len(columns))
     quoted = [connection.ops.quote_name(f.column) for f in columns]
-    head = f"INSERT INTO {connection.ops.quote_name(meta.db_table)} ({', '.join(quoted)})"
+    head = (
+        f"INSERT INTO {connection.ops.quote_name(meta.db_table)} ({', '.join(quoted)})"
+    )
     tail = f" RETURNING {connection.ops.quote_name(pk.column)}"
     if is_postgres:
         typed = ", ".join(

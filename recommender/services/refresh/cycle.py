@@ -486,6 +486,12 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
             written += len(won)
             conflicts += len(chosen) - len(won)
             kept += _kept_rows(window, group, {r.checkpoint.pk for r in chosen}, won)
+            stored_kills = [
+                (row, kill)
+                for row in chosen
+                if row.checkpoint.pk in won
+                for kill in row.ooms
+            ]
             OomKillRow.objects.bulk_create(
                 [
                     OomKillRow(
@@ -495,28 +501,25 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
                         memory_request_bytes=kill.memory_request_bytes,
                         is_eviction=kill.is_eviction,
                     )
-                    for row in chosen
-                    if row.checkpoint.pk in won
-                    for kill in row.ooms
+                    for row, kill in stored_kills
                 ],
                 batch_size=BATCH,
                 ignore_conflicts=True,
+            )
+            window.stored_kills.update(
+                ingest.kill_key(kill) for _, kill in stored_kills
             )
         changed = _store_recommendations(
             [row for group in window.groups.values() for row in group.rows], now
         )
     if window.keep_state:
         # Stored: the next window of this process may go on from these rows.
-        warm_state.keep(kept, scope=_scope(window))
+        warm_state.keep(kept, scope=window.scope)
+        warm_state.keep_stored_kills(window.stored_kills, scope=window.scope)
     window.counts["checkpoints_written"] = written
     window.counts["checkpoint_conflicts"] = conflicts
     window.counts["checkpoints_deferred"] = deferred
     window.counts["recommendations_changed"] = changed
-
-
-def _scope(window: Window) -> warm_state.Scope:
-    """The (cluster, namespace) a window reads: the scope its kept rows belong to."""
-    return (window.cluster.pk, window.discovery.namespace)
 
 
 def _kept_rows(
@@ -540,7 +543,7 @@ def _kept_rows(
                     key_text=row.key_text,
                     version=row.checkpoint.version + (pk in won),
                     fed_until_s=window.end_s,
-                    scope=_scope(window),
+                    scope=window.scope,
                 ),
             )
         )

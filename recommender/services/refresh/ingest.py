@@ -134,11 +134,19 @@ class Window:
     rows_by_container: dict[tuple[int, str], Row] = field(default_factory=dict)
     counts: dict[str, Any] = field(default_factory=lambda: defaultdict(int))
     error_samples: list[str] = field(default_factory=list)
+    # The kills the source reported that are stored (found so, or written by this
+    # window): with ``keep_state``, the next window skips them (warm_state.py).
+    stored_kills: set[warm_state.KillKey] = field(default_factory=set)
 
     @property
     def cluster(self) -> Cluster:
         """The cluster being ingested."""
         return self.discovery.cluster
+
+    @property
+    def scope(self) -> warm_state.Scope:
+        """The (cluster, namespace) the window reads: the scope of what it keeps."""
+        return (self.discovery.cluster.pk, self.discovery.namespace)
 
     @property
     def now(self) -> datetime:
@@ -488,14 +496,25 @@ def oom_history(
         ) from exc
 
 
+def kill_key(kill: OomKill) -> warm_state.KillKey:
+    """What tells one reported kill from another."""
+    return (kill.namespace, kill.pod, kill.container, kill.occurred_at)
+
+
 def attach_ooms(window: Window, kills: Sequence[OomKill]) -> None:
     """Give each row the kills up to ``end_s`` not stored yet, and each rebuilt row its
-    stored kills of its window: each enters the engine once."""
+    stored kills of its window: each enters the engine once. With ``keep_state``,
+    the kills the scope's last window knew stored are not looked up again."""
     _attach_stored_ooms(window)
+    known = warm_state.stored_kills(window.scope) if window.keep_state else frozenset()
     matched: list[tuple[Row, OomKill]] = []
     for kill in kills:
         if kill.occurred_at.timestamp() > window.end_s:
             continue  # stored now but fed in a later window, it would be lost
+        key = kill_key(kill)
+        if key in known:
+            window.stored_kills.add(key)
+            continue
         row = window.row_of(
             kill.namespace,
             kill.pod,
@@ -513,10 +532,13 @@ def attach_ooms(window: Window, kills: Sequence[OomKill]) -> None:
             container__workload__cluster=window.cluster, occurred_at__gte=oldest
         ).values_list("container_id", "pod", "occurred_at")
     )
+    new: set[tuple[int, str, datetime]] = set()
     for row, kill in matched:
         key = (row.container.pk, kill.pod, kill.occurred_at)
-        if key not in stored:
-            stored.add(key)  # the snapshot and the source may report one kill twice
+        if key in stored:
+            window.stored_kills.add(kill_key(kill))
+        elif key not in new:
+            new.add(key)  # the snapshot and the source may report one kill twice
             row.ooms.append(kill)
             window.counts["oom_kills_new"] += 1
 

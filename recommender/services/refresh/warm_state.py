@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from recommender.engine.aggregation import AggregateSet
 
@@ -62,6 +63,15 @@ class Kept:
 
 _KEPT: dict[int, Kept] = {}  # by Checkpoint pk
 _BY_SCOPE: dict[Scope, set[int]] = {}  # the Checkpoint pks each scope kept last
+
+# An OOM kill as its source reports it: (namespace, pod, container, occurred_at).
+KillKey = tuple[str, str, str, datetime]
+# By scope, the kills its last stored window was told of that are stored (OomKill
+# rows, which nothing deletes but their container): the next window of the scope
+# skips them without looking them up. A cluster whose snapshot reports days of
+# kills (121,607 at 100,000 containers in the simulation) otherwise reads them all
+# back every cycle to find the few new ones.
+_STORED_KILLS: dict[Scope, frozenset[KillKey]] = {}
 
 
 def take(
@@ -107,10 +117,23 @@ def keep(rows: Iterable[tuple[int, Kept]], *, scope: Scope) -> None:
         pks.add(pk)
 
 
+def stored_kills(scope: Scope) -> frozenset[KillKey]:
+    """The kills the last stored window of ``scope`` knew to be stored."""
+    return _STORED_KILLS.get(scope, frozenset())
+
+
+def keep_stored_kills(keys: Iterable[KillKey], *, scope: Scope) -> None:
+    """After a stored window: the kills it was told of that are stored now (those
+    only, so the set follows what the source still reports)."""
+    _STORED_KILLS[scope] = frozenset(keys)
+
+
 def forget_all() -> None:
-    """Forget every kept row: the process starts cold, as after a restart."""
+    """Forget every kept row and kill: the process starts cold, as after a
+    restart."""
     _KEPT.clear()
     _BY_SCOPE.clear()
+    _STORED_KILLS.clear()
 
 
 def count() -> int:
