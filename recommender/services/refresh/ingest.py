@@ -534,11 +534,11 @@ def attach_ooms(window: Window, kills: Sequence[OomKill]) -> None:
     )
     new: set[tuple[int, str, datetime]] = set()
     for row, kill in matched:
-        key = (row.container.pk, kill.pod, kill.occurred_at)
-        if key in stored:
+        row_key = (row.container.pk, kill.pod, kill.occurred_at)
+        if row_key in stored:
             window.stored_kills.add(kill_key(kill))
-        elif key not in new:
-            new.add(key)  # the snapshot and the source may report one kill twice
+        elif row_key not in new:
+            new.add(row_key)  # the snapshot and the source may report one kill twice
             row.ooms.append(kill)
             window.counts["oom_kills_new"] += 1
 
