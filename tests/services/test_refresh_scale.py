@@ -20,8 +20,16 @@ from recommender.models import (
     Recommendation,
     RefreshRun,
     Workload,
+    WorkloadPod,
 )
-from recommender.services.refresh import bulk, cycle, discovery, ingest, warm_state
+from recommender.services.refresh import (
+    bulk,
+    cycle,
+    discovery,
+    ingest,
+    pods,
+    warm_state,
+)
 from recommender.services.refresh.cycle import refresh_cluster
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -356,3 +364,25 @@ def test_inserted_rows_get_their_own_primary_keys_in_every_batch(db):
         assert stored.confidence == pytest.approx(i / 7)
         assert stored.explanation == row.explanation
         assert stored.created_at == NOW + timedelta(minutes=i)
+
+
+def test_a_stored_pod_is_rewritten_only_once_its_last_seen_time_is_due(settings, db):
+    """An unchanged pod's row is left alone until its last-seen time is
+    ``TOUCH_EVERY`` old; then the cycle that sees it moves that time on."""
+    settings.SIMULATION_WORKLOADS = 12
+    settings.SIMULATION_HISTORY_DAYS = 0.25
+    cluster = Cluster.objects.create(name="touch", kind="simulated")
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    due, recent = WorkloadPod.objects.filter(cluster=cluster).order_by("pk")[:2]
+    WorkloadPod.objects.filter(pk=due.pk).update(
+        last_seen_at=NOW - pods.TOUCH_EVERY - timedelta(minutes=1)
+    )
+    WorkloadPod.objects.filter(pk=recent.pk).update(
+        last_seen_at=NOW - timedelta(minutes=5)
+    )
+    later = NOW + timedelta(minutes=1)
+    refresh_cluster(cluster_id=cluster.pk, now=later)
+    due.refresh_from_db()
+    recent.refresh_from_db()
+    assert due.last_seen_at == later
+    assert recent.last_seen_at == NOW - timedelta(minutes=5)

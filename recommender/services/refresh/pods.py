@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import BooleanField, ExpressionWrapper, Q
+
 from recommender.cluster.base import ContainerSpec, PodInfo, WorkloadInfo
 from recommender.engine.resources import RESOURCE_NAMES, Resources
 from recommender.models import Container, Workload, WorkloadPod
@@ -138,20 +140,25 @@ def record_pods(
     # One statement for the shard's stored pods, whatever their number (a query per
     # batch of names grew with the fleet: issue 16); kept are the live ones only.
     live = {(pod.namespace, pod.name) for pod, _ in pods}
-    # Tuples, not ORM objects: (pk, workload id, containers, last seen).
-    existing: dict[PodKey, tuple[int, int, Any, datetime]] = {}
+    # Tuples, not ORM objects: (pk, workload id, containers, due a touch). Whether
+    # the last-seen time is due comes from the database, not 100,000 timestamps
+    # read into Python every cycle.
+    existing: dict[PodKey, tuple[int, int, Any, bool]] = {}
     # The containers' JSON as text, parsed once per distinct text (stored_json.py).
-    for pk, ns, name, workload_id, containers, last_seen_at in of_shard.annotate(
-        containers_text=stored_json.as_text("containers")
+    for pk, ns, name, workload_id, containers, is_due in of_shard.annotate(
+        containers_text=stored_json.as_text("containers"),
+        is_due=ExpressionWrapper(
+            Q(last_seen_at__lt=now - TOUCH_EVERY), output_field=BooleanField()
+        ),
     ).values_list(
-        "pk", "namespace", "name", "workload_id", "containers_text", "last_seen_at"
+        "pk", "namespace", "name", "workload_id", "containers_text", "is_due"
     ):
         if (ns, name) in live:
             existing[(ns, name)] = (
                 pk,
                 workload_id,
                 stored_json.parse(containers),
-                last_seen_at,
+                is_due,
             )
     new_rows: list[WorkloadPod] = []
     changed: list[WorkloadPod] = []
@@ -174,9 +181,7 @@ def record_pods(
                     last_seen_at=now,
                 )
             )
-        elif (
-            row[1] != workload_id or row[2] != containers or row[3] < now - TOUCH_EVERY
-        ):
+        elif row[1] != workload_id or row[2] != containers or row[3]:
             changed.append(
                 WorkloadPod(
                     pk=row[0],
