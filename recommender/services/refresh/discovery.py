@@ -32,6 +32,7 @@ from recommender.services.refresh.pods import (
     applied_resources,
     load_pod_owners,
     record_pods,
+    representative_pods,
 )
 
 logger = logging.getLogger(__name__)
@@ -272,10 +273,11 @@ def _upsert_containers(
         found.workload_by_key[key] = workload.pk
         for pod in info.pods:
             found.pods.live[(pod.namespace, pod.name)] = workload.pk
+        representative = representative_pods(info.pods)
         for position, spec in enumerate(info.containers):
             # What the live pods carry (LimitRanger fills what the template leaves
             # out), and where each value came from.
-            applied = applied_resources(spec, info)
+            applied = applied_resources(spec, representative.get(spec.name))
             fields = {
                 "kind": spec.kind,
                 "position": position,

@@ -25,7 +25,7 @@ from typing import Any
 
 from django.db.models import BooleanField, ExpressionWrapper, Q
 
-from recommender.cluster.base import ContainerSpec, PodInfo, WorkloadInfo
+from recommender.cluster.base import ContainerSpec, PodInfo
 from recommender.engine.resources import RESOURCE_NAMES, Resources
 from recommender.models import Container, Workload, WorkloadPod
 from recommender.services.refresh import stored_json
@@ -222,16 +222,22 @@ class AppliedResources:
     sources: dict[str, str]  # "requests.cpu" -> Container.Source value
 
 
-def _representative_pod(pods: Sequence[PodInfo], container: str) -> PodInfo | None:
-    """The pod whose values stand for the workload's: a running one first, by name."""
-    having = [p for p in pods if any(c.name == container for c in p.containers)]
-    running = [p for p in having if p.phase == "Running"]
-    chosen = sorted(running or having, key=lambda p: p.name)
-    return chosen[0] if chosen else None
+def representative_pods(pods: Sequence[PodInfo]) -> dict[str, PodInfo]:
+    """By container name, the pod whose values stand for the workload's: a running
+    one first, by name (one pass over the workload's pods for all its containers)."""
+    running: dict[str, PodInfo] = {}
+    having: dict[str, PodInfo] = {}
+    for pod in sorted(pods, key=lambda p: p.name):
+        for container in pod.containers:
+            having.setdefault(container.name, pod)
+            if pod.phase == "Running":
+                running.setdefault(container.name, pod)
+    return having | running
 
 
-def applied_resources(spec: ContainerSpec, info: WorkloadInfo) -> AppliedResources:
-    """What ``spec``'s container carries in the workload's live pods.
+def applied_resources(spec: ContainerSpec, pod: PodInfo | None) -> AppliedResources:
+    """What ``spec``'s container carries in the workload's live pods, as ``pod``
+    (its ``representative_pods`` entry) carries it.
 
     Without a live pod the template's values stand (source "template"). With one, a
     value LimitRanger says it set is a LimitRange default, one equal to the
@@ -242,7 +248,6 @@ def applied_resources(spec: ContainerSpec, info: WorkloadInfo) -> AppliedResourc
         "requests": spec.requests.to_dict(),
         "limits": spec.limits.to_dict(),
     }
-    pod = _representative_pod(info.pods, spec.name)
     current = None
     if pod is not None:
         current = next(c for c in pod.containers if c.name == spec.name)
