@@ -386,3 +386,49 @@ def test_a_stored_pod_is_rewritten_only_once_its_last_seen_time_is_due(settings,
     recent.refresh_from_db()
     assert due.last_seen_at == later
     assert recent.last_seen_at == NOW - timedelta(minutes=5)
+
+
+def test_checkpoints_due_wait_for_the_next_cycle_once_the_budget_is_spent(
+    settings, db, monkeypatch
+):
+    """``VPAWEB_CHECKPOINTS_TIMEOUT_S`` holds within one group of rows (one histogram
+    key: a whole fleet on upstream's profile): the due checkpoints are written a
+    statement at a time until the budget is spent, the first always; the others keep
+    their watermark and go in a later cycle, oldest first."""
+    settings.SIMULATION_WORKLOADS = 12
+    settings.SIMULATION_HISTORY_DAYS = 0.25
+    settings.CHECKPOINT_INTERVAL_S = 60
+    settings.CHECKPOINTS_TIMEOUT_S = 30
+    monkeypatch.setattr(cycle, "CAS_BATCH", 5)
+    # The store's clock: each statement of checkpoints takes 20 s on it.
+    clock = [0.0]
+    write = cycle._write_checkpoints
+
+    def slow_write(aggregates, rows, *args):
+        clock[0] += 20.0 if rows else 0.0
+        return write(aggregates, rows, *args)
+
+    monkeypatch.setattr(cycle, "_write_checkpoints", slow_write)
+    monkeypatch.setattr(cycle.time, "monotonic", lambda: clock[0])
+    cluster = Cluster.objects.create(name="budget", kind="simulated")
+    first = refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    containers = first.counts["containers"]
+    assert first.counts["checkpoints_written"] == containers > 15
+    # Every checkpoint is due a minute later: the first 5 go (the first statement
+    # always does), 20 s on the clock; 5 more, at 40 s; then the 30 s budget is
+    # spent.
+    later = NOW + timedelta(minutes=2)
+    run = refresh_cluster(cluster_id=cluster.pk, now=later)
+    assert "oom_kills_new" not in run.counts  # no row is material this minute
+    assert run.counts["checkpoints_written"] == 10
+    assert run.counts["checkpoints_deferred"] == (
+        containers - run.counts["checkpoints_written"]
+    )
+    written = Checkpoint.objects.filter(
+        container__workload__cluster=cluster, updated_at=later
+    ).count()
+    assert written == run.counts["checkpoints_written"]
+    # With time to spare, the rest go in the next cycle.
+    settings.CHECKPOINTS_TIMEOUT_S = 3600
+    rest = refresh_cluster(cluster_id=cluster.pk, now=later + timedelta(minutes=1))
+    assert rest.counts["checkpoints_deferred"] == 0
