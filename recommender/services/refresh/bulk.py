@@ -12,12 +12,9 @@ PostgreSQL and SQLite (3.35+) both run it.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
-from datetime import date, datetime, time
-from decimal import Decimal
+from datetime import date, time
 from typing import Any
-from uuid import UUID
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Field, JSONField, Model
@@ -176,14 +173,14 @@ def insert_returning_pks(
 
 
 # Values JSON carries as the column reads them, without the field's preparation.
-_PLAIN = frozenset({int, str, bool})
+_PLAIN = frozenset({int, str, bool, float})
 
 
 def _json_rows(objs: Sequence[Model], columns: Sequence[Field[Any, Any]]) -> str:
-    """``objs`` as one JSON array of objects keyed by column, each value as the
-    column's type reads it from JSON text: a JSON column's value as JSON itself,
-    timestamps in ISO 8601, bytes in PostgreSQL's hex form, non-finite floats by
-    name."""
+    """``objs`` as one JSON array of objects keyed by column: a JSON column's value as
+    JSON itself, dates and times in ISO 8601, the rest as the column prepares it. A
+    value JSON cannot carry (bytes, a decimal, a non-finite float) raises, naming it:
+    its caller's models have none."""
     # The wrapper itself, not the thread-local proxy ``connection``: each field reads
     # it a few times a value.
     db = connections[DEFAULT_DB_ALIAS]
@@ -193,22 +190,13 @@ def _json_rows(objs: Sequence[Model], columns: Sequence[Field[Any, Any]]) -> str
         for f in columns:
             value = f.pre_save(obj, add=True)
             if isinstance(f, JSONField):
-                # The document itself, encoded below with the rest (the field's
-                # encoder, if it has one, as its own column would use).
                 if f.encoder is not None and value is not None:
+                    # As the field's own encoder would write it.
                     value = json.loads(json.dumps(value, cls=f.encoder))
-            elif value is None or type(value) in _PLAIN:
-                pass  # what the column's own preparation would leave as it is
-            else:
+            elif value is not None and type(value) not in _PLAIN:
                 value = f.get_db_prep_save(value, db)
-                if isinstance(value, datetime | date | time):
+                if isinstance(value, date | time):  # datetimes too
                     value = value.isoformat()
-                elif isinstance(value, bytes | bytearray | memoryview):
-                    value = "\\x" + bytes(value).hex()
-                elif isinstance(value, float) and not math.isfinite(value):
-                    value = str(value)  # PostgreSQL reads "nan", "inf", "-inf"
-                elif isinstance(value, Decimal | UUID):
-                    value = str(value)
             row[f.column] = value
         out.append(row)
     return json.dumps(out, allow_nan=False)

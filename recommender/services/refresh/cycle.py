@@ -463,13 +463,12 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
         for group in window.groups.values():
             assert group.aggregates is not None
             behind = [r for r in group.rows if _needs_write(r, end_at)]
-            if schedule is None:
-                chosen = behind
-                won = _write_checkpoints(group.aggregates, chosen, end_at, now)
-            else:
+            chosen = (
+                behind if schedule is None else [r for r in behind if _is_material(r)]
+            )
+            won = _write_checkpoints(group.aggregates, chosen, end_at, now)
+            if schedule is not None:
                 due_at = now.timestamp() - schedule.interval_s
-                chosen = [r for r in behind if _is_material(r)]
-                won = _write_checkpoints(group.aggregates, chosen, end_at, now)
                 due = sorted(
                     (
                         r
