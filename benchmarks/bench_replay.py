@@ -3,7 +3,7 @@
 120 VMs, 30 days, 1.03 M samples, 720 hourly recomputes per VM (issue 15's target:
 <= 3 s on the 2-core build machine). Run: ``python -m benchmarks.bench_replay``
 (``make bench BENCH=replay``). Reads
-``../shared/traces/normalized/bitbrains_rnd.csv.gz`` beside the repository; prints the
+``benchmarks/data/bitbrains_rnd.csv.gz`` beside the repository; prints the
 time to read it, to replay it (feed + recommend every hour), to score it, and the
 resulting row.
 """
@@ -18,20 +18,11 @@ from recommender.engine.profiles import get_profile
 from recommender.engine.replay import replay
 from recommender.engine.replay_scores import day_groups, score_timeline, summarise
 
-TRACE = (
-    Path(__file__).resolve().parents[2]
-    / "shared"
-    / "traces"
-    / "normalized"
-    / "bitbrains_rnd.csv.gz"
-)
+TRACE = Path(__file__).resolve().parent / "data" / "bitbrains_rnd.csv.gz"
 
 
 def main() -> None:
     """Run the benchmark and print the figures."""
-    if not TRACE.exists():
-        print(f"skipped: {TRACE} is not here (the shared traces, see docs/replay.md)")
-        return
     # The trace reader lives in the services, which import the Django models (no
     # database is used).
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "vpaweb.settings")

@@ -10,7 +10,7 @@ CA and serving certificate, and starts ``webhook serve``'s server in a separate 
 (as the API server would reach it). A client then sends BENCH_RATE reviews per second
 (default 200) for BENCH_SECONDS (default 30), open loop, over 8 keep-alive HTTPS
 connections (kube-apiserver keeps a pool of them): the recorded ReplicaSet pod review
-of ../shared/k8s-wire/, each time with a new uid and owned by a random workload.
+of tests/fixtures/k8s-wire/, each time with a new uid and owned by a random workload.
 
 Prints p50/p99/max of the round trip (send to full answer), the errors (anything but a
 200 AdmissionReview echoing the uid and allowing the pod), and the server's own counts
@@ -36,7 +36,7 @@ from typing import Any
 
 TARGET_P99_MS = 10.0
 CONNECTIONS = 8
-WIRE = Path(__file__).resolve().parents[2] / "shared" / "k8s-wire" / "admission"
+WIRE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "k8s-wire" / "admission"
 
 
 def _setup_django() -> None:

@@ -230,7 +230,7 @@ def _all_statuses(pod: Obj) -> list[Obj]:
 
 # Set by the API server's LimitRanger admission plugin on a pod it filled in, e.g.
 # "LimitRanger plugin set: cpu, memory request for container app; cpu, memory limit
-# for container app" (../shared/k8s-wire/admission/d-limitrange-pod.*; the text is
+# for container app" (tests/fixtures/k8s-wire/admission/d-limitrange-pod.*; the text is
 # built by mergeContainerResources in plugin/pkg/admission/limitranger).
 LIMIT_RANGER_ANNOTATION = "kubernetes.io/limit-ranger"
 LIMIT_RANGER_PREFIX = "LimitRanger plugin set: "

@@ -7,7 +7,7 @@ must act on come back as ``WriteResult`` data (a PDB's 429 is "try later", a res
 ``SourceUnavailable``. Writes are not retried here: the updater's next cycle is the
 retry, after it has looked at the pod again.
 
-The request shapes follow ../shared/k8s-wire: a policy/v1 ``Eviction`` body
+The request shapes follow tests/fixtures/k8s-wire: a policy/v1 ``Eviction`` body
 (eviction/05), a strategic merge patch of ``pods/<name>/resize`` naming each container
 (resize/02; a JSON merge patch would replace the whole list, resize/25), a core/v1
 ``Event`` with ``involvedObject`` and ``reportingComponent`` (events/01), Leases with

@@ -14,7 +14,7 @@ Callers get one through ``services`` (one function choosing the implementation f
 Results are data, not exceptions, for the answers an updater must act on (a PDB's 429
 is "try later", a 422 on resize means "fall back to eviction"): ``WriteResult`` carries
 the HTTP status, the Kubernetes ``Status`` reason and message as the API server sent
-them (see ../shared/k8s-wire/). Failures to reach the cluster at all raise
+them (see tests/fixtures/k8s-wire/). Failures to reach the cluster at all raise
 ``SourceUnavailable`` like the readers do.
 """
 

@@ -3,7 +3,7 @@
 Inputs (each becomes an engine :class:`~recommender.engine.replay.Trace`):
 
 - a normalized trace file (``trace,container_id,timestamp_s,cpu_cores,memory_bytes``,
-  gzip allowed: ``../shared/traces/normalized/``), with the operators' limits from a
+  gzip allowed: ``benchmarks/data/``), with the operators' limits from a
   ``containers.csv`` beside it when present;
 - the offline command's ``usage.csv`` (and ``ooms.csv``): one container per
   (namespace, workload, container), its pods as series;

@@ -1,5 +1,5 @@
 """The Kubernetes ClusterWriter against the fake API server, which answers as the
-recordings in ../shared/k8s-wire do: evictions, resizes, Events, Leases."""
+recordings in tests/fixtures/k8s-wire do: evictions, resizes, Events, Leases."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from recommender.cluster.writer import ContainerResize, LeaseState
 from recommender.engine.resources import Resources
 from tests.k8s_fake.actuation import FakeCluster, deployment, fake_cluster, pdb, pod
 
-WIRE = Path(__file__).resolve().parents[3] / "shared" / "k8s-wire"
+WIRE = Path(__file__).resolve().parents[1] / "fixtures" / "k8s-wire"
 MI = 2**20
 PODS = [f"api-6b9c8d7f5-p{i}" for i in range(3)]
 

@@ -1,7 +1,7 @@
 """deploy/rbac-writer.yaml grants exactly the writes the Kubernetes writer sends: each
 writer method is called against the fake API server, each request is mapped to the
 (API group, resource, verb) RBAC checks, and the set must equal the role's rules; and
-the writer role is a subset of the proven role in ../shared/k8s-wire, but for the one
+the writer role is a subset of the proven role in tests/fixtures/k8s-wire, but for the one
 rule named in NOT_PROVEN."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tests.k8s_fake.actuation import deployment, fake_cluster, vpa_object
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITER = ROOT / "deploy" / "rbac-writer.yaml"
-PROVEN = ROOT.parent / "shared" / "k8s-wire" / "rbac-writer-proven.yaml"
+PROVEN = ROOT / "tests" / "fixtures" / "k8s-wire" / "rbac-writer-proven.yaml"
 VERBS = {"POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}
 
 

@@ -1,7 +1,7 @@
 """engine/feed.py: upstream's units and upstream's order, checked against the slow port.
 
 The trace slice (``tests/data/traces/bitbrains_slice.csv.gz``) is six Bitbrains VMs x 4
-days of ``../shared/traces/normalized/bitbrains_rnd.csv.gz``, unchanged.
+days of ``benchmarks/data/bitbrains_rnd.csv.gz``, unchanged.
 """
 
 from __future__ import annotations

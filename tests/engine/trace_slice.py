@@ -1,7 +1,7 @@
 """The real trace slice of the engine tests, and upstream's hourly answers for it.
 
 ``tests/data/traces/bitbrains_slice.csv.gz``: six Bitbrains VMs x 4 days, copied
-unchanged from ``../shared/traces/normalized/bitbrains_rnd.csv.gz``.
+unchanged from ``benchmarks/data/bitbrains_rnd.csv.gz``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tests.engine import reference as ref
 
-SLICE = Path(__file__).parent.parent / "data" / "traces" / "bitbrains_slice.csv.gz"
+SLICE = Path(__file__).parent.parent / "fixtures" / "traces" / "bitbrains_slice.csv.gz"
 
 Samples = dict[str, list[tuple[float, float, float]]]
 

@@ -1,5 +1,5 @@
 """Objects for updater tests on the fake API server: a Deployment, its ReplicaSet and
-pods shaped like the recorded ones (../shared/k8s-wire/eviction/05, resize/01), a
+pods shaped like the recorded ones (tests/fixtures/k8s-wire/eviction/05, resize/01), a
 PodDisruptionBudget, a VerticalPodAutoscaler (admission/f4), and a ``FakeCluster``
 bundling the server with the adapter and the writer that speak to it over HTTP."""
 

@@ -1,7 +1,7 @@
 """What kube-apiserver does to a pod and a LimitRange before storing them, for the fake
 API server: defaulting, then the LimitRanger admission plugin's defaulting.
 
-Copied from the real server's answers in ../shared/k8s-wire/admission/:
+Copied from the real server's answers in tests/fixtures/k8s-wire/admission/:
 
 - ``b2-limits-only-pod.create.json``: a container with limits and no requests gets
   requests equal to its limits (Pod defaulting, before admission), no annotation;

@@ -16,7 +16,7 @@ answers as a real API server would:
 - ``Status`` bodies for errors: 401 without the bearer token, 404 for an unknown path or
   an API that is switched off (``unserve``), 405 for any other write;
 - the writes vpaweb's updater makes (evictions, resizes, pod annotations, Events,
-  Leases, VPA status), answered as the recordings in ../shared/k8s-wire: see
+  Leases, VPA status), answered as the recordings in tests/fixtures/k8s-wire: see
   ``writes.py``;
 - injected faults (``fail``): a status (429/500/403/410…) with an optional
   ``Retry-After``, or a delay longer than the client's read timeout, for the next N
@@ -201,7 +201,7 @@ def _label_matches(obj: dict[str, Any], selector: str) -> bool:
     """Kubernetes' label selector grammar (labels.Parse): ``k=v``, ``k==v``,
     ``k!=v``, ``k in (a,b)``, ``k notin (a,b)``, ``k``, ``!k``; comma = and. A
     selector that does not parse raises ``_BadSelector``. (Not from a recording:
-    ../shared/k8s-wire has no namespace list; the grammar is the documented one.)"""
+    tests/fixtures/k8s-wire has no namespace list; the grammar is the documented one.)"""
     labels = (obj.get("metadata") or {}).get("labels") or {}
     if not selector.strip():
         return True

@@ -1,6 +1,6 @@
 """MutatingWebhookConfigurations in the fake API server: GET, POST, PUT, DELETE.
 
-Behaviour as kube-apiserver v1.36 answered (../shared/k8s-wire/admission/
+Behaviour as kube-apiserver v1.36 answered (tests/fixtures/k8s-wire/admission/
 mutatingwebhookconfiguration.stored.json and README sections 1 and 6):
 
 - a stored object gets ``uid``, ``resourceVersion``, ``generation`` 1,

@@ -1,6 +1,6 @@
 """A real Prometheus for tests and benchmarks: install, load history, start, stop.
 
-Follows /work/shared/design/PROMETHEUS-NOTES.md: Debian's package (installed here
+Follows docs/prometheus.md: Debian's package (installed here
 when missing), history loaded with ``promtool tsdb create-blocks-from openmetrics``
 and ``--max-block-duration=192h`` into an empty directory, the server bound to
 127.0.0.1 on a free port with its own config (no scrape targets) and a long retention.

@@ -36,7 +36,7 @@ from recommender.services.admission.snapshot import (
 from recommender.services.advice.limits import item_to_dict
 from tests.factories import make_cluster, make_recommendation, make_workload
 
-WIRE = Path(__file__).resolve().parents[3] / "shared" / "k8s-wire" / "admission"
+WIRE = Path(__file__).resolve().parents[1] / "fixtures" / "k8s-wire" / "admission"
 MI = 2**20
 UPDATES = "vpaweb.io/updates"
 

@@ -1,6 +1,6 @@
 """The drop-in path against the fake API server: a VerticalPodAutoscaler whose
 ``spec.recommenders`` names vpaweb gets vpaweb's recommendation in its status, in the
-exact shape of the recorded status patch (../shared/k8s-wire/admission/f4); an object
+exact shape of the recorded status patch (tests/fixtures/k8s-wire/admission/f4); an object
 that does not name vpaweb never receives a write; the switches stop these writes too."""
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from recommender.models import Container, Policy, Recommendation
 from recommender.services.actuation import control
 from recommender.services.actuation.apply import run_cycle
 from recommender.services.actuation.vpa_status import build_status, is_unchanged
-from tests.conftest import service_missing
 from tests.factories import make_cluster, make_workload
 from tests.k8s_fake.actuation import FakeCluster, deployment, fake_cluster, vpa_object
 
@@ -24,7 +23,7 @@ pytestmark = pytest.mark.django_db
 
 NOW = datetime(2026, 11, 24, 6, 0, tzinfo=UTC)
 MI = 2**20
-WIRE = Path(__file__).resolve().parents[3] / "shared" / "k8s-wire"
+WIRE = Path(__file__).resolve().parents[1] / "fixtures" / "k8s-wire"
 RECORDED = WIRE / "admission" / "f4-vpa-status-patch.http.json"
 STATUS_PATH = (
     "/apis/autoscaling.k8s.io/v1/namespaces/shop/verticalpodautoscalers/{}/status"
@@ -94,8 +93,6 @@ def sent_patches(fake: FakeCluster) -> list[tuple[str, str, dict]]:
 
 
 def test_an_object_naming_vpaweb_gets_the_status_exactly_as_recorded(tmp_path, cleanup):
-    if not RECORDED.exists():
-        service_missing(f"{RECORDED} (the shared wire recordings)")
     recorded = json.loads(RECORDED.read_text())["request"]
     fake, cluster, _ = world(
         tmp_path, [vpa_object("api-vpa", "shop", "api", recommenders=("vpaweb",))]

@@ -6,7 +6,7 @@ webhook over the compose network:
     docker-compose exec -T web python3 -c "$(cat check_webhook.py)" \
         HOST CA_PEM METRICS_TOKEN < a-replicaset-pod.admissionreview.json
 
-stdin is a recording of ../shared/k8s-wire/admission/ (kube-apiserver v1.36's own
+stdin is a recording of tests/fixtures/k8s-wire/admission/ (kube-apiserver v1.36's own
 AdmissionReview, in ``body``). It is POSTed to https://HOST:8443/mutate, trusting only
 the webhook's CA (its ``ca.crt``) and checking the name HOST, and the answer must be an
 ``admission.k8s.io/v1`` AdmissionReview echoing the request's uid with ``allowed: true``

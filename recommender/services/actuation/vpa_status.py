@@ -24,7 +24,7 @@ numbers:
 Only objects naming vpaweb whose target vpaweb knows are ever written, and only when
 the status would change (compared by value, as upstream compares semantically), so the
 steady state sends nothing. The write is a merge patch of the ``status`` subresource
-(``ClusterWriter.write_vpa_status``, recorded in ../shared/k8s-wire admission/f4); a
+(``ClusterWriter.write_vpa_status``, recorded in tests/fixtures/k8s-wire admission/f4); a
 recommendation that disappears is removed (``recommendation: null``). The caller
 (``apply.run_cycle``) writes only when ``control.write_block_reason`` allows it: the
 kill switch, a paused cluster and dry run stop these writes like every other.

@@ -1,7 +1,7 @@
 """Registering the webhook: the MutatingWebhookConfiguration, installed and removed.
 
 ``webhook_configuration`` builds the object (shapes as kube-apiserver v1.36 stored
-them, ../shared/k8s-wire/admission/mutatingwebhookconfiguration.*): pods CREATE only,
+them, tests/fixtures/k8s-wire/admission/mutatingwebhookconfiguration.*): pods CREATE only,
 ``admissionReviewVersions [v1]``, ``sideEffects: None``, ``failurePolicy: Ignore``,
 ``timeoutSeconds`` at most 5, and two ways to opt out:
 
