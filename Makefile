@@ -11,6 +11,8 @@ REDOC_JS := static/vendor/redoc.standalone.js
 STATIC_MANIFEST := $(or $(VPAWEB_STATIC_ROOT),$(or $(VPAWEB_VAR_DIR),var)/staticfiles)/staticfiles.json
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
+# Test processes per run (pytest-xdist): one per core of the 2-core build machine.
+TEST_WORKERS ?= 2
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
@@ -46,14 +48,17 @@ run: setup var/secret_key $(STATIC_MANIFEST)
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py bootstrap
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py serve --host $(HOST) --port $(PORT)
 
-test: test-sqlite test-pg
+# Both runs, one after the other; the last line says how long the whole suite took.
+test: setup
+	@start=$$(date +%s); $(MAKE) --no-print-directory test-sqlite test-pg \
+		&& echo "make test: SQLite and PostgreSQL runs passed in $$(( $$(date +%s) - start )) s"
 
 test-sqlite: setup
-	SECRET_KEY=test-only-key $(PY) -m pytest -m "not integration"
+	SECRET_KEY=test-only-key $(PY) -m pytest -n $(TEST_WORKERS) -m "not integration"
 
 test-pg: setup
 	SECRET_KEY=test-only-key DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) \
-		$(PY) -m pytest -m "(integration or not browser) and not schemathesis"
+		$(PY) -m pytest -n $(TEST_WORKERS) -m "(integration or not browser) and not schemathesis"
 
 # The image and docker-compose.yml for real, with an engine of its own (needs root; see
 # tools/deploy/test-deploy.sh). The debootstrapped base is cached in ~/.cache/vpaweb-deploy.

@@ -4,7 +4,7 @@ The reference feeds each container one sample at a time into the one-sample-at-a
 port of upstream (tests/engine/reference.py) in upstream's integer units, recomputes at
 every hour, and scores each container-day with plain Python (sorted lists, loops), from
 the definitions in docs/replay.md. The trace is a real slice of Bitbrains
-(tests/data/traces/bitbrains_slice.csv.gz, six VMs x 4 days).
+(tests/fixtures/traces/bitbrains_slice.csv.gz, six VMs x 4 days).
 """
 
 from __future__ import annotations

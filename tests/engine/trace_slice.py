@@ -1,6 +1,6 @@
 """The real trace slice of the engine tests, and upstream's hourly answers for it.
 
-``tests/data/traces/bitbrains_slice.csv.gz``: six Bitbrains VMs x 4 days, copied
+``tests/fixtures/traces/bitbrains_slice.csv.gz``: six Bitbrains VMs x 4 days, copied
 unchanged from ``benchmarks/data/bitbrains_rnd.csv.gz``.
 """
 

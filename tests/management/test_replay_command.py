@@ -26,7 +26,7 @@ from recommender.services.replay import load_trace_file, run_replay, with_limits
 from tests.engine.test_replay import to_trace
 from tests.engine.trace_slice import read_slice
 
-SLICE = Path(__file__).parent.parent / "data" / "traces" / "bitbrains_slice.csv.gz"
+SLICE = Path(__file__).parent.parent / "fixtures" / "traces" / "bitbrains_slice.csv.gz"
 LIMITS = (
     "trace,container_id,n_samples,t_first_s,t_last_s,cpu_limit_cores,"
     "memory_limit_bytes,limit_source,limits_changed\n"
