@@ -22,7 +22,7 @@ from tests.conftest import service_missing
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 OVERLAYS = sorted(p.name for p in (DEPLOY / "overlays").iterdir() if p.is_dir())
-WRITER_PROVEN = ROOT.parent / "shared" / "k8s-wire" / "rbac-writer-proven.yaml"
+WRITER_ROLE = DEPLOY / "components" / "actuation" / "rbac-writer.yaml"
 K8S_VERSIONS = ("1.36.0", "1.37.0")
 # Custom resources of cert-manager: no schema in kubernetes-validate (checked below).
 CERT_MANAGER = "cert-manager.io/v1"
@@ -171,41 +171,52 @@ def test_off_only_overlays_cannot_write_to_the_cluster():
         assert not of_kind(objects, "Role")
 
 
-NAMESPACE_OPT_IN_RULE = {
-    "apiGroups": [""],
-    "resources": ["namespaces"],
-    "verbs": ["get", "list"],
-}
+@pytest.mark.parametrize("overlay", ["actuation", "actuation-cert-manager"])
+def test_the_actuation_overlays_bind_the_one_writer_role(overlay):
+    """The writer role the overlays render is the file every other path applies
+    (what it grants is checked in tests/cluster/test_kubernetes_rbac_writer.py)."""
+    objects = render(overlay)
+    roles = role_rules(objects)
+    assert set(roles) == {"vpaweb-reader", "vpaweb-writer"}
+    (role,) = [
+        d
+        for d in yaml.safe_load_all(WRITER_ROLE.read_text())
+        if d["kind"] == "ClusterRole"
+    ]
+    assert roles["vpaweb-writer"] == role["rules"]
+    for rule in roles["vpaweb-reader"]:
+        assert not set(rule["verbs"]) & WRITE_VERBS
+    bindings = {
+        b["roleRef"]["name"]: b["subjects"]
+        for b in of_kind(objects, "ClusterRoleBinding")
+    }
+    assert bindings["vpaweb-writer"] == [
+        {"kind": "ServiceAccount", "name": "vpaweb", "namespace": "vpaweb"}
+    ]
 
 
-def test_the_write_role_is_the_proven_one_minus_the_reader_plus_vpa_status():
-    if not WRITER_PROVEN.exists():
-        service_missing(f"{WRITER_PROVEN} (the shared wire recordings)")
-    proven = next(yaml.safe_load_all(WRITER_PROVEN.read_text()))["rules"]
-    for overlay in ("actuation", "actuation-cert-manager"):
-        roles = role_rules(render(overlay))
-        assert set(roles) == {"vpaweb-reader", "vpaweb-writer"}
-        # The proven role, plus the drop-in path's VPA status rule (last), which was
-        # recorded as an admin only (k8s-wire admission/f4); the reader gained the
-        # namespace list of the namespace opt-in after the recording (a plain
-        # get/list of a core resource, not re-proven).
-        reader = [r for r in roles["vpaweb-reader"] if r != NAMESPACE_OPT_IN_RULE]
-        assert len(reader) == len(roles["vpaweb-reader"]) - 1
-        assert reader + roles["vpaweb-writer"] == [
-            *proven,
-            {
-                "apiGroups": ["autoscaling.k8s.io"],
-                "resources": ["verticalpodautoscalers/status"],
-                "verbs": ["patch"],
-            },
-        ]
-        bindings = {
-            b["roleRef"]["name"]: b["subjects"]
-            for b in of_kind(render(overlay), "ClusterRoleBinding")
-        }
-        assert bindings["vpaweb-writer"] == [
-            {"kind": "ServiceAccount", "name": "vpaweb", "namespace": "vpaweb"}
-        ]
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_container_of_an_overlay_runs_the_release_image(overlay):
+    objects = render(overlay)
+    images = {}
+    for obj in objects:
+        if obj["kind"] not in ("Deployment", "StatefulSet", "Job"):
+            continue
+        pod = obj["spec"]["template"]["spec"]
+        for container in pod.get("initContainers", []) + pod["containers"]:
+            images[f"{obj['metadata']['name']}/{container['name']}"] = container[
+                "image"
+            ]
+    web = images["vpaweb-web/web"]
+    if overlay != "trial":
+        assert web == "registry.example.com/vpaweb:1.0.0"
+    # The trial's PostgreSQL and Redis run their own images.
+    ours = {
+        k: v
+        for k, v in images.items()
+        if not k.startswith(("vpaweb-postgres", "vpaweb-redis"))
+    }
+    assert ours == dict.fromkeys(ours, web)
 
 
 @pytest.mark.parametrize("overlay", ["actuation", "actuation-cert-manager"])
