@@ -69,7 +69,8 @@ PAGES = {
     "/rollups/?by=label": 7,
     "/workloads/": 11,
     "/workloads/?status=over&sort=savings": 11,
-    "/changes/": 9,
+    # the groups' count, the page's groups, their pods, their rejection reasons
+    "/changes/": 10,
     "/audit/": 8,
     "/runs/": 7,
     "/runs/?kind=backfill&status=running": 7,
