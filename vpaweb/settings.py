@@ -83,6 +83,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                # The kill switch and paused clusters in every page's header.
+                "recommender.web.context.safety",
             ],
             # The dashboard's filters live with the dashboard (recommender/web/).
             "libraries": {"dashboard": "recommender.web.templatetags.dashboard"},

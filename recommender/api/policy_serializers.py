@@ -17,7 +17,7 @@ from recommender.engine.profiles import MEMORY_ESTIMATORS, PROFILES
 from recommender.models import (
     Policy,
 )
-from recommender.services.policies import mode_consequence
+from recommender.services.policies import policy_consequence
 
 
 class ContainerPolicyEntrySerializer(serializers.Serializer):
@@ -211,7 +211,7 @@ class PolicySerializer(serializers.ModelSerializer):
         }
 
     def get_mode_consequence(self, obj: Policy) -> str:
-        return mode_consequence(obj.mode)
+        return policy_consequence(obj)
 
 
 class EvictionRequirementSerializer(ClosedSerializer):

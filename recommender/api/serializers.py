@@ -29,6 +29,7 @@ from recommender.models import (
     ResizeChange,
     Workload,
 )
+from recommender.services.actuation import control
 from recommender.services.actuation.vpa_status import container_recommendation_entry
 from recommender.services.advice.pod_spec import resource_list
 from recommender.services.cluster_health import cluster_failure
@@ -82,6 +83,10 @@ class ClusterSerializer(serializers.ModelSerializer):
         help_text="set while the cluster's latest refresh failed: the error and "
         "since when; null once a refresh succeeds"
     )
+    write_block_reason = serializers.SerializerMethodField(
+        help_text="why the updater writes nothing to this cluster now: the kill "
+        "switch, updates paused for the cluster, or dry run; null when none holds"
+    )
 
     class Meta:
         model = Cluster
@@ -97,8 +102,14 @@ class ClusterSerializer(serializers.ModelSerializer):
             "vpa_objects_without_target",
             "namespace_selector",
             "refresh_failure",
+            "updates_paused",
+            "write_block_reason",
         ]
-        read_only_fields = ["vpa_objects_without_target", "namespace_selector"]
+        read_only_fields = [
+            "vpa_objects_without_target",
+            "namespace_selector",
+            "updates_paused",
+        ]
 
     @extend_schema_field(ClusterFailureSerializer(allow_null=True))
     def get_refresh_failure(self, obj: Cluster) -> dict[str, Any] | None:
@@ -106,6 +117,13 @@ class ClusterSerializer(serializers.ModelSerializer):
         if failure is None:
             return None
         return dict(ClusterFailureSerializer(failure.as_dict()).data)
+
+    def get_write_block_reason(self, obj: Cluster) -> str | None:
+        if "kill_switch" not in self.context:  # read once for a whole list
+            self.context["kill_switch"] = control.kill_switch_reason()
+        return control.cluster_block_reason(
+            obj, kill_switch=self.context["kill_switch"]
+        )
 
 
 class LatestRecommendationSerializer(serializers.Serializer):

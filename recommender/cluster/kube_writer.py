@@ -7,11 +7,11 @@ must act on come back as ``WriteResult`` data (a PDB's 429 is "try later", a res
 ``SourceUnavailable``. Writes are not retried here: the updater's next cycle is the
 retry, after it has looked at the pod again.
 
-The request shapes follow tests/fixtures/k8s-wire: a policy/v1 ``Eviction`` body
-(eviction/05), a strategic merge patch of ``pods/<name>/resize`` naming each container
-(resize/02; a JSON merge patch would replace the whole list, resize/25), a core/v1
-``Event`` with ``involvedObject`` and ``reportingComponent`` (events/01), Leases with
-MicroTime timestamps of exactly six fractional digits (lease/01, lease/09).
+The request shapes follow the recordings in tests/fixtures/k8s-wire: a policy/v1
+``Eviction`` body (eviction/05), a strategic merge patch of ``pods/<name>/resize``
+naming each container (resize/02; a JSON merge patch would replace the whole list,
+resize/25), a core/v1 ``Event`` with ``involvedObject`` and ``reportingComponent``
+(events/01).
 
 The admission webhook's registration (``apply_webhook_configuration``,
 ``delete_webhook_configuration``) is at the end of the class.
@@ -32,7 +32,7 @@ from kubernetes.client.exceptions import ApiException
 
 from recommender.cluster import kube_client
 from recommender.cluster.kube_client import KubeClientSettings
-from recommender.cluster.writer import ContainerResize, LeaseState, WriteResult
+from recommender.cluster.writer import ContainerResize, WriteResult
 from recommender.engine.quantity import resource_list
 from recommender.errors import SourceUnavailable
 
@@ -58,17 +58,6 @@ def resize_patch(containers: tuple[ContainerResize, ...]) -> dict[str, Any]:
             resources["limits"] = resource_list(container.limits)
         patched.append({"name": container.name, "resources": resources})
     return {"spec": {"containers": patched}}
-
-
-def micro_time(when: datetime) -> str:
-    """A MicroTime: UTC with exactly six fractional digits and ``Z`` (lease/09)."""
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _parse_micro_time(text: Any) -> datetime | None:
-    if not text:
-        return None
-    return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
 
 
 class KubernetesWriter:
@@ -164,17 +153,6 @@ class KubernetesWriter:
             query=[("dryRun", "All")] if dry_run else None,
         )
 
-    def annotate_pod(
-        self, *, namespace: str, name: str, annotations: Mapping[str, str | None]
-    ) -> WriteResult:
-        """Merge-patch the pod's annotations (None removes one)."""
-        return self._call(
-            "PATCH",
-            f"/api/v1/namespaces/{namespace}/pods/{name}",
-            body={"metadata": {"annotations": dict(annotations)}},
-            content_type=MERGE,
-        )
-
     def record_event(
         self,
         *,
@@ -214,55 +192,6 @@ class KubernetesWriter:
             "reportingInstance": self.instance,
         }
         return self._call("POST", f"/api/v1/namespaces/{namespace}/events", body=body)
-
-    def read_lease(self, *, namespace: str, name: str) -> LeaseState | None:
-        """The Lease, or None when absent (a GET, kept here beside its write)."""
-        result = self._call(
-            "GET", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
-        )
-        if result.status == 404:
-            return None
-        if not result.ok:
-            raise SourceUnavailable(
-                f"cluster {self.cluster_name!r}: cannot read Lease "
-                f"{namespace}/{name}: HTTP {result.status} {result.message}"
-            )
-        spec = result.body.get("spec") or {}
-        return LeaseState(
-            name=name,
-            namespace=namespace,
-            holder=spec.get("holderIdentity") or "",
-            duration_s=int(spec.get("leaseDurationSeconds") or 0),
-            acquired_at=_parse_micro_time(spec.get("acquireTime")),
-            renewed_at=_parse_micro_time(spec.get("renewTime")),
-            resource_version=(result.body.get("metadata") or {}).get(
-                "resourceVersion", ""
-            ),
-        )
-
-    def write_lease(self, *, lease: LeaseState, create: bool) -> WriteResult:
-        """Create the Lease, or replace it at its resource_version (409 if stale)."""
-        metadata: dict[str, Any] = {"name": lease.name, "namespace": lease.namespace}
-        if not create:
-            metadata["resourceVersion"] = lease.resource_version
-        spec: dict[str, Any] = {
-            "holderIdentity": lease.holder,
-            "leaseDurationSeconds": lease.duration_s,
-        }
-        if lease.acquired_at is not None:
-            spec["acquireTime"] = micro_time(lease.acquired_at)
-        if lease.renewed_at is not None:
-            spec["renewTime"] = micro_time(lease.renewed_at)
-        body = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": metadata,
-            "spec": spec,
-        }
-        base = f"/apis/coordination.k8s.io/v1/namespaces/{lease.namespace}/leases"
-        if create:
-            return self._call("POST", base, body=body)
-        return self._call("PUT", f"{base}/{lease.name}", body=body)
 
     def write_vpa_status(
         self, *, namespace: str, name: str, status: Mapping[str, Any]

@@ -11,7 +11,7 @@ discovery:
 - an eviction recreates the pod at once under a new uid, with the requests the
   admission path gives it (the store asks ``admit``); answered 201 with the ``Status``
   body the Eviction API sends (eviction/05); a missing pod is 404 (eviction/11);
-- Events are kept in memory (``events``), Leases and VPA status are not simulated
+- Events are kept in memory (``events``), VPA status is not simulated
   (404, as a cluster without them would answer).
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from recommender.cluster.writer import ContainerResize, LeaseState, WriteResult
+from recommender.cluster.writer import ContainerResize, WriteResult
 
 SUCCESS = {
     "kind": "Status",
@@ -58,12 +58,6 @@ class SimulatedPodStore(Protocol):
 
     def recreate(self, namespace: str, name: str) -> None:
         """Evict the pod and recreate it through the admission path."""
-        ...
-
-    def annotate(
-        self, namespace: str, name: str, annotations: Mapping[str, str | None]
-    ) -> None:
-        """Merge annotations into the pod."""
         ...
 
 
@@ -115,15 +109,6 @@ class SimulatedWriter:
             self.store.recreate(namespace, name)
         return WriteResult(status=201, body=SUCCESS)
 
-    def annotate_pod(
-        self, *, namespace: str, name: str, annotations: Mapping[str, str | None]
-    ) -> WriteResult:
-        """Merge annotations (200)."""
-        if not self.store.exists(namespace, name):
-            return _not_found("pods", name)
-        self.store.annotate(namespace, name, annotations)
-        return WriteResult(status=200, body={"metadata": {"name": name}})
-
     def record_event(
         self,
         *,
@@ -137,14 +122,6 @@ class SimulatedWriter:
         """Keep the Event in memory (201)."""
         self.events.append(SimulatedEvent(namespace, pod, reason, message, event_type))
         return WriteResult(status=201, body={"kind": "Event"})
-
-    def read_lease(self, *, namespace: str, name: str) -> LeaseState | None:
-        """The simulated cluster has no Leases."""
-        return None
-
-    def write_lease(self, *, lease: LeaseState, create: bool) -> WriteResult:
-        """Not simulated: the updater locks simulated clusters in the database."""
-        return _not_found("leases.coordination.k8s.io", lease.name)
 
     def write_vpa_status(
         self, *, namespace: str, name: str, status: Mapping[str, Any]

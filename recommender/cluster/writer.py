@@ -1,11 +1,13 @@
 """The one interface through which vpaweb writes to a cluster.
 
-Every write vpaweb ever makes (an in-place resize, an eviction, a pod annotation, an
-Event, a Lease for leader election, a VerticalPodAutoscaler status, the admission
-webhook's registration) is a method of ``ClusterWriter``. Nothing else in the project
-may send a non-GET request to a cluster: a static test checks that no other module
-calls a write method of the Kubernetes client, and tests against the fake API server
-check that a cluster whose workloads are all Off receives no write at all.
+Every write vpaweb ever makes (an in-place resize, an eviction, an Event, a
+VerticalPodAutoscaler status, the admission webhook's registration) is a method of
+``ClusterWriter``, and every method has a caller: the writer role
+(deploy/components/actuation/rbac-writer.yaml) grants exactly what these methods send,
+which tests/cluster/test_kubernetes_rbac_writer.py checks both ways. Nothing else in
+the project may send a non-GET request to a cluster: a static test checks that no other
+module calls a write method of the Kubernetes client, and tests against the fake API
+server check that a cluster whose workloads are all Off receives no write at all.
 
 Implementations: the Kubernetes writer (official client) and the simulated cluster's.
 Callers get one through ``services`` (one function choosing the implementation for a
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Protocol
 
 from recommender.engine.resources import Resources
@@ -52,19 +53,6 @@ class ContainerResize:
     limits: Resources = Resources()
 
 
-@dataclass(frozen=True)
-class LeaseState:
-    """A coordination.k8s.io/v1 Lease as read or written."""
-
-    name: str
-    namespace: str
-    holder: str
-    duration_s: int
-    acquired_at: datetime | None
-    renewed_at: datetime | None
-    resource_version: str = ""
-
-
 class ClusterWriter(Protocol):
     """Writes to one cluster. Every method is one API request (plus its retries)."""
 
@@ -80,12 +68,6 @@ class ClusterWriter(Protocol):
         """POST a policy/v1 Eviction (the API server enforces PodDisruptionBudgets)."""
         ...
 
-    def annotate_pod(
-        self, *, namespace: str, name: str, annotations: Mapping[str, str | None]
-    ) -> WriteResult:
-        """Merge-patch the pod's annotations (None removes one)."""
-        ...
-
     def record_event(
         self,
         *,
@@ -97,14 +79,6 @@ class ClusterWriter(Protocol):
         event_type: str = "Normal",
     ) -> WriteResult:
         """Create an Event on the pod with vpaweb's own reason."""
-        ...
-
-    def read_lease(self, *, namespace: str, name: str) -> LeaseState | None:
-        """The Lease, or None when absent (a GET, kept here beside its write)."""
-        ...
-
-    def write_lease(self, *, lease: LeaseState, create: bool) -> WriteResult:
-        """Create the Lease, or replace it at its resource_version (409 if stale)."""
         ...
 
     def write_vpa_status(

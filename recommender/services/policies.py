@@ -129,6 +129,20 @@ def mode_consequence(mode: str) -> str:
     return MODE_CONSEQUENCES.get(mode, f"Unknown mode {mode!r}.")
 
 
+def policy_consequence(policy: Policy) -> str:
+    """What the policy's mode does to the workload's pods, and who does it: vpaweb for
+    its own policies, upstream VPA's components for one mirroring a VPA object."""
+    if policy.is_mirrored:
+        return (
+            f"Managed by {policy.managed_by}: upstream VPA's own components (its "
+            "admission controller and updater) act on this workload's pods as that "
+            "mode says; vpaweb never does: it shows the policy and writes nothing to "
+            "the workload, its pods or the object. Adopt the policy to let vpaweb act "
+            "instead."
+        )
+    return mode_consequence(policy.mode)
+
+
 def policy_snapshot(policy: Policy) -> dict[str, Any]:
     """The changeable fields of ``policy`` as JSON, for audit before/after."""
     return {

@@ -7,11 +7,18 @@ rejections stay in ``views.py`` (``change_approve``, ``change_reject``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
 from django.conf import settings
 from django.contrib import messages
-from django.core.paginator import Paginator
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, F, Max, Q, QuerySet, Window
+from django.db.models.functions import RowNumber
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
@@ -21,7 +28,101 @@ from recommender.roles import Role
 from recommender.services.actuation import approvals, bulk, control
 from recommender.web.access import acting_user, is_htmx, require_role
 
-CHANGES_PAGE_SIZE = 50
+CHANGES_PAGE_SIZE = 50  # groups (a workload's pods of one status and method) a page
+PODS_SHOWN = 50  # a group's pods listed when it is expanded (the newest first)
+
+
+@dataclass
+class ChangeGroup:
+    """One row of the Changes page: a workload's changes of one status and method
+    (its replicas), newest first; the row expands to one line per pod."""
+
+    workload: Workload
+    status: str
+    method: str
+    pods: int  # how many changes the group has (``changes`` lists PODS_SHOWN at most)
+    changes: list[ResizeChange]
+
+    @property
+    def first(self) -> ResizeChange:
+        """The newest change: the row shows its resize and reason."""
+        return self.changes[0]
+
+    @property
+    def is_uniform(self) -> bool:
+        """True when every listed pod gets the same resize from the same requests."""
+        return all(
+            c.resources_after == self.first.resources_after
+            and c.resources_before == self.first.resources_before
+            for c in self.changes
+        )
+
+    def _span(self, attribute: str) -> tuple[datetime, datetime] | None:
+        times = [t for c in self.changes if (t := getattr(c, attribute)) is not None]
+        return (min(times), max(times)) if times else None
+
+    @property
+    def decided(self) -> tuple[datetime, datetime] | None:
+        """First and last decision (approval, or rejection for rejected rows)."""
+        return self._span("decided_at")
+
+    @property
+    def applied(self) -> tuple[datetime, datetime] | None:
+        """First and last time the updater sent the write."""
+        return self._span("applied_at")
+
+    @property
+    def verified(self) -> tuple[datetime, datetime] | None:
+        """First and last time a pod was seen carrying the new requests."""
+        return self._span("verified_at")
+
+
+def change_groups(
+    changes: QuerySet[ResizeChange], page_number: str | int
+) -> tuple[Page[dict[str, Any]], list[ChangeGroup]]:
+    """A page of groups of the filtered changes, newest group first: the paginator's
+    count, the page's groups, their pods (a window over the page's groups) and their
+    rejection reasons, whatever the number of groups or pods."""
+    keys = (
+        changes.order_by()
+        .values("workload_id", "status", "method")
+        .annotate(pods=Count("pk"), latest=Max("created_at"))
+        .order_by("-latest", "workload_id", "status", "method")
+    )
+    page = Paginator(keys, CHANGES_PAGE_SIZE).get_page(page_number)
+    of_page = Q(pk__in=[])
+    for key in page:
+        of_page |= Q(
+            workload_id=key["workload_id"], status=key["status"], method=key["method"]
+        )
+    rank = Window(
+        RowNumber(),
+        partition_by=[F("workload_id"), F("status"), F("method")],
+        order_by=[F("created_at").desc(), F("id").desc()],
+    )
+    listed_changes = with_rejection_reasons(
+        list(changes.filter(of_page).annotate(rank=rank).filter(rank__lte=PODS_SHOWN))
+    )
+    rows: dict[tuple[int, str, str], list[ResizeChange]] = {}
+    for change in listed_changes:
+        rows.setdefault((change.workload_id, change.status, change.method), []).append(
+            change
+        )
+    groups = []
+    for key in page:
+        listed = rows.get((key["workload_id"], key["status"], key["method"]))
+        if not listed:
+            continue  # decided between the two queries
+        groups.append(
+            ChangeGroup(
+                workload=listed[0].workload,
+                status=key["status"],
+                method=key["method"],
+                pods=key["pods"],
+                changes=listed,
+            )
+        )
+    return page, groups
 
 
 def updater_state() -> dict[str, object]:
@@ -84,11 +185,11 @@ def changes(request: HttpRequest) -> HttpResponse:
         qs = qs.filter(workload__cluster__name=cluster)
     if namespace:
         qs = qs.filter(workload__namespace=namespace)
-    page = Paginator(qs, CHANGES_PAGE_SIZE).get_page(request.GET.get("page", 1))
-    with_rejection_reasons(list(page))
+    page, groups = change_groups(qs, request.GET.get("page", 1))
     filtered = bool(status or method or cluster or namespace)
     context = {
         "page_obj": page,
+        "groups": groups,
         "status": status,
         "method": method,
         "cluster": cluster,
@@ -108,16 +209,40 @@ def changes(request: HttpRequest) -> HttpResponse:
 @require_POST
 @require_role(Role.OPERATOR)
 def changes_bulk_approve(request: HttpRequest) -> HttpResponse:
-    """Approve every proposed change of a workload, or of a cluster's namespace."""
+    """Approve every proposed change of a workload, or of a cluster's namespace: the
+    first post shows what would be approved and asks to confirm (as a switch of mode
+    does); the confirmed post approves exactly the changes shown."""
     raw_workload = request.POST.get("workload", "").strip()
+    scope: dict[str, Any] = {
+        "cluster": request.POST.get("cluster", "").strip() or None,
+        "namespace": request.POST.get("namespace", "").strip() or None,
+    }
+    back = "changes"
     try:
-        workload_id = int(raw_workload) if raw_workload else None
+        scope["workload_id"] = int(raw_workload) if raw_workload else None
+        if scope["workload_id"] is not None:
+            back = reverse("workload", args=[scope["workload_id"]])
+        selection = bulk.proposed_changes(**scope)
+        if request.POST.get("confirm") != "yes":
+            shown = list(selection.select_related("workload__cluster")[: bulk.MAX_BULK])
+            return render(
+                request,
+                "recommender/changes_bulk_confirm.html",
+                {
+                    "page": "changes",
+                    "scope": scope,
+                    "changes": shown,
+                    "more": selection.count() - len(shown),
+                    "workloads": _by_workload(shown),
+                    "back": back,
+                },
+            )
+        confirmed = [int(pk) for pk in request.POST.getlist("change")]
         result = bulk.approve_all(
             approved_by=acting_user(request),
             now=timezone.now(),
-            workload_id=workload_id,
-            cluster=request.POST.get("cluster", "").strip() or None,
-            namespace=request.POST.get("namespace", "").strip() or None,
+            change_ids=confirmed,
+            **scope,
         )
     except ValueError:
         messages.error(request, f"workload must be a number, not {raw_workload!r}")
@@ -129,9 +254,19 @@ def changes_bulk_approve(request: HttpRequest) -> HttpResponse:
     if result.skipped:
         text += f" Skipped {len(result.skipped)} decided meanwhile."
     messages.success(request, text)
-    if workload_id is not None:
-        return redirect("workload", pk=workload_id)
-    return redirect("changes")
+    return redirect(back)
+
+
+def _by_workload(changes: list[ResizeChange]) -> list[dict[str, Any]]:
+    """The confirmation's lines: each workload once, with its pods."""
+    lines: dict[int, dict[str, Any]] = {}
+    for change in changes:
+        line = lines.setdefault(
+            change.workload_id,
+            {"workload": change.workload, "pods": [], "first": change},
+        )
+        line["pods"].append(change.pod)
+    return list(lines.values())
 
 
 @require_POST

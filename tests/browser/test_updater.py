@@ -74,7 +74,13 @@ def test_switch_approve_and_see_the_requests_change(page, browser, live_server):
     later = now + timedelta(minutes=1)
     assert run_cycle(cluster, now=later, holder="t").proposed > 0
     page.goto(f"/changes/?namespace={workload.namespace}")
-    row = page.locator("#changes-table tbody tr").first
+    # One row per workload; expanding it lists each pod's change.
+    group = page.get_by_test_id("change-group").first
+    assert "proposed" in group.get_by_test_id("change-group-status").inner_text()
+    pods = group.get_by_test_id("change-group-pods")
+    if pods.get_attribute("open") is None:
+        pods.locator("summary").click()
+    row = group.locator("table.change-pods tbody tr").first
     assert "proposed" in row.get_by_test_id("change-status").inner_text()
     change = ResizeChange.objects.get(pk=int(row.get_attribute("id").split("-")[1]))
     screenshot(page, "21-updater-proposed")
@@ -90,6 +96,7 @@ def test_switch_approve_and_see_the_requests_change(page, browser, live_server):
     assert change.status == "applied"
     page.goto("/changes/?status=applied")
     applied = page.locator(f"#change-{change.pk}")
+    assert "verified" in applied.get_by_test_id("change-verified").inner_text()
     observed = applied.get_by_test_id("change-observed").first.inner_text()
     _, after = next(iter(change.resources_after.items()))
     assert f"pod has: cpu {humanize_cpu(after['requests']['cpu'])}" in observed
@@ -102,7 +109,7 @@ def test_switch_approve_and_see_the_requests_change(page, browser, live_server):
     problems.watch(viewer)
     _log_in(viewer, "victor")
     viewer.goto("/changes/")
-    assert viewer.locator("#changes-table tbody tr").count() >= 1
+    assert viewer.get_by_test_id("change-group").count() >= 1
     assert viewer.locator("button:text('Approve')").count() == 0
     assert viewer.get_by_test_id("bulk-approve").count() == 0
     context.close()

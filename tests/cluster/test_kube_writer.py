@@ -1,16 +1,15 @@
 """The Kubernetes ClusterWriter against the fake API server, which answers as the
-recordings in tests/fixtures/k8s-wire do: evictions, resizes, Events, Leases."""
+recordings in tests/fixtures/k8s-wire do: evictions, resizes, Events."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from recommender.cluster.writer import ContainerResize, LeaseState
+from recommender.cluster.writer import ContainerResize
 from recommender.engine.resources import Resources
 from tests.k8s_fake.actuation import FakeCluster, deployment, fake_cluster, pdb, pod
 
@@ -197,31 +196,3 @@ def test_an_event_is_created_on_the_pod_like_the_recording(cluster):
     assert set(sent) == set(recorded_body)
     assert sent["involvedObject"]["kind"] == "Pod"
     assert sent["reportingComponent"] == "vpaweb-updater"
-
-
-def test_leases_create_conflict_and_microtime(cluster):
-    now = datetime(2026, 11, 24, 6, 0, 0, 123456, tzinfo=UTC)
-    lease = LeaseState("vpaweb-updater", "vpaweb", "worker-a", 30, now, now)
-    assert cluster.writer.write_lease(lease=lease, create=True).status == 201
-    again = cluster.writer.write_lease(lease=lease, create=True)
-    assert again.status == 409 and again.reason == "AlreadyExists"
-    current = cluster.writer.read_lease(namespace="vpaweb", name="vpaweb-updater")
-    assert current is not None and current.holder == "worker-a"
-    assert current.renewed_at == now
-    sent = json.loads(cluster.server.write_verbs()[0].body)
-    assert sent["spec"]["renewTime"] == "2026-11-24T06:00:00.123456Z"
-    from dataclasses import replace
-
-    renewed = cluster.writer.write_lease(
-        lease=replace(current, holder="worker-b"), create=False
-    )
-    assert renewed.status == 200
-    stale = cluster.writer.write_lease(
-        lease=replace(current, holder="worker-c"), create=False
-    )
-    assert stale.status == 409 and stale.reason == "Conflict"
-    unversioned = cluster.writer.write_lease(
-        lease=replace(current, resource_version=""), create=False
-    )
-    assert unversioned.status == 422
-    assert cluster.writer.read_lease(namespace="vpaweb", name="absent") is None

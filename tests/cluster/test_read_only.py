@@ -86,9 +86,7 @@ def test_no_module_of_vpaweb_calls_a_kubernetes_write_method():
 WRITER_METHODS = {
     "resize_pod",
     "evict_pod",
-    "annotate_pod",
     "record_event",
-    "write_lease",
     "write_vpa_status",
     "apply_webhook_configuration",
     "delete_webhook_configuration",
@@ -108,7 +106,7 @@ def test_the_writer_interface_lists_exactly_these_write_methods():
         if isinstance(node, ast.ClassDef) and node.name == "ClusterWriter"
     )
     methods = {item.name for item in protocol.body if isinstance(item, ast.FunctionDef)}
-    assert methods - {"read_lease", "close"} == WRITER_METHODS
+    assert methods - {"close"} == WRITER_METHODS
 
 
 def test_only_the_updater_and_the_webhook_registration_call_a_writer_method():

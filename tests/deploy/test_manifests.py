@@ -22,7 +22,7 @@ from tests.conftest import service_missing
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 OVERLAYS = sorted(p.name for p in (DEPLOY / "overlays").iterdir() if p.is_dir())
-WRITER_PROVEN = ROOT / "tests" / "fixtures" / "k8s-wire" / "rbac-writer-proven.yaml"
+WRITER_ROLE = DEPLOY / "components" / "actuation" / "rbac-writer.yaml"
 K8S_VERSIONS = ("1.36.0", "1.37.0")
 # Custom resources of cert-manager: no schema in kubernetes-validate (checked below).
 CERT_MANAGER = "cert-manager.io/v1"
@@ -102,10 +102,11 @@ def test_cert_manager_objects_are_an_issuer_and_a_certificate_for_the_service():
         "kind": "Issuer",
         "name": "vpaweb-selfsigned",
     }
-    hook = named(objects, "MutatingWebhookConfiguration", "vpaweb-webhook")
-    assert hook["metadata"]["annotations"] == {
-        "cert-manager.io/inject-ca-from": "vpaweb/vpaweb-webhook"
-    }
+    (install,) = named(objects, "Job", "vpaweb-webhook-install")["spec"]["template"][
+        "spec"
+    ]["containers"]
+    assert "--cert-manager=vpaweb/vpaweb-webhook" in install["args"]
+    assert not [a for a in install["args"] if a.startswith("--ca-bundle")]
     assert not [o for o in render("actuation") if o["apiVersion"] == CERT_MANAGER]
 
 
@@ -171,69 +172,83 @@ def test_off_only_overlays_cannot_write_to_the_cluster():
         assert not of_kind(objects, "Role")
 
 
-NAMESPACE_OPT_IN_RULE = {
-    "apiGroups": [""],
-    "resources": ["namespaces"],
-    "verbs": ["get", "list"],
-}
+@pytest.mark.parametrize("overlay", ["actuation", "actuation-cert-manager"])
+def test_the_actuation_overlays_bind_the_one_writer_role(overlay):
+    """The writer role the overlays render is the file every other path applies
+    (what it grants is checked in tests/cluster/test_kubernetes_rbac_writer.py)."""
+    objects = render(overlay)
+    roles = role_rules(objects)
+    assert set(roles) == {"vpaweb-reader", "vpaweb-writer"}
+    (role,) = [
+        d
+        for d in yaml.safe_load_all(WRITER_ROLE.read_text())
+        if d["kind"] == "ClusterRole"
+    ]
+    assert roles["vpaweb-writer"] == role["rules"]
+    for rule in roles["vpaweb-reader"]:
+        assert not set(rule["verbs"]) & WRITE_VERBS
+    bindings = {
+        b["roleRef"]["name"]: b["subjects"]
+        for b in of_kind(objects, "ClusterRoleBinding")
+    }
+    assert bindings["vpaweb-writer"] == [
+        {"kind": "ServiceAccount", "name": "vpaweb", "namespace": "vpaweb"}
+    ]
 
 
-def test_the_write_role_is_the_proven_one_minus_the_reader_plus_vpa_status():
-    proven = next(yaml.safe_load_all(WRITER_PROVEN.read_text()))["rules"]
-    for overlay in ("actuation", "actuation-cert-manager"):
-        roles = role_rules(render(overlay))
-        assert set(roles) == {"vpaweb-reader", "vpaweb-writer"}
-        # The proven role, plus the drop-in path's VPA status rule (last), which was
-        # recorded as an admin only (k8s-wire admission/f4); the reader gained the
-        # namespace list of the namespace opt-in after the recording (a plain
-        # get/list of a core resource, not re-proven).
-        reader = [r for r in roles["vpaweb-reader"] if r != NAMESPACE_OPT_IN_RULE]
-        assert len(reader) == len(roles["vpaweb-reader"]) - 1
-        assert reader + roles["vpaweb-writer"] == [
-            *proven,
-            {
-                "apiGroups": ["autoscaling.k8s.io"],
-                "resources": ["verticalpodautoscalers/status"],
-                "verbs": ["patch"],
-            },
-        ]
-        bindings = {
-            b["roleRef"]["name"]: b["subjects"]
-            for b in of_kind(render(overlay), "ClusterRoleBinding")
-        }
-        assert bindings["vpaweb-writer"] == [
-            {"kind": "ServiceAccount", "name": "vpaweb", "namespace": "vpaweb"}
-        ]
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_container_of_an_overlay_runs_the_release_image(overlay):
+    objects = render(overlay)
+    images = {}
+    for obj in objects:
+        if obj["kind"] not in ("Deployment", "StatefulSet", "Job"):
+            continue
+        pod = obj["spec"]["template"]["spec"]
+        for container in pod.get("initContainers", []) + pod["containers"]:
+            images[f"{obj['metadata']['name']}/{container['name']}"] = container[
+                "image"
+            ]
+    web = images["vpaweb-web/web"]
+    if overlay != "trial":
+        assert web == "registry.example.com/vpaweb:1.0.0"
+    # The trial's PostgreSQL and Redis run their own images.
+    ours = {
+        k: v
+        for k, v in images.items()
+        if not k.startswith(("vpaweb-postgres", "vpaweb-redis"))
+    }
+    assert ours == dict.fromkeys(ours, web)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_no_overlay_renders_the_webhook_configuration(overlay):
+    """`webhook install` owns the MutatingWebhookConfiguration: an overlay that rendered
+    one would fight it (re-applying it after an install by URL is a 422, after the
+    Job's install it drops the opt-out, the path and the timeout)."""
+    assert not of_kind(render(overlay), "MutatingWebhookConfiguration")
+    assert not of_kind(render(overlay), "ValidatingWebhookConfiguration")
 
 
 @pytest.mark.parametrize("overlay", ["actuation", "actuation-cert-manager"])
-def test_the_webhook_fails_open_fast_and_never_sees_its_own_namespace(overlay):
+def test_the_webhook_service_and_deployment_match(overlay):
     objects = render(overlay)
-    config = named(objects, "MutatingWebhookConfiguration", "vpaweb-webhook")
-    (hook,) = config["webhooks"]
-    assert hook["failurePolicy"] == "Ignore"
-    assert hook["timeoutSeconds"] <= 5
-    assert hook["sideEffects"] == "None"
-    assert hook["namespaceSelector"]["matchExpressions"] == [
-        {
-            "key": "kubernetes.io/metadata.name",
-            "operator": "NotIn",
-            "values": ["kube-system", "vpaweb"],
-        }
-    ]
-    service = hook["clientConfig"]["service"]
-    assert (
-        named(objects, "Service", service["name"])["metadata"]["namespace"]
-        == (service["namespace"])
-    )
+    (install,) = named(objects, "Job", "vpaweb-webhook-install")["spec"]["template"][
+        "spec"
+    ]["containers"]
+    namespace, _, name = next(
+        a.split("=", 1)[1] for a in install["args"] if a.startswith("--service=")
+    ).partition("/")
+    service = named(objects, "Service", name)
+    assert service["metadata"]["namespace"] == namespace
+    assert service["spec"]["ports"][0]["port"] == 443  # the port install writes
     deployment = named(objects, "Deployment", "vpaweb-webhook")
     volumes = deployment["spec"]["template"]["spec"]["volumes"]
     assert {"name": "tls", "secret": {"secretName": "vpaweb-webhook-tls"}} in volumes
 
 
-def test_without_cert_manager_a_job_installs_the_hook_with_the_secrets_ca():
+def test_without_cert_manager_the_job_installs_the_hook_with_the_secrets_ca():
     objects = render("actuation")
-    job = named(objects, "Job", "vpaweb-webhook-certs")
+    job = named(objects, "Job", "vpaweb-webhook-install")
     spec = job["spec"]["template"]["spec"]
     (install,) = spec["containers"]
     assert install["args"][:3] == ["manage", "webhook", "install"]
@@ -279,10 +294,7 @@ def test_the_webhook_manifests_call_the_real_webhook_command(overlay):
             assert options["key"] == f"{mount['tls']}/tls.key"
             for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
                 assert container[probe]["httpGet"]["path"] == "/healthz"
-    expected = {("vpaweb-webhook", "serve")}
-    if overlay == "actuation":
-        expected.add(("vpaweb-webhook-certs", "install"))
-    assert seen == expected
+    assert seen == {("vpaweb-webhook", "serve"), ("vpaweb-webhook-install", "install")}
 
 
 def test_the_trial_runs_its_own_database_and_broker():

@@ -347,8 +347,10 @@ def test_changes_page_filters_and_bulk_approves_by_namespace(operator_client, db
         b"No changes match these filters"
         in operator_client.get("/changes/?namespace=elsewhere").content
     )
+    # Bulk approval asks first (tests/web/test_changes_page.py), then approves.
     response = operator_client.post(
-        "/changes/approve", {"cluster": "prod", "namespace": "shop"}
+        "/changes/approve",
+        {"cluster": "prod", "namespace": "shop", "confirm": "yes", "change": change.pk},
     )
     assert response.status_code == 302
     change.refresh_from_db()

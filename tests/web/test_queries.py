@@ -60,15 +60,17 @@ def _count(client, path: str) -> int:
     return len(queries)
 
 
+# Every page's header reads the safety state (kill switch, paused clusters): one query.
 PAGES = {
     # + the admission webhook counts, the VPA objects without a target and the
     # failing clusters (one query when none fails)
     "/": 17,
-    # session, user, role; the rollup, the trend, the cluster names
-    "/rollups/?by=label": 6,
-    "/workloads/": 10,
-    "/workloads/?status=over&sort=savings": 10,
-    "/changes/": 8,
+    # session, user, role; the rollup, the trend, the cluster names; the header
+    "/rollups/?by=label": 7,
+    "/workloads/": 11,
+    "/workloads/?status=over&sort=savings": 11,
+    # the groups' count, the page's groups, their pods, their rejection reasons
+    "/changes/": 10,
     "/audit/": 8,
     "/runs/": 7,
     "/runs/?kind=backfill&status=running": 7,
@@ -103,7 +105,7 @@ def test_workload_page_has_bounded_queries(
         for n in range(5):
             make_recommendation(container, cpu_millicores=100 + n)
 
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(13):
         response = viewer_client.get(f"/workloads/{workload.pk}/")
 
     assert response.status_code == 200
@@ -127,7 +129,7 @@ def test_workload_page_with_overrides_and_the_editor_has_bounded_queries(
         )
         for container in workload.containers.all():
             make_recommendation(container, cpu_millicores=100)
-        with django_assert_max_num_queries(12):
+        with django_assert_max_num_queries(13):
             body = operator_client.get(f"/workloads/{workload.pk}/").content.decode()
         assert "CPU target percentile p90 → p95" in body
         assert 'name="ov-cpu_target_percentile" value="0.95"' in body

@@ -125,3 +125,22 @@ def test_the_workload_list_marks_mirrored_and_conflicting_workloads(viewer, oper
     page = client_for(viewer).get(reverse("workloads")).content.decode()
     assert 'data-testid="managed-by-vpa"' not in page
     assert page.count('data-testid="vpa-conflict-badge"') == 1
+
+
+def test_a_mirrored_policy_says_upstream_vpa_acts_not_vpaweb(viewer):
+    workload, own = mirrored(mode="Initial")
+    client = client_for(viewer)
+
+    policy = client.get(f"/api/v1/workloads/{workload.pk}/policy").json()
+    page = page_of(viewer, workload)
+
+    explained = policy["mode_consequence"]
+    assert "VerticalPodAutoscaler shop/web-vpa (mode Initial)" in explained
+    assert "upstream VPA's own components" in explained
+    assert "vpaweb never does" in explained
+    assert "admission webhook when they are created" not in explained
+    assert "New pods are created as submitted" in page
+    # vpaweb's own policy in Initial keeps the webhook's explanation.
+    Policy.objects.filter(workload=own).update(mode="Initial")
+    own_policy = client.get(f"/api/v1/workloads/{own.pk}/policy").json()
+    assert "vpaweb's admission webhook" in own_policy["mode_consequence"]

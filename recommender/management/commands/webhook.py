@@ -5,7 +5,8 @@
   ``GET /healthz``, until SIGTERM or Ctrl-C.
 - ``install --cluster NAME (--url URL | --service NS/NAME) [--ca-bundle FILE]
   [--timeout S]``: create or update the MutatingWebhookConfiguration in that cluster
-  (needs the write role of deploy/rbac-webhook.yaml). ``--print`` shows it instead.
+  (needs the writer role,
+  deploy/components/actuation/rbac-writer.yaml). ``--print`` shows it instead.
 - ``uninstall --cluster NAME``: delete it; pods are then created as submitted.
 - ``certs --out DIR (--service NS/NAME | --dns NAME ... | --ip ADDR ...)``: a CA and
   serving certificate for clusters without cert-manager.

@@ -5,10 +5,12 @@ ones: a change someone else decided meanwhile is skipped and counted, not forced
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.contrib.auth.models import User
+from django.db.models import QuerySet
 
 from recommender.errors import Conflict, InvalidInput, NotFound
 from recommender.models import Cluster, ResizeChange, Workload
@@ -26,16 +28,14 @@ class BulkResult:
     skipped: dict[int, str] = field(default_factory=dict)
 
 
-def approve_all(
+def proposed_changes(
     *,
-    approved_by: User | None,
-    now: datetime,
     workload_id: int | None = None,
     cluster: str | None = None,
     namespace: str | None = None,
-    actor_label: str | None = None,
-) -> BulkResult:
-    """Approve every proposed change of a workload, or of a cluster's namespace."""
+) -> QuerySet[ResizeChange]:
+    """The proposed changes of a workload, or of a cluster's namespace, in the order a
+    bulk approval takes them (NotFound, InvalidInput naming the field)."""
     changes = ResizeChange.objects.filter(status=ResizeChange.Status.PROPOSED)
     if workload_id is not None:
         if not Workload.objects.filter(pk=workload_id).exists():
@@ -52,8 +52,32 @@ def approve_all(
             "name a workload, or a cluster and a namespace, to approve in bulk",
             field="workload",
         )
+    return changes.order_by("-priority", "pk")
+
+
+def approve_all(
+    *,
+    approved_by: User | None,
+    now: datetime,
+    workload_id: int | None = None,
+    cluster: str | None = None,
+    namespace: str | None = None,
+    actor_label: str | None = None,
+    change_ids: Collection[int] | None = None,
+) -> BulkResult:
+    """Approve every proposed change of a workload, or of a cluster's namespace; with
+    ``change_ids`` only those of them (what the operator confirmed: a change proposed
+    since is left alone, one decided since is skipped and counted)."""
+    changes = proposed_changes(
+        workload_id=workload_id, cluster=cluster, namespace=namespace
+    )
     result = BulkResult()
-    ids = list(changes.order_by("-priority", "pk").values_list("pk", flat=True))
+    if change_ids is not None:
+        changes = changes.filter(pk__in=change_ids)
+    ids = list(changes.values_list("pk", flat=True))
+    if change_ids is not None:
+        for gone in sorted(set(change_ids) - set(ids)):
+            result.skipped[gone] = f"change {gone} is no longer proposed in this scope"
     for change_id in ids[:MAX_BULK]:
         try:
             approve_change(

@@ -22,12 +22,15 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import BooleanField, Q, Value
 
 from recommender.models import ActuationControl, AuditEvent, Cluster, UpdaterLock
 from recommender.services.audit import Action, actor_label_of
@@ -59,14 +62,61 @@ def kill_switch_reason(row: ActuationControl | None = _UNREAD) -> str | None:
 
 def write_block_reason(cluster: Cluster) -> str | None:
     """Why the updater must not write to ``cluster`` now, or None."""
-    stopped = kill_switch_reason()
-    if stopped:
-        return stopped
+    return cluster_block_reason(cluster, kill_switch=kill_switch_reason())
+
+
+def cluster_block_reason(cluster: Cluster, *, kill_switch: str | None) -> str | None:
+    """``write_block_reason`` with the kill switch already read (a list of clusters
+    reads it once)."""
+    if kill_switch:
+        return kill_switch
     if cluster.updates_paused:
         return f"updates of cluster {cluster.name} are paused"
     if settings.UPDATER_DRY_RUN:
         return "dry run (VPAWEB_UPDATER_DRY_RUN): changes are proposed, never applied"
     return None
+
+
+@dataclass(frozen=True)
+class SafetyState:
+    """The switches that stop cluster writes, as every page's header shows them."""
+
+    kill_switch: str | None  # why every write is stopped, or None
+    paused_clusters: tuple[str, ...]  # enabled clusters whose updates are paused
+    dry_run: bool  # VPAWEB_UPDATER_DRY_RUN: proposals only, everywhere
+
+    @property
+    def is_restricted(self) -> bool:
+        """True when some cluster write the updater would make is held back."""
+        return bool(self.kill_switch or self.paused_clusters or self.dry_run)
+
+
+def safety_state() -> SafetyState:
+    """The kill switch, the paused clusters and dry run, read now in one query (every
+    page's header reads it): the paused clusters' names and the ActuationControl row,
+    as one UNION ALL."""
+    # No ORDER BY inside a compound statement (SQLite refuses it): sorted below.
+    paused = Cluster.objects.filter(is_enabled=True, updates_paused=True).order_by()
+    paused = paused.values_list(
+        "name", Value(False, output_field=BooleanField()), Value("")
+    )
+    switch = ActuationControl.objects.order_by().values_list(
+        Value(""), "writes_stopped", "reason"
+    )
+    row: ActuationControl | None = None
+    names: list[str] = []
+    # (the stubs type a union of value lists as the first model's rows)
+    rows = cast(Iterable[tuple[str, bool, str]], paused.union(switch, all=True))
+    for name, writes_stopped, reason in rows:
+        if name:
+            names.append(name)
+        elif row is None:
+            row = ActuationControl(writes_stopped=writes_stopped, reason=reason)
+    return SafetyState(
+        kill_switch=kill_switch_reason(row),
+        paused_clusters=tuple(sorted(names)),
+        dry_run=bool(settings.UPDATER_DRY_RUN),
+    )
 
 
 def set_kill_switch(

@@ -141,17 +141,3 @@ class DatabasePodStore:
             row.updated_at = self.now
             row.save()
 
-    def annotate(
-        self, namespace: str, name: str, annotations: Mapping[str, str | None]
-    ) -> None:
-        """Merge annotations."""
-        with transaction.atomic():
-            row = self._row(namespace, name)
-            merged = dict(row.annotations or {})
-            for key, value in annotations.items():
-                if value is None:
-                    merged.pop(key, None)
-                else:
-                    merged[key] = value
-            row.annotations = merged
-            row.save()
