@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-import uuid
 from datetime import datetime
 
 import pytest
@@ -17,18 +16,10 @@ from django.core.cache import cache
 from recommender.models import Cluster, RefreshRun
 from recommender.tasks import CLAIM_KEY
 from recommender.tasks import refresh_all_clusters as refresh_all_clusters_task
-from tests.integration.test_refresh_worker import (
-    refresh_cluster_in_process,
-    state_of,
-    wait_for,
-)
-from tests.integration.workers import (
-    require_postgres_and_redis,
-    start_worker,
-    stop_worker,
-)
+from tests.faults.conftest import poll
+from tests.integration.test_refresh_worker import refresh_cluster_in_process, state_of
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.faults
 
 NOON = "2026-11-21T12:00:00+00:00"
 INTERVAL_S = 5  # VPAWEB_REFRESH_INTERVAL_S's minimum: the claim lives this long
@@ -43,7 +34,7 @@ ENV = {
 
 def kill_mid_refresh(process, cluster):
     """SIGKILL the worker once its refresh of ``cluster`` is RUNNING; the row."""
-    run = wait_for(
+    run = poll(
         lambda: RefreshRun.objects.filter(
             cluster=cluster, status=RefreshRun.Status.RUNNING
         ).first(),
@@ -58,10 +49,7 @@ def kill_mid_refresh(process, cluster):
     return run, killed_at
 
 
-def test_a_worker_killed_mid_refresh_costs_at_most_one_interval(
-    transactional_db, settings
-):
-    require_postgres_and_redis()
+def test_a_worker_killed_mid_refresh_costs_at_most_one_interval(workers, settings):
     settings.REFRESH_INTERVAL_S = INTERVAL_S
     settings.SIMULATION_WORKLOADS = 40
     settings.SIMULATION_HISTORY_DAYS = 2
@@ -73,16 +61,14 @@ def test_a_worker_killed_mid_refresh_costs_at_most_one_interval(
     Cluster.objects.filter(pk=alone.pk).update(is_enabled=False)
     claim = CLAIM_KEY.format(cluster_id=cluster.pk, shard="*")
     cache.delete(claim)
-    queue = f"vpaweb-kill-{uuid.uuid4().hex[:8]}"
-    first = start_worker(queue, env=ENV)
-    second = None
+    queue, first = workers(ENV)
     try:
         refresh_all_clusters_task.apply_async(args=[NOON], queue=queue)
         killed, killed_at = kill_mid_refresh(first, cluster)
         assert cache.get(claim) is not None, "the running refresh holds its claim"
 
         # The claim lapses within one interval of the kill (was: the task time limit).
-        wait_for(
+        poll(
             lambda: cache.get(claim) is None,
             what="the killed worker's claim to lapse",
             timeout_s=INTERVAL_S * 3,
@@ -90,13 +76,13 @@ def test_a_worker_killed_mid_refresh_costs_at_most_one_interval(
         assert time.monotonic() - killed_at <= INTERVAL_S + 1
 
         # The next cycle queues the shard again (not "skipped"), and it runs.
-        second = start_worker(queue, env=ENV)
+        workers(ENV)
         fan_out = refresh_all_clusters_task.apply_async(args=[NOON], queue=queue)
         summary = fan_out.get(timeout=120)
         # Whole, or in namespace shards if the killed run had stored its discovery.
         assert summary["skipped"] == summary["failed"] == []
         assert summary["queued"]
-        wait_for(
+        poll(
             lambda: (
                 RefreshRun.objects.filter(
                     cluster=cluster, status=RefreshRun.Status.SUCCEEDED
@@ -120,8 +106,4 @@ def test_a_worker_killed_mid_refresh_costs_at_most_one_interval(
         )
         assert state_of(cluster) == state_of(alone)
     finally:
-        if first.poll() is None:
-            stop_worker(first)
-        if second is not None:
-            stop_worker(second)
         cache.delete(claim)
