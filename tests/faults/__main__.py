@@ -33,7 +33,9 @@ def main(argv: list[str]) -> int:
             os.environ["DATABASE_URL"] = postgres.url
             os.environ["REDIS_URL"] = redis.url
             os.environ.setdefault("SECRET_KEY", "fault-suite-only-key")
-            return int(pytest.main(["-m", "faults", "tests/faults", *argv]))
+            # Paths given on the command line narrow the run; else the whole suite.
+            paths = [] if any(not a.startswith("-") for a in argv) else ["tests/faults"]
+            return int(pytest.main(["-m", "faults", *paths, *argv]))
         finally:
             redis.stop()
             postgres.stop()
