@@ -39,7 +39,8 @@ WORKER_LOST = (
     "worker lost: the run was still marked running {age} after it started, its last "
     "heartbeat {silent} ago (a running run renews it every {beat_s:g} s; lost after "
     "{lost_after_s:g} s, or past the task time limit ({limit_s} s)); its worker was "
-    "probably killed. What it had committed is kept."
+    "probably killed, or could not store how the run ended (the database away). "
+    "What it had committed is kept."
 )
 
 
