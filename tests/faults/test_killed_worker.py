@@ -73,7 +73,7 @@ def test_a_worker_killed_mid_refresh_costs_at_most_one_interval(workers, setting
             what="the killed worker's claim to lapse",
             timeout_s=INTERVAL_S * 3,
         )
-        assert time.monotonic() - killed_at <= INTERVAL_S + 1
+        assert time.monotonic() - killed_at <= INTERVAL_S + 2
 
         # The next cycle queues the shard again (not "skipped"), and it runs.
         workers(ENV)
