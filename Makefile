@@ -16,7 +16,7 @@ TEST_WORKERS ?= 2
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-sqlite test-pg test-deploy worker beat scheduler lint fmt bench schema setup clean
+.PHONY: run test test-sqlite test-pg test-faults test-deploy worker beat scheduler lint fmt bench schema setup clean
 
 setup: $(STAMP) $(PLOTLY_JS) $(REDOC_JS)
 
@@ -54,11 +54,17 @@ test: setup
 		&& echo "make test: SQLite and PostgreSQL runs passed in $$(( $$(date +%s) - start )) s"
 
 test-sqlite: setup
-	SECRET_KEY=test-only-key $(PY) -m pytest -n $(TEST_WORKERS) -m "not integration"
+	SECRET_KEY=test-only-key $(PY) -m pytest -n $(TEST_WORKERS) -m "not integration and not faults"
 
 test-pg: setup
 	SECRET_KEY=test-only-key DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) \
-		$(PY) -m pytest -n $(TEST_WORKERS) -m "(integration or not browser) and not schemathesis"
+		$(PY) -m pytest -n $(TEST_WORKERS) -m "(integration or not browser) and not schemathesis and not faults"
+
+# Fault injection (tests/faults): its own PostgreSQL and Redis on free ports, real
+# Celery workers; PostgreSQL restarted, Redis down, the API server failing, workers
+# SIGKILLed, the webhook's database away (docs/security.md, "Faults").
+test-faults: setup
+	SECRET_KEY=test-only-key $(PY) -m tests.faults
 
 # The image and docker-compose.yml for real, with an engine of its own (needs root; see
 # tools/deploy/test-deploy.sh). The debootstrapped base is cached in ~/.cache/vpaweb-deploy.

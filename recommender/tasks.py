@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,6 +26,7 @@ from kombu.utils.json import dumps, loads
 
 from recommender.errors import InvalidInput, NotFound, SourceUnavailable
 from recommender.models import Cluster, Workload
+from recommender.services import runs
 from recommender.services.refresh import cycle, expiry
 
 logger = logging.getLogger(__name__)
@@ -35,8 +38,9 @@ MAX_RETRIES = 3
 # ones, brings back namespaces whose workloads vanished and returned) at most this long
 # after its last whole pass, and in namespace shards in between.
 WHOLE_CLUSTER_EVERY_S = 600.0
-# The claim of a queued or running refresh (a shard, or "*" for the whole cluster); it
-# outlives no task, whose time limit ends it.
+# The claim of a queued or running refresh (a shard, or "*" for the whole cluster). A
+# queued task's claim lasts the task time limit; the worker running it renews it with a
+# heartbeat, so it lapses within one refresh interval of that worker's death.
 CLAIM_KEY = "vpaweb:refresh-claim:{cluster_id}:{shard}"
 
 
@@ -93,12 +97,17 @@ def refresh_cluster(
     writes checkpoints with compare-and-swap, so a redelivered or retried task loses
     and double-counts nothing. Returns the run's id, status and counts. Ends the
     fan-out's claim of this shard, unless a retry is queued (the retry keeps it).
+    On a worker it holds the claim with a heartbeat (``_held_claim``).
     """
+    key = _claim_key(cluster_id, namespace)
     is_retrying = False
+    # In-process (eager), the claim ends with its caller: there is nothing to outlive.
+    holding = nullcontext() if self.request.is_eager else _held_claim(key)
     try:
-        run = cycle.refresh_cluster(
-            cluster_id=cluster_id, now=_parse_now(now), namespace=namespace
-        )
+        with holding:
+            run = cycle.refresh_cluster(
+                cluster_id=cluster_id, now=_parse_now(now), namespace=namespace
+            )
     except NotFound:
         logger.warning("refresh of cluster %s skipped: it no longer exists", cluster_id)
         return {"cluster_id": cluster_id, "status": "gone"}
@@ -106,13 +115,26 @@ def refresh_cluster(
         try:
             error = self.retry_transient(exc)
         except Retry:
+            # Queued again: the claim lasts like a queued task's (its worker renews it).
             is_retrying = True
+            cache.set(key, 1, timeout=settings.CELERY_TASK_TIME_LIMIT)
             raise
         raise error from exc
     finally:
         if not is_retrying:
-            cache.delete(_claim_key(cluster_id, namespace))
+            cache.delete(key)
     return {"run_id": run.pk, "status": run.status, "counts": run.counts}
+
+
+@contextmanager
+def _held_claim(key: str) -> Iterator[None]:
+    """Hold a refresh claim while the block runs on this worker: it lives one refresh
+    interval and a heartbeat renews it, so it lapses within an interval of a kill."""
+    cache.set(key, 1, timeout=runs.lost_after_s())
+    with runs.heartbeat(
+        lambda: cache.touch(key, timeout=runs.lost_after_s()), name=f"claim {key}"
+    ):
+        yield
 
 
 def _claim_key(cluster_id: int, namespace: str | None) -> str:

@@ -36,6 +36,9 @@ class RefreshRun(models.Model):
     )
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Renewed by the running process (services/runs.py): a RUNNING row whose beat is
+    # older than a refresh interval lost its worker and is reaped.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     progress = models.FloatField(default=0.0)
     counts = models.JSONField(default=dict, blank=True)
     timings = models.JSONField(default=dict, blank=True)

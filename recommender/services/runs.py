@@ -7,14 +7,17 @@ with what went wrong. Phases are timed in ``try/finally``, so a failed run still
 how long each phase took and which one failed.
 
 A worker killed mid-run (out of memory, a hard time limit, a lost machine) cannot mark
-its own row. The next run of the same kind reaps it: a RUNNING row older than the task
-time limit (``VPAWEB_TASK_TIME_LIMIT_S``) is marked FAILED, "worker lost", with a
-filtered ``update()`` so two runs starting at once reap it once.
+its own row. While the run works, a heartbeat thread renews the row's ``heartbeat_at``
+every quarter of a refresh interval (``VPAWEB_REFRESH_INTERVAL_S``); the next run of the
+same kind reaps a RUNNING row whose heartbeat is older than one refresh interval, or
+that outlived the task time limit (``VPAWEB_TASK_TIME_LIMIT_S``): it is marked FAILED,
+"worker lost", with a filtered ``update()`` so two runs starting at once reap it once.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,6 +25,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import connections
+from django.db.models import Q
 from django.utils import timezone
 
 from recommender import metrics
@@ -31,10 +36,52 @@ from recommender.models import Cluster, RefreshRun
 logger = logging.getLogger(__name__)
 
 WORKER_LOST = (
-    "worker lost: the run was still marked running {age} after it started, longer "
-    "than the task time limit ({limit_s} s); its worker was probably killed. What it "
-    "had committed is kept."
+    "worker lost: the run was still marked running {age} after it started, its last "
+    "heartbeat {silent} ago (a running run renews it every {beat_s:g} s; lost after "
+    "{lost_after_s:g} s, or past the task time limit ({limit_s} s)); its worker was "
+    "probably killed, or could not store how the run ended (the database away). "
+    "What it had committed is kept."
 )
+
+
+def lost_after_s() -> float:
+    """A run (or a refresh claim) not renewed for this long lost its process: one
+    refresh interval, so a killed worker costs at most one interval."""
+    return float(settings.REFRESH_INTERVAL_S)
+
+
+def heartbeat_every_s() -> float:
+    """How often a running process renews what it holds: four beats per lifetime,
+    so one late beat never lets a live holder lapse."""
+    return lost_after_s() / 4
+
+
+@contextmanager
+def heartbeat(beat: Callable[[], object], *, name: str) -> Iterator[None]:
+    """Call ``beat`` every ``heartbeat_every_s()`` in a daemon thread while the block
+    runs: a process that dies stops beating, and what it holds lapses. A failing beat
+    (the database or Redis briefly away) is logged, and the next one tries again."""
+    stop = threading.Event()
+    every_s = heartbeat_every_s()
+
+    def loop() -> None:
+        try:
+            while not stop.wait(every_s):
+                try:
+                    beat()
+                except Exception as exc:
+                    logger.warning("heartbeat of %s failed: %s", name, exc)
+        finally:
+            # The thread's own database connection, if a beat opened one.
+            connections.close_all()
+
+    thread = threading.Thread(target=loop, name=f"heartbeat {name}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=every_s)
 
 
 class Phases:
@@ -75,7 +122,7 @@ class RunRecorder:
     ) -> None:
         """Store progress (0..1), and counts so far, for the dashboard."""
         self.run.progress = fraction
-        fields: dict[str, Any] = {"progress": fraction}
+        fields: dict[str, Any] = {"progress": fraction, "heartbeat_at": timezone.now()}
         if counts is not None:
             if counts is not self.counts:
                 self.counts.clear()
@@ -91,23 +138,34 @@ class RunRecorder:
         return timings
 
 
+def _whole_seconds(delta: timedelta) -> timedelta:
+    return timedelta(seconds=int(delta.total_seconds()))
+
+
 def reap_lost_runs(*, kind: str, now: datetime) -> int:
-    """Mark RUNNING rows of ``kind`` older than the task time limit failed; count."""
+    """Mark RUNNING rows of ``kind`` failed whose heartbeat is older than one refresh
+    interval or that outlived the task time limit; count them."""
     limit_s = int(settings.CELERY_TASK_TIME_LIMIT)
-    cutoff = now - timedelta(seconds=limit_s)
+    silent_s = lost_after_s()
     reaped = 0
     stale = RefreshRun.objects.filter(
-        kind=kind, status=RefreshRun.Status.RUNNING, started_at__lt=cutoff
+        Q(started_at__lt=now - timedelta(seconds=limit_s))
+        | Q(heartbeat_at__lt=now - timedelta(seconds=silent_s)),
+        kind=kind,
+        status=RefreshRun.Status.RUNNING,
     )
-    for run in stale.only("pk", "started_at"):
-        age = now - run.started_at
+    for run in stale.only("pk", "started_at", "heartbeat_at"):
         reaped += RefreshRun.objects.filter(
             pk=run.pk, status=RefreshRun.Status.RUNNING
         ).update(
             status=RefreshRun.Status.FAILED,
             finished_at=now,
             error=WORKER_LOST.format(
-                age=timedelta(seconds=int(age.total_seconds())), limit_s=limit_s
+                age=_whole_seconds(now - run.started_at),
+                silent=_whole_seconds(now - (run.heartbeat_at or run.started_at)),
+                beat_s=heartbeat_every_s(),
+                lost_after_s=silent_s,
+                limit_s=limit_s,
             ),
         )
     if reaped:
@@ -127,7 +185,11 @@ def start_run(
     started_at = timezone.now()
     reap_lost_runs(kind=kind, now=started_at)
     run = RefreshRun.objects.create(
-        cluster=cluster, kind=kind, shard=namespace or "", started_at=started_at
+        cluster=cluster,
+        kind=kind,
+        shard=namespace or "",
+        started_at=started_at,
+        heartbeat_at=started_at,
     )
     logger.info(
         "%s of cluster %s shard %r (run %s) started%s",
@@ -154,8 +216,15 @@ def recorded_run(
         start_run(kind=kind, cluster=cluster, namespace=namespace, detail=detail)
     )
     run = recorder.run
+
+    def beat() -> None:
+        RefreshRun.objects.filter(pk=run.pk, status=RefreshRun.Status.RUNNING).update(
+            heartbeat_at=timezone.now()
+        )
+
     try:
-        yield recorder
+        with heartbeat(beat, name=f"{kind} run {run.pk}"):
+            yield recorder
     except Exception as exc:
         message = (
             exc.message

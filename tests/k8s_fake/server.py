@@ -20,7 +20,8 @@ answers as a real API server would:
   ``writes.py``;
 - injected faults (``fail``): a status (429/500/403/410…) with an optional
   ``Retry-After``, or a delay longer than the client's read timeout, for the next N
-  matching requests.
+  matching requests; writes held (``hold_writes``) until released, so a writer can be
+  killed while its request is in flight.
 
 Every request is recorded (method, path, query), so tests can prove no write verb is
 sent.
@@ -249,6 +250,8 @@ class FakeApiServer:
         self.allowed = allowed
         self.requests: list[Request] = []
         self.faults: list[Fault] = []
+        # Writes whose path contains the key wait until its event is set.
+        self.held_writes: dict[str, threading.Event] = {}
         self.unserved: set[str] = set()
         self.resource_version = 900000
         # Pods evicted and resized through the write verbs (tests/k8s_fake/writes.py).
@@ -339,6 +342,14 @@ class FakeApiServer:
                     raw_body,
                 )
             )
+
+    def hold_writes(self, path_part: str) -> threading.Event:
+        """Hold every write (non-GET) whose path contains ``path_part`` until the
+        returned event is set; one held when the server stops is refused (503)."""
+        release = threading.Event()
+        with self._lock:
+            self.held_writes[path_part] = release
+        return release
 
     def kubelet_actuates(self, namespace: str, name: str) -> None:
         """Play a resize-capable kubelet: the containers' status resources follow
@@ -436,6 +447,17 @@ class FakeApiServer:
                 request.method, parts.path, request.body
             )
             return self._send(handler, code, answer)
+        if request.method != "GET":
+            with self._lock:
+                holds = [e for p, e in self.held_writes.items() if p in parts.path]
+            for release in holds:
+                while not release.wait(0.1):
+                    if self._stopping.is_set():
+                        return self._send(
+                            handler,
+                            503,
+                            _status(503, "ServiceUnavailable", "server stopping"),
+                        )
         answer = writes.handle(self, request.method, parts.path, query, request.body)
         if answer is not None:
             code, body, headers = answer

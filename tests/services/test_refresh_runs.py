@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -11,7 +12,12 @@ from django.utils import timezone
 from recommender.models import Cluster, RefreshRun
 from recommender.services.refresh.backfill import backfill_cluster
 from recommender.services.refresh.cycle import refresh_cluster
-from recommender.services.runs import reap_lost_runs, recorded_run, start_run
+from recommender.services.runs import (
+    heartbeat,
+    reap_lost_runs,
+    recorded_run,
+    start_run,
+)
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -80,6 +86,66 @@ def test_a_run_left_running_by_a_killed_worker_is_reaped_by_the_next_of_its_kind
     young.refresh_from_db()
     other_kind.refresh_from_db()
     assert young.status == other_kind.status == RefreshRun.Status.RUNNING
+
+
+def test_a_run_whose_heartbeat_stopped_for_one_refresh_interval_is_reaped(
+    cluster, settings
+):
+    """A killed worker costs at most one interval: its row is reaped once its
+    heartbeat is one refresh interval old, long before the task time limit."""
+    settings.CELERY_TASK_TIME_LIMIT = 900
+    settings.REFRESH_INTERVAL_S = 60
+    now = timezone.now()
+    silent = _running(RefreshRun.Kind.REFRESH, minutes_ago=2, cluster=cluster)
+    beating = _running(RefreshRun.Kind.REFRESH, minutes_ago=2, cluster=cluster)
+    RefreshRun.objects.filter(pk=silent.pk).update(
+        heartbeat_at=now - timedelta(seconds=61)
+    )
+    RefreshRun.objects.filter(pk=beating.pk).update(
+        heartbeat_at=now - timedelta(seconds=20)
+    )
+
+    assert reap_lost_runs(kind=RefreshRun.Kind.REFRESH, now=now) == 1
+
+    silent.refresh_from_db()
+    beating.refresh_from_db()
+    assert silent.status == RefreshRun.Status.FAILED
+    assert silent.error.startswith("worker lost:")
+    assert "its last heartbeat 0:01:01 ago" in silent.error
+    assert beating.status == RefreshRun.Status.RUNNING
+
+
+def test_a_running_run_renews_its_heartbeat_and_stops_when_it_ends(settings):
+    settings.REFRESH_INTERVAL_S = 0.2  # a beat every 0.05 s
+    beats = []
+
+    with heartbeat(lambda: beats.append(1), name="test"):
+        deadline = time.monotonic() + 5
+        while len(beats) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    count = len(beats)
+    time.sleep(0.2)
+
+    assert count >= 3
+    assert len(beats) == count
+
+
+def test_a_failing_beat_is_logged_and_the_next_one_tries_again(settings, caplog):
+    settings.REFRESH_INTERVAL_S = 0.2
+    beats = []
+
+    def beat():
+        beats.append(1)
+        if len(beats) == 1:
+            raise ConnectionError("redis away")
+
+    with heartbeat(beat, name="claim x"):
+        deadline = time.monotonic() + 5
+        while len(beats) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    assert len(beats) >= 2
+    assert "heartbeat of claim x failed: redis away" in caplog.text
 
 
 def test_reaping_is_a_compare_and_swap(cluster, settings):
