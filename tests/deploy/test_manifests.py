@@ -279,8 +279,17 @@ def test_the_webhook_manifests_call_the_real_webhook_command(overlay):
             mount = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
             assert options["cert"] == f"{mount['tls']}/tls.crt"
             assert options["key"] == f"{mount['tls']}/tls.key"
-            for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-                assert container[probe]["httpGet"]["path"] == "/healthz"
+            # Liveness never depends on the cache: a stale one (the database down)
+            # takes the pod out of the Service, it does not restart it in a loop.
+            paths = {
+                probe: container[probe]["httpGet"]["path"]
+                for probe in ("startupProbe", "livenessProbe", "readinessProbe")
+            }
+            assert paths == {
+                "startupProbe": "/readyz",
+                "livenessProbe": "/healthz",
+                "readinessProbe": "/readyz",
+            }
     expected = {("vpaweb-webhook", "serve")}
     if overlay == "actuation":
         expected.add(("vpaweb-webhook-certs", "install"))
