@@ -45,6 +45,12 @@ class Conflict(VpawebError):
     code = "conflict"
 
 
+class Forbidden(VpawebError):
+    """The actor may not do this to this object (an admin re-roling a superuser)."""
+
+    code = "permission_denied"
+
+
 class SourceUnavailable(VpawebError):
     """A part vpaweb talks to (Prometheus, an API server) failed or answered garbage."""
 

@@ -41,6 +41,7 @@ STATUS_OF_ERROR: dict[type[errors.VpawebError], int] = {
     errors.NotFound: status.HTTP_404_NOT_FOUND,
     errors.InvalidInput: status.HTTP_400_BAD_REQUEST,
     errors.Conflict: status.HTTP_409_CONFLICT,
+    errors.Forbidden: status.HTTP_403_FORBIDDEN,
     errors.SourceUnavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
     errors.TooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
 }
