@@ -18,6 +18,7 @@ from rest_framework.settings import api_settings
 
 from recommender.models import ApiToken
 from recommender.roles import Role, has_role
+from recommender.services import budgets
 from recommender.services.tokens import authenticate_key
 
 # Authorization header keywords accepted for tokens.
@@ -134,9 +135,29 @@ class CanReadOrWrite(permissions.BasePermission):
 
 
 class ApiRateThrottle(throttling.SimpleRateThrottle):
-    """One request budget per token (per user for sessions, else per address)."""
+    """One request budget per token (per user for sessions, else per address), counted
+    atomically across processes (``services/budgets.py``: a Redis INCR per window, not
+    DRF's read-append-write history, which let concurrent clients through uncounted)."""
 
     scope = "api"
+    retry_after_s = 0.0
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        """Take one request from the budget; False once it is spent this window."""
+        if self.rate is None or self.num_requests is None or self.duration is None:
+            return True
+        taken = budgets.take(
+            key=self.get_cache_key(request, view),
+            limit=self.num_requests,
+            period_s=self.duration,
+            now=self.timer(),
+        )
+        self.retry_after_s = taken.retry_after_s
+        return taken.is_allowed
+
+    def wait(self) -> float:
+        """Seconds until the budget's window ends (DRF's Retry-After)."""
+        return max(1.0, self.retry_after_s)
 
     def get_rate(self) -> str | None:
         """Read the rate per request, so changed settings (and tests) take effect."""
