@@ -51,6 +51,16 @@ class Forbidden(VpawebError):
     code = "permission_denied"
 
 
+class Throttled(VpawebError):
+    """A budget is spent (requests a minute, jobs at once); retry after a while."""
+
+    code = "throttled"
+
+    def __init__(self, message: str, *, retry_after_s: float):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class SourceUnavailable(VpawebError):
     """A part vpaweb talks to (Prometheus, an API server) failed or answered garbage."""
 

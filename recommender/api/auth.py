@@ -84,6 +84,16 @@ def token_of(request: Request) -> ApiToken | None:
     return request.auth if isinstance(request.auth, ApiToken) else None
 
 
+def requester_of(request: Request) -> str:
+    """Whose budgets a request takes from: "token-<id>", "user-<id>", or ""."""
+    token = token_of(request)
+    if token is not None:
+        return f"token-{token.pk}"
+    if request.user and request.user.is_authenticated:
+        return f"user-{request.user.pk}"
+    return ""
+
+
 def actor_of(request: Request) -> tuple[Any, str]:
     """(user, label) for audit events: a token acts as its creator, labelled."""
     token = token_of(request)
@@ -166,11 +176,5 @@ class ApiRateThrottle(throttling.SimpleRateThrottle):
 
     def get_cache_key(self, request: Request, view: Any) -> str:
         """Key by token id, user id or client address."""
-        token = token_of(request)
-        if token is not None:
-            ident = f"token-{token.pk}"
-        elif request.user and request.user.is_authenticated:
-            ident = f"user-{request.user.pk}"
-        else:
-            ident = f"addr-{self.get_ident(request)}"
+        ident = requester_of(request) or f"addr-{self.get_ident(request)}"
         return self.cache_format % {"scope": self.scope, "ident": ident}

@@ -16,6 +16,7 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 import yaml
+from django.conf import settings
 
 from tests.conftest import service_missing
 
@@ -143,8 +144,16 @@ def test_web_probes_health_and_readiness_and_every_deployment_has_a_budget():
     assert {d["metadata"]["name"] for d in of_kind(objects, "Deployment")} == {
         "vpaweb-web",
         "vpaweb-worker",
+        "vpaweb-worker-heavy",
         "vpaweb-beat",
     }
+    # The control loops' worker never takes the heavy queue; its own worker does.
+    args = {
+        d["metadata"]["name"]: d["spec"]["template"]["spec"]["containers"][0]["args"]
+        for d in of_kind(objects, "Deployment")
+    }
+    assert args["vpaweb-worker"][-2:] == ["--queues", "celery"]
+    assert args["vpaweb-worker-heavy"][-2:] == ["--queues", settings.HEAVY_QUEUE]
 
 
 def test_production_sets_every_hardening_switch_from_the_environment():
