@@ -72,7 +72,8 @@ test-deploy: setup
 	tools/deploy/test-deploy.sh
 
 worker: setup var/secret_key
-	SECRET_KEY_FILE=var/secret_key $(VENV)/bin/celery -A vpaweb worker --loglevel INFO
+	SECRET_KEY_FILE=var/secret_key $(VENV)/bin/celery -A vpaweb worker --loglevel INFO \
+		--queues celery,heavy
 
 beat: setup var/secret_key
 	SECRET_KEY_FILE=var/secret_key $(VENV)/bin/celery -A vpaweb beat --loglevel INFO \

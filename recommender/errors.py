@@ -45,6 +45,22 @@ class Conflict(VpawebError):
     code = "conflict"
 
 
+class Forbidden(VpawebError):
+    """The actor may not do this to this object (an admin re-roling a superuser)."""
+
+    code = "permission_denied"
+
+
+class Throttled(VpawebError):
+    """A budget is spent (requests a minute, jobs at once); retry after a while."""
+
+    code = "throttled"
+
+    def __init__(self, message: str, *, retry_after_s: float):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class SourceUnavailable(VpawebError):
     """A part vpaweb talks to (Prometheus, an API server) failed or answered garbage."""
 

@@ -270,11 +270,16 @@ def update_all_clusters(self: JsonTask, now: str | None = None) -> dict[str, Any
 
 @shared_task(bind=True, base=JsonTask, name="recommender.tasks.compare_namespace")
 def compare_namespace(
-    self: JsonTask, token: str, params: dict[str, Any], now: str | None = None
+    self: JsonTask,
+    token: str,
+    params: dict[str, Any],
+    now: str | None = None,
+    who: str | None = None,
 ) -> dict[str, Any]:
-    """A namespace comparison (profile A vs B) in the background; its progress and
-    answer go to the cache under ``token`` (services/namespace_compare.py)."""
+    """A namespace comparison (profile A vs B) in the background, on the heavy queue
+    (settings.CELERY_TASK_ROUTES); its progress and answer go to the cache under
+    ``token`` (services/namespace_compare.py); ``who``'s job slot is given back."""
     from recommender.services.namespace_compare import run_stored
 
-    run_stored(token, params, now=_parse_now(now))
+    run_stored(token, params, now=_parse_now(now), who=who)
     return {"token": token}

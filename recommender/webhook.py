@@ -2,16 +2,22 @@
 
 ``WebhookApp.handle`` answers one HTTP request:
 
-- ``POST /mutate`` (the cluster from ``VPAWEB_WEBHOOK_CLUSTER``, or the only one) or
-  ``POST /mutate/<cluster>``: an AdmissionReview in, the reply out (``services/
-  admission/review.py``). The API server appends ``?timeout=5s``; it is ignored.
+- ``POST /mutate`` (the first cluster served) or ``POST /mutate/<cluster>``: an
+  AdmissionReview in, the reply out (``services/admission/review.py``). The clusters
+  served are fixed when the server starts (``manage.py webhook serve --cluster``);
+  any other name is a 404 that changes nothing. The API server appends
+  ``?timeout=5s``; it is ignored.
   The decision runs in a worker thread and the reply is sent within
   ``VPAWEB_WEBHOOK_DEADLINE_S`` whatever happens: past it, or on any exception, the pod
   is allowed unchanged (failed open, counted and logged).
 - A body that is not an AdmissionReview (not JSON, wrong apiVersion or kind, no uid,
-  over 5 MiB, not application/json) gets 400 with vpaweb's error shape and no traceback
-  in the log; the API server's ``failurePolicy: Ignore`` then admits the pod.
-- ``GET /healthz``: 200 when the cache of every cluster served is loaded, else 503.
+  over 5 MiB, nested deeper than ``VPAWEB_API_MAX_DEPTH``, not application/json) gets
+  400 with vpaweb's error shape and no traceback in the log; the API server's
+  ``failurePolicy: Ignore`` then admits the pod.
+- ``GET /healthz`` (liveness): 200 whenever the process answers.
+- ``GET /readyz`` (readiness): 200 when the cache of every cluster served is loaded and
+  younger than ``VPAWEB_WEBHOOK_MAX_SNAPSHOT_AGE_S`` (an older one is not used), else
+  503.
 - ``GET /metrics``: this process's counters (``vpaweb_webhook_*`` of recommender/
   metrics.py, incremented by ``counters.count``) for ``Authorization: Bearer
   $VPAWEB_METRICS_TOKEN``, the web's rule: 404 without a token set, 401 without it.
@@ -31,7 +37,7 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -62,12 +68,11 @@ logger = logging.getLogger(__name__)
 
 MUTATE_PATH = "/mutate"
 HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"
 METRICS_PATH = "/metrics"
 # How often the background thread looks for a new cache generation and flushes counts.
 TICK_S = 1.0
 FLUSH_EVERY_S = 5.0
-# Cluster names come from the URL path: bound the caches a caller can make us keep.
-MAX_CLUSTERS = 64
 
 
 @dataclass(frozen=True)
@@ -95,17 +100,25 @@ class WebhookApp:
     """The endpoint, independent of the HTTP server running it."""
 
     def __init__(
-        self, *, default_cluster: str, deadline_s: float, workers: int = 8
+        self,
+        *,
+        default_cluster: str,
+        deadline_s: float,
+        clusters: Sequence[str] = (),
+        workers: int = 8,
     ) -> None:
         self.default_cluster = default_cluster
         self.deadline_s = deadline_s
         self._pool = ThreadPoolExecutor(
             max_workers=workers, thread_name_prefix="admission"
         )
-        self._clusters: set[str] = {default_cluster} if default_cluster else set()
+        # Fixed for the life of the process: a request never adds a cluster.
+        self._clusters = frozenset(clusters) | (
+            {default_cluster} if default_cluster else frozenset()
+        )
 
     def holders(self) -> list[SnapshotHolder]:
-        """The caches of the clusters this endpoint has served (or will)."""
+        """The caches of the clusters this endpoint serves."""
         return [holder_for(name) for name in sorted(self._clusters)]
 
     def close(self) -> None:
@@ -124,7 +137,9 @@ class WebhookApp:
         """Answer one request (``body`` already read, at most MAX_BODY_BYTES + 1)."""
         route = urlsplit(path).path.rstrip("/") or "/"
         if route == HEALTH_PATH and method == "GET":
-            return self._health()
+            return _json(200, {"status": "ok"})
+        if route == READY_PATH and method == "GET":
+            return self._readiness()
         if route == METRICS_PATH and method == "GET":
             return self._metrics(authorization)
         if route != MUTATE_PATH and not route.startswith(MUTATE_PATH + "/"):
@@ -161,6 +176,11 @@ class WebhookApp:
                 "not_found",
                 "no cluster: use /mutate/<cluster> or set VPAWEB_WEBHOOK_CLUSTER",
             )
+        if cluster not in self._clusters:
+            # Nothing is counted or kept for a name the process does not serve.
+            return _error(
+                404, "not_found", f"cluster {cluster[:100]!r} is not served here"
+            )
         try:
             parsed = parse_review(body, content_type=content_type)
         except MalformedReview as exc:
@@ -172,10 +192,6 @@ class WebhookApp:
                 fail_open="malformed",
             )
             return _error(400, "malformed", str(exc), exc.field)
-        if cluster not in self._clusters:
-            if len(self._clusters) >= MAX_CLUSTERS:
-                return _error(404, "not_found", f"too many clusters; not {cluster!r}")
-            self._clusters.add(cluster)  # its cache is loaded by the next tick
         holder = holder_for(cluster)
         answered = Answered()
         future = self._pool.submit(
@@ -202,21 +218,35 @@ class WebhookApp:
             reply = review_response(parsed.uid)
         return _json(200, reply)
 
-    def _health(self) -> Reply:
-        caches = {
-            h.cluster_name: {
-                "loaded": h.current() is not None,
+    def _readiness(self) -> Reply:
+        now = timezone.now()
+        caches = {}
+        for holder in self.holders():
+            snapshot = holder.current()
+            age_s = (
+                None
+                if snapshot is None
+                else round((now - snapshot.loaded_at).total_seconds(), 1)
+            )
+            caches[holder.cluster_name] = {
+                "loaded": snapshot is not None,
                 "loaded_at": None
-                if (s := h.current()) is None
-                else s.loaded_at.isoformat(),
-                "last_error": h.last_error,
+                if snapshot is None
+                else snapshot.loaded_at.isoformat(),
+                "age_s": age_s,
+                "is_fresh": age_s is not None
+                and age_s <= settings.WEBHOOK_MAX_SNAPSHOT_AGE_S,
+                "last_error": holder.last_error,
             }
-            for h in self.holders()
-        }
-        ok = all(c["loaded"] for c in caches.values())
-        return _json(
-            200 if ok else 503, {"status": "ok" if ok else "loading", "caches": caches}
+        ok = all(c["is_fresh"] for c in caches.values())
+        status = (
+            "ok"
+            if ok
+            else "stale"
+            if all(c["loaded"] for c in caches.values())
+            else "loading"
         )
+        return _json(200 if ok else 503, {"status": status, "caches": caches})
 
     def tick(self) -> None:
         """Reload caches that are due (called by the background thread)."""
@@ -366,12 +396,16 @@ def start_webhook_server(
     key: Path,
     default_cluster: str,
     deadline_s: float,
+    clusters: Sequence[str] = (),
 ) -> tuple[WebhookServer, threading.Event, list[threading.Thread]]:
     """Start serving in daemon threads; returns the server, a stop event, the threads.
 
-    The cache of ``default_cluster`` is loaded before the first request is accepted.
+    ``/mutate`` answers for ``default_cluster``, ``/mutate/<name>`` for it and each of
+    ``clusters``. Their caches are loaded before the first request is accepted.
     """
-    app = WebhookApp(default_cluster=default_cluster, deadline_s=deadline_s)
+    app = WebhookApp(
+        default_cluster=default_cluster, deadline_s=deadline_s, clusters=clusters
+    )
     app.tick()
     # The cache and Django's modules are long-lived: move them out of the cyclic
     # garbage collector's generations, so a full collection (tens of ms with a

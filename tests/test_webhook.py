@@ -16,7 +16,7 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from recommender.models import AdmissionCount, Cluster
 from recommender.services.admission import counters, decision, review
@@ -232,9 +232,60 @@ def test_tls_1_2_is_the_minimum(served, certs):
     assert conn.sock.version() == "TLSv1.2"
 
 
-def test_healthz_and_certificate_reload(served, certs, tmp_path):
+def get(conn, path: str) -> tuple[int, dict[str, Any]]:
+    conn.request("GET", path)
+    response = conn.getresponse()
+    return response.status, json.loads(response.read())
+
+
+def test_unknown_clusters_and_deep_bodies_leave_the_webhook_healthy(served, certs):
     conn = client(served, certs)
-    conn.request("GET", "/healthz")
+    body = json.dumps(recorded("a-replicaset-pod")).encode()
+    for name in ("ghost-1", "ghost-2", "ghost-3"):
+        status, answer = post(conn, body, path=f"/mutate/{name}?timeout=5s")
+        assert status == 404
+        assert answer["error"]["code"] == "not_found"
+        assert name in answer["error"]["message"]
+    deep = b'{"a":' * 3000 + b"1" + b"}" * 3000
+    status, answer = post(conn, deep)
+    assert status == 400
+    assert answer["error"]["fields"] == {"body": [answer["error"]["message"]]}
+    served.app.tick()  # what the background thread does every second
+    assert [h.cluster_name for h in served.app.holders()] == ["wire"]
+    assert get(conn, "/healthz")[0] == 200
+    status, ready = get(conn, "/readyz")
+    assert (status, list(ready["caches"])) == (200, ["wire"])
+    assert saved_counts() == {"failed_open": 1}  # the deep body; no ghost counted
+    status, answer = post(conn, body, path="/mutate/wire")
+    assert (status, "patch" in answer["response"]) == (200, True)
+
+
+def test_readiness_fails_when_the_cache_is_stale_and_liveness_does_not(
+    served, certs, settings
+):
+    conn = client(served, certs)
+    assert get(conn, "/readyz")[0] == 200
+    settings.WEBHOOK_MAX_SNAPSHOT_AGE_S = -1.0  # every cache is now too old to use
+    status, ready = get(conn, "/readyz")
+    assert (status, ready["status"]) == (503, "stale")
+    assert ready["caches"]["wire"]["is_fresh"] is False
+    assert get(conn, "/healthz") == (200, {"status": "ok"})
+
+
+def test_serve_refuses_a_cluster_that_is_not_registered(certs):
+    with pytest.raises(CommandError, match="no such cluster: nowhere"):
+        call_command(
+            "webhook",
+            "serve",
+            f"--cert={certs.cert}",
+            f"--key={certs.key}",
+            "--cluster=nowhere",
+        )
+
+
+def test_readyz_and_certificate_reload(served, certs, tmp_path):
+    conn = client(served, certs)
+    conn.request("GET", "/readyz")
     response = conn.getresponse()
     assert response.status == 200
     assert json.loads(response.read())["caches"]["wire"]["loaded"] is True

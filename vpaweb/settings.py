@@ -198,6 +198,15 @@ CELERY_TASK_TIME_LIMIT = env_int("VPAWEB_TASK_TIME_LIMIT_S", 900, minimum=10)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Expensive requests (namespace comparisons) run on a queue of their own, consumed by a
+# worker of their own (docs/deploy.md: `celery worker -Q heavy`), so a flood of them
+# never holds back refresh_cluster and update_cluster on the default queue.
+HEAVY_QUEUE = env_str("VPAWEB_HEAVY_QUEUE", "heavy")
+CELERY_TASK_ROUTES = {"recommender.tasks.compare_namespace": {"queue": HEAVY_QUEUE}}
+# Per user: at most this many comparisons / what-ifs at once, and this many a minute
+# (counted across processes, services/heavy_jobs.py).
+HEAVY_JOBS_RUNNING = env_int("VPAWEB_HEAVY_JOBS_RUNNING", 2, minimum=1)
+HEAVY_JOBS_PER_MINUTE = env_int("VPAWEB_HEAVY_JOBS_PER_MINUTE", 10, minimum=1)
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_RESULT_BACKEND: str | None = REDIS_URL

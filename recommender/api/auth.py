@@ -20,6 +20,7 @@ from rest_framework.settings import api_settings
 
 from recommender.models import ApiToken
 from recommender.roles import Role, has_role
+from recommender.services import budgets
 from recommender.services.tokens import authenticate_key
 
 logger = logging.getLogger(__name__)
@@ -87,6 +88,16 @@ def token_of(request: Request) -> ApiToken | None:
     return request.auth if isinstance(request.auth, ApiToken) else None
 
 
+def requester_of(request: Request) -> str:
+    """Whose budgets a request takes from: "token-<id>", "user-<id>", or ""."""
+    token = token_of(request)
+    if token is not None:
+        return f"token-{token.pk}"
+    if request.user and request.user.is_authenticated:
+        return f"user-{request.user.pk}"
+    return ""
+
+
 def actor_of(request: Request) -> tuple[Any, str]:
     """(user, label) for audit events: a token acts as its creator, labelled."""
     token = token_of(request)
@@ -138,9 +149,29 @@ class CanReadOrWrite(permissions.BasePermission):
 
 
 class ApiRateThrottle(throttling.SimpleRateThrottle):
-    """One request budget per token (per user for sessions, else per address)."""
+    """One request budget per token (per user for sessions, else per address), counted
+    atomically across processes (``services/budgets.py``: a Redis INCR per window, not
+    DRF's read-append-write history, which let concurrent clients through uncounted)."""
 
     scope = "api"
+    retry_after_s = 0.0
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        """Take one request from the budget; False once it is spent this window."""
+        if self.rate is None or self.num_requests is None or self.duration is None:
+            return True
+        taken = budgets.take(
+            key=self.get_cache_key(request, view),
+            limit=self.num_requests,
+            period_s=self.duration,
+            now=self.timer(),
+        )
+        self.retry_after_s = taken.retry_after_s
+        return taken.is_allowed
+
+    def wait(self) -> float:
+        """Seconds until the budget's window ends (DRF's Retry-After)."""
+        return max(1.0, self.retry_after_s)
 
     def get_rate(self) -> str | None:
         """Read the rate per request, so changed settings (and tests) take effect."""
@@ -159,11 +190,5 @@ class ApiRateThrottle(throttling.SimpleRateThrottle):
 
     def get_cache_key(self, request: Request, view: Any) -> str:
         """Key by token id, user id or client address."""
-        token = token_of(request)
-        if token is not None:
-            ident = f"token-{token.pk}"
-        elif request.user and request.user.is_authenticated:
-            ident = f"user-{request.user.pk}"
-        else:
-            ident = f"addr-{self.get_ident(request)}"
+        ident = requester_of(request) or f"addr-{self.get_ident(request)}"
         return self.cache_format % {"scope": self.scope, "ident": ident}

@@ -8,6 +8,8 @@ time); ``days`` is bounded.
 
 from __future__ import annotations
 
+import time
+
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiExample, extend_schema
@@ -16,13 +18,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from recommender.api.auth import CanRead
+from recommender.api.auth import CanRead, requester_of
 from recommender.api.fields import ClosedSerializer
 from recommender.api.formats import JSONParser
 from recommender.api.policy_serializers import ProfileOverridesField
 from recommender.api.whatif_views import WhatIfRowSerializer
 from recommender.engine import PROFILES
 from recommender.models import Cluster
+from recommender.services import heavy_jobs
 from recommender.services.namespace_compare import (
     DEFAULT_WORST,
     MAX_WORST,
@@ -121,15 +124,17 @@ class CompareProfilesView(APIView):
         body = CompareRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        out = compare_namespace(
-            cluster_id=found.pk,
-            namespace=namespace,
-            profile_a=data["profile_a"],
-            profile_b=data["profile_b"],
-            overrides_a=data.get("profile_a_overrides"),
-            overrides_b=data.get("profile_b_overrides"),
-            days=data.get("days"),
-            worst=data.get("worst"),
-            now=timezone.now(),
-        )
+        # Within the requester's budget of expensive requests (429 past it).
+        with heavy_jobs.slot(who=requester_of(request), now_s=time.time()):
+            out = compare_namespace(
+                cluster_id=found.pk,
+                namespace=namespace,
+                profile_a=data["profile_a"],
+                profile_b=data["profile_b"],
+                overrides_a=data.get("profile_a_overrides"),
+                overrides_b=data.get("profile_b_overrides"),
+                days=data.get("days"),
+                worst=data.get("worst"),
+                now=timezone.now(),
+            )
         return Response(out)

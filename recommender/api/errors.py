@@ -41,6 +41,8 @@ STATUS_OF_ERROR: dict[type[errors.VpawebError], int] = {
     errors.NotFound: status.HTTP_404_NOT_FOUND,
     errors.InvalidInput: status.HTTP_400_BAD_REQUEST,
     errors.Conflict: status.HTTP_409_CONFLICT,
+    errors.Forbidden: status.HTTP_403_FORBIDDEN,
+    errors.Throttled: status.HTTP_429_TOO_MANY_REQUESTS,
     errors.SourceUnavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
     errors.TooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
 }
@@ -135,6 +137,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
                 code = mapped
         body = error_body(exc.code, exc.message, exc.fields)
         status_code = code
+        if isinstance(exc, errors.Throttled):
+            headers["Retry-After"] = str(max(1, round(exc.retry_after_s)))
     elif isinstance(exc, RequestDataTooBig):
         message = str(exc) or "the request body is too large"
         body = error_body("too_large", message, {"body": [message]})

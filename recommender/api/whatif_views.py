@@ -6,6 +6,7 @@ figures); ``days`` is bounded so a request stays bounded in time and memory.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django.utils import timezone
@@ -15,12 +16,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from recommender.api.auth import CanRead
+from recommender.api.auth import CanRead, requester_of
 from recommender.api.fields import ClosedSerializer
 from recommender.api.formats import JSONParser
 from recommender.api.policy_serializers import ProfileOverridesField
 from recommender.api.views import WorkloadLookupMixin
 from recommender.engine import PROFILES
+from recommender.services import heavy_jobs
 from recommender.services.whatif import DEFAULT_DAYS, MAX_DAYS, what_if
 
 
@@ -130,11 +132,13 @@ class WhatIfView(WorkloadLookupMixin, APIView):
         body = WhatIfRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        out = what_if(
-            workload_id=workload.pk,
-            profile=data["profile"],
-            overrides=data.get("profile_overrides"),
-            days=data.get("days"),
-            now=timezone.now(),
-        )
+        # Within the requester's budget of expensive requests (429 past it).
+        with heavy_jobs.slot(who=requester_of(request), now_s=time.time()):
+            out = what_if(
+                workload_id=workload.pk,
+                profile=data["profile"],
+                overrides=data.get("profile_overrides"),
+                days=data.get("days"),
+                now=timezone.now(),
+            )
         return Response(out)

@@ -1,5 +1,11 @@
 """Accounts: admins create users, give them roles, deactivate or reactivate them and
-set new passwords; all audited (a password never is)."""
+set new passwords; all audited (a password never is).
+
+No role climbs above itself: only a superuser (or the command line, ``actor=None``)
+may change, deactivate, re-role or set the password of a superuser or of another
+admin, or make anyone an admin. A new role or a new password revokes the user's API
+tokens (a token acts with its owner's role; a leaked key must not survive the reset).
+"""
 
 from __future__ import annotations
 
@@ -12,9 +18,10 @@ from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from recommender.errors import InvalidInput, NotFound
+from recommender.errors import Forbidden, InvalidInput, NotFound
 from recommender.roles import ROLE_ORDER, Role, grant_role, role_of
 from recommender.services.audit import Action, actor_label_of, record_audit
+from recommender.services.tokens import revoke_tokens_of
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +46,36 @@ def _locked_user(user_id: int) -> User:
     return user
 
 
+def _is_admin(user: User) -> bool:
+    # Not role_of: it says None for an inactive user, and an inactive admin is still
+    # one a role-admin must not reactivate.
+    return user.is_superuser or user.groups.filter(name=Role.ADMIN.value).exists()
+
+
+def may_manage(*, actor: User | None, user: User) -> bool:
+    """True when ``actor`` may change ``user`` (role, access, password)."""
+    if actor is None or actor.is_superuser or actor.pk == user.pk:
+        return True
+    return not _is_admin(user)
+
+
+def _check_may_manage(*, actor: User | None, user: User, what: str) -> None:
+    if not may_manage(actor=actor, user=user):
+        kind = "a superuser" if user.is_superuser else "another admin"
+        raise Forbidden(
+            f"only a superuser may {what} {kind} ({user.get_username()})",
+            fields={"user_id": [f"only a superuser may {what} {kind}"]},
+        )
+
+
+def _check_may_grant(*, actor: User | None, role: Role | None) -> None:
+    if role == Role.ADMIN and not (actor is None or actor.is_superuser):
+        raise Forbidden(
+            "only a superuser may give the admin role",
+            fields={"role": ["only a superuser may give the admin role"]},
+        )
+
+
 def set_user_role(
     *, user_id: int, role: str | None, actor: User | None, now: datetime
 ) -> User:
@@ -50,7 +87,10 @@ def set_user_role(
             raise InvalidInput(
                 "you cannot take the admin role from yourself", field="role"
             )
+        _check_may_manage(actor=actor, user=user, what="re-role")
         before = role_of(user)
+        if before != new_role:
+            _check_may_grant(actor=actor, role=new_role)
         if new_role is None:
             user.groups.remove(
                 *user.groups.filter(name__in=[r.value for r in ROLE_ORDER])
@@ -70,6 +110,8 @@ def set_user_role(
             message=f"{actor_label_of(actor)} set the role of {user.get_username()} "
             f"to {new_role.value if new_role else 'none'}",
         )
+        if before != new_role:
+            revoke_tokens_of(user=user, revoked_by=actor, now=now, reason="new role")
     logger.info(
         "role of user %s set to %s by %s", user_id, new_role, actor_label_of(actor)
     )
@@ -95,6 +137,7 @@ def create_user(
     new_role = _role(role)
     if new_role is None:
         raise InvalidInput("a new user needs a role", field="role")
+    _check_may_grant(actor=actor, role=new_role)
     taken = InvalidInput(f"a user named {username!r} already exists", field="username")
     with transaction.atomic():
         if _name_taken(username):
@@ -137,6 +180,9 @@ def set_user_active(
         user = _locked_user(user_id)
         if actor is not None and user.pk == actor.pk and not active:
             raise InvalidInput("you cannot deactivate yourself", field="active")
+        _check_may_manage(
+            actor=actor, user=user, what="reactivate" if active else "deactivate"
+        )
         before = user.is_active
         user.is_active = active
         user.save(update_fields=["is_active"])
@@ -164,9 +210,11 @@ def set_user_password(
     *, user_id: int, password: str, actor: User | None, now: datetime
 ) -> User:
     """Give a user a new password, checked by the configured password validators;
-    audited without the password."""
+    audited without the password. Their sessions end (Django's session hash) and their
+    API tokens are revoked."""
     with transaction.atomic():
         user = _locked_user(user_id)
+        _check_may_manage(actor=actor, user=user, what="set the password of")
         try:
             validate_password(password, user)
         except ValidationError as exc:
@@ -182,5 +230,6 @@ def set_user_password(
             message=f"{actor_label_of(actor)} set a new password for "
             f"{user.get_username()}",
         )
+        revoke_tokens_of(user=user, revoked_by=actor, now=now, reason="new password")
     logger.info("password of user %s set by %s", user_id, actor_label_of(actor))
     return user

@@ -24,6 +24,7 @@ from recommender.engine import PROFILES
 from recommender.engine.replay_scores import updater_proposals
 from recommender.errors import InvalidInput, NotFound, VpawebError
 from recommender.models import Cluster
+from recommender.services import heavy_jobs
 from recommender.services.replay import (
     compare_workloads,
     load_cluster_history,
@@ -32,6 +33,7 @@ from recommender.services.replay import (
 )
 from recommender.services.whatif import WARMUP_S, _clean, parse_days
 
+KIND = "compare"  # heavy_jobs' name of a background comparison
 DEFAULT_WORST = 10
 MAX_WORST = 100
 # A background comparison's state and answer stay this long in the cache.
@@ -173,8 +175,19 @@ def stored(token: str) -> dict[str, Any] | None:
     return found
 
 
-def run_stored(token: str, params: dict[str, Any], *, now: datetime) -> None:
-    """Run one comparison, keeping its progress and answer in the cache."""
+def run_stored(
+    token: str, params: dict[str, Any], *, now: datetime, who: str | None = None
+) -> None:
+    """Run one comparison, keeping its progress and answer in the cache; then give
+    ``who``'s slot back (``heavy_jobs.admit_background`` took it)."""
+    try:
+        _run_stored(token, params, now=now)
+    finally:
+        if who is not None:
+            heavy_jobs.give_slot_back(who=who)
+
+
+def _run_stored(token: str, params: dict[str, Any], *, now: datetime) -> None:
     key = _key(token)
     cache.set(key, {"state": "running", "progress": 0.0}, STORED_TTL_S)
 
@@ -190,7 +203,9 @@ def run_stored(token: str, params: dict[str, Any], *, now: datetime) -> None:
             exc.message
         ]
         cache.set(key, {"state": "failed", "errors": errors}, STORED_TTL_S)
+        heavy_jobs.forget_background(kind=KIND, params=params)
     except VpawebError as exc:  # the cluster or its source cannot be read
         cache.set(key, {"state": "failed", "errors": [exc.message]}, STORED_TTL_S)
+        heavy_jobs.forget_background(kind=KIND, params=params)
     else:
         cache.set(key, {"state": "done", "result": result}, STORED_TTL_S)

@@ -129,6 +129,43 @@ def revoke_token(
     return token
 
 
+def revoke_tokens_of(
+    *, user: User, revoked_by: User | None, now: datetime, reason: str
+) -> int:
+    """Revoke every active token ``user`` created (in the caller's transaction), one
+    audit event each; returns how many. A token acts with its owner's role, so a new
+    role or password must not leave old keys working."""
+    label = actor_label_of(revoked_by)
+    tokens = list(
+        ApiToken.objects.select_for_update().filter(
+            created_by=user, revoked_at__isnull=True
+        )
+    )
+    for token in tokens:
+        ApiToken.objects.filter(pk=token.pk).update(revoked_at=now)
+        record_audit(
+            now=now,
+            actor=revoked_by,
+            actor_label=label,
+            action=Action.TOKEN_REVOKE,
+            object_type="api_token",
+            object_id=token.pk,
+            before={"revoked": False},
+            after={"revoked": True},
+            message=f"{label} revoked {token.scope} token {token.name!r} of "
+            f"{user.get_username()}: {reason}",
+        )
+    if tokens:
+        logger.info(
+            "%d api tokens of user %s revoked by %s: %s",
+            len(tokens),
+            user.pk,
+            label,
+            reason,
+        )
+    return len(tokens)
+
+
 def authenticate_key(*, key: str, now: datetime) -> ApiToken | None:
     """The active token with this key, or None; records when it was last used."""
     if not key.startswith(KEY_PREFIX):

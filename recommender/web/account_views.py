@@ -23,7 +23,7 @@ from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from recommender.errors import Conflict, InvalidInput, NotFound
+from recommender.errors import Conflict, Forbidden, InvalidInput, NotFound
 from recommender.models import (
     ApiToken,
     AuditEvent,
@@ -103,7 +103,10 @@ class UserRowAction:
 # The ``form`` field of each row form on the Users page.
 USER_ROW_ACTIONS = {
     "role": UserRowAction(
-        RoleForm, accounts.set_user_role, "Role updated.", "Role not changed"
+        RoleForm,
+        accounts.set_user_role,
+        "Role updated; their API tokens were revoked.",
+        "Role not changed",
     ),
     "active": UserRowAction(
         ActiveForm, accounts.set_user_active, "User updated.", "User not changed"
@@ -111,7 +114,7 @@ USER_ROW_ACTIONS = {
     "password": UserRowAction(
         PasswordForm,
         accounts.set_user_password,
-        "Password changed.",
+        "Password changed; their sessions ended and their API tokens were revoked.",
         "Password not changed",
     ),
 }
@@ -132,6 +135,8 @@ def _change_user(
     except (InvalidInput, NotFound) as exc:
         messages.error(request, f"{action.failed}: {exc.message}")
         return None
+    except Forbidden as exc:
+        raise PermissionDenied(exc.message) from None
     messages.success(request, action.done)
     return redirect("users")
 
@@ -163,6 +168,8 @@ def users(request: HttpRequest) -> HttpResponse:
                     new_form.add_error(
                         exc.field if exc.field in new_form.fields else None, exc.message
                     )
+                except Forbidden as exc:
+                    raise PermissionDenied(exc.message) from None
                 else:
                     messages.success(request, "User created.")
                     return redirect("users")
@@ -170,12 +177,19 @@ def users(request: HttpRequest) -> HttpResponse:
         get_user_model().objects.order_by("username").prefetch_related("groups")
     )
     rows = []
+    actor = acting_user(request)
     for person in people:
         role = role_of(person)
         label = role.value if role is not None else ""
         if person.is_superuser:
             label = "admin (superuser)"
-        rows.append({"user": person, "role": label})
+        rows.append(
+            {
+                "user": person,
+                "role": label,
+                "can_manage": accounts.may_manage(actor=actor, user=person),
+            }
+        )
     context = {
         "rows": rows,
         "roles": [r.value for r in ROLE_ORDER],

@@ -7,20 +7,23 @@ in the cache (services/namespace_compare.py).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_http_methods
 
 from recommender import tasks
 from recommender.engine import DEFAULT_PROFILE, PROFILES
-from recommender.errors import InvalidInput
+from recommender.errors import InvalidInput, Throttled
 from recommender.models import Cluster, Workload
 from recommender.roles import Role
+from recommender.services import heavy_jobs
 from recommender.services.namespace_compare import (
     DEFAULT_WORST,
+    KIND,
     MAX_WORST,
     check_request,
     new_token,
@@ -47,12 +50,15 @@ def _lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
 
-@require_GET
+@require_http_methods(["GET", "POST"])
 @require_role(Role.VIEWER)
 def cluster_compare(request: HttpRequest, pk: int) -> HttpResponse:
-    """The form; with ``namespace`` in the query, the totals and the worst workloads."""
+    """The form (GET, filled from the query); POSTed, a comparison starts (or the
+    identical one already there is followed); GET with ``run``, its progress and
+    then the totals and the worst workloads. Starting one is a POST with CSRF: a link
+    a viewer opens never queues work."""
     cluster = get_object_or_404(Cluster, pk=pk)
-    query = request.GET
+    query = request.POST if request.method == "POST" else request.GET
     namespaces = sorted(
         set(
             Workload.objects.filter(cluster=cluster).values_list("namespace", flat=True)
@@ -76,8 +82,8 @@ def cluster_compare(request: HttpRequest, pk: int) -> HttpResponse:
         "max_worst": MAX_WORST,
         "page": "workloads",
     }
-    token = query.get("run", "")
-    if chosen["namespace"] and chosen["b"] and not token:
+    token = request.GET.get("run", "")
+    if request.method == "POST":
         params = {
             "cluster_id": cluster.pk,
             "namespace": chosen["namespace"],
@@ -95,11 +101,20 @@ def cluster_compare(request: HttpRequest, pk: int) -> HttpResponse:
                 f"{name}: {'; '.join(msgs)}" for name, msgs in exc.fields.items()
             ] or [exc.message]
             return render(request, "recommender/compare.html", context)
-        # Long replays run in the background (a worker; in-process without Redis);
-        # the page then follows the run until its answer is there.
-        token = new_token()
-        tasks.compare_namespace.delay(token, params)
-        return redirect(f"{request.path}?{urlencode({**query.dict(), 'run': token})}")
+        # Long replays run in the background (a worker on the heavy queue; in-process
+        # without Redis); the page then follows the run until its answer is there.
+        who = f"user-{request.user.pk}"
+        try:
+            admitted = heavy_jobs.admit_background(
+                kind=KIND, params=params, who=who, token=new_token(), now_s=time.time()
+            )
+        except Throttled as exc:
+            context["errors"] = [exc.message]
+            return render(request, "recommender/compare.html", context, status=429)
+        if admitted.is_new:
+            tasks.compare_namespace.delay(admitted.token, params, who=who)
+        shown = {k: v for k, v in query.dict().items() if k != "csrfmiddlewaretoken"}
+        return redirect(f"{request.path}?{urlencode({**shown, 'run': admitted.token})}")
     if token:
         state = stored(token)
         if state is None:

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_http_methods
 
 from recommender.engine import PROFILES
-from recommender.errors import InvalidInput, NotFound, VpawebError
+from recommender.errors import InvalidInput, NotFound, Throttled, VpawebError
 from recommender.models import Workload
 from recommender.roles import Role
+from recommender.services import heavy_jobs
 from recommender.services.replay import parse_settings
 from recommender.services.whatif import DEFAULT_DAYS, MAX_DAYS, what_if
 from recommender.web.access import require_role
@@ -38,14 +40,15 @@ def _cell(value: Any, fmt: str) -> str:
     return "–" if value is None else fmt.format(value)
 
 
-@require_GET
+@require_http_methods(["GET", "POST"])
 @require_role(Role.VIEWER)
 def workload_what_if(request: HttpRequest, pk: int) -> HttpResponse:
-    """The form; with ``profile`` in the query, the replay side by side."""
+    """The form (GET, filled from the query); POSTed (with CSRF), the replay side by
+    side, within the user's budget of expensive requests (services/heavy_jobs.py)."""
     workload = get_object_or_404(
         Workload.objects.select_related("cluster", "policy"), pk=pk
     )
-    query = request.GET
+    query = request.POST if request.method == "POST" else request.GET
     chosen = query.get("profile", "")
     overrides_text = query.get("overrides", "")
     days_text = query.get("days", f"{DEFAULT_DAYS:g}")
@@ -58,16 +61,21 @@ def workload_what_if(request: HttpRequest, pk: int) -> HttpResponse:
         "max_days": MAX_DAYS,
         "page": "workloads",
     }
-    if chosen:
+    if request.method == "POST":
         try:
             lines = [line for line in overrides_text.splitlines() if line.strip()]
-            result = what_if(
-                workload_id=workload.pk,
-                profile=chosen,
-                overrides=parse_settings(lines),
-                days=days_text,
-                now=timezone.now(),
-            )
+            overrides = parse_settings(lines)
+            with heavy_jobs.slot(who=f"user-{request.user.pk}", now_s=time.time()):
+                result = what_if(
+                    workload_id=workload.pk,
+                    profile=chosen,
+                    overrides=overrides,
+                    days=days_text,
+                    now=timezone.now(),
+                )
+        except Throttled as exc:
+            context["errors"] = [exc.message]
+            return render(request, "recommender/whatif.html", context, status=429)
         except InvalidInput as exc:
             context["errors"] = [
                 f"{name}: {'; '.join(msgs)}" for name, msgs in exc.fields.items()

@@ -128,3 +128,38 @@ def test_an_unreadable_cluster_is_a_503(read_client: Client, db: Any) -> None:
     response = _post(read_client, workload, {"profile": "vpa", "days": 1})
     assert response.status_code == 503
     assert "no-such-context" in response.json()["error"]["message"]
+
+
+def test_a_token_has_a_budget_of_replays_a_minute_and_at_once(
+    read_client: Client,
+    read_key: str,
+    sim_workload: Workload,
+    settings: Any,
+    monkeypatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from recommender.api import whatif_views
+    from recommender.models import ApiToken
+    from recommender.services import heavy_jobs
+    from recommender.services.tokens import hash_key
+
+    # One minute's window for the whole test, whatever the clock says.
+    monkeypatch.setattr(whatif_views, "time", SimpleNamespace(time=lambda: 1e9 + 1))
+    settings.HEAVY_JOBS_PER_MINUTE = 3
+    settings.HEAVY_JOBS_RUNNING = 1
+    body = {"profile": "vpa", "days": 0.5}
+    who = f"token-{ApiToken.objects.get(key_hash=hash_key(read_key)).pk}"
+    heavy_jobs.take_slot(who=who, now_s=0.0)  # one replay of this token running
+    busy = _post(read_client, sim_workload, body)
+    assert busy.status_code == 429
+    assert busy.json()["error"]["code"] == "throttled"
+    assert "at once" in busy.json()["error"]["message"]
+    heavy_jobs.give_slot_back(who=who)
+    # Three a minute, the refused one included: two more, then 429.
+    assert _post(read_client, sim_workload, body).status_code == 200
+    assert _post(read_client, sim_workload, body).status_code == 200
+    refused = _post(read_client, sim_workload, body)
+    assert refused.status_code == 429
+    assert int(refused["Retry-After"]) >= 1
+    assert "a minute" in refused.json()["error"]["message"]

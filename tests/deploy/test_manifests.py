@@ -16,6 +16,7 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 import yaml
+from django.conf import settings
 
 from tests.conftest import service_missing
 
@@ -144,8 +145,16 @@ def test_web_probes_health_and_readiness_and_every_deployment_has_a_budget():
     assert {d["metadata"]["name"] for d in of_kind(objects, "Deployment")} == {
         "vpaweb-web",
         "vpaweb-worker",
+        "vpaweb-worker-heavy",
         "vpaweb-beat",
     }
+    # The control loops' worker never takes the heavy queue; its own worker does.
+    args = {
+        d["metadata"]["name"]: d["spec"]["template"]["spec"]["containers"][0]["args"]
+        for d in of_kind(objects, "Deployment")
+    }
+    assert args["vpaweb-worker"][-2:] == ["--queues", "celery"]
+    assert args["vpaweb-worker-heavy"][-2:] == ["--queues", settings.HEAVY_QUEUE]
 
 
 def test_production_sets_every_hardening_switch_from_the_environment():
@@ -292,8 +301,17 @@ def test_the_webhook_manifests_call_the_real_webhook_command(overlay):
             mount = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
             assert options["cert"] == f"{mount['tls']}/tls.crt"
             assert options["key"] == f"{mount['tls']}/tls.key"
-            for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-                assert container[probe]["httpGet"]["path"] == "/healthz"
+            # Liveness never depends on the cache: a stale one (the database down)
+            # takes the pod out of the Service, it does not restart it in a loop.
+            paths = {
+                probe: container[probe]["httpGet"]["path"]
+                for probe in ("startupProbe", "livenessProbe", "readinessProbe")
+            }
+            assert paths == {
+                "startupProbe": "/readyz",
+                "livenessProbe": "/healthz",
+                "readinessProbe": "/readyz",
+            }
     assert seen == {("vpaweb-webhook", "serve"), ("vpaweb-webhook-install", "install")}
 
 

@@ -87,7 +87,7 @@ def test_the_page_shows_totals_and_the_worst_workloads(viewer_client: Client) ->
     empty = viewer_client.get(f"/clusters/{cluster.pk}/compare").content.decode()
     assert f'<option value="{namespace}"' in empty
     assert "compare-result" not in empty
-    started = viewer_client.get(
+    started = viewer_client.post(
         f"/clusters/{cluster.pk}/compare",
         {"namespace": namespace, "a": "vpa", "b": "adaptive-margin", "days": "2"},
     )
@@ -105,13 +105,13 @@ def test_the_page_shows_totals_and_the_worst_workloads(viewer_client: Client) ->
 
 def test_bad_input_is_named_on_the_page(viewer_client: Client) -> None:
     cluster, namespace = _sim_namespace()
-    page = viewer_client.get(
+    page = viewer_client.post(
         f"/clusters/{cluster.pk}/compare",
         {"namespace": namespace, "b": "vpa", "overrides_b": "margin_fraction=-1"},
     ).content.decode()
     assert "profile_overrides.margin_fraction" in page
     assert "compare-result" not in page
-    page = viewer_client.get(
+    page = viewer_client.post(
         f"/clusters/{cluster.pk}/compare",
         {"namespace": namespace, "b": "vpa", "worst": "0"},
     ).content.decode()
@@ -148,3 +148,59 @@ def test_a_running_comparison_reloads_and_an_unknown_one_is_said(
         f"/clusters/{cluster.pk}/compare", {"namespace": namespace, "run": "gone"}
     ).content.decode()
     assert "has expired or is unknown" in page
+
+
+QUERY = {"a": "vpa", "b": "adaptive-margin", "days": "2"}
+
+
+def test_a_get_never_queues_a_comparison(viewer_client: Client, monkeypatch) -> None:
+    from recommender import tasks
+
+    queued: list[str] = []
+    monkeypatch.setattr(
+        tasks.compare_namespace, "delay", lambda token, *a, **k: queued.append(token)
+    )
+    cluster, namespace = _sim_namespace()
+    page = viewer_client.get(
+        f"/clusters/{cluster.pk}/compare", {"namespace": namespace, **QUERY}
+    )
+    # The form, filled from the link; nothing runs until it is POSTed.
+    assert page.status_code == 200
+    assert queued == []
+    assert page.context["chosen"]["b"] == "adaptive-margin"
+
+
+def test_starting_a_comparison_needs_the_csrf_token(viewer) -> None:
+    cluster, namespace = _sim_namespace()
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(viewer)
+    response = client.post(
+        f"/clusters/{cluster.pk}/compare", {"namespace": namespace, **QUERY}
+    )
+    assert response.status_code == 403
+
+
+def test_identical_comparisons_run_once_and_a_user_has_a_budget(
+    viewer_client: Client, monkeypatch, settings
+) -> None:
+    from recommender import tasks
+
+    queued: list[str] = []
+    monkeypatch.setattr(
+        tasks.compare_namespace, "delay", lambda token, *a, **k: queued.append(token)
+    )
+    settings.HEAVY_JOBS_RUNNING = 2
+    cluster, namespace = _sim_namespace()
+    url = f"/clusters/{cluster.pk}/compare"
+    first = viewer_client.post(url, {"namespace": namespace, **QUERY})
+    again = viewer_client.post(url, {"namespace": namespace, **QUERY})
+    # The same request follows the same run: one task queued.
+    assert first["Location"] == again["Location"]
+    assert len(queued) == 1
+    # Two different ones are running (never finished here): a third is refused.
+    second = viewer_client.post(url, {"namespace": namespace, **QUERY, "days": "1"})
+    assert second.status_code == 302 and len(queued) == 2
+    third = viewer_client.post(url, {"namespace": namespace, **QUERY, "days": "3"})
+    assert third.status_code == 429
+    assert "at most 2 comparisons and what-ifs at once" in third.content.decode()
+    assert len(queued) == 2

@@ -1,8 +1,9 @@
 """`manage.py webhook serve|install|uninstall|certs` (docs/webhook.md).
 
-- ``serve --cert FILE --key FILE [--host H] [--port P] [--cluster NAME]``: HTTPS
-  (TLS 1.2+, files reloaded when they change), ``POST /mutate[/<cluster>]`` and
-  ``GET /healthz``, until SIGTERM or Ctrl-C.
+- ``serve --cert FILE --key FILE [--host H] [--port P] [--cluster NAME ...]``: HTTPS
+  (TLS 1.2+, files reloaded when they change), ``POST /mutate[/<cluster>]`` for the
+  clusters named (default ``VPAWEB_WEBHOOK_CLUSTER``, else every registered one),
+  ``GET /healthz`` (liveness) and ``GET /readyz`` (readiness), until SIGTERM or Ctrl-C.
 - ``install --cluster NAME (--url URL | --service NS/NAME) [--ca-bundle FILE]
   [--timeout S]``: create or update the MutatingWebhookConfiguration in that cluster
   (needs the writer role,
@@ -65,8 +66,10 @@ class Command(BaseCommand):
         serve.add_argument("--key", required=True, help="PEM private key")
         serve.add_argument(
             "--cluster",
-            default=None,
-            help="cluster of /mutate (default VPAWEB_WEBHOOK_CLUSTER or the only one)",
+            action="append",
+            default=[],
+            help="a cluster served (repeat for more; the first is /mutate's): default "
+            "VPAWEB_WEBHOOK_CLUSTER, else every cluster registered at start",
         )
         install = sub.add_parser("install", help="create/update the configuration")
         install.add_argument("--cluster", required=True)
@@ -101,10 +104,22 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
 
     def _serve(self, options: dict[str, Any]) -> None:
-        cluster = options["cluster"] or settings.WEBHOOK_CLUSTER
-        if not cluster:
-            names = list(Cluster.objects.values_list("name", flat=True)[:2])
-            cluster = names[0] if len(names) == 1 else ""
+        clusters = options["cluster"] or [
+            name for name in [settings.WEBHOOK_CLUSTER] if name
+        ]
+        if not clusters:
+            # Fixed now: a cluster registered later is served after a restart.
+            clusters = list(
+                Cluster.objects.order_by("name").values_list("name", flat=True)
+            )
+        cluster = clusters[0] if len(clusters) == 1 or options["cluster"] else ""
+        unknown = set(clusters) - set(
+            Cluster.objects.filter(name__in=clusters).values_list("name", flat=True)
+        )
+        if unknown:
+            raise CommandError(
+                f"no such cluster: {', '.join(sorted(unknown))} (manage.py add_cluster)"
+            )
         server, stop, threads = start_webhook_server(
             host=options["host"],
             port=options["port"],
@@ -112,10 +127,11 @@ class Command(BaseCommand):
             key=Path(options["key"]),
             default_cluster=cluster,
             deadline_s=settings.WEBHOOK_DEADLINE_S,
+            clusters=clusters,
         )
         self.stdout.write(
             f"admission webhook at https://{options['host']}:"
-            f"{server.server_address[1]}/mutate (cluster {cluster or 'from the path'})"
+            f"{server.server_address[1]}/mutate (clusters {', '.join(clusters)})"
         )
         done = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: done.set())

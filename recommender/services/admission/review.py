@@ -81,6 +81,13 @@ def parse_review(body: bytes, *, content_type: str) -> ParsedReview:
         review = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedReview(f"the body is not JSON: {exc}", field="body") from None
+    except RecursionError:
+        # The C decoder refuses nesting past the interpreter's recursion limit (about
+        # 1,000 levels; a pod is a few dozen): answered like any malformed body, where
+        # it used to end the connection's thread without an answer.
+        raise MalformedReview(
+            "the body is nested too deeply to be an AdmissionReview", field="body"
+        ) from None
     if not isinstance(review, dict):
         raise MalformedReview("the body must be a JSON object", field="body")
     if review.get("apiVersion") != API_VERSION:
