@@ -95,10 +95,15 @@ class ClusterSerializer(serializers.ModelSerializer):
             "created_at",
             "workload_count",
             "vpa_objects_without_target",
+            "oom_history_missing_since",
             "namespace_selector",
             "refresh_failure",
         ]
-        read_only_fields = ["vpa_objects_without_target", "namespace_selector"]
+        read_only_fields = [
+            "vpa_objects_without_target",
+            "oom_history_missing_since",
+            "namespace_selector",
+        ]
 
     @extend_schema_field(ClusterFailureSerializer(allow_null=True))
     def get_refresh_failure(self, obj: Cluster) -> dict[str, Any] | None:
