@@ -100,6 +100,7 @@ class ClusterSerializer(serializers.ModelSerializer):
             "created_at",
             "workload_count",
             "vpa_objects_without_target",
+            "oom_history_missing_since",
             "namespace_selector",
             "refresh_failure",
             "updates_paused",
@@ -107,6 +108,7 @@ class ClusterSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = [
             "vpa_objects_without_target",
+            "oom_history_missing_since",
             "namespace_selector",
             "updates_paused",
         ]

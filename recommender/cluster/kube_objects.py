@@ -10,8 +10,9 @@ Shapes of the dicts this module returns for ``ClusterSnapshot`` (all keys always
 present):
 
 - LimitRange: ``{"namespace", "name", "uid", "limits": [{"type": "Container" | "Pod",
-  "max" | "min" | "default" | "default_request": {"cpu_millicores": int | None,
-  "memory_bytes": int | None}}]}``: the fields of ``engine.capping.LimitRangeItem``.
+  "max" | "min" | "default" | "default_request" | "max_limit_request_ratio":
+  {"cpu_millicores": int | None, "memory_bytes": int | None}}]}``: the fields of
+  ``engine.capping.LimitRangeItem`` (the ratio as MilliValues).
 - PodDisruptionBudget: ``{"namespace", "name", "uid", "selector", "min_available",
   "max_unavailable", "disruptions_allowed", "current_healthy", "desired_healthy",
   "expected_pods"}`` (``min_available``/``max_unavailable`` as the API gives them: an
@@ -92,6 +93,27 @@ def resources_of(resource_list: Mapping[str, Any] | None, where: str) -> Resourc
             continue
         try:
             amounts[name] = parse(str(text))
+        except ValueError as exc:
+            raise ValueError(f"{where}.{name}: {exc}") from None
+    return Resources(amounts[CPU], amounts[MEMORY])
+
+
+def ratios_of(resource_list: Mapping[str, Any] | None, where: str) -> Resources:
+    """A ``maxLimitRequestRatio``'s CPU and memory ratios as MilliValues (what
+    LimitRanger compares: "3500m" is 3500, "2" is 2000), in ``Resources``' fields."""
+    if not resource_list:
+        return Resources()
+    if not isinstance(resource_list, Mapping):
+        raise ValueError(
+            f"{where}: expected a map of quantities, got {resource_list!r}"
+        )
+    amounts: dict[str, int | None] = {CPU: None, MEMORY: None}
+    for name in (CPU, MEMORY):
+        text = resource_list.get(name)
+        if text is None:
+            continue
+        try:
+            amounts[name] = parse_cpu_millicores(str(text))
         except ValueError as exc:
             raise ValueError(f"{where}.{name}: {exc}") from None
     return Resources(amounts[CPU], amounts[MEMORY])
@@ -573,6 +595,11 @@ def limit_range_of(obj: Obj) -> dict[str, Any]:
                 "default": _amounts(resources_of(item.get("default"), f"{at}.default")),
                 "default_request": _amounts(
                     resources_of(item.get("defaultRequest"), f"{at}.defaultRequest")
+                ),
+                "max_limit_request_ratio": _amounts(
+                    ratios_of(
+                        item.get("maxLimitRequestRatio"), f"{at}.maxLimitRequestRatio"
+                    )
                 ),
             }
         )

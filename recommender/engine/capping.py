@@ -17,7 +17,7 @@ pod's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -328,56 +328,87 @@ class LimitRangeItem:
     min: Resources = NO_RESOURCES
     default: Resources = NO_RESOURCES
     default_request: Resources = NO_RESOURCES
+    # maxLimitRequestRatio as the quantity's MilliValue, for both resources (limit ÷
+    # request x 1000: "3500m" is 3500 in ``cpu_millicores`` and "2" for memory is 2000
+    # in ``memory_bytes``), the unit LimitRanger compares in.
+    max_limit_request_ratio: Resources = NO_RESOURCES
 
     def __post_init__(self) -> None:
         if self.type not in LIMIT_TYPES:
             raise ValueError(f"type must be one of {LIMIT_TYPES}, not {self.type!r}")
-        for name in ("max", "min", "default", "default_request"):
+        for name in (
+            "max",
+            "min",
+            "default",
+            "default_request",
+            "max_limit_request_ratio",
+        ):
             check_resources(name, getattr(self, name))
 
 
 def combine_limit_ranges(
     items: Iterable[LimitRangeItem], limit_type: str
 ) -> LimitRangeItem | None:
-    """Merge a namespace's ``limit_type`` items: lowest Max, highest Min, last Default.
+    """Merge a namespace's ``limit_type`` items: lowest Max, highest Min, last Default,
+    lowest maxLimitRequestRatio.
 
     ``getLimitRangeItem`` (utils/limitrange/limit_range_calculator.go). An item with no
-    max,
-    min or default is skipped; None when nothing applies. ``default_request`` is not
-    merged
-    (upstream's result does not carry it).
+    max, min, default or ratio is skipped; None when nothing applies.
+    ``default_request`` is not merged (upstream's result does not carry it). LimitRanger
+    checks every item on its own; a pod passes them all iff it passes the lowest Max,
+    the highest Min and the lowest ratio, so the merged item judges as they do.
     """
     if limit_type not in LIMIT_TYPES:
         raise ValueError(f"limit_type must be one of {LIMIT_TYPES}, not {limit_type!r}")
     lowest_max: dict[str, int | None] = {CPU: None, MEMORY: None}
     highest_min: dict[str, int | None] = {CPU: None, MEMORY: None}
+    lowest_ratio: dict[str, int | None] = {CPU: None, MEMORY: None}
     default = Resources()
     for item in items:
         if not isinstance(item, LimitRangeItem):
             raise ValueError(f"items must hold LimitRangeItem values, not {item!r}")
         if item.type != limit_type:
             continue
-        if item.max.is_empty() and item.min.is_empty() and item.default.is_empty():
+        if (
+            item.max.is_empty()
+            and item.min.is_empty()
+            and item.default.is_empty()
+            and item.max_limit_request_ratio.is_empty()
+        ):
             continue
         # A whole Default replaces the previous one, not resource by resource.
         if not item.default.is_empty():
             default = item.default
         for resource in RESOURCE_NAMES:
-            high, low = item.max.get(resource), item.min.get(resource)
-            current_high, current_low = lowest_max[resource], highest_min[resource]
-            if high is not None:
-                lowest_max[resource] = (
-                    high if current_high is None else min(current_high, high)
-                )
-            if low is not None:
-                highest_min[resource] = (
-                    low if current_low is None else max(current_low, low)
-                )
+            _keep(lowest_max, resource, item.max.get(resource), min)
+            _keep(highest_min, resource, item.min.get(resource), max)
+            _keep(
+                lowest_ratio, resource, item.max_limit_request_ratio.get(resource), min
+            )
     maximum = Resources(lowest_max[CPU], lowest_max[MEMORY])
     minimum = Resources(highest_min[CPU], highest_min[MEMORY])
-    if maximum.is_empty() and minimum.is_empty() and default.is_empty():
+    ratio = Resources(lowest_ratio[CPU], lowest_ratio[MEMORY])
+    if all(r.is_empty() for r in (maximum, minimum, default, ratio)):
         return None
-    return LimitRangeItem(type=limit_type, max=maximum, min=minimum, default=default)
+    return LimitRangeItem(
+        type=limit_type,
+        max=maximum,
+        min=minimum,
+        default=default,
+        max_limit_request_ratio=ratio,
+    )
+
+
+def _keep(
+    kept: dict[str, int | None],
+    resource: str,
+    value: int | None,
+    pick: Callable[[int, int], int],
+) -> None:
+    """Fold one item's amount into ``kept`` with ``pick`` (min or max)."""
+    if value is not None:
+        current = kept[resource]
+        kept[resource] = value if current is None else pick(current, value)
 
 
 def _boundary_request(

@@ -128,32 +128,58 @@ class NewContainerResources:
     annotations: tuple[str, ...] = ()
 
 
+def ratio_exceeded(limit: int, request: int, ratio_milli: int) -> bool:
+    """LimitRanger's ``limitRequestRatioConstraint`` comparison, in its float64
+    arithmetic: limit ÷ request x 1000 above the ratio's MilliValue."""
+    return float(limit) / float(request) * 1000 > float(ratio_milli)
+
+
+def request_for_ratio(limit: int, ratio_milli: int) -> int:
+    """The smallest request whose ratio to ``limit`` LimitRanger admits."""
+    if ratio_milli <= 0:
+        raise ValueError(f"ratio_milli must be positive, not {ratio_milli!r}")
+    request = max(1, -(-limit * 1000 // ratio_milli))
+    while ratio_exceeded(limit, request, ratio_milli):
+        request += 1  # float rounding at the boundary: at most a step or two
+    return request
+
+
 def requests_and_limits_for_container(
     container: ContainerResources,
     target: Resources,
     *,
     controlled_values: str = REQUESTS_AND_LIMITS,
     default_limit: Resources = NO_RESOURCES,
+    max_limit_request_ratio: Resources = NO_RESOURCES,
 ) -> NewContainerResources:
     """Requests = the capped target; limits proportional unless RequestsOnly (§4.3).
 
     ``target`` is the capped Target from ``cap_for_pod``; ``default_limit`` is the
-    container
-    LimitRange's ``default``. Upstream passes a nil resource policy when the VPA's
-    update mode
-    is Off, which makes controlled values RequestsAndLimits: callers do the same.
+    container LimitRange's ``default``. Upstream passes a nil resource policy when the
+    VPA's update mode is Off, which makes controlled values RequestsAndLimits: callers
+    do the same. ``max_limit_request_ratio`` (the Container LimitRange's, as
+    MilliValues) raises a request whose limit stays as it is (RequestsOnly, or no
+    limit written) to the smallest one LimitRanger admits with that limit; upstream
+    VPA does not, and its patch is then refused (a proportional limit keeps the pod's
+    own ratio).
     """
     if not isinstance(container, ContainerResources):
         raise ValueError(f"container must be a ContainerResources, not {container!r}")
     check_resources("target", target)
     check_resources("default_limit", default_limit)
+    check_resources("max_limit_request_ratio", max_limit_request_ratio)
     if controlled_values not in CONTROLLED_VALUES:
         raise ValueError(
             f"controlled_values must be one of {CONTROLLED_VALUES}, "
             f"not {controlled_values!r}"
         )
     if controlled_values == REQUESTS_ONLY:
-        return NewContainerResources(requests=target, limits=NO_RESOURCES)
+        requests, notes = _within_ratio(
+            target, container.limits, NO_RESOURCES, max_limit_request_ratio
+        )
+        return NewContainerResources(
+            requests=requests, limits=NO_RESOURCES, annotations=notes
+        )
     limits: dict[str, int | None] = {}
     annotations: list[str] = []
     # GetProportionalLimit: CPU then memory, annotations in that order.
@@ -168,12 +194,50 @@ def requests_and_limits_for_container(
         limits[resource] = limit
         if annotation is not None:
             annotations.append(annotation)
+    new_limits = Resources(cpu_millicores=limits[CPU], memory_bytes=limits[MEMORY])
+    requests, notes = _within_ratio(
+        target, container.limits, new_limits, max_limit_request_ratio
+    )
     # GetProportionalLimit returns nil (and the provider keeps no annotation) when no
     # resource gets a limit.
-    if limits[CPU] is None and limits[MEMORY] is None:
-        return NewContainerResources(requests=target, limits=NO_RESOURCES)
+    if new_limits.is_empty():
+        return NewContainerResources(
+            requests=requests, limits=NO_RESOURCES, annotations=notes
+        )
     return NewContainerResources(
-        requests=target,
-        limits=Resources(cpu_millicores=limits[CPU], memory_bytes=limits[MEMORY]),
-        annotations=tuple(annotations),
+        requests=requests,
+        limits=new_limits,
+        annotations=(*annotations, *notes),
     )
+
+
+def _within_ratio(
+    requests: Resources,
+    current_limits: Resources,
+    new_limits: Resources,
+    ratio_milli: Resources,
+) -> tuple[Resources, tuple[str, ...]]:
+    """``requests`` with each one whose limit is kept (not in ``new_limits``) raised
+    to what ``ratio_milli`` admits with that limit; and a note per raise."""
+    notes: list[str] = []
+    for resource in RESOURCE_NAMES:
+        request, ratio = requests.get(resource), ratio_milli.get(resource)
+        limit = current_limits.get(resource)
+        if request is None or not ratio or not limit:
+            continue
+        if new_limits.get(resource) is not None:
+            continue  # proportional: the pod's own limit:request ratio
+        needed = request_for_ratio(limit, ratio)
+        if request < needed:
+            requests = requests.with_amount(resource, needed)
+            notes.append(
+                f"{resource}: request raised from {_text(resource, request)} to "
+                f"{_text(resource, needed)} to keep the LimitRange's "
+                f"maxLimitRequestRatio {ratio / 1000:g} with the limit "
+                f"{_text(resource, limit)}"
+            )
+    return requests, tuple(notes)
+
+
+def _text(resource: str, amount: int) -> str:
+    return f"{amount}m" if resource == CPU else f"{amount} bytes"

@@ -43,6 +43,10 @@ class Cluster(models.Model):
     # When the refresh last stored the totals of every namespace (NamespaceTotals);
     # None: never, and the overview computes this cluster's totals as it loads.
     totals_at = models.DateTimeField(null=True, blank=True)
+    # Since when the usage source has no OOM series (Prometheus without
+    # kube-state-metrics): OOM kills then come from pod statuses only. None: it has
+    # them, or keeps no OOM history by design (services/refresh/ooms.py).
+    oom_history_missing_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]

@@ -48,7 +48,8 @@ from recommender.models import Cluster
 from recommender.services.offline import USAGE_EVENT, read_events
 from recommender.services.policy_validation import validate_profile_overrides
 from recommender.services.refresh.adapters import cluster_adapter_for, usage_source_for
-from recommender.services.refresh.ingest import oom_history, read_usage
+from recommender.services.refresh.ingest import read_usage
+from recommender.services.refresh.ooms import oom_history
 
 TRACE_COLUMNS = ("trace", "container_id", "timestamp_s", "cpu_cores", "memory_bytes")
 LIMIT_COLUMNS = ("trace", "container_id", "cpu_limit_cores", "memory_limit_bytes")

@@ -345,6 +345,18 @@ class PrometheusSource:
         kills.sort(key=lambda k: (k.occurred_at, k.namespace, k.pod, k.container))
         return tuple(kills)
 
+    def has_oom_series(self, *, at_s: float) -> bool:
+        """Whether kube-state-metrics' restart counters reached Prometheus in the
+        hour before ``at_s``: without them no OOM kill can be found in history."""
+        selector = self._selector(
+            namespace=None, extra=self.config.kube_state_selector, matcher=""
+        )
+        query = (
+            "count(last_over_time("
+            f"kube_pod_container_status_restarts_total{selector}[{_duration(3600)}]))"
+        )
+        return bool(self._instant_vector(query, at_s=at_s))
+
     def fetch_namespaces(self, *, start_s: float, end_s: float) -> list[str]:
         """Namespaces with CPU series in ``(start_s, end_s]``: the back-fill shards."""
         c = self.config

@@ -204,6 +204,8 @@ def test_limit_ranges_are_stored_combined_per_namespace(kubernetes_cluster, api_
         max=Resources(2000, 4 * 2**30),
         min=Resources(10, 16 * MIB),
         default=Resources(500, 512 * MIB),
+        # maxLimitRequestRatio cpu "10", as a MilliValue.
+        max_limit_request_ratio=Resources(10_000, None),
     )
     assert pod == LimitRangeItem(type="Pod", max=Resources(4000, 8 * 2**30))
     assert limit_ranges_for(cluster_id=kubernetes_cluster.pk, namespace="batch") == (

@@ -75,10 +75,10 @@ def source_for(url: str, **overrides) -> PrometheusSource:
 
 
 def offline_recommendations(
-    loaded, tmp_path: Path, *, start_s: int | None = None
+    loaded, tmp_path: Path, *, start_s: int | None = None, with_ooms: bool = True
 ) -> dict[tuple[str, str, str], dict]:
     """`manage.py recommend` over the generator's samples in ``(start_s, end]``
-    (default: the whole 8 days)."""
+    (default: the whole 8 days), and its OOM kills unless not ``with_ooms``."""
     start_s = loaded.start_s if start_s is None else start_s
     usage = tmp_path / "usage.csv"
     with usage.open("w", newline="") as handle:
@@ -94,7 +94,8 @@ def offline_recommendations(
         writer = csv.writer(handle)
         writer.writerow(["timestamp", "namespace", "workload", "pod", "container",
                          "memory_request_bytes"])  # fmt: skip
-        for o in expected_ooms(loaded.specs, start_s=start_s, end_s=loaded.end_s):
+        kills = expected_ooms(loaded.specs, start_s=start_s, end_s=loaded.end_s)
+        for o in kills if with_ooms else ():
             writer.writerow([o.timestamp_s, o.namespace, o.workload, o.pod, o.container,
                              o.memory_request_bytes])  # fmt: skip
     out = io.StringIO()

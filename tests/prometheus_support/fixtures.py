@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import service_missing
 from tests.prometheus_support.openmetrics import (
+    FAMILIES,
     SeriesSpec,
     small_fleet,
     write_openmetrics,
@@ -43,11 +44,9 @@ class LoadedPrometheus:
         return self.end_s - self.days * 86_400
 
 
-@pytest.fixture(scope="module")
-def prometheus_with_history(
-    tmp_path_factory: pytest.TempPathFactory,
+def _loaded_prometheus(
+    tmp_path_factory: pytest.TempPathFactory, families: tuple[str, ...]
 ) -> Iterator[LoadedPrometheus]:
-    """A real Prometheus with 8 days of the small fleet's cAdvisor and KSM history."""
     binaries = ensure_installed()
     if binaries is None:
         service_missing("prometheus and promtool (Debian package 'prometheus')")
@@ -55,7 +54,7 @@ def prometheus_with_history(
     work = tmp_path_factory.mktemp("prometheus")
     specs = small_fleet(end_s=END_S, days=DAYS)
     exposition = work / "history.om"
-    write_openmetrics(exposition, specs)
+    write_openmetrics(exposition, specs, families)
     create_blocks(promtool, exposition, work / "data")
     exposition.unlink()
     server = PrometheusServer(prometheus, work / "data").start()
@@ -63,3 +62,20 @@ def prometheus_with_history(
         yield LoadedPrometheus(server, specs, END_S, DAYS)
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def prometheus_with_history(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[LoadedPrometheus]:
+    """A real Prometheus with 8 days of the small fleet's cAdvisor and KSM history."""
+    yield from _loaded_prometheus(tmp_path_factory, tuple(FAMILIES))
+
+
+@pytest.fixture(scope="module")
+def prometheus_cadvisor_only(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[LoadedPrometheus]:
+    """The same 8 days with the kubelet's cAdvisor series only: no kube-state-metrics,
+    so no OOM series (a normal setup)."""
+    yield from _loaded_prometheus(tmp_path_factory, ("cpu", "memory"))

@@ -235,7 +235,8 @@ def test_patch_that_would_break_the_limitrange_is_not_sent(cluster):
     )
     decision = decide(cluster, review)
     assert decision.outcome == FAILED_OPEN
-    assert "above the maximum 1" in decision.reason
+    # In LimitRanger's words (the d2 recording: "maximum cpu usage per Container is 1").
+    assert "maximum cpu usage per Container is 1, but limit is" in decision.reason
     assert decision.patch == ()
 
 

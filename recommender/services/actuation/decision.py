@@ -8,7 +8,8 @@ cluster. ``updater.py`` loads what they need and writes what they decide.
 - ``eviction_requirements_pass``: ``updatePolicy.evictionRequirements``;
 - ``ReplicaGroup``: replica groups, ``minReplicas`` and the eviction tolerance (§6.4);
 - ``in_place_progress``: following a resize's conditions and upstream's fallbacks to
-  eviction (§6.6).
+  eviction (§6.6);
+- ``limit_range_refusals``: what LimitRanger would refuse in the changed pod.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from datetime import datetime
 from typing import Any
 
 from recommender.cluster.base import PodInfo
-from recommender.engine.capping import CappedRecommendation
+from recommender.engine.capping import CappedRecommendation, LimitRangeItem
+from recommender.engine.limit_ranger import (
+    APP,
+    INIT,
+    SIDECAR,
+    LimitedContainer,
+    limit_ranger_problems,
+)
 from recommender.engine.quantity import humanize_cpu, humanize_memory
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 
@@ -386,3 +394,35 @@ def in_place_progress(
                 "wait", "the resize is in progress", in_progress=True
             )
     return InPlaceProgress("done")
+
+
+def limit_range_refusals(
+    pod: PodInfo,
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    ranges: tuple[LimitRangeItem | None, LimitRangeItem | None],
+) -> list[str]:
+    """What LimitRanger (which validates resizes too, and evictions' replacement pods
+    at creation) would refuse in the pod changed to ``after`` that it admits as it is:
+    the webhook's rules (``engine/limit_ranger.py``). ``before``/``after`` are
+    ``{container: {"requests": {...}, "limits": {...}}}`` as ResizeChange stores them.
+    """
+
+    def containers(changed: Mapping[str, Any]) -> list[LimitedContainer]:
+        found = []
+        for c in pod.containers:
+            requests, limits = c.requests, c.limits
+            if c.name in changed:
+                requests = Resources(**_amounts(changed[c.name]["requests"]))
+                limits = Resources(**_amounts(changed[c.name]["limits"]))
+            kind = {"init": INIT, "sidecar": SIDECAR}.get(c.kind, APP)
+            found.append(LimitedContainer(c.name, kind, requests, limits))
+        return found
+
+    was = limit_ranger_problems(containers(before), *ranges)
+    now = limit_ranger_problems(containers(after), *ranges)
+    return [message for key, message in now.items() if key not in was]
+
+
+def _amounts(stored: Mapping[str, int]) -> dict[str, int | None]:
+    return {"cpu_millicores": stored.get(CPU), "memory_bytes": stored.get(MEMORY)}

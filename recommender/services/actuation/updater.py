@@ -292,6 +292,11 @@ def new_resources(
             rec.target,
             controlled_values=values,
             default_limit=default_limit,
+            max_limit_request_ratio=(
+                container_range.max_limit_request_ratio
+                if container_range
+                else Resources()
+            ),
         )
         requests = container.requests
         for resource in RESOURCE_NAMES:
@@ -375,6 +380,10 @@ def _plan_workload(
         if key not in cache:
             capped, off = capped_recommendations(pod, latest, policies, pair)
             before, after = new_resources(pod, capped, policies, pair[0])
+            if decision.limit_range_refusals(pod, before, after, pair):
+                # No change LimitRanger would refuse (it validates resizes; the
+                # webhook leaves an evicted pod's replacement alone): none proposed.
+                after = before
             cache[key] = (capped, off, before, after)
         capped, off, before, after = cache[key]
         if not capped or after == before:

@@ -317,7 +317,7 @@ def decide_admission(
             entry,
             plans,
         )
-    violations = limit_range_violations(plans, limit_ranges)
+    violations = limit_range_violations(obj.get("spec"), plans, limit_ranges)
     if violations:
         return answer(
             FAILED_OPEN,

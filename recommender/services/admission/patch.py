@@ -16,9 +16,10 @@ analogue of upstream's ``vpaUpdates`` / ``vpaObservedContainers`` under ``vpaweb
 (``~`` → ``~0``, ``/`` → ``~1``) applies to every key, so ``vpaweb.io/updates`` is
 ``/metadata/annotations/vpaweb.io~1updates``.
 
-LimitRanger validates min/max *after* mutating webhooks and answers 403 (and the API
-server 422 for a request above its limit), even under ``failurePolicy: Ignore``;
-``limit_range_violations`` finds what a patch would newly break so it is never sent.
+LimitRanger validates min, max and maxLimitRequestRatio *after* mutating webhooks and
+answers 403 (and the API server 422 for a request above its limit), even under
+``failurePolicy: Ignore``; ``limit_range_violations`` finds what a patch would newly
+break so it is never sent.
 """
 
 from __future__ import annotations
@@ -28,8 +29,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from recommender.engine.capping import LimitRangeItem
-from recommender.engine.resources import CPU, RESOURCE_NAMES, Resources
-from recommender.services.advice.pod_spec import resource_list
+from recommender.engine.limit_ranger import (
+    APP,
+    INIT,
+    SIDECAR,
+    LimitedContainer,
+    limit_ranger_problems,
+)
+from recommender.engine.resources import RESOURCE_NAMES, Resources
+from recommender.errors import InvalidInput
+from recommender.services.advice.pod_spec import parse_resource_list, resource_list
 
 if TYPE_CHECKING:
     from recommender.services.admission.decision import PodContainerRef
@@ -218,92 +227,62 @@ def build_patch(
     return ops
 
 
-def _container_problems(
-    name: str,
-    requests: Resources,
-    limits: Resources,
-    item: LimitRangeItem | None,
-) -> dict[tuple[str, str, str], str]:
-    """(container, resource, rule) -> message for what the API server would refuse."""
-    found: dict[tuple[str, str, str], str] = {}
-    for resource in RESOURCE_NAMES:
-        request, limit = requests.get(resource), limits.get(resource)
-
-        def text(amount: int, resource: str = resource) -> str:
-            return resource_list(Resources().with_amount(resource, amount))[resource]
-
-        if request is not None and limit is not None and request > limit:
-            found[(name, resource, "request<=limit")] = (
-                f"{name}: {resource} request {text(request)} above its limit "
-                f"{text(limit)}"
-            )
-        if item is None:
-            continue
-        low, high = item.min.get(resource), item.max.get(resource)
-        for label, value in (("request", request), ("limit", limit)):
-            if value is not None and low is not None and value < low:
-                found[(name, resource, f"min-{label}")] = (
-                    f"{name}: {resource} {label} {text(value)} below the minimum "
-                    f"{text(low)}"
-                )
-            if value is not None and high is not None and value > high:
-                found[(name, resource, f"max-{label}")] = (
-                    f"{name}: {resource} {label} {text(value)} above the maximum "
-                    f"{text(high)}"
-                )
-    return found
-
-
-def _pod_problems(
-    plans: Sequence[ContainerPlan], item: LimitRangeItem | None, *, after: bool
-) -> dict[tuple[str, str, str], str]:
-    found: dict[tuple[str, str, str], str] = {}
-    if item is None:
+def limited_containers(
+    spec: object, plans: Sequence[ContainerPlan], *, after: bool
+) -> list[LimitedContainer]:
+    """Every container of the pod as LimitRanger sees it (plain init containers
+    included: they count in the Pod item's totals), before or after the patch."""
+    by_place = {(p.list_key, p.index): p for p in plans}
+    found: list[LimitedContainer] = []
+    if not isinstance(spec, Mapping):
         return found
-    for resource in RESOURCE_NAMES:
-        requests = [
-            (p.requests_after if after else p.requests_before).get(resource)
-            for p in plans
-        ]
-        limits = [
-            (p.limits_after if after else p.limits_before).get(resource) for p in plans
-        ]
-        unit = "m" if resource == CPU else " bytes"
-        low, high = item.min.get(resource), item.max.get(resource)
-        total_request = sum(v for v in requests if v is not None)
-        if low is not None and total_request < low:
-            found[("pod", resource, "min")] = (
-                f"pod {resource} requests {total_request}{unit} below the Pod minimum "
-                f"{low}{unit}"
-            )
-        known = [v for v in limits if v is not None]
-        # A container without a limit makes the pod's total unbounded: not ours.
-        if high is not None and len(known) == len(limits) and sum(known) > high:
-            found[("pod", resource, "max")] = (
-                f"pod {resource} limits above the Pod maximum {high}{unit}"
+    for key in ("initContainers", "containers"):
+        items = spec.get(key)
+        for index, item in enumerate(items if isinstance(items, list) else ()):
+            if not isinstance(item, Mapping):
+                continue
+            kind = APP
+            if key == "initContainers":
+                kind = SIDECAR if item.get("restartPolicy") == "Always" else INIT
+            plan = by_place.get((key, index))
+            if plan is not None:
+                requests = plan.requests_after if after else plan.requests_before
+                limits = plan.limits_after if after else plan.limits_before
+            else:
+                resources = item.get("resources") or {}
+                try:
+                    requests = parse_resource_list(
+                        resources.get("requests"), field="requests"
+                    )
+                    limits = parse_resource_list(
+                        resources.get("limits"), field="limits"
+                    )
+                except (InvalidInput, AttributeError):
+                    continue  # unreadable: the API server refuses the pod anyway
+            found.append(
+                LimitedContainer(
+                    name=str(item.get("name", "")),
+                    kind=kind,
+                    requests=requests,
+                    limits=limits,
+                )
             )
     return found
 
 
 def limit_range_violations(
+    spec: object,
     plans: Sequence[ContainerPlan],
     limit_ranges: tuple[LimitRangeItem | None, LimitRangeItem | None],
 ) -> list[str]:
-    """What the patched pod would break that the pod as received did not."""
+    """What the patched pod would break that the pod as received did not: every
+    LimitRanger rule (``engine/limit_ranger.py``), so a patch never gets a pod
+    refused that the API server would have admitted unpatched."""
     container_item, pod_item = limit_ranges
-    before: dict[tuple[str, str, str], str] = {}
-    after: dict[tuple[str, str, str], str] = {}
-    for plan in plans:
-        before.update(
-            _container_problems(
-                plan.name, plan.requests_before, plan.limits_before, container_item
-            )
-        )
-        after.update(
-            _container_problems(
-                plan.name, plan.requests_after, plan.limits_after, container_item
-            )
-        )
-    before.update(_pod_problems(plans, pod_item, after=False))
-    after.update(_pod_problems(plans, pod_item, after=True))
+    before = limit_ranger_problems(
+        limited_containers(spec, plans, after=False), container_item, pod_item
+    )
+    after = limit_ranger_problems(
+        limited_containers(spec, plans, after=True), container_item, pod_item
+    )
     return [message for key, message in after.items() if key not in before]

@@ -11,7 +11,8 @@ are upstream's (VPA-ALGORITHM.md §4.2-§4.4), in upstream's order:
    policy's minAllowed/maxAllowed and, for RequestsOnly, the container's limit;
 3. ``engine.limits.requests_and_limits_for_container``: limits kept at the container's
    limit:request ratio, the LimitRange ``default`` limit standing in for a missing one,
-   unless the policy says RequestsOnly.
+   unless the policy says RequestsOnly; a request whose limit stays raised to keep the
+   LimitRange's ``maxLimitRequestRatio``.
 
 The database is read in one place (``load_advice_inputs``: a constant number of
 queries for any number of workloads) and the computation is a pure function
@@ -105,6 +106,9 @@ class ContainerAdvice:
     # default limit (for a container without a limit).
     current: PodContainer | None = None
     default_limit: Resources = NO_RESOURCES
+    # The Container LimitRange's maxLimitRequestRatio (MilliValues): a request whose
+    # limit stays is raised to keep it (engine/limits.py).
+    max_ratio: Resources = NO_RESOURCES
     requests: Resources = NO_RESOURCES
     limits: Resources = NO_RESOURCES
     limit_annotations: tuple[str, ...] = ()
@@ -122,6 +126,7 @@ class ContainerAdvice:
             target,
             controlled_values=self.controlled_values,
             default_limit=self.default_limit,
+            max_limit_request_ratio=self.max_ratio,
         )
 
 
@@ -444,6 +449,11 @@ def advise(
         if inputs.container_range is not None
         else NO_RESOURCES
     )
+    max_ratio = (
+        inputs.container_range.max_limit_request_ratio
+        if inputs.container_range is not None
+        else NO_RESOURCES
+    )
     advice: list[ContainerAdvice] = []
     for container in containers:
         policy = select_container_policy(policies, container.name)
@@ -500,7 +510,7 @@ def advise(
                 ),
                 default_limit=default_limit,
             )
-        advice.append(_with_limits(one))
+        advice.append(_with_limits(replace(one, max_ratio=max_ratio)))
     return PodAdvice(namespace=inputs.namespace, workload=workload, containers=advice)
 
 

@@ -2,7 +2,8 @@
 capping of recommendations (VPA-ALGORITHM.md §4.2).
 
 Discovery combines each namespace's Container items and its Pod items as upstream
-does (``engine.capping.combine_limit_ranges``: lowest Max, highest Min, last Default)
+does (``engine.capping.combine_limit_ranges``: lowest Max, highest Min, last Default,
+lowest maxLimitRequestRatio)
 and stores them as JSON in the fields of ``engine.capping.LimitRangeItem``; these
 functions give them back as ``LimitRangeItem`` values.
 """
@@ -19,7 +20,9 @@ from recommender.models import NamespaceLimitRange
 # (the combined Container item, the combined Pod item); None where the namespace has
 # no item of that type.
 LimitRangePair = tuple[LimitRangeItem | None, LimitRangeItem | None]
-ITEM_FIELDS = ("max", "min", "default", "default_request")
+# maxLimitRequestRatio is stored in the same shape, as MilliValues
+# (``LimitRangeItem.max_limit_request_ratio``); rows stored before it read as none.
+ITEM_FIELDS = ("max", "min", "default", "default_request", "max_limit_request_ratio")
 
 
 def item_to_dict(item: LimitRangeItem | None) -> dict[str, Any] | None:

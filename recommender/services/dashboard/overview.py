@@ -105,6 +105,8 @@ class Overview:
     workload_count: int = 0
     # "cluster: VPA object X targets Deployment/ghost, which does not exist".
     vpa_warnings: list[str] = field(default_factory=list)
+    # (cluster name, since): clusters whose usage source has no OOM series.
+    oom_history_missing: list[tuple[str, datetime]] = field(default_factory=list)
 
 
 @dataclass
@@ -286,5 +288,12 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
             .order_by("name")
             .values_list("name", "vpa_objects_without_target")
             for entry in entries or []
+        ],
+        oom_history_missing=[
+            (name, since)
+            for name, since in Cluster.objects.filter(is_enabled=True)
+            .order_by("name")
+            .values_list("name", "oom_history_missing_since")
+            if since is not None
         ],
     )

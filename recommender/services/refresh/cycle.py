@@ -54,7 +54,13 @@ from recommender.models import (
 from recommender.services.admission import counters
 from recommender.services.admission.generation import mark_admission_data_changed
 from recommender.services.dashboard import namespace_totals
-from recommender.services.refresh import chunking, ingest, throttling, warm_state
+from recommender.services.refresh import (
+    chunking,
+    ingest,
+    ooms,
+    throttling,
+    warm_state,
+)
 from recommender.services.refresh.adapters import (
     close_quietly,
     cluster_adapter_for,
@@ -83,25 +89,8 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "ingest_fleet",
     "ingest_window",
-    "oom_kills_for",
     "refresh_cluster",
 ]
-
-
-def oom_kills_for(
-    *, snapshot_kills: Sequence[OomKill], history: Sequence[OomKill] | None
-) -> list[OomKill]:
-    """The OOM kills of a window: the source's history when it keeps one, else the
-    snapshot's.
-
-    Both report the same kill at different times (the container's termination time vs.
-    the grid time whose scrape saw the restart), which would store it twice; the
-    source's time is on the sample grid, which makes ingestion exact. Memory evictions
-    are only in the snapshot (Events), so they are always kept.
-    """
-    if history is None:
-        return list(snapshot_kills)
-    return list(history) + [k for k in snapshot_kills if k.is_eviction]
 
 
 def ingest_window(
@@ -146,12 +135,13 @@ def ingest_window(
         ingest.load_rows(window)
         start_s = ingest.start_s(window)
         if start_s is not None:
-            history = ingest.oom_history(
+            history = ooms.oom_history(
                 source, namespace=discovery.namespace, start_s=start_s, end_s=end_s
             )
-            ingest.attach_ooms(
-                window, oom_kills_for(snapshot_kills=snapshot_kills, history=history)
-            )
+            if ooms.keeps_oom_history(source) and start_s < end_s:
+                # Asked: 1 when the source has no OOM series (cluster page).
+                window.counts["oom_history_missing"] = int(history is None)
+            ooms.attach_ooms(window, snapshot_kills=snapshot_kills, history=history)
             _read_and_feed(window, source, start_s, run)
         if live_pods is not None:
             _forget_gone_pods(window, live_pods)
@@ -333,6 +323,10 @@ def refresh_cluster(
             finally:
                 close_quietly(adapter, source)
         recorder.counts = {**discovery.counts, **counts}
+        if "oom_history_missing" in counts:
+            ooms.record_oom_history(
+                cluster, is_missing=bool(counts["oom_history_missing"]), now=now
+            )
     # New recommendations, workloads and LimitRanges: the webhook's cache reloads.
     mark_admission_data_changed()
     # The savings trend: the first successful refresh of each hour snapshots the
@@ -510,9 +504,7 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
                 batch_size=BATCH,
                 ignore_conflicts=True,
             )
-            window.stored_kills.update(
-                ingest.kill_key(kill) for _, kill in stored_kills
-            )
+            window.stored_kills.update(ooms.kill_key(kill) for _, kill in stored_kills)
         changed = _store_recommendations(
             [row for group in window.groups.values() for row in group.rows], now
         )

@@ -40,7 +40,6 @@ from recommender.engine.feed import feed
 from recommender.engine.profiles import Profile, get_profile
 from recommender.errors import SourceUnavailable, VpawebError
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
-from recommender.models import OomKill as OomKillRow
 from recommender.services.policy_validation import parse_container_policies
 from recommender.services.refresh import warm_state
 from recommender.services.refresh.discovery import BATCH, Discovery
@@ -475,112 +474,6 @@ def start_s(window: Window) -> float | None:
     """The oldest watermark of the window's rows (None when it has no rows)."""
     rows = window.rows_by_container.values()
     return min(r.start_s for r in rows) if rows else None
-
-
-def oom_history(
-    source: UsageSource, *, namespace: str | None, start_s: float, end_s: float
-) -> list[OomKill] | None:
-    """OOM kills the source remembers in ``(start_s, end_s]``; None if it keeps none."""
-    fetch = getattr(source, "fetch_oom_kills", None)
-    if fetch is None or not start_s < end_s:
-        return None if fetch is None else []
-    try:
-        return list(
-            fetch(namespace=namespace, start_s=start_s, end_s=end_s, step_s=STEP_S)
-        )
-    except VpawebError:
-        raise
-    except (OSError, ValueError) as exc:
-        raise SourceUnavailable(
-            f"OOM history failed for {_iso(start_s)}..{_iso(end_s)}: {exc}"
-        ) from exc
-
-
-def kill_key(kill: OomKill) -> warm_state.KillKey:
-    """What tells one reported kill from another."""
-    return (kill.namespace, kill.pod, kill.container, kill.occurred_at)
-
-
-def attach_ooms(window: Window, kills: Sequence[OomKill]) -> None:
-    """Give each row the kills up to ``end_s`` not stored yet, and each rebuilt row its
-    stored kills of its window: each enters the engine once. With ``keep_state``,
-    the kills the scope's last window knew stored are not looked up again."""
-    _attach_stored_ooms(window)
-    known = warm_state.stored_kills(window.scope) if window.keep_state else frozenset()
-    matched: list[tuple[Row, OomKill]] = []
-    for kill in kills:
-        if kill.occurred_at.timestamp() > window.end_s:
-            continue  # stored now but fed in a later window, it would be lost
-        key = kill_key(kill)
-        if key in known:
-            window.stored_kills.add(key)
-            continue
-        row = window.row_of(
-            kill.namespace,
-            kill.pod,
-            kill.container,
-            kind=kill.workload_kind,
-            name=kill.workload_name,
-        )
-        if row is not None:
-            matched.append((row, kill))
-    if not matched:
-        return
-    oldest = min(kill.occurred_at for _, kill in matched)
-    stored = set(
-        OomKillRow.objects.filter(
-            container__workload__cluster=window.cluster, occurred_at__gte=oldest
-        ).values_list("container_id", "pod", "occurred_at")
-    )
-    new: set[tuple[int, str, datetime]] = set()
-    for row, kill in matched:
-        row_key = (row.container.pk, kill.pod, kill.occurred_at)
-        if row_key in stored:
-            window.stored_kills.add(kill_key(kill))
-        elif row_key not in new:
-            new.add(row_key)  # the snapshot and the source may report one kill twice
-            row.ooms.append(kill)
-            window.counts["oom_kills_new"] += 1
-
-
-def _attach_stored_ooms(window: Window) -> None:
-    """Stored kills in ``(row.start_s, end_s]`` of each rebuilt row, in time order.
-
-    A rebuilt row re-reads its usage from history, but the source's kills of that
-    history are stored already and so skipped as not new; without this the memory
-    recommendation would lose its OOM bump after a profile edit.
-    """
-    rebuilt = {
-        row.container.pk: row
-        for row in window.rows_by_container.values()
-        if row.is_rebuilt
-    }
-    if not rebuilt:
-        return
-    oldest = datetime.fromtimestamp(min(r.start_s for r in rebuilt.values()), tz=UTC)
-    newest = datetime.fromtimestamp(window.end_s, tz=UTC)
-    ids = list(rebuilt)
-    for start in range(0, len(ids), BATCH):
-        stored = OomKillRow.objects.filter(
-            container_id__in=ids[start : start + BATCH],
-            occurred_at__gt=oldest,
-            occurred_at__lte=newest,
-        ).order_by("occurred_at", "pk")
-        for kill in stored:
-            row = rebuilt[kill.container_id]
-            if kill.occurred_at.timestamp() <= row.start_s:
-                continue
-            row.ooms.append(
-                OomKill(
-                    namespace=row.container.namespace,
-                    pod=kill.pod,
-                    container=row.container.name,
-                    occurred_at=kill.occurred_at,
-                    memory_request_bytes=kill.memory_request_bytes,
-                    is_eviction=kill.is_eviction,
-                )
-            )
-            window.counts["oom_kills_refed"] += 1
 
 
 def chunks(start_s: float, end_s: float) -> list[tuple[float, float]]:

@@ -1,0 +1,230 @@
+"""The OOM kills of a window: from every place that reports them, each one once.
+
+Two places report OOM kills (VPA-ALGORITHM.md §2.4):
+
+- the usage source's history (Prometheus' kube-state-metrics series): every kill,
+  at the grid time whose scrape saw the container restart after it;
+- the pod statuses discovery reads (``lastState.terminated.reason: OOMKilled``): the
+  last kill of each container, at its ``finishedAt``, for as long as the pod shows it;
+  and the memory evictions of Events, which only discovery sees.
+
+Both are merged. A status kill is the same kill as a history observation of its pod's
+container that lies in ``(finishedAt - STEP_S, finishedAt + SAME_KILL_S]`` (the
+restart comes at most kubelet's back-off after the kill, and the scrape and the grid
+add at most two steps); the history's observation is kept, which puts the kill on the
+sample grid. A status kill younger than ``SAME_KILL_S`` waits while the source keeps
+OOM series (its scrape may not have seen the restart yet); one never observed is
+taken once that time is over, so a kill the history missed still counts. When the
+source keeps no OOM history, or its OOM series are absent (Prometheus without
+kube-state-metrics), the status kills are all there is: they are taken at once, and
+the cluster shows that its OOM history is missing (``record_oom_history``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from recommender.cluster.base import OomKill
+from recommender.errors import SourceUnavailable, VpawebError
+from recommender.models import Cluster
+from recommender.models import OomKill as OomKillRow
+from recommender.services.refresh import warm_state
+from recommender.services.refresh.discovery import BATCH
+from recommender.services.refresh.ingest import STEP_S, Row, Window
+
+logger = logging.getLogger(__name__)
+
+# How long after a kill the source's history may observe it: kubelet's restart
+# back-off is capped at 300 s (MaxContainerBackOff), plus a scrape and the grid step.
+SAME_KILL_S = 300.0 + 2 * STEP_S
+
+__all__ = [
+    "SAME_KILL_S",
+    "attach_ooms",
+    "keeps_oom_history",
+    "kill_key",
+    "oom_history",
+    "record_oom_history",
+]
+
+
+def keeps_oom_history(source: object) -> bool:
+    """Whether the source can report OOM kills of the past at all."""
+    return getattr(source, "fetch_oom_kills", None) is not None
+
+
+def oom_history(
+    source: object, *, namespace: str | None, start_s: float, end_s: float
+) -> list[OomKill] | None:
+    """OOM kills the source remembers in ``(start_s, end_s]``; None if it keeps none,
+    or if its OOM series are absent (no kube-state-metrics): nothing to merge with."""
+    fetch = getattr(source, "fetch_oom_kills", None)
+    if fetch is None:
+        return None
+    if not start_s < end_s:
+        return []
+    try:
+        kills = list(
+            fetch(namespace=namespace, start_s=start_s, end_s=end_s, step_s=STEP_S)
+        )
+        # No kill: an OOM-free window, or a source without OOM series; ask which.
+        has_series = getattr(source, "has_oom_series", None)
+        if not kills and has_series is not None and not has_series(at_s=end_s):
+            return None
+        return kills
+    except VpawebError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise SourceUnavailable(
+            f"OOM history failed for {_iso(start_s)}..{_iso(end_s)}: {exc}"
+        ) from exc
+
+
+def kill_key(kill: OomKill) -> warm_state.KillKey:
+    """What tells one reported kill from another."""
+    return (kill.namespace, kill.pod, kill.container, kill.occurred_at)
+
+
+def attach_ooms(
+    window: Window,
+    *,
+    snapshot_kills: Sequence[OomKill],
+    history: Sequence[OomKill] | None,
+) -> None:
+    """Give each row the kills up to ``end_s`` not stored yet (the history's and the
+    pod statuses', merged: module docstring), and each rebuilt row its stored kills
+    of its window: each enters the engine once. With ``keep_state``, the kills the
+    scope's last window knew stored are not looked up again."""
+    _attach_stored_ooms(window)
+    known = warm_state.stored_kills(window.scope) if window.keep_state else frozenset()
+    # (row, kill, is the history's observation)
+    matched: list[tuple[Row, OomKill, bool]] = []
+    reported = [(k, True) for k in history or ()] + [(k, False) for k in snapshot_kills]
+    for kill, is_observation in reported:
+        if kill.occurred_at.timestamp() > window.end_s:
+            continue  # stored now but fed in a later window, it would be lost
+        key = kill_key(kill)
+        if key in known:
+            window.stored_kills.add(key)
+            continue
+        row = window.row_of(
+            kill.namespace,
+            kill.pod,
+            kill.container,
+            kind=kill.workload_kind,
+            name=kill.workload_name,
+        )
+        if row is not None:
+            matched.append((row, kill, is_observation))
+    if not matched:
+        return
+    oldest = min(kill.occurred_at for _, kill, _ in matched)
+    stored: dict[tuple[int, str, datetime], bool] = dict(
+        (((c, p, at), is_eviction))
+        for c, p, at, is_eviction in OomKillRow.objects.filter(
+            container__workload__cluster=window.cluster,
+            occurred_at__gt=oldest - timedelta(seconds=STEP_S),
+        ).values_list("container_id", "pod", "occurred_at", "is_eviction")
+    )
+    # Where the history saw each pod's container restart after a kill: stored, or
+    # reported in this window.
+    observed: dict[tuple[int, str], list[datetime]] = defaultdict(list)
+    for (container_id, pod, at), is_eviction in stored.items():
+        if not is_eviction:
+            observed[(container_id, pod)].append(at)
+    for row, kill, is_observation in matched:
+        if is_observation:
+            observed[(row.container.pk, kill.pod)].append(kill.occurred_at)
+    new: set[tuple[int, str, datetime]] = set()
+    for row, kill, is_observation in matched:
+        row_key = (row.container.pk, kill.pod, kill.occurred_at)
+        if row_key in stored:
+            window.stored_kills.add(kill_key(kill))
+            continue
+        if history is not None and not is_observation and not kill.is_eviction:
+            times = observed[(row.container.pk, kill.pod)]
+            if _is_observed(kill.occurred_at, times):
+                # The history's observation of this kill stands for it.
+                window.stored_kills.add(kill_key(kill))
+                window.counts["oom_kills_merged"] += 1
+                continue
+            if kill.occurred_at.timestamp() > window.end_s - SAME_KILL_S:
+                window.counts["oom_kills_waiting"] += 1
+                continue  # the source may observe it in a later window
+        if row_key not in new:
+            new.add(row_key)  # the snapshot may report one kill twice
+            row.ooms.append(kill)
+            window.counts["oom_kills_new"] += 1
+
+
+def _is_observed(killed_at: datetime, observations: Sequence[datetime]) -> bool:
+    """Whether one of the history's observations is of a kill at ``killed_at``."""
+    first = killed_at - timedelta(seconds=STEP_S)
+    last = killed_at + timedelta(seconds=SAME_KILL_S)
+    return any(first < at <= last for at in observations)
+
+
+def _attach_stored_ooms(window: Window) -> None:
+    """Stored kills in ``(row.start_s, end_s]`` of each rebuilt row, in time order.
+
+    A rebuilt row re-reads its usage from history, but the source's kills of that
+    history are stored already and so skipped as not new; without this the memory
+    recommendation would lose its OOM bump after a profile edit.
+    """
+    rebuilt = {
+        row.container.pk: row
+        for row in window.rows_by_container.values()
+        if row.is_rebuilt
+    }
+    if not rebuilt:
+        return
+    oldest = datetime.fromtimestamp(min(r.start_s for r in rebuilt.values()), tz=UTC)
+    newest = datetime.fromtimestamp(window.end_s, tz=UTC)
+    ids = list(rebuilt)
+    for start in range(0, len(ids), BATCH):
+        stored = OomKillRow.objects.filter(
+            container_id__in=ids[start : start + BATCH],
+            occurred_at__gt=oldest,
+            occurred_at__lte=newest,
+        ).order_by("occurred_at", "pk")
+        for kill in stored:
+            row = rebuilt[kill.container_id]
+            if kill.occurred_at.timestamp() <= row.start_s:
+                continue
+            row.ooms.append(
+                OomKill(
+                    namespace=row.container.namespace,
+                    pod=kill.pod,
+                    container=row.container.name,
+                    occurred_at=kill.occurred_at,
+                    memory_request_bytes=kill.memory_request_bytes,
+                    is_eviction=kill.is_eviction,
+                )
+            )
+            window.counts["oom_kills_refed"] += 1
+
+
+def record_oom_history(cluster: Cluster, *, is_missing: bool, now: datetime) -> None:
+    """Remember on the cluster since when its source has no OOM series (None: it has
+    them, or keeps none by design); logged once when that changes."""
+    was_missing = cluster.oom_history_missing_since is not None
+    if is_missing == was_missing:
+        return
+    since = now if is_missing else None
+    Cluster.objects.filter(pk=cluster.pk).update(oom_history_missing_since=since)
+    cluster.oom_history_missing_since = since
+    if is_missing:
+        logger.warning(
+            "cluster %s: the usage source has no OOM series (kube-state-metrics); "
+            "OOM kills come from pod statuses only",
+            cluster.name,
+        )
+    else:
+        logger.info("cluster %s: the usage source's OOM series are back", cluster.name)
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).isoformat()
