@@ -66,6 +66,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Unknown query parameters of an /api/ operation are a 400 naming them.
+    "recommender.api.strict_query.StrictQueryMiddleware",
     # Last, as django-axes asks: answers a locked-out login with the lockout page.
     "axes.middleware.AxesMiddleware",
 ]

@@ -44,6 +44,7 @@ from recommender.services.advice.pod_spec import (
     owner_of_pod,
     parse_pod_containers,
     readable_pod_resources,
+    unknown_field_notes,
 )
 from recommender.services.audit import Action, actor_label_of, record_audit
 
@@ -419,6 +420,8 @@ def _rightsize_pod(pod: _Pod, options: RightsizeOptions, inputs: AdviceInputs) -
     for plan, amounts in zip(plans, readable[: len(plans)], strict=True):
         entries[plan.container.name] = _rightsize_container(plan, amounts, options)
     entry["containers"].extend(entries[c.name] for c in containers)
+    for report in entry["containers"]:
+        report["notes"].extend(unknown_field_notes(items_by_name[report["name"]]))
     sized = {c.name for c in containers}
     for item in pod_spec.get("initContainers") or []:
         if item["name"] not in sized:
@@ -431,7 +434,7 @@ def _rightsize_pod(pod: _Pod, options: RightsizeOptions, inputs: AdviceInputs) -
                         "app starts; only containers and native sidecars are sized"
                     ),
                     "changes": [],
-                    "notes": [],
+                    "notes": unknown_field_notes(item),
                 }
             )
     changed = any(c["changes"] for c in entry["containers"])
