@@ -23,7 +23,7 @@ from rest_framework.utils.encoders import JSONEncoder
 
 from recommender.api.bodies import load_json
 from recommender.errors import TooLarge
-from recommender.text import comment_text
+from recommender.services.advice.patches import answer_text
 
 
 def read_limited(stream: Any, parser_context: Mapping[str, Any] | None) -> bytes:
@@ -224,22 +224,4 @@ class ManifestsYAMLRenderer(renderers.BaseRenderer):
         plain = _plain(data)
         if not isinstance(plain, dict) or "manifests" not in plain:
             return yaml.safe_dump(plain, sort_keys=False).encode()
-        # The header only when something changed: unchanged manifests pass through
-        # without a claim that vpaweb right-sized them.
-        lines: list[str] = []
-        for document in plain.get("documents", []):
-            for container in document["containers"]:
-                for change in container["changes"]:
-                    lines.append(
-                        comment_text(
-                            f"# {document['kind']}/{document['name']} "
-                            f"{container['name']} {change['field']}: "
-                            f"{change['before']} -> {change['after']}"
-                        )
-                    )
-        body = yaml.safe_dump_all(
-            plain["manifests"], sort_keys=False, allow_unicode=True
-        )
-        if lines:
-            lines.insert(0, "# Right-sized by vpaweb.")
-        return "".join(line + "\n" for line in lines).encode() + body.encode()
+        return answer_text(plain).encode()

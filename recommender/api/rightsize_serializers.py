@@ -17,6 +17,11 @@ from recommender.api.fields import (
 )
 from recommender.api.serializers import WorkloadBriefSerializer
 from recommender.models import StaticCoefficient
+from recommender.services.advice.patches import (
+    MAX_VALUES_PATH,
+    OUTPUTS,
+    VALUES_PATH_PATTERN,
+)
 from recommender.services.advice.rightsize import (
     NAMESPACE_MAX_LENGTH,
     NAMESPACE_PATTERN,
@@ -80,6 +85,35 @@ class RightsizeOptionsSerializer(serializers.Serializer):
         default=False,
         help_text="change CPU only; leave memory as it is",
     )
+    output = serializers.ChoiceField(
+        choices=OUTPUTS,
+        required=False,
+        default="manifests",
+        help_text=(
+            "manifests: the right-sized manifests (always in the answer); kustomize: "
+            "also strategic-merge patches and a kustomization.yaml fragment naming "
+            "them (`patches`); helm: also a values fragment with each changed "
+            "container's resources at `values_path` (`values`); diff: also a unified "
+            "diff against the posted text (`diff`)"
+        ),
+    )
+    values_path = serializers.RegexField(
+        VALUES_PATH_PATTERN,
+        required=False,
+        default="resources",
+        max_length=MAX_VALUES_PATH,
+        help_text=(
+            "output=helm: where the chart's values keep a container's resources, "
+            "dot-separated (resources, server.resources, {container}.resources); "
+            "{container} and {workload} stand for the names"
+        ),
+    )
+    diff_path = serializers.RegexField(
+        r"^[A-Za-z0-9._/-]{1,253}$",
+        required=False,
+        default="manifests.yaml",
+        help_text="output=diff: the file name in the diff's headers (a/… and b/…)",
+    )
 
 
 class ChangeSerializer(serializers.Serializer):
@@ -132,9 +166,38 @@ class RightsizeSummarySerializer(serializers.Serializer):
     containers_changed = serializers.IntegerField()
 
 
+class KustomizePatchSetSerializer(serializers.Serializer):
+    """Strategic-merge patches and the kustomization.yaml fragment naming them."""
+
+    files = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="file name (patches/<kind>-<namespace>-<name>.yaml) → its YAML",
+    )
+    patches = serializers.ListField(
+        child=serializers.DictField(child=serializers.CharField()),
+        help_text="the kustomization's patches entries: [{path: …}]",
+    )
+    kustomization = serializers.CharField(
+        help_text="a kustomization.yaml fragment (patches:) naming the files"
+    )
+
+
 class RightsizeResponseSerializer(serializers.Serializer):
     """The manifests to deploy and a report of every change."""
 
+    output = serializers.ChoiceField(choices=OUTPUTS)
     manifests = serializers.ListField(child=serializers.JSONField())
     documents = DocumentReportSerializer(many=True)
     summary = RightsizeSummarySerializer()
+    patches = KustomizePatchSetSerializer(required=False, help_text="output=kustomize")
+    values = serializers.DictField(
+        required=False, help_text="output=helm: the values fragment"
+    )
+    values_yaml = serializers.CharField(
+        required=False, help_text="output=helm: the values fragment as YAML"
+    )
+    diff = serializers.CharField(
+        required=False,
+        help_text="output=diff: a unified diff against the posted text ('' when "
+        "nothing changed)",
+    )

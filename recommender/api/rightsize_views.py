@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 
 from recommender.api import rightsize_serializers as s
 from recommender.api.auth import CanRead, CanReadOrWrite, actor_of
-from recommender.api.bodies import load_manifests
+from recommender.api.bodies import JSON_MEDIA_TYPES, decode_text, load_manifests
 from recommender.api.formats import (
     MANIFEST_PARSERS,
     JSONParser,
@@ -25,7 +25,7 @@ from recommender.api.formats import (
 from recommender.api.queries import query_filters, single_query_value
 from recommender.errors import InvalidInput
 from recommender.models import StaticCoefficient
-from recommender.services.advice import rightsize
+from recommender.services.advice import patches, rightsize
 
 
 class StaticCoefficientView(APIView):
@@ -135,9 +135,11 @@ class RightsizeView(APIView):
     )
     def post(self, request: Request) -> Response:
         single_query_value(request, "format")
-        options = rightsize.RightsizeOptions(
-            **query_filters(s.RightsizeOptionsSerializer, request)
-        )
+        given = query_filters(s.RightsizeOptionsSerializer, request)
+        output = given.pop("output", "manifests")
+        values_path = given.pop("values_path", "resources")
+        diff_path = given.pop("diff_path", "manifests.yaml")
+        options = rightsize.RightsizeOptions(**given)
         body = request.data
         if not isinstance(body, RawBody):
             raise InvalidInput(
@@ -150,10 +152,12 @@ class RightsizeView(APIView):
             options=options,
             max_containers=settings.API_MAX_CONTAINERS,
         )
-        return Response(
-            {
-                "manifests": result.manifests,
-                "documents": result.documents,
-                "summary": result.summary(),
-            }
+        answer = patches.rightsize_answer(
+            result,
+            output=output,
+            text=decode_text(body.data),
+            is_json=body.media_type in JSON_MEDIA_TYPES,
+            values_path=values_path,
+            diff_path=diff_path,
         )
+        return Response(answer)

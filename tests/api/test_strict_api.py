@@ -1,4 +1,4 @@
-"""A strict, consistent API: unknown query parameters, one sort vocabulary, mode Auto."""
+"""A strict, consistent API: unknown query parameters, sorting, mode Auto, notes."""
 
 from __future__ import annotations
 
@@ -140,7 +140,8 @@ def test_rightsize_notes_unknown_container_fields(
     ) in notes["app"]
     assert any(
         n.startswith(
-            "unknown container field resources.request (did you mean resources.requests?)"
+            "unknown container field resources.request "
+            "(did you mean resources.requests?)"
         )
         for n in notes["sidecar"]
     )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -446,6 +447,7 @@ def rightsize_manifests(
     documents: list[Any],
     options: RightsizeOptions,
     max_containers: int | None = None,
+    inputs_for: Callable[[list[PodKey]], dict[PodKey, AdviceInputs]] | None = None,
 ) -> RightsizeResult:
     """Set container requests (and limits) of every workload manifest in ``documents``.
 
@@ -454,6 +456,8 @@ def rightsize_manifests(
     TooLarge before any lookup, and the lookups of all pods take a number of queries
     that does not grow with them (``advise.inputs_for_pods``). Raises InvalidInput
     naming the path of the first malformed part; nothing is stored either way.
+    ``inputs_for`` replaces the database's advice inputs (``manage.py rightsize``
+    and ``check-manifests`` read recommendations from usage files instead).
     """
     report: list[dict[str, Any]] = []
     pods: list[_Pod] = []
@@ -468,7 +472,12 @@ def rightsize_manifests(
             field="body",
         )
     if pods:
-        inputs = inputs_for_pods(pods=[p.key for p in pods], cluster=options.cluster)
+        keys = [p.key for p in pods]
+        inputs = (
+            inputs_for(keys)
+            if inputs_for is not None
+            else inputs_for_pods(pods=keys, cluster=options.cluster)
+        )
         for pod in pods:
             _rightsize_pod(pod, options, inputs[pod.key])
     result = RightsizeResult(manifests=documents, documents=report)
