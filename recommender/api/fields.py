@@ -12,6 +12,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from recommender.engine.quantity import parse_cpu_millicores, parse_memory_bytes
 from recommender.models import Policy
 from recommender.services.advice.rightsize import MIN_FACTOR
 
@@ -137,3 +138,38 @@ class ModeField(serializers.ChoiceField):
     def to_internal_value(self, data: Any) -> str:
         value = super().to_internal_value(data)
         return MODE_ALIASES.get(value, value)
+
+
+QUERY_QUANTITY_PATTERN = r"^[0-9]{1,15}(\.[0-9]{1,9})?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$"
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 40,
+        "pattern": QUERY_QUANTITY_PATTERN,
+    }
+)
+class QuantityQueryField(serializers.CharField):
+    """A Kubernetes quantity in a query (``50m``, ``64Mi``), read as millicores (CPU)
+    or bytes (memory)."""
+
+    def __init__(self, *, resource: str, **kwargs: Any) -> None:
+        self.resource = resource
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> int:  # type: ignore[override]
+        text = super().to_internal_value(data)
+        if re.fullmatch(QUERY_QUANTITY_PATTERN, text) is None:
+            raise serializers.ValidationError(
+                f"{text[:40]!r} is not a quantity such as 50m, 0.5, 64Mi or 1Gi"
+            )
+        try:
+            return (
+                parse_cpu_millicores(text)
+                if self.resource == "cpu"
+                else parse_memory_bytes(text)
+            )
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None

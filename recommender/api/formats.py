@@ -23,6 +23,7 @@ from rest_framework.utils.encoders import JSONEncoder
 
 from recommender.api.bodies import load_json
 from recommender.errors import TooLarge
+from recommender.services.advice.drift import junit_xml
 from recommender.services.advice.patches import answer_text
 
 
@@ -225,3 +226,23 @@ class ManifestsYAMLRenderer(renderers.BaseRenderer):
         if not isinstance(plain, dict) or "manifests" not in plain:
             return yaml.safe_dump(plain, sort_keys=False).encode()
         return answer_text(plain).encode()
+
+
+class JUnitXMLRenderer(renderers.BaseRenderer):
+    """The drift check as JUnit XML (``?format=junit``), for CI test reports."""
+
+    media_type = "application/xml"
+    format = "junit"
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
+    ) -> bytes:
+        """A test case per container; anything else (the browsable form) as JSON."""
+        plain = _plain(data)
+        if not isinstance(plain, dict) or "containers" not in plain:
+            return json.dumps(plain).encode()
+        return junit_xml(plain).encode()

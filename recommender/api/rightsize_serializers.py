@@ -12,6 +12,7 @@ from rest_framework import serializers
 from recommender.api.fields import (
     ClosedSerializer,
     FactorField,
+    QuantityQueryField,
     QueryTextField,
     StrictCharField,
 )
@@ -201,3 +202,90 @@ class RightsizeResponseSerializer(serializers.Serializer):
         help_text="output=diff: a unified diff against the posted text ('' when "
         "nothing changed)",
     )
+
+
+class CheckOptionsSerializer(serializers.Serializer):
+    """Query options of ``POST /api/v1/check``: where to look, and the tolerance."""
+
+    cluster = QueryTextField(
+        required=False, help_text="where to look workloads up (default: any)"
+    )
+    namespace = QueryTextField(
+        required=False,
+        default="default",
+        help_text="namespace of manifests without metadata.namespace",
+    )
+    cpu_percent = serializers.FloatField(
+        required=False,
+        min_value=0,
+        max_value=1000,
+        help_text="allowed CPU difference, percent of the recommended request "
+        "(default VPAWEB_CHECK_CPU_PERCENT, 20)",
+    )
+    memory_percent = serializers.FloatField(
+        required=False,
+        min_value=0,
+        max_value=1000,
+        help_text="allowed memory difference, percent of the recommended request "
+        "(default VPAWEB_CHECK_MEMORY_PERCENT, 20)",
+    )
+    cpu_floor = QuantityQueryField(
+        resource="cpu",
+        required=False,
+        help_text="allowed CPU difference at least this (a quantity such as 50m; "
+        "default VPAWEB_CHECK_CPU_FLOOR_MILLICORES, 50m)",
+    )
+    memory_floor = QuantityQueryField(
+        resource="memory",
+        required=False,
+        help_text="allowed memory difference at least this (a quantity such as "
+        "64Mi; default VPAWEB_CHECK_MEMORY_FLOOR_BYTES, 64Mi)",
+    )
+
+
+class ResourceVerdictSerializer(serializers.Serializer):
+    """One request of a container against its recommended value."""
+
+    resource = serializers.ChoiceField(choices=["cpu", "memory"])
+    posted = serializers.CharField(allow_null=True, help_text="null: no request")
+    recommended = serializers.CharField()
+    allowed_difference = serializers.CharField()
+    difference_percent = serializers.FloatField(required=False, allow_null=True)
+    verdict = serializers.ChoiceField(choices=["ok", "drift"])
+    message = serializers.CharField()
+
+
+class ContainerVerdictSerializer(serializers.Serializer):
+    """One container's verdict."""
+
+    path = serializers.CharField()
+    kind = serializers.CharField()
+    namespace = serializers.CharField()
+    name = serializers.CharField(allow_null=True)
+    container = serializers.CharField()
+    verdict = serializers.ChoiceField(choices=["ok", "drift", "unchecked"])
+    reason = serializers.CharField()
+    resources = ResourceVerdictSerializer(
+        many=True, help_text="only the requests vpaweb would change"
+    )
+
+
+class CheckSummarySerializer(serializers.Serializer):
+    """Containers by verdict."""
+
+    containers = serializers.IntegerField()
+    ok = serializers.IntegerField()
+    drift = serializers.IntegerField()
+    unchecked = serializers.IntegerField()
+
+
+class CheckResponseSerializer(serializers.Serializer):
+    """The drift check: a verdict per container and for the whole request."""
+
+    verdict = serializers.ChoiceField(choices=["ok", "drift"])
+    exit_code = serializers.ChoiceField(
+        choices=[0, 1], help_text="0 ok, 1 drift (also in the Vpaweb-Exit-Code header)"
+    )
+    tolerance = serializers.DictField()
+    summary = CheckSummarySerializer()
+    containers = ContainerVerdictSerializer(many=True)

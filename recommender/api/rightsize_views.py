@@ -19,13 +19,14 @@ from recommender.api.bodies import JSON_MEDIA_TYPES, decode_text, load_manifests
 from recommender.api.formats import (
     MANIFEST_PARSERS,
     JSONParser,
+    JUnitXMLRenderer,
     ManifestsYAMLRenderer,
     RawBody,
 )
 from recommender.api.queries import query_filters, single_query_value
 from recommender.errors import InvalidInput
 from recommender.models import StaticCoefficient
-from recommender.services.advice import patches, rightsize
+from recommender.services.advice import drift, patches, rightsize
 
 
 class StaticCoefficientView(APIView):
@@ -161,3 +162,63 @@ class RightsizeView(APIView):
             diff_path=diff_path,
         )
         return Response(answer)
+
+
+class CheckView(APIView):
+    """The drift check for pipelines: posted requests against the recommendations."""
+
+    permission_classes = [CanRead]
+    parser_classes = MANIFEST_PARSERS
+    renderer_classes = [JSONRenderer, JUnitXMLRenderer, BrowsableAPIRenderer]
+
+    @extend_schema(
+        summary="Check manifests' requests against the recommendations (drift)",
+        description=(
+            "Answers per container whether each request is within the tolerance of "
+            "what `rightsize` would write: `ok`, `drift`, or `unchecked` (no "
+            "recommendation). `verdict` and `exit_code` (0 ok, 1 drift) sum it up; "
+            "the `Vpaweb-Exit-Code` header carries the exit code too. Ask for "
+            "`Accept: application/xml` (or `?format=junit`) to get JUnit XML."
+        ),
+        parameters=[s.CheckOptionsSerializer],
+        request={
+            "application/yaml": OpenApiTypes.STR,
+            "application/json": OpenApiTypes.OBJECT,
+        },
+        responses={
+            (200, "application/json"): s.CheckResponseSerializer,
+            (200, "application/xml"): OpenApiTypes.STR,
+        },
+        tags=["rightsize"],
+        examples=[
+            OpenApiExample(
+                "a Deployment",
+                value=RIGHTSIZE_EXAMPLE_YAML,
+                media_type="application/yaml",
+                request_only=True,
+            ),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        single_query_value(request, "format")
+        given = query_filters(s.CheckOptionsSerializer, request)
+        tolerance = drift.Tolerance.from_settings(
+            cpu_percent=given.pop("cpu_percent", None),
+            memory_percent=given.pop("memory_percent", None),
+            cpu_floor_millicores=given.pop("cpu_floor", None),
+            memory_floor_bytes=given.pop("memory_floor", None),
+        )
+        body = request.data
+        if not isinstance(body, RawBody):
+            raise InvalidInput(
+                "the body holds no manifests: send YAML or JSON manifests as the body",
+                field="body",
+            )
+        documents = load_manifests(body=body.data, media_type=body.media_type)
+        result = rightsize.rightsize_manifests(
+            documents=documents,
+            options=rightsize.RightsizeOptions(**given),
+            max_containers=settings.API_MAX_CONTAINERS,
+        )
+        check = drift.check_drift(result, tolerance=tolerance)
+        return Response(check, headers={"Vpaweb-Exit-Code": str(check["exit_code"])})

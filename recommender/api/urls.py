@@ -166,6 +166,7 @@ urlpatterns = [
         name="change-reject",
     ),
     path("rightsize", rightsize_views.RightsizeView.as_view(), name="rightsize"),
+    path("check", rightsize_views.CheckView.as_view(), name="check"),
     path("rollups", rollup_views.RollupView.as_view(), name="rollups"),
     path(
         "savings-trend", rollup_views.SavingsTrendView.as_view(), name="savings-trend"
