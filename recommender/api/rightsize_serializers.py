@@ -18,6 +18,7 @@ from recommender.api.fields import (
 )
 from recommender.api.serializers import WorkloadBriefSerializer
 from recommender.models import StaticCoefficient
+from recommender.services.advice.namespace_patch import SELECTOR_PATTERN
 from recommender.services.advice.patches import (
     MAX_VALUES_PATH,
     OUTPUTS,
@@ -204,17 +205,9 @@ class RightsizeResponseSerializer(serializers.Serializer):
     )
 
 
-class CheckOptionsSerializer(serializers.Serializer):
-    """Query options of ``POST /api/v1/check``: where to look, and the tolerance."""
+class ToleranceSerializer(serializers.Serializer):
+    """The drift check's tolerance, per request (defaults from VPAWEB_CHECK_*)."""
 
-    cluster = QueryTextField(
-        required=False, help_text="where to look workloads up (default: any)"
-    )
-    namespace = QueryTextField(
-        required=False,
-        default="default",
-        help_text="namespace of manifests without metadata.namespace",
-    )
     cpu_percent = serializers.FloatField(
         required=False,
         min_value=0,
@@ -240,6 +233,31 @@ class CheckOptionsSerializer(serializers.Serializer):
         required=False,
         help_text="allowed memory difference at least this (a quantity such as "
         "64Mi; default VPAWEB_CHECK_MEMORY_FLOOR_BYTES, 64Mi)",
+    )
+
+
+class CheckOptionsSerializer(ToleranceSerializer):
+    """Query options of ``POST /api/v1/check``: where to look, and the tolerance."""
+
+    cluster = QueryTextField(
+        required=False, help_text="where to look workloads up (default: any)"
+    )
+    namespace = QueryTextField(
+        required=False,
+        default="default",
+        help_text="namespace of manifests without metadata.namespace",
+    )
+
+
+class NamespacePatchOptionsSerializer(ToleranceSerializer):
+    """Query options of the namespace's patch set."""
+
+    selector = serializers.RegexField(
+        SELECTOR_PATTERN,
+        required=False,
+        max_length=1000,
+        help_text="only workloads whose labels match: key=value or key terms, "
+        "comma-separated, all must hold (app.kubernetes.io/part-of=shop,tier)",
     )
 
 
@@ -289,3 +307,23 @@ class CheckResponseSerializer(serializers.Serializer):
     tolerance = serializers.DictField()
     summary = CheckSummarySerializer()
     containers = ContainerVerdictSerializer(many=True)
+
+
+class NamespacePatchSerializer(serializers.Serializer):
+    """The patch set of every workload outside tolerance, and its summary."""
+
+    cluster = serializers.CharField()
+    namespace = serializers.CharField()
+    selector = serializers.CharField()
+    tolerance = serializers.DictField()
+    checked = CheckSummarySerializer(help_text="every container checked, by verdict")
+    workloads = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="each workload outside tolerance: workload, url (dashboard), "
+        "savings_monthly, recent_ooms, containers (their verdicts)",
+    )
+    savings_monthly = serializers.FloatField()
+    patches = KustomizePatchSetSerializer()
+    summary_markdown = serializers.CharField(
+        help_text="what, why, savings and risk, for a pull request's description"
+    )

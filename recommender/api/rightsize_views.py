@@ -4,6 +4,8 @@ static coefficients that size workloads vpaweb does not know yet.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -24,9 +26,11 @@ from recommender.api.formats import (
     RawBody,
 )
 from recommender.api.queries import query_filters, single_query_value
+from recommender.api.views import NATURAL_KEY_PARAMETERS
 from recommender.errors import InvalidInput
 from recommender.models import StaticCoefficient
 from recommender.services.advice import drift, patches, rightsize
+from recommender.services.advice.namespace_patch import namespace_patch
 
 
 class StaticCoefficientView(APIView):
@@ -164,6 +168,17 @@ class RightsizeView(APIView):
         return Response(answer)
 
 
+def tolerance_of(given: dict[str, Any]) -> drift.Tolerance:
+    """The tolerance of validated query options (``ToleranceSerializer``'s fields are
+    taken out of ``given``)."""
+    return drift.Tolerance.from_settings(
+        cpu_percent=given.pop("cpu_percent", None),
+        memory_percent=given.pop("memory_percent", None),
+        cpu_floor_millicores=given.pop("cpu_floor", None),
+        memory_floor_bytes=given.pop("memory_floor", None),
+    )
+
+
 class CheckView(APIView):
     """The drift check for pipelines: posted requests against the recommendations."""
 
@@ -202,12 +217,7 @@ class CheckView(APIView):
     def post(self, request: Request) -> Response:
         single_query_value(request, "format")
         given = query_filters(s.CheckOptionsSerializer, request)
-        tolerance = drift.Tolerance.from_settings(
-            cpu_percent=given.pop("cpu_percent", None),
-            memory_percent=given.pop("memory_percent", None),
-            cpu_floor_millicores=given.pop("cpu_floor", None),
-            memory_floor_bytes=given.pop("memory_floor", None),
-        )
+        tolerance = tolerance_of(given)
         body = request.data
         if not isinstance(body, RawBody):
             raise InvalidInput(
@@ -222,3 +232,33 @@ class CheckView(APIView):
         )
         check = drift.check_drift(result, tolerance=tolerance)
         return Response(check, headers={"Vpaweb-Exit-Code": str(check["exit_code"])})
+
+
+@extend_schema(
+    summary="The patch set of a namespace's workloads outside tolerance (for a PR)",
+    description=(
+        "Every active workload of the namespace (narrowed by `selector`) whose "
+        "requests are outside the drift check's tolerance: strategic-merge patches "
+        "of the containers outside it, a kustomization.yaml fragment naming them, "
+        "and a Markdown summary (what, why, savings, risk) for a pull request."
+    ),
+    parameters=[*NATURAL_KEY_PARAMETERS[:2], s.NamespacePatchOptionsSerializer],
+    responses=s.NamespacePatchSerializer,
+    tags=["rightsize"],
+)
+class NamespacePatchView(APIView):
+    """What a pull request would change in one namespace."""
+
+    permission_classes = [CanRead]
+
+    def get(self, request: Request, cluster: str, namespace: str) -> Response:
+        given = query_filters(s.NamespacePatchOptionsSerializer, request)
+        answer = namespace_patch(
+            cluster=cluster,
+            namespace=namespace,
+            selector=given.pop("selector", None),
+            tolerance=tolerance_of(given),
+            dashboard_url=request.build_absolute_uri("/").rstrip("/"),
+            now=timezone.now(),
+        )
+        return Response(answer)

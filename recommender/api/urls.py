@@ -156,6 +156,11 @@ urlpatterns = [
         name="namespace-compare-profiles",
     ),
     path(
+        "clusters/<slug:cluster>/namespaces/<k8sname:namespace>/patch",
+        rightsize_views.NamespacePatchView.as_view(),
+        name="namespace-patch",
+    ),
+    path(
         "changes/<id:pk>/approve",
         change_views.ApproveChangeView.as_view(),
         name="change-approve",
