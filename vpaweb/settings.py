@@ -273,6 +273,13 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# --- Notification channels (services/notifications.py, docs/notifications.md) --------
+# Links in messages point here: the dashboard as its users reach it.
+DASHBOARD_URL = env_str("VPAWEB_DASHBOARD_URL", "http://127.0.0.1:8000")
+# A channel's webhook gets this long to answer; a slower one is a failure, kept on the
+# channel, and the cycle goes on.
+NOTIFY_TIMEOUT_S = env_float("VPAWEB_NOTIFY_TIMEOUT_S", 3.0, minimum=0.1)
+
 # --- Admission webhook (recommender/webhook.py, docs/webhook.md) ----------------------
 # The answer is sent within this many seconds whatever happens (fail open): well under
 # the MutatingWebhookConfiguration's timeoutSeconds, which holds the pod's creation.
