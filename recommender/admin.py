@@ -11,6 +11,7 @@ from recommender import models
 from recommender.errors import InvalidInput
 from recommender.services.actuation import control
 from recommender.services.clusters import checked_namespace_selector
+from recommender.services.notifications import encrypt_url
 
 
 class ClusterForm(forms.ModelForm):
@@ -316,3 +317,81 @@ class AdmissionCountAdmin(admin.ModelAdmin):
     list_display = ["cluster_name", "minute", "outcome", "count"]
     list_filter = ["outcome", "cluster_name"]
     date_hierarchy = "minute"
+
+
+class NotificationChannelForm(forms.ModelForm):
+    """A channel; its webhook URL is written here and stored encrypted, never shown."""
+
+    url = forms.URLField(
+        required=False,
+        assume_scheme="https",
+        widget=forms.PasswordInput(render_value=False),
+        help_text="the incoming webhook's URL (stored encrypted; leave empty to keep "
+        "the stored one, or set url env instead)",
+    )
+
+    class Meta:
+        model = models.NotificationChannel
+        fields = [
+            "name",
+            "kind",
+            "url",
+            "url_env",
+            "events",
+            "clusters",
+            "namespaces",
+            "labels",
+            "min_interval_s",
+            "is_enabled",
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        has_stored = bool(self.instance.url_encrypted)
+        if not (cleaned.get("url") or cleaned.get("url_env") or has_stored):
+            raise forms.ValidationError("give the webhook URL, or url env")
+        unknown = set(cleaned.get("events") or []) - set(
+            models.NotificationChannel.Event.values
+        )
+        if unknown:
+            self.add_error(
+                "events",
+                f"unknown events {sorted(unknown)}; choose from "
+                f"{', '.join(models.NotificationChannel.Event.values)}",
+            )
+        return cleaned
+
+    def save(self, commit: bool = True) -> Any:
+        if self.cleaned_data.get("url"):
+            self.instance.url_encrypted = encrypt_url(self.cleaned_data["url"])
+        return super().save(commit=commit)
+
+
+@admin.register(models.NotificationChannel)
+class NotificationChannelAdmin(admin.ModelAdmin):
+    """Chat and webhook channels; failures show in the list (last error)."""
+
+    form = NotificationChannelForm
+    list_display = [
+        "name",
+        "kind",
+        "is_enabled",
+        "last_sent_at",
+        "last_error_at",
+        "last_error",
+    ]
+    readonly_fields = ["last_sent_at", "last_error", "last_error_at", "created_at"]
+
+
+@admin.register(models.NotificationDelivery)
+class NotificationDeliveryAdmin(admin.ModelAdmin):
+    """Which event reached which channel (read-only)."""
+
+    list_display = ["channel", "event", "key", "sent_at"]
+    list_filter = ["channel", "event"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

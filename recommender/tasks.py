@@ -239,14 +239,18 @@ def update_cluster(
     change's status, so a redelivered task applies nothing twice.
     """
     from recommender.services.actuation.apply import run_cycle
+    from recommender.services.notifications import notify_after_cycle
 
     cluster = Cluster.objects.filter(pk=cluster_id, is_enabled=True).first()
     if cluster is None:
         return {"cluster_id": cluster_id, "status": "gone"}
+    when = _parse_now(now)
     try:
-        report = run_cycle(cluster, now=_parse_now(now))
+        report = run_cycle(cluster, now=when)
     except TRANSIENT_ERRORS as exc:
         raise self.retry_transient(exc) from exc
+    # Digests to the notification channels: never raises, never blocks for long.
+    notify_after_cycle(cluster_id=cluster_id, now=when)
     return report.as_dict()
 
 

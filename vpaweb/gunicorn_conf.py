@@ -72,7 +72,10 @@ def when_ready(server: object) -> None:
     from django.db import connections
     from django.urls import get_resolver
 
+    from recommender.api.strict_query import allowed_query_parameters
+
     get_resolver().url_patterns  # noqa: B018 (imports every URLconf and view)
+    allowed_query_parameters()  # the API's schema, read by every /api/ request
     connections.close_all()
 
 

@@ -66,6 +66,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Unknown query parameters of an /api/ operation are a 400 naming them.
+    "recommender.api.strict_query.StrictQueryMiddleware",
     # Last, as django-axes asks: answers a locked-out login with the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -282,6 +284,13 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# --- Notification channels (services/notifications.py, docs/notifications.md) --------
+# Links in messages point here: the dashboard as its users reach it.
+DASHBOARD_URL = env_str("VPAWEB_DASHBOARD_URL", "http://127.0.0.1:8000")
+# A channel's webhook gets this long to answer; a slower one is a failure, kept on the
+# channel, and the cycle goes on.
+NOTIFY_TIMEOUT_S = env_float("VPAWEB_NOTIFY_TIMEOUT_S", 3.0, minimum=0.1)
+
 # --- Admission webhook (recommender/webhook.py, docs/webhook.md) ----------------------
 # The answer is sent within this many seconds whatever happens (fail open): well under
 # the MutatingWebhookConfiguration's timeoutSeconds, which holds the pod's creation.
@@ -394,6 +403,15 @@ API_MAX_KEYS = env_int("VPAWEB_API_MAX_KEYS", 10_000, minimum=10)
 API_MAX_SCALAR_CHARS = env_int("VPAWEB_API_MAX_SCALAR_CHARS", 2**20, minimum=64)
 # Containers one rightsize request may size; more is refused before any lookup.
 API_MAX_CONTAINERS = env_int("VPAWEB_API_MAX_CONTAINERS", 1000, minimum=1)
+# The drift check's default tolerance (POST /api/v1/check, manage.py check-manifests):
+# a request is within it when it differs from the recommended one by at most the
+# percentage of the recommendation or the floor, whichever is larger.
+CHECK_CPU_PERCENT = env_int("VPAWEB_CHECK_CPU_PERCENT", 20, minimum=0)
+CHECK_MEMORY_PERCENT = env_int("VPAWEB_CHECK_MEMORY_PERCENT", 20, minimum=0)
+CHECK_CPU_FLOOR_MILLICORES = env_int("VPAWEB_CHECK_CPU_FLOOR_MILLICORES", 50, minimum=0)
+CHECK_MEMORY_FLOOR_BYTES = env_int(
+    "VPAWEB_CHECK_MEMORY_FLOOR_BYTES", 64 * 2**20, minimum=0
+)
 # An /api/ request still running after this many seconds gets a JSON 503 (0 = no
 # deadline); vpaweb/gunicorn_conf.py sets it below gunicorn's worker timeout.
 REQUEST_DEADLINE_S = env_float("VPAWEB_REQUEST_DEADLINE_S", 0.0, minimum=0.0)
@@ -434,6 +452,9 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # Several models have a "kind", "mode", "source" or "status": name each enum once.
     "ENUM_NAME_OVERRIDES": {
+        # The drift check (api/rightsize_serializers.py).
+        "CheckVerdictEnum": ["ok", "drift"],
+        "ContainerVerdictEnum": ["ok", "drift", "unchecked"],
         "ClusterKindEnum": "recommender.models.Cluster.Kind",
         "WorkloadKindEnum": "recommender.models.Workload.Kind",
         "ContainerKindEnum": "recommender.models.Container.Kind",

@@ -12,6 +12,8 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from recommender.engine.quantity import parse_cpu_millicores, parse_memory_bytes
+from recommender.models import Policy
 from recommender.services.advice.rightsize import MIN_FACTOR
 
 # Longest text a query filter takes: a Kubernetes object name (DNS subdomain).
@@ -99,3 +101,75 @@ class ClosedSerializer(serializers.Serializer):
                     }
                 )
         return super().to_internal_value(data)
+
+
+# Upstream's ``updateMode: Auto`` (deprecated since VPA 1.4) "is currently equivalent
+# to Recreate" (the VPA CRD's documentation of UpdateModeAuto); vpaweb reads the VPA
+# objects it mirrors the same way (models/policy.py, vpa_object_mode).
+MODE_ALIASES = {"Auto": "Recreate"}
+
+
+def mode_alias_note(given: str) -> str:
+    """What a mode alias was stored as, said in the answer."""
+    return (
+        f"mode {given} is upstream VPA's alias of {MODE_ALIASES[given]} (deprecated "
+        f"upstream, where it currently means {MODE_ALIASES[given]}); stored as "
+        f"{MODE_ALIASES[given]}"
+    )
+
+
+class ModeField(serializers.ChoiceField):
+    """A policy mode: Off, Initial, Recreate, InPlaceOrRecreate, or upstream's alias
+    Auto (stored as Recreate); anything else is refused listing the valid modes."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.modes = list(Policy.Mode.values)
+        kwargs.setdefault(
+            "help_text",
+            "Off, Initial, Recreate or InPlaceOrRecreate; upstream's Auto is taken "
+            "as Recreate, as upstream VPA currently reads it",
+        )
+        super().__init__(choices=[*self.modes, *MODE_ALIASES], **kwargs)
+        self.error_messages["invalid_choice"] = (
+            f'"{{input}}" is not a mode; the modes are {", ".join(self.modes)} '
+            f"(and Auto, upstream's alias of Recreate)"
+        )
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        return MODE_ALIASES.get(value, value)
+
+
+QUERY_QUANTITY_PATTERN = r"^[0-9]{1,15}(\.[0-9]{1,9})?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$"
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 40,
+        "pattern": QUERY_QUANTITY_PATTERN,
+    }
+)
+class QuantityQueryField(serializers.CharField):
+    """A Kubernetes quantity in a query (``50m``, ``64Mi``), read as millicores (CPU)
+    or bytes (memory)."""
+
+    def __init__(self, *, resource: str, **kwargs: Any) -> None:
+        self.resource = resource
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> int:  # type: ignore[override]
+        text = super().to_internal_value(data)
+        if re.fullmatch(QUERY_QUANTITY_PATTERN, text) is None:
+            raise serializers.ValidationError(
+                f"{text[:40]!r} is not a quantity such as 50m, 0.5, 64Mi or 1Gi"
+            )
+        try:
+            return (
+                parse_cpu_millicores(text)
+                if self.resource == "cpu"
+                else parse_memory_bytes(text)
+            )
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None

@@ -23,7 +23,8 @@ from rest_framework.utils.encoders import JSONEncoder
 
 from recommender.api.bodies import load_json
 from recommender.errors import TooLarge
-from recommender.text import comment_text
+from recommender.services.advice.drift import junit_xml
+from recommender.services.advice.patches import answer_text
 
 
 def read_limited(stream: Any, parser_context: Mapping[str, Any] | None) -> bytes:
@@ -224,22 +225,24 @@ class ManifestsYAMLRenderer(renderers.BaseRenderer):
         plain = _plain(data)
         if not isinstance(plain, dict) or "manifests" not in plain:
             return yaml.safe_dump(plain, sort_keys=False).encode()
-        # The header only when something changed: unchanged manifests pass through
-        # without a claim that vpaweb right-sized them.
-        lines: list[str] = []
-        for document in plain.get("documents", []):
-            for container in document["containers"]:
-                for change in container["changes"]:
-                    lines.append(
-                        comment_text(
-                            f"# {document['kind']}/{document['name']} "
-                            f"{container['name']} {change['field']}: "
-                            f"{change['before']} -> {change['after']}"
-                        )
-                    )
-        body = yaml.safe_dump_all(
-            plain["manifests"], sort_keys=False, allow_unicode=True
-        )
-        if lines:
-            lines.insert(0, "# Right-sized by vpaweb.")
-        return "".join(line + "\n" for line in lines).encode() + body.encode()
+        return answer_text(plain).encode()
+
+
+class JUnitXMLRenderer(renderers.BaseRenderer):
+    """The drift check as JUnit XML (``?format=junit``), for CI test reports."""
+
+    media_type = "application/xml"
+    format = "junit"
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
+    ) -> bytes:
+        """A test case per container; anything else (the browsable form) as JSON."""
+        plain = _plain(data)
+        if not isinstance(plain, dict) or "containers" not in plain:
+            return json.dumps(plain).encode()
+        return junit_xml(plain).encode()

@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from recommender.api.fields import (
     ClosedSerializer,
+    ModeField,
 )
 from recommender.api.serializers import ResourceListSerializer
 from recommender.engine.profiles import MEMORY_ESTIMATORS, PROFILES
@@ -155,6 +156,9 @@ class PolicySerializer(serializers.ModelSerializer):
     """A workload's policy. Changing it writes nothing to the cluster by itself."""
 
     mode_consequence = serializers.SerializerMethodField()
+    notes = serializers.SerializerMethodField(
+        help_text="what the request's values were taken as, e.g. mode Auto as Recreate"
+    )
     profile_overrides = ProfileOverridesField(
         help_text="fields that differ from the profile; {} means the profile as is"
     )
@@ -193,6 +197,7 @@ class PolicySerializer(serializers.ModelSerializer):
             "vpa_object_mode",
             "is_actionable",
             "has_vpa_conflict",
+            "notes",
             "updated_at",
             "updated_by",
         ]
@@ -212,6 +217,10 @@ class PolicySerializer(serializers.ModelSerializer):
 
     def get_mode_consequence(self, obj: Policy) -> str:
         return policy_consequence(obj)
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_notes(self, obj: Policy) -> list[str]:
+        return list(self.context.get("notes", []))
 
 
 class EvictionRequirementSerializer(ClosedSerializer):
@@ -234,7 +243,7 @@ class PolicyUpdateSerializer(ClosedSerializer):
     # validate() refuses any other key; the schema says so (api/schema.py).
     refuses_unknown_fields = True
 
-    mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
+    mode = ModeField(required=False)
     profile = serializers.ChoiceField(choices=sorted(PROFILES), required=False)
     profile_overrides = ProfileOverridesField(
         required=False,

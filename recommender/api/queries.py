@@ -16,16 +16,16 @@ from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 
-from recommender.api.fields import QueryTextField
+from recommender.api.fields import ModeField, QueryTextField
 from recommender.api.workload_rows import FACT_COLUMNS
 from recommender.errors import InvalidInput
 from recommender.models import (
     Container,
-    Policy,
     ProvisioningStatus,
     Workload,
     WorkloadQuerySet,
 )
+from recommender.services.dashboard import ordering as sorting
 from recommender.services.dashboard import workload_totals
 from recommender.services.dashboard.provisioning import Prices, risk_rules
 
@@ -98,29 +98,9 @@ def query_filters(serializer_class: type, request: Request) -> dict[str, Any]:
     return {k: v for k, v in serializer.validated_data.items() if v not in (None, "")}
 
 
-# ``?ordering=`` keys of the workload list and export, and the fields they sort by
-# (``-key`` for descending); ties are broken by id.
-WORKLOAD_ORDERING = {
-    "name": "name",
-    "namespace": "namespace",
-    "cluster": "cluster__name",
-    "kind": "kind",
-    "replicas": "replicas",
-    "savings_monthly": "savings",
-    "risk": "risk",
-    "recent_ooms": "recent_ooms",
-    "shortfall_percent": "shortfall",
-    "id": "pk",
-}
-DEFAULT_WORKLOAD_ORDERING = ["cluster__name", "namespace", "kind", "name", "pk"]
-_KEY = "-?(?:" + "|".join(WORKLOAD_ORDERING) + ")"
-ORDERING_PATTERN = f"^{_KEY}(?:,{_KEY})*$"
-MAX_ORDERING = 400
-ORDERING_ERROR = (
-    "not a list of sort keys: give comma-separated keys from "
-    + ", ".join(WORKLOAD_ORDERING)
-    + " (prefix - for descending)"
-)
+# ``?ordering=``: the one sort vocabulary of the dashboard and the API.
+WORKLOAD_ORDERING = sorting.WORKLOAD_ORDERING
+workload_order = sorting.workload_order
 
 
 class WorkloadFilterSerializer(serializers.Serializer):
@@ -129,7 +109,7 @@ class WorkloadFilterSerializer(serializers.Serializer):
     cluster = QueryTextField(required=False)
     namespace = QueryTextField(required=False)
     kind = serializers.ChoiceField(choices=Workload.Kind.choices, required=False)
-    mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
+    mode = ModeField(required=False)
     status = serializers.ChoiceField(
         choices=list(ProvisioningStatus.LABELS),
         required=False,
@@ -157,10 +137,10 @@ class WorkloadFilterSerializer(serializers.Serializer):
     is_active = serializers.BooleanField(required=False, default=None, allow_null=True)
     search = QueryTextField(required=False)
     ordering = serializers.RegexField(
-        ORDERING_PATTERN,
+        sorting.ORDERING_PATTERN,
         required=False,
-        max_length=MAX_ORDERING,
-        error_messages={"invalid": ORDERING_ERROR},
+        max_length=sorting.MAX_ORDERING,
+        error_messages={"invalid": sorting.ORDERING_ERROR},
         help_text=(
             "comma-separated sort keys, `-` for descending, ties by id: "
             + ", ".join(WORKLOAD_ORDERING)
@@ -171,11 +151,7 @@ class WorkloadFilterSerializer(serializers.Serializer):
     )
 
     def validate_ordering(self, value: str) -> list[str]:
-        keys: list[str] = []
-        for key in value.split(","):
-            if key.lstrip("-") not in {k.lstrip("-") for k in keys}:
-                keys.append(key)
-        return keys
+        return sorting.parse_ordering(value) or []
 
 
 def workload_queryset(
@@ -203,20 +179,6 @@ def workload_queryset(
             )
         )
     )
-
-
-def workload_order(ordering: list[str] | None) -> list[str]:
-    """The ``order_by`` of validated ``?ordering=`` keys (see WORKLOAD_ORDERING)."""
-    if not ordering:
-        return DEFAULT_WORKLOAD_ORDERING
-    fields = []
-    for key in ordering:
-        descending = key.startswith("-")
-        field = WORKLOAD_ORDERING[key.lstrip("-")]
-        fields.append(f"-{field}" if descending else field)
-    if "pk" not in {f.lstrip("-") for f in fields}:
-        fields.append("pk")
-    return fields
 
 
 # Filters and sort keys that read Workload.objects.with_provisioning's annotations.

@@ -12,11 +12,18 @@ from rest_framework import serializers
 from recommender.api.fields import (
     ClosedSerializer,
     FactorField,
+    QuantityQueryField,
     QueryTextField,
     StrictCharField,
 )
 from recommender.api.serializers import WorkloadBriefSerializer
 from recommender.models import StaticCoefficient
+from recommender.services.advice.namespace_patch import SELECTOR_PATTERN
+from recommender.services.advice.patches import (
+    MAX_VALUES_PATH,
+    OUTPUTS,
+    VALUES_PATH_PATTERN,
+)
 from recommender.services.advice.rightsize import (
     NAMESPACE_MAX_LENGTH,
     NAMESPACE_PATTERN,
@@ -80,6 +87,35 @@ class RightsizeOptionsSerializer(serializers.Serializer):
         default=False,
         help_text="change CPU only; leave memory as it is",
     )
+    output = serializers.ChoiceField(
+        choices=OUTPUTS,
+        required=False,
+        default="manifests",
+        help_text=(
+            "manifests: the right-sized manifests (always in the answer); kustomize: "
+            "also strategic-merge patches and a kustomization.yaml fragment naming "
+            "them (`patches`); helm: also a values fragment with each changed "
+            "container's resources at `values_path` (`values`); diff: also a unified "
+            "diff against the posted text (`diff`)"
+        ),
+    )
+    values_path = serializers.RegexField(
+        VALUES_PATH_PATTERN,
+        required=False,
+        default="resources",
+        max_length=MAX_VALUES_PATH,
+        help_text=(
+            "output=helm: where the chart's values keep a container's resources, "
+            "dot-separated (resources, server.resources, {container}.resources); "
+            "{container} and {workload} stand for the names"
+        ),
+    )
+    diff_path = serializers.RegexField(
+        r"^[A-Za-z0-9._/-]{1,253}$",
+        required=False,
+        default="manifests.yaml",
+        help_text="output=diff: the file name in the diff's headers (a/… and b/…)",
+    )
 
 
 class ChangeSerializer(serializers.Serializer):
@@ -132,9 +168,162 @@ class RightsizeSummarySerializer(serializers.Serializer):
     containers_changed = serializers.IntegerField()
 
 
+class KustomizePatchSetSerializer(serializers.Serializer):
+    """Strategic-merge patches and the kustomization.yaml fragment naming them."""
+
+    files = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="file name (patches/<kind>-<namespace>-<name>.yaml) → its YAML",
+    )
+    patches = serializers.ListField(
+        child=serializers.DictField(child=serializers.CharField()),
+        help_text="the kustomization's patches entries: [{path: …}]",
+    )
+    kustomization = serializers.CharField(
+        help_text="a kustomization.yaml fragment (patches:) naming the files"
+    )
+
+
 class RightsizeResponseSerializer(serializers.Serializer):
     """The manifests to deploy and a report of every change."""
 
+    output = serializers.ChoiceField(choices=OUTPUTS)
     manifests = serializers.ListField(child=serializers.JSONField())
     documents = DocumentReportSerializer(many=True)
     summary = RightsizeSummarySerializer()
+    patches = KustomizePatchSetSerializer(required=False, help_text="output=kustomize")
+    values = serializers.DictField(
+        required=False, help_text="output=helm: the values fragment"
+    )
+    values_yaml = serializers.CharField(
+        required=False, help_text="output=helm: the values fragment as YAML"
+    )
+    diff = serializers.CharField(
+        required=False,
+        help_text="output=diff: a unified diff against the posted text ('' when "
+        "nothing changed)",
+    )
+
+
+class ToleranceSerializer(serializers.Serializer):
+    """The drift check's tolerance, per request (defaults from VPAWEB_CHECK_*)."""
+
+    cpu_percent = serializers.FloatField(
+        required=False,
+        min_value=0,
+        max_value=1000,
+        help_text="allowed CPU difference, percent of the recommended request "
+        "(default VPAWEB_CHECK_CPU_PERCENT, 20)",
+    )
+    memory_percent = serializers.FloatField(
+        required=False,
+        min_value=0,
+        max_value=1000,
+        help_text="allowed memory difference, percent of the recommended request "
+        "(default VPAWEB_CHECK_MEMORY_PERCENT, 20)",
+    )
+    cpu_floor = QuantityQueryField(
+        resource="cpu",
+        required=False,
+        help_text="allowed CPU difference at least this (a quantity such as 50m; "
+        "default VPAWEB_CHECK_CPU_FLOOR_MILLICORES, 50m)",
+    )
+    memory_floor = QuantityQueryField(
+        resource="memory",
+        required=False,
+        help_text="allowed memory difference at least this (a quantity such as "
+        "64Mi; default VPAWEB_CHECK_MEMORY_FLOOR_BYTES, 64Mi)",
+    )
+
+
+class CheckOptionsSerializer(ToleranceSerializer):
+    """Query options of ``POST /api/v1/check``: where to look, and the tolerance."""
+
+    cluster = QueryTextField(
+        required=False, help_text="where to look workloads up (default: any)"
+    )
+    namespace = QueryTextField(
+        required=False,
+        default="default",
+        help_text="namespace of manifests without metadata.namespace",
+    )
+
+
+class NamespacePatchOptionsSerializer(ToleranceSerializer):
+    """Query options of the namespace's patch set."""
+
+    selector = serializers.RegexField(
+        SELECTOR_PATTERN,
+        required=False,
+        max_length=1000,
+        help_text="only workloads whose labels match: key=value or key terms, "
+        "comma-separated, all must hold (app.kubernetes.io/part-of=shop,tier)",
+    )
+
+
+class ResourceVerdictSerializer(serializers.Serializer):
+    """One request of a container against its recommended value."""
+
+    resource = serializers.ChoiceField(choices=["cpu", "memory"])
+    posted = serializers.CharField(allow_null=True, help_text="null: no request")
+    recommended = serializers.CharField()
+    allowed_difference = serializers.CharField()
+    difference_percent = serializers.FloatField(required=False, allow_null=True)
+    verdict = serializers.ChoiceField(choices=["ok", "drift"])
+    message = serializers.CharField()
+
+
+class ContainerVerdictSerializer(serializers.Serializer):
+    """One container's verdict."""
+
+    path = serializers.CharField()
+    kind = serializers.CharField()
+    namespace = serializers.CharField()
+    name = serializers.CharField(allow_null=True)
+    container = serializers.CharField()
+    verdict = serializers.ChoiceField(choices=["ok", "drift", "unchecked"])
+    reason = serializers.CharField()
+    resources = ResourceVerdictSerializer(
+        many=True, help_text="only the requests vpaweb would change"
+    )
+
+
+class CheckSummarySerializer(serializers.Serializer):
+    """Containers by verdict."""
+
+    containers = serializers.IntegerField()
+    ok = serializers.IntegerField()
+    drift = serializers.IntegerField()
+    unchecked = serializers.IntegerField()
+
+
+class CheckResponseSerializer(serializers.Serializer):
+    """The drift check: a verdict per container and for the whole request."""
+
+    verdict = serializers.ChoiceField(choices=["ok", "drift"])
+    exit_code = serializers.ChoiceField(
+        choices=[0, 1], help_text="0 ok, 1 drift (also in the Vpaweb-Exit-Code header)"
+    )
+    tolerance = serializers.DictField()
+    summary = CheckSummarySerializer()
+    containers = ContainerVerdictSerializer(many=True)
+
+
+class NamespacePatchSerializer(serializers.Serializer):
+    """The patch set of every workload outside tolerance, and its summary."""
+
+    cluster = serializers.CharField()
+    namespace = serializers.CharField()
+    selector = serializers.CharField()
+    tolerance = serializers.DictField()
+    checked = CheckSummarySerializer(help_text="every container checked, by verdict")
+    workloads = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="each workload outside tolerance: workload, url (dashboard), "
+        "savings_monthly, recent_ooms, containers (their verdicts)",
+    )
+    savings_monthly = serializers.FloatField()
+    patches = KustomizePatchSetSerializer()
+    summary_markdown = serializers.CharField(
+        help_text="what, why, savings and risk, for a pull request's description"
+    )

@@ -4,6 +4,8 @@ static coefficients that size workloads vpaweb does not know yet.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -15,17 +17,20 @@ from rest_framework.views import APIView
 
 from recommender.api import rightsize_serializers as s
 from recommender.api.auth import CanRead, CanReadOrWrite, actor_of
-from recommender.api.bodies import load_manifests
+from recommender.api.bodies import JSON_MEDIA_TYPES, decode_text, load_manifests
 from recommender.api.formats import (
     MANIFEST_PARSERS,
     JSONParser,
+    JUnitXMLRenderer,
     ManifestsYAMLRenderer,
     RawBody,
 )
 from recommender.api.queries import query_filters, single_query_value
+from recommender.api.views import NATURAL_KEY_PARAMETERS
 from recommender.errors import InvalidInput
 from recommender.models import StaticCoefficient
-from recommender.services.advice import rightsize
+from recommender.services.advice import drift, patches, rightsize
+from recommender.services.advice.namespace_patch import namespace_patch
 
 
 class StaticCoefficientView(APIView):
@@ -135,9 +140,11 @@ class RightsizeView(APIView):
     )
     def post(self, request: Request) -> Response:
         single_query_value(request, "format")
-        options = rightsize.RightsizeOptions(
-            **query_filters(s.RightsizeOptionsSerializer, request)
-        )
+        given = query_filters(s.RightsizeOptionsSerializer, request)
+        output = given.pop("output", "manifests")
+        values_path = given.pop("values_path", "resources")
+        diff_path = given.pop("diff_path", "manifests.yaml")
+        options = rightsize.RightsizeOptions(**given)
         body = request.data
         if not isinstance(body, RawBody):
             raise InvalidInput(
@@ -150,10 +157,108 @@ class RightsizeView(APIView):
             options=options,
             max_containers=settings.API_MAX_CONTAINERS,
         )
-        return Response(
-            {
-                "manifests": result.manifests,
-                "documents": result.documents,
-                "summary": result.summary(),
-            }
+        answer = patches.rightsize_answer(
+            result,
+            output=output,
+            text=decode_text(body.data),
+            is_json=body.media_type in JSON_MEDIA_TYPES,
+            values_path=values_path,
+            diff_path=diff_path,
         )
+        return Response(answer)
+
+
+def tolerance_of(given: dict[str, Any]) -> drift.Tolerance:
+    """The tolerance of validated query options (``ToleranceSerializer``'s fields are
+    taken out of ``given``)."""
+    return drift.Tolerance.from_settings(
+        cpu_percent=given.pop("cpu_percent", None),
+        memory_percent=given.pop("memory_percent", None),
+        cpu_floor_millicores=given.pop("cpu_floor", None),
+        memory_floor_bytes=given.pop("memory_floor", None),
+    )
+
+
+class CheckView(APIView):
+    """The drift check for pipelines: posted requests against the recommendations."""
+
+    permission_classes = [CanRead]
+    parser_classes = MANIFEST_PARSERS
+    renderer_classes = [JSONRenderer, JUnitXMLRenderer, BrowsableAPIRenderer]
+
+    @extend_schema(
+        summary="Check manifests' requests against the recommendations (drift)",
+        description=(
+            "Answers per container whether each request is within the tolerance of "
+            "what `rightsize` would write: `ok`, `drift`, or `unchecked` (no "
+            "recommendation). `verdict` and `exit_code` (0 ok, 1 drift) sum it up; "
+            "the `Vpaweb-Exit-Code` header carries the exit code too. Ask for "
+            "`Accept: application/xml` (or `?format=junit`) to get JUnit XML."
+        ),
+        parameters=[s.CheckOptionsSerializer],
+        request={
+            "application/yaml": OpenApiTypes.STR,
+            "application/json": OpenApiTypes.OBJECT,
+        },
+        responses={
+            (200, "application/json"): s.CheckResponseSerializer,
+            (200, "application/xml"): OpenApiTypes.STR,
+        },
+        tags=["rightsize"],
+        examples=[
+            OpenApiExample(
+                "a Deployment",
+                value=RIGHTSIZE_EXAMPLE_YAML,
+                media_type="application/yaml",
+                request_only=True,
+            ),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        single_query_value(request, "format")
+        given = query_filters(s.CheckOptionsSerializer, request)
+        tolerance = tolerance_of(given)
+        body = request.data
+        if not isinstance(body, RawBody):
+            raise InvalidInput(
+                "the body holds no manifests: send YAML or JSON manifests as the body",
+                field="body",
+            )
+        documents = load_manifests(body=body.data, media_type=body.media_type)
+        result = rightsize.rightsize_manifests(
+            documents=documents,
+            options=rightsize.RightsizeOptions(**given),
+            max_containers=settings.API_MAX_CONTAINERS,
+        )
+        check = drift.check_drift(result, tolerance=tolerance)
+        return Response(check, headers={"Vpaweb-Exit-Code": str(check["exit_code"])})
+
+
+@extend_schema(
+    summary="The patch set of a namespace's workloads outside tolerance (for a PR)",
+    description=(
+        "Every active workload of the namespace (narrowed by `selector`) whose "
+        "requests are outside the drift check's tolerance: strategic-merge patches "
+        "of the containers outside it, a kustomization.yaml fragment naming them, "
+        "and a Markdown summary (what, why, savings, risk) for a pull request."
+    ),
+    parameters=[*NATURAL_KEY_PARAMETERS[:2], s.NamespacePatchOptionsSerializer],
+    responses=s.NamespacePatchSerializer,
+    tags=["rightsize"],
+)
+class NamespacePatchView(APIView):
+    """What a pull request would change in one namespace."""
+
+    permission_classes = [CanRead]
+
+    def get(self, request: Request, cluster: str, namespace: str) -> Response:
+        given = query_filters(s.NamespacePatchOptionsSerializer, request)
+        answer = namespace_patch(
+            cluster=cluster,
+            namespace=namespace,
+            selector=given.pop("selector", None),
+            tolerance=tolerance_of(given),
+            dashboard_url=request.build_absolute_uri("/").rstrip("/"),
+            now=timezone.now(),
+        )
+        return Response(answer)

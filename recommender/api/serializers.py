@@ -536,6 +536,12 @@ class ExportRowSerializer(serializers.Serializer):
     kind = serializers.CharField()
     workload = serializers.CharField()
     container = serializers.CharField()
+    container_kind = serializers.ChoiceField(
+        choices=["app", "sidecar", "init"],
+        help_text="app: a regular container; sidecar: a native sidecar (an init "
+        "container with restartPolicy Always); init: an init container, which runs "
+        "to completion first and is never sized (its status is no-data)",
+    )
     mode = serializers.CharField()
     replicas = serializers.IntegerField(allow_null=True)
     status = serializers.ChoiceField(

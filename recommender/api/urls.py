@@ -156,6 +156,11 @@ urlpatterns = [
         name="namespace-compare-profiles",
     ),
     path(
+        "clusters/<slug:cluster>/namespaces/<k8sname:namespace>/patch",
+        rightsize_views.NamespacePatchView.as_view(),
+        name="namespace-patch",
+    ),
+    path(
         "changes/<id:pk>/approve",
         change_views.ApproveChangeView.as_view(),
         name="change-approve",
@@ -166,6 +171,7 @@ urlpatterns = [
         name="change-reject",
     ),
     path("rightsize", rightsize_views.RightsizeView.as_view(), name="rightsize"),
+    path("check", rightsize_views.CheckView.as_view(), name="check"),
     path("rollups", rollup_views.RollupView.as_view(), name="rollups"),
     path(
         "savings-trend", rollup_views.SavingsTrendView.as_view(), name="savings-trend"

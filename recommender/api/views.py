@@ -28,6 +28,7 @@ from rest_framework.views import APIView
 from recommender.api import policy_serializers as ps
 from recommender.api import serializers as s
 from recommender.api.auth import CanRead, CanReadOrWrite, CanWrite, actor_of
+from recommender.api.fields import MODE_ALIASES, mode_alias_note
 from recommender.api.formats import CSVRenderer, JSONParser, YAMLRenderer
 from recommender.api.queries import (
     Pagination,
@@ -342,6 +343,10 @@ class WorkloadPolicyView(WorkloadLookupMixin, APIView):
         workload = self.get_workload()
         serializer = ps.PolicyUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        given_mode = (
+            request.data.get("mode") if isinstance(request.data, dict) else None
+        )
+        notes = [mode_alias_note(given_mode)] if given_mode in MODE_ALIASES else []
         actor, label = actor_of(request)
         changes = dict(serializer.validated_data)
         confirm = bool(changes.pop("confirm_large_increase", False))
@@ -353,7 +358,7 @@ class WorkloadPolicyView(WorkloadLookupMixin, APIView):
             now=timezone.now(),
             confirm_large_increase=confirm,
         )
-        return Response(ps.PolicySerializer(policy).data)
+        return Response(ps.PolicySerializer(policy, context={"notes": notes}).data)
 
 
 class AdoptWorkloadView(WorkloadLookupMixin, APIView):
@@ -450,6 +455,12 @@ class RecommendationQueryView(APIView):
 
 
 EXPORT_COLUMNS = list(s.ExportRowSerializer().fields)
+# Container.Kind as the export names it: "regular" is what people call an app container.
+CONTAINER_KINDS = {
+    Container.Kind.REGULAR: "app",
+    Container.Kind.SIDECAR: "sidecar",
+    Container.Kind.INIT: "init",
+}
 
 
 class RecommendationExportView(APIView):
@@ -514,6 +525,7 @@ def _export_row(
         "kind": workload.kind,
         "workload": workload.name,
         "container": container.name,
+        "container_kind": CONTAINER_KINDS[container.kind],
         "mode": policy.mode if policy is not None else Policy.Mode.OFF,
         "replicas": workload.replicas,
         # Annotations of Container.objects.with_provisioning (the export's prefetch).

@@ -24,6 +24,7 @@ from recommender.models.fleet import (
     WorkloadPod,
     WorkloadTotals,
 )
+from recommender.models.notifications import NotificationChannel, NotificationDelivery
 from recommender.models.policy import Policy, PolicyQuerySet, StaticCoefficient
 from recommender.models.provisioning import (
     ContainerQuerySet,
@@ -54,6 +55,8 @@ __all__ = [
     "ContainerQuerySet",
     "NamespaceLimitRange",
     "NamespaceTotals",
+    "NotificationChannel",
+    "NotificationDelivery",
     "OomKill",
     "Policy",
     "PolicyQuerySet",

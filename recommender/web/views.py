@@ -100,7 +100,8 @@ def workloads(request: HttpRequest) -> HttpResponse:
         wasteful=request.GET.get("wasteful", ""),
         missing_requests=request.GET.get("missing_requests", ""),
         q=request.GET.get("q", ""),
-        sort=request.GET.get("sort", "") or "name",
+        ordering=request.GET.get("ordering", ""),
+        sort=request.GET.get("sort", ""),
     )
     filter_errors = given.errors()
     filters = given.cleaned()
@@ -123,7 +124,7 @@ def workloads(request: HttpRequest) -> HttpResponse:
             ("wasteful", "Wasteful", filters.wasteful),
             ("missing_requests", "Missing requests", filters.missing_requests),
         ],
-        "sorts": insights.SORTS.items(),
+        "sorts": insights.sort_choices(filters.ordering),
         "is_filtered": filters.is_filtered,
         "filter_errors": filter_errors,
         "page": "workloads",

@@ -80,8 +80,8 @@ def test_the_biggest_savings_and_the_real_risks(page):
     # "Find the 10 biggest savings": sort by savings.
     page.click("nav >> text=Workloads")
     page.wait_for_url("**/workloads/")
-    page.select_option("select[name=sort]", "savings")
-    page.wait_for_url(re.compile(r"sort=savings"))
+    page.select_option("select[name=ordering]", "-savings_monthly")
+    page.wait_for_url(re.compile(r"ordering=-savings_monthly"))
     page.wait_for_function(
         "document.querySelector('#workload-table tbody tr td a').textContent"
         f" === {biggest[0]!r}"
@@ -109,8 +109,8 @@ def test_the_biggest_savings_and_the_real_risks(page):
     # "What is at risk": only workloads at risk, OOM kills first, then the shortfall.
     page.select_option("select[name=at_risk]", "true")
     page.wait_for_url(re.compile(r"at_risk=true"))
-    page.select_option("select[name=sort]", "risk")
-    page.wait_for_url(re.compile(r"sort=risk"))
+    page.select_option("select[name=ordering]", "-risk,-savings_monthly")
+    page.wait_for_url(re.compile(r"ordering=-risk%2C-savings_monthly"))
     page.wait_for_function(
         "document.querySelector('#workload-table tbody tr td a').textContent"
         f" === {riskiest[0]!r}"

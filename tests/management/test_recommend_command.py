@@ -13,6 +13,8 @@ import pytest
 import yaml
 from django.core.management import CommandError, call_command
 
+from recommender.engine import PROFILES
+
 MIB = 2**20
 START_S = 1_795_000_000  # a whole minute, 2026-11-19
 
@@ -184,6 +186,11 @@ def test_table_yaml_and_csv_formats(tmp_path):
     # JSON and YAML above keep upstream's exact quantity.
     assert rows[0]["upper_memory"] == "675Mi"
     assert rows[0]["target_memory"] == "600Mi"  # 628694953 B = 599.6 MiB
+    # The table rounds memory as the CSV does: up, never below the recommendation.
+    cells = table.splitlines()[1].split("  ")
+    cells = [c.strip() for c in cells if c.strip()]
+    assert cells[5] == rows[0]["target_memory"]
+    assert cells[6] == f"{rows[0]['lower_memory']} – {rows[0]['upper_memory']}"
 
 
 @pytest.mark.parametrize(
@@ -225,5 +232,9 @@ def test_missing_column_and_missing_file_and_unknown_profile(tmp_path):
         run("--samples", str(usage))
     with pytest.raises(CommandError, match=r"nothing\.csv: cannot be read"):
         run("--samples", str(tmp_path / "nothing.csv"))
-    with pytest.raises(CommandError, match="no-such-profile"):
+    with pytest.raises(CommandError) as refused:
         run("--samples", str(usage), "--profile", "no-such-profile")
+    assert str(refused.value) == (
+        "--profile: unknown profile 'no-such-profile'; choose one of "
+        + ", ".join(PROFILES)
+    )

@@ -381,3 +381,35 @@ def test_an_admin_stops_all_writes_and_pauses_a_cluster(admin_client_, db):
     assert cluster.updates_paused
     actions = set(AuditEvent.objects.values_list("action", flat=True))
     assert {"updater.kill_switch", "updater.pause"} <= actions
+
+
+def test_workloads_list_sorts_with_the_apis_vocabulary(viewer_client, small_fleet):
+    """``ordering=`` takes the API's keys; the older ``sort=`` is its alias."""
+    by_ordering = viewer_client.get("/workloads/?ordering=-savings_monthly")
+    by_sort = viewer_client.get("/workloads/?sort=savings")
+    assert by_ordering.status_code == by_sort.status_code == 200
+    names = [w.name for w in by_ordering.context["page_obj"]]
+    assert names == [w.name for w in by_sort.context["page_obj"]]
+    savings = [w.savings for w in by_ordering.context["page_obj"]]
+    assert savings == sorted(savings, reverse=True)
+    assert 'value="-savings_monthly" selected' in by_sort.content.decode()
+    # Keys the dashboard's menu does not offer work from the address bar too.
+    by_name = viewer_client.get("/workloads/?ordering=-name")
+    listed = [w.name for w in by_name.context["page_obj"]]
+    assert listed == sorted(listed, reverse=True)
+    refused = viewer_client.get("/workloads/?ordering=savings_montly")
+    assert refused.status_code == 400
+    assert "ordering: not a list of sort keys" in refused.content.decode()
+
+
+def test_overview_coverage_says_what_it_counts(viewer_client, small_fleet):
+    from recommender.models import Container
+
+    workload = small_fleet["over"]
+    Container.objects.create(
+        workload=workload, name="migrate", kind=Container.Kind.INIT, position=9
+    )
+    body = viewer_client.get("/").content.decode()
+    counted = Container.objects.exclude(kind=Container.Kind.INIT).count()
+    assert f"of {counted} app and sidecar containers in" in body
+    assert "(init containers are never sized and not counted)" in body

@@ -11,8 +11,8 @@ from typing import Any
 import yaml
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from recommender.engine import PROFILES, get_profile, humanize_cpu, humanize_memory
-from recommender.engine.quantity import readable_resource_list
+from recommender.engine import PROFILES, get_profile, humanize_cpu
+from recommender.engine.quantity import format_memory_readable, readable_resource_list
 from recommender.errors import InvalidInput
 from recommender.services.offline import OfflineRecommendation, recommend_from_csv
 
@@ -64,10 +64,12 @@ class Command(BaseCommand):
         parser.add_argument("--format", choices=FORMATS, default="table")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            profile = get_profile(options["profile"])
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
+        if options["profile"] not in PROFILES:
+            raise CommandError(
+                f"--profile: unknown profile {options['profile']!r}; choose one of "
+                f"{', '.join(PROFILES)}"
+            )
+        profile = get_profile(options["profile"])
         try:
             results = recommend_from_csv(
                 usage_path=options["samples"],
@@ -149,7 +151,8 @@ def render_table(results: list[OfflineRecommendation]) -> str:
             return "-" if value is None else humanize_cpu(value)
 
         def memory(value: int | None) -> str:
-            return "-" if value is None else humanize_memory(value)
+            # Rounded up, as the CSV rounds it: never below the recommendation.
+            return "-" if value is None else format_memory_readable(value)
 
         def span(low: str, high: str) -> str:
             return "-" if low == high == "-" else f"{low} – {high}"

@@ -10,6 +10,7 @@ up to readable quantities without crossing a LimitRange maximum.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -222,3 +223,43 @@ def _pod_memory(
             amount = now[side].memory_bytes
         total += amount or 0
     return total
+
+
+# The fields of a core/v1 Container (Kubernetes 1.36) and of its ResourceRequirements:
+# anything else in a manifest is a typo the API server would refuse.
+CONTAINER_FIELDS = frozenset(
+    {
+        "name", "image", "command", "args", "workingDir", "ports", "envFrom", "env",
+        "resources", "resizePolicy", "restartPolicy", "restartPolicyRules",
+        "volumeMounts", "volumeDevices", "livenessProbe", "readinessProbe",
+        "startupProbe", "lifecycle", "terminationMessagePath",
+        "terminationMessagePolicy", "imagePullPolicy", "securityContext", "stdin",
+        "stdinOnce", "tty",
+    }
+)  # fmt: skip
+RESOURCES_FIELDS = frozenset({"requests", "limits", "claims"})
+
+
+def unknown_field_notes(item: Mapping[str, Any]) -> list[str]:
+    """A note per field of a container (or of its ``resources``) that Kubernetes does
+    not know, with the known field it most resembles."""
+    notes = []
+    resources = item.get("resources")
+    for prefix, fields, known in (
+        ("", item, CONTAINER_FIELDS),
+        (
+            "resources.",
+            resources if isinstance(resources, Mapping) else {},
+            RESOURCES_FIELDS,
+        ),
+    ):
+        for name in fields:
+            if name in known:
+                continue
+            close = difflib.get_close_matches(str(name), known, n=1)
+            hint = f" (did you mean {prefix}{close[0]}?)" if close else ""
+            notes.append(
+                f"unknown container field {prefix}{name}{hint}: kept as sent, but the "
+                "API server will refuse it; vpaweb read only the fields it knows"
+            )
+    return notes

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -44,6 +45,7 @@ from recommender.services.advice.pod_spec import (
     owner_of_pod,
     parse_pod_containers,
     readable_pod_resources,
+    unknown_field_notes,
 )
 from recommender.services.audit import Action, actor_label_of, record_audit
 
@@ -419,6 +421,8 @@ def _rightsize_pod(pod: _Pod, options: RightsizeOptions, inputs: AdviceInputs) -
     for plan, amounts in zip(plans, readable[: len(plans)], strict=True):
         entries[plan.container.name] = _rightsize_container(plan, amounts, options)
     entry["containers"].extend(entries[c.name] for c in containers)
+    for report in entry["containers"]:
+        report["notes"].extend(unknown_field_notes(items_by_name[report["name"]]))
     sized = {c.name for c in containers}
     for item in pod_spec.get("initContainers") or []:
         if item["name"] not in sized:
@@ -431,7 +435,7 @@ def _rightsize_pod(pod: _Pod, options: RightsizeOptions, inputs: AdviceInputs) -
                         "app starts; only containers and native sidecars are sized"
                     ),
                     "changes": [],
-                    "notes": [],
+                    "notes": unknown_field_notes(item),
                 }
             )
     changed = any(c["changes"] for c in entry["containers"])
@@ -443,6 +447,7 @@ def rightsize_manifests(
     documents: list[Any],
     options: RightsizeOptions,
     max_containers: int | None = None,
+    inputs_for: Callable[[list[PodKey]], dict[PodKey, AdviceInputs]] | None = None,
 ) -> RightsizeResult:
     """Set container requests (and limits) of every workload manifest in ``documents``.
 
@@ -451,6 +456,8 @@ def rightsize_manifests(
     TooLarge before any lookup, and the lookups of all pods take a number of queries
     that does not grow with them (``advise.inputs_for_pods``). Raises InvalidInput
     naming the path of the first malformed part; nothing is stored either way.
+    ``inputs_for`` replaces the database's advice inputs (``manage.py rightsize``
+    and ``check-manifests`` read recommendations from usage files instead).
     """
     report: list[dict[str, Any]] = []
     pods: list[_Pod] = []
@@ -465,7 +472,12 @@ def rightsize_manifests(
             field="body",
         )
     if pods:
-        inputs = inputs_for_pods(pods=[p.key for p in pods], cluster=options.cluster)
+        keys = [p.key for p in pods]
+        inputs = (
+            inputs_for(keys)
+            if inputs_for is not None
+            else inputs_for_pods(pods=keys, cluster=options.cluster)
+        )
         for pod in pods:
             _rightsize_pod(pod, options, inputs[pod.key])
     result = RightsizeResult(manifests=documents, documents=report)

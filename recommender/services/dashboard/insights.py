@@ -35,6 +35,7 @@ from recommender.models.provisioning import (
     recent_oom_counts,
     workload_facts,
 )
+from recommender.services.dashboard import ordering as sorting
 from recommender.services.dashboard import workload_totals
 from recommender.services.dashboard.provisioning import Prices, risk_rules
 
@@ -43,16 +44,12 @@ logger = logging.getLogger(__name__)
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
 
+# The sort menu: ``ordering=`` values (the API's vocabulary, services/dashboard/
+# ordering.py) and their labels; any other valid ordering works from the address bar.
 SORTS = {
-    "name": "name",
-    "savings": "savings (largest first)",
-    "risk": "risk (OOM kills, then shortfall)",
-}
-# The order of each sort (ties by id, so pages never overlap).
-ORDERS = {
-    "name": ["cluster__name", "namespace", "name", "pk"],
-    "savings": ["-savings", "pk"],
-    "risk": ["-risk", "-savings", "pk"],
+    "": "name",
+    "-savings_monthly": "savings (largest first)",
+    "-risk,-savings_monthly": "risk (OOM kills, then shortfall)",
 }
 # The yes/no filters on the separate facts.
 FACT_VALUES = ("true", "false")
@@ -74,7 +71,8 @@ class WorkloadFilters:
     wasteful: str = ""
     missing_requests: str = ""
     q: str = ""
-    sort: str = "name"
+    ordering: str = ""
+    sort: str = ""  # the older spelling: name, savings or risk (LEGACY_SORTS)
 
     def errors(self) -> dict[str, list[str]]:
         """Each unknown kind, mode, status, fact or sort value, keyed by its parameter
@@ -86,7 +84,7 @@ class WorkloadFilters:
             "at_risk": list(FACT_VALUES),
             "wasteful": list(FACT_VALUES),
             "missing_requests": list(FACT_VALUES),
-            "sort": list(SORTS),
+            "sort": list(sorting.LEGACY_SORTS),
         }
         errors: dict[str, list[str]] = {}
         for name, values in known.items():
@@ -95,6 +93,8 @@ class WorkloadFilters:
                 errors[name] = [
                     f"{value!r} is not a {name}; choose one of {', '.join(values)}"
                 ]
+        if sorting.parse_ordering(self.ordering) is None:
+            errors["ordering"] = [sorting.ORDERING_ERROR]
         return errors
 
     @property
@@ -105,7 +105,7 @@ class WorkloadFilters:
             or self.at_risk
             or self.wasteful
             or self.missing_requests
-            or self.sort != "name"
+            or sorting.orders_by_facts(sorting.parse_ordering(self.ordering))
         )
 
     @property
@@ -149,8 +149,22 @@ class WorkloadFilters:
             wasteful=fact(self.wasteful),
             missing_requests=fact(self.missing_requests),
             q=self.q.strip()[:253],
-            sort=self.sort if self.sort in SORTS else "name",
+            ordering=self.effective_ordering(),
         )
+
+    def effective_ordering(self) -> str:
+        """``ordering`` when valid, else the ordering of a known ``sort``, else ""."""
+        if self.ordering and sorting.parse_ordering(self.ordering) is not None:
+            return self.ordering
+        return sorting.LEGACY_SORTS.get(self.sort, "")
+
+
+def sort_choices(ordering: str) -> list[tuple[str, str]]:
+    """The sort menu, with an ordering typed into the address bar as its own entry."""
+    choices = list(SORTS.items())
+    if ordering not in SORTS:
+        choices.append((ordering, ordering))
+    return choices
 
 
 class _Paginator(Paginator):  # type: ignore[type-arg]
@@ -236,7 +250,7 @@ def list_workloads(
         qs = qs.filter(name__icontains=filters.q)
     # The facts are aggregates over every row: compute them for all rows only when a
     # filter or the sort needs them; the page's rows are then loaded (annotated) by id.
-    order = ORDERS[filters.sort]
+    order = sorting.workload_order(sorting.parse_ordering(filters.ordering))
     per_page = max(1, min(page_size, MAX_PAGE_SIZE))
     # The number of rows: no fact narrows them when only the sort reads the facts,
     # so they are counted without computing any (a count over the annotated rows
