@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('recommender', '0015_h16e_workload_totals'),
+        ("recommender", "0016_h23a_oom_history_missing"),
     ]
 
     operations = [
