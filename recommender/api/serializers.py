@@ -216,6 +216,13 @@ class HpaConflictSerializer(serializers.Serializer):
         help_text='Resources ("cpu", "memory") the HPA scales on that the policy '
         "controls.",
     )
+    metrics = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text='its metrics on those resources: {"resource", "container", '
+        '"target_type", "average_utilization", "average_value" (millicores or '
+        "bytes)}",
+    )
 
 
 class WorkloadSerializer(serializers.ModelSerializer):
@@ -340,12 +347,44 @@ class ContainerExplanationSerializer(serializers.Serializer):
     explanation = serializers.JSONField()
 
 
+class HpaAdjustmentSerializer(serializers.Serializer):
+    """The HPA change that keeps one Utilization metric scaling at the same usage
+    once the recommended requests are applied."""
+
+    hpa = serializers.CharField(help_text="The HorizontalPodAutoscaler's name.")
+    resource = serializers.CharField(help_text='"cpu" or "memory"')
+    container = serializers.CharField(
+        help_text='the container of a ContainerResource metric; "" for the pod'
+    )
+    before = serializers.DictField(
+        help_text='the metric\'s target now: {"type": "Utilization", '
+        '"averageUtilization": 70}'
+    )
+    after = serializers.DictField(
+        allow_null=True,
+        help_text="the target that triggers at the same usage per pod: "
+        "averageUtilization = before x old request / new request (a whole percent, "
+        'at least 1), else {"type": "AverageValue", "averageValue": "175m"}; null '
+        "when a container has no request",
+    )
+    changed = serializers.BooleanField(help_text="after differs from before")
+    scales_out_at = serializers.CharField(
+        allow_null=True, help_text="the usage per pod at which the HPA scales out"
+    )
+    reason = serializers.CharField()
+
+
 class WorkloadRecommendationSerializer(serializers.Serializer):
     """A workload's current recommendation in VPA status format, with explanations."""
 
     workload = WorkloadBriefSerializer()
     recommendation = RecommendedPodResourcesSerializer()
     explanations = ContainerExplanationSerializer(many=True)
+    hpaAdjustments = HpaAdjustmentSerializer(
+        many=True,
+        help_text="for each cpu/memory Utilization metric of an HPA scaling the "
+        "workload: the target that keeps it scaling as before at the written requests",
+    )
 
 
 class RecommendationHistorySerializer(serializers.ModelSerializer):
@@ -492,6 +531,11 @@ class QueryStatusSerializer(serializers.Serializer):
     recommendation = RecommendedPodResourcesSerializer()
     workload = WorkloadBriefSerializer(allow_null=True)
     containers = QueryContainerSerializer(many=True)
+    hpaAdjustments = HpaAdjustmentSerializer(
+        many=True,
+        help_text="the owner's HPA targets that keep it scaling as before at the "
+        "requests to write ([] without a cpu/memory Utilization HPA)",
+    )
 
 
 class RecommendationQueryAnswerSerializer(RecommendationQuerySerializer):
