@@ -249,7 +249,8 @@ class WorkloadSerializer(serializers.ModelSerializer):
     savings_monthly = serializers.SerializerMethodField(
         help_text=(
             "monthly list-price savings of moving every container's requests to its "
-            "target, all replicas (VPAWEB_PRICE_PER_CORE_HOUR, _PER_GIB_HOUR); "
+            "target, all replicas (a Job or CronJob: its running_hours_month) "
+            "(VPAWEB_PRICE_PER_CORE_HOUR, _PER_GIB_HOUR); "
             "negative when the targets cost more; as on the dashboard"
         )
     )
@@ -283,6 +284,15 @@ class WorkloadSerializer(serializers.ModelSerializer):
     mode = serializers.SerializerMethodField()
     profile = serializers.SerializerMethodField()
     containers = ContainerSerializer(many=True, read_only=True)
+    running_hours_month = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text=(
+            "Jobs and CronJobs: the hours per month their pods run (all pods), from "
+            "the runs discovery saw over the last 8 days; the savings count these "
+            "hours instead of 730 per replica. null for other kinds"
+        ),
+    )
 
     class Meta:
         model = Workload
@@ -294,6 +304,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "name",
             "uid",
             "replicas",
+            "running_hours_month",
             "labels",
             "is_active",
             "status",

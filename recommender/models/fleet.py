@@ -72,6 +72,11 @@ class Workload(models.Model):
     uid = models.CharField(max_length=64, blank=True)
     selector = models.JSONField(default=dict, blank=True)
     replicas = models.IntegerField(null=True, blank=True)
+    # Jobs and CronJobs: the hours per month their pods run, all pods together, from
+    # the runs discovery saw (WorkloadPod.started_at/ran_until, the last 8 days); the
+    # savings count these hours, not 730 per replica (models.provisioning.pods_billed).
+    # None for other kinds, and before any run was seen.
+    running_hours_month = models.FloatField(null=True, blank=True)
     labels = models.JSONField(default=dict, blank=True)
     # False once discovery no longer finds it; kept for its history.
     is_active = models.BooleanField(default=True)
@@ -225,6 +230,10 @@ class WorkloadPod(models.Model):
     limit_ranger = models.TextField(blank=True)
     first_seen_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(default=timezone.now)
+    # Pods of Jobs (and so of CronJobs): when it started, and the last time discovery
+    # saw it Running: the run time the workload's cost counts.
+    started_at = models.DateTimeField(null=True, blank=True)
+    ran_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

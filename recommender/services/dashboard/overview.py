@@ -24,6 +24,7 @@ from recommender.models import (
 )
 from recommender.models.provisioning import (
     container_facts,
+    pods_billed,
     risk_score,
     workload_facts,
 )
@@ -207,7 +208,7 @@ def _at_risk(
             container_facts(
                 container,
                 recent_ooms=0,
-                replicas=workload.replicas,
+                replicas=pods_billed(workload.replicas, workload.running_hours_month),
                 prices=prices,
                 rules=rules,
             )

@@ -17,12 +17,12 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Case, Count, F, FloatField, Q, Sum, Value, When
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, Coalesce
+from django.db.models.functions import Coalesce
 
 from recommender.cluster import label_selector
 from recommender.errors import InvalidInput
 from recommender.models import Container, ProvisioningStatus, Workload
-from recommender.models.provisioning import no_data_q
+from recommender.models.provisioning import no_data_q, pods_billed_sql
 from recommender.services.dashboard.overview import Totals
 from recommender.services.dashboard.provisioning import Prices, risk_rules
 
@@ -113,7 +113,7 @@ def _amounts() -> dict[str, Any]:
     prefix = "containers__"
     rec = f"{prefix}latest_recommendation__"
     regular = ~Q(containers__kind=Container.Kind.INIT)
-    replicas = Cast(Coalesce(F("replicas"), Value(1)), FloatField())
+    replicas = pods_billed_sql("")
 
     def summed(expr: Any, when: Q | None = None) -> Any:
         condition = regular if when is None else regular & when

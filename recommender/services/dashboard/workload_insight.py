@@ -41,6 +41,7 @@ from recommender.models import (
     container_facts,
     workload_facts,
 )
+from recommender.models.provisioning import pods_billed
 from recommender.services.advice.advise import (
     SOURCE_RECOMMENDATION,
     AdviceInputs,
@@ -308,7 +309,7 @@ def workload_insight(
             recent_ooms=sum(
                 1 for kill in ooms[container.pk] if kill.occurred_at >= rules.oom_since
             ),
-            replicas=workload.replicas,
+            replicas=pods_billed(workload.replicas, workload.running_hours_month),
             prices=prices,
             rules=rules,
         )
