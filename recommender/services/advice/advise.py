@@ -574,7 +574,7 @@ def workload_hpa_adjustments(workload: Workload) -> list[dict[str, Any]]:
     if not any(h.get("metrics") for h in workload.hpa_conflicts or ()):
         return []
     inputs = inputs_for_workload(workload)
-    pod = workload_pod(workload.containers.all())
+    pod = workload_pod(list(workload.containers.all()))
     written = written_resources(inputs, pod, advise(inputs, pod))
     return adjustments_for_workload(
         workload.hpa_conflicts,
