@@ -102,7 +102,20 @@ class RollupGroupSerializer(serializers.Serializer):
     savings_monthly = serializers.FloatField(
         help_text="as the workloads' savings_monthly, summed"
     )
-    statuses = StatusCountsSerializer()
+    at_risk = serializers.IntegerField(
+        help_text="workloads at risk, as GET workloads/?at_risk=true counts them"
+    )
+    wasteful = serializers.IntegerField(
+        help_text="workloads with savings_monthly > 0 (?wasteful=true)"
+    )
+    missing_requests = serializers.IntegerField(
+        help_text="workloads with a container missing a request "
+        "(?missing_requests=true); a workload may count in several of these three"
+    )
+    statuses = StatusCountsSerializer(
+        help_text="workloads per headline status (one each: under, over, missing, "
+        "no-data, within); the facts apart are at_risk, wasteful, missing_requests"
+    )
 
 
 class RollupSerializer(serializers.Serializer):
@@ -150,6 +163,11 @@ class TrendSerializer(serializers.Serializer):
     days = serializers.IntegerField()
     resolution = serializers.ChoiceField(choices=["hour", "day"])
     points = TrendPointSerializer(many=True)
+    next_point_after = serializers.DateTimeField(
+        allow_null=True,
+        help_text="with fewer than 2 points (no line yet): the start of the hour (or "
+        "day) whose first successful refresh records the next point; else null",
+    )
 
 
 class ClusterFailureSerializer(serializers.Serializer):

@@ -133,6 +133,10 @@ class TrendPoint:
         }
 
 
+# A trend is a line: fewer points draw no chart, only when the next is due.
+MIN_TREND_POINTS = 2
+
+
 @dataclass(frozen=True)
 class Trend:
     """A trend's points, oldest first, and their resolution ("hour" or "day")."""
@@ -140,6 +144,22 @@ class Trend:
     days: int
     resolution: str
     points: list[TrendPoint]
+    # With fewer than MIN_TREND_POINTS points: the start of the period whose first
+    # successful refresh records the next one (None once there are enough).
+    next_point_after: datetime | None = None
+
+    @property
+    def has_enough_points(self) -> bool:
+        """Whether there are points enough to draw a line."""
+        return len(self.points) >= MIN_TREND_POINTS
+
+
+def _next_period(resolution: str, after: datetime) -> datetime:
+    """The start of the hour (or day) after the one ``after`` falls in."""
+    start = after.replace(minute=0, second=0, microsecond=0)
+    if resolution == "day":
+        return start.replace(hour=0) + timedelta(days=1)
+    return start + timedelta(hours=1)
 
 
 def savings_trend(
@@ -193,7 +213,21 @@ def savings_trend(
         )
         for period, amounts in sorted(by_period.items())
     ]
-    return Trend(days=days, resolution=resolution, points=points)
+    next_point_after = None
+    if len(points) < MIN_TREND_POINTS:
+        # The latest point's period is taken: the next one starts after it (with
+        # none yet, the current period's refresh records the first).
+        next_point_after = (
+            _next_period(resolution, points[-1].at)
+            if points
+            else now.replace(minute=0, second=0, microsecond=0)
+        )
+    return Trend(
+        days=days,
+        resolution=resolution,
+        points=points,
+        next_point_after=next_point_after,
+    )
 
 
 def record_snapshot_quietly(*, cluster: Cluster, now: datetime) -> int:

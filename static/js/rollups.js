@@ -14,7 +14,8 @@
       return;
     }
     const data = JSON.parse(source.textContent);
-    if (!data.at.length) {
+    // One point draws no line: the page says when the next one is due instead.
+    if (data.at.length < 2) {
       return;
     }
     const grid = css("--border");
@@ -26,7 +27,7 @@
           x: data.at,
           y: data.savings,
           type: "scatter",
-          mode: data.at.length > 1 ? "lines+markers" : "markers",
+          mode: "lines+markers",
           name: "savings / month",
           line: { color: css("--accent") },
           hovertemplate: "%{x}<br>$%{y:,.2f} / month<extra></extra>",

@@ -48,7 +48,13 @@ class RollupGroup(Totals):
 
     name: str = ""
     workloads: int = 0
-    # Workloads per headline status (ProvisioningStatus.LABELS keys).
+    # Workloads with each fact, as the list filters them (?at_risk=true,
+    # ?wasteful=true, ?missing_requests=true) and the overview counts them: one
+    # workload may have several.
+    at_risk: int = 0
+    wasteful: int = 0
+    missing_requests: int = 0
+    # Workloads per headline status (ProvisioningStatus.LABELS keys): one each.
     statuses: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(ProvisioningStatus.LABELS, 0)
     )
@@ -68,6 +74,9 @@ class RollupGroup(Totals):
             "recommended_cpu_millicores": self.recommended_cpu_millicores,
             "recommended_memory_bytes": self.recommended_memory_bytes,
             "savings_monthly": round(self.savings, 2),
+            "at_risk": self.at_risk,
+            "wasteful": self.wasteful,
+            "missing_requests": self.missing_requests,
             "statuses": dict(self.statuses),
         }
 
@@ -147,6 +156,8 @@ def _amounts() -> dict[str, Any]:
 AMOUNT_FIELDS = (
     "status",
     "savings",
+    "risk",
+    "missing_count",
     "n_containers",
     "n_covered",
     "req_cpu",
@@ -197,6 +208,8 @@ def rollup(
         (
             status,
             savings,
+            risk,
+            missing_count,
             containers,
             covered,
             req_cpu,
@@ -223,5 +236,9 @@ def rollup(
             target.recommended_memory_bytes += round(rec_memory or 0)
             target.savings += float(savings or 0.0)
             target.statuses[status] = target.statuses.get(status, 0) + 1
+            # The facts by the list's rule (models/provisioning.py).
+            target.at_risk += bool(risk and risk > 0)
+            target.wasteful += bool(savings and savings > 0)
+            target.missing_requests += bool(missing_count)
     ordered = sorted(groups.values(), key=lambda g: (-g.savings, g.cluster, g.name))
     return Rollup(by=by, key=key, cluster=cluster, groups=ordered, total=total)
