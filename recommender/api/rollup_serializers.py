@@ -102,6 +102,11 @@ class RollupGroupSerializer(serializers.Serializer):
     savings_monthly = serializers.FloatField(
         help_text="as the workloads' savings_monthly, summed"
     )
+    realized_savings_monthly = serializers.FloatField(
+        help_text="what the applied (verified) changes that still hold save per "
+        "month; savings_monthly is what moving to the targets would still save "
+        "(potential)"
+    )
     at_risk = serializers.IntegerField(
         help_text="workloads at risk, as GET workloads/?at_risk=true counts them"
     )
@@ -154,7 +159,12 @@ class TrendPointSerializer(serializers.Serializer):
     requested_memory_bytes = serializers.IntegerField()
     recommended_cpu_millicores = serializers.IntegerField()
     recommended_memory_bytes = serializers.IntegerField()
-    savings_monthly = serializers.FloatField()
+    savings_monthly = serializers.FloatField(
+        help_text="potential: what moving to the targets would still save"
+    )
+    realized_savings_monthly = serializers.FloatField(
+        help_text="realized: what the applied changes that held then saved"
+    )
 
 
 class TrendSerializer(serializers.Serializer):

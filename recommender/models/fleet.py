@@ -268,6 +268,8 @@ class SavingsSnapshot(models.Model):
     recommended_cpu_millicores = models.BigIntegerField(default=0)
     recommended_memory_bytes = models.BigIntegerField(default=0)
     savings_monthly = models.FloatField(default=0.0)
+    # What the applied changes that still hold save per month (realized.py).
+    realized_savings_monthly = models.FloatField(default=0.0)
 
     class Meta:
         ordering = ["cluster_id", "taken_at", "namespace"]

@@ -36,6 +36,7 @@ AMOUNTS = (
     "recommended_cpu_millicores",
     "recommended_memory_bytes",
     "savings_monthly",
+    "realized_savings_monthly",
 )
 
 
@@ -63,6 +64,7 @@ def record_snapshot(*, cluster: Cluster, now: datetime, prices: Prices) -> int:
             recommended_cpu_millicores=group.recommended_cpu_millicores,
             recommended_memory_bytes=group.recommended_memory_bytes,
             savings_monthly=group.savings,
+            realized_savings_monthly=group.realized_savings,
         )
         for group in totals.groups
     ]
@@ -119,6 +121,7 @@ class TrendPoint:
     recommended_cpu_millicores: int
     recommended_memory_bytes: int
     savings_monthly: float
+    realized_savings_monthly: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """The API's shape (``TrendPointSerializer``)."""
@@ -130,6 +133,7 @@ class TrendPoint:
             "recommended_cpu_millicores": self.recommended_cpu_millicores,
             "recommended_memory_bytes": self.recommended_memory_bytes,
             "savings_monthly": round(self.savings_monthly, 2),
+            "realized_savings_monthly": round(self.realized_savings_monthly, 2),
         }
 
 
@@ -210,6 +214,7 @@ def savings_trend(
             recommended_cpu_millicores=int(amounts["recommended_cpu_millicores"]),
             recommended_memory_bytes=int(amounts["recommended_memory_bytes"]),
             savings_monthly=amounts["savings_monthly"],
+            realized_savings_monthly=amounts["realized_savings_monthly"],
         )
         for period, amounts in sorted(by_period.items())
     ]

@@ -117,6 +117,7 @@ CHANGE_FIELDS = (
     "status",
     "method",
     "approval",
+    "resources_before",  # the requests a verified change removed (realized savings)
     "resources_after",
     "priority",
     "reason",

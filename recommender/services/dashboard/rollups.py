@@ -25,6 +25,7 @@ from recommender.models import Container, ProvisioningStatus, Workload
 from recommender.models.provisioning import no_data_q, pods_billed_sql
 from recommender.services.dashboard.overview import Totals
 from recommender.services.dashboard.provisioning import Prices, risk_rules
+from recommender.services.dashboard.realized import realized_savings
 
 # What a rollup groups by (the ``by`` parameter), in the order the page shows them.
 BY_CHOICES = {
@@ -54,6 +55,9 @@ class RollupGroup(Totals):
     at_risk: int = 0
     wasteful: int = 0
     missing_requests: int = 0
+    # What the applied changes that still hold save per month (realized.py), beside
+    # ``savings``, what moving to the targets would still save (potential).
+    realized_savings: float = 0.0
     # Workloads per headline status (ProvisioningStatus.LABELS keys): one each.
     statuses: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(ProvisioningStatus.LABELS, 0)
@@ -74,6 +78,7 @@ class RollupGroup(Totals):
             "recommended_cpu_millicores": self.recommended_cpu_millicores,
             "recommended_memory_bytes": self.recommended_memory_bytes,
             "savings_monthly": round(self.savings, 2),
+            "realized_savings_monthly": round(self.realized_savings, 2),
             "at_risk": self.at_risk,
             "wasteful": self.wasteful,
             "missing_requests": self.missing_requests,
@@ -199,13 +204,15 @@ def rollup(
         "kind": ("kind",),
         "label": ("group",),
     }[by]
-    rows = annotated.order_by().values_list(*group_fields, *AMOUNT_FIELDS)
+    rows = annotated.order_by().values_list(*group_fields, "pk", *AMOUNT_FIELDS)
+    realized = realized_savings(prices=prices)
     groups: dict[tuple[str, str], RollupGroup] = {}
     total = RollupGroup(name="total")
     for row in rows:
         name = row[0] if row[0] is not None else NO_LABEL
         of_cluster = row[1] if by == "namespace" else ""
         (
+            pk,
             status,
             savings,
             risk,
@@ -235,6 +242,7 @@ def rollup(
             target.recommended_cpu_millicores += round(rec_cpu or 0)
             target.recommended_memory_bytes += round(rec_memory or 0)
             target.savings += float(savings or 0.0)
+            target.realized_savings += realized.get(pk, 0.0)
             target.statuses[status] = target.statuses.get(status, 0) + 1
             # The facts by the list's rule (models/provisioning.py).
             target.at_risk += bool(risk and risk > 0)
