@@ -159,6 +159,14 @@ def _plain(data: Any) -> Any:
     return json.loads(json.dumps(data, cls=JSONEncoder))
 
 
+def _target_text(target: Mapping[str, Any]) -> str:
+    """An HPA MetricTarget in a few words: "averageUtilization 140"."""
+    for key in ("averageUtilization", "averageValue", "value"):
+        if key in target:
+            return f"{key} {target[key]}"
+    return str(target.get("type", ""))
+
+
 class YAMLRenderer(renderers.BaseRenderer):
     """Any response as YAML (``?format=yaml``)."""
 
@@ -237,6 +245,15 @@ class ManifestsYAMLRenderer(renderers.BaseRenderer):
                             f"{change['before']} -> {change['after']}"
                         )
                     )
+            # An HPA kept in step with its workload: what changed, and why.
+            for change in document.get("hpa_changes") or ():
+                lines.append(
+                    comment_text(
+                        f"# {document['kind']}/{document['name']} {change['field']}: "
+                        f"{_target_text(change['before'])} -> "
+                        f"{_target_text(change['after'])} ({change['reason']})"
+                    )
+                )
         body = yaml.safe_dump_all(
             plain["manifests"], sort_keys=False, allow_unicode=True
         )

@@ -238,3 +238,18 @@ def test_the_updater_proposes_no_change_to_a_resource_an_hpa_scales_on(scaled):
 
     assert held["app"].target == Resources(None, 300 * MIB)
     assert free["app"].target == Resources(250, 300 * MIB)
+
+
+def test_rightsize_as_yaml_notes_the_hpa_change_and_why(viewer, scaled):
+    response = client_for(viewer).post(
+        "/api/v1/rightsize?format=yaml", MANIFESTS, content_type="application/yaml"
+    )
+
+    assert response.status_code == 200, response.content
+    text = response.content.decode()
+    assert (
+        "# HorizontalPodAutoscaler/web spec.metrics[0].target: averageUtilization 70 "
+        "-> averageUtilization 140 (cpu request of the pod 500m -> 250m:" in text
+    )
+    documents = list(yaml.safe_load_all(text))
+    assert documents[1]["spec"]["metrics"][0]["resource"]["target"] == ADJUSTED
