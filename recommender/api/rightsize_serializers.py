@@ -141,6 +141,20 @@ class ContainerReportSerializer(serializers.Serializer):
     notes = serializers.ListField(child=serializers.CharField())
 
 
+class HpaChangeSerializer(serializers.Serializer):
+    """One HPA metric target rewritten to keep its scaling, and why."""
+
+    field = serializers.CharField(help_text="spec.metrics[i].target")
+    before = serializers.DictField(
+        help_text='{"type": "Utilization", "averageUtilization": 70}'
+    )
+    after = serializers.DictField(
+        help_text='{"type": "Utilization", "averageUtilization": 140}, or '
+        '{"type": "AverageValue", "averageValue": "175m"}'
+    )
+    reason = serializers.CharField()
+
+
 class DocumentReportSerializer(serializers.Serializer):
     """What happened to one manifest."""
 
@@ -156,6 +170,13 @@ class DocumentReportSerializer(serializers.Serializer):
     reason = serializers.CharField(required=False)
     workload = WorkloadBriefSerializer(allow_null=True)
     containers = ContainerReportSerializer(many=True)
+    hpa_changes = HpaChangeSerializer(
+        many=True,
+        required=False,
+        help_text="HorizontalPodAutoscaler documents only: the Utilization targets "
+        "rewritten because the workload they scale was right-sized in the same "
+        "manifests",
+    )
 
 
 class RightsizeSummarySerializer(serializers.Serializer):

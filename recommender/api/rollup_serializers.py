@@ -102,7 +102,25 @@ class RollupGroupSerializer(serializers.Serializer):
     savings_monthly = serializers.FloatField(
         help_text="as the workloads' savings_monthly, summed"
     )
-    statuses = StatusCountsSerializer()
+    realized_savings_monthly = serializers.FloatField(
+        help_text="what the applied (verified) changes that still hold save per "
+        "month; savings_monthly is what moving to the targets would still save "
+        "(potential)"
+    )
+    at_risk = serializers.IntegerField(
+        help_text="workloads at risk, as GET workloads/?at_risk=true counts them"
+    )
+    wasteful = serializers.IntegerField(
+        help_text="workloads with savings_monthly > 0 (?wasteful=true)"
+    )
+    missing_requests = serializers.IntegerField(
+        help_text="workloads with a container missing a request "
+        "(?missing_requests=true); a workload may count in several of these three"
+    )
+    statuses = StatusCountsSerializer(
+        help_text="workloads per headline status (one each: under, over, missing, "
+        "no-data, within); the facts apart are at_risk, wasteful, missing_requests"
+    )
 
 
 class RollupSerializer(serializers.Serializer):
@@ -141,7 +159,12 @@ class TrendPointSerializer(serializers.Serializer):
     requested_memory_bytes = serializers.IntegerField()
     recommended_cpu_millicores = serializers.IntegerField()
     recommended_memory_bytes = serializers.IntegerField()
-    savings_monthly = serializers.FloatField()
+    savings_monthly = serializers.FloatField(
+        help_text="potential: what moving to the targets would still save"
+    )
+    realized_savings_monthly = serializers.FloatField(
+        help_text="realized: what the applied changes that held then saved"
+    )
 
 
 class TrendSerializer(serializers.Serializer):
@@ -150,6 +173,11 @@ class TrendSerializer(serializers.Serializer):
     days = serializers.IntegerField()
     resolution = serializers.ChoiceField(choices=["hour", "day"])
     points = TrendPointSerializer(many=True)
+    next_point_after = serializers.DateTimeField(
+        allow_null=True,
+        help_text="with fewer than 2 points (no line yet): the start of the hour (or "
+        "day) whose first successful refresh records the next point; else null",
+    )
 
 
 class ClusterFailureSerializer(serializers.Serializer):

@@ -75,6 +75,7 @@ class SavingsTrendView(APIView):
                     "days": trend.days,
                     "resolution": trend.resolution,
                     "points": [point.as_dict() for point in trend.points],
+                    "next_point_after": trend.next_point_after,
                 }
             ).data
         )

@@ -236,6 +236,13 @@ class HpaConflictSerializer(serializers.Serializer):
         help_text='Resources ("cpu", "memory") the HPA scales on that the policy '
         "controls.",
     )
+    metrics = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text='its metrics on those resources: {"resource", "container", '
+        '"target_type", "average_utilization", "average_value" (millicores or '
+        "bytes)}",
+    )
 
 
 class WorkloadSerializer(serializers.ModelSerializer):
@@ -262,7 +269,8 @@ class WorkloadSerializer(serializers.ModelSerializer):
     savings_monthly = serializers.SerializerMethodField(
         help_text=(
             "monthly list-price savings of moving every container's requests to its "
-            "target, all replicas (VPAWEB_PRICE_PER_CORE_HOUR, _PER_GIB_HOUR); "
+            "target, all replicas (a Job or CronJob: its running_hours_month) "
+            "(VPAWEB_PRICE_PER_CORE_HOUR, _PER_GIB_HOUR); "
             "negative when the targets cost more; as on the dashboard"
         )
     )
@@ -296,6 +304,15 @@ class WorkloadSerializer(serializers.ModelSerializer):
     mode = serializers.SerializerMethodField()
     profile = serializers.SerializerMethodField()
     containers = ContainerSerializer(many=True, read_only=True)
+    running_hours_month = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text=(
+            "Jobs and CronJobs: the hours per month their pods run (all pods), from "
+            "the runs discovery saw over the last 8 days; the savings count these "
+            "hours instead of 730 per replica. null for other kinds"
+        ),
+    )
 
     class Meta:
         model = Workload
@@ -307,6 +324,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "name",
             "uid",
             "replicas",
+            "running_hours_month",
             "labels",
             "is_active",
             "status",
@@ -360,12 +378,44 @@ class ContainerExplanationSerializer(serializers.Serializer):
     explanation = serializers.JSONField()
 
 
+class HpaAdjustmentSerializer(serializers.Serializer):
+    """The HPA change that keeps one Utilization metric scaling at the same usage
+    once the recommended requests are applied."""
+
+    hpa = serializers.CharField(help_text="The HorizontalPodAutoscaler's name.")
+    resource = serializers.CharField(help_text='"cpu" or "memory"')
+    container = serializers.CharField(
+        help_text='the container of a ContainerResource metric; "" for the pod'
+    )
+    before = serializers.DictField(
+        help_text='the metric\'s target now: {"type": "Utilization", '
+        '"averageUtilization": 70}'
+    )
+    after = serializers.DictField(
+        allow_null=True,
+        help_text="the target that triggers at the same usage per pod: "
+        "averageUtilization = before x old request / new request (a whole percent, "
+        'at least 1), else {"type": "AverageValue", "averageValue": "175m"}; null '
+        "when a container has no request",
+    )
+    changed = serializers.BooleanField(help_text="after differs from before")
+    scales_out_at = serializers.CharField(
+        allow_null=True, help_text="the usage per pod at which the HPA scales out"
+    )
+    reason = serializers.CharField()
+
+
 class WorkloadRecommendationSerializer(serializers.Serializer):
     """A workload's current recommendation in VPA status format, with explanations."""
 
     workload = WorkloadBriefSerializer()
     recommendation = RecommendedPodResourcesSerializer()
     explanations = ContainerExplanationSerializer(many=True)
+    hpaAdjustments = HpaAdjustmentSerializer(
+        many=True,
+        help_text="for each cpu/memory Utilization metric of an HPA scaling the "
+        "workload: the target that keeps it scaling as before at the written requests",
+    )
 
 
 class RecommendationHistorySerializer(serializers.ModelSerializer):
@@ -512,6 +562,11 @@ class QueryStatusSerializer(serializers.Serializer):
     recommendation = RecommendedPodResourcesSerializer()
     workload = WorkloadBriefSerializer(allow_null=True)
     containers = QueryContainerSerializer(many=True)
+    hpaAdjustments = HpaAdjustmentSerializer(
+        many=True,
+        help_text="the owner's HPA targets that keep it scaling as before at the "
+        "requests to write ([] without a cpu/memory Utilization HPA)",
+    )
 
 
 class RecommendationQueryAnswerSerializer(RecommendationQuerySerializer):

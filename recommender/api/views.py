@@ -51,6 +51,7 @@ from recommender.models import (
     Workload,
 )
 from recommender.services import policies
+from recommender.services.advice.advise import workload_hpa_adjustments
 from recommender.services.advice.pod_spec import resource_list
 from recommender.services.advice.recommendation_query import query_recommendation
 from recommender.services.dashboard.provisioning import Prices, risk_rules
@@ -261,6 +262,7 @@ class WorkloadRecommendationView(WorkloadLookupMixin, APIView):
             "workload": s.workload_brief(workload),
             "recommendation": {"containerRecommendations": entries},
             "explanations": explanations,
+            "hpaAdjustments": workload_hpa_adjustments(workload),
         }
         return Response(s.WorkloadRecommendationSerializer(data).data)
 

@@ -34,6 +34,7 @@ from recommender.models.provisioning import (
     ProvisioningFacts,
     RiskRules,
     container_facts,
+    pods_billed,
     recent_oom_counts,
     workload_facts,
 )
@@ -55,6 +56,7 @@ WORKLOAD_COLUMNS = (
     "hpa_conflicts",
     "policy__mode",
     "policy__profile",
+    "running_hours_month",
 )
 # Annotations of Workload.objects.with_provisioning (models/provisioning.py).
 FACT_COLUMNS = (
@@ -199,7 +201,7 @@ def workload_values(
 
 def _computed_facts(
     containers: dict[int, list[tuple[Any, ...]]],
-    replicas: dict[int, int | None],
+    replicas: dict[int, float],
     *,
     prices: PriceRates,
     rules: RiskRules,
@@ -291,7 +293,7 @@ def workload_rows(
             raise ValueError("rows without facts need prices and rules")
         computed = _computed_facts(
             containers,
-            {row[0]: row[6] for row in page},
+            {row[0]: pods_billed(row[6], row[14]) for row in page},
             prices=prices,
             rules=rules,
         )
@@ -313,6 +315,7 @@ def workload_rows(
         hpa_conflicts,
         mode,
         profile,
+        running_hours_month,
         status,
         savings,
         risk,
@@ -331,6 +334,9 @@ def workload_rows(
                 "name": _text(name),
                 "uid": _text(uid),
                 "replicas": None if replicas is None else int(replicas),
+                "running_hours_month": None
+                if running_hours_month is None
+                else round(float(running_hours_month), 2),
                 "labels": labels,
                 "is_active": None if is_active is None else bool(is_active),
                 "status": status,

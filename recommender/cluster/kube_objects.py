@@ -496,23 +496,29 @@ def hpa_of(obj: Obj) -> dict[str, Any]:
     target = spec.get("scaleTargetRef") or {}
     resource_metrics = []
     other_types = []
-    for metric in spec.get("metrics") or ():
+    where = f"HorizontalPodAutoscaler {meta.get('namespace')}/{meta.get('name')}"
+    for index, metric in enumerate(spec.get("metrics") or ()):
         metric_type = metric.get("type", "")
         if metric_type == "Resource":
             source = metric.get("resource") or {}
-            resource_metrics.append(
-                {"resource": source.get("name", ""), "container": ""}
-            )
+            container = ""
+            field = f"spec.metrics[{index}].resource.target"
         elif metric_type == "ContainerResource":
             source = metric.get("containerResource") or {}
-            resource_metrics.append(
-                {
-                    "resource": source.get("name", ""),
-                    "container": source.get("container", ""),
-                }
-            )
+            container = source.get("container", "")
+            field = f"spec.metrics[{index}].containerResource.target"
         else:
             other_types.append(metric_type)
+            continue
+        resource = source.get("name", "")
+        resource_metrics.append(
+            {
+                "index": index,
+                "resource": resource,
+                "container": container,
+                **_hpa_target(resource, source.get("target") or {}, where, field),
+            }
+        )
     return {
         "namespace": meta.get("namespace", ""),
         "name": meta.get("name", ""),
@@ -527,6 +533,34 @@ def hpa_of(obj: Obj) -> dict[str, Any]:
             {m["resource"] for m in resource_metrics if m["resource"] in (CPU, MEMORY)}
         ),
         "other_metric_types": other_types,
+    }
+
+
+def _hpa_target(
+    resource: str, target: Mapping[str, Any], where: str, field: str
+) -> dict[str, Any]:
+    """``{"target_type", "average_utilization", "average_value"}`` of a metric target
+    (``average_value`` in millicores or bytes for cpu/memory, else None)."""
+    value = target.get("averageValue")
+    amount = None
+    if value is not None and resource in (CPU, MEMORY):
+        parse = parse_cpu_millicores if resource == CPU else parse_memory_bytes
+        try:
+            amount = parse(str(value))
+        except ValueError as error:
+            raise ValueError(f"{where}: {field}.averageValue: {error}") from None
+    utilization = target.get("averageUtilization")
+    if utilization is not None and (
+        isinstance(utilization, bool) or not isinstance(utilization, int)
+    ):
+        raise ValueError(
+            f"{where}: {field}.averageUtilization must be an integer, "
+            f"not {utilization!r}"
+        )
+    return {
+        "target_type": str(target.get("type", "")),
+        "average_utilization": utilization,
+        "average_value": amount,
     }
 
 

@@ -76,13 +76,20 @@ class Workload(models.Model):
     uid = models.CharField(max_length=64, blank=True)
     selector = models.JSONField(default=dict, blank=True)
     replicas = models.IntegerField(null=True, blank=True)
+    # Jobs and CronJobs: the hours per month their pods run, all pods together, from
+    # the runs discovery saw (WorkloadPod.started_at/ran_until, the last 8 days); the
+    # savings count these hours, not 730 per replica (models.provisioning.pods_billed).
+    # None for other kinds, and before any run was seen.
+    running_hours_month = models.FloatField(null=True, blank=True)
     labels = models.JSONField(default=dict, blank=True)
     # False once discovery no longer finds it; kept for its history.
     is_active = models.BooleanField(default=True)
     first_seen_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(default=timezone.now)
     # HPAs that scale this workload on a resource its policy controls (they would fight
-    # vpaweb): [{"name": "<hpa>", "resources": ["cpu", ...]}], set by discovery.
+    # vpaweb): [{"name": "<hpa>", "resources": ["cpu", ...], "metrics": [{"resource",
+    # "container", "target_type", "average_utilization", "average_value"}]}], set by
+    # discovery (rows stored before the targets were read have no "metrics").
     hpa_conflicts = models.JSONField(default=list, blank=True)
     # PodDisruptionBudgets selecting its pods (kube_objects.pdb_of shape), for the
     # updater: [{"name", "min_available", "max_unavailable", ...}], set by discovery.
@@ -227,6 +234,10 @@ class WorkloadPod(models.Model):
     limit_ranger = models.TextField(blank=True)
     first_seen_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(default=timezone.now)
+    # Pods of Jobs (and so of CronJobs): when it started, and the last time discovery
+    # saw it Running: the run time the workload's cost counts.
+    started_at = models.DateTimeField(null=True, blank=True)
+    ran_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -261,6 +272,8 @@ class SavingsSnapshot(models.Model):
     recommended_cpu_millicores = models.BigIntegerField(default=0)
     recommended_memory_bytes = models.BigIntegerField(default=0)
     savings_monthly = models.FloatField(default=0.0)
+    # What the applied changes that still hold save per month (realized.py).
+    realized_savings_monthly = models.FloatField(default=0.0)
 
     class Meta:
         ordering = ["cluster_id", "taken_at", "namespace"]

@@ -28,9 +28,10 @@ Definitions (also in docs/dashboard.md#statuses-risk-waste-missing-requests):
 - **Risk score** = 1000 x recent OOM kills + shortfall percent (0-100): OOM-killed first
   (more kills first), then the largest shortfall. 0 = not at risk. A workload's OOM
   kills are the sum over its containers, its shortfall their largest.
-- **Savings** per month = replicas x sum over containers of (request - target) x price,
-  over the resources with a target (a missing request counts as 0). **Wasteful**:
-  savings > 0 (a workload's total; a container's own).
+- **Savings** per month = pods x sum over containers of (request - target) x price,
+  over the resources with a target (a missing request counts as 0); pods are the
+  replicas, or for a Job or CronJob its pods' running hours per month / 730
+  (``pods_billed``). **Wasteful**: savings > 0 (a workload's total; a container's own).
 - **Headline status** (one word for badges and the old ``status`` filter): ``under``
   ("at risk") when at risk, else ``over`` ("wasteful") when wasteful, else ``missing``
   when a request is missing, else ``no-data``, else ``within`` ("right-sized"). A
@@ -78,6 +79,8 @@ RESOURCES = (
 )
 # The weight of one recent OOM kill in the risk score: above any shortfall (0-100).
 OOM_WEIGHT = 1000
+# 8760 h / 12: the month cloud price lists use.
+HOURS_PER_MONTH = 730.0
 
 
 class ProvisioningStatus:
@@ -197,7 +200,7 @@ def container_facts(
     container: Container,
     *,
     recent_ooms: int,
-    replicas: int | None,
+    replicas: float | None,
     prices: PriceRates,
     rules: RiskRules,
 ) -> ProvisioningFacts:
@@ -301,6 +304,25 @@ def _price_of(suffix: str, prices: PriceRates) -> float:
         prices.per_millicore_month
         if suffix == "cpu_millicores"
         else prices.per_byte_month
+    )
+
+
+def pods_billed(replicas: int | None, running_hours_month: float | None) -> float:
+    """The pods a workload's monthly cost counts: a Job's or CronJob's pods' running
+    hours per month over the month's hours (``Workload.running_hours_month``, from
+    the pods discovery saw run), else its replicas; unknown counts one pod."""
+    if running_hours_month is not None:
+        return running_hours_month / HOURS_PER_MONTH
+    return float(1 if replicas is None else replicas)
+
+
+def pods_billed_sql(prefix: str) -> Any:
+    """``pods_billed`` over a workload row (``prefix``: the path to the workload,
+    "" or "workload__"), as a float."""
+    return Coalesce(
+        F(f"{prefix}running_hours_month") / Value(HOURS_PER_MONTH),
+        Cast(Coalesce(F(f"{prefix}replicas"), Value(1)), FloatField()),
+        output_field=FloatField(),
     )
 
 
@@ -432,8 +454,8 @@ def _workload_parts(rules: RiskRules) -> dict[str, Any]:
 
 
 def _replicas() -> Any:
-    """A workload's replicas as a float; unknown counts one pod."""
-    return Cast(Coalesce(F("replicas"), Value(1)), FloatField())
+    """A workload's replicas as a float; unknown counts one pod (``pods_billed``)."""
+    return pods_billed_sql("")
 
 
 def _workload_ooms(rules: RiskRules) -> Subquery:
@@ -498,8 +520,7 @@ class ContainerQuerySet(models.QuerySet["Container"]):
         and ``status``."""
         return self.annotate(
             savings=ExpressionWrapper(
-                _savings_per_pod("", prices)
-                * Cast(Coalesce(F("workload__replicas"), Value(1)), FloatField()),
+                _savings_per_pod("", prices) * pods_billed_sql("workload__"),
                 output_field=FloatField(),
             ),
             recent_ooms=Case(

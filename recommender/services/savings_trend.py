@@ -36,6 +36,7 @@ AMOUNTS = (
     "recommended_cpu_millicores",
     "recommended_memory_bytes",
     "savings_monthly",
+    "realized_savings_monthly",
 )
 
 
@@ -63,6 +64,7 @@ def record_snapshot(*, cluster: Cluster, now: datetime, prices: Prices) -> int:
             recommended_cpu_millicores=group.recommended_cpu_millicores,
             recommended_memory_bytes=group.recommended_memory_bytes,
             savings_monthly=group.savings,
+            realized_savings_monthly=group.realized_savings,
         )
         for group in totals.groups
     ]
@@ -119,6 +121,7 @@ class TrendPoint:
     recommended_cpu_millicores: int
     recommended_memory_bytes: int
     savings_monthly: float
+    realized_savings_monthly: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """The API's shape (``TrendPointSerializer``)."""
@@ -130,7 +133,12 @@ class TrendPoint:
             "recommended_cpu_millicores": self.recommended_cpu_millicores,
             "recommended_memory_bytes": self.recommended_memory_bytes,
             "savings_monthly": round(self.savings_monthly, 2),
+            "realized_savings_monthly": round(self.realized_savings_monthly, 2),
         }
+
+
+# A trend is a line: fewer points draw no chart, only when the next is due.
+MIN_TREND_POINTS = 2
 
 
 @dataclass(frozen=True)
@@ -140,6 +148,22 @@ class Trend:
     days: int
     resolution: str
     points: list[TrendPoint]
+    # With fewer than MIN_TREND_POINTS points: the start of the period whose first
+    # successful refresh records the next one (None once there are enough).
+    next_point_after: datetime | None = None
+
+    @property
+    def has_enough_points(self) -> bool:
+        """Whether there are points enough to draw a line."""
+        return len(self.points) >= MIN_TREND_POINTS
+
+
+def _next_period(resolution: str, after: datetime) -> datetime:
+    """The start of the hour (or day) after the one ``after`` falls in."""
+    start = after.replace(minute=0, second=0, microsecond=0)
+    if resolution == "day":
+        return start.replace(hour=0) + timedelta(days=1)
+    return start + timedelta(hours=1)
 
 
 def savings_trend(
@@ -190,10 +214,25 @@ def savings_trend(
             recommended_cpu_millicores=int(amounts["recommended_cpu_millicores"]),
             recommended_memory_bytes=int(amounts["recommended_memory_bytes"]),
             savings_monthly=amounts["savings_monthly"],
+            realized_savings_monthly=amounts["realized_savings_monthly"],
         )
         for period, amounts in sorted(by_period.items())
     ]
-    return Trend(days=days, resolution=resolution, points=points)
+    next_point_after = None
+    if len(points) < MIN_TREND_POINTS:
+        # The latest point's period is taken: the next one starts after it (with
+        # none yet, the current period's refresh records the first).
+        next_point_after = (
+            _next_period(resolution, points[-1].at)
+            if points
+            else now.replace(minute=0, second=0, microsecond=0)
+        )
+    return Trend(
+        days=days,
+        resolution=resolution,
+        points=points,
+        next_point_after=next_point_after,
+    )
 
 
 def record_snapshot_quietly(*, cluster: Cluster, now: datetime) -> int:

@@ -75,6 +75,9 @@ def rollups(request: HttpRequest) -> HttpResponse:
         "resolution": trend.resolution,
         "at": [point.at.isoformat() for point in trend.points],
         "savings": [round(point.savings_monthly, 2) for point in trend.points],
+        "realized": [
+            round(point.realized_savings_monthly, 2) for point in trend.points
+        ],
         "requested_cpu": [point.requested_cpu_millicores for point in trend.points],
         "recommended_cpu": [point.recommended_cpu_millicores for point in trend.points],
         "requested_memory": [point.requested_memory_bytes for point in trend.points],

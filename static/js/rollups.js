@@ -14,7 +14,8 @@
       return;
     }
     const data = JSON.parse(source.textContent);
-    if (!data.at.length) {
+    // One point draws no line: the page says when the next one is due instead.
+    if (data.at.length < 2) {
       return;
     }
     const grid = css("--border");
@@ -26,10 +27,19 @@
           x: data.at,
           y: data.savings,
           type: "scatter",
-          mode: data.at.length > 1 ? "lines+markers" : "markers",
-          name: "savings / month",
+          mode: "lines+markers",
+          name: "potential / month",
           line: { color: css("--accent") },
-          hovertemplate: "%{x}<br>$%{y:,.2f} / month<extra></extra>",
+          hovertemplate: "%{x}<br>$%{y:,.2f} / month potential<extra></extra>",
+        },
+        {
+          x: data.at,
+          y: data.realized,
+          type: "scatter",
+          mode: "lines+markers",
+          name: "realized / month",
+          line: { color: css("--good") },
+          hovertemplate: "%{x}<br>$%{y:,.2f} / month realized<extra></extra>",
         },
       ],
       {

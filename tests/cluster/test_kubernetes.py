@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from recommender.cluster.base import ClusterSnapshot, WorkloadInfo
-from recommender.cluster.kube_objects import hpa_conflicts
+from recommender.cluster.kube_objects import hpa_conflicts, hpa_of
 from recommender.cluster.kubernetes import KubernetesAdapter
 from recommender.engine.capping import LimitRangeItem, combine_limit_ranges
 from recommender.engine.resources import Resources
@@ -290,6 +290,45 @@ def test_hpas_on_cpu_or_memory_are_flagged_on_their_target(adapter):
     ]
     assert hpa_conflicts(hpas["legacy-cache"]) == []
     assert hpas["legacy-cache"]["other_metric_types"] == ["External"]
+    # The targets, as the autoscaling/v2 object states them (the HPA-aware advice).
+    assert web["resource_metrics"] == [
+        {
+            "index": 0,
+            "resource": "cpu",
+            "container": "",
+            "target_type": "Utilization",
+            "average_utilization": 70,
+            "average_value": None,
+        },
+        {
+            "index": 1,
+            "resource": "memory",
+            "container": "app",
+            "target_type": "AverageValue",
+            "average_utilization": None,
+            "average_value": 400 * 2**20,
+        },
+    ]
+
+
+def test_a_malformed_hpa_target_names_the_field():
+    broken = {
+        "metadata": {"namespace": "shop", "name": "web"},
+        "spec": {
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": "cpu",
+                        "target": {"type": "AverageValue", "averageValue": "lots"},
+                    },
+                }
+            ]
+        },
+    }
+
+    with pytest.raises(ValueError, match=r"shop/web: spec.metrics\[0\].resource"):
+        hpa_of(broken)
 
 
 def test_pod_disruption_budgets_and_limit_ranges_are_read(adapter):

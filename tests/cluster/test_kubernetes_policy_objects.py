@@ -153,7 +153,27 @@ def test_hpa_conflicts_follow_the_resources_the_policy_controls(
     # HPA "web" scales on cpu (every container) and on app's memory; the imported
     # policy controls both; legacy-cache's HPA scales on an External metric only.
     assert workload("web").hpa_conflicts == [
-        {"name": "web", "resources": ["cpu", "memory"]}
+        {
+            "name": "web",
+            "resources": ["cpu", "memory"],
+            # The targets the HPA-aware advice keeps in step with the requests.
+            "metrics": [
+                {
+                    "resource": "cpu",
+                    "container": "",
+                    "target_type": "Utilization",
+                    "average_utilization": 70,
+                    "average_value": None,
+                },
+                {
+                    "resource": "memory",
+                    "container": "app",
+                    "target_type": "AverageValue",
+                    "average_utilization": None,
+                    "average_value": 400 * 2**20,
+                },
+            ],
+        }
     ]
     assert workload("legacy-cache").hpa_conflicts == []
     assert workload("db").hpa_conflicts == []

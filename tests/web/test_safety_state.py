@@ -134,7 +134,7 @@ def test_the_cluster_list_reads_the_kill_switch_once(fleet):
         make_cluster(f"extra{index}")
     stop_writes()
     with CaptureQueriesContext(connection) as queries:
-        results = client.get("/api/v1/clusters/?page_size=50").json()["results"]
+        results = client.get("/api/v1/clusters/?limit=50").json()["results"]
     assert len(results) == 10
     assert all(r["write_block_reason"] for r in results)
     reads = [q for q in queries if "actuationcontrol" in q["sql"].lower()]

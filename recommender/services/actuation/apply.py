@@ -206,6 +206,10 @@ def _finish(
     fields: dict[str, Any] = {"observed": observed, "error": error}
     if status == S.APPLIED:
         fields["verified_at"] = now
+        # What the realized savings count from now on (services/dashboard/realized).
+        fields["requests_removed"] = requests_removed(
+            change.resources_before, change.resources_after
+        )
     if workflow.try_transition(
         change,
         to=status,
@@ -218,6 +222,19 @@ def _finish(
             report.applied += 1
         else:
             report.failed += 1
+
+
+def requests_removed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, int]:
+    """The requests a change removes from its pod, summed over the containers it
+    changes ({"cpu_millicores", "memory_bytes"}; negative where it adds)."""
+    removed = {"cpu_millicores": 0, "memory_bytes": 0}
+    for name, values in after.items():
+        new = values.get("requests") or {}
+        old = (before.get(name) or {}).get("requests") or {}
+        for resource, key in (("cpu", "cpu_millicores"), ("memory", "memory_bytes")):
+            if new.get(resource) is not None and old.get(resource) is not None:
+                removed[key] += int(old[resource]) - int(new[resource])
+    return removed
 
 
 def _container_resizes(change: ResizeChange) -> tuple[ContainerResize, ...]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import gc
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -57,6 +57,7 @@ from recommender.models import (
 from recommender.models.policy import actionable_q
 from recommender.services.actuation import decision, workflow
 from recommender.services.actuation.insert import insert_changes
+from recommender.services.advice.hpa import hpa_held_resources
 from recommender.services.advice.limits import limit_ranges_by_namespace
 from recommender.services.policy_validation import parse_container_policies
 
@@ -97,6 +98,7 @@ WORKLOAD_FIELDS = (
     "name",
     "replicas",
     "is_active",
+    "hpa_conflicts",
     "policy__id",
     "policy__workload_id",
     "policy__mode",
@@ -115,6 +117,7 @@ CHANGE_FIELDS = (
     "status",
     "method",
     "approval",
+    "resources_before",  # the requests a verified change removed (realized savings)
     "resources_after",
     "priority",
     "reason",
@@ -227,7 +230,11 @@ def capped_recommendations(
     latest: Mapping[str, RecommendationLike],
     policies: list[ContainerPolicy],
     ranges: tuple[LimitRangeItem | None, LimitRangeItem | None],
+    hpa_conflicts: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[dict[str, CappedRecommendation], frozenset[str]]:
+    """The capped recommendation of each container the updater may resize, and the
+    containers whose policy mode is Off. Resources an HPA of the workload scales on
+    are left out (upstream's rule: never both on one resource)."""
     pending: dict[str, CappedRecommendation] = {}
     off: set[str] = set()
     for container in pod.containers:
@@ -240,9 +247,16 @@ def capped_recommendations(
         rec = latest.get(container.name)
         if rec is None:
             continue
-        controlled = (
-            policy.controlled_resources if policy is not None else RESOURCE_NAMES
+        held = hpa_held_resources(hpa_conflicts, container.name)
+        controlled = tuple(
+            r
+            for r in (
+                policy.controlled_resources if policy is not None else RESOURCE_NAMES
+            )
+            if r not in held
         )
+        if not controlled:
+            continue
         pending[container.name] = CappedRecommendation(
             target=rec.target.only(controlled),
             lower_bound=rec.lower_bound.only(controlled),
@@ -378,7 +392,9 @@ def _plan_workload(
     for pod in pods:
         key = tuple((c.name, c.kind, c.requests, c.limits) for c in pod.containers)
         if key not in cache:
-            capped, off = capped_recommendations(pod, latest, policies, pair)
+            capped, off = capped_recommendations(
+                pod, latest, policies, pair, workload.hpa_conflicts
+            )
             before, after = new_resources(pod, capped, policies, pair[0])
             if decision.limit_range_refusals(pod, before, after, pair):
                 # No change LimitRanger would refuse (it validates resizes; the

@@ -187,6 +187,8 @@ def advise_containers(
             )
             for c in containers
         ],
+        # Resources an HPA scales on stay as submitted (upstream's rule).
+        leave_hpa_resources=True,
     )
     by_name = {a.name: a for a in advice.containers}
     plans: list[ContainerPlan] = []

@@ -28,6 +28,7 @@ import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from recommender.cluster.base import WorkloadKey
 from recommender.engine.capping import (
@@ -52,8 +53,14 @@ from recommender.models import (
     StaticCoefficient,
     Workload,
 )
+from recommender.services.advice.hpa import (
+    adjustments_for_workload,
+    held_reason,
+    hpa_held_resources,
+    requests_of,
+)
 from recommender.services.advice.limits import limit_ranges_by_namespace
-from recommender.services.advice.pod_spec import PodContainer
+from recommender.services.advice.pod_spec import PodContainer, readable_pod_resources
 from recommender.services.policy_validation import parse_container_policies
 
 logger = logging.getLogger(__name__)
@@ -399,6 +406,7 @@ def advise(
     containers: Sequence[PodContainer],
     *,
     multiplier: float = 1.0,
+    leave_hpa_resources: bool = False,
 ) -> PodAdvice:
     """Recommended requests and limits for each container of a pod (pure).
 
@@ -406,11 +414,16 @@ def advise(
     webhook: as the API server sends them, after LimitRanger's defaulting).
     ``multiplier`` scales a recommendation before capping (seed 004's correction
     factor), so the policy's bounds still hold afterwards; static coefficients are not
-    multiplied.
+    multiplied. ``leave_hpa_resources`` (actuation: the webhook) drops the resources an
+    HPA of the workload scales on, as the policy's controlledResources would.
     """
     check_multiplier(multiplier)
     policies = list(inputs.policies)
     workload = inputs.workload
+    hpas = workload.hpa_conflicts if workload and leave_hpa_resources else []
+    held: dict[str, frozenset[str]] = {
+        c.name: hpa_held_resources(hpas, c.name) for c in containers
+    }
     # Recommendations of controlled containers, scaled, keyed by name in pod order.
     # The container policy is checked first, whether or not there is a recommendation:
     # mode Off and controlledResources bind the static coefficient too.
@@ -421,12 +434,19 @@ def advise(
         if policy is not None and policy.mode == "Off":
             skipped[container.name] = "the container policy's mode is Off"
             continue
+        controlled = tuple(
+            r
+            for r in (
+                policy.controlled_resources if policy is not None else RESOURCE_NAMES
+            )
+            if r not in held[container.name]
+        )
+        if held[container.name] and not controlled:
+            skipped[container.name] = held_reason(held[container.name])
+            continue
         rec = inputs.latest.get(container.name)
         if rec is None:
             continue
-        controlled = (
-            policy.controlled_resources if policy is not None else RESOURCE_NAMES
-        )
         pending[container.name] = CappedRecommendation(
             target=scale_resources(rec.target, multiplier).only(controlled),
             lower_bound=scale_resources(rec.lower_bound, multiplier).only(controlled),
@@ -485,6 +505,8 @@ def advise(
             )
             if multiplier != 1.0:
                 reason += f" x multiplier {multiplier:g}"
+            if held[container.name]:
+                reason += f"; {held_reason(held[container.name])}"
             one = ContainerAdvice(
                 name=container.name,
                 source=SOURCE_RECOMMENDATION,
@@ -512,6 +534,63 @@ def advise(
             )
         advice.append(_with_limits(replace(one, max_ratio=max_ratio)))
     return PodAdvice(namespace=inputs.namespace, workload=workload, containers=advice)
+
+
+def workload_pod(containers: Sequence[Container]) -> list[PodContainer]:
+    """A workload's stored containers as the advice reads a pod: their current
+    requests and limits (what the live pods carry, see discovery)."""
+    return [
+        PodContainer(
+            name=c.name,
+            requests=c.requests,
+            limits=c.limits,
+            field=f"containers[{c.name}]",
+            is_init=c.kind != Container.Kind.REGULAR,
+        )
+        for c in containers
+        if c.kind != Container.Kind.INIT
+    ]
+
+
+def written_resources(
+    inputs: AdviceInputs, pod: Sequence[PodContainer], advice: PodAdvice
+) -> dict[str, tuple[Resources, Resources]]:
+    """(requests, limits) to write per container, as readable quantities rounded up
+    over the pod (a container without a recommendation counts as it is)."""
+    by_name = {a.name: a for a in advice.containers}
+    writes = [
+        (c, one.requests, one.limits)
+        if (one := by_name.get(c.name)) is not None
+        and one.source == SOURCE_RECOMMENDATION
+        else (c, Resources(), Resources())
+        for c in pod
+    ]
+    return dict(
+        zip(
+            (c.name for c, _, _ in writes),
+            readable_pod_resources(
+                writes,
+                container_range=inputs.container_range,
+                pod_range=inputs.pod_range,
+            ),
+            strict=True,
+        )
+    )
+
+
+def workload_hpa_adjustments(workload: Workload) -> list[dict[str, Any]]:
+    """The HPA change that keeps the workload's HPAs scaling as before at the
+    requests the advice writes (``hpa.adjustments``); [] without a Utilization HPA."""
+    if not any(h.get("metrics") for h in workload.hpa_conflicts or ()):
+        return []
+    inputs = inputs_for_workload(workload)
+    pod = workload_pod(list(workload.containers.all()))
+    written = written_resources(inputs, pod, advise(inputs, pod))
+    return adjustments_for_workload(
+        workload.hpa_conflicts,
+        before=requests_of(pod),
+        after={name: amounts[0] for name, amounts in written.items()},
+    )
 
 
 def _with_limits(advice: ContainerAdvice) -> ContainerAdvice:

@@ -230,6 +230,14 @@ def rightsize_answer(
     return answer
 
 
+def _target_text(target: dict[str, Any]) -> str:
+    """An HPA MetricTarget in a few words: "averageUtilization 140"."""
+    for key in ("averageUtilization", "averageValue", "value"):
+        if key in target:
+            return f"{key} {target[key]}"
+    return str(target.get("type", ""))
+
+
 def answer_text(answer: dict[str, Any]) -> str:
     """The answer as a file for a pipeline: the manifests (one comment line per
     change first), the values YAML, the diff, or the patch files as YAML documents
@@ -260,6 +268,15 @@ def answer_text(answer: dict[str, Any]) -> str:
                         f"{change['before']} -> {change['after']}"
                     )
                 )
+        # An HPA kept in step with its workload: what changed, and why.
+        for change in document.get("hpa_changes") or ():
+            lines.append(
+                comment_text(
+                    f"# {document['kind']}/{document['name']} {change['field']}: "
+                    f"{_target_text(change['before'])} -> "
+                    f"{_target_text(change['after'])} ({change['reason']})"
+                )
+            )
     body = yaml.safe_dump_all(answer["manifests"], sort_keys=False, allow_unicode=True)
     if lines:
         lines.insert(0, "# Right-sized by vpaweb.")

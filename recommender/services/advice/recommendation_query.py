@@ -20,6 +20,7 @@ from recommender.services.advice.advise import (
     advise,
     inputs_for_pod,
 )
+from recommender.services.advice.hpa import adjustments_for_workload, requests_of
 from recommender.services.advice.pod_spec import (
     owner_of_pod,
     parse_pod_containers,
@@ -165,5 +166,14 @@ def query_recommendation(*, query: Mapping[str, Any]) -> dict[str, Any]:
             }
             for a in advice.containers
         ],
+        # The HPA change that keeps the owner's HPAs scaling as before at those
+        # requests (its HPAs as discovery last stored them).
+        "hpaAdjustments": []
+        if workload is None
+        else adjustments_for_workload(
+            workload.hpa_conflicts,
+            before=requests_of(containers),
+            after={name: amounts[0] for name, amounts in written.items()},
+        ),
     }
     return answer

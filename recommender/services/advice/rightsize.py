@@ -40,6 +40,12 @@ from recommender.services.advice.advise import (
     check_multiplier,
     inputs_for_pods,
 )
+from recommender.services.advice.hpa import (
+    HPA_KIND,
+    hpa_target_key,
+    requests_of,
+    rightsize_hpa_document,
+)
 from recommender.services.advice.pod_spec import (
     PodContainer,
     owner_of_pod,
@@ -298,6 +304,16 @@ def _rightsize_container(
 
 
 @dataclass
+class _Hpa:
+    """An HPA document of the manifests, and the workload it scales."""
+
+    document: dict[str, Any]
+    entry: dict[str, Any]
+    target: tuple[str, str, str]  # (namespace, kind, name)
+    path: str
+
+
+@dataclass
 class _Pod:
     """A pod template found in a manifest, waiting for its advice."""
 
@@ -320,8 +336,10 @@ def _collect_document(
     options: RightsizeOptions,
     report: list[dict[str, Any]],
     pods: list[_Pod],
+    hpas: list[_Hpa],
 ) -> None:
-    """Read a document (recursing into Lists): report entries, and the pods to size."""
+    """Read a document (recursing into Lists): report entries, the pods to size and
+    the HPAs to keep in step."""
     if not isinstance(document, dict):
         raise InvalidInput(
             f"{path} must be a Kubernetes object (a mapping)", field=path
@@ -346,7 +364,9 @@ def _collect_document(
         if not isinstance(items, list):
             raise InvalidInput(f"{path}.items must be a list", field=f"{path}.items")
         for index, item in enumerate(items):
-            _collect_document(item, f"{path}.items[{index}]", options, report, pods)
+            _collect_document(
+                item, f"{path}.items[{index}]", options, report, pods, hpas
+            )
         return
     entry: dict[str, Any] = {
         "path": path,
@@ -357,6 +377,12 @@ def _collect_document(
         "containers": [],
     }
     report.append(entry)
+    if kind == HPA_KIND:
+        entry["status"] = STATUS_UNCHANGED
+        entry["reason"] = "scales no workload of these manifests"
+        entry["hpa_changes"] = []
+        hpas.append(_Hpa(document, entry, hpa_target_key(document, namespace), path))
+        return
     if kind not in POD_SPEC_PATHS:
         entry["status"] = STATUS_PASSED_THROUGH
         entry["reason"] = (
@@ -442,6 +468,36 @@ def _rightsize_pod(pod: _Pod, options: RightsizeOptions, inputs: AdviceInputs) -
     entry["status"] = STATUS_RIGHTSIZED if changed else STATUS_UNCHANGED
 
 
+def _keep_hpas_in_step(hpas: list[_Hpa], pods: list[_Pod]) -> None:
+    """Rewrite the Utilization targets of each HPA whose workload was sized here, so
+    it scales at the same usage per pod as before (services.advice.hpa)."""
+    by_key = {pod.key: pod for pod in pods if pod.owner_kind != "Pod"}
+    for hpa in hpas:
+        pod = by_key.get(hpa.target)
+        if pod is None:
+            continue
+        sized = parse_pod_containers(pod.pod_spec, field=hpa.path)
+        changes = rightsize_hpa_document(
+            hpa.document,
+            path=hpa.path,
+            before=requests_of(pod.containers),
+            after=requests_of(sized),
+        )
+        hpa.entry["hpa_changes"] = changes
+        if changes:
+            hpa.entry["status"] = STATUS_RIGHTSIZED
+            hpa.entry["reason"] = (
+                f"{pod.owner_kind} {pod.owner_name} was right-sized in the same "
+                "manifests: its Utilization targets move with the requests so the "
+                "HPA scales at the same usage per pod"
+            )
+        else:
+            hpa.entry["reason"] = (
+                f"{pod.owner_kind} {pod.owner_name}'s requests the HPA measures did "
+                "not change (or it scales on no cpu/memory Utilization)"
+            )
+
+
 def rightsize_manifests(
     *,
     documents: list[Any],
@@ -461,8 +517,9 @@ def rightsize_manifests(
     """
     report: list[dict[str, Any]] = []
     pods: list[_Pod] = []
+    hpas: list[_Hpa] = []
     for index, document in enumerate(documents):
-        _collect_document(document, f"documents[{index}]", options, report, pods)
+        _collect_document(document, f"documents[{index}]", options, report, pods, hpas)
     containers = sum(len(pod.containers) for pod in pods)
     if max_containers is not None and containers > max_containers:
         raise TooLarge(
@@ -480,6 +537,7 @@ def rightsize_manifests(
         )
         for pod in pods:
             _rightsize_pod(pod, options, inputs[pod.key])
+    _keep_hpas_in_step(hpas, pods)
     result = RightsizeResult(manifests=documents, documents=report)
     logger.info("rightsized %s", result.summary())
     return result

@@ -32,6 +32,7 @@ from recommender.models import (
 )
 from recommender.models.provisioning import (
     container_facts,
+    pods_billed,
     recent_oom_counts,
     workload_facts,
 )
@@ -314,7 +315,7 @@ def _add_facts(workloads: list[Workload], *, prices: Prices, rules: RiskRules) -
             container_facts(
                 c,
                 recent_ooms=kills.get(c.pk, 0),
-                replicas=workload.replicas,
+                replicas=pods_billed(workload.replicas, workload.running_hours_month),
                 prices=prices,
                 rules=rules,
             )

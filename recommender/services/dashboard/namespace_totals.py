@@ -28,11 +28,21 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Case, Count, F, IntegerField, Q, Sum, Value, When, Window
+from django.db.models import (
+    Case,
+    Count,
+    F,
+    FloatField,
+    Q,
+    Sum,
+    Value,
+    When,
+    Window,
+)
 from django.db.models.functions import Coalesce, RowNumber
 
 from recommender.models import Cluster, Container, NamespaceTotals
-from recommender.models.provisioning import no_data_q
+from recommender.models.provisioning import no_data_q, pods_billed_sql
 from recommender.services.dashboard import workload_totals
 from recommender.services.dashboard.provisioning import risk_rules
 
@@ -143,7 +153,12 @@ def compute(
     keys = ("workload__cluster_id", "workload__namespace")
     # (A workload that appeared since its parts were read has no count yet.)
     for row in _container_sums(containers):
-        amounts.setdefault((row.pop(keys[0]), row.pop(keys[1])), {}).update(row)
+        key = (row.pop(keys[0]), row.pop(keys[1]))
+        # Amounts are whole millicores and bytes (a batch workload's running share
+        # makes the sums fractional).
+        amounts.setdefault(key, {}).update(
+            {k: round(v) if isinstance(v, float) else v for k, v in row.items()}
+        )
     firsts: dict[tuple[int, str], list[tuple[str, str, int]]] = {}
     # (Looked for even when the sums count none: a cycle's statements do not depend
     # on its data; tests/services/test_refresh_scale.py.)
@@ -175,15 +190,16 @@ def _container_sums(containers: Any) -> Any:
     recommended amounts times replicas, the latest recommendations and their
     confidence bands. One hash-aggregated pass over the containers and their latest
     recommendations (index-only on PostgreSQL: migration 0013)."""
-    replicas = Coalesce(F("workload__replicas"), Value(1))
+    # Replicas, or a batch workload's running share (models.provisioning.pods_billed).
+    replicas = pods_billed_sql("workload__")
     has_target_cpu = Q(latest_recommendation__target_cpu_millicores__isnull=False)
     has_target_mem = Q(latest_recommendation__target_memory_bytes__isnull=False)
 
     def summed(expr: Any, when: Q | None = None) -> Sum:
         value = expr * replicas
         if when is not None:
-            value = Case(When(when, then=value), default=Value(0))
-        return Sum(value, output_field=IntegerField())
+            value = Case(When(when, then=value), default=Value(0.0))
+        return Sum(value, output_field=FloatField())
 
     cpu_request = Coalesce(F("request_cpu_millicores"), Value(0))
     memory_request = Coalesce(F("request_memory_bytes"), Value(0))

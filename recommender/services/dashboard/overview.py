@@ -24,6 +24,7 @@ from recommender.models import (
 )
 from recommender.models.provisioning import (
     container_facts,
+    pods_billed,
     risk_score,
     workload_facts,
 )
@@ -38,6 +39,7 @@ from recommender.services.dashboard.provisioning import (
     no_recommendation_reason,
     risk_rules,
 )
+from recommender.services.dashboard.realized import realized_savings
 
 # --- The overview ---------------------------------------------------------------------
 
@@ -57,7 +59,10 @@ class Totals:
     covered_requested_memory_bytes: int = 0
     recommended_cpu_millicores: int = 0
     recommended_memory_bytes: int = 0
+    # Potential: what moving to the targets would still save per month.
     savings: float = 0.0
+    # Realized: what the applied changes that still hold save per month (realized.py).
+    realized_savings: float = 0.0
 
     @property
     def coverage(self) -> float:
@@ -66,7 +71,7 @@ class Totals:
 
     def add(self, other: Totals) -> None:
         """Accumulate another group into this one."""
-        for name in (*SUMMED, "savings"):
+        for name in (*SUMMED, "savings", "realized_savings"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
@@ -209,7 +214,7 @@ def _at_risk(
             container_facts(
                 container,
                 recent_ooms=0,
-                replicas=workload.replicas,
+                replicas=pods_billed(workload.replicas, workload.running_hours_month),
                 prices=prices,
                 rules=rules,
             )
@@ -229,11 +234,32 @@ def _at_risk(
     return len(risk), top[:limit], oom_count
 
 
+def _add_realized(totals: _FleetTotals, *, prices: Prices) -> None:
+    """Add the realized savings of each workload (realized.py) to its namespace's,
+    its cluster's and the fleet's totals (two queries, and one for their places)."""
+    realized = realized_savings(prices=prices)
+    if not realized:
+        return
+    namespaces = {(t.cluster, t.namespace): t for t in totals.by_namespace}
+    clusters = {t.cluster: t for t in totals.by_cluster}
+    for pk, cluster, namespace in Workload.objects.filter(
+        pk__in=list(realized), cluster__is_enabled=True
+    ).values_list("pk", "cluster__name", "namespace"):
+        for group in (
+            namespaces.get((cluster, namespace)),
+            clusters.get(cluster),
+            totals.fleet,
+        ):
+            if group is not None:
+                group.realized_savings += realized[pk]
+
+
 def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overview:
     """Fleet totals, savings, workloads at risk, coverage, confidence, last runs."""
     facts = namespace_totals.read(now=now)
     totals = _fleet_totals(facts, prices=prices)
     fleet = totals.fleet
+    _add_realized(totals, prices=prices)
     at_risk_count, at_risk, recent_oom_count = _at_risk(
         now=now,
         prices=prices,

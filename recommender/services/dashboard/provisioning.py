@@ -14,9 +14,8 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from recommender.models import Container, RiskRules
+from recommender.models.provisioning import HOURS_PER_MONTH
 
-# 8760 h / 12: the month cloud price lists use.
-HOURS_PER_MONTH = 730.0
 GIB = 2**30
 # OOM kills this recent put a container at risk.
 RECENT_OOM_WINDOW = timedelta(days=7)

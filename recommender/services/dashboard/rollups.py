@@ -17,14 +17,15 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Case, Count, F, FloatField, Q, Sum, Value, When
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, Coalesce
+from django.db.models.functions import Coalesce
 
 from recommender.cluster import label_selector
 from recommender.errors import InvalidInput
 from recommender.models import Container, ProvisioningStatus, Workload
-from recommender.models.provisioning import no_data_q
+from recommender.models.provisioning import no_data_q, pods_billed_sql
 from recommender.services.dashboard.overview import Totals
 from recommender.services.dashboard.provisioning import Prices, risk_rules
+from recommender.services.dashboard.realized import realized_savings
 
 # What a rollup groups by (the ``by`` parameter), in the order the page shows them.
 BY_CHOICES = {
@@ -48,7 +49,16 @@ class RollupGroup(Totals):
 
     name: str = ""
     workloads: int = 0
-    # Workloads per headline status (ProvisioningStatus.LABELS keys).
+    # Workloads with each fact, as the list filters them (?at_risk=true,
+    # ?wasteful=true, ?missing_requests=true) and the overview counts them: one
+    # workload may have several.
+    at_risk: int = 0
+    wasteful: int = 0
+    missing_requests: int = 0
+    # What the applied changes that still hold save per month (realized.py), beside
+    # ``savings``, what moving to the targets would still save (potential).
+    realized_savings: float = 0.0
+    # Workloads per headline status (ProvisioningStatus.LABELS keys): one each.
     statuses: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(ProvisioningStatus.LABELS, 0)
     )
@@ -68,6 +78,10 @@ class RollupGroup(Totals):
             "recommended_cpu_millicores": self.recommended_cpu_millicores,
             "recommended_memory_bytes": self.recommended_memory_bytes,
             "savings_monthly": round(self.savings, 2),
+            "realized_savings_monthly": round(self.realized_savings, 2),
+            "at_risk": self.at_risk,
+            "wasteful": self.wasteful,
+            "missing_requests": self.missing_requests,
             "statuses": dict(self.statuses),
         }
 
@@ -113,7 +127,7 @@ def _amounts() -> dict[str, Any]:
     prefix = "containers__"
     rec = f"{prefix}latest_recommendation__"
     regular = ~Q(containers__kind=Container.Kind.INIT)
-    replicas = Cast(Coalesce(F("replicas"), Value(1)), FloatField())
+    replicas = pods_billed_sql("")
 
     def summed(expr: Any, when: Q | None = None) -> Any:
         condition = regular if when is None else regular & when
@@ -147,6 +161,8 @@ def _amounts() -> dict[str, Any]:
 AMOUNT_FIELDS = (
     "status",
     "savings",
+    "risk",
+    "missing_count",
     "n_containers",
     "n_covered",
     "req_cpu",
@@ -188,15 +204,19 @@ def rollup(
         "kind": ("kind",),
         "label": ("group",),
     }[by]
-    rows = annotated.order_by().values_list(*group_fields, *AMOUNT_FIELDS)
+    rows = annotated.order_by().values_list(*group_fields, "pk", *AMOUNT_FIELDS)
+    realized = realized_savings(prices=prices)
     groups: dict[tuple[str, str], RollupGroup] = {}
     total = RollupGroup(name="total")
     for row in rows:
         name = row[0] if row[0] is not None else NO_LABEL
         of_cluster = row[1] if by == "namespace" else ""
         (
+            pk,
             status,
             savings,
+            risk,
+            missing_count,
             containers,
             covered,
             req_cpu,
@@ -222,6 +242,11 @@ def rollup(
             target.recommended_cpu_millicores += round(rec_cpu or 0)
             target.recommended_memory_bytes += round(rec_memory or 0)
             target.savings += float(savings or 0.0)
+            target.realized_savings += realized.get(pk, 0.0)
             target.statuses[status] = target.statuses.get(status, 0) + 1
+            # The facts by the list's rule (models/provisioning.py).
+            target.at_risk += bool(risk and risk > 0)
+            target.wasteful += bool(savings and savings > 0)
+            target.missing_requests += bool(missing_count)
     ordered = sorted(groups.values(), key=lambda g: (-g.savings, g.cluster, g.name))
     return Rollup(by=by, key=key, cluster=cluster, groups=ordered, total=total)

@@ -13,7 +13,7 @@ import logging
 import shlex
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,7 +25,6 @@ from django.db.models.functions import RowNumber
 from recommender.engine import (
     AggregateSet,
     Profile,
-    Resources,
     format_cpu,
     format_memory,
 )
@@ -42,16 +41,17 @@ from recommender.models import (
     container_facts,
     workload_facts,
 )
+from recommender.models.provisioning import pods_billed
 from recommender.services.advice.advise import (
     SOURCE_RECOMMENDATION,
     AdviceInputs,
+    PodAdvice,
     advise,
     inputs_for_workload,
+    workload_pod,
+    written_resources,
 )
-from recommender.services.advice.pod_spec import (
-    PodContainer,
-    readable_pod_resources,
-)
+from recommender.services.advice.hpa import adjustments_for_workload, requests_of
 from recommender.services.dashboard.provisioning import (
     Prices,
     no_recommendation_reason,
@@ -126,6 +126,8 @@ class WorkloadInsight:
     patch_note: str
     # What the advice read (the webhook preview reuses it: no second read).
     advice_inputs: AdviceInputs | None = None
+    # The HPA change per Utilization metric (services.advice.hpa.adjustments).
+    hpa_adjustments: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -136,22 +138,6 @@ class WorkloadInsight:
     def savings(self) -> float:
         """Monthly savings, all replicas."""
         return self.facts.savings
-
-
-def _pod_containers(containers: Sequence[Container]) -> list[PodContainer]:
-    """The workload's containers as the advice reads a pod: their current requests
-    and limits (what the live pods carry, see discovery)."""
-    return [
-        PodContainer(
-            name=c.name,
-            requests=c.requests,
-            limits=c.limits,
-            field=f"containers[{c.name}]",
-            is_init=c.kind != Container.Kind.REGULAR,
-        )
-        for c in containers
-        if c.kind != Container.Kind.INIT
-    ]
 
 
 def _quantity_dict(amounts: dict[str, int]) -> dict[str, str]:
@@ -302,27 +288,17 @@ def workload_insight(
     # The one advice path (services.advice.advise): capped as /rightsize and the
     # admission webhook cap it, limits from the same rule.
     inputs = inputs_for_workload(workload)
-    pod = _pod_containers(containers)
+    pod = workload_pod(containers)
     advice = {a.name: a for a in advise(inputs, pod).containers}
     # What the patch and the snippet write: readable quantities, rounded up.
-    # (Containers without a recommendation count in the pod's sums as they are.)
-    writes = [
-        (c, one.requests, one.limits)
-        if (one := advice.get(c.name)) is not None
-        and one.source == SOURCE_RECOMMENDATION
-        else (c, Resources(), Resources())
-        for c in pod
-    ]
-    readable = dict(
-        zip(
-            (c.name for c, _, _ in writes),
-            readable_pod_resources(
-                writes,
-                container_range=inputs.container_range,
-                pod_range=inputs.pod_range,
-            ),
-            strict=True,
-        )
+    readable = written_resources(
+        inputs, pod, PodAdvice(inputs.namespace, workload, list(advice.values()))
+    )
+    # The HPA change that keeps its scaling at those requests.
+    hpa_changes = adjustments_for_workload(
+        workload.hpa_conflicts,
+        before=requests_of(pod),
+        after={name: amounts[0] for name, amounts in readable.items()},
     )
     rules = risk_rules(now)
     items = []
@@ -333,7 +309,7 @@ def workload_insight(
             recent_ooms=sum(
                 1 for kill in ooms[container.pk] if kill.occurred_at >= rules.oom_since
             ),
-            replicas=workload.replicas,
+            replicas=pods_billed(workload.replicas, workload.running_hours_month),
             prices=prices,
             rules=rules,
         )
@@ -373,6 +349,7 @@ def workload_insight(
         resources_yaml=snippet,
         patch_note=note,
         advice_inputs=inputs,
+        hpa_adjustments=hpa_changes,
     )
 
 

@@ -469,8 +469,10 @@ def _policy_of_vpa(
 def _hpa_conflicts_of(
     info: WorkloadInfo, hpas: list[dict[str, Any]], policy: Policy | None
 ) -> list[dict[str, Any]]:
-    """``[{"name", "resources"}]`` of the HPAs scaling on a resource the policy
-    controls for some container (a container policy with mode Off controls none)."""
+    """``[{"name", "resources", "metrics"}]`` of the HPAs scaling on a resource the
+    policy controls for some container (a container policy with mode Off controls
+    none); ``metrics`` are their resource metrics on those resources, as ``hpa_of``
+    reads them."""
     if not hpas:
         return []
     try:
@@ -493,7 +495,28 @@ def _hpa_conflicts_of(
                 hpa_conflicts(hpa, controlled_resources=controlled, container=spec.name)
             )
         if resources:
-            conflicts.append({"name": hpa["name"], "resources": sorted(resources)})
+            conflicts.append(
+                {
+                    "name": hpa["name"],
+                    "resources": sorted(resources),
+                    # The cpu/memory targets, for the HPA change that keeps its
+                    # scaling when the requests change (services.advice.hpa).
+                    "metrics": [
+                        {
+                            key: metric.get(key)
+                            for key in (
+                                "resource",
+                                "container",
+                                "target_type",
+                                "average_utilization",
+                                "average_value",
+                            )
+                        }
+                        for metric in hpa.get("resource_metrics") or ()
+                        if metric["resource"] in resources
+                    ],
+                }
+            )
     return conflicts
 
 

@@ -28,10 +28,12 @@ from recommender.services.refresh.cluster_objects import (
     stored_workloads,
 )
 from recommender.services.refresh.pods import (
+    BATCH_KINDS,
     PodOwners,
     applied_resources,
     load_pod_owners,
     record_pods,
+    record_running_hours,
     representative_pods,
 )
 
@@ -223,8 +225,14 @@ def upsert_discovery(
             (pod, workloads[key].pk) for key, info in seen.items() for pod in info.pods
         ],
         batch=BATCH,
+        batch_workload_ids={
+            workloads[key].pk for key, info in seen.items() if info.kind in BATCH_KINDS
+        },
     )
     found.counts.update(pod_counts)
+    found.counts["batch_hours_changed"] = record_running_hours(
+        cluster_id=cluster.pk, namespace=namespace, now=now
+    )
     found.counts["workloads"] = len(seen)
     if namespace is None:
         # Only a whole-cluster pass has seen every namespace; the fan-out schedules

@@ -18,16 +18,26 @@ where each came from (``Container.Source``: template, LimitRange default, pod).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models import (
+    BooleanField,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    Q,
+    Sum,
+    Value,
+)
+from django.db.models.functions import Greatest
 
 from recommender.cluster.base import ContainerSpec, PodInfo
 from recommender.engine.resources import RESOURCE_NAMES, Resources
 from recommender.models import Container, Workload, WorkloadPod
+from recommender.models.provisioning import HOURS_PER_MONTH
 from recommender.services.refresh import stored_json
 
 # How long a gone pod's owner is kept: the workload page's 8-day usage history.
@@ -51,6 +61,9 @@ POD_NAME_RULES: dict[str, re.Pattern[str]] = {
 DEFAULT_POD_NAME_RULE = re.compile(rf"-{_SAFE}{{5}}")
 
 PodKey = tuple[str, str]  # (namespace, pod)
+# The phase in which a batch run holds its requests on a node.
+RUNNING = "Running"
+BATCH_KINDS = (Workload.Kind.JOB, Workload.Kind.CRON_JOB)
 
 
 @dataclass
@@ -128,8 +141,11 @@ def record_pods(
     now: datetime,
     pods: Sequence[tuple[PodInfo, int]],
     batch: int,
+    batch_workload_ids: Collection[int] = (),
 ) -> dict[str, int]:
     """Store the live pods with their workload ids; forget those past retention.
+    Pods of ``batch_workload_ids`` (Jobs, CronJobs) also keep when they started and
+    until when they were seen Running (``record_running_hours``).
 
     A pod already stored is rewritten only when its workload or resources changed,
     or its last-seen time is older than ``TOUCH_EVERY``. Returns counts.
@@ -143,15 +159,21 @@ def record_pods(
     # Tuples, not ORM objects: (pk, workload id, containers, due a touch). Whether
     # the last-seen time is due comes from the database, not 100,000 timestamps
     # read into Python every cycle.
-    existing: dict[PodKey, tuple[int, int, Any, bool]] = {}
+    existing: dict[PodKey, tuple[int, int, Any, bool, datetime | None]] = {}
     # The containers' JSON as text, parsed once per distinct text (stored_json.py).
-    for pk, ns, name, workload_id, containers, is_due in of_shard.annotate(
+    for pk, ns, name, workload_id, containers, is_due, started_at in of_shard.annotate(
         containers_text=stored_json.as_text("containers"),
         is_due=ExpressionWrapper(
             Q(last_seen_at__lt=now - TOUCH_EVERY), output_field=BooleanField()
         ),
     ).values_list(
-        "pk", "namespace", "name", "workload_id", "containers_text", "is_due"
+        "pk",
+        "namespace",
+        "name",
+        "workload_id",
+        "containers_text",
+        "is_due",
+        "started_at",
     ):
         if (ns, name) in live:
             existing[(ns, name)] = (
@@ -159,12 +181,23 @@ def record_pods(
                 workload_id,
                 stored_json.parse(containers),
                 is_due,
+                started_at,
             )
     new_rows: list[WorkloadPod] = []
     changed: list[WorkloadPod] = []
+    # Running pods of Jobs: their run time grows every cycle (record_running_hours).
+    running: list[WorkloadPod] = []
     for pod, workload_id in pods:
         containers = _container_resources(pod)
         row = existing.get((pod.namespace, pod.name))
+        is_batch = workload_id in batch_workload_ids
+        is_run = is_batch and pod.phase == RUNNING
+        if row is not None and is_run:
+            running.append(
+                WorkloadPod(
+                    pk=row[0], started_at=row[4] or pod.start_time or now, ran_until=now
+                )
+            )
         if row is None:
             new_rows.append(
                 WorkloadPod(
@@ -179,6 +212,8 @@ def record_pods(
                     limit_ranger=pod.limit_ranger,
                     first_seen_at=now,
                     last_seen_at=now,
+                    started_at=(pod.start_time or now) if is_batch else None,
+                    ran_until=now if is_run else None,
                 )
             )
         elif row[1] != workload_id or row[2] != containers or row[3]:
@@ -208,8 +243,56 @@ def record_pods(
         ],
         batch_size=batch,
     )
+    WorkloadPod.objects.bulk_update(
+        running, ["started_at", "ran_until"], batch_size=batch
+    )
     forgotten, _ = of_shard.filter(last_seen_at__lt=now - POD_RETENTION).delete()
     return {"pods_new": len(new_rows), "pods_forgotten": forgotten}
+
+
+def record_running_hours(
+    *, cluster_id: int, namespace: str | None, now: datetime
+) -> int:
+    """Set ``Workload.running_hours_month`` of the shard's Jobs and CronJobs from
+    the runs of their pods discovery saw: the pod-hours run within the last
+    ``POD_RETENTION`` (since the workload was first seen, if later), per 730-hour
+    month. A batch workload with no run seen yet gets 0. Returns the rows changed.
+
+    One grouped statement over the pods and one update per changed workload.
+    """
+    window_start = now - POD_RETENTION
+    workloads = Workload.objects.filter(
+        cluster_id=cluster_id, is_active=True, kind__in=BATCH_KINDS
+    )
+    if namespace is not None:
+        workloads = workloads.filter(namespace=namespace)
+    # Observed from the later of the window's start and the workload's first sight.
+    begin = Greatest(F("started_at"), F("workload__first_seen_at"), Value(window_start))
+    ran = dict(
+        WorkloadPod.objects.filter(
+            workload__in=workloads, ran_until__gt=window_start, started_at__isnull=False
+        )
+        .order_by()
+        .values("workload_id")
+        .annotate(
+            ran=Sum(
+                ExpressionWrapper(F("ran_until") - begin, output_field=DurationField())
+            )
+        )
+        .values_list("workload_id", "ran")
+    )
+    changed = []
+    for workload in workloads.only("pk", "first_seen_at", "running_hours_month"):
+        span_s = (now - max(window_start, workload.first_seen_at)).total_seconds()
+        ran_s = max(ran[workload.pk].total_seconds(), 0.0) if workload.pk in ran else 0
+        hours = 0.0 if span_s <= 0 else ran_s / span_s * HOURS_PER_MONTH
+        if workload.running_hours_month is None or (
+            abs(workload.running_hours_month - hours) > 1e-6
+        ):
+            workload.running_hours_month = hours
+            changed.append(workload)
+    Workload.objects.bulk_update(changed, ["running_hours_month"], batch_size=500)
+    return len(changed)
 
 
 @dataclass(frozen=True)

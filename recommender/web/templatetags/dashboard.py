@@ -34,6 +34,26 @@ def memory(bytes_: Any) -> str:
 
 
 @register.filter
+def millicores(amount: Any) -> str:
+    """CPU always in millicores ("1250m", "247m"), so a column reads in one unit."""
+    if amount is None or amount == "":
+        return "—"
+    return f"{round(float(amount))}m"
+
+
+@register.filter
+def length_is_more_than_one(items: Any) -> bool:
+    """Whether a sequence (a prefetched queryset) has more than one item."""
+    return len(items) > 1
+
+
+@register.filter
+def pods_of_hours(hours_month: Any) -> str:
+    """A batch workload's average running pods from its hours a month ("0.17")."""
+    return significant_text(float(hours_month or 0) / 730)
+
+
+@register.filter
 def cores(millicores: Any) -> str:
     """A total of CPU, always in cores: "12.3 cores", "0.25 cores"."""
     value = float(millicores or 0) / 1000

@@ -1,0 +1,128 @@
+"""Jobs and CronJobs are priced by the hours their pods run (the runs discovery saw),
+not 730 hours a month per replica."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from recommender.cluster.simulated import build_fleet
+from recommender.models import Cluster, Workload, WorkloadPod
+from recommender.services.dashboard.provisioning import Prices, risk_rules
+from recommender.services.refresh.adapters import cluster_adapter_for
+from recommender.services.refresh.discovery import upsert_discovery
+from recommender.services.refresh.pods import record_running_hours
+from tests.factories import make_recommendation
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+SEED, WORKLOADS = 7, 24
+STEP = timedelta(minutes=2)
+GIB = 2**30
+
+
+@pytest.fixture(autouse=True)
+def small_fleet(settings):
+    settings.SIMULATION_SEED = SEED
+    settings.SIMULATION_WORKLOADS = WORKLOADS
+
+
+def discover_until(cluster: Cluster, end: datetime) -> None:
+    at = NOW
+    while at <= end:
+        snapshot = cluster_adapter_for(cluster, now=at).discover()
+        upsert_discovery(cluster=cluster, snapshot=snapshot, now=at)
+        at += STEP
+
+
+def true_run_hours(sim, start: datetime, end: datetime) -> float:
+    """Hours the simulated CronJob's pods ran within (start, end]."""
+    s, e = start.timestamp(), end.timestamp()
+    return (
+        sum(
+            min(run_end, e) - max(run_start, s)
+            for _, run_start, run_end in sim.runs_between(s, e)
+        )
+        / 3600
+    )
+
+
+@pytest.mark.django_db
+def test_the_demo_cronjobs_savings_are_its_running_hours_times_the_price():
+    cluster = Cluster.objects.create(name="sim", kind=Cluster.Kind.SIMULATED)
+    end = NOW + timedelta(hours=6)
+    discover_until(cluster, end)
+    fleet = build_fleet(SEED, WORKLOADS)
+    cronjobs = [w for w in fleet.workloads if w.kind == "CronJob"]
+    assert cronjobs, "the demo fleet has CronJobs"
+
+    for sim in cronjobs:
+        workload = Workload.objects.get(kind="CronJob", name=sim.name)
+        # The hours per month its pods ran while discovery looked, within one
+        # discovery step per run (a pass sees a run at most a step late).
+        truth = true_run_hours(sim, NOW, end) / 6 * 730
+        runs = len(sim.runs_between(NOW.timestamp(), end.timestamp()))
+        slack = runs * STEP.total_seconds() / 3600 / 6 * 730
+        assert abs(workload.running_hours_month - truth) <= slack + 1e-6, sim.name
+        assert workload.running_hours_month < 730 / 2  # not a pod all month
+
+    sim = max(cronjobs, key=lambda w: w.run_duration_s)
+    workload = Workload.objects.get(kind="CronJob", name=sim.name)
+    container = workload.containers.exclude(kind="init").first()
+    make_recommendation(container, cpu_millicores=10, memory_bytes=16 * 2**20)
+    prices = Prices.from_settings()
+    row = Workload.objects.with_provisioning(prices=prices, rules=risk_rules(end)).get(
+        pk=workload.pk
+    )
+
+    hours = workload.running_hours_month
+    per_hour = (container.request_cpu_millicores - 10) / 1000 * prices.per_core_hour + (
+        container.request_memory_bytes - 16 * 2**20
+    ) / GIB * prices.per_gib_hour
+    assert row.savings == pytest.approx(hours * per_hour, rel=1e-9)
+    # Not the month-long pod it was priced as before.
+    assert row.savings < 730 * per_hour / 2
+
+
+@pytest.mark.django_db
+def test_a_cronjob_not_seen_running_yet_costs_nothing_and_others_keep_replicas():
+    cluster = Cluster.objects.create(name="sim", kind=Cluster.Kind.SIMULATED)
+    quiet = Workload.objects.create(
+        cluster=cluster, kind="CronJob", namespace="ops", name="nightly"
+    )
+    web = Workload.objects.create(
+        cluster=cluster, kind="Deployment", namespace="ops", name="web", replicas=3
+    )
+
+    record_running_hours(cluster_id=cluster.pk, namespace=None, now=NOW)
+
+    quiet.refresh_from_db()
+    web.refresh_from_db()
+    assert quiet.running_hours_month == 0.0
+    assert web.running_hours_month is None
+
+
+@pytest.mark.django_db
+def test_a_run_counts_only_from_when_the_workload_was_first_seen():
+    cluster = Cluster.objects.create(name="sim", kind=Cluster.Kind.SIMULATED)
+    job = Workload.objects.create(
+        cluster=cluster,
+        kind="Job",
+        namespace="ops",
+        name="migrate",
+        first_seen_at=NOW - timedelta(hours=1),
+    )
+    # Started 3 h ago, seen running until now: one hour of the one hour observed.
+    WorkloadPod.objects.create(
+        cluster=cluster,
+        workload=job,
+        namespace="ops",
+        name="migrate-x7k2p",
+        started_at=NOW - timedelta(hours=3),
+        ran_until=NOW,
+    )
+
+    record_running_hours(cluster_id=cluster.pk, namespace=None, now=NOW)
+
+    job.refresh_from_db()
+    assert job.running_hours_month == pytest.approx(730.0)

@@ -1,0 +1,135 @@
+"""Realized vs potential savings: a verified change records the requests it removed;
+from then on the overview, the rollups and the trend count its savings as realized,
+and the potential savings shrink by the same amount, until the workload is deleted
+or changed back."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from recommender.models import Cluster, Container, ResizeChange, Workload
+from recommender.services.actuation import approvals
+from recommender.services.actuation.apply import requests_removed, run_cycle
+from recommender.services.admission.snapshot import forget_holders
+from recommender.services.dashboard import namespace_totals
+from recommender.services.dashboard.overview import fleet_overview
+from recommender.services.dashboard.provisioning import Prices
+from recommender.services.dashboard.rollups import rollup
+from recommender.services.policies import update_policy
+from recommender.services.refresh.adapters import cluster_adapter_for
+from recommender.services.refresh.cycle import refresh_cluster
+from recommender.services.refresh.discovery import upsert_discovery
+from recommender.services.savings_trend import record_snapshot, savings_trend
+
+pytestmark = pytest.mark.django_db
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+S = ResizeChange.Status
+PRICES = Prices(per_core_hour=0.03, per_gib_hour=0.004)
+
+
+@pytest.fixture(autouse=True)
+def small_fleet(settings):
+    settings.SIMULATION_SEED = 7
+    settings.SIMULATION_WORKLOADS = 24
+    settings.SIMULATION_HISTORY_DAYS = 1.0
+    forget_holders()
+    yield
+    forget_holders()
+
+
+def test_requests_removed_sums_the_containers_and_signs_an_addition():
+    before = {
+        "app": {"requests": {"cpu": 500, "memory": 512}},
+        "side": {"requests": {"cpu": 100, "memory": 64}},
+    }
+    after = {"app": {"requests": {"cpu": 250}}, "side": {"requests": {"memory": 96}}}
+
+    assert requests_removed(before, after) == {
+        "cpu_millicores": 250,
+        "memory_bytes": -32,
+    }
+
+
+def test_an_applied_change_moves_its_savings_from_potential_to_realized():
+    cluster = Cluster.objects.create(name="sim-a", kind=Cluster.Kind.SIMULATED)
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    workload = None
+    for candidate in Workload.objects.filter(
+        cluster=cluster, kind="Deployment", replicas__gte=2
+    ).order_by("name"):
+        update_policy(
+            workload_id=candidate.pk,
+            changes={"mode": "InPlaceOrRecreate"},
+            actor=None,
+            now=NOW,
+        )
+        if run_cycle(cluster, now=NOW, holder="t").proposed:
+            workload = candidate
+            break
+        update_policy(
+            workload_id=candidate.pk, changes={"mode": "Off"}, actor=None, now=NOW
+        )
+    assert workload is not None
+    before = fleet_overview(now=NOW, prices=PRICES).fleet
+    assert before.realized_savings == 0
+    for change in ResizeChange.objects.filter(workload=workload, status=S.PROPOSED):
+        approvals.approve_change(change_id=change.pk, approved_by=None, now=NOW)
+
+    # Resized in place, a replica group's tolerance at a time, and verified.
+    verified = NOW
+    for _ in range(8):
+        verified += timedelta(minutes=1)
+        run_cycle(cluster, now=verified, holder="t")
+        if not ResizeChange.objects.filter(workload=workload).exclude(status=S.APPLIED):
+            break
+    changes = list(ResizeChange.objects.filter(workload=workload))
+    assert {c.status for c in changes} == {S.APPLIED}
+    assert all(c.requests_removed for c in changes)
+    # Discovery reads the resized pods: the current requests are the new ones.
+    snapshot = cluster_adapter_for(cluster, now=verified).discover()
+    upsert_discovery(cluster=cluster, snapshot=snapshot, now=verified)
+    namespace_totals.store(cluster=cluster, now=verified)  # as the refresh does
+
+    after = fleet_overview(now=verified, prices=PRICES).fleet
+    realized = sum(
+        PRICES.monthly(
+            cpu_millicores=c.requests_removed["cpu_millicores"],
+            memory_bytes=c.requests_removed["memory_bytes"],
+        )
+        for c in changes
+    )
+    assert after.realized_savings == pytest.approx(realized)
+    assert realized > 0
+    # Potential shrinks by what is now realized.
+    assert before.savings - after.savings == pytest.approx(realized, rel=1e-6)
+    # The rollups and the trend say the same.
+    assert rollup(
+        by="cluster", now=verified, prices=PRICES
+    ).total.realized_savings == pytest.approx(realized)
+    next_hour = NOW + timedelta(hours=1)  # the refresh recorded NOW's hour
+    record_snapshot(cluster=cluster, now=next_hour, prices=PRICES)
+    first, second = savings_trend(now=next_hour, days=7).points
+    assert first.realized_savings_monthly == 0
+    assert second.realized_savings_monthly == pytest.approx(realized)
+
+    # Changed back (the pods carry the old requests again): it no longer counts.
+    for change in changes:
+        for name, values in change.resources_before.items():
+            Container.objects.filter(workload=workload, name=name).update(
+                request_cpu_millicores=values["requests"].get("cpu"),
+                request_memory_bytes=values["requests"].get("memory"),
+            )
+    assert fleet_overview(now=verified, prices=PRICES).fleet.realized_savings == 0
+
+    # Deleted: it stops as well.
+    for change in changes:
+        for name, values in change.resources_after.items():
+            Container.objects.filter(workload=workload, name=name).update(
+                request_cpu_millicores=values["requests"].get("cpu"),
+                request_memory_bytes=values["requests"].get("memory"),
+            )
+    assert fleet_overview(now=verified, prices=PRICES).fleet.realized_savings > 0
+    Workload.objects.filter(pk=workload.pk).update(is_active=False)
+    assert fleet_overview(now=verified, prices=PRICES).fleet.realized_savings == 0
