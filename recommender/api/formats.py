@@ -233,14 +233,17 @@ def stream_rows(
         out = io.StringIO()
         writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
+        # The header goes before the first row is read: the answer starts at once,
+        # however long the database takes to find the first rows.
+        yield out.getvalue().encode()
+        out.seek(0)
+        out.truncate()
         for chunk in _chunks(rows):
             for row in chunk:
                 writer.writerow({k: csv_cell(v) for k, v in row.items()})
             yield out.getvalue().encode()
             out.seek(0)
             out.truncate()
-        if out.tell():
-            yield out.getvalue().encode()  # the header alone: there was no row
     elif format == "yaml":
         # A sequence dumped an item at a time is the same text as dumped whole.
         is_empty = True
@@ -256,15 +259,16 @@ def stream_rows(
         encoder = JSONEncoder(
             ensure_ascii=False, separators=(",", ":"), allow_nan=False
         )
-        is_first = True
+        yield b"["  # before the first row is read, as the CSV header
+        separator = ""
         for chunk in _chunks(rows):
             parts = []
             for row in chunk:
-                parts.append("[" if is_first else ",")
+                parts.append(separator)
                 parts.append(encoder.encode(row))
-                is_first = False
+                separator = ","
             yield "".join(parts).encode()
-        yield b"[]" if is_first else b"]"
+        yield b"]"
 
 
 # libyaml's dumper when PyYAML was built with it (as safe_dump, ten times faster).
