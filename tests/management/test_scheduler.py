@@ -11,6 +11,7 @@ from django.utils import timezone
 from recommender.management import scheduler
 from recommender.models import OomKill, RefreshRun
 from tests.factories import make_cluster, make_workload
+from vpaweb.celery import app
 
 
 def test_the_scheduler_prunes_history_when_its_hour_comes(db, monkeypatch):
@@ -20,6 +21,9 @@ def test_the_scheduler_prunes_history_when_its_hour_comes(db, monkeypatch):
         container=container, pod="p", occurred_at=timezone.now() - timedelta(days=91)
     )
     monkeypatch.setattr(scheduler, "PRUNE_OFFSET_S", 0.0)
+    # In-process even when REDIS_URL is set (the embedded default's mode).
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
+    monkeypatch.setitem(app.conf, "task_eager_propagates", True)
 
     cycles = scheduler.run_periodic(
         stop=threading.Event(), interval_s=0.0, max_cycles=1
