@@ -18,7 +18,6 @@ what ``time -v`` reports as its maximum resident set) after it, with the load.
 from __future__ import annotations
 
 import http.client
-import json
 import os
 import signal
 import socket
@@ -28,36 +27,20 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from benchmarks.bench_retention import real_row, setup_scratch_postgres
+
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 CONTAINERS_PER_WORKLOAD = 1835 / 1200  # the simulated fleet's mix
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _setup() -> None:
-    os.environ.setdefault("SECRET_KEY", "bench-only")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "vpaweb.settings")
-    if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
-        raise SystemExit("bench export needs DATABASE_URL=postgres://… (scratch)")
-    import logging
-
-    import django
-
-    django.setup()
-    logging.getLogger("recommender").setLevel(logging.WARNING)
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
 
 
 def _fleet(containers: int) -> int:
     """The cluster, its workloads, containers and their latest recommendations,
     written by the server; returns the workload count."""
     from django.db import connection
-    from django.test import override_settings
 
-    from recommender.models import Cluster, Recommendation
+    from recommender.models import Cluster
     from recommender.services.dashboard import namespace_totals
-    from recommender.services.refresh.cycle import refresh_cluster
 
     existing = Cluster.objects.filter(name="export-bench").first()
     if existing is not None and existing.workloads.count() == round(
@@ -65,13 +48,7 @@ def _fleet(containers: int) -> int:
     ):
         return existing.workloads.count()  # an earlier run's fleet, as it was written
     Cluster.objects.all().delete()
-    with override_settings(SIMULATION_WORKLOADS=2, SIMULATION_HISTORY_DAYS=1.0):
-        sample = Cluster.objects.create(name="export-sample", kind="simulated")
-        refresh_cluster(cluster_id=sample.pk, now=NOW)
-    row = Recommendation.objects.filter(container__workload__cluster=sample).first()
-    assert row is not None
-    explanation, confidence = json.dumps(row.explanation), row.confidence
-    sample.delete()
+    explanation, confidence = real_row()
     cluster = Cluster.objects.create(name="export-bench", kind="simulated")
     workloads = max(1, round(containers / CONTAINERS_PER_WORKLOAD))
     with connection.cursor() as cursor:
@@ -173,7 +150,7 @@ def _get(port: int, path: str, key: str) -> tuple[int, float, float, int]:
 
 def main() -> None:
     """Write the fleet, serve it with gunicorn, time the exports."""
-    _setup()
+    setup_scratch_postgres("export")
     from django.utils import timezone
 
     from recommender.services.tokens import create_token

@@ -40,24 +40,25 @@ AUDIT_PER_DAY = 500
 INSERT_BATCH = 5000
 
 
-def _setup() -> None:
+def setup_scratch_postgres(bench: str) -> None:
+    """Django on the DATABASE_URL scratch PostgreSQL database, migrated, with the
+    app's logging at warnings (a line per run would bury the figures)."""
     os.environ.setdefault("SECRET_KEY", "bench-only")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "vpaweb.settings")
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
-        raise SystemExit("bench retention needs DATABASE_URL=postgres://… (scratch)")
+        raise SystemExit(f"bench {bench} needs DATABASE_URL=postgres://… (scratch)")
     import logging
 
     import django
 
     django.setup()
-    # A line per prune run would bury the table.
     logging.getLogger("recommender").setLevel(logging.WARNING)
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0, interactive=False)
 
 
-def _real_row() -> tuple[str, float | None]:
+def real_row() -> tuple[str, float | None]:
     """The explanation (as JSON) and confidence of a row a real refresh stored (a
     small simulated cluster)."""
     from django.test import override_settings
@@ -213,7 +214,7 @@ def _sizes() -> tuple[int, int, int]:
 
 def main() -> None:
     """Simulate the month, printing a line per day."""
-    _setup()
+    setup_scratch_postgres("retention")
     from django.conf import settings
     from django.db import connection
 
@@ -230,7 +231,7 @@ def main() -> None:
         cursor.execute("SHOW autovacuum")
         autovacuum = cursor.fetchone()[0]
         cursor.execute("VACUUM")
-    template = _real_row()
+    template = real_row()
     cluster_id, containers = _fleet(workloads)
     print(
         f"{workloads} workloads, {len(containers)} containers; "
