@@ -144,8 +144,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 # `manage.py collectstatic` writes here; the container image collects into the image
 # and `manage.py serve` (`make run`) collects before it serves.
 STATIC_ROOT = Path(env_str("VPAWEB_STATIC_ROOT", str(VAR_DIR / "staticfiles")))
-# Collected files get a content hash in their names (plotly.min.js ->
-# plotly.min.<hash>.js) and a precompressed .gz copy (no brotli: it made collectstatic
+# Collected files get a content hash in their names (plotly-basic.min.js ->
+# plotly-basic.min.<hash>.js) and a precompressed .gz copy (no brotli: it made collectstatic
 # take 36 s of CPU instead of 2 s); WhiteNoise serves the gzip copy to browsers that
 # accept it, and hashed names with a 10-year immutable cache.
 STORAGES = {
