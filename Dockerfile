@@ -16,13 +16,12 @@ COPY requirements.txt /tmp/requirements.txt
 RUN /opt/venv/bin/pip install --only-binary=:all: -r /tmp/requirements.txt
 WORKDIR /app
 COPY . /app
-# plotly.js comes from the installed plotly package (no CDN), as in `make setup`. The
+# The dashboard's charts use plotly.js' basic bundle, committed in static/vendor/. The
 # Python side of plotly (and narwhals, which only plotly needs) is not used at run time:
-# it leaves the image once the script is copied (70 MB less).
+# it leaves the image (70 MB less).
 # ReDoc's bundle is copied from drf-spectacular-sidecar without its one outside address
 # (tools/vendor_redoc.py). collectstatic writes hashed names with gzip copies.
-RUN /opt/venv/bin/python -c "import plotly, pathlib, shutil; shutil.copy(pathlib.Path(plotly.__file__).parent / 'package_data' / 'plotly.min.js', 'static/vendor/plotly.min.js')" \
- && /opt/venv/bin/python tools/vendor_redoc.py static/vendor/redoc.standalone.js \
+RUN /opt/venv/bin/python tools/vendor_redoc.py static/vendor/redoc.standalone.js \
  && /opt/venv/bin/pip uninstall --yes --quiet plotly narwhals \
  && SECRET_KEY=collectstatic-only VPAWEB_STATIC_ROOT=/app/staticfiles VPAWEB_VAR_DIR=/tmp/var \
     /opt/venv/bin/python manage.py collectstatic --no-input --verbosity 0 \

@@ -5,7 +5,6 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
-PLOTLY_JS := static/vendor/plotly.min.js
 REDOC_JS := static/vendor/redoc.standalone.js
 # Where collectstatic writes (vpaweb/settings.py's STATIC_ROOT, from the same variables).
 STATIC_MANIFEST := $(or $(VPAWEB_STATIC_ROOT),$(or $(VPAWEB_VAR_DIR),var)/staticfiles)/staticfiles.json
@@ -18,16 +17,12 @@ PORT ?= 8000
 
 .PHONY: run test test-sqlite test-pg test-faults test-deploy worker beat scheduler lint fmt bench schema setup clean
 
-setup: $(STAMP) $(PLOTLY_JS) $(REDOC_JS)
+setup: $(STAMP) $(REDOC_JS)
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	rm -f $(VENV)/.installed-* && touch $@
-
-# plotly.js comes from the installed plotly package: nothing is loaded from a CDN.
-$(PLOTLY_JS): $(STAMP)
-	$(PY) -c "import plotly, pathlib, shutil; shutil.copy(pathlib.Path(plotly.__file__).parent / 'package_data' / 'plotly.min.js', '$(PLOTLY_JS)')"
 
 # ReDoc from drf-spectacular-sidecar, made to load nothing from outside (see the tool).
 $(REDOC_JS): $(STAMP) tools/vendor_redoc.py
@@ -39,7 +34,7 @@ var/secret_key:
 
 # Hashed, precompressed (gzip) copies of the static files, served by
 # WhiteNoise; collected again only when a file under static/ or a requirement changes.
-$(STATIC_MANIFEST): $(STAMP) $(PLOTLY_JS) $(REDOC_JS) $(shell find static -type f) | var/secret_key
+$(STATIC_MANIFEST): $(STAMP) $(REDOC_JS) $(shell find static -type f) | var/secret_key
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py collectstatic --no-input --verbosity 0
 	touch $@
 
@@ -99,4 +94,4 @@ schema: setup
 	SECRET_KEY=schema-only-key $(PY) manage.py spectacular --validate --fail-on-warn --file var/openapi.yaml
 
 clean:
-	rm -rf $(VENV) var/staticfiles $(PLOTLY_JS) $(REDOC_JS)
+	rm -rf $(VENV) var/staticfiles static/vendor/plotly.min.js $(REDOC_JS)

@@ -26,7 +26,7 @@ from kombu.utils.json import dumps, loads
 
 from recommender.errors import InvalidInput, NotFound, SourceUnavailable
 from recommender.models import Cluster, Workload
-from recommender.services import runs
+from recommender.services import retention, runs
 from recommender.services.refresh import cycle, expiry
 
 logger = logging.getLogger(__name__)
@@ -223,6 +223,16 @@ def expire_idle_aggregates(self: JsonTask, now: str | None = None) -> dict[str, 
     """Drop aggregates idle for 8 days (upstream's hourly garbage collection)."""
     try:
         run = expiry.expire_idle_aggregates(now=_parse_now(now))
+    except (OperationalError, InterfaceError) as exc:
+        raise self.retry_transient(exc) from exc
+    return {"run_id": run.pk, "counts": run.counts}
+
+
+@shared_task(bind=True, base=JsonTask, name="recommender.tasks.prune_history")
+def prune_history(self: JsonTask, now: str | None = None) -> dict[str, Any]:
+    """Prune history past its retention, within the run's time budget."""
+    try:
+        run = retention.prune_history(now=_parse_now(now))
     except (OperationalError, InterfaceError) as exc:
         raise self.retry_transient(exc) from exc
     return {"run_id": run.pk, "counts": run.counts}

@@ -148,8 +148,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 # `manage.py collectstatic` writes here; the container image collects into the image
 # and `manage.py serve` (`make run`) collects before it serves.
 STATIC_ROOT = Path(env_str("VPAWEB_STATIC_ROOT", str(VAR_DIR / "staticfiles")))
-# Collected files get a content hash in their names (plotly.min.js ->
-# plotly.min.<hash>.js) and a precompressed .gz copy (no brotli: it made collectstatic
+# Collected files get a content hash in their names (plotly-basic.min.js ->
+# plotly-basic.min.<hash>.js) and a precompressed .gz copy (no brotli: it made collectstatic
 # take 36 s of CPU instead of 2 s); WhiteNoise serves the gzip copy to browsers that
 # accept it, and hashed names with a 10-year immutable cache.
 STORAGES = {
@@ -282,6 +282,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "recommender.tasks.expire_idle_aggregates",
         "schedule": crontab(minute=7),
     },
+    # Hourly at minute 37: prune history past its retention (RETENTION_* above), a
+    # bounded run away from the expiry's minute.
+    "prune-history": {
+        "task": "recommender.tasks.prune_history",
+        "schedule": crontab(minute=37),
+    },
 }
 
 # --- Notification channels (services/notifications.py, docs/notifications.md) --------
@@ -382,6 +388,34 @@ ROLLUP_LABEL_KEY = env_str("VPAWEB_ROLLUP_LABEL_KEY", "team")
 # SAVINGS_TREND_HOURLY_DAYS and dropped after SAVINGS_TREND_DAYS.
 SAVINGS_TREND_DAYS = env_int("VPAWEB_SAVINGS_TREND_DAYS", 400, minimum=1)
 SAVINGS_TREND_HOURLY_DAYS = env_int("VPAWEB_SAVINGS_TREND_HOURLY_DAYS", 14, minimum=1)
+
+# --- Retention (recommender/services/retention.py, docs/refresh.md) -------------------
+# History older than these many days is pruned by the hourly prune task, in batches of
+# RETENTION_BATCH rows, each its own short transaction, for at most RETENTION_BUDGET_S
+# seconds a run (what is left goes on the next run): it never holds a lock a refresh
+# waits for. A container's latest recommendation is never pruned.
+RETENTION_RECOMMENDATION_DAYS = env_int(
+    "VPAWEB_RETENTION_RECOMMENDATION_DAYS", 90, minimum=1
+)
+# Recommendation history older than this keeps one row per container and day.
+RETENTION_RECOMMENDATION_DETAIL_DAYS = env_int(
+    "VPAWEB_RETENTION_RECOMMENDATION_DETAIL_DAYS", 14, minimum=1
+)
+RETENTION_OOM_KILL_DAYS = env_int("VPAWEB_RETENTION_OOM_KILL_DAYS", 90, minimum=1)
+RETENTION_RUN_DAYS = env_int("VPAWEB_RETENTION_RUN_DAYS", 30, minimum=1)
+RETENTION_AUDIT_DAYS = env_int("VPAWEB_RETENTION_AUDIT_DAYS", 400, minimum=1)
+RETENTION_ADMISSION_COUNT_DAYS = env_int(
+    "VPAWEB_RETENTION_ADMISSION_COUNT_DAYS", 30, minimum=1
+)
+# Resize changes that are closed (applied, rejected, failed, expired, superseded).
+RETENTION_CHANGE_DAYS = env_int("VPAWEB_RETENTION_CHANGE_DAYS", 90, minimum=1)
+# Workloads gone from their cluster this long are deleted with their containers,
+# policy, checkpoints and history.
+RETENTION_INACTIVE_DAYS = env_int("VPAWEB_RETENTION_INACTIVE_DAYS", 30, minimum=1)
+# Login logs and failed-login records of django-axes (expired sessions always go).
+RETENTION_LOGIN_DAYS = env_int("VPAWEB_RETENTION_LOGIN_DAYS", 90, minimum=1)
+RETENTION_BATCH = env_int("VPAWEB_RETENTION_BATCH", 2000, minimum=10)
+RETENTION_BUDGET_S = env_float("VPAWEB_RETENTION_BUDGET_S", 30.0, minimum=1.0)
 
 # --- REST API -------------------------------------------------------------------------
 # Requests per token (per user for sessions) and period: s/min/hour/day (docs/api.md).

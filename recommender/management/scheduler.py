@@ -12,6 +12,7 @@ import threading
 import time
 
 from recommender.tasks import expire_idle_aggregates as expire_idle_aggregates_task
+from recommender.tasks import prune_history as prune_history_task
 from recommender.tasks import refresh_all_clusters as refresh_all_clusters_task
 from recommender.tasks import update_all_clusters as update_all_clusters_task
 
@@ -19,6 +20,10 @@ logger = logging.getLogger(__name__)
 
 # Upstream garbage-collects idle aggregates hourly.
 EXPIRE_INTERVAL_S = 3600.0
+# History past its retention is pruned hourly, half an hour after the expiry (the beat
+# schedule's minutes 7 and 37), each run within VPAWEB_RETENTION_BUDGET_S.
+PRUNE_INTERVAL_S = 3600.0
+PRUNE_OFFSET_S = 1800.0
 
 
 def run_periodic(
@@ -27,6 +32,7 @@ def run_periodic(
     """Refresh all clusters every ``interval_s`` until ``stop``; returns cycles run."""
     cycles = 0
     next_expire = time.monotonic() + EXPIRE_INTERVAL_S
+    next_prune = time.monotonic() + PRUNE_OFFSET_S
     while not stop.is_set() and (max_cycles is None or cycles < max_cycles):
         started = time.monotonic()
         try:
@@ -45,6 +51,14 @@ def run_periodic(
                 expire_idle_aggregates_task.delay()
             except Exception:
                 logger.exception("scheduled expiry failed")
+        if started >= next_prune:
+            next_prune = started + PRUNE_INTERVAL_S
+            try:
+                # After the cycle's refresh, bounded by its budget: the next refresh
+                # starts at most that much later.
+                prune_history_task.delay()
+            except Exception:
+                logger.exception("scheduled prune failed")
         cycles += 1
         elapsed = time.monotonic() - started
         logger.info("scheduler cycle %d took %.2fs", cycles, elapsed)

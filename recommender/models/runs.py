@@ -19,6 +19,7 @@ class RefreshRun(models.Model):
         REFRESH = "refresh"
         BACKFILL = "backfill"
         EXPIRE = "expire"
+        PRUNE = "prune"
 
     class Status(models.TextChoices):
         RUNNING = "running"

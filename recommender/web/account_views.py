@@ -32,6 +32,7 @@ from recommender.models import (
 )
 from recommender.roles import ROLE_ORDER, Role, has_role, role_of
 from recommender.services import accounts, tokens
+from recommender.services.retention import table_usage
 from recommender.web.access import (
     acting_user,
     is_htmx,
@@ -253,6 +254,8 @@ def runs(request: HttpRequest) -> HttpResponse:
     }
     if is_htmx(request):
         return render(request, "recommender/partials/_runs_table.html", context)
+    # The storage panel: read on a full page only, not on every poll of the table.
+    context["tables"] = table_usage()
     return render(request, "recommender/runs.html", context)
 
 

@@ -39,7 +39,7 @@ def test_the_csv_export_neutralises_names(read_client: Client) -> None:
     )
     response = read_client.get("/api/v1/recommendations/export?format=csv")
     assert response.status_code == 200
-    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    rows = list(csv.DictReader(io.StringIO(response.getvalue().decode())))
     assert rows[0]["cluster"] == "'=cmd|' /C calc'!A0"
     assert rows[0]["workload"] == "'@SUM(1+1)"
 

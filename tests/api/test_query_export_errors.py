@@ -151,21 +151,23 @@ def test_export_csv_json_yaml(read_client: Client, shop: Workload) -> None:
     as_csv = read_client.get("/api/v1/recommendations/export?format=csv&namespace=shop")
     assert as_csv["Content-Type"].startswith("text/csv")
     assert "attachment" in as_csv["Content-Disposition"]
-    rows = list(csv.DictReader(io.StringIO(as_csv.content.decode())))
+    rows = list(csv.DictReader(io.StringIO(as_csv.getvalue().decode())))
     assert [
         (r["container"], r["target_cpu"], r["target_memory_bytes"]) for r in rows
     ] == [
         ("app", "587m", str(250 * 2**20)),
         ("sidecar", "", ""),
     ]
-    as_json = read_client.get("/api/v1/recommendations/export?format=json").json()
+    as_json = json.loads(
+        read_client.get("/api/v1/recommendations/export?format=json").getvalue()
+    )
     assert as_json[0]["target_memory"] == "250Mi" and as_json[1]["target_cpu"] is None
     as_yaml = read_client.get("/api/v1/recommendations/export?format=yaml")
-    assert yaml.safe_load(as_yaml.content) == as_json
+    assert yaml.safe_load(as_yaml.getvalue()) == as_json
     assert (
-        read_client.get(
-            "/api/v1/recommendations/export?format=csv&kind=Job"
-        ).content.count(b"\n")
+        read_client.get("/api/v1/recommendations/export?format=csv&kind=Job")
+        .getvalue()
+        .count(b"\n")
         == 1
     )  # header only
 
@@ -179,7 +181,10 @@ def test_export_errors_are_json_even_when_csv_was_asked(
     assert response.status_code == 400
     assert response["Content-Type"] == "application/json"
     assert response.json()["error"]["fields"] == {
-        "mode": ['"Sometimes" is not a valid choice.']
+        "mode": [
+            '"Sometimes" is not a mode; the modes are Off, Initial, Recreate, '
+            "InPlaceOrRecreate (and Auto, upstream's alias of Recreate)"
+        ]
     }
 
 

@@ -173,7 +173,9 @@ def test_the_dashboard_patch_respects_the_limitrange_max(off_grid: Workload) -> 
 def test_exports_read_rounded_up_with_exact_bytes_beside(
     read_client: Client, off_grid: Workload
 ) -> None:
-    rows = read_client.get("/api/v1/recommendations/export?format=json").json()
+    rows = json.loads(
+        read_client.get("/api/v1/recommendations/export?format=json").getvalue()
+    )
     app = next(r for r in rows if r["container"] == "app")
     assert (app["target_memory"], app["target_memory_bytes"]) == ("729Mi", EXACT)
     lower, upper = int(EXACT * 0.8), int(EXACT * 1.2)  # the factory's bounds
@@ -184,7 +186,7 @@ def test_exports_read_rounded_up_with_exact_bytes_beside(
     as_csv = read_client.get("/api/v1/recommendations/export?format=csv")
     (row,) = [
         r
-        for r in csv.DictReader(io.StringIO(as_csv.content.decode()))
+        for r in csv.DictReader(io.StringIO(as_csv.getvalue().decode()))
         if r["container"] == "app"
     ]
     assert row["target_memory"] == "729Mi"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import re
 from typing import Any
 
@@ -158,7 +160,9 @@ def test_the_export_says_each_containers_kind(
     Container.objects.create(
         workload=shop, name="proxy", kind=Container.Kind.SIDECAR, position=6
     )
-    rows = read_client.get("/api/v1/recommendations/export?format=json").json()
+    # The export streams its rows (StreamingHttpResponse).
+    answer = read_client.get("/api/v1/recommendations/export?format=json")
+    rows = json.loads(b"".join(answer.streaming_content))
     kinds = {row["container"]: row["container_kind"] for row in rows}
     assert kinds == {
         "app": "app",
@@ -166,6 +170,7 @@ def test_the_export_says_each_containers_kind(
         "migrate": "init",
         "proxy": "sidecar",
     }
-    csv_text = read_client.get("/api/v1/recommendations/export?format=csv").content
+    csv_answer = read_client.get("/api/v1/recommendations/export?format=csv")
+    csv_text = b"".join(csv_answer.streaming_content)
     header = csv_text.decode().splitlines()[0].split(",")
     assert header[4:6] == ["container", "container_kind"]

@@ -3,6 +3,8 @@ dashboard; unknown filter values refused in the one error shape."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.test import Client
 from django.utils import timezone
@@ -29,7 +31,9 @@ def test_workload_has_the_dashboards_savings_replicas_and_status(
 def test_export_rows_have_replicas_status_and_savings(
     read_client: Client, shop: Workload
 ) -> None:
-    rows = read_client.get("/api/v1/recommendations/export?format=json").json()
+    rows = json.loads(
+        read_client.get("/api/v1/recommendations/export?format=json").getvalue()
+    )
     by_container = {row["container"]: row for row in rows}
     page = workload_insight(
         workload_id=shop.pk, now=timezone.now(), prices=Prices.from_settings()
@@ -41,7 +45,7 @@ def test_export_rows_have_replicas_status_and_savings(
         savings
     )
     assert {row["replicas"] for row in rows} == {3}
-    csv_text = read_client.get("/api/v1/recommendations/export?format=csv").content
+    csv_text = read_client.get("/api/v1/recommendations/export?format=csv").getvalue()
     assert b"replicas,status,savings_monthly" in csv_text.splitlines()[0]
 
 

@@ -49,7 +49,7 @@ def test_viewer_reads_the_team_rollup_and_the_savings_trend(page):
     page.click("button[type=submit]")
     page.wait_for_url(re.compile(r"/$"))
     page.click("header nav >> text=Rollups")
-    # Let the first page finish (plotly is 4.8 MB) before leaving it.
+    # Let the first page finish (plotly's bundle is 1.2 MB) before leaving it.
     page.wait_for_selector("#savings-trend[data-drawn=true]")
     page.click("[data-testid=by-label]")
     page.wait_for_url(re.compile(r"by=label"))

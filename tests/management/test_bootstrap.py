@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from io import StringIO
 
 import pytest
@@ -59,7 +60,9 @@ def test_workloads_of_a_disabled_cluster_are_not_listed(settings):
     page = client.get("/workloads/").content.decode()
     overview = client.get("/").content.decode()
     api = client.get("/api/v1/workloads/").json()
-    export = client.get("/api/v1/recommendations/export?format=json").json()
+    export = json.loads(
+        client.get("/api/v1/recommendations/export?format=json").getvalue()
+    )
 
     assert live.name in page and hidden.name not in page
     assert '<option value="simulated"' not in page

@@ -91,3 +91,38 @@ def test_the_command_draws_a_progress_bar_per_day_and_a_summary(cluster):
 def test_the_command_names_an_unknown_cluster(cluster):
     with pytest.raises(CommandError, match="--cluster 'nope' does not exist"):
         call_command("backfill", cluster="nope", stdout=io.StringIO())
+
+
+def test_a_namespace_backfill_reports_the_namespace_containers(cluster):
+    """Whether there is history to read or not, the summary counts the shard's
+    containers, not 0."""
+    from recommender.models import Container
+    from recommender.services.refresh.cycle import refresh_cluster
+
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    namespace = (
+        Container.objects.filter(workload__cluster=cluster)
+        .values_list("workload__namespace", flat=True)
+        .first()
+    )
+    in_namespace = Container.objects.filter(
+        workload__cluster=cluster,
+        workload__namespace=namespace,
+        workload__is_active=True,
+    ).count()
+    out = io.StringIO()
+
+    call_command(
+        "backfill",
+        cluster="sim-b",
+        namespace=[namespace],
+        days=1,
+        now="2026-11-21T12:00:00Z",
+        stdout=out,
+        stderr=io.StringIO(),
+    )
+
+    assert in_namespace >= 1
+    assert f"sim-b {namespace}: {in_namespace} containers" in out.getvalue(), (
+        out.getvalue()
+    )

@@ -172,10 +172,28 @@ def test_runs_page_has_bounded_queries(viewer_client, django_assert_max_num_quer
         viewer_client.get("/runs/")
     grow(100, 30)
 
-    with django_assert_max_num_queries(7):
+    # + the storage panel: a query per growing table (9), and their sizes.
+    with django_assert_max_num_queries(17):
         response = viewer_client.get("/runs/?status=running")
 
     assert response.status_code == 200
     with CaptureQueriesContext(connection) as big:
         viewer_client.get("/runs/")
     assert len(big) == len(small)
+
+
+def test_the_runs_page_shows_each_growing_table_with_its_oldest_row(viewer_client):
+    from tests.factories import make_recommendation, make_workload
+
+    container = make_workload(make_cluster("prod")).containers.get()
+    make_recommendation(container, created_at=datetime(2026, 3, 4, 5, 6, tzinfo=UTC))
+
+    body = viewer_client.get("/runs/").content.decode()
+
+    assert '<h2 id="storage">Storage</h2>' in body
+    assert "<code>recommender_recommendation</code>" in body
+    assert "2026-03-04 05:06" in body
+    assert "90 days" in body
+    # The polled fragment does not read the tables again.
+    fragment = viewer_client.get("/runs/", HTTP_HX_REQUEST="true").content.decode()
+    assert "Storage" not in fragment

@@ -81,3 +81,37 @@ def test_the_redoc_copy_loads_nothing_from_outside():
     assert not re.search(r"//# sourceMappingURL=\S+\s*$", copy)  # the map is not copied
     with pytest.raises(SystemExit, match="would load from outside"):
         tool["vendored"](original + '\nload("https://cdn.example.org/x.js");\n')
+
+
+CHART_TRACES = re.compile(r"""type:\s*["'](\w+)["']""")
+
+
+def test_charts_use_the_basic_plotly_bundle_only_on_pages_that_draw_them():
+    """plotly.js' basic bundle (scatter, bar, pie: 1.2 MB instead of the full 4.8 MB)
+    holds every trace the dashboard draws, and only chart pages load it."""
+    bundle = REPO / "static" / "vendor" / "plotly-basic.min.js"
+    assert bundle.stat().st_size < 1_500_000
+    assert "plotly.js (basic - minified)" in bundle.read_text()[:200]
+    assert (
+        "MIT" in (REPO / "static" / "vendor" / "plotly-basic.LICENSE.txt").read_text()
+    )
+    traces = set()
+    for script in (REPO / "static" / "js").glob("*.js"):
+        text = script.read_text()
+        if "Plotly." in text:
+            traces |= {
+                t
+                for t in CHART_TRACES.findall(text)
+                if t not in {"date", "rect", "line"}
+            }
+    assert traces and traces <= {"scatter", "bar", "pie"}
+    templates = REPO / "templates" / "recommender"
+    loading = {
+        page.name
+        for page in templates.glob("*.html")
+        if "vendor/plotly" in page.read_text()
+    }
+    assert loading == {"workload.html", "rollups.html", "whatif.html"}
+    for page in loading:
+        assert "vendor/plotly-basic.min.js" in (templates / page).read_text()
+    assert "plotly" not in (REPO / "templates" / "base.html").read_text()

@@ -102,12 +102,13 @@ def backfill_cluster(
                 snapshot, discovery = cycle.discover_and_store(
                     cluster, adapter, now=now, namespace=namespace, phases=phases
                 )
-                start_s = _oldest_watermark(discovery, history_s=days * 86_400.0)
-                if start_s is None:
-                    counts["containers"] = 0
-                    step_ends = []
-                else:
-                    step_ends = _step_ends(start_s, end_s)
+                start_s, containers = _oldest_watermark(
+                    discovery, history_s=days * 86_400.0
+                )
+                # The shard's containers, whether or not any history is left to read
+                # (all of them may be up to date: no step, still N containers).
+                counts["containers"] = containers
+                step_ends = [] if start_s is None else _step_ends(start_s, end_s)
                 counts["steps"] = len(step_ends)
                 step_start = start_s or end_s
                 for number, step_end in enumerate(step_ends, start=1):
@@ -176,11 +177,14 @@ class _Progress:
             self.cb(self.recorder.run)
 
 
-def _oldest_watermark(discovery: Discovery, *, history_s: float) -> float | None:
-    """Where the back-fill starts: the oldest watermark of the shard's containers."""
+def _oldest_watermark(
+    discovery: Discovery, *, history_s: float
+) -> tuple[float | None, int]:
+    """Where the back-fill starts (the oldest watermark of the shard's containers)
+    and how many containers the shard has."""
     window = Window(discovery=discovery, end_s=math.inf, history_s=history_s)
     ingest.load_rows(window)
-    return ingest.start_s(window)
+    return ingest.start_s(window), len(window.rows_by_container)
 
 
 def _add_counts(counts: dict[str, Any], step: dict[str, Any]) -> None:
