@@ -71,6 +71,8 @@ def heartbeat(beat: Callable[[], object], *, name: str) -> Iterator[None]:
                     beat()
                 except Exception as exc:
                     logger.warning("heartbeat of %s failed: %s", name, exc)
+                    # A broken connection is not reused: the next beat reconnects.
+                    connections.close_all()
         finally:
             # The thread's own database connection, if a beat opened one.
             connections.close_all()
@@ -81,7 +83,9 @@ def heartbeat(beat: Callable[[], object], *, name: str) -> Iterator[None]:
         yield
     finally:
         stop.set()
-        thread.join(timeout=every_s)
+        # A beat stuck on a lock must not hold up the run's end; a late one finds
+        # the row no longer RUNNING, the claim gone, and changes nothing.
+        thread.join(timeout=min(every_s, 1.0))
 
 
 class Phases:

@@ -90,3 +90,9 @@ def test_the_webhook_patches_from_its_cache_while_its_database_is_away(
     finally:
         stop_webhook_server(server, stop, threads)
         forget_holders()
+        # The stopped background thread's connection, so the test database can go.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
