@@ -157,15 +157,22 @@ class ApiRateThrottle(throttling.SimpleRateThrottle):
     retry_after_s = 0.0
 
     def allow_request(self, request: Request, view: Any) -> bool:
-        """Take one request from the budget; False once it is spent this window."""
+        """Take one request from the budget; False once it is spent this window.
+        While the cache holding the budget (Redis) is away, allow the request and log
+        it: an API that reads the database keeps answering instead of failing every
+        request with a 500 (docs/security.md, "Faults")."""
         if self.rate is None or self.num_requests is None or self.duration is None:
             return True
-        taken = budgets.take(
-            key=self.get_cache_key(request, view),
-            limit=self.num_requests,
-            period_s=self.duration,
-            now=self.timer(),
-        )
+        try:
+            taken = budgets.take(
+                key=self.get_cache_key(request, view),
+                limit=self.num_requests,
+                period_s=self.duration,
+                now=self.timer(),
+            )
+        except RedisError as exc:
+            logger.warning("API rate limit not applied: its cache is away: %s", exc)
+            return True
         self.retry_after_s = taken.retry_after_s
         return taken.is_allowed
 
@@ -177,16 +184,6 @@ class ApiRateThrottle(throttling.SimpleRateThrottle):
         """Read the rate per request, so changed settings (and tests) take effect."""
         rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
         return None if rate is None else str(rate)
-
-    def allow_request(self, request: Request, view: Any) -> bool:
-        """The budget's answer; while the cache holding it (Redis) is away, allow the
-        request and log it: an API that reads the database keeps answering instead of
-        failing every request with a 500 (docs/security.md, "Faults")."""
-        try:
-            return bool(super().allow_request(request, view))
-        except RedisError as exc:
-            logger.warning("API rate limit not applied: its cache is away: %s", exc)
-            return True
 
     def get_cache_key(self, request: Request, view: Any) -> str:
         """Key by token id, user id or client address."""
