@@ -13,6 +13,7 @@ from recommender.api.fields import (
     ClosedSerializer,
 )
 from recommender.api.serializers import ResourceListSerializer
+from recommender.engine.capping import MODES
 from recommender.engine.profiles import MEMORY_ESTIMATORS, PROFILES
 from recommender.models import (
     Policy,
@@ -29,7 +30,7 @@ class ContainerPolicyEntrySerializer(serializers.Serializer):
         max_length=253,
         help_text='a container of the workload, or "*" for every container',
     )
-    mode = serializers.ChoiceField(choices=["Auto", "Off"], required=False)
+    mode = serializers.ChoiceField(choices=list(MODES), required=False)
     minAllowed = ResourceListSerializer(required=False)
     maxAllowed = ResourceListSerializer(required=False)
     controlledResources = serializers.ListField(

@@ -305,6 +305,8 @@ class Applier:
             last_attempt_at=now,
             applied_at=now,
             error=error,
+            # Off, a pause or a kill switch committed since this cycle read them wins.
+            where=control.acting_q("workload__"),
         )
 
     def _event(

@@ -9,6 +9,13 @@ Writes stop when any of these holds (``write_block_reason`` names which):
 - ``VPAWEB_UPDATER_DRY_RUN`` is set: the updater proposes (and approves automatically)
   but never writes.
 
+THE acting predicate (``acting_q``) says the same as a filter on rows, so it can be
+part of the compare-and-swap that starts a write (``apply.Applier``, ``approved →
+applying``): a vpaweb-owned policy in an acting mode
+(``models.policy.updater_policy_q``), the cluster not paused, both kill switches off.
+An operator's decision committed before that statement wins; the updater's earlier
+reads of the policy or the switches never do.
+
 One updater per cluster: a **database lease** (``UpdaterLock``). A worker takes it with
 a filtered ``update()`` that only matches a free, expired or already-held lock, so two
 workers can never both win; the holder renews it every cycle and a killed holder's
@@ -27,9 +34,10 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Exists, Q
 
 from recommender.models import ActuationControl, AuditEvent, Cluster, UpdaterLock
+from recommender.models.policy import updater_policy_q
 from recommender.services.audit import Action, actor_label_of
 
 KILL_SWITCH_ACTION = Action.UPDATER_KILL_SWITCH
@@ -67,6 +75,21 @@ def write_block_reason(cluster: Cluster) -> str | None:
     if settings.UPDATER_DRY_RUN:
         return "dry run (VPAWEB_UPDATER_DRY_RUN): changes are proposed, never applied"
     return None
+
+
+def acting_q(workload_prefix: str = "") -> Q:
+    """THE acting predicate as a filter, reached through ``workload_prefix``
+    (``"workload__"`` from a ResizeChange): may the updater write for this workload
+    now? The policy is vpaweb's and in an acting mode, the cluster is not paused and
+    no kill switch is on. Part of the compare-and-swap that moves a change to
+    ``applying``, so a decision committed before it always wins."""
+    if settings.UPDATER_KILL_SWITCH:
+        return Q(pk__in=[])  # nothing acts
+    return (
+        updater_policy_q(workload_prefix)
+        & Q(**{f"{workload_prefix}cluster__updates_paused": False})
+        & ~Q(Exists(ActuationControl.objects.filter(writes_stopped=True)))
+    )
 
 
 def set_kill_switch(

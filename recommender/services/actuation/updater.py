@@ -29,10 +29,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 
 from recommender.cluster.base import ClusterSnapshot, PodInfo
 from recommender.engine.capping import (
+    MODE_OFF,
     CappedRecommendation,
     ContainerPolicy,
     LimitRangeItem,
@@ -54,24 +54,14 @@ from recommender.models import (
     ResizeChange,
     Workload,
 )
-from recommender.models.policy import actionable_q
+from recommender.models.policy import updater_policy_q
 from recommender.services.actuation import decision, workflow
 from recommender.services.actuation.insert import insert_changes
 from recommender.services.advice.limits import limit_ranges_by_namespace
 from recommender.services.policy_validation import parse_container_policies
 
 S = ResizeChange.Status
-ACTING_MODES = (Policy.Mode.RECREATE, Policy.Mode.IN_PLACE_OR_RECREATE)
 LIVE_PHASES = ("Running", "Pending")
-
-
-def actionable_policies(prefix: str = "") -> Q:
-    """Workloads the updater acts on: an actionable policy (``Policy.is_actionable``:
-    vpaweb's own, not Off) whose mode changes running pods (Recreate or
-    InPlaceOrRecreate; Initial is the webhook's alone)."""
-    return actionable_q(f"{prefix}policy__") & Q(
-        **{f"{prefix}policy__mode__in": ACTING_MODES}
-    )
 
 
 def config_from_settings() -> decision.UpdaterConfig:
@@ -234,7 +224,7 @@ def capped_recommendations(
         if container.kind == "init":
             continue  # non-sidecar init containers cannot be resized (resize/11)
         policy = select_container_policy(policies, container.name)
-        if policy is not None and policy.mode == "Off":
+        if policy is not None and policy.mode == MODE_OFF:
             off.add(container.name)
             continue
         rec = latest.get(container.name)
@@ -317,7 +307,7 @@ def load_context(
     )
     workloads = (
         Workload.objects.filter(cluster=cluster, is_active=True)
-        .filter(actionable_policies())
+        .filter(updater_policy_q())
         .select_related("policy")
         .only(*WORKLOAD_FIELDS)
     )
@@ -329,7 +319,7 @@ def load_context(
     # Plain values, not model instances: this is the cycle's biggest read.
     rows = (
         Container.objects.filter(workload__cluster=cluster, workload__is_active=True)
-        .filter(actionable_policies("workload__"), latest_recommendation__isnull=False)
+        .filter(updater_policy_q("workload__"), latest_recommendation__isnull=False)
         .order_by()  # any order: no sort of every container
         .values_list(
             "workload_id", "name", *(f"latest_recommendation__{f}" for f in REC_FIELDS)
@@ -499,7 +489,12 @@ def propose(context: UpdaterContext) -> ProposalCounts:
     if not new:
         return counts
     with transaction.atomic():
-        created = insert_changes(new, cluster_id=context.cluster.pk)
+        created = insert_changes(
+            new,
+            cluster_id=context.cluster.pk,
+            # Off wins: re-read in the insert statement, not from this cycle's read.
+            approvable=Workload.objects.filter(updater_policy_q()),
+        )
         # A proposal is recorded by its row (created_at, reason); the audit log gets
         # every transition after it, an automatic approval included.
         events: list[AuditEvent] = []

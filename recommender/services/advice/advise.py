@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from recommender.cluster.base import WorkloadKey
 from recommender.engine.capping import (
+    MODE_OFF,
     CappedRecommendation,
     ContainerPolicy,
     LimitRangeItem,
@@ -413,7 +414,7 @@ def advise(
     skipped: dict[str, str] = {}
     for container in containers:
         policy = select_container_policy(policies, container.name)
-        if policy is not None and policy.mode == "Off":
+        if policy is not None and policy.mode == MODE_OFF:
             skipped[container.name] = "the container policy's mode is Off"
             continue
         rec = inputs.latest.get(container.name)
