@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import ActuationControl, Cluster, ResizeChange, Workload
 from recommender.roles import Role
-from recommender.services.actuation import approvals, bulk, control
+from recommender.services.actuation import approvals, bulk, control, permissions
 from recommender.web.access import acting_user, is_htmx, require_role
 
 CHANGES_PAGE_SIZE = 50
@@ -34,6 +34,8 @@ def updater_state() -> dict[str, object]:
         "dry_run": settings.UPDATER_DRY_RUN,
         "paused": [c.name for c in clusters if c.updates_paused],
         "clusters": clusters,
+        "write_paths": {c.pk: permissions.write_paths(c) for c in clusters},
+        "path_labels": list(permissions.PATH_LABELS.values()),
     }
 
 
@@ -148,6 +150,27 @@ def kill_switch(request: HttpRequest) -> HttpResponse:
     messages.success(
         request,
         "All cluster writes are stopped." if stopped else "Cluster writes are allowed.",
+    )
+    return redirect("changes")
+
+
+@require_POST
+@require_role(Role.ADMIN)
+def cluster_actuation(request: HttpRequest, pk: int) -> HttpResponse:
+    """Allow (or forbid) every write vpaweb makes to one cluster."""
+    cluster = get_object_or_404(Cluster, pk=pk)
+    allowed = request.POST.get("allowed") == "1"
+    control.set_actuation_allowed(
+        cluster=cluster, allowed=allowed, actor=acting_user(request), now=timezone.now()
+    )
+    messages.success(
+        request,
+        f"Writes to cluster {cluster.name} "
+        + (
+            "are allowed: its permissions are checked at the next updater cycle."
+            if allowed
+            else "are forbidden: vpaweb only reads it."
+        ),
     )
     return redirect("changes")
 

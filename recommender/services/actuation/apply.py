@@ -11,7 +11,10 @@ A cycle (``run_cycle``) for one cluster:
    something else or nothing appears in ``VPAWEB_UPDATER_VERIFY_TIMEOUT_S``;
 3. **propose** (``updater.propose``);
 4. **apply** approved changes, highest priority first, unless writes are blocked
-   (kill switch, paused cluster, dry run: ``control.write_block_reason``): replica
+   (actuation not allowed, kill switch, paused cluster, dry run:
+   ``control.write_block_reason``); each write path (resize, eviction, events, VPA
+   status) only while the cluster's permissions allow it and no 403 stopped it
+   (``permissions.py``, asked by SelfSubjectAccessReview at the first cycle): replica
    groups, ``minReplicas`` and the eviction tolerance decide which pods may be
    disrupted this cycle, the per-cluster rate limits cap the writes; an in-place resize
    patches ``pods/<name>/resize`` and falls back to eviction when refused; an eviction
@@ -38,6 +41,7 @@ from recommender.models import Cluster, ResizeChange
 from recommender.services.actuation import (
     control,
     decision,
+    permissions,
     updater,
     vpa_status,
     workflow,
@@ -293,7 +297,19 @@ class Applier:
             else:
                 self.evict(change, pod)
 
-    def _start(self, change: ResizeChange, note: str, *, error: str = "") -> bool:
+    def _blocked(self, path: str) -> str | None:
+        return permissions.path_block_reason(
+            self.context.cluster, path, now=self.context.now
+        )
+
+    def _record(self, path: str, result: WriteResult) -> None:
+        permissions.record_write_result(
+            self.context.cluster, path, result, now=self.context.now
+        )
+
+    def _start(
+        self, change: ResizeChange, note: str, *, error: str = "", **fields: Any
+    ) -> bool:
         now = self.context.now
         return workflow.try_transition(
             change,
@@ -307,11 +323,14 @@ class Applier:
             error=error,
             # Off, a pause or a kill switch committed since this cycle read them wins.
             where=control.acting_q("workload__"),
+            **fields,
         )
 
     def _event(
         self, change: ResizeChange, pod: PodInfo, reason: str, message: str
     ) -> None:
+        if self._blocked(permissions.EVENTS):
+            return  # shown on the cluster's write paths, not logged per pod
         result = self.writer.record_event(
             namespace=pod.namespace,
             pod=pod.name,
@@ -320,7 +339,8 @@ class Applier:
             message=message,
         )
         self.report.writes += 1
-        if not result.ok:
+        self._record(permissions.EVENTS, result)
+        if not result.ok and result.status != 403:
             logger.warning("event on pod %s refused: %s", pod.name, _problem(result))
 
     def resize(self, change: ResizeChange, pod: PodInfo) -> None:
@@ -331,6 +351,11 @@ class Applier:
         if self.resizes_left <= 0:
             self.report.waiting += 1
             return
+        blocked = self._blocked(permissions.RESIZE)
+        if blocked:
+            # InPlaceOrRecreate falls back to eviction, as it does when refused.
+            self.evict(change, pod, error=blocked, method=M.EVICTION)
+            return
         if not self._start(change, "resizing in place"):
             return
         self.resizes_left -= 1
@@ -340,6 +365,7 @@ class Applier:
             containers=_container_resizes(change),
         )
         self.report.writes += 1
+        self._record(permissions.RESIZE, result)
         if result.ok:
             group.record(pod, in_place=True)
             self.report.resized += 1
@@ -368,21 +394,25 @@ class Applier:
             self.report.fell_back += 1
             self.evict(change, pod, error=problem)
 
-    def evict(self, change: ResizeChange, pod: PodInfo, *, error: str = "") -> None:
+    def evict(
+        self, change: ResizeChange, pod: PodInfo, *, error: str = "", **fields: Any
+    ) -> None:
         group = self.group_of(change, pod)
         if (
             group is None
             or group.budget_refused
             or not group.can_evict(pod)
             or self.evictions_left <= 0
+            or self._blocked(permissions.EVICTION)
         ):
             self.report.waiting += 1
             return
-        if not self._start(change, "evicting", error=error):
+        if not self._start(change, "evicting", error=error, **fields):
             return
         self.evictions_left -= 1
         result = self.writer.evict_pod(namespace=pod.namespace, name=pod.name)
         self.report.writes += 1
+        self._record(permissions.EVICTION, result)
         if result.ok:
             group.record(pod, in_place=False)
             self.report.evicted += 1
@@ -464,6 +494,8 @@ def run_cycle(
         own_writer = writer is None
         writer = writer or cluster_writer_for(cluster, snapshot=snapshot, now=now)
         try:
+            if permissions.permissions_due(cluster, now=now):
+                permissions.check_write_permissions(cluster, writer=writer, now=now)
             Applier(context, writer, report).apply_all()
             statuses = vpa_status.write_vpa_statuses(
                 cluster, snapshot, writer=writer, now=now

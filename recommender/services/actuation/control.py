@@ -3,6 +3,8 @@ updater per cluster.
 
 Writes stop when any of these holds (``write_block_reason`` names which):
 
+- the cluster's actuation is not allowed (``Cluster.actuation_allowed``, off until an
+  admin allows it: ``set_actuation_allowed``, audited);
 - ``VPAWEB_UPDATER_KILL_SWITCH`` is set (a deploy-time stop);
 - the admin's actuation kill switch is on (``ActuationControl``, audited);
 - the cluster is paused (``Cluster.updates_paused``, audited);
@@ -12,7 +14,8 @@ Writes stop when any of these holds (``write_block_reason`` names which):
 THE acting predicate (``acting_q``) says the same as a filter on rows, so it can be
 part of the compare-and-swap that starts a write (``apply.Applier``, ``approved →
 applying``): a vpaweb-owned policy in an acting mode
-(``models.policy.updater_policy_q``), the cluster not paused, both kill switches off.
+(``models.policy.updater_policy_q``), the cluster's actuation allowed and not paused,
+both kill switches off.
 An operator's decision committed before that statement wins; the updater's earlier
 reads of the policy or the switches never do.
 
@@ -42,6 +45,7 @@ from recommender.services.audit import Action, actor_label_of
 
 KILL_SWITCH_ACTION = Action.UPDATER_KILL_SWITCH
 PAUSE_ACTION = Action.UPDATER_PAUSE
+ACTUATION_ACTION = Action.CLUSTER_ACTUATION
 # One identity per process: a Celery worker child, or the embedded scheduler.
 PROCESS_IDENTITY = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -67,6 +71,11 @@ def kill_switch_reason(row: ActuationControl | None = _UNREAD) -> str | None:
 
 def write_block_reason(cluster: Cluster) -> str | None:
     """Why the updater must not write to ``cluster`` now, or None."""
+    if not cluster.actuation_allowed:
+        return (
+            f"actuation is not allowed for cluster {cluster.name}: an admin allows "
+            "it (docs/updater.md)"
+        )
     stopped = kill_switch_reason()
     if stopped:
         return stopped
@@ -80,14 +89,20 @@ def write_block_reason(cluster: Cluster) -> str | None:
 def acting_q(workload_prefix: str = "") -> Q:
     """THE acting predicate as a filter, reached through ``workload_prefix``
     (``"workload__"`` from a ResizeChange): may the updater write for this workload
-    now? The policy is vpaweb's and in an acting mode, the cluster is not paused and
-    no kill switch is on. Part of the compare-and-swap that moves a change to
-    ``applying``, so a decision committed before it always wins."""
+    now? The policy is vpaweb's and in an acting mode, the cluster's actuation is
+    allowed, the cluster is not paused and no kill switch is on. Part of the
+    compare-and-swap that moves a change to ``applying``, so a decision committed
+    before it always wins."""
     if settings.UPDATER_KILL_SWITCH:
         return Q(pk__in=[])  # nothing acts
     return (
         updater_policy_q(workload_prefix)
-        & Q(**{f"{workload_prefix}cluster__updates_paused": False})
+        & Q(
+            **{
+                f"{workload_prefix}cluster__actuation_allowed": True,
+                f"{workload_prefix}cluster__updates_paused": False,
+            }
+        )
         & ~Q(Exists(ActuationControl.objects.filter(writes_stopped=True)))
     )
 
@@ -143,6 +158,38 @@ def set_cluster_paused(
             before={"updates_paused": before},
             after={"updates_paused": paused},
             message=f"{label} {'paused' if paused else 'resumed'} updates of "
+            f"cluster {cluster.name}",
+        )
+    return cluster
+
+
+def set_actuation_allowed(
+    *, cluster: Cluster, allowed: bool, actor: User | None, now: datetime
+) -> Cluster:
+    """Allow (or forbid) every write vpaweb makes to one cluster; audited. Allowing
+    it asks the cluster's permissions again at the next updater cycle."""
+    with transaction.atomic():
+        before = Cluster.objects.filter(pk=cluster.pk).values_list(
+            "actuation_allowed", flat=True
+        )[0]
+        # Forget what was known: permissions are asked again, stopped paths retried.
+        Cluster.objects.filter(pk=cluster.pk).update(
+            actuation_allowed=allowed, write_permissions={}, write_backoff={}
+        )
+        cluster.actuation_allowed = allowed
+        cluster.write_permissions = {}
+        cluster.write_backoff = {}
+        label = actor_label_of(actor)
+        AuditEvent.objects.create(
+            created_at=now,
+            actor=actor,
+            actor_label=label,
+            action=ACTUATION_ACTION,
+            object_type="cluster",
+            object_id=str(cluster.pk),
+            before={"actuation_allowed": before},
+            after={"actuation_allowed": allowed},
+            message=f"{label} {'allowed' if allowed else 'forbade'} writes to "
             f"cluster {cluster.name}",
         )
     return cluster
