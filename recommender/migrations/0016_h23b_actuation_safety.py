@@ -1,4 +1,5 @@
-"""Actuation is allowed per cluster (``Cluster.actuation_allowed``), with the write
+"""Rejections stick (``ResizeChange.snooze``, ``snoozed_until``) and record who
+decided (``decided_by_label``). Actuation is allowed per cluster (``Cluster.actuation_allowed``), with the write
 permissions vpaweb found and the write paths a 403 stopped.
 
 Existing clusters: actuation stays allowed where it was in use and is safe to keep,
@@ -49,4 +50,27 @@ class Migration(migrations.Migration):
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.RunPython(allow_where_in_use, migrations.RunPython.noop),
+        migrations.AddField(
+            model_name="resizechange",
+            name="decided_by_label",
+            field=models.CharField(blank=True, max_length=200),
+        ),
+        migrations.AddField(
+            model_name="resizechange",
+            name="snooze",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("1d", "1 day"),
+                    ("7d", "7 days"),
+                    ("until_changed", "until the recommendation changes"),
+                ],
+                max_length=16,
+            ),
+        ),
+        migrations.AddField(
+            model_name="resizechange",
+            name="snoozed_until",
+            field=models.DateTimeField(blank=True, null=True),
+        ),
     ]

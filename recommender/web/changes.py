@@ -7,6 +7,8 @@ rejections stay in ``views.py`` (``change_approve``, ``change_reject``).
 
 from __future__ import annotations
 
+import json
+
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -50,9 +52,20 @@ def workload_changes(
         )[:scan]
     )
     decided = [c for c in latest if not c.is_open][:history]
+    now = timezone.now()
+    snoozed: dict[str, ResizeChange] = {}
+    for change in latest:  # newest first: one line per resize held back
+        if (
+            change.status == ResizeChange.Status.REJECTED
+            and change.snooze
+            and (change.snoozed_until is None or change.snoozed_until > now)
+        ):
+            key = json.dumps(change.resources_after, sort_keys=True)
+            snoozed.setdefault(key, change)
     return {
         "open_changes": [c for c in latest if c.is_open],
         "change_history": with_rejection_reasons(decided),
+        "snoozed_changes": list(snoozed.values()),
     }
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -331,6 +331,8 @@ def workload_adopt(request: HttpRequest, pk: int) -> HttpResponse:
         )
     except NotFound as exc:
         return _not_found(exc)
+    except InvalidInput as exc:
+        return HttpResponseBadRequest(exc.message)
     except Conflict as exc:
         messages.error(request, exc.message)
     else:
@@ -353,6 +355,7 @@ def _decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
                 rejected_by=acting_user(request),
                 now=now,
                 reason=request.POST.get("reason", ""),
+                snooze=request.POST.get("snooze") or ResizeChange.Snooze.UNTIL_CHANGED,
             )
     except NotFound as exc:
         return _not_found(exc)

@@ -67,6 +67,7 @@ class CycleReport:
     auto_approved: int = 0
     superseded: int = 0
     expired: int = 0
+    held: int = 0  # not proposed again: an operator rejected the same resize
     resized: int = 0
     evicted: int = 0
     try_later: int = 0
@@ -486,6 +487,7 @@ def run_cycle(
     report.proposed = counts.proposed
     report.auto_approved = counts.auto_approved
     report.superseded = counts.superseded
+    report.held = counts.held
     report.expired += counts.expired
     blocked = control.write_block_reason(cluster)
     if blocked:

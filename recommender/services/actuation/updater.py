@@ -29,6 +29,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
 from recommender.cluster.base import ClusterSnapshot, PodInfo
 from recommender.engine.capping import (
@@ -163,6 +164,10 @@ class UpdaterContext:
     # Open changes as plain rows; a model instance is built only for one that moves.
     open_rows: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)
     open_changes: dict[tuple[int, str], ResizeChange] = field(default_factory=dict)
+    # Requests of rejected changes whose snooze lasts, by workload id and container.
+    rejected: dict[int, dict[str, list[dict[str, int | None]]]] = field(
+        default_factory=dict
+    )
 
     def status_of(self, key: tuple[int, str]) -> str:
         """The open change's status as this cycle last set it."""
@@ -335,6 +340,7 @@ def load_context(
         workload__cluster=cluster, status__in=workflow.OPEN
     ).values(*CHANGE_FIELDS):
         context.open_rows[(row["workload_id"], row["pod"])] = row
+    load_rejections(context)
     for info in snapshot.workloads:
         found = context.workloads.get((info.kind, info.namespace, info.name))
         if found is None:
@@ -344,6 +350,45 @@ def load_context(
         context.pods[workload.pk] = live
         _plan_workload(context, workload, live, latest[workload.pk], ranges)
     return context
+
+
+def load_rejections(context: UpdaterContext) -> None:
+    """The requests of every rejection whose snooze still lasts (one query)."""
+    rows = (
+        ResizeChange.objects.filter(
+            workload__cluster=context.cluster,
+            workload__in=list(context.by_id),
+            status=S.REJECTED,
+        )
+        .exclude(snooze="")
+        .filter(Q(snoozed_until__isnull=True) | Q(snoozed_until__gt=context.now))
+        .values_list("workload_id", "resources_after")
+    )
+    for workload_id, after in rows:
+        by_container = context.rejected.setdefault(workload_id, {})
+        for name, values in (after or {}).items():
+            by_container.setdefault(name, []).append(values.get("requests") or {})
+
+
+def held_by_rejection(context: UpdaterContext, plan: PodPlan) -> bool:
+    """Whether an operator's rejection holds this plan back: every container it
+    would change stays within the band of a rejected change for that container
+    (``decision.within_band``, the updater's own threshold)."""
+    rejected = context.rejected.get(plan.workload.pk)
+    if not rejected:
+        return False
+    for name, after in plan.after.items():
+        if after == plan.before.get(name):
+            continue  # not changed by this plan
+        planned = after.get("requests") or {}
+        if not any(
+            decision.within_band(
+                requests, planned, min_change=context.config.min_change
+            )
+            for requests in rejected.get(name, ())
+        ):
+            return False
+    return True
 
 
 def _plan_workload(
@@ -409,6 +454,7 @@ class ProposalCounts:
     superseded: int = 0
     expired: int = 0
     kept: int = 0
+    held: int = 0  # not proposed: an operator's rejection still holds them back
 
 
 def _method_of(policy: Policy) -> str:
@@ -466,6 +512,9 @@ def propose(context: UpdaterContext) -> ProposalCounts:
     ):
         if not plan.admitted or key in context.open_rows:
             continue
+        if held_by_rejection(context, plan):
+            counts.held += 1
+            continue
         policy = plan.workload.policy
         automatic = policy.approval == Policy.Approval.AUTOMATIC
         # Plain rows, not model instances: thousands of proposals per cycle.
@@ -484,6 +533,7 @@ def propose(context: UpdaterContext) -> ProposalCounts:
                 "created_at": now,
                 "updated_at": now,
                 "decided_at": now if automatic else None,
+                "decided_by_label": workflow.AUTOMATIC_LABEL if automatic else "",
             }
         )
     if not new:

@@ -44,7 +44,12 @@ def withdraw_approved_changes(
         # Filtered on the status: a change the updater took meanwhile is left to it.
         if not ResizeChange.objects.filter(
             pk=change_id, status=ResizeChange.Status.APPROVED
-        ).update(status=ResizeChange.Status.REJECTED, decided_by=actor, decided_at=now):
+        ).update(
+            status=ResizeChange.Status.REJECTED,
+            decided_by=actor,
+            decided_by_label=label,
+            decided_at=now,
+        ):  # no snooze: a withdrawal holds nothing back once the mode acts again
             continue
         withdrawn += 1
         pod = ResizeChange.objects.values_list("pod", flat=True).get(pk=change_id)
