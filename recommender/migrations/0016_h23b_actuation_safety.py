@@ -1,5 +1,6 @@
 """Rejections stick (``ResizeChange.snooze``, ``snoozed_until``) and record who
-decided (``decided_by_label``). Actuation is allowed per cluster (``Cluster.actuation_allowed``), with the write
+decided (``decided_by_label``); a change records when its write was answered
+(``written_at``). Actuation is allowed per cluster (``Cluster.actuation_allowed``), with the write
 permissions vpaweb found and the write paths a 403 stopped.
 
 Existing clusters: actuation stays allowed where it was in use and is safe to keep,
@@ -71,6 +72,11 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="resizechange",
             name="snoozed_until",
+            field=models.DateTimeField(blank=True, null=True),
+        ),
+        migrations.AddField(
+            model_name="resizechange",
+            name="written_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
     ]

@@ -101,6 +101,9 @@ class ResizeChange(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     try_later_count = models.PositiveIntegerField(default=0)
     last_attempt_at = models.DateTimeField(null=True, blank=True)
+    # When the updater's write for the current attempt was answered (None while
+    # applying: the process died between "applying" and its write, or is writing).
+    written_at = models.DateTimeField(null=True, blank=True)
     # When the in-place resize was first seen Deferred / in progress (fallback clocks).
     resize_pending_since = models.DateTimeField(null=True, blank=True)
     resize_in_progress_since = models.DateTimeField(null=True, blank=True)

@@ -27,7 +27,7 @@ from recommender.models import (
 )
 from recommender.roles import Role
 from recommender.services import policies, policy_validation
-from recommender.services.actuation import approvals
+from recommender.services.actuation import approvals, control
 from recommender.services.admission.counters import hour_and_day_totals
 from recommender.services.admission.preview import webhook_preview
 from recommender.services.cluster_health import failing_clusters
@@ -71,6 +71,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     context = {
         "overview": data,
         "failing_clusters": failures,
+        "leaderless": control.leaderless_clusters(now=timezone.now()),
         "failure_of": {failure.cluster: failure for failure in failures},
         "top_namespaces": top_namespaces,
         "namespaces_more": len(data.by_namespace) > len(top_namespaces),

@@ -73,6 +73,7 @@ class CycleReport:
     try_later: int = 0
     waiting: int = 0
     fell_back: int = 0
+    recovered: int = 0  # left applying by a crash before any write: approved again
     failed: int = 0
     applied: int = 0
     writes: int = 0
@@ -126,8 +127,21 @@ def _replacements(pods: list[PodInfo], change: ResizeChange) -> list[PodInfo]:
     ]
 
 
+def _never_written(change: ResizeChange, pod: PodInfo | None) -> bool:
+    """A crash's leftover: ``applying`` with no write answered (the process died
+    between the two), and the pod shows none happened: still there, not being
+    deleted, not carrying the new requests."""
+    return (
+        change.written_at is None
+        and pod is not None
+        and not pod.deleting
+        and not carries(pod, change.resources_after)
+    )
+
+
 def follow_applying(context: updater.UpdaterContext, report: CycleReport) -> None:
-    """Verify, wait on, or fall back from the changes being applied."""
+    """Verify, wait on, or fall back from the changes being applied; send back to
+    ``approved`` those a crashed process left ``applying`` without writing."""
     now = context.now
     timeout = timedelta(seconds=settings.UPDATER_VERIFY_TIMEOUT_S)
     for change in updater.changes_needing(context, (S.APPLYING,)):
@@ -136,6 +150,18 @@ def follow_applying(context: updater.UpdaterContext, report: CycleReport) -> Non
         pod = next(
             (p for p in pods if p.name == change.pod and p.uid == change.pod_uid), None
         )
+        # Only the lease holder applies, and this cycle has not started any write
+        # yet: an unwritten "applying" change is a previous process's leftover.
+        if _never_written(change, pod) and workflow.try_transition(
+            change,
+            to=S.APPROVED,
+            allowed_from=(S.APPLYING,),
+            now=now,
+            note="no write was recorded and the pod shows none (the updater "
+            "stopped before writing): approved again",
+        ):
+            report.recovered += 1
+            continue
         if change.method == M.IN_PLACE and pod is not None:
             if carries(pod, change.resources_after):
                 _finish(change, S.APPLIED, now, report, observed_of(pod, names))
@@ -303,6 +329,11 @@ class Applier:
             self.context.cluster, path, now=self.context.now
         )
 
+    def _written(self, change: ResizeChange) -> None:
+        """The write was answered: a crash from now on is not "never written"."""
+        change.written_at = self.context.now
+        ResizeChange.objects.filter(pk=change.pk).update(written_at=change.written_at)
+
     def _record(self, path: str, result: WriteResult) -> None:
         permissions.record_write_result(
             self.context.cluster, path, result, now=self.context.now
@@ -321,6 +352,7 @@ class Applier:
             attempts=change.attempts + 1,
             last_attempt_at=now,
             applied_at=now,
+            written_at=None,
             error=error,
             # Off, a pause or a kill switch committed since this cycle read them wins.
             where=control.acting_q("workload__"),
@@ -366,6 +398,7 @@ class Applier:
             containers=_container_resizes(change),
         )
         self.report.writes += 1
+        self._written(change)
         self._record(permissions.RESIZE, result)
         if result.ok:
             group.record(pod, in_place=True)
@@ -413,6 +446,7 @@ class Applier:
         self.evictions_left -= 1
         result = self.writer.evict_pod(namespace=pod.namespace, name=pod.name)
         self.report.writes += 1
+        self._written(change)
         self._record(permissions.EVICTION, result)
         if result.ok:
             group.record(pod, in_place=False)
@@ -508,5 +542,7 @@ def run_cycle(
         finally:
             if own_writer:
                 writer.close()
+    # Renewed at the end too: the lease outlives this cycle by one interval.
+    control.acquire_lock(cluster_id=cluster.pk, holder=holder, now=now)
     logger.info("updater cycle of %s: %s", cluster.name, report.as_dict())
     return report

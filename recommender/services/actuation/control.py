@@ -21,14 +21,20 @@ reads of the policy or the switches never do.
 
 One updater per cluster: a **database lease** (``UpdaterLock``). A worker takes it with
 a filtered ``update()`` that only matches a free, expired or already-held lock, so two
-workers can never both win; the holder renews it every cycle and a killed holder's
-lease expires after ``lock_ttl_s`` (three updater intervals), when another worker
-takes over. The database was chosen over a Kubernetes ``Lease`` because it covers the
+workers can never both win; the holder renews it at the start and at the end of every
+cycle, so it lasts ``lock_ttl_s`` (one updater interval) past its last cycle. A
+gracefully stopped process releases its leases (``release_locks``: the embedded
+scheduler's loop, a Celery worker process's shutdown); a killed one's lease is taken
+over by the next cycle after it expired, or at once when its holder ran on this host
+and that process is gone (``holder_is_gone``). Every takeover is logged, and a cluster
+whose lease is free or expired shows "no leader since …" on the overview. The
+database was chosen over a Kubernetes ``Lease`` because it covers the
 simulated cluster too and needs no extra RBAC; see docs/updater.md.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import uuid
@@ -43,6 +49,8 @@ from recommender.models import ActuationControl, AuditEvent, Cluster, UpdaterLoc
 from recommender.models.policy import updater_policy_q
 from recommender.services.audit import Action, actor_label_of
 
+logger = logging.getLogger(__name__)
+
 KILL_SWITCH_ACTION = Action.UPDATER_KILL_SWITCH
 PAUSE_ACTION = Action.UPDATER_PAUSE
 ACTUATION_ACTION = Action.CLUSTER_ACTUATION
@@ -51,8 +59,33 @@ PROCESS_IDENTITY = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}
 
 
 def lock_ttl_s() -> float:
-    """How long a lease lasts without renewal: three updater intervals."""
-    return 3.0 * float(settings.UPDATER_INTERVAL_S)
+    """How long a lease lasts past its holder's last renewal: one updater interval
+    (renewed at the start and the end of each cycle, so a live holder keeps it)."""
+    return float(settings.UPDATER_INTERVAL_S)
+
+
+def holder_is_gone(holder: str) -> bool:
+    """Whether ``holder`` (a ``PROCESS_IDENTITY``) ran on this host in a process that
+    no longer runs: a pid that is not alive, or this process's own pid under another
+    identity (a restarted container reuses its pid). False when unsure."""
+    parts = holder.split(":")
+    if holder == PROCESS_IDENTITY or len(parts) != 3:
+        return False
+    if parts[0] != socket.gethostname():
+        return False
+    try:
+        pid = int(parts[1])
+    except ValueError:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # alive, another user's
+    return False
 
 
 _UNREAD = ActuationControl()
@@ -212,16 +245,61 @@ def acquire_lock(
     )
     if renewed:
         return True
+    before = (
+        UpdaterLock.objects.filter(cluster_id=cluster_id)
+        .values_list("holder", "expires_at")
+        .first()
+    )
+    previous, expired_at = before or ("", None)
+    if previous and holder_is_gone(previous):
+        free |= Q(holder=previous)  # its process is gone: no need to wait
     taken = (
         UpdaterLock.objects.filter(cluster_id=cluster_id)
         .filter(free)
         .update(holder=holder, acquired_at=now, expires_at=now + ttl)
     )
+    if taken == 1 and previous:
+        logger.warning(
+            "cluster %s: updater lease taken over by %s from %s (%s)",
+            cluster_id,
+            holder,
+            previous,
+            "its process is gone"
+            if expired_at is None or expired_at > now
+            else f"expired at {expired_at.isoformat()}",
+        )
     return taken == 1
 
 
-def release_lock(*, cluster_id: int, holder: str) -> None:
-    """Give the lease up (only its holder can)."""
+def release_lock(*, cluster_id: int, holder: str, now: datetime) -> None:
+    """Give the lease up (only its holder can); free since ``now``."""
     UpdaterLock.objects.filter(cluster_id=cluster_id, holder=holder).update(
-        holder="", expires_at=None
+        holder="", expires_at=now
     )
+
+
+def release_locks(*, holder: str = PROCESS_IDENTITY, now: datetime) -> int:
+    """Give up every lease ``holder`` has (a graceful stop); returns how many."""
+    released = UpdaterLock.objects.filter(holder=holder).update(
+        holder="", expires_at=now
+    )
+    if released:
+        logger.info("released %d updater lease(s) held by %s", released, holder)
+    return released
+
+
+def leaderless_clusters(*, now: datetime) -> list[tuple[str, datetime]]:
+    """(cluster name, since when) of every enabled cluster whose actuation is allowed
+    and whose updater lease nobody holds now: released, or expired after a crash
+    (one query; a cluster whose updater never ran is left out)."""
+    rows = (
+        UpdaterLock.objects.filter(
+            cluster__is_enabled=True,
+            cluster__actuation_allowed=True,
+            expires_at__isnull=False,
+            expires_at__lte=now,
+        )
+        .order_by("cluster__name")
+        .values_list("cluster__name", "expires_at")
+    )
+    return [(name, since) for name, since in rows if since is not None]

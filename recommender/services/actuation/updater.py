@@ -115,6 +115,7 @@ CHANGE_FIELDS = (
     "applied_at",
     "attempts",
     "try_later_count",
+    "written_at",
     "resize_pending_since",
     "resize_in_progress_since",
 )
