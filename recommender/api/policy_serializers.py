@@ -18,6 +18,7 @@ from recommender.engine.profiles import MEMORY_ESTIMATORS, PROFILES
 from recommender.models import (
     Policy,
 )
+from recommender.services.actuation.windows import DAYS
 from recommender.services.policies import mode_consequence
 
 
@@ -189,6 +190,8 @@ class PolicySerializer(serializers.ModelSerializer):
             "min_replicas",
             "approval",
             "eviction_requirements",
+            "maintenance_windows",
+            "window_bypasses_quick_oom",
             "source",
             "vpa_object",
             "vpa_object_mode",
@@ -229,11 +232,41 @@ class EvictionRequirementSerializer(ClosedSerializer):
     )
 
 
+class MaintenanceWindowSerializer(ClosedSerializer):
+    """When approved changes may be applied: the days a window starts on, its local
+    start and end (an end not after the start runs past midnight), its time zone."""
+
+    refuses_unknown_fields = True
+    days = serializers.ListField(
+        child=serializers.ChoiceField(choices=list(DAYS)),
+        required=False,
+        max_length=7,
+        help_text="all seven when absent",
+    )
+    start = serializers.RegexField(r"^\d{1,2}:\d{2}$", help_text="HH:MM, local")
+    end = serializers.RegexField(r"^\d{1,2}:\d{2}$", help_text="HH:MM, local")
+    time_zone = serializers.CharField(
+        required=False, max_length=64, help_text="IANA name, e.g. Europe/Berlin (UTC)"
+    )
+
+
 class PolicyUpdateSerializer(ClosedSerializer):
     """The changeable fields of a policy; absent fields are left as they are."""
 
     # validate() refuses any other key; the schema says so (api/schema.py).
     refuses_unknown_fields = True
+
+    maintenance_windows = MaintenanceWindowSerializer(  # type: ignore[call-arg]
+        many=True,
+        required=False,
+        max_length=20,
+        help_text="approved changes wait outside these windows; [] = any time",
+    )
+    window_bypasses_quick_oom = serializers.BooleanField(
+        required=False,
+        help_text="a pod OOM-killed within 10 minutes of starting is resized even "
+        "outside the windows (upstream's quick-OOM rule)",
+    )
 
     mode = serializers.ChoiceField(choices=Policy.Mode.choices, required=False)
     profile = serializers.ChoiceField(choices=sorted(PROFILES), required=False)

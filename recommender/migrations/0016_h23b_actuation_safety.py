@@ -1,6 +1,6 @@
 """Rejections stick (``ResizeChange.snooze``, ``snoozed_until``) and record who
 decided (``decided_by_label``); a change records when its write was answered
-(``written_at``). Actuation is allowed per cluster (``Cluster.actuation_allowed``), with the write
+(``written_at``). Policies and clusters get maintenance windows. Actuation is allowed per cluster (``Cluster.actuation_allowed``), with the write
 permissions vpaweb found and the write paths a 403 stopped.
 
 Existing clusters: actuation stays allowed where it was in use and is safe to keep,
@@ -78,5 +78,20 @@ class Migration(migrations.Migration):
             model_name="resizechange",
             name="written_at",
             field=models.DateTimeField(blank=True, null=True),
+        ),
+        migrations.AddField(
+            model_name="policy",
+            name="maintenance_windows",
+            field=models.JSONField(blank=True, default=list),
+        ),
+        migrations.AddField(
+            model_name="policy",
+            name="window_bypasses_quick_oom",
+            field=models.BooleanField(default=False),
+        ),
+        migrations.AddField(
+            model_name="cluster",
+            name="maintenance_windows",
+            field=models.JSONField(blank=True, default=list),
         ),
     ]

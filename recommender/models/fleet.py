@@ -41,6 +41,9 @@ class Cluster(models.Model):
     # Write paths a 403 stopped, with exponential back-off: {path: {"failures": n,
     # "since": iso, "until": iso, "error": str}}.
     write_backoff = models.JSONField(default=dict, blank=True)
+    # When approved changes of this cluster may be applied, as a policy's
+    # (services/actuation/windows.py): [] = any time.
+    maintenance_windows = models.JSONField(default=list, blank=True)
     last_discovered_at = models.DateTimeField(null=True, blank=True)
     # VerticalPodAutoscalers whose target discovery did not find, as of the last pass
     # over their namespace: [{"namespace", "name", "target_kind", "target_name",

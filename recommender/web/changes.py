@@ -8,6 +8,7 @@ rejections stay in ``views.py`` (``change_approve``, ``change_reject``).
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 from django.conf import settings
 from django.contrib import messages
@@ -20,7 +21,13 @@ from django.views.decorators.http import require_GET, require_POST
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import ActuationControl, Cluster, ResizeChange, Workload
 from recommender.roles import Role
-from recommender.services.actuation import approvals, bulk, control, permissions
+from recommender.services.actuation import (
+    approvals,
+    bulk,
+    control,
+    permissions,
+    windows,
+)
 from recommender.web.access import acting_user, is_htmx, require_role
 
 CHANGES_PAGE_SIZE = 50
@@ -69,6 +76,29 @@ def workload_changes(
     }
 
 
+def with_window_notes(rows: list[ResizeChange], *, now: datetime) -> None:
+    """Set ``window_note`` on each approved change a maintenance window holds back:
+    from when it applies (the row template shows it); no query."""
+    for change in rows:
+        change.window_note = ""  # type: ignore[attr-defined]
+        if change.status != ResizeChange.Status.APPROVED:
+            continue
+        policy = getattr(change.workload, "policy", None)
+        state = windows.window_state(
+            policy.maintenance_windows if policy else [],
+            change.workload.cluster.maintenance_windows,
+            now=now,
+        )
+        if state.is_open:
+            continue
+        change.window_note = (  # type: ignore[attr-defined]
+            f"waits for the maintenance window: applies from "
+            f"{state.opens_at:%a %b %-d, %H:%M} UTC"
+            if state.opens_at
+            else "waits for a maintenance window (none within a week)"
+        )
+
+
 def with_rejection_reasons(rows: list[ResizeChange]) -> list[ResizeChange]:
     """Set ``rejection_reason`` on each change (its audit event's, else "") for the
     row template; one query."""
@@ -86,7 +116,9 @@ def changes(request: HttpRequest) -> HttpResponse:
     cluster = request.GET.get("cluster", "").strip()
     namespace = request.GET.get("namespace", "").strip()
     method = request.GET.get("method", "")
-    qs = ResizeChange.objects.select_related("workload__cluster", "decided_by")
+    qs = ResizeChange.objects.select_related(
+        "workload__cluster", "workload__policy", "decided_by"
+    )
     if status in ResizeChange.Status.values:
         qs = qs.filter(status=status)
     else:
@@ -101,6 +133,7 @@ def changes(request: HttpRequest) -> HttpResponse:
         qs = qs.filter(workload__namespace=namespace)
     page = Paginator(qs, CHANGES_PAGE_SIZE).get_page(request.GET.get("page", 1))
     with_rejection_reasons(list(page))
+    with_window_notes(list(page), now=timezone.now())
     filtered = bool(status or method or cluster or namespace)
     context = {
         "page_obj": page,

@@ -14,7 +14,9 @@ A cycle (``run_cycle``) for one cluster:
    (actuation not allowed, kill switch, paused cluster, dry run:
    ``control.write_block_reason``); each write path (resize, eviction, events, VPA
    status) only while the cluster's permissions allow it and no 403 stopped it
-   (``permissions.py``, asked by SelfSubjectAccessReview at the first cycle): replica
+   (``permissions.py``, asked by SelfSubjectAccessReview at the first cycle), and
+   each change only inside its policy's and cluster's maintenance windows
+   (``windows.py``): replica
    groups, ``minReplicas`` and the eviction tolerance decide which pods may be
    disrupted this cycle, the per-cluster rate limits cap the writes; an in-place resize
    patches ``pods/<name>/resize`` and falls back to eviction when refused; an eviction
@@ -44,6 +46,7 @@ from recommender.services.actuation import (
     permissions,
     updater,
     vpa_status,
+    windows,
     workflow,
 )
 from recommender.services.actuation.writers import cluster_writer_for
@@ -74,6 +77,7 @@ class CycleReport:
     waiting: int = 0
     fell_back: int = 0
     recovered: int = 0  # left applying by a crash before any write: approved again
+    outside_window: int = 0  # approved, waiting for a maintenance window
     failed: int = 0
     applied: int = 0
     writes: int = 0
@@ -313,12 +317,30 @@ class Applier:
             )
         return self.groups[key]
 
+    def outside_window(self, change: ResizeChange) -> bool:
+        """Whether the change waits for a maintenance window (the policy's and the
+        cluster's); a quick OOM passes when the policy lets it."""
+        policy = change.workload.policy
+        state = windows.window_state(
+            policy.maintenance_windows,
+            self.context.cluster.maintenance_windows,
+            now=self.context.now,
+        )
+        if state.is_open:
+            return False
+        plan = self.context.plans.get((change.workload_id, change.pod))
+        quick_oom = plan is not None and plan.priority.quick_oom
+        return not (quick_oom and policy.window_bypasses_quick_oom)
+
     def apply_all(self) -> None:
         """Every approved change, highest priority first."""
         for change in updater.changes_needing(self.context, (S.APPROVED,)):
             pod = self.context.pod(change.workload_id, change.pod)
             if pod is None or pod.uid != change.pod_uid:
                 continue  # expired by propose; a vanished pod is not touched
+            if self.outside_window(change):
+                self.report.outside_window += 1
+                continue
             if change.method == M.IN_PLACE:
                 self.resize(change, pod)
             else:

@@ -96,6 +96,8 @@ WORKLOAD_FIELDS = (
     "policy__min_replicas",
     "policy__container_policies",
     "policy__eviction_requirements",
+    "policy__maintenance_windows",
+    "policy__window_bypasses_quick_oom",
 )
 # What the updater reads of an open change (JSON fields it does not need stay unread).
 CHANGE_FIELDS = (
