@@ -48,7 +48,7 @@ class ChangeResourcesSerializer(serializers.Serializer):
     limits = ResourceListSerializer()
 
 
-class ResizeChangeListSerializer(serializers.ListSerializer):  # type: ignore[type-arg]
+class ResizeChangeListSerializer(serializers.ListSerializer):
     """Reads the rejection reasons of a whole page in one query."""
 
     def to_representation(self, data: Any) -> list[Any]:

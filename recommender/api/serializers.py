@@ -78,7 +78,7 @@ class WritePathSerializer(serializers.Serializer):
     """One way vpaweb writes to a cluster, and whether it may."""
 
     path = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a field, not Field.label
     allowed = serializers.BooleanField(
         allow_null=True, help_text="null: not checked yet (or actuation not allowed)"
     )
