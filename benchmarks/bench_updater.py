@@ -170,7 +170,9 @@ def _run(database: str, workload_count: int, pods_per_workload: int) -> None:
     print(f"database: {database}")
     for fraction in (5, 1):
         count = workload_count // fraction
-        cluster = Cluster.objects.create(name=f"bench-{fraction}", kind="simulated")
+        cluster = Cluster.objects.create(
+            name=f"bench-{fraction}", kind="simulated", actuation_allowed=True
+        )
         workloads = _seed(cluster, count)
         snapshot = _snapshot(workloads, pods_per_workload)
         pods = count * pods_per_workload

@@ -36,7 +36,8 @@ from typing import Any
 
 TARGET_P99_MS = 10.0
 CONNECTIONS = 8
-WIRE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "k8s-wire" / "admission"
+ROOT = Path(__file__).resolve().parents[1]
+WIRE = ROOT / "tests" / "fixtures" / "k8s-wire" / "admission"
 
 
 def _setup_django() -> None:

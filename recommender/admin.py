@@ -10,6 +10,7 @@ from django.utils import timezone
 from recommender import models
 from recommender.errors import InvalidInput
 from recommender.services.actuation import control
+from recommender.services.actuation.windows import parse_windows
 from recommender.services.clusters import checked_namespace_selector
 from recommender.services.notifications import encrypt_url
 
@@ -27,8 +28,17 @@ class ClusterForm(forms.ModelForm):
             "is_enabled",
             "last_discovered_at",
             "vpa_objects_without_target",
+            "maintenance_windows",
             "created_at",
         ]
+
+    def clean_maintenance_windows(self) -> Any:
+        windows = self.cleaned_data.get("maintenance_windows") or []
+        try:
+            parse_windows(windows)
+        except InvalidInput as exc:
+            raise forms.ValidationError(exc.message) from None
+        return windows
 
     def clean_namespace_selector(self) -> str:
         try:

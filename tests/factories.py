@@ -22,7 +22,9 @@ def make_user(username: str, role: Role | None, *, password: str = "pw-for-tests
 
 
 def make_cluster(name: str = "test-cluster", **fields: Any) -> Cluster:
-    """A cluster row."""
+    """A cluster row; one whose actuation an operator allowed, unless
+    ``actuation_allowed=False``."""
+    fields.setdefault("actuation_allowed", True)
     return Cluster.objects.create(
         name=name, kind=fields.pop("kind", "simulated"), **fields
     )

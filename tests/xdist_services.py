@@ -19,7 +19,9 @@ def worker_redis_url(url: str, worker: str) -> str:
         return url
     database = int(match.group(2)) - index
     if database < 0:
-        raise ValueError(f"REDIS_URL {url!r} leaves no database for xdist worker {worker}")
+        raise ValueError(
+            f"REDIS_URL {url!r} leaves no database for xdist worker {worker}"
+        )
     return f"{match.group(1)}/{database}"
 
 

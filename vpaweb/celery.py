@@ -1,10 +1,11 @@
 """The Celery application: broker and schedule come from settings (CELERY_* names)."""
 
+import logging
 import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_process_shutdown, worker_ready
+from celery.signals import worker_process_shutdown, worker_ready, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "vpaweb.settings")
 
@@ -30,3 +31,18 @@ def forget_child(pid: int | None = None, **kwargs: Any) -> None:
     from recommender.metrics import mark_process_dead
 
     mark_process_dead(pid or os.getpid())
+
+
+@worker_shutdown.connect  # type: ignore[untyped-decorator]
+@worker_process_shutdown.connect  # type: ignore[untyped-decorator]
+def release_updater_leases(**kwargs: Any) -> None:
+    """A worker process that stops gracefully gives its updater leases up, so another
+    one leads at once (docs/updater.md "One updater per cluster")."""
+    from django.utils import timezone
+
+    from recommender.services.actuation import control
+
+    try:
+        control.release_locks(now=timezone.now())
+    except Exception:  # the database may be gone already; the lease then expires
+        logging.getLogger(__name__).exception("releasing the updater leases failed")

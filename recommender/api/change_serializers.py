@@ -22,6 +22,7 @@ from recommender.engine.resources import Resources
 from recommender.models import (
     ResizeChange,
 )
+from recommender.services.actuation import approvals
 from recommender.services.advice.pod_spec import resource_list
 
 
@@ -47,6 +48,17 @@ class ChangeResourcesSerializer(serializers.Serializer):
     limits = ResourceListSerializer()
 
 
+class ResizeChangeListSerializer(serializers.ListSerializer):
+    """Reads the rejection reasons of a whole page in one query."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        items = list(data.all() if hasattr(data, "all") else data)
+        self.context["rejection_reasons"] = approvals.rejection_reasons(
+            c.pk for c in items if c.status == ResizeChange.Status.REJECTED
+        )
+        return super().to_representation(items)
+
+
 class ResizeChangeSerializer(serializers.ModelSerializer):
     """A proposed (or decided, or applied) resize of one pod."""
 
@@ -54,12 +66,17 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
     resources_before = serializers.SerializerMethodField()
     resources_after = serializers.SerializerMethodField()
     observed = serializers.SerializerMethodField()
-    decided_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
-        slug_field="username", read_only=True, allow_null=True
+    decided_by = serializers.SerializerMethodField(
+        help_text="who approved or rejected it: a user (a token's owner), a token "
+        "without owner as token:<name>, or the policy's automatic approval"
+    )
+    rejection_reason = serializers.SerializerMethodField(
+        help_text="why it was rejected (the operator's reason, or its withdrawal)"
     )
 
     class Meta:
         model = ResizeChange
+        list_serializer_class = ResizeChangeListSerializer
         fields = [
             "id",
             "workload",
@@ -73,6 +90,9 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
             "created_at",
             "decided_by",
             "decided_at",
+            "rejection_reason",
+            "snooze",
+            "snoozed_until",
             "applied_at",
             "error",
             "approval",
@@ -83,6 +103,19 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
             "observed",
             "updated_at",
         ]
+
+    def get_decided_by(self, obj: ResizeChange) -> str | None:
+        if obj.decided_by is not None:
+            return obj.decided_by.get_username()
+        return obj.decided_by_label or None
+
+    def get_rejection_reason(self, obj: ResizeChange) -> str | None:
+        if obj.status != ResizeChange.Status.REJECTED:
+            return None
+        reasons = self.context.get("rejection_reasons")
+        if reasons is None:
+            reasons = approvals.rejection_reasons([obj.pk])
+        return str(reasons.get(obj.pk, ""))
 
     @extend_schema_field(WorkloadBriefSerializer)
     def get_workload(self, obj: ResizeChange) -> dict[str, Any]:
@@ -116,6 +149,16 @@ class BulkApproveResultSerializer(serializers.Serializer):
 
 
 class RejectSerializer(ClosedSerializer):
-    """Why a change is rejected (optional, kept in the audit log)."""
+    """Why a change is rejected (optional, kept in the audit log), and how long the
+    same resize is not proposed again."""
+
+    snooze = serializers.ChoiceField(
+        choices=ResizeChange.Snooze.choices,
+        required=False,
+        default=ResizeChange.Snooze.UNTIL_CHANGED,
+        help_text="1d, 7d, or until_changed (the default): no new proposal of the "
+        "same resize for these containers until then, unless the recommendation "
+        "moves by the updater's own threshold",
+    )
 
     reason = StrictCharField(required=False, allow_blank=True, max_length=2000)

@@ -109,6 +109,7 @@ class RejectChangeView(APIView):
             rejected_by=actor,
             actor_label=label,
             reason=serializer.validated_data.get("reason", ""),
+            snooze=serializer.validated_data["snooze"],
             now=timezone.now(),
         )
         return Response(cs.ResizeChangeSerializer(_reload_change(change.pk)).data)

@@ -14,10 +14,12 @@ from recommender.api.fields import (
     ModeField,
 )
 from recommender.api.serializers import ResourceListSerializer
+from recommender.engine.capping import MODES
 from recommender.engine.profiles import MEMORY_ESTIMATORS, PROFILES
 from recommender.models import (
     Policy,
 )
+from recommender.services.actuation.windows import DAYS
 from recommender.services.policies import policy_consequence
 
 
@@ -30,7 +32,7 @@ class ContainerPolicyEntrySerializer(serializers.Serializer):
         max_length=253,
         help_text='a container of the workload, or "*" for every container',
     )
-    mode = serializers.ChoiceField(choices=["Auto", "Off"], required=False)
+    mode = serializers.ChoiceField(choices=list(MODES), required=False)
     minAllowed = ResourceListSerializer(required=False)
     maxAllowed = ResourceListSerializer(required=False)
     controlledResources = serializers.ListField(
@@ -192,6 +194,8 @@ class PolicySerializer(serializers.ModelSerializer):
             "min_replicas",
             "approval",
             "eviction_requirements",
+            "maintenance_windows",
+            "window_bypasses_quick_oom",
             "source",
             "vpa_object",
             "vpa_object_mode",
@@ -237,11 +241,41 @@ class EvictionRequirementSerializer(ClosedSerializer):
     )
 
 
+class MaintenanceWindowSerializer(ClosedSerializer):
+    """When approved changes may be applied: the days a window starts on, its local
+    start and end (an end not after the start runs past midnight), its time zone."""
+
+    refuses_unknown_fields = True
+    days = serializers.ListField(
+        child=serializers.ChoiceField(choices=list(DAYS)),
+        required=False,
+        max_length=7,
+        help_text="all seven when absent",
+    )
+    start = serializers.RegexField(r"^\d{1,2}:\d{2}$", help_text="HH:MM, local")
+    end = serializers.RegexField(r"^\d{1,2}:\d{2}$", help_text="HH:MM, local")
+    time_zone = serializers.CharField(
+        required=False, max_length=64, help_text="IANA name, e.g. Europe/Berlin (UTC)"
+    )
+
+
 class PolicyUpdateSerializer(ClosedSerializer):
     """The changeable fields of a policy; absent fields are left as they are."""
 
     # validate() refuses any other key; the schema says so (api/schema.py).
     refuses_unknown_fields = True
+
+    maintenance_windows = MaintenanceWindowSerializer(  # type: ignore[call-arg]
+        many=True,
+        required=False,
+        max_length=20,
+        help_text="approved changes wait outside these windows; [] = any time",
+    )
+    window_bypasses_quick_oom = serializers.BooleanField(
+        required=False,
+        help_text="a pod OOM-killed within 10 minutes of starting is resized even "
+        "outside the windows (upstream's quick-OOM rule)",
+    )
 
     mode = ModeField(required=False)
     profile = serializers.ChoiceField(choices=sorted(PROFILES), required=False)

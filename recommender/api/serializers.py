@@ -29,7 +29,7 @@ from recommender.models import (
     ResizeChange,
     Workload,
 )
-from recommender.services.actuation import control
+from recommender.services.actuation import control, permissions
 from recommender.services.actuation.vpa_status import container_recommendation_entry
 from recommender.services.advice.pod_spec import resource_list
 from recommender.services.cluster_health import cluster_failure
@@ -74,11 +74,31 @@ def recommendation_entry(name: str, rec: Recommendation) -> dict[str, Any]:
     return container_recommendation_entry(name, rec)
 
 
+class WritePathSerializer(serializers.Serializer):
+    """One way vpaweb writes to a cluster, and whether it may."""
+
+    path = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a field, not Field.label
+    allowed = serializers.BooleanField(
+        allow_null=True, help_text="null: not checked yet (or actuation not allowed)"
+    )
+    reason = serializers.CharField(help_text="why it is missing, as the review said")
+    stopped_until = serializers.DateTimeField(
+        allow_null=True, help_text="stopped after a 403 until then (back-off)"
+    )
+    error = serializers.CharField(help_text="the 403's message")
+
+
 class ClusterSerializer(serializers.ModelSerializer):
     """A cluster, how many workloads vpaweb knows in it, which namespaces it reads and
     whether its refreshes are failing."""
 
     workload_count = serializers.IntegerField(read_only=True)
+    write_paths = serializers.SerializerMethodField(
+        help_text="each way vpaweb writes to the cluster: permitted or missing "
+        "(SelfSubjectAccessReview, while actuation is allowed), and stopped after a "
+        "403 until when"
+    )
     refresh_failure = serializers.SerializerMethodField(
         help_text="set while the cluster's latest refresh failed: the error and "
         "since when; null once a refresh succeeds"
@@ -105,13 +125,20 @@ class ClusterSerializer(serializers.ModelSerializer):
             "refresh_failure",
             "updates_paused",
             "write_block_reason",
+            "actuation_allowed",
+            "write_paths",
         ]
         read_only_fields = [
             "vpa_objects_without_target",
             "oom_history_missing_since",
             "namespace_selector",
             "updates_paused",
+            "actuation_allowed",
         ]
+
+    @extend_schema_field(WritePathSerializer(many=True))
+    def get_write_paths(self, obj: Cluster) -> list[dict[str, Any]]:
+        return [p.as_dict() for p in permissions.write_paths(obj)]
 
     @extend_schema_field(ClusterFailureSerializer(allow_null=True))
     def get_refresh_failure(self, obj: Cluster) -> dict[str, Any] | None:

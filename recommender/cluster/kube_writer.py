@@ -32,7 +32,12 @@ from kubernetes.client.exceptions import ApiException
 
 from recommender.cluster import kube_client
 from recommender.cluster.kube_client import KubeClientSettings
-from recommender.cluster.writer import ContainerResize, WriteResult
+from recommender.cluster.writer import (
+    AccessAnswer,
+    AccessCheck,
+    ContainerResize,
+    WriteResult,
+)
 from recommender.engine.quantity import resource_list
 from recommender.errors import SourceUnavailable
 
@@ -42,6 +47,10 @@ COMPONENT = "vpaweb-updater"
 WEBHOOK_CONFIGURATIONS = (
     "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 )
+# No recording of a SelfSubjectAccessReview exists in k8s-wire: the request and the
+# answer follow the documented authorization.k8s.io/v1 shape (spec.resourceAttributes
+# in; status.allowed, status.denied, status.reason out; 201 Created).
+ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 STRATEGIC = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
 JSON = "application/json"
@@ -204,6 +213,45 @@ class KubernetesWriter:
             body={"status": dict(status)},
             content_type=MERGE,
         )
+
+    # --- what vpaweb may write -------------------------------------------------------
+    def review_access(self, *, checks: list[AccessCheck]) -> list[AccessAnswer]:
+        """One SelfSubjectAccessReview per check, cluster-wide."""
+        answers = []
+        for check in checks:
+            attributes = {
+                "group": check.group,
+                "resource": check.resource,
+                "verb": check.verb,
+            }
+            if check.subresource:
+                attributes["subresource"] = check.subresource
+            result = self._call(
+                "POST",
+                ACCESS_REVIEWS,
+                body={
+                    "apiVersion": "authorization.k8s.io/v1",
+                    "kind": "SelfSubjectAccessReview",
+                    "spec": {"resourceAttributes": attributes},
+                },
+            )
+            if not result.ok:
+                answers.append(
+                    AccessAnswer(
+                        allowed=False,
+                        reason=f"the review failed: HTTP {result.status} "
+                        f"{result.message}".rstrip(),
+                    )
+                )
+                continue
+            status = result.body.get("status") or {}
+            answers.append(
+                AccessAnswer(
+                    allowed=bool(status.get("allowed")),
+                    reason=str(status.get("reason") or ""),
+                )
+            )
+        return answers
 
     # --- the admission webhook's registration ----------------------------------------
     def apply_webhook_configuration(self, *, body: Mapping[str, Any]) -> WriteResult:

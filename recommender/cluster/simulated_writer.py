@@ -21,7 +21,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from recommender.cluster.writer import ContainerResize, WriteResult
+from recommender.cluster.writer import (
+    AccessAnswer,
+    AccessCheck,
+    ContainerResize,
+    WriteResult,
+)
 
 SUCCESS = {
     "kind": "Status",
@@ -136,3 +141,7 @@ class SimulatedWriter:
     def delete_webhook_configuration(self, *, name: str) -> WriteResult:
         """Nothing registered, nothing to delete."""
         return WriteResult(status=200)
+
+    def review_access(self, *, checks: list[AccessCheck]) -> list[AccessAnswer]:
+        """The simulated cluster lets vpaweb do everything it writes."""
+        return [AccessAnswer(allowed=True) for _ in checks]

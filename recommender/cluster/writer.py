@@ -53,6 +53,31 @@ class ContainerResize:
     limits: Resources = Resources()
 
 
+@dataclass(frozen=True)
+class AccessCheck:
+    """One permission to ask about (a SelfSubjectAccessReview's resourceAttributes),
+    cluster-wide (every namespace)."""
+
+    group: str
+    resource: str
+    verb: str
+    subresource: str = ""
+
+    def describe(self) -> str:
+        """``patch pods/resize`` as RBAC messages name it."""
+        resource = self.resource + (f"/{self.subresource}" if self.subresource else "")
+        group = f" in API group {self.group!r}" if self.group else ""
+        return f"{self.verb} {resource}{group}"
+
+
+@dataclass(frozen=True)
+class AccessAnswer:
+    """What the API server answered: allowed or not, and its reason."""
+
+    allowed: bool
+    reason: str = ""
+
+
 class ClusterWriter(Protocol):
     """Writes to one cluster. Every method is one API request (plus its retries)."""
 
@@ -93,6 +118,11 @@ class ClusterWriter(Protocol):
 
     def delete_webhook_configuration(self, *, name: str) -> WriteResult:
         """Delete a MutatingWebhookConfiguration (404 counts as done)."""
+        ...
+
+    def review_access(self, *, checks: list[AccessCheck]) -> list[AccessAnswer]:
+        """Ask whether vpaweb may do each of ``checks`` (SelfSubjectAccessReview:
+        a POST that creates nothing); send only where actuation is allowed."""
         ...
 
     def close(self) -> None:

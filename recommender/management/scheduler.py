@@ -11,6 +11,9 @@ import logging
 import threading
 import time
 
+from django.utils import timezone
+
+from recommender.services.actuation import control
 from recommender.tasks import expire_idle_aggregates as expire_idle_aggregates_task
 from recommender.tasks import prune_history as prune_history_task
 from recommender.tasks import refresh_all_clusters as refresh_all_clusters_task
@@ -66,4 +69,9 @@ def run_periodic(
             break
         # Sleep the rest of the interval, waking at once on stop.
         stop.wait(max(interval_s - elapsed, 0.0))
+    # A graceful stop: another process may lead the updater at once.
+    try:
+        control.release_locks(now=timezone.now())
+    except Exception:
+        logger.exception("releasing the updater leases failed")
     return cycles

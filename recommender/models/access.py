@@ -34,6 +34,7 @@ class AuditEvent(models.Model):
         CHANGE_SUPERSEDE = "change.supersede"
         UPDATER_KILL_SWITCH = "updater.kill_switch"
         UPDATER_PAUSE = "updater.pause"
+        CLUSTER_ACTUATION = "cluster.actuation"
         TOKEN_CREATE = "token.create"
         TOKEN_REVOKE = "token.revoke"
         USER_CREATE = "user.create"

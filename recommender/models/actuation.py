@@ -47,6 +47,14 @@ class ResizeChange(models.Model):
     Status = ResizeChangeStatus
     OPEN_STATUSES = OPEN_RESIZE_STATUSES
 
+    class Snooze(models.TextChoices):
+        """How long an operator's rejection holds back new proposals of the same
+        resize for the workload's containers (docs/updater.md "Rejections stick")."""
+
+        DAY = "1d", "1 day"
+        WEEK = "7d", "7 days"
+        UNTIL_CHANGED = "until_changed", "until the recommendation changes"
+
     class Method(models.TextChoices):
         IN_PLACE = "in-place"
         EVICTION = "eviction"
@@ -75,6 +83,13 @@ class ResizeChange(models.Model):
         related_name="+",
     )
     decided_at = models.DateTimeField(null=True, blank=True)
+    # Who decided as shown: a user's name, a token's label ("token:<name>") when the
+    # token has no owner, "policy (automatic approval)".
+    decided_by_label = models.CharField(max_length=200, blank=True)
+    # A rejection's snooze ("" for a withdrawal, which holds nothing back) and when it
+    # ends (None: only when the recommendation leaves the rejected change's band).
+    snooze = models.CharField(max_length=16, choices=Snooze.choices, blank=True)
+    snoozed_until = models.DateTimeField(null=True, blank=True)
     applied_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
     # The pod's uid when proposed: a pod recreated under the same name is another pod.
@@ -86,6 +101,9 @@ class ResizeChange(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     try_later_count = models.PositiveIntegerField(default=0)
     last_attempt_at = models.DateTimeField(null=True, blank=True)
+    # When the updater's write for the current attempt was answered (None while
+    # applying: the process died between "applying" and its write, or is writing).
+    written_at = models.DateTimeField(null=True, blank=True)
     # When the in-place resize was first seen Deferred / in progress (fallback clocks).
     resize_pending_since = models.DateTimeField(null=True, blank=True)
     resize_in_progress_since = models.DateTimeField(null=True, blank=True)

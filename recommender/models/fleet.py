@@ -30,6 +30,20 @@ class Cluster(models.Model):
     is_enabled = models.BooleanField(default=True)
     # Per-cluster pause of every write the updater would make (proposals continue).
     updates_paused = models.BooleanField(default=False)
+    # Whether an operator allowed vpaweb to write to this cluster at all (updater,
+    # drop-in VPA status, Events, webhook registration): off until an admin allows
+    # it, audited (services/actuation/control.py, docs/updater.md).
+    actuation_allowed = models.BooleanField(default=False)
+    # What SelfSubjectAccessReview answered for each write path while actuation is
+    # allowed: {"checked_at": iso, "error": str, "paths": {path: {"allowed": bool,
+    # "reason": str}}} (services/actuation/permissions.py); {} = not checked yet.
+    write_permissions = models.JSONField(default=dict, blank=True)
+    # Write paths a 403 stopped, with exponential back-off: {path: {"failures": n,
+    # "since": iso, "until": iso, "error": str}}.
+    write_backoff = models.JSONField(default=dict, blank=True)
+    # When approved changes of this cluster may be applied, as a policy's
+    # (services/actuation/windows.py): [] = any time.
+    maintenance_windows = models.JSONField(default=list, blank=True)
     last_discovered_at = models.DateTimeField(null=True, blank=True)
     # VerticalPodAutoscalers whose target discovery did not find, as of the last pass
     # over their namespace: [{"namespace", "name", "target_kind", "target_name",

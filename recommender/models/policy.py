@@ -34,6 +34,16 @@ def actionable_q(prefix: str = "") -> models.Q:
     )
 
 
+def updater_policy_q(workload_prefix: str = "") -> models.Q:
+    """Workloads whose running pods the updater may change: an actionable policy
+    (:attr:`Policy.is_actionable`) in one of :data:`ACTING_MODES` (Initial is the
+    webhook's alone), reached through ``workload_prefix`` (``"workload__"`` from a
+    Container or a ResizeChange)."""
+    return actionable_q(f"{workload_prefix}policy__") & models.Q(
+        **{f"{workload_prefix}policy__mode__in": ACTING_MODES}
+    )
+
+
 class Policy(models.Model):
     """How vpaweb treats one workload: mode, profile and per-container policies.
 
@@ -85,6 +95,10 @@ class Policy(models.Model):
     # Upstream updatePolicy.evictionRequirements:
     # [{"resources": ["cpu"], "changeRequirement": "TargetHigherThanRequests"}].
     eviction_requirements = models.JSONField(default=list, blank=True)
+    # When approved changes may be applied (services/actuation/windows.py): [] = any
+    # time; and whether a quick OOM (upstream's rule) may be applied outside them.
+    maintenance_windows = models.JSONField(default=list, blank=True)
+    window_bypasses_quick_oom = models.BooleanField(default=False)
     source = models.CharField(
         max_length=20, choices=Source.choices, default=Source.VPAWEB
     )
@@ -147,6 +161,13 @@ class Policy(models.Model):
             and bool(self.vpa_object)
             and self.vpa_object_mode not in ("", self.Mode.OFF)
         )
+
+
+# THE modes in which the updater changes running pods (docs/updater.md "Modes").
+ACTING_MODES: tuple[str, ...] = (
+    Policy.Mode.RECREATE,
+    Policy.Mode.IN_PLACE_OR_RECREATE,
+)
 
 
 class StaticCoefficient(models.Model):

@@ -559,8 +559,10 @@ class WorkloadQuerySet(models.QuerySet["Workload"]):
     def in_mode(self, mode: str) -> WorkloadQuerySet:
         """Workloads in policy ``mode``; one without a policy row is Off (the
         default)."""
+        from recommender.models.policy import Policy  # policy imports this module
+
         q = Q(policy__mode=mode)
-        if mode == "Off":  # Policy.Mode.OFF
+        if mode == Policy.Mode.OFF:
             q |= Q(policy__isnull=True)
         return self.filter(q)
 

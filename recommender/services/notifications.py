@@ -245,9 +245,7 @@ def _post(url: str, body: dict[str, Any]) -> None:
         headers={"Content-Type": "application/json", "User-Agent": "vpaweb"},
         method="POST",
     )
-    with urllib.request.urlopen(
-        request, timeout=settings.NOTIFY_TIMEOUT_S
-    ) as response:
+    with urllib.request.urlopen(request, timeout=settings.NOTIFY_TIMEOUT_S) as response:
         response.read(65536)
 
 

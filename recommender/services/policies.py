@@ -32,6 +32,7 @@ from django.db import transaction
 
 from recommender.errors import Conflict, InvalidInput, NotFound
 from recommender.models import Policy, Workload
+from recommender.services.actuation.windows import parse_windows
 from recommender.services.actuation.withdrawal import withdraw_approved_changes
 from recommender.services.admission.generation import mark_admission_data_changed
 from recommender.services.audit import Action, actor_label_of, record_audit
@@ -58,6 +59,8 @@ CHANGEABLE_FIELDS = (
     "min_replicas",
     "approval",
     "eviction_requirements",
+    "maintenance_windows",
+    "window_bypasses_quick_oom",
 )
 
 
@@ -153,6 +156,8 @@ def policy_snapshot(policy: Policy) -> dict[str, Any]:
         "min_replicas": policy.min_replicas,
         "approval": policy.approval,
         "eviction_requirements": policy.eviction_requirements,
+        "maintenance_windows": policy.maintenance_windows,
+        "window_bypasses_quick_oom": policy.window_bypasses_quick_oom,
     }
 
 
@@ -210,6 +215,21 @@ def _validate_changes(
         except InvalidInput as exc:
             for field, messages in exc.fields.items():
                 errors.setdefault(field, []).extend(messages)
+    if "maintenance_windows" in changes:
+        try:
+            parse_windows(changes["maintenance_windows"])
+            clean["maintenance_windows"] = list(changes["maintenance_windows"] or [])
+        except InvalidInput as exc:
+            for field, messages in exc.fields.items():
+                errors.setdefault(field, []).extend(messages)
+    if "window_bypasses_quick_oom" in changes:
+        value = changes["window_bypasses_quick_oom"]
+        if not isinstance(value, bool):
+            errors.setdefault("window_bypasses_quick_oom", []).append(
+                f"must be true or false, not {value!r}"
+            )
+        else:
+            clean["window_bypasses_quick_oom"] = value
     if "container_policies" in changes:
         try:
             clean["container_policies"] = validate_container_policies(

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from recommender.engine import get_profile
-from recommender.engine.capping import ContainerPolicy
+from recommender.engine.capping import MODE_OFF, ContainerPolicy
 from recommender.engine.quantity import format_cpu, format_memory_readable
 from recommender.engine.resources import CPU, RESOURCE_NAMES
 from recommender.models import Policy, Recommendation, Workload
@@ -93,7 +93,7 @@ def large_increases(
     for name in sorted(latest):
         rec = latest[name]
         entry = by_name.get(name) or by_name.get("*")
-        if entry is not None and entry.mode == "Off":
+        if entry is not None and entry.mode == MODE_OFF:
             continue  # vpaweb leaves this container's requests alone
         for resource in RESOURCE_NAMES:
             current = rec.target.get(resource)

@@ -9,7 +9,7 @@ import dataclasses
 from typing import Any
 
 from recommender.engine import Profile, get_profile
-from recommender.engine.capping import ContainerPolicy
+from recommender.engine.capping import MODE_AUTO, MODES, ContainerPolicy
 from recommender.engine.limits import CONTROLLED_VALUES
 from recommender.engine.quantity import (
     format_cpu,
@@ -35,7 +35,7 @@ CONTAINER_POLICY_KEYS = (
     "controlledResources",
     "controlledValues",
 )
-CONTAINER_MODES = ("Auto", "Off")
+CONTAINER_MODES = MODES
 # Bounds of the fractions and factors people type, tighter than the engine's (which
 # takes any finite margin): a margin above 100 % or an OOM bump above 3x is a typo
 # (``15`` meaning 15 %), not a tuning. The API takes fractions; the dashboard shows the
@@ -107,7 +107,7 @@ def _container_policy(
         errors.setdefault(f"{field}.containerName", []).append(
             f"{name!r} is not a container of this workload (containers: {known})"
         )
-    mode = raw.get("mode", "Auto")
+    mode = raw.get("mode", MODE_AUTO)
     if mode not in CONTAINER_MODES:
         errors.setdefault(f"{field}.mode", []).append(
             f"must be Auto or Off, not {mode!r}"
@@ -207,7 +207,7 @@ def parse_container_policies(stored: list[dict[str, Any]]) -> list[ContainerPoli
         policies.append(
             ContainerPolicy(
                 container_name=entry["containerName"],
-                mode=entry.get("mode", "Auto"),
+                mode=entry.get("mode", MODE_AUTO),
                 min_allowed=Resources(
                     _maybe(parse_cpu_millicores, entry.get("minAllowed", {}).get(CPU)),
                     _maybe(parse_memory_bytes, entry.get("minAllowed", {}).get(MEMORY)),

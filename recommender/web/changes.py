@@ -7,6 +7,7 @@ rejections stay in ``views.py`` (``change_approve``, ``change_reject``).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -25,7 +26,13 @@ from django.views.decorators.http import require_GET, require_POST
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import ActuationControl, Cluster, ResizeChange, Workload
 from recommender.roles import Role
-from recommender.services.actuation import approvals, bulk, control
+from recommender.services.actuation import (
+    approvals,
+    bulk,
+    control,
+    permissions,
+    windows,
+)
 from recommender.web.access import acting_user, is_htmx, require_role
 
 CHANGES_PAGE_SIZE = 50  # groups (a workload's pods of one status and method) a page
@@ -135,6 +142,8 @@ def updater_state() -> dict[str, object]:
         "dry_run": settings.UPDATER_DRY_RUN,
         "paused": [c.name for c in clusters if c.updates_paused],
         "clusters": clusters,
+        "write_paths": {c.pk: permissions.write_paths(c) for c in clusters},
+        "path_labels": list(permissions.PATH_LABELS.values()),
     }
 
 
@@ -149,10 +158,44 @@ def workload_changes(
         )[:scan]
     )
     decided = [c for c in latest if not c.is_open][:history]
+    now = timezone.now()
+    snoozed: dict[str, ResizeChange] = {}
+    for change in latest:  # newest first: one line per resize held back
+        if (
+            change.status == ResizeChange.Status.REJECTED
+            and change.snooze
+            and (change.snoozed_until is None or change.snoozed_until > now)
+        ):
+            key = json.dumps(change.resources_after, sort_keys=True)
+            snoozed.setdefault(key, change)
     return {
         "open_changes": [c for c in latest if c.is_open],
         "change_history": with_rejection_reasons(decided),
+        "snoozed_changes": list(snoozed.values()),
     }
+
+
+def with_window_notes(rows: list[ResizeChange], *, now: datetime) -> None:
+    """Set ``window_note`` on each approved change a maintenance window holds back:
+    from when it applies (the row template shows it); no query."""
+    for change in rows:
+        change.window_note = ""  # type: ignore[attr-defined]
+        if change.status != ResizeChange.Status.APPROVED:
+            continue
+        policy = getattr(change.workload, "policy", None)
+        state = windows.window_state(
+            policy.maintenance_windows if policy else [],
+            change.workload.cluster.maintenance_windows,
+            now=now,
+        )
+        if state.is_open:
+            continue
+        change.window_note = (  # type: ignore[attr-defined]
+            f"waits for the maintenance window: applies from "
+            f"{state.opens_at:%a %b %-d, %H:%M} UTC"
+            if state.opens_at
+            else "waits for a maintenance window (none within a week)"
+        )
 
 
 def with_rejection_reasons(rows: list[ResizeChange]) -> list[ResizeChange]:
@@ -172,7 +215,9 @@ def changes(request: HttpRequest) -> HttpResponse:
     cluster = request.GET.get("cluster", "").strip()
     namespace = request.GET.get("namespace", "").strip()
     method = request.GET.get("method", "")
-    qs = ResizeChange.objects.select_related("workload__cluster", "decided_by")
+    qs = ResizeChange.objects.select_related(
+        "workload__cluster", "workload__policy", "decided_by"
+    )
     if status in ResizeChange.Status.values:
         qs = qs.filter(status=status)
     else:
@@ -186,6 +231,7 @@ def changes(request: HttpRequest) -> HttpResponse:
     if namespace:
         qs = qs.filter(workload__namespace=namespace)
     page, groups = change_groups(qs, request.GET.get("page", 1))
+    with_window_notes([c for g in groups for c in g.changes], now=timezone.now())
     filtered = bool(status or method or cluster or namespace)
     context = {
         "page_obj": page,
@@ -283,6 +329,27 @@ def kill_switch(request: HttpRequest) -> HttpResponse:
     messages.success(
         request,
         "All cluster writes are stopped." if stopped else "Cluster writes are allowed.",
+    )
+    return redirect("changes")
+
+
+@require_POST
+@require_role(Role.ADMIN)
+def cluster_actuation(request: HttpRequest, pk: int) -> HttpResponse:
+    """Allow (or forbid) every write vpaweb makes to one cluster."""
+    cluster = get_object_or_404(Cluster, pk=pk)
+    allowed = request.POST.get("allowed") == "1"
+    control.set_actuation_allowed(
+        cluster=cluster, allowed=allowed, actor=acting_user(request), now=timezone.now()
+    )
+    messages.success(
+        request,
+        f"Writes to cluster {cluster.name} "
+        + (
+            "are allowed: its permissions are checked at the next updater cycle."
+            if allowed
+            else "are forbidden: vpaweb only reads it."
+        ),
     )
     return redirect("changes")
 

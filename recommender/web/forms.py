@@ -14,6 +14,7 @@ from django import forms
 from django.contrib.auth import get_user_model
 
 from recommender.engine import DEFAULT_PROFILE, PROFILES, get_profile
+from recommender.engine.capping import MODE_AUTO, MODES
 from recommender.engine.profiles import MEMORY_ESTIMATORS
 from recommender.models import ApiToken, Policy, Workload
 from recommender.roles import ROLE_ORDER
@@ -94,7 +95,7 @@ class PolicyForm(forms.Form):
             controlled = entry.get("controlledResources", ["cpu", "memory"])
             initial.update(
                 {
-                    f"cp{index}-mode": entry.get("mode", "Auto"),
+                    f"cp{index}-mode": entry.get("mode", MODE_AUTO),
                     f"cp{index}-min_cpu": entry.get("minAllowed", {}).get("cpu", ""),
                     f"cp{index}-min_memory": entry.get("minAllowed", {}).get(
                         "memory", ""
@@ -165,7 +166,7 @@ class PolicyForm(forms.Form):
             self.fields[f"{OVERRIDE_PREFIX}{name}"] = field
         for index, _name in enumerate(self.container_names):
             self.fields[f"cp{index}-mode"] = forms.ChoiceField(
-                choices=[("Auto", "Auto"), ("Off", "Off")]
+                choices=[(m, m) for m in MODES]
             )
             self.fields[f"cp{index}-min_cpu"] = forms.CharField(
                 required=False, max_length=40
@@ -258,7 +259,7 @@ class PolicyForm(forms.Form):
             controlled = [r for r in ("cpu", "memory") if get(f"controlled_{r}")]
             entry: dict[str, Any] = {
                 "containerName": name,
-                "mode": get("mode") or "Auto",
+                "mode": get("mode") or MODE_AUTO,
             }
             minimum = {
                 k: v
@@ -278,7 +279,7 @@ class PolicyForm(forms.Form):
             if get("controlled_values"):
                 entry["controlledValues"] = get("controlled_values")
             is_default = (
-                entry["mode"] == "Auto"
+                entry["mode"] == MODE_AUTO
                 and not minimum
                 and not maximum
                 and controlled == ["cpu", "memory"]

@@ -38,6 +38,11 @@ urlpatterns = [
     path("updater/kill-switch", changes.kill_switch, name="kill_switch"),
     path("clusters/<int:pk>/pause", changes.cluster_pause, name="cluster_pause"),
     path(
+        "clusters/<int:pk>/actuation",
+        changes.cluster_actuation,
+        name="cluster_actuation",
+    ),
+    path(
         "clusters/<int:pk>/compare",
         compare_views.cluster_compare,
         name="cluster_compare",

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -27,7 +27,7 @@ from recommender.models import (
 )
 from recommender.roles import Role
 from recommender.services import policies, policy_validation
-from recommender.services.actuation import approvals
+from recommender.services.actuation import approvals, control
 from recommender.services.admission.counters import hour_and_day_totals
 from recommender.services.admission.preview import webhook_preview
 from recommender.services.cluster_health import failing_clusters
@@ -71,6 +71,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     context = {
         "overview": data,
         "failing_clusters": failures,
+        "leaderless": control.leaderless_clusters(now=timezone.now()),
         "failure_of": {failure.cluster: failure for failure in failures},
         "top_namespaces": top_namespaces,
         "namespaces_more": len(data.by_namespace) > len(top_namespaces),
@@ -332,6 +333,8 @@ def workload_adopt(request: HttpRequest, pk: int) -> HttpResponse:
         )
     except NotFound as exc:
         return _not_found(exc)
+    except InvalidInput as exc:
+        return HttpResponseBadRequest(exc.message)
     except Conflict as exc:
         messages.error(request, exc.message)
     else:
@@ -354,6 +357,7 @@ def _decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
                 rejected_by=acting_user(request),
                 now=now,
                 reason=request.POST.get("reason", ""),
+                snooze=request.POST.get("snooze") or ResizeChange.Snooze.UNTIL_CHANGED,
             )
     except NotFound as exc:
         return _not_found(exc)

@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from recommender.models import Cluster
+from recommender.models import AuditEvent, Cluster
 from tests.k8s_fake.plugin import api_server, kubeconfig
 
 __all__ = ["api_server", "kubeconfig"]  # fixtures, for pytest
@@ -37,7 +37,8 @@ def test_add_cluster_checks_the_connection_then_stores_the_row(
 
     assert output.strip() == (
         "Added cluster 'prod-eu-1' (Kubernetes v1.33.2, context 'fake'). "
-        "Its workloads start in Off mode: recommendations only."
+        "Its workloads start in Off mode: recommendations only. "
+        "Actuation is not allowed: vpaweb writes nothing to it."
     )
     cluster = Cluster.objects.get()
     assert (cluster.name, cluster.kind, cluster.context) == (
@@ -45,9 +46,20 @@ def test_add_cluster_checks_the_connection_then_stores_the_row(
         "kubernetes",
         "fake",
     )
+    assert cluster.actuation_allowed is False
     assert api_server.gets("/version")
     assert api_server.gets("/api/v1/pods")
     assert api_server.write_verbs() == []
+
+
+@pytest.mark.django_db
+def test_add_cluster_allows_actuation_only_with_the_flag(with_kubeconfig, api_server):
+    output = add_cluster("--name", "prod", "--context", "fake", "--allow-actuation")
+
+    assert "Actuation is allowed: vpaweb writes where a policy says so." in output
+    assert Cluster.objects.get().actuation_allowed is True
+    assert AuditEvent.objects.get().action == "cluster.actuation"
+    assert api_server.write_verbs() == []  # allowing writes nothing by itself
 
 
 @pytest.mark.django_db

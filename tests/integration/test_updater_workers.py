@@ -70,7 +70,9 @@ def two_workers(transactional_db):
 def test_two_workers_one_leader_and_no_change_applied_twice(two_workers, settings):
     settings.SIMULATION_WORKLOADS = 12
     settings.SIMULATION_HISTORY_DAYS = 0.25
-    cluster = Cluster.objects.create(name="sim-leader", kind=Cluster.Kind.SIMULATED)
+    cluster = Cluster.objects.create(
+        name="sim-leader", kind=Cluster.Kind.SIMULATED, actuation_allowed=True
+    )
     refresh_cluster(cluster_id=cluster.pk, now=NOON)
     acting = Workload.objects.filter(cluster=cluster, replicas__gte=2)
     Policy.objects.filter(workload__in=acting).update(

@@ -5,6 +5,7 @@ bundling the server with the adapter and the writer that speak to it over HTTP."
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from recommender.cluster.kube_client import KubeClientSettings
 from recommender.cluster.kube_writer import KubernetesWriter
 from recommender.cluster.kubernetes import KubernetesAdapter
+from tests.k8s_fake import rbac
 from tests.k8s_fake.server import FakeApiServer, write_kubeconfig
 
 FAST = KubeClientSettings(
@@ -241,8 +243,21 @@ class FakeCluster:
         self.server.stop()
 
     def writes(self) -> list[tuple[str, str]]:
-        """(method, path) of every non-GET request, in order."""
-        return [(r.method, r.path) for r in self.server.write_verbs()]
+        """(method, path) of every non-GET request that changes something, in order
+        (access reviews, which create nothing, are ``access_reviews``)."""
+        return [
+            (r.method, r.path)
+            for r in self.server.write_verbs()
+            if r.path != rbac.ACCESS_REVIEWS
+        ]
+
+    def access_reviews(self) -> list[dict[str, Any]]:
+        """The resourceAttributes of every SelfSubjectAccessReview sent."""
+        return [
+            json.loads(r.body)["spec"]["resourceAttributes"]
+            for r in self.server.write_verbs()
+            if r.path == rbac.ACCESS_REVIEWS
+        ]
 
 
 def fake_cluster(objects: list[dict[str, Any]], tmp_path: Path) -> FakeCluster:

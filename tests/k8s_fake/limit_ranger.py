@@ -234,8 +234,7 @@ def _check(
         r, limit, e = _observed(req, lim, enforced)
         if lim is None:
             errors.append(
-                f"maximum {resource} usage per {kind} is {text}.  "
-                "No limit is specified"
+                f"maximum {resource} usage per {kind} is {text}.  No limit is specified"
             )
         elif limit > e:
             errors.append(

@@ -18,6 +18,7 @@ answers as a real API server would:
 - the writes vpaweb's updater makes (evictions, resizes, pod annotations, Events,
   Leases, VPA status), answered as the recordings in tests/fixtures/k8s-wire: see
   ``writes.py``;
+- write RBAC (``deny``) and SelfSubjectAccessReview answered from it: see ``rbac.py``;
 - injected faults (``fail``): a status (429/500/403/410…) with an optional
   ``Retry-After``, or a delay longer than the client's read timeout, for the next N
   matching requests; writes held (``hold_writes``) until released, so a writer can be
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.k8s_fake import limit_ranger, writes
+from tests.k8s_fake import limit_ranger, rbac, writes
 from tests.k8s_fake.webhooks import WebhookConfigurations
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -253,6 +254,8 @@ class FakeApiServer:
         # Writes whose path contains the key wait until its event is set.
         self.held_writes: dict[str, threading.Event] = {}
         self.unserved: set[str] = set()
+        # Write permissions refused (rbac.py): (group, resource[/sub], verb).
+        self.denied: set[rbac.Permission] = set()
         self.resource_version = 900000
         # Pods evicted and resized through the write verbs (tests/k8s_fake/writes.py).
         self.evicted: list[tuple[str, str]] = []
@@ -351,6 +354,11 @@ class FakeApiServer:
             self.held_writes[path_part] = release
         return release
 
+    def deny(self, group: str, resource: str, verb: str) -> None:
+        """Refuse a write permission from now on (403, and in access reviews)."""
+        with self._lock:
+            self.denied.add((group, resource, verb))
+
     def kubelet_actuates(self, namespace: str, name: str) -> None:
         """Play a resize-capable kubelet: the containers' status resources follow
         the spec (what resize/00 wrote by hand; the API server never does)."""
@@ -442,6 +450,12 @@ class FakeApiServer:
             return self._send(
                 handler, 401, _status(401, "Unauthorized", "Unauthorized")
             )
+        if parts.path == rbac.ACCESS_REVIEWS and request.method == "POST":
+            code, review = rbac.access_review(self.denied, request.body)
+            return self._send(handler, code, review)
+        refusal = rbac.forbidden(self.denied, request.method, parts.path)
+        if refusal is not None:
+            return self._send(handler, 403, refusal)
         if parts.path.startswith(WEBHOOK_CONFIGURATIONS):
             code, answer = self.webhook_configurations.serve(
                 request.method, parts.path, request.body

@@ -32,7 +32,9 @@ def small_fleet(settings):
 
 @pytest.fixture
 def cluster(db):
-    cluster = Cluster.objects.create(name="sim-a", kind=Cluster.Kind.SIMULATED)
+    cluster = Cluster.objects.create(
+        name="sim-a", kind=Cluster.Kind.SIMULATED, actuation_allowed=True
+    )
     refresh_cluster(cluster_id=cluster.pk, now=NOW)
     return cluster
 

@@ -413,3 +413,36 @@ def test_overview_coverage_says_what_it_counts(viewer_client, small_fleet):
     counted = Container.objects.exclude(kind=Container.Kind.INIT).count()
     assert f"of {counted} app and sidecar containers in" in body
     assert "(init containers are never sized and not counted)" in body
+
+
+def test_an_admin_allows_writes_to_a_cluster_and_sees_its_write_paths(
+    admin_client_, operator_client, db
+):
+    from recommender.models import Cluster
+
+    cluster = Cluster.objects.create(name="prod", kind="kubernetes", context="x")
+    assert (
+        operator_client.post(
+            f"/clusters/{cluster.pk}/actuation", {"allowed": "1"}
+        ).status_code
+        == 403
+    )
+    body = admin_client_.get("/changes/").content.decode()
+    assert "not allowed</strong>: vpaweb only reads it" in body
+    assert "Allow writes to prod" in body
+    admin_client_.post(f"/clusters/{cluster.pk}/actuation", {"allowed": "1"})
+    cluster.refresh_from_db()
+    assert cluster.actuation_allowed
+    Cluster.objects.filter(pk=cluster.pk).update(
+        write_permissions={
+            "checked_at": "2026-11-24T06:00:00+00:00",
+            "error": "",
+            "paths": {
+                "resize": {"allowed": False, "reason": "patch pods/resize: denied"}
+            },
+        }
+    )
+    body = admin_client_.get("/changes/").content.decode()
+    assert 'title="patch pods/resize: denied">missing' in body
+    assert "Forbid writes to prod" in body
+    assert AuditEvent.objects.filter(action="cluster.actuation").count() == 1

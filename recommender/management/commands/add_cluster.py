@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
 
 from recommender.errors import VpawebError
+from recommender.services.actuation.control import set_actuation_allowed
 from recommender.services.clusters import add_kubernetes_cluster
 
 
@@ -32,6 +34,13 @@ class Command(BaseCommand):
             help="read only the namespaces with these labels, e.g. "
             "vpaweb.io/enabled=true (a label selector; default: the whole cluster)",
         )
+        parser.add_argument(
+            "--allow-actuation",
+            action="store_true",
+            help="let vpaweb write to the cluster (webhook registration, resizes, "
+            "evictions, events, VPA status) where a policy says so; default: "
+            "read only, until an admin allows it",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -43,10 +52,19 @@ class Command(BaseCommand):
             )
         except VpawebError as exc:
             raise CommandError(exc.message) from None
+        if options["allow_actuation"]:
+            set_actuation_allowed(
+                cluster=cluster, allowed=True, actor=None, now=timezone.now()
+            )
         how = f"context {cluster.context!r}" if cluster.context else "in-cluster config"
         if cluster.namespace_selector:
             how += f", namespaces labelled {cluster.namespace_selector!r} only"
         self.stdout.write(
             f"Added cluster {cluster.name!r} (Kubernetes {version}, {how}). "
-            "Its workloads start in Off mode: recommendations only."
+            "Its workloads start in Off mode: recommendations only. "
+            + (
+                "Actuation is allowed: vpaweb writes where a policy says so."
+                if options["allow_actuation"]
+                else "Actuation is not allowed: vpaweb writes nothing to it."
+            )
         )

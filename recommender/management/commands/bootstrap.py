@@ -85,8 +85,11 @@ class Command(BaseCommand):
         ).first()
         if cluster is None:
             if enabled:
+                # Its writes stay in vpaweb's database: actuation is allowed.
                 Cluster.objects.create(
-                    name=SIMULATED_CLUSTER, kind=Cluster.Kind.SIMULATED
+                    name=SIMULATED_CLUSTER,
+                    kind=Cluster.Kind.SIMULATED,
+                    actuation_allowed=True,
                 )
                 self.stdout.write(
                     f"created the simulated cluster ({settings.SIMULATION_WORKLOADS} "

@@ -48,6 +48,12 @@ def _kubernetes_cluster(name: str) -> Cluster:
             f"cluster {name!r} is {cluster.kind}: only a Kubernetes cluster has a "
             "webhook to install (the simulated cluster admits its pods in-process)"
         )
+    if not cluster.actuation_allowed:
+        raise CommandError(
+            f"actuation is not allowed for cluster {name!r}: vpaweb writes nothing to "
+            "it. An admin allows it on the Changes page (or manage.py add_cluster "
+            "--allow-actuation for a new cluster)"
+        )
     return cluster
 
 

@@ -11,7 +11,12 @@ A cycle (``run_cycle``) for one cluster:
    something else or nothing appears in ``VPAWEB_UPDATER_VERIFY_TIMEOUT_S``;
 3. **propose** (``updater.propose``);
 4. **apply** approved changes, highest priority first, unless writes are blocked
-   (kill switch, paused cluster, dry run: ``control.write_block_reason``): replica
+   (actuation not allowed, kill switch, paused cluster, dry run:
+   ``control.write_block_reason``); each write path (resize, eviction, events, VPA
+   status) only while the cluster's permissions allow it and no 403 stopped it
+   (``permissions.py``, asked by SelfSubjectAccessReview at the first cycle), and
+   each change only inside its policy's and cluster's maintenance windows
+   (``windows.py``): replica
    groups, ``minReplicas`` and the eviction tolerance decide which pods may be
    disrupted this cycle, the per-cluster rate limits cap the writes; an in-place resize
    patches ``pods/<name>/resize`` and falls back to eviction when refused; an eviction
@@ -38,8 +43,10 @@ from recommender.models import Cluster, ResizeChange
 from recommender.services.actuation import (
     control,
     decision,
+    permissions,
     updater,
     vpa_status,
+    windows,
     workflow,
 )
 from recommender.services.actuation.writers import cluster_writer_for
@@ -63,11 +70,14 @@ class CycleReport:
     auto_approved: int = 0
     superseded: int = 0
     expired: int = 0
+    held: int = 0  # not proposed again: an operator rejected the same resize
     resized: int = 0
     evicted: int = 0
     try_later: int = 0
     waiting: int = 0
     fell_back: int = 0
+    recovered: int = 0  # left applying by a crash before any write: approved again
+    outside_window: int = 0  # approved, waiting for a maintenance window
     failed: int = 0
     applied: int = 0
     writes: int = 0
@@ -121,8 +131,21 @@ def _replacements(pods: list[PodInfo], change: ResizeChange) -> list[PodInfo]:
     ]
 
 
+def _never_written(change: ResizeChange, pod: PodInfo | None) -> bool:
+    """A crash's leftover: ``applying`` with no write answered (the process died
+    between the two), and the pod shows none happened: still there, not being
+    deleted, not carrying the new requests."""
+    return (
+        change.written_at is None
+        and pod is not None
+        and not pod.deleting
+        and not carries(pod, change.resources_after)
+    )
+
+
 def follow_applying(context: updater.UpdaterContext, report: CycleReport) -> None:
-    """Verify, wait on, or fall back from the changes being applied."""
+    """Verify, wait on, or fall back from the changes being applied; send back to
+    ``approved`` those a crashed process left ``applying`` without writing."""
     now = context.now
     timeout = timedelta(seconds=settings.UPDATER_VERIFY_TIMEOUT_S)
     for change in updater.changes_needing(context, (S.APPLYING,)):
@@ -131,6 +154,18 @@ def follow_applying(context: updater.UpdaterContext, report: CycleReport) -> Non
         pod = next(
             (p for p in pods if p.name == change.pod and p.uid == change.pod_uid), None
         )
+        # Only the lease holder applies, and this cycle has not started any write
+        # yet: an unwritten "applying" change is a previous process's leftover.
+        if _never_written(change, pod) and workflow.try_transition(
+            change,
+            to=S.APPROVED,
+            allowed_from=(S.APPLYING,),
+            now=now,
+            note="no write was recorded and the pod shows none (the updater "
+            "stopped before writing): approved again",
+        ):
+            report.recovered += 1
+            continue
         if change.method == M.IN_PLACE and pod is not None:
             if carries(pod, change.resources_after):
                 _finish(change, S.APPLIED, now, report, observed_of(pod, names))
@@ -299,18 +334,53 @@ class Applier:
             )
         return self.groups[key]
 
+    def outside_window(self, change: ResizeChange) -> bool:
+        """Whether the change waits for a maintenance window (the policy's and the
+        cluster's); a quick OOM passes when the policy lets it."""
+        policy = change.workload.policy
+        state = windows.window_state(
+            policy.maintenance_windows,
+            self.context.cluster.maintenance_windows,
+            now=self.context.now,
+        )
+        if state.is_open:
+            return False
+        plan = self.context.plans.get((change.workload_id, change.pod))
+        quick_oom = plan is not None and plan.priority.quick_oom
+        return not (quick_oom and policy.window_bypasses_quick_oom)
+
     def apply_all(self) -> None:
         """Every approved change, highest priority first."""
         for change in updater.changes_needing(self.context, (S.APPROVED,)):
             pod = self.context.pod(change.workload_id, change.pod)
             if pod is None or pod.uid != change.pod_uid:
                 continue  # expired by propose; a vanished pod is not touched
+            if self.outside_window(change):
+                self.report.outside_window += 1
+                continue
             if change.method == M.IN_PLACE:
                 self.resize(change, pod)
             else:
                 self.evict(change, pod)
 
-    def _start(self, change: ResizeChange, note: str, *, error: str = "") -> bool:
+    def _blocked(self, path: str) -> str | None:
+        return permissions.path_block_reason(
+            self.context.cluster, path, now=self.context.now
+        )
+
+    def _written(self, change: ResizeChange) -> None:
+        """The write was answered: a crash from now on is not "never written"."""
+        change.written_at = self.context.now
+        ResizeChange.objects.filter(pk=change.pk).update(written_at=change.written_at)
+
+    def _record(self, path: str, result: WriteResult) -> None:
+        permissions.record_write_result(
+            self.context.cluster, path, result, now=self.context.now
+        )
+
+    def _start(
+        self, change: ResizeChange, note: str, *, error: str = "", **fields: Any
+    ) -> bool:
         now = self.context.now
         return workflow.try_transition(
             change,
@@ -321,12 +391,18 @@ class Applier:
             attempts=change.attempts + 1,
             last_attempt_at=now,
             applied_at=now,
+            written_at=None,
             error=error,
+            # Off, a pause or a kill switch committed since this cycle read them wins.
+            where=control.acting_q("workload__"),
+            **fields,
         )
 
     def _event(
         self, change: ResizeChange, pod: PodInfo, reason: str, message: str
     ) -> None:
+        if self._blocked(permissions.EVENTS):
+            return  # shown on the cluster's write paths, not logged per pod
         result = self.writer.record_event(
             namespace=pod.namespace,
             pod=pod.name,
@@ -335,7 +411,8 @@ class Applier:
             message=message,
         )
         self.report.writes += 1
-        if not result.ok:
+        self._record(permissions.EVENTS, result)
+        if not result.ok and result.status != 403:
             logger.warning("event on pod %s refused: %s", pod.name, _problem(result))
 
     def resize(self, change: ResizeChange, pod: PodInfo) -> None:
@@ -346,6 +423,11 @@ class Applier:
         if self.resizes_left <= 0:
             self.report.waiting += 1
             return
+        blocked = self._blocked(permissions.RESIZE)
+        if blocked:
+            # InPlaceOrRecreate falls back to eviction, as it does when refused.
+            self.evict(change, pod, error=blocked, method=M.EVICTION)
+            return
         if not self._start(change, "resizing in place"):
             return
         self.resizes_left -= 1
@@ -355,6 +437,8 @@ class Applier:
             containers=_container_resizes(change),
         )
         self.report.writes += 1
+        self._written(change)
+        self._record(permissions.RESIZE, result)
         if result.ok:
             group.record(pod, in_place=True)
             self.report.resized += 1
@@ -383,21 +467,26 @@ class Applier:
             self.report.fell_back += 1
             self.evict(change, pod, error=problem)
 
-    def evict(self, change: ResizeChange, pod: PodInfo, *, error: str = "") -> None:
+    def evict(
+        self, change: ResizeChange, pod: PodInfo, *, error: str = "", **fields: Any
+    ) -> None:
         group = self.group_of(change, pod)
         if (
             group is None
             or group.budget_refused
             or not group.can_evict(pod)
             or self.evictions_left <= 0
+            or self._blocked(permissions.EVICTION)
         ):
             self.report.waiting += 1
             return
-        if not self._start(change, "evicting", error=error):
+        if not self._start(change, "evicting", error=error, **fields):
             return
         self.evictions_left -= 1
         result = self.writer.evict_pod(namespace=pod.namespace, name=pod.name)
         self.report.writes += 1
+        self._written(change)
+        self._record(permissions.EVICTION, result)
         if result.ok:
             group.record(pod, in_place=False)
             self.report.evicted += 1
@@ -471,6 +560,7 @@ def run_cycle(
     report.proposed = counts.proposed
     report.auto_approved = counts.auto_approved
     report.superseded = counts.superseded
+    report.held = counts.held
     report.expired += counts.expired
     blocked = control.write_block_reason(cluster)
     if blocked:
@@ -479,6 +569,8 @@ def run_cycle(
         own_writer = writer is None
         writer = writer or cluster_writer_for(cluster, snapshot=snapshot, now=now)
         try:
+            if permissions.permissions_due(cluster, now=now):
+                permissions.check_write_permissions(cluster, writer=writer, now=now)
             Applier(context, writer, report).apply_all()
             statuses = vpa_status.write_vpa_statuses(
                 cluster, snapshot, writer=writer, now=now
@@ -489,5 +581,7 @@ def run_cycle(
         finally:
             if own_writer:
                 writer.close()
+    # Renewed at the end too: the lease outlives this cycle by one interval.
+    control.acquire_lock(cluster_id=cluster.pk, holder=holder, now=now)
     logger.info("updater cycle of %s: %s", cluster.name, report.as_dict())
     return report

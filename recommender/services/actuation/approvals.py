@@ -6,6 +6,12 @@ Transitions (anything else raises Conflict and changes nothing)::
     proposed → rejected
     approved → rejected   (withdrawn before the updater applied it)
 
+A rejection sticks: it carries a snooze (``ResizeChange.Snooze``: 1 day, 7 days, or
+until the recommendation changes, the default), and while it lasts the updater
+proposes no change for the workload's containers that stays within the rejected
+change's band (``updater.held_by_rejection``). Who decided is stored as shown
+(``decided_by_label``): a token acts as its owner, and a token without one by name.
+
 Each transition is a filtered ``update()`` on the current status, so two operators
 deciding at once cannot both win: the second gets a Conflict naming the status the first
 one set. An approval holds the workload's policy row locked while it checks the mode, so
@@ -19,12 +25,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from recommender.errors import Conflict, NotFound
+from recommender.errors import Conflict, InvalidInput, NotFound
 from recommender.models import AuditEvent, Policy, ResizeChange, Workload
 from recommender.services.audit import Action, actor_label_of, record_audit
 
@@ -45,8 +52,10 @@ def _decide(
     actor_label: str | None,
     now: datetime,
     note: str,
+    **fields: Any,
 ) -> ResizeChange:
-    """Move one change from an allowed status to ``to_status`` and audit it."""
+    """Move one change from an allowed status to ``to_status`` and audit it
+    (``fields`` are stored in the same update)."""
     label = actor_label or actor_label_of(actor)
     with transaction.atomic():
         try:
@@ -80,7 +89,13 @@ def _decide(
         before_status = change.status
         updated = ResizeChange.objects.filter(
             pk=change_id, status__in=allowed_from
-        ).update(status=to_status, decided_by=actor, decided_at=now)
+        ).update(
+            status=to_status,
+            decided_by=actor,
+            decided_by_label=label,
+            decided_at=now,
+            **fields,
+        )
         if updated != 1:
             change.refresh_from_db(fields=["status"])
             raise Conflict(
@@ -135,6 +150,12 @@ def approve_change(
     )
 
 
+SNOOZE_LENGTHS = {
+    ResizeChange.Snooze.DAY: timedelta(days=1),
+    ResizeChange.Snooze.WEEK: timedelta(days=7),
+}
+
+
 def reject_change(
     *,
     change_id: int,
@@ -142,8 +163,16 @@ def reject_change(
     now: datetime,
     reason: str = "",
     actor_label: str | None = None,
+    snooze: str = ResizeChange.Snooze.UNTIL_CHANGED,
 ) -> ResizeChange:
-    """Reject a proposed (or approved, unapplied) resize; it is never applied."""
+    """Reject a proposed (or approved, unapplied) resize; it is never applied, and
+    the same resize is not proposed again while ``snooze`` lasts."""
+    if snooze not in ResizeChange.Snooze.values:
+        raise InvalidInput(
+            f"snooze must be one of {', '.join(ResizeChange.Snooze.values)}",
+            field="snooze",
+        )
+    length = SNOOZE_LENGTHS.get(ResizeChange.Snooze(snooze))
     return _decide(
         change_id=change_id,
         to_status=ResizeChange.Status.REJECTED,
@@ -153,6 +182,8 @@ def reject_change(
         actor_label=actor_label,
         now=now,
         note=reason.strip(),
+        snooze=snooze,
+        snoozed_until=now + length if length is not None else None,
     )
 
 

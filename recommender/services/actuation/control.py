@@ -3,22 +3,38 @@ updater per cluster.
 
 Writes stop when any of these holds (``write_block_reason`` names which):
 
+- the cluster's actuation is not allowed (``Cluster.actuation_allowed``, off until an
+  admin allows it: ``set_actuation_allowed``, audited);
 - ``VPAWEB_UPDATER_KILL_SWITCH`` is set (a deploy-time stop);
 - the admin's actuation kill switch is on (``ActuationControl``, audited);
 - the cluster is paused (``Cluster.updates_paused``, audited);
 - ``VPAWEB_UPDATER_DRY_RUN`` is set: the updater proposes (and approves automatically)
   but never writes.
 
+THE acting predicate (``acting_q``) says the same as a filter on rows, so it can be
+part of the compare-and-swap that starts a write (``apply.Applier``, ``approved →
+applying``): a vpaweb-owned policy in an acting mode
+(``models.policy.updater_policy_q``), the cluster's actuation allowed and not paused,
+both kill switches off.
+An operator's decision committed before that statement wins; the updater's earlier
+reads of the policy or the switches never do.
+
 One updater per cluster: a **database lease** (``UpdaterLock``). A worker takes it with
 a filtered ``update()`` that only matches a free, expired or already-held lock, so two
-workers can never both win; the holder renews it every cycle and a killed holder's
-lease expires after ``lock_ttl_s`` (three updater intervals), when another worker
-takes over. The database was chosen over a Kubernetes ``Lease`` because it covers the
+workers can never both win; the holder renews it at the start and at the end of every
+cycle, so it lasts ``lock_ttl_s`` (one updater interval) past its last cycle. A
+gracefully stopped process releases its leases (``release_locks``: the embedded
+scheduler's loop, a Celery worker process's shutdown); a killed one's lease is taken
+over by the next cycle after it expired, or at once when its holder ran on this host
+and that process is gone (``holder_is_gone``). Every takeover is logged, and a cluster
+whose lease is free or expired shows "no leader since …" on the overview. The
+database was chosen over a Kubernetes ``Lease`` because it covers the
 simulated cluster too and needs no extra RBAC; see docs/updater.md.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import uuid
@@ -30,20 +46,49 @@ from typing import cast
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
-from django.db.models import BooleanField, Q, Value
+from django.db.models import BooleanField, Exists, Q, Value
 
 from recommender.models import ActuationControl, AuditEvent, Cluster, UpdaterLock
+from recommender.models.policy import updater_policy_q
 from recommender.services.audit import Action, actor_label_of
+
+logger = logging.getLogger(__name__)
 
 KILL_SWITCH_ACTION = Action.UPDATER_KILL_SWITCH
 PAUSE_ACTION = Action.UPDATER_PAUSE
+ACTUATION_ACTION = Action.CLUSTER_ACTUATION
 # One identity per process: a Celery worker child, or the embedded scheduler.
 PROCESS_IDENTITY = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 def lock_ttl_s() -> float:
-    """How long a lease lasts without renewal: three updater intervals."""
-    return 3.0 * float(settings.UPDATER_INTERVAL_S)
+    """How long a lease lasts past its holder's last renewal: one updater interval
+    (renewed at the start and the end of each cycle, so a live holder keeps it)."""
+    return float(settings.UPDATER_INTERVAL_S)
+
+
+def holder_is_gone(holder: str) -> bool:
+    """Whether ``holder`` (a ``PROCESS_IDENTITY``) ran on this host in a process that
+    no longer runs: a pid that is not alive, or this process's own pid under another
+    identity (a restarted container reuses its pid). False when unsure."""
+    parts = holder.split(":")
+    if holder == PROCESS_IDENTITY or len(parts) != 3:
+        return False
+    if parts[0] != socket.gethostname():
+        return False
+    try:
+        pid = int(parts[1])
+    except ValueError:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # alive, another user's
+    return False
 
 
 _UNREAD = ActuationControl()
@@ -68,6 +113,11 @@ def write_block_reason(cluster: Cluster) -> str | None:
 def cluster_block_reason(cluster: Cluster, *, kill_switch: str | None) -> str | None:
     """``write_block_reason`` with the kill switch already read (a list of clusters
     reads it once)."""
+    if not cluster.actuation_allowed:
+        return (
+            f"actuation is not allowed for cluster {cluster.name}: an admin allows "
+            "it (docs/updater.md)"
+        )
     if kill_switch:
         return kill_switch
     if cluster.updates_paused:
@@ -116,6 +166,27 @@ def safety_state() -> SafetyState:
         kill_switch=kill_switch_reason(row),
         paused_clusters=tuple(sorted(names)),
         dry_run=bool(settings.UPDATER_DRY_RUN),
+    )
+
+
+def acting_q(workload_prefix: str = "") -> Q:
+    """THE acting predicate as a filter, reached through ``workload_prefix``
+    (``"workload__"`` from a ResizeChange): may the updater write for this workload
+    now? The policy is vpaweb's and in an acting mode, the cluster's actuation is
+    allowed, the cluster is not paused and no kill switch is on. Part of the
+    compare-and-swap that moves a change to ``applying``, so a decision committed
+    before it always wins."""
+    if settings.UPDATER_KILL_SWITCH:
+        return Q(pk__in=[])  # nothing acts
+    return (
+        updater_policy_q(workload_prefix)
+        & Q(
+            **{
+                f"{workload_prefix}cluster__actuation_allowed": True,
+                f"{workload_prefix}cluster__updates_paused": False,
+            }
+        )
+        & ~Q(Exists(ActuationControl.objects.filter(writes_stopped=True)))
     )
 
 
@@ -175,6 +246,38 @@ def set_cluster_paused(
     return cluster
 
 
+def set_actuation_allowed(
+    *, cluster: Cluster, allowed: bool, actor: User | None, now: datetime
+) -> Cluster:
+    """Allow (or forbid) every write vpaweb makes to one cluster; audited. Allowing
+    it asks the cluster's permissions again at the next updater cycle."""
+    with transaction.atomic():
+        before = Cluster.objects.filter(pk=cluster.pk).values_list(
+            "actuation_allowed", flat=True
+        )[0]
+        # Forget what was known: permissions are asked again, stopped paths retried.
+        Cluster.objects.filter(pk=cluster.pk).update(
+            actuation_allowed=allowed, write_permissions={}, write_backoff={}
+        )
+        cluster.actuation_allowed = allowed
+        cluster.write_permissions = {}
+        cluster.write_backoff = {}
+        label = actor_label_of(actor)
+        AuditEvent.objects.create(
+            created_at=now,
+            actor=actor,
+            actor_label=label,
+            action=ACTUATION_ACTION,
+            object_type="cluster",
+            object_id=str(cluster.pk),
+            before={"actuation_allowed": before},
+            after={"actuation_allowed": allowed},
+            message=f"{label} {'allowed' if allowed else 'forbade'} writes to "
+            f"cluster {cluster.name}",
+        )
+    return cluster
+
+
 def acquire_lock(
     *, cluster_id: int, holder: str, now: datetime, ttl_s: float | None = None
 ) -> bool:
@@ -192,16 +295,61 @@ def acquire_lock(
     )
     if renewed:
         return True
+    before = (
+        UpdaterLock.objects.filter(cluster_id=cluster_id)
+        .values_list("holder", "expires_at")
+        .first()
+    )
+    previous, expired_at = before or ("", None)
+    if previous and holder_is_gone(previous):
+        free |= Q(holder=previous)  # its process is gone: no need to wait
     taken = (
         UpdaterLock.objects.filter(cluster_id=cluster_id)
         .filter(free)
         .update(holder=holder, acquired_at=now, expires_at=now + ttl)
     )
+    if taken == 1 and previous:
+        logger.warning(
+            "cluster %s: updater lease taken over by %s from %s (%s)",
+            cluster_id,
+            holder,
+            previous,
+            "its process is gone"
+            if expired_at is None or expired_at > now
+            else f"expired at {expired_at.isoformat()}",
+        )
     return taken == 1
 
 
-def release_lock(*, cluster_id: int, holder: str) -> None:
-    """Give the lease up (only its holder can)."""
+def release_lock(*, cluster_id: int, holder: str, now: datetime) -> None:
+    """Give the lease up (only its holder can); free since ``now``."""
     UpdaterLock.objects.filter(cluster_id=cluster_id, holder=holder).update(
-        holder="", expires_at=None
+        holder="", expires_at=now
     )
+
+
+def release_locks(*, holder: str = PROCESS_IDENTITY, now: datetime) -> int:
+    """Give up every lease ``holder`` has (a graceful stop); returns how many."""
+    released = UpdaterLock.objects.filter(holder=holder).update(
+        holder="", expires_at=now
+    )
+    if released:
+        logger.info("released %d updater lease(s) held by %s", released, holder)
+    return released
+
+
+def leaderless_clusters(*, now: datetime) -> list[tuple[str, datetime]]:
+    """(cluster name, since when) of every enabled cluster whose actuation is allowed
+    and whose updater lease nobody holds now: released, or expired after a crash
+    (one query; a cluster whose updater never ran is left out)."""
+    rows = (
+        UpdaterLock.objects.filter(
+            cluster__is_enabled=True,
+            cluster__actuation_allowed=True,
+            expires_at__isnull=False,
+            expires_at__lte=now,
+        )
+        .order_by("cluster__name")
+        .values_list("cluster__name", "expires_at")
+    )
+    return [(name, since) for name, since in rows if since is not None]

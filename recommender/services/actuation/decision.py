@@ -165,6 +165,26 @@ def admit(
     return not (priority.quick_oom and priority.resource_diff == 0)
 
 
+def within_band(
+    rejected: Mapping[str, int | None],
+    planned: Mapping[str, int | None],
+    *,
+    min_change: float,
+) -> bool:
+    """Whether ``planned`` requests stay within a rejected change's band: their
+    relative difference from the rejected requests, summed over resources as
+    ``resourceDiff`` sums it, is below the updater's own ``min_change`` threshold."""
+    diff = 0.0
+    for resource in RESOURCE_NAMES:
+        was, now = rejected.get(resource), planned.get(resource)
+        if was is None and now is None:
+            continue
+        if was is None or now is None:
+            return False
+        diff += abs(now - was) / max(was, 1)
+    return diff < min_change
+
+
 def _amount(resource: str, amount: int | None) -> str:
     if amount is None:
         return "none"

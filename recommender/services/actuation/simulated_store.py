@@ -140,4 +140,3 @@ class DatabasePodStore:
             row.restarted_at = self.now
             row.updated_at = self.now
             row.save()
-

@@ -33,6 +33,7 @@ from django.db.models import Q
 
 from recommender.cluster.base import ClusterSnapshot, PodInfo
 from recommender.engine.capping import (
+    MODE_OFF,
     CappedRecommendation,
     ContainerPolicy,
     LimitRangeItem,
@@ -54,7 +55,7 @@ from recommender.models import (
     ResizeChange,
     Workload,
 )
-from recommender.models.policy import actionable_q
+from recommender.models.policy import updater_policy_q
 from recommender.services.actuation import decision, workflow
 from recommender.services.actuation.insert import insert_changes
 from recommender.services.advice.hpa import hpa_held_resources
@@ -62,17 +63,7 @@ from recommender.services.advice.limits import limit_ranges_by_namespace
 from recommender.services.policy_validation import parse_container_policies
 
 S = ResizeChange.Status
-ACTING_MODES = (Policy.Mode.RECREATE, Policy.Mode.IN_PLACE_OR_RECREATE)
 LIVE_PHASES = ("Running", "Pending")
-
-
-def actionable_policies(prefix: str = "") -> Q:
-    """Workloads the updater acts on: an actionable policy (``Policy.is_actionable``:
-    vpaweb's own, not Off) whose mode changes running pods (Recreate or
-    InPlaceOrRecreate; Initial is the webhook's alone)."""
-    return actionable_q(f"{prefix}policy__") & Q(
-        **{f"{prefix}policy__mode__in": ACTING_MODES}
-    )
 
 
 def config_from_settings() -> decision.UpdaterConfig:
@@ -107,6 +98,8 @@ WORKLOAD_FIELDS = (
     "policy__min_replicas",
     "policy__container_policies",
     "policy__eviction_requirements",
+    "policy__maintenance_windows",
+    "policy__window_bypasses_quick_oom",
 )
 # What the updater reads of an open change (JSON fields it does not need stay unread).
 CHANGE_FIELDS = (
@@ -127,6 +120,7 @@ CHANGE_FIELDS = (
     "applied_at",
     "attempts",
     "try_later_count",
+    "written_at",
     "resize_pending_since",
     "resize_in_progress_since",
 )
@@ -176,6 +170,10 @@ class UpdaterContext:
     # Open changes as plain rows; a model instance is built only for one that moves.
     open_rows: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)
     open_changes: dict[tuple[int, str], ResizeChange] = field(default_factory=dict)
+    # Requests of rejected changes whose snooze lasts, by workload id and container.
+    rejected: dict[int, dict[str, list[dict[str, int | None]]]] = field(
+        default_factory=dict
+    )
 
     def status_of(self, key: tuple[int, str]) -> str:
         """The open change's status as this cycle last set it."""
@@ -241,7 +239,7 @@ def capped_recommendations(
         if container.kind == "init":
             continue  # non-sidecar init containers cannot be resized (resize/11)
         policy = select_container_policy(policies, container.name)
-        if policy is not None and policy.mode == "Off":
+        if policy is not None and policy.mode == MODE_OFF:
             off.add(container.name)
             continue
         rec = latest.get(container.name)
@@ -336,7 +334,7 @@ def load_context(
     )
     workloads = (
         Workload.objects.filter(cluster=cluster, is_active=True)
-        .filter(actionable_policies())
+        .filter(updater_policy_q())
         .select_related("policy")
         .only(*WORKLOAD_FIELDS)
     )
@@ -348,7 +346,7 @@ def load_context(
     # Plain values, not model instances: this is the cycle's biggest read.
     rows = (
         Container.objects.filter(workload__cluster=cluster, workload__is_active=True)
-        .filter(actionable_policies("workload__"), latest_recommendation__isnull=False)
+        .filter(updater_policy_q("workload__"), latest_recommendation__isnull=False)
         .order_by()  # any order: no sort of every container
         .values_list(
             "workload_id", "name", *(f"latest_recommendation__{f}" for f in REC_FIELDS)
@@ -364,6 +362,7 @@ def load_context(
         workload__cluster=cluster, status__in=workflow.OPEN
     ).values(*CHANGE_FIELDS):
         context.open_rows[(row["workload_id"], row["pod"])] = row
+    load_rejections(context)
     for info in snapshot.workloads:
         found = context.workloads.get((info.kind, info.namespace, info.name))
         if found is None:
@@ -373,6 +372,45 @@ def load_context(
         context.pods[workload.pk] = live
         _plan_workload(context, workload, live, latest[workload.pk], ranges)
     return context
+
+
+def load_rejections(context: UpdaterContext) -> None:
+    """The requests of every rejection whose snooze still lasts (one query)."""
+    rows = (
+        ResizeChange.objects.filter(
+            workload__cluster=context.cluster,
+            workload__in=list(context.by_id),
+            status=S.REJECTED,
+        )
+        .exclude(snooze="")
+        .filter(Q(snoozed_until__isnull=True) | Q(snoozed_until__gt=context.now))
+        .values_list("workload_id", "resources_after")
+    )
+    for workload_id, after in rows:
+        by_container = context.rejected.setdefault(workload_id, {})
+        for name, values in (after or {}).items():
+            by_container.setdefault(name, []).append(values.get("requests") or {})
+
+
+def held_by_rejection(context: UpdaterContext, plan: PodPlan) -> bool:
+    """Whether an operator's rejection holds this plan back: every container it
+    would change stays within the band of a rejected change for that container
+    (``decision.within_band``, the updater's own threshold)."""
+    rejected = context.rejected.get(plan.workload.pk)
+    if not rejected:
+        return False
+    for name, after in plan.after.items():
+        if after == plan.before.get(name):
+            continue  # not changed by this plan
+        planned = after.get("requests") or {}
+        if not any(
+            decision.within_band(
+                requests, planned, min_change=context.config.min_change
+            )
+            for requests in rejected.get(name, ())
+        ):
+            return False
+    return True
 
 
 def _plan_workload(
@@ -444,6 +482,7 @@ class ProposalCounts:
     superseded: int = 0
     expired: int = 0
     kept: int = 0
+    held: int = 0  # not proposed: an operator's rejection still holds them back
 
 
 def _method_of(policy: Policy) -> str:
@@ -501,6 +540,9 @@ def propose(context: UpdaterContext) -> ProposalCounts:
     ):
         if not plan.admitted or key in context.open_rows:
             continue
+        if held_by_rejection(context, plan):
+            counts.held += 1
+            continue
         policy = plan.workload.policy
         automatic = policy.approval == Policy.Approval.AUTOMATIC
         # Plain rows, not model instances: thousands of proposals per cycle.
@@ -519,12 +561,18 @@ def propose(context: UpdaterContext) -> ProposalCounts:
                 "created_at": now,
                 "updated_at": now,
                 "decided_at": now if automatic else None,
+                "decided_by_label": workflow.AUTOMATIC_LABEL if automatic else "",
             }
         )
     if not new:
         return counts
     with transaction.atomic():
-        created = insert_changes(new, cluster_id=context.cluster.pk)
+        created = insert_changes(
+            new,
+            cluster_id=context.cluster.pk,
+            # Off wins: re-read in the insert statement, not from this cycle's read.
+            approvable=Workload.objects.filter(updater_policy_q()),
+        )
         # A proposal is recorded by its row (created_at, reason); the audit log gets
         # every transition after it, an automatic approval included.
         events: list[AuditEvent] = []

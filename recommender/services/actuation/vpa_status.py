@@ -24,7 +24,7 @@ numbers:
 Only objects naming vpaweb whose target vpaweb knows are ever written, and only when
 the status would change (compared by value, as upstream compares semantically), so the
 steady state sends nothing. The write is a merge patch of the ``status`` subresource
-(``ClusterWriter.write_vpa_status``, recorded in tests/fixtures/k8s-wire admission/f4); a
+(``ClusterWriter.write_vpa_status``, as recorded in k8s-wire admission/f4); a
 recommendation that disappears is removed (``recommendation: null``). The caller
 (``apply.run_cycle``) writes only when ``control.write_block_reason`` allows it: the
 kill switch, a paused cluster and dry run stop these writes like every other.
@@ -56,6 +56,7 @@ from recommender.engine.quantity import (
     resource_list,
 )
 from recommender.models import Cluster, Container, Workload
+from recommender.services.actuation import permissions
 from recommender.services.actuation.updater import REC_FIELDS, RecBounds
 from recommender.services.policy_validation import parse_container_policies
 
@@ -226,6 +227,7 @@ class VpaStatusCounts:
     unchanged: int = 0
     failed: int = 0
     without_target: int = 0
+    blocked: int = 0  # not sent: no permission, or stopped after a 403
 
 
 def _live(phase: str, deleting: bool) -> bool:
@@ -317,6 +319,8 @@ def write_vpa_statuses(
     """Write the status of every object naming vpaweb whose status would change.
 
     Call only when writes to ``cluster`` are allowed (``control.write_block_reason``).
+    A path without the permission, or stopped by a 403, sends nothing
+    (``permissions.path_block_reason``); a 403 stops the rest of this cycle's writes.
     """
     counts = VpaStatusCounts()
     desired, counts.without_target = desired_statuses(cluster, snapshot, now=now)
@@ -324,10 +328,18 @@ def write_vpa_statuses(
         if is_unchanged(vpa.status, status):
             counts.unchanged += 1
             continue
+        if permissions.path_block_reason(cluster, permissions.VPA_STATUS, now=now):
+            counts.blocked += 1
+            continue
         result = writer.write_vpa_status(
             namespace=vpa.namespace, name=vpa.name, status=status
         )
-        if result.ok:
+        permissions.record_write_result(
+            cluster, permissions.VPA_STATUS, result, now=now
+        )
+        if result.status == 403:
+            counts.failed += 1  # logged once by record_write_result
+        elif result.ok:
             counts.written += 1
             logger.info(
                 "cluster %s: status of VerticalPodAutoscaler %s/%s written "

@@ -5,8 +5,14 @@ yet applied resize changes are withdrawn, so the updater never applies them.
 A withdrawn change becomes ``rejected`` (approvals' ``approved → rejected``), decided by
 whoever switched the mode, with one ``change.withdraw`` audit event each
 (``AuditEvent.Action.CHANGE_WITHDRAW``). A change the updater already took
-(``applying``) is left to it: the updater re-checks ``Policy.is_actionable`` under the
-policy's row lock before it writes.
+(``applying``: its write has started) is left to it.
+
+Changes this withdrawal cannot see are stopped elsewhere: the updater's move to
+``applying`` is a compare-and-swap that also filters on the acting predicate
+(``control.acting_q``), after waiting for the workload's and the policy's row locks
+that the mode switch holds, so it reads the committed Off and moves nothing; and the
+statement inserting automatically approved changes (``insert.insert_changes``) inserts
+an approved row only while the workload's policy still acts, in that statement.
 """
 
 from __future__ import annotations
@@ -38,7 +44,12 @@ def withdraw_approved_changes(
         # Filtered on the status: a change the updater took meanwhile is left to it.
         if not ResizeChange.objects.filter(
             pk=change_id, status=ResizeChange.Status.APPROVED
-        ).update(status=ResizeChange.Status.REJECTED, decided_by=actor, decided_at=now):
+        ).update(
+            status=ResizeChange.Status.REJECTED,
+            decided_by=actor,
+            decided_by_label=label,
+            decided_at=now,
+        ):  # no snooze: a withdrawal holds nothing back once the mode acts again
             continue
         withdrawn += 1
         pod = ResizeChange.objects.values_list("pod", flat=True).get(pk=change_id)

@@ -27,9 +27,10 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Q
 
 from recommender.errors import Conflict
-from recommender.models import AuditEvent, ResizeChange
+from recommender.models import AuditEvent, Policy, ResizeChange, Workload
 
 logger = logging.getLogger(__name__)
 
@@ -89,18 +90,28 @@ def try_transition(
     actor: User | None = None,
     actor_label: str = UPDATER_LABEL,
     note: str = "",
+    where: Q | None = None,
     **fields: Any,
 ) -> bool:
-    """Move ``change`` to ``to`` if it is still in ``allowed_from``; audit it.
+    """Move ``change`` to ``to`` if it is still in ``allowed_from`` (and, when given,
+    still matches ``where``: the acting predicate for a move to ``applying``); audit it.
 
     ``fields`` are stored in the same update. On success the instance is updated too.
     """
     allowed = tuple(allowed_from)
     values = {"status": to, "updated_at": now, **fields}
     with transaction.atomic():
-        updated = ResizeChange.objects.filter(pk=change.pk, status__in=allowed).update(
-            **values
-        )
+        rows = ResizeChange.objects.filter(pk=change.pk, status__in=allowed)
+        if where is not None:
+            # The operator's row locks first, in approvals' order (workload, then
+            # policy): a switch to Off that is being committed is waited for, then
+            # read; the filter below reads it in the same statement as the status.
+            Workload.objects.select_for_update().filter(pk=change.workload_id).first()
+            Policy.objects.select_for_update().filter(
+                workload_id=change.workload_id
+            ).first()
+            rows = rows.filter(where)
+        updated = rows.update(**values)
         if updated != 1:
             return False
         before = change.status

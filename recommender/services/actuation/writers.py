@@ -13,7 +13,7 @@ from recommender.cluster.base import ClusterSnapshot
 from recommender.cluster.kube_writer import KubernetesWriter
 from recommender.cluster.simulated_writer import SimulatedWriter
 from recommender.cluster.writer import ClusterWriter
-from recommender.errors import InvalidInput
+from recommender.errors import Conflict, InvalidInput
 from recommender.models import Cluster
 from recommender.services.actuation.simulated_store import DatabasePodStore
 from recommender.services.admission.review import simulated_admission
@@ -22,7 +22,10 @@ from recommender.services.admission.review import simulated_admission
 def cluster_writer_for(
     cluster: Cluster, *, snapshot: ClusterSnapshot, now: datetime
 ) -> ClusterWriter:
-    """The writer of ``cluster``; ``snapshot`` is what the simulated one holds."""
+    """The writer of ``cluster``; ``snapshot`` is what the simulated one holds.
+    Conflict for a cluster whose actuation an operator has not allowed."""
+    if not cluster.actuation_allowed:
+        raise Conflict(f"actuation is not allowed for cluster {cluster.name}")
     if cluster.kind == Cluster.Kind.SIMULATED:
         # An evicted pod is recreated through the admission webhook's own service.
         return SimulatedWriter(

@@ -31,7 +31,7 @@ from typing import Any
 
 from django.conf import settings
 
-from recommender.engine.capping import select_container_policy
+from recommender.engine.capping import MODE_OFF, select_container_policy
 from recommender.engine.limits import ContainerResources
 from recommender.engine.resources import Resources
 from recommender.errors import InvalidInput
@@ -196,7 +196,7 @@ def advise_containers(
         one = by_name.get(container.name)
         if one is None or one.source != SOURCE_RECOMMENDATION:
             policy = select_container_policy(entry.inputs.policies, container.name)
-            if policy is not None and policy.mode == "Off":
+            if policy is not None and policy.mode == MODE_OFF:
                 reason = "the container policy's mode is Off"
             elif container.name not in entry.inputs.latest:
                 reason = f"{entry} has no recommendation for it yet"

@@ -32,6 +32,7 @@ from typing import Any
 
 from recommender.cluster.base import WorkloadKey
 from recommender.engine.capping import (
+    MODE_OFF,
     CappedRecommendation,
     ContainerPolicy,
     LimitRangeItem,
@@ -431,7 +432,7 @@ def advise(
     skipped: dict[str, str] = {}
     for container in containers:
         policy = select_container_policy(policies, container.name)
-        if policy is not None and policy.mode == "Off":
+        if policy is not None and policy.mode == MODE_OFF:
             skipped[container.name] = "the container policy's mode is Off"
             continue
         controlled = tuple(

@@ -28,7 +28,7 @@ from recommender.engine import (
     format_cpu,
     format_memory,
 )
-from recommender.engine.capping import select_container_policy
+from recommender.engine.capping import MODE_OFF, select_container_policy
 from recommender.engine.oom import oom_effect
 from recommender.errors import NotFound, SourceUnavailable, VpawebError
 from recommender.models import (
@@ -335,7 +335,7 @@ def workload_insight(
                 ),
                 new_requests=new_requests,
                 new_limits=new_limits,
-                is_policy_off=selected is not None and selected.mode == "Off",
+                is_policy_off=selected is not None and selected.mode == MODE_OFF,
                 oom_effect=_oom_effect(rec, kills_before[container.pk], profile),
             )
         )
