@@ -1,8 +1,8 @@
 """An ``admission.k8s.io/v1`` AdmissionReview in, the reply out: ``admit_review``.
 
 The shapes follow what kube-apiserver v1.36 sent and accepted
-(tests/fixtures/k8s-wire/admission/): the request's ``uid`` is echoed, ``allowed`` is always
-true, and a patch goes as ``patchType: JSONPatch`` with the patch base64-encoded. A body
+(tests/fixtures/k8s-wire/admission/): the request's ``uid`` is echoed, ``allowed`` is
+always true, and a patch goes as ``patchType: JSONPatch`` with the patch base64-encoded. A body
 that is not an AdmissionReview raises ``MalformedReview`` (answered 400 by the HTTP
 layer; ``failurePolicy: Ignore`` then admits the pod).
 
