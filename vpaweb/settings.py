@@ -292,6 +292,9 @@ WEBHOOK_MAX_SNAPSHOT_AGE_S = env_float(
 WEBHOOK_MAX_RECOMMENDATION_AGE_S = env_float(
     "VPAWEB_WEBHOOK_MAX_RECOMMENDATION_AGE_S", 86400.0, minimum=60.0
 )
+# Initial mode and the updater act only on recommendations backed by this many hours
+# of history (services/advice/history.py); 0 acts on any.
+MIN_HISTORY_HOURS = env_float("VPAWEB_MIN_HISTORY_HOURS", 24.0, minimum=0.0)
 # vpaweb's own namespace: never sent to the webhook (so it can never block itself).
 WEBHOOK_NAMESPACE = env_str("VPAWEB_WEBHOOK_NAMESPACE", "vpaweb")
 # The cluster whose pods `/mutate` (without a cluster in the path) admits.
