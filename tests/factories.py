@@ -74,8 +74,12 @@ def make_recommendation(
     memory_bytes: int = 300 * 2**20,
     created_at=None,
     explanation: dict[str, Any] | None = None,
+    history_days: float = 8.0,
 ) -> Recommendation:
-    """A recommendation (bounds ±20 %) made the container's latest."""
+    """A recommendation (bounds ±20 %) made the container's latest; without an
+    explanation, one whose confidence says ``history_days`` of history (acted on)."""
+    if explanation is None:
+        explanation = {"resources": {"cpu": {"confidence": history_days}}}
     rec = Recommendation.objects.create(
         container=container,
         created_at=created_at or timezone.now(),

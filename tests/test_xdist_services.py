@@ -1,4 +1,5 @@
-"""Each pytest-xdist worker gets a Redis database of its own (tests/xdist_services.py)."""
+"""Each pytest-xdist worker gets a Redis database of its own
+(tests/xdist_services.py)."""
 
 from __future__ import annotations
 

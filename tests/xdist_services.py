@@ -1,9 +1,11 @@
-"""Loaded with ``-p tests.xdist_services`` (pyproject's addopts), before Django's settings.
+"""Loaded with ``-p tests.xdist_services`` (pyproject's addopts), before Django's
+settings.
 
-Under pytest-xdist each worker process gets Redis database ``N - i`` for ``REDIS_URL``'s
-``N`` (worker ``gw<i>``), so two workers' brokers, caches and throttle counters never
-meet; the Celery workers a test starts inherit it. PostgreSQL needs nothing: pytest-django
-already gives each worker its own test database (``test_<name>_gw<i>``)."""
+Under pytest-xdist each worker process gets Redis database ``N - i`` for
+``REDIS_URL``'s ``N`` (worker ``gw<i>``), so two workers' brokers, caches and throttle
+counters never meet; the Celery workers a test starts inherit it. PostgreSQL needs
+nothing: pytest-django already gives each worker its own test database
+(``test_<name>_gw<i>``)."""
 
 from __future__ import annotations
 

@@ -149,9 +149,9 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 # and `manage.py serve` (`make run`) collects before it serves.
 STATIC_ROOT = Path(env_str("VPAWEB_STATIC_ROOT", str(VAR_DIR / "staticfiles")))
 # Collected files get a content hash in their names (plotly-basic.min.js ->
-# plotly-basic.min.<hash>.js) and a precompressed .gz copy (no brotli: it made collectstatic
-# take 36 s of CPU instead of 2 s); WhiteNoise serves the gzip copy to browsers that
-# accept it, and hashed names with a 10-year immutable cache.
+# plotly-basic.min.<hash>.js) and a precompressed .gz copy (no brotli: it made
+# collectstatic take 36 s of CPU instead of 2 s); WhiteNoise serves the gzip copy to
+# browsers that accept it, and hashed names with a 10-year immutable cache.
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -318,6 +318,9 @@ WEBHOOK_MAX_SNAPSHOT_AGE_S = env_float(
 WEBHOOK_MAX_RECOMMENDATION_AGE_S = env_float(
     "VPAWEB_WEBHOOK_MAX_RECOMMENDATION_AGE_S", 86400.0, minimum=60.0
 )
+# Initial mode and the updater act only on recommendations backed by this many hours
+# of history (services/advice/history.py); 0 acts on any.
+MIN_HISTORY_HOURS = env_float("VPAWEB_MIN_HISTORY_HOURS", 24.0, minimum=0.0)
 # vpaweb's own namespace: never sent to the webhook (so it can never block itself).
 WEBHOOK_NAMESPACE = env_str("VPAWEB_WEBHOOK_NAMESPACE", "vpaweb")
 # The cluster whose pods `/mutate` (without a cluster in the path) admits.

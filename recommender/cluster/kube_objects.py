@@ -26,7 +26,7 @@ present):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -80,27 +80,21 @@ def parse_time(text: Any, where: str) -> datetime | None:
 
 def resources_of(resource_list: Mapping[str, Any] | None, where: str) -> Resources:
     """CPU and memory of a ResourceList (other resources are ignored)."""
-    if not resource_list:
-        return Resources()
-    if not isinstance(resource_list, Mapping):
-        raise ValueError(
-            f"{where}: expected a map of quantities, got {resource_list!r}"
-        )
-    amounts: dict[str, int | None] = {CPU: None, MEMORY: None}
-    for name, parse in ((CPU, parse_cpu_millicores), (MEMORY, parse_memory_bytes)):
-        text = resource_list.get(name)
-        if text is None:
-            continue
-        try:
-            amounts[name] = parse(str(text))
-        except ValueError as exc:
-            raise ValueError(f"{where}.{name}: {exc}") from None
-    return Resources(amounts[CPU], amounts[MEMORY])
+    return _parsed(resource_list, where, parse_cpu_millicores, parse_memory_bytes)
 
 
 def ratios_of(resource_list: Mapping[str, Any] | None, where: str) -> Resources:
     """A ``maxLimitRequestRatio``'s CPU and memory ratios as MilliValues (what
     LimitRanger compares: "3500m" is 3500, "2" is 2000), in ``Resources``' fields."""
+    return _parsed(resource_list, where, parse_cpu_millicores, parse_cpu_millicores)
+
+
+def _parsed(
+    resource_list: Mapping[str, Any] | None,
+    where: str,
+    cpu: Callable[[str], int],
+    memory: Callable[[str], int],
+) -> Resources:
     if not resource_list:
         return Resources()
     if not isinstance(resource_list, Mapping):
@@ -108,12 +102,12 @@ def ratios_of(resource_list: Mapping[str, Any] | None, where: str) -> Resources:
             f"{where}: expected a map of quantities, got {resource_list!r}"
         )
     amounts: dict[str, int | None] = {CPU: None, MEMORY: None}
-    for name in (CPU, MEMORY):
+    for name, parse in ((CPU, cpu), (MEMORY, memory)):
         text = resource_list.get(name)
         if text is None:
             continue
         try:
-            amounts[name] = parse_cpu_millicores(str(text))
+            amounts[name] = parse(str(text))
         except ValueError as exc:
             raise ValueError(f"{where}.{name}: {exc}") from None
     return Resources(amounts[CPU], amounts[MEMORY])

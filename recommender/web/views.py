@@ -30,6 +30,7 @@ from recommender.services import policies, policy_validation
 from recommender.services.actuation import approvals, control
 from recommender.services.admission.counters import hour_and_day_totals
 from recommender.services.admission.preview import webhook_preview
+from recommender.services.advice.history import history_shortfall
 from recommender.services.cluster_health import failing_clusters
 from recommender.services.dashboard import insights, workload_insight
 from recommender.services.dashboard.overview import fleet_overview
@@ -203,6 +204,14 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
         },
         "page": "workloads",
         **workload_changes(data.workload),
+        # Containers whose recommendation neither the webhook nor the updater acts
+        # on yet: "not enough history yet: N h of 24 h".
+        "history_waits": [
+            (item.container.name, why)
+            for item in data.containers
+            if item.recommendation is not None
+            and (why := history_shortfall(item.recommendation)) is not None
+        ],
     }
     context["webhook"] = (
         None

@@ -148,8 +148,8 @@ def writer_methods() -> set[str]:
         for node in ast.walk(tree)
         if isinstance(node, ast.ClassDef) and node.name == "ClusterWriter"
     )
-    # review_access POSTs a SelfSubjectAccessReview, which every authenticated user may
-    # create (the built-in system:basic-user role): no rule of the writer role covers it.
+    # review_access POSTs a SelfSubjectAccessReview, which any authenticated user may
+    # create (the built-in system:basic-user role): no writer rule covers it.
     return {
         item.name
         for item in protocol.body

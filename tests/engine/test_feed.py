@@ -1,7 +1,7 @@
 """engine/feed.py: upstream's units and upstream's order, checked against the slow port.
 
-The trace slice (``tests/fixtures/traces/bitbrains_slice.csv.gz``) is six Bitbrains VMs x 4
-days of ``benchmarks/data/bitbrains_rnd.csv.gz``, unchanged.
+The trace slice (``tests/fixtures/traces/bitbrains_slice.csv.gz``) is six Bitbrains
+VMs x 4 days of ``benchmarks/data/bitbrains_rnd.csv.gz``, unchanged.
 """
 
 from __future__ import annotations

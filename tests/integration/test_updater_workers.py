@@ -55,6 +55,8 @@ def two_workers(transactional_db):
     env = {
         "VPAWEB_SIMULATION_WORKLOADS": "12",
         "VPAWEB_SIMULATION_HISTORY_DAYS": "0.25",
+        # 6 h of simulated history: act on it (the gate is tested elsewhere).
+        "VPAWEB_MIN_HISTORY_HOURS": "0",
     }
     processes = [
         start_worker(queue, env=env, hostname=f"{name}@%h") for name in ("w1", "w2")
@@ -70,6 +72,7 @@ def two_workers(transactional_db):
 def test_two_workers_one_leader_and_no_change_applied_twice(two_workers, settings):
     settings.SIMULATION_WORKLOADS = 12
     settings.SIMULATION_HISTORY_DAYS = 0.25
+    settings.MIN_HISTORY_HOURS = 0
     cluster = Cluster.objects.create(
         name="sim-leader", kind=Cluster.Kind.SIMULATED, actuation_allowed=True
     )

@@ -156,6 +156,7 @@ def recommendation(cpu: int, memory: int) -> Recommendation:
         upper_memory_bytes=memory * 12 // 10,
         uncapped_cpu_millicores=cpu,
         uncapped_memory_bytes=memory,
+        confidence=8.0,  # days of history: enough to act on
     )
 
 

@@ -203,7 +203,8 @@ def _label_matches(obj: dict[str, Any], selector: str) -> bool:
     """Kubernetes' label selector grammar (labels.Parse): ``k=v``, ``k==v``,
     ``k!=v``, ``k in (a,b)``, ``k notin (a,b)``, ``k``, ``!k``; comma = and. A
     selector that does not parse raises ``_BadSelector``. (Not from a recording:
-    tests/fixtures/k8s-wire has no namespace list; the grammar is the documented one.)"""
+    tests/fixtures/k8s-wire has no namespace list; the grammar is the documented
+    one.)"""
     labels = (obj.get("metadata") or {}).get("labels") or {}
     if not selector.strip():
         return True

@@ -1,4 +1,5 @@
-"""The write verbs of the fake API server, answering as tests/fixtures/k8s-wire recorded.
+"""The write verbs of the fake API server, answering as tests/fixtures/k8s-wire
+recorded.
 
 ``FakeApiServer`` hands every non-GET request (and GETs of single Leases and Pods) to
 ``handle``. What is served, with the recorded file each answer copies:

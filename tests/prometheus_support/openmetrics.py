@@ -8,7 +8,8 @@ samples a query should return (``expected_usage``) and the OOM kills
 Samples are scraped once per ``scrape_s`` (60 s) at multiples of it, as Prometheus would
 with an aligned scrape. Values are chosen so float arithmetic is exact:
 CPU counter increments are multiples of 15/256 core-seconds (so differences of counter
-values are exact) and memory is whole bytes. docs/prometheus.md ("Tests") has the format's pitfalls.
+values are exact) and memory is whole bytes. docs/prometheus.md ("Tests") has the
+format's pitfalls.
 """
 
 from __future__ import annotations

@@ -28,6 +28,8 @@ def small_fleet(settings):
     settings.SIMULATION_SEED = 7
     settings.SIMULATION_WORKLOADS = 24
     settings.SIMULATION_HISTORY_DAYS = 1.0
+    # A day of simulated samples spans a minute less than 24 h: enough here.
+    settings.MIN_HISTORY_HOURS = 12
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """The drop-in path against the fake API server: a VerticalPodAutoscaler whose
 ``spec.recommenders`` names vpaweb gets vpaweb's recommendation in its status, in the
-exact shape of the recorded status patch (tests/fixtures/k8s-wire/admission/f4); an object
-that does not name vpaweb never receives a write; the switches stop these writes too."""
+exact shape of the recorded status patch (tests/fixtures/k8s-wire/admission/f4); an
+object that does not name vpaweb never receives a write; the switches stop these writes
+too."""
 
 from __future__ import annotations
 

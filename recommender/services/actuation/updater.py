@@ -58,6 +58,7 @@ from recommender.models import (
 from recommender.models.policy import updater_policy_q
 from recommender.services.actuation import decision, workflow
 from recommender.services.actuation.insert import insert_changes
+from recommender.services.advice.history import enough_history_q
 from recommender.services.advice.hpa import hpa_held_resources
 from recommender.services.advice.limits import limit_ranges_by_namespace
 from recommender.services.policy_validation import parse_container_policies
@@ -347,6 +348,8 @@ def load_context(
     rows = (
         Container.objects.filter(workload__cluster=cluster, workload__is_active=True)
         .filter(updater_policy_q("workload__"), latest_recommendation__isnull=False)
+        # Only recommendations with enough history behind them (advice/history.py).
+        .filter(enough_history_q("latest_recommendation__"))
         .order_by()  # any order: no sort of every container
         .values_list(
             "workload_id", "name", *(f"latest_recommendation__{f}" for f in REC_FIELDS)

@@ -10,10 +10,13 @@ Upstream's admission flow for a Pod CREATE (VPA-ALGORITHM.md §7.1), on vpaweb's
    named ``<cronjob>-<scheduled minute>`` likewise to its CronJob;
 2. look the workload up in the snapshot (one dict lookup): unknown, Off, or a policy
    mirroring an upstream VPA object → left alone;
-3. cap each container's latest recommendation for *this* pod and compute its limits
-   with the one advice path (``services.advice.advise.advise``, pure, on inputs cached
-   in the snapshot: LimitRanges Pod then Container item, policy min/max, RequestsOnly,
-   controlledResources, proportional limits with the LimitRange default limit);
+3. leave alone each container whose latest recommendation has less history than
+   ``VPAWEB_MIN_HISTORY_HOURS`` ("not enough history yet: N h of 24 h");
+   cap each other container's latest recommendation for *this* pod and compute its
+   limits with the one advice path (``services.advice.advise.advise``, pure, on inputs
+   cached in the snapshot: LimitRanges Pod then Container item, policy min/max,
+   RequestsOnly, controlledResources, proportional limits with the LimitRange default
+   limit);
 4. build the JSONPatch (``patch.py``) from the exact object received and check the
    patched pod against the namespace's LimitRanges; a patch that would break one is
    not sent (the pod is admitted unchanged: LimitRanger would answer 403 after us).
@@ -25,7 +28,7 @@ Every outcome is one of ``PATCHED``, ``LEFT_ALONE`` (nothing to do, and why) or
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -42,6 +45,7 @@ from recommender.services.admission.patch import (
 )
 from recommender.services.admission.snapshot import AdmissionSnapshot, WorkloadEntry
 from recommender.services.advice.advise import SOURCE_RECOMMENDATION, advise
+from recommender.services.advice.history import history_shortfall
 from recommender.services.advice.pod_spec import PodContainer, parse_resource_list
 
 PATCHED = "patched"
@@ -175,8 +179,20 @@ def advise_containers(
     """
     if entry.inputs is None:
         return [ContainerPlan.unchanged(c, entry.why_not) for c in containers]
+    # Initial acts only on a recommendation with enough history behind it.
+    too_young = {
+        name: why
+        for name, rec in entry.inputs.latest.items()
+        if (why := history_shortfall(rec)) is not None
+    }
+    inputs = entry.inputs
+    if too_young:
+        inputs = replace(
+            inputs,
+            latest={k: v for k, v in inputs.latest.items() if k not in too_young},
+        )
     advice = advise(
-        entry.inputs,
+        inputs,
         [
             PodContainer(
                 name=c.name,
@@ -198,6 +214,8 @@ def advise_containers(
             policy = select_container_policy(entry.inputs.policies, container.name)
             if policy is not None and policy.mode == MODE_OFF:
                 reason = "the container policy's mode is Off"
+            elif container.name in too_young:
+                reason = f"{entry}: {too_young[container.name]}"
             elif container.name not in entry.inputs.latest:
                 reason = f"{entry} has no recommendation for it yet"
             else:  # e.g. a recommendation of no resource the policy controls
