@@ -428,7 +428,8 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SCHEMA_PATH_PREFIX": "/api/v1",
     # Only the login page and health checks answer anonymous users (tests/web).
-    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    # The schema and its docs pages need a role (a token or a viewer), like the API.
+    "SERVE_PERMISSIONS": ["recommender.api.auth.CanRead"],
     "COMPONENT_SPLIT_REQUEST": True,
     # Several models have a "kind", "mode", "source" or "status": name each enum once.
     "ENUM_NAME_OVERRIDES": {
