@@ -11,7 +11,16 @@ import sys
 import time
 from pathlib import Path
 
-ORDER = ["engine", "dashboard", "backfill", "api", "replay", "webhook", "updater"]
+ORDER = [
+    "engine",
+    "dashboard",
+    "backfill",
+    "api",
+    "replay",
+    "webhook",
+    "updater",
+    "slowloris",
+]
 
 
 def available() -> list[str]:

@@ -291,7 +291,8 @@ def main() -> None:
             time.sleep(0.2)
         workers = env.get("WEB_CONCURRENCY") or f"{2 * (os.cpu_count() or 1) + 1}"
         print(
-            f"gunicorn on 127.0.0.1:{port}, {workers} sync workers, "
+            f"gunicorn on 127.0.0.1:{port}, {workers} workers x "
+            f"{env.get('GUNICORN_THREADS', '8')} threads, "
             f"{total} requests at concurrency {concurrency}",
             flush=True,
         )

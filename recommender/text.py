@@ -1,4 +1,5 @@
-"""Text that vpaweb writes into what others run or read: YAML comment lines."""
+"""Text that vpaweb writes into what others run or read: YAML comment lines and CSV
+cells (the API's CSV export and every command's ``--format csv`` use ``csv_cell``)."""
 
 from __future__ import annotations
 
@@ -13,3 +14,17 @@ def comment_text(value: Any) -> str:
     """Text safe inside one ``# …`` line: control characters and line breaks become
     ``?``, so a name cannot add a line (or a document) to a manifest."""
     return _UNSAFE_COMMENT.sub("?", str(value))
+
+
+# A spreadsheet reads a cell starting with one of these as a formula (OWASP's list).
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A cell that no spreadsheet evaluates: text starting with a formula character
+    gets a leading apostrophe (``'=1+1``); numbers and other text are left alone."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+        return "'" + value
+    return value

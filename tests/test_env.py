@@ -115,3 +115,38 @@ def test_database_from_url_postgres_and_sqlite():
 def test_database_from_url_rejects_bad_urls_naming_the_variable(url):
     with pytest.raises(ImproperlyConfigured, match="DATABASE_URL"):
         database_from_url("DATABASE_URL", url)
+
+
+def _settings_load(**env: str):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    return subprocess.run(
+        [sys.executable, "-c", "import vpaweb.settings"],
+        cwd=Path(__file__).resolve().parents[1],
+        env={"PATH": os.environ.get("PATH", ""), **env},
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_the_public_demo_key_is_refused_unless_this_is_the_demo():
+    from pathlib import Path
+
+    demo = dict(
+        line.split("=", 1)
+        for line in (Path(__file__).resolve().parents[1] / "deploy/compose/demo.env")
+        .read_text()
+        .splitlines()
+        if line and not line.startswith("#")
+    )
+    refused = _settings_load(SECRET_KEY=demo["SECRET_KEY"])
+    assert refused.returncode != 0
+    assert "SECRET_KEY is the public demo key" in refused.stderr
+    # The compose demo sets VPAWEB_DEMO beside the key, and keeps working.
+    assert demo["VPAWEB_DEMO"] == "true"
+    allowed = _settings_load(SECRET_KEY=demo["SECRET_KEY"], VPAWEB_DEMO="true")
+    assert allowed.returncode == 0, allowed.stderr
+    assert _settings_load(SECRET_KEY="a-key-of-my-own").returncode == 0

@@ -240,3 +240,42 @@ def test_gunicorn_configuration_reads_only_the_environment() -> None:
     )
     assert result.returncode != 0
     assert "must be below GUNICORN_TIMEOUT=20" in result.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(REQUEST_DEADLINE_S=0.05)
+def test_the_deadline_also_holds_in_a_request_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """gunicorn's threaded worker serves requests outside the main thread."""
+    import threading
+
+    from recommender.api import views
+
+    user = make_user("viewer3", Role.VIEWER)
+
+    def slow(**kwargs: Any) -> Any:
+        for _ in range(200):  # Python bytecode: where the deadline can land
+            time.sleep(0.01)
+        raise AssertionError("the deadline did not interrupt the request")
+
+    monkeypatch.setattr(views, "query_recommendation", slow)
+    answers: list[Any] = []
+
+    def request() -> None:
+        client = Client()
+        client.force_login(user)
+        answers.append(
+            client.post(
+                "/api/v1/recommendation-query",
+                {"spec": {"pod": {"spec": {"containers": [{"name": "a"}]}}}},
+                content_type="application/json",
+            )
+        )
+
+    thread = threading.Thread(target=request)
+    thread.start()
+    thread.join(timeout=10)
+    (response,) = answers
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "timeout"

@@ -2,9 +2,16 @@
 vpaweb.wsgi:application`, configured only from the environment (README "Production").
 
 - GUNICORN_BIND (default 0.0.0.0:8000): where to listen.
-- WEB_CONCURRENCY (default 2 x CPUs + 1): worker processes. Sync workers: one request
-  per process at a time, so a slow request never delays /healthz in another worker.
-- GUNICORN_TIMEOUT (default 30 s): a worker silent for longer is killed.
+- WEB_CONCURRENCY (default 2 x CPUs + 1): worker processes.
+- GUNICORN_THREADS (default 8): request threads per worker (``gthread``, with the read
+  deadline of vpaweb/gunicorn_worker.py). An idle or keep-alive connection holds no
+  thread; a slow client (slowloris) holds one for GUNICORN_READ_TIMEOUT at most, so ten
+  of them leave /healthz answered. Each thread may hold a database connection:
+  WEB_CONCURRENCY x GUNICORN_THREADS per pod, within PostgreSQL's max_connections.
+- GUNICORN_READ_TIMEOUT (default 10 s): a request (head and body) must arrive within
+  this long of its first byte, else the connection is dropped.
+- GUNICORN_TIMEOUT (default 30 s): a worker whose main loop is silent for longer is
+  killed (a request thread running long does not silence it).
 - VPAWEB_REQUEST_DEADLINE_S: an /api/ request still running after this many seconds is
   answered with the API's JSON error (503, code ``timeout``) instead of being killed
   with the worker (recommender/api/deadline.py). Defaults to GUNICORN_TIMEOUT - 5 s
@@ -40,7 +47,10 @@ def _int(name: str, default: int, minimum: int) -> int:
 
 bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
 workers = _int("WEB_CONCURRENCY", 2 * (os.cpu_count() or 1) + 1, 1)
-worker_class = "sync"
+worker_class = "vpaweb.gunicorn_worker.ReadDeadlineWorker"
+threads = _int("GUNICORN_THREADS", 8, 1)
+# Read by the worker class from the environment (it has no gunicorn setting).
+os.environ["GUNICORN_READ_TIMEOUT"] = str(_int("GUNICORN_READ_TIMEOUT", 10, 1))
 preload_app = True
 timeout = _int("GUNICORN_TIMEOUT", 30, 2)
 graceful_timeout = timeout

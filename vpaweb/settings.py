@@ -36,6 +36,17 @@ if not SECRET_KEY:
             "also finds var/secret_key, which `make run` creates)"
         )
     SECRET_KEY = "insecure-development-key-only-used-while-DEBUG-is-on"
+# The public key of deploy/compose/demo.env signs sessions anyone can forge: accepted
+# only where VPAWEB_DEMO says this is the demo (demo.env sets it).
+DEMO = env_bool("VPAWEB_DEMO", False)
+PUBLIC_DEMO_SECRET_KEY = (
+    "demo-only-secret-key-change-me-for-anything-but-a-trial-0123456789"
+)
+if SECRET_KEY == PUBLIC_DEMO_SECRET_KEY and not DEMO:
+    raise ImproperlyConfigured(
+        "SECRET_KEY is the public demo key of deploy/compose/demo.env: set a secret "
+        "of your own (or VPAWEB_DEMO=true for the local compose demo only)"
+    )
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
@@ -485,7 +496,8 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SCHEMA_PATH_PREFIX": "/api/v1",
     # Only the login page and health checks answer anonymous users (tests/web).
-    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    # The schema and its docs pages need a role (a token or a viewer), like the API.
+    "SERVE_PERMISSIONS": ["recommender.api.auth.CanRead"],
     "COMPONENT_SPLIT_REQUEST": True,
     # Several models have a "kind", "mode", "source" or "status": name each enum once.
     "ENUM_NAME_OVERRIDES": {

@@ -7,13 +7,16 @@ still running at the deadline is interrupted by SIGALRM: its transaction is roll
 and the client gets the API's JSON error (503, code ``timeout``) before the worker
 would be killed.
 
-Signals reach only the main thread, so the deadline holds for gunicorn's sync workers
-(one request per process, in its main thread) and is off in threaded servers
-(``manage.py serve``/runserver), where requests run in other threads.
+In the main thread (a sync worker) SIGALRM interrupts the request. In a request thread
+(gunicorn's threaded worker, vpaweb/gunicorn_worker.py) a timer raises the same
+exception in that thread (``PyThreadState_SetAsyncExc``), at its next Python bytecode,
+as the signal handler would; a lock makes sure it is never raised once the request has
+left this middleware. Neither interrupts a long call inside C.
 """
 
 from __future__ import annotations
 
+import ctypes
 import signal
 import threading
 from collections.abc import Callable
@@ -53,12 +56,10 @@ class RequestDeadlineMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         seconds = settings.REQUEST_DEADLINE_S
-        if (
-            seconds <= 0
-            or not request.path.startswith(API_PREFIX)
-            or threading.current_thread() is not threading.main_thread()
-        ):
+        if seconds <= 0 or not request.path.startswith(API_PREFIX):
             return self.get_response(request)
+        if threading.current_thread() is not threading.main_thread():
+            return self._in_thread(request, seconds)
         previous = signal.signal(signal.SIGALRM, _interrupt)
         signal.setitimer(signal.ITIMER_REAL, seconds)
         try:
@@ -69,3 +70,36 @@ class RequestDeadlineMiddleware:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+
+    def _in_thread(self, request: HttpRequest, seconds: float) -> HttpResponse:
+        """The deadline of a request served by a thread: a timer raises it there."""
+        target = threading.get_ident()
+        lock = threading.Lock()
+        running = [True]
+
+        def interrupt() -> None:
+            with lock:
+                if running[0]:
+                    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                        ctypes.c_ulong(target), ctypes.py_object(_ThreadDeadline)
+                    )
+
+        timer = threading.Timer(seconds, interrupt)
+        timer.daemon = True
+        timer.start()
+        try:
+            try:
+                return self.get_response(request)
+            finally:
+                with lock:
+                    running[0] = False
+                timer.cancel()
+        except RequestDeadlineExceeded as exc:
+            return JsonResponse(error_body("timeout", exc.message), status=503)
+
+
+class _ThreadDeadline(RequestDeadlineExceeded):
+    """Raised by class in a request thread (no arguments can travel with it)."""
+
+    def __init__(self) -> None:
+        super().__init__(settings.REQUEST_DEADLINE_S)

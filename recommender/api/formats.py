@@ -25,6 +25,7 @@ from recommender.api.bodies import load_json
 from recommender.errors import TooLarge
 from recommender.services.advice.drift import junit_xml
 from recommender.services.advice.patches import answer_text
+from recommender.text import csv_cell
 
 
 def read_limited(stream: Any, parser_context: Mapping[str, Any] | None) -> bytes:
@@ -139,20 +140,6 @@ MANIFEST_PARSERS = [
     ManifestPlainTextParser,
     ManifestJSONParser,
 ]
-
-
-# A spreadsheet reads a cell starting with one of these as a formula (OWASP's list).
-FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_cell(value: Any) -> Any:
-    """A cell that no spreadsheet evaluates: text starting with a formula character
-    gets a leading apostrophe (``'=1+1``); numbers and other text are left alone."""
-    if value is None:
-        return ""
-    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
-        return "'" + value
-    return value
 
 
 def _plain(data: Any) -> Any:

@@ -12,13 +12,12 @@ import pytest
 import yaml
 from django.test import Client
 
-from recommender.api.formats import csv_cell
 from recommender.models import ProvisioningFacts
 from recommender.services.dashboard.workload_insight import (
     ContainerInsight,
     ready_to_use,
 )
-from recommender.text import comment_text
+from recommender.text import comment_text, csv_cell
 from tests.factories import make_cluster, make_recommendation, make_workload
 
 pytestmark = pytest.mark.django_db

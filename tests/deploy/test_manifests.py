@@ -363,3 +363,82 @@ def test_check_deploy_reports_nothing_with_the_production_configmap(tmp_path):
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "System check identified no issues" in done.stdout
+
+
+def _selects(selector: dict, labels: dict) -> bool:
+    """A label selector (matchLabels and In expressions) matched against labels."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        assert expression["operator"] == "In"
+        if labels.get(expression["key"]) not in expression["values"]:
+            return False
+    return True
+
+
+# What each component may receive (port -> who) and reach (ports), nothing more.
+INGRESS = {
+    "web": {8000: "anyone"},
+    "worker": {9808: "prometheus"},
+    "worker-heavy": {9808: "prometheus"},
+    "beat": {},
+    "webhook": {8443: "anyone"},
+    "webhook-install": {},
+    "postgres": {5432: "vpaweb"},
+    "redis": {6379: "vpaweb"},
+}
+EGRESS_PORTS = {53, 5432, 6379, 443, 6443, 9090}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_network_policies_deny_by_default_and_allow_only_what_each_pod_uses(overlay):
+    objects = render(overlay)
+    policies = of_kind(objects, "NetworkPolicy")
+    (deny,) = [p for p in policies if p["metadata"]["name"] == "vpaweb-default-deny"]
+    assert deny["spec"]["podSelector"] == {
+        "matchLabels": {"app.kubernetes.io/name": "vpaweb"}
+    }
+    assert deny["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert "ingress" not in deny["spec"] and "egress" not in deny["spec"]
+    allows = [p for p in policies if p is not deny]
+    templates = [
+        o["spec"]["template"]["metadata"]["labels"]
+        for o in objects
+        if o["kind"] in ("Deployment", "StatefulSet", "Job")
+    ]
+    assert templates
+    for labels in templates:
+        assert _selects(deny["spec"]["podSelector"], labels)
+        (policy,) = [p for p in allows if _selects(p["spec"]["podSelector"], labels)]
+        component = labels["app.kubernetes.io/component"]
+        received = {}
+        for rule in policy["spec"].get("ingress", []):
+            (port,) = rule["ports"]
+            sources = rule.get("from")
+            if sources is None:
+                who = "anyone"
+            else:
+                (source,) = sources
+                who = (
+                    "prometheus"
+                    if source["podSelector"].get("matchLabels")
+                    == {"app.kubernetes.io/name": "prometheus"}
+                    else "vpaweb"
+                )
+            received[port["port"]] = who
+        assert received == INGRESS[component], (overlay, component)
+        reached = {
+            port["port"]
+            for rule in policy["spec"].get("egress", [])
+            for port in rule["ports"]
+        }
+        assert reached <= EGRESS_PORTS, (overlay, component, reached)
+        if component in ("web", "worker", "worker-heavy", "beat"):
+            assert {5432, 6379} <= reached
+        if component in ("worker", "worker-heavy"):
+            assert {443, 6443} <= reached  # the API server
+    if overlay == "trial":
+        (redis,) = [p for p in allows if p["metadata"]["name"] == "vpaweb-redis"]
+        (source,) = redis["spec"]["ingress"][0]["from"]
+        components = source["podSelector"]["matchExpressions"][1]["values"]
+        assert "webhook" not in components and "postgres" not in components

@@ -80,7 +80,10 @@ def test_the_jobs_install_and_an_install_by_url_replace_each_other_whole(
         kubeconfig = write_kubeconfig(
             tmp_path / "kubeconfig", {"fake": api}, current="fake"
         )
-        Cluster.objects.create(name=cluster, kind="kubernetes", context="fake")
+        # Registering is a write: an admin allowed this cluster's actuation.
+        Cluster.objects.create(
+            name=cluster, kind="kubernetes", context="fake", actuation_allowed=True
+        )
         by_url = [
             "install",
             "--cluster",

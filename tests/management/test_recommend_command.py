@@ -238,3 +238,20 @@ def test_missing_column_and_missing_file_and_unknown_profile(tmp_path):
         "--profile: unknown profile 'no-such-profile'; choose one of "
         + ", ".join(PROFILES)
     )
+
+
+def test_csv_output_neutralises_cells_a_spreadsheet_would_run(tmp_path):
+    rows = [
+        (t, "=shop", "+web", pod, "@app", cpu, memory)
+        for t, _, _, pod, _, cpu, memory in constant_usage(3 * 1440)
+    ]
+    usage = write_usage(tmp_path / "usage.csv", rows)
+    (row,) = csv.DictReader(
+        io.StringIO(run("--samples", str(usage), "--format", "csv"))
+    )
+    # As the API's CSV export does (recommender/text.py csv_cell).
+    assert (row["namespace"], row["workload"], row["container"]) == (
+        "'=shop",
+        "'+web",
+        "'@app",
+    )

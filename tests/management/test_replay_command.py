@@ -327,3 +327,19 @@ def test_a_namespace_is_compared_workload_by_workload():
             "--worst",
             "1",
         )
+
+
+def test_csv_output_neutralises_cells_a_spreadsheet_would_run(tmp_path):
+    samples = read_slice()["rnd_2013-8_vm233"]
+    usage = tmp_path / "usage.csv"
+    with usage.open("w", newline="") as handle:
+        w = csv.writer(handle)
+        w.writerow(USAGE_COLUMNS)
+        for t, c, m in samples:
+            w.writerow([int(t), "-ns", "=api", "api-0", "app", c, int(m)])
+    common = ("--samples", str(usage), "--quiet", "--format", "csv")
+    out, _ = run(
+        *common, "--profile", "vpa", "--profile", "recurring-peaks", "--worst", "5"
+    )
+    (row,) = list(csv.DictReader(io.StringIO(out)))
+    assert row["workload"].startswith("'-ns/=api")

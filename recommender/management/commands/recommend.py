@@ -15,6 +15,7 @@ from recommender.engine import PROFILES, get_profile, humanize_cpu
 from recommender.engine.quantity import format_memory_readable, readable_resource_list
 from recommender.errors import InvalidInput
 from recommender.services.offline import OfflineRecommendation, recommend_from_csv
+from recommender.text import csv_cell
 
 FORMATS = ("table", "json", "yaml", "csv")
 CSV_FIELDS = [
@@ -122,7 +123,7 @@ def render_csv(results: list[OfflineRecommendation]) -> str:
             amounts = readable_resource_list(getattr(rec, attribute))
             row[f"{prefix}_cpu"] = amounts.get("cpu", "")
             row[f"{prefix}_memory"] = amounts.get("memory", "")
-        writer.writerow(row)
+        writer.writerow({k: csv_cell(v) for k, v in row.items()})
     return out.getvalue()
 
 

@@ -28,6 +28,7 @@ from recommender.services.replay import (
     run_replay,
     with_limits,
 )
+from recommender.text import csv_cell
 
 FORMATS = ("table", "json", "csv")
 # Columns of the table (key, heading, format).
@@ -328,7 +329,9 @@ def render_csv(report: ReplayReport) -> str:
     keys = [key for key, _, _ in COLUMNS]
     writer.writerow(keys)
     for row in report.rows:
-        writer.writerow("" if _json_value(row[k]) is None else row[k] for k in keys)
+        writer.writerow(
+            "" if _json_value(row[k]) is None else csv_cell(row[k]) for k in keys
+        )
     return out.getvalue()
 
 
@@ -369,7 +372,8 @@ def render_comparison(
         writer.writerow([k for k, _, _ in WORST_COLUMNS])
         for w in worst:
             writer.writerow(
-                "" if _json_value(w[k]) is None else w[k] for k, _, _ in WORST_COLUMNS
+                "" if _json_value(w[k]) is None else csv_cell(w[k])
+                for k, _, _ in WORST_COLUMNS
             )
         return out.getvalue()
     table = [[h for _, h, _ in WORST_COLUMNS]] + [
