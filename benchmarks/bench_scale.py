@@ -13,7 +13,8 @@ containers), then BENCH_SCALE_CYCLES steady-state cycles a minute apart (default
 3), each with new samples for every container and nothing else changed (the first
 of them decodes the checkpoints the chunks of the first contact stored; the later
 ones go on from the engine rows the cycle before kept: docs/refresh.md, "Warm
-workers"). Prints, per size: first-contact time and peak RSS, the steady cycle's
+workers"). Prints, per size: first-contact time, the process's peak RSS after first
+contact and after the steady cycles (ru_maxrss: the whole process), the steady cycle's
 time by phase (median) and its
 statements, and the server time (median of 5) of the dashboard overview, the
 workloads list, the list sorted by risk and the API list. The database is vacuumed
@@ -137,6 +138,10 @@ def run_size(containers: int) -> dict[str, Any]:
                 "kept": run.counts.get("engine_rows_kept", 0),
             }
         )
+    # The whole process's peak through first contact and the steady cycles (what
+    # `time -v` reports as its maximum resident set): a worker's memory limit must
+    # hold this, not the first contact's alone.
+    rss_steady_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     user = get_user_model().objects.create_user("bench-scale", password="bench-only")
     grant_role(user, Role.VIEWER)
     client = Client()
@@ -168,6 +173,7 @@ def run_size(containers: int) -> dict[str, Any]:
         "history_h": history_h,
         "first_s": first_s,
         "rss_gb": rss_gb,
+        "rss_steady_gb": rss_steady_gb,
         "cycle": middle,
         "cycles": [
             [c["wall_s"], c["statements"], c["kept"], c["changed"]] for c in cycles
@@ -219,7 +225,8 @@ def main() -> None:
             f" the server's autovacuum {r['autovacuum']}"
         )
     print(
-        "| containers (workloads) | history | first contact | peak RSS | steady cycle"
+        "| containers (workloads) | history | first contact | peak RSS after it / "
+        "after the steady cycles | steady cycle"
         " | discover / upsert / ingest / recommend / store / totals | statements"
         " | checkpoints written | overview / list / list by risk / API ms |"
     )
@@ -232,7 +239,8 @@ def main() -> None:
         )
         print(
             f"| {r['containers']:,} ({r['workloads']:,}) | {r['history_h']:g} h"
-            f" | {r['first_s']:.1f} s | {r['rss_gb']:.2f} GB | {c['wall_s']:.1f} s"
+            f" | {r['first_s']:.1f} s | {r['rss_gb']:.2f} / {r['rss_steady_gb']:.2f} GB"
+            f" | {c['wall_s']:.1f} s"
             f" | {phases} | {c['statements']} | {c['written']:,}"
             f" | {p['overview']:.0f} / {p['list']:.0f} / {p['risk']:.0f}"
             f" / {p['api']:.0f} |",

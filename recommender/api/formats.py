@@ -201,10 +201,11 @@ STREAM_ROWS_PER_CHUNK = 500
 
 
 def _chunks(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """The first row alone (it leaves as soon as it is read), then full chunks."""
     chunk: list[dict[str, Any]] = []
-    for row in rows:
+    for number, row in enumerate(rows):
         chunk.append(row)
-        if len(chunk) >= STREAM_ROWS_PER_CHUNK:
+        if number == 0 or len(chunk) >= STREAM_ROWS_PER_CHUNK:
             yield chunk
             chunk = []
     if chunk:

@@ -141,3 +141,23 @@ def test_cluster_namespace_and_status_filter_the_stream(
     # "other" has no recommendation: no data.
     assert workloads("status=no-data") == ["other"]
     assert "other" not in workloads("status=over")
+
+
+@pytest.mark.parametrize(("fmt", "before_first_row"), [("yaml", 0), ("csv", 1)])
+def test_the_first_row_leaves_before_the_second_is_read(
+    fmt: str, before_first_row: int
+) -> None:
+    read = []
+
+    def rows():
+        for i in range(1000):
+            read.append(i)
+            yield {"workload": f"w{i}"}
+
+    stream = stream_rows(rows(), format=fmt, columns=["workload"])
+    for _ in range(before_first_row):
+        next(stream)  # the CSV header, before any row is read
+    first = next(stream)
+
+    assert b"w0" in first and b"w1" not in first
+    assert read == [0]
