@@ -29,8 +29,8 @@ from recommender.engine.quantity import (
     format_memory_readable,
 )
 from recommender.engine.resources import CPU
-from recommender.services.advice.pod_spec import parse_quantity
 from recommender.services.advice.advise import SOURCE_NONE
+from recommender.services.advice.pod_spec import parse_quantity
 from recommender.services.advice.rightsize import RightsizeResult
 
 VERDICT_OK = "ok"
