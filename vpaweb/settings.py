@@ -501,6 +501,8 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # Several models have a "kind", "mode", "source" or "status": name each enum once.
     "ENUM_NAME_OVERRIDES": {
+        # The export's container_kind (app, sidecar, init), not Container.Kind's names.
+        "ExportContainerKindEnum": ["app", "sidecar", "init"],
         # The drift check (api/rightsize_serializers.py).
         "CheckVerdictEnum": ["ok", "drift"],
         "ContainerVerdictEnum": ["ok", "drift", "unchecked"],

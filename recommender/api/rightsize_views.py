@@ -102,6 +102,32 @@ spec:
 """
 
 
+# The body of rightsize and check: manifests as YAML or JSON.
+MANIFESTS_REQUEST = {
+    "application/yaml": OpenApiTypes.STR,
+    "application/json": OpenApiTypes.OBJECT,
+}
+MANIFESTS_EXAMPLES = [
+    OpenApiExample(
+        "a Deployment",
+        value=RIGHTSIZE_EXAMPLE_YAML,
+        media_type="application/yaml",
+        request_only=True,
+    ),
+]
+
+
+def posted_manifests(request: Request) -> tuple[RawBody, list[Any]]:
+    """The posted body and its manifests; InvalidInput naming the body otherwise."""
+    body = request.data
+    if not isinstance(body, RawBody):
+        raise InvalidInput(
+            "the body holds no manifests: send YAML or JSON manifests as the body",
+            field="body",
+        )
+    return body, load_manifests(body=body.data, media_type=body.media_type)
+
+
 class RightsizeView(APIView):
     """Right-size Kubernetes manifests before they are deployed."""
 
@@ -120,23 +146,13 @@ class RightsizeView(APIView):
             "`?format=yaml`) to get only the manifests, ready for `kubectl apply -f -`."
         ),
         parameters=[s.RightsizeOptionsSerializer],
-        request={
-            "application/yaml": OpenApiTypes.STR,
-            "application/json": OpenApiTypes.OBJECT,
-        },
+        request=MANIFESTS_REQUEST,
         responses={
             (200, "application/json"): s.RightsizeResponseSerializer,
             (200, "application/yaml"): OpenApiTypes.STR,
         },
         tags=["rightsize"],
-        examples=[
-            OpenApiExample(
-                "a Deployment",
-                value=RIGHTSIZE_EXAMPLE_YAML,
-                media_type="application/yaml",
-                request_only=True,
-            ),
-        ],
+        examples=MANIFESTS_EXAMPLES,
     )
     def post(self, request: Request) -> Response:
         single_query_value(request, "format")
@@ -145,13 +161,7 @@ class RightsizeView(APIView):
         values_path = given.pop("values_path", "resources")
         diff_path = given.pop("diff_path", "manifests.yaml")
         options = rightsize.RightsizeOptions(**given)
-        body = request.data
-        if not isinstance(body, RawBody):
-            raise InvalidInput(
-                "the body holds no manifests: send YAML or JSON manifests as the body",
-                field="body",
-            )
-        documents = load_manifests(body=body.data, media_type=body.media_type)
+        body, documents = posted_manifests(request)
         result = rightsize.rightsize_manifests(
             documents=documents,
             options=options,
@@ -196,35 +206,19 @@ class CheckView(APIView):
             "`Accept: application/xml` (or `?format=junit`) to get JUnit XML."
         ),
         parameters=[s.CheckOptionsSerializer],
-        request={
-            "application/yaml": OpenApiTypes.STR,
-            "application/json": OpenApiTypes.OBJECT,
-        },
+        request=MANIFESTS_REQUEST,
         responses={
             (200, "application/json"): s.CheckResponseSerializer,
             (200, "application/xml"): OpenApiTypes.STR,
         },
         tags=["rightsize"],
-        examples=[
-            OpenApiExample(
-                "a Deployment",
-                value=RIGHTSIZE_EXAMPLE_YAML,
-                media_type="application/yaml",
-                request_only=True,
-            ),
-        ],
+        examples=MANIFESTS_EXAMPLES,
     )
     def post(self, request: Request) -> Response:
         single_query_value(request, "format")
         given = query_filters(s.CheckOptionsSerializer, request)
         tolerance = tolerance_of(given)
-        body = request.data
-        if not isinstance(body, RawBody):
-            raise InvalidInput(
-                "the body holds no manifests: send YAML or JSON manifests as the body",
-                field="body",
-            )
-        documents = load_manifests(body=body.data, media_type=body.media_type)
+        _, documents = posted_manifests(request)
         result = rightsize.rightsize_manifests(
             documents=documents,
             options=rightsize.RightsizeOptions(**given),

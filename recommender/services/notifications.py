@@ -168,10 +168,11 @@ def _notices(cluster: Cluster, now: datetime) -> list[Notice]:
 
 
 def _weekly_digest(cluster: Cluster, now: datetime, week: str, base: str) -> Notice:
-    facts = (
+    facts = list(
         Workload.objects.filter(cluster=cluster, is_active=True)
         .with_provisioning(prices=Prices.from_settings(), rules=risk_rules(now))
-        .values_list("savings", "risk")
+        # Annotations of with_provisioning, which the django stubs cannot see.
+        .values_list("savings", "risk")  # type: ignore[misc]
     )
     savings = sum(s for s, _ in facts if s > 0)
     at_risk = sum(1 for _, risk in facts if risk > 0)

@@ -44,8 +44,8 @@ POSITIVE_EXAMPLES = int(os.environ.get("VPAWEB_SCHEMATHESIS_POSITIVE", "55"))
 NEGATIVE_EXAMPLES = int(os.environ.get("VPAWEB_SCHEMATHESIS_NEGATIVE", "30"))
 MIN_CASES = 2000
 # Operations whose bodies the schema can only sketch, and the input-strictness checks
-# that would only restate it. rightsize takes a YAML text of manifests (any string is
-# "schema-valid"); a RecommendationQuery's pod is a Kubernetes pod spec whose rules
+# that would only restate it. rightsize and check take a YAML text of manifests (any
+# string is "schema-valid"); a RecommendationQuery's pod is a Kubernetes pod spec whose rules
 # (unique DNS-1123 container names, quantities such as "250Mi") the schema does not
 # carry, so schema-valid pods can be refused. Their validation lives in the services and
 # answers a 400 naming the field (test_rightsize.py, test_query_export_errors.py).
@@ -58,6 +58,7 @@ MIN_CASES = 2000
 # is a 409 (test_policy_bounds.py).
 SCHEMA_SKETCHES = {
     "POST /api/v1/rightsize": [positive_data_acceptance, negative_data_rejection],
+    "POST /api/v1/check": [positive_data_acceptance, negative_data_rejection],
     "POST /api/v1/recommendation-query": [positive_data_acceptance],
     "PATCH /api/v1/workloads/{id}/policy": [positive_data_acceptance],
     # A what-if's profile_overrides are checked as the policy editor checks them: field

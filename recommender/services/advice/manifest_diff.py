@@ -61,7 +61,7 @@ def _get(node: yaml.Node, key: str) -> yaml.Node:
     if isinstance(node, yaml.MappingNode):
         for key_node, value in node.value:
             if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
-                return value
+                return value  # type: ignore[no-any-return]  # PyYAML's untyped value
     raise _NotInText(key)
 
 
@@ -88,7 +88,7 @@ def _container_node(document: yaml.Node, kind: str, name: str) -> yaml.Node:
         for item in items.value if isinstance(items, yaml.SequenceNode) else []:
             try:
                 if _get(item, "name").value == name:
-                    return item
+                    return item  # type: ignore[no-any-return]
             except _NotInText:
                 continue
     raise _NotInText(name)
