@@ -45,10 +45,10 @@ NEGATIVE_EXAMPLES = int(os.environ.get("VPAWEB_SCHEMATHESIS_NEGATIVE", "30"))
 MIN_CASES = 2000
 # Operations whose bodies the schema can only sketch, and the input-strictness checks
 # that would only restate it. rightsize and check take a YAML text of manifests (any
-# string is "schema-valid"); a RecommendationQuery's pod is a Kubernetes pod spec whose rules
-# (unique DNS-1123 container names, quantities such as "250Mi") the schema does not
-# carry, so schema-valid pods can be refused. Their validation lives in the services and
-# answers a 400 naming the field (test_rightsize.py, test_query_export_errors.py).
+# string is "schema-valid"); a RecommendationQuery's pod is a Kubernetes pod spec whose
+# rules (unique DNS-1123 container names, quantities such as "250Mi") the schema does
+# not carry, so schema-valid pods can be refused. Their validation lives in the services
+# and answers a 400 naming the field (test_rightsize.py, test_query_export_errors.py).
 # Schema-invalid bodies must still be refused by both (negative_data_rejection runs for
 # the query), and every response of theirs is checked against the schema like all
 # others. A policy's container policies must name containers of that workload (or "*"),
