@@ -5,8 +5,9 @@ vpaweb.wsgi:application`, configured only from the environment (README "Producti
 - WEB_CONCURRENCY (default 2 x CPUs + 1): worker processes.
 - GUNICORN_THREADS (default 8): request threads per worker (``gthread``, with the read
   deadline of vpaweb/gunicorn_worker.py). An idle or keep-alive connection holds no
-  thread; a slow client (slowloris) holds one for GUNICORN_READ_TIMEOUT at most, so ten
-  of them leave /healthz answered. Each thread may hold a database connection:
+  thread; a slow client (slowloris) holds one for GUNICORN_READ_TIMEOUT at most, and a
+  worker whose threads are all held accepts nothing new, so ten of them leave /healthz
+  answered. Each thread may hold a database connection:
   WEB_CONCURRENCY x GUNICORN_THREADS per pod, within PostgreSQL's max_connections.
 - GUNICORN_READ_TIMEOUT (default 10 s): a request (head and body) must arrive within
   this long of its first byte, else the connection is dropped.
@@ -49,12 +50,18 @@ bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
 workers = _int("WEB_CONCURRENCY", 2 * (os.cpu_count() or 1) + 1, 1)
 worker_class = "vpaweb.gunicorn_worker.ReadDeadlineWorker"
 threads = _int("GUNICORN_THREADS", 8, 1)
+# A worker takes no more connections than it has threads: one whose threads are all held
+# (slow clients) stops accepting, and the kernel hands new connections to the others
+# (it would otherwise keep giving most of them to the same worker).
+worker_connections = threads
 # Read by the worker class from the environment (it has no gunicorn setting).
 os.environ["GUNICORN_READ_TIMEOUT"] = str(_int("GUNICORN_READ_TIMEOUT", 10, 1))
 preload_app = True
 timeout = _int("GUNICORN_TIMEOUT", 30, 2)
 graceful_timeout = timeout
-keepalive = 5
+# No keep-alive, as with sync workers: every thread serves a request, none waits on an
+# idle connection (worker_connections = threads leaves no room for one).
+keepalive = 0
 max_requests = _int("GUNICORN_MAX_REQUESTS", 1000, 0)
 max_requests_jitter = max_requests // 10
 accesslog = "-"
