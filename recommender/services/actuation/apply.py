@@ -324,12 +324,11 @@ class Applier:
                 for p in pods
                 if decision.group_key(p, (workload.kind, workload.name)) == key
             ]
-            policy = workload.policy
             self.groups[key] = decision.build_group(
                 members,
                 owner_kind=key[1],
                 replicas=workload.replicas,
-                min_replicas=policy.min_replicas or self.context.config.min_replicas,
+                min_replicas=updater.min_replicas_of(self.context, workload),
                 tolerance_fraction=self.context.config.eviction_tolerance,
             )
         return self.groups[key]

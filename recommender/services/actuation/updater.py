@@ -416,6 +416,36 @@ def held_by_rejection(context: UpdaterContext, plan: PodPlan) -> bool:
     return True
 
 
+def min_replicas_of(context: UpdaterContext, workload: Workload) -> int:
+    """The policy's ``min_replicas``, else ``VPAWEB_UPDATER_MIN_REPLICAS``."""
+    return workload.policy.min_replicas or context.config.min_replicas
+
+
+def disruptable_pods(
+    context: UpdaterContext, workload: Workload, pods: list[PodInfo]
+) -> list[PodInfo]:
+    """The pods the updater could ever disrupt (upstream's filters, §6.2 and §6.4):
+    scheduled, in a replica group it does not leave out (below ``min_replicas``, or
+    a replicated owner with no replicas). The others get no change proposed."""
+    owner = (workload.kind, workload.name)
+    groups: dict[tuple[str, str, str], list[PodInfo]] = defaultdict(list)
+    for pod in pods:
+        if not decision.unscheduled(pod):
+            groups[decision.group_key(pod, owner)].append(pod)
+    kept: list[PodInfo] = []
+    for key, members in groups.items():
+        group = decision.build_group(
+            members,
+            owner_kind=key[1],
+            replicas=workload.replicas,
+            min_replicas=min_replicas_of(context, workload),
+            tolerance_fraction=context.config.eviction_tolerance,
+        )
+        if group is not None:
+            kept.extend(members)
+    return kept
+
+
 def _plan_workload(
     context: UpdaterContext,
     workload: Workload,
@@ -430,7 +460,7 @@ def _plan_workload(
     # Pods of one workload mostly share their containers' resources: cap once each.
     cache: dict[Any, tuple[Any, ...]] = {}
     priorities: dict[Any, decision.PodPriority] = {}
-    for pod in pods:
+    for pod in disruptable_pods(context, workload, pods):
         key = tuple((c.name, c.kind, c.requests, c.limits) for c in pod.containers)
         if key not in cache:
             capped, off = capped_recommendations(
