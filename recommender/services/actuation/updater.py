@@ -29,7 +29,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Max, Q
 
 from recommender.cluster.base import ClusterSnapshot, PodInfo
 from recommender.engine.capping import (
@@ -124,6 +124,8 @@ CHANGE_FIELDS = (
     "written_at",
     "resize_pending_since",
     "resize_in_progress_since",
+    "written_state",
+    "decided_by_label",
 )
 
 
@@ -175,6 +177,9 @@ class UpdaterContext:
     rejected: dict[int, dict[str, list[dict[str, int | None]]]] = field(
         default_factory=dict
     )
+    # Workloads whose last eviction's replacement could not be scheduled, with no
+    # operator decision since: their new proposals are not approved automatically.
+    needs_operator: set[int] = field(default_factory=set)
 
     def status_of(self, key: tuple[int, str]) -> str:
         """The open change's status as this cycle last set it."""
@@ -366,6 +371,7 @@ def load_context(
     ).values(*CHANGE_FIELDS):
         context.open_rows[(row["workload_id"], row["pod"])] = row
     load_rejections(context)
+    load_needs_operator(context)
     for info in snapshot.workloads:
         found = context.workloads.get((info.kind, info.namespace, info.name))
         if found is None:
@@ -393,6 +399,30 @@ def load_rejections(context: UpdaterContext) -> None:
         by_container = context.rejected.setdefault(workload_id, {})
         for name, values in (after or {}).items():
             by_container.setdefault(name, []).append(values.get("requests") or {})
+
+
+def load_needs_operator(context: UpdaterContext) -> None:
+    """Workloads with a change failed because its replacement pod could not be
+    scheduled and no operator's decision on any of their changes since (2 queries)."""
+    changes = ResizeChange.objects.filter(workload__in=list(context.by_id))
+    failed = dict(
+        changes.filter(status=S.FAILED, error__startswith=workflow.UNSCHEDULABLE_ERROR)
+        .values("workload_id")
+        .annotate(last=Max("updated_at"))
+        .values_list("workload_id", "last")
+    )
+    if not failed:
+        return
+    decided = dict(
+        changes.filter(workload__in=list(failed), decided_at__isnull=False)
+        .exclude(decided_by_label=workflow.AUTOMATIC_LABEL)
+        .values("workload_id")
+        .annotate(last=Max("decided_at"))
+        .values_list("workload_id", "last")
+    )
+    context.needs_operator = {
+        w for w, last in failed.items() if decided.get(w) is None or decided[w] < last
+    }
 
 
 def held_by_rejection(context: UpdaterContext, plan: PodPlan) -> bool:
@@ -533,6 +563,23 @@ def propose(context: UpdaterContext) -> ProposalCounts:
     for key, row in list(context.open_rows.items()):
         if context.status_of(key) == S.APPLYING:
             continue  # followed by apply.follow_applying
+        if (
+            key[0] in context.needs_operator
+            and context.status_of(key) == S.APPROVED
+            and row["decided_by_label"] == workflow.AUTOMATIC_LABEL
+        ):
+            # Approved by the policy before a replacement could not schedule: an
+            # operator decides now.
+            workflow.try_transition(
+                context.change(key),
+                to=S.PROPOSED,
+                allowed_from=(S.APPROVED,),
+                now=now,
+                note="waits for an operator: the last evicted pod's replacement "
+                "could not be scheduled",
+                decided_at=None,
+                decided_by_label="",
+            )
         plan = context.plans.get(key)
         pod = context.pod(*key)
         if pod is None or (row["pod_uid"] and pod.uid != row["pod_uid"]):
@@ -577,7 +624,11 @@ def propose(context: UpdaterContext) -> ProposalCounts:
             counts.held += 1
             continue
         policy = plan.workload.policy
-        automatic = policy.approval == Policy.Approval.AUTOMATIC
+        # After a replacement that could not schedule, an operator decides.
+        automatic = (
+            policy.approval == Policy.Approval.AUTOMATIC
+            and plan.workload.pk not in context.needs_operator
+        )
         # Plain rows, not model instances: thousands of proposals per cycle.
         new.append(
             {
@@ -589,7 +640,13 @@ def propose(context: UpdaterContext) -> ProposalCounts:
                 "approval": policy.approval,
                 "resources_before": plan.before,
                 "resources_after": plan.after,
-                "reason": plan.reason,
+                "reason": plan.reason
+                + (
+                    "; waits for an operator: the last evicted pod's replacement "
+                    "could not be scheduled"
+                    if plan.workload.pk in context.needs_operator
+                    else ""
+                ),
                 "priority": plan.priority.rank,
                 "created_at": now,
                 "updated_at": now,
