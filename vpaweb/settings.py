@@ -276,6 +276,10 @@ UPDATER_KILL_SWITCH = env_bool("VPAWEB_UPDATER_KILL_SWITCH", False)
 RECOMMENDER_NAME = env_name("VPAWEB_RECOMMENDER_NAME", "vpaweb")
 # An applying change not verified on a discovery within this time is marked failed.
 UPDATER_VERIFY_TIMEOUT_S = env_int("VPAWEB_UPDATER_VERIFY_TIMEOUT_S", 3600, minimum=60)
+# An evicted pod's replacement Pending as Unschedulable for longer fails the change.
+UPDATER_UNSCHEDULABLE_TIMEOUT_S = env_int(
+    "VPAWEB_UPDATER_UNSCHEDULABLE_TIMEOUT_S", 300, minimum=0
+)
 
 CELERY_BEAT_SCHEDULE = {
     # Each updater interval: every cluster's updater cycle (one worker per cluster).

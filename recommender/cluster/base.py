@@ -72,6 +72,31 @@ class Termination:
 
 
 @dataclass(frozen=True)
+class ContainerState:
+    """A container's state from ``status.containerStatuses[]``: what the updater
+    reads to resize only running containers and to verify a resize on evidence."""
+
+    name: str
+    state: str = ""  # "running" | "waiting" | "terminated" | "" (not reported)
+    reason: str = ""  # e.g. CrashLoopBackOff for a waiting container
+    ready: bool = False
+    restart_count: int = 0
+    container_id: str = ""
+
+    @property
+    def running(self) -> bool:
+        """Running and ready."""
+        return self.state == "running" and self.ready
+
+    def describe(self) -> str:
+        """ "waiting (CrashLoopBackOff)", "running, not ready", …"""
+        if self.state == "running":
+            return "running" if self.ready else "running, not ready"
+        text = self.state or "not reported"
+        return f"{text} ({self.reason})" if self.reason else text
+
+
+@dataclass(frozen=True)
 class PodInfo:
     """A workload's live pod; containers carry current requests (status over spec)."""
 
@@ -97,6 +122,12 @@ class PodInfo:
     # resource) triples (``kube_objects.limit_ranger_fields``), and the text itself.
     limit_ranger_set: frozenset[tuple[str, str, str]] = frozenset()
     limit_ranger: str = ""
+    # Regular and sidecar containers' states; () when the adapter reports none.
+    container_states: tuple[ContainerState, ...] = ()
+
+    def state_of(self, container: str) -> ContainerState | None:
+        """The named container's state, None when not reported."""
+        return next((s for s in self.container_states if s.name == container), None)
 
 
 @dataclass(frozen=True)

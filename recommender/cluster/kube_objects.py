@@ -32,6 +32,7 @@ from typing import Any
 
 from recommender.cluster.base import (
     ContainerSpec,
+    ContainerState,
     OomKill,
     PodCondition,
     PodInfo,
@@ -319,7 +320,31 @@ def pod_of(pod: Obj) -> PodInfo:
         ),
         limit_ranger_set=limit_ranger_fields(limit_ranger),
         limit_ranger=limit_ranger,
+        container_states=tuple(_states(pod)),
     )
+
+
+def _states(pod: Obj) -> list[ContainerState]:
+    out = []
+    for status in _all_statuses(pod):
+        if not isinstance(status, dict):
+            continue
+        found = status.get("state") or {}
+        state = next(
+            (k for k in ("running", "waiting", "terminated") if k in found), ""
+        )
+        detail = found.get(state) or {}
+        out.append(
+            ContainerState(
+                name=str(status.get("name") or ""),
+                state=state,
+                reason=str(detail.get("reason") or "") if state != "running" else "",
+                ready=bool(status.get("ready")),
+                restart_count=int(status.get("restartCount") or 0),
+                container_id=str(status.get("containerID") or ""),
+            )
+        )
+    return out
 
 
 def _terminations(pod: Obj, where: str) -> list[Termination]:

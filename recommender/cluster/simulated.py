@@ -30,6 +30,7 @@ import numpy as np
 from recommender.cluster.base import (
     ClusterSnapshot,
     ContainerSpec,
+    ContainerState,
     OomKill,
     PodInfo,
     WorkloadInfo,
@@ -194,6 +195,7 @@ class SimWorkload:
                 start_time=None,
                 labels=labels,
                 uid=_pod_uid(self.namespace, pod),
+                container_states=_running(self.container_specs, pod),
             )
             for pod in self.long_lived_pods()
         )
@@ -507,6 +509,20 @@ class PodOverride:
     annotations: Mapping[str, str] = field(default_factory=dict)
 
 
+def _running(specs: tuple[ContainerSpec, ...], pod: str) -> tuple[ContainerState, ...]:
+    """Every simulated container runs, ready, never restarted."""
+    return tuple(
+        ContainerState(
+            name=c.name,
+            state="running",
+            ready=True,
+            container_id=f"sim://{pod}/{c.name}",
+        )
+        for c in specs
+        if c.kind != "init"
+    )
+
+
 def _overridden(pod: PodInfo, override: PodOverride | None) -> PodInfo:
     if override is None:
         return pod
@@ -618,6 +634,7 @@ class SimulatedCluster:
                         else None,
                         labels=labels,
                         uid=_pod_uid(sim.namespace, pod),
+                        container_states=_running(specs, pod),
                     )
                     for pod, start_s in self.fleet.pods_at(sim, now_s)
                 )

@@ -107,6 +107,10 @@ class ResizeChange(models.Model):
     # When the in-place resize was first seen Deferred / in progress (fallback clocks).
     resize_pending_since = models.DateTimeField(null=True, blank=True)
     resize_in_progress_since = models.DateTimeField(null=True, blank=True)
+    # The changed containers' restart count and container ID when the write was
+    # answered ({"<container>": {"restarts": n, "id": "containerd://…"}}): a resize is
+    # verified only if the container runs with the same ones (no restart since).
+    written_state = models.JSONField(default=dict, blank=True)
     verified_at = models.DateTimeField(null=True, blank=True)
     # Set at verification: the requests the change removed from the pod, summed over
     # its containers, {"cpu_millicores": m, "memory_bytes": b} (negative: added); the

@@ -25,9 +25,10 @@ from recommender.models import (
     ResizeChange,
     Workload,
 )
+from recommender.models.policy import ACTING_MODES
 from recommender.roles import Role
 from recommender.services import policies, policy_validation
-from recommender.services.actuation import approvals, control
+from recommender.services.actuation import approvals, control, decision
 from recommender.services.admission.counters import hour_and_day_totals
 from recommender.services.admission.preview import webhook_preview
 from recommender.services.advice.history import history_shortfall
@@ -212,6 +213,7 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
             if item.recommendation is not None
             and (why := history_shortfall(item.recommendation)) is not None
         ],
+        "never_disrupted": _never_disrupted(data.workload, data.policy),
     }
     context["webhook"] = (
         None
@@ -226,6 +228,16 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
     )
     context.update(_policy_context(request, data.workload, data.policy))
     return render(request, "recommender/workload.html", context)
+
+
+def _never_disrupted(workload: Workload, policy: Policy | None) -> str | None:
+    """Why the updater proposes no change for this workload's pods, if it never
+    disrupts them (a workload the updater acts on, below ``min_replicas``)."""
+    if policy is None or not policy.is_actionable or policy.mode not in ACTING_MODES:
+        return None
+    return decision.below_min_replicas(
+        workload.replicas, policy.min_replicas or settings.UPDATER_MIN_REPLICAS
+    )
 
 
 @require_GET

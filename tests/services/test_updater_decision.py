@@ -215,3 +215,19 @@ def test_in_place_fallbacks(conditions, pending_since, in_progress_since, action
         config=CONFIG,
     )
     assert progress.action == action
+
+
+def test_an_unscheduled_pod_is_left_out_as_upstream_lister_does():
+    waiting = PodCondition("PodScheduled", "False", "Unschedulable", "0/3 nodes")
+    assert decision.unscheduled(make_pod(phase="Pending", conditions=[waiting]))
+    assert not decision.unscheduled(make_pod(phase="Pending"))
+    scheduled = PodCondition("PodScheduled", "True")
+    assert not decision.unscheduled(make_pod(conditions=[scheduled]))
+
+
+def test_below_min_replicas_says_why_the_updater_never_disrupts():
+    assert decision.below_min_replicas(1, 2) == (
+        "1 replica: below min_replicas 2; the updater never disrupts it"
+    )
+    assert decision.below_min_replicas(2, 2) is None
+    assert decision.below_min_replicas(None, 2) is None

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from recommender.models import AdmissionCount, Cluster, ResizeChange, Workload
+from recommender.roles import Role
 from recommender.services.actuation import approvals
 from recommender.services.actuation.apply import run_cycle
 from recommender.services.actuation.writers import cluster_writer_for
@@ -17,6 +18,8 @@ from recommender.services.admission.snapshot import forget_holders
 from recommender.services.policies import update_policy
 from recommender.services.refresh.adapters import cluster_adapter_for
 from recommender.services.refresh.cycle import refresh_cluster
+from tests.factories import make_user
+from tests.web.conftest import client_for
 
 pytestmark = pytest.mark.django_db
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -153,3 +156,46 @@ def test_an_evicted_pod_is_recreated_through_the_admission_webhook(cluster, kind
     pod = pods_of(cluster, workload, later)[other.pod]
     assert {c.name: c.requests for c in pod.containers} == template
     assert "vpaweb.io/updates" not in pod.annotations
+
+
+@pytest.mark.parametrize("mode", ["InPlaceOrRecreate", "Recreate"])
+def test_pods_below_min_replicas_get_no_change_and_the_page_says_why(cluster, mode):
+    # A workload whose pods the updater wants to change, then its policy asks for
+    # more replicas than it has: upstream never disrupts such a group.
+    workload = a_workload_needing_changes(cluster, mode)
+    ResizeChange.objects.filter(workload=workload).delete()
+    update_policy(
+        workload_id=workload.pk,
+        changes={"min_replicas": workload.replicas + 1},
+        actor=None,
+        now=NOW,
+    )
+    report = run_cycle(cluster, now=NOW + timedelta(minutes=1), holder="t")
+    assert report.proposed == 0
+    assert not ResizeChange.objects.filter(workload=workload).exists()
+
+    page = (
+        client_for(make_user("vera", Role.VIEWER))
+        .get(f"/workloads/{workload.pk}/")
+        .content.decode()
+    )
+    assert (
+        f"{workload.replicas} replicas: below min_replicas {workload.replicas + 1}; "
+        "the updater never disrupts it"
+    ) in page
+
+
+def test_a_single_replica_workload_gets_no_change(cluster, settings):
+    single = Workload.objects.filter(
+        cluster=cluster, kind="Deployment", replicas=1
+    ).first()
+    if single is None:
+        pytest.fail("the simulated fleet has no single-replica Deployment")
+    switch(single, "InPlaceOrRecreate")
+    run_cycle(cluster, now=NOW, holder="t")
+    assert not ResizeChange.objects.filter(workload=single).exists()
+    # With min_replicas 1 the same workload is proposed a change: the rule, not
+    # the recommendation, held it back.
+    settings.UPDATER_MIN_REPLICAS = 1
+    run_cycle(cluster, now=NOW + timedelta(minutes=1), holder="t")
+    assert ResizeChange.objects.filter(workload=single).exists()

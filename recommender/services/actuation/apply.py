@@ -118,6 +118,57 @@ def carries(pod: PodInfo, after: dict[str, Any]) -> bool:
     return True
 
 
+def not_running(pod: PodInfo, names: list[str]) -> str | None:
+    """Why the named containers are not all running and ready, or None. A pod
+    whose adapter reports no container states at all counts as running only in
+    phase Running (a Pending pod has no started container)."""
+    if not pod.container_states:
+        return None if pod.phase == "Running" else f"the pod is {pod.phase}"
+    for name in names:
+        state = pod.state_of(name)
+        if state is None or not state.running:
+            text = state.describe() if state is not None else "not started"
+            return f"container {name} is {text}"
+    return None
+
+
+def written_state(pod: PodInfo, names: list[str]) -> dict[str, Any]:
+    """The named containers' restart counts and IDs (``ResizeChange.written_state``)."""
+    return {
+        s.name: {"restarts": s.restart_count, "id": s.container_id}
+        for s in pod.container_states
+        if s.name in names
+    }
+
+
+def restarted(pod: PodInfo, change: ResizeChange) -> str | None:
+    """Which container restarted (or was replaced) since the write, or None."""
+    for name, then in (change.written_state or {}).items():
+        state = pod.state_of(name)
+        if state is None:
+            continue
+        if state.restart_count != then.get("restarts") or (
+            then.get("id") and state.container_id != then["id"]
+        ):
+            return (
+                f"container {name} restarted since the resize (restarts "
+                f"{then.get('restarts')} -> {state.restart_count})"
+            )
+    return None
+
+
+def unschedulable_for(pod: PodInfo, now: datetime) -> tuple[float, str] | None:
+    """Seconds a Pending pod has been ``PodScheduled=False`` (Unschedulable), and the
+    scheduler's message; None when it is not stuck that way."""
+    if pod.phase != "Pending":
+        return None
+    for c in pod.conditions:
+        if c.type == "PodScheduled" and c.status == "False":
+            since = c.last_transition or pod.created_at or now
+            return (now - since).total_seconds(), c.message or c.reason
+    return None
+
+
 def _replacements(pods: list[PodInfo], change: ResizeChange) -> list[PodInfo]:
     since = change.applied_at or change.updated_at
     return [
@@ -166,10 +217,26 @@ def follow_applying(context: updater.UpdaterContext, report: CycleReport) -> Non
         ):
             report.recovered += 1
             continue
+        waiting_for = "the pod never showed the new requests"
         if change.method == M.IN_PLACE and pod is not None:
             if carries(pod, change.resources_after):
-                _finish(change, S.APPLIED, now, report, observed_of(pod, names))
-                continue
+                # Listed in the status is not enough: the same container must run
+                # with them (a kubelet can list a resize its container never got).
+                problem = restarted(pod, change)
+                if problem is not None:
+                    _finish(
+                        change,
+                        S.FAILED,
+                        now,
+                        report,
+                        observed_of(pod, names),
+                        error=problem,
+                    )
+                    continue
+                waiting_for = not_running(pod, names) or ""
+                if not waiting_for:
+                    _finish(change, S.APPLIED, now, report, observed_of(pod, names))
+                    continue
             progress = decision.in_place_progress(
                 pod,
                 now=now,
@@ -201,11 +268,35 @@ def follow_applying(context: updater.UpdaterContext, report: CycleReport) -> Non
                 continue
         if change.method == M.EVICTION or pod is None:
             found = [p for p in _replacements(pods, change) if not p.deleting]
-            good = next((p for p in found if carries(p, change.resources_after)), None)
-            if good is not None:
-                _finish(change, S.APPLIED, now, report, observed_of(good, names))
+            good = [p for p in found if carries(p, change.resources_after)]
+            # Verified only when a replacement runs with the new requests.
+            running = next((p for p in good if not not_running(p, names)), None)
+            if running is not None:
+                _finish(change, S.APPLIED, now, report, observed_of(running, names))
                 continue
-            if found:
+            stuck = [
+                (p, found_for)
+                for p in good
+                if (found_for := unschedulable_for(p, now)) is not None
+            ]
+            if stuck and stuck[0][1][0] > settings.UPDATER_UNSCHEDULABLE_TIMEOUT_S:
+                replacement, (seconds, message) = stuck[0]
+                context.needs_operator.add(change.workload_id)
+                _finish(
+                    change,
+                    S.FAILED,
+                    now,
+                    report,
+                    observed_of(replacement, names),
+                    error=f"{workflow.UNSCHEDULABLE_ERROR}: {replacement.name} has "
+                    f"been Pending for {seconds / 60:.0f} min: {message}",
+                )
+                continue
+            if good:
+                waiting_for = f"replacement {good[0].name}: " + (
+                    not_running(good[0], names) or ""
+                )
+            elif found:
                 _finish(
                     change,
                     S.FAILED,
@@ -223,7 +314,7 @@ def follow_applying(context: updater.UpdaterContext, report: CycleReport) -> Non
                 now,
                 report,
                 observed_of(pod, names) if pod else {},
-                error="not verified in time: the pod never showed the new requests",
+                error=f"not verified in time: {waiting_for}",
             )
         else:
             report.waiting += 1
@@ -324,12 +415,11 @@ class Applier:
                 for p in pods
                 if decision.group_key(p, (workload.kind, workload.name)) == key
             ]
-            policy = workload.policy
             self.groups[key] = decision.build_group(
                 members,
                 owner_kind=key[1],
                 replicas=workload.replicas,
-                min_replicas=policy.min_replicas or self.context.config.min_replicas,
+                min_replicas=updater.min_replicas_of(self.context, workload),
                 tolerance_fraction=self.context.config.eviction_tolerance,
             )
         return self.groups[key]
@@ -368,10 +458,14 @@ class Applier:
             self.context.cluster, path, now=self.context.now
         )
 
-    def _written(self, change: ResizeChange) -> None:
-        """The write was answered: a crash from now on is not "never written"."""
+    def _written(self, change: ResizeChange, pod: PodInfo) -> None:
+        """The write was answered: a crash from now on is not "never written"; the
+        containers' restart counts and IDs as they were are kept for verification."""
         change.written_at = self.context.now
-        ResizeChange.objects.filter(pk=change.pk).update(written_at=change.written_at)
+        change.written_state = written_state(pod, list(change.resources_after))
+        ResizeChange.objects.filter(pk=change.pk).update(
+            written_at=change.written_at, written_state=change.written_state
+        )
 
     def _record(self, path: str, result: WriteResult) -> None:
         permissions.record_write_result(
@@ -428,6 +522,15 @@ class Applier:
             # InPlaceOrRecreate falls back to eviction, as it does when refused.
             self.evict(change, pod, error=blocked, method=M.EVICTION)
             return
+        stopped = not_running(pod, list(change.resources_after))
+        if stopped:
+            # A container between restarts (e.g. CrashLoopBackOff after OOM kills)
+            # may never start with a resize: its replacement gets the new requests.
+            # Only InPlaceOrRecreate resizes in place, and it may evict.
+            self.evict(
+                change, pod, error=f"{stopped}: evicted instead", method=M.EVICTION
+            )
+            return
         if not self._start(change, "resizing in place"):
             return
         self.resizes_left -= 1
@@ -437,7 +540,7 @@ class Applier:
             containers=_container_resizes(change),
         )
         self.report.writes += 1
-        self._written(change)
+        self._written(change, pod)
         self._record(permissions.RESIZE, result)
         if result.ok:
             group.record(pod, in_place=True)
@@ -485,7 +588,7 @@ class Applier:
         self.evictions_left -= 1
         result = self.writer.evict_pod(namespace=pod.namespace, name=pod.name)
         self.report.writes += 1
-        self._written(change)
+        self._written(change, pod)
         self._record(permissions.EVICTION, result)
         if result.ok:
             group.record(pod, in_place=False)

@@ -313,6 +313,23 @@ def group_key(pod: PodInfo, workload_key: tuple[str, str]) -> tuple[str, str, st
     return (pod.namespace, *workload_key)
 
 
+def below_min_replicas(replicas: int | None, min_replicas: int) -> str | None:
+    """Why the updater never disrupts a workload's pods, or None: fewer replicas than
+    ``min_replicas`` (upstream leaves such a replica group out, §6.4)."""
+    if replicas is None or replicas >= min_replicas:
+        return None
+    noun = "replica" if replicas == 1 else "replicas"
+    return (
+        f"{replicas} {noun}: below min_replicas {min_replicas}; "
+        "the updater never disrupts it"
+    )
+
+
+def unscheduled(pod: PodInfo) -> bool:
+    """Not scheduled yet (``PodScheduled`` False): upstream's pod lister skips it."""
+    return any(c.type == "PodScheduled" and c.status == "False" for c in pod.conditions)
+
+
 def build_group(
     pods: Sequence[PodInfo],
     *,

@@ -29,7 +29,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Max, Q
 
 from recommender.cluster.base import ClusterSnapshot, PodInfo
 from recommender.engine.capping import (
@@ -124,6 +124,8 @@ CHANGE_FIELDS = (
     "written_at",
     "resize_pending_since",
     "resize_in_progress_since",
+    "written_state",
+    "decided_by_label",
 )
 
 
@@ -175,6 +177,9 @@ class UpdaterContext:
     rejected: dict[int, dict[str, list[dict[str, int | None]]]] = field(
         default_factory=dict
     )
+    # Workloads whose last eviction's replacement could not be scheduled, with no
+    # operator decision since: their new proposals are not approved automatically.
+    needs_operator: set[int] = field(default_factory=set)
 
     def status_of(self, key: tuple[int, str]) -> str:
         """The open change's status as this cycle last set it."""
@@ -366,6 +371,7 @@ def load_context(
     ).values(*CHANGE_FIELDS):
         context.open_rows[(row["workload_id"], row["pod"])] = row
     load_rejections(context)
+    load_needs_operator(context)
     for info in snapshot.workloads:
         found = context.workloads.get((info.kind, info.namespace, info.name))
         if found is None:
@@ -395,6 +401,30 @@ def load_rejections(context: UpdaterContext) -> None:
             by_container.setdefault(name, []).append(values.get("requests") or {})
 
 
+def load_needs_operator(context: UpdaterContext) -> None:
+    """Workloads with a change failed because its replacement pod could not be
+    scheduled and no operator's decision on any of their changes since (2 queries)."""
+    changes = ResizeChange.objects.filter(workload__in=list(context.by_id))
+    failed = dict(
+        changes.filter(status=S.FAILED, error__startswith=workflow.UNSCHEDULABLE_ERROR)
+        .values("workload_id")
+        .annotate(last=Max("updated_at"))
+        .values_list("workload_id", "last")
+    )
+    if not failed:
+        return
+    decided = dict(
+        changes.filter(workload__in=list(failed), decided_at__isnull=False)
+        .exclude(decided_by_label=workflow.AUTOMATIC_LABEL)
+        .values("workload_id")
+        .annotate(last=Max("decided_at"))
+        .values_list("workload_id", "last")
+    )
+    context.needs_operator = {
+        w for w, last in failed.items() if decided.get(w) is None or decided[w] < last
+    }
+
+
 def held_by_rejection(context: UpdaterContext, plan: PodPlan) -> bool:
     """Whether an operator's rejection holds this plan back: every container it
     would change stays within the band of a rejected change for that container
@@ -416,6 +446,36 @@ def held_by_rejection(context: UpdaterContext, plan: PodPlan) -> bool:
     return True
 
 
+def min_replicas_of(context: UpdaterContext, workload: Workload) -> int:
+    """The policy's ``min_replicas``, else ``VPAWEB_UPDATER_MIN_REPLICAS``."""
+    return workload.policy.min_replicas or context.config.min_replicas
+
+
+def disruptable_pods(
+    context: UpdaterContext, workload: Workload, pods: list[PodInfo]
+) -> list[PodInfo]:
+    """The pods the updater could ever disrupt (upstream's filters, §6.2 and §6.4):
+    scheduled, in a replica group it does not leave out (below ``min_replicas``, or
+    a replicated owner with no replicas). The others get no change proposed."""
+    owner = (workload.kind, workload.name)
+    groups: dict[tuple[str, str, str], list[PodInfo]] = defaultdict(list)
+    for pod in pods:
+        if not decision.unscheduled(pod):
+            groups[decision.group_key(pod, owner)].append(pod)
+    kept: list[PodInfo] = []
+    for key, members in groups.items():
+        group = decision.build_group(
+            members,
+            owner_kind=key[1],
+            replicas=workload.replicas,
+            min_replicas=min_replicas_of(context, workload),
+            tolerance_fraction=context.config.eviction_tolerance,
+        )
+        if group is not None:
+            kept.extend(members)
+    return kept
+
+
 def _plan_workload(
     context: UpdaterContext,
     workload: Workload,
@@ -430,7 +490,7 @@ def _plan_workload(
     # Pods of one workload mostly share their containers' resources: cap once each.
     cache: dict[Any, tuple[Any, ...]] = {}
     priorities: dict[Any, decision.PodPriority] = {}
-    for pod in pods:
+    for pod in disruptable_pods(context, workload, pods):
         key = tuple((c.name, c.kind, c.requests, c.limits) for c in pod.containers)
         if key not in cache:
             capped, off = capped_recommendations(
@@ -503,6 +563,23 @@ def propose(context: UpdaterContext) -> ProposalCounts:
     for key, row in list(context.open_rows.items()):
         if context.status_of(key) == S.APPLYING:
             continue  # followed by apply.follow_applying
+        if (
+            key[0] in context.needs_operator
+            and context.status_of(key) == S.APPROVED
+            and row["decided_by_label"] == workflow.AUTOMATIC_LABEL
+        ):
+            # Approved by the policy before a replacement could not schedule: an
+            # operator decides now.
+            workflow.try_transition(
+                context.change(key),
+                to=S.PROPOSED,
+                allowed_from=(S.APPROVED,),
+                now=now,
+                note="waits for an operator: the last evicted pod's replacement "
+                "could not be scheduled",
+                decided_at=None,
+                decided_by_label="",
+            )
         plan = context.plans.get(key)
         pod = context.pod(*key)
         if pod is None or (row["pod_uid"] and pod.uid != row["pod_uid"]):
@@ -547,7 +624,11 @@ def propose(context: UpdaterContext) -> ProposalCounts:
             counts.held += 1
             continue
         policy = plan.workload.policy
-        automatic = policy.approval == Policy.Approval.AUTOMATIC
+        # After a replacement that could not schedule, an operator decides.
+        automatic = (
+            policy.approval == Policy.Approval.AUTOMATIC
+            and plan.workload.pk not in context.needs_operator
+        )
         # Plain rows, not model instances: thousands of proposals per cycle.
         new.append(
             {
@@ -559,7 +640,13 @@ def propose(context: UpdaterContext) -> ProposalCounts:
                 "approval": policy.approval,
                 "resources_before": plan.before,
                 "resources_after": plan.after,
-                "reason": plan.reason,
+                "reason": plan.reason
+                + (
+                    "; waits for an operator: the last evicted pod's replacement "
+                    "could not be scheduled"
+                    if plan.workload.pk in context.needs_operator
+                    else ""
+                ),
                 "priority": plan.priority.rank,
                 "created_at": now,
                 "updated_at": now,
