@@ -87,6 +87,9 @@ def _seed(cluster, workload_count: int):
                 upper_memory_bytes=600 * MI,
                 uncapped_cpu_millicores=cpu,
                 uncapped_memory_bytes=500 * MI,
+                # 8 days of history: past VPAWEB_MIN_HISTORY_HOURS, so acted on
+                # (bulk_create skips the save() that derives it from an explanation).
+                confidence=8.0,
             )
         )
     recommendations = Recommendation.objects.bulk_create(

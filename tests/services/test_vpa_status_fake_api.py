@@ -46,6 +46,9 @@ def recommend(workload, container="app", *, cpu=250, memory=256 * MI, lower=None
         upper_memory_bytes=1024 * MI,
         uncapped_cpu_millicores=cpu,
         uncapped_memory_bytes=memory,
+        # 8 days of history behind it, past VPAWEB_MIN_HISTORY_HOURS (as
+        # tests/factories.py make_recommendation).
+        explanation={"resources": {"cpu": {"confidence": 8.0}}},
     )
     row.latest_recommendation = rec
     row.save(update_fields=["latest_recommendation"])
