@@ -308,7 +308,10 @@ def test_install_and_uninstall_against_the_fake_api_server(tmp_path, certs, caps
         kubeconfig = write_kubeconfig(
             tmp_path / "kubeconfig", {"fake": api}, current="fake"
         )
-        Cluster.objects.create(name="prod", kind="kubernetes", context="fake")
+        # Registering is a write: an admin allowed this cluster's actuation.
+        Cluster.objects.create(
+            name="prod", kind="kubernetes", context="fake", actuation_allowed=True
+        )
         common = ["--cluster", "prod", "--kubeconfig", str(kubeconfig)]
         call_command(
             "webhook",

@@ -120,7 +120,7 @@ def test_workload_filters(
     ("query", "field"),
     [
         ("kind=Pod", "kind"),
-        ("mode=Auto", "mode"),
+        ("mode=Sometimes", "mode"),
         ("status=happy", "status"),
         ("status=recommended", "status"),
         ("is_active=maybe", "is_active"),

@@ -46,9 +46,13 @@ def _log_in(page, username):
     page.wait_for_url(re.compile(r"/changes/$"))
 
 
-def test_switch_approve_and_see_the_requests_change(page, browser, live_server):
+def test_switch_approve_and_see_the_requests_change(
+    page, browser, live_server, monkeypatch
+):
     settings.SIMULATION_WORKLOADS = 24
     settings.SIMULATION_HISTORY_DAYS = 1.0
+    # A day of simulated samples spans a minute less than 24 h: enough here.
+    monkeypatch.setattr(settings, "MIN_HISTORY_HOURS", 12)
     now = timezone.now()
     cluster = make_cluster("sim", kind=Cluster.Kind.SIMULATED)
     refresh_cluster(cluster_id=cluster.pk, now=now)

@@ -102,8 +102,12 @@ def simulated(settings: Any) -> Cluster:
     settings.SIMULATION_SEED = 7
     settings.SIMULATION_WORKLOADS = 24
     settings.SIMULATION_HISTORY_DAYS = 1.0
+    # A day of simulated samples spans a minute less than 24 h: enough here.
+    settings.MIN_HISTORY_HOURS = 12
     forget_holders()
-    cluster = Cluster.objects.create(name="sim-a", kind=Cluster.Kind.SIMULATED)
+    cluster = Cluster.objects.create(
+        name="sim-a", kind=Cluster.Kind.SIMULATED, actuation_allowed=True
+    )
     refresh_cluster(cluster_id=cluster.pk, now=NOW)
     return cluster
 

@@ -34,6 +34,8 @@ def small_fleet(settings):
     settings.SIMULATION_SEED = 7
     settings.SIMULATION_WORKLOADS = 24
     settings.SIMULATION_HISTORY_DAYS = 1.0
+    # A day of simulated samples spans a minute less than 24 h: enough here.
+    settings.MIN_HISTORY_HOURS = 12
     forget_holders()
     yield
     forget_holders()
@@ -53,7 +55,9 @@ def test_requests_removed_sums_the_containers_and_signs_an_addition():
 
 
 def test_an_applied_change_moves_its_savings_from_potential_to_realized():
-    cluster = Cluster.objects.create(name="sim-a", kind=Cluster.Kind.SIMULATED)
+    cluster = Cluster.objects.create(
+        name="sim-a", kind=Cluster.Kind.SIMULATED, actuation_allowed=True
+    )
     refresh_cluster(cluster_id=cluster.pk, now=NOW)
     workload = None
     for candidate in Workload.objects.filter(

@@ -239,7 +239,7 @@ def _oldest_kill_looked_up(queries: CaptureQueriesContext) -> datetime | None:
     if not found:
         return None
     (sql,) = found
-    at = re.search(r'"occurred_at" >= \'(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)', sql)
+    at = re.search(r'"occurred_at" >=? \'(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)', sql)
     return datetime.fromisoformat(at.group(1)).replace(tzinfo=UTC)
 
 

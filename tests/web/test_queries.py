@@ -63,10 +63,12 @@ def _count(client, path: str) -> int:
 # Every page's header reads the safety state (kill switch, paused clusters): one query.
 PAGES = {
     # + the admission webhook counts, the VPA objects without a target and the
-    # failing clusters (one query when none fails)
-    "/": 17,
-    # session, user, role; the rollup, the trend, the cluster names; the header
-    "/rollups/?by=label": 7,
+    # failing clusters (one query when none fails), the realized savings' changes,
+    # the clusters without OOM history and the updater leases
+    "/": 20,
+    # session, user, role; the rollup, the trend, the cluster names; the header;
+    # the realized savings' changes
+    "/rollups/?by=label": 8,
     "/workloads/": 11,
     "/workloads/?status=over&sort=savings": 11,
     # the groups' count, the page's groups, their pods, their rejection reasons
