@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
 from recommender.api.fields import (
@@ -655,6 +655,24 @@ class ExportRowSerializer(serializers.Serializer):
         allow_null=True, help_text="the exact upper bound in bytes"
     )
     recommended_at = serializers.DateTimeField(allow_null=True)
+
+
+class ExportPageSerializer(serializers.Serializer):
+    """A page of the export (``?limit=`` or ``?offset=``): the paginated envelope."""
+
+    count = serializers.IntegerField(help_text="workloads that match the filters")
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = ExportRowSerializer(many=True)
+
+
+# The export answers its rows, or with limit/offset a page of them in the envelope.
+EXPORT_ANSWER = PolymorphicProxySerializer(
+    component_name="ExportAnswer",
+    serializers=[ExportRowSerializer(many=True), ExportPageSerializer],
+    resource_type_field_name=None,
+    many=False,
+)
 
 
 class ErrorDetailSerializer(serializers.Serializer):

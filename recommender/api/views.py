@@ -510,17 +510,21 @@ class RecommendationExportView(APIView):
             *WORKLOAD_FILTER_PARAMETERS,
             OpenApiParameter(
                 "limit",
-                int,
+                {"type": "integer", "minimum": 1, "maximum": 1000},
                 description="a page of this many workloads' rows (1 to 1000), in the "
                 "paginated envelope (JSON, YAML) or as plain rows (CSV); without "
                 "limit and offset every row is streamed",
             ),
-            OpenApiParameter("offset", int, description="workloads to skip"),
+            OpenApiParameter(
+                "offset",
+                {"type": "integer", "minimum": 0},
+                description="workloads to skip",
+            ),
         ],
         responses={
-            (200, "application/json"): s.ExportRowSerializer(many=True),
+            (200, "application/json"): s.EXPORT_ANSWER,
             (200, "text/csv"): OpenApiTypes.STR,
-            (200, "application/yaml"): s.ExportRowSerializer(many=True),
+            (200, "application/yaml"): s.EXPORT_ANSWER,
         },
         tags=["recommendations"],
     )
