@@ -204,7 +204,7 @@ def price_workloads(
     path = settings.PRICE_TABLE
     table = load_price_table(path) if path else []
     priced: dict[str, NodePrice] = {}
-    stored = {}
+    stored: dict[int, tuple[float | None, float | None, str]] = {}
     for workload_id, names in by_workload.items():
         prices = []
         for name in names:
