@@ -17,6 +17,7 @@ from django.conf import settings as django_settings
 
 from recommender.models import RefreshRun, Workload
 from recommender.services.dashboard.provisioning import Prices, risk_rules
+from recommender.services.dashboard.workload_insight import workload_insight
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.conftest import service_missing
 from tests.integration.test_prometheus_oom_sources import at, refresh_against
@@ -153,6 +154,15 @@ def test_pods_on_spot_and_on_demand_nodes_are_priced_by_the_node_cost_metrics(
     )
     listed = client.get("/api/v1/workloads/?namespace=batch").json()["results"]
     assert [row["price_source"] for row in listed] == ["opencost"]
+    # The API's figures are the list's (the one savings rule, at the node's prices).
+    assert listed[0]["savings_monthly"] == pytest.approx(got["worker"][0], abs=0.01)
+    detail = client.get(f"/api/v1/workloads/{web.pk}/").json()
+    assert detail["savings_monthly"] == pytest.approx(got["web"][0], abs=0.01)
+    # The workload page's figure (computed in Python) is the same.
+    insight = workload_insight(
+        workload_id=web.pk, now=at(loaded.end_s), prices=Prices.from_settings()
+    )
+    assert insight.savings == pytest.approx(got["web"][0])
     page = client.get(f"/workloads/{web.pk}/").content.decode()
     assert 'data-testid="price-source"' in page and "opencost prices" in page
 
