@@ -9,7 +9,6 @@ prices, are used.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,19 +18,9 @@ from recommender.models import RefreshRun, Workload
 from recommender.services.dashboard.provisioning import Prices, risk_rules
 from recommender.services.dashboard.workload_insight import workload_insight
 from recommender.services.refresh.cycle import refresh_cluster
-from tests.conftest import service_missing
 from tests.integration.test_prometheus_oom_sources import at, refresh_against
-from tests.prometheus_support.fixtures import DAYS, END_S, LoadedPrometheus
+from tests.prometheus_support.fixtures import END_S, LoadedPrometheus, loaded_prometheus
 from tests.prometheus_support.k8s_objects import objects_for
-from tests.prometheus_support.openmetrics import (
-    openmetrics_chunks,
-    small_fleet,
-)
-from tests.prometheus_support.server import (
-    PrometheusServer,
-    create_blocks,
-    ensure_installed,
-)
 from tests.web.conftest import client_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -68,36 +57,15 @@ def opencost_series(default: Prices, *, end_s: int) -> str:
     return "".join(lines)
 
 
-def _prometheus(
-    tmp_path_factory: pytest.TempPathFactory, *, with_costs: bool
-) -> Iterator[LoadedPrometheus]:
-    binaries = ensure_installed()
-    if binaries is None:
-        service_missing("prometheus and promtool (Debian package 'prometheus')")
-    prometheus, promtool = binaries
-    work = tmp_path_factory.mktemp("prometheus")
-    specs = small_fleet(end_s=END_S, days=DAYS)
-    exposition = work / "history.om"
-    text = "".join(openmetrics_chunks(specs, ("cpu", "memory")))
-    assert text.endswith("# EOF\n")
-    costs = opencost_series(Prices.from_settings(), end_s=END_S) if with_costs else ""
-    exposition.write_text(text[: -len("# EOF\n")] + costs + "# EOF\n")
-    create_blocks(promtool, exposition, work / "data")
-    server = PrometheusServer(prometheus, work / "data").start()
-    try:
-        yield LoadedPrometheus(server, specs, END_S, DAYS)
-    finally:
-        server.stop()
-
-
 @pytest.fixture(scope="module")
 def prometheus_with_node_costs(tmp_path_factory):
-    yield from _prometheus(tmp_path_factory, with_costs=True)
+    costs = opencost_series(Prices.from_settings(), end_s=END_S)
+    yield from loaded_prometheus(tmp_path_factory, ("cpu", "memory"), costs)
 
 
 @pytest.fixture(scope="module")
 def prometheus_without_node_costs(tmp_path_factory):
-    yield from _prometheus(tmp_path_factory, with_costs=False)
+    yield from loaded_prometheus(tmp_path_factory, ("cpu", "memory"))
 
 
 def on_nodes(loaded: LoadedPrometheus) -> list[dict]:
@@ -124,6 +92,10 @@ def savings(now_s: int) -> dict[str, tuple[float, str]]:
     return {name: (value, source) for name, value, source in rows}
 
 
+def sources(got: dict[str, tuple[float, str]]) -> dict[str, str]:
+    return {name: source for name, (_, source) in got.items()}
+
+
 def at_list_prices(now_s: int) -> dict[str, float]:
     """The same savings had every workload the list prices."""
     Workload.objects.update(
@@ -138,7 +110,7 @@ def test_pods_on_spot_and_on_demand_nodes_are_priced_by_the_node_cost_metrics(
     loaded = prometheus_with_node_costs
     refreshed(refresh_against, loaded)
     got = savings(loaded.end_s)
-    assert {name: source for name, (_, source) in got.items()} == {
+    assert sources(got) == {
         "web": "opencost",
         "worker": "opencost",
         "db": "default",
@@ -188,7 +160,7 @@ def test_without_the_metrics_the_table_then_the_list_prices_are_used(
     settings.PRICE_TABLE = str(table)
     refreshed(refresh_against, loaded)
     got = savings(loaded.end_s)
-    assert {name: source for name, (_, source) in got.items()} == {
+    assert sources(got) == {
         "web": "table",
         "worker": "default",
         "db": "default",
