@@ -297,7 +297,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
         help_text=(
             "monthly list-price savings of moving every container's requests to its "
             "target, all replicas (a Job or CronJob: its running_hours_month) "
-            "(VPAWEB_PRICE_PER_CORE_HOUR, _PER_GIB_HOUR); "
+            "at the prices of price_source; "
             "negative when the targets cost more; as on the dashboard"
         )
     )
@@ -331,6 +331,15 @@ class WorkloadSerializer(serializers.ModelSerializer):
     mode = serializers.SerializerMethodField()
     profile = serializers.SerializerMethodField()
     containers = ContainerSerializer(many=True, read_only=True)
+    price_source = serializers.CharField(
+        read_only=True,
+        help_text=(
+            "where savings_monthly's prices come from: opencost (the node cost "
+            "metrics of the nodes its pods run on, in Prometheus), table "
+            "(VPAWEB_PRICE_TABLE) or default (VPAWEB_PRICE_PER_CORE_HOUR, "
+            "_PER_GIB_HOUR)"
+        ),
+    )
     running_hours_month = serializers.FloatField(
         read_only=True,
         allow_null=True,
@@ -356,6 +365,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "is_active",
             "status",
             "savings_monthly",
+            "price_source",
             "at_risk",
             "risk",
             "recent_ooms",

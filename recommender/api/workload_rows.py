@@ -39,6 +39,7 @@ from recommender.models.provisioning import (
     workload_facts,
 )
 from recommender.services.advice.pod_spec import resource_list
+from recommender.services.dashboard.provisioning import Prices
 
 # The workload columns, in the order the row tuples carry them.
 WORKLOAD_COLUMNS = (
@@ -57,6 +58,9 @@ WORKLOAD_COLUMNS = (
     "policy__mode",
     "policy__profile",
     "running_hours_month",
+    "price_per_core_hour",
+    "price_per_gib_hour",
+    "price_source",
 )
 # Annotations of Workload.objects.with_provisioning (models/provisioning.py).
 FACT_COLUMNS = (
@@ -203,7 +207,7 @@ def _computed_facts(
     containers: dict[int, list[tuple[Any, ...]]],
     replicas: dict[int, float],
     *,
-    prices: PriceRates,
+    prices: dict[int, PriceRates],
     rules: RiskRules,
 ) -> dict[int, tuple[Any, ...]]:
     """The FACT_COLUMNS of each workload from its container rows, as
@@ -222,7 +226,7 @@ def _computed_facts(
                 _as_container(row),
                 recent_ooms=kills.get(row[_AT["pk"]], 0),
                 replicas=replicas[pk],
-                prices=prices,
+                prices=prices[pk],
                 rules=rules,
             )
             for row in rows
@@ -272,7 +276,7 @@ def _fact_columns(facts: ProvisioningFacts) -> tuple[Any, ...]:
 def workload_rows(
     page: Iterable[tuple[Any, ...]],
     *,
-    prices: PriceRates | None = None,
+    prices: Prices | None = None,
     rules: RiskRules | None = None,
 ) -> list[dict[str, Any]]:
     """``WorkloadSerializer(workloads, many=True).data`` as plain dicts, from the rows
@@ -294,7 +298,14 @@ def workload_rows(
         computed = _computed_facts(
             containers,
             {row[0]: pods_billed(row[6], row[14]) for row in page},
-            prices=prices,
+            # The workload's own prices (its nodes'), else the list prices.
+            prices={
+                row[0]: Prices(
+                    prices.per_core_hour if row[15] is None else row[15],
+                    prices.per_gib_hour if row[16] is None else row[16],
+                )
+                for row in page
+            },
             rules=rules,
         )
         page = [row + computed[row[0]] for row in page]
@@ -316,6 +327,9 @@ def workload_rows(
         mode,
         profile,
         running_hours_month,
+        _price_per_core_hour,
+        _price_per_gib_hour,
+        price_source,
         status,
         savings,
         risk,
@@ -341,6 +355,7 @@ def workload_rows(
                 "is_active": None if is_active is None else bool(is_active),
                 "status": status,
                 "savings_monthly": round(float(savings), 2),
+                "price_source": price_source or "default",
                 "at_risk": risk > 0,
                 "risk": int(risk),
                 "recent_ooms": int(recent_ooms),

@@ -95,6 +95,14 @@ class Workload(models.Model):
     # savings count these hours, not 730 per replica (models.provisioning.pods_billed).
     # None for other kinds, and before any run was seen.
     running_hours_month = models.FloatField(null=True, blank=True)
+    # The prices of the nodes its pods run on (mean over the pods the last discovery
+    # saw; services/refresh/node_prices.py), and where they came from: "opencost"
+    # (the node cost metrics in Prometheus), "table" (VPAWEB_PRICE_TABLE) or
+    # "default" (VPAWEB_PRICE_PER_*_HOUR; the prices are then None, so a changed
+    # setting applies at once).
+    price_per_core_hour = models.FloatField(null=True, blank=True)
+    price_per_gib_hour = models.FloatField(null=True, blank=True)
+    price_source = models.CharField(max_length=16, default="default", blank=True)
     labels = models.JSONField(default=dict, blank=True)
     # False once discovery no longer finds it; kept for its history.
     is_active = models.BooleanField(default=True)

@@ -299,11 +299,27 @@ def _excess(prefix: str, request_field: str, suffix: str) -> Any:
     return request - Coalesce(target, request)
 
 
-def _price_of(suffix: str, prices: PriceRates) -> float:
-    return (
+# A workload's own price per hour (``Workload.price_per_core_hour``, per GiB-hour)
+# to the price of one millicore or byte for a month.
+_PER_HOUR_TO_MONTH = {
+    "cpu_millicores": ("price_per_core_hour", HOURS_PER_MONTH / 1000.0),
+    "memory_bytes": ("price_per_gib_hour", HOURS_PER_MONTH / 2**30),
+}
+
+
+def _price_of(suffix: str, prices: PriceRates, workload: str) -> Any:
+    """The monthly price of one unit of a resource: the workload's own (its nodes',
+    ``workload`` the path to its row, "" or "workload__") or the list price."""
+    field, factor = _PER_HOUR_TO_MONTH[suffix]
+    default = (
         prices.per_millicore_month
         if suffix == "cpu_millicores"
         else prices.per_byte_month
+    )
+    return Coalesce(
+        F(f"{workload}{field}") * Value(factor),
+        Value(default),
+        output_field=FloatField(),
     )
 
 
@@ -326,12 +342,12 @@ def pods_billed_sql(prefix: str) -> Any:
     )
 
 
-def _savings_per_pod(prefix: str, prices: PriceRates) -> Any:
+def _savings_per_pod(prefix: str, prices: PriceRates, workload: str) -> Any:
     """(request - target) x monthly price over the resources with a target."""
     total: Any = None
     for request_field, suffix, _ in RESOURCES:
-        diff = Cast(_excess(prefix, request_field, suffix), FloatField()) * Value(
-            _price_of(suffix, prices)
+        diff = Cast(_excess(prefix, request_field, suffix), FloatField()) * (
+            _price_of(suffix, prices, workload)
         )
         total = diff if total is None else total + diff
     return total
@@ -520,7 +536,8 @@ class ContainerQuerySet(models.QuerySet["Container"]):
         and ``status``."""
         return self.annotate(
             savings=ExpressionWrapper(
-                _savings_per_pod("", prices) * pods_billed_sql("workload__"),
+                _savings_per_pod("", prices, "workload__")
+                * pods_billed_sql("workload__"),
                 output_field=FloatField(),
             ),
             recent_ooms=Case(
@@ -581,7 +598,7 @@ class WorkloadQuerySet(models.QuerySet["Workload"]):
             savings=ExpressionWrapper(
                 Coalesce(
                     Sum(
-                        _savings_per_pod(WORKLOAD_PREFIX, prices),
+                        _savings_per_pod(WORKLOAD_PREFIX, prices, ""),
                         filter=_REGULAR,
                         output_field=FloatField(),
                     ),
@@ -632,8 +649,8 @@ class WorkloadQuerySet(models.QuerySet["Workload"]):
         }
         per_pod: Any = None
         for _, suffix, _ in RESOURCES:
-            part = Cast(stored[f"excess_{suffix}"], FloatField()) * Value(
-                _price_of(suffix, prices)
+            part = Cast(stored[f"excess_{suffix}"], FloatField()) * (
+                _price_of(suffix, prices, "")
             )
             per_pod = part if per_pod is None else per_pod + part
         return self.annotate(

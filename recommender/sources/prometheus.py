@@ -78,6 +78,13 @@ logger = logging.getLogger(__name__)
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 # Label values that are not a container: the pod cgroup ("") and the pause container.
 NOT_A_CONTAINER = ("", "POD")
+# OpenCost's node cost metrics (fetch_node_costs): USD per core-hour and per GiB-hour
+# of each node, and 1 on a spot node.
+NODE_COST_METRICS = (
+    "node_cpu_hourly_cost",
+    "node_ram_hourly_cost",
+    "kubecost_node_is_spot",
+)
 
 
 @dataclass
@@ -384,6 +391,29 @@ class PrometheusSource:
                 )
             metrics.append({str(k): str(v) for k, v in metric.items()})
         return metrics
+
+    def fetch_node_costs(self, *, at_s: float) -> list[tuple[dict[str, str], float]]:
+        """OpenCost's (Kubecost's) node cost series at ``at_s``: each series' labels
+        (``__name__`` one of ``NODE_COST_METRICS``, ``node``, ``instance_type``, ...)
+        and value; empty when Prometheus has none (services/refresh/node_prices.py)."""
+        query = '{__name__=~"' + "|".join(NODE_COST_METRICS) + '"}'
+        body = self._post(
+            "query", {"query": query, "time": _format_time(at_s)}, query=query
+        )
+        out = []
+        for item in result_list(body, query=query, result_type="vector"):
+            metric = item.get("metric") if isinstance(item, dict) else None
+            value = item.get("value") if isinstance(item, dict) else None
+            try:
+                number = float(value[1])  # type: ignore[index]
+            except (TypeError, ValueError, IndexError) as exc:
+                raise SourceUnavailable(
+                    f"Prometheus answered a sample without a number to {short(query)}"
+                ) from exc
+            if not isinstance(metric, dict) or not math.isfinite(number):
+                continue
+            out.append(({str(k): str(v) for k, v in metric.items()}, number))
+        return out
 
     # --- HTTP ---------------------------------------------------------------------
 

@@ -44,9 +44,13 @@ class LoadedPrometheus:
         return self.end_s - self.days * 86_400
 
 
-def _loaded_prometheus(
-    tmp_path_factory: pytest.TempPathFactory, families: tuple[str, ...]
+def loaded_prometheus(
+    tmp_path_factory: pytest.TempPathFactory,
+    families: tuple[str, ...],
+    extra: str = "",
 ) -> Iterator[LoadedPrometheus]:
+    """A running Prometheus with the small fleet's ``families`` and ``extra``
+    exposition text (other series, e.g. node costs)."""
     binaries = ensure_installed()
     if binaries is None:
         service_missing("prometheus and promtool (Debian package 'prometheus')")
@@ -54,7 +58,7 @@ def _loaded_prometheus(
     work = tmp_path_factory.mktemp("prometheus")
     specs = small_fleet(end_s=END_S, days=DAYS)
     exposition = work / "history.om"
-    write_openmetrics(exposition, specs, families)
+    write_openmetrics(exposition, specs, families, extra)
     create_blocks(promtool, exposition, work / "data")
     exposition.unlink()
     server = PrometheusServer(prometheus, work / "data").start()
@@ -69,7 +73,7 @@ def prometheus_with_history(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[LoadedPrometheus]:
     """A real Prometheus with 8 days of the small fleet's cAdvisor and KSM history."""
-    yield from _loaded_prometheus(tmp_path_factory, tuple(FAMILIES))
+    yield from loaded_prometheus(tmp_path_factory, tuple(FAMILIES))
 
 
 @pytest.fixture(scope="module")
@@ -78,4 +82,4 @@ def prometheus_cadvisor_only(
 ) -> Iterator[LoadedPrometheus]:
     """The same 8 days with the kubelet's cAdvisor series only: no kube-state-metrics,
     so no OOM series (a normal setup)."""
-    yield from _loaded_prometheus(tmp_path_factory, ("cpu", "memory"))
+    yield from loaded_prometheus(tmp_path_factory, ("cpu", "memory"))

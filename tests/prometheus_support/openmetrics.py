@@ -154,24 +154,30 @@ FAMILIES = {
 
 
 def openmetrics_chunks(
-    specs: list[SeriesSpec], families: Iterable[str] = FAMILIES
+    specs: list[SeriesSpec], families: Iterable[str] = FAMILIES, extra: str = ""
 ) -> Iterator[str]:
-    """The whole exposition in pieces: each family contiguous, then ``# EOF``."""
+    """The whole exposition in pieces: each family contiguous, then ``extra`` (more
+    families, already exposition text), then ``# EOF``."""
     for family in families:
         name, kind = FAMILIES[family]
         yield f"# TYPE {name} {kind}\n"
         for spec in specs:
             yield family_text(family, spec)
+    if extra:
+        yield extra
     yield "# EOF\n"
 
 
 def write_openmetrics(
-    path: Path, specs: list[SeriesSpec], families: Iterable[str] = FAMILIES
+    path: Path,
+    specs: list[SeriesSpec],
+    families: Iterable[str] = FAMILIES,
+    extra: str = "",
 ) -> int:
     """Write the exposition; return its size in bytes."""
     size = 0
     with path.open("w", encoding="ascii") as handle:
-        for chunk in openmetrics_chunks(specs, families):
+        for chunk in openmetrics_chunks(specs, families, extra):
             handle.write(chunk)
             size += len(chunk)
     return size

@@ -316,7 +316,7 @@ def _add_facts(workloads: list[Workload], *, prices: Prices, rules: RiskRules) -
                 c,
                 recent_ooms=kills.get(c.pk, 0),
                 replicas=pods_billed(workload.replicas, workload.running_hours_month),
-                prices=prices,
+                prices=prices.of(workload),
                 rules=rules,
             )
             for c in workload.containers.all()

@@ -215,7 +215,7 @@ def _at_risk(
                 container,
                 recent_ooms=0,
                 replicas=pods_billed(workload.replicas, workload.running_hours_month),
-                prices=prices,
+                prices=prices.of(workload),
                 rules=rules,
             )
             for container in workload.containers.all()

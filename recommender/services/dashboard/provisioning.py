@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from recommender.models import Container, RiskRules
+from recommender.models import Container, RiskRules, Workload
 from recommender.models.provisioning import HOURS_PER_MONTH
 
 GIB = 2**30
@@ -41,6 +41,18 @@ class Prices:
     def from_settings(cls) -> Prices:
         """The prices of VPAWEB_PRICE_PER_CORE_HOUR and VPAWEB_PRICE_PER_GIB_HOUR."""
         return cls(settings.PRICE_PER_CORE_HOUR, settings.PRICE_PER_GIB_HOUR)
+
+    def of(self, workload: Workload) -> Prices:
+        """The prices of ``workload``'s pods: its nodes' (``Workload.price_source``
+        "opencost" or "table"), else these list prices (as the SQL's Coalesce)."""
+        return Prices(
+            self.per_core_hour
+            if workload.price_per_core_hour is None
+            else workload.price_per_core_hour,
+            self.per_gib_hour
+            if workload.price_per_gib_hour is None
+            else workload.price_per_gib_hour,
+        )
 
     @property
     def per_millicore_month(self) -> float:

@@ -310,7 +310,7 @@ def workload_insight(
                 1 for kill in ooms[container.pk] if kill.occurred_at >= rules.oom_since
             ),
             replicas=pods_billed(workload.replicas, workload.running_hours_month),
-            prices=prices,
+            prices=prices.of(workload),
             rules=rules,
         )
         no_data = facts.no_data

@@ -74,6 +74,7 @@ from recommender.services.refresh.bulk import (
 )
 from recommender.services.refresh.discovery import BATCH, Discovery, upsert_discovery
 from recommender.services.refresh.ingest import STEP_S, Group, Row, Window
+from recommender.services.refresh.node_prices import price_workloads
 from recommender.services.refresh.recommend import (
     build_explanations,
     is_significant_change,
@@ -304,6 +305,10 @@ def refresh_cluster(
                 source = usage_source_for(cluster)
                 snapshot, discovery = discover_and_store(
                     cluster, adapter, now=now, namespace=namespace, phases=phases
+                )
+                # The workloads' prices, from the nodes their pods run on.
+                discovery.counts["prices_changed"] = price_workloads(
+                    pod_nodes=discovery.pod_nodes, source=source, now=now
                 )
                 counts = ingest_fleet(
                     discovery=discovery,

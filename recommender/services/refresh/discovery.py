@@ -78,6 +78,9 @@ class Discovery:
     # kind, name) of its workloads, the only ones read from the source. None: not a
     # chunk, the whole namespace (or cluster) is read.
     chunk_keys: frozenset[tuple[str, str, str]] | None = None
+    # (workload id, node name) of each live pod scheduled on a node: what the
+    # workloads' prices are taken from (services/refresh/node_prices.py).
+    pod_nodes: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def pod_owner(self) -> dict[tuple[str, str], int]:
@@ -230,6 +233,12 @@ def upsert_discovery(
         },
     )
     found.counts.update(pod_counts)
+    found.pod_nodes = [
+        (workloads[key].pk, pod.node_name)
+        for key, info in seen.items()
+        for pod in info.pods
+        if pod.node_name
+    ]
     found.counts["batch_hours_changed"] = record_running_hours(
         cluster_id=cluster.pk, namespace=namespace, now=now
     )

@@ -1,0 +1,238 @@
+"""The prices of each workload's pods, from the nodes they run on.
+
+Each live pod scheduled on a node (discovery's ``spec.nodeName``) is priced by its
+node, in this order:
+
+1. ``opencost``: the node's ``node_cpu_hourly_cost`` (USD per core-hour) and
+   ``node_ram_hourly_cost`` (USD per GiB-hour) series in the cluster's Prometheus, as
+   OpenCost (or Kubecost) exports them, labelled ``node``; both must be there.
+2. ``table``: the first row of the CSV file ``VPAWEB_PRICE_TABLE`` that matches the
+   node (``load_price_table``), less its spot discount on a spot node.
+3. ``default``: ``VPAWEB_PRICE_PER_CORE_HOUR`` and ``VPAWEB_PRICE_PER_GIB_HOUR``.
+
+vpaweb lists no Node objects: a node's instance type, region and whether it is spot
+are known only from the labels of those metrics (``instance_type``, ``region``, and
+``kubecost_node_is_spot`` = 1); without them a table row can match the node's name
+only. A workload's prices are the mean over its pods; its ``price_source`` the
+source that priced most of them. Definitions: docs/prometheus.md, "Node prices".
+"""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from django.conf import settings
+
+from recommender.errors import InvalidInput
+from recommender.models import Workload
+from recommender.sources.prometheus import PrometheusSource
+
+OPENCOST = "opencost"
+TABLE = "table"
+DEFAULT = "default"
+# Ties go to the better-informed source.
+_RANK = {OPENCOST: 0, TABLE: 1, DEFAULT: 2}
+TABLE_COLUMNS = ("match", "per_core_hour", "per_gib_hour", "spot_discount")
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What Prometheus says of one node: its prices (None when absent) and labels."""
+
+    per_core_hour: float | None = None
+    per_gib_hour: float | None = None
+    instance_type: str = ""
+    region: str = ""
+    spot: bool = False
+
+
+@dataclass(frozen=True)
+class NodePrice:
+    per_core_hour: float
+    per_gib_hour: float
+    source: str
+
+
+@dataclass(frozen=True)
+class PriceRow:
+    """One row of the price table: ``match`` is ``node=<glob>``,
+    ``instance_type=<name>`` or ``*`` (any node)."""
+
+    key: str
+    value: str
+    per_core_hour: float
+    per_gib_hour: float
+    spot_discount: float
+
+    def matches(self, node: str, facts: NodeFacts) -> bool:
+        if self.key == "*":
+            return True
+        if self.key == "node":
+            return fnmatch.fnmatchcase(node, self.value)
+        return bool(facts.instance_type) and facts.instance_type == self.value
+
+
+def _table_error(path: str, line: int, column: str, problem: str) -> InvalidInput:
+    return InvalidInput(
+        f"VPAWEB_PRICE_TABLE {path}, line {line}, column {column}: {problem}",
+        field="VPAWEB_PRICE_TABLE",
+    )
+
+
+def _number(text: str, *, path: str, line: int, column: str, most: float) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise _table_error(path, line, column, f"{text!r} is not a number") from None
+    if not 0.0 <= value <= most:
+        raise _table_error(path, line, column, f"{text} is not within 0 and {most:g}")
+    return value
+
+
+def load_price_table(path: str) -> list[PriceRow]:
+    """The rows of the CSV price table at ``path``: a header naming
+    ``TABLE_COLUMNS`` (spot_discount optional: a fraction, 0.65 = 65 % off on spot
+    nodes), then one row per match. A malformed row raises ``InvalidInput`` naming
+    its line and column."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput(
+            f"VPAWEB_PRICE_TABLE {path} cannot be read: {exc}",
+            field="VPAWEB_PRICE_TABLE",
+        ) from None
+    reader = csv.reader(text.splitlines())
+    header = [name.strip() for name in next(reader, [])]
+    for column in TABLE_COLUMNS[:3]:
+        if column not in header:
+            raise _table_error(path, 1, column, "missing from the header")
+    at = {name: header.index(name) for name in TABLE_COLUMNS if name in header}
+    rows = []
+    for line, cells in enumerate(reader, start=2):
+        if not any(cell.strip() for cell in cells):
+            continue
+        if len(cells) != len(header):
+            raise _table_error(
+                path, line, "*", f"{len(cells)} cells, the header has {len(header)}"
+            )
+        cell = {name: cells[index].strip() for name, index in at.items()}
+        match = cell["match"]
+        key, _, value = match.partition("=")
+        if match != "*" and (key not in ("node", "instance_type") or not value):
+            raise _table_error(
+                path,
+                line,
+                "match",
+                f"{match!r} is not node=<glob>, instance_type=<name> or *",
+            )
+        rows.append(
+            PriceRow(
+                key=key.strip() if match != "*" else "*",
+                value=value.strip(),
+                **{
+                    column: _number(
+                        cell[column], path=path, line=line, column=column, most=1e6
+                    )
+                    for column in ("per_core_hour", "per_gib_hour")
+                },
+                spot_discount=_number(
+                    cell.get("spot_discount") or "0",
+                    path=path,
+                    line=line,
+                    column="spot_discount",
+                    most=1.0,
+                ),
+            )
+        )
+    return rows
+
+
+def opencost_nodes(source: object, *, at_s: float) -> dict[str, NodeFacts]:
+    """The nodes Prometheus has OpenCost's series of, by name (none for another
+    usage source)."""
+    if not isinstance(source, PrometheusSource):
+        return {}
+    found: dict[str, dict[str, object]] = defaultdict(dict)
+    for labels, value in source.fetch_node_costs(at_s=at_s):
+        node = labels.get("node", "")
+        if not node:
+            continue
+        facts = found[node]
+        for label in ("instance_type", "region"):
+            if labels.get(label):
+                facts[label] = labels[label]
+        name = labels.get("__name__")
+        if name == "node_cpu_hourly_cost":
+            facts["per_core_hour"] = value
+        elif name == "node_ram_hourly_cost":
+            facts["per_gib_hour"] = value
+        elif name == "kubecost_node_is_spot":
+            facts["spot"] = value == 1.0
+    return {node: NodeFacts(**facts) for node, facts in found.items()}  # type: ignore[arg-type]
+
+
+def node_price(node: str, facts: NodeFacts, table: Sequence[PriceRow]) -> NodePrice:
+    """One node's prices: OpenCost's, else the table's first matching row, else the
+    list prices."""
+    if facts.per_core_hour is not None and facts.per_gib_hour is not None:
+        return NodePrice(facts.per_core_hour, facts.per_gib_hour, OPENCOST)
+    for row in table:
+        if row.matches(node, facts):
+            keep = 1.0 - row.spot_discount if facts.spot else 1.0
+            return NodePrice(row.per_core_hour * keep, row.per_gib_hour * keep, TABLE)
+    return NodePrice(settings.PRICE_PER_CORE_HOUR, settings.PRICE_PER_GIB_HOUR, DEFAULT)
+
+
+def price_workloads(
+    *, pod_nodes: Iterable[tuple[int, str]], source: object, now: datetime
+) -> int:
+    """Store each workload's prices from the nodes of its live pods (``pod_nodes``:
+    (workload id, node name)); workloads without a scheduled pod keep theirs.
+    Returns the rows changed."""
+    by_workload: dict[int, list[str]] = defaultdict(list)
+    for workload_id, node in pod_nodes:
+        by_workload[workload_id].append(node)
+    if not by_workload:
+        return 0
+    nodes = opencost_nodes(source, at_s=now.timestamp())
+    path = settings.PRICE_TABLE
+    table = load_price_table(path) if path else []
+    priced: dict[str, NodePrice] = {}
+    stored: dict[int, tuple[float | None, float | None, str]] = {}
+    for workload_id, names in by_workload.items():
+        prices = []
+        for name in names:
+            if name not in priced:
+                priced[name] = node_price(name, nodes.get(name, NodeFacts()), table)
+            prices.append(priced[name])
+        counts = Counter(price.source for price in prices)
+        source_name = min(counts, key=lambda s: (-counts[s], _RANK[s]))
+        if source_name == DEFAULT and len(counts) == 1:
+            stored[workload_id] = (None, None, DEFAULT)
+        else:
+            stored[workload_id] = (
+                sum(p.per_core_hour for p in prices) / len(prices),
+                sum(p.per_gib_hour for p in prices) / len(prices),
+                source_name,
+            )
+    fields = ["price_per_core_hour", "price_per_gib_hour", "price_source"]
+    changed = []
+    for workload in Workload.objects.filter(pk__in=list(stored)).only("pk", *fields):
+        core, gib, name = stored[workload.pk]
+        if (
+            workload.price_per_core_hour,
+            workload.price_per_gib_hour,
+            workload.price_source,
+        ) != (core, gib, name):
+            workload.price_per_core_hour = core
+            workload.price_per_gib_hour = gib
+            workload.price_source = name
+            changed.append(workload)
+    Workload.objects.bulk_update(changed, fields, batch_size=500)
+    return len(changed)
