@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("recommender", "0016_h23b_actuation_safety"),
+        ("recommender", "0017_h23d_written_state"),
     ]
 
     operations = [
