@@ -155,6 +155,9 @@ class ApiRateThrottle(throttling.SimpleRateThrottle):
 
     scope = "api"
     retry_after_s = 0.0
+    # Set by SimpleRateThrottle.__init__ from the rate (its stubs do not declare them).
+    num_requests: int | None
+    duration: int | None
 
     def allow_request(self, request: Request, view: Any) -> bool:
         """Take one request from the budget; False once it is spent this window.

@@ -465,7 +465,7 @@ class RecommendationQueryView(APIView):
 
 EXPORT_COLUMNS = list(s.ExportRowSerializer().fields)
 # Container.Kind as the export names it: "regular" is what people call an app container.
-CONTAINER_KINDS = {
+CONTAINER_KINDS: dict[str, str] = {
     Container.Kind.REGULAR: "app",
     Container.Kind.SIDECAR: "sidecar",
     Container.Kind.INIT: "init",
