@@ -92,10 +92,10 @@ trap 'exit 130' INT TERM
 
 # vfs copies every layer in full for each build step and container: in memory that is
 # several times faster than on disk, and the teardown is one umount instead of deleting
-# gigabytes of files (about 5 GB at the peak).
+# gigabytes of files (over 12 GB at the peak with the eight services of the stack).
 mkdir -p "$tmp/data"
-if mount -t tmpfs -o size="${VPAWEB_DEPLOY_TMPFS_SIZE:-12g}",mode=0700 vpaweb-deploy "$tmp/data"; then
-    log "engine data in a tmpfs (${VPAWEB_DEPLOY_TMPFS_SIZE:-12g} at most)"
+if mount -t tmpfs -o size="${VPAWEB_DEPLOY_TMPFS_SIZE:-20g}",mode=0700 vpaweb-deploy "$tmp/data"; then
+    log "engine data in a tmpfs (${VPAWEB_DEPLOY_TMPFS_SIZE:-20g} at most)"
 fi
 log "starting dockerd (vfs, under $tmp)"
 dockerd --data-root "$tmp/data" --exec-root "$tmp/exec" --host "$DOCKER_HOST" \
