@@ -37,7 +37,7 @@ FLEET = {
     "VPAWEB_SIMULATION_WORKLOADS": "12",
     "VPAWEB_SIMULATION_HISTORY_DAYS": "0.25",
     "VPAWEB_UPDATER_INTERVAL_S": "60",
-    # Six hours of simulated history: act on it (the minimum is not this test's subject).
+    # Six hours of simulated history: acted on (the minimum is another test's subject).
     "VPAWEB_MIN_HISTORY_HOURS": "0",
 }
 
