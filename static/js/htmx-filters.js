@@ -25,8 +25,14 @@ function isEditing(element) {
     if (field.type === "checkbox" || field.type === "radio") {
       if (field.checked !== field.defaultChecked) return true;
     } else if (field.tagName === "SELECT") {
+      // With no option marked selected, a single select starts on its first option.
+      var marked = false;
+      for (var k = 0; k < field.options.length; k++) {
+        if (field.options[k].defaultSelected) marked = true;
+      }
       for (var j = 0; j < field.options.length; j++) {
-        if (field.options[j].selected !== field.options[j].defaultSelected) return true;
+        var initial = marked ? field.options[j].defaultSelected : !field.multiple && j === 0;
+        if (field.options[j].selected !== initial) return true;
       }
     } else if (field.value !== field.defaultValue) {
       return true;
