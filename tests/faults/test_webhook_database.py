@@ -26,7 +26,7 @@ pytestmark = pytest.mark.faults
 
 def health(server, certs) -> tuple[int, dict]:
     conn = client(server, certs)
-    conn.request("GET", "/healthz")
+    conn.request("GET", "/readyz")  # readiness names each cache
     response = conn.getresponse()
     return response.status, json.loads(response.read())
 
