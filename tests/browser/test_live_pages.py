@@ -5,9 +5,11 @@ the snippets have Copy buttons, and the API docs load nothing from outside."""
 from __future__ import annotations
 
 import re
+import time
 from urllib.parse import urlsplit
 
 import pytest
+from django.db import OperationalError
 from django.utils import timezone
 
 from recommender.models import ResizeChange, Workload
@@ -84,7 +86,16 @@ def test_workload_list_and_page_refresh_themselves(page, settings):
     # The workload page too, while the policy being edited stays as typed.
     workload = Workload.objects.get(name="batch")
     page.goto(f"/workloads/{workload.pk}/")
-    Workload.objects.filter(pk=workload.pk).update(replicas=7)
+    page.wait_for_load_state("networkidle")
+    # The in-memory SQLite test database is shared with the live server's thread, which
+    # polls every second: a write that meets its read is refused at once ("database
+    # table is locked", no busy wait in shared-cache mode), so it is tried again.
+    for _ in range(50):
+        try:
+            Workload.objects.filter(pk=workload.pk).update(replicas=7)
+            break
+        except OperationalError:
+            time.sleep(0.1)
     page.locator("#workload-live .stat .value", has_text=re.compile(r"^7$")).wait_for()
 
 
