@@ -19,7 +19,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from recommender import tasks
 from recommender.api.auth import CanRead, requester_of
 from recommender.api.errors import error_body
 from recommender.api.fields import ClosedSerializer
@@ -169,18 +168,8 @@ class WhatIfView(WorkloadLookupMixin, APIView):
             "overrides": data.get("profile_overrides"),
             "days": data.get("days"),
         }
-        admitted = heavy_jobs.admit_background(
-            kind=whatif_jobs.KIND,
-            params=params,
-            who=who,
-            token=whatif_jobs.new_token(),
-            now_s=time.time(),
-        )
-        if admitted.is_new:
-            tasks.what_if.delay(
-                admitted.token, params, now=timezone.now().isoformat(), who=who
-            )
-        return _job_answer(admitted.token, {"state": "queued"})
+        token = whatif_jobs.start(params, who=who, now=timezone.now())
+        return _job_answer(token, {"state": "queued"})
 
 
 def _job_answer(token: str, state: dict[str, Any]) -> Response:

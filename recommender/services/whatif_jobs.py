@@ -12,6 +12,7 @@ queued, running, done (``result``: the synchronous answer) or failed (the error)
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from datetime import datetime
 from typing import Any
@@ -64,6 +65,20 @@ def stored(token: str) -> dict[str, Any] | None:
         return None
     found: dict[str, Any] | None = cache.get(_key(token))
     return found
+
+
+def start(params: dict[str, Any], *, who: str, now: datetime) -> str:
+    """Queue a what-if (``params``: ``what_if``'s keyword arguments but ``now``) on
+    the heavy queue, or follow an identical one: its token. Throttled past ``who``'s
+    budgets."""
+    from recommender import tasks  # the tasks module imports the services
+
+    admitted = heavy_jobs.admit_background(
+        kind=KIND, params=params, who=who, token=new_token(), now_s=time.time()
+    )
+    if admitted.is_new:
+        tasks.what_if.delay(admitted.token, params, now=now.isoformat(), who=who)
+    return admitted.token
 
 
 def failure(state: dict[str, Any]) -> errors.VpawebError | None:

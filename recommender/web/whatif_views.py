@@ -13,7 +13,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
-from recommender import tasks
 from recommender.engine import PROFILES
 from recommender.errors import InvalidInput, NotFound, Throttled, VpawebError
 from recommender.models import Workload
@@ -76,7 +75,13 @@ def workload_what_if(request: HttpRequest, pk: int) -> HttpResponse:
             if whatif_jobs.runs_in_background(workload_id=workload.pk, days=days_text):
                 # Past the synchronous budget: a worker on the heavy queue runs it
                 # (in-process without Redis) and the page follows it.
-                token = _queue(workload.pk, chosen, overrides, days_text, who)
+                params = {
+                    "workload_id": workload.pk,
+                    "profile": chosen,
+                    "overrides": overrides,
+                    "days": days_text,
+                }
+                token = whatif_jobs.start(params, who=who, now=timezone.now())
                 query_string = urlencode(
                     {
                         "profile": chosen,
@@ -110,30 +115,6 @@ def workload_what_if(request: HttpRequest, pk: int) -> HttpResponse:
         else:
             _add_result(context, result)
     return render(request, "recommender/whatif.html", context)
-
-
-def _queue(
-    workload_id: int, profile: str, overrides: dict[str, Any], days: str, who: str
-) -> str:
-    """Queue the what-if on the heavy queue (or follow an identical one): its token."""
-    params = {
-        "workload_id": workload_id,
-        "profile": profile,
-        "overrides": overrides,
-        "days": days,
-    }
-    admitted = heavy_jobs.admit_background(
-        kind=whatif_jobs.KIND,
-        params=params,
-        who=who,
-        token=whatif_jobs.new_token(),
-        now_s=time.time(),
-    )
-    if admitted.is_new:
-        tasks.what_if.delay(
-            admitted.token, params, now=timezone.now().isoformat(), who=who
-        )
-    return admitted.token
 
 
 def _follow(context: dict[str, Any], token: str) -> None:
