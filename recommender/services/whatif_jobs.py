@@ -19,6 +19,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+from kombu.exceptions import OperationalError as KombuError
+from redis.exceptions import RedisError
 
 from recommender import errors
 from recommender.models import Container
@@ -70,15 +72,32 @@ def stored(token: str) -> dict[str, Any] | None:
 def start(params: dict[str, Any], *, who: str, now: datetime) -> str:
     """Queue a what-if (``params``: ``what_if``'s keyword arguments but ``now``) on
     the heavy queue, or follow an identical one: its token. Throttled past ``who``'s
-    budgets."""
+    budgets; SourceUnavailable while the cache or the broker is away (a job that could
+    not be queued is not followed by identical requests and holds no slot)."""
     from recommender import tasks  # the tasks module imports the services
 
+    try:
+        token = new_token()
+    except RedisError as exc:
+        raise _away(exc) from None
     admitted = heavy_jobs.admit_background(
-        kind=KIND, params=params, who=who, token=new_token(), now_s=time.time()
+        kind=KIND, params=params, who=who, token=token, now_s=time.time()
     )
     if admitted.is_new:
-        tasks.what_if.delay(admitted.token, params, now=now.isoformat(), who=who)
+        try:
+            tasks.what_if.delay(admitted.token, params, now=now.isoformat(), who=who)
+        except (KombuError, RedisError) as exc:
+            heavy_jobs.forget_background(kind=KIND, params=params)
+            heavy_jobs.give_slot_back(who=who)
+            raise _away(exc) from None
     return admitted.token
+
+
+def _away(exc: Exception) -> errors.SourceUnavailable:
+    logger.warning("background what-if not queued: %s", exc)
+    return errors.SourceUnavailable(
+        f"the what-if could not be queued (Redis is away); try again later ({exc})"
+    )
 
 
 def failure(state: dict[str, Any]) -> errors.VpawebError | None:

@@ -124,3 +124,30 @@ def test_the_task_runs_on_the_heavy_queue_and_the_schema_documents_it(
     operation = schema["paths"]["/api/v1/workloads/{id}/what-if"]["post"]
     assert {"200", "202"} <= set(operation["responses"])
     assert "/api/v1/what-if-jobs/{job}" in schema["paths"]
+
+
+def test_a_job_the_broker_refused_is_a_503_and_holds_nothing(
+    read_client: Client, sim_workload: Workload, settings, monkeypatch
+) -> None:
+    from kombu.exceptions import OperationalError
+
+    from recommender import tasks
+
+    sent: list[str] = []
+
+    def broker_away(token: str, *args: Any, **kwargs: Any) -> None:
+        sent.append(token)
+        raise OperationalError("Error 111 connecting to 127.0.0.1:6379")
+
+    monkeypatch.setattr(tasks.what_if, "delay", broker_away)
+    settings.WHATIF_SYNC_CONTAINER_DAYS = 0.1
+    settings.HEAVY_JOBS_RUNNING = 1
+    refused = _post(read_client, sim_workload)
+    assert refused.status_code == 503
+    error = refused.json()["error"]
+    assert error["code"] == "source_unavailable" and "Error 111" in error["message"]
+    # Not followed by the identical request, and its slot was given back: the same
+    # request is tried again (a second send), not answered with a job that never runs
+    # nor refused as one too many at once.
+    assert _post(read_client, sim_workload).status_code == 503
+    assert len(sent) == 2
