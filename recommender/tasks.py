@@ -297,3 +297,20 @@ def compare_namespace(
 
     run_stored(token, params, now=_parse_now(now), who=who)
     return {"token": token}
+
+
+@shared_task(bind=True, base=JsonTask, name="recommender.tasks.what_if")
+def what_if(
+    self: JsonTask,
+    token: str,
+    params: dict[str, Any],
+    now: str | None = None,
+    who: str | None = None,
+) -> dict[str, Any]:
+    """A what-if past the synchronous budget, on the heavy queue; its state and answer
+    go to the cache under ``token`` (services/whatif_jobs.py); ``who``'s job slot is
+    given back."""
+    from recommender.services.whatif_jobs import run_stored
+
+    run_stored(token, params, now=_parse_now(now), who=who)
+    return {"token": token}

@@ -215,11 +215,19 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # worker of their own (docs/deploy.md: `celery worker -Q heavy`), so a flood of them
 # never holds back refresh_cluster and update_cluster on the default queue.
 HEAVY_QUEUE = env_str("VPAWEB_HEAVY_QUEUE", "heavy")
-CELERY_TASK_ROUTES = {"recommender.tasks.compare_namespace": {"queue": HEAVY_QUEUE}}
+CELERY_TASK_ROUTES = {
+    "recommender.tasks.compare_namespace": {"queue": HEAVY_QUEUE},
+    "recommender.tasks.what_if": {"queue": HEAVY_QUEUE},
+}
 # Per user: at most this many comparisons / what-ifs at once, and this many a minute
 # (counted across processes, services/heavy_jobs.py).
 HEAVY_JOBS_RUNNING = env_int("VPAWEB_HEAVY_JOBS_RUNNING", 2, minimum=1)
 HEAVY_JOBS_PER_MINUTE = env_int("VPAWEB_HEAVY_JOBS_PER_MINUTE", 10, minimum=1)
+# A what-if costing more container-days (containers x days replayed) than this runs
+# on the heavy queue and is answered 202 with a job to poll (services/whatif_jobs.py).
+WHATIF_SYNC_CONTAINER_DAYS = env_float(
+    "VPAWEB_WHATIF_SYNC_CONTAINER_DAYS", 8.0, minimum=0.0
+)
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_RESULT_BACKEND: str | None = REDIS_URL

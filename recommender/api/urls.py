@@ -114,6 +114,11 @@ urlpatterns = [
         whatif_views.WhatIfView.as_view(),
         name="workload-what-if",
     ),
+    path(
+        "what-if-jobs/<slug:job>",
+        whatif_views.WhatIfJobView.as_view(),
+        name="what-if-job",
+    ),
     path(NATURAL_KEY, views.WorkloadByKeyView.as_view(), name="workload-by-key"),
     path(
         f"{NATURAL_KEY}/what-if",

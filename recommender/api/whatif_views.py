@@ -1,7 +1,9 @@
 """POST /api/v1/workloads/{id}/what-if: a workload's last days under another profile.
 
-Synchronous: the replay of one workload is short (docs/replay.md gives the measured
-figures); ``days`` is bounded so a request stays bounded in time and memory.
+Answered in the request (200) while its estimated cost (containers x days) is within
+``VPAWEB_WHATIF_SYNC_CONTAINER_DAYS``; past it, 202 with ``Location`` naming a job,
+``GET /api/v1/what-if-jobs/{job}``: 202 while it runs, then 200 with the same answer, or
+the error the request would have given (services/whatif_jobs.py).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from django.urls import reverse
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers
@@ -17,12 +20,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from recommender.api.auth import CanRead, requester_of
+from recommender.api.errors import error_body
 from recommender.api.fields import ClosedSerializer
 from recommender.api.formats import JSONParser
 from recommender.api.policy_serializers import ProfileOverridesField
 from recommender.api.views import WorkloadLookupMixin
 from recommender.engine import PROFILES
-from recommender.services import heavy_jobs
+from recommender.errors import NotFound
+from recommender.services import heavy_jobs, whatif_jobs
 from recommender.services.whatif import DEFAULT_DAYS, MAX_DAYS, what_if
 
 
@@ -97,6 +102,14 @@ class WhatIfSerializer(serializers.Serializer):
     timing_s = serializers.DictField(child=serializers.FloatField())
 
 
+class WhatIfJobSerializer(serializers.Serializer):
+    """A what-if running in the background (202): where to poll for its answer."""
+
+    job = serializers.CharField()
+    state = serializers.ChoiceField(choices=["queued", "running"])
+    url = serializers.CharField(help_text="GET it: 202 while it runs, then 200")
+
+
 class WhatIfView(WorkloadLookupMixin, APIView):
     """Replay the workload's last days from its source under another profile."""
 
@@ -113,7 +126,7 @@ class WhatIfView(WorkloadLookupMixin, APIView):
             "chart data. Nothing is stored and nothing is written to the cluster."
         ),
         request=WhatIfRequestSerializer,
-        responses=WhatIfSerializer,
+        responses={200: WhatIfSerializer, 202: WhatIfJobSerializer},
         tags=["workloads"],
         examples=[
             OpenApiExample(
@@ -132,8 +145,13 @@ class WhatIfView(WorkloadLookupMixin, APIView):
         body = WhatIfRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        who = requester_of(request)
+        if whatif_jobs.runs_in_background(
+            workload_id=workload.pk, days=data.get("days")
+        ):
+            return self._queue(workload.pk, data, who)
         # Within the requester's budget of expensive requests (429 past it).
-        with heavy_jobs.slot(who=requester_of(request), now_s=time.time()):
+        with heavy_jobs.slot(who=who, now_s=time.time()):
             out = what_if(
                 workload_id=workload.pk,
                 profile=data["profile"],
@@ -142,3 +160,55 @@ class WhatIfView(WorkloadLookupMixin, APIView):
                 now=timezone.now(),
             )
         return Response(out)
+
+    def _queue(self, workload_id: int, data: dict[str, Any], who: str) -> Response:
+        params = {
+            "workload_id": workload_id,
+            "profile": data["profile"],
+            "overrides": data.get("profile_overrides"),
+            "days": data.get("days"),
+        }
+        token = whatif_jobs.start(params, who=who, now=timezone.now())
+        return _job_answer(token, {"state": "queued"})
+
+
+def _job_answer(token: str, state: dict[str, Any]) -> Response:
+    url = reverse("what-if-job", kwargs={"job": token})
+    return Response(
+        {"job": token, "state": state["state"], "url": url},
+        status=202,
+        headers={"Location": url, "Retry-After": "1"},
+    )
+
+
+class WhatIfJobView(APIView):
+    """A what-if run in the background: its state, then its answer."""
+
+    permission_classes = [CanRead]
+
+    @extend_schema(
+        summary="A background what-if: 202 while it runs, then its answer",
+        description=(
+            "The job a what-if past `VPAWEB_WHATIF_SYNC_CONTAINER_DAYS` answered 202 "
+            "with (its `Location`). 202 with `state` queued or running (poll again "
+            "after `Retry-After`); 200 with the what-if's answer when done; the "
+            "error the request would have given when it failed; 404 once expired "
+            "(an hour)."
+        ),
+        responses={200: WhatIfSerializer, 202: WhatIfJobSerializer},
+        tags=["workloads"],
+    )
+    def get(self, request: Request, job: str) -> Response:
+        state = whatif_jobs.stored(job)
+        if state is None:
+            raise NotFound(f"what-if job {job!r} is unknown or has expired (an hour)")
+        if state["state"] == "done":
+            return Response(state["result"])
+        if state["state"] == "failed":
+            error = whatif_jobs.failure(state)
+            if error is None:
+                return Response(
+                    error_body("server_error", state.get("message", "")), status=500
+                )
+            raise error
+        return _job_answer(job, state)

@@ -124,6 +124,10 @@ class PodInfo:
     limit_ranger: str = ""
     # Regular and sidecar containers' states; () when the adapter reports none.
     container_states: tuple[ContainerState, ...] = ()
+    # The containers as the pod's spec asks for them: an in-place resize the API
+    # server took shows here before the kubelet actuates it (``containers`` follow
+    # the status); () when the adapter reports no separate spec.
+    spec_containers: tuple[ContainerSpec, ...] = ()
 
     def state_of(self, container: str) -> ContainerState | None:
         """The named container's state, None when not reported."""

@@ -293,6 +293,7 @@ def pod_of(pod: Obj) -> PodInfo:
         containers=containers_of(
             pod.get("spec") or {}, where, statuses=_all_statuses(pod)
         ),
+        spec_containers=containers_of(pod.get("spec") or {}, where),
         start_time=parse_time(status.get("startTime"), f"{where}: status.startTime"),
         labels=dict(meta.get("labels") or {}),
         uid=meta.get("uid", ""),

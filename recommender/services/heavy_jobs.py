@@ -11,7 +11,8 @@ So, per user and shared by every process (the cache: Redis in production):
 - a background comparison identical to one queued, running or done within the hour
   (same parameters) is not run again: its id is answered.
 
-A refusal is ``Throttled`` (429 with Retry-After in the API, a message on the page).
+A refusal is ``Throttled`` (429 with Retry-After in the API, a message on the page);
+while the cache is away none is admitted: ``SourceUnavailable`` (503).
 Background comparisons also run on a Celery queue of their own (``HEAVY_QUEUE``), so
 the control loops' queue never waits behind them.
 """
@@ -28,8 +29,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+from redis.exceptions import RedisError
 
-from recommender.errors import Throttled
+from recommender.errors import SourceUnavailable, Throttled
 from recommender.services import budgets
 
 logger = logging.getLogger(__name__)
@@ -47,9 +49,25 @@ def _running_key(who: str) -> str:
     return f"{RUNNING_KEY}{who}"
 
 
+@contextmanager
+def _cache_needed() -> Iterator[None]:
+    try:
+        yield
+    except RedisError as exc:
+        raise SourceUnavailable(
+            "comparisons and what-ifs cannot be counted against their budgets while "
+            f"the cache (Redis) is away; try again later ({exc})"
+        ) from None
+
+
 def take_slot(*, who: str, now_s: float) -> None:
     """Count one job of ``who`` ("user-7", "token-3") as started; Throttled past a
-    budget."""
+    budget, SourceUnavailable while the cache is away."""
+    with _cache_needed():
+        _take_slot(who=who, now_s=now_s)
+
+
+def _take_slot(*, who: str, now_s: float) -> None:
     taken = budgets.take(
         key=f"heavy-{who}",
         limit=settings.HEAVY_JOBS_PER_MINUTE,
@@ -117,7 +135,8 @@ def admit_background(
     The slot taken here is given back by the job when it ends
     (``give_slot_back``)."""
     same = _same_key(kind, params)
-    existing = cache.get(same)
+    with _cache_needed():
+        existing = cache.get(same)
     if existing is not None:
         logger.info("%s %s: identical to job %s", kind, params, existing)
         return Admitted(token=str(existing), is_new=False)

@@ -1,12 +1,15 @@
-"""The what-if page: a workload's last days replayed under another profile."""
+"""The what-if page: a workload's last days replayed under another profile; past
+the synchronous budget (services/whatif_jobs.py) on the heavy queue, the page
+following it."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
+from urllib.parse import urlencode
 
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
@@ -14,7 +17,7 @@ from recommender.engine import PROFILES
 from recommender.errors import InvalidInput, NotFound, Throttled, VpawebError
 from recommender.models import Workload
 from recommender.roles import Role
-from recommender.services import heavy_jobs
+from recommender.services import heavy_jobs, whatif_jobs
 from recommender.services.replay import parse_settings
 from recommender.services.whatif import DEFAULT_DAYS, MAX_DAYS, what_if
 from recommender.web.access import require_role
@@ -61,11 +64,34 @@ def workload_what_if(request: HttpRequest, pk: int) -> HttpResponse:
         "max_days": MAX_DAYS,
         "page": "workloads",
     }
+    token = request.GET.get("run", "")
+    if request.method == "GET" and token:
+        _follow(context, token)
     if request.method == "POST":
+        who = f"user-{request.user.pk}"
         try:
             lines = [line for line in overrides_text.splitlines() if line.strip()]
             overrides = parse_settings(lines)
-            with heavy_jobs.slot(who=f"user-{request.user.pk}", now_s=time.time()):
+            if whatif_jobs.runs_in_background(workload_id=workload.pk, days=days_text):
+                # Past the synchronous budget: a worker on the heavy queue runs it
+                # (in-process without Redis) and the page follows it.
+                params = {
+                    "workload_id": workload.pk,
+                    "profile": chosen,
+                    "overrides": overrides,
+                    "days": days_text,
+                }
+                token = whatif_jobs.start(params, who=who, now=timezone.now())
+                query_string = urlencode(
+                    {
+                        "profile": chosen,
+                        "days": days_text,
+                        "overrides": overrides_text,
+                        "run": token,
+                    }
+                )
+                return redirect(f"{request.path}?{query_string}")
+            with heavy_jobs.slot(who=who, now_s=time.time()):
                 result = what_if(
                     workload_id=workload.pk,
                     profile=chosen,
@@ -87,17 +113,31 @@ def workload_what_if(request: HttpRequest, pk: int) -> HttpResponse:
         except VpawebError as exc:  # the cluster or its source cannot be read
             context["errors"] = [exc.message]
         else:
-            current, candidate = result["rows"]
-            context["result"] = result
-            context["table"] = [
-                (label, _cell(current.get(key), fmt), _cell(candidate.get(key), fmt))
-                for key, label, fmt in METRICS
-            ]
-            context["charts"] = {
-                c["name"]: {
-                    **c["chart"],
-                    "labels": [current["profile"], candidate["profile"]],
-                }
-                for c in result["containers"]
-            }
+            _add_result(context, result)
     return render(request, "recommender/whatif.html", context)
+
+
+def _follow(context: dict[str, Any], token: str) -> None:
+    """A background what-if's state on the page: running, its errors, or its answer."""
+    state = whatif_jobs.stored(token)
+    if state is None:
+        context["errors"] = ["this what-if has expired or is unknown; run it again"]
+    elif state["state"] == "failed":
+        context["errors"] = [state.get("message", "the what-if failed")]
+    elif state["state"] != "done":
+        context["running"] = state
+    else:
+        _add_result(context, state["result"])
+
+
+def _add_result(context: dict[str, Any], result: dict[str, Any]) -> None:
+    current, candidate = result["rows"]
+    context["result"] = result
+    context["table"] = [
+        (label, _cell(current.get(key), fmt), _cell(candidate.get(key), fmt))
+        for key, label, fmt in METRICS
+    ]
+    context["charts"] = {
+        c["name"]: {**c["chart"], "labels": [current["profile"], candidate["profile"]]}
+        for c in result["containers"]
+    }

@@ -79,6 +79,7 @@ def test_a_worker_killed_mid_apply_applies_nothing_twice(
     applying = ResizeChange.objects.get(status=S.APPLYING)
     assert applying.attempts == 1
     release.set()  # the API server finishes the request its client no longer awaits
+    poll(lambda: api_server.resized, what="the held resize to be taken")
 
     # The killed holder's lease lapses after three intervals; the next cycle runs.
     workers(env)
@@ -88,22 +89,34 @@ def test_a_worker_killed_mid_apply_applies_nothing_twice(
     ).get(timeout=120)
     assert not report["not_leader"], report
     # Nothing applied twice. The change was left applying with no write recorded
-    # (the worker died before the answer), and the pod's status does not list the new
-    # requests yet, so the next cycle recovers it (back to approved) and sends the
-    # same resize once more: an identical PATCH of the same resources, which changes
-    # nothing the first did not. No other request is repeated, and each change moved
-    # to applying at most once per cycle, with one audit event each.
-    assert resizes(api_server).count(held) <= 2
-    assert len(set(resizes(api_server))) == 1
+    # (the worker died before the answer), but the pod's spec holds the new requests
+    # (the API server took the resize), so the next cycle follows the change instead
+    # of sending the identical resize again: exactly one resize of that pod, one
+    # attempt and one change.apply audit event per change.
+    assert report["recovered"] == 0, report
+    assert resizes(api_server).count(held) == 1
+    assert len(set(resizes(api_server))) == len(resizes(api_server))
     changes = ResizeChange.objects.filter(workload=workload)
-    assert set(changes.values_list("attempts", flat=True)) <= {0, 1, 2}
+    assert set(changes.values_list("attempts", flat=True)) <= {0, 1}
     applies = list(
         AuditEvent.objects.filter(action="change.apply").values_list(
             "object_id", flat=True
         )
     )
-    assert all(applies.count(pk) <= 2 for pk in applies)  # the attempt and its retry
+    assert all(applies.count(pk) == 1 for pk in applies)
     applying.refresh_from_db()
+    assert applying.status == S.APPLYING and applying.attempts == 1
+
+    # Once the kubelet actuates it, the change is verified, still without a resend.
+    namespace, pod_name = api_server.resized[0]
+    api_server.kubelet_actuates(namespace, pod_name)
+    after = later + timedelta(seconds=UPDATER_INTERVAL_S)
+    update_cluster_task.apply_async(
+        args=[cluster.pk, after.isoformat()], queue=queue
+    ).get(timeout=120)
+    applying.refresh_from_db()
+    assert applying.status == S.APPLIED and applying.attempts == 1
+    assert resizes(api_server).count(held) == 1
     print(
         f"killed mid-apply: change {applying.pk} {applying.status} "
         f"(attempts {applying.attempts}); next cycle {report}"

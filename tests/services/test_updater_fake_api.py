@@ -156,6 +156,34 @@ def test_in_place_resize_is_verified_once_the_kubelet_actuates_it(tmp_path, clea
     assert report.applied == 1 and report.resized == 1  # the next pod's turn
 
 
+def test_a_resize_the_pod_spec_already_holds_is_verified_not_sent_again(
+    tmp_path, cleanup
+):
+    # A worker killed while its resize was in flight: the API server took the write
+    # (the pod's spec holds the new requests) but no answer was recorded. The next
+    # cycle follows the change instead of sending the identical resize again.
+    fake, cluster, _ = setup_world(
+        tmp_path, mode="InPlaceOrRecreate", approval="automatic"
+    )
+    cleanup.append(fake)
+    cycle(fake, cluster)
+    resized = fake.server.resized[0][1]
+    change = ResizeChange.objects.get(pod=resized)
+    ResizeChange.objects.filter(pk=change.pk).update(written_at=None, written_state={})
+
+    report = cycle(fake, cluster, NOW + timedelta(minutes=1))
+    assert report.recovered == 0
+    assert fake.server.resized.count(("shop", resized)) == 1
+    change.refresh_from_db()
+    assert change.status == S.APPLYING and change.attempts == 1
+
+    fake.server.kubelet_actuates("shop", resized)
+    cycle(fake, cluster, NOW + timedelta(minutes=2))
+    change.refresh_from_db()
+    assert change.status == S.APPLIED and change.attempts == 1
+    assert fake.server.resized.count(("shop", resized)) == 1
+
+
 def test_a_resize_refused_by_a_node_without_support_falls_back_to_eviction(
     tmp_path, cleanup
 ):

@@ -84,3 +84,32 @@ def test_a_get_only_fills_the_form_and_a_minute_has_a_budget(
     refused = viewer_client.post(url, {"profile": "vpa", "days": "0.5"})
     assert refused.status_code == 429
     assert "VPAWEB_HEAVY_JOBS_PER_MINUTE" in refused.content.decode()
+
+
+def test_past_the_budget_it_runs_in_the_background_and_the_page_follows_it(
+    viewer_client: Client, settings, monkeypatch
+) -> None:
+    from recommender import tasks
+
+    settings.WHATIF_SYNC_CONTAINER_DAYS = 0.5
+    queued: list[tuple] = []
+    monkeypatch.setattr(tasks.what_if, "delay", lambda *a, **k: queued.append((a, k)))
+    workload = _sim_workload()
+    form = {"profile": "recurring-peaks", "days": "1", "overrides": ""}
+    url = f"/workloads/{workload.pk}/what-if"
+    posted = viewer_client.post(url, form)
+    assert posted.status_code == 302 and "run=" in posted["Location"]
+    # Queued, not yet run: the page says so and reloads.
+    waiting = viewer_client.get(posted["Location"])
+    assert waiting.context["running"] == {"state": "queued"}
+    assert 'http-equiv="refresh"' in waiting.content.decode()
+    # The identical request follows the same run: one task.
+    assert viewer_client.post(url, form)["Location"] == posted["Location"]
+    assert len(queued) == 1
+    # The worker's run (here in-process) leaves the answer the page then shows.
+    args, kwargs = queued[0]
+    tasks.what_if.apply(args=args, kwargs=kwargs).get()
+    done = viewer_client.get(posted["Location"])
+    assert done.status_code == 200
+    assert done.context["result"]["candidate"]["profile"] == "recurring-peaks"
+    assert "what-if-result" in done.content.decode()

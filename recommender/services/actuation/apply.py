@@ -105,9 +105,11 @@ def observed_of(pod: PodInfo, names: list[str]) -> dict[str, Any]:
     }
 
 
-def carries(pod: PodInfo, after: dict[str, Any]) -> bool:
-    """Whether the pod's containers request what the change asked for."""
-    have = {c.name: c.requests.to_dict() for c in pod.containers}
+def carries(pod: PodInfo, after: dict[str, Any], *, spec: bool = False) -> bool:
+    """Whether the pod's containers request what the change asked for (with
+    ``spec``, whether its spec asks for it: a resize the API server took)."""
+    containers = pod.spec_containers if spec else pod.containers
+    have = {c.name: c.requests.to_dict() for c in containers}
     for name, wanted in after.items():
         requests = wanted.get("requests") or {}
         current = have.get(name)
@@ -185,12 +187,17 @@ def _replacements(pods: list[PodInfo], change: ResizeChange) -> list[PodInfo]:
 def _never_written(change: ResizeChange, pod: PodInfo | None) -> bool:
     """A crash's leftover: ``applying`` with no write answered (the process died
     between the two), and the pod shows none happened: still there, not being
-    deleted, not carrying the new requests."""
+    deleted, neither carrying the new requests nor asking for them in its spec (a
+    resize the API server took before the process died, pending or in progress)."""
     return (
         change.written_at is None
         and pod is not None
         and not pod.deleting
         and not carries(pod, change.resources_after)
+        and not (
+            change.method == M.IN_PLACE
+            and carries(pod, change.resources_after, spec=True)
+        )
     )
 
 
