@@ -8,7 +8,7 @@ Risk, waste and savings follow the definitions in recommender/models/provisionin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -18,6 +18,7 @@ from django.db.models import Count, Prefetch
 from recommender.models import (
     Cluster,
     Container,
+    NodePool,
     OomKill,
     RefreshRun,
     Workload,
@@ -40,6 +41,7 @@ from recommender.services.dashboard.provisioning import (
     risk_rules,
 )
 from recommender.services.dashboard.realized import realized_savings
+from recommender.services.node_pools import node_pools
 
 # --- The overview ---------------------------------------------------------------------
 
@@ -112,6 +114,8 @@ class Overview:
     vpa_warnings: list[str] = field(default_factory=list)
     # (cluster name, since): clusters whose usage source has no OOM series.
     oom_history_missing: list[tuple[str, datetime]] = field(default_factory=list)
+    # Each node pool's nodes needed now and at the recommendations (node_pools.py).
+    node_pools: Sequence[NodePool] = ()
 
 
 @dataclass
@@ -322,4 +326,5 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
             .values_list("name", "oom_history_missing_since")
             if since is not None
         ],
+        node_pools=node_pools(),
     )
