@@ -37,6 +37,7 @@ from recommender.models import Cluster, Container, NodePool
 from recommender.models.provisioning import HOURS_PER_MONTH
 from recommender.services.refresh.node_prices import (
     NodeFacts,
+    labelled,
     load_price_table,
     node_price,
     opencost_nodes,
@@ -175,7 +176,10 @@ def _pool_prices(
 ) -> dict[str, tuple[float, str]]:
     """Each pool's mean monthly price of a node, and the source that priced most
     of its nodes (services/refresh/node_prices.py)."""
-    facts = opencost_nodes(source, at_s=at_s)
+    facts = labelled(
+        opencost_nodes(source, at_s=at_s),
+        {node.name: node.labels for node in inventory.nodes.values()},
+    )
     path = settings.PRICE_TABLE
     table = load_price_table(path) if path else []
     costs: dict[str, list[float]] = defaultdict(list)

@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings as django_settings
 
 from recommender.engine.binpack import NodeShape
-from recommender.models import Container, NodePool, RefreshRun
+from recommender.models import Container, NodePool, RefreshRun, Workload
 from recommender.models.provisioning import HOURS_PER_MONTH
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.engine.test_binpack import one_by_one
@@ -194,3 +194,38 @@ def test_each_pool_is_packed_now_and_at_the_recommendations(
     )
     page = client.get("/").content.decode()
     assert 'data-testid="node-pools"' in page and "batch-pool" in page
+
+
+def test_a_price_table_row_matches_the_nodes_labels(
+    prometheus_with_nodes, refresh_against, tmp_path, settings
+):
+    loaded = prometheus_with_nodes
+    core, gib = settings.PRICE_PER_CORE_HOUR, settings.PRICE_PER_GIB_HOUR
+    table = tmp_path / "prices.csv"
+    table.write_text(
+        "match,per_core_hour,per_gib_hour\n"
+        f"label:node.kubernetes.io/instance-type=m5.large,{core * 2},{gib * 2}\n"
+        f'"label:cloud.google.com/gke-nodepool=batch-pool",{core * 3},{gib * 3}\n'
+    )
+    settings.PRICE_TABLE = str(table)
+    cluster = refresh_against(loaded.url, on_nodes(loaded))
+    run = refresh_cluster(cluster_id=cluster.pk, now=at(loaded.end_s))
+    assert run.status == RefreshRun.Status.SUCCEEDED, run.error
+
+    # The workloads are priced by their nodes' labels (kube_node_labels)...
+    prices = dict(Workload.objects.values_list("name", "price_per_core_hour")) | {
+        "sources": set(Workload.objects.values_list("price_source", flat=True))
+    }
+    assert prices["web"] == pytest.approx(core * 2)
+    assert prices["db"] == pytest.approx(core * 2)
+    assert prices["worker"] == pytest.approx(core * 3)
+    assert prices["sources"] == {"table"}
+    # ... and so are the pools' nodes.
+    pools = {p.name: p for p in NodePool.objects.filter(cluster=cluster)}
+    assert pools["m5.large"].price_source == "table"
+    assert pools["m5.large"].node_monthly_cost == pytest.approx(
+        HOURS_PER_MONTH * 2 * (2 * core + 4 * gib)
+    )
+    assert pools["batch-pool"].node_monthly_cost == pytest.approx(
+        HOURS_PER_MONTH * 3 * (8 * core + 32 * gib)
+    )
