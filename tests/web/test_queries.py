@@ -64,8 +64,9 @@ def _count(client, path: str) -> int:
 PAGES = {
     # + the admission webhook counts, the VPA objects without a target and the
     # failing clusters (one query when none fails), the realized savings' changes,
-    # the clusters without OOM history, the updater leases and the node pools
-    "/": 21,
+    # the clusters without OOM history, the updater leases, the node pools and the
+    # namespaces' savings (the list's, summed: whether the facts are stored, the sums)
+    "/": 23,
     # session, user, role; the rollup, the trend, the cluster names; the header;
     # the realized savings' changes; the node pools
     "/rollups/?by=label": 9,

@@ -30,6 +30,7 @@ from recommender.models.provisioning import (
     workload_facts,
 )
 from recommender.services.dashboard import namespace_totals
+from recommender.services.dashboard.namespace_savings import namespace_savings
 from recommender.services.dashboard.namespace_totals import (
     CONFIDENCE_BANDS,
     NamespaceFacts,
@@ -129,10 +130,13 @@ class _FleetTotals:
     confidence: dict[str, int]
 
 
-def _fleet_totals(facts: list[NamespaceFacts], *, prices: Prices) -> _FleetTotals:
+def _fleet_totals(
+    facts: list[NamespaceFacts], *, savings: Mapping[tuple[str, str], float]
+) -> _FleetTotals:
     """Totals of the fleet, per cluster and per (cluster, namespace) with containers,
     and the confidence bands of the latest recommendations, from the namespaces'
-    totals (ordered by cluster and namespace)."""
+    totals (ordered by cluster and namespace); each namespace's ``savings`` are its
+    workloads' (namespace_savings.py)."""
     fleet = Totals()
     confidence = dict.fromkeys([name for name, _ in CONFIDENCE_BANDS], 0)
     recommendations = 0
@@ -146,12 +150,7 @@ def _fleet_totals(facts: list[NamespaceFacts], *, prices: Prices) -> _FleetTotal
             namespace=row.namespace,
             **{name: getattr(row, name) for name in SUMMED},
         )
-        group.savings = prices.monthly(
-            cpu_millicores=group.covered_requested_cpu_millicores
-            - group.recommended_cpu_millicores,
-            memory_bytes=group.covered_requested_memory_bytes
-            - group.recommended_memory_bytes,
-        )
+        group.savings = savings.get((row.cluster, row.namespace), 0.0)
         namespaces.append(group)
         clusters.setdefault(group.cluster, Totals(cluster=group.cluster)).add(group)
         fleet.add(group)
@@ -261,7 +260,7 @@ def _add_realized(totals: _FleetTotals, *, prices: Prices) -> None:
 def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overview:
     """Fleet totals, savings, workloads at risk, coverage, confidence, last runs."""
     facts = namespace_totals.read(now=now)
-    totals = _fleet_totals(facts, prices=prices)
+    totals = _fleet_totals(facts, savings=namespace_savings(prices=prices, now=now))
     fleet = totals.fleet
     _add_realized(totals, prices=prices)
     at_risk_count, at_risk, recent_oom_count = _at_risk(
