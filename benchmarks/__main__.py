@@ -20,6 +20,7 @@ ORDER = [
     "webhook",
     "updater",
     "slowloris",
+    "nodes",
 ]
 
 

@@ -172,6 +172,26 @@ class NamespaceTotalsAdmin(admin.ModelAdmin):
         return False
 
 
+@admin.register(models.NodePool)
+class NodePoolAdmin(admin.ModelAdmin):
+    # Written by the refresh (nodes you can free): shown, never edited here.
+    list_display = [
+        "cluster",
+        "name",
+        "nodes",
+        "nodes_needed_now",
+        "nodes_needed_after",
+        "computed_at",
+    ]
+    list_filter = ["cluster"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(models.WorkloadTotals)
 class WorkloadTotalsAdmin(admin.ModelAdmin):
     # Written by the refresh (the lists' facts): shown, never edited here.

@@ -408,9 +408,13 @@ KUBERNETES_PAGE_SIZE = env_int("VPAWEB_K8S_PAGE_SIZE", 500, minimum=1)
 # Monthly savings estimate: list prices of on-demand cloud capacity (see the README).
 PRICE_PER_CORE_HOUR = env_float("VPAWEB_PRICE_PER_CORE_HOUR", 0.031611, minimum=0.0)
 PRICE_PER_GIB_HOUR = env_float("VPAWEB_PRICE_PER_GIB_HOUR", 0.004237, minimum=0.0)
-# A CSV of prices by node name or instance type, used for nodes without OpenCost's
-# cost metrics (services/refresh/node_prices.py, docs/prometheus.md); "" = none.
+# A CSV of prices by node name, instance type or node labels, used for nodes without
+# OpenCost's cost metrics (services/refresh/node_prices.py, docs/prometheus.md); ""
+# = none.
 PRICE_TABLE = env_str("VPAWEB_PRICE_TABLE", "")
+# The node label that names a node's pool for "nodes you can free" (docs/dashboard.md);
+# nodes without it fall back to GKE's, EKS's and Karpenter's pool labels.
+NODE_POOL_LABEL = env_str("VPAWEB_NODE_POOL_LABEL", "node.kubernetes.io/instance-type")
 # Rollups by label: the workload label that names a team (docs/dashboard.md).
 ROLLUP_LABEL_KEY = env_str("VPAWEB_ROLLUP_LABEL_KEY", "team")
 # The savings trend: hourly snapshots per namespace, thinned to one a day after

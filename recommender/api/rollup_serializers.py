@@ -123,6 +123,47 @@ class RollupGroupSerializer(serializers.Serializer):
     )
 
 
+class NodePoolSerializer(serializers.Serializer):
+    """One node pool's nodes needed by its pods' requests now and at the
+    recommendations (docs/dashboard.md, "Nodes you can free")."""
+
+    cluster = serializers.CharField(source="cluster.name")
+    name = serializers.CharField(
+        help_text='the pool label\'s value (VPAWEB_NODE_POOL_LABEL); "" for nodes '
+        "without a pool label"
+    )
+    nodes = serializers.IntegerField(help_text="the pool's nodes now")
+    node_cpu_millicores = serializers.IntegerField(
+        help_text="allocatable of the pool's smallest node, the one packed onto"
+    )
+    node_memory_bytes = serializers.IntegerField()
+    node_pods = serializers.IntegerField()
+    pods = serializers.IntegerField(help_text="pods packed (DaemonSet pods apart)")
+    nodes_needed_now = serializers.IntegerField(
+        help_text="nodes the pods' current requests need (first-fit decreasing)"
+    )
+    nodes_needed_after = serializers.IntegerField(
+        help_text="nodes the pods need at the recommendations"
+    )
+    nodes_freed = serializers.IntegerField(
+        help_text="nodes_needed_now - nodes_needed_after"
+    )
+    unplaceable_now = serializers.IntegerField(
+        help_text="pods larger than a node of the pool, left out of the counts"
+    )
+    unplaceable_after = serializers.IntegerField()
+    node_monthly_cost = serializers.FloatField(
+        help_text="mean price of one of the pool's nodes a month"
+    )
+    monthly_cost_freed = serializers.FloatField(
+        help_text="nodes_freed x node_monthly_cost"
+    )
+    price_source = serializers.CharField(
+        help_text="opencost, table or default: what priced most of its nodes"
+    )
+    computed_at = serializers.DateTimeField(help_text="the refresh that packed it")
+
+
 class RollupSerializer(serializers.Serializer):
     """Groups, largest savings first, and their total."""
 
@@ -131,6 +172,9 @@ class RollupSerializer(serializers.Serializer):
     cluster = serializers.CharField()
     groups = RollupGroupSerializer(many=True)
     total = RollupGroupSerializer()
+    node_pools = NodePoolSerializer(
+        many=True, help_text="the node pools (of cluster when given)"
+    )
 
 
 class TrendFilterSerializer(serializers.Serializer):

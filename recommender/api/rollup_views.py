@@ -44,6 +44,7 @@ class RollupView(APIView):
                     "cluster": result.cluster,
                     "groups": [group.as_dict() for group in result.groups],
                     "total": result.total.as_dict(),
+                    "node_pools": result.node_pools,
                 }
             ).data
         )

@@ -150,6 +150,8 @@ class WorkloadInfo:
     # Resources ("cpu", "memory") that an HPA targeting this workload scales on: a
     # conflict when the workload's policy controls one of them.
     hpa_scaled_resources: tuple[str, ...] = ()
+    # A CronJob's spec.schedule (cron syntax); "" for other kinds.
+    schedule: str = ""
 
 
 @dataclass(frozen=True)

@@ -235,6 +235,9 @@ def workload_of(
         labels=dict(meta.get("labels") or {}),
         pods=tuple(pods),
         hpa_scaled_resources=tuple(sorted(set(hpa_scaled_resources))),
+        schedule=str((obj.get("spec") or {}).get("schedule") or "")
+        if kind == "CronJob"
+        else "",
     )
 
 

@@ -227,6 +227,14 @@ class SimWorkload:
             for i in range(self.replicas)
         )
 
+    @property
+    def schedule(self) -> str:
+        """A CronJob's cron expression of its runs (periods divide a day)."""
+        if self.kind != "CronJob":
+            return ""
+        minute, hours = int(self.cron_offset_s // 60), int(self.cron_period_s // 3600)
+        return f"{minute} {'0' if hours >= 24 else f'*/{hours}'} * * *"
+
     def runs_between(
         self, start_s: float, end_s: float
     ) -> list[tuple[str, float, float]]:
@@ -654,6 +662,7 @@ class SimulatedCluster:
                     selector={"matchLabels": labels},
                     # A DaemonSet's: status.desiredNumberScheduled, one per node.
                     replicas=None if sim.kind == "CronJob" else sim.replicas,
+                    schedule=sim.schedule,
                     labels=workload_labels(sim.kind, sim.namespace, sim.name),
                     pods=pods,
                 )

@@ -24,6 +24,7 @@ from recommender.models.fleet import (
     WorkloadPod,
     WorkloadTotals,
 )
+from recommender.models.nodes import NodePool
 from recommender.models.notifications import NotificationChannel, NotificationDelivery
 from recommender.models.policy import Policy, PolicyQuerySet, StaticCoefficient
 from recommender.models.provisioning import (
@@ -55,6 +56,7 @@ __all__ = [
     "ContainerQuerySet",
     "NamespaceLimitRange",
     "NamespaceTotals",
+    "NodePool",
     "NotificationChannel",
     "NotificationDelivery",
     "OomKill",

@@ -95,6 +95,8 @@ class Workload(models.Model):
     # savings count these hours, not 730 per replica (models.provisioning.pods_billed).
     # None for other kinds, and before any run was seen.
     running_hours_month = models.FloatField(null=True, blank=True)
+    # A CronJob's spec.schedule: its forecast runs (services/refresh/cron_hours.py).
+    schedule = models.CharField(max_length=253, blank=True, default="")
     # The prices of the nodes its pods run on (mean over the pods the last discovery
     # saw; services/refresh/node_prices.py), and where they came from: "opencost"
     # (the node cost metrics in Prometheus), "table" (VPAWEB_PRICE_TABLE) or

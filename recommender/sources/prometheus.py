@@ -396,7 +396,14 @@ class PrometheusSource:
         """OpenCost's (Kubecost's) node cost series at ``at_s``: each series' labels
         (``__name__`` one of ``NODE_COST_METRICS``, ``node``, ``instance_type``, ...)
         and value; empty when Prometheus has none (services/refresh/node_prices.py)."""
-        query = '{__name__=~"' + "|".join(NODE_COST_METRICS) + '"}'
+        return self.instant_samples(NODE_COST_METRICS, at_s=at_s)
+
+    def instant_samples(
+        self, names: Sequence[str], *, at_s: float
+    ) -> list[tuple[dict[str, str], float]]:
+        """Every series of the metrics ``names`` at ``at_s`` (one instant query):
+        its labels, ``__name__`` among them, and its value."""
+        query = '{__name__=~"' + "|".join(names) + '"}'
         body = self._post(
             "query", {"query": query, "time": _format_time(at_s)}, query=query
         )

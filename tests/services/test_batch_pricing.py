@@ -1,5 +1,6 @@
-"""Jobs and CronJobs are priced by the hours their pods run (the runs discovery saw),
-not 730 hours a month per replica."""
+"""Jobs and CronJobs are priced by the hours their pods run (the runs discovery saw;
+a CronJob's from its schedule's runs a month x its mean run), not 730 hours a month per
+replica."""
 
 from __future__ import annotations
 
@@ -56,15 +57,31 @@ def test_the_demo_cronjobs_savings_are_its_running_hours_times_the_price():
     cronjobs = [w for w in fleet.workloads if w.kind == "CronJob"]
     assert cronjobs, "the demo fleet has CronJobs"
 
+    forecast = 0
     for sim in cronjobs:
         workload = Workload.objects.get(kind="CronJob", name=sim.name)
-        # The hours per month its pods ran while discovery looked, within one
-        # discovery step per run (a pass sees a run at most a step late).
-        truth = true_run_hours(sim, NOW, end) / 6 * 730
-        runs = len(sim.runs_between(NOW.timestamp(), end.timestamp()))
-        slack = runs * STEP.total_seconds() / 3600 / 6 * 730
+        assert workload.schedule == sim.schedule
+        period_h = sim.cron_period_s / 3600
+        finished = [
+            run
+            for run in sim.runs_between(NOW.timestamp(), end.timestamp())
+            if NOW.timestamp() <= run[1] and run[2] < end.timestamp()
+        ]
+        if finished:
+            # From the schedule: 730 / period runs a month of its mean finished run
+            # (each seen ending at most a discovery step early).
+            truth = 730 / period_h * sim.run_duration_s / 3600
+            slack = 730 / period_h * STEP.total_seconds() / 3600
+            forecast += 1
+        else:
+            # No run over yet: the hours per month its pods ran while discovery
+            # looked, within one discovery step per run.
+            truth = true_run_hours(sim, NOW, end) / 6 * 730
+            runs = len(sim.runs_between(NOW.timestamp(), end.timestamp()))
+            slack = runs * STEP.total_seconds() / 3600 / 6 * 730
         assert abs(workload.running_hours_month - truth) <= slack + 1e-6, sim.name
         assert workload.running_hours_month < 730 / 2  # not a pod all month
+    assert forecast, "a demo CronJob is forecast from its schedule"
 
     sim = max(cronjobs, key=lambda w: w.run_duration_s)
     workload = Workload.objects.get(kind="CronJob", name=sim.name)
@@ -126,3 +143,34 @@ def test_a_run_counts_only_from_when_the_workload_was_first_seen():
 
     job.refresh_from_db()
     assert job.running_hours_month == pytest.approx(730.0)
+
+
+@pytest.mark.django_db
+def test_a_schedule_not_understood_leaves_the_history_alone():
+    cluster = Cluster.objects.create(name="sim", kind=Cluster.Kind.SIMULATED)
+    nightly = Workload.objects.create(
+        cluster=cluster,
+        kind="CronJob",
+        namespace="ops",
+        name="nightly",
+        schedule="0 25 * * *",
+        first_seen_at=NOW - timedelta(hours=2),
+    )
+    WorkloadPod.objects.create(
+        cluster=cluster,
+        workload=nightly,
+        namespace="ops",
+        name="nightly-1-x7k2p",
+        started_at=NOW - timedelta(hours=2),
+        ran_until=NOW - timedelta(hours=1),
+    )
+
+    record_running_hours(cluster_id=cluster.pk, namespace=None, now=NOW)
+    nightly.refresh_from_db()
+    assert nightly.running_hours_month == pytest.approx(730.0 / 2)  # history
+
+    # Understood: @daily runs 730/24 times a month, an hour each.
+    Workload.objects.filter(pk=nightly.pk).update(schedule="@daily")
+    record_running_hours(cluster_id=cluster.pk, namespace=None, now=NOW)
+    nightly.refresh_from_db()
+    assert nightly.running_hours_month == pytest.approx(730.0 / 24)

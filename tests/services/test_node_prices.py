@@ -29,6 +29,9 @@ def table(tmp_path, text: str) -> str:
         ("*,0.03,-1,0\n", "line 2, column per_gib_hour"),
         ("*,0.03,0.004,1.5\n", "line 2, column spot_discount"),
         ("*,0.03,0.004\n", "line 2, column *"),
+        ("label:pool,0.03,0.004,0\n", "line 2, column match"),
+        ('"label:a=b,c",0.03,0.004,0\n', "line 2, column match"),
+        ("label:-bad=x,0.03,0.004,0\n", "line 2, column match"),
     ],
 )
 def test_a_malformed_row_is_named_by_line_and_column(tmp_path, rows, where):
@@ -71,4 +74,40 @@ def test_opencost_then_the_first_matching_row_then_the_list_prices(tmp_path, set
     assert (fallback.source, fallback.per_core_hour) == (
         "default",
         settings.PRICE_PER_CORE_HOUR,
+    )
+
+
+def test_a_row_matches_the_nodes_labels(tmp_path):
+    rows = load_price_table(
+        table(
+            tmp_path,
+            HEADER
+            # Two labels: quoted, as CSV keeps a comma inside a cell.
+            + '"label:node.kubernetes.io/instance-type=m5.large, '
+            + 'karpenter.sh/capacity-type=spot",0.01,0.001,0\n'
+            + "label:node.kubernetes.io/instance-type=m5.large,0.04,0.005,0\n"
+            + "label:cloud.google.com/gke-nodepool=batch,0.02,0.002,\n",
+        )
+    )
+    assert rows[0].selector == (
+        ("node.kubernetes.io/instance-type", "m5.large"),
+        ("karpenter.sh/capacity-type", "spot"),
+    )
+
+    def price(labels: dict[str, str]) -> tuple[str, float]:
+        got = node_price("n1", NodeFacts(labels=labels), rows)
+        return got.source, got.per_core_hour
+
+    # kube-state-metrics' names of the labels (label_<name>).
+    m5 = {"label_node_kubernetes_io_instance_type": "m5.large"}
+    assert price(m5) == ("table", 0.04)
+    assert price({**m5, "label_karpenter_sh_capacity_type": "spot"}) == (
+        "table",
+        0.01,
+    )
+    assert price({"label_cloud_google_com_gke_nodepool": "batch"}) == ("table", 0.02)
+    # Without the labels (another usage source, KSM not allowing them) no row matches.
+    assert price({})[0] == "default"
+    assert price({"label_node_kubernetes_io_instance_type": "m5.xlarge"})[0] == (
+        "default"
     )

@@ -64,11 +64,12 @@ def _count(client, path: str) -> int:
 PAGES = {
     # + the admission webhook counts, the VPA objects without a target and the
     # failing clusters (one query when none fails), the realized savings' changes,
-    # the clusters without OOM history and the updater leases
-    "/": 20,
+    # the clusters without OOM history, the updater leases, the node pools and the
+    # namespaces' savings (the list's, summed: whether the facts are stored, the sums)
+    "/": 23,
     # session, user, role; the rollup, the trend, the cluster names; the header;
-    # the realized savings' changes
-    "/rollups/?by=label": 8,
+    # the realized savings' changes; the node pools
+    "/rollups/?by=label": 9,
     "/workloads/": 11,
     "/workloads/?status=over&sort=savings": 11,
     # the groups' count, the page's groups, their pods, their rejection reasons

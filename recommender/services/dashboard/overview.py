@@ -8,7 +8,7 @@ Risk, waste and savings follow the definitions in recommender/models/provisionin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -18,6 +18,7 @@ from django.db.models import Count, Prefetch
 from recommender.models import (
     Cluster,
     Container,
+    NodePool,
     OomKill,
     RefreshRun,
     Workload,
@@ -29,6 +30,7 @@ from recommender.models.provisioning import (
     workload_facts,
 )
 from recommender.services.dashboard import namespace_totals
+from recommender.services.dashboard.namespace_savings import namespace_savings
 from recommender.services.dashboard.namespace_totals import (
     CONFIDENCE_BANDS,
     NamespaceFacts,
@@ -40,6 +42,7 @@ from recommender.services.dashboard.provisioning import (
     risk_rules,
 )
 from recommender.services.dashboard.realized import realized_savings
+from recommender.services.node_pools import node_pools
 
 # --- The overview ---------------------------------------------------------------------
 
@@ -112,6 +115,8 @@ class Overview:
     vpa_warnings: list[str] = field(default_factory=list)
     # (cluster name, since): clusters whose usage source has no OOM series.
     oom_history_missing: list[tuple[str, datetime]] = field(default_factory=list)
+    # Each node pool's nodes needed now and at the recommendations (node_pools.py).
+    node_pools: Sequence[NodePool] = ()
 
 
 @dataclass
@@ -125,10 +130,13 @@ class _FleetTotals:
     confidence: dict[str, int]
 
 
-def _fleet_totals(facts: list[NamespaceFacts], *, prices: Prices) -> _FleetTotals:
+def _fleet_totals(
+    facts: list[NamespaceFacts], *, savings: Mapping[tuple[str, str], float]
+) -> _FleetTotals:
     """Totals of the fleet, per cluster and per (cluster, namespace) with containers,
     and the confidence bands of the latest recommendations, from the namespaces'
-    totals (ordered by cluster and namespace)."""
+    totals (ordered by cluster and namespace); each namespace's ``savings`` are its
+    workloads' (namespace_savings.py)."""
     fleet = Totals()
     confidence = dict.fromkeys([name for name, _ in CONFIDENCE_BANDS], 0)
     recommendations = 0
@@ -142,12 +150,7 @@ def _fleet_totals(facts: list[NamespaceFacts], *, prices: Prices) -> _FleetTotal
             namespace=row.namespace,
             **{name: getattr(row, name) for name in SUMMED},
         )
-        group.savings = prices.monthly(
-            cpu_millicores=group.covered_requested_cpu_millicores
-            - group.recommended_cpu_millicores,
-            memory_bytes=group.covered_requested_memory_bytes
-            - group.recommended_memory_bytes,
-        )
+        group.savings = savings.get((row.cluster, row.namespace), 0.0)
         namespaces.append(group)
         clusters.setdefault(group.cluster, Totals(cluster=group.cluster)).add(group)
         fleet.add(group)
@@ -257,7 +260,7 @@ def _add_realized(totals: _FleetTotals, *, prices: Prices) -> None:
 def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overview:
     """Fleet totals, savings, workloads at risk, coverage, confidence, last runs."""
     facts = namespace_totals.read(now=now)
-    totals = _fleet_totals(facts, prices=prices)
+    totals = _fleet_totals(facts, savings=namespace_savings(prices=prices, now=now))
     fleet = totals.fleet
     _add_realized(totals, prices=prices)
     at_risk_count, at_risk, recent_oom_count = _at_risk(
@@ -322,4 +325,5 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
             .values_list("name", "oom_history_missing_since")
             if since is not None
         ],
+        node_pools=node_pools(),
     )

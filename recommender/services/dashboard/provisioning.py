@@ -45,13 +45,14 @@ class Prices:
     def of(self, workload: Workload) -> Prices:
         """The prices of ``workload``'s pods: its nodes' (``Workload.price_source``
         "opencost" or "table"), else these list prices (as the SQL's Coalesce)."""
+        return self.at(workload.price_per_core_hour, workload.price_per_gib_hour)
+
+    def at(self, per_core_hour: float | None, per_gib_hour: float | None) -> Prices:
+        """A workload's stored prices (``Workload.price_per_*``), each None falling
+        back to these list prices: the one rule of ``of`` for rows read as values."""
         return Prices(
-            self.per_core_hour
-            if workload.price_per_core_hour is None
-            else workload.price_per_core_hour,
-            self.per_gib_hour
-            if workload.price_per_gib_hour is None
-            else workload.price_per_gib_hour,
+            self.per_core_hour if per_core_hour is None else per_core_hour,
+            self.per_gib_hour if per_gib_hour is None else per_gib_hour,
         )
 
     @property

@@ -2,12 +2,13 @@
 
 A resize change records, when it is verified, the requests it removed from its pod
 (``ResizeChange.requests_removed``, set by ``actuation.apply``). From then on it saves
-that amount at the list prices every month, for as long as it holds: it stops when
-the workload is deleted (no longer active) or changed back (a container's current
-request, as discovery reads the live pods, is back at or above what the change
-lowered it from). The potential savings (``models/provisioning.py``) are counted from
-the current requests, so a change that holds moves its amount from potential to
-realized.
+that amount every month, at the workload's own prices (``Prices.at``: its nodes',
+else the list prices, as its potential savings), for as long as it holds: it stops
+when the workload is deleted (no longer active) or changed back (a container's
+current request, as discovery reads the live pods, is back at or above what the
+change lowered it from). The potential savings (``models/provisioning.py``) are
+counted from the current requests, so a change that holds moves its amount from
+potential to realized.
 """
 
 from __future__ import annotations
@@ -67,11 +68,18 @@ def realized_savings(
     if not rows:
         return {}
     current: dict[int, dict[str, dict[str, int | None]]] = defaultdict(dict)
-    for workload_id, name, cpu, memory in Container.objects.filter(
+    own: dict[int, Prices] = {}
+    for workload_id, name, cpu, memory, core, gib in Container.objects.filter(
         workload_id__in={row[0] for row in rows}
     ).values_list(
-        "workload_id", "name", "request_cpu_millicores", "request_memory_bytes"
+        "workload_id",
+        "name",
+        "request_cpu_millicores",
+        "request_memory_bytes",
+        "workload__price_per_core_hour",
+        "workload__price_per_gib_hour",
     ):
+        own[workload_id] = prices.at(core, gib)
         current[workload_id][name] = {
             "request_cpu_millicores": cpu,
             "request_memory_bytes": memory,
@@ -80,7 +88,7 @@ def realized_savings(
     for workload_id, before, after, removed in rows:
         if not removed or _changed_back(before, after, current[workload_id]):
             continue
-        out[workload_id] += prices.monthly(
+        out[workload_id] += own.get(workload_id, prices).monthly(
             cpu_millicores=removed.get("cpu_millicores", 0),
             memory_bytes=removed.get("memory_bytes", 0),
         )

@@ -10,6 +10,7 @@ groups are summed in Python (a row per workload, no row per container).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -21,11 +22,12 @@ from django.db.models.functions import Coalesce
 
 from recommender.cluster import label_selector
 from recommender.errors import InvalidInput
-from recommender.models import Container, ProvisioningStatus, Workload
+from recommender.models import Container, NodePool, ProvisioningStatus, Workload
 from recommender.models.provisioning import no_data_q, pods_billed_sql
 from recommender.services.dashboard.overview import Totals
 from recommender.services.dashboard.provisioning import Prices, risk_rules
 from recommender.services.dashboard.realized import realized_savings
+from recommender.services.node_pools import node_pools
 
 # What a rollup groups by (the ``by`` parameter), in the order the page shows them.
 BY_CHOICES = {
@@ -95,6 +97,8 @@ class Rollup:
     cluster: str
     groups: list[RollupGroup]
     total: RollupGroup
+    # The node pools of the clusters summed (of ``cluster`` when given).
+    node_pools: Sequence[NodePool] = ()
 
 
 def default_label_key() -> str:
@@ -249,4 +253,11 @@ def rollup(
             target.wasteful += bool(savings and savings > 0)
             target.missing_requests += bool(missing_count)
     ordered = sorted(groups.values(), key=lambda g: (-g.savings, g.cluster, g.name))
-    return Rollup(by=by, key=key, cluster=cluster, groups=ordered, total=total)
+    return Rollup(
+        by=by,
+        key=key,
+        cluster=cluster,
+        groups=ordered,
+        total=total,
+        node_pools=node_pools(cluster=cluster),
+    )

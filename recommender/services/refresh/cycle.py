@@ -54,6 +54,7 @@ from recommender.models import (
 from recommender.services.admission import counters
 from recommender.services.admission.generation import mark_admission_data_changed
 from recommender.services.dashboard import namespace_totals
+from recommender.services.node_pools import store_node_pools
 from recommender.services.refresh import (
     chunking,
     ingest,
@@ -325,6 +326,16 @@ def refresh_cluster(
                         else None  # a live sample not stored now is lost
                     ),
                 )
+                if namespace is None:  # a pool's pods span namespaces
+                    with phases("node_pools"):
+                        counts["node_pools"] = store_node_pools(
+                            cluster,
+                            adapter=adapter,
+                            source=source,
+                            snapshot=snapshot,
+                            pod_owner=discovery.pod_owner,
+                            now=now,
+                        )
             finally:
                 close_quietly(adapter, source)
         recorder.counts = {**discovery.counts, **counts}

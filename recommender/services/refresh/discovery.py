@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 # Rows per bulk statement: under every backend's parameter limit.
 BATCH = 500
 # The Workload columns discovery compares with what the adapter listed.
-_WORKLOAD_FIELDS = ("uid", "selector", "replicas", "labels")
+_WORKLOAD_FIELDS = ("uid", "selector", "replicas", "labels", "schedule")
 # The Container columns discovery compares with the pod template and live pods.
 _CONTAINER_FIELDS = (
     "kind",
@@ -141,6 +141,7 @@ def upsert_discovery(
             "selector": info.selector,
             "replicas": info.replicas,
             "labels": info.labels,
+            "schedule": info.schedule,
         }
         stored = existing.get(key)
         if stored is None:
@@ -166,7 +167,7 @@ def upsert_discovery(
     Workload.objects.bulk_create(new_rows, batch_size=BATCH, ignore_conflicts=True)
     Workload.objects.bulk_update(
         changed,
-        ["uid", "selector", "replicas", "labels", "is_active", "last_seen_at"],
+        [*_WORKLOAD_FIELDS, "is_active", "last_seen_at"],
         batch_size=BATCH,
     )
     vanished = [

@@ -11,10 +11,11 @@ node, in this order:
 3. ``default``: ``VPAWEB_PRICE_PER_CORE_HOUR`` and ``VPAWEB_PRICE_PER_GIB_HOUR``.
 
 vpaweb lists no Node objects: a node's instance type, region and whether it is spot
-are known only from the labels of those metrics (``instance_type``, ``region``, and
-``kubecost_node_is_spot`` = 1); without them a table row can match the node's name
-only. A workload's prices are the mean over its pods; its ``price_source`` the
-source that priced most of them. Definitions: docs/prometheus.md, "Node prices".
+are known from the labels of those metrics (``instance_type``, ``region``, and
+``kubecost_node_is_spot`` = 1), its labels from kube-state-metrics'
+``kube_node_labels`` (read only when a table row matches labels). A workload's
+prices are the mean over its pods; its ``price_source`` the source that priced most
+of them. Definitions: docs/prometheus.md, "Node prices".
 """
 
 from __future__ import annotations
@@ -22,13 +23,16 @@ from __future__ import annotations
 import csv
 import fnmatch
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
 
+from recommender.cluster.label_selector import KEY as LABEL_KEY
+from recommender.cluster.label_selector import VALUE as LABEL_VALUE
+from recommender.cluster.nodes import prometheus_label
 from recommender.errors import InvalidInput
 from recommender.models import Workload
 from recommender.sources.prometheus import PrometheusSource
@@ -39,6 +43,7 @@ DEFAULT = "default"
 # Ties go to the better-informed source.
 _RANK = {OPENCOST: 0, TABLE: 1, DEFAULT: 2}
 TABLE_COLUMNS = ("match", "per_core_hour", "per_gib_hour", "spot_discount")
+LABEL = "label"
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,8 @@ class NodeFacts:
     instance_type: str = ""
     region: str = ""
     spot: bool = False
+    # The node's labels as kube-state-metrics names them (label_<name>).
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -62,19 +69,26 @@ class NodePrice:
 @dataclass(frozen=True)
 class PriceRow:
     """One row of the price table: ``match`` is ``node=<glob>``,
-    ``instance_type=<name>`` or ``*`` (any node)."""
+    ``instance_type=<name>``, ``label:<key>=<value>[,<key>=<value>...]`` (every
+    label, ``selector``) or ``*`` (any node)."""
 
     key: str
     value: str
     per_core_hour: float
     per_gib_hour: float
     spot_discount: float
+    selector: tuple[tuple[str, str], ...] = ()
 
     def matches(self, node: str, facts: NodeFacts) -> bool:
         if self.key == "*":
             return True
         if self.key == "node":
             return fnmatch.fnmatchcase(node, self.value)
+        if self.key == LABEL:
+            return all(
+                facts.labels.get(prometheus_label(key)) == value
+                for key, value in self.selector
+            )
         return bool(facts.instance_type) and facts.instance_type == self.value
 
 
@@ -93,6 +107,24 @@ def _number(text: str, *, path: str, line: int, column: str, most: float) -> flo
     if not 0.0 <= value <= most:
         raise _table_error(path, line, column, f"{text} is not within 0 and {most:g}")
     return value
+
+
+def _selector(match: str, *, path: str, line: int) -> tuple[tuple[str, str], ...]:
+    """The (key, value) pairs of a ``label:k=v[,k=v...]`` match; () for another."""
+    if not match.startswith(LABEL + ":"):
+        return ()
+    pairs = []
+    for part in match.removeprefix(LABEL + ":").split(","):
+        key, equals, value = (text.strip() for text in part.partition("="))
+        if not equals or not LABEL_KEY.match(key) or not LABEL_VALUE.match(value):
+            raise _table_error(
+                path,
+                line,
+                "match",
+                f"{part.strip()!r} of {match!r} is not <label key>=<label value>",
+            )
+        pairs.append((key, value))
+    return tuple(pairs)
 
 
 def load_price_table(path: str) -> list[PriceRow]:
@@ -124,17 +156,22 @@ def load_price_table(path: str) -> list[PriceRow]:
         cell = {name: cells[index].strip() for name, index in at.items()}
         match = cell["match"]
         key, _, value = match.partition("=")
-        if match != "*" and (key not in ("node", "instance_type") or not value):
+        selector = _selector(match, path=path, line=line)
+        if selector:
+            key, value = LABEL, match.removeprefix(LABEL + ":")
+        elif match != "*" and (key not in ("node", "instance_type") or not value):
             raise _table_error(
                 path,
                 line,
                 "match",
-                f"{match!r} is not node=<glob>, instance_type=<name> or *",
+                f"{match!r} is not node=<glob>, instance_type=<name>, "
+                "label:<key>=<value>[,<key>=<value>...] or *",
             )
         rows.append(
             PriceRow(
                 key=key.strip() if match != "*" else "*",
                 value=value.strip(),
+                selector=selector,
                 **{
                     column: _number(
                         cell[column], path=path, line=line, column=column, most=1e6
@@ -177,6 +214,28 @@ def opencost_nodes(source: object, *, at_s: float) -> dict[str, NodeFacts]:
     return {node: NodeFacts(**facts) for node, facts in found.items()}  # type: ignore[arg-type]
 
 
+def labelled(
+    nodes: Mapping[str, NodeFacts], labels: Mapping[str, Mapping[str, str]]
+) -> dict[str, NodeFacts]:
+    """``nodes`` with each node's ``labels`` (every node of either)."""
+    return {
+        name: replace(nodes.get(name, NodeFacts()), labels=labels.get(name, {}))
+        for name in {*nodes, *labels}
+    }
+
+
+def ksm_node_labels(source: object, *, at_s: float) -> dict[str, dict[str, str]]:
+    """Each node's labels from kube-state-metrics' ``kube_node_labels`` (none for
+    another usage source)."""
+    if not isinstance(source, PrometheusSource):
+        return {}
+    return {
+        labels["node"]: {k: v for k, v in labels.items() if k.startswith("label_")}
+        for labels, _ in source.instant_samples(("kube_node_labels",), at_s=at_s)
+        if labels.get("node")
+    }
+
+
 def node_price(node: str, facts: NodeFacts, table: Sequence[PriceRow]) -> NodePrice:
     """One node's prices: OpenCost's, else the table's first matching row, else the
     list prices."""
@@ -203,6 +262,8 @@ def price_workloads(
     nodes = opencost_nodes(source, at_s=now.timestamp())
     path = settings.PRICE_TABLE
     table = load_price_table(path) if path else []
+    if any(row.key == LABEL for row in table):
+        nodes = labelled(nodes, ksm_node_labels(source, at_s=now.timestamp()))
     priced: dict[str, NodePrice] = {}
     stored: dict[int, tuple[float | None, float | None, str]] = {}
     for workload_id, names in by_workload.items():

@@ -25,6 +25,7 @@ from typing import Any
 
 from django.db.models import (
     BooleanField,
+    Count,
     DurationField,
     ExpressionWrapper,
     F,
@@ -39,6 +40,7 @@ from recommender.engine.resources import RESOURCE_NAMES, Resources
 from recommender.models import Container, Workload, WorkloadPod
 from recommender.models.provisioning import HOURS_PER_MONTH
 from recommender.services.refresh import stored_json
+from recommender.services.refresh.cron_hours import forecast_hours
 
 # How long a gone pod's owner is kept: the workload page's 8-day usage history.
 POD_RETENTION = timedelta(days=8)
@@ -256,7 +258,9 @@ def record_running_hours(
     """Set ``Workload.running_hours_month`` of the shard's Jobs and CronJobs from
     the runs of their pods discovery saw: the pod-hours run within the last
     ``POD_RETENTION`` (since the workload was first seen, if later), per 730-hour
-    month. A batch workload with no run seen yet gets 0. Returns the rows changed.
+    month; a CronJob with a schedule: its runs a month x its mean run
+    (cron_hours.py). A batch workload with no run seen yet gets 0. Returns the rows
+    changed.
 
     One grouped statement over the pods and one update per changed workload.
     """
@@ -268,8 +272,11 @@ def record_running_hours(
         workloads = workloads.filter(namespace=namespace)
     # Observed from the later of the window's start and the workload's first sight.
     begin = Greatest(F("started_at"), F("workload__first_seen_at"), Value(window_start))
-    ran = dict(
-        WorkloadPod.objects.filter(
+    # Runs over (a pod seen running in this pass is not): they give the mean run.
+    over = Q(ran_until__lt=now)
+    ran = {
+        pk: (took, done_s, done)
+        for pk, took, done_s, done in WorkloadPod.objects.filter(
             workload__in=workloads, ran_until__gt=window_start, started_at__isnull=False
         )
         .order_by()
@@ -277,15 +284,33 @@ def record_running_hours(
         .annotate(
             ran=Sum(
                 ExpressionWrapper(F("ran_until") - begin, output_field=DurationField())
-            )
+            ),
+            done_s=Sum(
+                ExpressionWrapper(
+                    F("ran_until") - F("started_at"), output_field=DurationField()
+                ),
+                filter=over,
+            ),
+            done=Count("pk", filter=over),
         )
-        .values_list("workload_id", "ran")
-    )
+        .values_list("workload_id", "ran", "done_s", "done")
+    }
     changed = []
-    for workload in workloads.only("pk", "first_seen_at", "running_hours_month"):
+    for workload in workloads.only(
+        "pk", "first_seen_at", "running_hours_month", "schedule"
+    ):
         span_s = (now - max(window_start, workload.first_seen_at)).total_seconds()
-        ran_s = max(ran[workload.pk].total_seconds(), 0.0) if workload.pk in ran else 0
-        hours = 0.0 if span_s <= 0 else ran_s / span_s * HOURS_PER_MONTH
+        took, done_s, done = ran.get(workload.pk, (None, None, 0))
+        ran_s = max(took.total_seconds(), 0.0) if took is not None else 0.0
+        forecast = forecast_hours(
+            workload.schedule,
+            runs=done,
+            ran_s=max(done_s.total_seconds(), 0.0) if done_s is not None else 0.0,
+        )
+        if forecast is not None:
+            hours = forecast
+        else:
+            hours = 0.0 if span_s <= 0 else ran_s / span_s * HOURS_PER_MONTH
         if workload.running_hours_month is None or (
             abs(workload.running_hours_month - hours) > 1e-6
         ):
