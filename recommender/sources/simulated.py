@@ -14,6 +14,7 @@ from collections.abc import Collection
 
 import numpy as np
 
+from recommender.cluster.base import OomKill
 from recommender.cluster.simulated import (
     DAY_S,
     Fleet,
@@ -55,10 +56,34 @@ def _uniform_pair(
 
 
 class SimulatedUsageSource:
-    """UsageSource over a simulated ``Fleet``."""
+    """UsageSource over a simulated ``Fleet``: history of usage and CFS counters, read
+    by chosen workloads too; no OOM history (the simulated cluster's pod statuses
+    report its kills) and no node costs."""
+
+    keeps_history = True
+    selects_workloads = True
+    keeps_oom_history = False
+    counts_throttling = True
 
     def __init__(self, *, fleet: Fleet) -> None:
         self.fleet = fleet
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def fetch_oom_kills(
+        self, *, namespace: str | None, start_s: float, end_s: float, step_s: float
+    ) -> tuple[OomKill, ...]:
+        """None: the simulation keeps no OOM history."""
+        return ()
+
+    def has_oom_series(self, *, at_s: float) -> bool:
+        """False: the simulation keeps no OOM history."""
+        return False
+
+    def fetch_node_costs(self, *, at_s: float) -> list[tuple[dict[str, str], float]]:
+        """None: the simulation has no OpenCost series."""
+        return []
 
     def series_between(
         self,
