@@ -191,6 +191,7 @@ def _add_counts(counts: dict[str, Any], step: dict[str, Any]) -> None:
     """Add one committed step's counts to the run's."""
     for name in (
         "samples",
+        "late_samples",
         "oom_kills_new",
         "checkpoints_written",
         "checkpoint_conflicts",

@@ -123,6 +123,7 @@ def ingest_window(
         end_s=plan.end_s,
         history_s=plan.history_s,
         keep_state=plan.keeps_engine_rows,
+        settle_s=plan.settle_s,
     )
     with phases("ingest"):
         ingest.load_rows(window)
@@ -130,6 +131,8 @@ def ingest_window(
         if start_s is not None:
             _load_ooms(window, source, plan, start_s)
             _read_and_feed(window, source, start_s, run)
+            if plan.settle_s:
+                ingest.count_late(window)
             if plan.recommend:
                 throttling.attach_throttling(window, source)
         if plan.live_pods is not None:
@@ -219,15 +222,23 @@ def _load_ooms(
 def _read_and_feed(
     window: Window, source: UsageSource, start_s: float, run: RefreshRun | None
 ) -> None:
-    """Read usage one day at a time from ``start_s`` and feed it, OOMs in time order."""
-    pieces = ingest.chunks(start_s, window.end_s)
-    if not pieces:
+    """Read usage one day at a time from ``start_s`` and feed it, OOMs in time order.
+
+    A window that settles late samples takes its rows' checkpoints at its settled end
+    (``ingest.take_settled``) before it feeds the minutes after it, which the next
+    window reads again."""
+    settled_end_s = window.settled_end_s
+    settled = ingest.chunks(start_s, settled_end_s)
+    tail = ingest.chunks(max(start_s, settled_end_s), window.end_s)
+    pieces = settled + tail
+    if not settled:
         # Nothing new to read, but kills not stored yet must still enter the engine.
         ingest.feed_chunk(
-            window, UsageGrid.empty(), window.end_s, window.end_s, is_first=True
+            window, UsageGrid.empty(), settled_end_s, settled_end_s, is_first=True
         )
-        return
     for number, (chunk_start, chunk_end) in enumerate(pieces):
+        if number == len(settled):
+            ingest.take_settled(window)
         grid = ingest.read_usage(
             source,
             namespace=window.discovery.namespace,
@@ -235,7 +246,9 @@ def _read_and_feed(
             end_s=chunk_end,
             workloads=window.discovery.chunk_keys,
         )
-        ingest.feed_chunk(window, grid, chunk_start, chunk_end, is_first=number == 0)
+        ingest.feed_chunk(
+            window, grid, chunk_start, chunk_end, is_first=number == 0 and bool(settled)
+        )
         if run is not None and len(pieces) > 2:
             RefreshRun.objects.filter(pk=run.pk).update(
                 progress=(number + 1) / len(pieces)
@@ -416,7 +429,10 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
     now = window.now
     # The checkpoint budget runs from the start of the store phase.
     deadline = time.monotonic() + (schedule.timeout_s if schedule else math.inf)
-    end_at = datetime.fromtimestamp(window.end_s, tz=UTC)
+    end_at = datetime.fromtimestamp(window.settled_end_s, tz=UTC)
+    read_through = (
+        datetime.fromtimestamp(window.end_s, tz=UTC) if window.settle_s else None
+    )
     conflicts = written = deferred = 0
     kept: list[tuple[int, warm_state.Kept]] = []
     with transaction.atomic():
@@ -426,7 +442,12 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
                 group.rows, end_at=end_at, now=now, schedule=schedule, batch=CAS_BATCH
             )
             chosen, won = _write_chosen(
-                group.aggregates, choice, end_at=end_at, now=now, deadline=deadline
+                group.aggregates,
+                choice,
+                end_at=end_at,
+                now=now,
+                deadline=deadline,
+                read_through=read_through,
             )
             written += len(won)
             conflicts += len(chosen) - len(won)
@@ -453,17 +474,18 @@ def _write_chosen(
     end_at: datetime,
     now: datetime,
     deadline: float,
+    read_through: datetime | None,
 ) -> tuple[list[Row], set[int]]:
     """Write the chosen checkpoints: those of ``choice.now``, then the due batches a
     statement at a time, the clock read between them, until ``deadline`` (the first
     always), so the budget holds however many rows one group has. Returns the rows
     written and the pks this writer won."""
     chosen = list(choice.now)
-    won = _write_checkpoints(aggregates, chosen, end_at, now)
+    won = _write_checkpoints(aggregates, chosen, end_at, now, read_through)
     for number, batch in enumerate(choice.due):
         if number and time.monotonic() > deadline:
             break
-        won |= _write_checkpoints(aggregates, batch, end_at, now)
+        won |= _write_checkpoints(aggregates, batch, end_at, now, read_through)
         chosen += batch
     return chosen, won
 
@@ -517,15 +539,28 @@ def _kept_rows(
 
 
 def _write_checkpoints(
-    aggregates: AggregateSet, rows: Sequence[Row], end_at: datetime, now: datetime
+    aggregates: AggregateSet,
+    rows: Sequence[Row],
+    end_at: datetime,
+    now: datetime,
+    read_through: datetime | None = None,
 ) -> set[int]:
-    """Compare-and-swap the checkpoints of ``rows``; the pks this writer won."""
+    """Compare-and-swap the checkpoints of ``rows``; the pks this writer won. With
+    ``read_through`` (a window that settles late samples: the end it read to), their
+    settled states, and what was read after the watermark (``unsettled_samples``)."""
     if not rows:
         return set()
-    blobs = aggregates.to_checkpoints([r.index for r in rows])
-    counts = aggregates.sample_count()
+    states: list[tuple[bytes, int]] = [r.settled for r in rows if r.settled is not None]
+    if len(states) < len(rows):
+        counts = aggregates.sample_count()
+        states = [
+            (blob, int(counts[row.index]))
+            for row, blob in zip(
+                rows, aggregates.to_checkpoints([r.index for r in rows]), strict=True
+            )
+        ]
     cas_rows = []
-    for row, blob in zip(rows, blobs, strict=True):
+    for row, (blob, sample_count) in zip(rows, states, strict=True):
         checkpoint = row.checkpoint
         # The watermark: every grid time up to end_s is in this checkpoint.
         watermark = (
@@ -541,8 +576,16 @@ def _write_checkpoints(
                     "histogram_key": row.key_text,
                     "state": blob,
                     "last_sample_at": watermark,
-                    "sample_count": int(counts[row.index]),
+                    "sample_count": sample_count,
                     "updated_at": now,
+                    **(
+                        {}
+                        if read_through is None
+                        else {
+                            "read_through_at": read_through,
+                            "unsettled_samples": row.unsettled_samples,
+                        }
+                    ),
                 },
             )
         )

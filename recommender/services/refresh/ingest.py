@@ -83,6 +83,9 @@ class CheckpointRef:
     last_sample_at: datetime | None
     updated_at: datetime
     has_state: bool  # its state is not empty (read only when needed: load_rows)
+    # What its writer read after the watermark, not stored: up to when, how many.
+    read_through_at: datetime | None = None
+    unsettled_samples: int = 0
 
 
 @dataclass
@@ -108,6 +111,13 @@ class Row:
     # (throttled CFS periods, periods) of the last hours, for a profile that boosts
     # on throttling (``throttling.py``); None: not read, or no counters.
     throttling: tuple[float, float] | None = None
+    # Its checkpoint (state, sample count) at the window's settled end, when the window
+    # settles late samples: what the store writes (the rest is read again).
+    settled: tuple[bytes, int] | None = None
+    # With ``settled``: samples (CPU and memory each count) read after the settled
+    # end, and those read again up to the checkpoint's ``read_through_at``.
+    unsettled_samples: int = 0
+    reread_samples: int = 0
     recommendation: dict[str, Any] | None = None
 
 
@@ -127,6 +137,8 @@ class Window:
     discovery: Discovery
     end_s: float  # the newest grid time read; the watermark after storing
     history_s: float  # how far back from ``now`` a first contact reads
+    # Samples may arrive this late: the checkpoints end ``settle_s`` before ``end_s``.
+    settle_s: float = 0.0
     # Use and keep the engine rows of earlier windows of this process
     # (services/refresh/warm_state.py): only for a source that keeps history.
     keep_state: bool = False
@@ -137,6 +149,14 @@ class Window:
     # The kills the source reported that are stored (found so, or written by this
     # window): with ``keep_state``, the next window skips them (warm_state.py).
     stored_kills: set[warm_state.KillKey] = field(default_factory=set)
+
+    @property
+    def settled_end_s(self) -> float:
+        """The newest grid time whose samples are taken as complete: the watermark
+        after storing, and the newest OOM kill this window feeds."""
+        if not self.settle_s:
+            return self.end_s
+        return math.floor((self.end_s - self.settle_s) / STEP_S) * STEP_S
 
     @property
     def cluster(self) -> Cluster:
@@ -232,6 +252,8 @@ class LoadedRow(NamedTuple):
     # The length of the checkpoint's state only: the state itself is read for the rows
     # that need it (_states).
     state_bytes: int | None
+    read_through_at: datetime | None
+    unsettled_samples: int
     latest_recommendation_id: int | None
     # The latest recommendation's amounts, in Recommendation.values_tuple() order.
     target_cpu_millicores: int | None
@@ -282,6 +304,8 @@ class LoadedRow(NamedTuple):
             last_sample_at=self.last_sample_at,
             updated_at=self.checkpoint_updated_at,
             has_state=bool(self.state_bytes),
+            read_through_at=self.read_through_at,
+            unsettled_samples=self.unsettled_samples,
         )
         return container, checkpoint
 
@@ -304,6 +328,8 @@ _ROW_COLUMNS = (
     "checkpoint__last_sample_at",
     "checkpoint__updated_at",
     "checkpoint_state_bytes",
+    "checkpoint__read_through_at",
+    "checkpoint__unsettled_samples",
     "latest_recommendation_id",
     *(
         f"latest_recommendation__{name}"
@@ -534,6 +560,27 @@ def _load_skipping_corrupt(
     return AggregateSet.gather(group.profile, blobs)
 
 
+def take_settled(window: Window) -> None:
+    """Each row's checkpoint as fed so far (``Row.settled``): what the store writes
+    for a window that reads the minutes after its settled end again next time."""
+    for group in window.groups.values():
+        assert group.aggregates is not None
+        blobs = group.aggregates.to_checkpoints([r.index for r in group.rows])
+        counts = group.aggregates.sample_count()
+        for row, blob in zip(group.rows, blobs, strict=True):
+            row.settled = (blob, int(counts[row.index]))
+
+
+def count_late(window: Window) -> None:
+    """``counts.late_samples``: the samples found now, up to what each checkpoint's
+    writer had read, that it had not found (they arrived late)."""
+    window.counts["late_samples"] += sum(
+        max(r.reread_samples - r.checkpoint.unsettled_samples, 0)
+        for r in window.rows_by_container.values()
+        if r.checkpoint.read_through_at is not None and not r.is_rebuilt
+    )
+
+
 def start_s(window: Window) -> float | None:
     """The oldest watermark of the window's rows (None when it has no rows)."""
     rows = window.rows_by_container.values()
@@ -612,6 +659,8 @@ def feed_chunk(
         samples = _group_samples(
             grid, picked, [series_rows[i] for i in picked], now_s=window.now.timestamp()
         )
+        if samples is not None and window.settle_s:
+            _count_unsettled(samples, window.settled_end_s)
         # Usage up to and including each OOM's time, then the OOMs of that time, in
         # upstream's units: engine/feed.py, the rule the offline command uses too.
         _feed(window, group, samples, kills)
@@ -651,6 +700,31 @@ def _group_samples(
         cpu_cores=np.where(old, np.nan, grid.cpu_cores[picked]),
         memory_bytes=np.where(old, np.nan, grid.memory_bytes[picked]),
     )
+
+
+def _count_unsettled(samples: _Samples, settled_end_s: float) -> None:
+    """Count, per row, the samples after the settled end (stored with the checkpoint
+    as its ``unsettled_samples``) and those up to what its checkpoint's writer had
+    read (``read_through_at``): the difference is what arrived late."""
+    times = samples.timestamp_s[None, :]
+    found = (~np.isnan(samples.cpu_cores)).astype(np.int64) + (
+        ~np.isnan(samples.memory_bytes)
+    ).astype(np.int64)
+    through = np.array(
+        [
+            -np.inf
+            if r.is_rebuilt or r.checkpoint.read_through_at is None
+            else r.checkpoint.read_through_at.timestamp()
+            for r in samples.rows
+        ]
+    )
+    unsettled = (found * (times > settled_end_s)).sum(axis=1)
+    reread = (found * (times <= through[:, None])).sum(axis=1)
+    for row, after, again in zip(
+        samples.rows, unsettled.tolist(), reread.tolist(), strict=True
+    ):
+        row.unsettled_samples += after
+        row.reread_samples += again
 
 
 def _feed(

@@ -99,7 +99,7 @@ def attach_ooms(
     matched: list[tuple[Row, OomKill, bool]] = []
     reported = [(k, True) for k in history or ()] + [(k, False) for k in snapshot_kills]
     for kill, is_observation in reported:
-        if kill.occurred_at.timestamp() > window.end_s:
+        if kill.occurred_at.timestamp() > window.settled_end_s:
             continue  # stored now but fed in a later window, it would be lost
         key = kill_key(kill)
         if key in known:
@@ -146,7 +146,7 @@ def attach_ooms(
                 window.stored_kills.add(kill_key(kill))
                 window.counts["oom_kills_merged"] += 1
                 continue
-            if kill.occurred_at.timestamp() > window.end_s - SAME_KILL_S:
+            if kill.occurred_at.timestamp() > window.settled_end_s - SAME_KILL_S:
                 window.counts["oom_kills_waiting"] += 1
                 continue  # the source may observe it in a later window
         if row_key not in new:
@@ -177,7 +177,7 @@ def _attach_stored_ooms(window: Window) -> None:
     if not rebuilt:
         return
     oldest = datetime.fromtimestamp(min(r.start_s for r in rebuilt.values()), tz=UTC)
-    newest = datetime.fromtimestamp(window.end_s, tz=UTC)
+    newest = datetime.fromtimestamp(window.settled_end_s, tz=UTC)
     ids = list(rebuilt)
     for start in range(0, len(ids), BATCH):
         stored = OomKillRow.objects.filter(

@@ -67,6 +67,9 @@ class WindowPlan:
     # Which workloads a fleet cuts into first-contact chunks: only those met for the
     # first time, or every one (a back-fill day).
     chunks_every_workload: bool = False
+    # Usage may arrive this late: checkpoints hold only the samples up to ``end``
+    # minus this, the next window reads the rest again (VPAWEB_LATE_SAMPLES_S).
+    settle_s: float = 0.0
 
     @classmethod
     def minute_cycle(
@@ -79,8 +82,10 @@ class WindowPlan:
         source_keeps_history: bool,
     ) -> WindowPlan:
         """The refresh cycle's window. A source that keeps history writes
-        checkpoints on the schedule and keeps engine rows; a live one writes every
-        checkpoint (a live sample not stored now is lost)."""
+        checkpoints on the schedule, settles late samples and keeps engine rows
+        (unless it settles: those rows would hold the unsettled minutes); a live one
+        writes every checkpoint (a live sample not stored now is lost)."""
+        settle_s = float(settings.LATE_SAMPLES_S) if source_keeps_history else 0.0
         return cls(
             end=now,
             history_s=history_s,
@@ -89,7 +94,8 @@ class WindowPlan:
             checkpoints=(
                 CheckpointSchedule.from_settings() if source_keeps_history else None
             ),
-            keeps_engine_rows=source_keeps_history,
+            keeps_engine_rows=source_keeps_history and not settle_s,
+            settle_s=settle_s,
         )
 
     @classmethod
@@ -102,13 +108,15 @@ class WindowPlan:
         is_last: bool,
     ) -> WindowPlan:
         """One committed day of a back-fill: every checkpoint written; recommends
-        only on the last day, on the whole history."""
+        only on the last day, on the whole history, whose late samples settle as a
+        minute cycle's do."""
         return cls(
             end=end,
             history_s=history_s,
             snapshot_kills=tuple(snapshot_kills),
             recommend=is_last,
             chunks_every_workload=True,
+            settle_s=float(settings.LATE_SAMPLES_S) if is_last else 0.0,
         )
 
     def first_contact_chunk(self) -> WindowPlan:
