@@ -121,3 +121,55 @@ class UsageSource(Protocol):
     def close(self) -> None:
         """Release connections (nothing to do for a source without any)."""
         ...
+
+
+class SourceBase:
+    """What a source answers for a capability it lacks: the flags false, the methods
+    empty. A source subclasses it, declares its flags and implements what it has."""
+
+    keeps_history = False
+    selects_workloads = False
+    keeps_oom_history = False
+    counts_throttling = False
+
+    def fetch_usage(
+        self, *, namespace: str | None, start_s: float, end_s: float, step_s: float
+    ) -> UsageGrid:
+        """Every source reads usage."""
+        raise NotImplementedError
+
+    def fetch_workload_usage(
+        self,
+        *,
+        workloads: Collection[tuple[str, str, str]],
+        start_s: float,
+        end_s: float,
+        step_s: float,
+    ) -> UsageGrid:
+        """Without ``selects_workloads``: every namespace's usage."""
+        return self.fetch_usage(
+            namespace=None, start_s=start_s, end_s=end_s, step_s=step_s
+        )
+
+    def fetch_oom_kills(
+        self, *, namespace: str | None, start_s: float, end_s: float, step_s: float
+    ) -> Sequence[OomKill]:
+        """Without ``keeps_oom_history``: none."""
+        return ()
+
+    def has_oom_series(self, *, at_s: float) -> bool:
+        """Without ``keeps_oom_history``: false."""
+        return False
+
+    def fetch_throttling(
+        self, *, namespace: str | None, start_s: float, end_s: float
+    ) -> Mapping[SeriesKey, tuple[float, float]]:
+        """Without ``counts_throttling``: none."""
+        return {}
+
+    def fetch_node_costs(self, *, at_s: float) -> list[tuple[dict[str, str], float]]:
+        """No OpenCost series."""
+        return []
+
+    def close(self) -> None:
+        """Nothing to release."""

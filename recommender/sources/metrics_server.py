@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -37,12 +37,11 @@ import numpy as np
 from kubernetes import client as k8s
 
 from recommender.cluster import kube_client
-from recommender.cluster.base import OomKill
 from recommender.cluster.kube_client import KubeClientSettings
 from recommender.engine.feed import cores_from_millicores
 from recommender.engine.quantity import parse_cpu_millicores, parse_memory_bytes
 from recommender.errors import SourceUnavailable
-from recommender.sources.base import SeriesKey, UsageGrid
+from recommender.sources.base import SeriesKey, SourceBase, UsageGrid
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +53,7 @@ CACHE_S = 10.0
 _Sample = tuple[SeriesKey, float, float, float]  # key, time, cpu cores, memory bytes
 
 
-class MetricsServerSource:
+class MetricsServerSource(SourceBase):
     """Reads PodMetrics of one cluster (the ``UsageSource``): live usage only, no
     history of usage, OOM kills, CFS counters or node costs."""
 
@@ -121,39 +120,6 @@ class MetricsServerSource:
             memory_bytes=memory,
             observed_at_s=np.array([sample[4] for sample in picked], dtype=np.float64),
         )
-
-    def fetch_workload_usage(
-        self,
-        *,
-        workloads: Collection[tuple[str, str, str]],
-        start_s: float,
-        end_s: float,
-        step_s: float,
-    ) -> UsageGrid:
-        """Every namespace's live samples: PodMetrics name no workload."""
-        return self.fetch_usage(
-            namespace=None, start_s=start_s, end_s=end_s, step_s=step_s
-        )
-
-    def fetch_oom_kills(
-        self, *, namespace: str | None, start_s: float, end_s: float, step_s: float
-    ) -> tuple[OomKill, ...]:
-        """None: metrics-server keeps no history."""
-        return ()
-
-    def has_oom_series(self, *, at_s: float) -> bool:
-        """False: metrics-server keeps no history."""
-        return False
-
-    def fetch_throttling(
-        self, *, namespace: str | None, start_s: float, end_s: float
-    ) -> dict[SeriesKey, tuple[float, float]]:
-        """None: metrics-server has no CFS counters."""
-        return {}
-
-    def fetch_node_costs(self, *, at_s: float) -> list[tuple[dict[str, str], float]]:
-        """None: metrics-server has no OpenCost series."""
-        return []
 
     def _samples(self, namespace: str | None) -> list[_Sample]:
         """Every container's live sample, read at most once per ``CACHE_S``."""

@@ -37,7 +37,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -49,7 +49,7 @@ from requests.adapters import HTTPAdapter
 
 from recommender.cluster.base import OomKill
 from recommender.errors import InvalidInput, SourceUnavailable
-from recommender.sources.base import SeriesKey, UsageGrid
+from recommender.sources.base import SeriesKey, SourceBase, UsageGrid
 from recommender.sources.prometheus_answers import (
     Matrix,
     MatrixAnswer,
@@ -123,7 +123,7 @@ def chunk_grid(times: np.ndarray, max_points: int) -> list[np.ndarray]:
     return [times[i : i + max_points] for i in range(0, len(times), max_points)]
 
 
-class PrometheusSource:
+class PrometheusSource(SourceBase):
     """Reads usage and OOM history of a cluster from the Prometheus HTTP API, with
     cAdvisor's CFS counters and OpenCost's node costs; whole namespaces only."""
 
@@ -318,19 +318,6 @@ class PrometheusSource:
             timestamp_s=times,
             cpu_cores=reindex(cpu, series),
             memory_bytes=reindex(memory, series),
-        )
-
-    def fetch_workload_usage(
-        self,
-        *,
-        workloads: Collection[tuple[str, str, str]],
-        start_s: float,
-        end_s: float,
-        step_s: float,
-    ) -> UsageGrid:
-        """Every namespace's usage: the queries select no workload."""
-        return self.fetch_usage(
-            namespace=None, start_s=start_s, end_s=end_s, step_s=step_s
         )
 
     def fetch_throttling(

@@ -14,7 +14,6 @@ from collections.abc import Collection
 
 import numpy as np
 
-from recommender.cluster.base import OomKill
 from recommender.cluster.simulated import (
     DAY_S,
     Fleet,
@@ -23,7 +22,7 @@ from recommender.cluster.simulated import (
     replica_phase,
     stable_hash,
 )
-from recommender.sources.base import SeriesKey, UsageGrid
+from recommender.sources.base import SeriesKey, SourceBase, UsageGrid
 
 # splitmix64 constants (Steele, Lea & Flood 2014): a fast, well-mixed 64-bit hash.
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -55,7 +54,7 @@ def _uniform_pair(
     return low, high
 
 
-class SimulatedUsageSource:
+class SimulatedUsageSource(SourceBase):
     """UsageSource over a simulated ``Fleet``: history of usage and CFS counters, read
     by chosen workloads too; no OOM history (the simulated cluster's pod statuses
     report its kills) and no node costs."""
@@ -67,23 +66,6 @@ class SimulatedUsageSource:
 
     def __init__(self, *, fleet: Fleet) -> None:
         self.fleet = fleet
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-    def fetch_oom_kills(
-        self, *, namespace: str | None, start_s: float, end_s: float, step_s: float
-    ) -> tuple[OomKill, ...]:
-        """None: the simulation keeps no OOM history."""
-        return ()
-
-    def has_oom_series(self, *, at_s: float) -> bool:
-        """False: the simulation keeps no OOM history."""
-        return False
-
-    def fetch_node_costs(self, *, at_s: float) -> list[tuple[dict[str, str], float]]:
-        """None: the simulation has no OpenCost series."""
-        return []
 
     def series_between(
         self,
