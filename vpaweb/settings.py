@@ -251,6 +251,10 @@ REFRESH_INTERVAL_S = env_int("VPAWEB_REFRESH_INTERVAL_S", 60, minimum=5)
 # the store phase's time budget (upstream: --checkpoints-timeout); docs/refresh.md.
 CHECKPOINT_INTERVAL_S = env_int("VPAWEB_CHECKPOINT_INTERVAL_S", 600, minimum=0)
 CHECKPOINTS_TIMEOUT_S = env_float("VPAWEB_CHECKPOINTS_TIMEOUT_S", 10.0, minimum=0.1)
+# Usage may reach Prometheus this late (a scrape gap, remote write): each cycle reads
+# the last this-many seconds again, and checkpoints hold only what lies before them
+# (0: each minute is read once); docs/refresh.md, "Late samples".
+LATE_SAMPLES_S = env_int("VPAWEB_LATE_SAMPLES_S", 0, minimum=0)
 # Containers met for the first time are ingested this many at a time, so the memory of
 # a first contact does not grow with the fleet (0: the whole fleet at once);
 # docs/refresh.md, "Bounded memory at first contact".

@@ -18,10 +18,7 @@ from recommender.api import change_serializers as cs
 from recommender.api import serializers as s
 from recommender.api.auth import CanRead, CanWrite, actor_of
 from recommender.api.formats import FormParser, JSONParser
-from recommender.api.queries import (
-    Pagination,
-    query_filters,
-)
+from recommender.api.queries import Pagination, filtered
 from recommender.models import (
     ResizeChange,
 )
@@ -50,16 +47,7 @@ class ResizeChangeViewSet(viewsets.ReadOnlyModelViewSet):
         )
         if self.action != "list":
             return queryset
-        filters = query_filters(s.ChangeFilterSerializer, self.request)
-        if "workload" in filters:
-            queryset = queryset.filter(workload_id=filters["workload"])
-        if "status" in filters:
-            queryset = queryset.filter(status=filters["status"])
-        if "cluster" in filters:
-            queryset = queryset.filter(workload__cluster__name=filters["cluster"])
-        if "namespace" in filters:
-            queryset = queryset.filter(workload__namespace=filters["namespace"])
-        return queryset
+        return filtered(queryset, s.ChangeFilterSerializer, self.request)
 
 
 class ApproveChangeView(APIView):

@@ -147,8 +147,22 @@ def _plain(data: Any) -> Any:
     return json.loads(json.dumps(data, cls=JSONEncoder))
 
 
+# libyaml's dumper when PyYAML was built with it (as safe_dump, ten times faster).
+_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def yaml_text(plain: Any) -> str:
+    """The one YAML dump of an answer (plain JSON types): block style, keys in their
+    order, UTF-8 text. A list dumped a chunk of items at a time is the same text as
+    dumped whole (``stream_rows``)."""
+    text: str = yaml.dump(
+        plain, Dumper=_YAML_DUMPER, sort_keys=False, allow_unicode=True
+    )
+    return text
+
+
 class YAMLRenderer(renderers.BaseRenderer):
-    """Any response as YAML (``?format=yaml``)."""
+    """Any response as YAML (``?format=yaml``): the one YAML renderer."""
 
     media_type = "application/yaml"
     format = "yaml"
@@ -163,9 +177,7 @@ class YAMLRenderer(renderers.BaseRenderer):
         """Dump the data as one YAML document."""
         if data is None:
             return b""
-        return yaml.safe_dump(
-            _plain(data), sort_keys=False, allow_unicode=True
-        ).encode()
+        return yaml_text(_plain(data)).encode()
 
 
 class CSVRenderer(renderers.BaseRenderer):
@@ -238,9 +250,7 @@ def stream_rows(
         is_empty = True
         for chunk in _chunks(rows):
             is_empty = False
-            yield yaml.dump(
-                chunk, Dumper=_YAML_DUMPER, sort_keys=False, allow_unicode=True
-            ).encode()
+            yield yaml_text(chunk).encode()
         if is_empty:
             yield b"[]\n"
     else:
@@ -260,16 +270,9 @@ def stream_rows(
         yield b"]"
 
 
-# libyaml's dumper when PyYAML was built with it (as safe_dump, ten times faster).
-_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-
-class ManifestsYAMLRenderer(renderers.BaseRenderer):
-    """Only the right-sized manifests, as multi-document YAML for ``kubectl apply``."""
-
-    media_type = "application/yaml"
-    format = "yaml"
-    charset = "utf-8"
+class ManifestsYAMLRenderer(YAMLRenderer):
+    """Only the right-sized manifests, as multi-document YAML for ``kubectl apply``;
+    any other answer (an error) as :class:`YAMLRenderer` writes it."""
 
     def render(
         self,
@@ -280,7 +283,7 @@ class ManifestsYAMLRenderer(renderers.BaseRenderer):
         """Comment lines naming each change, then the manifests."""
         plain = _plain(data)
         if not isinstance(plain, dict) or "manifests" not in plain:
-            return yaml.safe_dump(plain, sort_keys=False).encode()
+            return super().render(data, accepted_media_type, renderer_context)
         return answer_text(plain).encode()
 
 

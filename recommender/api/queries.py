@@ -7,10 +7,11 @@ A bad, empty or repeated query parameter is a 400 naming it, never silently igno
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
-from django.db.models import Prefetch, Q
+from django.db.models import Model, Prefetch, Q, QuerySet
 from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
@@ -96,6 +97,38 @@ def query_filters(serializer_class: type, request: Request) -> dict[str, Any]:
         single_query_value(request, name)
     serializer.is_valid(raise_exception=True)
     return {k: v for k, v in serializer.validated_data.items() if v not in (None, "")}
+
+
+class LookupFilterSerializer(serializers.Serializer):
+    """Query filters of a list that each narrow it by one lookup: ``lookups`` maps
+    every query parameter (a field, which parses and checks its value) to the ORM
+    lookup it filters on. Applied by :func:`filtered`."""
+
+    lookups: ClassVar[Mapping[str, str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = set(cls._declared_fields)
+        if declared != set(cls.lookups):
+            raise TypeError(
+                f"{cls.__name__}: query parameters {sorted(declared)} need one lookup"
+                f" each, not {sorted(cls.lookups)}"
+            )
+
+
+_M = TypeVar("_M", bound=Model)
+
+
+def filtered(
+    queryset: QuerySet[_M],
+    serializer_class: type[LookupFilterSerializer],
+    request: Request,
+) -> QuerySet[_M]:
+    """``queryset`` narrowed by the query parameters given, each by its lookup; a
+    bad, empty or repeated value is a 400 naming it (``query_filters``)."""
+    filters = query_filters(serializer_class, request)
+    lookups = serializer_class.lookups
+    return queryset.filter(**{lookups[name]: value for name, value in filters.items()})
 
 
 # ``?ordering=``: the one sort vocabulary of the dashboard and the API.

@@ -17,6 +17,7 @@ from recommender.api.fields import (
     StrictCharField,
     StrictIntegerField,
 )
+from recommender.api.queries import LookupFilterSerializer
 from recommender.api.rollup_serializers import ClusterFailureSerializer
 from recommender.api.workload_rows import template_resources
 from recommender.models import (
@@ -521,8 +522,15 @@ class RefreshRunSerializer(serializers.ModelSerializer):
         ]
 
 
-class ChangeFilterSerializer(serializers.Serializer):
+class ChangeFilterSerializer(LookupFilterSerializer):
     """Query filters of the resize change list."""
+
+    lookups = {
+        "workload": "workload_id",
+        "status": "status",
+        "cluster": "workload__cluster__name",
+        "namespace": "workload__namespace",
+    }
 
     workload = StrictIntegerField(required=False, min_value=1, max_value=MAX_ID)
     status = serializers.ChoiceField(
@@ -532,16 +540,20 @@ class ChangeFilterSerializer(serializers.Serializer):
     namespace = QueryTextField(required=False)
 
 
-class RunFilterSerializer(serializers.Serializer):
+class RunFilterSerializer(LookupFilterSerializer):
     """Query filters of the refresh run list."""
+
+    lookups = {"cluster": "cluster__name", "kind": "kind", "status": "status"}
 
     cluster = QueryTextField(required=False)
     kind = serializers.ChoiceField(choices=RefreshRun.Kind.choices, required=False)
     status = serializers.ChoiceField(choices=RefreshRun.Status.choices, required=False)
 
 
-class HistoryFilterSerializer(serializers.Serializer):
+class HistoryFilterSerializer(LookupFilterSerializer):
     """Query filters of a workload's recommendation history."""
+
+    lookups = {"container": "container__name"}
 
     container = QueryTextField(required=False)
 

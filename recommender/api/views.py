@@ -41,6 +41,7 @@ from recommender.api.queries import (
     Pagination,
     WorkloadFilterSerializer,
     filter_workloads,
+    filtered,
     needs_facts,
     query_filters,
     single_query_value,
@@ -291,13 +292,12 @@ class WorkloadHistoryView(WorkloadLookupMixin, generics.ListAPIView):
 
     def get_queryset(self) -> QuerySet[Recommendation]:
         workload = self.get_workload()
-        filters = query_filters(s.HistoryFilterSerializer, self.request)
         queryset = Recommendation.objects.filter(
             container__workload=workload
         ).select_related("container")
-        if "container" in filters:
-            queryset = queryset.filter(container__name=filters["container"])
-        return queryset.order_by("-created_at", "-id")
+        return filtered(queryset, s.HistoryFilterSerializer, self.request).order_by(
+            "-created_at", "-id"
+        )
 
 
 class WorkloadPolicyView(WorkloadLookupMixin, APIView):
@@ -411,14 +411,7 @@ class RefreshRunViewSet(viewsets.ReadOnlyModelViewSet):
         queryset = RefreshRun.objects.select_related("cluster")
         if self.action != "list":
             return queryset
-        filters = query_filters(s.RunFilterSerializer, self.request)
-        if "cluster" in filters:
-            queryset = queryset.filter(cluster__name=filters["cluster"])
-        if "kind" in filters:
-            queryset = queryset.filter(kind=filters["kind"])
-        if "status" in filters:
-            queryset = queryset.filter(status=filters["status"])
-        return queryset
+        return filtered(queryset, s.RunFilterSerializer, self.request)
 
 
 class RecommendationQueryView(APIView):

@@ -146,6 +146,12 @@ class Checkpoint(models.Model):
     sample_count = models.BigIntegerField(default=0)
     version = models.PositiveBigIntegerField(default=0)
     updated_at = models.DateTimeField(default=timezone.now)
+    # What its writer read after the watermark and did not store (late samples may
+    # still arrive there: docs/refresh.md, "Late samples"): up to when, and how many
+    # samples it found (CPU and memory each count); the next reader counts what
+    # arrived since.
+    read_through_at = models.DateTimeField(null=True, blank=True)
+    unsettled_samples = models.BigIntegerField(default=0)
 
     def __str__(self) -> str:
         return f"checkpoint of {self.container} v{self.version}"

@@ -7,10 +7,13 @@ marks a gap.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+
+from recommender.cluster.base import OomKill
 
 
 @dataclass(frozen=True)
@@ -55,10 +58,118 @@ class UsageGrid:
 
 
 class UsageSource(Protocol):
-    """Reads container usage for a cluster."""
+    """Reads container usage for a cluster, and declares what else it can read.
+
+    Every capability is declared here: a caller asks the flag, never the type. A source
+    without a capability still has its method, which answers "nothing" (an empty
+    answer), so a caller that ignores the flag stays correct.
+    """
+
+    # Answers for past times again (Prometheus, the simulation); metrics-server gives
+    # only the current sample, which must be stored in the cycle that read it.
+    keeps_history: bool
+    # ``fetch_workload_usage`` reads only the chosen workloads (a first contact in
+    # chunks); else it would read whole namespaces again, chunk after chunk.
+    selects_workloads: bool
+    # ``fetch_oom_kills`` reports the kills of the past (kube-state-metrics' series).
+    keeps_oom_history: bool
+    # ``fetch_throttling`` reports cAdvisor's CFS counters.
+    counts_throttling: bool
 
     def fetch_usage(
         self, *, namespace: str | None, start_s: float, end_s: float, step_s: float
     ) -> UsageGrid:
         """Samples with timestamps in ``(start_s, end_s]`` on a ``step_s`` grid."""
         ...
+
+    def fetch_workload_usage(
+        self,
+        *,
+        workloads: Collection[tuple[str, str, str]],
+        start_s: float,
+        end_s: float,
+        step_s: float,
+    ) -> UsageGrid:
+        """:meth:`fetch_usage` of the workloads ((namespace, kind, name)) only; with
+        ``selects_workloads`` false, of every namespace (the caller filters)."""
+        ...
+
+    def fetch_oom_kills(
+        self, *, namespace: str | None, start_s: float, end_s: float, step_s: float
+    ) -> Sequence[OomKill]:
+        """OOM kills seen in ``(start_s, end_s]``, at the grid time that saw them;
+        none without ``keeps_oom_history``."""
+        ...
+
+    def has_oom_series(self, *, at_s: float) -> bool:
+        """Whether the series OOM kills are found in reached the source in the hour
+        before ``at_s`` (false without ``keeps_oom_history``)."""
+        ...
+
+    def fetch_throttling(
+        self, *, namespace: str | None, start_s: float, end_s: float
+    ) -> Mapping[SeriesKey, tuple[float, float]]:
+        """(throttled CFS periods, CFS periods) per series over ``(start_s, end_s]``;
+        empty without ``counts_throttling``."""
+        ...
+
+    def fetch_node_costs(self, *, at_s: float) -> list[tuple[dict[str, str], float]]:
+        """OpenCost's node cost series at ``at_s`` (labels, value); empty when the
+        source has none."""
+        ...
+
+    def close(self) -> None:
+        """Release connections (nothing to do for a source without any)."""
+        ...
+
+
+class SourceBase:
+    """What a source answers for a capability it lacks: the flags false, the methods
+    empty. A source subclasses it, declares its flags and implements what it has."""
+
+    keeps_history = False
+    selects_workloads = False
+    keeps_oom_history = False
+    counts_throttling = False
+
+    def fetch_usage(
+        self, *, namespace: str | None, start_s: float, end_s: float, step_s: float
+    ) -> UsageGrid:
+        """Every source reads usage."""
+        raise NotImplementedError
+
+    def fetch_workload_usage(
+        self,
+        *,
+        workloads: Collection[tuple[str, str, str]],
+        start_s: float,
+        end_s: float,
+        step_s: float,
+    ) -> UsageGrid:
+        """Without ``selects_workloads``: every namespace's usage."""
+        return self.fetch_usage(
+            namespace=None, start_s=start_s, end_s=end_s, step_s=step_s
+        )
+
+    def fetch_oom_kills(
+        self, *, namespace: str | None, start_s: float, end_s: float, step_s: float
+    ) -> Sequence[OomKill]:
+        """Without ``keeps_oom_history``: none."""
+        return ()
+
+    def has_oom_series(self, *, at_s: float) -> bool:
+        """Without ``keeps_oom_history``: false."""
+        return False
+
+    def fetch_throttling(
+        self, *, namespace: str | None, start_s: float, end_s: float
+    ) -> Mapping[SeriesKey, tuple[float, float]]:
+        """Without ``counts_throttling``: none."""
+        return {}
+
+    def fetch_node_costs(self, *, at_s: float) -> list[tuple[dict[str, str], float]]:
+        """No OpenCost series."""
+        return []
+
+    def close(self) -> None:
+        """Nothing to release."""

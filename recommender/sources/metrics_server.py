@@ -41,7 +41,7 @@ from recommender.cluster.kube_client import KubeClientSettings
 from recommender.engine.feed import cores_from_millicores
 from recommender.engine.quantity import parse_cpu_millicores, parse_memory_bytes
 from recommender.errors import SourceUnavailable
-from recommender.sources.base import SeriesKey, UsageGrid
+from recommender.sources.base import SeriesKey, SourceBase, UsageGrid
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +53,14 @@ CACHE_S = 10.0
 _Sample = tuple[SeriesKey, float, float, float]  # key, time, cpu cores, memory bytes
 
 
-class MetricsServerSource:
-    """Reads PodMetrics of one cluster (the ``UsageSource``)."""
+class MetricsServerSource(SourceBase):
+    """Reads PodMetrics of one cluster (the ``UsageSource``): live usage only, no
+    history of usage, OOM kills, CFS counters or node costs."""
+
+    keeps_history = False
+    selects_workloads = False
+    keeps_oom_history = False
+    counts_throttling = False
 
     def __init__(
         self,

@@ -49,7 +49,7 @@ from requests.adapters import HTTPAdapter
 
 from recommender.cluster.base import OomKill
 from recommender.errors import InvalidInput, SourceUnavailable
-from recommender.sources.base import UsageGrid
+from recommender.sources.base import SeriesKey, SourceBase, UsageGrid
 from recommender.sources.prometheus_answers import (
     Matrix,
     MatrixAnswer,
@@ -123,8 +123,14 @@ def chunk_grid(times: np.ndarray, max_points: int) -> list[np.ndarray]:
     return [times[i : i + max_points] for i in range(0, len(times), max_points)]
 
 
-class PrometheusSource:
-    """Reads usage and OOM history of a cluster from the Prometheus HTTP API."""
+class PrometheusSource(SourceBase):
+    """Reads usage and OOM history of a cluster from the Prometheus HTTP API, with
+    cAdvisor's CFS counters and OpenCost's node costs; whole namespaces only."""
+
+    keeps_history = True
+    selects_workloads = False
+    keeps_oom_history = True
+    counts_throttling = True
 
     def __init__(
         self,
@@ -312,6 +318,16 @@ class PrometheusSource:
             timestamp_s=times,
             cpu_cores=reindex(cpu, series),
             memory_bytes=reindex(memory, series),
+        )
+
+    def fetch_throttling(
+        self, *, namespace: str | None, start_s: float, end_s: float
+    ) -> dict[SeriesKey, tuple[float, float]]:
+        """cAdvisor's CFS counters per container (``prometheus_throttling.py``)."""
+        from recommender.sources import prometheus_throttling  # it imports this one
+
+        return prometheus_throttling.fetch_throttling(
+            self, namespace=namespace, start_s=start_s, end_s=end_s
         )
 
     def fetch_oom_kills(

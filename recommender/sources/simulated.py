@@ -22,7 +22,7 @@ from recommender.cluster.simulated import (
     replica_phase,
     stable_hash,
 )
-from recommender.sources.base import SeriesKey, UsageGrid
+from recommender.sources.base import SeriesKey, SourceBase, UsageGrid
 
 # splitmix64 constants (Steele, Lea & Flood 2014): a fast, well-mixed 64-bit hash.
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -54,8 +54,15 @@ def _uniform_pair(
     return low, high
 
 
-class SimulatedUsageSource:
-    """UsageSource over a simulated ``Fleet``."""
+class SimulatedUsageSource(SourceBase):
+    """UsageSource over a simulated ``Fleet``: history of usage and CFS counters, read
+    by chosen workloads too; no OOM history (the simulated cluster's pod statuses
+    report its kills) and no node costs."""
+
+    keeps_history = True
+    selects_workloads = True
+    keeps_oom_history = False
+    counts_throttling = True
 
     def __init__(self, *, fleet: Fleet) -> None:
         self.fleet = fleet

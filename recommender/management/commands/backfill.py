@@ -76,6 +76,7 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"{cluster.name} {label}: {counts.get('containers', 0)} containers, "
                 f"{counts.get('samples', 0)} samples, "
+                f"{counts.get('late_samples', 0)} late samples filled, "
                 f"{counts.get('oom_kills_new', 0)} OOM kills in "
                 f"{run.duration_s or 0:.1f} s (run {run.pk})"
             )

@@ -88,13 +88,6 @@ def usage_source_for(cluster: Cluster) -> UsageSource:
     )
 
 
-def source_keeps_history(source: object) -> bool:
-    """True when the source can answer for past times again (Prometheus, the
-    simulation); metrics-server gives only the current sample, which a refresh must
-    store in the cycle that read it."""
-    return not isinstance(source, MetricsServerSource)
-
-
 def close_quietly(*resources: object) -> None:
     """Close adapters and sources that have ``close()``; a failing close is logged."""
     for resource in resources:

@@ -38,6 +38,7 @@ from recommender.services.refresh.adapters import (
 from recommender.services.refresh.discovery import Discovery
 from recommender.services.refresh.ingest import STEP_S as SAMPLE_STEP_S
 from recommender.services.refresh.ingest import Window
+from recommender.services.refresh.plan import WindowPlan
 from recommender.services.runs import RunRecorder, recorded_run
 from recommender.sources.base import UsageSource
 
@@ -121,13 +122,12 @@ def backfill_cluster(
                     step = cycle.ingest_fleet(
                         discovery=discovery,
                         source=source,
-                        fresh_only=False,
-                        end=datetime.fromtimestamp(step_end, tz=UTC),
-                        history_s=days * 86_400.0,
-                        snapshot_kills=snapshot.oom_kills,
-                        # Recommend once, on the whole history; earlier steps only move
-                        # checkpoints.
-                        recommend=step_end >= end_s,
+                        plan=WindowPlan.backfill_day(
+                            end=datetime.fromtimestamp(step_end, tz=UTC),
+                            history_s=days * 86_400.0,
+                            snapshot_kills=snapshot.oom_kills,
+                            is_last=step_end >= end_s,
+                        ),
                         phases=phases,
                     )
                     _add_counts(counts, step)
@@ -191,6 +191,7 @@ def _add_counts(counts: dict[str, Any], step: dict[str, Any]) -> None:
     """Add one committed step's counts to the run's."""
     for name in (
         "samples",
+        "late_samples",
         "oom_kills_new",
         "checkpoints_written",
         "checkpoint_conflicts",

@@ -11,9 +11,9 @@ of its own, reading from the source the usage of that chunk's workloads only.
 A workload is never split (its containers share the pod minimum), and each container's
 result depends only on its own samples and OOM kills, so chunked results equal
 unchunked ones exactly (``tests/services/test_refresh_chunks.py``). Only sources that
-can read the usage of chosen workloads (``fetch_workload_usage``: the simulated one)
-are read in chunks; for the others a chunk would read the whole namespace again, so
-their first contact stays one window.
+read the usage of chosen workloads (``UsageSource.selects_workloads``: the simulated
+one) are read in chunks; for the others a chunk would read the whole namespace again,
+so their first contact stays one window.
 """
 
 from __future__ import annotations
@@ -24,11 +24,6 @@ from typing import Any
 
 from recommender.models import Checkpoint, Container
 from recommender.services.refresh.discovery import Discovery
-
-
-def can_select_workloads(source: object) -> bool:
-    """True when the source reads the usage of chosen workloads only."""
-    return callable(getattr(source, "fetch_workload_usage", None))
 
 
 def fresh_workloads(discovery: Discovery) -> set[int]:

@@ -15,10 +15,9 @@ The cycle is idempotent and safe to run from several workers at once:
   from the checkpoints with the same result, and a failed cycle stores nothing but its
   failed ``RefreshRun``.
 
-``ingest_window`` is the one ingestion step, shared by the minute cycle
-(``refresh_cluster``) and the back-fill (``services/backfill.py``, one window per day).
-Discovery upsert lives in ``services/discovery.py``, the feeding of the engine in
-``services/refresh/ingest.py``.
+``ingest_window`` is the one ingestion step, run on a ``WindowPlan`` (``plan.py``) by
+the minute cycle (``refresh_cluster``), the back-fill (``backfill.py``, one window per
+day) and the chunks of a first contact.
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,7 +36,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from recommender.cluster.base import ClusterAdapter, ClusterSnapshot, OomKill
+from recommender.cluster.base import ClusterAdapter, ClusterSnapshot
 from recommender.engine.aggregation import AggregateSet
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import (
@@ -65,7 +63,6 @@ from recommender.services.refresh import (
 from recommender.services.refresh.adapters import (
     close_quietly,
     cluster_adapter_for,
-    source_keeps_history,
     usage_source_for,
 )
 from recommender.services.refresh.bulk import (
@@ -74,8 +71,14 @@ from recommender.services.refresh.bulk import (
     insert_returning_pks,
 )
 from recommender.services.refresh.discovery import BATCH, Discovery, upsert_discovery
-from recommender.services.refresh.ingest import STEP_S, Group, Row, Window
+from recommender.services.refresh.ingest import Group, Row, Window
 from recommender.services.refresh.node_prices import price_workloads
+from recommender.services.refresh.plan import (
+    CheckpointChoice,
+    CheckpointSchedule,
+    WindowPlan,
+    choose_checkpoints,
+)
 from recommender.services.refresh.recommend import (
     build_explanations,
     is_significant_change,
@@ -99,59 +102,47 @@ def ingest_window(
     *,
     discovery: Discovery,
     source: UsageSource,
-    end: datetime,
-    history_s: float,
-    snapshot_kills: Sequence[OomKill] = (),
-    recommend: bool = True,
+    plan: WindowPlan,
     run: RefreshRun | None = None,
     phases: Phases | None = None,
-    live_pods: Mapping[int, Collection[str]] | None = None,
-    checkpoints: CheckpointSchedule | None = None,
-    keep_state: bool = True,
 ) -> dict[str, Any]:
-    """Ingest every discovered container from its watermark up to ``end`` and commit.
+    """Ingest every discovered container from its watermark up to ``plan.end`` and
+    commit; return the window's counts. A failure stores nothing of the window.
 
-    Reads the samples after each container's watermark (a first contact reads
-    ``history_s`` back from ``discovery.now``) and the OOM kills up to ``end`` not
-    stored yet (the source's OOM history when it has one), feeds them to the engine in
-    time order, recommends when ``recommend`` is set, and stores checkpoints (moving
-    the watermarks to ``end``), OOM kills and changed recommendations in one
-    transaction. Returns the window's counts. A failure stores nothing of the window.
-    With ``live_pods`` (pod names by workload id), the engine forgets the per-pod
-    state of every other pod once the window is fed (upstream's DeleteRemovedPods).
-    With ``checkpoints``, only the checkpoints that schedule picks are written (the
-    others keep their watermark); without, every one that was fed. With a schedule
-    and ``keep_state``, the engine rows of earlier windows of this process are used
-    where they continue the stored checkpoints, and this window's are kept
-    (``warm_state.py``).
+    Named steps, as upstream's RunOnce: load the rows (``ingest.load_rows``), the OOM
+    kills not stored yet (``ooms.py``), the usage after each watermark (a first
+    contact reads ``plan.history_s`` back) with the CFS counters the recommend step
+    needs (``throttling.py``), all fed to the engine in time order; forget the pods
+    gone (``plan.live_pods``: upstream's DeleteRemovedPods); recommend
+    (``plan.recommend``); store the checkpoints ``plan.checkpoints`` picks (moving
+    their watermarks to the window's end), the OOM kills and the changed
+    recommendations in one transaction.
     """
     phases = phases or Phases()
-    end_s = math.floor(end.timestamp() / STEP_S) * STEP_S
     window = Window(
         discovery=discovery,
-        end_s=end_s,
-        history_s=history_s,
-        keep_state=keep_state and checkpoints is not None,
+        end_s=plan.end_s,
+        history_s=plan.history_s,
+        keep_state=plan.keeps_engine_rows,
+        settle_s=plan.settle_s,
     )
     with phases("ingest"):
         ingest.load_rows(window)
         start_s = ingest.start_s(window)
         if start_s is not None:
-            history = ooms.oom_history(
-                source, namespace=discovery.namespace, start_s=start_s, end_s=end_s
-            )
-            if ooms.keeps_oom_history(source) and start_s < end_s:
-                # Asked: 1 when the source has no OOM series (cluster page).
-                window.counts["oom_history_missing"] = int(history is None)
-            ooms.attach_ooms(window, snapshot_kills=snapshot_kills, history=history)
+            _load_ooms(window, source, plan, start_s)
             _read_and_feed(window, source, start_s, run)
-        if live_pods is not None:
-            _forget_gone_pods(window, live_pods)
-    if recommend:
+            if plan.settle_s:
+                ingest.count_late(window)
+            if plan.recommend:
+                throttling.attach_throttling(window, source)
+        if plan.live_pods is not None:
+            _forget_gone_pods(window, plan.live_pods)
+    if plan.recommend:
         with phases("recommend"):
-            recommend_window(window, throttling.throttling_by_row(window, source))
+            recommend_window(window)
     with phases("store"):
-        _store(window, checkpoints)
+        _store(window, plan.checkpoints)
     counts = dict(window.counts)
     counts.setdefault("errors", 0)
     counts.setdefault("samples", 0)
@@ -164,65 +155,91 @@ def ingest_fleet(
     *,
     discovery: Discovery,
     source: UsageSource,
+    plan: WindowPlan,
     chunk_containers: int | None = None,
-    fresh_only: bool = True,
     run: RefreshRun | None = None,
-    **window: Any,
+    phases: Phases | None = None,
 ) -> dict[str, Any]:
     """:func:`ingest_window` of the discovered fleet, first contacts in chunks.
 
-    The workloads met for the first time (``fresh_only``; else every one: a back-fill
-    step) go in chunks of about ``chunk_containers`` containers
-    (``VPAWEB_FIRST_CONTACT_CHUNK_CONTAINERS``), one committed window each, after one
-    window for the others; so the memory of a first contact does not grow with the
-    fleet (``chunking.py``). A source that cannot read chosen workloads, or a fleet
-    within one chunk, is one window, as before. Returns the windows' counts added up.
+    The workloads met for the first time (or every one: ``plan.chunks_every_workload``)
+    go in chunks of about ``chunk_containers`` containers
+    (``VPAWEB_FIRST_CONTACT_CHUNK_CONTAINERS``), one committed window each
+    (``WindowPlan.first_contact_chunk``), after one window of ``plan`` for the others;
+    so the memory of a first contact does not grow with the fleet (``chunking.py``).
+    A source that cannot read chosen workloads, or a fleet within one chunk, is one
+    window. Returns the windows' counts added up.
     """
     if chunk_containers is None:
         chunk_containers = int(settings.FIRST_CONTACT_CHUNK_CONTAINERS)
     parts: list[list[int]] = []
-    if chunk_containers > 0 and chunking.can_select_workloads(source):
+    if chunk_containers > 0 and source.selects_workloads:
         chosen = (
-            chunking.fresh_workloads(discovery)
-            if fresh_only
-            else set(discovery.spec_names)
+            set(discovery.spec_names)
+            if plan.chunks_every_workload
+            else chunking.fresh_workloads(discovery)
         )
         parts = chunking.plan(discovery, chosen, chunk_containers)
     if len(parts) <= 1:
-        return ingest_window(discovery=discovery, source=source, run=run, **window)
+        return ingest_window(
+            discovery=discovery, source=source, plan=plan, run=run, phases=phases
+        )
     in_parts = {w for part in parts for w in part}
     rest = [w for w in discovery.spec_names if w not in in_parts]
+    windows = ([(rest, plan)] if rest else []) + [
+        (part, plan.first_contact_chunk()) for part in parts
+    ]
     total: dict[str, Any] = {}
-    for number, part in enumerate(([rest] if rest else []) + parts):
+    for number, (workloads, window_plan) in enumerate(windows):
         counts = ingest_window(
-            discovery=chunking.restrict(discovery, part),
+            discovery=chunking.restrict(discovery, workloads),
             source=source,
-            # A first contact's chunks keep no engine rows: its memory stays that of
-            # one chunk (the next cycle decodes them once).
-            keep_state=bool(rest) and number == 0,
-            **window,
+            plan=window_plan,
+            phases=phases,
         )
         chunking.add_counts(total, counts)
         if run is not None:
             RefreshRun.objects.filter(pk=run.pk).update(
-                progress=(number + 1) / (len(parts) + bool(rest))
+                progress=(number + 1) / len(windows)
             )
     total["first_contact_chunks"] = len(parts)
     return total
 
 
+def _load_ooms(
+    window: Window, source: UsageSource, plan: WindowPlan, start_s: float
+) -> None:
+    """Give the rows the OOM kills up to the window's end not stored yet: the
+    source's history (when it keeps one) merged with the pod statuses'."""
+    history = ooms.oom_history(
+        source, namespace=window.discovery.namespace, start_s=start_s, end_s=plan.end_s
+    )
+    if source.keeps_oom_history and start_s < plan.end_s:
+        # Asked: 1 when the source has no OOM series (cluster page).
+        window.counts["oom_history_missing"] = int(history is None)
+    ooms.attach_ooms(window, snapshot_kills=plan.snapshot_kills, history=history)
+
+
 def _read_and_feed(
     window: Window, source: UsageSource, start_s: float, run: RefreshRun | None
 ) -> None:
-    """Read usage one day at a time from ``start_s`` and feed it, OOMs in time order."""
-    pieces = ingest.chunks(start_s, window.end_s)
-    if not pieces:
+    """Read usage one day at a time from ``start_s`` and feed it, OOMs in time order.
+
+    A window that settles late samples takes its rows' checkpoints at its settled end
+    (``ingest.take_settled``) before it feeds the minutes after it, which the next
+    window reads again."""
+    settled_end_s = window.settled_end_s
+    settled = ingest.chunks(start_s, settled_end_s)
+    tail = ingest.chunks(max(start_s, settled_end_s), window.end_s)
+    pieces = settled + tail
+    if not settled:
         # Nothing new to read, but kills not stored yet must still enter the engine.
         ingest.feed_chunk(
-            window, UsageGrid.empty(), window.end_s, window.end_s, is_first=True
+            window, UsageGrid.empty(), settled_end_s, settled_end_s, is_first=True
         )
-        return
     for number, (chunk_start, chunk_end) in enumerate(pieces):
+        if number == len(settled):
+            ingest.take_settled(window)
         grid = ingest.read_usage(
             source,
             namespace=window.discovery.namespace,
@@ -230,7 +247,9 @@ def _read_and_feed(
             end_s=chunk_end,
             workloads=window.discovery.chunk_keys,
         )
-        ingest.feed_chunk(window, grid, chunk_start, chunk_end, is_first=number == 0)
+        ingest.feed_chunk(
+            window, grid, chunk_start, chunk_end, is_first=number == 0 and bool(settled)
+        )
         if run is not None and len(pieces) > 2:
             RefreshRun.objects.filter(pk=run.pk).update(
                 progress=(number + 1) / len(pieces)
@@ -296,7 +315,7 @@ def refresh_cluster(
         )
         phases = recorder.phases
         adapter: object = None
-        source: object = None
+        source: UsageSource | None = None
         with totals_stored(cluster, now=now, namespace=namespace, phases=phases):
             try:
                 # A shard lists only its namespace (docs/refresh.md, "Shards").
@@ -314,17 +333,15 @@ def refresh_cluster(
                 counts = ingest_fleet(
                     discovery=discovery,
                     source=source,
-                    end=now,
-                    history_s=ingest.history_days(cluster) * 86400.0,
-                    snapshot_kills=snapshot.oom_kills,
+                    plan=WindowPlan.minute_cycle(
+                        now=now,
+                        history_s=ingest.history_days(cluster) * 86400.0,
+                        snapshot_kills=snapshot.oom_kills,
+                        live_pods=_live_pods(discovery),
+                        source_keeps_history=source.keeps_history,
+                    ),
                     run=recorder.run,
                     phases=phases,
-                    live_pods=_live_pods(discovery),
-                    checkpoints=(
-                        CheckpointSchedule.from_settings()
-                        if source_keeps_history(source)
-                        else None  # a live sample not stored now is lost
-                    ),
                 )
                 if namespace is None:  # a pool's pods span namespaces
                     with phases("node_pools"):
@@ -415,112 +432,39 @@ def _forget_gone_pods(window: Window, live_pods: Mapping[int, Collection[str]]) 
     window.counts["series_dropped"] = dropped
 
 
-@dataclass(frozen=True)
-class CheckpointSchedule:
-    """Which checkpoints a refresh writes (upstream: ``--checkpoints-timeout``).
-
-    A checkpoint that changed materially (first contact, a new histogram key, no
-    watermark yet, an OOM kill to store with it) is always written. Any other is
-    written once it is ``interval_s`` old, oldest first, in bulk statements until
-    ``timeout_s`` of the store phase has passed (the first statement always runs).
-    One not written keeps its watermark: the next cycle reads those samples again,
-    so nothing is lost or counted twice. ``None`` instead of a schedule writes every
-    checkpoint that was fed (the back-fill, a source without history).
-    """
-
-    interval_s: float
-    timeout_s: float
-
-    @classmethod
-    def from_settings(cls) -> CheckpointSchedule:
-        """VPAWEB_CHECKPOINT_INTERVAL_S and VPAWEB_CHECKPOINTS_TIMEOUT_S."""
-        return cls(
-            interval_s=float(settings.CHECKPOINT_INTERVAL_S),
-            timeout_s=float(settings.CHECKPOINTS_TIMEOUT_S),
-        )
-
-
-def _needs_write(row: Row, end_at: datetime) -> bool:
-    """The row's checkpoint is behind this window (fed, new key, watermark behind)."""
-    checkpoint = row.checkpoint
-    return (
-        row.is_fed
-        or checkpoint.histogram_key != row.key_text
-        or checkpoint.last_sample_at is None
-        or checkpoint.last_sample_at < end_at
-    )
-
-
-def _is_material(row: Row) -> bool:
-    """A change that must be stored now, whatever the schedule."""
-    checkpoint = row.checkpoint
-    return (
-        row.is_rebuilt
-        or bool(row.ooms)
-        or checkpoint.histogram_key != row.key_text
-        or checkpoint.last_sample_at is None
-    )
-
-
 def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
-    """Checkpoints (compare-and-swap, in bulk), OOM rows, changed recommendations."""
+    """The store step: in one transaction, the checkpoints ``schedule`` picks
+    (``plan.choose_checkpoints``; compare-and-swap, in bulk), the OOM kills of those
+    this writer won, and the changed recommendations; then, once committed, the
+    engine rows the next window of this process may go on from."""
     now = window.now
-    started = time.monotonic()
-    end_at = datetime.fromtimestamp(window.end_s, tz=UTC)
+    # The checkpoint budget runs from the start of the store phase.
+    deadline = time.monotonic() + (schedule.timeout_s if schedule else math.inf)
+    end_at = datetime.fromtimestamp(window.settled_end_s, tz=UTC)
+    read_through = (
+        datetime.fromtimestamp(window.end_s, tz=UTC) if window.settle_s else None
+    )
     conflicts = written = deferred = 0
     kept: list[tuple[int, warm_state.Kept]] = []
     with transaction.atomic():
         for group in window.groups.values():
             assert group.aggregates is not None
-            behind = [r for r in group.rows if _needs_write(r, end_at)]
-            chosen = (
-                behind if schedule is None else [r for r in behind if _is_material(r)]
+            choice = choose_checkpoints(
+                group.rows, end_at=end_at, now=now, schedule=schedule, batch=CAS_BATCH
             )
-            won = _write_checkpoints(group.aggregates, chosen, end_at, now)
-            if schedule is not None:
-                due_at = now.timestamp() - schedule.interval_s
-                due = sorted(
-                    (
-                        r
-                        for r in behind
-                        if not _is_material(r)
-                        and r.checkpoint.updated_at.timestamp() <= due_at
-                    ),
-                    key=lambda r: r.checkpoint.updated_at,
-                )
-                # Written a statement at a time, the clock read between them: the
-                # budget holds however many rows one group has.
-                for start in range(0, len(due), CAS_BATCH):
-                    if start and time.monotonic() - started > schedule.timeout_s:
-                        break
-                    batch = due[start : start + CAS_BATCH]
-                    won |= _write_checkpoints(group.aggregates, batch, end_at, now)
-                    chosen += batch
-                deferred += len(behind) - len(chosen)
+            chosen, won = _write_chosen(
+                group.aggregates,
+                choice,
+                end_at=end_at,
+                now=now,
+                deadline=deadline,
+                read_through=read_through,
+            )
             written += len(won)
             conflicts += len(chosen) - len(won)
+            deferred += choice.behind - len(chosen)
             kept += _kept_rows(window, group, {r.checkpoint.pk for r in chosen}, won)
-            stored_kills = [
-                (row, kill)
-                for row in chosen
-                if row.checkpoint.pk in won
-                for kill in row.ooms
-            ]
-            OomKillRow.objects.bulk_create(
-                [
-                    OomKillRow(
-                        container_id=row.container.pk,
-                        pod=kill.pod,
-                        occurred_at=kill.occurred_at,
-                        memory_request_bytes=kill.memory_request_bytes,
-                        is_eviction=kill.is_eviction,
-                    )
-                    for row, kill in stored_kills
-                ],
-                batch_size=BATCH,
-                ignore_conflicts=True,
-            )
-            window.stored_kills.update(ooms.kill_key(kill) for _, kill in stored_kills)
+            _store_kills(window, [row for row in chosen if row.checkpoint.pk in won])
         changed = _store_recommendations(
             [row for group in window.groups.values() for row in group.rows], now
         )
@@ -532,6 +476,49 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
     window.counts["checkpoint_conflicts"] = conflicts
     window.counts["checkpoints_deferred"] = deferred
     window.counts["recommendations_changed"] = changed
+
+
+def _write_chosen(
+    aggregates: AggregateSet,
+    choice: CheckpointChoice,
+    *,
+    end_at: datetime,
+    now: datetime,
+    deadline: float,
+    read_through: datetime | None,
+) -> tuple[list[Row], set[int]]:
+    """Write the chosen checkpoints: those of ``choice.now``, then the due batches a
+    statement at a time, the clock read between them, until ``deadline`` (the first
+    always), so the budget holds however many rows one group has. Returns the rows
+    written and the pks this writer won."""
+    chosen = list(choice.now)
+    won = _write_checkpoints(aggregates, chosen, end_at, now, read_through)
+    for number, batch in enumerate(choice.due):
+        if number and time.monotonic() > deadline:
+            break
+        won |= _write_checkpoints(aggregates, batch, end_at, now, read_through)
+        chosen += batch
+    return chosen, won
+
+
+def _store_kills(window: Window, rows: Sequence[Row]) -> None:
+    """The OOM kills of ``rows`` (whose checkpoints this writer stored), each once."""
+    kills = [(row, kill) for row in rows for kill in row.ooms]
+    OomKillRow.objects.bulk_create(
+        [
+            OomKillRow(
+                container_id=row.container.pk,
+                pod=kill.pod,
+                occurred_at=kill.occurred_at,
+                memory_request_bytes=kill.memory_request_bytes,
+                is_eviction=kill.is_eviction,
+            )
+            for row, kill in kills
+        ],
+        batch_size=BATCH,
+        ignore_conflicts=True,
+    )
+    window.stored_kills.update(ooms.kill_key(kill) for _, kill in kills)
 
 
 def _kept_rows(
@@ -563,15 +550,28 @@ def _kept_rows(
 
 
 def _write_checkpoints(
-    aggregates: AggregateSet, rows: Sequence[Row], end_at: datetime, now: datetime
+    aggregates: AggregateSet,
+    rows: Sequence[Row],
+    end_at: datetime,
+    now: datetime,
+    read_through: datetime | None = None,
 ) -> set[int]:
-    """Compare-and-swap the checkpoints of ``rows``; the pks this writer won."""
+    """Compare-and-swap the checkpoints of ``rows``; the pks this writer won. With
+    ``read_through`` (a window that settles late samples: the end it read to), their
+    settled states, and what was read after the watermark (``unsettled_samples``)."""
     if not rows:
         return set()
-    blobs = aggregates.to_checkpoints([r.index for r in rows])
-    counts = aggregates.sample_count()
+    states: list[tuple[bytes, int]] = [r.settled for r in rows if r.settled is not None]
+    if len(states) < len(rows):
+        counts = aggregates.sample_count()
+        states = [
+            (blob, int(counts[row.index]))
+            for row, blob in zip(
+                rows, aggregates.to_checkpoints([r.index for r in rows]), strict=True
+            )
+        ]
     cas_rows = []
-    for row, blob in zip(rows, blobs, strict=True):
+    for row, (blob, sample_count) in zip(rows, states, strict=True):
         checkpoint = row.checkpoint
         # The watermark: every grid time up to end_s is in this checkpoint.
         watermark = (
@@ -587,8 +587,16 @@ def _write_checkpoints(
                     "histogram_key": row.key_text,
                     "state": blob,
                     "last_sample_at": watermark,
-                    "sample_count": int(counts[row.index]),
+                    "sample_count": sample_count,
                     "updated_at": now,
+                    **(
+                        {}
+                        if read_through is None
+                        else {
+                            "read_through_at": read_through,
+                            "unsettled_samples": row.unsettled_samples,
+                        }
+                    ),
                 },
             )
         )

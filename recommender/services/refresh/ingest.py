@@ -1,15 +1,13 @@
 """Ingestion of one window: each container's samples after its watermark, and the OOM
 kills not stored yet, fed to the engine in time order.
 
-Rows are loaded fresh from the database (checkpoint, watermark, version; as tuples),
-one ``AggregateSet`` per profile histogram key, whose engine rows come from the
-stored states or, where they continue them, from the rows this process kept after
-its last window (``warm_state.py``). Usage is read from the source one day at a
-time and handed, with the day's OOM kills, to ``engine/feed.py``: the one rule (shared
-with the offline command and replay) that feeds the samples up to and including an
-OOM's time, then the OOM, then the rest, in upstream's units (whole millicores). The
-engine's memory windows are order-dependent (VPA-ALGORITHM.md §2.3-2.4), so this makes
-the state independent of how history is split into chunks, steps or cycles.
+Rows are loaded fresh (one named tuple per container, ``LoadedRow``), one
+``AggregateSet`` per profile histogram key, from the stored states or the rows this
+process kept (``warm_state.py``). Usage is read one day at a time and handed, with the
+day's OOM kills, to ``engine/feed.py``: the one rule (shared with the offline command
+and replay) that feeds samples up to an OOM's time, the OOM, then the rest, so the
+order-dependent memory windows (VPA-ALGORITHM.md §2.3-2.4) do not depend on how
+history is split into chunks, steps or cycles.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from django.conf import settings
@@ -85,6 +83,9 @@ class CheckpointRef:
     last_sample_at: datetime | None
     updated_at: datetime
     has_state: bool  # its state is not empty (read only when needed: load_rows)
+    # What its writer read after the watermark, not stored: up to when, how many.
+    read_through_at: datetime | None = None
+    unsettled_samples: int = 0
 
 
 @dataclass
@@ -107,6 +108,16 @@ class Row:
     is_rebuilt: bool = False
     is_fed: bool = False  # got samples or OOM kills in this window
     ooms: list[OomKill] = field(default_factory=list)
+    # (throttled CFS periods, periods) of the last hours, for a profile that boosts
+    # on throttling (``throttling.py``); None: not read, or no counters.
+    throttling: tuple[float, float] | None = None
+    # Its checkpoint (state, sample count) at the window's settled end, when the window
+    # settles late samples: what the store writes (the rest is read again).
+    settled: tuple[bytes, int] | None = None
+    # With ``settled``: samples (CPU and memory each count) read after the settled
+    # end, and those read again up to the checkpoint's ``read_through_at``.
+    unsettled_samples: int = 0
+    reread_samples: int = 0
     recommendation: dict[str, Any] | None = None
 
 
@@ -126,6 +137,8 @@ class Window:
     discovery: Discovery
     end_s: float  # the newest grid time read; the watermark after storing
     history_s: float  # how far back from ``now`` a first contact reads
+    # Samples may arrive this late: the checkpoints end ``settle_s`` before ``end_s``.
+    settle_s: float = 0.0
     # Use and keep the engine rows of earlier windows of this process
     # (services/refresh/warm_state.py): only for a source that keeps history.
     keep_state: bool = False
@@ -136,6 +149,14 @@ class Window:
     # The kills the source reported that are stored (found so, or written by this
     # window): with ``keep_state``, the next window skips them (warm_state.py).
     stored_kills: set[warm_state.KillKey] = field(default_factory=set)
+
+    @property
+    def settled_end_s(self) -> float:
+        """The newest grid time whose samples are taken as complete: the watermark
+        after storing, and the newest OOM kill this window feeds."""
+        if not self.settle_s:
+            return self.end_s
+        return math.floor((self.end_s - self.settle_s) / STEP_S) * STEP_S
 
     @property
     def cluster(self) -> Cluster:
@@ -204,7 +225,92 @@ def _named_profile(name: str, overrides: dict[str, Any] | None) -> Profile:
     return get_profile(name).with_overrides(**(overrides or {}))
 
 
-# The columns load_rows reads, in this order (one query, no ORM objects).
+_PolicyText = tuple[str | None, str | None, str | None]
+
+
+class LoadedRow(NamedTuple):
+    """One container as ``load_rows`` reads it (one query, no ORM objects): the
+    columns of ``_ROW_COLUMNS``, by name."""
+
+    pk: int
+    workload_id: int
+    name: str
+    kind: str
+    namespace: str
+    workload_kind: str
+    workload_name: str
+    # The workload's policy: its profile's name and its JSON columns as text, parsed
+    # once per distinct policy (_policy_of).
+    policy_profile: str | None
+    policy_overrides: str | None
+    policy_containers: str | None
+    checkpoint_pk: int
+    checkpoint_version: int
+    histogram_key: str
+    last_sample_at: datetime | None
+    checkpoint_updated_at: datetime
+    # The length of the checkpoint's state only: the state itself is read for the rows
+    # that need it (_states).
+    state_bytes: int | None
+    read_through_at: datetime | None
+    unsettled_samples: int
+    latest_recommendation_id: int | None
+    # The latest recommendation's amounts, in Recommendation.values_tuple() order.
+    target_cpu_millicores: int | None
+    target_memory_bytes: int | None
+    lower_cpu_millicores: int | None
+    lower_memory_bytes: int | None
+    upper_cpu_millicores: int | None
+    upper_memory_bytes: int | None
+    uncapped_cpu_millicores: int | None
+    uncapped_memory_bytes: int | None
+
+    @property
+    def policy_text(self) -> _PolicyText:
+        """What tells one policy from another."""
+        return (self.policy_profile, self.policy_overrides, self.policy_containers)
+
+    @property
+    def latest_values(self) -> tuple[int | None, ...] | None:
+        """Recommendation.values_tuple() of the latest recommendation (None: none)."""
+        if self.latest_recommendation_id is None:
+            return None
+        return (
+            self.target_cpu_millicores,
+            self.target_memory_bytes,
+            self.lower_cpu_millicores,
+            self.lower_memory_bytes,
+            self.upper_cpu_millicores,
+            self.upper_memory_bytes,
+            self.uncapped_cpu_millicores,
+            self.uncapped_memory_bytes,
+        )
+
+    def refs(self) -> tuple[ContainerRef, CheckpointRef]:
+        """The container and the checkpoint this row holds."""
+        container = ContainerRef(
+            pk=self.pk,
+            workload_id=self.workload_id,
+            name=self.name,
+            namespace=self.namespace,
+            workload=f"{self.namespace}/{self.workload_kind}/{self.workload_name}",
+            latest_recommendation_id=self.latest_recommendation_id,
+            latest_values=self.latest_values,
+        )
+        checkpoint = CheckpointRef(
+            pk=self.checkpoint_pk,
+            version=self.checkpoint_version,
+            histogram_key=self.histogram_key,
+            last_sample_at=self.last_sample_at,
+            updated_at=self.checkpoint_updated_at,
+            has_state=bool(self.state_bytes),
+            read_through_at=self.read_through_at,
+            unsettled_samples=self.unsettled_samples,
+        )
+        return container, checkpoint
+
+
+# Each LoadedRow field's column (the annotations of load_rows included), in order.
 _ROW_COLUMNS = (
     "pk",
     "workload_id",
@@ -222,22 +328,28 @@ _ROW_COLUMNS = (
     "checkpoint__last_sample_at",
     "checkpoint__updated_at",
     "checkpoint_state_bytes",
+    "checkpoint__read_through_at",
+    "checkpoint__unsettled_samples",
     "latest_recommendation_id",
     *(
         f"latest_recommendation__{name}"
-        for name in (
-            "target_cpu_millicores",
-            "target_memory_bytes",
-            "lower_cpu_millicores",
-            "lower_memory_bytes",
-            "upper_cpu_millicores",
-            "upper_memory_bytes",
-            "uncapped_cpu_millicores",
-            "uncapped_memory_bytes",
-        )
+        for name in LoadedRow._fields[-8:]  # the amounts, target_cpu_millicores on
     ),
 )
-_PolicyText = tuple[str | None, str | None, str | None]
+assert len(_ROW_COLUMNS) == len(LoadedRow._fields)
+
+
+class KeptRef(NamedTuple):
+    """Row ``row`` of a set kept from an earlier window (``AggregateSet.gather``
+    takes it as the pair it is)."""
+
+    aggregates: AggregateSet
+    row: int
+
+
+# Where each row's engine state comes from: a kept row, a stored state, or nothing
+# (a new, empty aggregate).
+StateSource = KeptRef | bytes | None
 
 
 def load_rows(window: Window) -> None:
@@ -250,7 +362,7 @@ def load_rows(window: Window) -> None:
             workload__cluster=window.cluster, workload__is_active=True
         )
     )
-    by_workload: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
+    by_workload: dict[int, list[LoadedRow]] = defaultdict(list)
     for values in (
         containers.exclude(kind=Container.Kind.INIT)
         .filter(checkpoint__isnull=False)
@@ -264,33 +376,34 @@ def load_rows(window: Window) -> None:
         .order_by("workload_id", "position")
         .values_list(*_ROW_COLUMNS)
     ):
-        by_workload[values[1]].append(values)
+        loaded = LoadedRow._make(values)
+        by_workload[loaded.workload_id].append(loaded)
     parsed: dict[_PolicyText, tuple[Profile, list[ContainerPolicy]] | Exception] = {}
     now_s = window.now.timestamp()
     for workload_id, names in spec_names.items():
         wanted = {name for name, kind in names if kind != Container.Kind.INIT}
-        members = [c for c in by_workload.get(workload_id, []) if c[2] in wanted]
+        members = [c for c in by_workload.get(workload_id, []) if c.name in wanted]
         if not members:
             continue
         first = members[0]
-        text_key = (first[7], first[8], first[9])
+        text_key = first.policy_text
         if text_key not in parsed:
             parsed[text_key] = _policy_of(*text_key)
         policy = parsed[text_key]
         if isinstance(policy, Exception):
             window.error(
-                f"workload {first[4]}/{first[5]}/{first[6]} skipped: its policy is"
-                f" invalid: {policy}"
+                f"workload {first.namespace}/{first.workload_kind}/"
+                f"{first.workload_name} skipped: its policy is invalid: {policy}"
             )
             continue
         profile, policies = policy
-        chosen = {c[2]: select_container_policy(policies, c[2]) for c in members}
+        chosen = {c.name: select_container_policy(policies, c.name) for c in members}
         # Upstream splits the pod minimum over the containers that get a recommendation.
         in_pod = sum(1 for p in chosen.values() if p is None or p.mode != MODE_OFF)
         text = key_text(profile)
         group = window.groups.setdefault(text, Group(profile=profile))
-        for values in members:
-            container, checkpoint = _refs(values)
+        for member in members:
+            container, checkpoint = member.refs()
             is_current = checkpoint.histogram_key == text and checkpoint.has_state
             watermark = (
                 checkpoint.last_sample_at.timestamp()
@@ -326,11 +439,11 @@ def load_rows(window: Window) -> None:
         ],
     )
     for group in window.groups.values():
-        sources: list[tuple[AggregateSet, int] | bytes | None] = []
+        sources: list[StateSource] = []
         for r in group.rows:
             held = kept.get(r.checkpoint.pk)
             if held is not None:
-                sources.append((held.aggregates, held.row))
+                sources.append(KeptRef(held.aggregates, held.row))
                 r.start_s = held.fed_until_s
             else:
                 sources.append(states.get(r.checkpoint.pk))
@@ -376,19 +489,19 @@ def _states(containers: QuerySet[Container], pks: list[int]) -> dict[int, bytes]
     return {pk: bytes(state) for pk, state in rows if pk in wanted}
 
 
-def _same_set(
-    sources: Sequence[tuple[AggregateSet, int] | bytes | None],
-) -> AggregateSet | None:
+def _same_set(sources: Sequence[StateSource]) -> AggregateSet | None:
     """The kept set itself when it is exactly these rows, in order (a steady cycle of
     an unchanged fleet): nothing to copy."""
-    if not sources or not isinstance(sources[0], tuple):
+    if not sources or not isinstance(sources[0], KeptRef):
         return None
-    aggregates = sources[0][0]
+    aggregates = sources[0].aggregates
     if len(aggregates) != len(sources):
         return None
     for i, source in enumerate(sources):
         if not (
-            isinstance(source, tuple) and source[0] is aggregates and source[1] == i
+            isinstance(source, KeptRef)
+            and source.aggregates is aggregates
+            and source.row == i
         ):
             return None
     return aggregates
@@ -397,7 +510,7 @@ def _same_set(
 def _gather(
     window: Window,
     group: Group,
-    sources: list[tuple[AggregateSet, int] | bytes | None],
+    sources: list[StateSource],
 ) -> AggregateSet:
     """The group's engine rows from kept rows and stored states; a corrupt checkpoint
     does not block the others: it is rebuilt from history."""
@@ -405,29 +518,6 @@ def _gather(
         return AggregateSet.gather(group.profile, sources)
     except ValueError as exc:
         return _load_skipping_corrupt(window, group, sources, exc)
-
-
-def _refs(values: tuple[Any, ...]) -> tuple[ContainerRef, CheckpointRef]:
-    """One row of ``_ROW_COLUMNS`` as the container and checkpoint it holds."""
-    latest = values[17:25]
-    container = ContainerRef(
-        pk=values[0],
-        workload_id=values[1],
-        name=values[2],
-        namespace=values[4],
-        workload=f"{values[4]}/{values[5]}/{values[6]}",
-        latest_recommendation_id=values[16],
-        latest_values=None if values[16] is None else tuple(latest),
-    )
-    checkpoint = CheckpointRef(
-        pk=values[10],
-        version=values[11],
-        histogram_key=values[12],
-        last_sample_at=values[13],
-        updated_at=values[14],
-        has_state=bool(values[15]),
-    )
-    return container, checkpoint
 
 
 def _policy_of(
@@ -449,7 +539,7 @@ def _policy_of(
 def _load_skipping_corrupt(
     window: Window,
     group: Group,
-    blobs: list[tuple[AggregateSet, int] | bytes | None],
+    blobs: list[StateSource],
     first: ValueError,
 ) -> AggregateSet:
     """Load row by row, replacing unreadable checkpoints by a back-fill from history."""
@@ -468,6 +558,27 @@ def _load_skipping_corrupt(
             blobs[i] = None
             row.start_s = now_s - window.history_s
     return AggregateSet.gather(group.profile, blobs)
+
+
+def take_settled(window: Window) -> None:
+    """Each row's checkpoint as fed so far (``Row.settled``): what the store writes
+    for a window that reads the minutes after its settled end again next time."""
+    for group in window.groups.values():
+        assert group.aggregates is not None
+        blobs = group.aggregates.to_checkpoints([r.index for r in group.rows])
+        counts = group.aggregates.sample_count()
+        for row, blob in zip(group.rows, blobs, strict=True):
+            row.settled = (blob, int(counts[row.index]))
+
+
+def count_late(window: Window) -> None:
+    """``counts.late_samples``: the samples found now, up to what each checkpoint's
+    writer had read, that it had not found (they arrived late)."""
+    window.counts["late_samples"] += sum(
+        max(r.reread_samples - r.checkpoint.unsettled_samples, 0)
+        for r in window.rows_by_container.values()
+        if r.checkpoint.read_through_at is not None and not r.is_rebuilt
+    )
 
 
 def start_s(window: Window) -> float | None:
@@ -496,15 +607,13 @@ def read_usage(
     """One chunk of usage; a source's own failure becomes ``SourceUnavailable``.
 
     With ``workloads`` ((namespace, kind, name) of a first-contact chunk, see
-    ``chunking.py``), a source that can (``fetch_workload_usage``) reads only theirs.
+    ``chunking.py``), a source that can (``selects_workloads``) reads only theirs.
     """
-    select = getattr(source, "fetch_workload_usage", None)
     try:
-        if workloads is not None and select is not None:
-            grid: UsageGrid = select(
+        if workloads is not None and source.selects_workloads:
+            return source.fetch_workload_usage(
                 workloads=workloads, start_s=start_s, end_s=end_s, step_s=STEP_S
             )
-            return grid
         return source.fetch_usage(
             namespace=namespace, start_s=start_s, end_s=end_s, step_s=STEP_S
         )
@@ -550,6 +659,8 @@ def feed_chunk(
         samples = _group_samples(
             grid, picked, [series_rows[i] for i in picked], now_s=window.now.timestamp()
         )
+        if samples is not None and window.settle_s:
+            _count_unsettled(samples, window.settled_end_s)
         # Usage up to and including each OOM's time, then the OOMs of that time, in
         # upstream's units: engine/feed.py, the rule the offline command uses too.
         _feed(window, group, samples, kills)
@@ -589,6 +700,31 @@ def _group_samples(
         cpu_cores=np.where(old, np.nan, grid.cpu_cores[picked]),
         memory_bytes=np.where(old, np.nan, grid.memory_bytes[picked]),
     )
+
+
+def _count_unsettled(samples: _Samples, settled_end_s: float) -> None:
+    """Count, per row, the samples after the settled end (stored with the checkpoint
+    as its ``unsettled_samples``) and those up to what its checkpoint's writer had
+    read (``read_through_at``): the difference is what arrived late."""
+    times = samples.timestamp_s[None, :]
+    found = (~np.isnan(samples.cpu_cores)).astype(np.int64) + (
+        ~np.isnan(samples.memory_bytes)
+    ).astype(np.int64)
+    through = np.array(
+        [
+            -np.inf
+            if r.is_rebuilt or r.checkpoint.read_through_at is None
+            else r.checkpoint.read_through_at.timestamp()
+            for r in samples.rows
+        ]
+    )
+    unsettled = (found * (times > settled_end_s)).sum(axis=1)
+    reread = (found * (times <= through[:, None])).sum(axis=1)
+    for row, after, again in zip(
+        samples.rows, unsettled.tolist(), reread.tolist(), strict=True
+    ):
+        row.unsettled_samples += after
+        row.reread_samples += again
 
 
 def _feed(

@@ -35,7 +35,7 @@ from recommender.cluster.label_selector import VALUE as LABEL_VALUE
 from recommender.cluster.nodes import prometheus_label
 from recommender.errors import InvalidInput
 from recommender.models import Workload
-from recommender.sources.prometheus import PrometheusSource
+from recommender.sources.base import UsageSource
 
 OPENCOST = "opencost"
 TABLE = "table"
@@ -190,11 +190,8 @@ def load_price_table(path: str) -> list[PriceRow]:
     return rows
 
 
-def opencost_nodes(source: object, *, at_s: float) -> dict[str, NodeFacts]:
-    """The nodes Prometheus has OpenCost's series of, by name (none for another
-    usage source)."""
-    if not isinstance(source, PrometheusSource):
-        return {}
+def opencost_nodes(source: UsageSource, *, at_s: float) -> dict[str, NodeFacts]:
+    """The nodes the source has OpenCost's series of, by name (Prometheus only)."""
     found: dict[str, dict[str, object]] = defaultdict(dict)
     for labels, value in source.fetch_node_costs(at_s=at_s):
         node = labels.get("node", "")
@@ -249,7 +246,7 @@ def node_price(node: str, facts: NodeFacts, table: Sequence[PriceRow]) -> NodePr
 
 
 def price_workloads(
-    *, pod_nodes: Iterable[tuple[int, str]], source: object, now: datetime
+    *, pod_nodes: Iterable[tuple[int, str]], source: UsageSource, now: datetime
 ) -> int:
     """Store each workload's prices from the nodes of its live pods (``pod_nodes``:
     (workload id, node name)); workloads without a scheduled pod keep theirs.

@@ -34,6 +34,7 @@ from recommender.models import OomKill as OomKillRow
 from recommender.services.refresh import warm_state
 from recommender.services.refresh.discovery import BATCH
 from recommender.services.refresh.ingest import STEP_S, Row, Window
+from recommender.sources.base import UsageSource
 
 logger = logging.getLogger(__name__)
 
@@ -44,35 +45,29 @@ SAME_KILL_S = 300.0 + 2 * STEP_S
 __all__ = [
     "SAME_KILL_S",
     "attach_ooms",
-    "keeps_oom_history",
     "kill_key",
     "oom_history",
     "record_oom_history",
 ]
 
 
-def keeps_oom_history(source: object) -> bool:
-    """Whether the source can report OOM kills of the past at all."""
-    return getattr(source, "fetch_oom_kills", None) is not None
-
-
 def oom_history(
-    source: object, *, namespace: str | None, start_s: float, end_s: float
+    source: UsageSource, *, namespace: str | None, start_s: float, end_s: float
 ) -> list[OomKill] | None:
     """OOM kills the source remembers in ``(start_s, end_s]``; None if it keeps none,
     or if its OOM series are absent (no kube-state-metrics): nothing to merge with."""
-    fetch = getattr(source, "fetch_oom_kills", None)
-    if fetch is None:
+    if not source.keeps_oom_history:
         return None
     if not start_s < end_s:
         return []
     try:
         kills = list(
-            fetch(namespace=namespace, start_s=start_s, end_s=end_s, step_s=STEP_S)
+            source.fetch_oom_kills(
+                namespace=namespace, start_s=start_s, end_s=end_s, step_s=STEP_S
+            )
         )
         # No kill: an OOM-free window, or a source without OOM series; ask which.
-        has_series = getattr(source, "has_oom_series", None)
-        if not kills and has_series is not None and not has_series(at_s=end_s):
+        if not kills and not source.has_oom_series(at_s=end_s):
             return None
         return kills
     except VpawebError:
@@ -104,7 +99,7 @@ def attach_ooms(
     matched: list[tuple[Row, OomKill, bool]] = []
     reported = [(k, True) for k in history or ()] + [(k, False) for k in snapshot_kills]
     for kill, is_observation in reported:
-        if kill.occurred_at.timestamp() > window.end_s:
+        if kill.occurred_at.timestamp() > window.settled_end_s:
             continue  # stored now but fed in a later window, it would be lost
         key = kill_key(kill)
         if key in known:
@@ -151,7 +146,7 @@ def attach_ooms(
                 window.stored_kills.add(kill_key(kill))
                 window.counts["oom_kills_merged"] += 1
                 continue
-            if kill.occurred_at.timestamp() > window.end_s - SAME_KILL_S:
+            if kill.occurred_at.timestamp() > window.settled_end_s - SAME_KILL_S:
                 window.counts["oom_kills_waiting"] += 1
                 continue  # the source may observe it in a later window
         if row_key not in new:
@@ -182,7 +177,7 @@ def _attach_stored_ooms(window: Window) -> None:
     if not rebuilt:
         return
     oldest = datetime.fromtimestamp(min(r.start_s for r in rebuilt.values()), tz=UTC)
-    newest = datetime.fromtimestamp(window.end_s, tz=UTC)
+    newest = datetime.fromtimestamp(window.settled_end_s, tz=UTC)
     ids = list(rebuilt)
     for start in range(0, len(ids), BATCH):
         stored = OomKillRow.objects.filter(

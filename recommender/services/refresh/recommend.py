@@ -27,13 +27,10 @@ logger = logging.getLogger(__name__)
 BOUND_CHANGE_FRACTION = 0.01
 
 
-def recommend_window(
-    window: Window, throttling: Mapping[int, tuple[float, float]] | None = None
-) -> None:
-    """Engine recommendations, capped by each container's policy. ``throttling``:
-    (throttled CFS periods, periods) per row (``id(row)``) whose profile boosts the
-    CPU target of a throttled container (``services/refresh/throttling.py``)."""
-    throttling = throttling or {}
+def recommend_window(window: Window) -> None:
+    """Engine recommendations, capped by each container's policy; a row's CFS counts
+    (``Row.throttling``, read with the usage: ``services/refresh/throttling.py``)
+    boost the CPU target of a throttled container whose profile asks."""
     for group in window.groups.values():
         assert group.aggregates is not None
         # Rows of one profile and one set of controlled resources go in one call.
@@ -76,7 +73,7 @@ def recommend_window(
                 target = _amounts(columns, "target", i)
                 upper = _amounts(columns, "upper_bound", i)
                 boost = None
-                counts = throttling.get(id(row))
+                counts = row.throttling
                 if counts is not None and target.cpu_millicores is not None:
                     boost = boost_cpu(
                         profile=row.profile,
