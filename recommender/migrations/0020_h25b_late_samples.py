@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("recommender", "0018_h26b_node_prices"),
+        ("recommender", "0019_h26_node_pools_schedule"),
     ]
 
     operations = [
