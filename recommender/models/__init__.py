@@ -41,6 +41,7 @@ from recommender.models.recommendation import (
     Recommendation,
     RecommendationQuerySet,
 )
+from recommender.models.rollups import WorkloadAmounts
 from recommender.models.runs import RefreshRun
 
 __all__ = [
@@ -73,6 +74,7 @@ __all__ = [
     "StaticCoefficient",
     "UpdaterLock",
     "Workload",
+    "WorkloadAmounts",
     "WorkloadPod",
     "WorkloadQuerySet",
     "WorkloadTotals",

@@ -67,8 +67,8 @@ PAGES = {
     # the clusters without OOM history and the updater leases
     "/": 20,
     # session, user, role; the rollup, the trend, the cluster names; the header;
-    # the realized savings' changes
-    "/rollups/?by=label": 8,
+    # the realized savings' changes; whether the stored amounts are complete
+    "/rollups/?by=label": 9,
     "/workloads/": 11,
     "/workloads/?status=over&sort=savings": 11,
     # the groups' count, the page's groups, their pods, their rejection reasons

@@ -4,8 +4,9 @@ Goldilocks users expect.
 
 One query: the list's per-workload status and savings
 (``Workload.objects.with_provisioning``, recommender/models/provisioning.py) plus the
-workload's requested and recommended amounts over the same join, all replicas; the
-groups are summed in Python (a row per workload, no row per container).
+workload's requested and recommended amounts, all replicas, both from the rows the
+refresh stores when complete (label_rollups.py); the groups are summed in Python (a
+row per workload, no row per container).
 """
 
 from __future__ import annotations
@@ -15,14 +16,12 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Case, Count, F, FloatField, Q, Sum, Value, When
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Coalesce
 
 from recommender.cluster import label_selector
 from recommender.errors import InvalidInput
-from recommender.models import Container, ProvisioningStatus, Workload
-from recommender.models.provisioning import no_data_q, pods_billed_sql
+from recommender.models import ProvisioningStatus, Workload
+from recommender.services.dashboard import label_rollups
 from recommender.services.dashboard.overview import Totals
 from recommender.services.dashboard.provisioning import Prices, risk_rules
 from recommender.services.dashboard.realized import realized_savings
@@ -121,43 +120,6 @@ def checked(by: str, key: str = "") -> tuple[str, str]:
     return by, key
 
 
-def _amounts() -> dict[str, Any]:
-    """Per workload: containers, coverage, requested and recommended amounts (all
-    replicas), over the same join as ``Workload.objects.with_provisioning``."""
-    prefix = "containers__"
-    rec = f"{prefix}latest_recommendation__"
-    regular = ~Q(containers__kind=Container.Kind.INIT)
-    replicas = pods_billed_sql("")
-
-    def summed(expr: Any, when: Q | None = None) -> Any:
-        condition = regular if when is None else regular & when
-        return (
-            Coalesce(
-                Sum(
-                    Case(When(condition, then=expr), default=Value(0)),
-                    output_field=FloatField(),
-                ),
-                Value(0.0),
-            )
-            * replicas
-        )
-
-    has_cpu = Q(**{f"{rec}target_cpu_millicores__isnull": False})
-    has_memory = Q(**{f"{rec}target_memory_bytes__isnull": False})
-    request_cpu = Coalesce(F(f"{prefix}request_cpu_millicores"), Value(0))
-    request_memory = Coalesce(F(f"{prefix}request_memory_bytes"), Value(0))
-    return {
-        "n_containers": Count("containers", filter=regular),
-        "n_covered": Count("containers", filter=regular & ~no_data_q(prefix)),
-        "req_cpu": summed(request_cpu),
-        "req_memory": summed(request_memory),
-        "covered_req_cpu": summed(request_cpu, has_cpu),
-        "covered_req_memory": summed(request_memory, has_memory),
-        "rec_cpu": summed(F(f"{rec}target_cpu_millicores"), has_cpu),
-        "rec_memory": summed(F(f"{rec}target_memory_bytes"), has_memory),
-    }
-
-
 AMOUNT_FIELDS = (
     "status",
     "savings",
@@ -192,9 +154,9 @@ def rollup(
     workloads = Workload.objects.shown()
     if cluster:
         workloads = workloads.filter(cluster__name=cluster)
-    annotated = workloads.with_provisioning(
-        prices=prices, rules=risk_rules(now)
-    ).annotate(**_amounts())
+    annotated = label_rollups.with_amounts(
+        workloads, prices=prices, rules=risk_rules(now)
+    )
     if by == "label":
         # Only the label's value leaves the database, not every workload's labels.
         annotated = annotated.annotate(group=KeyTextTransform(key, "labels"))

@@ -1,0 +1,146 @@
+"""Each workload's rollup amounts: computed by one function, stored by the refresh with
+the workload totals, read by the rollups (rollups.py) of every grouping and label key.
+
+A rollup sums per group the workloads' containers, coverage and requested and
+recommended amounts (all replicas), beside their priced, time-dependent facts. Those
+amounts joined every container with its latest recommendation on each request (about
+1 s at 100,000 containers); they change only when a refresh writes, so
+``namespace_totals.store`` stores them per workload (``WorkloadAmounts``) in its
+transaction and scope, writing only the rows that differ. The rollups read them while
+every enabled cluster's rows are complete (``workload_totals.is_complete``), else
+compute them as they load, under the same annotation names either way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Case, Count, F, FloatField, Q, Sum, Value, When
+from django.db.models.functions import Coalesce
+
+from recommender.models import Container, RiskRules, Workload, WorkloadAmounts
+from recommender.models.provisioning import (
+    PriceRates,
+    WorkloadQuerySet,
+    no_data_q,
+    pods_billed_sql,
+)
+from recommender.services.dashboard import workload_totals
+
+# The rollup's annotation -> the stored column.
+COLUMNS = {
+    "n_containers": "containers",
+    "n_covered": "covered",
+    "req_cpu": "requested_cpu_millicores",
+    "req_memory": "requested_memory_bytes",
+    "covered_req_cpu": "covered_requested_cpu_millicores",
+    "covered_req_memory": "covered_requested_memory_bytes",
+    "rec_cpu": "recommended_cpu_millicores",
+    "rec_memory": "recommended_memory_bytes",
+}
+
+
+def computed_amounts() -> dict[str, Any]:
+    """Per workload (``COLUMNS``' annotations): containers, coverage, requested and
+    recommended amounts (all replicas), over the same join as
+    ``Workload.objects.with_provisioning``."""
+    prefix = "containers__"
+    rec = f"{prefix}latest_recommendation__"
+    regular = ~Q(containers__kind=Container.Kind.INIT)
+    replicas = pods_billed_sql("")
+
+    def summed(expr: Any, when: Q | None = None) -> Any:
+        condition = regular if when is None else regular & when
+        return (
+            Coalesce(
+                Sum(
+                    Case(When(condition, then=expr), default=Value(0)),
+                    output_field=FloatField(),
+                ),
+                Value(0.0),
+            )
+            * replicas
+        )
+
+    has_cpu = Q(**{f"{rec}target_cpu_millicores__isnull": False})
+    has_memory = Q(**{f"{rec}target_memory_bytes__isnull": False})
+    request_cpu = Coalesce(F(f"{prefix}request_cpu_millicores"), Value(0))
+    request_memory = Coalesce(F(f"{prefix}request_memory_bytes"), Value(0))
+    return {
+        "n_containers": Count("containers", filter=regular),
+        "n_covered": Count("containers", filter=regular & ~no_data_q(prefix)),
+        "req_cpu": summed(request_cpu),
+        "req_memory": summed(request_memory),
+        "covered_req_cpu": summed(request_cpu, has_cpu),
+        "covered_req_memory": summed(request_memory, has_memory),
+        "rec_cpu": summed(F(f"{rec}target_cpu_millicores"), has_cpu),
+        "rec_memory": summed(F(f"{rec}target_memory_bytes"), has_memory),
+    }
+
+
+def compute(
+    *, cluster_id: int, namespace: str | None = None
+) -> dict[int, tuple[int, ...]]:
+    """Workload pk -> its ``COLUMNS`` values (whole millicores and bytes, as the
+    rollups round each workload), for every workload of ``cluster_id`` (or of its
+    ``namespace``), active or not: one grouped query."""
+    workloads = Workload.objects.filter(cluster_id=cluster_id)
+    if namespace is not None:
+        workloads = workloads.filter(namespace=namespace)
+    return {
+        pk: tuple(round(value or 0) for value in values)
+        for pk, *values in workloads.annotate(**computed_amounts())
+        .order_by()
+        .values_list("pk", *COLUMNS)
+    }
+
+
+def store(*, cluster_id: int, namespace: str | None = None) -> int:
+    """Make the stored rows of ``cluster_id``'s workloads (only ``namespace``'s when
+    given) what ``compute`` gives, writing only the rows that differ; returns how
+    many were written or deleted. Runs in ``namespace_totals.store``'s transaction."""
+    values = compute(cluster_id=cluster_id, namespace=namespace)
+    stored = WorkloadAmounts.objects.filter(workload__cluster_id=cluster_id)
+    if namespace is not None:
+        stored = stored.filter(workload__namespace=namespace)
+    columns = list(COLUMNS.values())
+    existing = {
+        pk: tuple(row) for pk, *row in stored.values_list("workload_id", *columns)
+    }
+    changed = [pk for pk, row in values.items() if existing.get(pk) != row]
+    # (Rows go with their workload, whose cluster and namespace never change.)
+    gone = [pk for pk in existing if pk not in values]
+    batch = workload_totals.BATCH
+    for start in range(0, len(gone), batch):
+        WorkloadAmounts.objects.filter(pk__in=gone[start : start + batch]).delete()
+    WorkloadAmounts.objects.bulk_create(
+        [
+            WorkloadAmounts(
+                workload_id=pk, **dict(zip(columns, values[pk], strict=True))
+            )
+            for pk in changed
+        ],
+        batch_size=batch,
+        update_conflicts=True,
+        unique_fields=["workload"],
+        update_fields=columns,
+    )
+    return len(changed) + len(gone)
+
+
+def with_amounts(
+    workloads: WorkloadQuerySet, *, prices: PriceRates, rules: RiskRules
+) -> WorkloadQuerySet:
+    """``workloads`` with the provisioning facts (``workload_totals.with_facts``)
+    and ``COLUMNS``' annotations: from the stored rows when every enabled cluster
+    has them, else computed over every container."""
+    if workload_totals.is_complete():
+        return workloads.with_stored_provisioning(prices=prices, rules=rules).annotate(
+            **{
+                name: Coalesce(F(f"amounts__{column}"), Value(0))
+                for name, column in COLUMNS.items()
+            }
+        )
+    return workloads.with_provisioning(prices=prices, rules=rules).annotate(
+        **computed_amounts()
+    )
