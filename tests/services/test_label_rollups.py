@@ -18,6 +18,7 @@ from recommender.models import (
     WorkloadAmounts,
 )
 from recommender.services.dashboard import label_rollups, workload_totals
+from recommender.services.dashboard.provisioning import risk_rules
 from recommender.services.dashboard.rollups import rollup
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.factories import make_workload
@@ -85,6 +86,12 @@ def test_stored_rollups_are_the_computed_ones_after_changes_and_deletions(
     assert {g["name"] for g in groups} == {"web", "data", "ops", ""}
     assert total["containers"] > 100 and total["savings_monthly"] != 0
     assert len([s for s, n in total["statuses"].items() if n]) == 5
+    # Some workloads have recent OOM kills (counted apart from the database's sums).
+    rules = risk_rules(now)
+    workloads = label_rollups.with_amounts(
+        Workload.objects.shown(), prices=PRICES, rules=rules, stored=True
+    )
+    assert len(label_rollups.killed_rows(workloads, ["kind"], rules)) > 3
 
     # Requests raised, a container and a workload deleted, a workload added,
     # replicas changed, a label moved: stored again, as the next refresh does.

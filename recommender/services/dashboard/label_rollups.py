@@ -7,18 +7,27 @@ amounts joined every container with its latest recommendation on each request (a
 1 s at 100,000 containers); they change only when a refresh writes, so
 ``namespace_totals.store`` stores them per workload (``WorkloadAmounts``) in its
 transaction and scope, writing only the rows that differ. The rollups read them while
-every enabled cluster's rows are complete (``workload_totals.is_complete``), else
-compute them as they load, under the same annotation names either way.
+every enabled cluster's rows are complete (``workload_totals.is_complete``), summed per
+group by the database (``group_sums``), else compute them per workload as they load,
+under the same annotation names either way.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from django.db.models import Case, Count, F, FloatField, Q, Sum, Value, When
 from django.db.models.functions import Coalesce
 
-from recommender.models import Container, RiskRules, Workload, WorkloadAmounts
+from recommender.models import (
+    Container,
+    OomKill,
+    ProvisioningFacts,
+    RiskRules,
+    Workload,
+    WorkloadAmounts,
+)
 from recommender.models.provisioning import (
     PriceRates,
     WorkloadQuerySet,
@@ -129,12 +138,12 @@ def store(*, cluster_id: int, namespace: str | None = None) -> int:
 
 
 def with_amounts(
-    workloads: WorkloadQuerySet, *, prices: PriceRates, rules: RiskRules
+    workloads: WorkloadQuerySet, *, prices: PriceRates, rules: RiskRules, stored: bool
 ) -> WorkloadQuerySet:
     """``workloads`` with the provisioning facts (``workload_totals.with_facts``)
-    and ``COLUMNS``' annotations: from the stored rows when every enabled cluster
-    has them, else computed over every container."""
-    if workload_totals.is_complete():
+    and ``COLUMNS``' annotations: from the stored rows when ``stored``
+    (``is_stored``), else computed over every container."""
+    if stored:
         return workloads.with_stored_provisioning(prices=prices, rules=rules).annotate(
             **{
                 name: Coalesce(F(f"amounts__{column}"), Value(0))
@@ -144,3 +153,96 @@ def with_amounts(
     return workloads.with_provisioning(prices=prices, rules=rules).annotate(
         **computed_amounts()
     )
+
+
+def is_stored() -> bool:
+    """Whether every enabled cluster has its stored rows (``with_amounts``)."""
+    return workload_totals.is_complete()
+
+
+def group_sums(
+    annotated: WorkloadQuerySet,
+    group_fields: Sequence[str],
+    statuses: Iterable[str],
+    rules: RiskRules,
+) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """Per group of ``annotated`` (``with_amounts`` from the stored rows) by
+    ``group_fields``, for the workloads without an OOM kill since ``rules.oom_since``
+    (``killed_rows`` gives the others): the group's values and its sums under
+    ``RollupGroup``'s names (``statuses``: workloads per headline status), summed by
+    the database in one grouped pass over a row per workload, which never counts a
+    workload's kills."""
+    annotated = annotated.exclude(Q(totals__latest_oom_at__gte=rules.oom_since))
+    sums = {
+        "workloads": Count("pk"),
+        **{
+            column: Coalesce(Sum(name), Value(0))
+            for name, column in COLUMNS.items()
+            if name not in ("n_containers", "n_covered")
+        },
+        "containers": Coalesce(Sum("n_containers"), Value(0)),
+        "covered": Coalesce(Sum("n_covered"), Value(0)),
+        "savings": Coalesce(Sum("savings"), Value(0.0), output_field=FloatField()),
+        "at_risk": Count("pk", filter=Q(risk__gt=0)),
+        "wasteful": Count("pk", filter=Q(savings__gt=0)),
+        "missing_requests": Count("pk", filter=Q(missing_count__gt=0)),
+    }
+    names = list(statuses)
+    counts = {
+        f"status_{i}": Count("pk", filter=Q(status=s)) for i, s in enumerate(names)
+    }
+    # (Aliases unlike the annotations they sum, which the filters name.)
+    aliased = {f"sum_{name}": value for name, value in sums.items()}
+    for row in annotated.order_by().values(*group_fields).annotate(**aliased, **counts):
+        yield (
+            tuple(row[field] for field in group_fields),
+            {
+                **{name: row[f"sum_{name}"] for name in sums},
+                "statuses": {s: row[f"status_{i}"] for i, s in enumerate(names)},
+            },
+        )
+
+
+# ``killed_rows``' values after the group's, as the rollups read a workload's row.
+ROW_FIELDS = ("pk", "status", "savings", "risk", "missing_count", *COLUMNS)
+
+
+def killed_rows(
+    annotated: WorkloadQuerySet, group_fields: Sequence[str], rules: RiskRules
+) -> list[tuple[Any, ...]]:
+    """The workloads of ``annotated`` (``with_amounts`` from the stored rows) with an
+    OOM kill since ``rules.oom_since`` (their stored latest kill; a few), each as its
+    ``group_fields`` values and ``ROW_FIELDS``: their kills counted in one grouped
+    query, risk and status by ``ProvisioningFacts``, the Python rule of the lists'."""
+    fields = ("savings", "shortfall", "missing_count", "no_data_count", *COLUMNS)
+    rows = list(
+        annotated.filter(totals__latest_oom_at__gte=rules.oom_since)
+        .order_by()
+        .values_list(*group_fields, "pk", *fields)
+    )
+    keys = len(group_fields)
+    kills = dict(
+        OomKill.objects.filter(
+            container__workload_id__in=[row[keys] for row in rows],
+            occurred_at__gte=rules.oom_since,
+        )
+        .exclude(container__kind=Container.Kind.INIT)
+        .order_by()
+        .values("container__workload_id")
+        .annotate(n=Count("pk"))
+        .values_list("container__workload_id", "n")
+    )
+    out = []
+    for row in rows:
+        pk, savings, shortfall, missing, no_data, *amounts = row[keys:]
+        facts = ProvisioningFacts(
+            savings=savings,
+            recent_ooms=kills.get(pk, 0),
+            shortfall_percent=shortfall,
+            missing_requests=missing > 0,
+            no_data=no_data > 0,
+        )
+        out.append(
+            (*row[:keys], pk, facts.status, savings, facts.risk, missing, *amounts)
+        )
+    return out
