@@ -296,6 +296,17 @@ def load_cluster_history(
                 return "-".join(parts[:cut])
         return None
 
+    # One workload: a source that can reads only its series (the simulated cluster),
+    # not the namespace's.
+    selected = (
+        None
+        if workload is None
+        else [
+            (namespace, w.kind, w.name)
+            for w in snapshot.workloads
+            if w.namespace == namespace and w.name == workload
+        ]
+    )
     source = usage_source_for(cluster)
     start_s = now_s - days * 86400.0
     containers: dict[tuple[str, str], int] = {}
@@ -304,7 +315,9 @@ def load_cluster_history(
     chunk = start_s
     while chunk < now_s:
         end = min(chunk + CLUSTER_CHUNK_S, now_s)
-        grid = read_usage(source, namespace=namespace, start_s=chunk, end_s=end)
+        grid = read_usage(
+            source, namespace=namespace, start_s=chunk, end_s=end, workloads=selected
+        )
         for row, key in enumerate(grid.series):
             name = owner(key.pod)
             if name is None:
