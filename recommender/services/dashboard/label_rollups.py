@@ -108,33 +108,14 @@ def store(*, cluster_id: int, namespace: str | None = None) -> int:
     """Make the stored rows of ``cluster_id``'s workloads (only ``namespace``'s when
     given) what ``compute`` gives, writing only the rows that differ; returns how
     many were written or deleted. Runs in ``namespace_totals.store``'s transaction."""
-    values = compute(cluster_id=cluster_id, namespace=namespace)
-    stored = WorkloadAmounts.objects.filter(workload__cluster_id=cluster_id)
-    if namespace is not None:
-        stored = stored.filter(workload__namespace=namespace)
-    columns = list(COLUMNS.values())
-    existing = {
-        pk: tuple(row) for pk, *row in stored.values_list("workload_id", *columns)
-    }
-    changed = [pk for pk, row in values.items() if existing.get(pk) != row]
-    # (Rows go with their workload, whose cluster and namespace never change.)
-    gone = [pk for pk in existing if pk not in values]
-    batch = workload_totals.BATCH
-    for start in range(0, len(gone), batch):
-        WorkloadAmounts.objects.filter(pk__in=gone[start : start + batch]).delete()
-    WorkloadAmounts.objects.bulk_create(
-        [
-            WorkloadAmounts(
-                workload_id=pk, **dict(zip(columns, values[pk], strict=True))
-            )
-            for pk in changed
-        ],
-        batch_size=batch,
-        update_conflicts=True,
-        unique_fields=["workload"],
-        update_fields=columns,
+    changed, gone = workload_totals.write_changed(
+        WorkloadAmounts,
+        cluster_id=cluster_id,
+        namespace=namespace,
+        columns=list(COLUMNS.values()),
+        values=compute(cluster_id=cluster_id, namespace=namespace),
     )
-    return len(changed) + len(gone)
+    return changed + gone
 
 
 def with_amounts(
