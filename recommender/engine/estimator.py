@@ -353,18 +353,26 @@ def recommendation_arrays(
     rows: Sequence[int],
     profile: Profile,
     containers_in_pod: Sequence[int],
+    percentiles: dict[Any, np.ndarray] | None = None,
 ) -> dict[str, ResourceArrays]:
     """:func:`recommend`'s numbers as arrays (R,) per resource, without row objects.
 
     For callers that need many rows many times (replay); the caller checks that the
-    profile matches the aggregates' histograms.
+    profile matches the aggregates' histograms. ``percentiles``: a dict the caller
+    keeps while the aggregates and rows stay the same, where the histograms'
+    percentiles read are kept and read again (profiles of one histogram reading the
+    same percentiles read them once).
     """
     r, n = _check_rows(aggregates, rows, containers_in_pod)
-    return _chains(aggregates, r, n, profile)
+    return _chains(aggregates, r, n, profile, percentiles)
 
 
 def _chains(
-    aggregates: AggregateSet, r: np.ndarray, n: np.ndarray, profile: Profile
+    aggregates: AggregateSet,
+    r: np.ndarray,
+    n: np.ndarray,
+    profile: Profile,
+    percentiles: dict[Any, np.ndarray] | None = None,
 ) -> dict[str, ResourceArrays]:
     first = aggregates.first_sample_s[r]
     last = aggregates.last_sample_s_[r]
@@ -377,10 +385,10 @@ def _chains(
     pod_min_mem = scale_resources(np.int64(profile.pod_min_memory_bytes), fraction)
     return {
         CPU: _resource_chain(
-            aggregates, r, profile, CPU, first, last, count, pod_min_cpu
+            aggregates, r, profile, CPU, first, last, count, pod_min_cpu, percentiles
         ),
         MEMORY: _resource_chain(
-            aggregates, r, profile, MEMORY, first, last, count, pod_min_mem
+            aggregates, r, profile, MEMORY, first, last, count, pod_min_mem, percentiles
         ),
     }
 
@@ -394,6 +402,7 @@ def _resource_chain(
     last: np.ndarray,
     count: np.ndarray,
     pod_min: np.ndarray,
+    percentiles: dict[Any, np.ndarray] | None = None,
 ) -> ResourceArrays:
     """Upstream's estimator chain of one resource for all rows, every step kept."""
     if resource == CPU:
@@ -429,7 +438,13 @@ def _resource_chain(
     margin_fraction: float | np.ndarray = profile.margin_fraction
     adaptive = resource == MEMORY and profile.memory_margin_spread > 0
     # The adaptive memory margin reads the highest and the median stored peak too.
-    raws = hist.percentiles(rows, [*read_ps, 1.0, 0.5] if adaptive else read_ps)
+    ps = [*read_ps, 1.0, 0.5] if adaptive else read_ps
+    key = (resource, tuple(ps))
+    raws = None if percentiles is None else percentiles.get(key)
+    if raws is None:
+        raws = hist.percentiles(rows, ps)
+        if percentiles is not None:
+            percentiles[key] = raws
     if adaptive:
         margin_fraction = memory_margins(profile, raws[3], raws[4])
         raws = raws[:3]

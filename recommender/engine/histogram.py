@@ -286,6 +286,18 @@ class HistogramBatch:
             ref = self.reference_s[rows]
         return go_exp2_array((times_s - ref) / hl)
 
+    def settled_decay_factors(
+        self, rows: np.ndarray, times_s: np.ndarray
+    ) -> np.ndarray | None:
+        """``decay_factors`` of each (row, time) pair, rows repeated allowed, when
+        none of them would shift its row's reference (so the factors do not depend
+        on the order they are asked in); None when one would."""
+        hl = self._half_life()
+        ref = self.reference_s[rows]
+        if (np.isnan(ref) | (times_s > ref + hl * MAX_DECAY_EXPONENT)).any():
+            return None
+        return go_exp2_array((times_s - ref) / hl)
+
     def _half_life(self) -> float:
         if self.half_life_s is None:
             raise ValueError(

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -230,12 +231,15 @@ def replay(
             feed(agg, samples, ooms)
             # Upstream recommends nothing for a container without samples.
             has_data = (agg.total_samples > 0) | ~agg.memory.is_empty(all_rows)
+            # The group's profiles read the same histograms: a percentile once.
+            read: dict[Any, np.ndarray] = {}
             for i in members:
                 chains = recommendation_arrays(
                     agg,
                     rows=rows,
                     profile=profiles[i],
                     containers_in_pod=cip,
+                    percentiles=read,
                 )
                 for res in (CPU, MEMORY):
                     chain = chains[res]

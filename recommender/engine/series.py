@@ -154,10 +154,15 @@ def replay_memory_ops(
     step = np.arange(m) - np.repeat(starts, np.diff(np.r_[starts, m]))
     by_step = np.argsort(step, kind="stable")
     bounds = np.searchsorted(step[by_step], np.arange(int(step.max()) + 2))
+    # Every step's factors at once, unless a step shifts a reference (then step by
+    # step, as that changes the later steps' factors).
+    settled = hist.settled_decay_factors(rows, times)
     for k in range(bounds.size - 1):
         sel = by_step[bounds[k] : bounds[k + 1]]
         r = rows[sel]
-        w = 1.0 * hist.decay_factors(r, times[sel])
+        w = 1.0 * (
+            hist.decay_factors(r, times[sel]) if settled is None else settled[sel]
+        )
         is_add = kind[sel] == ADD
         sub = ~is_add
         hist.subtract_step(r[sub], buckets[sel][sub], w[sub])

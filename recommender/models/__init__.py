@@ -42,6 +42,7 @@ from recommender.models.recommendation import (
     Recommendation,
     RecommendationQuerySet,
 )
+from recommender.models.rollups import WorkloadAmounts
 from recommender.models.runs import RefreshRun
 
 __all__ = [
@@ -75,6 +76,7 @@ __all__ = [
     "StaticCoefficient",
     "UpdaterLock",
     "Workload",
+    "WorkloadAmounts",
     "WorkloadPod",
     "WorkloadQuerySet",
     "WorkloadTotals",

@@ -37,6 +37,7 @@ from recommender.engine.replay import (
     replay,
 )
 from recommender.engine.replay_scores import (
+    DayScores,
     day_groups,
     score_hindsight,
     score_limits,
@@ -74,6 +75,9 @@ class ReplayReport:
 
     rows: list[dict[str, Any]]
     timelines: dict[str, Timeline] = field(default_factory=dict)
+    # Each profile's day scores, and the warm-up they were scored after.
+    scores: dict[str, DayScores] = field(default_factory=dict)
+    warmup_s: float | None = None
 
 
 def _open_text(path: Path) -> io.TextIOBase:
@@ -296,6 +300,17 @@ def load_cluster_history(
                 return "-".join(parts[:cut])
         return None
 
+    # One workload: a source that can reads only its series (the simulated cluster),
+    # not the namespace's.
+    selected = (
+        None
+        if workload is None
+        else [
+            (namespace, w.kind, w.name)
+            for w in snapshot.workloads
+            if w.namespace == namespace and w.name == workload
+        ]
+    )
     source = usage_source_for(cluster)
     start_s = now_s - days * 86400.0
     containers: dict[tuple[str, str], int] = {}
@@ -304,7 +319,9 @@ def load_cluster_history(
     chunk = start_s
     while chunk < now_s:
         end = min(chunk + CLUSTER_CHUNK_S, now_s)
-        grid = read_usage(source, namespace=namespace, start_s=chunk, end_s=end)
+        grid = read_usage(
+            source, namespace=namespace, start_s=chunk, end_s=end, workloads=selected
+        )
         for row, key in enumerate(grid.series):
             name = owner(key.pod)
             if name is None:
@@ -413,8 +430,11 @@ def run_replay(
     except ValueError as exc:
         raise InvalidInput(str(exc), field="warmup_s") from None
     rows = []
+    scored = {}
     for timeline in timelines:
-        scores = score_timeline(loaded.trace, timeline, days)
+        scores = scored[timeline.profile.name] = score_timeline(
+            loaded.trace, timeline, days
+        )
         rows.append({"profile": timeline.profile.name, **summarise(scores)})
     limits = loaded.memory_limit_bytes
     if (
@@ -432,7 +452,12 @@ def run_replay(
     if hindsight:
         best = score_hindsight(loaded.trace, days)
         rows.append({"profile": "hindsight", **summarise(best)})
-    return ReplayReport(rows=rows, timelines={t.profile.name: t for t in timelines})
+    return ReplayReport(
+        rows=rows,
+        timelines={t.profile.name: t for t in timelines},
+        scores=scored,
+        warmup_s=warmup_s,
+    )
 
 
 def container_series(
@@ -486,13 +511,22 @@ def compare_workloads(
             field="profile",
         )
     a, b = list(report.timelines.values())[:2]
-    days = day_groups(loaded.trace, warmup_s=warmup_s, start_s=a.start_s + a.every_s)
+    # The report's scores when scored after the same warm-up (run_replay's).
+    days = (
+        None
+        if report.warmup_s == warmup_s
+        else day_groups(loaded.trace, warmup_s=warmup_s, start_s=a.start_s + a.every_s)
+    )
     names = [workload_of(c) for c in loaded.trace.container_ids]
     groups = sorted(set(names))
     group_of = np.array([groups.index(n) for n in names], dtype=np.int64)
     per: dict[str, dict[str, Any]] = {g: {"workload": g} for g in groups}
     for label, timeline in (("a", a), ("b", b)):
-        scores = score_timeline(loaded.trace, timeline, days)
+        scores = (
+            report.scores[timeline.profile.name]
+            if days is None
+            else score_timeline(loaded.trace, timeline, days)
+        )
         proposals = updater_proposals(timeline)
         g_of_day = group_of[scores.container]
         for gi, g in enumerate(groups):

@@ -311,3 +311,32 @@ def test_bad_arguments_name_the_argument(data):
             cpu_cores=[0.0],
             memory_bytes=[0.0],
         )
+
+
+def test_profiles_of_one_histogram_read_a_shared_percentile_once(data, monkeypatch):
+    """Replayed together, profiles of the same histograms give what each gives alone,
+    and the percentiles both read (vpa and a larger margin) are read once a moment."""
+    from recommender.engine.histogram import HistogramBatch
+
+    trace = to_trace({k: v for k, v in data.items() if k.endswith(("233", "030"))})
+    vpa = get_profile("vpa")
+    margin = vpa.with_overrides(margin_fraction=0.4, name="margin")
+    other = vpa.with_overrides(memory_target_percentile=0.95, name="p95")
+    alone = [replay(trace, [p], every_s=HOUR)[0] for p in (vpa, margin, other)]
+    reads = []
+    read = HistogramBatch.percentiles
+
+    def counted(self, rows, ps):
+        reads.append(tuple(ps))
+        return read(self, rows, ps)
+
+    monkeypatch.setattr(HistogramBatch, "percentiles", counted)
+    together = replay(trace, [vpa, margin, other], every_s=HOUR)
+
+    for one, both in zip(alone, together, strict=True):
+        assert one.values.keys() == both.values.keys()
+        for key, values in one.values.items():
+            np.testing.assert_array_equal(values, both.values[key])
+    moments = together[0].values["cpu", "target"].shape[0] - 1
+    # CPU read once for all three; memory once for vpa and margin, once for p95.
+    assert len(reads) == 3 * moments

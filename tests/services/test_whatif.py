@@ -121,3 +121,83 @@ def test_bad_input_names_the_field(kwargs: dict, field: str) -> None:
 def test_an_unknown_workload_is_not_found() -> None:
     with pytest.raises(NotFound):
         what_if(workload_id=999999, profile="vpa", now=NOW)
+
+
+@pytest.mark.django_db
+def test_one_workloads_history_reads_only_its_series_and_is_the_namespaces_share(
+    monkeypatch,
+) -> None:
+    from recommender.services import replay as replay_service
+    from recommender.sources.simulated import SimulatedUsageSource
+
+    cluster = Cluster.objects.create(name="sim-read", kind=Cluster.Kind.SIMULATED)
+    snapshot = cluster_adapter_for(cluster, now=NOW).discover()
+    namespace = snapshot.workloads[0].namespace
+    names = sorted({w.name for w in snapshot.workloads if w.namespace == namespace})
+    assert len(names) > 2
+
+    def history(name):
+        return replay_service.load_cluster_history(
+            cluster_name=cluster.name,
+            namespace=namespace,
+            workload=name,
+            days=1.0,
+            now_s=NOW.timestamp(),
+        ).trace
+
+    with monkeypatch.context() as patched:
+        # The namespace's read, filtered by owner, as before.
+        read = replay_service.read_usage
+        patched.setattr(
+            replay_service,
+            "read_usage",
+            lambda source, workloads=None, **kwargs: read(source, **kwargs),
+        )
+        whole = {name: history(name) for name in names}
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the namespace's usage was read for one workload")
+
+    monkeypatch.setattr(SimulatedUsageSource, "fetch_usage", refuse)
+    for name in names:
+        mine, before = history(name), whole[name]
+        assert mine.container_ids == before.container_ids
+        assert mine.series_keys == before.series_keys
+        for field in ("series_index", "timestamp_s", "cpu_cores", "memory_bytes"):
+            np.testing.assert_array_equal(getattr(mine, field), getattr(before, field))
+
+
+@pytest.mark.django_db
+def test_comparing_workloads_reuses_the_replays_scores(monkeypatch) -> None:
+    from dataclasses import replace
+
+    from recommender.services import replay as replay_service
+
+    cluster = Cluster.objects.create(name="sim-scores", kind=Cluster.Kind.SIMULATED)
+    snapshot = cluster_adapter_for(cluster, now=NOW).discover()
+    loaded = replay_service.load_cluster_history(
+        cluster_name=cluster.name,
+        namespace=snapshot.workloads[0].namespace,
+        workload=None,
+        days=1.0,
+        now_s=NOW.timestamp(),
+    )
+    b = get_profile("vpa").with_overrides(margin_fraction=0.4, name="b")
+    report = replay_service.run_replay(loaded, [get_profile("vpa"), b], warmup_s=3600.0)
+    # Scored again (a report without its warm-up): the numbers to match.
+    expected = replay_service.compare_workloads(
+        loaded, replace(report, warmup_s=None), warmup_s=3600.0
+    )
+    scored = []
+    score = replay_service.score_timeline
+    monkeypatch.setattr(
+        replay_service,
+        "score_timeline",
+        lambda *args: scored.append(1) or score(*args),
+    )
+
+    got = replay_service.compare_workloads(loaded, report, warmup_s=3600.0)
+
+    assert not scored
+    assert len(got) > 2
+    assert repr(got) == repr(expected)  # NaN-aware equality

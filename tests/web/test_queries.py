@@ -68,8 +68,9 @@ PAGES = {
     # namespaces' savings (the list's, summed: whether the facts are stored, the sums)
     "/": 23,
     # session, user, role; the rollup, the trend, the cluster names; the header;
-    # the realized savings' changes; the node pools
-    "/rollups/?by=label": 9,
+    # the realized savings' changes; the node pools; whether the stored amounts are
+    # complete
+    "/rollups/?by=label": 10,
     "/workloads/": 11,
     "/workloads/?status=over&sort=savings": 11,
     # the groups' count, the page's groups, their pods, their rejection reasons

@@ -43,7 +43,7 @@ from django.db.models.functions import Coalesce, RowNumber
 
 from recommender.models import Cluster, Container, NamespaceTotals
 from recommender.models.provisioning import no_data_q, pods_billed_sql
-from recommender.services.dashboard import workload_totals
+from recommender.services.dashboard import label_rollups, workload_totals
 from recommender.services.dashboard.provisioning import risk_rules
 
 # Per namespace, the containers without a recommendation kept for the overview's list
@@ -296,6 +296,7 @@ def store(*, cluster: Cluster, now: datetime, namespace: str | None = None) -> i
         workload_totals.store(
             cluster_id=cluster.pk, now=now, namespace=namespace, computed=parts
         )
+        label_rollups.store(cluster_id=cluster.pk, namespace=namespace)
     return len(facts)
 
 

@@ -4,26 +4,26 @@ Goldilocks users expect.
 
 One query: the list's per-workload status and savings
 (``Workload.objects.with_provisioning``, recommender/models/provisioning.py) plus the
-workload's requested and recommended amounts over the same join, all replicas; the
-groups are summed in Python (a row per workload, no row per container).
+workload's requested and recommended amounts, all replicas, both from the rows the
+refresh stores when complete (label_rollups.py); the groups are summed in Python (a
+row per workload, no row per container).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Case, Count, F, FloatField, Q, Sum, Value, When
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Coalesce
 
 from recommender.cluster import label_selector
 from recommender.errors import InvalidInput
-from recommender.models import Container, NodePool, ProvisioningStatus, Workload
-from recommender.models.provisioning import no_data_q, pods_billed_sql
+from recommender.models import NodePool, ProvisioningStatus, Workload
+from recommender.services.dashboard import label_rollups
 from recommender.services.dashboard.overview import Totals
 from recommender.services.dashboard.provisioning import Prices, risk_rules
 from recommender.services.dashboard.realized import realized_savings
@@ -125,59 +125,6 @@ def checked(by: str, key: str = "") -> tuple[str, str]:
     return by, key
 
 
-def _amounts() -> dict[str, Any]:
-    """Per workload: containers, coverage, requested and recommended amounts (all
-    replicas), over the same join as ``Workload.objects.with_provisioning``."""
-    prefix = "containers__"
-    rec = f"{prefix}latest_recommendation__"
-    regular = ~Q(containers__kind=Container.Kind.INIT)
-    replicas = pods_billed_sql("")
-
-    def summed(expr: Any, when: Q | None = None) -> Any:
-        condition = regular if when is None else regular & when
-        return (
-            Coalesce(
-                Sum(
-                    Case(When(condition, then=expr), default=Value(0)),
-                    output_field=FloatField(),
-                ),
-                Value(0.0),
-            )
-            * replicas
-        )
-
-    has_cpu = Q(**{f"{rec}target_cpu_millicores__isnull": False})
-    has_memory = Q(**{f"{rec}target_memory_bytes__isnull": False})
-    request_cpu = Coalesce(F(f"{prefix}request_cpu_millicores"), Value(0))
-    request_memory = Coalesce(F(f"{prefix}request_memory_bytes"), Value(0))
-    return {
-        "n_containers": Count("containers", filter=regular),
-        "n_covered": Count("containers", filter=regular & ~no_data_q(prefix)),
-        "req_cpu": summed(request_cpu),
-        "req_memory": summed(request_memory),
-        "covered_req_cpu": summed(request_cpu, has_cpu),
-        "covered_req_memory": summed(request_memory, has_memory),
-        "rec_cpu": summed(F(f"{rec}target_cpu_millicores"), has_cpu),
-        "rec_memory": summed(F(f"{rec}target_memory_bytes"), has_memory),
-    }
-
-
-AMOUNT_FIELDS = (
-    "status",
-    "savings",
-    "risk",
-    "missing_count",
-    "n_containers",
-    "n_covered",
-    "req_cpu",
-    "req_memory",
-    "covered_req_cpu",
-    "covered_req_memory",
-    "rec_cpu",
-    "rec_memory",
-)
-
-
 def rollup(
     *,
     by: str,
@@ -196,9 +143,11 @@ def rollup(
     workloads = Workload.objects.shown()
     if cluster:
         workloads = workloads.filter(cluster__name=cluster)
-    annotated = workloads.with_provisioning(
-        prices=prices, rules=risk_rules(now)
-    ).annotate(**_amounts())
+    stored = label_rollups.is_stored()
+    rules = risk_rules(now)
+    annotated = label_rollups.with_amounts(
+        workloads, prices=prices, rules=rules, stored=stored
+    )
     if by == "label":
         # Only the label's value leaves the database, not every workload's labels.
         annotated = annotated.annotate(group=KeyTextTransform(key, "labels"))
@@ -208,13 +157,77 @@ def rollup(
         "kind": ("kind",),
         "label": ("group",),
     }[by]
-    rows = annotated.order_by().values_list(*group_fields, "pk", *AMOUNT_FIELDS)
     realized = realized_savings(prices=prices)
+    sums: Iterator[tuple[tuple[Any, ...], dict[str, Any]]]
+    if stored:
+        # Summed by the database, but the few workloads with recent OOM kills: the
+        # count of each one's kills, inlined in every sum of a fact, cost 1 s.
+        sums = itertools.chain(
+            label_rollups.group_sums(
+                annotated, group_fields, ProvisioningStatus.LABELS, rules
+            ),
+            _per_workload(
+                label_rollups.killed_rows(annotated, group_fields, rules),
+                len(group_fields),
+                realized={},
+            ),
+        )
+        # The realized savings of the few workloads with a change, per group.
+        of_group = {
+            pk: group
+            for *group, pk in annotated.filter(pk__in=list(realized))
+            .order_by()
+            .values_list(*group_fields, "pk")
+        }
+    else:
+        sums = _per_workload(
+            annotated.order_by().values_list(*group_fields, *label_rollups.ROW_FIELDS),
+            len(group_fields),
+            realized,
+        )
+        of_group = {}
     groups: dict[tuple[str, str], RollupGroup] = {}
     total = RollupGroup(name="total")
+
+    def group_of(values: Sequence[Any]) -> RollupGroup:
+        name = values[0] if values[0] is not None else NO_LABEL
+        of_cluster = values[1] if by == "namespace" else ""
+        group = groups.get((of_cluster, name))
+        if group is None:
+            group = groups[(of_cluster, name)] = RollupGroup(
+                name=name, cluster=of_cluster
+            )
+        return group
+
+    for values, summed in sums:
+        group = group_of(values)
+        for target in (group, total):
+            for name, amount in summed.items():
+                if name == "statuses":
+                    for status, count in amount.items():
+                        target.statuses[status] = target.statuses.get(status, 0) + count
+                else:
+                    setattr(target, name, getattr(target, name) + amount)
+    for pk, values in of_group.items():
+        for target in (group_of(values), total):
+            target.realized_savings += realized[pk]
+    ordered = sorted(groups.values(), key=lambda g: (-g.savings, g.cluster, g.name))
+    return Rollup(
+        by=by,
+        key=key,
+        cluster=cluster,
+        groups=ordered,
+        total=total,
+        node_pools=node_pools(cluster=cluster),
+    )
+
+
+def _per_workload(
+    rows: Iterable[tuple[Any, ...]], keys: int, realized: dict[int, float]
+) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """Each workload's group values and its sums under ``RollupGroup``'s names, from
+    the rows of ``label_rollups.with_amounts`` computed over every container."""
     for row in rows:
-        name = row[0] if row[0] is not None else NO_LABEL
-        of_cluster = row[1] if by == "namespace" else ""
         (
             pk,
             status,
@@ -229,35 +242,25 @@ def rollup(
             covered_req_memory,
             rec_cpu,
             rec_memory,
-        ) = row[len(group_fields) :]
-        group = groups.get((of_cluster, name))
-        if group is None:
-            group = groups[(of_cluster, name)] = RollupGroup(
-                name=name, cluster=of_cluster
-            )
-        for target in (group, total):
-            target.workloads += 1
-            target.containers += containers
-            target.covered += covered
-            target.requested_cpu_millicores += round(req_cpu or 0)
-            target.requested_memory_bytes += round(req_memory or 0)
-            target.covered_requested_cpu_millicores += round(covered_req_cpu or 0)
-            target.covered_requested_memory_bytes += round(covered_req_memory or 0)
-            target.recommended_cpu_millicores += round(rec_cpu or 0)
-            target.recommended_memory_bytes += round(rec_memory or 0)
-            target.savings += float(savings or 0.0)
-            target.realized_savings += realized.get(pk, 0.0)
-            target.statuses[status] = target.statuses.get(status, 0) + 1
-            # The facts by the list's rule (models/provisioning.py).
-            target.at_risk += bool(risk and risk > 0)
-            target.wasteful += bool(savings and savings > 0)
-            target.missing_requests += bool(missing_count)
-    ordered = sorted(groups.values(), key=lambda g: (-g.savings, g.cluster, g.name))
-    return Rollup(
-        by=by,
-        key=key,
-        cluster=cluster,
-        groups=ordered,
-        total=total,
-        node_pools=node_pools(cluster=cluster),
-    )
+        ) = row[keys:]
+        yield (
+            row[:keys],
+            {
+                "workloads": 1,
+                "containers": containers,
+                "covered": covered,
+                "requested_cpu_millicores": round(req_cpu or 0),
+                "requested_memory_bytes": round(req_memory or 0),
+                "covered_requested_cpu_millicores": round(covered_req_cpu or 0),
+                "covered_requested_memory_bytes": round(covered_req_memory or 0),
+                "recommended_cpu_millicores": round(rec_cpu or 0),
+                "recommended_memory_bytes": round(rec_memory or 0),
+                "savings": float(savings or 0.0),
+                "realized_savings": realized.get(pk, 0.0),
+                "statuses": {status: 1},
+                # The facts by the list's rule (models/provisioning.py).
+                "at_risk": int(bool(risk and risk > 0)),
+                "wasteful": int(bool(savings and savings > 0)),
+                "missing_requests": int(bool(missing_count)),
+            },
+        )

@@ -19,11 +19,12 @@ before.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db import models
 from django.db.models import Max
 
 from recommender.models import (
@@ -108,40 +109,60 @@ def store(
             cluster_ids=[cluster_id], rules=risk_rules(now), namespace=namespace
         )
     values = {pk: parts.values for pk, parts in computed.items()}
-    stored = WorkloadTotals.objects.filter(workload__cluster_id=cluster_id)
+    changed, gone = write_changed(
+        WorkloadTotals,
+        cluster_id=cluster_id,
+        namespace=namespace,
+        columns=COLUMNS,
+        values=values,
+    )
+    logger.info(
+        "cluster %s namespace %s: %d of %d workload totals rewritten, %d deleted",
+        cluster_id,
+        namespace,
+        changed,
+        len(values),
+        gone,
+    )
+    return changed + gone
+
+
+def write_changed(
+    model: type[models.Model],
+    *,
+    cluster_id: int,
+    namespace: str | None,
+    columns: Sequence[str],
+    values: Mapping[int, tuple[Any, ...]],
+) -> tuple[int, int]:
+    """Make ``model``'s rows (one per workload, keyed ``workload``) of
+    ``cluster_id``'s workloads (only ``namespace``'s when given) hold ``values``
+    (workload pk -> ``columns``' values), writing only the rows that differ; returns
+    how many rows were written and how many deleted."""
+    stored = model._default_manager.filter(workload__cluster_id=cluster_id)
     if namespace is not None:
         stored = stored.filter(workload__namespace=namespace)
     existing = {
-        pk: tuple(row) for pk, *row in stored.values_list("workload_id", *COLUMNS)
+        pk: tuple(row) for pk, *row in stored.values_list("workload_id", *columns)
     }
     changed = [pk for pk, row in values.items() if existing.get(pk) != row]
     # Rows of a workload no longer in the scope: none, as rows go with their
     # workload, whose cluster and namespace never change.
     gone = [pk for pk in existing if pk not in values]
     for start in range(0, len(gone), BATCH):
-        WorkloadTotals.objects.filter(pk__in=gone[start : start + BATCH]).delete()
+        model._default_manager.filter(pk__in=gone[start : start + BATCH]).delete()
     # New and changed rows in one upsert per batch.
-    WorkloadTotals.objects.bulk_create(
+    model._default_manager.bulk_create(
         [
-            WorkloadTotals(
-                workload_id=pk, **dict(zip(COLUMNS, values[pk], strict=True))
-            )
+            model(workload_id=pk, **dict(zip(columns, values[pk], strict=True)))
             for pk in changed
         ],
         batch_size=BATCH,
         update_conflicts=True,
         unique_fields=["workload"],
-        update_fields=list(COLUMNS),
+        update_fields=list(columns),
     )
-    logger.info(
-        "cluster %s namespace %s: %d of %d workload totals rewritten, %d deleted",
-        cluster_id,
-        namespace,
-        len(changed),
-        len(values),
-        len(gone),
-    )
-    return len(changed) + len(gone)
+    return len(changed), len(gone)
 
 
 def is_complete() -> bool:
