@@ -249,6 +249,9 @@ CHECKPOINTS_TIMEOUT_S = env_float("VPAWEB_CHECKPOINTS_TIMEOUT_S", 10.0, minimum=
 FIRST_CONTACT_CHUNK_CONTAINERS = env_int(
     "VPAWEB_FIRST_CONTACT_CHUNK_CONTAINERS", 500, minimum=0
 )
+# With a broker, a whole-cluster refresh leaves the first contact of new workloads to
+# one task per namespace, which the Celery workers share; docs/refresh.md.
+FIRST_CONTACT_BY_SHARD = env_bool("VPAWEB_FIRST_CONTACT_BY_SHARD", True)
 
 # --- The updater (docs/updater.md) ---------------------------------------------------
 # How often each cluster's updater proposes, applies and verifies resize changes.

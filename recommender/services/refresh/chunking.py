@@ -14,16 +14,57 @@ unchunked ones exactly (``tests/services/test_refresh_chunks.py``). Only sources
 can read the usage of chosen workloads (``fetch_workload_usage``: the simulated one)
 are read in chunks; for the others a chunk would read the whole namespace again, so
 their first contact stays one window.
+
+With a broker, a whole-cluster refresh leaves its first contacts to one task per
+namespace (``first_contact_by_shard``, ``defer_first_contact``; ``tasks.py`` queues
+them), so the Celery workers share them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from recommender.models import Checkpoint, Container
 from recommender.services.refresh.discovery import Discovery
+
+# The namespaces whose first contact the running whole-cluster refresh left to shard
+# tasks (None: it does them itself).
+_DEFERRED: ContextVar[set[str] | None] = ContextVar(
+    "first_contact_deferred", default=None
+)
+
+
+@contextlib.contextmanager
+def first_contact_by_shard() -> Iterator[set[str]]:
+    """Within the block, a whole-cluster refresh ingests only the workloads it met
+    before; the namespaces of the others (met for the first time) are added to the
+    set yielded, for the caller to refresh as shards, one task each."""
+    namespaces: set[str] = set()
+    token = _DEFERRED.set(namespaces)
+    try:
+        yield namespaces
+    finally:
+        _DEFERRED.reset(token)
+
+
+def defer_first_contact(discovery: Discovery) -> Discovery:
+    """``discovery`` without its workloads met for the first time, when a
+    whole-cluster refresh runs in ``first_contact_by_shard``; their namespaces go to
+    its set (counted as ``first_contact_shards``). Else ``discovery`` itself."""
+    deferred = _DEFERRED.get()
+    if deferred is None or discovery.namespace is not None:
+        return discovery
+    fresh = fresh_workloads(discovery)
+    if not fresh:
+        return discovery
+    namespaces = {key[0] for key, w in discovery.workload_by_key.items() if w in fresh}
+    deferred.update(namespaces)
+    discovery.counts["first_contact_shards"] = len(namespaces)
+    return restrict(discovery, [w for w in discovery.spec_names if w not in fresh])
 
 
 def can_select_workloads(source: object) -> bool:

@@ -179,6 +179,9 @@ def ingest_fleet(
     """
     if chunk_containers is None:
         chunk_containers = int(settings.FIRST_CONTACT_CHUNK_CONTAINERS)
+    if fresh_only:
+        # With a broker, first contacts may go to shard tasks (chunking.py).
+        discovery = chunking.defer_first_contact(discovery)
     parts: list[list[int]] = []
     if chunk_containers > 0 and chunking.can_select_workloads(source):
         chosen = (
