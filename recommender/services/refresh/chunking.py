@@ -15,7 +15,9 @@ can read the usage of chosen workloads (``fetch_workload_usage``: the simulated 
 are read in chunks; for the others a chunk would read the whole namespace again, so
 their first contact stays one window.
 
-With a broker, a whole-cluster refresh leaves its first contacts to one task per
+The steady window of a large whole-cluster pass is cut by namespace too
+(``steady_windows``): its working set is that of the largest namespace, not of the
+fleet. With a broker, a whole-cluster refresh leaves its first contacts to one task per
 namespace (``first_contact_by_shard``, ``defer_first_contact``; ``tasks.py`` queues
 them), so the Celery workers share them.
 """
@@ -27,6 +29,8 @@ import dataclasses
 from collections.abc import Collection, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
+
+from django.conf import settings
 
 from recommender.models import Checkpoint, Container
 from recommender.services.refresh.discovery import Discovery
@@ -67,6 +71,60 @@ def defer_first_contact(discovery: Discovery) -> Discovery:
     return restrict(discovery, [w for w in discovery.spec_names if w not in fresh])
 
 
+def steady_windows(
+    discovery: Discovery,
+    workload_ids: Sequence[int],
+    limit: int | None = None,
+) -> list[Discovery]:
+    """The windows that ingest ``workload_ids`` of ``discovery``: ``discovery`` itself
+    (or restricted to them) when it is a shard or they hold at most ``limit``
+    containers, else one window per namespace of at least ``limit // 4`` containers
+    (a shard's view of it: the source reads that namespace) and one for the rest.
+    A workload is never split. ``limit``: VPAWEB_STEADY_WINDOW_CONTAINERS."""
+    limit = int(settings.STEADY_WINDOW_CONTAINERS) if limit is None else limit
+    whole = (
+        [discovery]
+        if len(workload_ids) == len(discovery.spec_names)
+        else [restrict(discovery, workload_ids)]
+    )
+    if discovery.namespace is not None or limit <= 0:
+        return whole
+    namespace_of = {w: key[0] for key, w in discovery.workload_by_key.items()}
+    by_namespace: dict[str, list[int]] = {}
+    sizes: dict[str, int] = {}
+    for workload_id in workload_ids:
+        namespace = namespace_of[workload_id]
+        by_namespace.setdefault(namespace, []).append(workload_id)
+        sizes[namespace] = sizes.get(namespace, 0) + _containers(discovery, workload_id)
+    if sum(sizes.values()) <= limit:
+        return whole
+    large = sorted(ns for ns, size in sizes.items() if size >= limit // 4)
+    windows = [
+        dataclasses.replace(
+            discovery,
+            namespace=namespace,
+            spec_names={w: discovery.spec_names[w] for w in by_namespace[namespace]},
+            chunk_keys=None,
+        )
+        for namespace in large
+    ]
+    rest = [
+        w for ns, ids in sorted(by_namespace.items()) if ns not in large for w in ids
+    ]
+    if rest:
+        windows.append(restrict(discovery, rest))
+    return windows
+
+
+def _containers(discovery: Discovery, workload_id: int) -> int:
+    """The workload's non-init containers (engine rows)."""
+    return sum(
+        1
+        for _name, kind in discovery.spec_names.get(workload_id, ())
+        if kind != Container.Kind.INIT
+    )
+
+
 def can_select_workloads(source: object) -> bool:
     """True when the source reads the usage of chosen workloads only."""
     return callable(getattr(source, "fetch_workload_usage", None))
@@ -94,11 +152,7 @@ def plan(
     current: list[int] = []
     size = 0
     for workload_id in sorted(workload_ids):
-        count = sum(
-            1
-            for _name, kind in discovery.spec_names.get(workload_id, ())
-            if kind != Container.Kind.INIT
-        )
+        count = _containers(discovery, workload_id)
         if current and size + count > chunk_containers:
             chunks.append(current)
             current, size = [], 0

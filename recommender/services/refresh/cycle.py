@@ -191,25 +191,34 @@ def ingest_fleet(
         )
         parts = chunking.plan(discovery, chosen, chunk_containers)
     if len(parts) <= 1:
-        return ingest_window(discovery=discovery, source=source, run=run, **window)
+        parts = []
     in_parts = {w for part in parts for w in part}
     rest = [w for w in discovery.spec_names if w not in in_parts]
+    # A large cluster's steady workloads in windows by namespace (chunking.py).
+    steady = chunking.steady_windows(discovery, rest) if rest else []
+    if not parts and len(steady) == 1:
+        return ingest_window(discovery=steady[0], source=source, run=run, **window)
+    windows = steady + [chunking.restrict(discovery, part) for part in parts]
     total: dict[str, Any] = {}
-    for number, part in enumerate(([rest] if rest else []) + parts):
-        counts = ingest_window(
-            discovery=chunking.restrict(discovery, part),
-            source=source,
-            # A first contact's chunks keep no engine rows: its memory stays that of
-            # one chunk (the next cycle decodes them once).
-            keep_state=bool(rest) and number == 0,
-            **window,
-        )
-        chunking.add_counts(total, counts)
-        if run is not None:
-            RefreshRun.objects.filter(pk=run.pk).update(
-                progress=(number + 1) / (len(parts) + bool(rest))
+    with warm_state.one_pass((discovery.cluster.pk, discovery.namespace)):
+        for number, part in enumerate(windows):
+            counts = ingest_window(
+                discovery=part,
+                source=source,
+                # A first contact's chunks keep no engine rows: its memory stays
+                # that of one chunk (the next cycle decodes them once).
+                keep_state=number < len(steady),
+                **window,
             )
-    total["first_contact_chunks"] = len(parts)
+            chunking.add_counts(total, counts)
+            if run is not None:
+                RefreshRun.objects.filter(pk=run.pk).update(
+                    progress=(number + 1) / len(windows)
+                )
+    if parts:
+        total["first_contact_chunks"] = len(parts)
+    if len(steady) > 1:
+        total["steady_windows"] = len(steady)
     return total
 
 
