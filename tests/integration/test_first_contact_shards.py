@@ -5,7 +5,6 @@ one process's serial first contact."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime
 
 import pytest
@@ -21,9 +20,7 @@ from tests.integration.test_refresh_worker import (
     state_of,
 )
 from tests.integration.workers import (
-    require_postgres_and_redis,
-    start_worker,
-    stop_worker,
+    two_workers_on_one_queue,
 )
 
 pytestmark = pytest.mark.integration
@@ -40,17 +37,8 @@ ENV = {
 def two_workers(transactional_db):
     """Two worker processes consuming one private queue (also their default queue,
     where the whole-cluster refresh queues its shards)."""
-    require_postgres_and_redis()
-    queue = f"vpaweb-test-{uuid.uuid4().hex[:8]}"
-    processes = [
-        start_worker(queue, env=ENV, hostname=f"{uuid.uuid4().hex[:8]}@%h")
-        for _ in range(2)
-    ]
-    try:
+    with two_workers_on_one_queue(ENV) as queue:
         yield queue
-    finally:
-        for process in processes:
-            stop_worker(process)
 
 
 def test_first_contact_runs_as_shards_on_two_workers_and_equals_the_serial_one(

@@ -25,6 +25,7 @@ from tests.integration.workers import (
     require_postgres_and_redis,
     start_worker,
     stop_worker,
+    two_workers_on_one_queue,
 )
 
 pytestmark = pytest.mark.integration
@@ -60,17 +61,8 @@ def worker(transactional_db):
 @pytest.fixture
 def two_workers(transactional_db):
     """Two worker processes consuming one private queue: tasks run side by side."""
-    require_postgres_and_redis()
-    queue = f"vpaweb-test-{uuid.uuid4().hex[:8]}"
-    processes = [
-        start_worker(queue, env=ENV, hostname=f"{uuid.uuid4().hex[:8]}@%h")
-        for _ in range(2)
-    ]
-    try:
+    with two_workers_on_one_queue(ENV) as queue:
         yield queue
-    finally:
-        for process in processes:
-            stop_worker(process)
 
 
 def test_a_worker_runs_the_refresh_task_and_rows_appear(worker, settings):

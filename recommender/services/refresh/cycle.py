@@ -196,8 +196,14 @@ def ingest_fleet(
     rest = [w for w in discovery.spec_names if w not in in_parts]
     # A large cluster's steady workloads in windows by namespace (chunking.py).
     steady = chunking.steady_windows(discovery, rest) if rest else []
-    if not parts and len(steady) == 1:
-        return ingest_window(discovery=steady[0], source=source, run=run, **window)
+    if not parts and len(steady) <= 1:
+        # One window (an empty one still counts zeros and stores the kills).
+        return ingest_window(
+            discovery=steady[0] if steady else discovery,
+            source=source,
+            run=run,
+            **window,
+        )
     windows = steady + [chunking.restrict(discovery, part) for part in parts]
     total: dict[str, Any] = {}
     with warm_state.one_pass((discovery.cluster.pk, discovery.namespace)):
