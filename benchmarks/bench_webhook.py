@@ -15,6 +15,14 @@ of tests/fixtures/k8s-wire/, each time with a new uid and owned by a random work
 Prints p50/p99/max of the round trip (send to full answer), the errors (anything but a
 200 AdmissionReview echoing the uid and allowing the pod), and the server's own counts
 of patched / left alone / failed open. Target: p99 <= 10 ms, zero errors.
+
+BENCH_REFRESH_WORKLOADS=N (PostgreSQL and REDIS_URL, as deployed) also runs refresh
+cycles of a simulated cluster of N workloads (about 1.5 N containers) in a background
+process for the whole load, one after the other (first contact before the load
+starts): the webhook then shares the machine with a refresh, and each cycle tells it to
+reload its cache, as a deployed refresh does. The server's cache reloads during the
+load (count, time) are printed too. BENCH_WEBHOOK_PROCESSES=N serves with N processes
+on one port (SO_REUSEPORT, as ``webhook serve --processes N``).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import multiprocessing
 import os
 import queue
 import random
+import socket
 import ssl
 import statistics
 import tempfile
@@ -146,12 +155,15 @@ def _seed(workload_count: int) -> list[tuple[str, str, str]]:
     return [(w.namespace, w.kind, w.name) for w in workloads]
 
 
-def _serve(cert: str, key: str, ready: Any, stop: Any, timings: Any) -> None:
+def _serve(
+    cert: str, key: str, ready: Any, stop: Any, timings: Any, port: int = 0
+) -> None:
     """The server process: ``webhook serve`` without the command-line wrapper; puts
-    the time spent in ``WebhookApp.handle`` per request (ms) on ``timings`` at the
-    end."""
+    the time spent in ``WebhookApp.handle`` per request (ms) and the cache reloads'
+    seconds on ``timings`` at the end."""
     from django.conf import settings
 
+    from recommender.services.admission.snapshot import SnapshotHolder
     from recommender.webhook import (
         WebhookApp,
         start_webhook_server,
@@ -159,7 +171,18 @@ def _serve(cert: str, key: str, ready: Any, stop: Any, timings: Any) -> None:
     )
 
     spent: list[float] = []
+    reloads: list[float] = []
     handle = WebhookApp.handle
+    refresh = SnapshotHolder.refresh
+
+    def timed_refresh(self: SnapshotHolder) -> Any:
+        began = time.perf_counter()
+        try:
+            return refresh(self)
+        finally:
+            reloads.append(time.perf_counter() - began)
+
+    SnapshotHolder.refresh = timed_refresh  # type: ignore[method-assign]
 
     def timed(self: WebhookApp, **kwargs: Any) -> Any:
         began = time.perf_counter()
@@ -172,16 +195,54 @@ def _serve(cert: str, key: str, ready: Any, stop: Any, timings: Any) -> None:
 
     server, stop_event, threads = start_webhook_server(
         host="127.0.0.1",
-        port=0,
+        port=port,
         cert=Path(cert),
         key=Path(key),
         default_cluster="bench",
         deadline_s=settings.WEBHOOK_DEADLINE_S,
+        reuse_port=bool(port),
     )
+    reloads.clear()  # the first load, before the first request
     ready.put(server.server_address[1])
     stop.wait()
     stop_webhook_server(server, stop_event, threads)
-    timings.put(spent)
+    timings.put((spent, reloads))
+
+
+def _refresh_loop(workloads: int, ready: Any, stop: Any, done: Any) -> None:
+    """The background refresh: a simulated cluster's first contact (1 h of history),
+    then steady cycles a simulated minute apart until ``stop``; puts the cycles'
+    seconds on ``done``."""
+    from datetime import UTC, datetime, timedelta
+
+    from django.conf import settings
+    from django.db import connections
+
+    from recommender.models import Cluster
+    from recommender.services.refresh.cycle import refresh_cluster
+
+    connections.close_all()  # the parent's, inherited by fork
+    settings.SIMULATION_WORKLOADS = workloads
+    settings.SIMULATION_HISTORY_DAYS = 1 / 24
+    cluster = Cluster.objects.create(name="bench-refresh", kind="simulated")
+    now = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+    refresh_cluster(cluster_id=cluster.pk, now=now)
+    ready.put(True)
+    cycles = []
+    while not stop.is_set():
+        now += timedelta(minutes=1)
+        began = time.perf_counter()
+        refresh_cluster(cluster_id=cluster.pk, now=now)
+        cycles.append(time.perf_counter() - began)
+    done.put(cycles)
+
+
+def _free_port() -> int:
+    """A port free now, for server processes that share it (SO_REUSEPORT)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def _bodies(keys: list[tuple[str, str, str]], count: int) -> list[tuple[str, bytes]]:
@@ -297,23 +358,56 @@ def main() -> None:
     bodies = _bodies(keys, int(rate * seconds))
     connections.close_all()  # the server process opens its own
     mp = multiprocessing.get_context("fork")
+    refresh_workloads = int(os.environ.get("BENCH_REFRESH_WORKLOADS", "0"))
+    refresher = None
+    refreshed, refresh_stop, cycles = mp.Queue(), mp.Event(), mp.Queue()
+    if refresh_workloads:
+        refresher = mp.Process(
+            target=_refresh_loop,
+            args=(refresh_workloads, refreshed, refresh_stop, cycles),
+        )
+        refresher.start()
+        refreshed.get(timeout=1800)  # its first contact is over
     ready, stop, timings = mp.Queue(), mp.Event(), mp.Queue()
-    server = mp.Process(
-        target=_serve, args=(str(certs.cert), str(certs.key), ready, stop, timings)
-    )
-    server.start()
+    # BENCH_WEBHOOK_PROCESSES server processes on one port (SO_REUSEPORT).
+    processes = int(os.environ.get("BENCH_WEBHOOK_PROCESSES", "1"))
+    shared_port = _free_port() if processes > 1 else 0
+    servers = [
+        mp.Process(
+            target=_serve,
+            args=(str(certs.cert), str(certs.key), ready, stop, timings, shared_port),
+        )
+        for _ in range(processes)
+    ]
+    for server in servers:
+        server.start()
     try:
-        port = ready.get(timeout=120)
+        ports = [ready.get(timeout=300) for _ in servers]  # every one is ready
+        port = ports[0]
+        load_before = os.getloadavg()
         latencies, errors, patched, lag_ms = _load(
             port, str(certs.ca_cert), bodies, rate
         )
     finally:
         stop.set()
-        spent = sorted(timings.get(timeout=60))
-        server.join(timeout=30)
+        refresh_stop.set()
+        spent_ms: list[float] = []
+        reloads: list[float] = []
+        for _ in servers:
+            one_spent, one_reloads = timings.get(timeout=60)
+            spent_ms += one_spent
+            reloads += one_reloads
+        spent = sorted(spent_ms)
+        for server in servers:
+            server.join(timeout=30)
+        refresh_s = cycles.get(timeout=600) if refresher is not None else []
+        if refresher is not None:
+            refresher.join(timeout=30)
     totals = {
         row["outcome"]: row["n"]
-        for row in AdmissionCount.objects.values("outcome").annotate(n=Sum("count"))
+        for row in AdmissionCount.objects.filter(cluster_name="bench")
+        .values("outcome")
+        .annotate(n=Sum("count"))
     }
     latencies.sort()
     p50 = statistics.median(latencies) if latencies else float("nan")
@@ -321,7 +415,7 @@ def main() -> None:
     worst = latencies[-1] if latencies else float("nan")
     print(
         f"{len(bodies)} reviews at {rate:g}/s over {CONNECTIONS} HTTPS keep-alive "
-        f"connections, {workload_count} workloads"
+        f"connections, {workload_count} workloads, {processes} server process(es)"
     )
     print(f"round trip ms: p50 {p50:.2f}  p99 {p99:.2f}  max {worst:.2f}")
     print(
@@ -331,8 +425,21 @@ def main() -> None:
     )
     load = os.getloadavg()
     print(
-        f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f} "
-        "(1 / 5 min): other processes share the cores"
+        f"machine: {os.cpu_count()} CPUs, load average {load_before[0]:.1f} at the "
+        f"start, {load[0]:.1f} / {load[1]:.1f} (1 / 5 min) at the end: other "
+        "processes share the cores"
+    )
+    if refresher is not None:
+        print(
+            f"refresh beside it: {refresh_workloads} simulated workloads, "
+            f"{len(refresh_s)} cycles, "
+            + ", ".join(f"{c:.1f}" for c in refresh_s)
+            + " s"
+        )
+    print(
+        f"webhook cache reloads during the load: {len(reloads)}, "
+        + ", ".join(f"{r * 1000:.0f}" for r in reloads)
+        + " ms"
     )
     print(
         f"errors {errors}; server counts: patched {totals.get('patched', 0)}, "

@@ -22,12 +22,14 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
+from kombu.exceptions import OperationalError as KombuError
 from kombu.utils.json import dumps, loads
+from redis.exceptions import RedisError
 
 from recommender.errors import InvalidInput, NotFound, SourceUnavailable
 from recommender.models import Cluster, Workload
-from recommender.services import retention, runs
-from recommender.services.refresh import cycle, expiry
+from recommender.services import retention, runs, whatif_jobs
+from recommender.services.refresh import chunking, cycle, expiry
 
 logger = logging.getLogger(__name__)
 
@@ -103,8 +105,16 @@ def refresh_cluster(
     is_retrying = False
     # In-process (eager), the claim ends with its caller: there is nothing to outlive.
     holding = nullcontext() if self.request.is_eager else _held_claim(key)
+    # On a worker, a whole-cluster refresh leaves its first contacts to shard tasks.
+    by_shard = (
+        chunking.first_contact_by_shard()
+        if not self.request.is_eager
+        and namespace is None
+        and settings.FIRST_CONTACT_BY_SHARD
+        else nullcontext(set[str]())
+    )
     try:
-        with holding:
+        with holding, by_shard as fresh_namespaces:
             run = cycle.refresh_cluster(
                 cluster_id=cluster_id, now=_parse_now(now), namespace=namespace
             )
@@ -123,7 +133,40 @@ def refresh_cluster(
     finally:
         if not is_retrying:
             cache.delete(key)
-    return {"run_id": run.pk, "status": run.status, "counts": run.counts}
+    return {
+        "run_id": run.pk,
+        "status": run.status,
+        "counts": run.counts,
+        "worker": self.request.hostname,
+        "first_contact_shards": _queue_first_contact(
+            cluster_id, now, sorted(fresh_namespaces)
+        ),
+    }
+
+
+def _queue_first_contact(
+    cluster_id: int, now: str | None, namespaces: list[str]
+) -> list[list[str]]:
+    """Queue the refresh of each namespace whose first contact a whole-cluster refresh
+    left to the workers (``chunking.first_contact_by_shard``); [namespace, task id]
+    of each queued.
+
+    Each holds its shard's claim as a fan-out's shard does, so the next fan-out skips
+    it while it is queued or running; one whose worker died is taken again by the
+    first fan-out after its claim lapsed (its committed chunks stay: it goes on with
+    the containers still without a watermark).
+    """
+    queued = []
+    for namespace in namespaces:
+        if not cache.add(
+            _claim_key(cluster_id, namespace),
+            1,
+            timeout=settings.CELERY_TASK_TIME_LIMIT,
+        ):
+            continue  # queued or running already
+        task = refresh_cluster.delay(cluster_id, now, namespace)
+        queued.append([namespace, task.id])
+    return queued
 
 
 @contextmanager
@@ -299,6 +342,21 @@ def compare_namespace(
     return {"token": token}
 
 
+def start_what_if(params: dict[str, Any], *, who: str, now: datetime) -> str:
+    """Queue a what-if (``params``: ``what_if``'s keyword arguments but ``now``) on
+    the heavy queue, or follow an identical one: its token. Throttled past ``who``'s
+    budgets; SourceUnavailable while the cache or the broker is away (a job that could
+    not be queued is not followed by identical requests and holds no slot)."""
+    admitted = whatif_jobs.admit(params, who=who)
+    if admitted.is_new:
+        try:
+            what_if.delay(admitted.token, params, now=now.isoformat(), who=who)
+        except (KombuError, RedisError) as exc:
+            whatif_jobs.release(params=params, who=who)
+            raise whatif_jobs.away(exc) from None
+    return admitted.token
+
+
 @shared_task(bind=True, base=JsonTask, name="recommender.tasks.what_if")
 def what_if(
     self: JsonTask,
@@ -310,7 +368,5 @@ def what_if(
     """A what-if past the synchronous budget, on the heavy queue; its state and answer
     go to the cache under ``token`` (services/whatif_jobs.py); ``who``'s job slot is
     given back."""
-    from recommender.services.whatif_jobs import run_stored
-
-    run_stored(token, params, now=_parse_now(now), who=who)
+    whatif_jobs.run_stored(token, params, now=_parse_now(now), who=who)
     return {"token": token}

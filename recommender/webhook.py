@@ -340,10 +340,18 @@ class WebhookServer(ThreadingHTTPServer):
     allow_reuse_address = True
 
     def __init__(
-        self, address: tuple[str, int], *, app: WebhookApp, certs: CertificateFiles
+        self,
+        address: tuple[str, int],
+        *,
+        app: WebhookApp,
+        certs: CertificateFiles,
+        reuse_port: bool = False,
     ) -> None:
         self.app = app
         self.certs = certs
+        # SO_REUSEPORT: several processes listen on one port, the kernel spreads the
+        # connections over them (``webhook serve --processes``).
+        self.allow_reuse_port = reuse_port
         super().__init__(address, _Handler)
 
     def get_request(self) -> tuple[socket, Any]:
@@ -397,11 +405,13 @@ def start_webhook_server(
     default_cluster: str,
     deadline_s: float,
     clusters: Sequence[str] = (),
+    reuse_port: bool = False,
 ) -> tuple[WebhookServer, threading.Event, list[threading.Thread]]:
     """Start serving in daemon threads; returns the server, a stop event, the threads.
 
     ``/mutate`` answers for ``default_cluster``, ``/mutate/<name>`` for it and each of
-    ``clusters``. Their caches are loaded before the first request is accepted.
+    ``clusters``. Their caches are loaded before the first request is accepted. With
+    ``reuse_port``, other processes may listen on the same port (SO_REUSEPORT).
     """
     app = WebhookApp(
         default_cluster=default_cluster, deadline_s=deadline_s, clusters=clusters
@@ -416,7 +426,12 @@ def start_webhook_server(
     # millisecond instead of every 5 ms, so a queued request is not held behind one
     # that is parsing a body.
     sys.setswitchinterval(0.001)
-    server = WebhookServer((host, port), app=app, certs=CertificateFiles(cert, key))
+    server = WebhookServer(
+        (host, port),
+        app=app,
+        certs=CertificateFiles(cert, key),
+        reuse_port=reuse_port,
+    )
     stop = threading.Event()
     threads = [
         run_background(app, stop),

@@ -514,3 +514,87 @@ def test_webhook_metrics_count_each_decision_and_need_the_token(
 def test_fail_open_reasons_map_to_a_fixed_label_set(reason, kind):
     assert counters.fail_open_reason(reason) == kind
     assert kind in counters.FAIL_OPEN_REASONS
+
+
+def test_serve_with_two_processes_shares_the_port_and_stops_both(certs, tmp_path):
+    """``webhook serve --processes 2``: two processes listen on one port
+    (SO_REUSEPORT), every connection is answered, and SIGTERM to the parent stops
+    both."""
+    import signal
+    import subprocess
+    import sys
+
+    from django.db import connection
+
+    from tests.conftest import service_missing
+
+    if connection.vendor != "postgresql":
+        service_missing("PostgreSQL (DATABASE_URL): the server processes share it")
+    cluster = Cluster.objects.create(name="wire", kind="simulated")
+    workload_with(cluster, "hooked", "wire-hook", {"app": (250, 300 * MI)})
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    db = connection.settings_dict
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/"
+        f"{db['NAME']}",
+    }
+    root = Path(__file__).resolve().parents[1]
+    parent = subprocess.Popen(
+        [
+            *(sys.executable, "manage.py", "webhook", "serve", "--host", "127.0.0.1"),
+            *("--port", str(port), "--processes", "2", "--cluster", "wire"),
+            *("--cert", str(certs.cert), "--key", str(certs.key)),
+        ],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        children_file = Path(f"/proc/{parent.pid}/task/{parent.pid}/children")
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    pass
+                children = children_file.read_text().split()
+                if children and len(listening(port)) == 2:
+                    break
+            except OSError:
+                pass
+            assert parent.poll() is None, parent.stdout.read().decode()
+            assert time.monotonic() < deadline, "the servers did not start"
+            time.sleep(0.2)
+        (child,) = children
+        body = json.dumps(recorded("a-replicaset-pod")).encode()
+        for _ in range(20):  # new connections: the kernel spreads them
+            conn = http.client.HTTPSConnection(
+                "localhost",
+                port,
+                context=ssl.create_default_context(cafile=str(certs.ca_cert)),
+                timeout=10,
+            )
+            status, answer = post(conn, body)
+            conn.close()
+            assert status == 200 and answer["response"]["allowed"] is True
+    finally:
+        parent.send_signal(signal.SIGTERM)
+        parent.wait(timeout=30)
+    assert parent.returncode == 0
+    assert (
+        not Path(f"/proc/{child}").exists()
+        or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+    )
+
+
+def listening(port: int) -> list[str]:
+    """The listening TCP sockets on ``port`` (from /proc/net/tcp)."""
+    rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return [
+        row
+        for row in rows
+        if int(row.split()[1].split(":")[1], 16) == port and row.split()[3] == "0A"
+    ]

@@ -261,6 +261,14 @@ LATE_SAMPLES_S = env_int("VPAWEB_LATE_SAMPLES_S", 0, minimum=0)
 FIRST_CONTACT_CHUNK_CONTAINERS = env_int(
     "VPAWEB_FIRST_CONTACT_CHUNK_CONTAINERS", 500, minimum=0
 )
+# A whole-cluster pass over more containers than this ingests its steady workloads in
+# windows by namespace (a namespace of a quarter of it or more alone, the smaller ones
+# together), so its working set is not the fleet's; docs/refresh.md, "Memory of a
+# worker". 0: one window.
+STEADY_WINDOW_CONTAINERS = env_int("VPAWEB_STEADY_WINDOW_CONTAINERS", 10000, minimum=0)
+# With a broker, a whole-cluster refresh leaves the first contact of new workloads to
+# one task per namespace, which the Celery workers share; docs/refresh.md.
+FIRST_CONTACT_BY_SHARD = env_bool("VPAWEB_FIRST_CONTACT_BY_SHARD", True)
 
 # --- The updater (docs/updater.md) ---------------------------------------------------
 # How often each cluster's updater proposes, applies and verifies resize changes.

@@ -19,6 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from recommender import tasks
 from recommender.api.auth import CanRead, requester_of
 from recommender.api.errors import error_body
 from recommender.api.fields import ClosedSerializer
@@ -168,7 +169,7 @@ class WhatIfView(WorkloadLookupMixin, APIView):
             "overrides": data.get("profile_overrides"),
             "days": data.get("days"),
         }
-        token = whatif_jobs.start(params, who=who, now=timezone.now())
+        token = tasks.start_what_if(params, who=who, now=timezone.now())
         return _job_answer(token, {"state": "queued"})
 
 

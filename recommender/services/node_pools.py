@@ -42,7 +42,7 @@ from recommender.services.refresh.node_prices import (
     node_price,
     opencost_nodes,
 )
-from recommender.sources.prometheus import PrometheusSource
+from recommender.sources.base import UsageSource
 
 GIB = 2**30
 # (namespace, pod) -> container -> targets (cpu millicores, memory bytes); None: none
@@ -68,11 +68,11 @@ def pool_labels() -> tuple[str, ...]:
 
 
 def node_inventory(
-    *, adapter: object, source: object, snapshot: ClusterSnapshot, at_s: float
+    *, adapter: object, source: UsageSource, snapshot: ClusterSnapshot, at_s: float
 ) -> NodeInventory | None:
     """The cluster's nodes and pods: KSM's series, the simulation's layout, or
     None (no source of nodes)."""
-    if isinstance(source, PrometheusSource):
+    if source.reads_cluster_series:
         samples = source.instant_samples(KSM_METRICS, at_s=at_s)
         return inventory_from_ksm(samples, pool_labels=pool_labels())
     if isinstance(adapter, SimulatedCluster):
@@ -172,7 +172,7 @@ def recommended_requests(pod_owner: Mapping[tuple[str, str], int]) -> Requests:
 
 
 def _pool_prices(
-    inventory: NodeInventory, *, source: object, at_s: float
+    inventory: NodeInventory, *, source: UsageSource, at_s: float
 ) -> dict[str, tuple[float, str]]:
     """Each pool's mean monthly price of a node, and the source that priced most
     of its nodes (services/refresh/node_prices.py)."""
@@ -202,7 +202,7 @@ def store_node_pools(
     cluster: Cluster,
     *,
     adapter: object,
-    source: object,
+    source: UsageSource,
     snapshot: ClusterSnapshot,
     pod_owner: Mapping[tuple[str, str], int],
     now: datetime,

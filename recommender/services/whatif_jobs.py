@@ -19,7 +19,6 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from kombu.exceptions import OperationalError as KombuError
 from redis.exceptions import RedisError
 
 from recommender import errors
@@ -69,31 +68,28 @@ def stored(token: str) -> dict[str, Any] | None:
     return found
 
 
-def start(params: dict[str, Any], *, who: str, now: datetime) -> str:
-    """Queue a what-if (``params``: ``what_if``'s keyword arguments but ``now``) on
-    the heavy queue, or follow an identical one: its token. Throttled past ``who``'s
-    budgets; SourceUnavailable while the cache or the broker is away (a job that could
-    not be queued is not followed by identical requests and holds no slot)."""
-    from recommender import tasks  # the tasks module imports the services
-
+def admit(params: dict[str, Any], *, who: str) -> heavy_jobs.Admitted:
+    """Admit a what-if (``params``: ``what_if``'s keyword arguments but ``now``) to the
+    heavy queue under ``who``'s budgets, or follow an identical one. Throttled past the
+    budgets; SourceUnavailable while the cache is away. The caller queues a new one
+    (``tasks.start_what_if``) and calls ``release`` if the broker refuses it."""
     try:
         token = new_token()
     except RedisError as exc:
-        raise _away(exc) from None
-    admitted = heavy_jobs.admit_background(
+        raise away(exc) from None
+    return heavy_jobs.admit_background(
         kind=KIND, params=params, who=who, token=token, now_s=time.time()
     )
-    if admitted.is_new:
-        try:
-            tasks.what_if.delay(admitted.token, params, now=now.isoformat(), who=who)
-        except (KombuError, RedisError) as exc:
-            heavy_jobs.forget_background(kind=KIND, params=params)
-            heavy_jobs.give_slot_back(who=who)
-            raise _away(exc) from None
-    return admitted.token
 
 
-def _away(exc: Exception) -> errors.SourceUnavailable:
+def release(*, params: dict[str, Any], who: str) -> None:
+    """Forget a job the broker refused: no identical request follows it and ``who``
+    gets the slot back."""
+    heavy_jobs.forget_background(kind=KIND, params=params)
+    heavy_jobs.give_slot_back(who=who)
+
+
+def away(exc: Exception) -> errors.SourceUnavailable:
     logger.warning("background what-if not queued: %s", exc)
     return errors.SourceUnavailable(
         f"the what-if could not be queued (Redis is away); try again later ({exc})"

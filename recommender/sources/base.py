@@ -75,6 +75,9 @@ class UsageSource(Protocol):
     keeps_oom_history: bool
     # ``fetch_throttling`` reports cAdvisor's CFS counters.
     counts_throttling: bool
+    # ``instant_samples`` reads the cluster's state series (kube-state-metrics' nodes
+    # and pods, OpenCost's node costs).
+    reads_cluster_series: bool
 
     def fetch_usage(
         self, *, namespace: str | None, start_s: float, end_s: float, step_s: float
@@ -118,6 +121,13 @@ class UsageSource(Protocol):
         source has none."""
         ...
 
+    def instant_samples(
+        self, names: Sequence[str], *, at_s: float
+    ) -> list[tuple[dict[str, str], float]]:
+        """Every series of the metrics ``names`` at ``at_s`` (labels, ``__name__``
+        among them, and value); empty without ``reads_cluster_series``."""
+        ...
+
     def close(self) -> None:
         """Release connections (nothing to do for a source without any)."""
         ...
@@ -131,6 +141,7 @@ class SourceBase:
     selects_workloads = False
     keeps_oom_history = False
     counts_throttling = False
+    reads_cluster_series = False
 
     def fetch_usage(
         self, *, namespace: str | None, start_s: float, end_s: float, step_s: float
@@ -169,6 +180,12 @@ class SourceBase:
 
     def fetch_node_costs(self, *, at_s: float) -> list[tuple[dict[str, str], float]]:
         """No OpenCost series."""
+        return []
+
+    def instant_samples(
+        self, names: Sequence[str], *, at_s: float
+    ) -> list[tuple[dict[str, str], float]]:
+        """Without ``reads_cluster_series``: none."""
         return []
 
     def close(self) -> None:

@@ -61,6 +61,7 @@ class MetricsServerSource(SourceBase):
     selects_workloads = False
     keeps_oom_history = False
     counts_throttling = False
+    reads_cluster_series = False
 
     def __init__(
         self,

@@ -131,6 +131,7 @@ class PrometheusSource(SourceBase):
     selects_workloads = False
     keeps_oom_history = True
     counts_throttling = True
+    reads_cluster_series = True
 
     def __init__(
         self,

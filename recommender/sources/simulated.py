@@ -63,6 +63,7 @@ class SimulatedUsageSource(SourceBase):
     selects_workloads = True
     keeps_oom_history = False
     counts_throttling = True
+    reads_cluster_series = False
 
     def __init__(self, *, fleet: Fleet) -> None:
         self.fleet = fleet

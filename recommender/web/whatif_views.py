@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
+from recommender import tasks
 from recommender.engine import PROFILES
 from recommender.errors import InvalidInput, NotFound, Throttled, VpawebError
 from recommender.models import Workload
@@ -81,7 +82,7 @@ def workload_what_if(request: HttpRequest, pk: int) -> HttpResponse:
                     "overrides": overrides,
                     "days": days_text,
                 }
-                token = whatif_jobs.start(params, who=who, now=timezone.now())
+                token = tasks.start_what_if(params, who=who, now=timezone.now())
                 query_string = urlencode(
                     {
                         "profile": chosen,

@@ -442,3 +442,40 @@ def test_network_policies_deny_by_default_and_allow_only_what_each_pod_uses(over
         (source,) = redis["spec"]["ingress"][0]["from"]
         components = source["podSelector"]["matchExpressions"][1]["values"]
         assert "webhook" not in components and "postgres" not in components
+
+
+# What each refresh worker process is given (its peak RSS plus 25 %) at the fleet
+# size each overlay plans for, from the sizing table of docs/refresh.md ("Memory of a
+# worker"), and the Celery parent process.
+WORKER_PROCESS_MIB = {"trial": 540}  # 1,000 containers (the trial's simulation)
+WORKER_PROCESS_MIB_DEFAULT = 1814  # 100,000 containers
+WORKER_PARENT_MIB = 160
+
+
+def _mebibytes(quantity: str) -> float:
+    units = {"Ki": 2**-10, "Mi": 1, "Gi": 2**10}
+    for suffix, factor in units.items():
+        if quantity.endswith(suffix):
+            return float(quantity.removesuffix(suffix)) * factor
+    return float(quantity) / 2**20
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_refresh_workers_memory_holds_each_process_at_its_planned_peak(overlay):
+    """The pod's limit holds --concurrency processes at their planned memory plus the
+    parent, and the request is the limit: a refresh worker is never OOM-killed by
+    its own plan, nor evicted first when its node runs short."""
+    worker = named(render(overlay), "Deployment", "vpaweb-worker")
+    (container,) = [
+        c
+        for c in worker["spec"]["template"]["spec"]["containers"]
+        if c["name"] == "worker"
+    ]
+    args = container["args"]
+    assert args[args.index("--queues") + 1] == "celery"
+    concurrency = int(args[args.index("--concurrency") + 1])
+    resources = container["resources"]
+    limit = _mebibytes(resources["limits"]["memory"])
+    per_process = WORKER_PROCESS_MIB.get(overlay, WORKER_PROCESS_MIB_DEFAULT)
+    assert limit >= concurrency * per_process + WORKER_PARENT_MIB
+    assert resources["requests"]["memory"] == resources["limits"]["memory"]

@@ -29,6 +29,9 @@ ENV = {
     "VPAWEB_SIMULATION_WORKLOADS": "40",
     "VPAWEB_SIMULATION_HISTORY_DAYS": "2",
     "VPAWEB_CHECKPOINT_INTERVAL_S": "0",
+    # A whole-cluster refresh does its own first contact here (the fan-out of first
+    # contacts to shard tasks: tests/integration/test_first_contact_shards.py).
+    "VPAWEB_FIRST_CONTACT_BY_SHARD": "0",
 }
 
 

@@ -25,6 +25,7 @@ from tests.integration.workers import (
     require_postgres_and_redis,
     start_worker,
     stop_worker,
+    two_workers_on_one_queue,
 )
 
 pytestmark = pytest.mark.integration
@@ -35,6 +36,9 @@ ENV = {
     "VPAWEB_SIMULATION_HISTORY_DAYS": "0.25",
     # Every fed checkpoint written every cycle: the tests count the writes.
     "VPAWEB_CHECKPOINT_INTERVAL_S": "0",
+    # A whole-cluster refresh does its own first contact here (the fan-out of first
+    # contacts to shard tasks: tests/integration/test_first_contact_shards.py).
+    "VPAWEB_FIRST_CONTACT_BY_SHARD": "0",
 }
 
 
@@ -57,17 +61,8 @@ def worker(transactional_db):
 @pytest.fixture
 def two_workers(transactional_db):
     """Two worker processes consuming one private queue: tasks run side by side."""
-    require_postgres_and_redis()
-    queue = f"vpaweb-test-{uuid.uuid4().hex[:8]}"
-    processes = [
-        start_worker(queue, env=ENV, hostname=f"{uuid.uuid4().hex[:8]}@%h")
-        for _ in range(2)
-    ]
-    try:
+    with two_workers_on_one_queue(ENV) as queue:
         yield queue
-    finally:
-        for process in processes:
-            stop_worker(process)
 
 
 def test_a_worker_runs_the_refresh_task_and_rows_appear(worker, settings):

@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
@@ -84,3 +87,20 @@ def stop_worker(process: subprocess.Popen[bytes]) -> None:
         output, _ = process.communicate()
     if process.returncode not in (0, -15):
         print(output.decode(errors="replace"))
+
+
+@contextmanager
+def two_workers_on_one_queue(env: dict[str, str]) -> Iterator[str]:
+    """Two worker processes consuming one private queue (also their default queue,
+    where their tasks queue what they queue): tasks run side by side. Yields it."""
+    require_postgres_and_redis()
+    queue = f"vpaweb-test-{uuid.uuid4().hex[:8]}"
+    processes = [
+        start_worker(queue, env=env, hostname=f"{uuid.uuid4().hex[:8]}@%h")
+        for _ in range(2)
+    ]
+    try:
+        yield queue
+    finally:
+        for process in processes:
+            stop_worker(process)

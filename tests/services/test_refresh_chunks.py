@@ -168,3 +168,51 @@ def test_a_chunked_back_fill_stores_what_the_whole_fleet_at_once_does(
     for name in ("samples", "checkpoints_written", "containers", "oom_kills_new"):
         assert chunked_run.counts[name] == whole_run.counts[name], name
     assert stored(results["chunked"][0]) == stored(results["whole"][0])
+
+
+@pytest.mark.django_db
+def test_a_large_clusters_steady_windows_by_namespace_store_what_one_window_does(
+    settings,
+):
+    """Steady cycles in windows by namespace (a large namespace alone, the small ones
+    together) store what one window does, and the process keeps every window's
+    engine rows for the next cycle (none forgets another's)."""
+    from recommender.services.refresh import warm_state
+
+    settings.SIMULATION_SEED = 7
+    settings.SIMULATION_WORKLOADS = 40
+    settings.SIMULATION_HISTORY_DAYS = 0.25
+    settings.CHECKPOINT_INTERVAL_S = 0  # every checkpoint written: compared below
+    settings.STEADY_WINDOW_CONTAINERS = 0
+
+    def cycles(name: str) -> tuple[Cluster, list[RefreshRun]]:
+        warm_state.forget_all()
+        cluster = Cluster.objects.create(name=name, kind=Cluster.Kind.SIMULATED)
+        runs = [
+            refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=m))
+            for m in range(4)
+        ]
+        assert {run.status for run in runs} == {RefreshRun.Status.SUCCEEDED}
+        return cluster, runs
+
+    one, one_runs = cycles("one-window")
+    settings.STEADY_WINDOW_CONTAINERS = 24
+    split, split_runs = cycles("by-namespace")
+
+    containers = split_runs[-1].counts["containers"]
+    sizes: dict[str, int] = {}
+    for namespace in Container.objects.filter(workload__cluster=split).values_list(
+        "workload__namespace", flat=True
+    ):
+        sizes[namespace] = sizes.get(namespace, 0) + 1
+    # Both kinds of window: namespaces of their own and the rest together.
+    assert min(sizes.values()) < 24 // 4 <= max(sizes.values())
+    assert "steady_windows" not in one_runs[-1].counts
+    assert 1 < split_runs[-1].counts["steady_windows"] < len(sizes)
+    # Warm: the last cycle took every row the one before kept, as one window does.
+    assert split_runs[-1].counts["engine_rows_kept"] == containers
+    assert one_runs[-1].counts["engine_rows_kept"] == containers
+    assert warm_state.count() == containers
+    for a, b in zip(one_runs, split_runs, strict=True):
+        assert a.counts["samples"] == b.counts["samples"]
+    assert stored(split) == stored(one)

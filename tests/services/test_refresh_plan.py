@@ -191,6 +191,7 @@ def test_every_source_declares_every_capability(source_class):
         "counts_throttling",
         "keeps_history",
         "keeps_oom_history",
+        "reads_cluster_series",
         "selects_workloads",
     ]
     for flag in PROTOCOL_FLAGS:

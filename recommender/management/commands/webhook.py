@@ -1,6 +1,7 @@
 """`manage.py webhook serve|install|uninstall|certs` (docs/webhook.md).
 
-- ``serve --cert FILE --key FILE [--host H] [--port P] [--cluster NAME ...]``: HTTPS
+- ``serve --cert FILE --key FILE [--host H] [--port P] [--processes N] [--cluster
+  NAME ...]``: HTTPS, in N processes sharing the port (SO_REUSEPORT) if asked
   (TLS 1.2+, files reloaded when they change), ``POST /mutate[/<cluster>]`` for the
   clusters named (default ``VPAWEB_WEBHOOK_CLUSTER``, else every registered one),
   ``GET /healthz`` (liveness) and ``GET /readyz`` (readiness), until SIGTERM or Ctrl-C.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import threading
 from pathlib import Path
@@ -24,6 +26,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
 
 from recommender.errors import VpawebError
 from recommender.models import Cluster
@@ -68,6 +71,12 @@ class Command(BaseCommand):
         serve = sub.add_parser("serve", help="serve the webhook over HTTPS")
         serve.add_argument("--host", default="0.0.0.0")
         serve.add_argument("--port", type=int, default=8443)
+        serve.add_argument(
+            "--processes",
+            type=int,
+            default=1,
+            help="server processes sharing the port (SO_REUSEPORT): one per core",
+        )
         serve.add_argument("--cert", required=True, help="PEM certificate (chain)")
         serve.add_argument("--key", required=True, help="PEM private key")
         serve.add_argument(
@@ -126,6 +135,10 @@ class Command(BaseCommand):
             raise CommandError(
                 f"no such cluster: {', '.join(sorted(unknown))} (manage.py add_cluster)"
             )
+        processes = options["processes"]
+        if processes < 1 or (processes > 1 and not options["port"]):
+            raise CommandError("--processes: 1 or more, and more than 1 needs a --port")
+        children = _fork_servers(processes - 1)
         server, stop, threads = start_webhook_server(
             host=options["host"],
             port=options["port"],
@@ -134,6 +147,7 @@ class Command(BaseCommand):
             default_cluster=cluster,
             deadline_s=settings.WEBHOOK_DEADLINE_S,
             clusters=clusters,
+            reuse_port=processes > 1,
         )
         self.stdout.write(
             f"admission webhook at https://{options['host']}:"
@@ -144,6 +158,14 @@ class Command(BaseCommand):
         with contextlib.suppress(KeyboardInterrupt):
             done.wait()
         stop_webhook_server(server, stop, threads)
+        if children is None:
+            os._exit(0)  # a forked server: the parent's exit path is not ours
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        for pid in children:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
 
     def _install(self, options: dict[str, Any]) -> None:
         body = webhook_configuration(
@@ -204,3 +226,19 @@ class Command(BaseCommand):
             f"wrote {paths.ca_cert} (for install --ca-bundle), {paths.cert} and "
             f"{paths.key} (for serve --cert/--key)"
         )
+
+
+def _fork_servers(count: int) -> list[int] | None:
+    """Fork ``count`` more server processes: their pids in the parent, None in each
+    child. Database connections are closed first (a child opens its own); the parent
+    stops its children when it stops (SIGTERM)."""
+    if count <= 0:
+        return []
+    connections.close_all()
+    children = []
+    for _ in range(count):
+        pid = os.fork()
+        if pid == 0:
+            return None
+        children.append(pid)
+    return children

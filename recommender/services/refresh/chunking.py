@@ -14,16 +14,115 @@ unchunked ones exactly (``tests/services/test_refresh_chunks.py``). Only sources
 read the usage of chosen workloads (``UsageSource.selects_workloads``: the simulated
 one) are read in chunks; for the others a chunk would read the whole namespace again,
 so their first contact stays one window.
+
+The steady window of a large whole-cluster pass is cut by namespace too
+(``steady_windows``): its working set is that of the largest namespace, not of the
+fleet. With a broker, a whole-cluster refresh leaves its first contacts to one task per
+namespace (``first_contact_by_shard``, ``defer_first_contact``; ``tasks.py`` queues
+them), so the Celery workers share them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
+
+from django.conf import settings
 
 from recommender.models import Checkpoint, Container
 from recommender.services.refresh.discovery import Discovery
+
+# The namespaces whose first contact the running whole-cluster refresh left to shard
+# tasks (None: it does them itself).
+_DEFERRED: ContextVar[set[str] | None] = ContextVar(
+    "first_contact_deferred", default=None
+)
+
+
+@contextlib.contextmanager
+def first_contact_by_shard() -> Iterator[set[str]]:
+    """Within the block, a whole-cluster refresh ingests only the workloads it met
+    before; the namespaces of the others (met for the first time) are added to the
+    set yielded, for the caller to refresh as shards, one task each."""
+    namespaces: set[str] = set()
+    token = _DEFERRED.set(namespaces)
+    try:
+        yield namespaces
+    finally:
+        _DEFERRED.reset(token)
+
+
+def defer_first_contact(discovery: Discovery) -> Discovery:
+    """``discovery`` without its workloads met for the first time, when a
+    whole-cluster refresh runs in ``first_contact_by_shard``; their namespaces go to
+    its set (counted as ``first_contact_shards``). Else ``discovery`` itself."""
+    deferred = _DEFERRED.get()
+    if deferred is None or discovery.namespace is not None:
+        return discovery
+    fresh = fresh_workloads(discovery)
+    if not fresh:
+        return discovery
+    namespaces = {key[0] for key, w in discovery.workload_by_key.items() if w in fresh}
+    deferred.update(namespaces)
+    discovery.counts["first_contact_shards"] = len(namespaces)
+    return restrict(discovery, [w for w in discovery.spec_names if w not in fresh])
+
+
+def steady_windows(
+    discovery: Discovery,
+    workload_ids: Sequence[int],
+    limit: int | None = None,
+) -> list[Discovery]:
+    """The windows that ingest ``workload_ids`` of ``discovery``: ``discovery`` itself
+    (or restricted to them) when it is a shard or they hold at most ``limit``
+    containers, else one window per namespace of at least ``limit // 4`` containers
+    (a shard's view of it: the source reads that namespace) and one for the rest.
+    A workload is never split. ``limit``: VPAWEB_STEADY_WINDOW_CONTAINERS."""
+    limit = int(settings.STEADY_WINDOW_CONTAINERS) if limit is None else limit
+    whole = (
+        [discovery]
+        if len(workload_ids) == len(discovery.spec_names)
+        else [restrict(discovery, workload_ids)]
+    )
+    if discovery.namespace is not None or limit <= 0:
+        return whole
+    namespace_of = {w: key[0] for key, w in discovery.workload_by_key.items()}
+    by_namespace: dict[str, list[int]] = {}
+    sizes: dict[str, int] = {}
+    for workload_id in workload_ids:
+        namespace = namespace_of[workload_id]
+        by_namespace.setdefault(namespace, []).append(workload_id)
+        sizes[namespace] = sizes.get(namespace, 0) + _containers(discovery, workload_id)
+    if sum(sizes.values()) <= limit:
+        return whole
+    large = sorted(ns for ns, size in sizes.items() if size >= limit // 4)
+    windows = [
+        dataclasses.replace(
+            discovery,
+            namespace=namespace,
+            spec_names={w: discovery.spec_names[w] for w in by_namespace[namespace]},
+            chunk_keys=None,
+        )
+        for namespace in large
+    ]
+    rest = [
+        w for ns, ids in sorted(by_namespace.items()) if ns not in large for w in ids
+    ]
+    if rest:
+        windows.append(restrict(discovery, rest))
+    return windows
+
+
+def _containers(discovery: Discovery, workload_id: int) -> int:
+    """The workload's non-init containers (engine rows)."""
+    return sum(
+        1
+        for _name, kind in discovery.spec_names.get(workload_id, ())
+        if kind != Container.Kind.INIT
+    )
 
 
 def fresh_workloads(discovery: Discovery) -> set[int]:
@@ -48,11 +147,7 @@ def plan(
     current: list[int] = []
     size = 0
     for workload_id in sorted(workload_ids):
-        count = sum(
-            1
-            for _name, kind in discovery.spec_names.get(workload_id, ())
-            if kind != Container.Kind.INIT
-        )
+        count = _containers(discovery, workload_id)
         if current and size + count > chunk_containers:
             chunks.append(current)
             current, size = [], 0

@@ -172,6 +172,9 @@ def ingest_fleet(
     """
     if chunk_containers is None:
         chunk_containers = int(settings.FIRST_CONTACT_CHUNK_CONTAINERS)
+    if not plan.chunks_every_workload:
+        # With a broker, first contacts may go to shard tasks (chunking.py).
+        discovery = chunking.defer_first_contact(discovery)
     parts: list[list[int]] = []
     if chunk_containers > 0 and source.selects_workloads:
         chosen = (
@@ -181,28 +184,39 @@ def ingest_fleet(
         )
         parts = chunking.plan(discovery, chosen, chunk_containers)
     if len(parts) <= 1:
-        return ingest_window(
-            discovery=discovery, source=source, plan=plan, run=run, phases=phases
-        )
+        parts = []
     in_parts = {w for part in parts for w in part}
     rest = [w for w in discovery.spec_names if w not in in_parts]
-    windows = ([(rest, plan)] if rest else []) + [
-        (part, plan.first_contact_chunk()) for part in parts
-    ]
-    total: dict[str, Any] = {}
-    for number, (workloads, window_plan) in enumerate(windows):
-        counts = ingest_window(
-            discovery=chunking.restrict(discovery, workloads),
+    # A large cluster's steady workloads in windows by namespace (chunking.py).
+    steady = chunking.steady_windows(discovery, rest) if rest else []
+    if not parts and len(steady) <= 1:
+        # One window (an empty one still counts zeros and stores the kills).
+        return ingest_window(
+            discovery=steady[0] if steady else discovery,
             source=source,
-            plan=window_plan,
+            plan=plan,
+            run=run,
             phases=phases,
         )
-        chunking.add_counts(total, counts)
-        if run is not None:
-            RefreshRun.objects.filter(pk=run.pk).update(
-                progress=(number + 1) / len(windows)
+    windows = [(part, plan) for part in steady] + [
+        (chunking.restrict(discovery, part), plan.first_contact_chunk())
+        for part in parts
+    ]
+    total: dict[str, Any] = {}
+    with warm_state.one_pass((discovery.cluster.pk, discovery.namespace)):
+        for number, (window, window_plan) in enumerate(windows):
+            counts = ingest_window(
+                discovery=window, source=source, plan=window_plan, phases=phases
             )
-    total["first_contact_chunks"] = len(parts)
+            chunking.add_counts(total, counts)
+            if run is not None:
+                RefreshRun.objects.filter(pk=run.pk).update(
+                    progress=(number + 1) / len(windows)
+                )
+    if parts:
+        total["first_contact_chunks"] = len(parts)
+    if len(steady) > 1:
+        total["steady_windows"] = len(steady)
     return total
 
 

@@ -362,6 +362,9 @@ def load_rows(window: Window) -> None:
             workload__cluster=window.cluster, workload__is_active=True
         )
     )
+    if window.discovery.namespace is not None:
+        # A shard (or a namespace window) reads its namespace's rows only.
+        containers = containers.filter(workload__namespace=window.discovery.namespace)
     by_workload: dict[int, list[LoadedRow]] = defaultdict(list)
     for values in (
         containers.exclude(kind=Container.Kind.INIT)

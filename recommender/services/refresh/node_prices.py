@@ -221,11 +221,9 @@ def labelled(
     }
 
 
-def ksm_node_labels(source: object, *, at_s: float) -> dict[str, dict[str, str]]:
-    """Each node's labels from kube-state-metrics' ``kube_node_labels`` (none for
-    another usage source)."""
-    if not isinstance(source, PrometheusSource):
-        return {}
+def ksm_node_labels(source: UsageSource, *, at_s: float) -> dict[str, dict[str, str]]:
+    """Each node's labels from kube-state-metrics' ``kube_node_labels`` (none from a
+    source without the cluster's series)."""
     return {
         labels["node"]: {k: v for k, v in labels.items() if k.startswith("label_")}
         for labels, _ in source.instant_samples(("kube_node_labels",), at_s=at_s)

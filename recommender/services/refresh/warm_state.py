@@ -34,11 +34,16 @@ those an earlier window of its scope kept and it did not take (a whole-cluster
 window: of every scope of its cluster): containers that vanished, or that no window
 of this process reads any more. Without that, such a row would stay for good and
 hold its whole window's engine state in memory (the rows of a window share it).
+Within ``one_pass`` (the windows of one refresh pass: a large cluster's steady
+windows, ``chunking.steady_windows``) that forgetting waits for the pass's end, so
+one window does not forget the rows another window of the pass just kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -99,22 +104,55 @@ def take(
     return kept
 
 
+# The rows kept by the windows of the running pass, by scope (None: no pass).
+_PASS: ContextVar[dict[Scope, set[int]] | None] = ContextVar(
+    "warm_state_pass", default=None
+)
+
+
 def keep(rows: Iterable[tuple[int, Kept]], *, scope: Scope) -> None:
     """Keep these rows (by checkpoint pk) for the next window, after forgetting the
     rows of ``scope`` (a whole cluster: of all its scopes) that this window did not
-    take."""
+    take; within ``one_pass``, that forgetting is left to the pass's end."""
+    kept_now = dict(rows)
+    running = _PASS.get()
+    if running is not None:
+        running.setdefault(scope, set()).update(kept_now)
+    else:
+        _forget_untaken(scope, keeping=set())
+    pks = _BY_SCOPE.setdefault(scope, set())
+    for pk, kept in kept_now.items():
+        _KEPT[pk] = kept
+        pks.add(pk)
+
+
+def _forget_untaken(scope: Scope, *, keeping: set[int]) -> None:
+    """Forget the rows ``scope`` (a whole cluster: any of its scopes) kept and no
+    window took since, but those in ``keeping``."""
     cluster_id, namespace = scope
     for old in [
         s for s in _BY_SCOPE if s == scope or (namespace is None and s[0] == cluster_id)
     ]:
         for pk in _BY_SCOPE.pop(old):
             held = _KEPT.get(pk)
-            if held is not None and held.scope == old:
+            if pk not in keeping and held is not None and held.scope == old:
                 del _KEPT[pk]
-    pks = _BY_SCOPE.setdefault(scope, set())
-    for pk, kept in rows:
-        _KEPT[pk] = kept
-        pks.add(pk)
+
+
+@contextlib.contextmanager
+def one_pass(scope: Scope) -> Iterator[None]:
+    """The block's windows are one pass over ``scope`` (a cluster or a shard): what
+    ``scope`` kept before and none of them took is forgotten once the block ends."""
+    running: dict[Scope, set[int]] = {}
+    token = _PASS.set(running)
+    try:
+        yield
+    finally:
+        _PASS.reset(token)
+    kept = set().union(*running.values())
+    _forget_untaken(scope, keeping=kept)
+    for window_scope, pks in running.items():
+        _BY_SCOPE.setdefault(window_scope, set()).update(pks)
 
 
 def stored_kills(scope: Scope) -> frozenset[KillKey]:
