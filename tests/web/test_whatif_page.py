@@ -84,3 +84,35 @@ def test_a_get_only_fills_the_form_and_a_minute_has_a_budget(
     refused = viewer_client.post(url, {"profile": "vpa", "days": "0.5"})
     assert refused.status_code == 429
     assert "VPAWEB_HEAVY_JOBS_PER_MINUTE" in refused.content.decode()
+
+
+def test_the_page_shows_the_replicas_an_hpa_would_have_run(
+    viewer_client: Client,
+) -> None:
+    workload = _sim_workload()
+    workload.hpa_conflicts = [
+        {
+            "name": "web-hpa",
+            "resources": ["cpu"],
+            "min_replicas": 2,
+            "max_replicas": 10,
+            "metrics": [
+                {
+                    "resource": "cpu",
+                    "container": "",
+                    "target_type": "Utilization",
+                    "average_utilization": 70,
+                    "average_value": None,
+                }
+            ],
+        }
+    ]
+    workload.save(update_fields=["hpa_conflicts"])
+    response = viewer_client.post(
+        f"/workloads/{workload.pk}/what-if", {"profile": "vpa", "days": "1"}
+    )
+    page = response.content.decode()
+    assert "Replicas the HPA would have run" in page
+    assert "web-hpa: cpu at 70 %, 2–10" in page
+    (row,) = response.context["result"]["hpa_replicas"]
+    assert f"{row['seen']['mean']} (max {row['seen']['max']})" in page
