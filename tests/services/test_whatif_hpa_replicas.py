@@ -12,30 +12,12 @@ import pytest
 from recommender.models import Container, Policy
 from recommender.services.replay import load_cluster_history
 from recommender.services.whatif import what_if
+from tests.factories import utilization_hpa
 
 from .test_whatif import NOW, _workload
 
 REQUEST_M = 100
 TARGET = 60
-
-
-def _hpa(name: str, *, max_replicas: int) -> dict:
-    # The stored shape discovery writes (services/refresh/cluster_objects.py).
-    return {
-        "name": name,
-        "resources": ["cpu"],
-        "min_replicas": 1,
-        "max_replicas": max_replicas,
-        "metrics": [
-            {
-                "resource": "cpu",
-                "container": "",
-                "target_type": "Utilization",
-                "average_utilization": TARGET,
-                "average_value": None,
-            }
-        ],
-    }
 
 
 def _by_hand(trace, containers: int, max_replicas: int) -> tuple[float, float]:
@@ -82,8 +64,8 @@ def test_what_if_reports_the_hpas_replicas_at_old_and_new_requests() -> None:
             request_memory_bytes=2**28,
         )
     workload.hpa_conflicts = [
-        _hpa("wide", max_replicas=500),
-        _hpa("capped", max_replicas=2),
+        utilization_hpa("wide", target=TARGET, max_replicas=500),
+        utilization_hpa("capped", target=TARGET, max_replicas=2),
     ]
     workload.save(update_fields=["hpa_conflicts"])
 

@@ -7,7 +7,7 @@ import json
 from django.test import Client
 
 from recommender.services.refresh.adapters import cluster_adapter_for
-from tests.factories import make_cluster, make_workload
+from tests.factories import make_cluster, make_workload, utilization_hpa
 
 
 def _sim_workload():
@@ -91,21 +91,7 @@ def test_the_page_shows_the_replicas_an_hpa_would_have_run(
 ) -> None:
     workload = _sim_workload()
     workload.hpa_conflicts = [
-        {
-            "name": "web-hpa",
-            "resources": ["cpu"],
-            "min_replicas": 2,
-            "max_replicas": 10,
-            "metrics": [
-                {
-                    "resource": "cpu",
-                    "container": "",
-                    "target_type": "Utilization",
-                    "average_utilization": 70,
-                    "average_value": None,
-                }
-            ],
-        }
+        utilization_hpa("web-hpa", target=70, min_replicas=2, max_replicas=10)
     ]
     workload.save(update_fields=["hpa_conflicts"])
     response = viewer_client.post(
