@@ -96,3 +96,25 @@ def make_recommendation(
     container.latest_recommendation = rec
     container.save(update_fields=["latest_recommendation"])
     return rec
+
+
+def utilization_hpa(
+    name: str, *, target: int, min_replicas: int = 1, max_replicas: int = 10
+) -> dict[str, Any]:
+    """A stored HPA conflict (Workload.hpa_conflicts, as discovery writes it) scaling
+    on every container's cpu at ``target`` percent utilization."""
+    return {
+        "name": name,
+        "resources": ["cpu"],
+        "min_replicas": min_replicas,
+        "max_replicas": max_replicas,
+        "metrics": [
+            {
+                "resource": "cpu",
+                "container": "",
+                "target_type": "Utilization",
+                "average_utilization": target,
+                "average_value": None,
+            }
+        ],
+    }

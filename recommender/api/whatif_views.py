@@ -100,6 +100,14 @@ class WhatIfSerializer(serializers.Serializer):
     rows = WhatIfRowSerializer(many=True)
     containers = WhatIfContainerSerializer(many=True)
     updater_rule = serializers.CharField()
+    hpa_replicas = serializers.ListField(
+        child=serializers.DictField(),
+        help_text=(
+            "per Utilization metric of the workload's HPAs: the replicas seen and "
+            "those it would have run at the requests now and at each profile's targets "
+            "(mean and max; docs/replay.md)"
+        ),
+    )
     timing_s = serializers.DictField(child=serializers.FloatField())
 
 

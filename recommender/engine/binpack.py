@@ -6,8 +6,9 @@ pod slots they take), honouring the per-node pod limit. Pods are taken largest
 first by their dominant share of a node (max of cpu and memory share; ties by cpu,
 then memory), each onto the first open node with room, else a new node. A pod that
 fits no empty node is not placed and is counted in ``Packing.unplaceable``.
-Identical pods are placed together (first fit of n alike pods fills the open nodes
-in order), so the cost grows with distinct pod sizes, not with pods.
+Identical pods are placed together: one vectorised comparison finds every open
+node with room for one, which are filled in order (placing on one changes no
+other), and the rest open new nodes in bulk; the cost grows with distinct sizes.
 """
 
 from __future__ import annotations
@@ -35,72 +36,41 @@ class Packing:
     unplaceable: int
 
 
-def _per_node(free: np.ndarray, cpu: int, mem: int) -> np.ndarray:
-    """How many pods of (cpu, mem) fit on each node of ``free`` (cpu, memory, pod
-    rows)."""
-    fits: np.ndarray = free[2].copy()
-    if cpu > 0:
-        np.minimum(fits, free[0] // cpu, out=fits)
-    if mem > 0:
-        np.minimum(fits, free[1] // mem, out=fits)
-    return fits
-
-
 class _OpenNodes:
-    """The open nodes' free amounts, in opening order, with each block of
-    ``BLOCK`` nodes' largest free amounts: a block without the room is skipped, the
-    others are searched a span of ``SPAN`` nodes at a time (doubling)."""
-
-    BLOCK = 64
-    SPAN = 256
+    """The open nodes' free cpu, memory and pod slots in opening order (arrays
+    grown by doubling). A node without a free pod slot shows cpu -1 in ``room``,
+    so one comparison of ``room`` and one of ``mem`` find every node with room."""
 
     def __init__(self, cap_cpu: int, cap_mem: int, cap_pods: int) -> None:
         self.cap = (cap_cpu, cap_mem, cap_pods)
         self.opened = 0
-        self.free = np.empty((3, 1024), dtype=np.int64)
-        self.block_max = np.empty((3, 1024 // self.BLOCK), dtype=np.int64)
-
-    def _refresh(self, lo: int, hi: int) -> None:
-        """Recompute the maxima of the blocks holding nodes lo..hi-1."""
-        first, last = lo // self.BLOCK, -(-hi // self.BLOCK)
-        start, end = first * self.BLOCK, min(last * self.BLOCK, self.opened)
-        starts = np.arange(0, end - start, self.BLOCK)
-        self.block_max[:, first:last] = np.maximum.reduceat(
-            self.free[:, start:end], starts, axis=1
-        )
+        self.room = np.empty(1024, dtype=np.int64)
+        self.mem = np.empty(1024, dtype=np.int64)
+        self.slots = np.empty(1024, dtype=np.int64)
 
     def place(self, cpu: int, mem: int, count: int) -> None:
-        """First fit of ``count`` pods of (cpu, mem): fill the open nodes with room
-        in order, then open new ones."""
+        """First fit of ``count`` pods of (cpu, mem): as many as fit on the first
+        open node with room, then the next with room, then new nodes in order."""
         left = count
-        blocks = -(-self.opened // self.BLOCK)
-        if blocks:
-            bm = self.block_max[:, :blocks]
-            room = np.flatnonzero((bm[0] >= cpu) & (bm[1] >= mem) & (bm[2] >= 1))
-            one = np.array([[cpu], [mem], [1]], dtype=np.int64)
-            at, span = 0, self.SPAN
-            while left and at < room.size:
-                lo = int(room[at]) * self.BLOCK
-                hi = min(self.opened, lo + span)
-                free = self.free[:, lo:hi]
-                fit = _per_node(free, cpu, mem)
-                total = fit.cumsum()
-                if total[-1]:
-                    if total[-1] >= left:
-                        last = int(total.searchsorted(left))
-                        take = fit[: last + 1].copy()
-                        take[last] -= int(total[last]) - left
-                        left = 0
-                    else:
-                        take = fit
-                        left -= int(total[-1])
-                    n = take.size
-                    free[:, :n] -= take * one
-                    self._refresh(lo, lo + n)
-                at = int(room.searchsorted(-(-hi // self.BLOCK)))
-                span *= 2
-            if not left:
-                return
+        n = self.opened
+        if n:
+            room, free_mem, slots = self.room, self.mem, self.slots
+            # Nodes with room for one pod now: placing on one changes no other.
+            with_room = (room[:n] >= cpu) & (free_mem[:n] >= mem)
+            for node in with_room.nonzero()[0].tolist():
+                have_slots = int(slots[node])
+                take = min(
+                    left,
+                    have_slots,
+                    int(room[node]) // cpu if cpu > 0 else left,
+                    int(free_mem[node]) // mem if mem > 0 else left,
+                )
+                slots[node] = have_slots - take
+                room[node] = room[node] - take * cpu if take < have_slots else -1
+                free_mem[node] -= take * mem
+                left -= take
+                if not left:
+                    return
         cap_cpu, cap_mem, cap_pods = self.cap
         per_node = min(
             cap_cpu // cpu if cpu > 0 else cap_pods,
@@ -108,22 +78,21 @@ class _OpenNodes:
             cap_pods,
         )
         new = -(-left // per_node)
-        start, end = self.opened, self.opened + new
-        if end > self.free.shape[1]:
-            size = max(2 * self.free.shape[1], end + self.BLOCK)
-            grown = np.empty((3, size), dtype=np.int64)
-            grown[:, :start] = self.free[:, :start]
-            self.free = grown
-            maxima = np.empty((3, -(-size // self.BLOCK)), dtype=np.int64)
-            maxima[:, : self.block_max.shape[1]] = self.block_max
-            self.block_max = maxima
+        start, end = n, n + new
+        if end > self.room.size:
+            size = max(2 * self.room.size, end)
+            for name in ("room", "mem", "slots"):
+                grown = np.empty(size, dtype=np.int64)
+                grown[:start] = getattr(self, name)[:start]
+                setattr(self, name, grown)
         held = np.full(new, per_node, dtype=np.int64)
         held[-1] = left - per_node * (new - 1)
-        self.free[0, start:end] = cap_cpu - held * cpu
-        self.free[1, start:end] = cap_mem - held * mem
-        self.free[2, start:end] = cap_pods - held
+        self.slots[start:end] = cap_pods - held
+        self.room[start:end] = np.where(
+            held < cap_pods, cap_cpu - held * cpu, np.int64(-1)
+        )
+        self.mem[start:end] = cap_mem - held * mem
         self.opened = end
-        self._refresh(start, end)
 
 
 def pack(
@@ -160,6 +129,8 @@ def pack(
     starts = np.concatenate(([0], change))
     counts = np.diff(np.concatenate((starts, [cpu.size])))
     nodes = _OpenNodes(cap_cpu, cap_mem, cap_pods)
-    for start, count in zip(starts.tolist(), counts.tolist(), strict=True):
-        nodes.place(int(cpu[start]), int(mem[start]), count)
+    for c, m, count in zip(
+        cpu[starts].tolist(), mem[starts].tolist(), counts.tolist(), strict=True
+    ):
+        nodes.place(c, m, count)
     return Packing(nodes=nodes.opened, placed=int(cpu.size), unplaceable=unplaceable)

@@ -111,9 +111,10 @@ class Workload(models.Model):
     first_seen_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(default=timezone.now)
     # HPAs that scale this workload on a resource its policy controls (they would fight
-    # vpaweb): [{"name": "<hpa>", "resources": ["cpu", ...], "metrics": [{"resource",
-    # "container", "target_type", "average_utilization", "average_value"}]}], set by
-    # discovery (rows stored before the targets were read have no "metrics").
+    # vpaweb): [{"name": "<hpa>", "resources": ["cpu", ...], "min_replicas": 1,
+    # "max_replicas": 10, "metrics": [{"resource", "container", "target_type",
+    # "average_utilization", "average_value"}]}], set by discovery (rows stored before
+    # the targets or the replica bounds were read lack "metrics" or the bounds).
     hpa_conflicts = models.JSONField(default=list, blank=True)
     # PodDisruptionBudgets selecting its pods (kube_objects.pdb_of shape), for the
     # updater: [{"name", "min_available", "max_unavailable", ...}], set by discovery.

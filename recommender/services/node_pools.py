@@ -83,8 +83,13 @@ def node_inventory(
 def _pod_total(pod: PodRequests, targets: Targets | None) -> tuple[int, int]:
     """The pod's requests summed, each at its target when ``targets`` has one."""
     cpu = memory = 0
+    if not targets:
+        for c, m in pod.containers.values():
+            cpu += c
+            memory += m
+        return cpu, memory
     for name, (c, m) in pod.containers.items():
-        target_cpu, target_memory = (targets or {}).get(name, (None, None))
+        target_cpu, target_memory = targets.get(name, (None, None))
         cpu += c if target_cpu is None else target_cpu
         memory += m if target_memory is None else target_memory
     return cpu, memory
@@ -99,8 +104,9 @@ def plan_pools(inventory: NodeInventory, after: Requests) -> list[PoolPlan]:
     # Per pool: the pods' (now, after) totals, and each DaemonSet's largest pod.
     pods_of: dict[str, list[tuple[int, int, int, int]]] = defaultdict(list)
     daemons_of: dict[str, dict[tuple[str, str], list[int]]] = defaultdict(dict)
+    pool_of = {name: node.pool for name, node in inventory.nodes.items()}
     for pod in inventory.pods:
-        pool = inventory.nodes[pod.node].pool
+        pool = pool_of[pod.node]
         current = _pod_total(pod, None)
         targets = after.get((pod.namespace, pod.name))
         recommended = _pod_total(pod, targets) if targets else current

@@ -4,8 +4,9 @@ The history comes from the workload's cluster source (Prometheus, or the simulat
 cluster) through :func:`~recommender.services.replay.load_cluster_history`; both
 profiles are replayed together (``engine/replay.py``) and scored as ``manage.py
 replay`` scores them. Also: how many resizes upstream's updater would have proposed
-(:func:`~recommender.engine.replay_scores.updater_proposals`), and per container a
-chart of the hourly target and bounds against the hourly peak of usage.
+(:func:`~recommender.engine.replay_scores.updater_proposals`), per container a
+chart of the hourly target and bounds against the hourly peak of usage, and the
+replicas a Utilization HPA would have run (``services/hpa_replicas.py``).
 
 It runs synchronously: one workload's 8 days of 1-minute history take well under a
 second of replay (``make bench BENCH=whatif``), the source read aside.
@@ -27,6 +28,7 @@ from recommender.engine.replay_scores import UPDATER_MIN_CHANGE, updater_proposa
 from recommender.engine.resources import CPU, MEMORY
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import Workload
+from recommender.services.hpa_replicas import hpa_replicas
 from recommender.services.replay import (
     ReplayInput,
     load_cluster_history,
@@ -198,6 +200,11 @@ def what_if(
             "rows": rows,
             "containers": containers,
             "updater_rule": UPDATER_RULE,
+            "hpa_replicas": hpa_replicas(
+                workload,
+                loaded,
+                {"current": timelines[0], "candidate": timelines[1]},
+            ),
             "timing_s": {
                 "read": round(read_s, 3),
                 "replay": round(time.perf_counter() - started - read_s, 3),

@@ -156,6 +156,9 @@ def test_hpa_conflicts_follow_the_resources_the_policy_controls(
         {
             "name": "web",
             "resources": ["cpu", "memory"],
+            # Its replica bounds, for the replicas a what-if says it would run.
+            "min_replicas": 2,
+            "max_replicas": 10,
             # The targets the HPA-aware advice keeps in step with the requests.
             "metrics": [
                 {

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recommender.engine.binpack import NodeShape, Packing, pack
 
@@ -111,3 +113,36 @@ def test_many_blocks_of_open_nodes_match_first_fit_pod_by_pod():
     expected = one_by_one(cpu, mem, node)
     assert expected > 300
     assert pack(cpu, mem, node=node).nodes == expected
+
+
+SIZES = st.tuples(
+    st.integers(0, 5_000),  # millicores
+    st.integers(0, 20).map(lambda gib_eighths: gib_eighths * GIB // 8),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pods=st.lists(SIZES, max_size=60),
+    repeats=st.lists(st.integers(1, 6), min_size=60, max_size=60),
+    node_cpu=st.integers(1_000, 8_000),
+    node_gib=st.integers(1, 4),
+    node_pods=st.integers(1, 12),
+)
+def test_the_packer_uses_as_many_nodes_as_first_fit_pod_by_pod(
+    pods, repeats, node_cpu, node_gib, node_pods
+):
+    # Random small instances, with runs of alike pods (repeats) and pods too
+    # large for a node (counted apart; the reference gets only those that fit).
+    sizes = [
+        size
+        for size, times in zip(pods, repeats[: len(pods)], strict=True)
+        for _ in range(times)
+    ]
+    cpu = np.array([c for c, _ in sizes], dtype=np.int64)
+    mem = np.array([m for _, m in sizes], dtype=np.int64)
+    node = NodeShape(node_cpu, node_gib * GIB, node_pods)
+    fits = (cpu <= node.cpu_millicores) & (mem <= node.memory_bytes)
+    packing = pack(cpu, mem, node=node)
+    assert packing.unplaceable == int(np.count_nonzero(~fits))
+    assert packing.nodes == one_by_one(cpu[fits], mem[fits], node)

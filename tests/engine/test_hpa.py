@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import math
 
+import numpy as np
 import pytest
 
 from recommender.engine.hpa import (
@@ -12,6 +14,7 @@ from recommender.engine.hpa import (
     UTILIZATION,
     HpaTarget,
     adjusted_target,
+    desired_replicas,
 )
 
 MIB = 2**20
@@ -108,3 +111,36 @@ def test_bad_input_names_the_argument(kwargs: dict, named: str) -> None:
     }
     with pytest.raises(ValueError, match=named):
         adjusted_target(**arguments)
+
+
+def _desired(replicas, usage, request, target=100, lo=1, hi=None):
+    return desired_replicas(
+        replicas=np.array(replicas, dtype=float),
+        usage=np.array(usage, dtype=float),
+        request=np.array(request, dtype=float),
+        target_utilization=target,
+        min_replicas=lo,
+        max_replicas=hi,
+    ).tolist()
+
+
+def test_desired_replicas_follow_upstreams_formula_by_hand() -> None:
+    # 4 pods using 600m in all at 100m each: 150 % against a 50 % target, ratio 3,
+    # ceil(4 x 3) = 12; a max of 10 caps it.
+    assert _desired([4], [600], [100], target=50) == [12.0]
+    assert _desired([4], [600], [100], target=50, hi=10) == [10.0]
+    # 105 % against 100 %: within the 0.1 tolerance, the 4 stay.
+    assert _desired([4], [420], [100]) == [4.0]
+    # 111 %: ceil(4 x 1.11) = ceil(4.44) = 5.
+    assert _desired([4], [444], [100]) == [5.0]
+    # 50 %: ceil(4 x 0.5) = 2; a min of 3 holds it at 3.
+    assert _desired([4], [200], [100]) == [2.0]
+    assert _desired([4], [200], [100], lo=3) == [3.0]
+    # 3 pods using 450m at 100m: ratio 1.5, 4.5 -> 5. One pod using 490m at 100m
+    # against 70 %: 490 / 70 = 7 exactly (float noise must not make it 8).
+    assert _desired([3], [450], [100]) == [5.0]
+    assert _desired([1], [490], [100], target=70) == [7.0]
+    # The same usage at a halved request doubles the utilization: 2 pods -> 4.
+    assert _desired([2, 2], [200, 200], [100, 50]) == [2.0, 4.0]
+    # No pods, or no request: unknown.
+    assert all(math.isnan(v) for v in _desired([0, 2], [100, 100], [100, np.nan]))

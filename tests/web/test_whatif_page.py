@@ -7,7 +7,7 @@ import json
 from django.test import Client
 
 from recommender.services.refresh.adapters import cluster_adapter_for
-from tests.factories import make_cluster, make_workload
+from tests.factories import make_cluster, make_workload, utilization_hpa
 
 
 def _sim_workload():
@@ -113,3 +113,21 @@ def test_past_the_budget_it_runs_in_the_background_and_the_page_follows_it(
     assert done.status_code == 200
     assert done.context["result"]["candidate"]["profile"] == "recurring-peaks"
     assert "what-if-result" in done.content.decode()
+
+
+def test_the_page_shows_the_replicas_an_hpa_would_have_run(
+    viewer_client: Client,
+) -> None:
+    workload = _sim_workload()
+    workload.hpa_conflicts = [
+        utilization_hpa("web-hpa", target=70, min_replicas=2, max_replicas=10)
+    ]
+    workload.save(update_fields=["hpa_conflicts"])
+    response = viewer_client.post(
+        f"/workloads/{workload.pk}/what-if", {"profile": "vpa", "days": "1"}
+    )
+    page = response.content.decode()
+    assert "Replicas the HPA would have run" in page
+    assert "web-hpa: cpu at 70 %, 2–10" in page
+    (row,) = response.context["result"]["hpa_replicas"]
+    assert f"{row['seen']['mean']} (max {row['seen']['max']})" in page

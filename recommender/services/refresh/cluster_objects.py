@@ -469,10 +469,10 @@ def _policy_of_vpa(
 def _hpa_conflicts_of(
     info: WorkloadInfo, hpas: list[dict[str, Any]], policy: Policy | None
 ) -> list[dict[str, Any]]:
-    """``[{"name", "resources", "metrics"}]`` of the HPAs scaling on a resource the
-    policy controls for some container (a container policy with mode Off controls
-    none); ``metrics`` are their resource metrics on those resources, as ``hpa_of``
-    reads them."""
+    """``[{"name", "resources", "min_replicas", "max_replicas", "metrics"}]`` of
+    the HPAs scaling on a resource the policy controls for some container (a
+    container policy with mode Off controls none); ``metrics`` are their resource
+    metrics on those resources, as ``hpa_of`` reads them."""
     if not hpas:
         return []
     try:
@@ -499,6 +499,9 @@ def _hpa_conflicts_of(
                 {
                     "name": hpa["name"],
                     "resources": sorted(resources),
+                    # Its replica bounds, for the replicas it would run (what-if).
+                    "min_replicas": hpa.get("min_replicas"),
+                    "max_replicas": hpa.get("max_replicas"),
                     # The cpu/memory targets, for the HPA change that keeps its
                     # scaling when the requests change (services.advice.hpa).
                     "metrics": [
