@@ -26,7 +26,7 @@ from kombu.utils.json import dumps, loads
 
 from recommender.errors import InvalidInput, NotFound, SourceUnavailable
 from recommender.models import Cluster, Workload
-from recommender.services import retention, runs
+from recommender.services.operations import retention, runs
 from recommender.services.refresh import cycle, expiry
 
 logger = logging.getLogger(__name__)
@@ -248,8 +248,8 @@ def update_cluster(
     any other worker returns ``not_leader``. Every write is a compare-and-swap on the
     change's status, so a redelivered task applies nothing twice.
     """
-    from recommender.services.actuation.apply import run_cycle
-    from recommender.services.notifications import notify_after_cycle
+    from recommender.services.actuation.cycle import run_cycle
+    from recommender.services.operations.notifications import notify_after_cycle
 
     cluster = Cluster.objects.filter(pk=cluster_id, is_enabled=True).first()
     if cluster is None:
@@ -292,8 +292,9 @@ def compare_namespace(
 ) -> dict[str, Any]:
     """A namespace comparison (profile A vs B) in the background, on the heavy queue
     (settings.CELERY_TASK_ROUTES); its progress and answer go to the cache under
-    ``token`` (services/namespace_compare.py); ``who``'s job slot is given back."""
-    from recommender.services.namespace_compare import run_stored
+    ``token`` (services/replay/namespace_compare.py); ``who``'s job slot is given
+    back."""
+    from recommender.services.replay.namespace_compare import run_stored
 
     run_stored(token, params, now=_parse_now(now), who=who)
     return {"token": token}

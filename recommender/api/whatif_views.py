@@ -22,8 +22,8 @@ from recommender.api.formats import JSONParser
 from recommender.api.policy_serializers import ProfileOverridesField
 from recommender.api.views import WorkloadLookupMixin
 from recommender.engine import PROFILES
-from recommender.services import heavy_jobs
-from recommender.services.whatif import DEFAULT_DAYS, MAX_DAYS, what_if
+from recommender.services.access import heavy_jobs
+from recommender.services.replay.whatif import DEFAULT_DAYS, MAX_DAYS, what_if
 
 
 class WhatIfRequestSerializer(ClosedSerializer):

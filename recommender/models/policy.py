@@ -95,7 +95,7 @@ class Policy(models.Model):
     # Upstream updatePolicy.evictionRequirements:
     # [{"resources": ["cpu"], "changeRequirement": "TargetHigherThanRequests"}].
     eviction_requirements = models.JSONField(default=list, blank=True)
-    # When approved changes may be applied (services/actuation/windows.py): [] = any
+    # When approved changes may be applied (services/policy/windows.py): [] = any
     # time; and whether a quick OOM (upstream's rule) may be applied outside them.
     maintenance_windows = models.JSONField(default=list, blank=True)
     window_bypasses_quick_oom = models.BooleanField(default=False)

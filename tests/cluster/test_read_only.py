@@ -92,7 +92,7 @@ WRITER_METHODS = {
     "delete_webhook_configuration",
 }
 WRITER_CALLERS = {
-    "services/actuation/apply.py",  # the updater applies changes
+    "services/actuation/cycle.py",  # the updater applies changes
     "services/actuation/vpa_status.py",  # VPA objects naming vpaweb get its status
     "services/admission/registration.py",  # the webhook registers itself
 }

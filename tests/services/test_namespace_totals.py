@@ -1,4 +1,4 @@
-"""The namespaces' totals the refresh stores (services/dashboard/namespace_totals.py):
+"""The namespaces' totals the refresh stores (services/readmodels/namespace_totals.py):
 the overview read from them is the overview computed as the page loads; a shard
 replaces only its namespace's row; a refresh stores them, a failed one too."""
 
@@ -13,11 +13,11 @@ from django.utils import timezone
 
 from recommender.errors import SourceUnavailable
 from recommender.models import Cluster, Container, NamespaceTotals, Workload
-from recommender.services.dashboard import namespace_totals
 from recommender.services.dashboard.overview import Overview, fleet_overview
+from recommender.services.operations.runs import Phases
+from recommender.services.readmodels import namespace_totals
 from recommender.services.refresh import cycle
 from recommender.services.refresh.cycle import refresh_cluster
-from recommender.services.runs import Phases
 from recommender.sources.simulated import SimulatedUsageSource
 from tests.factories import make_cluster, make_workload
 from tests.services.test_provisioning_parity import PRICES, on_and_off, varied_fleet

@@ -12,8 +12,8 @@ from recommender.engine.replay import Timeline
 from recommender.engine.replay_scores import updater_proposals
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import Cluster, Policy, Workload
-from recommender.services.refresh.adapters import cluster_adapter_for
-from recommender.services.whatif import what_if
+from recommender.services.connections import cluster_adapter_for
+from recommender.services.replay.whatif import what_if
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 

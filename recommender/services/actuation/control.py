@@ -50,7 +50,7 @@ from django.db.models import BooleanField, Exists, Q, Value
 
 from recommender.models import ActuationControl, AuditEvent, Cluster, UpdaterLock
 from recommender.models.policy import updater_policy_q
-from recommender.services.audit import Action, actor_label_of
+from recommender.services.access.audit import Action, actor_label_of
 
 logger = logging.getLogger(__name__)
 

@@ -62,7 +62,7 @@ from recommender.services.advice.hpa import (
 )
 from recommender.services.advice.limits import limit_ranges_by_namespace
 from recommender.services.advice.pod_spec import PodContainer, readable_pod_resources
-from recommender.services.policy_validation import parse_container_policies
+from recommender.services.policy.validation import parse_container_policies
 
 logger = logging.getLogger(__name__)
 

@@ -28,18 +28,18 @@ from recommender.models.provisioning import (
     risk_score,
     workload_facts,
 )
-from recommender.services.dashboard import namespace_totals
-from recommender.services.dashboard.namespace_totals import (
+from recommender.services.readmodels import namespace_totals
+from recommender.services.readmodels.namespace_totals import (
     CONFIDENCE_BANDS,
     NamespaceFacts,
 )
-from recommender.services.dashboard.provisioning import (
+from recommender.services.readmodels.provisioning import (
     RECENT_OOM_WINDOW,
     Prices,
     no_recommendation_reason,
     risk_rules,
 )
-from recommender.services.dashboard.realized import realized_savings
+from recommender.services.readmodels.realized import realized_savings
 
 # --- The overview ---------------------------------------------------------------------
 

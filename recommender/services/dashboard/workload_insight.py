@@ -52,13 +52,13 @@ from recommender.services.advice.advise import (
     written_resources,
 )
 from recommender.services.advice.hpa import adjustments_for_workload, requests_of
-from recommender.services.dashboard.provisioning import (
+from recommender.services.connections import close_quietly, usage_source_for
+from recommender.services.policy.validation import parse_container_policies
+from recommender.services.readmodels.provisioning import (
     Prices,
     no_recommendation_reason,
     risk_rules,
 )
-from recommender.services.policy_validation import parse_container_policies
-from recommender.services.refresh.adapters import close_quietly, usage_source_for
 from recommender.services.refresh.ingest import profile_or_default
 from recommender.services.refresh.pods import load_pod_owners
 from recommender.text import comment_text

@@ -29,16 +29,16 @@ from django.conf import settings
 from recommender.cluster.base import ClusterAdapter
 from recommender.errors import InvalidInput
 from recommender.models import RefreshRun
-from recommender.services.refresh import cycle, ingest
-from recommender.services.refresh.adapters import (
+from recommender.services.connections import (
     close_quietly,
     cluster_adapter_for,
     usage_source_for,
 )
+from recommender.services.operations.runs import RunRecorder, recorded_run
+from recommender.services.refresh import cycle, ingest
 from recommender.services.refresh.discovery import Discovery
 from recommender.services.refresh.ingest import STEP_S as SAMPLE_STEP_S
 from recommender.services.refresh.ingest import Window
-from recommender.services.runs import RunRecorder, recorded_run
 from recommender.sources.base import UsageSource
 
 logger = logging.getLogger(__name__)

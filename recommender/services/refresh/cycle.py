@@ -51,26 +51,24 @@ from recommender.models import (
 from recommender.models import (
     OomKill as OomKillRow,
 )
+from recommender.models.bulk import CAS_BATCH, compare_and_swap, insert_returning_pks
 from recommender.services.admission import counters
-from recommender.services.admission.generation import mark_admission_data_changed
-from recommender.services.dashboard import namespace_totals
+from recommender.services.connections import (
+    close_quietly,
+    cluster_adapter_for,
+    source_keeps_history,
+    usage_source_for,
+)
+from recommender.services.operations.runs import Phases, recorded_run
+from recommender.services.readmodels import namespace_totals
+from recommender.services.readmodels.generation import mark_admission_data_changed
+from recommender.services.readmodels.savings_trend import record_snapshot_quietly
 from recommender.services.refresh import (
     chunking,
     ingest,
     ooms,
     throttling,
     warm_state,
-)
-from recommender.services.refresh.adapters import (
-    close_quietly,
-    cluster_adapter_for,
-    source_keeps_history,
-    usage_source_for,
-)
-from recommender.services.refresh.bulk import (
-    CAS_BATCH,
-    compare_and_swap,
-    insert_returning_pks,
 )
 from recommender.services.refresh.discovery import BATCH, Discovery, upsert_discovery
 from recommender.services.refresh.ingest import STEP_S, Group, Row, Window
@@ -81,8 +79,6 @@ from recommender.services.refresh.recommend import (
     recommend_window,
     values_of,
 )
-from recommender.services.runs import Phases, recorded_run
-from recommender.services.savings_trend import record_snapshot_quietly
 from recommender.sources.base import UsageGrid, UsageSource
 
 logger = logging.getLogger(__name__)
@@ -335,7 +331,7 @@ def refresh_cluster(
     # New recommendations, workloads and LimitRanges: the webhook's cache reloads.
     mark_admission_data_changed()
     # The savings trend: the first successful refresh of each hour snapshots the
-    # cluster's namespaces (services/savings_trend.py).
+    # cluster's namespaces (services/readmodels/savings_trend.py).
     record_snapshot_quietly(cluster=cluster, now=now)
     return recorder.run
 

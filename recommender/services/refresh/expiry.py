@@ -15,10 +15,10 @@ from recommender.models import (
     Checkpoint,
     RefreshRun,
 )
+from recommender.services.operations.runs import recorded_run
+from recommender.services.readmodels.savings_trend import thin_snapshots
 from recommender.services.refresh import ingest
 from recommender.services.refresh.discovery import BATCH
-from recommender.services.runs import recorded_run
-from recommender.services.savings_trend import thin_snapshots
 
 logger = logging.getLogger(__name__)
 

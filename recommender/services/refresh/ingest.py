@@ -40,7 +40,7 @@ from recommender.engine.feed import feed
 from recommender.engine.profiles import Profile, get_profile
 from recommender.errors import SourceUnavailable, VpawebError
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
-from recommender.services.policy_validation import parse_container_policies
+from recommender.services.policy.validation import parse_container_policies
 from recommender.services.refresh import warm_state
 from recommender.services.refresh.discovery import BATCH, Discovery
 from recommender.sources.base import UsageGrid, UsageSource

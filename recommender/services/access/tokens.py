@@ -18,7 +18,7 @@ from django.db import IntegrityError, transaction
 
 from recommender.errors import Conflict, InvalidInput, NotFound
 from recommender.models import ApiToken
-from recommender.services.audit import Action, actor_label_of, record_audit
+from recommender.services.access.audit import Action, actor_label_of, record_audit
 
 logger = logging.getLogger(__name__)
 # What a token name may hold: it is shown in pages, logs and audit messages, so no

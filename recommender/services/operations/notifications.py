@@ -44,8 +44,8 @@ from recommender.models import (
     ResizeChange,
     Workload,
 )
-from recommender.services.cluster_health import cluster_failure
-from recommender.services.dashboard.provisioning import Prices, risk_rules
+from recommender.services.operations.cluster_health import cluster_failure
+from recommender.services.readmodels.provisioning import Prices, risk_rules
 
 logger = logging.getLogger(__name__)
 

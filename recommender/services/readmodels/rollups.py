@@ -24,8 +24,8 @@ from recommender.errors import InvalidInput
 from recommender.models import Container, ProvisioningStatus, Workload
 from recommender.models.provisioning import no_data_q, pods_billed_sql
 from recommender.services.dashboard.overview import Totals
-from recommender.services.dashboard.provisioning import Prices, risk_rules
-from recommender.services.dashboard.realized import realized_savings
+from recommender.services.readmodels.provisioning import Prices, risk_rules
+from recommender.services.readmodels.realized import realized_savings
 
 # What a rollup groups by (the ``by`` parameter), in the order the page shows them.
 BY_CHOICES = {

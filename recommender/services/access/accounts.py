@@ -20,8 +20,8 @@ from django.db import IntegrityError, transaction
 
 from recommender.errors import Forbidden, InvalidInput, NotFound
 from recommender.roles import ROLE_ORDER, Role, grant_role, role_of
-from recommender.services.audit import Action, actor_label_of, record_audit
-from recommender.services.tokens import revoke_tokens_of
+from recommender.services.access.audit import Action, actor_label_of, record_audit
+from recommender.services.access.tokens import revoke_tokens_of
 
 logger = logging.getLogger(__name__)
 

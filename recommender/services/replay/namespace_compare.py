@@ -2,12 +2,13 @@
 
 A platform team choosing a default profile asks "what would profile B have done to the
 namespace, against A, and to whom". The namespace's last days are read from its
-cluster's source (:func:`~recommender.services.replay.load_cluster_history`, as the
-what-if reads one workload), replayed under A and B together (one engine replay, every
+cluster's source
+(:func:`~recommender.services.replay.replay.load_cluster_history`, as the what-if
+reads one workload), replayed under A and B together (one engine replay, every
 container vectorised) and scored as ``manage.py replay --worst N`` scores them: the
 totals of each profile, then the workloads sorted worst for B first
-(:func:`~recommender.services.replay.compare_workloads`). Nothing is stored and nothing
-is written to the cluster.
+(:func:`~recommender.services.replay.replay.compare_workloads`). Nothing is stored
+and nothing is written to the cluster.
 """
 
 from __future__ import annotations
@@ -24,14 +25,14 @@ from recommender.engine import PROFILES
 from recommender.engine.replay_scores import updater_proposals
 from recommender.errors import InvalidInput, NotFound, VpawebError
 from recommender.models import Cluster
-from recommender.services import heavy_jobs
-from recommender.services.replay import (
+from recommender.services.access import heavy_jobs
+from recommender.services.replay.replay import (
     compare_workloads,
     load_cluster_history,
     resolve_profiles,
     run_replay,
 )
-from recommender.services.whatif import WARMUP_S, _clean, parse_days
+from recommender.services.replay.whatif import WARMUP_S, _clean, parse_days
 
 KIND = "compare"  # heavy_jobs' name of a background comparison
 DEFAULT_WORST = 10

@@ -32,21 +32,21 @@ from django.db import transaction
 
 from recommender.errors import Conflict, InvalidInput, NotFound
 from recommender.models import Policy, Workload
-from recommender.services.actuation.windows import parse_windows
-from recommender.services.actuation.withdrawal import withdraw_approved_changes
-from recommender.services.admission.generation import mark_admission_data_changed
-from recommender.services.audit import Action, actor_label_of, record_audit
-from recommender.services.policy_impact import (
+from recommender.services.access.audit import Action, actor_label_of, record_audit
+from recommender.services.policy.impact import (
     LARGE_INCREASE_FACTOR,
     LargeIncrease,
     large_increases,
 )
-from recommender.services.policy_validation import (
+from recommender.services.policy.validation import (
     validate_container_policies,
     validate_eviction_requirements,
     validate_profile,
     validate_profile_overrides,
 )
+from recommender.services.policy.windows import parse_windows
+from recommender.services.policy.withdrawal import withdraw_approved_changes
+from recommender.services.readmodels.generation import mark_admission_data_changed
 
 logger = logging.getLogger(__name__)
 

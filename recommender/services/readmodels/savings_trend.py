@@ -24,8 +24,8 @@ from django.conf import settings
 from django.db import transaction
 
 from recommender.models import Cluster, SavingsSnapshot
-from recommender.services.dashboard.provisioning import Prices
-from recommender.services.dashboard.rollups import rollup
+from recommender.services.readmodels.provisioning import Prices
+from recommender.services.readmodels.rollups import rollup
 
 logger = logging.getLogger(__name__)
 

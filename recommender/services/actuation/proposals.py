@@ -55,13 +55,13 @@ from recommender.models import (
     ResizeChange,
     Workload,
 )
+from recommender.models.bulk import insert_changes
 from recommender.models.policy import updater_policy_q
 from recommender.services.actuation import decision, workflow
-from recommender.services.actuation.insert import insert_changes
 from recommender.services.advice.history import enough_history_q
 from recommender.services.advice.hpa import hpa_held_resources
 from recommender.services.advice.limits import limit_ranges_by_namespace
-from recommender.services.policy_validation import parse_container_policies
+from recommender.services.policy.validation import parse_container_policies
 
 S = ResizeChange.Status
 LIVE_PHASES = ("Running", "Pending")

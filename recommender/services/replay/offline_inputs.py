@@ -26,7 +26,10 @@ from recommender.services.advice.rightsize import (
     RightsizeResult,
     rightsize_manifests,
 )
-from recommender.services.offline import OfflineRecommendation, recommend_from_csv
+from recommender.services.replay.offline import (
+    OfflineRecommendation,
+    recommend_from_csv,
+)
 
 # The cluster name offline workloads carry in reports.
 OFFLINE_CLUSTER = "usage-files"

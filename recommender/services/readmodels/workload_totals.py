@@ -35,7 +35,7 @@ from recommender.models import (
     WorkloadTotals,
 )
 from recommender.models.provisioning import STORED_PARTS, PriceRates, WorkloadQuerySet
-from recommender.services.dashboard.provisioning import risk_rules
+from recommender.services.readmodels.provisioning import risk_rules
 
 logger = logging.getLogger(__name__)
 

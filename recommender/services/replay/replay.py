@@ -45,11 +45,11 @@ from recommender.engine.replay_scores import (
 )
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import Cluster
-from recommender.services.offline import USAGE_EVENT, read_events
-from recommender.services.policy_validation import validate_profile_overrides
-from recommender.services.refresh.adapters import cluster_adapter_for, usage_source_for
+from recommender.services.connections import cluster_adapter_for, usage_source_for
+from recommender.services.policy.validation import validate_profile_overrides
 from recommender.services.refresh.ingest import read_usage
 from recommender.services.refresh.ooms import oom_history
+from recommender.services.replay.offline import USAGE_EVENT, read_events
 
 TRACE_COLUMNS = ("trace", "container_id", "timestamp_s", "cpu_cores", "memory_bytes")
 LIMIT_COLUMNS = ("trace", "container_id", "cpu_limit_cores", "memory_limit_bytes")

@@ -1,23 +1,27 @@
-"""Compare-and-swap of many rows in one statement.
+"""Statements that write many rows at once: the refresh's and the updater's bulk SQL.
 
-The cycle's compare-and-swap is a filtered ``update()`` whose row count says whether
-this writer won (``Checkpoint.version``, ``Container.latest_recommendation``). Done a
-row at a time that is one statement per container and cycle; here one ``UPDATE ...
-FROM (VALUES ...) ... RETURNING`` carries up to ``CAS_BATCH`` rows, each with the
-value it expects, and returns the primary keys of the rows that matched: the rows this
-writer won, exactly as the row counts of the single updates would have said.
-PostgreSQL and SQLite (3.35+) both run it.
+- ``compare_and_swap``: many filtered updates in one ``UPDATE ... FROM (VALUES ...)
+  ... RETURNING``; each row carries the value it expects, the keys returned are the
+  rows this writer won (``Checkpoint.version``, ``Container.latest_recommendation``).
+- ``insert_returning_pks``: many new rows in one statement, their primary keys back.
+- ``insert_changes``: thousands of new ``ResizeChange`` rows as one statement (one JSON
+  document on PostgreSQL, ``executemany`` on SQLite); an approved row is inserted only
+  while its workload is among ``approvable``, read by that statement (Off wins).
+PostgreSQL and SQLite (3.35+) both run them.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import date, time
+from datetime import date, datetime, time
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.models import Field, JSONField, Model
+from django.db.models import Field, JSONField, Model, QuerySet
+
+from recommender.models.actuation import OPEN_RESIZE_STATUSES, ResizeChange
+from recommender.models.fleet import Workload
 
 # Rows per statement: 7 parameters a row stays under SQLite's 32,766 and PostgreSQL's
 # 65,535 bound parameters, and a statement of checkpoints stays a few megabytes.
@@ -207,3 +211,166 @@ def _concrete(model: type[Model], name: str) -> Field[Any, Any]:
     if not isinstance(field, Field) or not field.concrete:
         raise ValueError(f"{model.__name__}.{name}: not a column")
     return field
+
+
+# --- New resize changes in one statement ----------------------------------------
+
+
+def _fields() -> list[Any]:
+    return [f for f in ResizeChange._meta.concrete_fields if not f.primary_key]
+
+
+def _json_default(value: object) -> str:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def insert_changes(
+    rows: list[dict[str, Any]],
+    *,
+    cluster_id: int,
+    approvable: QuerySet[Workload] | None = None,
+) -> list[dict[str, Any]]:
+    """Insert new changes (``rows``: field attnames to values; absent fields get their
+    defaults) and return the inserted ones complete, each with its ``id``. An approved
+    row is inserted only when its workload is in ``approvable`` (read by the insert
+    statement itself; None: always)."""
+    fields = _fields()
+    defaults = {f.attname: f.get_default() for f in fields}
+    complete = [{**defaults, **row} for row in rows]
+    if not complete:
+        return complete
+    guard = _Guard.of(approvable, complete)
+    if connection.vendor == "postgresql":
+        _insert_postgresql(complete, fields, guard)
+    else:
+        _insert_executemany(complete, fields, guard, cluster_id=cluster_id)
+    return [row for row in complete if "id" in row]
+
+
+class _Guard:
+    """The condition an approved row needs, as SQL over a row's status and workload
+    id: ``<status> <> 'approved' OR <workload id> IN (<approvable's ids>)``."""
+
+    def __init__(self, sql: str, params: tuple[Any, ...]) -> None:
+        self.sql = sql
+        self.params = params
+
+    @classmethod
+    def of(
+        cls, approvable: QuerySet[Workload] | None, rows: list[dict[str, Any]]
+    ) -> _Guard | None:
+        approved = {
+            r["workload_id"]
+            for r in rows
+            if r["status"] == ResizeChange.Status.APPROVED
+        }
+        if approvable is None or not approved:
+            return None
+        # Only the workloads some approved row names: a short list by primary key.
+        query = approvable.filter(pk__in=approved).values("pk").order_by().query
+        sql, params = query.sql_with_params()
+        return cls(sql, tuple(params))
+
+    def where(self, status: str, workload_id: str) -> str:
+        """The condition, given SQL for a row's status and workload id."""
+        return f"({status} <> %s OR {workload_id} IN ({self.sql}))"
+
+    def values(self) -> list[Any]:
+        """The condition's parameters when status and workload id are SQL."""
+        return [ResizeChange.Status.APPROVED, *self.params]
+
+    def row_values(self, status: str, workload_id: int) -> list[Any]:
+        """The condition's parameters when they are one row's parameters too."""
+        return [status, ResizeChange.Status.APPROVED, workload_id, *self.params]
+
+
+def _insert_postgresql(
+    rows: list[dict[str, Any]], fields: list[Any], guard: _Guard | None
+) -> None:
+    ops = connection.ops
+    table = ops.quote_name(ResizeChange._meta.db_table)
+    columns = ", ".join(ops.quote_name(f.column) for f in fields)
+    selects = []
+    for i, f in enumerate(fields):
+        if f.get_internal_type() == "JSONField":
+            selects.append(f"e.r -> {i}")  # the JSON value itself
+        else:
+            selects.append(f"(e.r ->> {i})::{f.db_type(connection)}")
+    document = json.dumps(
+        [[row[f.attname] for f in fields] for row in rows],
+        default=_json_default,
+        separators=(",", ":"),
+    )
+    where, params = "", [document]
+    if guard is not None:
+        at = {f.attname: i for i, f in enumerate(fields)}
+        where = "WHERE " + guard.where(
+            f"(e.r ->> {at['status']})", f"(e.r ->> {at['workload_id']})::bigint"
+        )
+        params += guard.values()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({columns}) SELECT {', '.join(selects)} "
+            f"FROM jsonb_array_elements(%s::jsonb) AS e(r) {where} "
+            "RETURNING id, workload_id, pod",
+            params,
+        )
+        ids = {(workload_id, pod): pk for pk, workload_id, pod in cursor.fetchall()}
+    for row in rows:
+        found = ids.get((row["workload_id"], row["pod"]))
+        if found is not None:
+            row["id"] = found
+
+
+def _insert_executemany(
+    rows: list[dict[str, Any]],
+    fields: list[Any],
+    guard: _Guard | None,
+    *,
+    cluster_id: int,
+) -> None:
+    ops = connection.ops
+    json_fields = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
+    date_fields = {
+        f.attname for f in fields if f.get_internal_type() == "DateTimeField"
+    }
+    adapted_dates: dict[datetime, Any] = {}
+    values = []
+    for row in rows:
+        one = []
+        for f in fields:
+            value = row[f.attname]
+            if f.attname in json_fields:
+                value = ops.adapt_json_value(value, getattr(f, "encoder", None))
+            elif f.attname in date_fields and value is not None:
+                if value not in adapted_dates:  # mostly one ``now`` for every row
+                    adapted_dates[value] = ops.adapt_datetimefield_value(value)
+                value = adapted_dates[value]
+            one.append(value)
+        if guard is not None:
+            one += guard.row_values(row["status"], row["workload_id"])
+        values.append(one)
+    table = ops.quote_name(ResizeChange._meta.db_table)
+    columns = ", ".join(ops.quote_name(f.column) for f in fields)
+    marks = ", ".join(["%s"] * len(fields))
+    where = "" if guard is None else " WHERE " + guard.where("%s", "%s")
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"INSERT INTO {table} ({columns}) SELECT {marks}{where}", values
+        )
+    wanted = {(row["workload_id"], row["pod"]) for row in rows}
+    ids = {
+        (workload_id, pod): pk
+        for pk, workload_id, pod in ResizeChange.objects.filter(
+            workload__cluster_id=cluster_id,
+            status__in=OPEN_RESIZE_STATUSES,
+            created_at__in={row["created_at"] for row in rows},  # one ``now``
+        ).values_list("pk", "workload_id", "pod")
+        if (workload_id, pod) in wanted
+    }
+    for row in rows:
+        found = ids.get((row["workload_id"], row["pod"]))
+        if found is not None:
+            row["id"] = found

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from recommender.models import Container, ResizeChange
-from recommender.services.dashboard.provisioning import Prices
+from recommender.services.readmodels.provisioning import Prices
 
 # ResizeChange JSON keys -> Container request fields.
 _REQUESTS = (("cpu", "request_cpu_millicores"), ("memory", "request_memory_bytes"))

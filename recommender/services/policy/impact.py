@@ -24,7 +24,7 @@ from recommender.engine.capping import MODE_OFF, ContainerPolicy
 from recommender.engine.quantity import format_cpu, format_memory_readable
 from recommender.engine.resources import CPU, RESOURCE_NAMES
 from recommender.models import Policy, Recommendation, Workload
-from recommender.services.policy_validation import parse_container_policies
+from recommender.services.policy.validation import parse_container_policies
 
 # A change that would raise any container's target by more than this factor needs an
 # explicit confirmation (docs/api.md, docs/dashboard.md).

@@ -23,7 +23,7 @@ from datetime import datetime
 from django.contrib.auth.models import User
 
 from recommender.models import ResizeChange, Workload
-from recommender.services.audit import Action, record_audit
+from recommender.services.access.audit import Action, record_audit
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from recommender.errors import Throttled
-from recommender.services import budgets
+from recommender.services.access import budgets
 
 logger = logging.getLogger(__name__)
 

@@ -43,8 +43,8 @@ from django.db.models.functions import Coalesce, RowNumber
 
 from recommender.models import Cluster, Container, NamespaceTotals
 from recommender.models.provisioning import no_data_q, pods_billed_sql
-from recommender.services.dashboard import workload_totals
-from recommender.services.dashboard.provisioning import risk_rules
+from recommender.services.readmodels import workload_totals
+from recommender.services.readmodels.provisioning import risk_rules
 
 # Per namespace, the containers without a recommendation kept for the overview's list
 # ("no recommendation yet": it shows the first ones of the fleet, at most these).

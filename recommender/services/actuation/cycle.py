@@ -44,13 +44,14 @@ from recommender.services.actuation import (
     control,
     decision,
     permissions,
-    updater,
     vpa_status,
-    windows,
     workflow,
 )
-from recommender.services.actuation.writers import cluster_writer_for
-from recommender.services.refresh.adapters import cluster_adapter_for
+from recommender.services.actuation import (
+    proposals as updater,
+)
+from recommender.services.connections import cluster_adapter_for, cluster_writer_for
+from recommender.services.policy import windows
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ whose ``incr`` holds a lock: exact within the one process there is.
 Windows are fixed (``now // period``): cheap and exact, at the price of a burst of up
 to twice the limit across a window's edge. The API's per-token and per-user rate
 (``api/auth.py``) and the per-user budget of comparisons and what-if
-(``services/heavy_jobs.py``) both take from here.
+(``services/access/heavy_jobs.py``) both take from here.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ from recommender.models import (
     Workload,
 )
 from recommender.models.actuation import OPEN_RESIZE_STATUSES
-from recommender.services.runs import recorded_run
+from recommender.services.operations.runs import recorded_run
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def rules() -> list[Rule]:
         Rule(
             "runs",
             settings.RETENTION_RUN_DAYS,
-            # A running row is the reaper's (services/runs.py), never the prune's.
+            # A running row is the reaper's (operations/runs.py), never the prune's.
             lambda now: RefreshRun.objects.filter(
                 started_at__lt=_cutoff(now, settings.RETENTION_RUN_DAYS)
             ).exclude(status=RefreshRun.Status.RUNNING),

@@ -1,7 +1,7 @@
 """What-if: a workload's last days replayed under its current profile and another one.
 
 The history comes from the workload's cluster source (Prometheus, or the simulated
-cluster) through :func:`~recommender.services.replay.load_cluster_history`; both
+cluster) through :func:`~recommender.services.replay.replay.load_cluster_history`; both
 profiles are replayed together (``engine/replay.py``) and scored as ``manage.py
 replay`` scores them. Also: how many resizes upstream's updater would have proposed
 (:func:`~recommender.engine.replay_scores.updater_proposals`), and per container a
@@ -27,7 +27,7 @@ from recommender.engine.replay_scores import UPDATER_MIN_CHANGE, updater_proposa
 from recommender.engine.resources import CPU, MEMORY
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import Workload
-from recommender.services.replay import (
+from recommender.services.replay.replay import (
     ReplayInput,
     load_cluster_history,
     resolve_profiles,
