@@ -330,7 +330,7 @@ class NamespaceTotals(models.Model):
     # Of them, those with a (non-init) container missing a CPU or a memory request.
     workloads_missing_requests = models.IntegerField(default=0)
     # The (non-init) containers of those workloads, and those with a usable
-    # recommendation (services/dashboard/overview.Totals: the same names).
+    # recommendation (services/readmodels/rollups.Totals: the same names).
     containers = models.IntegerField(default=0)
     covered = models.IntegerField(default=0)
     # Sums over the containers, times their workload's replicas.

@@ -87,6 +87,20 @@ def cluster_adapter_for(
     )
 
 
+def kubernetes_version(cluster: Cluster) -> str:
+    """Read ``cluster`` once (a row not saved yet, too) and return its Kubernetes
+    version; SourceUnavailable, naming the cluster and what failed, when it cannot."""
+    adapter = KubernetesAdapter(
+        cluster_name=cluster.name,
+        context=cluster.context,
+        namespace_selector=cluster.namespace_selector,
+    )
+    try:
+        return adapter.check_connection()
+    finally:
+        adapter.close()
+
+
 def usage_source_for(cluster: Cluster) -> UsageSource:
     """The source of usage history for ``cluster``."""
     if cluster.kind == Cluster.Kind.SIMULATED:

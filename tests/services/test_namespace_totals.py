@@ -15,8 +15,7 @@ from recommender.errors import SourceUnavailable
 from recommender.models import Cluster, Container, NamespaceTotals, Workload
 from recommender.services.dashboard.overview import Overview, fleet_overview
 from recommender.services.operations.runs import Phases
-from recommender.services.readmodels import namespace_totals
-from recommender.services.refresh import cycle
+from recommender.services.readmodels import namespace_totals, upkeep
 from recommender.services.refresh.cycle import refresh_cluster
 from recommender.sources.simulated import SimulatedUsageSource
 from tests.factories import make_cluster, make_workload
@@ -224,9 +223,9 @@ def test_a_failure_to_store_the_totals_never_hides_the_refreshs_own(
 
     monkeypatch.setattr(namespace_totals, "store", broken)
     with (
-        caplog.at_level(logging.ERROR, logger=cycle.logger.name),
+        caplog.at_level(logging.ERROR, logger=upkeep.logger.name),
         pytest.raises(ValueError, match="the refresh's own"),
-        cycle.totals_stored(simulated, now=NOW, namespace=None, phases=Phases()),
+        upkeep.kept_current(simulated, now=NOW, namespace=None, phases=Phases()),
     ):
         raise ValueError("the refresh's own")
     assert "the namespaces' totals were not stored" in caplog.text

@@ -9,9 +9,9 @@ from django.utils.text import slugify
 
 from recommender.cluster import label_selector
 from recommender.cluster.kube_client import in_pod
-from recommender.cluster.kubernetes import KubernetesAdapter
 from recommender.errors import Conflict, InvalidInput
 from recommender.models import Cluster
+from recommender.services.connections import kubernetes_version
 
 logger = logging.getLogger(__name__)
 
@@ -78,13 +78,14 @@ def add_kubernetes_cluster(
     if Cluster.objects.filter(name=name).exists():
         raise Conflict(f"a cluster named {name!r} exists already")
     # Raises SourceUnavailable, naming the cluster and what failed, before any row.
-    adapter = KubernetesAdapter(
-        cluster_name=name, context=context, namespace_selector=namespace_selector
+    version = kubernetes_version(
+        Cluster(
+            name=name,
+            kind=Cluster.Kind.KUBERNETES,
+            context=context,
+            namespace_selector=namespace_selector,
+        )
     )
-    try:
-        version = adapter.check_connection()
-    finally:
-        adapter.close()
     try:
         with transaction.atomic():
             cluster = Cluster.objects.create(

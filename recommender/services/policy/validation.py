@@ -19,7 +19,7 @@ from recommender.engine.quantity import (
 )
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput
-from recommender.models import Policy
+from recommender.models import Policy, Workload
 
 # Profile fields an override may set: every knob, but not the name (the profile's
 # identity, stored in Policy.profile).
@@ -374,3 +374,17 @@ def validate_eviction_requirements(raw: object) -> list[dict[str, Any]]:
     if errors:
         raise InvalidInput("invalid eviction requirements", fields=errors)
     return clean
+
+
+def named_profile(name: str, overrides: dict[str, Any] | None) -> Profile:
+    """A policy's profile: the named one with the policy's field overrides."""
+    return get_profile(name).with_overrides(**(overrides or {}))
+
+
+def profile_or_default(workload: Workload) -> Profile:
+    """The workload's profile, or upstream's when its policy is unusable."""
+    try:
+        policy = workload.policy
+        return named_profile(policy.profile, policy.profile_overrides)
+    except (ValueError, TypeError, Policy.DoesNotExist):
+        return get_profile("vpa")

@@ -35,6 +35,7 @@ from recommender.services.connections import (
     usage_source_for,
 )
 from recommender.services.operations.runs import RunRecorder, recorded_run
+from recommender.services.readmodels import upkeep as readmodels
 from recommender.services.refresh import cycle, ingest
 from recommender.services.refresh.discovery import Discovery
 from recommender.services.refresh.ingest import STEP_S as SAMPLE_STEP_S
@@ -86,8 +87,12 @@ def backfill_cluster(
         recorder.describe_failure = progress.describe_failure
         owned: list[object] = []
         try:
-            with cycle.totals_stored(
-                cluster, now=now, namespace=namespace, phases=phases
+            with readmodels.kept_current(
+                cluster,
+                now=now,
+                namespace=namespace,
+                phases=phases,
+                savings_snapshot=False,
             ):
                 # Close only what this call opened; the caller owns what it passed in.
                 if adapter is None:

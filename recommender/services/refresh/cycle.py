@@ -60,9 +60,8 @@ from recommender.services.connections import (
     usage_source_for,
 )
 from recommender.services.operations.runs import Phases, recorded_run
-from recommender.services.readmodels import namespace_totals
+from recommender.services.readmodels import upkeep as readmodels
 from recommender.services.readmodels.generation import mark_admission_data_changed
-from recommender.services.readmodels.savings_trend import record_snapshot_quietly
 from recommender.services.refresh import (
     chunking,
     ingest,
@@ -292,7 +291,10 @@ def refresh_cluster(
         phases = recorder.phases
         adapter: object = None
         source: object = None
-        with totals_stored(cluster, now=now, namespace=namespace, phases=phases):
+        # The read models (namespaces' totals, the hour's savings snapshot), once.
+        with readmodels.kept_current(
+            cluster, now=now, namespace=namespace, phases=phases
+        ):
             try:
                 # A shard lists only its namespace (docs/refresh.md, "Shards").
                 adapter = cluster_adapter_for(
@@ -330,32 +332,7 @@ def refresh_cluster(
             )
     # New recommendations, workloads and LimitRanges: the webhook's cache reloads.
     mark_admission_data_changed()
-    # The savings trend: the first successful refresh of each hour snapshots the
-    # cluster's namespaces (services/readmodels/savings_trend.py).
-    record_snapshot_quietly(cluster=cluster, now=now)
     return recorder.run
-
-
-@contextlib.contextmanager
-def totals_stored(
-    cluster: Cluster, *, now: datetime, namespace: str | None, phases: Phases
-) -> Iterator[None]:
-    """Store the overview's totals of what the block refreshed (the cluster, or its
-    shard's namespace) after it, as phase ``totals``; also after a failure, since
-    what the block committed before it (discovery's workloads) stays, but then
-    without hiding that failure."""
-    try:
-        yield
-    except BaseException:
-        try:
-            namespace_totals.store(cluster=cluster, now=now, namespace=namespace)
-        except Exception:
-            logger.exception(
-                "cluster %s: the namespaces' totals were not stored", cluster
-            )
-        raise
-    with phases("totals"):
-        namespace_totals.store(cluster=cluster, now=now, namespace=namespace)
 
 
 @contextlib.contextmanager
