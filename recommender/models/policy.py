@@ -54,8 +54,8 @@ class Policy(models.Model):
     - ``vpa-object``: it mirrors the upstream VerticalPodAutoscaler ``vpa_object``
       (mode, container policies, min replicas, kept in step by discovery). It is shown
       with the object's mode, and vpaweb never acts on it, whatever the mode: the
-      upstream VPA does. An operator can adopt it (``services.policies.adopt_policy``):
-      it becomes vpaweb's, starting in Off.
+      upstream VPA does. An operator can adopt it
+      (``services.policy.changes.adopt_policy``): it becomes vpaweb's, starting in Off.
 
     The webhook and the updater ask ONE question before they touch a pod:
     ``policy.is_actionable`` (or ``Policy.objects.actionable()``); never ``mode``

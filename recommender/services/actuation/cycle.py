@@ -9,7 +9,7 @@ A cycle (``run_cycle``) for one cluster:
    does (Infeasible, Deferred too long, in progress too long, Error); an eviction is
    verified when a replacement pod carries the new requests, failed when it carries
    something else or nothing appears in ``VPAWEB_UPDATER_VERIFY_TIMEOUT_S``;
-3. **propose** (``updater.propose``);
+3. **propose** (``proposals.propose``);
 4. **apply** approved changes, highest priority first, unless writes are blocked
    (actuation not allowed, kill switch, paused cluster, dry run:
    ``control.write_block_reason``); each write path (resize, eviction, events, VPA
@@ -44,11 +44,9 @@ from recommender.services.actuation import (
     control,
     decision,
     permissions,
+    proposals,
     vpa_status,
     workflow,
-)
-from recommender.services.actuation import (
-    proposals as updater,
 )
 from recommender.services.connections import cluster_adapter_for, cluster_writer_for
 from recommender.services.policy import windows
@@ -100,7 +98,7 @@ def _resources(data: dict[str, Any]) -> Resources:
 def observed_of(pod: PodInfo, names: list[str]) -> dict[str, Any]:
     """What the pod's named containers carry now, in ResizeChange's shape."""
     return {
-        c.name: updater.resources_json(c.requests, c.limits)
+        c.name: proposals.resources_json(c.requests, c.limits)
         for c in pod.containers
         if c.name in names
     }
@@ -195,12 +193,12 @@ def _never_written(change: ResizeChange, pod: PodInfo | None) -> bool:
     )
 
 
-def follow_applying(context: updater.UpdaterContext, report: CycleReport) -> None:
+def follow_applying(context: proposals.UpdaterContext, report: CycleReport) -> None:
     """Verify, wait on, or fall back from the changes being applied; send back to
     ``approved`` those a crashed process left ``applying`` without writing."""
     now = context.now
     timeout = timedelta(seconds=settings.UPDATER_VERIFY_TIMEOUT_S)
-    for change in updater.changes_needing(context, (S.APPLYING,)):
+    for change in proposals.changes_needing(context, (S.APPLYING,)):
         pods = context.pods.get(change.workload_id, [])
         names = list(change.resources_after)
         pod = next(
@@ -333,7 +331,7 @@ def _finish(
     fields: dict[str, Any] = {"observed": observed, "error": error}
     if status == S.APPLIED:
         fields["verified_at"] = now
-        # What the realized savings count from now on (services/dashboard/realized).
+        # What the realized savings count from now on (services/readmodels/realized).
         fields["requests_removed"] = requests_removed(
             change.resources_before, change.resources_after
         )
@@ -393,7 +391,7 @@ class Applier:
 
     def __init__(
         self,
-        context: updater.UpdaterContext,
+        context: proposals.UpdaterContext,
         writer: ClusterWriter,
         report: CycleReport,
     ) -> None:
@@ -420,7 +418,7 @@ class Applier:
                 members,
                 owner_kind=key[1],
                 replicas=workload.replicas,
-                min_replicas=updater.min_replicas_of(self.context, workload),
+                min_replicas=proposals.min_replicas_of(self.context, workload),
                 tolerance_fraction=self.context.config.eviction_tolerance,
             )
         return self.groups[key]
@@ -442,7 +440,7 @@ class Applier:
 
     def apply_all(self) -> None:
         """Every approved change, highest priority first."""
-        for change in updater.changes_needing(self.context, (S.APPROVED,)):
+        for change in proposals.changes_needing(self.context, (S.APPROVED,)):
             pod = self.context.pod(change.workload_id, change.pod)
             if pod is None or pod.uid != change.pod_uid:
                 continue  # expired by propose; a vanished pod is not touched
@@ -656,11 +654,11 @@ def run_cycle(
     if snapshot is None:
         adapter = cluster_adapter_for(cluster, now=now)
         snapshot = adapter.discover()
-    with updater.gc_frozen():
-        context = updater.load_context(cluster, snapshot, now=now)
+    with proposals.gc_frozen():
+        context = proposals.load_context(cluster, snapshot, now=now)
         report.pods = sum(len(p) for p in context.pods.values())
         follow_applying(context, report)
-        counts = updater.propose(context)
+        counts = proposals.propose(context)
     report.proposed = counts.proposed
     report.auto_approved = counts.auto_approved
     report.superseded = counts.superseded

@@ -39,7 +39,7 @@ OPEN = (S.PROPOSED, S.APPROVED, S.APPLYING)
 UPDATER_LABEL = "updater"
 AUTOMATIC_LABEL = "policy (automatic approval)"
 # How a failed eviction whose replacement could not be scheduled starts its error:
-# the workload's next proposals wait for an operator (``updater.load_context``).
+# the workload's next proposals wait for an operator (``proposals.load_context``).
 UNSCHEDULABLE_ERROR = "the replacement pod cannot be scheduled"
 # The audit action of each target status.
 A = AuditEvent.Action
