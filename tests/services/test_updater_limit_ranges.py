@@ -10,10 +10,7 @@ from recommender.cluster.base import ContainerSpec, PodInfo
 from recommender.engine.capping import LimitRangeItem
 from recommender.engine.resources import Resources
 from recommender.services.actuation import decision
-from recommender.services.actuation.proposals import (
-    capped_recommendations,
-    new_resources,
-)
+from recommender.services.advice.advise import capped_recommendations, new_resources
 from recommender.services.policy.validation import parse_container_policies
 from tests.services.test_updater_decision import rec
 

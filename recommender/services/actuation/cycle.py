@@ -48,6 +48,7 @@ from recommender.services.actuation import (
     vpa_status,
     workflow,
 )
+from recommender.services.advice.advise import resources_json
 from recommender.services.connections import cluster_adapter_for, cluster_writer_for
 from recommender.services.policy import windows
 
@@ -98,7 +99,7 @@ def _resources(data: dict[str, Any]) -> Resources:
 def observed_of(pod: PodInfo, names: list[str]) -> dict[str, Any]:
     """What the pod's named containers carry now, in ResizeChange's shape."""
     return {
-        c.name: proposals.resources_json(c.requests, c.limits)
+        c.name: resources_json(c.requests, c.limits)
         for c in pod.containers
         if c.name in names
     }

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import gc
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,20 +33,10 @@ from django.db.models import Max, Q
 
 from recommender.cluster.base import ClusterSnapshot, PodInfo
 from recommender.engine.capping import (
-    MODE_OFF,
-    CappedRecommendation,
-    ContainerPolicy,
     LimitRangeItem,
     RecommendationLike,
-    cap_for_pod,
-    select_container_policy,
 )
-from recommender.engine.limits import (
-    REQUESTS_AND_LIMITS,
-    ContainerResources,
-    requests_and_limits_for_container,
-)
-from recommender.engine.resources import RESOURCE_NAMES, Resources
+from recommender.engine.resources import Resources
 from recommender.models import (
     AuditEvent,
     Cluster,
@@ -58,8 +48,11 @@ from recommender.models import (
 from recommender.models.bulk import insert_changes
 from recommender.models.policy import updater_policy_q
 from recommender.services.actuation import decision, workflow
+from recommender.services.advice.advise import (
+    capped_recommendations,
+    new_resources,
+)
 from recommender.services.advice.history import enough_history_q
-from recommender.services.advice.hpa import hpa_held_resources
 from recommender.services.advice.limits import limit_ranges_by_namespace
 from recommender.services.policy.validation import parse_container_policies
 
@@ -222,113 +215,6 @@ def gc_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
-
-
-def resources_json(requests: Resources, limits: Resources) -> dict[str, Any]:
-    """``{"requests": {...}, "limits": {...}}`` as ResizeChange stores them."""
-    return {"requests": requests.to_dict(), "limits": limits.to_dict()}
-
-
-def capped_recommendations(
-    pod: PodInfo,
-    latest: Mapping[str, RecommendationLike],
-    policies: list[ContainerPolicy],
-    ranges: tuple[LimitRangeItem | None, LimitRangeItem | None],
-    hpa_conflicts: Sequence[Mapping[str, Any]] = (),
-) -> tuple[dict[str, CappedRecommendation], frozenset[str]]:
-    """The capped recommendation of each container the updater may resize, and the
-    containers whose policy mode is Off. Resources an HPA of the workload scales on
-    are left out (upstream's rule: never both on one resource)."""
-    pending: dict[str, CappedRecommendation] = {}
-    off: set[str] = set()
-    for container in pod.containers:
-        if container.kind == "init":
-            continue  # non-sidecar init containers cannot be resized (resize/11)
-        policy = select_container_policy(policies, container.name)
-        if policy is not None and policy.mode == MODE_OFF:
-            off.add(container.name)
-            continue
-        rec = latest.get(container.name)
-        if rec is None:
-            continue
-        held = hpa_held_resources(hpa_conflicts, container.name)
-        controlled = tuple(
-            r
-            for r in (
-                policy.controlled_resources if policy is not None else RESOURCE_NAMES
-            )
-            if r not in held
-        )
-        if not controlled:
-            continue
-        pending[container.name] = CappedRecommendation(
-            target=rec.target.only(controlled),
-            lower_bound=rec.lower_bound.only(controlled),
-            upper_bound=rec.upper_bound.only(controlled),
-            uncapped_target=rec.uncapped_target.only(controlled),
-        )
-    if not pending:
-        return {}, frozenset(off)
-    engine_containers = [
-        ContainerResources(c.name, c.requests, c.limits)
-        for c in pod.containers
-        if c.kind != "init"
-    ]
-    capped = cap_for_pod(
-        pending,
-        engine_containers,
-        policies=policies,
-        container_limit_range=ranges[0],
-        pod_limit_range=ranges[1],
-    )
-    return {k: v for k, v in capped.items() if k in pending}, frozenset(off)
-
-
-def new_resources(
-    pod: PodInfo,
-    capped: Mapping[str, CappedRecommendation],
-    policies: list[ContainerPolicy],
-    container_range: LimitRangeItem | None,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Before and after ({container: {requests, limits}}) as the webhook would set
-    them: requests = the capped target, limits kept proportional (§4.3)."""
-    before: dict[str, Any] = {}
-    after: dict[str, Any] = {}
-    default_limit = container_range.default if container_range else Resources()
-    for container in pod.containers:
-        rec = capped.get(container.name)
-        if rec is None:
-            continue
-        policy = select_container_policy(policies, container.name)
-        values = (
-            policy.effective_controlled_values
-            if policy is not None
-            else REQUESTS_AND_LIMITS
-        )
-        new = requests_and_limits_for_container(
-            ContainerResources(container.name, container.requests, container.limits),
-            rec.target,
-            controlled_values=values,
-            default_limit=default_limit,
-            max_limit_request_ratio=(
-                container_range.max_limit_request_ratio
-                if container_range
-                else Resources()
-            ),
-        )
-        requests = container.requests
-        for resource in RESOURCE_NAMES:
-            amount = new.requests.get(resource)
-            if amount is not None:
-                requests = requests.with_amount(resource, amount)
-        limits = container.limits
-        for resource in RESOURCE_NAMES:
-            amount = new.limits.get(resource)
-            if amount is not None and container.limits.get(resource) is not None:
-                limits = limits.with_amount(resource, amount)
-        before[container.name] = resources_json(container.requests, container.limits)
-        after[container.name] = resources_json(requests, limits)
-    return before, after
 
 
 def load_context(
