@@ -10,6 +10,12 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from recommender.engine.capping import (
+    MODE_IN_PLACE_OR_RECREATE,
+    MODE_INITIAL,
+    MODE_OFF,
+    MODE_RECREATE,
+)
 from recommender.models.fleet import Workload
 
 
@@ -64,10 +70,10 @@ class Policy(models.Model):
 
     class Mode(models.TextChoices):
         # Labels spelt as upstream's updateMode values, everywhere they are shown.
-        OFF = "Off", "Off"
-        INITIAL = "Initial", "Initial"
-        RECREATE = "Recreate", "Recreate"
-        IN_PLACE_OR_RECREATE = "InPlaceOrRecreate", "InPlaceOrRecreate"
+        OFF = MODE_OFF, MODE_OFF
+        INITIAL = MODE_INITIAL, MODE_INITIAL
+        RECREATE = MODE_RECREATE, MODE_RECREATE
+        IN_PLACE_OR_RECREATE = MODE_IN_PLACE_OR_RECREATE, MODE_IN_PLACE_OR_RECREATE
 
     class Source(models.TextChoices):
         VPAWEB = "vpaweb", "vpaweb"
