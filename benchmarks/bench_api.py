@@ -245,7 +245,7 @@ def main() -> None:
     from django.utils import timezone
 
     from recommender.models import Workload
-    from recommender.services.tokens import create_token
+    from recommender.services.access.tokens import create_token
 
     count = int(os.environ.get("BENCH_WORKLOADS", "1000"))
     total = int(os.environ.get("BENCH_REQUESTS", "2000"))

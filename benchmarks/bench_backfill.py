@@ -234,7 +234,7 @@ def _bench_service(specs, end_s: int, days: int, database: str, api) -> None:
         Recommendation,
         Workload,
     )
-    from recommender.services.refresh.adapters import usage_source_for
+    from recommender.services.connections import usage_source_for
     from recommender.services.refresh.backfill import backfill_cluster
 
     tick = time.perf_counter()

@@ -40,7 +40,7 @@ def _fleet(containers: int) -> int:
     from django.db import connection
 
     from recommender.models import Cluster
-    from recommender.services.dashboard import namespace_totals
+    from recommender.services.readmodels import namespace_totals
 
     existing = Cluster.objects.filter(name="export-bench").first()
     if existing is not None and existing.workloads.count() == round(
@@ -153,7 +153,7 @@ def main() -> None:
     setup_scratch_postgres("export")
     from django.utils import timezone
 
-    from recommender.services.tokens import create_token
+    from recommender.services.access.tokens import create_token
 
     containers = int(os.environ.get("BENCH_EXPORT_CONTAINERS", "100000"))
     tick = time.perf_counter()

@@ -33,7 +33,7 @@ def main() -> None:
         PodRequests,
     )
     from recommender.engine.binpack import NodeShape, pack
-    from recommender.services.node_pools import plan_pools
+    from recommender.services.refresh.node_pools import plan_pools
 
     gib, mib = 2**30, 2**20
     count = int(os.environ.get("BENCH_CONTAINERS", "100000"))

@@ -112,7 +112,7 @@ def main() -> None:
 
     from recommender.models import Cluster, Container
     from recommender.roles import Role, grant_role
-    from recommender.services.dashboard import namespace_totals
+    from recommender.services.readmodels import namespace_totals
     from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS
 
     started = time.perf_counter()

@@ -29,7 +29,7 @@ def main() -> None:
     import django
 
     django.setup()
-    from recommender.services.replay import load_trace_file
+    from recommender.services.replay.replay import load_trace_file
 
     t = time.perf_counter()
     loaded = load_trace_file(TRACE)

@@ -6,8 +6,8 @@ The DATABASE_URL database must be a scratch one (PostgreSQL): the bench deletes 
 cluster in it first. A fleet of BENCH_RETENTION_WORKLOADS workloads (default 12,000;
 the simulation's mix, about 1.5 containers each) is written directly, then each
 simulated hour of BENCH_RETENTION_DAYS days (default 30) adds the history a fleet of
-that size writes in an hour, and the hourly prune run (services/retention.py, the
-settings in force) follows it:
+that size writes in an hour, and the hourly prune run
+(services/operations/retention.py, the settings in force) follows it:
 
 - recommendation rows: 0.65 % of the containers a minute (what a settled fleet's
   refresh cycles store), each with the explanation of a real refresh's row;
@@ -219,7 +219,7 @@ def main() -> None:
     from django.db import connection
 
     from recommender.models import AdmissionCount, AuditEvent, Cluster, RefreshRun
-    from recommender.services.retention import prune_history
+    from recommender.services.operations.retention import prune_history
 
     workloads = int(os.environ.get("BENCH_RETENTION_WORKLOADS", "12000"))
     days = int(os.environ.get("BENCH_RETENTION_DAYS", "30"))

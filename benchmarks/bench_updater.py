@@ -150,7 +150,7 @@ def _cycle(cluster, snapshot, now):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from recommender.services.actuation.apply import run_cycle
+    from recommender.services.actuation.cycle import run_cycle
 
     with CaptureQueriesContext(connection) as queries:
         started = time.perf_counter()
@@ -166,7 +166,7 @@ def _run(database: str, workload_count: int, pods_per_workload: int) -> None:
     from django.core.management import call_command
 
     # Imported before timing: a worker has its modules loaded when a cycle starts.
-    import recommender.services.actuation.apply  # noqa: F401
+    import recommender.services.actuation.cycle  # noqa: F401
     from recommender.models import Cluster, ResizeChange
 
     call_command("migrate", verbosity=0, interactive=False)

@@ -10,9 +10,9 @@ from django.utils import timezone
 from recommender import models
 from recommender.errors import InvalidInput
 from recommender.services.actuation import control
-from recommender.services.actuation.windows import parse_windows
-from recommender.services.clusters import checked_namespace_selector
-from recommender.services.notifications import encrypt_url
+from recommender.services.operations.clusters import checked_namespace_selector
+from recommender.services.operations.notifications import encrypt_url
+from recommender.services.policy.windows import parse_windows
 
 
 class ClusterForm(forms.ModelForm):

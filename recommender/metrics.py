@@ -6,7 +6,7 @@ Two kinds of series:
   multi-process safe: with ``PROMETHEUS_MULTIPROC_DIR`` set (the image sets it),
   every gunicorn or Celery child writes its values to files there and one scrape adds
   them up. The refresh counters are recorded when a run finishes, by whichever process
-  ran it (:func:`record_finished_run`, called by services/runs.py): the
+  ran it (:func:`record_finished_run`, called by services/operations/runs.py): the
   web process under ``make run``, the Celery worker in compose and Kubernetes, which
   serves them on ``VPAWEB_WORKER_METRICS_PORT`` (:func:`serve_worker_metrics`).
 * **Database gauges**, read at scrape time by :class:`DatabaseCollector` on the web's

@@ -28,8 +28,9 @@ from redis.exceptions import RedisError
 
 from recommender.errors import InvalidInput, NotFound, SourceUnavailable
 from recommender.models import Cluster, Workload
-from recommender.services import retention, runs, whatif_jobs
+from recommender.services.operations import retention, runs
 from recommender.services.refresh import chunking, cycle, expiry
+from recommender.services.replay import whatif_jobs
 
 logger = logging.getLogger(__name__)
 
@@ -291,8 +292,8 @@ def update_cluster(
     any other worker returns ``not_leader``. Every write is a compare-and-swap on the
     change's status, so a redelivered task applies nothing twice.
     """
-    from recommender.services.actuation.apply import run_cycle
-    from recommender.services.notifications import notify_after_cycle
+    from recommender.services.actuation.cycle import run_cycle
+    from recommender.services.operations.notifications import notify_after_cycle
 
     cluster = Cluster.objects.filter(pk=cluster_id, is_enabled=True).first()
     if cluster is None:
@@ -335,8 +336,9 @@ def compare_namespace(
 ) -> dict[str, Any]:
     """A namespace comparison (profile A vs B) in the background, on the heavy queue
     (settings.CELERY_TASK_ROUTES); its progress and answer go to the cache under
-    ``token`` (services/namespace_compare.py); ``who``'s job slot is given back."""
-    from recommender.services.namespace_compare import run_stored
+    ``token`` (services/replay/namespace_compare.py); ``who``'s job slot is given
+    back."""
+    from recommender.services.replay.namespace_compare import run_stored
 
     run_stored(token, params, now=_parse_now(now), who=who)
     return {"token": token}
@@ -366,7 +368,7 @@ def what_if(
     who: str | None = None,
 ) -> dict[str, Any]:
     """A what-if past the synchronous budget, on the heavy queue; its state and answer
-    go to the cache under ``token`` (services/whatif_jobs.py); ``who``'s job slot is
-    given back."""
+    go to the cache under ``token`` (services/replay/whatif_jobs.py); ``who``'s job
+    slot is given back."""
     whatif_jobs.run_stored(token, params, now=_parse_now(now), who=who)
     return {"token": token}

@@ -220,11 +220,12 @@ CELERY_TASK_ROUTES = {
     "recommender.tasks.what_if": {"queue": HEAVY_QUEUE},
 }
 # Per user: at most this many comparisons / what-ifs at once, and this many a minute
-# (counted across processes, services/heavy_jobs.py).
+# (counted across processes, services/access/heavy_jobs.py).
 HEAVY_JOBS_RUNNING = env_int("VPAWEB_HEAVY_JOBS_RUNNING", 2, minimum=1)
 HEAVY_JOBS_PER_MINUTE = env_int("VPAWEB_HEAVY_JOBS_PER_MINUTE", 10, minimum=1)
 # A what-if costing more container-days (containers x days replayed) than this runs
-# on the heavy queue and is answered 202 with a job to poll (services/whatif_jobs.py).
+# on the heavy queue and is answered 202 with a job to poll
+# (services/replay/whatif_jobs.py).
 WHATIF_SYNC_CONTAINER_DAYS = env_float(
     "VPAWEB_WHATIF_SYNC_CONTAINER_DAYS", 8.0, minimum=0.0
 )
@@ -325,7 +326,7 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
-# --- Notification channels (services/notifications.py, docs/notifications.md) --------
+# --- Notification channels (services/operations/notifications, docs/notifications.md)
 # Links in messages point here: the dashboard as its users reach it.
 DASHBOARD_URL = env_str("VPAWEB_DASHBOARD_URL", "http://127.0.0.1:8000")
 # A channel's webhook gets this long to answer; a slower one is a failure, kept on the
@@ -434,7 +435,7 @@ ROLLUP_LABEL_KEY = env_str("VPAWEB_ROLLUP_LABEL_KEY", "team")
 SAVINGS_TREND_DAYS = env_int("VPAWEB_SAVINGS_TREND_DAYS", 400, minimum=1)
 SAVINGS_TREND_HOURLY_DAYS = env_int("VPAWEB_SAVINGS_TREND_HOURLY_DAYS", 14, minimum=1)
 
-# --- Retention (recommender/services/retention.py, docs/refresh.md) -------------------
+# --- Retention (recommender/services/operations/retention.py, docs/refresh.md) ------
 # History older than these many days is pruned by the hourly prune task, in batches of
 # RETENTION_BATCH rows, each its own short transaction, for at most RETENTION_BUDGET_S
 # seconds a run (what is left goes on the next run): it never holds a lock a refresh

@@ -20,8 +20,8 @@ from rest_framework.settings import api_settings
 
 from recommender.models import ApiToken
 from recommender.roles import Role, has_role
-from recommender.services import budgets
-from recommender.services.tokens import authenticate_key
+from recommender.services.access import budgets
+from recommender.services.access.tokens import authenticate_key
 
 logger = logging.getLogger(__name__)
 
@@ -150,8 +150,9 @@ class CanReadOrWrite(permissions.BasePermission):
 
 class ApiRateThrottle(throttling.SimpleRateThrottle):
     """One request budget per token (per user for sessions, else per address), counted
-    atomically across processes (``services/budgets.py``: a Redis INCR per window, not
-    DRF's read-append-write history, which let concurrent clients through uncounted)."""
+    atomically across processes (``services/access/budgets.py``: a Redis INCR per
+    window, not DRF's read-append-write history, which let concurrent clients through
+    uncounted)."""
 
     scope = "api"
     retry_after_s = 0.0

@@ -22,7 +22,8 @@ from recommender.api.queries import Pagination, filtered
 from recommender.models import (
     ResizeChange,
 )
-from recommender.services.actuation import approvals, bulk
+from recommender.services.actuation import approvals
+from recommender.services.actuation import approve_all as bulk
 
 
 @extend_schema_view(

@@ -1,9 +1,9 @@
 """POST /api/v1/clusters/{cluster}/namespaces/{namespace}/compare-profiles.
 
 Every workload of a namespace replayed under profile A and profile B: the totals and
-the workloads B does worst on (``services/namespace_compare.py``). Synchronous: one
-replay vectorised over the namespace's containers (docs/replay.md gives the measured
-time); ``days`` is bounded.
+the workloads B does worst on (``services/replay/namespace_compare.py``).
+Synchronous: one replay vectorised over the namespace's containers (docs/replay.md
+gives the measured time); ``days`` is bounded.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from recommender.api.policy_serializers import ProfileOverridesField
 from recommender.api.whatif_views import WhatIfRowSerializer
 from recommender.engine import PROFILES
 from recommender.models import Cluster
-from recommender.services import heavy_jobs
-from recommender.services.namespace_compare import (
+from recommender.services.access import heavy_jobs
+from recommender.services.replay.namespace_compare import (
     DEFAULT_WORST,
     MAX_WORST,
     compare_namespace,
 )
-from recommender.services.whatif import DEFAULT_DAYS, MAX_DAYS
+from recommender.services.replay.whatif import DEFAULT_DAYS, MAX_DAYS
 
 
 class CompareRequestSerializer(ClosedSerializer):

@@ -12,6 +12,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from recommender.engine.capping import MODE_AUTO, MODE_RECREATE
 from recommender.engine.quantity import parse_cpu_millicores, parse_memory_bytes
 from recommender.models import Policy
 from recommender.services.advice.rightsize import MIN_FACTOR
@@ -106,7 +107,7 @@ class ClosedSerializer(serializers.Serializer):
 # Upstream's ``updateMode: Auto`` (deprecated since VPA 1.4) "is currently equivalent
 # to Recreate" (the VPA CRD's documentation of UpdateModeAuto); vpaweb reads the VPA
 # objects it mirrors the same way (models/policy.py, vpa_object_mode).
-MODE_ALIASES = {"Auto": "Recreate"}
+MODE_ALIASES = {MODE_AUTO: MODE_RECREATE}
 
 
 def mode_alias_note(given: str) -> str:

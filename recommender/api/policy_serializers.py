@@ -19,8 +19,8 @@ from recommender.engine.profiles import MEMORY_ESTIMATORS, PROFILES
 from recommender.models import (
     Policy,
 )
-from recommender.services.actuation.windows import DAYS
-from recommender.services.policies import policy_consequence
+from recommender.services.policy.changes import policy_consequence
+from recommender.services.policy.windows import DAYS
 
 
 class ContainerPolicyEntrySerializer(serializers.Serializer):

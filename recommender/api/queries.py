@@ -27,8 +27,8 @@ from recommender.models import (
     WorkloadQuerySet,
 )
 from recommender.services.dashboard import ordering as sorting
-from recommender.services.dashboard import workload_totals
-from recommender.services.dashboard.provisioning import Prices, risk_rules
+from recommender.services.readmodels import workload_totals
+from recommender.services.readmodels.provisioning import Prices, risk_rules
 
 MAX_PAGE_SIZE = 1000
 

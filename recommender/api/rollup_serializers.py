@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from recommender.api.fields import QueryTextField
 from recommender.models import ProvisioningStatus
-from recommender.services.dashboard.rollups import BY_CHOICES, LABEL_KEY, MAX_LABEL_KEY
+from recommender.services.readmodels.rollups import BY_CHOICES, LABEL_KEY, MAX_LABEL_KEY
 
 MAX_TREND_DAYS = 400
 

@@ -11,9 +11,9 @@ from rest_framework.views import APIView
 from recommender.api import rollup_serializers as rs
 from recommender.api.auth import CanRead
 from recommender.api.queries import query_filters
-from recommender.services.dashboard.provisioning import Prices
-from recommender.services.dashboard.rollups import rollup
-from recommender.services.savings_trend import savings_trend
+from recommender.services.readmodels.provisioning import Prices
+from recommender.services.readmodels.rollups import rollup
+from recommender.services.readmodels.savings_trend import savings_trend
 
 
 class RollupView(APIView):

@@ -33,7 +33,7 @@ from recommender.models import (
 from recommender.services.actuation import control, permissions
 from recommender.services.actuation.vpa_status import container_recommendation_entry
 from recommender.services.advice.pod_spec import resource_list
-from recommender.services.cluster_health import cluster_failure
+from recommender.services.operations.cluster_health import cluster_failure
 
 # The dashboard's headline statuses (recommender/models/provisioning.py):
 # under (at risk), over (wasteful), missing, no-data, within. Deleted workloads are

@@ -58,11 +58,11 @@ from recommender.models import (
     RefreshRun,
     Workload,
 )
-from recommender.services import policies
 from recommender.services.advice.advise import workload_hpa_adjustments
 from recommender.services.advice.pod_spec import resource_list
 from recommender.services.advice.recommendation_query import query_recommendation
-from recommender.services.dashboard.provisioning import Prices, risk_rules
+from recommender.services.policy import changes as policies
+from recommender.services.readmodels.provisioning import Prices, risk_rules
 
 WORKLOAD_FILTER_PARAMETERS = [WorkloadFilterSerializer]
 K8S_NAME_PATTERN = "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"

@@ -3,7 +3,7 @@
 Answered in the request (200) while its estimated cost (containers x days) is within
 ``VPAWEB_WHATIF_SYNC_CONTAINER_DAYS``; past it, 202 with ``Location`` naming a job,
 ``GET /api/v1/what-if-jobs/{job}``: 202 while it runs, then 200 with the same answer, or
-the error the request would have given (services/whatif_jobs.py).
+the error the request would have given (services/replay/whatif_jobs.py).
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from recommender.api.policy_serializers import ProfileOverridesField
 from recommender.api.views import WorkloadLookupMixin
 from recommender.engine import PROFILES
 from recommender.errors import NotFound
-from recommender.services import heavy_jobs, whatif_jobs
-from recommender.services.whatif import DEFAULT_DAYS, MAX_DAYS, what_if
+from recommender.services.access import heavy_jobs
+from recommender.services.replay import whatif_jobs
+from recommender.services.replay.whatif import DEFAULT_DAYS, MAX_DAYS, what_if
 
 
 class WhatIfRequestSerializer(ClosedSerializer):

@@ -39,7 +39,7 @@ from recommender.models.provisioning import (
     workload_facts,
 )
 from recommender.services.advice.pod_spec import resource_list
-from recommender.services.dashboard.provisioning import Prices
+from recommender.services.readmodels.provisioning import Prices
 
 # The workload columns, in the order the row tuples carry them.
 WORKLOAD_COLUMNS = (

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import urllib3
 from kubernetes import client as k8s
@@ -36,9 +36,6 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from recommender.errors import SourceUnavailable
-
-if TYPE_CHECKING:
-    from recommender.cluster.kube_writer import KubernetesWriter
 
 logger = logging.getLogger(__name__)
 
@@ -216,29 +213,6 @@ def open_reader(
         api_client=api_client,
         settings=settings or KubeClientSettings.from_settings(),
         sleep=sleep or time.sleep,
-    )
-
-
-def open_writer(
-    *,
-    cluster_name: str,
-    context: str = "",
-    kubeconfig: str | None = None,
-    settings: KubeClientSettings | None = None,
-    api_client: k8s.ApiClient | None = None,
-) -> KubernetesWriter:
-    """The ``KubernetesWriter`` of one cluster (the same client set-up as readers)."""
-    # Imported here: kube_writer uses this module's error helpers.
-    from recommender.cluster.kube_writer import KubernetesWriter
-
-    if api_client is None:
-        api_client = load_api_client(
-            cluster_name=cluster_name, context=context, kubeconfig=kubeconfig
-        )
-    return KubernetesWriter(
-        cluster_name=cluster_name,
-        api_client=api_client,
-        settings=settings or KubeClientSettings.from_settings(),
     )
 
 

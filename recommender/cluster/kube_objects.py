@@ -40,6 +40,7 @@ from recommender.cluster.base import (
     VpaObject,
     WorkloadInfo,
 )
+from recommender.engine.capping import MODE_AUTO, MODE_RECREATE
 from recommender.engine.quantity import parse_cpu_millicores, parse_memory_bytes
 from recommender.engine.resources import CPU, MEMORY, Resources
 
@@ -53,7 +54,7 @@ OFFENDING_CONTAINERS = "offending_containers"
 OFFENDING_CONTAINERS_USAGE = "offending_containers_usage"
 STARVED_RESOURCE = "starved_resource"
 # Upstream's default mode when spec.updatePolicy or its updateMode is absent (§5).
-DEFAULT_UPDATE_MODE = "Recreate"
+DEFAULT_UPDATE_MODE = MODE_RECREATE
 # LimitRange item types that cap container requests (PersistentVolumeClaim items do
 # not).
 LIMIT_RANGE_TYPES = ("Container", "Pod")
@@ -488,7 +489,7 @@ def vpa_of(obj: Obj) -> VpaObject:
         raise ValueError(f"{where}: spec.targetRef needs a kind and a name")
     update_policy = spec.get("updatePolicy") or {}
     mode = update_policy.get("updateMode") or DEFAULT_UPDATE_MODE
-    if mode == "Auto":
+    if mode == MODE_AUTO:
         mode = DEFAULT_UPDATE_MODE
     min_replicas = update_policy.get("minReplicas")
     policies = (spec.get("resourcePolicy") or {}).get("containerPolicies") or []

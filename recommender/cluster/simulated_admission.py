@@ -8,8 +8,8 @@ as an ``admission.k8s.io/v1`` AdmissionReview to the ``admit`` callable it was g
 JSONPatch of the answer as the API server would (only ``add`` operations are ever sent)
 and keeps the resulting requests, limits and annotations (``admit_new_pod``). Two kinds
 of new pods: a CronJob's runs (``AdmittedPods``, remembered in the process), and a pod
-the updater evicted, recreated by its controller (``services/actuation/
-simulated_store.py`` stores what admission gave it). So ``make run`` shows Initial,
+the updater evicted, recreated by its controller (``services/
+connections.py`` stores what admission gave it). So ``make run`` shows Initial,
 Recreate and InPlaceOrRecreate end to end without a Kubernetes cluster.
 """
 

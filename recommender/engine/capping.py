@@ -34,6 +34,11 @@ from .resources import CPU, MEMORY, NO_RESOURCES, RESOURCE_NAMES, Resources
 
 __all__ = [
     "BOUNDS",
+    "MODE_AUTO",
+    "MODE_INITIAL",
+    "MODE_IN_PLACE_OR_RECREATE",
+    "MODE_OFF",
+    "MODE_RECREATE",
     "Cap",
     "CappedRecommendation",
     "ContainerPolicy",
@@ -49,6 +54,11 @@ __all__ = [
 MODE_AUTO = "Auto"
 MODE_OFF = "Off"
 MODES = (MODE_AUTO, MODE_OFF)
+# UpdateMode (types.go): how a workload's pods are acted on (Off as above). Auto, a
+# deprecated update mode, means Recreate.
+MODE_INITIAL = "Initial"
+MODE_RECREATE = "Recreate"
+MODE_IN_PLACE_OR_RECREATE = "InPlaceOrRecreate"
 # The default container policy's name (DefaultContainerResourcePolicy, types.go).
 DEFAULT_CONTAINER_NAME = "*"
 # LimitRange item types (k8s.io/api/core/v1 LimitTypeContainer, LimitTypePod).

@@ -14,7 +14,7 @@ from recommender.models.fleet import Workload
 
 
 class AuditEvent(models.Model):
-    """Who did what, when, with the state before and after (services/audit.py)."""
+    """Who did what, when, with the state before and after (services/access/audit)."""
 
     class Action(models.TextChoices):
         """Every audited action, named ``<object>.<verb>``."""

@@ -114,7 +114,7 @@ class ResizeChange(models.Model):
     verified_at = models.DateTimeField(null=True, blank=True)
     # Set at verification: the requests the change removed from the pod, summed over
     # its containers, {"cpu_millicores": m, "memory_bytes": b} (negative: added); the
-    # realized savings (services/dashboard/realized.py).
+    # realized savings (services/readmodels/realized.py).
     requests_removed = models.JSONField(default=dict, blank=True)
     # What the pod (or its replacement) carried when last looked at, same shape.
     observed = models.JSONField(default=dict, blank=True)

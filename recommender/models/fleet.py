@@ -42,7 +42,7 @@ class Cluster(models.Model):
     # "since": iso, "until": iso, "error": str}}.
     write_backoff = models.JSONField(default=dict, blank=True)
     # When approved changes of this cluster may be applied, as a policy's
-    # (services/actuation/windows.py): [] = any time.
+    # (services/policy/windows.py): [] = any time.
     maintenance_windows = models.JSONField(default=list, blank=True)
     last_discovered_at = models.DateTimeField(null=True, blank=True)
     # VerticalPodAutoscalers whose target discovery did not find, as of the last pass
@@ -282,7 +282,7 @@ class SavingsSnapshot(models.Model):
     Written by the refresh cycle at most once per cluster and hour (every namespace of
     the cluster at once, so the namespaces of one hour add up); the hourly expiry run
     keeps one per day once older than ``VPAWEB_SAVINGS_TREND_HOURLY_DAYS`` and drops
-    them after ``VPAWEB_SAVINGS_TREND_DAYS`` (services/savings_trend.py).
+    them after ``VPAWEB_SAVINGS_TREND_DAYS`` (services/readmodels/savings_trend.py).
     """
 
     cluster = models.ForeignKey(
@@ -321,7 +321,7 @@ class NamespaceTotals(models.Model):
     Written by the refresh after each cycle, for the namespaces the cycle refreshed
     (the whole cluster, or its shard's namespace), from the same queries the overview
     runs over clusters without stored totals (``Cluster.totals_at``): one row per
-    namespace with an active workload (services/dashboard/namespace_totals.py).
+    namespace with an active workload (services/readmodels/namespace_totals.py).
     """
 
     cluster = models.ForeignKey(
@@ -333,7 +333,7 @@ class NamespaceTotals(models.Model):
     # Of them, those with a (non-init) container missing a CPU or a memory request.
     workloads_missing_requests = models.IntegerField(default=0)
     # The (non-init) containers of those workloads, and those with a usable
-    # recommendation (services/dashboard/overview.Totals: the same names).
+    # recommendation (services/readmodels/rollups.Totals: the same names).
     containers = models.IntegerField(default=0)
     covered = models.IntegerField(default=0)
     # Sums over the containers, times their workload's replicas.
@@ -353,7 +353,7 @@ class NamespaceTotals(models.Model):
     shortfalls = models.JSONField(default=dict, blank=True)
     # [[workload name, container name, container pk], ...]: the namespace's first
     # containers without a usable recommendation, in that order (at most
-    # FIRST_WITHOUT_DATA, services/dashboard/namespace_totals.py).
+    # FIRST_WITHOUT_DATA, services/readmodels/namespace_totals.py).
     first_without_data = models.JSONField(default=list, blank=True)
 
     class Meta:
@@ -376,7 +376,7 @@ class WorkloadTotals(models.Model):
     every container with its latest recommendation.
 
     Written by the refresh with its cluster's ``NamespaceTotals``, in the same
-    transaction and scope (services/dashboard/workload_totals.py): one row per
+    transaction and scope (services/readmodels/workload_totals.py): one row per
     workload of the scope, active or not (the API lists inactive ones). Complete for
     a cluster once ``Cluster.totals_at`` is set; a workload without a row (added since
     by hand) reads as one without containers until the next refresh. Rows are

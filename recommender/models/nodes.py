@@ -1,6 +1,6 @@
 """Each node pool's packing, stored by a whole-cluster refresh: the nodes it has,
 the nodes its pods' requests need now and at the recommendations, and what one
-node costs a month (services/node_pools.py)."""
+node costs a month (services/refresh/node_pools.py)."""
 
 from __future__ import annotations
 

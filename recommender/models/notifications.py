@@ -10,8 +10,8 @@ class NotificationChannel(models.Model):
     """An incoming webhook an admin configured: Slack-compatible, Microsoft
     Teams-compatible or plain JSON, with the events it wants and filters by cluster,
     namespace and workload label. Its URL (a secret: whoever has it may post) is stored
-    encrypted (``url_encrypted``, see services/notifications.py) or read from the
-    environment variable ``url_env``."""
+    encrypted (``url_encrypted``, see services/operations/notifications.py) or read
+    from the environment variable ``url_env``."""
 
     class Kind(models.TextChoices):
         SLACK = "slack", "Slack-compatible incoming webhook"

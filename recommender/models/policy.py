@@ -10,6 +10,12 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from recommender.engine.capping import (
+    MODE_IN_PLACE_OR_RECREATE,
+    MODE_INITIAL,
+    MODE_OFF,
+    MODE_RECREATE,
+)
 from recommender.models.fleet import Workload
 
 
@@ -54,8 +60,8 @@ class Policy(models.Model):
     - ``vpa-object``: it mirrors the upstream VerticalPodAutoscaler ``vpa_object``
       (mode, container policies, min replicas, kept in step by discovery). It is shown
       with the object's mode, and vpaweb never acts on it, whatever the mode: the
-      upstream VPA does. An operator can adopt it (``services.policies.adopt_policy``):
-      it becomes vpaweb's, starting in Off.
+      upstream VPA does. An operator can adopt it
+      (``services.policy.changes.adopt_policy``): it becomes vpaweb's, starting in Off.
 
     The webhook and the updater ask ONE question before they touch a pod:
     ``policy.is_actionable`` (or ``Policy.objects.actionable()``); never ``mode``
@@ -64,10 +70,10 @@ class Policy(models.Model):
 
     class Mode(models.TextChoices):
         # Labels spelt as upstream's updateMode values, everywhere they are shown.
-        OFF = "Off", "Off"
-        INITIAL = "Initial", "Initial"
-        RECREATE = "Recreate", "Recreate"
-        IN_PLACE_OR_RECREATE = "InPlaceOrRecreate", "InPlaceOrRecreate"
+        OFF = MODE_OFF, MODE_OFF
+        INITIAL = MODE_INITIAL, MODE_INITIAL
+        RECREATE = MODE_RECREATE, MODE_RECREATE
+        IN_PLACE_OR_RECREATE = MODE_IN_PLACE_OR_RECREATE, MODE_IN_PLACE_OR_RECREATE
 
     class Source(models.TextChoices):
         VPAWEB = "vpaweb", "vpaweb"
@@ -95,7 +101,7 @@ class Policy(models.Model):
     # Upstream updatePolicy.evictionRequirements:
     # [{"resources": ["cpu"], "changeRequirement": "TargetHigherThanRequests"}].
     eviction_requirements = models.JSONField(default=list, blank=True)
-    # When approved changes may be applied (services/actuation/windows.py): [] = any
+    # When approved changes may be applied (services/policy/windows.py): [] = any
     # time; and whether a quick OOM (upstream's rule) may be applied outside them.
     maintenance_windows = models.JSONField(default=list, blank=True)
     window_bypasses_quick_oom = models.BooleanField(default=False)

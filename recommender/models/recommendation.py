@@ -70,8 +70,9 @@ class Recommendation(models.Model):
         indexes = [
             # The workload page's history chart: one container's rows by time.
             models.Index(fields=["container", "created_at"], name="rec_container_time"),
-            # Retention (services/retention.py): the rows past a cutoff, oldest first,
-            # and the runs page's oldest row, without a scan of the whole history.
+            # Retention (services/operations/retention.py): the rows past a cutoff,
+            # oldest first, and the runs page's oldest row, without a scan of the whole
+            # history.
             models.Index(fields=["created_at"], name="rec_created"),
         ]
 

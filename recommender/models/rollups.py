@@ -1,4 +1,4 @@
-"""Each workload's stored rollup amounts (services/dashboard/label_rollups.py)."""
+"""Each workload's stored rollup amounts (services/readmodels/label_rollups.py)."""
 
 from __future__ import annotations
 

@@ -37,8 +37,8 @@ class RefreshRun(models.Model):
     )
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # Renewed by the running process (services/runs.py): a RUNNING row whose beat is
-    # older than a refresh interval lost its worker and is reaped.
+    # Renewed by the running process (services/operations/runs.py): a RUNNING row
+    # whose beat is older than a refresh interval lost its worker and is reaped.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     progress = models.FloatField(default=0.0)
     counts = models.JSONField(default=dict, blank=True)
@@ -50,7 +50,7 @@ class RefreshRun(models.Model):
         indexes = [
             # The overview's "last runs" panel.
             models.Index(fields=["-started_at"], name="run_started"),
-            # A cluster's latest refresh runs (services/cluster_health.py).
+            # A cluster's latest refresh runs (services/operations/cluster_health.py).
             models.Index(
                 fields=["cluster", "kind", "-started_at"], name="run_cluster_started"
             ),

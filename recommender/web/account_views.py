@@ -31,8 +31,8 @@ from recommender.models import (
     RefreshRun,
 )
 from recommender.roles import ROLE_ORDER, Role, has_role, role_of
-from recommender.services import accounts, tokens
-from recommender.services.retention import table_usage
+from recommender.services.access import accounts, tokens
+from recommender.services.operations.retention import table_usage
 from recommender.web.access import (
     acting_user,
     is_htmx,

@@ -28,11 +28,13 @@ from recommender.models import ActuationControl, Cluster, ResizeChange, Workload
 from recommender.roles import Role
 from recommender.services.actuation import (
     approvals,
-    bulk,
     control,
     permissions,
-    windows,
 )
+from recommender.services.actuation import (
+    approve_all as bulk,
+)
+from recommender.services.policy import windows
 from recommender.web.access import acting_user, is_htmx, require_role
 
 CHANGES_PAGE_SIZE = 50  # groups (a workload's pods of one status and method) a page

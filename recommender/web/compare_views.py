@@ -2,7 +2,7 @@
 
 The replay runs in the background (``tasks.compare_namespace``; in-process when there
 is no Redis) and the page follows it, reloading every two seconds, until its answer is
-in the cache (services/namespace_compare.py).
+in the cache (services/replay/namespace_compare.py).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from recommender.engine import DEFAULT_PROFILE, PROFILES
 from recommender.errors import InvalidInput, Throttled
 from recommender.models import Cluster, Workload
 from recommender.roles import Role
-from recommender.services import heavy_jobs
-from recommender.services.namespace_compare import (
+from recommender.services.access import heavy_jobs
+from recommender.services.replay.namespace_compare import (
     DEFAULT_WORST,
     KIND,
     MAX_WORST,
@@ -29,8 +29,8 @@ from recommender.services.namespace_compare import (
     new_token,
     stored,
 )
-from recommender.services.replay import parse_settings
-from recommender.services.whatif import DEFAULT_DAYS, MAX_DAYS
+from recommender.services.replay.replay import parse_settings
+from recommender.services.replay.whatif import DEFAULT_DAYS, MAX_DAYS
 from recommender.web.access import require_role
 from recommender.web.whatif_views import METRICS, _cell
 

@@ -1,8 +1,8 @@
 """Dashboard forms: the policy editor turns fields into update_policy ``changes``.
 
-The form only shapes input; every rule lives in ``services.policies`` (shared with the
-API), and the service's field paths (``container_policies[0].minAllowed.cpu``) are
-mapped back onto the form's fields so errors show next to what was typed.
+The form only shapes input; every rule lives in ``services.policy.changes`` (shared
+with the API), and the service's field paths (``container_policies[0].minAllowed.cpu``)
+are mapped back onto the form's fields so errors show next to what was typed.
 """
 
 from __future__ import annotations

@@ -11,13 +11,13 @@ from django.views.decorators.http import require_GET
 from recommender.errors import InvalidInput
 from recommender.models import Cluster, ProvisioningStatus
 from recommender.roles import Role
-from recommender.services.dashboard.provisioning import Prices
-from recommender.services.dashboard.rollups import (
+from recommender.services.readmodels.provisioning import Prices
+from recommender.services.readmodels.rollups import (
     BY_CHOICES,
     default_label_key,
     rollup,
 )
-from recommender.services.savings_trend import savings_trend
+from recommender.services.readmodels.savings_trend import savings_trend
 from recommender.web.access import require_role
 
 TREND_DAYS = (7, 30, 90, 365)

@@ -27,16 +27,21 @@ from recommender.models import (
 )
 from recommender.models.policy import ACTING_MODES
 from recommender.roles import Role
-from recommender.services import policies, policy_validation
 from recommender.services.actuation import approvals, control, decision
 from recommender.services.admission.counters import hour_and_day_totals
 from recommender.services.admission.preview import webhook_preview
 from recommender.services.advice.history import history_shortfall
-from recommender.services.cluster_health import failing_clusters
 from recommender.services.dashboard import insights, workload_insight
 from recommender.services.dashboard.overview import fleet_overview
-from recommender.services.dashboard.provisioning import Prices
-from recommender.services.policy_impact import LARGE_INCREASE_FACTOR
+from recommender.services.operations.cluster_health import failing_clusters
+from recommender.services.policy import (
+    changes as policies,
+)
+from recommender.services.policy import (
+    validation as policy_validation,
+)
+from recommender.services.policy.impact import LARGE_INCREASE_FACTOR
+from recommender.services.readmodels.provisioning import Prices
 from recommender.web.access import (
     acting_user,
     is_htmx,

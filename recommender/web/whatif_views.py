@@ -1,5 +1,5 @@
 """The what-if page: a workload's last days replayed under another profile; past
-the synchronous budget (services/whatif_jobs.py) on the heavy queue, the page
+the synchronous budget (services/replay/whatif_jobs.py) on the heavy queue, the page
 following it."""
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from recommender.engine import PROFILES
 from recommender.errors import InvalidInput, NotFound, Throttled, VpawebError
 from recommender.models import Workload
 from recommender.roles import Role
-from recommender.services import heavy_jobs, whatif_jobs
-from recommender.services.replay import parse_settings
-from recommender.services.whatif import DEFAULT_DAYS, MAX_DAYS, what_if
+from recommender.services.access import heavy_jobs
+from recommender.services.replay import whatif_jobs
+from recommender.services.replay.replay import parse_settings
+from recommender.services.replay.whatif import DEFAULT_DAYS, MAX_DAYS, what_if
 from recommender.web.access import require_role
 
 # The rows of the side-by-side table: (key, label, format).
@@ -48,7 +49,8 @@ def _cell(value: Any, fmt: str) -> str:
 @require_role(Role.VIEWER)
 def workload_what_if(request: HttpRequest, pk: int) -> HttpResponse:
     """The form (GET, filled from the query); POSTed (with CSRF), the replay side by
-    side, within the user's budget of expensive requests (services/heavy_jobs.py)."""
+    side, within the user's budget of expensive requests
+    (services/access/heavy_jobs.py)."""
     workload = get_object_or_404(
         Workload.objects.select_related("cluster", "policy"), pk=pk
     )

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from recommender.models import ApiToken, Workload
 from recommender.roles import Role
-from recommender.services.tokens import create_token, revoke_token
+from recommender.services.access.tokens import create_token, revoke_token
 from tests.factories import make_cluster, make_recommendation, make_user, make_workload
 
 
@@ -117,7 +117,7 @@ def shop(db: Any) -> Workload:
 @pytest.fixture
 def sim_workload(db: Any) -> Workload:
     """A workload of the simulated fleet (it has usage history in its source)."""
-    from recommender.services.refresh.adapters import cluster_adapter_for
+    from recommender.services.connections import cluster_adapter_for
 
     cluster = make_cluster("sim-api")
     snapshot = cluster_adapter_for(cluster).discover()

@@ -15,7 +15,7 @@ from django.utils import timezone
 from recommender.errors import Conflict, InvalidInput
 from recommender.models import ApiToken, AuditEvent, Policy, ResizeChange
 from recommender.roles import Role, grant_role
-from recommender.services.tokens import create_token, hash_key, revoke_token
+from recommender.services.access.tokens import create_token, hash_key, revoke_token
 from tests.api.conftest import token_client
 from tests.factories import make_cluster, make_workload
 
@@ -282,7 +282,7 @@ def test_tokens_of_a_deactivated_or_deleted_owner_stop_working(
 @pytest.mark.django_db
 def test_a_deactivated_owners_token_reads_nothing() -> None:
     from recommender.roles import Role
-    from recommender.services.tokens import create_token
+    from recommender.services.access.tokens import create_token
     from tests.api.conftest import token_client
     from tests.factories import make_user
 

@@ -18,8 +18,8 @@ from recommender.engine.capping import LimitRangeItem
 from recommender.engine.resources import Resources
 from recommender.models import NamespaceLimitRange, Workload
 from recommender.services.advice.limits import item_to_dict
-from recommender.services.dashboard.provisioning import Prices
 from recommender.services.dashboard.workload_insight import workload_insight
+from recommender.services.readmodels.provisioning import Prices
 from tests.factories import make_recommendation
 
 pytestmark = pytest.mark.django_db
@@ -243,7 +243,7 @@ def test_containers_left_alone_count_in_the_pod_sum(
 
 
 def test_the_large_increase_confirmation_reads_quantities() -> None:
-    from recommender.services.policy_impact import LargeIncrease
+    from recommender.services.policy.impact import LargeIncrease
 
     assert (
         LargeIncrease("app", "memory", EXACT, LIMIT).describe()

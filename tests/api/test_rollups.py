@@ -9,8 +9,8 @@ import pytest
 from django.utils import timezone
 
 from recommender.models import RefreshRun, SavingsSnapshot, Workload
-from recommender.services.dashboard.provisioning import Prices
-from recommender.services.dashboard.rollups import rollup
+from recommender.services.readmodels.provisioning import Prices
+from recommender.services.readmodels.rollups import rollup
 from tests.factories import make_cluster, make_recommendation, make_workload
 
 MI = 2**20

@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from recommender.roles import Role
-from recommender.services.tokens import create_token
+from recommender.services.access.tokens import create_token
 from tests.api.conftest import token_client
 from tests.factories import make_user
 

@@ -142,8 +142,8 @@ def test_a_token_has_a_budget_of_replays_a_minute_and_at_once(
 
     from recommender.api import whatif_views
     from recommender.models import ApiToken
-    from recommender.services import heavy_jobs
-    from recommender.services.tokens import hash_key
+    from recommender.services.access import heavy_jobs
+    from recommender.services.access.tokens import hash_key
 
     # One minute's window for the whole test, whatever the clock says.
     monkeypatch.setattr(whatif_views, "time", SimpleNamespace(time=lambda: 1e9 + 1))

@@ -10,8 +10,8 @@ from django.test import Client
 from django.utils import timezone
 
 from recommender.models import Workload
-from recommender.services.dashboard.provisioning import Prices
 from recommender.services.dashboard.workload_insight import workload_insight
+from recommender.services.readmodels.provisioning import Prices
 
 
 def test_workload_has_the_dashboards_savings_replicas_and_status(

@@ -145,7 +145,7 @@ def test_fast_rows_keep_the_order_and_slices_of_the_queryset() -> None:
 def test_the_list_answers_the_serializers_page_in_a_few_queries(
     query: str, queries_expected: int
 ) -> None:
-    from recommender.services.tokens import create_token
+    from recommender.services.access.tokens import create_token
 
     _odd_fleet()
     _, key = create_token(

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from recommender.models import Cluster, RefreshRun, Workload
 from recommender.roles import Role
-from recommender.services.dashboard.provisioning import Prices, risk_rules
+from recommender.services.readmodels.provisioning import Prices, risk_rules
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.browser.conftest import screenshot
 from tests.factories import make_cluster, make_user

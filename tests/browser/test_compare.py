@@ -8,7 +8,7 @@ from django.conf import settings
 
 from recommender.models import Cluster
 from recommender.roles import Role
-from recommender.services.refresh.adapters import cluster_adapter_for
+from recommender.services.connections import cluster_adapter_for
 from tests.browser.conftest import screenshot
 from tests.browser.test_dashboard import FLEET_SIZE, PASSWORD
 from tests.factories import make_cluster, make_user, make_workload

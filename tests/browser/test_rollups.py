@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from recommender.models import Cluster, RefreshRun, Workload
 from recommender.roles import Role
-from recommender.services.dashboard.provisioning import Prices
-from recommender.services.dashboard.rollups import rollup
+from recommender.services.readmodels.provisioning import Prices
+from recommender.services.readmodels.rollups import rollup
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.browser.conftest import screenshot
 from tests.factories import make_cluster, make_user

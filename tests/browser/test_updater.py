@@ -14,7 +14,7 @@ from django.utils import timezone
 from recommender.engine.quantity import humanize_cpu
 from recommender.models import Cluster, Policy, ResizeChange, Workload
 from recommender.roles import Role
-from recommender.services.actuation.apply import run_cycle
+from recommender.services.actuation.cycle import run_cycle
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.browser.conftest import PageProblems, screenshot
 from tests.factories import make_cluster, make_user

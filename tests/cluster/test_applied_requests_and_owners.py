@@ -33,9 +33,9 @@ from recommender.models import (
     WorkloadPod,
 )
 from recommender.roles import Role
+from recommender.services.access.tokens import create_token
 from recommender.services.dashboard.workload_insight import pods_of
 from recommender.services.refresh.cycle import refresh_cluster
-from recommender.services.tokens import create_token
 from tests.factories import make_user
 from tests.k8s_fake.server import TOKEN, FakeApiServer, write_kubeconfig
 

@@ -15,7 +15,7 @@ from recommender.services.advice.limits import (
     limit_ranges_by_namespace,
     limit_ranges_for,
 )
-from recommender.services.policies import adopt_policy, update_policy
+from recommender.services.policy.changes import adopt_policy, update_policy
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.cluster.test_kubernetes_refresh import kubernetes_cluster
 from tests.k8s_fake.plugin import api_server, kubeconfig

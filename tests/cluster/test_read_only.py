@@ -3,7 +3,8 @@ through the one ``ClusterWriter`` interface (``recommender/cluster/writer.py``).
 module calls a Kubernetes client write method; only the Kubernetes writer sends a
 request through the raw ``call_api``; no adapter (reader) has a write method; and only
 the updater's apply step, its VPA status step and the webhook's registration call a
-writer's write methods. The behavioural half (every
+writer's write methods, and only ``services/connections.cluster_writer_for`` makes a
+writer (the one factory). The behavioural half (every
 request a refresh sends is a GET; an all-Off cluster gets no write over many updater
 cycles) is in test_kubernetes_refresh.py and tests/services/test_updater_fake_api.py."""
 
@@ -92,7 +93,7 @@ WRITER_METHODS = {
     "delete_webhook_configuration",
 }
 WRITER_CALLERS = {
-    "services/actuation/apply.py",  # the updater applies changes
+    "services/actuation/cycle.py",  # the updater applies changes
     "services/actuation/vpa_status.py",  # VPA objects naming vpaweb get its status
     "services/admission/registration.py",  # the webhook registers itself
 }
@@ -170,3 +171,51 @@ def test_reading_a_cluster_has_one_client_set_up():
                 if name in ("load_api_client", "KubeReader"):
                     offenders.append(f"{path.relative_to(SOURCE)}:{node.lineno}")
     assert offenders == []
+
+
+WRITER_CLASSES = {"KubernetesWriter", "SimulatedWriter"}
+WRITER_TYPES = {"ClusterWriter", *WRITER_CLASSES}
+
+
+def writer_factories(source: Path) -> list[str]:
+    """Where a writer is built, or a function outside cluster/ says it returns one:
+    ``path:function`` for each."""
+    found = []
+    for path in sorted(source.rglob("*.py")):
+        relative = path.relative_to(source)
+        if relative.parts[0] == "cluster":
+            continue  # the interface and its implementations
+        tree = ast.parse(path.read_text(), str(path))
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            returns = ast.unparse(function.returns) if function.returns else ""
+            builds = any(
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", getattr(node.func, "attr", ""))
+                in WRITER_CLASSES
+                for node in ast.walk(function)
+            )
+            if builds or returns.strip("'\"") in WRITER_TYPES:
+                found.append(f"{relative}:{function.name}")
+    return sorted(set(found))
+
+
+def test_there_is_exactly_one_writer_factory():
+    assert writer_factories(SOURCE) == ["services/connections.py:cluster_writer_for"]
+
+
+def test_the_factory_check_finds_a_second_factory(tmp_path):
+    (tmp_path / "cluster").mkdir()
+    (tmp_path / "cluster" / "kube_writer.py").write_text(
+        "def open_writer() -> KubernetesWriter:\n    return KubernetesWriter()\n"
+    )
+    (tmp_path / "services").mkdir()
+    (tmp_path / "services" / "a.py").write_text(
+        "def writer_for(c) -> ClusterWriter:\n    return make(c)\n"
+        "def other(c):\n    return SimulatedWriter(store=c)\n"
+    )
+    assert writer_factories(tmp_path) == [
+        "services/a.py:other",
+        "services/a.py:writer_for",
+    ]

@@ -19,7 +19,7 @@ django.setup()
 
 from recommender.cluster.simulated_writer import SimulatedWriter  # noqa: E402
 from recommender.models import Cluster  # noqa: E402
-from recommender.services.actuation.apply import run_cycle  # noqa: E402
+from recommender.services.actuation.cycle import run_cycle  # noqa: E402
 
 
 def main() -> None:

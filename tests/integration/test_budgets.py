@@ -1,5 +1,5 @@
 """Budgets are atomic across processes: clients in several processes at once, on one
-Redis, get exactly the budget through (services/budgets.py, api/auth.py)."""
+Redis, get exactly the budget through (services/access/budgets.py, api/auth.py)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ import uuid
 import pytest
 
 from recommender.models import Cluster, RefreshRun
-from recommender.services.namespace_compare import new_token, stored
-from recommender.services.refresh.adapters import cluster_adapter_for
+from recommender.services.connections import cluster_adapter_for
+from recommender.services.replay.namespace_compare import new_token, stored
 from recommender.tasks import compare_namespace as compare_namespace_task
 from recommender.tasks import refresh_cluster as refresh_cluster_task
 from recommender.tasks import update_cluster as update_cluster_task

@@ -15,8 +15,8 @@ import pytest
 from django.conf import settings as django_settings
 
 from recommender.models import RefreshRun, Workload
-from recommender.services.dashboard.provisioning import Prices, risk_rules
 from recommender.services.dashboard.workload_insight import workload_insight
+from recommender.services.readmodels.provisioning import Prices, risk_rules
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.integration.test_prometheus_oom_sources import at, refresh_against
 from tests.prometheus_support.fixtures import END_S, LoadedPrometheus, loaded_prometheus

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from recommender.models import Cluster, OomKill, RefreshRun, Workload
-from recommender.services.dashboard.provisioning import Prices, risk_rules
+from recommender.services.readmodels.provisioning import Prices, risk_rules
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.integration.test_prometheus_backfill import (
     assert_same,

@@ -23,7 +23,7 @@ from django.db import connection
 from recommender.management.scheduler import run_periodic
 from recommender.models import Cluster, Policy, ResizeChange, UpdaterLock, Workload
 from recommender.services.actuation import control
-from recommender.services.actuation.apply import run_cycle
+from recommender.services.actuation.cycle import run_cycle
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.conftest import service_missing
 from tests.factories import make_cluster

@@ -29,7 +29,7 @@ from recommender.services.admission.decision import PATCHED, decide_admission
 from recommender.services.admission.snapshot import AdmissionSnapshot, WorkloadEntry
 from recommender.services.advice.advise import AdviceInputs
 from recommender.services.advice.limits import item_from_dict
-from recommender.services.policy_validation import parse_container_policies
+from recommender.services.policy.validation import parse_container_policies
 from tests.k8s_fake.limit_ranger import (
     admit_pod,
     default_limit_range,

@@ -21,8 +21,8 @@ from django.core.management import CommandError, call_command
 from recommender.engine import get_profile
 from recommender.engine.replay import Trace, replay
 from recommender.engine.replay_scores import day_groups, score_timeline, summarise
-from recommender.services.offline import USAGE_COLUMNS
-from recommender.services.replay import load_trace_file, run_replay, with_limits
+from recommender.services.replay.offline import USAGE_COLUMNS
+from recommender.services.replay.replay import load_trace_file, run_replay, with_limits
 from tests.engine.test_replay import to_trace
 from tests.engine.trace_slice import read_slice
 

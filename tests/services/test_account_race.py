@@ -16,7 +16,7 @@ from django.db import connection, transaction
 
 from recommender.errors import InvalidInput
 from recommender.models import AuditEvent
-from recommender.services import accounts
+from recommender.services.access import accounts
 from tests.conftest import service_missing
 from tests.services.test_approval_locks import WAIT_S, Side, wait_until_blocked
 

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from recommender.errors import InvalidInput
 from recommender.models import AuditEvent
 from recommender.roles import Role, role_of
-from recommender.services import accounts
+from recommender.services.access import accounts
 from tests.factories import make_user
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)

@@ -19,8 +19,8 @@ from recommender.engine.capping import LimitRangeItem
 from recommender.engine.resources import Resources
 from recommender.models import ApiToken, NamespaceLimitRange, Policy
 from recommender.roles import Role
+from recommender.services.access.tokens import create_token
 from recommender.services.advice.limits import item_to_dict
-from recommender.services.tokens import create_token
 from tests.factories import make_cluster, make_recommendation, make_user, make_workload
 
 pytestmark = pytest.mark.django_db

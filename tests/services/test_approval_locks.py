@@ -24,7 +24,7 @@ from recommender.errors import Conflict
 from recommender.models import AuditEvent, Policy, ResizeChange, Workload
 from recommender.roles import Role
 from recommender.services.actuation.approvals import approve_change
-from recommender.services.policies import update_policy
+from recommender.services.policy.changes import update_policy
 from tests.conftest import service_missing
 from tests.factories import make_cluster, make_user, make_workload
 

@@ -10,8 +10,8 @@ import pytest
 
 from recommender.cluster.simulated import build_fleet
 from recommender.models import Cluster, Workload, WorkloadPod
-from recommender.services.dashboard.provisioning import Prices, risk_rules
-from recommender.services.refresh.adapters import cluster_adapter_for
+from recommender.services.connections import cluster_adapter_for
+from recommender.services.readmodels.provisioning import Prices, risk_rules
 from recommender.services.refresh.discovery import upsert_discovery
 from recommender.services.refresh.pods import record_running_hours
 from tests.factories import make_recommendation

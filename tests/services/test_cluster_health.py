@@ -7,7 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from recommender.models import RefreshRun
-from recommender.services.cluster_health import cluster_failure, failing_clusters
+from recommender.services.operations.cluster_health import (
+    cluster_failure,
+    failing_clusters,
+)
 from tests.factories import make_cluster
 
 T0 = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)

@@ -11,7 +11,7 @@ import pytest
 from recommender.engine import AggregateSet, get_profile, recommend
 from recommender.models import Cluster, Container, Policy
 from recommender.roles import Role
-from recommender.services.policies import update_policy
+from recommender.services.policy.changes import update_policy
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.factories import make_user
 

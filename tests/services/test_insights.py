@@ -16,12 +16,12 @@ from recommender.models import (
     ProvisioningStatus,
     RefreshRun,
 )
-from recommender.services.dashboard import namespace_totals
 from recommender.services.dashboard import workload_insight as workload_insight_module
 from recommender.services.dashboard.insights import WorkloadFilters, list_workloads
 from recommender.services.dashboard.overview import fleet_overview
-from recommender.services.dashboard.provisioning import Prices
 from recommender.services.dashboard.workload_insight import workload_insight
+from recommender.services.readmodels import namespace_totals
+from recommender.services.readmodels.provisioning import Prices
 from tests.factories import make_cluster, make_recommendation, make_workload
 
 MI = 2**20

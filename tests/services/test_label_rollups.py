@@ -1,5 +1,5 @@
 """Each workload's stored rollup amounts (WorkloadAmounts,
-services/dashboard/label_rollups.py): the rollups read them once every enabled cluster
+services/readmodels/label_rollups.py): the rollups read them once every enabled cluster
 has them, and give, for every grouping and label key, what computing every container
 as the page loads gives, also after changes and deletions."""
 
@@ -17,9 +17,9 @@ from recommender.models import (
     Workload,
     WorkloadAmounts,
 )
-from recommender.services.dashboard import label_rollups, workload_totals
-from recommender.services.dashboard.provisioning import risk_rules
-from recommender.services.dashboard.rollups import rollup
+from recommender.services.readmodels import label_rollups, workload_totals
+from recommender.services.readmodels.provisioning import risk_rules
+from recommender.services.readmodels.rollups import rollup
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.factories import make_workload
 from tests.services.test_provisioning_parity import PRICES

@@ -11,8 +11,8 @@ import pytest
 
 from recommender.errors import InvalidInput
 from recommender.models import Cluster, Policy, ResizeChange
-from recommender.services.actuation import windows
-from recommender.services.policies import update_policy
+from recommender.services.policy import windows
+from recommender.services.policy.changes import update_policy
 from tests.k8s_fake.actuation import FakeCluster
 from tests.services.test_updater_fake_api import NOW, cycle, setup_world
 

@@ -1,4 +1,4 @@
-"""The namespaces' totals the refresh stores (services/dashboard/namespace_totals.py):
+"""The namespaces' totals the refresh stores (services/readmodels/namespace_totals.py):
 the overview read from them is the overview computed as the page loads; a shard
 replaces only its namespace's row; a refresh stores them, a failed one too."""
 
@@ -13,11 +13,10 @@ from django.utils import timezone
 
 from recommender.errors import SourceUnavailable
 from recommender.models import Cluster, Container, NamespaceTotals, Workload
-from recommender.services.dashboard import namespace_totals
 from recommender.services.dashboard.overview import Overview, fleet_overview
-from recommender.services.refresh import cycle
+from recommender.services.operations.runs import Phases
+from recommender.services.readmodels import namespace_totals, upkeep
 from recommender.services.refresh.cycle import refresh_cluster
-from recommender.services.runs import Phases
 from recommender.sources.simulated import SimulatedUsageSource
 from tests.factories import make_cluster, make_workload
 from tests.services.test_provisioning_parity import PRICES, on_and_off, varied_fleet
@@ -224,9 +223,9 @@ def test_a_failure_to_store_the_totals_never_hides_the_refreshs_own(
 
     monkeypatch.setattr(namespace_totals, "store", broken)
     with (
-        caplog.at_level(logging.ERROR, logger=cycle.logger.name),
+        caplog.at_level(logging.ERROR, logger=upkeep.logger.name),
         pytest.raises(ValueError, match="the refresh's own"),
-        cycle.totals_stored(simulated, now=NOW, namespace=None, phases=Phases()),
+        upkeep.kept_current(simulated, now=NOW, namespace=None, phases=Phases()),
     ):
         raise ValueError("the refresh's own")
     assert "the namespaces' totals were not stored" in caplog.text

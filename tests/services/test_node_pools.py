@@ -1,5 +1,6 @@
 """Nodes you can free: each pool's pods packed now and at the recommendations
-(services/node_pools.py), on a hand-built inventory and on the simulated cluster."""
+(services/refresh/node_pools.py), on a hand-built inventory and on the simulated
+cluster."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from recommender.cluster.nodes import DAEMONSET, NodeInventory, NodeRecord, PodR
 from recommender.cluster.simulated_nodes import SIM_POOLS
 from recommender.models import Cluster, NodePool
 from recommender.models.provisioning import HOURS_PER_MONTH
-from recommender.services.node_pools import plan_pools
 from recommender.services.refresh.cycle import refresh_cluster
+from recommender.services.refresh.node_pools import plan_pools
 
 GIB = 2**30
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)

@@ -9,13 +9,13 @@ from datetime import UTC, datetime
 import pytest
 
 from recommender.models import Container, ResizeChange, Workload
-from recommender.services.dashboard import namespace_totals
 from recommender.services.dashboard.overview import fleet_overview
-from recommender.services.dashboard.provisioning import Prices, risk_rules
-from recommender.services.dashboard.realized import realized_savings
-from recommender.services.dashboard.rollups import rollup
-from recommender.services.dashboard.workload_totals import with_facts
-from recommender.services.savings_trend import record_snapshot, savings_trend
+from recommender.services.readmodels import namespace_totals
+from recommender.services.readmodels.provisioning import Prices, risk_rules
+from recommender.services.readmodels.realized import realized_savings
+from recommender.services.readmodels.rollups import rollup
+from recommender.services.readmodels.savings_trend import record_snapshot, savings_trend
+from recommender.services.readmodels.workload_totals import with_facts
 from tests.factories import make_cluster, make_recommendation, make_workload
 
 pytestmark = pytest.mark.django_db

@@ -26,8 +26,11 @@ from recommender.models import (
     Workload,
 )
 from recommender.services.admission.snapshot import forget_holders
-from recommender.services.notifications import encrypt_url, notify_after_cycle
-from recommender.services.policies import update_policy
+from recommender.services.operations.notifications import (
+    encrypt_url,
+    notify_after_cycle,
+)
+from recommender.services.policy.changes import update_policy
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.factories import make_cluster, make_workload
 
@@ -227,7 +230,7 @@ def test_the_stored_url_is_encrypted(proposal: ResizeChange) -> None:
     secret = "https://hooks.slack.example/services/T000/B000/XXXX"
     channel = _channel("chat", "slack", secret)
     assert "hooks.slack" not in channel.url_encrypted
-    from recommender.services.notifications import channel_url
+    from recommender.services.operations.notifications import channel_url
 
     assert channel_url(channel) == secret
     assert Cluster.objects.count() == 1

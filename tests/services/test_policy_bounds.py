@@ -10,7 +10,7 @@ import pytest
 from recommender.errors import InvalidInput
 from recommender.models import AuditEvent, Policy
 from recommender.roles import Role
-from recommender.services.policies import LargeIncreaseUnconfirmed, update_policy
+from recommender.services.policy.changes import LargeIncreaseUnconfirmed, update_policy
 from tests.factories import make_cluster, make_recommendation, make_user, make_workload
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)

@@ -18,7 +18,7 @@ from recommender.models import (
 )
 from recommender.roles import Role
 from recommender.services.actuation.approvals import approve_change, reject_change
-from recommender.services.policies import adopt_policy, update_policy
+from recommender.services.policy.changes import adopt_policy, update_policy
 from tests.factories import make_cluster, make_user, make_workload
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)

@@ -25,8 +25,8 @@ from recommender.models import (
 )
 from recommender.services.dashboard.insights import WorkloadFilters, list_workloads
 from recommender.services.dashboard.overview import fleet_overview
-from recommender.services.dashboard.provisioning import Prices
 from recommender.services.dashboard.workload_insight import workload_insight
+from recommender.services.readmodels.provisioning import Prices
 from tests.factories import make_cluster, make_recommendation, make_workload
 
 pytestmark = pytest.mark.django_db

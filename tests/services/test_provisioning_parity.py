@@ -24,7 +24,7 @@ from recommender.models import (
 )
 from recommender.roles import Role
 from recommender.services.dashboard.insights import WorkloadFilters, list_workloads
-from recommender.services.dashboard.provisioning import Prices
+from recommender.services.readmodels.provisioning import Prices
 from tests.factories import make_cluster, make_user, make_workload
 
 pytestmark = pytest.mark.django_db
@@ -304,8 +304,8 @@ def test_the_overview_counts_and_ranks_as_the_workload_and_container_facts_do():
     """fleet_overview reads risk from the containers that carry some, the confidence
     from Recommendation.confidence and no-data from its totals: each equals the
     workload annotations / the explanation it stands for, on a varied fleet."""
-    from recommender.services.dashboard.namespace_totals import confidence_band
     from recommender.services.dashboard.overview import fleet_overview
+    from recommender.services.readmodels.namespace_totals import confidence_band
 
     now = timezone.now()
     cluster, off = on_and_off()

@@ -11,17 +11,17 @@ import pytest
 
 from recommender.models import Cluster, Container, ResizeChange, Workload
 from recommender.services.actuation import approvals
-from recommender.services.actuation.apply import requests_removed, run_cycle
+from recommender.services.actuation.cycle import requests_removed, run_cycle
 from recommender.services.admission.snapshot import forget_holders
-from recommender.services.dashboard import namespace_totals
+from recommender.services.connections import cluster_adapter_for
 from recommender.services.dashboard.overview import fleet_overview
-from recommender.services.dashboard.provisioning import Prices
-from recommender.services.dashboard.rollups import rollup
-from recommender.services.policies import update_policy
-from recommender.services.refresh.adapters import cluster_adapter_for
+from recommender.services.policy.changes import update_policy
+from recommender.services.readmodels import namespace_totals
+from recommender.services.readmodels.provisioning import Prices
+from recommender.services.readmodels.rollups import rollup
+from recommender.services.readmodels.savings_trend import record_snapshot, savings_trend
 from recommender.services.refresh.cycle import refresh_cluster
 from recommender.services.refresh.discovery import upsert_discovery
-from recommender.services.savings_trend import record_snapshot, savings_trend
 
 pytestmark = pytest.mark.django_db
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)

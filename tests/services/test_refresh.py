@@ -21,8 +21,8 @@ from recommender.models import (
     RefreshRun,
     Workload,
 )
+from recommender.services.connections import cluster_adapter_for
 from recommender.services.refresh import cycle
-from recommender.services.refresh.adapters import cluster_adapter_for
 from recommender.services.refresh.cycle import refresh_cluster
 from recommender.services.refresh.discovery import Discovery, upsert_discovery
 from recommender.services.refresh.expiry import expire_idle_aggregates

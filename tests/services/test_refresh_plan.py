@@ -14,7 +14,7 @@ from recommender.cluster.simulated import build_fleet
 from recommender.engine.profiles import get_profile
 from recommender.models import Cluster, Policy, RefreshRun
 from recommender.roles import Role
-from recommender.services.policies import update_policy
+from recommender.services.policy.changes import update_policy
 from recommender.services.refresh import cycle
 from recommender.services.refresh.cycle import refresh_cluster
 from recommender.services.refresh.ingest import CheckpointRef, ContainerRef, Row

@@ -9,7 +9,7 @@ import pytest
 
 from recommender.cluster.simulated import DAY_S, OOM_LOOKBACK_S
 from recommender.models import Checkpoint, Cluster, Container, OomKill, Policy
-from recommender.services.refresh.adapters import cluster_adapter_for
+from recommender.services.connections import cluster_adapter_for
 from recommender.services.refresh.cycle import refresh_cluster
 from recommender.services.refresh.discovery import upsert_discovery
 

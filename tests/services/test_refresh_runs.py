@@ -10,14 +10,14 @@ import pytest
 from django.utils import timezone
 
 from recommender.models import Cluster, RefreshRun
-from recommender.services.refresh.backfill import backfill_cluster
-from recommender.services.refresh.cycle import refresh_cluster
-from recommender.services.runs import (
+from recommender.services.operations.runs import (
     heartbeat,
     reap_lost_runs,
     recorded_run,
     start_run,
 )
+from recommender.services.refresh.backfill import backfill_cluster
+from recommender.services.refresh.cycle import refresh_cluster
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -30,7 +30,7 @@ def cluster(db, settings):
 
 
 def test_start_run_stores_a_running_row_and_logs_it(cluster, caplog):
-    caplog.set_level(logging.INFO, logger="recommender.services.runs")
+    caplog.set_level(logging.INFO, logger="recommender.services.operations.runs")
 
     run = start_run(kind=RefreshRun.Kind.BACKFILL, cluster=cluster, namespace="shop")
 
@@ -47,7 +47,7 @@ def test_start_run_stores_a_running_row_and_logs_it(cluster, caplog):
 
 
 def test_refresh_and_backfill_start_their_runs_through_it(cluster, caplog):
-    caplog.set_level(logging.INFO, logger="recommender.services.runs")
+    caplog.set_level(logging.INFO, logger="recommender.services.operations.runs")
 
     backfill = backfill_cluster(cluster_id=cluster.pk, now=NOW, days=1)
     refresh = refresh_cluster(cluster_id=cluster.pk, now=NOW)

@@ -22,15 +22,9 @@ from recommender.models import (
     RefreshRun,
     Workload,
     WorkloadPod,
-)
-from recommender.services.refresh import (
     bulk,
-    cycle,
-    discovery,
-    ingest,
-    pods,
-    warm_state,
 )
+from recommender.services.refresh import cycle, discovery, ingest, pods, warm_state
 from recommender.services.refresh.cycle import refresh_cluster
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)

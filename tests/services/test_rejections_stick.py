@@ -12,11 +12,11 @@ from django.utils import timezone
 
 from recommender.models import ApiToken, Cluster, Container, ResizeChange, Workload
 from recommender.roles import Role
-from recommender.services.actuation.apply import run_cycle
+from recommender.services.access.tokens import create_token
+from recommender.services.actuation.cycle import run_cycle
 from recommender.services.admission.snapshot import forget_holders
-from recommender.services.policies import update_policy
+from recommender.services.policy.changes import update_policy
 from recommender.services.refresh.cycle import refresh_cluster
-from recommender.services.tokens import create_token
 from tests.factories import make_cluster, make_recommendation, make_user, make_workload
 from tests.k8s_fake.actuation import deployment, fake_cluster
 

@@ -22,7 +22,7 @@ from recommender.models import (
     ResizeChange,
     Workload,
 )
-from recommender.services import retention
+from recommender.services.operations import retention
 from tests.factories import make_cluster, make_recommendation, make_workload
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)

@@ -9,8 +9,8 @@ from django.utils import timezone
 from recommender.errors import InvalidInput
 from recommender.models import Container, Workload, container_facts, workload_facts
 from recommender.services.dashboard.overview import fleet_overview
-from recommender.services.dashboard.provisioning import Prices, risk_rules
-from recommender.services.dashboard.rollups import rollup
+from recommender.services.readmodels.provisioning import Prices, risk_rules
+from recommender.services.readmodels.rollups import rollup
 from tests.factories import make_cluster, make_recommendation, make_workload
 
 MI = 2**20

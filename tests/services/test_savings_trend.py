@@ -8,15 +8,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from recommender.models import Cluster, SavingsSnapshot
-from recommender.services.dashboard.provisioning import Prices
-from recommender.services.dashboard.rollups import rollup
-from recommender.services.refresh.cycle import refresh_cluster
-from recommender.services.refresh.expiry import expire_idle_aggregates
-from recommender.services.savings_trend import (
+from recommender.services.readmodels.provisioning import Prices
+from recommender.services.readmodels.rollups import rollup
+from recommender.services.readmodels.savings_trend import (
     record_snapshot,
     savings_trend,
     thin_snapshots,
 )
+from recommender.services.refresh.cycle import refresh_cluster
+from recommender.services.refresh.expiry import expire_idle_aggregates
 from tests.factories import make_cluster, make_recommendation, make_workload
 
 MI = 2**20

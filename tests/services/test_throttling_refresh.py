@@ -14,7 +14,7 @@ from recommender.cluster.simulated import build_fleet
 from recommender.engine import AggregateSet, get_profile, recommend
 from recommender.models import Cluster, Container, Policy
 from recommender.roles import Role
-from recommender.services.policies import update_policy
+from recommender.services.policy.changes import update_policy
 from recommender.services.refresh.cycle import refresh_cluster
 from recommender.services.refresh.throttling import THROTTLING_WINDOW_S
 from recommender.sources.simulated import SimulatedUsageSource

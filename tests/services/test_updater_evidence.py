@@ -23,7 +23,7 @@ from recommender.cluster.base import PodCondition, PodInfo
 from recommender.cluster.kube_objects import pod_of
 from recommender.models import Container, ResizeChange
 from recommender.services.actuation import approvals, workflow
-from recommender.services.actuation.apply import run_cycle
+from recommender.services.actuation.cycle import run_cycle
 from tests.factories import make_recommendation
 from tests.k8s_fake.actuation import FakeCluster, pod
 from tests.services.test_updater_fake_api import MI, NOW, setup_world

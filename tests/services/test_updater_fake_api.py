@@ -12,7 +12,7 @@ import pytest
 
 from recommender.models import AuditEvent, Container, Policy, ResizeChange
 from recommender.services.actuation import approvals, control
-from recommender.services.actuation.apply import run_cycle
+from recommender.services.actuation.cycle import run_cycle
 from tests.factories import make_cluster, make_recommendation, make_workload
 from tests.k8s_fake.actuation import FakeCluster, deployment, fake_cluster, pdb, pod
 

@@ -10,11 +10,8 @@ from recommender.cluster.base import ContainerSpec, PodInfo
 from recommender.engine.capping import LimitRangeItem
 from recommender.engine.resources import Resources
 from recommender.services.actuation import decision
-from recommender.services.actuation.updater import (
-    capped_recommendations,
-    new_resources,
-)
-from recommender.services.policy_validation import parse_container_policies
+from recommender.services.advice.advise import capped_recommendations, new_resources
+from recommender.services.policy.validation import parse_container_policies
 from tests.services.test_updater_decision import rec
 
 NOW = datetime(2026, 11, 24, 6, 0, tzinfo=UTC)

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from recommender.models import Policy, ResizeChange
-from recommender.services import policies
-from recommender.services.actuation import approvals, control, updater
+from recommender.services.actuation import approvals, control
+from recommender.services.actuation import proposals as updater
+from recommender.services.policy import changes as policies
 from tests.k8s_fake.actuation import FakeCluster
 from tests.services.test_updater_fake_api import (
     NOW,

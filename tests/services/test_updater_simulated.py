@@ -11,12 +11,11 @@ import pytest
 from recommender.models import AdmissionCount, Cluster, ResizeChange, Workload
 from recommender.roles import Role
 from recommender.services.actuation import approvals
-from recommender.services.actuation.apply import run_cycle
-from recommender.services.actuation.writers import cluster_writer_for
+from recommender.services.actuation.cycle import run_cycle
 from recommender.services.admission import counters
 from recommender.services.admission.snapshot import forget_holders
-from recommender.services.policies import update_policy
-from recommender.services.refresh.adapters import cluster_adapter_for
+from recommender.services.connections import cluster_adapter_for, cluster_writer_for
+from recommender.services.policy.changes import update_policy
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.factories import make_user
 from tests.web.conftest import client_for

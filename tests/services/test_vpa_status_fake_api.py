@@ -15,7 +15,7 @@ import pytest
 
 from recommender.models import Container, Policy, Recommendation
 from recommender.services.actuation import control
-from recommender.services.actuation.apply import run_cycle
+from recommender.services.actuation.cycle import run_cycle
 from recommender.services.actuation.vpa_status import build_status, is_unchanged
 from tests.factories import make_cluster, make_workload
 from tests.k8s_fake import rbac

@@ -12,8 +12,8 @@ from recommender.engine.replay import Timeline
 from recommender.engine.replay_scores import updater_proposals
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import Cluster, Policy, Workload
-from recommender.services.refresh.adapters import cluster_adapter_for
-from recommender.services.whatif import what_if
+from recommender.services.connections import cluster_adapter_for
+from recommender.services.replay.whatif import what_if
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
@@ -127,7 +127,7 @@ def test_an_unknown_workload_is_not_found() -> None:
 def test_one_workloads_history_reads_only_its_series_and_is_the_namespaces_share(
     monkeypatch,
 ) -> None:
-    from recommender.services import replay as replay_service
+    from recommender.services.replay import replay as replay_service
     from recommender.sources.simulated import SimulatedUsageSource
 
     cluster = Cluster.objects.create(name="sim-read", kind=Cluster.Kind.SIMULATED)
@@ -171,7 +171,7 @@ def test_one_workloads_history_reads_only_its_series_and_is_the_namespaces_share
 def test_comparing_workloads_reuses_the_replays_scores(monkeypatch) -> None:
     from dataclasses import replace
 
-    from recommender.services import replay as replay_service
+    from recommender.services.replay import replay as replay_service
 
     cluster = Cluster.objects.create(name="sim-scores", kind=Cluster.Kind.SIMULATED)
     snapshot = cluster_adapter_for(cluster, now=NOW).discover()

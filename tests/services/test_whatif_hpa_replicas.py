@@ -10,8 +10,8 @@ from collections import defaultdict
 import pytest
 
 from recommender.models import Container, Policy
-from recommender.services.replay import load_cluster_history
-from recommender.services.whatif import what_if
+from recommender.services.replay.replay import load_cluster_history
+from recommender.services.replay.whatif import what_if
 from tests.factories import utilization_hpa
 
 from .test_whatif import NOW, _workload

@@ -1,4 +1,4 @@
-"""Each workload's stored facts (WorkloadTotals, services/dashboard/workload_totals.py):
+"""Each workload's stored facts (WorkloadTotals, readmodels/workload_totals.py):
 the lists filtered or sorted by a fact read them once every enabled cluster has them,
 and give what computing every container as the page loads gives."""
 
@@ -18,8 +18,8 @@ from recommender.models import (
     WorkloadTotals,
 )
 from recommender.roles import Role
-from recommender.services.dashboard import namespace_totals, workload_totals
 from recommender.services.dashboard.insights import WorkloadFilters, list_workloads
+from recommender.services.readmodels import namespace_totals, workload_totals
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.factories import make_cluster, make_user, make_workload
 from tests.services.test_provisioning_parity import PRICES, _rules, varied_fleet

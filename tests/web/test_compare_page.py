@@ -9,14 +9,14 @@ import pytest
 from django.test import Client
 
 from recommender.engine import get_profile
-from recommender.services.namespace_compare import compare_namespace
-from recommender.services.refresh.adapters import cluster_adapter_for
-from recommender.services.replay import (
+from recommender.services.connections import cluster_adapter_for
+from recommender.services.replay.namespace_compare import compare_namespace
+from recommender.services.replay.replay import (
     compare_workloads,
     load_cluster_history,
     run_replay,
 )
-from recommender.services.whatif import WARMUP_S
+from recommender.services.replay.whatif import WARMUP_S
 from tests.factories import make_cluster, make_workload
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -134,7 +134,7 @@ def test_a_running_comparison_reloads_and_an_unknown_one_is_said(
 ) -> None:
     from django.core.cache import cache
 
-    from recommender.services.namespace_compare import new_token
+    from recommender.services.replay.namespace_compare import new_token
 
     cluster, namespace = _sim_namespace()
     token = new_token()

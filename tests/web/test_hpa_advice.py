@@ -11,11 +11,11 @@ from django.urls import reverse
 from recommender.cluster.base import ContainerSpec, PodInfo
 from recommender.engine.resources import Resources
 from recommender.models import Workload
-from recommender.services.actuation.updater import capped_recommendations
 from recommender.services.admission.decision import PodContainerRef, advise_containers
 from recommender.services.admission.snapshot import WorkloadEntry
 from recommender.services.advice.advise import (
     advise,
+    capped_recommendations,
     inputs_for_workload,
     workload_pod,
 )

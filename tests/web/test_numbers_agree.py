@@ -12,9 +12,9 @@ from django.utils import timezone
 
 from recommender.models import SavingsSnapshot, Workload
 from recommender.services.dashboard.overview import fleet_overview
-from recommender.services.dashboard.provisioning import risk_rules
-from recommender.services.dashboard.rollups import rollup
-from recommender.services.savings_trend import savings_trend
+from recommender.services.readmodels.provisioning import risk_rules
+from recommender.services.readmodels.rollups import rollup
+from recommender.services.readmodels.savings_trend import savings_trend
 from tests.factories import make_cluster, make_recommendation, make_workload
 from tests.services.test_provisioning_parity import PRICES, on_and_off, varied_fleet
 from tests.web.conftest import client_for

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from recommender.models import AuditEvent, Policy
-from recommender.services.policies import update_policy
+from recommender.services.policy.changes import update_policy
 from tests.factories import make_recommendation
 from tests.web.conftest import engine_explanation
 

@@ -8,8 +8,8 @@ import pytest
 from django.utils import timezone
 
 from recommender.models import ApiToken, AuditEvent, ResizeChange
-from recommender.services.policies import update_policy
-from recommender.services.tokens import create_token
+from recommender.services.access.tokens import create_token
+from recommender.services.policy.changes import update_policy
 from tests.factories import make_cluster, make_workload
 from tests.web.conftest import client_for
 

@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from recommender.models import ApiToken, AuditEvent
-from recommender.services.tokens import create_token, hash_key
+from recommender.services.access.tokens import create_token, hash_key
 from tests.web.conftest import client_for
 
 pytestmark = pytest.mark.django_db

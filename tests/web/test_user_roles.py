@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from recommender.errors import Forbidden
 from recommender.models import ApiToken, AuditEvent
 from recommender.roles import Role, role_of
-from recommender.services import accounts, tokens
+from recommender.services.access import accounts, tokens
 from tests.factories import make_user
 from tests.web.conftest import client_for
 

@@ -6,7 +6,7 @@ import json
 
 from django.test import Client
 
-from recommender.services.refresh.adapters import cluster_adapter_for
+from recommender.services.connections import cluster_adapter_for
 from tests.factories import make_cluster, make_workload, utilization_hpa
 
 

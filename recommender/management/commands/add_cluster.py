@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from recommender.errors import VpawebError
 from recommender.services.actuation.control import set_actuation_allowed
-from recommender.services.clusters import add_kubernetes_cluster
+from recommender.services.operations.clusters import add_kubernetes_cluster
 
 
 class Command(BaseCommand):

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from recommender.errors import VpawebError
 from recommender.models import ApiToken
-from recommender.services.tokens import create_token, revoke_token
+from recommender.services.access.tokens import create_token, revoke_token
 
 ACTOR_LABEL = "manage.py apitoken"
 

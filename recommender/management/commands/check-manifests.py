@@ -19,8 +19,8 @@ from recommender.engine.quantity import parse_cpu_millicores, parse_memory_bytes
 from recommender.errors import InvalidInput
 from recommender.management.commands.rightsize import add_offline_arguments, profile_of
 from recommender.services.advice import drift
-from recommender.services.advice.offline_inputs import rightsize_files
 from recommender.services.advice.rightsize import RightsizeOptions
+from recommender.services.replay.offline_inputs import rightsize_files
 
 
 def _quantity(option: str, parse: Any, raw: str | None) -> int | None:

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
-from recommender.services.retention import past_retention, prune_history
+from recommender.services.operations.retention import past_retention, prune_history
 
 
 class Command(BaseCommand):

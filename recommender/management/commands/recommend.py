@@ -14,7 +14,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from recommender.engine import PROFILES, get_profile, humanize_cpu
 from recommender.engine.quantity import format_memory_readable, readable_resource_list
 from recommender.errors import InvalidInput
-from recommender.services.offline import OfflineRecommendation, recommend_from_csv
+from recommender.services.replay.offline import (
+    OfflineRecommendation,
+    recommend_from_csv,
+)
 from recommender.text import csv_cell
 
 FORMATS = ("table", "json", "yaml", "csv")

@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from recommender.engine import PROFILES
 from recommender.errors import VpawebError
-from recommender.services.replay import (
+from recommender.services.replay.replay import (
     ReplayInput,
     ReplayReport,
     compare_workloads,

@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from recommender.engine import PROFILES, get_profile
 from recommender.errors import InvalidInput
-from recommender.services.advice.offline_inputs import rightsize_files
 from recommender.services.advice.patches import OUTPUTS, answer_text, rightsize_answer
 from recommender.services.advice.rightsize import RightsizeOptions
+from recommender.services.replay.offline_inputs import rightsize_files
 
 
 def add_offline_arguments(parser: CommandParser) -> None:

@@ -34,11 +34,11 @@ from recommender.services.admission.certs import create_certificates, service_na
 from recommender.services.admission.registration import (
     CONFIGURATION_NAME,
     install_webhook,
-    open_kubernetes_writer,
     read_ca_bundle,
     uninstall_webhook,
     webhook_configuration,
 )
+from recommender.services.connections import cluster_writer_for
 from recommender.webhook import start_webhook_server, stop_webhook_server
 
 
@@ -180,10 +180,8 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(body, indent=2))
             return
         cluster = _kubernetes_cluster(options["cluster"])
-        writer = open_kubernetes_writer(
-            cluster_name=cluster.name,
-            context=cluster.context,
-            kubeconfig=options["kubeconfig"],
+        writer = cluster_writer_for(
+            cluster, registration=True, kubeconfig=options["kubeconfig"]
         )
         try:
             result = install_webhook(writer=writer, body=body)
@@ -196,10 +194,8 @@ class Command(BaseCommand):
 
     def _uninstall(self, options: dict[str, Any]) -> None:
         cluster = _kubernetes_cluster(options["cluster"])
-        writer = open_kubernetes_writer(
-            cluster_name=cluster.name,
-            context=cluster.context,
-            kubeconfig=options["kubeconfig"],
+        writer = cluster_writer_for(
+            cluster, registration=True, kubeconfig=options["kubeconfig"]
         )
         try:
             uninstall_webhook(writer=writer)

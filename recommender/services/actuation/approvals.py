@@ -33,7 +33,7 @@ from django.db import transaction
 
 from recommender.errors import Conflict, InvalidInput, NotFound
 from recommender.models import AuditEvent, Policy, ResizeChange, Workload
-from recommender.services.audit import Action, actor_label_of, record_audit
+from recommender.services.access.audit import Action, actor_label_of, record_audit
 
 logger = logging.getLogger(__name__)
 

@@ -41,16 +41,16 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import cast
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import BooleanField, Exists, Q, Value
 
-from recommender.models import ActuationControl, AuditEvent, Cluster, UpdaterLock
+from recommender.models import ActuationControl, Cluster, UpdaterLock
 from recommender.models.policy import updater_policy_q
-from recommender.services.audit import Action, actor_label_of
+from recommender.services.access.audit import Action, actor_label_of, record_audit
 
 logger = logging.getLogger(__name__)
 
@@ -205,13 +205,13 @@ def set_kill_switch(
         control.updated_by = actor
         control.save()
         label = actor_label_of(actor)
-        AuditEvent.objects.create(
-            created_at=now,
+        record_audit(
+            now=now,
             actor=actor,
             actor_label=label,
             action=KILL_SWITCH_ACTION,
             object_type="actuation_control",
-            object_id=str(control.pk),
+            object_id=control.pk,
             before={"writes_stopped": before},
             after={"writes_stopped": stopped},
             message=f"{label} {'stopped' if stopped else 'allowed'} all cluster writes"
@@ -220,30 +220,53 @@ def set_kill_switch(
     return control
 
 
+def _set_cluster_flag(
+    cluster: Cluster,
+    *,
+    flag: str,
+    value: bool,
+    action: Action,
+    verb: str,
+    actor: User | None,
+    now: datetime,
+    also: dict[str, Any] | None = None,
+) -> Cluster:
+    """Set one boolean of the cluster (and the ``also`` fields) in one update, with
+    one audit event ``<actor> <verb> ... cluster <name>``."""
+    with transaction.atomic():
+        before = Cluster.objects.filter(pk=cluster.pk).values_list(flag, flat=True)[0]
+        changes = {flag: value, **(also or {})}
+        Cluster.objects.filter(pk=cluster.pk).update(**changes)
+        for name, changed in changes.items():
+            setattr(cluster, name, changed)
+        label = actor_label_of(actor)
+        record_audit(
+            now=now,
+            actor=actor,
+            actor_label=label,
+            action=action,
+            object_type="cluster",
+            object_id=cluster.pk,
+            before={flag: before},
+            after={flag: value},
+            message=f"{label} {verb} cluster {cluster.name}",
+        )
+    return cluster
+
+
 def set_cluster_paused(
     *, cluster: Cluster, paused: bool, actor: User | None, now: datetime
 ) -> Cluster:
     """Pause (or resume) the updater's writes to one cluster; audited."""
-    with transaction.atomic():
-        before = Cluster.objects.filter(pk=cluster.pk).values_list(
-            "updates_paused", flat=True
-        )[0]
-        Cluster.objects.filter(pk=cluster.pk).update(updates_paused=paused)
-        cluster.updates_paused = paused
-        label = actor_label_of(actor)
-        AuditEvent.objects.create(
-            created_at=now,
-            actor=actor,
-            actor_label=label,
-            action=PAUSE_ACTION,
-            object_type="cluster",
-            object_id=str(cluster.pk),
-            before={"updates_paused": before},
-            after={"updates_paused": paused},
-            message=f"{label} {'paused' if paused else 'resumed'} updates of "
-            f"cluster {cluster.name}",
-        )
-    return cluster
+    return _set_cluster_flag(
+        cluster,
+        flag="updates_paused",
+        value=paused,
+        action=PAUSE_ACTION,
+        verb=f"{'paused' if paused else 'resumed'} updates of",
+        actor=actor,
+        now=now,
+    )
 
 
 def set_actuation_allowed(
@@ -251,31 +274,17 @@ def set_actuation_allowed(
 ) -> Cluster:
     """Allow (or forbid) every write vpaweb makes to one cluster; audited. Allowing
     it asks the cluster's permissions again at the next updater cycle."""
-    with transaction.atomic():
-        before = Cluster.objects.filter(pk=cluster.pk).values_list(
-            "actuation_allowed", flat=True
-        )[0]
+    return _set_cluster_flag(
+        cluster,
+        flag="actuation_allowed",
+        value=allowed,
+        action=ACTUATION_ACTION,
+        verb=f"{'allowed' if allowed else 'forbade'} writes to",
+        actor=actor,
+        now=now,
         # Forget what was known: permissions are asked again, stopped paths retried.
-        Cluster.objects.filter(pk=cluster.pk).update(
-            actuation_allowed=allowed, write_permissions={}, write_backoff={}
-        )
-        cluster.actuation_allowed = allowed
-        cluster.write_permissions = {}
-        cluster.write_backoff = {}
-        label = actor_label_of(actor)
-        AuditEvent.objects.create(
-            created_at=now,
-            actor=actor,
-            actor_label=label,
-            action=ACTUATION_ACTION,
-            object_type="cluster",
-            object_id=str(cluster.pk),
-            before={"actuation_allowed": before},
-            after={"actuation_allowed": allowed},
-            message=f"{label} {'allowed' if allowed else 'forbade'} writes to "
-            f"cluster {cluster.name}",
-        )
-    return cluster
+        also={"write_permissions": {}, "write_backoff": {}},
+    )
 
 
 def acquire_lock(

@@ -1,7 +1,7 @@
 """The updater's decisions, as upstream VPA's updater makes them (VPA-ALGORITHM.md §6).
 
 Pure functions over pods (``PodInfo``) and capped recommendations: no database, no
-cluster. ``updater.py`` loads what they need and writes what they decide.
+cluster. ``proposals.py`` loads what they need and writes what they decide.
 
 - ``pod_priority``: ``resourceDiff``, scale-up, outside-the-bounds and quick OOM (§6.3);
 - ``admit``: the 12 h lifetime threshold, the 0.1 minimum change and the quick-OOM rule;

@@ -57,8 +57,8 @@ from recommender.engine.quantity import (
 )
 from recommender.models import Cluster, Container, Workload
 from recommender.services.actuation import permissions
-from recommender.services.actuation.updater import REC_FIELDS, RecBounds
-from recommender.services.policy_validation import parse_container_policies
+from recommender.services.actuation.proposals import REC_FIELDS, RecBounds
+from recommender.services.policy.validation import parse_container_policies
 
 logger = logging.getLogger(__name__)
 

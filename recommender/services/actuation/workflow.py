@@ -31,6 +31,7 @@ from django.db.models import Q
 
 from recommender.errors import Conflict
 from recommender.models import AuditEvent, Policy, ResizeChange, Workload
+from recommender.services.access.audit import audit_row
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ OPEN = (S.PROPOSED, S.APPROVED, S.APPLYING)
 UPDATER_LABEL = "updater"
 AUTOMATIC_LABEL = "policy (automatic approval)"
 # How a failed eviction whose replacement could not be scheduled starts its error:
-# the workload's next proposals wait for an operator (``updater.load_context``).
+# the workload's next proposals wait for an operator (``proposals.load_context``).
 UNSCHEDULABLE_ERROR = "the replacement pod cannot be scheduled"
 # The audit action of each target status.
 A = AuditEvent.Action
@@ -70,14 +71,14 @@ def audit_event(
     message = f"{actor_label} {after} the resize of pod {change.pod}"
     if note:
         message += f": {note}"
-    return AuditEvent(
-        created_at=now,
+    return audit_row(
+        now=now,
         actor=actor,
         actor_label=actor_label,
-        action=action or ACTIONS[S(after)],
+        action=AuditEvent.Action(action or ACTIONS[S(after)]),
         workload_id=change.workload_id,
         object_type="resize_change",
-        object_id=str(change.pk),
+        object_id=change.pk,
         before={"status": before},
         after={"status": after},
         message=message,

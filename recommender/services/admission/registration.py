@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from django.conf import settings
 
-from recommender.cluster.kube_client import open_writer
 from recommender.cluster.writer import ClusterWriter, WriteResult
 from recommender.errors import InvalidInput, SourceUnavailable
 
@@ -146,17 +145,6 @@ def read_ca_bundle(path: str | None) -> bytes | None:
             f"--ca-bundle {path} holds no PEM certificate", field="ca_bundle"
         )
     return data
-
-
-def open_kubernetes_writer(
-    *, cluster_name: str, context: str = "", kubeconfig: str | None = None
-) -> ClusterWriter:
-    """The writer of a Kubernetes cluster (kubeconfig context or in-cluster)."""
-    writer = open_writer(
-        cluster_name=cluster_name, context=context, kubeconfig=kubeconfig
-    )
-    # The updater's methods of ClusterWriter are added to KubernetesWriter with it.
-    return cast(ClusterWriter, writer)
 
 
 def _checked(result: WriteResult, what: str) -> WriteResult:

@@ -30,9 +30,9 @@ from django.utils import timezone
 from recommender.cluster.base import WorkloadKey
 from recommender.engine.capping import LimitRangeItem
 from recommender.models import Cluster, Policy, Workload
-from recommender.services.admission.generation import shared_generation
 from recommender.services.advice.advise import AdviceInputs, load_advice_inputs
 from recommender.services.advice.limits import item_from_dict
+from recommender.services.readmodels.generation import shared_generation
 
 logger = logging.getLogger(__name__)
 

@@ -1,25 +1,13 @@
-"""What should this pod request? The one answer, for every caller.
-
-``/rightsize``, ``/recommendation-query``, the dashboard's ``kubectl patch`` / YAML and
-(next) the admission webhook all call this module, so they cannot disagree. The steps
-are upstream's (VPA-ALGORITHM.md §4.2-§4.4), in upstream's order:
-
-1. the container policy: mode Off leaves a container alone, ``controlledResources``
-   drops the others (a multiplier, seed 004's correction, scales before capping);
-2. ``engine.capping.cap_for_pod``: the namespace's LimitRanges (Pod item, then Container
-   item, whose ``default`` limit stands in for a container without a limit), then the
-   policy's minAllowed/maxAllowed and, for RequestsOnly, the container's limit;
-3. ``engine.limits.requests_and_limits_for_container``: limits kept at the container's
-   limit:request ratio, the LimitRange ``default`` limit standing in for a missing one,
-   unless the policy says RequestsOnly; a request whose limit stays raised to keep the
-   LimitRange's ``maxLimitRequestRatio``.
-
-The database is read in one place (``load_advice_inputs``: a constant number of
-queries for any number of workloads) and the computation is a pure function
-(``advise``) of those inputs and the pod's containers, so the admission webhook can
-cache ``(namespace, owner) -> AdviceInputs`` and answer a pod without a query.
-A container vpaweb has no recommendation for gets the namespace's static coefficient
-(seed 004's first-deploy rule) or, when none is configured, nothing.
+"""What should this pod request? The one answer: the API, the dashboard's patch, the
+webhook (``advise``) and the updater (``capped_recommendations``, ``new_resources``)
+all run these steps, upstream's (VPA-ALGORITHM.md §4.2-§4.4) in upstream's order:
+1. ``controlled_recommendations``: the container policy (Off leaves it alone,
+   ``controlledResources`` drops the others; a multiplier scales before capping);
+2. ``capped_for_pod``: LimitRanges (Pod, then Container), minAllowed/maxAllowed;
+3. ``ContainerAdvice.resources_for``: limits kept at the limit:request ratio
+   (``engine.limits``). Inputs are read in one place (``load_advice_inputs``, a
+   constant number of queries); the steps are pure, so the webhook answers from a
+   cache. Without a recommendation: the namespace's static coefficient, or nothing.
 """
 
 from __future__ import annotations
@@ -30,17 +18,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from recommender.cluster.base import WorkloadKey
+from recommender.cluster.base import PodInfo, WorkloadKey
 from recommender.engine.capping import (
     MODE_OFF,
     CappedRecommendation,
     ContainerPolicy,
     LimitRangeItem,
+    RecommendationLike,
     cap_for_pod,
     select_container_policy,
 )
 from recommender.engine.limits import (
     REQUESTS_AND_LIMITS,
+    ContainerResources,
     NewContainerResources,
     requests_and_limits_for_container,
 )
@@ -62,7 +52,7 @@ from recommender.services.advice.hpa import (
 )
 from recommender.services.advice.limits import limit_ranges_by_namespace
 from recommender.services.advice.pod_spec import PodContainer, readable_pod_resources
-from recommender.services.policy_validation import parse_container_policies
+from recommender.services.policy.validation import parse_container_policies
 
 logger = logging.getLogger(__name__)
 
@@ -402,6 +392,165 @@ def check_multiplier(multiplier: float) -> None:
         )
 
 
+OFF_REASON = "the container policy's mode is Off"
+
+
+def controlled_recommendations(
+    names: Iterable[str],
+    latest: Mapping[str, RecommendationLike],
+    policies: Sequence[ContainerPolicy],
+    *,
+    held: Mapping[str, frozenset[str]],
+    multiplier: float = 1.0,
+) -> tuple[dict[str, CappedRecommendation], dict[str, str]]:
+    """Step 1, the container policy: (the recommendations of the containers it lets
+    vpaweb set, scaled and cut to the controlled resources; the containers it leaves
+    alone, with why). ``held``: the resources an HPA scales on, per container."""
+    pending: dict[str, CappedRecommendation] = {}
+    skipped: dict[str, str] = {}
+    for name in names:
+        policy = select_container_policy(list(policies), name)
+        if policy is not None and policy.mode == MODE_OFF:
+            skipped[name] = OFF_REASON
+            continue
+        hpa = held.get(name, frozenset())
+        controlled = tuple(
+            r
+            for r in (
+                policy.controlled_resources if policy is not None else RESOURCE_NAMES
+            )
+            if r not in hpa
+        )
+        if hpa and not controlled:
+            skipped[name] = held_reason(hpa)
+            continue
+        rec = latest.get(name)
+        if rec is None:
+            continue
+        pending[name] = CappedRecommendation(
+            target=scale_resources(rec.target, multiplier).only(controlled),
+            lower_bound=scale_resources(rec.lower_bound, multiplier).only(controlled),
+            upper_bound=scale_resources(rec.upper_bound, multiplier).only(controlled),
+            uncapped_target=rec.uncapped_target.only(controlled),
+        )
+    return pending, skipped
+
+
+def capped_for_pod(
+    pending: Mapping[str, CappedRecommendation],
+    containers: Sequence[ContainerResources],
+    policies: Sequence[ContainerPolicy],
+    ranges: tuple[LimitRangeItem | None, LimitRangeItem | None],
+) -> dict[str, CappedRecommendation]:
+    """Step 2: ``pending`` capped over the pod's ``containers`` by the (Container,
+    Pod) LimitRanges and the policies; only the containers of ``pending``."""
+    if not pending:
+        return {}
+    capped = cap_for_pod(
+        dict(pending),
+        list(containers),
+        policies=list(policies),
+        container_limit_range=ranges[0],
+        pod_limit_range=ranges[1],
+    )
+    return {k: v for k, v in capped.items() if k in pending}
+
+
+def controlled_values_of(policies: Sequence[ContainerPolicy], name: str) -> str:
+    """The container's ``controlledValues`` (RequestsAndLimits without a policy)."""
+    policy = select_container_policy(list(policies), name)
+    return (
+        policy.effective_controlled_values
+        if policy is not None
+        else REQUESTS_AND_LIMITS
+    )
+
+
+def resources_json(requests: Resources, limits: Resources) -> dict[str, Any]:
+    """``{"requests": {...}, "limits": {...}}`` as ResizeChange stores them."""
+    return {"requests": requests.to_dict(), "limits": limits.to_dict()}
+
+
+def capped_recommendations(
+    pod: PodInfo,
+    latest: Mapping[str, RecommendationLike],
+    policies: list[ContainerPolicy],
+    ranges: tuple[LimitRangeItem | None, LimitRangeItem | None],
+    hpa_conflicts: Sequence[Mapping[str, Any]] = (),
+) -> tuple[dict[str, CappedRecommendation], frozenset[str]]:
+    """Steps 1 and 2 for a running pod (the updater): the capped recommendation of
+    each container that may be resized (init containers cannot be), and the
+    containers whose policy mode is Off. An HPA's resources are left out."""
+    containers = [c for c in pod.containers if c.kind != "init"]
+    # A policy that controls no resource leaves its container out (unless it is Off:
+    # then the container is named among the Off ones).
+    pending, skipped = controlled_recommendations(
+        [
+            c.name
+            for c in containers
+            if (policy := select_container_policy(policies, c.name)) is None
+            or policy.mode == MODE_OFF
+            or policy.controlled_resources
+        ],
+        latest,
+        policies,
+        held={c.name: hpa_held_resources(hpa_conflicts, c.name) for c in containers},
+    )
+    off = frozenset(name for name, why in skipped.items() if why == OFF_REASON)
+    engine = [ContainerResources(c.name, c.requests, c.limits) for c in containers]
+    return capped_for_pod(pending, engine, policies, ranges), off
+
+
+def new_resources(
+    pod: PodInfo,
+    capped: Mapping[str, CappedRecommendation],
+    policies: list[ContainerPolicy],
+    container_range: LimitRangeItem | None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Step 3 for a running pod: before and after ({container: {requests, limits}})
+    as the webhook would set them; a limit the container has not is not added."""
+    before: dict[str, Any] = {}
+    after: dict[str, Any] = {}
+    for container in pod.containers:
+        rec = capped.get(container.name)
+        if rec is None:
+            continue
+        current = PodContainer(
+            name=container.name,
+            requests=container.requests,
+            limits=container.limits,
+            field=container.name,
+        )
+        new = ContainerAdvice(
+            name=container.name,
+            source=SOURCE_RECOMMENDATION,
+            reason="",
+            controlled_values=controlled_values_of(policies, container.name),
+            current=current,
+            default_limit=(
+                container_range.default if container_range else NO_RESOURCES
+            ),
+            max_ratio=(
+                container_range.max_limit_request_ratio
+                if container_range
+                else NO_RESOURCES
+            ),
+        ).resources_for(rec.target)
+        requests = container.requests
+        for resource in RESOURCE_NAMES:
+            amount = new.requests.get(resource)
+            if amount is not None:
+                requests = requests.with_amount(resource, amount)
+        limits = container.limits
+        for resource in RESOURCE_NAMES:
+            amount = new.limits.get(resource)
+            if amount is not None and container.limits.get(resource) is not None:
+                limits = limits.with_amount(resource, amount)
+        before[container.name] = resources_json(container.requests, container.limits)
+        after[container.name] = resources_json(requests, limits)
+    return before, after
+
+
 def advise(
     inputs: AdviceInputs,
     containers: Sequence[PodContainer],
@@ -428,42 +577,18 @@ def advise(
     # Recommendations of controlled containers, scaled, keyed by name in pod order.
     # The container policy is checked first, whether or not there is a recommendation:
     # mode Off and controlledResources bind the static coefficient too.
-    pending: dict[str, CappedRecommendation] = {}
-    skipped: dict[str, str] = {}
-    for container in containers:
-        policy = select_container_policy(policies, container.name)
-        if policy is not None and policy.mode == MODE_OFF:
-            skipped[container.name] = "the container policy's mode is Off"
-            continue
-        controlled = tuple(
-            r
-            for r in (
-                policy.controlled_resources if policy is not None else RESOURCE_NAMES
-            )
-            if r not in held[container.name]
-        )
-        if held[container.name] and not controlled:
-            skipped[container.name] = held_reason(held[container.name])
-            continue
-        rec = inputs.latest.get(container.name)
-        if rec is None:
-            continue
-        pending[container.name] = CappedRecommendation(
-            target=scale_resources(rec.target, multiplier).only(controlled),
-            lower_bound=scale_resources(rec.lower_bound, multiplier).only(controlled),
-            upper_bound=scale_resources(rec.upper_bound, multiplier).only(controlled),
-            uncapped_target=rec.uncapped_target.only(controlled),
-        )
-    capped = (
-        cap_for_pod(
-            pending,
-            [c.as_engine() for c in containers],
-            policies=policies,
-            container_limit_range=inputs.container_range,
-            pod_limit_range=inputs.pod_range,
-        )
-        if pending
-        else {}
+    pending, skipped = controlled_recommendations(
+        [c.name for c in containers],
+        inputs.latest,
+        policies,
+        held=held,
+        multiplier=multiplier,
+    )
+    capped = capped_for_pod(
+        pending,
+        [c.as_engine() for c in containers],
+        policies,
+        (inputs.container_range, inputs.pod_range),
     )
     default_limit = (
         inputs.container_range.default
@@ -478,11 +603,7 @@ def advise(
     advice: list[ContainerAdvice] = []
     for container in containers:
         policy = select_container_policy(policies, container.name)
-        controlled_values = (
-            policy.effective_controlled_values
-            if policy is not None
-            else REQUESTS_AND_LIMITS
-        )
+        controlled_values = controlled_values_of(policies, container.name)
         if container.name in skipped:
             advice.append(
                 ContainerAdvice(

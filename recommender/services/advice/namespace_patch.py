@@ -30,7 +30,7 @@ from recommender.services.advice.rightsize import (
     RightsizeResult,
     rightsize_manifests,
 )
-from recommender.services.dashboard.provisioning import Prices, risk_rules
+from recommender.services.readmodels.provisioning import Prices, risk_rules
 
 API_VERSIONS = {
     "Deployment": "apps/v1",

@@ -31,6 +31,7 @@ from recommender.engine.quantity import format_cpu, format_memory
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput, TooLarge
 from recommender.models import StaticCoefficient
+from recommender.services.access.audit import Action, actor_label_of, record_audit
 from recommender.services.advice.advise import (
     SOURCE_NONE,
     AdviceInputs,
@@ -53,7 +54,6 @@ from recommender.services.advice.pod_spec import (
     readable_pod_resources,
     unknown_field_notes,
 )
-from recommender.services.audit import Action, actor_label_of, record_audit
 
 logger = logging.getLogger(__name__)
 

@@ -37,8 +37,8 @@ from recommender.models.provisioning import (
     workload_facts,
 )
 from recommender.services.dashboard import ordering as sorting
-from recommender.services.dashboard import workload_totals
-from recommender.services.dashboard.provisioning import Prices, risk_rules
+from recommender.services.readmodels import workload_totals
+from recommender.services.readmodels.provisioning import Prices, risk_rules
 
 logger = logging.getLogger(__name__)
 

@@ -29,66 +29,23 @@ from recommender.models.provisioning import (
     risk_score,
     workload_facts,
 )
-from recommender.services.dashboard import namespace_totals
-from recommender.services.dashboard.namespace_savings import namespace_savings
-from recommender.services.dashboard.namespace_totals import (
+from recommender.services.readmodels import namespace_totals
+from recommender.services.readmodels.namespace_savings import namespace_savings
+from recommender.services.readmodels.namespace_totals import (
     CONFIDENCE_BANDS,
     NamespaceFacts,
 )
-from recommender.services.dashboard.provisioning import (
+from recommender.services.readmodels.node_pools import node_pools
+from recommender.services.readmodels.provisioning import (
     RECENT_OOM_WINDOW,
     Prices,
     no_recommendation_reason,
     risk_rules,
 )
-from recommender.services.dashboard.realized import realized_savings
-from recommender.services.node_pools import node_pools
+from recommender.services.readmodels.realized import realized_savings
+from recommender.services.readmodels.rollups import SUMMED, Totals
 
 # --- The overview ---------------------------------------------------------------------
-
-
-@dataclass
-class Totals:
-    """Requested vs recommended amounts of one group (all replicas)."""
-
-    cluster: str = ""
-    namespace: str = ""
-    containers: int = 0
-    covered: int = 0
-    requested_cpu_millicores: int = 0
-    requested_memory_bytes: int = 0
-    # Requests of the containers that have a target, compared with the targets.
-    covered_requested_cpu_millicores: int = 0
-    covered_requested_memory_bytes: int = 0
-    recommended_cpu_millicores: int = 0
-    recommended_memory_bytes: int = 0
-    # Potential: what moving to the targets would still save per month.
-    savings: float = 0.0
-    # Realized: what the applied changes that still hold save per month (realized.py).
-    realized_savings: float = 0.0
-
-    @property
-    def coverage(self) -> float:
-        """Share of containers with a recommendation (0..1)."""
-        return self.covered / self.containers if self.containers else 0.0
-
-    def add(self, other: Totals) -> None:
-        """Accumulate another group into this one."""
-        for name in (*SUMMED, "savings", "realized_savings"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-
-
-# The amounts a Totals sums, as the namespaces' totals (NamespaceFacts) name them too.
-SUMMED = (
-    "containers",
-    "covered",
-    "requested_cpu_millicores",
-    "requested_memory_bytes",
-    "covered_requested_cpu_millicores",
-    "covered_requested_memory_bytes",
-    "recommended_cpu_millicores",
-    "recommended_memory_bytes",
-)
 
 
 @dataclass

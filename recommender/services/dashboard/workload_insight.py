@@ -52,15 +52,17 @@ from recommender.services.advice.advise import (
     written_resources,
 )
 from recommender.services.advice.hpa import adjustments_for_workload, requests_of
-from recommender.services.dashboard.provisioning import (
+from recommender.services.connections import close_quietly, usage_source_for
+from recommender.services.policy.validation import (
+    parse_container_policies,
+    profile_or_default,
+)
+from recommender.services.readmodels.pod_owners import load_pod_owners
+from recommender.services.readmodels.provisioning import (
     Prices,
     no_recommendation_reason,
     risk_rules,
 )
-from recommender.services.policy_validation import parse_container_policies
-from recommender.services.refresh.adapters import close_quietly, usage_source_for
-from recommender.services.refresh.ingest import profile_or_default
-from recommender.services.refresh.pods import load_pod_owners
 from recommender.text import comment_text
 
 logger = logging.getLogger(__name__)
@@ -408,7 +410,7 @@ def usage_distributions(
 
 def pods_of(workload: Workload, pod_names: list[str], *, now: datetime) -> set[str]:
     """Which ``pod_names`` belong to ``workload``: by the owner references discovery
-    read and stored (``refresh.pods.PodOwners``), never by a name that merely starts
+    read and stored (``pod_owners.PodOwners``), never by a name that merely starts
     with the workload's."""
     owners = load_pod_owners(
         cluster_id=workload.cluster_id, namespace=workload.namespace, now=now

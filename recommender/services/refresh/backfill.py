@@ -29,17 +29,18 @@ from django.conf import settings
 from recommender.cluster.base import ClusterAdapter
 from recommender.errors import InvalidInput
 from recommender.models import RefreshRun
-from recommender.services.refresh import cycle, ingest
-from recommender.services.refresh.adapters import (
+from recommender.services.connections import (
     close_quietly,
     cluster_adapter_for,
     usage_source_for,
 )
+from recommender.services.operations.runs import RunRecorder, recorded_run
+from recommender.services.readmodels import upkeep as readmodels
+from recommender.services.refresh import cycle, ingest
 from recommender.services.refresh.discovery import Discovery
 from recommender.services.refresh.ingest import STEP_S as SAMPLE_STEP_S
 from recommender.services.refresh.ingest import Window
 from recommender.services.refresh.plan import WindowPlan
-from recommender.services.runs import RunRecorder, recorded_run
 from recommender.sources.base import UsageSource
 
 logger = logging.getLogger(__name__)
@@ -87,8 +88,12 @@ def backfill_cluster(
         recorder.describe_failure = progress.describe_failure
         owned: list[object] = []
         try:
-            with cycle.totals_stored(
-                cluster, now=now, namespace=namespace, phases=phases
+            with readmodels.kept_current(
+                cluster,
+                now=now,
+                namespace=namespace,
+                phases=phases,
+                savings_snapshot=False,
             ):
                 # Close only what this call opened; the caller owns what it passed in.
                 if adapter is None:

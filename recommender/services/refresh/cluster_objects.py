@@ -56,9 +56,9 @@ from recommender.models import (
     Policy,
     Workload,
 )
+from recommender.services.access.audit import Action, record_audit
 from recommender.services.advice.limits import item_from_dict, item_to_dict
-from recommender.services.audit import Action, record_audit
-from recommender.services.policy_validation import (
+from recommender.services.policy.validation import (
     CONTAINER_POLICY_KEYS,
     parse_container_policies,
     validate_container_policies,

@@ -49,10 +49,16 @@ from recommender.models import (
 from recommender.models import (
     OomKill as OomKillRow,
 )
+from recommender.models.bulk import CAS_BATCH, compare_and_swap, insert_returning_pks
 from recommender.services.admission import counters
-from recommender.services.admission.generation import mark_admission_data_changed
-from recommender.services.dashboard import namespace_totals
-from recommender.services.node_pools import store_node_pools
+from recommender.services.connections import (
+    close_quietly,
+    cluster_adapter_for,
+    usage_source_for,
+)
+from recommender.services.operations.runs import Phases, recorded_run
+from recommender.services.readmodels import upkeep as readmodels
+from recommender.services.readmodels.generation import mark_admission_data_changed
 from recommender.services.refresh import (
     chunking,
     ingest,
@@ -60,18 +66,9 @@ from recommender.services.refresh import (
     throttling,
     warm_state,
 )
-from recommender.services.refresh.adapters import (
-    close_quietly,
-    cluster_adapter_for,
-    usage_source_for,
-)
-from recommender.services.refresh.bulk import (
-    CAS_BATCH,
-    compare_and_swap,
-    insert_returning_pks,
-)
 from recommender.services.refresh.discovery import BATCH, Discovery, upsert_discovery
 from recommender.services.refresh.ingest import Group, Row, Window
+from recommender.services.refresh.node_pools import store_node_pools
 from recommender.services.refresh.node_prices import price_workloads
 from recommender.services.refresh.plan import (
     CheckpointChoice,
@@ -85,8 +82,6 @@ from recommender.services.refresh.recommend import (
     recommend_window,
     values_of,
 )
-from recommender.services.runs import Phases, recorded_run
-from recommender.services.savings_trend import record_snapshot_quietly
 from recommender.sources.base import UsageGrid, UsageSource
 
 logger = logging.getLogger(__name__)
@@ -330,7 +325,10 @@ def refresh_cluster(
         phases = recorder.phases
         adapter: object = None
         source: UsageSource | None = None
-        with totals_stored(cluster, now=now, namespace=namespace, phases=phases):
+        # The read models (namespaces' totals, the hour's savings snapshot), once.
+        with readmodels.kept_current(
+            cluster, now=now, namespace=namespace, phases=phases
+        ):
             try:
                 # A shard lists only its namespace (docs/refresh.md, "Shards").
                 adapter = cluster_adapter_for(
@@ -376,32 +374,7 @@ def refresh_cluster(
             )
     # New recommendations, workloads and LimitRanges: the webhook's cache reloads.
     mark_admission_data_changed()
-    # The savings trend: the first successful refresh of each hour snapshots the
-    # cluster's namespaces (services/savings_trend.py).
-    record_snapshot_quietly(cluster=cluster, now=now)
     return recorder.run
-
-
-@contextlib.contextmanager
-def totals_stored(
-    cluster: Cluster, *, now: datetime, namespace: str | None, phases: Phases
-) -> Iterator[None]:
-    """Store the overview's totals of what the block refreshed (the cluster, or its
-    shard's namespace) after it, as phase ``totals``; also after a failure, since
-    what the block committed before it (discovery's workloads) stays, but then
-    without hiding that failure."""
-    try:
-        yield
-    except BaseException:
-        try:
-            namespace_totals.store(cluster=cluster, now=now, namespace=namespace)
-        except Exception:
-            logger.exception(
-                "cluster %s: the namespaces' totals were not stored", cluster
-            )
-        raise
-    with phases("totals"):
-        namespace_totals.store(cluster=cluster, now=now, namespace=namespace)
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ from django.db import transaction
 
 from recommender.cluster.base import ClusterSnapshot, WorkloadInfo
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
+from recommender.services.readmodels.pod_owners import PodOwners, load_pod_owners
 from recommender.services.refresh import stored_json
 from recommender.services.refresh.cluster_objects import (
     StoredWorkload,
@@ -29,9 +30,7 @@ from recommender.services.refresh.cluster_objects import (
 )
 from recommender.services.refresh.pods import (
     BATCH_KINDS,
-    PodOwners,
     applied_resources,
-    load_pod_owners,
     record_pods,
     record_running_hours,
     representative_pods,

@@ -15,10 +15,11 @@ from recommender.models import (
     Checkpoint,
     RefreshRun,
 )
+from recommender.services.operations.runs import recorded_run
+from recommender.services.policy.validation import profile_or_default
+from recommender.services.readmodels.savings_trend import thin_snapshots
 from recommender.services.refresh import ingest
 from recommender.services.refresh.discovery import BATCH
-from recommender.services.runs import recorded_run
-from recommender.services.savings_trend import thin_snapshots
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def _expire_all(*, now: datetime) -> dict[str, int]:
     )
     buffers: dict[str, tuple[Profile, list[Checkpoint]]] = {}
     for checkpoint in checkpoints.iterator(chunk_size=BATCH):
-        profile = ingest.profile_or_default(checkpoint.container.workload)
+        profile = profile_or_default(checkpoint.container.workload)
         key_text = ingest.key_text(profile)
         # A checkpoint of other histogram settings is rebuilt by the next refresh
         # anyway.

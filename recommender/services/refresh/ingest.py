@@ -35,10 +35,11 @@ from recommender.engine.capping import (
     select_container_policy,
 )
 from recommender.engine.feed import feed
-from recommender.engine.profiles import Profile, get_profile
+from recommender.engine.profiles import Profile
 from recommender.errors import SourceUnavailable, VpawebError
-from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
-from recommender.services.policy_validation import parse_container_policies
+from recommender.models import Checkpoint, Cluster, Container
+from recommender.services.policy.validation import named_profile as _named_profile
+from recommender.services.policy.validation import parse_container_policies
 from recommender.services.refresh import warm_state
 from recommender.services.refresh.discovery import BATCH, Discovery
 from recommender.sources.base import UsageGrid, UsageSource
@@ -206,23 +207,6 @@ def key_text(profile: Profile) -> str:
 def _key_text(histogram_key: tuple[float, ...]) -> str:
     # Asked for every workload of every cycle; a fleet has a handful of these.
     return json.dumps(list(histogram_key))
-
-
-def profile_or_default(workload: Workload) -> Profile:
-    """The workload's profile, or upstream's when its policy is unusable."""
-    try:
-        return _profile_of(workload.policy)
-    except (ValueError, TypeError, Policy.DoesNotExist):
-        return get_profile("vpa")
-
-
-def _profile_of(policy: Policy) -> Profile:
-    return _named_profile(policy.profile, policy.profile_overrides)
-
-
-def _named_profile(name: str, overrides: dict[str, Any] | None) -> Profile:
-    """A policy's profile: the named one with the policy's field overrides."""
-    return get_profile(name).with_overrides(**(overrides or {}))
 
 
 _PolicyText = tuple[str | None, str | None, str | None]

@@ -15,7 +15,7 @@ from recommender.engine.estimator import Recommendations, recommend
 from recommender.engine.profiles import Profile
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 from recommender.engine.throttling import ThrottlingBoost, boost_cpu
-from recommender.services.policy_validation import overridden_fields
+from recommender.services.policy.validation import overridden_fields
 from recommender.services.refresh.ingest import Row, Window
 
 logger = logging.getLogger(__name__)

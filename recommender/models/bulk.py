@@ -1,0 +1,376 @@
+"""Statements that write many rows at once: the refresh's and the updater's bulk SQL.
+
+- ``compare_and_swap``: many filtered updates in one ``UPDATE ... FROM (VALUES ...)
+  ... RETURNING``; each row carries the value it expects, the keys returned are the
+  rows this writer won (``Checkpoint.version``, ``Container.latest_recommendation``).
+- ``insert_returning_pks``: many new rows in one statement, their primary keys back.
+- ``insert_changes``: thousands of new ``ResizeChange`` rows as one statement (one JSON
+  document on PostgreSQL, ``executemany`` on SQLite); an approved row is inserted only
+  while its workload is among ``approvable``, read by that statement (Off wins).
+PostgreSQL and SQLite (3.35+) both run them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime, time
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.models import Field, JSONField, Model, QuerySet
+
+from recommender.models.actuation import OPEN_RESIZE_STATUSES, ResizeChange
+from recommender.models.fleet import Workload
+
+# Rows per statement: 7 parameters a row stays under SQLite's 32,766 and PostgreSQL's
+# 65,535 bound parameters, and a statement of checkpoints stays a few megabytes.
+# Narrower rows may go more to a statement (the ``batch`` of the functions below),
+# always within the backend's parameter limit (``_rows_per_statement``).
+CAS_BATCH = 2000
+
+
+def _rows_per_statement(batch: int | None, parameters_per_row: int) -> int:
+    """``batch`` rows (CAS_BATCH by default), fewer when they would pass the
+    backend's limit of bound parameters (SQLite 32,766; PostgreSQL 65,535, which
+    binds nothing on the server unless ``server_side_binding`` is set: Django's
+    default sends the values in the statement's text, with no such limit)."""
+    if connection.vendor == "postgresql":
+        options = connection.settings_dict.get("OPTIONS") or {}
+        if not options.get("server_side_binding"):
+            return max(1, batch or CAS_BATCH)
+        limit = 65_000
+    else:
+        limit = 30_000
+    return max(1, min(batch or CAS_BATCH, limit // parameters_per_row))
+
+
+def compare_and_swap(
+    model: type[Model],
+    *,
+    expect: str,
+    rows: Sequence[tuple[int, Any, Mapping[str, Any]]],
+    increment: str | None = None,
+    batch: int | None = None,
+) -> set[int]:
+    """Set the fields of each ``(pk, expected, values)`` row whose column ``expect``
+    still holds ``expected`` (None matches NULL); ``increment`` (a column) goes up by
+    one on each row written; ``batch`` rows a statement (CAS_BATCH by default).
+    Returns the primary keys written."""
+    if not rows:
+        return set()
+    names = list(rows[0][2])
+    for _, _, values in rows:
+        if list(values) != names:
+            raise ValueError("rows: every row must set the same fields, in one order")
+    meta = model._meta
+    table = connection.ops.quote_name(meta.db_table)
+    pk = meta.pk
+    assert pk is not None
+    expect_field = _concrete(model, expect)
+    fields = [_concrete(model, name) for name in names]
+    columns = [pk, expect_field, *fields]
+    is_postgres = connection.vendor == "postgresql"
+
+    def placeholder(field: Any) -> str:
+        if not is_postgres:
+            return "%s"
+        # VALUES parameters have no type of their own in PostgreSQL: name it.
+        return f"CAST(%s AS {field.db_type(connection)})"
+
+    row_sql = "(" + ", ".join(placeholder(f) for f in columns) + ")"
+    aliases = ["v_pk", "v_expect"] + [f"v_{i}" for i in range(len(fields))]
+    sets = [
+        f"{connection.ops.quote_name(f.column)} = v.{alias}"
+        for f, alias in zip(fields, aliases[2:], strict=True)
+    ]
+    if increment is not None:
+        column = connection.ops.quote_name(_concrete(model, increment).column)
+        sets.append(f"{column} = t.{column} + 1")
+    same = "IS NOT DISTINCT FROM" if is_postgres else "IS"
+    expect_column = connection.ops.quote_name(expect_field.column)
+    pk_column = connection.ops.quote_name(pk.column)
+    written: set[int] = set()
+    batch = _rows_per_statement(batch, len(columns))
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), batch):
+            chunk = rows[start : start + batch]
+            params: list[Any] = []
+            for key, expected, values in chunk:
+                params.append(pk.get_db_prep_value(key, connection))
+                params.append(expect_field.get_db_prep_save(expected, connection))
+                params += [
+                    f.get_db_prep_save(values[f.name], connection) for f in fields
+                ]
+            sql = (
+                f"WITH v ({', '.join(aliases)}) AS (VALUES "
+                + ", ".join([row_sql] * len(chunk))
+                + f") UPDATE {table} AS t SET {', '.join(sets)} FROM v"
+                f" WHERE t.{pk_column} = v.v_pk AND t.{expect_column} {same} v.v_expect"
+                f" RETURNING {pk_column}"
+            )
+            cursor.execute(sql, params)
+            written.update(int(r[0]) for r in cursor.fetchall())
+    return written
+
+
+def insert_returning_pks(
+    objs: Sequence[Model], *, fields: Sequence[str], batch: int | None = None
+) -> None:
+    """INSERT the unsaved ``objs`` (one model), ``batch`` rows a statement
+    (``CAS_BATCH`` by default), and set each one's primary key from ``RETURNING``.
+
+    ``bulk_create`` does the same, but on PostgreSQL it sends each column as one array
+    (``UNNEST``), which psycopg quotes element by element with a regular expression:
+    for the recommendations' explanation documents that cost half a second per
+    1,000 rows (docs/refresh.md, "Measured"). On PostgreSQL the rows go as one JSON
+    document a statement (``jsonb_to_recordset``: half the time of a parameter per
+    value, measured with 8,000 recommendations); on SQLite each value is a parameter
+    of its own, as in ``compare_and_swap``. Both return the rows in the order they
+    were given (as ``bulk_create`` relies on too).
+    """
+    if not objs:
+        return
+    model = type(objs[0])
+    meta = model._meta
+    pk = meta.pk
+    assert pk is not None
+    columns = [_concrete(model, name) for name in fields]
+    is_postgres = connection.vendor == "postgresql"
+    batch = _rows_per_statement(batch, 1 if is_postgres else len(columns))
+    quoted = [connection.ops.quote_name(f.column) for f in columns]
+    head = (
+        f"INSERT INTO {connection.ops.quote_name(meta.db_table)} ({', '.join(quoted)})"
+    )
+    tail = f" RETURNING {connection.ops.quote_name(pk.column)}"
+    if is_postgres:
+        typed = ", ".join(
+            f"{name} {f.db_type(connection)}"
+            for name, f in zip(quoted, columns, strict=True)
+        )
+        # One function scan and nothing to reorder it: rows go in, and come back,
+        # in the document's order (as ``bulk_create`` relies on for its UNNEST).
+        head += (
+            f" SELECT {', '.join(quoted)}"
+            f" FROM jsonb_to_recordset(%s::jsonb) AS v({typed})"
+        )
+    else:
+        row_sql = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    with connection.cursor() as cursor:
+        for start in range(0, len(objs), batch):
+            chunk = objs[start : start + batch]
+            if is_postgres:
+                cursor.execute(head + tail, [_json_rows(chunk, columns)])
+            else:
+                params: list[Any] = []
+                for obj in chunk:
+                    params += [
+                        f.get_db_prep_save(f.pre_save(obj, add=True), connection)
+                        for f in columns
+                    ]
+                cursor.execute(
+                    f"{head} VALUES {', '.join([row_sql] * len(chunk))}{tail}", params
+                )
+            for obj, (key,) in zip(chunk, cursor.fetchall(), strict=True):
+                obj.pk = key
+                obj._state.adding = False
+
+
+# Values JSON carries as the column reads them, without the field's preparation.
+_PLAIN = frozenset({int, str, bool, float})
+
+
+def _json_rows(objs: Sequence[Model], columns: Sequence[Field[Any, Any]]) -> str:
+    """``objs`` as one JSON array of objects keyed by column: a JSON column's value as
+    JSON itself, dates and times in ISO 8601, the rest as the column prepares it. A
+    value JSON cannot carry (bytes, a decimal, a non-finite float) raises, naming it:
+    its caller's models have none."""
+    # The wrapper itself, not the thread-local proxy ``connection``: each field reads
+    # it a few times a value.
+    db = connections[DEFAULT_DB_ALIAS]
+    out = []
+    for obj in objs:
+        row: dict[str, Any] = {}
+        for f in columns:
+            value = f.pre_save(obj, add=True)
+            if isinstance(f, JSONField):
+                if f.encoder is not None and value is not None:
+                    # As the field's own encoder would write it.
+                    value = json.loads(json.dumps(value, cls=f.encoder))
+            elif value is not None and type(value) not in _PLAIN:
+                value = f.get_db_prep_save(value, db)
+                if isinstance(value, date | time):  # datetimes too
+                    value = value.isoformat()
+            row[f.column] = value
+        out.append(row)
+    return json.dumps(out, allow_nan=False)
+
+
+def _concrete(model: type[Model], name: str) -> Field[Any, Any]:
+    field = model._meta.get_field(name)
+    if not isinstance(field, Field) or not field.concrete:
+        raise ValueError(f"{model.__name__}.{name}: not a column")
+    return field
+
+
+# --- New resize changes in one statement ----------------------------------------
+
+
+def _fields() -> list[Any]:
+    return [f for f in ResizeChange._meta.concrete_fields if not f.primary_key]
+
+
+def _json_default(value: object) -> str:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def insert_changes(
+    rows: list[dict[str, Any]],
+    *,
+    cluster_id: int,
+    approvable: QuerySet[Workload] | None = None,
+) -> list[dict[str, Any]]:
+    """Insert new changes (``rows``: field attnames to values; absent fields get their
+    defaults) and return the inserted ones complete, each with its ``id``. An approved
+    row is inserted only when its workload is in ``approvable`` (read by the insert
+    statement itself; None: always)."""
+    fields = _fields()
+    defaults = {f.attname: f.get_default() for f in fields}
+    complete = [{**defaults, **row} for row in rows]
+    if not complete:
+        return complete
+    guard = _Guard.of(approvable, complete)
+    if connection.vendor == "postgresql":
+        _insert_postgresql(complete, fields, guard)
+    else:
+        _insert_executemany(complete, fields, guard, cluster_id=cluster_id)
+    return [row for row in complete if "id" in row]
+
+
+class _Guard:
+    """The condition an approved row needs, as SQL over a row's status and workload
+    id: ``<status> <> 'approved' OR <workload id> IN (<approvable's ids>)``."""
+
+    def __init__(self, sql: str, params: tuple[Any, ...]) -> None:
+        self.sql = sql
+        self.params = params
+
+    @classmethod
+    def of(
+        cls, approvable: QuerySet[Workload] | None, rows: list[dict[str, Any]]
+    ) -> _Guard | None:
+        approved = {
+            r["workload_id"]
+            for r in rows
+            if r["status"] == ResizeChange.Status.APPROVED
+        }
+        if approvable is None or not approved:
+            return None
+        # Only the workloads some approved row names: a short list by primary key.
+        query = approvable.filter(pk__in=approved).values("pk").order_by().query
+        sql, params = query.sql_with_params()
+        return cls(sql, tuple(params))
+
+    def where(self, status: str, workload_id: str) -> str:
+        """The condition, given SQL for a row's status and workload id."""
+        return f"({status} <> %s OR {workload_id} IN ({self.sql}))"
+
+    def values(self) -> list[Any]:
+        """The condition's parameters when status and workload id are SQL."""
+        return [ResizeChange.Status.APPROVED, *self.params]
+
+    def row_values(self, status: str, workload_id: int) -> list[Any]:
+        """The condition's parameters when they are one row's parameters too."""
+        return [status, ResizeChange.Status.APPROVED, workload_id, *self.params]
+
+
+def _insert_postgresql(
+    rows: list[dict[str, Any]], fields: list[Any], guard: _Guard | None
+) -> None:
+    ops = connection.ops
+    table = ops.quote_name(ResizeChange._meta.db_table)
+    columns = ", ".join(ops.quote_name(f.column) for f in fields)
+    selects = []
+    for i, f in enumerate(fields):
+        if f.get_internal_type() == "JSONField":
+            selects.append(f"e.r -> {i}")  # the JSON value itself
+        else:
+            selects.append(f"(e.r ->> {i})::{f.db_type(connection)}")
+    document = json.dumps(
+        [[row[f.attname] for f in fields] for row in rows],
+        default=_json_default,
+        separators=(",", ":"),
+    )
+    where, params = "", [document]
+    if guard is not None:
+        at = {f.attname: i for i, f in enumerate(fields)}
+        where = "WHERE " + guard.where(
+            f"(e.r ->> {at['status']})", f"(e.r ->> {at['workload_id']})::bigint"
+        )
+        params += guard.values()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({columns}) SELECT {', '.join(selects)} "
+            f"FROM jsonb_array_elements(%s::jsonb) AS e(r) {where} "
+            "RETURNING id, workload_id, pod",
+            params,
+        )
+        ids = {(workload_id, pod): pk for pk, workload_id, pod in cursor.fetchall()}
+    for row in rows:
+        found = ids.get((row["workload_id"], row["pod"]))
+        if found is not None:
+            row["id"] = found
+
+
+def _insert_executemany(
+    rows: list[dict[str, Any]],
+    fields: list[Any],
+    guard: _Guard | None,
+    *,
+    cluster_id: int,
+) -> None:
+    ops = connection.ops
+    json_fields = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
+    date_fields = {
+        f.attname for f in fields if f.get_internal_type() == "DateTimeField"
+    }
+    adapted_dates: dict[datetime, Any] = {}
+    values = []
+    for row in rows:
+        one = []
+        for f in fields:
+            value = row[f.attname]
+            if f.attname in json_fields:
+                value = ops.adapt_json_value(value, getattr(f, "encoder", None))
+            elif f.attname in date_fields and value is not None:
+                if value not in adapted_dates:  # mostly one ``now`` for every row
+                    adapted_dates[value] = ops.adapt_datetimefield_value(value)
+                value = adapted_dates[value]
+            one.append(value)
+        if guard is not None:
+            one += guard.row_values(row["status"], row["workload_id"])
+        values.append(one)
+    table = ops.quote_name(ResizeChange._meta.db_table)
+    columns = ", ".join(ops.quote_name(f.column) for f in fields)
+    marks = ", ".join(["%s"] * len(fields))
+    where = "" if guard is None else " WHERE " + guard.where("%s", "%s")
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"INSERT INTO {table} ({columns}) SELECT {marks}{where}", values
+        )
+    wanted = {(row["workload_id"], row["pod"]) for row in rows}
+    ids = {
+        (workload_id, pod): pk
+        for pk, workload_id, pod in ResizeChange.objects.filter(
+            workload__cluster_id=cluster_id,
+            status__in=OPEN_RESIZE_STATUSES,
+            created_at__in={row["created_at"] for row in rows},  # one ``now``
+        ).values_list("pk", "workload_id", "pod")
+        if (workload_id, pod) in wanted
+    }
+    for row in rows:
+        found = ids.get((row["workload_id"], row["pod"]))
+        if found is not None:
+            row["id"] = found

@@ -1,0 +1,152 @@
+"""Admission of expensive requests: namespace comparisons and what-if replays.
+
+A replay reads days of history and recomputes every hour of it: seconds of CPU each.
+So, per user and shared by every process (the cache: Redis in production):
+
+- at most ``VPAWEB_HEAVY_JOBS_RUNNING`` at once (a counter taken when one starts and
+  given back when it ends; it expires after the task time limit, so a killed worker
+  cannot hold a slot for good);
+- at most ``VPAWEB_HEAVY_JOBS_PER_MINUTE`` started a minute (``budgets.take``, the
+  API rate's mechanism);
+- a background comparison identical to one queued, running or done within the hour
+  (same parameters) is not run again: its id is answered.
+
+A refusal is ``Throttled`` (429 with Retry-After in the API, a message on the page);
+while the cache is away none is admitted: ``SourceUnavailable`` (503).
+Background comparisons also run on a Celery queue of their own (``HEAVY_QUEUE``), so
+the control loops' queue never waits behind them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from redis.exceptions import RedisError
+
+from recommender.errors import SourceUnavailable, Throttled
+from recommender.services.access import budgets
+
+logger = logging.getLogger(__name__)
+
+RUNNING_KEY = "vpaweb:heavy:running:"
+SAME_KEY = "vpaweb:heavy:same:"
+
+
+def _same_key(kind: str, params: dict[str, Any]) -> str:
+    text = json.dumps([kind, params], sort_keys=True, default=str)
+    return f"{SAME_KEY}{hashlib.sha256(text.encode()).hexdigest()}"
+
+
+def _running_key(who: str) -> str:
+    return f"{RUNNING_KEY}{who}"
+
+
+@contextmanager
+def _cache_needed() -> Iterator[None]:
+    try:
+        yield
+    except RedisError as exc:
+        raise SourceUnavailable(
+            "comparisons and what-ifs cannot be counted against their budgets while "
+            f"the cache (Redis) is away; try again later ({exc})"
+        ) from None
+
+
+def take_slot(*, who: str, now_s: float) -> None:
+    """Count one job of ``who`` ("user-7", "token-3") as started; Throttled past a
+    budget, SourceUnavailable while the cache is away."""
+    with _cache_needed():
+        _take_slot(who=who, now_s=now_s)
+
+
+def _take_slot(*, who: str, now_s: float) -> None:
+    taken = budgets.take(
+        key=f"heavy-{who}",
+        limit=settings.HEAVY_JOBS_PER_MINUTE,
+        period_s=60,
+        now=now_s,
+    )
+    if not taken.is_allowed:
+        raise Throttled(
+            f"at most {settings.HEAVY_JOBS_PER_MINUTE} comparisons and what-ifs a "
+            "minute per user (VPAWEB_HEAVY_JOBS_PER_MINUTE); try again in "
+            f"{max(1, round(taken.retry_after_s))} s",
+            retry_after_s=taken.retry_after_s,
+        )
+    key = _running_key(who)
+    running = 0
+    for _ in range(3):  # the counter may expire between add and incr
+        cache.add(key, 0, timeout=settings.CELERY_TASK_TIME_LIMIT)
+        try:
+            running = cache.incr(key)
+            break
+        except ValueError:
+            continue
+    if running > settings.HEAVY_JOBS_RUNNING:
+        give_slot_back(who=who)
+        raise Throttled(
+            f"at most {settings.HEAVY_JOBS_RUNNING} comparisons and what-ifs at once "
+            "per user (VPAWEB_HEAVY_JOBS_RUNNING); wait for one to finish",
+            retry_after_s=5.0,
+        )
+
+
+def give_slot_back(*, who: str) -> None:
+    """One expensive job of ``who`` ended (never below zero)."""
+    try:
+        if cache.decr(_running_key(who)) < 0:
+            cache.set(_running_key(who), 0, timeout=settings.CELERY_TASK_TIME_LIMIT)
+    except ValueError:
+        pass  # expired: nothing to give back
+
+
+@contextmanager
+def slot(*, who: str, now_s: float) -> Iterator[None]:
+    """Run a synchronous expensive request within the user's budgets."""
+    take_slot(who=who, now_s=now_s)
+    try:
+        yield
+    finally:
+        give_slot_back(who=who)
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A background job to follow: new (queue it) or the same one already there."""
+
+    token: str
+    is_new: bool
+
+
+def admit_background(
+    *, kind: str, params: dict[str, Any], who: str, token: str, now_s: float
+) -> Admitted:
+    """Admit a background job under ``token`` unless an identical one exists (its
+    token is answered then, at no cost); Throttled past the user's budgets.
+
+    The slot taken here is given back by the job when it ends
+    (``give_slot_back``)."""
+    same = _same_key(kind, params)
+    with _cache_needed():
+        existing = cache.get(same)
+    if existing is not None:
+        logger.info("%s %s: identical to job %s", kind, params, existing)
+        return Admitted(token=str(existing), is_new=False)
+    take_slot(who=who, now_s=now_s)
+    if not cache.add(same, token, timeout=3600):  # the same request, a moment ago
+        give_slot_back(who=who)
+        return Admitted(token=str(cache.get(same) or token), is_new=False)
+    return Admitted(token=token, is_new=True)
+
+
+def forget_background(*, kind: str, params: dict[str, Any]) -> None:
+    """A failed job is not answered to identical requests: they run it again."""
+    cache.delete(_same_key(kind, params))

@@ -1,0 +1,697 @@
+"""Applying approved changes, following them, and verifying them; one updater cycle.
+
+A cycle (``run_cycle``) for one cluster:
+
+1. discover the cluster (pods with their current requests and conditions);
+2. **follow** changes being applied: an in-place resize is verified when the pod's
+   containers carry the new requests, waits while ``PodResizePending``/``Deferred``
+   (5 min) or ``PodResizeInProgress`` (1 h) last, and falls back to eviction as upstream
+   does (Infeasible, Deferred too long, in progress too long, Error); an eviction is
+   verified when a replacement pod carries the new requests, failed when it carries
+   something else or nothing appears in ``VPAWEB_UPDATER_VERIFY_TIMEOUT_S``;
+3. **propose** (``proposals.propose``);
+4. **apply** approved changes, highest priority first, unless writes are blocked
+   (actuation not allowed, kill switch, paused cluster, dry run:
+   ``control.write_block_reason``); each write path (resize, eviction, events, VPA
+   status) only while the cluster's permissions allow it and no 403 stopped it
+   (``permissions.py``, asked by SelfSubjectAccessReview at the first cycle), and
+   each change only inside its policy's and cluster's maintenance windows
+   (``windows.py``): replica
+   groups, ``minReplicas`` and the eviction tolerance decide which pods may be
+   disrupted this cycle, the per-cluster rate limits cap the writes; an in-place resize
+   patches ``pods/<name>/resize`` and falls back to eviction when refused; an eviction
+   goes through the Eviction API, where a 429 (a PodDisruptionBudget) is "try later";
+   each action leaves an Event on the pod;
+5. write vpaweb's recommendation into the ``status`` of every VerticalPodAutoscaler
+   whose ``spec.recommenders`` names vpaweb, when it changed (``vpa_status.py``, the
+   drop-in path), under the same switches as the apply step.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+
+from recommender.cluster.base import ClusterSnapshot, PodInfo
+from recommender.cluster.writer import ClusterWriter, ContainerResize, WriteResult
+from recommender.engine.resources import Resources
+from recommender.models import Cluster, ResizeChange
+from recommender.services.actuation import (
+    control,
+    decision,
+    permissions,
+    proposals,
+    vpa_status,
+    workflow,
+)
+from recommender.services.advice.advise import resources_json
+from recommender.services.connections import cluster_adapter_for, cluster_writer_for
+from recommender.services.policy import windows
+
+logger = logging.getLogger(__name__)
+
+S = ResizeChange.Status
+M = ResizeChange.Method
+RESIZED_REASON = "ResizedInPlaceByVpaweb"
+EVICTED_REASON = "EvictedByVpaweb"
+
+
+@dataclass
+class CycleReport:
+    """What one updater cycle did (stored in the task result and logged)."""
+
+    cluster: str
+    pods: int = 0
+    proposed: int = 0
+    auto_approved: int = 0
+    superseded: int = 0
+    expired: int = 0
+    held: int = 0  # not proposed again: an operator rejected the same resize
+    resized: int = 0
+    evicted: int = 0
+    try_later: int = 0
+    waiting: int = 0
+    fell_back: int = 0
+    recovered: int = 0  # left applying by a crash before any write: approved again
+    outside_window: int = 0  # approved, waiting for a maintenance window
+    failed: int = 0
+    applied: int = 0
+    writes: int = 0
+    vpa_statuses: int = 0  # VPA objects naming vpaweb whose status was written
+    vpa_status_failed: int = 0
+    writes_blocked: str = ""
+    not_leader: bool = False
+    holder: str = ""  # the worker that ran (or tried to run) the cycle
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+
+def _resources(data: dict[str, Any]) -> Resources:
+    return Resources(cpu_millicores=data.get("cpu"), memory_bytes=data.get("memory"))
+
+
+def observed_of(pod: PodInfo, names: list[str]) -> dict[str, Any]:
+    """What the pod's named containers carry now, in ResizeChange's shape."""
+    return {
+        c.name: resources_json(c.requests, c.limits)
+        for c in pod.containers
+        if c.name in names
+    }
+
+
+def carries(pod: PodInfo, after: dict[str, Any], *, spec: bool = False) -> bool:
+    """Whether the pod's containers request what the change asked for (with
+    ``spec``, whether its spec asks for it: a resize the API server took)."""
+    containers = pod.spec_containers if spec else pod.containers
+    have = {c.name: c.requests.to_dict() for c in containers}
+    for name, wanted in after.items():
+        requests = wanted.get("requests") or {}
+        current = have.get(name)
+        if current is None:
+            return False
+        if any(current.get(r) != v for r, v in requests.items()):
+            return False
+    return True
+
+
+def not_running(pod: PodInfo, names: list[str]) -> str | None:
+    """Why the named containers are not all running and ready, or None. A pod
+    whose adapter reports no container states at all counts as running only in
+    phase Running (a Pending pod has no started container)."""
+    if not pod.container_states:
+        return None if pod.phase == "Running" else f"the pod is {pod.phase}"
+    for name in names:
+        state = pod.state_of(name)
+        if state is None or not state.running:
+            text = state.describe() if state is not None else "not started"
+            return f"container {name} is {text}"
+    return None
+
+
+def written_state(pod: PodInfo, names: list[str]) -> dict[str, Any]:
+    """The named containers' restart counts and IDs (``ResizeChange.written_state``)."""
+    return {
+        s.name: {"restarts": s.restart_count, "id": s.container_id}
+        for s in pod.container_states
+        if s.name in names
+    }
+
+
+def restarted(pod: PodInfo, change: ResizeChange) -> str | None:
+    """Which container restarted (or was replaced) since the write, or None."""
+    for name, then in (change.written_state or {}).items():
+        state = pod.state_of(name)
+        if state is None:
+            continue
+        if state.restart_count != then.get("restarts") or (
+            then.get("id") and state.container_id != then["id"]
+        ):
+            return (
+                f"container {name} restarted since the resize (restarts "
+                f"{then.get('restarts')} -> {state.restart_count})"
+            )
+    return None
+
+
+def unschedulable_for(pod: PodInfo, now: datetime) -> tuple[float, str] | None:
+    """Seconds a Pending pod has been ``PodScheduled=False`` (Unschedulable), and the
+    scheduler's message; None when it is not stuck that way."""
+    if pod.phase != "Pending":
+        return None
+    for c in pod.conditions:
+        if c.type == "PodScheduled" and c.status == "False":
+            since = c.last_transition or pod.created_at or now
+            return (now - since).total_seconds(), c.message or c.reason
+    return None
+
+
+def _replacements(pods: list[PodInfo], change: ResizeChange) -> list[PodInfo]:
+    since = change.applied_at or change.updated_at
+    return [
+        p
+        for p in pods
+        if p.uid != change.pod_uid
+        and (
+            p.name == change.pod
+            or (p.created_at or p.start_time or since) >= since - timedelta(seconds=5)
+        )
+    ]
+
+
+def _never_written(change: ResizeChange, pod: PodInfo | None) -> bool:
+    """A crash's leftover: ``applying`` with no write answered (the process died
+    between the two), and the pod shows none happened: still there, not being
+    deleted, neither carrying the new requests nor asking for them in its spec (a
+    resize the API server took before the process died, pending or in progress)."""
+    return (
+        change.written_at is None
+        and pod is not None
+        and not pod.deleting
+        and not carries(pod, change.resources_after)
+        and not (
+            change.method == M.IN_PLACE
+            and carries(pod, change.resources_after, spec=True)
+        )
+    )
+
+
+def follow_applying(context: proposals.UpdaterContext, report: CycleReport) -> None:
+    """Verify, wait on, or fall back from the changes being applied; send back to
+    ``approved`` those a crashed process left ``applying`` without writing."""
+    now = context.now
+    timeout = timedelta(seconds=settings.UPDATER_VERIFY_TIMEOUT_S)
+    for change in proposals.changes_needing(context, (S.APPLYING,)):
+        pods = context.pods.get(change.workload_id, [])
+        names = list(change.resources_after)
+        pod = next(
+            (p for p in pods if p.name == change.pod and p.uid == change.pod_uid), None
+        )
+        # Only the lease holder applies, and this cycle has not started any write
+        # yet: an unwritten "applying" change is a previous process's leftover.
+        if _never_written(change, pod) and workflow.try_transition(
+            change,
+            to=S.APPROVED,
+            allowed_from=(S.APPLYING,),
+            now=now,
+            note="no write was recorded and the pod shows none (the updater "
+            "stopped before writing): approved again",
+        ):
+            report.recovered += 1
+            continue
+        waiting_for = "the pod never showed the new requests"
+        if change.method == M.IN_PLACE and pod is not None:
+            if carries(pod, change.resources_after):
+                # Listed in the status is not enough: the same container must run
+                # with them (a kubelet can list a resize its container never got).
+                problem = restarted(pod, change)
+                if problem is not None:
+                    _finish(
+                        change,
+                        S.FAILED,
+                        now,
+                        report,
+                        observed_of(pod, names),
+                        error=problem,
+                    )
+                    continue
+                waiting_for = not_running(pod, names) or ""
+                if not waiting_for:
+                    _finish(change, S.APPLIED, now, report, observed_of(pod, names))
+                    continue
+            progress = decision.in_place_progress(
+                pod,
+                now=now,
+                pending_since=change.resize_pending_since,
+                in_progress_since=change.resize_in_progress_since,
+                config=context.config,
+            )
+            if progress.action == "evict":
+                if workflow.try_transition(
+                    change,
+                    to=S.APPROVED,
+                    allowed_from=(S.APPLYING,),
+                    now=now,
+                    note=f"falling back to eviction: {progress.reason}",
+                    method=M.EVICTION,
+                    error=progress.reason,
+                ):
+                    report.fell_back += 1
+                continue
+            if progress.action == "wait":
+                fields: dict[str, Any] = {}
+                if progress.pending_deferred and change.resize_pending_since is None:
+                    fields["resize_pending_since"] = now
+                if progress.in_progress and change.resize_in_progress_since is None:
+                    fields["resize_in_progress_since"] = now
+                if fields:
+                    ResizeChange.objects.filter(pk=change.pk).update(**fields)
+                report.waiting += 1
+                continue
+        if change.method == M.EVICTION or pod is None:
+            found = [p for p in _replacements(pods, change) if not p.deleting]
+            good = [p for p in found if carries(p, change.resources_after)]
+            # Verified only when a replacement runs with the new requests.
+            running = next((p for p in good if not not_running(p, names)), None)
+            if running is not None:
+                _finish(change, S.APPLIED, now, report, observed_of(running, names))
+                continue
+            stuck = [
+                (p, found_for)
+                for p in good
+                if (found_for := unschedulable_for(p, now)) is not None
+            ]
+            if stuck and stuck[0][1][0] > settings.UPDATER_UNSCHEDULABLE_TIMEOUT_S:
+                replacement, (seconds, message) = stuck[0]
+                context.needs_operator.add(change.workload_id)
+                _finish(
+                    change,
+                    S.FAILED,
+                    now,
+                    report,
+                    observed_of(replacement, names),
+                    error=f"{workflow.UNSCHEDULABLE_ERROR}: {replacement.name} has "
+                    f"been Pending for {seconds / 60:.0f} min: {message}",
+                )
+                continue
+            if good:
+                waiting_for = f"replacement {good[0].name}: " + (
+                    not_running(good[0], names) or ""
+                )
+            elif found:
+                _finish(
+                    change,
+                    S.FAILED,
+                    now,
+                    report,
+                    observed_of(found[0], names),
+                    error=f"replacement pod {found[0].name} does not carry the new "
+                    "requests",
+                )
+                continue
+        if now - (change.applied_at or change.updated_at) > timeout:
+            _finish(
+                change,
+                S.FAILED,
+                now,
+                report,
+                observed_of(pod, names) if pod else {},
+                error=f"not verified in time: {waiting_for}",
+            )
+        else:
+            report.waiting += 1
+
+
+def _finish(
+    change: ResizeChange,
+    status: str,
+    now: datetime,
+    report: CycleReport,
+    observed: dict[str, Any],
+    *,
+    error: str = "",
+) -> None:
+    fields: dict[str, Any] = {"observed": observed, "error": error}
+    if status == S.APPLIED:
+        fields["verified_at"] = now
+        # What the realized savings count from now on (services/readmodels/realized).
+        fields["requests_removed"] = requests_removed(
+            change.resources_before, change.resources_after
+        )
+    if workflow.try_transition(
+        change,
+        to=status,
+        allowed_from=(S.APPLYING,),
+        now=now,
+        note=error or "the pod carries the new requests",
+        **fields,
+    ):
+        if status == S.APPLIED:
+            report.applied += 1
+        else:
+            report.failed += 1
+
+
+def requests_removed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, int]:
+    """The requests a change removes from its pod, summed over the containers it
+    changes ({"cpu_millicores", "memory_bytes"}; negative where it adds)."""
+    removed = {"cpu_millicores": 0, "memory_bytes": 0}
+    for name, values in after.items():
+        new = values.get("requests") or {}
+        old = (before.get(name) or {}).get("requests") or {}
+        for resource, key in (("cpu", "cpu_millicores"), ("memory", "memory_bytes")):
+            if new.get(resource) is not None and old.get(resource) is not None:
+                removed[key] += int(old[resource]) - int(new[resource])
+    return removed
+
+
+def _container_resizes(change: ResizeChange) -> tuple[ContainerResize, ...]:
+    return tuple(
+        ContainerResize(
+            name=name,
+            requests=_resources(values.get("requests") or {}),
+            limits=_resources(values.get("limits") or {}),
+        )
+        for name, values in change.resources_after.items()
+    )
+
+
+def _problem(result: WriteResult) -> str:
+    causes = (result.body.get("details") or {}).get("causes") or []
+    text = f"HTTP {result.status}"
+    if result.reason:
+        text += f" {result.reason}"
+    if result.message:
+        text += f": {result.message}"
+    for cause in causes:
+        if isinstance(cause, dict) and cause.get("message"):
+            text += f" ({cause['message']})"
+    return text
+
+
+class Applier:
+    """Applies approved changes of one cycle within the safety limits."""
+
+    def __init__(
+        self,
+        context: proposals.UpdaterContext,
+        writer: ClusterWriter,
+        report: CycleReport,
+    ) -> None:
+        self.context = context
+        self.writer = writer
+        self.report = report
+        self.evictions_left = settings.UPDATER_MAX_EVICTIONS_PER_CYCLE
+        self.resizes_left = settings.UPDATER_MAX_RESIZES_PER_CYCLE
+        self.groups: dict[tuple[str, str, str], decision.ReplicaGroup | None] = {}
+
+    def group_of(
+        self, change: ResizeChange, pod: PodInfo
+    ) -> decision.ReplicaGroup | None:
+        workload = change.workload
+        key = decision.group_key(pod, (workload.kind, workload.name))
+        if key not in self.groups:
+            pods = self.context.pods.get(change.workload_id, [])
+            members = [
+                p
+                for p in pods
+                if decision.group_key(p, (workload.kind, workload.name)) == key
+            ]
+            self.groups[key] = decision.build_group(
+                members,
+                owner_kind=key[1],
+                replicas=workload.replicas,
+                min_replicas=proposals.min_replicas_of(self.context, workload),
+                tolerance_fraction=self.context.config.eviction_tolerance,
+            )
+        return self.groups[key]
+
+    def outside_window(self, change: ResizeChange) -> bool:
+        """Whether the change waits for a maintenance window (the policy's and the
+        cluster's); a quick OOM passes when the policy lets it."""
+        policy = change.workload.policy
+        state = windows.window_state(
+            policy.maintenance_windows,
+            self.context.cluster.maintenance_windows,
+            now=self.context.now,
+        )
+        if state.is_open:
+            return False
+        plan = self.context.plans.get((change.workload_id, change.pod))
+        quick_oom = plan is not None and plan.priority.quick_oom
+        return not (quick_oom and policy.window_bypasses_quick_oom)
+
+    def apply_all(self) -> None:
+        """Every approved change, highest priority first."""
+        for change in proposals.changes_needing(self.context, (S.APPROVED,)):
+            pod = self.context.pod(change.workload_id, change.pod)
+            if pod is None or pod.uid != change.pod_uid:
+                continue  # expired by propose; a vanished pod is not touched
+            if self.outside_window(change):
+                self.report.outside_window += 1
+                continue
+            if change.method == M.IN_PLACE:
+                self.resize(change, pod)
+            else:
+                self.evict(change, pod)
+
+    def _blocked(self, path: str) -> str | None:
+        return permissions.path_block_reason(
+            self.context.cluster, path, now=self.context.now
+        )
+
+    def _written(self, change: ResizeChange, pod: PodInfo) -> None:
+        """The write was answered: a crash from now on is not "never written"; the
+        containers' restart counts and IDs as they were are kept for verification."""
+        change.written_at = self.context.now
+        change.written_state = written_state(pod, list(change.resources_after))
+        ResizeChange.objects.filter(pk=change.pk).update(
+            written_at=change.written_at, written_state=change.written_state
+        )
+
+    def _record(self, path: str, result: WriteResult) -> None:
+        permissions.record_write_result(
+            self.context.cluster, path, result, now=self.context.now
+        )
+
+    def _start(
+        self, change: ResizeChange, note: str, *, error: str = "", **fields: Any
+    ) -> bool:
+        now = self.context.now
+        return workflow.try_transition(
+            change,
+            to=S.APPLYING,
+            allowed_from=(S.APPROVED,),
+            now=now,
+            note=note,
+            attempts=change.attempts + 1,
+            last_attempt_at=now,
+            applied_at=now,
+            written_at=None,
+            error=error,
+            # Off, a pause or a kill switch committed since this cycle read them wins.
+            where=control.acting_q("workload__"),
+            **fields,
+        )
+
+    def _event(
+        self, change: ResizeChange, pod: PodInfo, reason: str, message: str
+    ) -> None:
+        if self._blocked(permissions.EVENTS):
+            return  # shown on the cluster's write paths, not logged per pod
+        result = self.writer.record_event(
+            namespace=pod.namespace,
+            pod=pod.name,
+            pod_uid=pod.uid,
+            reason=reason,
+            message=message,
+        )
+        self.report.writes += 1
+        self._record(permissions.EVENTS, result)
+        if not result.ok and result.status != 403:
+            logger.warning("event on pod %s refused: %s", pod.name, _problem(result))
+
+    def resize(self, change: ResizeChange, pod: PodInfo) -> None:
+        group = self.group_of(change, pod)
+        if group is None or pod.phase == "Pending" or not group.disruptable():
+            self.report.waiting += 1
+            return
+        if self.resizes_left <= 0:
+            self.report.waiting += 1
+            return
+        blocked = self._blocked(permissions.RESIZE)
+        if blocked:
+            # InPlaceOrRecreate falls back to eviction, as it does when refused.
+            self.evict(change, pod, error=blocked, method=M.EVICTION)
+            return
+        stopped = not_running(pod, list(change.resources_after))
+        if stopped:
+            # A container between restarts (e.g. CrashLoopBackOff after OOM kills)
+            # may never start with a resize: its replacement gets the new requests.
+            # Only InPlaceOrRecreate resizes in place, and it may evict.
+            self.evict(
+                change, pod, error=f"{stopped}: evicted instead", method=M.EVICTION
+            )
+            return
+        if not self._start(change, "resizing in place"):
+            return
+        self.resizes_left -= 1
+        result = self.writer.resize_pod(
+            namespace=pod.namespace,
+            name=pod.name,
+            containers=_container_resizes(change),
+        )
+        self.report.writes += 1
+        self._written(change, pod)
+        self._record(permissions.RESIZE, result)
+        if result.ok:
+            group.record(pod, in_place=True)
+            self.report.resized += 1
+            self._event(
+                change,
+                pod,
+                RESIZED_REASON,
+                f"Pod resized in place by vpaweb (change {change.pk}): {change.reason}",
+            )
+            return
+        if result.status == 429:
+            self._try_later(change, result)
+            return
+        # Refused (e.g. 422 "Pod running on node without support for resize"):
+        # InPlaceOrRecreate falls back to eviction, as upstream's updater does.
+        problem = _problem(result)
+        if workflow.try_transition(
+            change,
+            to=S.APPROVED,
+            allowed_from=(S.APPLYING,),
+            now=self.context.now,
+            note=f"falling back to eviction: the resize was refused: {problem}",
+            method=M.EVICTION,
+            error=problem,
+        ):
+            self.report.fell_back += 1
+            self.evict(change, pod, error=problem)
+
+    def evict(
+        self, change: ResizeChange, pod: PodInfo, *, error: str = "", **fields: Any
+    ) -> None:
+        group = self.group_of(change, pod)
+        if (
+            group is None
+            or group.budget_refused
+            or not group.can_evict(pod)
+            or self.evictions_left <= 0
+            or self._blocked(permissions.EVICTION)
+        ):
+            self.report.waiting += 1
+            return
+        if not self._start(change, "evicting", error=error, **fields):
+            return
+        self.evictions_left -= 1
+        result = self.writer.evict_pod(namespace=pod.namespace, name=pod.name)
+        self.report.writes += 1
+        self._written(change, pod)
+        self._record(permissions.EVICTION, result)
+        if result.ok:
+            group.record(pod, in_place=False)
+            self.report.evicted += 1
+            self._event(
+                change,
+                pod,
+                EVICTED_REASON,
+                f"Pod evicted by vpaweb to apply new resource requests (change "
+                f"{change.pk}): {change.reason}",
+            )
+            return
+        if result.status == 429:
+            # The budget covers the group: its other pods wait for the next cycle.
+            group.budget_refused = True
+            self._try_later(change, result)
+            return
+        problem = _problem(result)
+        to = S.EXPIRED if result.status == 404 else S.FAILED
+        if workflow.try_transition(
+            change,
+            to=to,
+            allowed_from=(S.APPLYING,),
+            now=self.context.now,
+            note=problem,
+            error=problem,
+        ):
+            if to == S.FAILED:
+                self.report.failed += 1
+            else:
+                self.report.expired += 1
+
+    def _try_later(self, change: ResizeChange, result: WriteResult) -> None:
+        """A 429 (a PodDisruptionBudget, or throttling) is not an error: try later."""
+        problem = _problem(result)
+        if result.retry_after_s is not None:
+            problem += f"; retry after {result.retry_after_s:g} s"
+        if workflow.try_transition(
+            change,
+            to=S.APPROVED,
+            allowed_from=(S.APPLYING,),
+            now=self.context.now,
+            note=f"try later: {problem}",
+            try_later_count=change.try_later_count + 1,
+            error=problem,
+        ):
+            self.report.try_later += 1
+
+
+def run_cycle(
+    cluster: Cluster,
+    *,
+    now: datetime,
+    snapshot: ClusterSnapshot | None = None,
+    writer: ClusterWriter | None = None,
+    holder: str | None = None,
+) -> CycleReport:
+    """One updater cycle for ``cluster`` (only by the holder of its lease)."""
+    holder = holder or control.PROCESS_IDENTITY
+    report = CycleReport(cluster=cluster.name, holder=holder)
+    if not control.acquire_lock(cluster_id=cluster.pk, holder=holder, now=now):
+        report.not_leader = True
+        return report
+    if snapshot is None:
+        adapter = cluster_adapter_for(cluster, now=now)
+        snapshot = adapter.discover()
+    with proposals.gc_frozen():
+        context = proposals.load_context(cluster, snapshot, now=now)
+        report.pods = sum(len(p) for p in context.pods.values())
+        follow_applying(context, report)
+        counts = proposals.propose(context)
+    report.proposed = counts.proposed
+    report.auto_approved = counts.auto_approved
+    report.superseded = counts.superseded
+    report.held = counts.held
+    report.expired += counts.expired
+    blocked = control.write_block_reason(cluster)
+    if blocked:
+        report.writes_blocked = blocked
+    else:
+        own_writer = writer is None
+        writer = writer or cluster_writer_for(cluster, snapshot=snapshot, now=now)
+        try:
+            if permissions.permissions_due(cluster, now=now):
+                permissions.check_write_permissions(cluster, writer=writer, now=now)
+            Applier(context, writer, report).apply_all()
+            statuses = vpa_status.write_vpa_statuses(
+                cluster, snapshot, writer=writer, now=now
+            )
+            report.vpa_statuses = statuses.written
+            report.vpa_status_failed = statuses.failed
+            report.writes += statuses.written + statuses.failed
+        finally:
+            if own_writer:
+                writer.close()
+    # Renewed at the end too: the lease outlives this cycle by one interval.
+    control.acquire_lock(cluster_id=cluster.pk, holder=holder, now=now)
+    logger.info("updater cycle of %s: %s", cluster.name, report.as_dict())
+    return report

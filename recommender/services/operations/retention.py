@@ -1,0 +1,420 @@
+"""Retention: history past its configured age is pruned, a bounded batch at a time.
+
+``prune_history`` (the hourly ``prune_history`` task, ``manage.py prune``) deletes, for
+each history (``rules``), the rows older than its ``VPAWEB_RETENTION_*`` setting, and
+thins recommendation history older than ``VPAWEB_RETENTION_RECOMMENDATION_DETAIL_DAYS``
+to the last row of each container and UTC day. Each batch is chosen by one bounded
+``SELECT … LIMIT`` and deleted in its own short transaction, so a refresh never waits
+on the prune for long; a run stops after ``VPAWEB_RETENTION_BUDGET_S`` and the next one
+goes on where it stopped (thinning resumes from the day stored in the last run's
+counts). A container's latest recommendation is never deleted, however old: it is what
+the pages, the webhook and the updater read.
+
+``past_retention`` counts what a run would delete (``manage.py prune --dry-run``);
+``table_usage`` is the runs page's storage panel: rows, size and oldest row per table.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog
+from django.conf import settings
+from django.contrib.sessions.models import Session
+from django.db import connection, models, transaction
+from django.db.models import Count, Exists, Min, OuterRef
+from django.utils import timezone
+
+from recommender.errors import InvalidInput
+from recommender.models import (
+    AdmissionCount,
+    AuditEvent,
+    Container,
+    OomKill,
+    Recommendation,
+    RefreshRun,
+    ResizeChange,
+    Workload,
+)
+from recommender.models.actuation import OPEN_RESIZE_STATUSES
+from recommender.services.operations.runs import recorded_run
+
+logger = logging.getLogger(__name__)
+
+# Inactive workloads are deleted this many at a time: each takes its containers,
+# checkpoints, OOM kills and recommendation history with it.
+WORKLOADS_PER_BATCH = 20
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One history and what of it is past retention at ``now``."""
+
+    name: str
+    keep_days: int
+    # The rows past retention (unordered; the prune takes them a batch at a time).
+    expired: Callable[[datetime], models.QuerySet[models.Model]]
+
+
+def _cutoff(now: datetime, days: int) -> datetime:
+    return now - timedelta(days=days)
+
+
+def _not_latest(qs: models.QuerySet[Recommendation]) -> models.QuerySet[Recommendation]:
+    """Leave out every container's latest recommendation (what the pages read)."""
+    return qs.exclude(
+        Exists(Container.objects.filter(latest_recommendation_id=OuterRef("pk")))
+    )
+
+
+def rules() -> list[Rule]:
+    """Every pruned history with its retention (the settings read when called)."""
+    return [
+        Rule(
+            "recommendations",
+            settings.RETENTION_RECOMMENDATION_DAYS,
+            lambda now: _not_latest(
+                Recommendation.objects.filter(
+                    created_at__lt=_cutoff(now, settings.RETENTION_RECOMMENDATION_DAYS)
+                )
+            ),
+        ),
+        Rule(
+            "oom_kills",
+            settings.RETENTION_OOM_KILL_DAYS,
+            lambda now: OomKill.objects.filter(
+                occurred_at__lt=_cutoff(now, settings.RETENTION_OOM_KILL_DAYS)
+            ),
+        ),
+        Rule(
+            "runs",
+            settings.RETENTION_RUN_DAYS,
+            # A running row is the reaper's (operations/runs.py), never the prune's.
+            lambda now: RefreshRun.objects.filter(
+                started_at__lt=_cutoff(now, settings.RETENTION_RUN_DAYS)
+            ).exclude(status=RefreshRun.Status.RUNNING),
+        ),
+        Rule(
+            "audit_events",
+            settings.RETENTION_AUDIT_DAYS,
+            lambda now: AuditEvent.objects.filter(
+                created_at__lt=_cutoff(now, settings.RETENTION_AUDIT_DAYS)
+            ),
+        ),
+        Rule(
+            "admission_counts",
+            settings.RETENTION_ADMISSION_COUNT_DAYS,
+            lambda now: AdmissionCount.objects.filter(
+                minute__lt=_cutoff(now, settings.RETENTION_ADMISSION_COUNT_DAYS)
+            ),
+        ),
+        Rule(
+            "resize_changes",
+            settings.RETENTION_CHANGE_DAYS,
+            # Only closed changes: an open one is still the updater's work.
+            lambda now: ResizeChange.objects.filter(
+                created_at__lt=_cutoff(now, settings.RETENTION_CHANGE_DAYS)
+            ).exclude(status__in=OPEN_RESIZE_STATUSES),
+        ),
+        Rule(
+            "inactive_workloads",
+            settings.RETENTION_INACTIVE_DAYS,
+            lambda now: Workload.objects.filter(
+                is_active=False,
+                last_seen_at__lt=_cutoff(now, settings.RETENTION_INACTIVE_DAYS),
+            ),
+        ),
+        Rule(
+            "login_logs",
+            settings.RETENTION_LOGIN_DAYS,
+            lambda now: AccessLog.objects.filter(
+                attempt_time__lt=_cutoff(now, settings.RETENTION_LOGIN_DAYS)
+            ),
+        ),
+        Rule(
+            "login_failures",
+            settings.RETENTION_LOGIN_DAYS,
+            lambda now: AccessFailureLog.objects.filter(
+                attempt_time__lt=_cutoff(now, settings.RETENTION_LOGIN_DAYS)
+            ),
+        ),
+        Rule(
+            "login_attempts",
+            settings.RETENTION_LOGIN_DAYS,
+            lambda now: AccessAttempt.objects.filter(
+                attempt_time__lt=_cutoff(now, settings.RETENTION_LOGIN_DAYS)
+            ),
+        ),
+        Rule(
+            "sessions",
+            0,
+            lambda now: Session.objects.filter(expire_date__lt=now),
+        ),
+    ]
+
+
+# --- thinning -------------------------------------------------------------------------
+
+
+def _day_start(at: datetime) -> datetime:
+    return at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _thin_days(now: datetime, *, since: datetime | None) -> Iterator[datetime]:
+    """The UTC days to thin: whole days older than the detail retention, from
+    ``since`` (where the last run stopped) or the oldest kept day."""
+    first = _day_start(_cutoff(now, settings.RETENTION_RECOMMENDATION_DAYS))
+    if since is not None and since > first:
+        first = _day_start(since)
+    end = _day_start(_cutoff(now, settings.RETENTION_RECOMMENDATION_DETAIL_DAYS))
+    day = first
+    while day < end:
+        yield day
+        day += timedelta(days=1)
+
+
+def _thinned_of_day(day: datetime) -> models.QuerySet[Recommendation]:
+    """Rows of ``day`` with a later row of the same container on that day."""
+    end = day + timedelta(days=1)
+    later = Recommendation.objects.filter(
+        container_id=OuterRef("container_id"),
+        created_at__gt=OuterRef("created_at"),
+        created_at__lt=end,
+    )
+    return _not_latest(
+        Recommendation.objects.filter(created_at__gte=day, created_at__lt=end).filter(
+            Exists(later)
+        )
+    )
+
+
+def _thinned_through() -> datetime | None:
+    """Where thinning stopped: the day stored by the newest finished prune run."""
+    run = (
+        RefreshRun.objects.filter(
+            kind=RefreshRun.Kind.PRUNE, status=RefreshRun.Status.SUCCEEDED
+        )
+        .order_by("-started_at")
+        .only("counts")
+        .first()
+    )
+    value = run.counts.get("thinned_through") if run is not None else None
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if timezone.is_aware(parsed) else None
+
+
+# --- pruning --------------------------------------------------------------------------
+
+
+class _Budget:
+    """The run's time budget (monotonic clock)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.deadline = time.monotonic() + seconds
+
+    @property
+    def is_spent(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+
+def _delete_batches(
+    qs: models.QuerySet[models.Model], *, batch: int, budget: _Budget
+) -> tuple[int, bool]:
+    """Delete ``qs`` a batch at a time, each in its own transaction; return (rows
+    deleted, whether all are gone)."""
+    model = qs.model
+    deleted = 0
+    while not budget.is_spent:
+        pks = list(qs.order_by().values_list("pk", flat=True)[:batch])
+        if not pks:
+            return deleted, True
+        with transaction.atomic():
+            # only("pk"): the collector need not load the rows' JSON to delete them.
+            _, per_model = model._default_manager.filter(pk__in=pks).only("pk").delete()
+        deleted += per_model.get(model._meta.label, 0)
+    return deleted, False
+
+
+def _delete_workloads(
+    qs: models.QuerySet[models.Model], *, batch: int, budget: _Budget
+) -> tuple[int, bool]:
+    """Delete inactive workloads with everything of theirs: history first, in
+    batches, so no statement loads a workload's whole history at once."""
+    deleted = 0
+    while not budget.is_spent:
+        ids = list(qs.order_by().values_list("pk", flat=True)[:WORKLOADS_PER_BATCH])
+        if not ids:
+            return deleted, True
+        gone = qs.filter(pk__in=ids)
+        # The latest pointers go first, so the history batches may take every row.
+        Container.objects.filter(workload__in=gone).update(latest_recommendation=None)
+        history = Recommendation.objects.filter(container__workload__in=gone)
+        _, is_done = _delete_batches(history, batch=batch, budget=budget)
+        if not is_done:
+            break
+        with transaction.atomic():
+            # Still inactive and old (``qs`` filters again): a workload discovery
+            # brought back meanwhile stays.
+            _, per_model = gone.delete()
+        deleted += per_model.get(Workload._meta.label, 0)
+    return deleted, False
+
+
+def prune_history(
+    *,
+    now: datetime,
+    batch: int | None = None,
+    budget_s: float | None = None,
+) -> RefreshRun:
+    """Delete history past its retention and thin old recommendation history, within
+    the time budget; one recorded run (kind ``prune``) with the counts per history."""
+    if timezone.is_naive(now):
+        raise InvalidInput("now must be timezone-aware", field="now")
+    batch = batch or settings.RETENTION_BATCH
+    budget = _Budget(settings.RETENTION_BUDGET_S if budget_s is None else budget_s)
+    with recorded_run(kind=RefreshRun.Kind.PRUNE) as recorder:
+        counts: dict[str, object] = {}
+        is_complete = True
+        since = _thinned_through()
+        thinned_through = since
+        with recorder.phases("thin"):
+            thinned = 0
+            for day in _thin_days(now, since=since):
+                rows, is_done = _delete_batches(
+                    _thinned_of_day(day), batch=batch, budget=budget
+                )
+                thinned += rows
+                if not is_done:
+                    is_complete = False
+                    break
+                thinned_through = day + timedelta(days=1)
+            counts["recommendations_thinned"] = thinned
+        if thinned_through is not None:
+            counts["thinned_through"] = thinned_through.isoformat()
+        for rule in rules():
+            if budget.is_spent:
+                is_complete = False
+                break
+            delete = (
+                _delete_workloads
+                if rule.name == "inactive_workloads"
+                else _delete_batches
+            )
+            with recorder.phases(rule.name):
+                rows, is_done = delete(rule.expired(now), batch=batch, budget=budget)
+            counts[rule.name] = rows
+            is_complete = is_complete and is_done
+        counts["complete"] = is_complete
+        recorder.counts = counts
+    if not is_complete:
+        logger.warning(
+            "prune: stopped after its %.0f s budget; the next run goes on",
+            settings.RETENTION_BUDGET_S if budget_s is None else budget_s,
+        )
+    return recorder.run
+
+
+@dataclass(frozen=True)
+class Pending:
+    """What a prune run would delete of one history now."""
+
+    name: str
+    keep_days: int
+    rows: int
+
+
+def past_retention(*, now: datetime) -> list[Pending]:
+    """Rows each history has past its retention (and recommendations to thin)."""
+    pending = [
+        Pending(rule.name, rule.keep_days, rule.expired(now).order_by().count())
+        for rule in rules()
+    ]
+    to_thin = sum(
+        _thinned_of_day(day).order_by().count()
+        for day in _thin_days(now, since=_thinned_through())
+    )
+    pending.insert(
+        1,
+        Pending(
+            "recommendations_thinned",
+            settings.RETENTION_RECOMMENDATION_DETAIL_DAYS,
+            to_thin,
+        ),
+    )
+    return pending
+
+
+# --- storage --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableUsage:
+    """One table on the runs page: rows, bytes on disk and its oldest row."""
+
+    name: str
+    table: str
+    rows: int
+    size_bytes: int | None
+    oldest: datetime | None
+    keep_days: int | None
+
+
+# The tables that grow with time, and the column their age is read from (indexed for
+# the larger ones, so the oldest row is one index read).
+_AGED: list[tuple[str, type[models.Model], str]] = [
+    ("recommendations", Recommendation, "created_at"),
+    ("oom_kills", OomKill, "occurred_at"),
+    ("runs", RefreshRun, "started_at"),
+    ("audit_events", AuditEvent, "created_at"),
+    ("admission_counts", AdmissionCount, "minute"),
+    ("resize_changes", ResizeChange, "created_at"),
+    ("inactive_workloads", Workload, "last_seen_at"),
+    ("login_logs", AccessLog, "attempt_time"),
+    ("sessions", Session, "expire_date"),
+]
+
+
+def _postgres_sizes(tables: list[str]) -> dict[str, tuple[int, int]]:
+    """Rows (the planner's estimate: no count over a large table) and total bytes."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relname, reltuples::bigint, pg_total_relation_size(oid) "
+            "FROM pg_class WHERE relkind = 'r' AND relname = ANY(%s)",
+            [tables],
+        )
+        return {name: (max(rows, 0), size) for name, rows, size in cursor.fetchall()}
+
+
+def table_usage() -> list[TableUsage]:
+    """Size and age of every table that grows with time: one query per table, and
+    one for the sizes (rows are the planner's estimates on PostgreSQL, no count
+    over a large table; SQLite counts them and shows no size)."""
+    keep = {rule.name: rule.keep_days for rule in rules()}
+    tables = [model._meta.db_table for _, model, _ in _AGED]
+    sizes = _postgres_sizes(tables) if connection.vendor == "postgresql" else {}
+    usage = []
+    for name, model, column in _AGED:
+        qs = model._default_manager.order_by()
+        if model is Workload:
+            qs = qs.filter(is_active=False)
+        table = model._meta.db_table
+        estimate, size = sizes.get(table, (None, None))
+        if estimate is None or model is Workload:
+            found = qs.aggregate(rows=Count("pk"), oldest=Min(column))
+            rows = int(found["rows"])
+        else:
+            found = qs.aggregate(oldest=Min(column))
+            rows = estimate
+        usage.append(
+            TableUsage(name, table, rows, size, found["oldest"], keep.get(name))
+        )
+    return usage

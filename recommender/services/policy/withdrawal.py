@@ -1,0 +1,76 @@
+"""Off means off for changes already approved: when a workload's mode becomes Off (an
+operator's edit, or adopting a mirrored VPA object's policy in Off), its approved, not
+yet applied resize changes are withdrawn, so the updater never applies them.
+
+A withdrawn change becomes ``rejected`` (approvals' ``approved → rejected``), decided by
+whoever switched the mode, with one ``change.withdraw`` audit event each
+(``AuditEvent.Action.CHANGE_WITHDRAW``). A change the updater already took
+(``applying``: its write has started) is left to it.
+
+Changes this withdrawal cannot see are stopped elsewhere: the updater's move to
+``applying`` is a compare-and-swap that also filters on the acting predicate
+(``control.acting_q``), after waiting for the workload's and the policy's row locks
+that the mode switch holds, so it reads the committed Off and moves nothing; and the
+statement inserting automatically approved changes (``insert.insert_changes``) inserts
+an approved row only while the workload's policy still acts, in that statement.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.contrib.auth.models import User
+
+from recommender.models import ResizeChange, Workload
+from recommender.services.access.audit import Action, record_audit
+
+logger = logging.getLogger(__name__)
+
+
+def withdraw_approved_changes(
+    *, workload: Workload, actor: User | None, label: str, now: datetime
+) -> int:
+    """Reject the workload's approved, not yet applied resize changes (its mode is Off
+    now: the updater must never apply them); one ``change.withdraw`` audit event each.
+    Call inside the transaction that switched the mode. Returns how many."""
+    ids = list(
+        ResizeChange.objects.select_for_update()
+        .filter(workload=workload, status=ResizeChange.Status.APPROVED)
+        .values_list("pk", flat=True)
+    )
+    withdrawn = 0
+    for change_id in ids:
+        # Filtered on the status: a change the updater took meanwhile is left to it.
+        if not ResizeChange.objects.filter(
+            pk=change_id, status=ResizeChange.Status.APPROVED
+        ).update(
+            status=ResizeChange.Status.REJECTED,
+            decided_by=actor,
+            decided_by_label=label,
+            decided_at=now,
+        ):  # no snooze: a withdrawal holds nothing back once the mode acts again
+            continue
+        withdrawn += 1
+        pod = ResizeChange.objects.values_list("pod", flat=True).get(pk=change_id)
+        record_audit(
+            now=now,
+            actor=actor,
+            actor_label=label,
+            action=Action.CHANGE_WITHDRAW,
+            workload=workload,
+            object_type="resize_change",
+            object_id=change_id,
+            before={"status": ResizeChange.Status.APPROVED},
+            after={
+                "status": ResizeChange.Status.REJECTED,
+                "reason": f"withdrawn: the workload is in mode Off ({label})",
+            },
+            message=(
+                f"approved resize of pod {pod} of {workload} withdrawn: the workload "
+                f"is in mode Off ({label})"
+            ),
+        )
+    if withdrawn:
+        logger.info("withdrew %s approved changes of %s", withdrawn, workload)
+    return withdrawn

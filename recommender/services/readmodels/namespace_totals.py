@@ -1,0 +1,338 @@
+"""Each namespace's overview totals: computed by one function, stored by the refresh,
+read by the overview.
+
+The overview (overview.py) sums every shown container: requests against the latest
+recommendations, coverage, confidence bands, the workloads missing a request and the
+workloads with a shortfall. At 100,000 containers those passes over the fleet cost about
+0.3 s on every load of the page, and more once a cycle has rewritten many rows and
+autovacuum has not passed yet (docs/refresh.md, "Dashboard page times at scale").
+They change only when a refresh writes, so the refresh computes them after each cycle
+for what it refreshed (the whole cluster, or its shard's namespace) and stores one
+``NamespaceTotals`` row per namespace with an active workload, counting its workloads
+from the facts of each that the same store writes (workload_totals.py);
+``Cluster.totals_at`` says a cluster's rows are complete. The overview reads those
+rows, and computes the totals of the other clusters (never refreshed since the rows
+existed) as it loads, with ``compute``: the one definition of the numbers either way.
+
+What they sum is written only by refresh runs (discovery's workloads and containers, the
+cycle's recommendations, a back-fill's), which store the totals after writing; an edit
+in the Django admin shows on the overview after the next refresh of its cluster. What
+depends on the time of the request (the OOM kills of the last week) is never stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import (
+    Case,
+    Count,
+    F,
+    FloatField,
+    Q,
+    Sum,
+    Value,
+    When,
+    Window,
+)
+from django.db.models.functions import Coalesce, RowNumber
+
+from recommender.models import Cluster, Container, NamespaceTotals
+from recommender.models.provisioning import no_data_q, pods_billed_sql
+from recommender.services.readmodels import label_rollups, workload_totals
+from recommender.services.readmodels.provisioning import risk_rules
+
+# Per namespace, the containers without a recommendation kept for the overview's list
+# ("no recommendation yet": it shows the first ones of the fleet, at most these).
+FIRST_WITHOUT_DATA = 10
+# Above any real confidence (days of history); the upper end of the "high" band.
+MAX_CONFIDENCE = 1e12
+# Confidence bands (in days of history, upstream's unit): below 1 the bounds are widened
+# a lot.
+CONFIDENCE_BANDS = (("low", 1.0), ("medium", 7.0), ("high", float("inf")))
+
+
+def confidence_band(confidence: float | None) -> str:
+    """ "low" (< 1 day), "medium" (< 7 days), "high", or "unknown" (none, negative
+    or from ``MAX_CONFIDENCE`` on): the totals' bands (``_band``) in Python."""
+    if confidence is None or not 0.0 <= confidence < MAX_CONFIDENCE:
+        return "unknown"
+    return next(name for name, upper in CONFIDENCE_BANDS if confidence < upper)
+
+
+def _band(name: str) -> Q:
+    """Latest recommendations whose stored confidence (``Recommendation.confidence``)
+    lies in band ``name``. Every band has both ends, so a confidence above any real
+    one (``MAX_CONFIDENCE``) is in none ("unknown")."""
+    bounds = [0.0] + [upper for _, upper in CONFIDENCE_BANDS[:-1]] + [MAX_CONFIDENCE]
+    index = [band for band, _ in CONFIDENCE_BANDS].index(name)
+    key = "latest_recommendation__confidence"
+    return Q(**{f"{key}__gte": bounds[index], f"{key}__lt": bounds[index + 1]})
+
+
+@dataclass(frozen=True)
+class NamespaceFacts:
+    """The totals of one namespace of one cluster (``NamespaceTotals``' columns;
+    amounts in millicores and bytes, times the workloads' replicas)."""
+
+    cluster_id: int
+    cluster: str  # its name
+    namespace: str
+    workloads: int = 0
+    workloads_missing_requests: int = 0
+    containers: int = 0
+    covered: int = 0
+    requested_cpu_millicores: int = 0
+    requested_memory_bytes: int = 0
+    covered_requested_cpu_millicores: int = 0
+    covered_requested_memory_bytes: int = 0
+    recommended_cpu_millicores: int = 0
+    recommended_memory_bytes: int = 0
+    recommendations: int = 0
+    confidence_low: int = 0
+    confidence_medium: int = 0
+    confidence_high: int = 0
+    # Workload pk -> its shortfall percent, for those with a counted shortfall.
+    shortfalls: Mapping[int, int] = field(default_factory=dict)
+    # The first FIRST_WITHOUT_DATA containers without a usable recommendation, as
+    # (workload name, container name, container pk), in that order.
+    first_without_data: Sequence[tuple[str, str, int]] = ()
+
+
+# The columns NamespaceFacts and NamespaceTotals share, but the keys and shortfalls.
+AMOUNTS = tuple(
+    f.name
+    for f in fields(NamespaceFacts)
+    if f.name
+    not in ("cluster_id", "cluster", "namespace", "shortfalls", "first_without_data")
+)
+
+
+def compute(
+    *,
+    clusters: Mapping[int, str],
+    now: datetime,
+    namespace: str | None = None,
+    parts: Mapping[int, workload_totals.Parts] | None = None,
+) -> list[NamespaceFacts]:
+    """The totals of every namespace with an active workload in ``clusters`` (pk ->
+    name; or only ``namespace``), ordered by cluster name and namespace, from each
+    workload's ``parts`` (``workload_totals.compute``, computed here unless given:
+    its workloads, those missing a request, those with a shortfall), one grouped pass
+    over their (non-init) containers (the sums) and the first containers without a
+    recommendation of each namespace."""
+    if not clusters:
+        return []
+    if parts is None:
+        parts = workload_totals.compute(
+            cluster_ids=list(clusters), rules=risk_rules(now), namespace=namespace
+        )
+    amounts: dict[tuple[int, str], dict[str, Any]] = {}
+    shortfalls: dict[tuple[int, str], dict[int, int]] = {}
+    for pk, found in parts.items():
+        if not found.is_active:
+            continue
+        key = (found.cluster_id, found.namespace)
+        counts = amounts.setdefault(key, {"workloads": 0})
+        counts["workloads"] += 1
+        if found.value("missing_count"):
+            counts["workloads_missing_requests"] = (
+                counts.get("workloads_missing_requests", 0) + 1
+            )
+        if found.value("shortfall") > 0:
+            shortfalls.setdefault(key, {})[pk] = found.value("shortfall")
+    containers = Container.objects.recommended().filter(
+        workload__cluster_id__in=list(clusters), workload__is_active=True
+    )
+    if namespace is not None:
+        containers = containers.filter(workload__namespace=namespace)
+    keys = ("workload__cluster_id", "workload__namespace")
+    # (A workload that appeared since its parts were read has no count yet.)
+    for row in _container_sums(containers):
+        key = (row.pop(keys[0]), row.pop(keys[1]))
+        # Amounts are whole millicores and bytes (a batch workload's running share
+        # makes the sums fractional).
+        amounts.setdefault(key, {}).update(
+            {k: round(v) if isinstance(v, float) else v for k, v in row.items()}
+        )
+    firsts: dict[tuple[int, str], list[tuple[str, str, int]]] = {}
+    # (Looked for even when the sums count none: a cycle's statements do not depend
+    # on its data; tests/services/test_refresh_scale.py.)
+    for cluster_id, ns, workload, name, pk in _first_without_data(containers):
+        amounts.setdefault((cluster_id, ns), {})
+        firsts.setdefault((cluster_id, ns), []).append((workload, name, pk))
+    return sorted(
+        (
+            NamespaceFacts(
+                cluster_id=cluster_id,
+                cluster=clusters[cluster_id],
+                namespace=ns,
+                shortfalls=shortfalls.get((cluster_id, ns), {}),
+                first_without_data=tuple(firsts.get((cluster_id, ns), ())),
+                **{name: value or 0 for name, value in values.items()},
+            )
+            for (cluster_id, ns), values in amounts.items()
+        ),
+        key=_order,
+    )
+
+
+def _order(facts: NamespaceFacts) -> tuple[str, str]:
+    return facts.cluster, facts.namespace
+
+
+def _container_sums(containers: Any) -> Any:
+    """Per (cluster, namespace): the containers, the covered ones, the requested and
+    recommended amounts times replicas, the latest recommendations and their
+    confidence bands. One hash-aggregated pass over the containers and their latest
+    recommendations (index-only on PostgreSQL: migration 0013)."""
+    # Replicas, or a batch workload's running share (models.provisioning.pods_billed).
+    replicas = pods_billed_sql("workload__")
+    has_target_cpu = Q(latest_recommendation__target_cpu_millicores__isnull=False)
+    has_target_mem = Q(latest_recommendation__target_memory_bytes__isnull=False)
+
+    def summed(expr: Any, when: Q | None = None) -> Sum:
+        value = expr * replicas
+        if when is not None:
+            value = Case(When(when, then=value), default=Value(0.0))
+        return Sum(value, output_field=FloatField())
+
+    cpu_request = Coalesce(F("request_cpu_millicores"), Value(0))
+    memory_request = Coalesce(F("request_memory_bytes"), Value(0))
+    return (
+        containers.order_by()
+        .values("workload__cluster_id", "workload__namespace")
+        .annotate(
+            containers=Count("pk"),
+            covered=Count("pk", filter=~no_data_q()),
+            requested_cpu_millicores=summed(cpu_request),
+            requested_memory_bytes=summed(memory_request),
+            covered_requested_cpu_millicores=summed(cpu_request, has_target_cpu),
+            covered_requested_memory_bytes=summed(memory_request, has_target_mem),
+            recommended_cpu_millicores=summed(
+                F("latest_recommendation__target_cpu_millicores"), has_target_cpu
+            ),
+            recommended_memory_bytes=summed(
+                F("latest_recommendation__target_memory_bytes"), has_target_mem
+            ),
+            recommendations=Count("pk", filter=Q(latest_recommendation__isnull=False)),
+            **{
+                f"confidence_{name}": Count("pk", filter=_band(name))
+                for name, _ in CONFIDENCE_BANDS
+            },
+        )
+    )
+
+
+def _first_without_data(containers: Any) -> Any:
+    """(cluster, namespace, workload name, name, pk) of the first FIRST_WITHOUT_DATA
+    containers without a usable recommendation (no_data_q) of each namespace, by
+    workload name, name and pk: one statement, which ranks only those containers."""
+    keys = ("workload__cluster_id", "workload__namespace")
+    return (
+        containers.no_data()
+        .annotate(
+            rank=Window(
+                RowNumber(),
+                partition_by=[F(key) for key in keys],
+                order_by=[F("workload__name"), F("name"), F("pk")],
+            )
+        )
+        .filter(rank__lte=FIRST_WITHOUT_DATA)
+        .order_by()
+        .values_list(*keys, "workload__name", "name", "pk")
+    )
+
+
+def store(*, cluster: Cluster, now: datetime, namespace: str | None = None) -> int:
+    """Compute and store the totals of ``cluster``'s namespaces (only ``namespace``
+    when given and the cluster's other rows are complete), replacing the rows there
+    were, and their workloads' (``workload_totals.store``); returns how many
+    namespace rows were written.
+
+    Writers of one cluster take turns on its row (the UPDATE below holds it until
+    the commit), so the totals stored last were computed after the last writer's
+    data was committed (each caller stores after its own writes)."""
+    with transaction.atomic():
+        of_cluster = Cluster.objects.filter(pk=cluster.pk)
+        if namespace is not None and not of_cluster.filter(
+            totals_at__isnull=False
+        ).update(totals_at=F("totals_at")):
+            namespace = None  # the first rows of a cluster are all of them
+        if namespace is None and not of_cluster.update(totals_at=now):
+            return 0  # deleted meanwhile
+        # Each workload's parts: stored as they are (the lists sorted or filtered
+        # by a fact read them) and counted per namespace.
+        parts = workload_totals.compute(
+            cluster_ids=[cluster.pk], rules=risk_rules(now), namespace=namespace
+        )
+        facts = compute(
+            clusters={cluster.pk: cluster.name},
+            now=now,
+            namespace=namespace,
+            parts=parts,
+        )
+        stale = NamespaceTotals.objects.filter(cluster_id=cluster.pk)
+        if namespace is not None:
+            stale = stale.filter(namespace=namespace)
+        stale.delete()
+        NamespaceTotals.objects.bulk_create(
+            [
+                NamespaceTotals(
+                    cluster_id=f.cluster_id,
+                    namespace=f.namespace,
+                    computed_at=now,
+                    shortfalls={str(pk): pct for pk, pct in f.shortfalls.items()},
+                    first_without_data=[list(first) for first in f.first_without_data],
+                    **{name: getattr(f, name) for name in AMOUNTS},
+                )
+                for f in facts
+            ]
+        )
+        workload_totals.store(
+            cluster_id=cluster.pk, now=now, namespace=namespace, computed=parts
+        )
+        label_rollups.store(cluster_id=cluster.pk, namespace=namespace)
+    return len(facts)
+
+
+def read(*, now: datetime) -> list[NamespaceFacts]:
+    """The totals of every namespace of the enabled clusters, ordered by cluster name
+    and namespace: the stored rows of clusters that have them, computed for the
+    others."""
+    clusters = {
+        pk: (name, totals_at)
+        for pk, name, totals_at in Cluster.objects.filter(is_enabled=True).values_list(
+            "pk", "name", "totals_at"
+        )
+    }
+    stored = [
+        NamespaceFacts(
+            cluster_id=cluster_id,
+            cluster=clusters[cluster_id][0],
+            namespace=ns,
+            shortfalls={int(pk): pct for pk, pct in shortfalls.items()},
+            first_without_data=tuple(
+                (workload, name, pk) for workload, name, pk in first_without_data
+            ),
+            **dict(zip(AMOUNTS, values, strict=True)),
+        )
+        for cluster_id, ns, shortfalls, first_without_data, *values in (
+            NamespaceTotals.objects.filter(
+                cluster_id__in=[
+                    pk for pk, (_, at) in clusters.items() if at is not None
+                ]
+            ).values_list(
+                "cluster_id", "namespace", "shortfalls", "first_without_data", *AMOUNTS
+            )
+        )
+    ]
+    computed = compute(
+        clusters={pk: name for pk, (name, at) in clusters.items() if at is None},
+        now=now,
+    )
+    return sorted(stored + computed, key=_order)
