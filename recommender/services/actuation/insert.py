@@ -1,24 +1,22 @@
-"""Inserting thousands of new resize changes in one statement: ``insert_changes``.
-
-The updater's first cycle over a large cluster proposes thousands of changes at once
-(``make bench BENCH=updater``: 3,000 for 10,000 pods). ``bulk_create`` builds a model
-instance per row and prepares every value through each field; here the rows stay plain
-dicts (every concrete field of ``ResizeChange``, defaults filled in) and go to the
-database as one statement:
-
-- PostgreSQL: ``INSERT … SELECT … FROM jsonb_array_elements(%s) RETURNING id``: the
-  rows travel as **one** JSON document (serialised by the C encoder; a parameter per
-  value, or one array parameter per column, costs seconds in the client's Python
-  dumpers for thousands of rows), each column cast from its JSON element in SQL;
-- SQLite: one prepared statement run for every row (``executemany``), then one query
-  reads the ids back by (workload, pod), unique among open changes.
-
-Off wins: an **approved** row (a policy's automatic approval) is inserted only when
-its workload is among ``approvable`` (the caller's acting predicate as a Workload
-query), and that condition is part of the insert statement itself, so a switch to Off
-committed after the updater read the policy, and before this statement, inserts no
-approved change (the rows the statement left out are not returned).
-"""
+"""Inserting thousands of new resize changes in one statement: ``insert_changes``."""
+# The updater's first cycle over a large cluster proposes thousands of changes at once
+# (``make bench BENCH=updater``: 3,000 for 10,000 pods). ``bulk_create`` builds a model
+# instance per row and prepares every value through each field; here the rows stay plain
+# dicts (every concrete field of ``ResizeChange``, defaults filled in) and go to the
+# database as one statement:
+#
+# - PostgreSQL: ``INSERT … SELECT … FROM jsonb_array_elements(%s) RETURNING id``: the
+#   rows travel as **one** JSON document (serialised by the C encoder; a parameter per
+#   value, or one array parameter per column, costs seconds in the client's Python
+#   dumpers for thousands of rows), each column cast from its JSON element in SQL;
+# - SQLite: one prepared statement run for every row (``executemany``), then one query
+#   reads the ids back by (workload, pod), unique among open changes.
+#
+# Off wins: an **approved** row (a policy's automatic approval) is inserted only when
+# its workload is among ``approvable`` (the caller's acting predicate as a Workload
+# query), and that condition is part of the insert statement itself, so a switch to Off
+# committed after the updater read the policy, and before this statement, inserts no
+# approved change (the rows the statement left out are not returned).
 
 from __future__ import annotations
 

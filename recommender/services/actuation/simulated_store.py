@@ -1,17 +1,16 @@
-"""The simulated cluster's pods as writes left them, kept in the database.
-
-``DatabasePodStore`` is the ``SimulatedPodStore`` of ``SimulatedWriter``: a resize
-stores the containers' new resources; an eviction recreates the pod (a new uid, started
-now) as its controller would, **through the admission path**: the Pod its controller
-submits (the workload's template) goes to ``admit``, the admission webhook's own service
-in-process (``services/admission/review.simulated_admission``: the same decision,
-policy, capping and patch as ``POST /mutate``, counted as an admission), and the pod
-keeps the requests, limits and annotations the answer's patch gives it. Nothing of the
-updater's own advice is used, so a recreated pod gets exactly what the webhook would set
-(and the template's requests when the webhook leaves it alone or fails open).
-``overrides_of`` hands the stored state back to ``SimulatedCluster`` on every
-discovery, so the web process, the workers and the refresh all see the same pods.
-"""
+"""The simulated cluster's pods as writes left them, kept in the database."""
+# ``DatabasePodStore`` is the ``SimulatedPodStore`` of ``SimulatedWriter``: a resize
+# stores the containers' new resources; an eviction recreates the pod (a new uid,
+# started now) as its controller would, **through the admission path**: the Pod its
+# controller submits (the workload's template) goes to ``admit``, the admission
+# webhook's own service in-process (``services/admission/review.simulated_admission``:
+# the same decision, policy, capping and patch as ``POST /mutate``, counted as an
+# admission), and the pod keeps the requests, limits and annotations the answer's patch
+# gives it. Nothing of the updater's own advice is used, so a recreated pod gets exactly
+# what the webhook would set (and the template's requests when the webhook leaves it
+# alone or fails open). ``overrides_of`` hands the stored state back to
+# ``SimulatedCluster`` on every discovery, so the web process, the workers and the
+# refresh all see the same pods.
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
-"""Which ``ClusterWriter`` writes to a ``Cluster`` row: the one dispatch.
+"""Which ``ClusterWriter`` the updater writes to a ``Cluster`` row with: the one
+dispatch (simulated or Kubernetes).
 
-Services get a writer only here (never by constructing one), so "Off means off" has
-one door: the updater asks for a writer only after ``control.write_block_reason`` said
-writes are allowed, and only for changes of actionable policies.
+The updater cycle (``apply.run_cycle``) asks for a writer only after
+``control.write_block_reason`` said the cluster's writes are allowed, so "Off means
+off" has one door for the updater. The webhook's registration is the one other writer:
+it opens a Kubernetes writer itself (``admission/registration.py``).
 """
 
 from __future__ import annotations

@@ -1,26 +1,27 @@
 """What should this pod request? The one answer, for every caller.
 
 ``/rightsize``, ``/recommendation-query``, the dashboard's ``kubectl patch`` / YAML and
-(next) the admission webhook all call this module, so they cannot disagree. The steps
-are upstream's (VPA-ALGORITHM.md §4.2-§4.4), in upstream's order:
-
-1. the container policy: mode Off leaves a container alone, ``controlledResources``
-   drops the others (a multiplier, seed 004's correction, scales before capping);
-2. ``engine.capping.cap_for_pod``: the namespace's LimitRanges (Pod item, then Container
-   item, whose ``default`` limit stands in for a container without a limit), then the
-   policy's minAllowed/maxAllowed and, for RequestsOnly, the container's limit;
-3. ``engine.limits.requests_and_limits_for_container``: limits kept at the container's
-   limit:request ratio, the LimitRange ``default`` limit standing in for a missing one,
-   unless the policy says RequestsOnly; a request whose limit stays raised to keep the
-   LimitRange's ``maxLimitRequestRatio``.
-
-The database is read in one place (``load_advice_inputs``: a constant number of
-queries for any number of workloads) and the computation is a pure function
-(``advise``) of those inputs and the pod's containers, so the admission webhook can
-cache ``(namespace, owner) -> AdviceInputs`` and answer a pod without a query.
-A container vpaweb has no recommendation for gets the namespace's static coefficient
-(seed 004's first-deploy rule) or, when none is configured, nothing.
-"""
+the admission webhook (``admission/decision.py``) all call this module, so they cannot
+disagree. The database is read in one place (``load_advice_inputs``: a constant number
+of queries for any number of workloads) and the computation is a pure function
+(``advise``) of those inputs and the pod's containers, so the webhook caches
+``(namespace, owner) -> AdviceInputs`` and answers a pod without a query."""
+# The steps are upstream's (capping.go, then the proportional limit), in upstream's
+# order:
+#
+# 1. the container policy: mode Off leaves a container alone, ``controlledResources``
+#    drops the others (a multiplier, a correction rule, scales before capping);
+# 2. ``engine.capping.cap_for_pod``: the namespace's LimitRanges (Pod item, then
+#    Container item, whose ``default`` limit stands in for a container without a
+#    limit), then the policy's minAllowed/maxAllowed and, for RequestsOnly, the
+#    container's limit;
+# 3. ``engine.limits.requests_and_limits_for_container``: limits kept at the
+#    container's limit:request ratio, the LimitRange ``default`` limit standing in for a
+#    missing one, unless the policy says RequestsOnly; a request whose limit stays
+#    raised to keep the LimitRange's ``maxLimitRequestRatio``.
+#
+# A container vpaweb has no recommendation for gets the namespace's static coefficient
+# (the first-deploy rule) or, when none is configured, nothing.
 
 from __future__ import annotations
 
@@ -126,7 +127,7 @@ class ContainerAdvice:
         return [] if self.capped is None else self.capped.annotations()
 
     def resources_for(self, target: Resources) -> NewContainerResources:
-        """Requests and limits for another ``target`` (e.g. after seed 004's
+        """Requests and limits for another ``target`` (e.g. after the
         never-raise rule), by the same proportional-limit step."""
         assert self.current is not None, "advice without a container has no limits"
         return requests_and_limits_for_container(
@@ -413,7 +414,7 @@ def advise(
 
     ``containers`` carry the pod's current requests and limits (for the admission
     webhook: as the API server sends them, after LimitRanger's defaulting).
-    ``multiplier`` scales a recommendation before capping (seed 004's correction
+    ``multiplier`` scales a recommendation before capping (a correction
     factor), so the policy's bounds still hold afterwards; static coefficients are not
     multiplied. ``leave_hpa_resources`` (actuation: the webhook) drops the resources an
     HPA of the workload scales on, as the policy's controlledResources would.

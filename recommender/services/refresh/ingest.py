@@ -1,16 +1,14 @@
 """Ingestion of one window: each container's samples after its watermark, and the OOM
-kills not stored yet, fed to the engine in time order.
-
-Rows are loaded fresh from the database (checkpoint, watermark, version; as tuples),
-one ``AggregateSet`` per profile histogram key, whose engine rows come from the
-stored states or, where they continue them, from the rows this process kept after
-its last window (``warm_state.py``). Usage is read from the source one day at a
-time and handed, with the day's OOM kills, to ``engine/feed.py``: the one rule (shared
-with the offline command and replay) that feeds the samples up to and including an
-OOM's time, then the OOM, then the rest, in upstream's units (whole millicores). The
-engine's memory windows are order-dependent (VPA-ALGORITHM.md §2.3-2.4), so this makes
-the state independent of how history is split into chunks, steps or cycles.
-"""
+kills not stored yet, fed to the engine in time order."""
+# Rows are loaded fresh from the database (checkpoint, watermark, version; as tuples),
+# one ``AggregateSet`` per profile histogram key, whose engine rows come from the
+# stored states or, where they continue them, from the rows this process kept after
+# its last window (``warm_state.py``). Usage is read from the source one day at a
+# time and handed, with the day's OOM kills, to ``engine/feed.py``: the one rule (shared
+# with the offline command and replay) that feeds the samples up to and including an
+# OOM's time, then the OOM, then the rest, in upstream's units (whole millicores). The
+# engine's memory windows are order-dependent (VPA-ALGORITHM.md §2.3-2.4), so this makes
+# the state independent of how history is split into chunks, steps or cycles.
 
 from __future__ import annotations
 

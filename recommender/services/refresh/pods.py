@@ -1,19 +1,17 @@
-"""Which pods belong to which workload, and what the live pods really request.
-
-Ownership comes from the owner references discovery reads (Pod -> ReplicaSet ->
-Deployment, Pod -> Job -> CronJob; ``cluster.owners``) and is stored
-(``WorkloadPod``), so a pod keeps its workload after it is gone: the usage history of
-the workload page and the ingestion of a vanished pod's samples ask ``PodOwners``,
-the one answer. Only a pod discovery never saw (it started and ended between two
-passes) is placed by its name, and only where its controller's naming rule fits
-exactly (``POD_NAME_RULES``, Kubernetes' generated-name alphabet), longest workload
-name first: Deployment ``api`` never claims pod ``api-migrate-x7k2p`` of Job
-``api-migrate``.
-
-The API server's LimitRanger fills requests and limits a pod template leaves out;
-``applied_resources`` takes a container's current values from its live pods and says
-where each came from (``Container.Source``: template, LimitRange default, pod).
-"""
+"""Which pods belong to which workload, and what the live pods really request."""
+# Ownership comes from the owner references discovery reads (Pod -> ReplicaSet ->
+# Deployment, Pod -> Job -> CronJob; ``cluster.owners``) and is stored
+# (``WorkloadPod``), so a pod keeps its workload after it is gone: the usage history of
+# the workload page and the ingestion of a vanished pod's samples ask ``PodOwners``,
+# the one answer. Only a pod discovery never saw (it started and ended between two
+# passes) is placed by its name, and only where its controller's naming rule fits
+# exactly (``POD_NAME_RULES``, Kubernetes' generated-name alphabet), longest workload
+# name first: Deployment ``api`` never claims pod ``api-migrate-x7k2p`` of Job
+# ``api-migrate``.
+#
+# The API server's LimitRanger fills requests and limits a pod template leaves out;
+# ``applied_resources`` takes a container's current values from its live pods and says
+# where each came from (``Container.Source``: template, LimitRange default, pod).
 
 from __future__ import annotations
 
@@ -154,7 +152,7 @@ def record_pods(
     if namespace is not None:
         of_shard = of_shard.filter(namespace=namespace)
     # One statement for the shard's stored pods, whatever their number (a query per
-    # batch of names grew with the fleet: issue 16); kept are the live ones only.
+    # batch of names grew with the fleet); kept are the live ones only.
     live = {(pod.namespace, pod.name) for pod, _ in pods}
     # Tuples, not ORM objects: (pk, workload id, containers, due a touch). Whether
     # the last-seen time is due comes from the database, not 100,000 timestamps
