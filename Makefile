@@ -48,12 +48,22 @@ test: setup
 	@start=$$(date +%s); $(MAKE) --no-print-directory test-sqlite test-pg \
 		&& echo "make test: SQLite and PostgreSQL runs passed in $$(( $$(date +%s) - start )) s"
 
-test-sqlite: setup
-	SECRET_KEY=test-only-key $(PY) -m pytest -n $(TEST_WORKERS) -m "not integration and not faults"
+# Compiled, assertion-rewritten modules are kept in __pycache__ (git-ignored) even where
+# the environment sets PYTHONDONTWRITEBYTECODE: each xdist worker and the PostgreSQL run
+# then load the ~460 modules the SQLite run compiled instead of compiling them again.
+TEST_ENV := PYTHONDONTWRITEBYTECODE= SECRET_KEY=test-only-key
 
+test-sqlite: setup
+	$(TEST_ENV) $(PY) -m pytest -n $(TEST_WORKERS) -m "not integration and not faults"
+
+# Only the tests whose result can depend on the backend: those that reach the database
+# and the integration tests (real Redis, Celery, Prometheus). A test pytest-django keeps
+# away from any database gives the same result here as in test-sqlite, which ran it
+# (tests/database_split.py).
 test-pg: setup
-	SECRET_KEY=test-only-key DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) \
-		$(PY) -m pytest -n $(TEST_WORKERS) -m "(integration or not browser) and not schemathesis and not faults"
+	$(TEST_ENV) DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) \
+		$(PY) -m pytest -n $(TEST_WORKERS) --database-tests-only \
+		-m "(integration or not browser) and not schemathesis and not faults"
 
 # Fault injection (tests/faults): its own PostgreSQL and Redis on free ports, real
 # Celery workers; PostgreSQL restarted, Redis down, the API server failing, workers

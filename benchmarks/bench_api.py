@@ -1,34 +1,32 @@
 """The API under load, served by gunicorn with the production configuration.
 
-    python -m benchmarks.bench_api    (or: make bench BENCH=api)
-
-Seeds a throw-away database (SQLite in a temporary VPAWEB_VAR_DIR, or PostgreSQL when
-DATABASE_URL is set) with BENCH_WORKLOADS workloads (default 1,000; the dashboard
-benchmark's fleet), starts `gunicorn -c vpaweb/gunicorn_conf.py vpaweb.wsgi:application`
-on a free local port (WEB_CONCURRENCY as set, else gunicorn_conf's default), and sends
-BENCH_REQUESTS requests (default 2,000) at concurrency BENCH_CONCURRENCY (default 8),
-one connection per request, to:
-
-- GET /api/v1/workloads/ (the default page of 100);
-- POST /api/v1/rightsize with one Deployment of a known workload (two containers).
-
-Prints requests/s, p50, p99 and errors of each (target: 0 errors, p99 <= 250 ms), then
-/healthz latency while a maximum-size rightsize request (VPAWEB_API_MAX_DOCUMENTS
-Deployments, VPAWEB_API_MAX_CONTAINERS containers) is being processed (target: < 50 ms),
-and how long that request took. The per-token rate limit is raised for the run
-(VPAWEB_API_RATE), since 2,000 requests from one token is the point here.
-
-The client runs on the same machine and competes for its CPUs, so each load also
-prints the CPU time spent per request by the server (gunicorn's master and workers,
-from /proc, workers replaced during the run included), by a local PostgreSQL's
-backends for the bench database, and by the client (this process, the sampling thread
-of the database figure included), and the load average before and after: on a shared
-machine the latencies say more about the neighbours than about vpaweb, the CPU per
-request does not. The client is a pool of BENCH_CONCURRENCY threads, each sending one
-request at a time with the standard library's http.client, one connection per request
-(gunicorn's sync workers close the connection after each response): about a twentieth
-of the server's CPU per request for the workload list.
-"""
+python -m benchmarks.bench_api    (or: make bench BENCH=api)"""
+# Seeds a throw-away database (SQLite in a temporary VPAWEB_VAR_DIR, or PostgreSQL when
+# DATABASE_URL is set) with BENCH_WORKLOADS workloads (default 1,000; the dashboard
+# benchmark's fleet), starts `gunicorn -c vpaweb/gunicorn_conf.py
+# vpaweb.wsgi:application` on a free local port (WEB_CONCURRENCY as set, else
+# gunicorn_conf's default), and sends BENCH_REQUESTS requests (default 2,000) at
+# concurrency BENCH_CONCURRENCY (default 8), one connection per request, to:
+#
+# - GET /api/v1/workloads/ (the default page of 100);
+# - POST /api/v1/rightsize with one Deployment of a known workload (two containers).
+#
+# Prints requests/s, p50, p99 and errors of each (target: 0 errors, p99 <= 250 ms), then
+# /healthz latency while a maximum-size rightsize request (VPAWEB_API_MAX_DOCUMENTS
+# Deployments, VPAWEB_API_MAX_CONTAINERS containers) is being processed (target: < 50
+# ms), and how long that request took. The per-token rate limit is raised for the run
+# (VPAWEB_API_RATE), since 2,000 requests from one token is the point here.
+#
+# The client runs on the same machine and competes for its CPUs, so each load also
+# prints the CPU time spent per request by the server (gunicorn's master and workers,
+# from /proc, workers replaced during the run included), by a local PostgreSQL's
+# backends for the bench database, and by the client (this process, the sampling thread
+# of the database figure included), and the load average before and after: on a shared
+# machine the latencies say more about the neighbours than about vpaweb, the CPU per
+# request does not. The client is a pool of BENCH_CONCURRENCY threads, each sending one
+# request at a time with the standard library's http.client, one connection per request
+# (gunicorn's sync workers close the connection after each response): about a twentieth
+# of the server's CPU per request for the workload list.
 
 from __future__ import annotations
 

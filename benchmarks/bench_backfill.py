@@ -1,28 +1,26 @@
 """Back-fill 1,000 containers x 8 days at 1 minute from a real Prometheus.
 
-`python -m benchmarks backfill` (env: BENCH_CONTAINERS, default 1000; BENCH_DAYS, 8).
-
-The TSDB is generated once into var/bench/prometheus-<containers>x<days>d/ and reused:
-OpenMetrics for cAdvisor CPU and memory of every container (kube-state-metrics series
-only for the containers that OOM, see docs/prometheus.md), loaded by promtool with
-192 h blocks. Printed, separately: the time to read every sample through the source
-the way the back-fill service asks (one day per call, per namespace shard) with the
-query count, then the time of the engine ingesting those grids
-(``SampleBatch.from_grid`` + ``AggregateSet.add_samples``, one aggregate per container,
-day by day as the back-fill feeds them), and their sum (no database).
-
-Then the whole service: a Kubernetes ``Cluster`` row discovered through the official
-client from the project's fake API server (``tests/k8s_fake``, on 127.0.0.1 with a
-generated kubeconfig) serving exactly the fleet's workloads and pods
-(``tests/prometheus_support/k8s_objects.py``), ``PROMETHEUS_URL`` at the real
-Prometheus, and ``backfill_cluster`` timed end to end against a scratch database:
-SQLite in a temporary VPAWEB_VAR_DIR, or, when DATABASE_URL is set, a scratch
-PostgreSQL database created next to the one it names and dropped afterwards. Migration
-and seeding are timed separately. Printed: total time, Prometheus query count, samples
-ingested, checkpoint writes, recommendations stored, the run's phase timings, and the
-coverage (every container must end with a recommendation, else the benchmark fails).
-Target: 60 s.
-"""
+`python -m benchmarks backfill` (env: BENCH_CONTAINERS, default 1000; BENCH_DAYS, 8)."""
+# The TSDB is generated once into var/bench/prometheus-<containers>x<days>d/ and reused:
+# OpenMetrics for cAdvisor CPU and memory of every container (kube-state-metrics series
+# only for the containers that OOM, see docs/prometheus.md), loaded by promtool with 192
+# h blocks. Printed, separately: the time to read every sample through the source the
+# way the back-fill service asks (one day per call, per namespace shard) with the query
+# count, then the time of the engine ingesting those grids (``SampleBatch.from_grid`` +
+# ``AggregateSet.add_samples``, one aggregate per container, day by day as the back-fill
+# feeds them), and their sum (no database).
+#
+# Then the whole service: a Kubernetes ``Cluster`` row discovered through the official
+# client from the project's fake API server (``tests/k8s_fake``, on 127.0.0.1 with a
+# generated kubeconfig) serving exactly the fleet's workloads and pods
+# (``tests/prometheus_support/k8s_objects.py``), ``PROMETHEUS_URL`` at the real
+# Prometheus, and ``backfill_cluster`` timed end to end against a scratch database:
+# SQLite in a temporary VPAWEB_VAR_DIR, or, when DATABASE_URL is set, a scratch
+# PostgreSQL database created next to the one it names and dropped afterwards. Migration
+# and seeding are timed separately. Printed: total time, Prometheus query count, samples
+# ingested, checkpoint writes, recommendations stored, the run's phase timings, and the
+# coverage (every container must end with a recommendation, else the benchmark fails).
+# Target: 60 s.
 
 from __future__ import annotations
 

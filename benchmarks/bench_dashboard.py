@@ -1,15 +1,13 @@
 """Server time of the dashboard's heavy pages with 10,000 workloads.
 
-    python -m benchmarks.bench_dashboard    (or: python -m benchmarks dashboard)
-
-Seeds a throw-away database (SQLite in a temporary VPAWEB_VAR_DIR, or PostgreSQL when
-DATABASE_URL is set; the tables are created by migrate) with BENCH_WORKLOADS workloads
-(default 10,000) of one to three containers, a recommendation history, OOM kills and
-refresh runs, then times each page through Django's test client, logged in as a viewer:
-the full request/response cycle (middleware, session, queries, template), without a
-network. Prints the median and the slowest of BENCH_REPEAT runs (default 7) after one
-warm-up, and the query count. Target: 200 ms.
-"""
+python -m benchmarks.bench_dashboard    (or: python -m benchmarks dashboard)"""
+# Seeds a throw-away database (SQLite in a temporary VPAWEB_VAR_DIR, or PostgreSQL when
+# DATABASE_URL is set; the tables are created by migrate) with BENCH_WORKLOADS workloads
+# (default 10,000) of one to three containers, a recommendation history, OOM kills and
+# refresh runs, then times each page through Django's test client, logged in as a
+# viewer: the full request/response cycle (middleware, session, queries, template),
+# without a network. Prints the median and the slowest of BENCH_REPEAT runs (default 7)
+# after one warm-up, and the query count. Target: 200 ms.
 
 from __future__ import annotations
 

@@ -1,19 +1,17 @@
 """The recommendation export at 100,000 containers under the production server.
 
-    DATABASE_URL=postgres://.../scratch python -m benchmarks export
-
-The DATABASE_URL database must be a scratch one (PostgreSQL): the bench deletes every
-cluster in it first. It writes a fleet of BENCH_EXPORT_CONTAINERS containers (default
-100,000; the simulation's mix, about 1.5 a workload, in 200 namespaces), each with a
-latest recommendation carrying a real refresh's explanation, stores the totals a
-refresh would (``namespace_totals.store``; a fleet of the same size an earlier run
-wrote is used again), then starts gunicorn with the production
-configuration (vpaweb/gunicorn_conf.py: sync workers, GUNICORN_TIMEOUT, the request
-deadline below it) and one worker, and asks it for the whole export as CSV, JSON and
-YAML, and for one namespace's. Prints per request the status, time to the first
-byte, total time and bytes, and the worker's peak RSS (VmHWM of the whole process,
-what ``time -v`` reports as its maximum resident set) after it, with the load.
-"""
+DATABASE_URL=postgres://.../scratch python -m benchmarks export"""
+# The DATABASE_URL database must be a scratch one (PostgreSQL): the bench deletes every
+# cluster in it first. It writes a fleet of BENCH_EXPORT_CONTAINERS containers (default
+# 100,000; the simulation's mix, about 1.5 a workload, in 200 namespaces), each with a
+# latest recommendation carrying a real refresh's explanation, stores the totals a
+# refresh would (``namespace_totals.store``; a fleet of the same size an earlier run
+# wrote is used again), then starts gunicorn with the production
+# configuration (vpaweb/gunicorn_conf.py: sync workers, GUNICORN_TIMEOUT, the request
+# deadline below it) and one worker, and asks it for the whole export as CSV, JSON and
+# YAML, and for one namespace's. Prints per request the status, time to the first
+# byte, total time and bytes, and the worker's peak RSS (VmHWM of the whole process,
+# what ``time -v`` reports as its maximum resident set) after it, with the load.
 
 from __future__ import annotations
 

@@ -2,21 +2,19 @@
 1 and with 4 worker processes, on PostgreSQL and Redis.
 
     DATABASE_URL=postgres://.../scratch REDIS_URL=redis://.../N \\
-        python -m benchmarks first_contact
-
-The database must be a scratch one (the bench deletes every cluster in it), and the
-Redis database one no other worker uses (the worker consumes its ``celery`` queue).
-Per worker count (BENCH_FC_WORKERS, default "1,4"), a ``celery worker --concurrency N``
-(prefork: N processes) is started, a simulated cluster of BENCH_FC_CONTAINERS
-containers (default 12,000; about 1.5 containers a workload) with BENCH_FC_HISTORY_H
-hours of history (default 24) is created, and its refresh task is queued, as beat's
-fan-out would: the whole-cluster pass stores discovery and queues one task per
-namespace for the first contact (docs/refresh.md, "First contact in parallel").
-Prints, per count: the time from the whole-cluster run's start to the last shard's
-end (the runs' own timestamps, so the workers' start-up is not counted), the whole
-pass's time, each shard's time, and the load average (1 min) at the start and end.
-Target at 100,000 containers: <= 120 s with 4 processes.
-"""
+        python -m benchmarks first_contact"""
+# The database must be a scratch one (the bench deletes every cluster in it), and the
+# Redis database one no other worker uses (the worker consumes its ``celery`` queue).
+# Per worker count (BENCH_FC_WORKERS, default "1,4"), a ``celery worker --concurrency
+# N`` (prefork: N processes) is started, a simulated cluster of BENCH_FC_CONTAINERS
+# containers (default 12,000; about 1.5 containers a workload) with BENCH_FC_HISTORY_H
+# hours of history (default 24) is created, and its refresh task is queued, as beat's
+# fan-out would: the whole-cluster pass stores discovery and queues one task per
+# namespace for the first contact (docs/refresh.md, "First contact in parallel").
+# Prints, per count: the time from the whole-cluster run's start to the last shard's end
+# (the runs' own timestamps, so the workers' start-up is not counted), the whole pass's
+# time, each shard's time, and the load average (1 min) at the start and end. Target at
+# 100,000 containers: <= 120 s with 4 processes.
 
 from __future__ import annotations
 

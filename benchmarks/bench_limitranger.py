@@ -1,15 +1,13 @@
 """Generated (LimitRange, pod, recommendation) cases against the fake LimitRanger.
 
-    python -m benchmarks limitranger    (or: make bench BENCH=limitranger)
-
-BENCH_CASES cases (default 10,000) from BENCH_SEED (default 23), made and judged by
-``tests/k8s_fake/limit_range_cases.py``: the pod as the API server defaults it, the
-webhook's decision (pure, no database), and LimitRanger's validation of the pod as
-received and as patched (``tests/k8s_fake/limit_ranger.py``). Prints how many
-originals LimitRanger admits, how many of those vpaweb patches, how many it leaves
-alone because no patch within the LimitRange exists, and how many patched pods
-LimitRanger refuses although it admits the original: the guarantee is 0.
-"""
+python -m benchmarks limitranger    (or: make bench BENCH=limitranger)"""
+# BENCH_CASES cases (default 10,000) from BENCH_SEED (default 23), made and judged by
+# ``tests/k8s_fake/limit_range_cases.py``: the pod as the API server defaults it, the
+# webhook's decision (pure, no database), and LimitRanger's validation of the pod as
+# received and as patched (``tests/k8s_fake/limit_ranger.py``). Prints how many
+# originals LimitRanger admits, how many of those vpaweb patches, how many it leaves
+# alone because no patch within the LimitRange exists, and how many patched pods
+# LimitRanger refuses although it admits the original: the guarantee is 0.
 
 from __future__ import annotations
 

@@ -1,16 +1,14 @@
 """Nodes you can free: packing BENCH_CONTAINERS containers (default 100,000) onto
 a realistic pool set, now and at the recommendations.
 
-    python -m benchmarks nodes    (or: make bench BENCH=nodes)
-
-A generated inventory (seed BENCH_SEED, default 11): four pools (general, large,
-memory- and compute-optimized instance types), workloads of 1 to 3 containers with
-1 to 40 replicas (most few), requests from the usual round values, each container's
-target between a quarter and 1.5 times its request, and two DaemonSets on every
-node. Times ``services.node_pools.plan_pools`` (both packings of every pool, pods
-summed in Python) and ``engine.binpack.pack`` alone, wall and process cpu time (on a
-busy machine the cpu time is the fairer figure); target: plan_pools ≤ 1 s.
-"""
+    python -m benchmarks nodes    (or: make bench BENCH=nodes)"""
+# A generated inventory (seed BENCH_SEED, default 11): four pools (general, large,
+# memory- and compute-optimized instance types), workloads of 1 to 3 containers with
+# 1 to 40 replicas (most few), requests from the usual round values, each container's
+# target between a quarter and 1.5 times its request, and two DaemonSets on every
+# node. Times ``services.node_pools.plan_pools`` (both packings of every pool, pods
+# summed in Python) and ``engine.binpack.pack`` alone, wall and process cpu time (on a
+# busy machine the cpu time is the fairer figure); target: plan_pools ≤ 1 s.
 
 from __future__ import annotations
 

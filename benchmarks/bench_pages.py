@@ -1,23 +1,21 @@
 """The main pages in headless Chromium: server time and the browser's navigation timing.
 
     DATABASE_URL=postgres://.../scratch BENCH_PAGES_WORKLOADS=12000 \
-        python -m benchmarks pages        (or: make bench BENCH=pages)
-
-Seeds a throw-away database as the dashboard bench does (bench_dashboard._seed:
-BENCH_PAGES_WORKLOADS workloads, default 12,000, of one to three containers, about two
-a workload; 50,000 workloads make about 100,000 containers), stores the totals as a
-refresh would (services/dashboard/namespace_totals.store per cluster), serves the site
-from a live server thread (the browser tests' harness: Django's LiveServerThread with
-its static files handler) and drives Chromium (tests/browser/conftest.py's binary and
-flags), logged in as a viewer, over the overview, the list, the rollups, a workload
-page (first and second visit), the changes, the runs and the what-if page. Per page,
-the median of BENCH_REPEAT visits (default 3, after one warm-up; the workload page's
-first visit is the one visit): the server time of the document (the handler's own
-``Server-Timing``), the browser's time to first byte, DOMContentLoaded and load, and
-the slowest fragment the page then fetched (htmx) with its server time. Target: every
-page <= 300 ms of server time at 100,000 containers. Use a scratch database: the
-seeded rows stay.
-"""
+        python -m benchmarks pages        (or: make bench BENCH=pages)"""
+# Seeds a throw-away database as the dashboard bench does (bench_dashboard._seed:
+# BENCH_PAGES_WORKLOADS workloads, default 12,000, of one to three containers, about two
+# a workload; 50,000 workloads make about 100,000 containers), stores the totals as a
+# refresh would (services/dashboard/namespace_totals.store per cluster), serves the site
+# from a live server thread (the browser tests' harness: Django's LiveServerThread with
+# its static files handler) and drives Chromium (tests/browser/conftest.py's binary and
+# flags), logged in as a viewer, over the overview, the list, the rollups, a workload
+# page (first and second visit), the changes, the runs and the what-if page. Per page,
+# the median of BENCH_REPEAT visits (default 3, after one warm-up; the workload page's
+# first visit is the one visit): the server time of the document (the handler's own
+# ``Server-Timing``), the browser's time to first byte, DOMContentLoaded and load, and
+# the slowest fragment the page then fetched (htmx) with its server time. Target: every
+# page <= 300 ms of server time at 100,000 containers. Use a scratch database: the
+# seeded rows stay.
 
 from __future__ import annotations
 

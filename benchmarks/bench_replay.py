@@ -1,7 +1,7 @@
 """Replay benchmark: the full Bitbrains trace through the ``vpa`` profile.
 
-120 VMs, 30 days, 1.03 M samples, 720 hourly recomputes per VM (issue 15's target:
-<= 3 s on the 2-core build machine). Run: ``python -m benchmarks.bench_replay``
+120 VMs, 30 days, 1.03 M samples, 720 hourly recomputes per VM (target:
+<= 3 s on a 2-core machine). Run: ``python -m benchmarks.bench_replay``
 (``make bench BENCH=replay``). Reads
 ``benchmarks/data/bitbrains_rnd.csv.gz`` beside the repository; prints the
 time to read it, to replay it (feed + recommend every hour), to score it, and the

@@ -1,28 +1,26 @@
 """Retention: the database size over a simulated month at 12,000 workloads.
 
-    DATABASE_URL=postgres://.../scratch python -m benchmarks retention
-
-The DATABASE_URL database must be a scratch one (PostgreSQL): the bench deletes every
-cluster in it first. A fleet of BENCH_RETENTION_WORKLOADS workloads (default 12,000;
-the simulation's mix, about 1.5 containers each) is written directly, then each
-simulated hour of BENCH_RETENTION_DAYS days (default 30) adds the history a fleet of
-that size writes in an hour, and the hourly prune run
-(services/operations/retention.py, the settings in force) follows it:
-
-- recommendation rows: 0.65 % of the containers a minute (what a settled fleet's
-  refresh cycles store), each with the explanation of a real refresh's row;
-- refresh runs: one per namespace shard a minute (BENCH_RETENTION_SHARDS, 20);
-- the webhook's admission counters: three outcomes a minute;
-- OOM kills (0.5 % of the containers a day) and audit events (500 a day).
-
-Each simulated day ends with a VACUUM ANALYZE of the tables (what autovacuum does;
-the output says whether the server's is on), then prints the database size, the
-recommendation table's rows and size, and how long that day's prune runs took in
-all (and the longest). With the defaults the recommendation history stops growing
-by a day's detail once it is 14 days old (thinned to a row per container and day)
-and every other history is flat by day 30; the closing line projects the plateau of
-the recommendation table at its 90 days.
-"""
+DATABASE_URL=postgres://.../scratch python -m benchmarks retention"""
+# The DATABASE_URL database must be a scratch one (PostgreSQL): the bench deletes every
+# cluster in it first. A fleet of BENCH_RETENTION_WORKLOADS workloads (default 12,000;
+# the simulation's mix, about 1.5 containers each) is written directly, then each
+# simulated hour of BENCH_RETENTION_DAYS days (default 30) adds the history a fleet of
+# that size writes in an hour, and the hourly prune run
+# (services/operations/retention.py, the settings in force) follows it:
+#
+# - recommendation rows: 0.65 % of the containers a minute (what a settled fleet's
+#   refresh cycles store), each with the explanation of a real refresh's row;
+# - refresh runs: one per namespace shard a minute (BENCH_RETENTION_SHARDS, 20);
+# - the webhook's admission counters: three outcomes a minute;
+# - OOM kills (0.5 % of the containers a day) and audit events (500 a day).
+#
+# Each simulated day ends with a VACUUM ANALYZE of the tables (what autovacuum does;
+# the output says whether the server's is on), then prints the database size, the
+# recommendation table's rows and size, and how long that day's prune runs took in
+# all (and the longest). With the defaults the recommendation history stops growing
+# by a day's detail once it is 14 days old (thinned to a row per container and day)
+# and every other history is flat by day 30; the closing line projects the plateau of
+# the recommendation table at its 90 days.
 
 from __future__ import annotations
 

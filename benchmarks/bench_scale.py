@@ -1,32 +1,30 @@
 """How a refresh scales: fleets of 1,000, 10,000 and 100,000 containers on PostgreSQL.
 
-    DATABASE_URL=postgres://.../scratch python -m benchmarks scale
-
-Each size runs in its own process (so its peak RSS is its own) against the
-DATABASE_URL database, which must be a scratch one: the bench deletes every cluster
-in it first. Per size, a simulated cluster of that many containers (the simulation's
-mix: about 1.5 containers a workload) is refreshed: first contact (history of
-BENCH_SCALE_HISTORY_H hours, default 24 at every size, said in the table; with a
-history of a few hours nearly every container's bounds move by 1 % or more each
-minute or two, so most cycles would store a new recommendation row for most
-containers), then BENCH_SCALE_CYCLES steady-state cycles a minute apart (default
-3), each with new samples for every container and nothing else changed (the first
-of them decodes the checkpoints the chunks of the first contact stored; the later
-ones go on from the engine rows the cycle before kept: docs/refresh.md, "Warm
-workers"). Prints, per size: first-contact time, the process's peak RSS after first
-contact and after the steady cycles (ru_maxrss: the whole process), the steady cycle's
-time by phase (median) and its
-statements, and the server time (median of 5) of the dashboard overview, the
-workloads list, the list sorted by risk and the API list. The database is vacuumed
-before each size (an earlier run's deleted rows) and after its first contact (as
-autovacuum would after those inserts; the output says whether the server's autovacuum
-is on: with it off, the rows the cycles rewrite stay dead and the pages slow down
-run after run). Targets at 100,000
-containers: cycle <= 30 s and <= 50 statements, first-contact peak RSS <= 1.5 GB,
-pages <= 300 ms.
-
-BENCH_SCALE_SIZES (comma-separated container counts) picks the sizes.
-"""
+DATABASE_URL=postgres://.../scratch python -m benchmarks scale"""
+# Each size runs in its own process (so its peak RSS is its own) against the
+# DATABASE_URL database, which must be a scratch one: the bench deletes every cluster
+# in it first. Per size, a simulated cluster of that many containers (the simulation's
+# mix: about 1.5 containers a workload) is refreshed: first contact (history of
+# BENCH_SCALE_HISTORY_H hours, default 24 at every size, said in the table; with a
+# history of a few hours nearly every container's bounds move by 1 % or more each
+# minute or two, so most cycles would store a new recommendation row for most
+# containers), then BENCH_SCALE_CYCLES steady-state cycles a minute apart (default
+# 3), each with new samples for every container and nothing else changed (the first
+# of them decodes the checkpoints the chunks of the first contact stored; the later
+# ones go on from the engine rows the cycle before kept: docs/refresh.md, "Warm
+# workers"). Prints, per size: first-contact time, the process's peak RSS after first
+# contact and after the steady cycles (ru_maxrss: the whole process), the steady cycle's
+# time by phase (median) and its
+# statements, and the server time (median of 5) of the dashboard overview, the
+# workloads list, the list sorted by risk and the API list. The database is vacuumed
+# before each size (an earlier run's deleted rows) and after its first contact (as
+# autovacuum would after those inserts; the output says whether the server's autovacuum
+# is on: with it off, the rows the cycles rewrite stay dead and the pages slow down
+# run after run). Targets at 100,000
+# containers: cycle <= 30 s and <= 50 statements, first-contact peak RSS <= 1.5 GB,
+# pages <= 300 ms.
+#
+# BENCH_SCALE_SIZES (comma-separated container counts) picks the sizes.
 
 from __future__ import annotations
 

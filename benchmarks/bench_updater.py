@@ -1,22 +1,20 @@
 """One updater cycle over 10,000 pods in 2,000 workloads.
 
-    python -m benchmarks.bench_updater    (or: make bench BENCH=updater)
-
-Seeds a scratch database (SQLite in a temporary VPAWEB_VAR_DIR, or, with DATABASE_URL,
-a scratch PostgreSQL database dropped afterwards) with BENCH_WORKLOADS workloads
-(default 2,000) of one or two containers and BENCH_PODS_PER_WORKLOAD pods each
-(default 5), modes mixed (40 % Recreate, 40 % InPlaceOrRecreate, 20 % Off), and
-recommendations such that 30 % of the pods are outside their recommended bounds. Then
-times ``run_cycle`` with the cluster's pods given as a discovery snapshot (discovery
-itself is the refresh's cost, measured by the back-fill benchmark):
-
-- the first cycle, which decides every pod and writes the proposals (one change and one
-  audit event per pod needing a change);
-- a second cycle, where every proposal is kept (the steady state);
-
-with the query count of each, at full size and at a fifth of the pods, to show the
-count does not grow with the pods. Target: 2 s per cycle.
-"""
+python -m benchmarks.bench_updater    (or: make bench BENCH=updater)"""
+# Seeds a scratch database (SQLite in a temporary VPAWEB_VAR_DIR, or, with DATABASE_URL,
+# a scratch PostgreSQL database dropped afterwards) with BENCH_WORKLOADS workloads
+# (default 2,000) of one or two containers and BENCH_PODS_PER_WORKLOAD pods each
+# (default 5), modes mixed (40 % Recreate, 40 % InPlaceOrRecreate, 20 % Off), and
+# recommendations such that 30 % of the pods are outside their recommended bounds. Then
+# times ``run_cycle`` with the cluster's pods given as a discovery snapshot (discovery
+# itself is the refresh's cost, measured by the back-fill benchmark):
+#
+# - the first cycle, which decides every pod and writes the proposals (one change and
+#   one audit event per pod needing a change);
+# - a second cycle, where every proposal is kept (the steady state);
+#
+# with the query count of each, at full size and at a fifth of the pods, to show the
+# count does not grow with the pods. Target: 2 s per cycle.
 
 from __future__ import annotations
 

@@ -1,21 +1,19 @@
-"""vpaweb's own Prometheus metrics (docs/metrics.md).
-
-Two kinds of series:
-
-* **Process counters**, kept by prometheus-client in the process that does the work,
-  multi-process safe: with ``PROMETHEUS_MULTIPROC_DIR`` set (the image sets it),
-  every gunicorn or Celery child writes its values to files there and one scrape adds
-  them up. The refresh counters are recorded when a run finishes, by whichever process
-  ran it (:func:`record_finished_run`, called by services/operations/runs.py): the
-  web process under ``make run``, the Celery worker in compose and Kubernetes, which
-  serves them on ``VPAWEB_WORKER_METRICS_PORT`` (:func:`serve_worker_metrics`).
-* **Database gauges**, read at scrape time by :class:`DatabaseCollector` on the web's
-  ``/metrics``: containers without a recommendation, the last finished run of each kind
-  and outcome, runs in progress. Any web replica answers the same.
-
-The webhook (issue 10) and the updater (issue 11) increment the ``WEBHOOK_*`` and
-``UPDATER_*`` objects below from their own code; nothing else defines metrics.
-"""
+"""vpaweb's own Prometheus metrics (docs/metrics.md)."""
+# Two kinds of series:
+#
+# * **Process counters**, kept by prometheus-client in the process that does the work,
+#   multi-process safe: with ``PROMETHEUS_MULTIPROC_DIR`` set (the image sets it), every
+#   gunicorn or Celery child writes its values to files there and one scrape adds them
+#   up. The refresh counters are recorded when a run finishes, by whichever process ran
+#   it (:func:`record_finished_run`, called by services/operations/runs.py): the web
+#   process under ``make run``, the Celery worker in compose and Kubernetes, which
+#   serves them on ``VPAWEB_WORKER_METRICS_PORT`` (:func:`serve_worker_metrics`).
+# * **Database gauges**, read at scrape time by :class:`DatabaseCollector` on the web's
+#   ``/metrics``: containers without a recommendation, the last finished run of each
+#   kind and outcome, runs in progress. Any web replica answers the same.
+#
+# The webhook (issue 10) and the updater (issue 11) increment the ``WEBHOOK_*`` and
+# ``UPDATER_*`` objects below from their own code; nothing else defines metrics.
 
 from __future__ import annotations
 

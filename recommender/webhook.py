@@ -1,32 +1,29 @@
-"""The AdmissionReview endpoint: HTTPS, fail-open, a hard deadline.
-
-``WebhookApp.handle`` answers one HTTP request:
-
-- ``POST /mutate`` (the first cluster served) or ``POST /mutate/<cluster>``: an
-  AdmissionReview in, the reply out (``services/admission/review.py``). The clusters
-  served are fixed when the server starts (``manage.py webhook serve --cluster``);
-  any other name is a 404 that changes nothing. The API server appends
-  ``?timeout=5s``; it is ignored.
-  The decision runs in a worker thread and the reply is sent within
-  ``VPAWEB_WEBHOOK_DEADLINE_S`` whatever happens: past it, or on any exception, the pod
-  is allowed unchanged (failed open, counted and logged).
-- A body that is not an AdmissionReview (not JSON, wrong apiVersion or kind, no uid,
-  over 5 MiB, nested deeper than ``VPAWEB_API_MAX_DEPTH``, not application/json) gets
-  400 with vpaweb's error shape and no traceback in the log; the API server's
-  ``failurePolicy: Ignore`` then admits the pod.
-- ``GET /healthz`` (liveness): 200 whenever the process answers.
-- ``GET /readyz`` (readiness): 200 when the cache of every cluster served is loaded and
-  younger than ``VPAWEB_WEBHOOK_MAX_SNAPSHOT_AGE_S`` (an older one is not used), else
-  503.
-- ``GET /metrics``: this process's counters (``vpaweb_webhook_*`` of recommender/
-  metrics.py, incremented by ``counters.count``) for ``Authorization: Bearer
-  $VPAWEB_METRICS_TOKEN``, the web's rule: 404 without a token set, 401 without it.
-
-``serve_webhook`` runs it over TLS (1.2 or newer) from certificate and key files,
-reloaded when they change (cert-manager rotates them in place), with HTTP/1.1
-keep-alive as kube-apiserver uses it. A background thread reloads the cache
-(``snapshot.py``) and flushes the decision counters.
-"""
+"""The AdmissionReview endpoint: HTTPS, fail-open, a hard deadline."""
+# ``WebhookApp.handle`` answers one HTTP request:
+#
+# - ``POST /mutate`` (the first cluster served) or ``POST /mutate/<cluster>``: an
+#   AdmissionReview in, the reply out (``services/admission/review.py``). The clusters
+#   served are fixed when the server starts (``manage.py webhook serve --cluster``); any
+#   other name is a 404 that changes nothing. The API server appends ``?timeout=5s``; it
+#   is ignored. The decision runs in a worker thread and the reply is sent within
+#   ``VPAWEB_WEBHOOK_DEADLINE_S`` whatever happens: past it, or on any exception, the
+#   pod is allowed unchanged (failed open, counted and logged).
+# - A body that is not an AdmissionReview (not JSON, wrong apiVersion or kind, no uid,
+#   over 5 MiB, nested deeper than ``VPAWEB_API_MAX_DEPTH``, not application/json) gets
+#   400 with vpaweb's error shape and no traceback in the log; the API server's
+#   ``failurePolicy: Ignore`` then admits the pod.
+# - ``GET /healthz`` (liveness): 200 whenever the process answers.
+# - ``GET /readyz`` (readiness): 200 when the cache of every cluster served is loaded
+#   and younger than ``VPAWEB_WEBHOOK_MAX_SNAPSHOT_AGE_S`` (an older one is not used),
+#   else 503.
+# - ``GET /metrics``: this process's counters (``vpaweb_webhook_*`` of recommender/
+#   metrics.py, incremented by ``counters.count``) for ``Authorization: Bearer
+#   $VPAWEB_METRICS_TOKEN``, the web's rule: 404 without a token set, 401 without it.
+#
+# ``serve_webhook`` runs it over TLS (1.2 or newer) from certificate and key files,
+# reloaded when they change (cert-manager rotates them in place), with HTTP/1.1
+# keep-alive as kube-apiserver uses it. A background thread reloads the cache
+# (``snapshot.py``) and flushes the decision counters.
 
 from __future__ import annotations
 

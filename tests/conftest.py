@@ -38,6 +38,22 @@ def _plain_static_storage() -> Iterator[None]:
         yield
 
 
+# Django's default hasher (PBKDF2, 1,000,000 iterations) costs about 0.3 s of CPU per
+# password set or checked; every test that makes a user paid it (hundreds per run). No
+# test checks the hashing itself; the production settings keep the default.
+FAST_PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _fast_password_hashing() -> Iterator[None]:
+    """The whole session hashes passwords with FAST_PASSWORD_HASHERS."""
+    if not settings.configured:
+        yield
+        return
+    with override_settings(PASSWORD_HASHERS=FAST_PASSWORD_HASHERS):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _cold_engine_state() -> None:
     """Each test starts as a fresh worker process: no engine rows kept from another

@@ -1,15 +1,13 @@
 """Retake the README's screenshots from a fresh `make run`.
 
-    .venv/bin/python tools/screenshots.py            # writes docs/img/*.png
-    .venv/bin/python tools/screenshots.py --out /tmp/shots --port 8765
-
-Starts `make run` with its own empty state directory (VPAWEB_VAR_DIR in a temporary
-directory: a new SQLite database, the demo admin, the simulated cluster with its 8 days
-of history), logs in as the demo admin in headless Chromium (/usr/bin/chromium, as the
-browser tests use) and saves what a new user sees: the overview, the workload with the
-largest monthly savings, and that workload's charts. The server is stopped afterwards
-and the temporary directory removed.
-"""
+.venv/bin/python tools/screenshots.py            # writes docs/img/*.png
+.venv/bin/python tools/screenshots.py --out /tmp/shots --port 8765"""
+# Starts `make run` with its own empty state directory (VPAWEB_VAR_DIR in a temporary
+# directory: a new SQLite database, the demo admin, the simulated cluster with its 8
+# days of history), logs in as the demo admin in headless Chromium (/usr/bin/chromium,
+# as the browser tests use) and saves what a new user sees: the overview, the workload
+# with the largest monthly savings, and that workload's charts. The server is stopped
+# afterwards and the temporary directory removed.
 
 from __future__ import annotations
 

@@ -1,32 +1,30 @@
 """gunicorn's configuration for production: `gunicorn -c vpaweb/gunicorn_conf.py
-vpaweb.wsgi:application`, configured only from the environment (README "Production").
-
-- GUNICORN_BIND (default 0.0.0.0:8000): where to listen.
-- WEB_CONCURRENCY (default 2 x CPUs + 1): worker processes.
-- GUNICORN_THREADS (default 8): request threads per worker (``gthread``, with the read
-  deadline of vpaweb/gunicorn_worker.py). An idle or keep-alive connection holds no
-  thread; a slow client (slowloris) holds one for GUNICORN_READ_TIMEOUT at most, and a
-  worker whose threads are all held accepts nothing new, so ten of them leave /healthz
-  answered. Each thread may hold a database connection:
-  WEB_CONCURRENCY x GUNICORN_THREADS per pod, within PostgreSQL's max_connections.
-- GUNICORN_READ_TIMEOUT (default 10 s): a request (head and body) must arrive within
-  this long of its first byte, else the connection is dropped.
-- GUNICORN_TIMEOUT (default 30 s): a worker whose main loop is silent for longer is
-  killed (a request thread running long does not silence it).
-- VPAWEB_REQUEST_DEADLINE_S: an /api/ request still running after this many seconds is
-  answered with the API's JSON error (503, code ``timeout``) instead of being killed
-  with the worker (recommender/api/deadline.py). Defaults to GUNICORN_TIMEOUT - 5 s
-  (at least 1 s); it must stay below GUNICORN_TIMEOUT.
-- GUNICORN_MAX_REQUESTS (default 1000): a worker is replaced after this many requests
-  (with jitter), which bounds the memory any one worker can accumulate.
-- FORWARDED_ALLOW_IPS: gunicorn's own variable, for proxies it may trust.
-
-The app and every view are imported once, in the master, before the workers are forked
-(``preload_app`` and ``when_ready``): a worker, and each replacement after
-GUNICORN_MAX_REQUESTS, starts in a few milliseconds instead of about a second of CPU
-taken from the workers serving requests, and the workers share that memory. A code
-change therefore needs a restart of the master, not a HUP.
-"""
+vpaweb.wsgi:application`, configured only from the environment (README "Production")."""
+# - GUNICORN_BIND (default 0.0.0.0:8000): where to listen.
+# - WEB_CONCURRENCY (default 2 x CPUs + 1): worker processes.
+# - GUNICORN_THREADS (default 8): request threads per worker (``gthread``, with the read
+#   deadline of vpaweb/gunicorn_worker.py). An idle or keep-alive connection holds no
+#   thread; a slow client (slowloris) holds one for GUNICORN_READ_TIMEOUT at most, and a
+#   worker whose threads are all held accepts nothing new, so ten of them leave /healthz
+#   answered. Each thread may hold a database connection:
+#   WEB_CONCURRENCY x GUNICORN_THREADS per pod, within PostgreSQL's max_connections.
+# - GUNICORN_READ_TIMEOUT (default 10 s): a request (head and body) must arrive within
+#   this long of its first byte, else the connection is dropped.
+# - GUNICORN_TIMEOUT (default 30 s): a worker whose main loop is silent for longer is
+#   killed (a request thread running long does not silence it).
+# - VPAWEB_REQUEST_DEADLINE_S: an /api/ request still running after this many seconds is
+#   answered with the API's JSON error (503, code ``timeout``) instead of being killed
+#   with the worker (recommender/api/deadline.py). Defaults to GUNICORN_TIMEOUT - 5 s
+#   (at least 1 s); it must stay below GUNICORN_TIMEOUT.
+# - GUNICORN_MAX_REQUESTS (default 1000): a worker is replaced after this many requests
+#   (with jitter), which bounds the memory any one worker can accumulate.
+# - FORWARDED_ALLOW_IPS: gunicorn's own variable, for proxies it may trust.
+#
+# The app and every view are imported once, in the master, before the workers are forked
+# (``preload_app`` and ``when_ready``): a worker, and each replacement after
+# GUNICORN_MAX_REQUESTS, starts in a few milliseconds instead of about a second of CPU
+# taken from the workers serving requests, and the workers share that memory. A code
+# change therefore needs a restart of the master, not a HUP.
 
 from __future__ import annotations
 

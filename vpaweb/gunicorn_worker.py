@@ -7,14 +7,12 @@ to become readable in its poller (an idle or keep-alive connection costs no thre
 and here each request must arrive, head and body, within ``GUNICORN_READ_TIMEOUT``
 seconds of its first byte: a slower client is dropped, so a thread is held that long at
 most. A buffering proxy in front (an Ingress controller, nginx) does the same at the
-edge; this keeps the pods safe when they are reached directly (docker-compose).
-
-An answer given before the body was read (a 413 from the declared Content-Length, a
-415, a 401) is followed by reading and discarding the rest of the body, at most
-``DRAIN_MAX_BYTES`` and within the same deadline, before the connection closes: closing
-with unread data makes the kernel reset the connection, and a client still sending
-would see the reset instead of the answer.
-"""
+edge; this keeps the pods safe when they are reached directly (docker-compose)."""
+# An answer given before the body was read (a 413 from the declared Content-Length, a
+# 415, a 401) is followed by reading and discarding the rest of the body, at most
+# ``DRAIN_MAX_BYTES`` and within the same deadline, before the connection closes:
+# closing with unread data makes the kernel reset the connection, and a client still
+# sending would see the reset instead of the answer.
 
 from __future__ import annotations
 

@@ -1,21 +1,20 @@
-"""Bounded parsing of every request body (JSON and YAML): the one place bodies are read.
-
-A body is checked against ``BodyLimits`` *while* it is scanned, before anything is built
-from it, so a hostile body costs at most the limits' worth of work:
-
-- ``max_documents``: YAML documents in the stream (and manifests, Lists opened);
-- ``max_nodes``: values and keys of all documents together, YAML aliases expanded (an
-  alias to a 1,000-node mapping counts 1,000 each time it is used);
-- ``max_depth``: nesting of mappings and sequences (aliases included), far below
-  Python's recursion limit, so no parser or serializer ever recurses too deep;
-- ``max_keys``: keys of one mapping;
-- ``max_scalar_chars``: characters of one string.
-
-A breach is a ``TooLarge`` (413) naming the limit and its setting. YAML is scanned with
-libyaml's event parser (the C loader) where PyYAML has it, and loaded with the same safe
-loader; JSON is scanned by a linear tokenizer, then decoded by ``json``. The body size
-itself is limited before this, by ``formats.read_limited``.
-"""
+"""Bounded parsing of every request body (JSON and YAML), the one place bodies are
+read."""
+# A body is checked against ``BodyLimits`` *while* it is scanned, before anything is
+# built from it, so a hostile body costs at most the limits' worth of work:
+#
+# - ``max_documents``: YAML documents in the stream (and manifests, Lists opened);
+# - ``max_nodes``: values and keys of all documents together, YAML aliases expanded (an
+#   alias to a 1,000-node mapping counts 1,000 each time it is used);
+# - ``max_depth``: nesting of mappings and sequences (aliases included), far below
+#   Python's recursion limit, so no parser or serializer ever recurses too deep;
+# - ``max_keys``: keys of one mapping;
+# - ``max_scalar_chars``: characters of one string.
+#
+# A breach is a ``TooLarge`` (413) naming the limit and its setting. YAML is scanned
+# with libyaml's event parser (the C loader) where PyYAML has it, and loaded with the
+# same safe loader; JSON is scanned by a linear tokenizer, then decoded by ``json``. The
+# body size itself is limited before this, by ``formats.read_limited``.
 
 from __future__ import annotations
 

@@ -5,14 +5,12 @@ gets a dropped connection or the proxy's HTML page. With ``VPAWEB_REQUEST_DEADLI
 set (vpaweb/gunicorn_conf.py sets it a few seconds below the timeout), an /api/ request
 still running at the deadline is interrupted by SIGALRM: its transaction is rolled back
 and the client gets the API's JSON error (503, code ``timeout``) before the worker
-would be killed.
-
-In the main thread (a sync worker) SIGALRM interrupts the request. In a request thread
-(gunicorn's threaded worker, vpaweb/gunicorn_worker.py) a timer raises the same
-exception in that thread (``PyThreadState_SetAsyncExc``), at its next Python bytecode,
-as the signal handler would; a lock makes sure it is never raised once the request has
-left this middleware. Neither interrupts a long call inside C.
-"""
+would be killed."""
+# In the main thread (a sync worker) SIGALRM interrupts the request. In a request thread
+# (gunicorn's threaded worker, vpaweb/gunicorn_worker.py) a timer raises the same
+# exception in that thread (``PyThreadState_SetAsyncExc``), at its next Python bytecode,
+# as the signal handler would; a lock makes sure it is never raised once the request has
+# left this middleware. Neither interrupts a long call inside C.
 
 from __future__ import annotations
 

@@ -3,14 +3,12 @@
 Every error under /api/ looks like::
 
     {"error": {"code": "invalid", "message": "mode: must be one of …",
-               "fields": {"mode": ["must be one of …"]}}}
-
-``exception_handler`` maps ``recommender.errors`` and DRF/Django exceptions (DRF calls
-it for every API view); ``not_found`` and ``server_error`` give the same shape for /api/
-URLs that no view matched and for crashes outside DRF. No stack trace ever reaches a
-client: unexpected exceptions are logged here with the request path and answered with a
-generic 500.
-"""
+               "fields": {"mode": ["must be one of …"]}}}"""
+# ``exception_handler`` maps ``recommender.errors`` and DRF/Django exceptions (DRF calls
+# it for every API view); ``not_found`` and ``server_error`` give the same shape for
+# /api/ URLs that no view matched and for crashes outside DRF. No stack trace ever
+# reaches a client: unexpected exceptions are logged here with the request path and
+# answered with a generic 500.
 
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ class StaticCoefficientInputSerializer(ClosedSerializer):
 
 
 class RightsizeOptionsSerializer(serializers.Serializer):
-    """Query options of ``POST /api/v1/rightsize`` (seed 004's correction rules)."""
+    """Query options of ``POST /api/v1/rightsize`` (the correction rules)."""
 
     cluster = QueryTextField(
         required=False,

@@ -63,7 +63,7 @@ class StaticCoefficientView(APIView):
         tags=["rightsize"],
         examples=[
             OpenApiExample(
-                "CPU only, as seed 004 runs it",
+                "CPU only",
                 value={"namespace": "", "cpu_factor": 0.7, "memory_factor": None},
                 request_only=True,
             )

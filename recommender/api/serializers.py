@@ -584,7 +584,7 @@ class QuerySpecSerializer(ClosedSerializer):
 
 
 class RecommendationQuerySerializer(ClosedSerializer):
-    """A RecommendationQuery as in the VPA design (seed 000)."""
+    """A RecommendationQuery as in the Kubernetes VPA design proposal."""
 
     apiVersion = StrictCharField(required=False, max_length=100)
     kind = serializers.ChoiceField(choices=["RecommendationQuery"], required=False)

@@ -4,12 +4,11 @@ The OpenAPI schema is the one list of what each operation takes: the parameters 
 declares (filter serializers, pagination, ``format``) are what drf-spectacular
 documents, so the check reads them from the schema rather than from a second list that
 could drift from it. A misspelled filter (``?namespac=web``) therefore never lists
-everything; a new endpoint is strict as soon as it is in the schema.
-
-The schema is generated once per process, on the first API request (about a second;
-gunicorn's master does it before forking, ``vpaweb/gunicorn_conf.py``). URLs that are
-not operations of the schema (the schema and docs pages, the JSON 404) are not checked.
-"""
+everything; a new endpoint is strict as soon as it is in the schema."""
+# The schema is generated once per process, on the first API request (about a second;
+# gunicorn's master does it before forking, ``vpaweb/gunicorn_conf.py``). URLs that are
+# not operations of the schema (the schema and docs pages, the JSON 404) are not
+# checked.
 
 from __future__ import annotations
 

@@ -4,16 +4,14 @@
 is the reference: :func:`workload_rows` gives the same dicts (byte for byte once
 rendered; tests/api/test_workload_rows.py compares the two on a varied fleet) from
 ``values_list`` rows, without model instances, prefetch machinery or DRF fields. A
-page of 100 workloads costs a few milliseconds of Python instead of tens.
-
-The provisioning facts (status, savings, risk, OOM kills, shortfall, missing
-requests) are the annotations of ``Workload.objects.with_provisioning`` that
-``api.queries.workload_queryset()`` adds, read as columns of the same row, when the
-whole list is filtered or sorted by them. A plain page (``facts=False``) computes them
-in Python from its own containers with ``container_facts`` / ``workload_facts``, the
-rule those annotations mirror (tests/services/test_provisioning_parity.py): Django
-compiling the annotated query cost more than everything else of a page.
-"""
+page of 100 workloads costs a few milliseconds of Python instead of tens."""
+# The provisioning facts (status, savings, risk, OOM kills, shortfall, missing
+# requests) are the annotations of ``Workload.objects.with_provisioning`` that
+# ``api.queries.workload_queryset()`` adds, read as columns of the same row, when the
+# whole list is filtered or sorted by them. A plain page (``facts=False``) computes them
+# in Python from its own containers with ``container_facts`` / ``workload_facts``, the
+# rule those annotations mirror (tests/services/test_provisioning_parity.py): Django
+# compiling the annotated query cost more than everything else of a page.
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """What a cluster adapter returns: the read-only interface shared by the simulated
 cluster and the real Kubernetes adapter, so services cannot tell them apart.
 
-Adapters only read. There is no write method here (no patch, evict or delete) until
-the updater exists; "Off means off" (ARCHITECTURE.md) is checked by a test that every
-request a refresh sends to a fake API server is a GET.
+Adapters only read: there is no write method here (no patch, evict or delete); every
+write goes through ``writer.ClusterWriter``. A test checks that every request a
+refresh sends to a fake API server is a GET.
 
 All times are timezone-aware UTC datetimes. Amounts are engine ``Resources``
 (millicores, bytes).

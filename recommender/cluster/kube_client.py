@@ -4,17 +4,15 @@ client.
 Connection comes from a kubeconfig context (``KUBECONFIG``, else ``~/.kube/config``) or,
 inside a pod, from the service account (in-cluster config). Every adapter builds its own
 ``ApiClient`` and ``Configuration``, never the client's global default, so several
-clusters can be read at once.
-
-Lists are paginated (``limit``/``continue``), each request has a connect and a read
-timeout, and transient failures (429, 5xx, timeouts, refused connections) are retried
-with exponential backoff and jitter, honouring ``Retry-After``. Anything else, or a
-failure that outlasts the retries, raises ``SourceUnavailable`` naming the cluster and
-the resource.
-
-This module only ever issues GET requests: there is no create, patch, replace or delete
-call here, and a test checks that no other verb reaches the API server.
-"""
+clusters can be read at once."""
+# Lists are paginated (``limit``/``continue``), each request has a connect and a read
+# timeout, and transient failures (429, 5xx, timeouts, refused connections) are retried
+# with exponential backoff and jitter, honouring ``Retry-After``. Anything else, or a
+# failure that outlasts the retries, raises ``SourceUnavailable`` naming the cluster and
+# the resource.
+#
+# This module only ever issues GET requests: there is no create, patch, replace or
+# delete call here, and a test checks that no other verb reaches the API server.
 
 from __future__ import annotations
 

@@ -4,24 +4,22 @@
 Pure functions, no I/O. A malformed field raises ``ValueError`` naming the object and
 the field (``Deployment shop/web:
 spec.template.spec.containers[app].resources.requests.cpu …``); the adapter skips that
-object and reports the message in ``ClusterSnapshot.warnings``.
-
-Shapes of the dicts this module returns for ``ClusterSnapshot`` (all keys always
-present):
-
-- LimitRange: ``{"namespace", "name", "uid", "limits": [{"type": "Container" | "Pod",
-  "max" | "min" | "default" | "default_request" | "max_limit_request_ratio":
-  {"cpu_millicores": int | None, "memory_bytes": int | None}}]}``: the fields of
-  ``engine.capping.LimitRangeItem`` (the ratio as MilliValues).
-- PodDisruptionBudget: ``{"namespace", "name", "uid", "selector", "min_available",
-  "max_unavailable", "disruptions_allowed", "current_healthy", "desired_healthy",
-  "expected_pods"}`` (``min_available``/``max_unavailable`` as the API gives them: an
-  int, a percentage string, or None).
-- HorizontalPodAutoscaler: ``{"namespace", "name", "uid", "target_api_version",
-  "target_kind", "target_name", "min_replicas", "max_replicas", "resource_metrics":
-  [{"resource": "cpu", "container": "" | name}], "scaled_resources": ["cpu", …],
-  "other_metric_types": ["External", …]}``.
-"""
+object and reports the message in ``ClusterSnapshot.warnings``."""
+# Shapes of the dicts this module returns for ``ClusterSnapshot`` (all keys always
+# present):
+#
+# - LimitRange: ``{"namespace", "name", "uid", "limits": [{"type": "Container" | "Pod",
+#   "max" | "min" | "default" | "default_request" | "max_limit_request_ratio":
+#   {"cpu_millicores": int | None, "memory_bytes": int | None}}]}``: the fields of
+#   ``engine.capping.LimitRangeItem`` (the ratio as MilliValues).
+# - PodDisruptionBudget: ``{"namespace", "name", "uid", "selector", "min_available",
+#   "max_unavailable", "disruptions_allowed", "current_healthy", "desired_healthy",
+#   "expected_pods"}`` (``min_available``/``max_unavailable`` as the API gives them: an
+#   int, a percentage string, or None).
+# - HorizontalPodAutoscaler: ``{"namespace", "name", "uid", "target_api_version",
+#   "target_kind", "target_name", "min_replicas", "max_replicas", "resource_metrics":
+#   [{"resource": "cpu", "container": "" | name}], "scaled_resources": ["cpu", …],
+#   "other_metric_types": ["External", …]}``.
 
 from __future__ import annotations
 

@@ -5,17 +5,15 @@ classes), with the connect/read timeouts of ``KubeClientSettings``. Answers the 
 must act on come back as ``WriteResult`` data (a PDB's 429 is "try later", a resize's
 422 means "fall back to eviction"); only a cluster that cannot be reached raises
 ``SourceUnavailable``. Writes are not retried here: the updater's next cycle is the
-retry, after it has looked at the pod again.
-
-The request shapes follow the recordings in tests/fixtures/k8s-wire: a policy/v1
-``Eviction`` body (eviction/05), a strategic merge patch of ``pods/<name>/resize``
-naming each container (resize/02; a JSON merge patch would replace the whole list,
-resize/25), a core/v1 ``Event`` with ``involvedObject`` and ``reportingComponent``
-(events/01).
-
-The admission webhook's registration (``apply_webhook_configuration``,
-``delete_webhook_configuration``) is at the end of the class.
-"""
+retry, after it has looked at the pod again."""
+# The request shapes follow the recordings in tests/fixtures/k8s-wire: a policy/v1
+# ``Eviction`` body (eviction/05), a strategic merge patch of ``pods/<name>/resize``
+# naming each container (resize/02; a JSON merge patch would replace the whole list,
+# resize/25), a core/v1 ``Event`` with ``involvedObject`` and ``reportingComponent``
+# (events/01).
+#
+# The admission webhook's registration (``apply_webhook_configuration``,
+# ``delete_webhook_configuration``) is at the end of the class.
 
 from __future__ import annotations
 

@@ -1,32 +1,30 @@
 """The real Kubernetes cluster adapter: discovery of workloads, pods, OOM kills, VPA
-objects,
-HPAs, PodDisruptionBudgets and LimitRanges, read-only.
+objects, HPAs, PodDisruptionBudgets and LimitRanges, read-only.
 
 One ``discover()`` lists each resource type once (paginated, see ``kube_client``) and
 joins them in memory: owner chains come from the listed controllers, never from a
 request per pod. The adapter never writes: it issues GET requests only, whatever the
-workload's mode.
-
-What it reports (docs/kubernetes.md has the operator's view):
-- workloads: every top-most well-known controller (Deployment, StatefulSet, DaemonSet,
-  ReplicaSet, Job, CronJob, ReplicationController) with its template's containers; a
-  ReplicaSet of a Deployment or a Job of a CronJob is not a workload of its own;
-- pods: the live ones (not Succeeded or Failed) under their top controller, with current
-  requests (``status.containerStatuses[].resources`` over the spec);
-- OOM kills from every pod's container statuses, and memory evictions from ``Evicted``
-  events;
-- VPA objects, HPAs (with the resources they scale on, also set on the target workload),
-  PDBs and LimitRanges (shapes in ``kube_objects``).
-
-With a ``namespace_selector`` (the cluster's namespace opt-in, e.g.
-``vpaweb.io/enabled=true``) the adapter first lists the namespaces that selector picks
-(``labelSelector``) and then lists every resource in each of them only, so nothing of
-another namespace is read.
-
-An object that cannot be read (say, an unparsable quantity) is skipped, logged, and
-listed in ``ClusterSnapshot.warnings``; a resource that cannot be listed fails the whole
-pass with ``SourceUnavailable``, so nothing stored is replaced by a partial view.
-"""
+workload's mode."""
+# What it reports (docs/kubernetes.md has the operator's view):
+# - workloads: every top-most well-known controller (Deployment, StatefulSet, DaemonSet,
+#   ReplicaSet, Job, CronJob, ReplicationController) with its template's containers; a
+#   ReplicaSet of a Deployment or a Job of a CronJob is not a workload of its own;
+# - pods: the live ones (not Succeeded or Failed) under their top controller, with
+#   current requests (``status.containerStatuses[].resources`` over the spec);
+# - OOM kills from every pod's container statuses, and memory evictions from ``Evicted``
+#   events;
+# - VPA objects, HPAs (with the resources they scale on, also set on the target
+#   workload), PDBs and LimitRanges (shapes in ``kube_objects``).
+#
+# With a ``namespace_selector`` (the cluster's namespace opt-in, e.g.
+# ``vpaweb.io/enabled=true``) the adapter first lists the namespaces that selector picks
+# (``labelSelector``) and then lists every resource in each of them only, so nothing of
+# another namespace is read.
+#
+# An object that cannot be read (say, an unparsable quantity) is skipped, logged, and
+# listed in ``ClusterSnapshot.warnings``; a resource that cannot be listed fails the
+# whole pass with ``SourceUnavailable``, so nothing stored is replaced by a partial
+# view.
 
 from __future__ import annotations
 

@@ -7,13 +7,11 @@ leaking, OOM-killed, idle) and requests set the way people set them (mostly far 
 high, some too low, some missing). The fleet "advances with wall-clock time": long-lived
 pods keep stable names, CronJob runs start on their schedule and their pods come and go,
 OOM kills happen when a leaking container reaches its memory limit. Usage itself lives
-in ``recommender.sources.simulated``; both read the same ``Fleet``.
-
-Like every adapter, it only reads. Pods it creates (CronJob runs) go through the
-admission webhook's service when one is given (``simulated_admission.py``); writes
-(resizes, evictions) go through ``simulated_writer.SimulatedWriter`` and come back here
-as ``overrides``.
-"""
+in ``recommender.sources.simulated``; both read the same ``Fleet``."""
+# Like every adapter, it only reads. Pods it creates (CronJob runs) go through the
+# admission webhook's service when one is given (``simulated_admission.py``); writes
+# (resizes, evictions) go through ``simulated_writer.SimulatedWriter`` and come back
+# here as ``overrides``.
 
 from __future__ import annotations
 

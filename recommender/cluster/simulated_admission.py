@@ -1,17 +1,16 @@
-"""Pods the simulated cluster creates go through admission, as a real cluster's do.
-
-When a simulated pod starts, the simulated cluster builds the Pod object its controller
-would submit (the template's containers, the controller's owner reference: a Job for a
-CronJob's run, the ReplicaSet for a Deployment's pod; the pod-template labels), sends it
-as an ``admission.k8s.io/v1`` AdmissionReview to the ``admit`` callable it was given
-(the webhook's service, in-process: ``services/admission/review.py``), applies the
-JSONPatch of the answer as the API server would (only ``add`` operations are ever sent)
-and keeps the resulting requests, limits and annotations (``admit_new_pod``). Two kinds
-of new pods: a CronJob's runs (``AdmittedPods``, remembered in the process), and a pod
-the updater evicted, recreated by its controller (``services/
-connections.py`` stores what admission gave it). So ``make run`` shows Initial,
-Recreate and InPlaceOrRecreate end to end without a Kubernetes cluster.
-"""
+"""Pods the simulated cluster creates go through admission, as a real cluster's do."""
+# When a simulated pod starts, the simulated cluster builds the Pod object its
+# controller would submit (the template's containers, the controller's owner reference:
+# a Job for a CronJob's run, the ReplicaSet for a Deployment's pod; the pod-template
+# labels), sends it as an ``admission.k8s.io/v1`` AdmissionReview to the ``admit``
+# callable it was given (the webhook's service, in-process:
+# ``services/admission/review.py``), applies the JSONPatch of the answer as the API
+# server would (only ``add`` operations are ever sent) and keeps the resulting requests,
+# limits and annotations (``admit_new_pod``). Two kinds of new pods: a CronJob's runs
+# (``AdmittedPods``, remembered in the process), and a pod the updater evicted,
+# recreated by its controller (``services/ connections.py`` stores what admission gave
+# it). So ``make run`` shows Initial, Recreate and InPlaceOrRecreate end to end without
+# a Kubernetes cluster.
 
 from __future__ import annotations
 

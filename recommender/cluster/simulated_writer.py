@@ -1,19 +1,17 @@
-"""The simulated cluster's ``ClusterWriter``: resizes and evictions that take effect.
-
-The simulated fleet is a pure function of its seed, so what the writer changes is kept
-by a ``SimulatedPodStore`` (the services keep it in the database, so the web process
-and the workers see the same pods) and applied by ``SimulatedCluster`` on every
-discovery:
-
-- a resize changes the pod's containers at once (a resize-capable kubelet that never
-  defers), and bumps its generation; answered 200 with the pod's name, as the resize
-  subresource answers;
-- an eviction recreates the pod at once under a new uid, with the requests the
-  admission path gives it (the store asks ``admit``); answered 201 with the ``Status``
-  body the Eviction API sends (eviction/05); a missing pod is 404 (eviction/11);
-- Events are kept in memory (``events``), VPA status is not simulated
-  (404, as a cluster without them would answer).
-"""
+"""The simulated cluster's ``ClusterWriter``: resizes and evictions that take effect."""
+# The simulated fleet is a pure function of its seed, so what the writer changes is kept
+# by a ``SimulatedPodStore`` (the services keep it in the database, so the web process
+# and the workers see the same pods) and applied by ``SimulatedCluster`` on every
+# discovery:
+#
+# - a resize changes the pod's containers at once (a resize-capable kubelet that never
+#   defers), and bumps its generation; answered 200 with the pod's name, as the resize
+#   subresource answers;
+# - an eviction recreates the pod at once under a new uid, with the requests the
+#   admission path gives it (the store asks ``admit``); answered 201 with the ``Status``
+#   body the Eviction API sends (eviction/05); a missing pod is 404 (eviction/11);
+# - Events are kept in memory (``events``), VPA status is not simulated
+#   (404, as a cluster without them would answer).
 
 from __future__ import annotations
 

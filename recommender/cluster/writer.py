@@ -1,24 +1,22 @@
 """The one interface through which vpaweb writes to a cluster.
 
-Every write vpaweb ever makes (an in-place resize, an eviction, an Event, a
-VerticalPodAutoscaler status, the admission webhook's registration) is a method of
-``ClusterWriter``, and every method has a caller: the writer role
-(deploy/components/actuation/rbac-writer.yaml) grants exactly what these methods send,
-which tests/cluster/test_kubernetes_rbac_writer.py checks both ways. Nothing else in
-the project may send a non-GET request to a cluster: a static test checks that no other
-module calls a write method of the Kubernetes client, and tests against the fake API
-server check that a cluster whose workloads are all Off receives no write at all.
-
-Implementations: the Kubernetes writer (official client) and the simulated cluster's.
-Callers get one through ``services`` (one function choosing the implementation for a
-``Cluster`` row), never by constructing it.
-
-Results are data, not exceptions, for the answers an updater must act on (a PDB's 429
-is "try later", a 422 on resize means "fall back to eviction"): ``WriteResult`` carries
-the HTTP status, the Kubernetes ``Status`` reason and message as the API server sent
-them (see tests/fixtures/k8s-wire/). Failures to reach the cluster at all raise
-``SourceUnavailable`` like the readers do.
-"""
+Every write vpaweb makes (an in-place resize, an eviction, an Event, a VPA status, the
+webhook's registration, a SelfSubjectAccessReview asking what it may do) is a method of
+``ClusterWriter``. The writer role (deploy/components/actuation/rbac-writer.yaml)
+grants exactly what these methods send, access reviews aside (any authenticated user
+may ask), which tests/cluster/test_kubernetes_rbac_writer.py checks both ways. No other
+module sends a non-GET request to a cluster (a static test), and a cluster whose
+workloads are all Off receives no write at all (tests against the fake API server)."""
+# Implementations: the Kubernetes writer (official client) and the simulated cluster's.
+# The updater gets one from ``services/actuation/writers.py`` (the implementation for a
+# ``Cluster`` row); the webhook's registration opens a Kubernetes one itself
+# (``kube_client.open_writer``).
+#
+# Results are data, not exceptions, for the answers an updater must act on (a PDB's 429
+# is "try later", a 422 on resize means "fall back to eviction"): ``WriteResult``
+# carries the HTTP status, the Kubernetes ``Status`` reason and message as the API
+# server sent them (see tests/fixtures/k8s-wire/). Failures to reach the cluster at all
+# raise ``SourceUnavailable`` like the readers do.
 
 from __future__ import annotations
 

@@ -4,13 +4,11 @@ Shapes: an :class:`AggregateSet` of N aggregates holds two :class:`HistogramBatc
 usage and memory peaks, axis 0 = aggregate, axis 1 = bucket) and per-aggregate arrays
 (N,): first and last CPU sample time, CPU sample count, creation time. Its M series hold
 arrays (M,): aggregate row, CPU watermark, memory watermark, memory window end, memory
-peak and OOM peak.
-
-Batches are applied in (timestamp, batch position) order, which feeds every series in
-time order and is the order in which upstream's real-time loop would have seen the
-samples. Upstream sources: model/container.go, model/aggregate_container_state.go,
-model/aggregations_config.go.
-"""
+peak and OOM peak."""
+# Batches are applied in (timestamp, batch position) order, which feeds every series in
+# time order and is the order in which upstream's real-time loop would have seen the
+# samples. Upstream sources: model/container.go, model/aggregate_container_state.go,
+# model/aggregations_config.go.
 
 from __future__ import annotations
 

@@ -1,15 +1,13 @@
-"""Nodes a pool needs for a set of pods: first-fit decreasing on requests.
-
-``pack`` places pods (cpu millicores, memory bytes of requests) on alike nodes of
-``node`` allocatable, less ``overhead`` (the DaemonSet pods every node runs, and the
-pod slots they take), honouring the per-node pod limit. Pods are taken largest
-first by their dominant share of a node (max of cpu and memory share; ties by cpu,
-then memory), each onto the first open node with room, else a new node. A pod that
-fits no empty node is not placed and is counted in ``Packing.unplaceable``.
-Identical pods are placed together: one vectorised comparison finds every open
-node with room for one, which are filled in order (placing on one changes no
-other), and the rest open new nodes in bulk; the cost grows with distinct sizes.
-"""
+"""Nodes a pool needs for a set of pods: first-fit decreasing on requests."""
+# ``pack`` places pods (cpu millicores, memory bytes of requests) on alike nodes of
+# ``node`` allocatable, less ``overhead`` (the DaemonSet pods every node runs, and the
+# pod slots they take), honouring the per-node pod limit. Pods are taken largest
+# first by their dominant share of a node (max of cpu and memory share; ties by cpu,
+# then memory), each onto the first open node with room, else a new node. A pod that
+# fits no empty node is not placed and is counted in ``Packing.unplaceable``.
+# Identical pods are placed together: one vectorised comparison finds every open
+# node with room for one, which are filled in order (placing on one changes no
+# other), and the rest open new nodes in bulk; the cost grows with distinct sizes.
 
 from __future__ import annotations
 

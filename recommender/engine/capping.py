@@ -1,19 +1,15 @@
 """Capping recommendations to VPA policies and LimitRanges, as upstream VPA does.
 
 Two entry points:
-- ``apply_vpa_policy``: the recommender side (§4.1 of VPA-ALGORITHM.md), upstream
+- ``apply_vpa_policy``: the recommender side, upstream
   ``ApplyVPAPolicy`` in ``vertical-pod-autoscaler/pkg/utils/vpa/capping.go``.
-- ``cap_for_pod``: the admission controller and updater side (§4.2), upstream
-  ``cappingRecommendationProcessor.Apply`` in the same file.
-
-CPU is int millicores and memory int bytes (``Resources``); upstream compares quantities
-with
-``Cmp`` or ``MilliValue()``, both exact on these integers. Every cap is kept as a
-``Cap`` so the
-explanation can show it; ``Cap.is_annotated`` marks the ones upstream writes into the
-pod's
-``vpaUpdates`` annotation (only caps of Target in ``cap_for_pod``).
-"""
+- ``cap_for_pod``: the admission controller and updater side, upstream
+  ``cappingRecommendationProcessor.Apply`` in the same file."""
+# CPU is int millicores and memory int bytes (``Resources``); upstream compares
+# quantities with ``Cmp`` or ``MilliValue()``, both exact on these integers. Every cap
+# is kept as a ``Cap`` so the explanation can show it; ``Cap.is_annotated`` marks the
+# ones upstream writes into the pod's ``vpaUpdates`` annotation (only caps of Target in
+# ``cap_for_pod``).
 
 from __future__ import annotations
 

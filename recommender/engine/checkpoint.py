@@ -7,10 +7,9 @@ Compact format (little-endian), version 1::
     sample, i64 count, f64 creation | 2 x histogram: f64 reference, f64 total, u16 min,
     u16 max, u16 k, k x u16 bucket, k x f64 weight | u32 series count, per series: u16
     key length, key UTF-8, 5 x f64 (CPU watermark, memory watermark, window end, memory
-    peak, OOM peak) | u32 CRC-32 of everything before it.
-
-Every float is stored bit for bit, so a round trip continues exactly. NaN = unset time.
-"""
+    peak, OOM peak) | u32 CRC-32 of everything before it."""
+# Every float is stored bit for bit, so a round trip continues exactly. NaN = unset
+# time.
 
 from __future__ import annotations
 

@@ -1,26 +1,25 @@
-"""The one way samples and OOM kills enter the engine: upstream's units, in time order.
-
-Two rules live here, for every caller (the offline CSV command, the refresh cycle's
-ingestion, back-fill and replay):
-
-* **Units.** Upstream keeps usage as integer ``ResourceAmount``s: CPU in whole
-  millicores, memory in whole bytes (model/types.go). Its Prometheus history truncates
-  ``rate() * 1000`` (``CPUAmountFromCores``) and the bytes (``MemoryAmountFromBytes``);
-  metrics-server reports millicores. The histograms then receive
-  ``float64(millicores) / 1000`` cores (``CoresFromCPUAmount``) and ``float64(bytes)``.
-  :func:`quantised_cpu_cores` and :func:`quantised_memory_bytes` do exactly that, and
-  :func:`feed` applies them to every sample, so a source may pass fractional cores.
-  A source that reads whole millicores hands over :func:`cores_from_millicores`, which
-  survives the truncation unchanged.
-* **Order.** Usage up to and including an OOM kill's time, then the kills of that time,
-  then the rest: upstream's one-event-at-a-time loop, where a kill is recorded after the
-  usage samples reported with it. The memory windows are order-dependent
-  (VPA-ALGORITHM.md §2.3-2.4), so the state does not depend on how the caller splits its
-  history into batches.
-
-Shapes: a :class:`SampleBatch` of n events (flat) or S series x T times (grid form, kept
-as a grid when cut); an :class:`OomBatch` of k events.
-"""
+"""The one way samples and OOM kills enter the engine: in upstream's units, in time
+order."""
+# Two rules live here, for every caller (the offline CSV command, the refresh cycle's
+# ingestion, back-fill and replay):
+#
+# * **Units.** Upstream keeps usage as integer ``ResourceAmount``s: CPU in whole
+#   millicores, memory in whole bytes (model/types.go). Its Prometheus history truncates
+#   ``rate() * 1000`` (``CPUAmountFromCores``) and the bytes
+#   (``MemoryAmountFromBytes``); metrics-server reports millicores. The histograms then
+#   receive ``float64(millicores) / 1000`` cores (``CoresFromCPUAmount``) and
+#   ``float64(bytes)``. :func:`quantised_cpu_cores` and :func:`quantised_memory_bytes`
+#   do exactly that, and :func:`feed` applies them to every sample, so a source may pass
+#   fractional cores. A source that reads whole millicores hands over
+#   :func:`cores_from_millicores`, which survives the truncation unchanged.
+# * **Order.** Usage up to and including an OOM kill's time, then the kills of that
+#   time, then the rest: upstream's one-event-at-a-time loop, where a kill is recorded
+#   after the usage samples reported with it. The memory windows are order-dependent
+#   (VPA-ALGORITHM.md §2.3-2.4), so the state does not depend on how the caller splits
+#   its history into batches.
+#
+# Shapes: a :class:`SampleBatch` of n events (flat) or S series x T times (grid form,
+# kept as a grid when cut); an :class:`OomBatch` of k events.
 
 from __future__ import annotations
 

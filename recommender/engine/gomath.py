@@ -4,13 +4,10 @@ Upstream VPA is a Go program. Python's ``math.pow``/``math.log``/``2**x`` call t
 library, which rounds differently from Go's pure-Go routines in the last bit. Those bits
 matter for histogram bucket boundaries (``math.Pow`` in ``GetBucketStart``), for values
 lying exactly on a bucket boundary (``math.Log`` in ``FindBucket``) and for exact
-percentile ties (``math.Exp2`` in the decay factor). See docs/engine.md and
-VPA-ALGORITHM.md §1.5.
-
-Scalar functions take and return Python floats; the ``*_array`` variants take and return
-float64 arrays of any shape, element by element, with the same operation order (numpy
-does not fuse multiply-adds, like Go on amd64).
-"""
+percentile ties (``math.Exp2`` in the decay factor). See docs/engine.md."""
+# Scalar functions take and return Python floats; the ``*_array`` variants take and
+# return float64 arrays of any shape, element by element, with the same operation order
+# (numpy does not fuse multiply-adds, like Go on amd64).
 
 from __future__ import annotations
 

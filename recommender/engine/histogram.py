@@ -6,12 +6,10 @@ A :class:`HistogramBatch` holds N histograms that share one :class:`HistogramOpt
 - ``total``       float64 (N,): upstream ``totalWeight``;
 - ``min_bucket``  int64 (N,), ``max_bucket`` int64 (N,): upstream's epsilon bookkeeping;
 - ``reference_s`` float64 (N,): decaying histograms only, the reference time in Unix
-  seconds, NaN while unset (upstream: Go's zero time).
-
-Every operation reproduces upstream's float operations in upstream's order
-(util/histogram.go, util/decaying_histogram.go, util/histogram_options.go), so results
-are bit-identical with a one-operation-at-a-time port (tests/engine/reference.py).
-"""
+  seconds, NaN while unset (upstream: Go's zero time)."""
+# Every operation reproduces upstream's float operations in upstream's order
+# (util/histogram.go, util/decaying_histogram.go, util/histogram_options.go), so results
+# are bit-identical with a one-operation-at-a-time port (tests/engine/reference.py).
 
 from __future__ import annotations
 

@@ -6,24 +6,22 @@ target compares the pods' average usage with ``averageUtilization`` percent of t
 request (the sum of the requests of the pod's containers, or of the one container):
 the HPA controller's ``GetResourceUtilizationRatio`` (pkg/controller/podautoscaler/
 metrics/utilization.go) computes ``usage * 100 / request``. Lowering the request raises
-that ratio and the HPA adds replicas for the same load; raising it removes replicas.
-
-The HPA keeps its behaviour when it triggers at the same absolute usage per pod:
-
-    new averageUtilization = old averageUtilization x old request / new request
-
-rounded to the nearest whole percent (the field is an int32), and at least 1 (the API
-server's validation: ``must be greater than 0``, autoscaling/v2 ValidateMetricTarget).
-When the rounded percent would leave that range, or when rounding would move the
-trigger point by more than ``MAX_ROUNDING_ERROR`` of it, the equivalent
-``AverageValue`` target (the same usage per pod as an absolute quantity) is returned
-instead.
-
-``desired_replicas`` is the replica count such an HPA asks for at a usage and a
-request (upstream's formula, with its 0.1 tolerance and the min/max clamp).
-
-Pure: amounts in, amounts out (CPU in millicores, memory in bytes).
-"""
+that ratio and the HPA adds replicas for the same load; raising it removes replicas."""
+# The HPA keeps its behaviour when it triggers at the same absolute usage per pod:
+#
+#     new averageUtilization = old averageUtilization x old request / new request
+#
+# rounded to the nearest whole percent (the field is an int32), and at least 1 (the API
+# server's validation: ``must be greater than 0``, autoscaling/v2 ValidateMetricTarget).
+# When the rounded percent would leave that range, or when rounding would move the
+# trigger point by more than ``MAX_ROUNDING_ERROR`` of it, the equivalent
+# ``AverageValue`` target (the same usage per pod as an absolute quantity) is returned
+# instead.
+#
+# ``desired_replicas`` is the replica count such an HPA asks for at a usage and a
+# request (upstream's formula, with its 0.1 tolerance and the min/max clamp).
+#
+# Pure: amounts in, amounts out (CPU in millicores, memory in bytes).
 
 from __future__ import annotations
 

@@ -1,31 +1,29 @@
-"""What the API server's LimitRanger refuses in a pod, after mutating webhooks.
-
-kube-apiserver's LimitRanger admission plugin (plugin/pkg/admission/limitranger,
-``PodValidateLimitFunc``) validates a pod against each LimitRange item of its namespace
-after every mutating webhook ran (and a pod resize as well), and refuses it with 403 on
-the first broken rule. The rules, per resource of the item:
-
-- ``min`` (``minConstraint``): the request must exist and be at least min; a limit, if
-  any, too;
-- ``max`` (``maxConstraint``): the limit must exist and be at most max; a request, if
-  any, too;
-- ``maxLimitRequestRatio`` (``limitRequestRatioConstraint``): request and limit must
-  exist and be non-zero, and limit ÷ request x 1000 (float64) at most the ratio's
-  MilliValue.
-
-A Container item judges every container and init container on its own; a Pod item
-judges the pod's totals (``podRequests``/``podLimits``): the containers' sum, with
-native sidecars added, and at least each plain init container's amount plus the
-sidecars started before it. A resource is in a total when any container has it.
-The API server's own validation also refuses a request above its limit (422).
-
-``defaultRequest`` and ``default`` are applied by LimitRanger *before* the webhooks
-(the webhook sees the pod with them); they matter here only through the pod received.
-
-Amounts are ``Resources`` (int millicores, int bytes): the comparisons of upstream's
-MilliValues are exact on them. Problems are keyed ``(scope, resource, rule)`` so a
-caller can tell what a change newly breaks from what the pod broke already.
-"""
+"""What the API server's LimitRanger refuses in a pod, after mutating webhooks."""
+# kube-apiserver's LimitRanger admission plugin (plugin/pkg/admission/limitranger,
+# ``PodValidateLimitFunc``) validates a pod against each LimitRange item of its
+# namespace after every mutating webhook ran (and a pod resize as well), and refuses it
+# with 403 on the first broken rule. The rules, per resource of the item:
+#
+# - ``min`` (``minConstraint``): the request must exist and be at least min; a limit, if
+#   any, too;
+# - ``max`` (``maxConstraint``): the limit must exist and be at most max; a request, if
+#   any, too;
+# - ``maxLimitRequestRatio`` (``limitRequestRatioConstraint``): request and limit must
+#   exist and be non-zero, and limit ÷ request x 1000 (float64) at most the ratio's
+#   MilliValue.
+#
+# A Container item judges every container and init container on its own; a Pod item
+# judges the pod's totals (``podRequests``/``podLimits``): the containers' sum, with
+# native sidecars added, and at least each plain init container's amount plus the
+# sidecars started before it. A resource is in a total when any container has it.
+# The API server's own validation also refuses a request above its limit (422).
+#
+# ``defaultRequest`` and ``default`` are applied by LimitRanger *before* the webhooks
+# (the webhook sees the pod with them); they matter here only through the pod received.
+#
+# Amounts are ``Resources`` (int millicores, int bytes): the comparisons of upstream's
+# MilliValues are exact on them. Problems are keyed ``(scope, resource, rule)`` so a
+# caller can tell what a change newly breaks from what the pod broke already.
 
 from __future__ import annotations
 

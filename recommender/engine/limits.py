@@ -1,13 +1,10 @@
 """Limits kept in proportion to requests, as upstream's admission controller does.
 
-Rules from ``vertical-pod-autoscaler/pkg/utils/vpa/limit_and_request_scaling.go`` (§4.4
-of
-VPA-ALGORITHM.md) and ``admission-controller/resource/pod/recommendation/
-recommendation_provider.go`` (§4.3). CPU is in int millicores and memory in int bytes,
-so
-upstream's ``MilliValue()`` (CPU) and ``Value()`` (memory) are the numbers themselves;
-products
-use Python's unbounded ints where upstream uses ``math/big``.
+Rules from ``vertical-pod-autoscaler/pkg/utils/vpa/limit_and_request_scaling.go``
+and ``admission-controller/resource/pod/recommendation/recommendation_provider.go``.
+CPU is in int millicores and memory in int bytes, so upstream's ``MilliValue()``
+(CPU) and ``Value()`` (memory) are the numbers themselves; products use Python's
+unbounded ints where upstream uses ``math/big``.
 """
 
 from __future__ import annotations

@@ -1,23 +1,17 @@
-"""Kubernetes resource quantities: parse and print them exactly as apimachinery does.
-
-CPU is held as int millicores and memory as int bytes (see ``resources.py``). Parsing
-follows
-``k8s.io/apimachinery/pkg/api/resource/quantity.go`` (``ParseQuantity``) and then
-``MilliValue()`` / ``Value()``, which round a fractional amount **up**. Printing follows
-``Quantity.String()`` (``CanonicalizeBytes``) for the two constructors upstream VPA
-uses:
-``NewScaledQuantity(m, -3)`` for CPU and ``NewQuantity(b, BinarySI)`` for memory
-(``vertical-pod-autoscaler/pkg/recommender/model/types.go``,
-``ResourcesAsResourceList``).
-
-We are deliberately stricter than apimachinery in three places, all raising
-``ValueError``:
-a quantity needs at least one digit (Kubernetes reads "Mi", "." and "-" as zero),
-negative
-amounts are refused (they are never valid requests or limits), and amounts beyond int64
-are
-refused (Kubernetes silently caps BinarySI at MaxInt64 and wraps ``MilliValue()``).
-"""
+"""Kubernetes resource quantities: parse and print them exactly as apimachinery does."""
+# CPU is held as int millicores and memory as int bytes (see ``resources.py``). Parsing
+# follows ``k8s.io/apimachinery/pkg/api/resource/quantity.go`` (``ParseQuantity``) and
+# then ``MilliValue()`` / ``Value()``, which round a fractional amount **up**. Printing
+# follows ``Quantity.String()`` (``CanonicalizeBytes``) for the two constructors
+# upstream VPA uses: ``NewScaledQuantity(m, -3)`` for CPU and ``NewQuantity(b,
+# BinarySI)`` for memory (``vertical-pod-autoscaler/pkg/recommender/model/types.go``,
+# ``ResourcesAsResourceList``).
+#
+# We are deliberately stricter than apimachinery in three places, all raising
+# ``ValueError``: a quantity needs at least one digit (Kubernetes reads "Mi", "." and
+# "-" as zero), negative amounts are refused (they are never valid requests or limits),
+# and amounts beyond int64 are refused (Kubernetes silently caps BinarySI at MaxInt64
+# and wraps ``MilliValue()``).
 
 from __future__ import annotations
 

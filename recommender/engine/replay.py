@@ -1,20 +1,18 @@
-"""Replay: what a profile would have recommended over recorded usage, hour by hour.
-
-A :class:`Trace` holds C containers (engine aggregates) with S series (pods) and n
-samples, flat: ``series_index`` int64 (n,), ``timestamp_s`` / ``cpu_cores`` /
-``memory_bytes`` float64 (n,) (NaN = no signal), ``series_container`` int64 (S,); and k
-OOM kills (``oom_*`` arrays (k,)). :func:`replay` feeds the samples through
-:func:`~recommender.engine.feed.feed` in time order and recomputes every container's
-recommendation at the moments ``T0 + j * every_s`` (``T0`` = the first sample's time
-rounded down to ``every_s``) from the samples *before* each moment. The result, a
-:class:`Timeline`, holds (J + 1, C) arrays of targets and bounds, row 0 being "no
-recommendation yet" (NaN); a sample at time t is judged against row
-``floor((t - T0) / every_s)``, the recommendation in force when it was taken.
-
-Containers are vectorised: one :class:`AggregateSet` per histogram key, one
-``recommendation_arrays`` call per moment and profile. The metrics live in
-``replay_scores.py``.
-"""
+"""Replay: what a profile would have recommended over recorded usage, hour by hour."""
+# A :class:`Trace` holds C containers (engine aggregates) with S series (pods) and n
+# samples, flat: ``series_index`` int64 (n,), ``timestamp_s`` / ``cpu_cores`` /
+# ``memory_bytes`` float64 (n,) (NaN = no signal), ``series_container`` int64 (S,); and
+# k OOM kills (``oom_*`` arrays (k,)). :func:`replay` feeds the samples through
+# :func:`~recommender.engine.feed.feed` in time order and recomputes every container's
+# recommendation at the moments ``T0 + j * every_s`` (``T0`` = the first sample's time
+# rounded down to ``every_s``) from the samples *before* each moment. The result, a
+# :class:`Timeline`, holds (J + 1, C) arrays of targets and bounds, row 0 being "no
+# recommendation yet" (NaN); a sample at time t is judged against row ``floor((t - T0) /
+# every_s)``, the recommendation in force when it was taken.
+#
+# Containers are vectorised: one :class:`AggregateSet` per histogram key, one
+# ``recommendation_arrays`` call per moment and profile. The metrics live in
+# ``replay_scores.py``.
 
 from __future__ import annotations
 

@@ -1,23 +1,21 @@
-"""A replay's scores per container-day, as Google's Autopilot paper (EuroSys 2020).
-
-A sample is *scored* when a recommendation was in force when it was taken and it lies
-after its container's warm-up; a *container-day* (UTC day) counts when it has at least
-``MIN_SAMPLES_PER_DAY`` scored samples. Per container-day, with usage as recorded:
-
-- relative slack = (the day's average target - the day's p95 usage) / average target,
-  for memory and CPU (p95: linear interpolation between order statistics, numpy's
-  default; the average is over the day's scored samples);
-- memory overrun: any sample above the memory target; also above the upper bound and
-  above ``OVERRUN_FACTOR`` x target;
-- CPU above-target share: the fraction of the day's samples above the CPU target;
-- changes: recompute moments of the day whose target (CPU or memory) differs from the
-  previous one; "big" when either moved by ``BIG_CHANGE_FRACTION`` or more; memory
-  changes alone.
-
-Arrays: samples (n,), container-days (D,) sorted by (container, day). Two baselines
-use the same scored samples: fixed limits (the operators' "manual" setting) and perfect
-hindsight (each day's own maximum as the target).
-"""
+"""A replay's scores per container-day, as Google's Autopilot paper (EuroSys 2020)."""
+# A sample is *scored* when a recommendation was in force when it was taken and it lies
+# after its container's warm-up; a *container-day* (UTC day) counts when it has at least
+# ``MIN_SAMPLES_PER_DAY`` scored samples. Per container-day, with usage as recorded:
+#
+# - relative slack = (the day's average target - the day's p95 usage) / average target,
+#   for memory and CPU (p95: linear interpolation between order statistics, numpy's
+#   default; the average is over the day's scored samples);
+# - memory overrun: any sample above the memory target; also above the upper bound and
+#   above ``OVERRUN_FACTOR`` x target;
+# - CPU above-target share: the fraction of the day's samples above the CPU target;
+# - changes: recompute moments of the day whose target (CPU or memory) differs from the
+#   previous one; "big" when either moved by ``BIG_CHANGE_FRACTION`` or more; memory
+#   changes alone.
+#
+# Arrays: samples (n,), container-days (D,) sorted by (container, day). Two baselines
+# use the same scored samples: fixed limits (the operators' "manual" setting) and
+# perfect hindsight (each day's own maximum as the target).
 
 from __future__ import annotations
 

@@ -1,16 +1,15 @@
-"""CPU throttling awareness: raise the CPU target of a container its limit throttles.
-
-cAdvisor counts the CFS periods in which a container had runnable tasks
-(``container_cpu_cfs_periods_total``) and those in which its CPU quota ran out
-(``container_cpu_cfs_throttled_periods_total``). Usage cannot read above a limit, so the
-CPU histogram of a container throttled in many periods under-reads what it needs, and
-upstream's estimator, which sees only usage, keeps recommending too little. A profile
-with ``throttling_boost`` > 0 raises the CPU target of a container whose throttled
-share of periods over the recent window exceeds ``throttling_threshold`` by that
-fraction (Go's ``ScaleResource`` truncation, as the margin), and lifts the upper bound
-to the new target so that the band still holds it. The lower bound is left alone.
-``throttling_boost`` = 0 (every named profile, ``vpa`` included) turns the rule off.
-"""
+"""CPU throttling awareness: raise the CPU target of a container its limit throttles."""
+# cAdvisor counts the CFS periods in which a container had runnable tasks
+# (``container_cpu_cfs_periods_total``) and those in which its CPU quota ran out
+# (``container_cpu_cfs_throttled_periods_total``). Usage cannot read above a limit, so
+# the CPU histogram of a container throttled in many periods under-reads what it needs,
+# and upstream's estimator, which sees only usage, keeps recommending too little. A
+# profile with ``throttling_boost`` > 0 raises the CPU target of a container whose
+# throttled share of periods over the recent window exceeds ``throttling_threshold`` by
+# that fraction (Go's ``ScaleResource`` truncation, as the margin), and lifts the upper
+# bound to the new target so that the band still holds it. The lower bound is left
+# alone. ``throttling_boost`` = 0 (every named profile, ``vpa`` included) turns the rule
+# off.
 
 from __future__ import annotations
 

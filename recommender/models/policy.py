@@ -177,11 +177,11 @@ ACTING_MODES: tuple[str, ...] = (
 
 
 class StaticCoefficient(models.Model):
-    """First-deploy coefficient for workloads without a recommendation (seed 004).
+    """First-deploy coefficient for workloads without a recommendation.
 
     ``namespace`` "" is the global default; a namespace's own row wins over it. A
-    missing factor leaves that resource's request alone (seed 004 applies CPU only, by
-    default).
+    missing factor leaves that resource's request alone (a common choice is CPU
+    only).
     """
 
     namespace = models.CharField(max_length=63, blank=True, unique=True)

@@ -5,41 +5,40 @@ and Python for rows already loaded (the workload page). A parity test
 (tests/services/test_provisioning_parity.py) holds the two together. The lists sorted
 or filtered by a fact may read the SQL form's price- and time-free parts as the refresh
 stored them (``WorkloadQuerySet.with_stored_provisioning``, ``WorkloadTotals``;
-tests/services/test_workload_totals.py).
-
-Definitions (also in docs/dashboard.md#statuses-risk-waste-missing-requests):
-
-- **Missing requests**: a container without a CPU or a memory request. A fact of its
-  own, never risk: nothing says the container needs more than it gets.
-- **No data**: no recommendation, or one without any target.
-- **Usage floor** of a resource: the recommendation's lower bound, or the engine's lower
-  bound *before the pod minimum* (``explanation.resources.<r>.lower_bound
-  .after_confidence``) when that is lower; kept on each recommendation as it is written
-  (``Recommendation.floor_cpu_millicores``/``floor_memory_bytes``). Upstream raises
-  every bound to the pod minimum (25m CPU, 250 MiB memory per pod) split among the pod's
-  containers, so a small sidecar gets a 125 MiB lower bound next to one other container
-  without ever having used it: that share says nothing about its need.
-- **Shortfall** of a resource with a request: ``(floor - request) / floor`` in whole
-  percent, counted when at least ``RiskRules.shortfall_percent`` (10 % by default) and
-  the container has data; a container's shortfall is the larger of CPU and memory.
-- **At risk**: recent OOM kills (since ``RiskRules.oom_since``) or a counted shortfall.
-  CPU throttling does not count: its counters are read only for profiles with
-  ``throttling_boost``, whose boost raises the CPU target (not the lower bound).
-- **Risk score** = 1000 x recent OOM kills + shortfall percent (0-100): OOM-killed first
-  (more kills first), then the largest shortfall. 0 = not at risk. A workload's OOM
-  kills are the sum over its containers, its shortfall their largest.
-- **Savings** per month = pods x sum over containers of (request - target) x price,
-  over the resources with a target (a missing request counts as 0); pods are the
-  replicas, or for a Job or CronJob its pods' running hours per month / 730
-  (``pods_billed``). **Wasteful**: savings > 0 (a workload's total; a container's own).
-- **Headline status** (one word for badges and the old ``status`` filter): ``under``
-  ("at risk") when at risk, else ``over`` ("wasteful") when wasteful, else ``missing``
-  when a request is missing, else ``no-data``, else ``within`` ("right-sized"). A
-  workload can be wasteful *and* at risk; the separate facts say so.
-
-Init containers are left out, as upstream VPA does not recommend for them. Prices and
-thresholds come in as arguments: models import no services.
-"""
+tests/services/test_workload_totals.py)."""
+# Definitions (also in docs/dashboard.md#statuses-risk-waste-missing-requests):
+#
+# - **Missing requests**: a container without a CPU or a memory request. A fact of its
+#   own, never risk: nothing says the container needs more than it gets.
+# - **No data**: no recommendation, or one without any target.
+# - **Usage floor** of a resource: the recommendation's lower bound, or the engine's
+#   lower bound *before the pod minimum* (``explanation.resources.<r>.lower_bound
+#   .after_confidence``) when that is lower; kept on each recommendation as it is
+#   written (``Recommendation.floor_cpu_millicores``/``floor_memory_bytes``). Upstream
+#   raises every bound to the pod minimum (25m CPU, 250 MiB memory per pod) split among
+#   the pod's containers, so a small sidecar gets a 125 MiB lower bound next to one
+#   other container without ever having used it: that share says nothing about its need.
+# - **Shortfall** of a resource with a request: ``(floor - request) / floor`` in whole
+#   percent, counted when at least ``RiskRules.shortfall_percent`` (10 % by default) and
+#   the container has data; a container's shortfall is the larger of CPU and memory.
+# - **At risk**: recent OOM kills (since ``RiskRules.oom_since``) or a counted
+#   shortfall. CPU throttling does not count: its counters are read only for profiles
+#   with ``throttling_boost``, whose boost raises the CPU target (not the lower bound).
+# - **Risk score** = 1000 x recent OOM kills + shortfall percent (0-100): OOM-killed
+#   first (more kills first), then the largest shortfall. 0 = not at risk. A workload's
+#   OOM kills are the sum over its containers, its shortfall their largest.
+# - **Savings** per month = pods x sum over containers of (request - target) x price,
+#   over the resources with a target (a missing request counts as 0); pods are the
+#   replicas, or for a Job or CronJob its pods' running hours per month / 730
+#   (``pods_billed``). **Wasteful**: savings > 0 (a workload's total; a container's
+#   own).
+# - **Headline status** (one word for badges and the old ``status`` filter): ``under``
+#   ("at risk") when at risk, else ``over`` ("wasteful") when wasteful, else ``missing``
+#   when a request is missing, else ``no-data``, else ``within`` ("right-sized"). A
+#   workload can be wasteful *and* at risk; the separate facts say so.
+#
+# Init containers are left out, as upstream VPA does not recommend for them. Prices and
+# thresholds come in as arguments: models import no services.
 
 from __future__ import annotations
 

@@ -4,25 +4,23 @@ without Prometheus.
 metrics-server keeps only the latest sample per container, so this source has no
 history, like upstream's recommender: each call returns the current sample of every
 container. CPU is read as upstream does (``MilliValue()`` of the quantity, then cores),
-memory as the working-set bytes metrics-server reports.
-
-Time: every PodMetrics carries its own ``timestamp`` (pods are scraped node by node).
-Each sample is placed on the caller's step grid at the end of the step holding its
-timestamp (``ceil``), or at ``end_s`` when it was taken after ``end_s`` but less than a
-step later (a refresh's ``end_s`` is the minute boundary before its ``now``: a sample
-taken between the two belongs to this cycle, since metrics-server may replace it before
-the next one). It counts when that time lies in ``(start_s, end_s]``. The grid also
-carries each sample's own time (``observed_at_s``), with which the caller feeds only
-samples no earlier cycle could have seen (``services/refresh/ingest.py``): so each
-sample enters once, whatever second the scheduler runs at. Usually every pod falls in
-one step: a one-column ``UsageGrid``; a scrape straddling a step boundary gives two
-columns, with NaN where a pod has no sample.
-
-Plain init containers are dropped, as upstream drops them. Native sidecars (init
-containers with ``restartPolicy: Always``) run for the pod's whole life and are kept:
-vpaweb recommends for them (a deliberate difference from upstream, which drops every
-init container).
-"""
+memory as the working-set bytes metrics-server reports."""
+# Time: every PodMetrics carries its own ``timestamp`` (pods are scraped node by node).
+# Each sample is placed on the caller's step grid at the end of the step holding its
+# timestamp (``ceil``), or at ``end_s`` when it was taken after ``end_s`` but less than
+# a step later (a refresh's ``end_s`` is the minute boundary before its ``now``: a
+# sample taken between the two belongs to this cycle, since metrics-server may replace
+# it before the next one). It counts when that time lies in ``(start_s, end_s]``. The
+# grid also carries each sample's own time (``observed_at_s``), with which the caller
+# feeds only samples no earlier cycle could have seen (``services/refresh/ingest.py``):
+# so each sample enters once, whatever second the scheduler runs at. Usually every pod
+# falls in one step: a one-column ``UsageGrid``; a scrape straddling a step boundary
+# gives two columns, with NaN where a pod has no sample.
+#
+# Plain init containers are dropped, as upstream drops them. Native sidecars (init
+# containers with ``restartPolicy: Always``) run for the pod's whole life and are kept:
+# vpaweb recommends for them (a deliberate difference from upstream, which drops every
+# init container).
 
 from __future__ import annotations
 

@@ -3,30 +3,29 @@
 Every query is a ``query_range`` on a grid aligned to the step (Unix seconds divisible
 by the step), so two reads of overlapping ranges return the same timestamps and the
 refresh service's per-container watermarks (the newest grid time ingested) stay exact.
-
-- CPU: ``max by (namespace, pod, container) (rate(<cpu counter>[w]))`` in cores, where
-  ``w`` is the larger of the step and ``rate_window_s``. With ``w`` equal to the step
-  the windows tile the time axis, so every counter increment is counted once; ``rate``
-  handles counter resets (a restarted container).
-- Memory: ``max by (...) (max_over_time(<working set>[step - 1ms]))``: the peak of
-  each interval (t - step, t], which is what the VPA's memory histogram keeps (upstream
-  reads the gauge at one point per interval and misses the peaks between points). The
-  1 ms keeps a scrape on a grid boundary in one interval only: Prometheus 2.x ranges
-  include their left end.
-- ``max by`` rather than ``sum by``: cAdvisor briefly exports the old cgroup's series
-  next to the new one after a restart; summing would double the usage.
-- OOM kills: kube-state-metrics' restart counter going up while
-  ``kube_pod_container_status_last_terminated_reason{reason="OOMKilled"}`` is 1, with
-  the memory request (``kube_pod_container_resource_requests``) at that time, as
-  upstream's OOM observer passes it.
-
-Prometheus refuses a query of more than 11,000 points per series, so long ranges are
-split into chunks of at most ``max_points`` grid points, fetched ``concurrency`` at a
-time. Transient failures (connection errors, timeouts, 429 and 5xx) are retried with
-exponential backoff and jitter; anything else, or a used-up retry budget, raises
-``SourceUnavailable`` naming the query and what was wrong. A series that vanishes is
-simply absent (NaN) from then on.
 """
+# - CPU: ``max by (namespace, pod, container) (rate(<cpu counter>[w]))`` in cores, where
+#   ``w`` is the larger of the step and ``rate_window_s``. With ``w`` equal to the step
+#   the windows tile the time axis, so every counter increment is counted once; ``rate``
+#   handles counter resets (a restarted container).
+# - Memory: ``max by (...) (max_over_time(<working set>[step - 1ms]))``: the peak of
+#   each interval (t - step, t], which is what the VPA's memory histogram keeps
+#   (upstream reads the gauge at one point per interval and misses the peaks between
+#   points). The 1 ms keeps a scrape on a grid boundary in one interval only: Prometheus
+#   2.x ranges include their left end.
+# - ``max by`` rather than ``sum by``: cAdvisor briefly exports the old cgroup's series
+#   next to the new one after a restart; summing would double the usage.
+# - OOM kills: kube-state-metrics' restart counter going up while
+#   ``kube_pod_container_status_last_terminated_reason{reason="OOMKilled"}`` is 1, with
+#   the memory request (``kube_pod_container_resource_requests``) at that time, as
+#   upstream's OOM observer passes it.
+#
+# Prometheus refuses a query of more than 11,000 points per series, so long ranges are
+# split into chunks of at most ``max_points`` grid points, fetched ``concurrency`` at a
+# time. Transient failures (connection errors, timeouts, 429 and 5xx) are retried with
+# exponential backoff and jitter; anything else, or a used-up retry budget, raises
+# ``SourceUnavailable`` naming the query and what was wrong. A series that vanishes is
+# simply absent (NaN) from then on.
 
 from __future__ import annotations
 

@@ -2,21 +2,22 @@
 
 The Prometheus source reads the stored samples of a range (a range-vector instant
 query, which Prometheus answers without per-step evaluation) and computes the grid
-values here, exactly as Prometheus 2.x evaluates
-
-- ``rate(counter[w])`` at each grid time t: the samples in [t - w, t] (both ends
-  included), counter resets added back, extrapolated towards the window's ends as
-  ``extrapolatedRate`` in promql/functions.go does (same float operations in the same
-  order, so the results are bit for bit those of Prometheus 2.42);
-- ``max_over_time(gauge[step - 1ms])``: the peak of the samples in (t - step, t];
-- ``max by (namespace, pod, container)`` over the series of one container: NaN only
-  where every series is NaN or absent.
-
-Shapes: ``Samples`` holds S series concatenated (series i is
-``[offsets[i], offsets[i + 1])``, timestamps strictly increasing within a series);
-grids are T times in int64 milliseconds; results are float64 (S, T) with NaN where a
-window has too few samples.
-"""
+values here, exactly as Prometheus 2.x evaluates them (below): ``rate``,
+``max_over_time`` and ``max by`` over a container's series."""
+# Prometheus 2.x evaluates:
+#
+# - ``rate(counter[w])`` at each grid time t: the samples in [t - w, t] (both ends
+#   included), counter resets added back, extrapolated towards the window's ends as
+#   ``extrapolatedRate`` in promql/functions.go does (same float operations in the same
+#   order, so the results are bit for bit those of Prometheus 2.42);
+# - ``max_over_time(gauge[step - 1ms])``: the peak of the samples in (t - step, t];
+# - ``max by (namespace, pod, container)`` over the series of one container: NaN only
+#   where every series is NaN or absent.
+#
+# Shapes: ``Samples`` holds S series concatenated (series i is
+# ``[offsets[i], offsets[i + 1])``, timestamps strictly increasing within a series);
+# grids are T times in int64 milliseconds; results are float64 (S, T) with NaN where a
+# window has too few samples.
 
 from __future__ import annotations
 

@@ -33,12 +33,6 @@ def engine_explanation(*, hours: int = 24) -> dict:
     return result.explanation.to_dict()
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    # PBKDF2 costs ~0.2 s per user; tests don't need it.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def viewer(db):
     return make_user("vera", Role.VIEWER)

@@ -4,16 +4,14 @@ Runs in a stack container (the web's: the standard library only), which reaches 
 webhook over the compose network:
 
     docker-compose exec -T web python3 -c "$(cat check_webhook.py)" \
-        HOST CA_PEM METRICS_TOKEN < a-replicaset-pod.admissionreview.json
-
-stdin is a recording of tests/fixtures/k8s-wire/admission/ (kube-apiserver v1.36's own
-AdmissionReview, in ``body``). It is POSTed to https://HOST:8443/mutate, trusting only
-the webhook's CA (its ``ca.crt``) and checking the name HOST, and the answer must be an
-``admission.k8s.io/v1`` AdmissionReview echoing the request's uid with ``allowed: true``
-(and a valid base64 JSONPatch if it patches). Then ``/metrics`` must refuse a request
-without the bearer token and, with it, count that request. Exits non-zero naming the
-first failed check.
-"""
+        HOST CA_PEM METRICS_TOKEN < a-replicaset-pod.admissionreview.json"""
+# stdin is a recording of tests/fixtures/k8s-wire/admission/ (kube-apiserver v1.36's own
+# AdmissionReview, in ``body``). It is POSTed to https://HOST:8443/mutate, trusting only
+# the webhook's CA (its ``ca.crt``) and checking the name HOST, and the answer must be
+# an ``admission.k8s.io/v1`` AdmissionReview echoing the request's uid with ``allowed:
+# true`` (and a valid base64 JSONPatch if it patches). Then ``/metrics`` must refuse a
+# request without the bearer token and, with it, count that request. Exits non-zero
+# naming the first failed check.
 
 from __future__ import annotations
 

@@ -1,18 +1,16 @@
-"""`manage.py webhook serve|install|uninstall|certs` (docs/webhook.md).
-
-- ``serve --cert FILE --key FILE [--host H] [--port P] [--processes N] [--cluster
-  NAME ...]``: HTTPS, in N processes sharing the port (SO_REUSEPORT) if asked
-  (TLS 1.2+, files reloaded when they change), ``POST /mutate[/<cluster>]`` for the
-  clusters named (default ``VPAWEB_WEBHOOK_CLUSTER``, else every registered one),
-  ``GET /healthz`` (liveness) and ``GET /readyz`` (readiness), until SIGTERM or Ctrl-C.
-- ``install --cluster NAME (--url URL | --service NS/NAME) [--ca-bundle FILE]
-  [--timeout S]``: create or update the MutatingWebhookConfiguration in that cluster
-  (needs the writer role,
-  deploy/components/actuation/rbac-writer.yaml). ``--print`` shows it instead.
-- ``uninstall --cluster NAME``: delete it; pods are then created as submitted.
-- ``certs --out DIR (--service NS/NAME | --dns NAME ... | --ip ADDR ...)``: a CA and
-  serving certificate for clusters without cert-manager.
-"""
+"""`manage.py webhook serve|install|uninstall|certs` (docs/webhook.md)."""
+# - ``serve --cert FILE --key FILE [--host H] [--port P] [--processes N] [--cluster NAME
+#   ...]``: HTTPS, in N processes sharing the port (SO_REUSEPORT) if asked (TLS 1.2+,
+#   files reloaded when they change), ``POST /mutate[/<cluster>]`` for the clusters
+#   named (default ``VPAWEB_WEBHOOK_CLUSTER``, else every registered one), ``GET
+#   /healthz`` (liveness) and ``GET /readyz`` (readiness), until SIGTERM or Ctrl-C.
+# - ``install --cluster NAME (--url URL | --service NS/NAME) [--ca-bundle FILE]
+#   [--timeout S]``: create or update the MutatingWebhookConfiguration in that cluster
+#   (needs the writer role, deploy/components/actuation/rbac-writer.yaml). ``--print``
+#   shows it instead.
+# - ``uninstall --cluster NAME``: delete it; pods are then created as submitted.
+# - ``certs --out DIR (--service NS/NAME | --dns NAME ... | --ip ADDR ...)``: a CA and
+#   serving certificate for clusters without cert-manager.
 
 from __future__ import annotations
 

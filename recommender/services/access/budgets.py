@@ -4,13 +4,11 @@ A budget is a counter per (key, window) in the cache: ``add`` creates it with an
 of one period (Redis ``SET NX EX``), ``incr`` counts a use (Redis ``INCR``, atomic), so
 concurrent requests in any number of processes and hosts are counted exactly once each
 and at most ``limit`` pass per window. With the embedded default the cache is locmem,
-whose ``incr`` holds a lock: exact within the one process there is.
-
-Windows are fixed (``now // period``): cheap and exact, at the price of a burst of up
-to twice the limit across a window's edge. The API's per-token and per-user rate
-(``api/auth.py``) and the per-user budget of comparisons and what-if
-(``services/access/heavy_jobs.py``) both take from here.
-"""
+whose ``incr`` holds a lock: exact within the one process there is."""
+# Windows are fixed (``now // period``): cheap and exact, at the price of a burst of up
+# to twice the limit across a window's edge. The API's per-token and per-user rate
+# (``api/auth.py``) and the per-user budget of comparisons and what-if
+# (``services/access/heavy_jobs.py``) both take from here.
 
 from __future__ import annotations
 

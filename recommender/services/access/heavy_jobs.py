@@ -1,21 +1,19 @@
-"""Admission of expensive requests: namespace comparisons and what-if replays.
-
-A replay reads days of history and recomputes every hour of it: seconds of CPU each.
-So, per user and shared by every process (the cache: Redis in production):
-
-- at most ``VPAWEB_HEAVY_JOBS_RUNNING`` at once (a counter taken when one starts and
-  given back when it ends; it expires after the task time limit, so a killed worker
-  cannot hold a slot for good);
-- at most ``VPAWEB_HEAVY_JOBS_PER_MINUTE`` started a minute (``budgets.take``, the
-  API rate's mechanism);
-- a background comparison identical to one queued, running or done within the hour
-  (same parameters) is not run again: its id is answered.
-
-A refusal is ``Throttled`` (429 with Retry-After in the API, a message on the page);
-while the cache is away none is admitted: ``SourceUnavailable`` (503).
-Background comparisons also run on a Celery queue of their own (``HEAVY_QUEUE``), so
-the control loops' queue never waits behind them.
-"""
+"""Admission of expensive requests: namespace comparisons and what-if replays."""
+# A replay reads days of history and recomputes every hour of it: seconds of CPU each.
+# So, per user and shared by every process (the cache: Redis in production):
+#
+# - at most ``VPAWEB_HEAVY_JOBS_RUNNING`` at once (a counter taken when one starts and
+#   given back when it ends; it expires after the task time limit, so a killed worker
+#   cannot hold a slot for good);
+# - at most ``VPAWEB_HEAVY_JOBS_PER_MINUTE`` started a minute (``budgets.take``, the
+#   API rate's mechanism);
+# - a background comparison identical to one queued, running or done within the hour
+#   (same parameters) is not run again: its id is answered.
+#
+# A refusal is ``Throttled`` (429 with Retry-After in the API, a message on the page);
+# while the cache is away none is admitted: ``SourceUnavailable`` (503).
+# Background comparisons also run on a Celery queue of their own (``HEAVY_QUEUE``), so
+# the control loops' queue never waits behind them.
 
 from __future__ import annotations
 

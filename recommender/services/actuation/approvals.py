@@ -4,22 +4,20 @@ Transitions (anything else raises Conflict and changes nothing)::
 
     proposed → approved   (the updater applies it on its next pass)
     proposed → rejected
-    approved → rejected   (withdrawn before the updater applied it)
-
-A rejection sticks: it carries a snooze (``ResizeChange.Snooze``: 1 day, 7 days, or
-until the recommendation changes, the default), and while it lasts the updater
-proposes no change for the workload's containers that stays within the rejected
-change's band (``updater.held_by_rejection``). Who decided is stored as shown
-(``decided_by_label``): a token acts as its owner, and a token without one by name.
-
-Each transition is a filtered ``update()`` on the current status, so two operators
-deciding at once cannot both win: the second gets a Conflict naming the status the first
-one set. An approval holds the workload's policy row locked while it checks the mode, so
-it cannot race a switch to Off (``policies.update_policy`` takes the same lock), and
-only a workload whose policy ``is_actionable`` (vpaweb's own, not Off) can have an
-approved change. A switch to Off withdraws approved changes
-(``actuation.withdrawal``).
-"""
+    approved → rejected   (withdrawn before the updater applied it)"""
+# A rejection sticks: it carries a snooze (``ResizeChange.Snooze``: 1 day, 7 days, or
+# until the recommendation changes, the default), and while it lasts the updater
+# proposes no change for the workload's containers that stays within the rejected
+# change's band (``updater.held_by_rejection``). Who decided is stored as shown
+# (``decided_by_label``): a token acts as its owner, and a token without one by name.
+#
+# Each transition is a filtered ``update()`` on the current status, so two operators
+# deciding at once cannot both win: the second gets a Conflict naming the status the
+# first one set. An approval holds the workload's policy row locked while it checks the
+# mode, so it cannot race a switch to Off (``policies.update_policy`` takes the same
+# lock), and only a workload whose policy ``is_actionable`` (vpaweb's own, not Off) can
+# have an approved change. A switch to Off withdraws approved changes
+# (``actuation.withdrawal``).
 
 from __future__ import annotations
 

@@ -1,36 +1,34 @@
 """What may write, and who: the kill switch, per-cluster pause, dry run, and the one
-updater per cluster.
-
-Writes stop when any of these holds (``write_block_reason`` names which):
-
-- the cluster's actuation is not allowed (``Cluster.actuation_allowed``, off until an
-  admin allows it: ``set_actuation_allowed``, audited);
-- ``VPAWEB_UPDATER_KILL_SWITCH`` is set (a deploy-time stop);
-- the admin's actuation kill switch is on (``ActuationControl``, audited);
-- the cluster is paused (``Cluster.updates_paused``, audited);
-- ``VPAWEB_UPDATER_DRY_RUN`` is set: the updater proposes (and approves automatically)
-  but never writes.
-
-THE acting predicate (``acting_q``) says the same as a filter on rows, so it can be
-part of the compare-and-swap that starts a write (``apply.Applier``, ``approved →
-applying``): a vpaweb-owned policy in an acting mode
-(``models.policy.updater_policy_q``), the cluster's actuation allowed and not paused,
-both kill switches off.
-An operator's decision committed before that statement wins; the updater's earlier
-reads of the policy or the switches never do.
-
-One updater per cluster: a **database lease** (``UpdaterLock``). A worker takes it with
-a filtered ``update()`` that only matches a free, expired or already-held lock, so two
-workers can never both win; the holder renews it at the start and at the end of every
-cycle, so it lasts ``lock_ttl_s`` (one updater interval) past its last cycle. A
-gracefully stopped process releases its leases (``release_locks``: the embedded
-scheduler's loop, a Celery worker process's shutdown); a killed one's lease is taken
-over by the next cycle after it expired, or at once when its holder ran on this host
-and that process is gone (``holder_is_gone``). Every takeover is logged, and a cluster
-whose lease is free or expired shows "no leader since …" on the overview. The
-database was chosen over a Kubernetes ``Lease`` because it covers the
-simulated cluster too and needs no extra RBAC; see docs/updater.md.
-"""
+updater per cluster."""
+# Writes stop when any of these holds (``write_block_reason`` names which):
+#
+# - the cluster's actuation is not allowed (``Cluster.actuation_allowed``, off until an
+#   admin allows it: ``set_actuation_allowed``, audited);
+# - ``VPAWEB_UPDATER_KILL_SWITCH`` is set (a deploy-time stop);
+# - the admin's actuation kill switch is on (``ActuationControl``, audited);
+# - the cluster is paused (``Cluster.updates_paused``, audited);
+# - ``VPAWEB_UPDATER_DRY_RUN`` is set: the updater proposes (and approves automatically)
+#   but never writes.
+#
+# THE acting predicate (``acting_q``) says the same as a filter on rows, so it can be
+# part of the compare-and-swap that starts a write (``apply.Applier``, ``approved →
+# applying``): a vpaweb-owned policy in an acting mode
+# (``models.policy.updater_policy_q``), the cluster's actuation allowed and not paused,
+# both kill switches off.
+# An operator's decision committed before that statement wins; the updater's earlier
+# reads of the policy or the switches never do.
+#
+# One updater per cluster: a **database lease** (``UpdaterLock``). A worker takes it
+# with a filtered ``update()`` that only matches a free, expired or already-held lock,
+# so two workers can never both win; the holder renews it at the start and at the end of
+# every cycle, so it lasts ``lock_ttl_s`` (one updater interval) past its last cycle. A
+# gracefully stopped process releases its leases (``release_locks``: the embedded
+# scheduler's loop, a Celery worker process's shutdown); a killed one's lease is taken
+# over by the next cycle after it expired, or at once when its holder ran on this host
+# and that process is gone (``holder_is_gone``). Every takeover is logged, and a cluster
+# whose lease is free or expired shows "no leader since …" on the overview. The database
+# was chosen over a Kubernetes ``Lease`` because it covers the simulated cluster too and
+# needs no extra RBAC; see docs/updater.md.
 
 from __future__ import annotations
 

@@ -1,31 +1,28 @@
-"""Applying approved changes, following them, and verifying them; one updater cycle.
-
-A cycle (``run_cycle``) for one cluster:
-
-1. discover the cluster (pods with their current requests and conditions);
-2. **follow** changes being applied: an in-place resize is verified when the pod's
-   containers carry the new requests, waits while ``PodResizePending``/``Deferred``
-   (5 min) or ``PodResizeInProgress`` (1 h) last, and falls back to eviction as upstream
-   does (Infeasible, Deferred too long, in progress too long, Error); an eviction is
-   verified when a replacement pod carries the new requests, failed when it carries
-   something else or nothing appears in ``VPAWEB_UPDATER_VERIFY_TIMEOUT_S``;
-3. **propose** (``proposals.propose``);
-4. **apply** approved changes, highest priority first, unless writes are blocked
-   (actuation not allowed, kill switch, paused cluster, dry run:
-   ``control.write_block_reason``); each write path (resize, eviction, events, VPA
-   status) only while the cluster's permissions allow it and no 403 stopped it
-   (``permissions.py``, asked by SelfSubjectAccessReview at the first cycle), and
-   each change only inside its policy's and cluster's maintenance windows
-   (``windows.py``): replica
-   groups, ``minReplicas`` and the eviction tolerance decide which pods may be
-   disrupted this cycle, the per-cluster rate limits cap the writes; an in-place resize
-   patches ``pods/<name>/resize`` and falls back to eviction when refused; an eviction
-   goes through the Eviction API, where a 429 (a PodDisruptionBudget) is "try later";
-   each action leaves an Event on the pod;
-5. write vpaweb's recommendation into the ``status`` of every VerticalPodAutoscaler
-   whose ``spec.recommenders`` names vpaweb, when it changed (``vpa_status.py``, the
-   drop-in path), under the same switches as the apply step.
-"""
+"""Applying approved changes, following them, and verifying them; one updater cycle."""
+# A cycle (``run_cycle``) for one cluster:
+#
+# 1. discover the cluster (pods with their current requests and conditions);
+# 2. **follow** changes being applied: an in-place resize is verified when the pod's
+#    containers carry the new requests, waits while ``PodResizePending``/``Deferred`` (5
+#    min) or ``PodResizeInProgress`` (1 h) last, and falls back to eviction as upstream
+#    does (Infeasible, Deferred too long, in progress too long, Error); an eviction is
+#    verified when a replacement pod carries the new requests, failed when it carries
+#    something else or nothing appears in ``VPAWEB_UPDATER_VERIFY_TIMEOUT_S``;
+# 3. **propose** (``proposals.propose``);
+# 4. **apply** approved changes, highest priority first, unless writes are blocked
+#    (actuation not allowed, kill switch, paused cluster, dry run:
+#    ``control.write_block_reason``); each write path (resize, eviction, events, VPA
+#    status) only while the cluster's permissions allow it and no 403 stopped it
+#    (``permissions.py``, asked by SelfSubjectAccessReview at the first cycle), and each
+#    change only inside its policy's and cluster's maintenance windows (``windows.py``):
+#    replica groups, ``minReplicas`` and the eviction tolerance decide which pods may be
+#    disrupted this cycle, the per-cluster rate limits cap the writes; an in-place
+#    resize patches ``pods/<name>/resize`` and falls back to eviction when refused; an
+#    eviction goes through the Eviction API, where a 429 (a PodDisruptionBudget) is "try
+#    later"; each action leaves an Event on the pod;
+# 5. write vpaweb's recommendation into the ``status`` of every VerticalPodAutoscaler
+#    whose ``spec.recommenders`` names vpaweb, when it changed (``vpa_status.py``, the
+#    drop-in path), under the same switches as the apply step.
 
 from __future__ import annotations
 

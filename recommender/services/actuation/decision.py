@@ -1,16 +1,16 @@
 """The updater's decisions, as upstream VPA's updater makes them (VPA-ALGORITHM.md §6).
 
 Pure functions over pods (``PodInfo``) and capped recommendations: no database, no
-cluster. ``proposals.py`` loads what they need and writes what they decide.
-
-- ``pod_priority``: ``resourceDiff``, scale-up, outside-the-bounds and quick OOM (§6.3);
-- ``admit``: the 12 h lifetime threshold, the 0.1 minimum change and the quick-OOM rule;
-- ``eviction_requirements_pass``: ``updatePolicy.evictionRequirements``;
-- ``ReplicaGroup``: replica groups, ``minReplicas`` and the eviction tolerance (§6.4);
-- ``in_place_progress``: following a resize's conditions and upstream's fallbacks to
-  eviction (§6.6);
-- ``limit_range_refusals``: what LimitRanger would refuse in the changed pod.
-"""
+cluster. ``proposals.py`` loads what they need and writes what they decide."""
+# - ``pod_priority``: ``resourceDiff``, scale-up, outside-the-bounds and quick OOM
+#   (§6.3);
+# - ``admit``: the 12 h lifetime threshold, the 0.1 minimum change and the quick-OOM
+#   rule;
+# - ``eviction_requirements_pass``: ``updatePolicy.evictionRequirements``;
+# - ``ReplicaGroup``: replica groups, ``minReplicas`` and the eviction tolerance (§6.4);
+# - ``in_place_progress``: following a resize's conditions and upstream's fallbacks to
+#   eviction (§6.6);
+# - ``limit_range_refusals``: what LimitRanger would refuse in the changed pod.
 
 from __future__ import annotations
 

@@ -5,18 +5,16 @@ A cluster is written only when an operator allowed actuation for it
 the API server what it may do, one SelfSubjectAccessReview per permission a write
 path needs (``WRITE_PATHS``), at the first updater cycle and every ``RECHECK_S``
 after (or at once after an operator asks again); the answers are stored on the
-cluster and shown per path. A path the review denies is not tried.
-
-A path whose write is refused with 403 anyway (a role removed since the review) is
-stopped with an exponential back-off: one updater interval, then twice that, up to
-``MAX_BACKOFF_S``; the error and the time of the next try are shown, and it is
-logged as a WARNING once, when the path stops, not every cycle. A write that succeeds
-clears it.
-
-SelfSubjectAccessReview needs no role of its own (every authenticated user may create
-one: the default ``system:basic-user`` ClusterRole), and creates nothing; it is still
-a POST, so it is sent only to a cluster whose actuation is allowed.
-"""
+cluster and shown per path. A path the review denies is not tried."""
+# A path whose write is refused with 403 anyway (a role removed since the review) is
+# stopped with an exponential back-off: one updater interval, then twice that, up to
+# ``MAX_BACKOFF_S``; the error and the time of the next try are shown, and it is
+# logged as a WARNING once, when the path stops, not every cycle. A write that succeeds
+# clears it.
+#
+# SelfSubjectAccessReview needs no role of its own (every authenticated user may create
+# one: the default ``system:basic-user`` ClusterRole), and creates nothing; it is still
+# a POST, so it is sent only to a cluster whose actuation is allowed.
 
 from __future__ import annotations
 

@@ -1,21 +1,19 @@
-"""The updater's proposals: which pods need new requests, as ``ResizeChange`` rows.
-
-For every live pod of a workload whose vpaweb-owned policy is Recreate or
-InPlaceOrRecreate (a policy that mirrors an upstream VPA object is never acted on), the
-updater decides as upstream's does (``decision.py``, VPA-ALGORITHM.md §6.3): the
-capped recommendation (policy, LimitRanges, RequestsOnly: ``cap_for_pod``, the same
-capping the admission webhook applies), ``resourceDiff``, outside the bounds, quick OOM,
-the 12 h lifetime and 0.1 minimum change, ``evictionRequirements``. Each pod admitted
-becomes one open change, with the reason in words, its priority (scale-ups first) and
-the method its mode implies. A newer recommendation supersedes an unapplied change; a
-change whose pod is gone (or was replaced) expires; a change the pod no longer needs is
-superseded too.
-
-The database work is a fixed number of queries per cycle whatever the number of pods
-(workloads, containers with their latest recommendations, LimitRanges, open changes;
-then one insert of the new changes, ``insert.py``), so a cycle over 10,000 pods stays
-cheap (``make bench BENCH=updater``).
-"""
+"""The updater's proposals: which pods need new requests, as ``ResizeChange`` rows."""
+# For every live pod of a workload whose vpaweb-owned policy is Recreate or
+# InPlaceOrRecreate (a policy that mirrors an upstream VPA object is never acted on),
+# the updater decides as upstream's does (``decision.py``, VPA-ALGORITHM.md §6.3): the
+# capped recommendation (policy, LimitRanges, RequestsOnly: ``cap_for_pod``, the same
+# capping the admission webhook applies), ``resourceDiff``, outside the bounds, quick
+# OOM, the 12 h lifetime and 0.1 minimum change, ``evictionRequirements``. Each pod
+# admitted becomes one open change, with the reason in words, its priority (scale-ups
+# first) and the method its mode implies. A newer recommendation supersedes an unapplied
+# change; a change whose pod is gone (or was replaced) expires; a change the pod no
+# longer needs is superseded too.
+#
+# The database work is a fixed number of queries per cycle whatever the number of pods
+# (workloads, containers with their latest recommendations, LimitRanges, open changes;
+# then one insert of the new changes, ``insert.py``), so a cycle over 10,000 pods stays
+# cheap (``make bench BENCH=updater``).
 
 from __future__ import annotations
 

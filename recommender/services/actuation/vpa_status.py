@@ -1,34 +1,32 @@
-"""The drop-in path: vpaweb as the recommender of existing upstream VPA objects.
-
-A VerticalPodAutoscaler whose ``spec.recommenders`` names vpaweb
-(``VPAWEB_RECOMMENDER_NAME``, default ``vpaweb``) is left by upstream's own recommender
-to vpaweb: each updater cycle writes vpaweb's recommendation for the object's target
-into the object's ``status``, in the format upstream's recommender writes
-(VPA-ALGORITHM.md §5), so upstream's admission controller and updater act on vpaweb's
-numbers:
-
-- ``recommendation.containerRecommendations[]``: ``{containerName, target, lowerBound,
-  upperBound, uncappedTarget}`` as canonical Kubernetes quantities (``"587m"``,
-  ``"250Mi"``), sorted by container name: each container's latest stored
-  recommendation, capped by the workload's policy as the refresh capped it (for a
-  mirrored policy, the object's own container policies: upstream's §4.1 capping);
-  containers whose policy mode is Off and plain init containers get none;
-- ``conditions`` as upstream's ``UpdateConditions`` sets them, sorted by type:
-  ``RecommendationProvided`` True when some container has a recommendation (False
-  otherwise, with ``NoPodsMatched`` / ``No pods match this VPA object`` when discovery
-  saw no running pod of the target), ``NoPodsMatched`` True while no pod matches;
-  ``lastTransitionTime`` kept while a condition's status does not flip; other
-  conditions kept, except ``ConfigUnsupported`` and ``ConfigDeprecated`` (deleted, as
-  upstream does once the object is loaded).
-
-Only objects naming vpaweb whose target vpaweb knows are ever written, and only when
-the status would change (compared by value, as upstream compares semantically), so the
-steady state sends nothing. The write is a merge patch of the ``status`` subresource
-(``ClusterWriter.write_vpa_status``, as recorded in k8s-wire admission/f4); a
-recommendation that disappears is removed (``recommendation: null``). The caller
-(``apply.run_cycle``) writes only when ``control.write_block_reason`` allows it: the
-kill switch, a paused cluster and dry run stop these writes like every other.
-"""
+"""The drop-in path: vpaweb as the recommender of existing upstream VPA objects."""
+# A VerticalPodAutoscaler whose ``spec.recommenders`` names vpaweb
+# (``VPAWEB_RECOMMENDER_NAME``, default ``vpaweb``) is left by upstream's own
+# recommender to vpaweb: each updater cycle writes vpaweb's recommendation for the
+# object's target into the object's ``status``, in the format upstream's recommender
+# writes (VPA-ALGORITHM.md §5), so upstream's admission controller and updater act on
+# vpaweb's numbers:
+#
+# - ``recommendation.containerRecommendations[]``: ``{containerName, target, lowerBound,
+#   upperBound, uncappedTarget}`` as canonical Kubernetes quantities (``"587m"``,
+#   ``"250Mi"``), sorted by container name: each container's latest stored
+#   recommendation, capped by the workload's policy as the refresh capped it (for a
+#   mirrored policy, the object's own container policies: upstream's §4.1 capping);
+#   containers whose policy mode is Off and plain init containers get none;
+# - ``conditions`` as upstream's ``UpdateConditions`` sets them, sorted by type:
+#   ``RecommendationProvided`` True when some container has a recommendation (False
+#   otherwise, with ``NoPodsMatched`` / ``No pods match this VPA object`` when discovery
+#   saw no running pod of the target), ``NoPodsMatched`` True while no pod matches;
+#   ``lastTransitionTime`` kept while a condition's status does not flip; other
+#   conditions kept, except ``ConfigUnsupported`` and ``ConfigDeprecated`` (deleted, as
+#   upstream does once the object is loaded).
+#
+# Only objects naming vpaweb whose target vpaweb knows are ever written, and only when
+# the status would change (compared by value, as upstream compares semantically), so the
+# steady state sends nothing. The write is a merge patch of the ``status`` subresource
+# (``ClusterWriter.write_vpa_status``, as recorded in k8s-wire admission/f4); a
+# recommendation that disappears is removed (``recommendation: null``). The caller
+# (``apply.run_cycle``) writes only when ``control.write_block_reason`` allows it: the
+# kill switch, a paused cluster and dry run stop these writes like every other.
 
 from __future__ import annotations
 

@@ -1,22 +1,20 @@
 """The life of a ``ResizeChange``: every status change is a compare-and-swap plus an
-audit event.
-
-::
-
-    proposed ──approve──▶ approved ──apply──▶ applying ──verify──▶ applied
-       │  ▲                  │  ▲                 │
-       │  └─(automatic)──────┘  └──429/Deferred──┘ (try later)
-       ├──reject──▶ rejected ◀──reject── approved
-       ├──supersede──▶ superseded ◀── approved   (a newer recommendation)
-       ├──expire──▶ expired ◀── approved          (the pod is gone)
-       └──────────────────────────▶ failed ◀── applying  (refused, or not verified)
-
-``transition`` moves one change only if it is still in one of the statuses the caller
-read: a filtered ``update()`` whose row count says who won. Two operators, or two
-workers, can never both move a change (the loser gets ``Conflict``). The updater uses
-``try_transition`` (False instead of an exception) because losing a race there is
-ordinary.
-"""
+audit event."""
+# ::
+#
+#     proposed ──approve──▶ approved ──apply──▶ applying ──verify──▶ applied
+#        │  ▲                  │  ▲                 │
+#        │  └─(automatic)──────┘  └──429/Deferred──┘ (try later)
+#        ├──reject──▶ rejected ◀──reject── approved
+#        ├──supersede──▶ superseded ◀── approved   (a newer recommendation)
+#        ├──expire──▶ expired ◀── approved          (the pod is gone)
+#        └──────────────────────────▶ failed ◀── applying  (refused, or not verified)
+#
+# ``transition`` moves one change only if it is still in one of the statuses the caller
+# read: a filtered ``update()`` whose row count says who won. Two operators, or two
+# workers, can never both move a change (the loser gets ``Conflict``). The updater uses
+# ``try_transition`` (False instead of an exception) because losing a race there is
+# ordinary.
 
 from __future__ import annotations
 

@@ -4,13 +4,11 @@ The hot path only increments a dict under a lock (``count``); ``flush_counts`` (
 few seconds from the serving process, and after a simulated cluster's batch) adds the
 totals to ``AdmissionCount`` rows, one per (cluster, minute, outcome), with a filtered
 ``update()`` and a create when the row is new. If the database is down the totals stay
-in memory and are added on the next flush.
-
-``count`` also increments the Prometheus counters of recommender/metrics.py (requests
-by outcome, JSONPatch operations, fail-opens by a bounded reason) in the same call, so
-the dashboard's per-minute rows and ``/metrics`` of the webhook count the same
-decisions (dry runs are in neither).
-"""
+in memory and are added on the next flush."""
+# ``count`` also increments the Prometheus counters of recommender/metrics.py (requests
+# by outcome, JSONPatch operations, fail-opens by a bounded reason) in the same call, so
+# the dashboard's per-minute rows and ``/metrics`` of the webhook count the same
+# decisions (dry runs are in neither).
 
 from __future__ import annotations
 

@@ -1,29 +1,26 @@
-"""What the webhook does to one pod: ``decide_admission`` (pure, no database).
-
-Upstream's admission flow for a Pod CREATE (VPA-ALGORITHM.md §7.1), on vpaweb's data:
-
-1. find the pod's controlling workload from its ``ownerReferences``: the controller
-   reference; a ReplicaSet named ``<deployment>-<pod-template-hash>`` (the name the
-   Deployment controller gives every ReplicaSet it creates) is resolved to that
-   Deployment *from the pod alone*, so a ReplicaSet created by a rollout after the last
-   discovery still finds its Deployment without an API call on the hot path; a Job
-   named ``<cronjob>-<scheduled minute>`` likewise to its CronJob;
-2. look the workload up in the snapshot (one dict lookup): unknown, Off, or a policy
-   mirroring an upstream VPA object → left alone;
-3. leave alone each container whose latest recommendation has less history than
-   ``VPAWEB_MIN_HISTORY_HOURS`` ("not enough history yet: N h of 24 h");
-   cap each other container's latest recommendation for *this* pod and compute its
-   limits with the one advice path (``services.advice.advise.advise``, pure, on inputs
-   cached in the snapshot: LimitRanges Pod then Container item, policy min/max,
-   RequestsOnly, controlledResources, proportional limits with the LimitRange default
-   limit);
-4. build the JSONPatch (``patch.py``) from the exact object received and check the
-   patched pod against the namespace's LimitRanges; a patch that would break one is
-   not sent (the pod is admitted unchanged: LimitRanger would answer 403 after us).
-
-Every outcome is one of ``PATCHED``, ``LEFT_ALONE`` (nothing to do, and why) or
-``FAILED_OPEN`` (something went wrong; the pod is admitted unchanged).
-"""
+"""What the webhook does to one pod: ``decide_admission`` (pure, no database)."""
+# Upstream's admission flow for a Pod CREATE (VPA-ALGORITHM.md §7.1), on vpaweb's data:
+#
+# 1. find the pod's controlling workload from its ``ownerReferences``: the controller
+#    reference; a ReplicaSet named ``<deployment>-<pod-template-hash>`` (the name the
+#    Deployment controller gives every ReplicaSet it creates) is resolved to that
+#    Deployment *from the pod alone*, so a ReplicaSet created by a rollout after the
+#    last discovery still finds its Deployment without an API call on the hot path; a
+#    Job named ``<cronjob>-<scheduled minute>`` likewise to its CronJob;
+# 2. look the workload up in the snapshot (one dict lookup): unknown, Off, or a policy
+#    mirroring an upstream VPA object → left alone;
+# 3. leave alone each container whose latest recommendation has less history than
+#    ``VPAWEB_MIN_HISTORY_HOURS`` ("not enough history yet: N h of 24 h"); cap each
+#    other container's latest recommendation for *this* pod and compute its limits with
+#    the one advice path (``services.advice.advise.advise``, pure, on inputs cached in
+#    the snapshot: LimitRanges Pod then Container item, policy min/max, RequestsOnly,
+#    controlledResources, proportional limits with the LimitRange default limit);
+# 4. build the JSONPatch (``patch.py``) from the exact object received and check the
+#    patched pod against the namespace's LimitRanges; a patch that would break one is
+#    not sent (the pod is admitted unchanged: LimitRanger would answer 403 after us).
+#
+# Every outcome is one of ``PATCHED``, ``LEFT_ALONE`` (nothing to do, and why) or
+# ``FAILED_OPEN`` (something went wrong; the pod is admitted unchanged).
 
 from __future__ import annotations
 

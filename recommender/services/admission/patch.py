@@ -1,26 +1,24 @@
-"""The webhook's JSONPatch, in upstream's shapes, and the LimitRange check before it.
-
-Shapes (VPA-ALGORITHM.md §7.2, ``patch/resource_updates.go``), per container that gets
-a value, built from the exact object received:
-
-- ``add .../resources {}`` when the container has no ``resources`` key at all (upstream
-  adds it when requests and limits are both nil; we leave an existing ``resources``
-  object alone so nothing else in it, e.g. ``claims``, is replaced);
-- ``add .../resources/requests {}`` (``limits {}``) when that map is absent;
-- ``add .../resources/requests/<res> "<quantity>"`` per resource (``add`` on an
-  existing member replaces it, RFC 6902 §4.1, as the recorded StatefulSet pod shows).
-
-Only amounts that differ from the pod's are written. Then vpaweb's annotations, the
-analogue of upstream's ``vpaUpdates`` / ``vpaObservedContainers`` under ``vpaweb.io/``
-(``add /metadata/annotations {}`` first when the pod has none). JSON Pointer escaping
-(``~`` → ``~0``, ``/`` → ``~1``) applies to every key, so ``vpaweb.io/updates`` is
-``/metadata/annotations/vpaweb.io~1updates``.
-
-LimitRanger validates min, max and maxLimitRequestRatio *after* mutating webhooks and
-answers 403 (and the API server 422 for a request above its limit), even under
-``failurePolicy: Ignore``; ``limit_range_violations`` finds what a patch would newly
-break so it is never sent.
-"""
+"""The webhook's JSONPatch, in upstream's shapes, and the LimitRange check before it."""
+# Shapes (VPA-ALGORITHM.md §7.2, ``patch/resource_updates.go``), per container that gets
+# a value, built from the exact object received:
+#
+# - ``add .../resources {}`` when the container has no ``resources`` key at all
+#   (upstream adds it when requests and limits are both nil; we leave an existing
+#   ``resources`` object alone so nothing else in it, e.g. ``claims``, is replaced);
+# - ``add .../resources/requests {}`` (``limits {}``) when that map is absent;
+# - ``add .../resources/requests/<res> "<quantity>"`` per resource (``add`` on an
+#   existing member replaces it, RFC 6902 §4.1, as the recorded StatefulSet pod shows).
+#
+# Only amounts that differ from the pod's are written. Then vpaweb's annotations, the
+# analogue of upstream's ``vpaUpdates`` / ``vpaObservedContainers`` under ``vpaweb.io/``
+# (``add /metadata/annotations {}`` first when the pod has none). JSON Pointer escaping
+# (``~`` → ``~0``, ``/`` → ``~1``) applies to every key, so ``vpaweb.io/updates`` is
+# ``/metadata/annotations/vpaweb.io~1updates``.
+#
+# LimitRanger validates min, max and maxLimitRequestRatio *after* mutating webhooks and
+# answers 403 (and the API server 422 for a request above its limit), even under
+# ``failurePolicy: Ignore``; ``limit_range_violations`` finds what a patch would newly
+# break so it is never sent.
 
 from __future__ import annotations
 

@@ -1,21 +1,20 @@
-"""Registering the webhook: the MutatingWebhookConfiguration, installed and removed.
-
-``webhook_configuration`` builds the object (shapes as kube-apiserver v1.36 stored
-them, k8s-wire admission/mutatingwebhookconfiguration.*): pods CREATE only,
-``admissionReviewVersions [v1]``, ``sideEffects: None``, ``failurePolicy: Ignore``,
-``timeoutSeconds`` at most 5, and two ways to opt out:
-
-- the ``namespaceSelector`` excludes ``kube-system``, vpaweb's own namespace (so
-  vpaweb can never block its own pods) and namespaces labelled
-  ``vpaweb.io/webhook=disabled``;
-- the ``objectSelector`` excludes pods labelled ``vpaweb.io/webhook=disabled``.
-
-``install_webhook`` / ``uninstall_webhook`` write it through the cluster's
-``ClusterWriter``, the one interface for cluster writes. This module is the one owner of
-the configuration on every deploy path (no manifest in deploy/ renders it; the overlays'
-Job runs ``webhook install``), and each install replaces the whole object, so no two
-writers ever merge halves of it (docs/webhook.md, "Who owns the registration").
-"""
+"""Registering the webhook: the MutatingWebhookConfiguration, installed and removed."""
+# ``webhook_configuration`` builds the object (shapes as kube-apiserver v1.36 stored
+# them, k8s-wire admission/mutatingwebhookconfiguration.*): pods CREATE only,
+# ``admissionReviewVersions [v1]``, ``sideEffects: None``, ``failurePolicy: Ignore``,
+# ``timeoutSeconds`` at most 5, and two ways to opt out:
+#
+# - the ``namespaceSelector`` excludes ``kube-system``, vpaweb's own namespace (so
+#   vpaweb can never block its own pods) and namespaces labelled
+#   ``vpaweb.io/webhook=disabled``;
+# - the ``objectSelector`` excludes pods labelled ``vpaweb.io/webhook=disabled``.
+#
+# ``install_webhook`` / ``uninstall_webhook`` write it through the cluster's
+# ``ClusterWriter``, the one interface for cluster writes. This module is the one owner
+# of the configuration on every deploy path (no manifest in deploy/ renders it; the
+# overlays' Job runs ``webhook install``), and each install replaces the whole object,
+# so no two writers ever merge halves of it (docs/webhook.md, "Who owns the
+# registration").
 
 from __future__ import annotations
 

@@ -4,13 +4,11 @@ The shapes follow what kube-apiserver v1.36 sent and accepted
 (tests/fixtures/k8s-wire/admission/): the request's ``uid`` is echoed, ``allowed`` is
 always true, and a patch goes as ``patchType: JSONPatch`` with the patch
 base64-encoded. A body that is not an AdmissionReview raises ``MalformedReview``
-(answered 400 by the HTTP layer; ``failurePolicy: Ignore`` then admits the pod).
-
-Every decision is counted (``counters.py``, except dry runs: a ``dryRun`` request gets
-the same patch and leaves no trace but its log line) and logged once with the pod, the
-workload and each container's change; the reasons for failing open are also logged at
-WARNING, at most once a minute per reason.
-"""
+(answered 400 by the HTTP layer; ``failurePolicy: Ignore`` then admits the pod)."""
+# Every decision is counted (``counters.py``, except dry runs: a ``dryRun`` request gets
+# the same patch and leaves no trace but its log line) and logged once with the pod, the
+# workload and each container's change; the reasons for failing open are also logged at
+# WARNING, at most once a minute per reason.
 
 from __future__ import annotations
 

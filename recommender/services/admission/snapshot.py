@@ -6,13 +6,11 @@ the moment a pod is created. So it never queries the database on its hot path: a
 ``(namespace, kind, name)`` with its mode, whether vpaweb may act on it, its container
 policies and the latest recommendation of each container, plus the namespaces'
 LimitRanges. One dict lookup per pod finds everything; the capping itself runs on the
-pod as received (``decision.py``).
-
-``SnapshotHolder`` keeps the current snapshot of a cluster in the process. It is
-reloaded after each refresh cycle and policy change (``generation.py``) and every
-``WEBHOOK_RELOAD_S`` regardless. A snapshot older than ``WEBHOOK_MAX_SNAPSHOT_AGE_S``
-(the database unreachable that long) is not used: pods are admitted unchanged.
-"""
+pod as received (``decision.py``)."""
+# ``SnapshotHolder`` keeps the current snapshot of a cluster in the process. It is
+# reloaded after each refresh cycle and policy change (``generation.py``) and every
+# ``WEBHOOK_RELOAD_S`` regardless. A snapshot older than ``WEBHOOK_MAX_SNAPSHOT_AGE_S``
+# (the database unreachable that long) is not used: pods are admitted unchanged.
 
 from __future__ import annotations
 

@@ -1,19 +1,17 @@
 """The drift check for pipelines: are the posted requests within a tolerance of what
-vpaweb recommends?
-
-The recommended request of a container is what ``rightsize`` would write (the same
-advice, capping and readable rounding), so a manifest right-sized by vpaweb passes at
-once. Per resource, a request is within tolerance when it differs from the recommended
-one by at most ``percent`` of the recommended amount or by ``floor`` (millicores or
-bytes), whichever is larger; a missing request is drift when a request is recommended.
-Containers without a recommendation (unknown workloads, plain init containers, a
-container policy in mode Off) are ``unchecked``, never drift: the check gates on what
-vpaweb knows.
-
-The verdict is machine-readable (``verdict``, ``exit_code``: 0 ok, 1 drift; an error is
-2 for the command and an HTTP error for the API) and renders as JUnit XML, one test case
-per container, so CI systems show it as test results.
-"""
+vpaweb recommends?"""
+# The recommended request of a container is what ``rightsize`` would write (the same
+# advice, capping and readable rounding), so a manifest right-sized by vpaweb passes at
+# once. Per resource, a request is within tolerance when it differs from the recommended
+# one by at most ``percent`` of the recommended amount or by ``floor`` (millicores or
+# bytes), whichever is larger; a missing request is drift when a request is recommended.
+# Containers without a recommendation (unknown workloads, plain init containers, a
+# container policy in mode Off) are ``unchecked``, never drift: the check gates on what
+# vpaweb knows.
+#
+# The verdict is machine-readable (``verdict``, ``exit_code``: 0 ok, 1 drift; an error
+# is 2 for the command and an HTTP error for the API) and renders as JUnit XML, one test
+# case per container, so CI systems show it as test results.
 
 from __future__ import annotations
 

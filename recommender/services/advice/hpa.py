@@ -6,12 +6,10 @@ the request moves the usage at which the HPA scales. Every caller that shows or 
 a recommendation of such a workload gives the adjusted target beside it: the workload
 page and the API (``adjustments_for_workload``), ``/rightsize`` (an HPA document in the
 same manifest stream is rewritten, ``rightsize_hpa_documents``) and
-``recommendation-query`` (``adjustments``).
-
-Actuation follows upstream VPA's rule instead ("do not use both on the same resource"):
-the updater and the admission webhook change only the resources no HPA of the
-workload scales on (``hpa_held_resources``).
-"""
+``recommendation-query`` (``adjustments``)."""
+# Actuation follows upstream VPA's rule instead ("do not use both on the same
+# resource"): the updater and the admission webhook change only the resources no HPA of
+# the workload scales on (``hpa_held_resources``).
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A namespace's LimitRanges as stored by discovery (``NamespaceLimitRange``), for the
-capping of recommendations (VPA-ALGORITHM.md §4.2).
+capping of recommendations.
 
 Discovery combines each namespace's Container items and its Pod items as upstream
 does (``engine.capping.combine_limit_ranges``: lowest Max, highest Min, last Default,

@@ -1,15 +1,13 @@
 """A pull request's worth of change: the patch set of every workload of a namespace
-whose requests are outside the drift check's tolerance, with a Markdown summary.
-
-Each active workload of the namespace (narrowed by a label selector) is written as the
-smallest manifest a kustomize patch needs (kind, name, namespace and each container's
-current requests and limits, as discovery last stored them), right-sized through the
-one advice path (``rightsize_manifests``), checked (``drift.check_drift``), and the
-containers outside tolerance become strategic-merge patches (``kustomize_patch_set``).
-The summary says what changes, why (the recommendation and the drift), what it saves and
-what could go wrong (recent OOM kills, lowered memory), ready for a pull request.
-Nothing is stored and nothing is written to a cluster.
-"""
+whose requests are outside the drift check's tolerance, with a Markdown summary."""
+# Each active workload of the namespace (narrowed by a label selector) is written as the
+# smallest manifest a kustomize patch needs (kind, name, namespace and each container's
+# current requests and limits, as discovery last stored them), right-sized through the
+# one advice path (``rightsize_manifests``), checked (``drift.check_drift``), and the
+# containers outside tolerance become strategic-merge patches (``kustomize_patch_set``).
+# The summary says what changes, why (the recommendation and the drift), what it saves
+# and what could go wrong (recent OOM kills, lowered memory), ready for a pull request.
+# Nothing is stored and nothing is written to a cluster.
 
 from __future__ import annotations
 

@@ -1,19 +1,18 @@
-"""Right-sizing as the change a repository needs: kustomize patches, Helm values.
-
-``rightsize_manifests`` answers with whole rendered manifests. Teams that keep their
-manifests in Git as a kustomize base or a Helm chart need the change in their own form:
-
-- ``kustomize_patch_set``: one strategic-merge patch per right-sized object (only the
-  containers and resources that change, containers matched by name as kustomize merges
-  them) and a ``kustomization.yaml`` fragment naming the patch files;
-- ``helm_values``: a values fragment with each changed container's ``resources`` at the
-  path the caller gives (the common ``resources:`` layouts: ``resources``,
-  ``<component>.resources``; ``{container}`` and ``{workload}`` stand for the names).
-
-Both are built from the report and the right-sized manifests of one ``RightsizeResult``,
-so they say exactly what the rendered manifests say. ``manifest_diff.py`` gives the
-third form, a unified diff against the posted text.
-"""
+"""Right-sizing as the change a repository needs: kustomize patches, Helm values."""
+# ``rightsize_manifests`` answers with whole rendered manifests. Teams that keep their
+# manifests in Git as a kustomize base or a Helm chart need the change in their own
+# form:
+#
+# - ``kustomize_patch_set``: one strategic-merge patch per right-sized object (only the
+#   containers and resources that change, containers matched by name as kustomize merges
+#   them) and a ``kustomization.yaml`` fragment naming the patch files;
+# - ``helm_values``: a values fragment with each changed container's ``resources`` at
+#   the path the caller gives (the common ``resources:`` layouts: ``resources``,
+#   ``<component>.resources``; ``{container}`` and ``{workload}`` stand for the names).
+#
+# Both are built from the report and the right-sized manifests of one
+# ``RightsizeResult``, so they say exactly what the rendered manifests say.
+# ``manifest_diff.py`` gives the third form, a unified diff against the posted text.
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Answer a RecommendationQuery (the VPA design's, seed 000): a pod spec that need not
-exist, its namespace and its owner in; recommended resources per container out.
+"""Answer a RecommendationQuery (the Kubernetes VPA design proposal's): a pod spec
+that need not exist, its namespace and its owner in; recommended resources per
+container out.
 
 The answer is ``advise.advise_pod``'s, the one advice path shared with ``/rightsize``,
 the dashboard and the admission webhook; this module only reads the query and writes

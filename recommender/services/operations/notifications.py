@@ -4,21 +4,20 @@ After each updater cycle of a cluster (``tasks.update_cluster``: one call), ever
 enabled ``NotificationChannel`` gets at most one message listing the events it has not
 been told about yet: new proposals awaiting approval, workloads newly at risk (OOM
 kills this week), failed changes, a failing cluster, and once a week the cluster's
-savings digest. Each links back to the dashboard (``VPAWEB_DASHBOARD_URL``).
-
-- **Filters**: a channel takes the events it lists (none listed: all), of the clusters,
-  namespaces and workload labels it lists (none: all).
-- **Deduplicated**: an event (its key) reaches a channel once
-  (``NotificationDelivery``, unique per channel and key).
-- **Rate-limited**: at most one message per ``min_interval_s``; events that wait are
-  sent together in the next message.
-- **Secrets**: a webhook URL is stored encrypted with a key derived from
-  ``SECRET_KEY`` (``encrypt_url``), or read from the environment variable the channel
-  names.
-- **Never blocking**: a short timeout (``VPAWEB_NOTIFY_TIMEOUT_S``), and any failure is
-  kept on the channel (``last_error``, shown in the admin) and logged; the events stay
-  undelivered and are sent with the next message. Nothing here raises into a cycle.
-"""
+savings digest. Each links back to the dashboard (``VPAWEB_DASHBOARD_URL``)."""
+# - **Filters**: a channel takes the events it lists (none listed: all), of the
+#   clusters, namespaces and workload labels it lists (none: all).
+# - **Deduplicated**: an event (its key) reaches a channel once
+#   (``NotificationDelivery``, unique per channel and key).
+# - **Rate-limited**: at most one message per ``min_interval_s``; events that wait are
+#   sent together in the next message.
+# - **Secrets**: a webhook URL is stored encrypted with a key derived from
+#   ``SECRET_KEY`` (``encrypt_url``), or read from the environment variable the channel
+#   names.
+# - **Never blocking**: a short timeout (``VPAWEB_NOTIFY_TIMEOUT_S``), and any failure
+#   is kept on the channel (``last_error``, shown in the admin) and logged; the events
+#   stay undelivered and are sent with the next message. Nothing here raises into a
+#   cycle.
 
 from __future__ import annotations
 

@@ -1,18 +1,17 @@
-"""Retention: history past its configured age is pruned, a bounded batch at a time.
-
-``prune_history`` (the hourly ``prune_history`` task, ``manage.py prune``) deletes, for
-each history (``rules``), the rows older than its ``VPAWEB_RETENTION_*`` setting, and
-thins recommendation history older than ``VPAWEB_RETENTION_RECOMMENDATION_DETAIL_DAYS``
-to the last row of each container and UTC day. Each batch is chosen by one bounded
-``SELECT … LIMIT`` and deleted in its own short transaction, so a refresh never waits
-on the prune for long; a run stops after ``VPAWEB_RETENTION_BUDGET_S`` and the next one
-goes on where it stopped (thinning resumes from the day stored in the last run's
-counts). A container's latest recommendation is never deleted, however old: it is what
-the pages, the webhook and the updater read.
-
-``past_retention`` counts what a run would delete (``manage.py prune --dry-run``);
-``table_usage`` is the runs page's storage panel: rows, size and oldest row per table.
-"""
+"""Retention: history past its configured age is pruned, a bounded batch at a time."""
+# ``prune_history`` (the hourly ``prune_history`` task, ``manage.py prune``) deletes,
+# for each history (``rules``), the rows older than its ``VPAWEB_RETENTION_*`` setting,
+# and thins recommendation history older than
+# ``VPAWEB_RETENTION_RECOMMENDATION_DETAIL_DAYS`` to the last row of each container and
+# UTC day. Each batch is chosen by one bounded ``SELECT … LIMIT`` and deleted in its own
+# short transaction, so a refresh never waits on the prune for long; a run stops after
+# ``VPAWEB_RETENTION_BUDGET_S`` and the next one goes on where it stopped (thinning
+# resumes from the day stored in the last run's counts). A container's latest
+# recommendation is never deleted, however old: it is what the pages, the webhook and
+# the updater read.
+#
+# ``past_retention`` counts what a run would delete (``manage.py prune --dry-run``);
+# ``table_usage`` is the runs page's storage panel: rows, size and oldest row per table.
 
 from __future__ import annotations
 

@@ -4,15 +4,14 @@ a ``RefreshRun`` row.
 Refresh cycles, back-fills, expiry (and the updater) each are one row the dashboard
 shows: RUNNING while it works, then SUCCEEDED with counts and phase timings, or FAILED
 with what went wrong. Phases are timed in ``try/finally``, so a failed run still says
-how long each phase took and which one failed.
-
-A worker killed mid-run (out of memory, a hard time limit, a lost machine) cannot mark
-its own row. While the run works, a heartbeat thread renews the row's ``heartbeat_at``
-every quarter of a refresh interval (``VPAWEB_REFRESH_INTERVAL_S``); the next run of the
-same kind reaps a RUNNING row whose heartbeat is older than one refresh interval, or
-that outlived the task time limit (``VPAWEB_TASK_TIME_LIMIT_S``): it is marked FAILED,
-"worker lost", with a filtered ``update()`` so two runs starting at once reap it once.
-"""
+how long each phase took and which one failed."""
+# A worker killed mid-run (out of memory, a hard time limit, a lost machine) cannot mark
+# its own row. While the run works, a heartbeat thread renews the row's ``heartbeat_at``
+# every quarter of a refresh interval (``VPAWEB_REFRESH_INTERVAL_S``); the next run of
+# the same kind reaps a RUNNING row whose heartbeat is older than one refresh interval,
+# or that outlived the task time limit (``VPAWEB_TASK_TIME_LIMIT_S``): it is marked
+# FAILED, "worker lost", with a filtered ``update()`` so two runs starting at once reap
+# it once.
 
 from __future__ import annotations
 

@@ -6,20 +6,18 @@ quantities as canonical Kubernetes strings::
 
     [{"containerName": "app", "mode": "Auto", "minAllowed": {"cpu": "100m"},
       "maxAllowed": {"memory": "2Gi"}, "controlledResources": ["cpu", "memory"],
-      "controlledValues": "RequestsOnly"}]
-
-Every entry is checked by the engine's ``ContainerPolicy`` (the rules of the VPA
-admission webhook), so the API, the dashboard and the capping code agree on what is
-valid. Changing a policy writes nothing to a cluster: acting on the mode is the
-updater's and the webhook's job, and they act only on policies that are
-``Policy.is_actionable`` (vpaweb's own, mode not Off).
-
-Ownership: a policy that mirrors an upstream VerticalPodAutoscaler object
-(``source="vpa-object"``) cannot be edited here; :func:`adopt_policy` first makes it
-vpaweb's own, in mode Off (audited ``policy.adopt``). Switching a workload to Off (an
-edit or an adoption) withdraws its approved, not yet applied resize changes: each
-becomes ``rejected``, audited ``change.withdraw``.
-"""
+      "controlledValues": "RequestsOnly"}]"""
+# Every entry is checked by the engine's ``ContainerPolicy`` (the rules of the VPA
+# admission webhook), so the API, the dashboard and the capping code agree on what is
+# valid. Changing a policy writes nothing to a cluster: acting on the mode is the
+# updater's and the webhook's job, and they act only on policies that are
+# ``Policy.is_actionable`` (vpaweb's own, mode not Off).
+#
+# Ownership: a policy that mirrors an upstream VerticalPodAutoscaler object
+# (``source="vpa-object"``) cannot be edited here; :func:`adopt_policy` first makes it
+# vpaweb's own, in mode Off (audited ``policy.adopt``). Switching a workload to Off (an
+# edit or an adoption) withdraws its approved, not yet applied resize changes: each
+# becomes ``rejected``, audited ``change.withdraw``.
 
 from __future__ import annotations
 

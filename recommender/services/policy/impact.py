@@ -5,14 +5,12 @@ can multiply requests. :func:`large_increases` projects each container's current
 under the new policy and lists those that would more than double
 (:data:`LARGE_INCREASE_FACTOR`); ``policies.update_policy`` refuses such a change unless
 the caller confirms it (the API's ``confirm_large_increase``, the dashboard's confirm
-step).
-
-The projection uses what a changed policy does to a stored recommendation without
-re-reading histograms: the safety margin scales the uncapped target by
-``(1 + new margin) / (1 + old margin)``, and the container policies' ``minAllowed`` /
-``maxAllowed`` clamp it. A new percentile is bounded to ``[0, 1]`` and is not projected
-(that needs the histograms; the next refresh shows its effect).
-"""
+step)."""
+# The projection uses what a changed policy does to a stored recommendation without
+# re-reading histograms: the safety margin scales the uncapped target by ``(1 + new
+# margin) / (1 + old margin)``, and the container policies' ``minAllowed`` /
+# ``maxAllowed`` clamp it. A new percentile is bounded to ``[0, 1]`` and is not
+# projected (that needs the histograms; the next refresh shows its effect).
 
 from __future__ import annotations
 

@@ -4,17 +4,15 @@ A policy and a cluster may each have windows (``maintenance_windows``, a JSON li
 none means "any time". Outside them approved changes wait (the Changes page says from
 when they apply); with both, a change applies only when both allow it. Upstream's
 quick-OOM rule (a pod OOM-killed within 10 minutes of starting) may bypass a window
-only when the policy says so (``Policy.window_bypasses_quick_oom``).
-
-A window::
-
-    {"days": ["mon", "tue", "wed", "thu", "fri"], "start": "22:00", "end": "04:00",
-     "time_zone": "Europe/Berlin"}
-
-``days`` name the days a window starts on (all seven when absent), ``start`` and
-``end`` are local times in ``time_zone`` (an IANA name, UTC when absent); an ``end``
-not after ``start`` runs past midnight into the next day.
-"""
+only when the policy says so (``Policy.window_bypasses_quick_oom``)."""
+# A window::
+#
+#     {"days": ["mon", "tue", "wed", "thu", "fri"], "start": "22:00", "end": "04:00",
+#      "time_zone": "Europe/Berlin"}
+#
+# ``days`` name the days a window starts on (all seven when absent), ``start`` and
+# ``end`` are local times in ``time_zone`` (an IANA name, UTC when absent); an ``end``
+# not after ``start`` runs past midnight into the next day.
 
 from __future__ import annotations
 

@@ -5,15 +5,13 @@ yet applied resize changes are withdrawn, so the updater never applies them.
 A withdrawn change becomes ``rejected`` (approvals' ``approved → rejected``), decided by
 whoever switched the mode, with one ``change.withdraw`` audit event each
 (``AuditEvent.Action.CHANGE_WITHDRAW``). A change the updater already took
-(``applying``: its write has started) is left to it.
-
-Changes this withdrawal cannot see are stopped elsewhere: the updater's move to
-``applying`` is a compare-and-swap that also filters on the acting predicate
-(``control.acting_q``), after waiting for the workload's and the policy's row locks
-that the mode switch holds, so it reads the committed Off and moves nothing; and the
-statement inserting automatically approved changes (``insert.insert_changes``) inserts
-an approved row only while the workload's policy still acts, in that statement.
-"""
+(``applying``: its write has started) is left to it."""
+# Changes this withdrawal cannot see are stopped elsewhere: the updater's move to
+# ``applying`` is a compare-and-swap that also filters on the acting predicate
+# (``control.acting_q``), after waiting for the workload's and the policy's row locks
+# that the mode switch holds, so it reads the committed Off and moves nothing; and the
+# statement inserting automatically approved changes (``insert.insert_changes``) inserts
+# an approved row only while the workload's policy still acts, in that statement.
 
 from __future__ import annotations
 

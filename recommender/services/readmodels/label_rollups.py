@@ -1,16 +1,15 @@
 """Each workload's rollup amounts: computed by one function, stored by the refresh with
-the workload totals, read by the rollups (rollups.py) of every grouping and label key.
-
-A rollup sums per group the workloads' containers, coverage and requested and
-recommended amounts (all replicas), beside their priced, time-dependent facts. Those
-amounts joined every container with its latest recommendation on each request (about
-1 s at 100,000 containers); they change only when a refresh writes, so
-``namespace_totals.store`` stores them per workload (``WorkloadAmounts``) in its
-transaction and scope, writing only the rows that differ. The rollups read them while
-every enabled cluster's rows are complete (``workload_totals.is_complete``), summed per
-group by the database (``group_sums``), else compute them per workload as they load,
-under the same annotation names either way.
-"""
+the workload totals, read by the rollups (rollups.py) of every grouping and label
+key."""
+# A rollup sums per group the workloads' containers, coverage and requested and
+# recommended amounts (all replicas), beside their priced, time-dependent facts. Those
+# amounts joined every container with its latest recommendation on each request (about 1
+# s at 100,000 containers); they change only when a refresh writes, so
+# ``namespace_totals.store`` stores them per workload (``WorkloadAmounts``) in its
+# transaction and scope, writing only the rows that differ. The rollups read them while
+# every enabled cluster's rows are complete (``workload_totals.is_complete``), summed
+# per group by the database (``group_sums``), else compute them per workload as they
+# load, under the same annotation names either way.
 
 from __future__ import annotations
 

@@ -1,24 +1,23 @@
 """Each namespace's overview totals: computed by one function, stored by the refresh,
-read by the overview.
-
-The overview (overview.py) sums every shown container: requests against the latest
-recommendations, coverage, confidence bands, the workloads missing a request and the
-workloads with a shortfall. At 100,000 containers those passes over the fleet cost about
-0.3 s on every load of the page, and more once a cycle has rewritten many rows and
-autovacuum has not passed yet (docs/refresh.md, "Dashboard page times at scale").
-They change only when a refresh writes, so the refresh computes them after each cycle
-for what it refreshed (the whole cluster, or its shard's namespace) and stores one
-``NamespaceTotals`` row per namespace with an active workload, counting its workloads
-from the facts of each that the same store writes (workload_totals.py);
-``Cluster.totals_at`` says a cluster's rows are complete. The overview reads those
-rows, and computes the totals of the other clusters (never refreshed since the rows
-existed) as it loads, with ``compute``: the one definition of the numbers either way.
-
-What they sum is written only by refresh runs (discovery's workloads and containers, the
-cycle's recommendations, a back-fill's), which store the totals after writing; an edit
-in the Django admin shows on the overview after the next refresh of its cluster. What
-depends on the time of the request (the OOM kills of the last week) is never stored.
-"""
+read by the overview."""
+# The overview (overview.py) sums every shown container: requests against the latest
+# recommendations, coverage, confidence bands, the workloads missing a request and the
+# workloads with a shortfall. At 100,000 containers those passes over the fleet cost
+# about 0.3 s on every load of the page, and more once a cycle has rewritten many rows
+# and autovacuum has not passed yet (docs/refresh.md, "Dashboard page times at scale").
+# They change only when a refresh writes, so the refresh computes them after each cycle
+# for what it refreshed (the whole cluster, or its shard's namespace) and stores one
+# ``NamespaceTotals`` row per namespace with an active workload, counting its workloads
+# from the facts of each that the same store writes (workload_totals.py);
+# ``Cluster.totals_at`` says a cluster's rows are complete. The overview reads those
+# rows, and computes the totals of the other clusters (never refreshed since the rows
+# existed) as it loads, with ``compute``: the one definition of the numbers either way.
+#
+# What they sum is written only by refresh runs (discovery's workloads and containers,
+# the cycle's recommendations, a back-fill's), which store the totals after writing; an
+# edit in the Django admin shows on the overview after the next refresh of its cluster.
+# What depends on the time of the request (the OOM kills of the last week) is never
+# stored.
 
 from __future__ import annotations
 

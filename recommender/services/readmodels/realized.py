@@ -1,15 +1,13 @@
-"""Realized savings: what the changes vpaweb applied save, beside the potential ones.
-
-A resize change records, when it is verified, the requests it removed from its pod
-(``ResizeChange.requests_removed``, set by ``actuation.apply``). From then on it saves
-that amount every month, at the workload's own prices (``Prices.at``: its nodes',
-else the list prices, as its potential savings), for as long as it holds: it stops
-when the workload is deleted (no longer active) or changed back (a container's
-current request, as discovery reads the live pods, is back at or above what the
-change lowered it from). The potential savings (``models/provisioning.py``) are
-counted from the current requests, so a change that holds moves its amount from
-potential to realized.
-"""
+"""Realized savings: what the changes vpaweb applied save, beside the potential ones."""
+# A resize change records, when it is verified, the requests it removed from its pod
+# (``ResizeChange.requests_removed``, set by ``actuation.apply``). From then on it saves
+# that amount every month, at the workload's own prices (``Prices.at``: its nodes',
+# else the list prices, as its potential savings), for as long as it holds: it stops
+# when the workload is deleted (no longer active) or changed back (a container's
+# current request, as discovery reads the live pods, is back at or above what the
+# change lowered it from). The potential savings (``models/provisioning.py``) are
+# counted from the current requests, so a change that holds moves its amount from
+# potential to realized.
 
 from __future__ import annotations
 

@@ -1,16 +1,14 @@
 """The savings trend (as Kubecost shows it): the fleet's monthly savings, requests and
-recommendations over time, from ``SavingsSnapshot`` rows.
-
-- ``record_snapshot``: the refresh cycle calls it after each successful refresh; the
-  first one of each hour writes one row per namespace of the cluster (the namespace
-  rollup of ``readmodels/rollups.py``, so the trend and the rollups agree); later ones
-  in that hour cost one indexed ``exists()``.
-- ``thin_snapshots``: the hourly expiry run keeps only the last snapshot of each day
-  once it is older than ``VPAWEB_SAVINGS_TREND_HOURLY_DAYS``, and drops snapshots
-  older than ``VPAWEB_SAVINGS_TREND_DAYS``.
-- ``savings_trend``: the points of a chart: hourly for ranges within the hourly
-  window, else daily (each cluster's last snapshot of the day), summed over clusters.
-"""
+recommendations over time, from ``SavingsSnapshot`` rows."""
+# - ``record_snapshot``: the refresh cycle calls it after each successful refresh; the
+#   first one of each hour writes one row per namespace of the cluster (the namespace
+#   rollup of ``readmodels/rollups.py``, so the trend and the rollups agree); later ones
+#   in that hour cost one indexed ``exists()``.
+# - ``thin_snapshots``: the hourly expiry run keeps only the last snapshot of each day
+#   once it is older than ``VPAWEB_SAVINGS_TREND_HOURLY_DAYS``, and drops snapshots
+#   older than ``VPAWEB_SAVINGS_TREND_DAYS``.
+# - ``savings_trend``: the points of a chart: hourly for ranges within the hourly
+#   window, else daily (each cluster's last snapshot of the day), summed over clusters.
 
 from __future__ import annotations
 

@@ -1,20 +1,18 @@
 """Each workload's stored facts: computed by one function, stored by the refresh with
-the namespace totals, read by the lists filtered or sorted by a fact.
-
-The workload lists filtered or sorted by a provisioning fact (risk, savings, status,
-missing requests) need every workload's facts before the first page. Computed as the
-page loads (``Workload.objects.with_provisioning``: every container joined with its
-latest recommendation, grouped per workload) that cost 0.4-0.7 s at 100,000
-containers. What those facts sum changes only when a refresh writes, so the refresh
-stores per workload the parts that depend on neither the prices nor the time
-(``WorkloadTotals``: ``STORED_PARTS``, the request-minus-target sums, the shortfall,
-the missing and no-data counts; and the latest OOM kill) inside
-``namespace_totals.store``: same transaction, same scope, same ``Cluster.totals_at``.
-The lists then join those rows, price the savings and count the recent OOM kills as
-they load (``Workload.objects.with_stored_provisioning``), under the same annotation
-names; while an enabled cluster has no stored rows yet, they compute everything as
-before.
-"""
+the namespace totals, read by the lists filtered or sorted by a fact."""
+# The workload lists filtered or sorted by a provisioning fact (risk, savings, status,
+# missing requests) need every workload's facts before the first page. Computed as the
+# page loads (``Workload.objects.with_provisioning``: every container joined with its
+# latest recommendation, grouped per workload) that cost 0.4-0.7 s at 100,000
+# containers. What those facts sum changes only when a refresh writes, so the refresh
+# stores per workload the parts that depend on neither the prices nor the time
+# (``WorkloadTotals``: ``STORED_PARTS``, the request-minus-target sums, the shortfall,
+# the missing and no-data counts; and the latest OOM kill) inside
+# ``namespace_totals.store``: same transaction, same scope, same ``Cluster.totals_at``.
+# The lists then join those rows, price the savings and count the recent OOM kills as
+# they load (``Workload.objects.with_stored_provisioning``), under the same annotation
+# names; while an enabled cluster has no stored rows yet, they compute everything as
+# before.
 
 from __future__ import annotations
 

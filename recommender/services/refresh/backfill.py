@@ -7,14 +7,12 @@ compare-and-swap and move the watermark to the window's end. So a back-fill that
 stopped (a worker killed, Prometheus down) keeps every finished day, and running it
 again resumes where it stopped; a refresh cycle running meanwhile never double-counts,
 because both sides skip what lies at or before a watermark. Samples and OOM kills enter
-the engine in time order, so the result does not depend on where days are cut.
-
-OOM kills come from the source when it keeps history of them (Prometheus'
-kube-state-metrics), else from the cluster snapshot.
-
-A ``namespace`` makes the back-fill one shard: only that namespace's series are read
-and only its containers are written, so shards run in parallel on several workers.
-"""
+the engine in time order, so the result does not depend on where days are cut."""
+# OOM kills come from the source when it keeps history of them (Prometheus'
+# kube-state-metrics), else from the cluster snapshot.
+#
+# A ``namespace`` makes the back-fill one shard: only that namespace's series are read
+# and only its containers are written, so shards run in parallel on several workers.
 
 from __future__ import annotations
 

@@ -6,21 +6,19 @@ usage grids, the engine state and the rows of every container are in memory toge
 which grows with the fleet (4.6 GB at 9,000 containers, issue 16). ``plan`` cuts those
 workloads into chunks of about ``VPAWEB_FIRST_CONTACT_CHUNK_CONTAINERS`` containers;
 the cycle (``cycle.ingest_fleet``) ingests, recommends and stores each chunk as a window
-of its own, reading from the source the usage of that chunk's workloads only.
-
-A workload is never split (its containers share the pod minimum), and each container's
-result depends only on its own samples and OOM kills, so chunked results equal
-unchunked ones exactly (``tests/services/test_refresh_chunks.py``). Only sources that
-read the usage of chosen workloads (``UsageSource.selects_workloads``: the simulated
-one) are read in chunks; for the others a chunk would read the whole namespace again,
-so their first contact stays one window.
-
-The steady window of a large whole-cluster pass is cut by namespace too
-(``steady_windows``): its working set is that of the largest namespace, not of the
-fleet. With a broker, a whole-cluster refresh leaves its first contacts to one task per
-namespace (``first_contact_by_shard``, ``defer_first_contact``; ``tasks.py`` queues
-them), so the Celery workers share them.
-"""
+of its own, reading from the source the usage of that chunk's workloads only."""
+# A workload is never split (its containers share the pod minimum), and each container's
+# result depends only on its own samples and OOM kills, so chunked results equal
+# unchunked ones exactly (``tests/services/test_refresh_chunks.py``). Only sources that
+# read the usage of chosen workloads (``UsageSource.selects_workloads``: the simulated
+# one) are read in chunks; for the others a chunk would read the whole namespace again,
+# so their first contact stays one window.
+#
+# The steady window of a large whole-cluster pass is cut by namespace too
+# (``steady_windows``): its working set is that of the largest namespace, not of the
+# fleet. With a broker, a whole-cluster refresh leaves its first contacts to one task
+# per namespace (``first_contact_by_shard``, ``defer_first_contact``; ``tasks.py``
+# queues them), so the Celery workers share them.
 
 from __future__ import annotations
 

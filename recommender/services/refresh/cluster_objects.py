@@ -1,27 +1,25 @@
 """What discovery found besides workloads: VerticalPodAutoscaler objects imported as
 policies, HPA conflicts and PodDisruptionBudgets per workload, LimitRanges per
 namespace. Called by ``discovery.upsert_discovery`` inside its transaction, for the
-same shard (one namespace, or the whole cluster).
-
-Precedence of a VPA object over vpaweb's own policy (docs/kubernetes.md):
-
-- a policy an operator changed or adopted in vpaweb (``updated_by`` set, or a
-  ``policy.update`` / ``policy.adopt`` audit event) is never overwritten: vpaweb's
-  policy wins over the cluster's object;
-- otherwise the VPA object targeting the workload (the first by name if several do)
-  sets mode, container policies and min replicas, with source ``vpa-object``, and an
-  audit event ``policy.import`` records each change. Such a policy MIRRORS the object:
-  it is shown with the object's mode and is never ``Policy.is_actionable``, so vpaweb's
-  webhook and updater leave the workload to the upstream VPA;
-- a policy imported from a VPA object that is gone goes back to vpaweb's default
-  (mode Off, no container policies), so nothing acts on a policy nobody owns.
-
-Every policy (mirrored or vpaweb's) also records which object targets its workload and
-that object's mode (``Policy.vpa_object`` / ``vpa_object_mode``): a vpaweb policy next
-to an object in a non-Off mode shows a conflict (``Policy.has_vpa_conflict``).
-
-Importing writes only vpaweb's database: nothing is ever written to the cluster.
-"""
+same shard (one namespace, or the whole cluster)."""
+# Precedence of a VPA object over vpaweb's own policy (docs/kubernetes.md):
+#
+# - a policy an operator changed or adopted in vpaweb (``updated_by`` set, or a
+#   ``policy.update`` / ``policy.adopt`` audit event) is never overwritten: vpaweb's
+#   policy wins over the cluster's object;
+# - otherwise the VPA object targeting the workload (the first by name if several do)
+#   sets mode, container policies and min replicas, with source ``vpa-object``, and an
+#   audit event ``policy.import`` records each change. Such a policy MIRRORS the object:
+#   it is shown with the object's mode and is never ``Policy.is_actionable``, so
+#   vpaweb's webhook and updater leave the workload to the upstream VPA;
+# - a policy imported from a VPA object that is gone goes back to vpaweb's default (mode
+#   Off, no container policies), so nothing acts on a policy nobody owns.
+#
+# Every policy (mirrored or vpaweb's) also records which object targets its workload and
+# that object's mode (``Policy.vpa_object`` / ``vpa_object_mode``): a vpaweb policy next
+# to an object in a non-Off mode shows a conflict (``Policy.has_vpa_conflict``).
+#
+# Importing writes only vpaweb's database: nothing is ever written to the cluster.
 
 from __future__ import annotations
 

@@ -1,24 +1,23 @@
 """One refresh cycle of one cluster (or one namespace shard of it): discover, ingest,
-aggregate, recommend, store.
-
-The cycle is idempotent and safe to run from several workers at once:
-
-- every container has a watermark (``Checkpoint.last_sample_at``): the newest grid time
-  whose samples are already in its checkpoint; a cycle reads only what lies after it;
-- checkpoints are written with compare-and-swap on ``Checkpoint.version`` (a filtered
-  ``update()`` whose row count is checked): a worker that loses the race skips that
-  container, because the winner already applied the same samples;
-- an OOM kill enters the engine in the same transaction that stores its ``OomKill`` row,
-  so it is counted exactly once;
-- the engine rows a process keeps between cycles (``warm_state.py``) are used only
-  while the stored checkpoint still has the version they continue: a restart resumes
-  from the checkpoints with the same result, and a failed cycle stores nothing but its
-  failed ``RefreshRun``.
-
-``ingest_window`` is the one ingestion step, run on a ``WindowPlan`` (``plan.py``) by
-the minute cycle (``refresh_cluster``), the back-fill (``backfill.py``, one window per
-day) and the chunks of a first contact.
-"""
+aggregate, recommend, store."""
+# The cycle is idempotent and safe to run from several workers at once:
+#
+# - every container has a watermark (``Checkpoint.last_sample_at``): the newest grid
+#   time whose samples are already in its checkpoint; a cycle reads only what lies after
+#   it;
+# - checkpoints are written with compare-and-swap on ``Checkpoint.version`` (a filtered
+#   ``update()`` whose row count is checked): a worker that loses the race skips that
+#   container, because the winner already applied the same samples;
+# - an OOM kill enters the engine in the same transaction that stores its ``OomKill``
+#   row, so it is counted exactly once;
+# - the engine rows a process keeps between cycles (``warm_state.py``) are used only
+#   while the stored checkpoint still has the version they continue: a restart resumes
+#   from the checkpoints with the same result, and a failed cycle stores nothing but its
+#   failed ``RefreshRun``.
+#
+# ``ingest_window`` is the one ingestion step, run on a ``WindowPlan`` (``plan.py``) by
+# the minute cycle (``refresh_cluster``), the back-fill (``backfill.py``, one window per
+# day) and the chunks of a first contact.
 
 from __future__ import annotations
 

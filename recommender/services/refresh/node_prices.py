@@ -1,22 +1,20 @@
-"""The prices of each workload's pods, from the nodes they run on.
-
-Each live pod scheduled on a node (discovery's ``spec.nodeName``) is priced by its
-node, in this order:
-
-1. ``opencost``: the node's ``node_cpu_hourly_cost`` (USD per core-hour) and
-   ``node_ram_hourly_cost`` (USD per GiB-hour) series in the cluster's Prometheus, as
-   OpenCost (or Kubecost) exports them, labelled ``node``; both must be there.
-2. ``table``: the first row of the CSV file ``VPAWEB_PRICE_TABLE`` that matches the
-   node (``load_price_table``), less its spot discount on a spot node.
-3. ``default``: ``VPAWEB_PRICE_PER_CORE_HOUR`` and ``VPAWEB_PRICE_PER_GIB_HOUR``.
-
-vpaweb lists no Node objects: a node's instance type, region and whether it is spot
-are known from the labels of those metrics (``instance_type``, ``region``, and
-``kubecost_node_is_spot`` = 1), its labels from kube-state-metrics'
-``kube_node_labels`` (read only when a table row matches labels). A workload's
-prices are the mean over its pods; its ``price_source`` the source that priced most
-of them. Definitions: docs/prometheus.md, "Node prices".
-"""
+"""The prices of each workload's pods, from the nodes they run on."""
+# Each live pod scheduled on a node (discovery's ``spec.nodeName``) is priced by its
+# node, in this order:
+#
+# 1. ``opencost``: the node's ``node_cpu_hourly_cost`` (USD per core-hour) and
+#    ``node_ram_hourly_cost`` (USD per GiB-hour) series in the cluster's Prometheus, as
+#    OpenCost (or Kubecost) exports them, labelled ``node``; both must be there.
+# 2. ``table``: the first row of the CSV file ``VPAWEB_PRICE_TABLE`` that matches the
+#    node (``load_price_table``), less its spot discount on a spot node.
+# 3. ``default``: ``VPAWEB_PRICE_PER_CORE_HOUR`` and ``VPAWEB_PRICE_PER_GIB_HOUR``.
+#
+# vpaweb lists no Node objects: a node's instance type, region and whether it is spot
+# are known from the labels of those metrics (``instance_type``, ``region``, and
+# ``kubecost_node_is_spot`` = 1), its labels from kube-state-metrics'
+# ``kube_node_labels`` (read only when a table row matches labels). A workload's
+# prices are the mean over its pods; its ``price_source`` the source that priced most
+# of them. Definitions: docs/prometheus.md, "Node prices".
 
 from __future__ import annotations
 

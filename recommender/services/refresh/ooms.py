@@ -1,24 +1,22 @@
 """The OOM kills of a window: from every place that reports them, each one once.
 
-Two places report OOM kills (VPA-ALGORITHM.md §2.4):
+Two places report OOM kills (upstream's OOM observer reads both):
 
 - the usage source's history (Prometheus' kube-state-metrics series): every kill,
   at the grid time whose scrape saw the container restart after it;
 - the pod statuses discovery reads (``lastState.terminated.reason: OOMKilled``): the
   last kill of each container, at its ``finishedAt``, for as long as the pod shows it;
-  and the memory evictions of Events, which only discovery sees.
-
-Both are merged. A status kill is the same kill as a history observation of its pod's
-container that lies in ``(finishedAt - STEP_S, finishedAt + SAME_KILL_S]`` (the
-restart comes at most kubelet's back-off after the kill, and the scrape and the grid
-add at most two steps); the history's observation is kept, which puts the kill on the
-sample grid. A status kill younger than ``SAME_KILL_S`` waits while the source keeps
-OOM series (its scrape may not have seen the restart yet); one never observed is
-taken once that time is over, so a kill the history missed still counts. When the
-source keeps no OOM history, or its OOM series are absent (Prometheus without
-kube-state-metrics), the status kills are all there is: they are taken at once, and
-the cluster shows that its OOM history is missing (``record_oom_history``).
-"""
+  and the memory evictions of Events, which only discovery sees."""
+# Both are merged. A status kill is the same kill as a history observation of its pod's
+# container that lies in ``(finishedAt - STEP_S, finishedAt + SAME_KILL_S]`` (the
+# restart comes at most kubelet's back-off after the kill, and the scrape and the grid
+# add at most two steps); the history's observation is kept, which puts the kill on the
+# sample grid. A status kill younger than ``SAME_KILL_S`` waits while the source keeps
+# OOM series (its scrape may not have seen the restart yet); one never observed is
+# taken once that time is over, so a kill the history missed still counts. When the
+# source keeps no OOM history, or its OOM series are absent (Prometheus without
+# kube-state-metrics), the status kills are all there is: they are taken at once, and
+# the cluster shows that its OOM history is missing (``record_oom_history``).
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ the stored ones (``Container.template_resources`` and ``resource_sources``,
 ``WorkloadPod.containers``). Their values repeat from row to row (the pods of a
 workload carry the same resources, the sources are a handful of words), so parsing
 each distinct text once per process, instead of each row every cycle, removes most of
-the JSON decoding of a steady cycle (issue 16). The values are shared: read them,
+the JSON decoding of a steady cycle. The values are shared: read them,
 never change them.
 """
 

@@ -1,43 +1,41 @@
 """Engine state a worker process keeps between cycles, checked against the stored
-checkpoints every cycle.
-
-Without it, every cycle decodes every checkpoint and reads again from the source the
-minutes since each one's watermark (checkpoints are written every
-``VPAWEB_CHECKPOINT_INTERVAL_S``, docs/refresh.md "How the cycle scales"): at 100,000
-containers most of the ingest phase. Here each container's engine row as a window
-left it is kept, with what it continues:
-
-- ``version``: the ``Checkpoint.version`` its state started from (a write by this
-  window moves it on by one, as the compare-and-swap does);
-- ``fed_until_s``: every sample up to this grid time is in it.
-
-The next window uses it only when the stored checkpoint still has that version and
-histogram key and a state, and the kept state was fed neither past the window's end
-nor from before its history: then it is the stored state plus the samples of
-``(watermark, fed_until_s]``, which is exactly what a process without it would
-rebuild by decoding and reading those minutes again (the engine's result does not
-depend on where the sample stream is cut: ``tests/services/test_refresh_scale.py``
-compares a warm and a cold process byte for byte). Any other write (another worker,
-an expiry reset, an operator's profile edit) moves the version or the key, and the
-row is read from the database as before.
-
-A window takes its rows out of the keeping when it starts and puts them back only
-once stored: a failed window (a source down, a lost compare-and-swap) leaves nothing
-that could be half fed. Only sources that keep history use it (a live source's
-samples depend on when they were observed, and its checkpoints are written every
-cycle anyway). Memory: the rows of the containers this process refreshed last, about
-3 KB each (0.3 GB at 100,000 containers).
-
-Rows are kept by scope, the (cluster, namespace) of the window that kept them
-(namespace None: the whole cluster). A window that keeps its rows first forgets
-those an earlier window of its scope kept and it did not take (a whole-cluster
-window: of every scope of its cluster): containers that vanished, or that no window
-of this process reads any more. Without that, such a row would stay for good and
-hold its whole window's engine state in memory (the rows of a window share it).
-Within ``one_pass`` (the windows of one refresh pass: a large cluster's steady
-windows, ``chunking.steady_windows``) that forgetting waits for the pass's end, so
-one window does not forget the rows another window of the pass just kept.
-"""
+checkpoints every cycle."""
+# Without it, every cycle decodes every checkpoint and reads again from the source the
+# minutes since each one's watermark (checkpoints are written every
+# ``VPAWEB_CHECKPOINT_INTERVAL_S``, docs/refresh.md "How the cycle scales"): at 100,000
+# containers most of the ingest phase. Here each container's engine row as a window
+# left it is kept, with what it continues:
+#
+# - ``version``: the ``Checkpoint.version`` its state started from (a write by this
+#   window moves it on by one, as the compare-and-swap does);
+# - ``fed_until_s``: every sample up to this grid time is in it.
+#
+# The next window uses it only when the stored checkpoint still has that version and
+# histogram key and a state, and the kept state was fed neither past the window's end
+# nor from before its history: then it is the stored state plus the samples of
+# ``(watermark, fed_until_s]``, which is exactly what a process without it would
+# rebuild by decoding and reading those minutes again (the engine's result does not
+# depend on where the sample stream is cut: ``tests/services/test_refresh_scale.py``
+# compares a warm and a cold process byte for byte). Any other write (another worker,
+# an expiry reset, an operator's profile edit) moves the version or the key, and the
+# row is read from the database as before.
+#
+# A window takes its rows out of the keeping when it starts and puts them back only
+# once stored: a failed window (a source down, a lost compare-and-swap) leaves nothing
+# that could be half fed. Only sources that keep history use it (a live source's
+# samples depend on when they were observed, and its checkpoints are written every
+# cycle anyway). Memory: the rows of the containers this process refreshed last, about
+# 3 KB each (0.3 GB at 100,000 containers).
+#
+# Rows are kept by scope, the (cluster, namespace) of the window that kept them
+# (namespace None: the whole cluster). A window that keeps its rows first forgets
+# those an earlier window of its scope kept and it did not take (a whole-cluster
+# window: of every scope of its cluster): containers that vanished, or that no window
+# of this process reads any more. Without that, such a row would stay for good and
+# hold its whole window's engine state in memory (the rows of a window share it).
+# Within ``one_pass`` (the windows of one refresh pass: a large cluster's steady
+# windows, ``chunking.steady_windows``) that forgetting waits for the pass's end, so
+# one window does not forget the rows another window of the pass just kept.
 
 from __future__ import annotations
 

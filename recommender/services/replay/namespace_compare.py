@@ -1,15 +1,13 @@
-"""Compare two profiles over a namespace: what switching its default would have done.
-
-A platform team choosing a default profile asks "what would profile B have done to the
-namespace, against A, and to whom". The namespace's last days are read from its
-cluster's source
-(:func:`~recommender.services.replay.replay.load_cluster_history`, as the what-if
-reads one workload), replayed under A and B together (one engine replay, every
-container vectorised) and scored as ``manage.py replay --worst N`` scores them: the
-totals of each profile, then the workloads sorted worst for B first
-(:func:`~recommender.services.replay.replay.compare_workloads`). Nothing is stored
-and nothing is written to the cluster.
-"""
+"""Compare two profiles over a namespace: what switching its default would have done."""
+# A platform team choosing a default profile asks "what would profile B have done to the
+# namespace, against A, and to whom". The namespace's last days are read from its
+# cluster's source
+# (:func:`~recommender.services.replay.replay.load_cluster_history`, as the what-if
+# reads one workload), replayed under A and B together (one engine replay, every
+# container vectorised) and scored as ``manage.py replay --worst N`` scores them: the
+# totals of each profile, then the workloads sorted worst for B first
+# (:func:`~recommender.services.replay.replay.compare_workloads`). Nothing is stored
+# and nothing is written to the cluster.
 
 from __future__ import annotations
 

@@ -1,17 +1,15 @@
-"""Replay recorded usage through profiles: the inputs, the profiles, the report.
-
-Inputs (each becomes an engine :class:`~recommender.engine.replay.Trace`):
-
-- a normalized trace file (``trace,container_id,timestamp_s,cpu_cores,memory_bytes``,
-  gzip allowed: ``benchmarks/data/``), with the operators' limits from a
-  ``containers.csv`` beside it when present;
-- the offline command's ``usage.csv`` (and ``ooms.csv``): one container per
-  (namespace, workload, container), its pods as series;
-- a workload or namespace of a configured cluster, its history read from the cluster's
-  usage source (Prometheus, or the simulated cluster).
-
-The maths live in ``engine/replay.py`` and ``engine/replay_scores.py``.
-"""
+"""Replay recorded usage through profiles: the inputs, the profiles, the report."""
+# Inputs (each becomes an engine :class:`~recommender.engine.replay.Trace`):
+#
+# - a normalized trace file (``trace,container_id,timestamp_s,cpu_cores,memory_bytes``,
+#   gzip allowed: ``benchmarks/data/``), with the operators' limits from a
+#   ``containers.csv`` beside it when present;
+# - the offline command's ``usage.csv`` (and ``ooms.csv``): one container per
+#   (namespace, workload, container), its pods as series;
+# - a workload or namespace of a configured cluster, its history read from the cluster's
+#   usage source (Prometheus, or the simulated cluster).
+#
+# The maths live in ``engine/replay.py`` and ``engine/replay_scores.py``.
 
 from __future__ import annotations
 

@@ -6,11 +6,9 @@ profiles are replayed together (``engine/replay.py``) and scored as ``manage.py
 replay`` scores them. Also: how many resizes upstream's updater would have proposed
 (:func:`~recommender.engine.replay_scores.updater_proposals`), per container a
 chart of the hourly target and bounds against the hourly peak of usage, and the
-replicas a Utilization HPA would have run (``services/replay/hpa_replicas.py``).
-
-It runs synchronously: one workload's 8 days of 1-minute history take well under a
-second of replay (``make bench BENCH=whatif``), the source read aside.
-"""
+replicas a Utilization HPA would have run (``services/replay/hpa_replicas.py``)."""
+# It runs synchronously: one workload's 8 days of 1-minute history take well under a
+# second of replay (``make bench BENCH=whatif``), the source read aside.
 
 from __future__ import annotations
 
