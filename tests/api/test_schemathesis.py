@@ -43,6 +43,9 @@ from vpaweb.wsgi import application
 POSITIVE_EXAMPLES = int(os.environ.get("VPAWEB_SCHEMATHESIS_POSITIVE", "55"))
 NEGATIVE_EXAMPLES = int(os.environ.get("VPAWEB_SCHEMATHESIS_NEGATIVE", "30"))
 MIN_CASES = 2000
+# The operations are split into this many tests (operation i in shard i % SHARDS), so
+# pytest-xdist's workers share them; MIN_CASES holds for their sum, each shard its part.
+SHARDS = 4
 # Operations whose bodies the schema can only sketch, and the input-strictness checks
 # that would only restate it. rightsize and check take a YAML text of manifests (any
 # string is "schema-valid"); a RecommendationQuery's pod is a Kubernetes pod spec whose
@@ -95,8 +98,9 @@ def fuzz_data(shop: Workload) -> None:
 
 @pytest.mark.schemathesis
 @pytest.mark.django_db
+@pytest.mark.parametrize("shard", range(SHARDS))
 def test_every_operation_conforms_to_the_schema(
-    fuzz_data: None, write_key: str, in_process_wsgi: None
+    shard: int, fuzz_data: None, write_key: str, in_process_wsgi: None
 ) -> None:
     # Generous budget: the point here is conformance, throttling has its own test.
     rest = {
@@ -112,8 +116,9 @@ def test_every_operation_conforms_to_the_schema(
         statuses: Counter[int] = Counter()
         failures: dict[str, list[str]] = {}
 
-        for result in schema.get_all_operations():
-            operation = result.ok()
+        operations = [result.ok() for result in schema.get_all_operations()]
+        mine = operations[shard::SHARDS]
+        for operation in mine:
             skip = SCHEMA_SKETCHES.get(operation.label, [])
             for mode, examples in (
                 (GenerationMode.POSITIVE, POSITIVE_EXAMPLES),
@@ -159,4 +164,6 @@ def test_every_operation_conforms_to_the_schema(
         for label, messages in failures.items()
     )
     assert server_errors == 0
-    assert total >= MIN_CASES
+    # This shard's part of MIN_CASES (its operations' share of every operation).
+    assert total >= MIN_CASES * len(mine) / len(operations)
+    assert len(cases) == len(mine)
