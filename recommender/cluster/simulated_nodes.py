@@ -63,7 +63,9 @@ def _node_count(pool: int, workloads: list[SimWorkload], fleet: Fleet) -> int:
         want_memory / max(memory - daemon_memory, 1),
         want_pods / max(pods - daemon_pods, 1),
     )
-    return max(1, math.ceil(max(shares) * HEADROOM))
+    # A pool never needs more nodes than it has pods (daemons that fill a node's
+    # allocatable must not make the count grow with the requests).
+    return max(1, min(math.ceil(max(shares) * HEADROOM), math.ceil(want_pods)))
 
 
 def simulated_inventory(fleet: Fleet, snapshot: ClusterSnapshot) -> NodeInventory:

@@ -104,3 +104,19 @@ def test_the_simulated_cluster_stores_a_plan_for_each_pool(settings):
     refresh_cluster(cluster_id=cluster.pk, now=NOW)
     again = NodePool.objects.filter(cluster=cluster).order_by("name")
     assert [(p.name, p.nodes, p.nodes_needed_now) for p in again] == before
+
+
+def test_a_simulated_pool_never_has_more_nodes_than_pods():
+    """A fleet whose DaemonSets alone fill a node (600 workloads: more daemon pods per
+    node than its pod limit) must not size its pools by the requests over a node of
+    one millicore and one byte (billions of nodes)."""
+    from recommender.cluster.simulated import build_fleet
+    from recommender.cluster.simulated_nodes import _node_count, _pool_index
+
+    fleet = build_fleet(1, 600)
+    for index in range(len(SIM_POOLS)):
+        workloads = [
+            w for w in fleet.workloads if _pool_index(w.namespace, w.name) == index
+        ]
+        pods = sum(w.replicas for w in workloads if w.kind != DAEMONSET)
+        assert 1 <= _node_count(index, workloads, fleet) <= max(1, pods)
