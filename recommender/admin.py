@@ -206,6 +206,20 @@ class WorkloadTotalsAdmin(admin.ModelAdmin):
         return False
 
 
+@admin.register(models.WorkloadAmounts)
+class WorkloadAmountsAdmin(admin.ModelAdmin):
+    # Written by the refresh (the rollups' amounts): shown, never edited here.
+    list_display = ["workload", "containers", "covered", "requested_cpu_millicores"]
+    list_select_related = ["workload"]
+    raw_id_fields = ["workload"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(models.WorkloadPod)
 class WorkloadPodAdmin(admin.ModelAdmin):
     # Written by discovery from the pods' owner references: shown, never edited here.

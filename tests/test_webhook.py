@@ -516,6 +516,7 @@ def test_fail_open_reasons_map_to_a_fixed_label_set(reason, kind):
     assert kind in counters.FAIL_OPEN_REASONS
 
 
+@pytest.mark.integration
 def test_serve_with_two_processes_shares_the_port_and_stops_both(certs, tmp_path):
     """``webhook serve --processes 2``: two processes listen on one port
     (SO_REUSEPORT), every connection is answered, and SIGTERM to the parent stops

@@ -19,6 +19,7 @@ PATH_VALUES = {
     "cluster": "simulated",
     "namespace": "shop",
     "kind": "Deployment",
+    "job": "0123456789abcdef",
 }
 
 
