@@ -4,9 +4,9 @@ resource="cpu"|"memory"|"pods",unit}``, ``kube_node_labels{node,label_<name>}`` 
 label's name made a Prometheus name, only the labels KSM's
 ``--metric-labels-allowlist`` lets through), ``kube_pod_container_resource_requests
 {namespace,pod,container,node,resource,unit}`` and ``kube_pod_owner{namespace,pod,
-owner_kind,owner_name}`` (kube-state-metrics' node and pod metrics documentation). ``inventory_from_ksm`` turns those series'
-(labels, value) pairs into a ``NodeInventory``; a node's pool is the first of
-``pool_labels`` it carries.
+owner_kind,owner_name}`` (kube-state-metrics' node and pod metrics documentation).
+``inventory_from_ksm`` turns those series' (labels, value) pairs into a
+``NodeInventory``; a node's pool is the first of ``pool_labels`` it carries.
 """
 
 from __future__ import annotations
