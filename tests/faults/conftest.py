@@ -44,11 +44,16 @@ def own_redis() -> Iterator[services.OwnRedis]:
 @pytest.fixture
 def workers(own_postgres, own_redis) -> Iterator[Callable[..., Any]]:
     """Start real `celery worker --pool solo` processes on a private queue:
-    ``workers(env)`` returns (queue, process); all are stopped after the test."""
+    ``workers(env)`` returns (queue, process); all are stopped after the test.
+
+    A whole-cluster refresh does its own first contact here: the faults are injected
+    into that one run (the fan-out of first contacts to shard tasks and a killed
+    shard: tests/integration/test_first_contact_shards.py)."""
     queue = f"vpaweb-faults-{uuid.uuid4().hex[:8]}"
     started = []
 
     def start(env: dict[str, str]) -> tuple[str, Any]:
+        env = {"VPAWEB_FIRST_CONTACT_BY_SHARD": "0", **env}
         process = start_worker(queue, env=env, hostname=f"{uuid.uuid4().hex[:8]}@%h")
         started.append(process)
         return queue, process

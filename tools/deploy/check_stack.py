@@ -88,20 +88,32 @@ def main() -> None:
         f"counts {run.get('counts')}"
     )
 
-    answer = session.get(f"{base}/api/v1/workloads/?limit=1000", timeout=TIMEOUT_S)
-    if answer.status_code != 200:
-        fail(f"/api/v1/workloads/ answered {answer.status_code}")
-    body = answer.json()
-    workloads = body["results"]
-    if body["count"] != expected_workloads or len(workloads) != expected_workloads:
-        fail(f"{body['count']} workloads listed, expected {expected_workloads}")
-    # Init containers never get one (as upstream VPA); regular and sidecar ones do.
-    containers = [c for w in workloads for c in w["containers"] if c["kind"] != "init"]
-    missing = [c for c in containers if c["recommendation"] is None]
-    # A refresh covers every workload with samples; the simulated fleet has history
-    # for all of them, so each container has its recommendation after one run.
-    if not containers or missing:
-        fail(f"{len(missing)} of {len(containers)} containers have no recommendation")
+    # With a broker, the first refresh leaves its first contacts to one task per
+    # namespace (its counts' first_contact_shards): wait for those to store theirs.
+    deadline = time.monotonic() + 120
+    while True:
+        answer = session.get(f"{base}/api/v1/workloads/?limit=1000", timeout=TIMEOUT_S)
+        if answer.status_code != 200:
+            fail(f"/api/v1/workloads/ answered {answer.status_code}")
+        body = answer.json()
+        workloads = body["results"]
+        if body["count"] != expected_workloads or len(workloads) != expected_workloads:
+            fail(f"{body['count']} workloads listed, expected {expected_workloads}")
+        # Init containers never get one (as upstream VPA); regular and sidecar ones do.
+        containers = [
+            c for w in workloads for c in w["containers"] if c["kind"] != "init"
+        ]
+        missing = [c for c in containers if c["recommendation"] is None]
+        # The simulated fleet has history for every workload, so each container has
+        # its recommendation once the first contact is done.
+        if containers and not missing:
+            break
+        if time.monotonic() > deadline:
+            fail(
+                f"{len(missing)} of {len(containers)} containers have no "
+                "recommendation 120 s after the first refresh"
+            )
+        time.sleep(3)
     sample = containers[0]["recommendation"]
     if not sample["target"].get("cpu") or not sample["target"].get("memory"):
         fail(f"a recommendation without targets: {sample}")
