@@ -159,11 +159,9 @@ class SavingsSnapshotAdmin(admin.ModelAdmin):
     ]
 
 
-@admin.register(models.NamespaceTotals)
-class NamespaceTotalsAdmin(admin.ModelAdmin):
-    # Written by the refresh (the overview's sums): shown, never edited here.
-    list_display = ["cluster", "namespace", "computed_at", "workloads", "containers"]
-    list_filter = ["cluster"]
+class ReadOnly:
+    """Rows vpaweb writes itself (read models, delivery records): shown, never added
+    or edited here."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -172,8 +170,15 @@ class NamespaceTotalsAdmin(admin.ModelAdmin):
         return False
 
 
+@admin.register(models.NamespaceTotals)
+class NamespaceTotalsAdmin(ReadOnly, admin.ModelAdmin):
+    # Written by the refresh (the overview's sums): shown, never edited here.
+    list_display = ["cluster", "namespace", "computed_at", "workloads", "containers"]
+    list_filter = ["cluster"]
+
+
 @admin.register(models.NodePool)
-class NodePoolAdmin(admin.ModelAdmin):
+class NodePoolAdmin(ReadOnly, admin.ModelAdmin):
     # Written by the refresh (nodes you can free): shown, never edited here.
     list_display = [
         "cluster",
@@ -185,39 +190,21 @@ class NodePoolAdmin(admin.ModelAdmin):
     ]
     list_filter = ["cluster"]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(models.WorkloadTotals)
-class WorkloadTotalsAdmin(admin.ModelAdmin):
+class WorkloadTotalsAdmin(ReadOnly, admin.ModelAdmin):
     # Written by the refresh (the lists' facts): shown, never edited here.
     list_display = ["workload", "shortfall", "missing_count", "no_data_count"]
     list_select_related = ["workload"]
     raw_id_fields = ["workload"]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(models.WorkloadAmounts)
-class WorkloadAmountsAdmin(admin.ModelAdmin):
+class WorkloadAmountsAdmin(ReadOnly, admin.ModelAdmin):
     # Written by the refresh (the rollups' amounts): shown, never edited here.
     list_display = ["workload", "containers", "covered", "requested_cpu_millicores"]
     list_select_related = ["workload"]
     raw_id_fields = ["workload"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(models.WorkloadPod)
@@ -428,14 +415,8 @@ class NotificationChannelAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.NotificationDelivery)
-class NotificationDeliveryAdmin(admin.ModelAdmin):
+class NotificationDeliveryAdmin(ReadOnly, admin.ModelAdmin):
     """Which event reached which channel (read-only)."""
 
     list_display = ["channel", "event", "key", "sent_at"]
     list_filter = ["channel", "event"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
