@@ -68,7 +68,9 @@ def _cold_engine_state() -> None:
 
 @pytest.fixture(autouse=True)
 def _no_throttle_history() -> None:
-    """Each test starts with no API throttle counters (they live in the cache)."""
+    """Each test starts with no API throttle counters, budget counters or heavy-job
+    slots and dedupe entries (they live in the cache, and in Redis they outlive the
+    run that wrote them)."""
     if not settings.configured:
         return  # engine tests run without Django too (pytest -p no:django)
     cache = caches["default"]
@@ -78,7 +80,15 @@ def _no_throttle_history() -> None:
     # Redis: delete only the counters, because the same database carries Celery's broker
     # state, which a flush would lose under a running worker.
     client = cache._cache.get_client(write=True)  # type: ignore[attr-defined]
-    keys = list(client.scan_iter(match="*throttle_*"))
+    from recommender.services.access import budgets, heavy_jobs
+
+    patterns = [
+        "*throttle_*",
+        f"*{budgets.KEY_PREFIX}*",
+        f"*{heavy_jobs.RUNNING_KEY}*",
+        f"*{heavy_jobs.SAME_KEY}*",
+    ]
+    keys = [key for pattern in patterns for key in client.scan_iter(match=pattern)]
     if keys:
         client.delete(*keys)
 
