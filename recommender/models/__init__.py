@@ -41,6 +41,7 @@ from recommender.models.recommendation import (
     OomKill,
     Recommendation,
     RecommendationQuerySet,
+    UsageHour,
 )
 from recommender.models.rollups import WorkloadAmounts
 from recommender.models.runs import RefreshRun
@@ -75,6 +76,7 @@ __all__ = [
     "SimulatedPodState",
     "StaticCoefficient",
     "UpdaterLock",
+    "UsageHour",
     "Workload",
     "WorkloadAmounts",
     "WorkloadPod",

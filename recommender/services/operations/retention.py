@@ -37,6 +37,7 @@ from recommender.models import (
     Recommendation,
     RefreshRun,
     ResizeChange,
+    UsageHour,
     Workload,
 )
 from recommender.models.actuation import OPEN_RESIZE_STATUSES
@@ -87,6 +88,13 @@ def rules() -> list[Rule]:
             settings.RETENTION_OOM_KILL_DAYS,
             lambda now: OomKill.objects.filter(
                 occurred_at__lt=_cutoff(now, settings.RETENTION_OOM_KILL_DAYS)
+            ),
+        ),
+        Rule(
+            "usage_hours",
+            settings.RETENTION_USAGE_DAYS,
+            lambda now: UsageHour.objects.filter(
+                ends_at__lt=_cutoff(now, settings.RETENTION_USAGE_DAYS)
             ),
         ),
         Rule(
@@ -372,6 +380,7 @@ class TableUsage:
 _AGED: list[tuple[str, type[models.Model], str]] = [
     ("recommendations", Recommendation, "created_at"),
     ("oom_kills", OomKill, "occurred_at"),
+    ("usage_hours", UsageHour, "ends_at"),
     ("runs", RefreshRun, "started_at"),
     ("audit_events", AuditEvent, "created_at"),
     ("admission_counts", AdmissionCount, "minute"),
