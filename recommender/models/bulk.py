@@ -1,15 +1,13 @@
-"""Statements that write many rows at once: the refresh's and the updater's bulk SQL.
+"""Statements that write many rows at once, on PostgreSQL and SQLite (3.35+) alike.
 
 - ``compare_and_swap``: many filtered updates in one ``UPDATE ... FROM (VALUES ...)
   ... RETURNING``; each row carries the value it expects, the keys returned are the
   rows this writer won (``Checkpoint.version``, ``Container.latest_recommendation``).
-- ``insert_returning_pks``: many new rows in one statement, their primary keys back.
+- ``insert_returning_pks``: many new rows in one statement, their primary keys back;
+  ``add_usage_hours``: hourly usage added to ``UsageHour`` in one upsert.
 - ``insert_changes``: thousands of new ``ResizeChange`` rows as one statement (one JSON
   document on PostgreSQL, ``executemany`` on SQLite); an approved row is inserted only
   while its workload is among ``approvable``, read by that statement (Off wins).
-- ``add_usage_hours``: containers' hourly usage added to the stored hours (one JSON
-  document, one upsert statement: sums and counts added, the larger peak kept).
-PostgreSQL and SQLite (3.35+) both run them.
 """
 
 from __future__ import annotations
@@ -265,7 +263,7 @@ def add_usage_hours(usage: HourlyUsage) -> int:
         "bigint",
         "timestamp with time zone",
         *(
-            UsageHour._meta.get_field(c).db_type(connection) or ""
+            _concrete(UsageHour, c).db_type(connection) or ""
             for c, _, _ in _USAGE_COLUMNS
         ),
     ]

@@ -73,7 +73,9 @@ def source_hours(
             end_s=end_s,
             step_s=60.0,
         )
-        rows = [i for i, key in enumerate(grid.series) if key.container == container.name]
+        rows = [
+            i for i, key in enumerate(grid.series) if key.container == container.name
+        ]
         if not rows:
             continue
         hours = np.ceil(grid.timestamp_s / HOUR_S) * HOUR_S
@@ -119,7 +121,9 @@ def test_stored_hours_equal_the_source_each_sample_once(settings, regime):
             Checkpoint.objects.filter(container__workload__cluster=cluster).update(
                 histogram_key="[1, 2, 3]"
             )
-        run = refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=minute))
+        run = refresh_cluster(
+            cluster_id=cluster.pk, now=NOW + timedelta(minutes=minute)
+        )
         assert run.status == RefreshRun.Status.SUCCEEDED, run.error
     # One last cycle writes every checkpoint (and so every hour pending).
     settings.CHECKPOINT_INTERVAL_S = 0
@@ -171,7 +175,7 @@ def test_a_container_first_seen_gets_its_history_hours_at_first_contact():
         per_container[container_id] += 1
     checkpoints = Checkpoint.objects.filter(container__workload__cluster=cluster)
     assert set(per_container) <= set(checkpoints.values_list("container_id", flat=True))
-    # 2.4 h back from 12:20: the hours ending 10:00 (a few minutes), 11:00, 12:00, 13:00.
+    # 2.4 h back from 12:20: the hours ending 10:00 (4 minutes), 11:00, 12:00, 13:00.
     assert max(per_container.values()) == 4
 
 

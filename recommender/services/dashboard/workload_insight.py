@@ -448,9 +448,11 @@ def stored_usage(
             }
         at = round((ends_at - start).total_seconds() / HOUR_S) - 1
         line["cpu_max"][at] = cpu_max if cpu_n else None
-        line["cpu_mean"][at] = cpu_sum / cpu_n if cpu_n else None
+        line["cpu_mean"][at] = float(cpu_sum or 0.0) / cpu_n if cpu_n else None
         line["memory_max"][at] = memory_max if memory_n else None
-        line["memory_mean"][at] = memory_sum / memory_n if memory_n else None
+        line["memory_mean"][at] = (
+            float(memory_sum or 0.0) / memory_n if memory_n else None
+        )
     times = [
         (start + timedelta(seconds=(k + 1) * HOUR_S)).isoformat() for k in range(hours)
     ]
