@@ -326,9 +326,9 @@ class WorkloadPolicyView(WorkloadLookupMixin, APIView):
         tags=["policies"],
         examples=[
             OpenApiExample(
-                "switch to Initial and cap memory",
+                f"switch to {Policy.Mode.INITIAL} and cap memory",
                 value={
-                    "mode": "Initial",
+                    "mode": Policy.Mode.INITIAL,
                     "container_policies": [
                         {"containerName": "*", "maxAllowed": {"memory": "2Gi"}}
                     ],
