@@ -1,4 +1,6 @@
-"""Upstream histogram tests (VPA-ALGORITHM.md §9 #1-#21), with their exact numbers."""
+"""Upstream histogram tests (``pkg/recommender/util/histogram_test.go``,
+``decaying_histogram_test.go``, ``histogram_options_test.go``), with their exact
+numbers."""
 
 import math
 
