@@ -68,7 +68,7 @@ class PodPriority:
     oom_containers: tuple[tuple[str, float], ...] = ()  # (container, seconds alive)
 
     def sort_key(self) -> tuple[bool, float]:
-        """Scale-ups first, then the larger difference (upstream's ``sortPriority``)."""
+        """Scale-ups first, then the larger difference (``PodPriority.Less``)."""
         return (not self.scale_up, -self.resource_diff)
 
     @property
