@@ -309,7 +309,7 @@ class Recommendations(Sequence[ContainerRecommendation]):
         )
 
     def __eq__(self, other: object) -> bool:
-        # As the list this used to be: equal to a list (or another one) of equal rows.
+        # Equal to a list, a tuple or another Recommendations of equal rows.
         if not isinstance(other, Recommendations | list | tuple):
             return NotImplemented
         return len(self) == len(other) and list(self) == list(other)
