@@ -15,7 +15,7 @@ import os
 import statistics
 import tempfile
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 TARGET_MS = 200.0
 
@@ -148,7 +148,57 @@ def _seed(workload_count: int) -> int:
             for i in range(20)
         ]
     )
-    return next(w.pk for i, w in enumerate(workloads) if i % 3 == 2)
+    detail = next(w for i, w in enumerate(workloads) if i % 3 == 2)
+    _seed_charts(detail, now)
+    return detail.pk
+
+
+def _seed_charts(workload: object, now: datetime) -> None:
+    """What the refresh stores for the workload page's charts, for one workload:
+    each container's checkpoint (8 days of one-minute samples) and its 192 usage
+    hours, written as the refresh writes them."""
+    import numpy as np
+
+    from recommender.engine.aggregation import AggregateSet, SampleBatch
+    from recommender.engine.profiles import get_profile
+    from recommender.engine.usage_hours import hourly_usage
+    from recommender.models import Checkpoint, Container
+    from recommender.models.bulk import add_usage_hours
+    from recommender.services.refresh.ingest import key_text
+
+    profile = get_profile("vpa")
+    times = now.timestamp() - np.arange(8 * 1440)[::-1] * 60.0
+    for number, container in enumerate(Container.objects.filter(workload=workload)):
+        rng = np.random.default_rng(number)
+        # Two pods, a daily cycle and noise around 0.3 cores and 200 MiB.
+        daily = 1 + 0.5 * np.sin(times / 86400.0 * 2 * np.pi)
+        cpu = 0.3 * daily * rng.uniform(0.7, 1.3, (2, times.size))
+        memory = 2e8 * daily * rng.uniform(0.9, 1.1, (2, times.size))
+        aggregates = AggregateSet.empty(profile, 1)
+        aggregates.add_samples(
+            SampleBatch.from_grid(
+                series_aggregate=np.array([0, 0]),
+                series_keys=["pod-a", "pod-b"],
+                timestamp_s=times,
+                cpu_cores=cpu,
+                memory_bytes=memory,
+            )
+        )
+        Checkpoint.objects.create(
+            container=container,
+            histogram_key=key_text(profile),
+            state=aggregates.to_checkpoints()[0],
+            last_sample_at=now,
+            sample_count=int(aggregates.sample_count()[0]),
+        )
+        add_usage_hours(
+            hourly_usage(
+                series_key=np.array([container.pk, container.pk]),
+                timestamp_s=times,
+                cpu_cores=cpu,
+                memory_bytes=memory,
+            )
+        )
 
 
 def _time(client, path: str, repeat: int) -> tuple[float, float, int]:

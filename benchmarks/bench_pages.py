@@ -9,7 +9,9 @@
 # from a live server thread (the browser tests' harness: Django's LiveServerThread with
 # its static files handler) and drives Chromium (tests/browser/conftest.py's binary and
 # flags), logged in as a viewer, over the overview, the list, the rollups, a workload
-# page (first and second visit), the changes, the runs and the what-if page. Per page,
+# page (first and second visit; its charts from the checkpoints and usage hours the seed
+# stores for it), the changes, the runs and the what-if page. Imports the views first
+# as gunicorn's preload does (BENCH_PAGES_PRELOAD=0: not). Per page,
 # the median of BENCH_REPEAT visits (default 3, after one warm-up; the workload page's
 # first visit is the one visit): the server time of the document (the handler's own
 # ``Server-Timing``), the browser's time to first byte, DOMContentLoaded and load, and
@@ -149,6 +151,14 @@ def main() -> None:
         ("what-if", f"/workloads/{detail_id}/what-if"),
     ]
     with override_settings(STORAGES=plain_static, WHITENOISE_USE_FINDERS=True):
+        if os.environ.get("BENCH_PAGES_PRELOAD", "1") != "0":
+            # What gunicorn's master does before it forks the workers (preload_app
+            # and when_ready, vpaweb/gunicorn_conf.py): every URLconf and view
+            # imported, so the first visit measures the page, not Python's imports
+            # (about 1.7 s, profiled). BENCH_PAGES_PRELOAD=0 measures a cold process.
+            from vpaweb.gunicorn_conf import when_ready
+
+            when_ready(None)
         server = LiveServerThread("127.0.0.1", _handler(), port=0)
         server.daemon = True
         server.start()

@@ -42,6 +42,7 @@ from recommender.models.recommendation import (
     OomKill,
     Recommendation,
     RecommendationQuerySet,
+    UsageHour,
 )
 from recommender.models.rollups import WorkloadAmounts
 from recommender.models.runs import RefreshRun
@@ -77,6 +78,7 @@ __all__ = [
     "SimulatedPodState",
     "StaticCoefficient",
     "UpdaterLock",
+    "UsageHour",
     "Workload",
     "WorkloadAmounts",
     "WorkloadPod",

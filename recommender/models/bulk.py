@@ -1,27 +1,30 @@
-"""Statements that write many rows at once: the refresh's and the updater's bulk SQL.
+"""Statements that write many rows at once, on PostgreSQL and SQLite (3.35+) alike.
 
 - ``compare_and_swap``: many filtered updates in one ``UPDATE ... FROM (VALUES ...)
   ... RETURNING``; each row carries the value it expects, the keys returned are the
   rows this writer won (``Checkpoint.version``, ``Container.latest_recommendation``).
-- ``insert_returning_pks``: many new rows in one statement, their primary keys back.
+- ``insert_returning_pks``: many new rows in one statement, their primary keys back;
+  ``add_usage_hours``: hourly usage added to ``UsageHour`` in one upsert.
 - ``insert_changes``: thousands of new ``ResizeChange`` rows as one statement (one JSON
   document on PostgreSQL, ``executemany`` on SQLite); an approved row is inserted only
   while its workload is among ``approvable``, read by that statement (Off wins).
-PostgreSQL and SQLite (3.35+) both run them.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import date, datetime, time
+from datetime import UTC, date, datetime, time
 from typing import Any
 
+import numpy as np
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Field, JSONField, Model, QuerySet
 
+from recommender.engine.usage_hours import HourlyUsage
 from recommender.models.actuation import OPEN_RESIZE_STATUSES, ResizeChange
 from recommender.models.fleet import Workload
+from recommender.models.recommendation import UsageHour
 
 # Rows per statement: 7 parameters a row stays under SQLite's 32,766 and PostgreSQL's
 # 65,535 bound parameters, and a statement of checkpoints stays a few megabytes.
@@ -211,6 +214,84 @@ def _concrete(model: type[Model], name: str) -> Field[Any, Any]:
     if not isinstance(field, Field) or not field.concrete:
         raise ValueError(f"{model.__name__}.{name}: not a column")
     return field
+
+
+# --- Hourly usage, added in one statement -----------------------------------------
+
+# Each column of UsageHour with the HourlyUsage field it adds (its peak kept, or
+# its sum added).
+_USAGE_COLUMNS = (
+    ("cpu_max_cores", "cpu_max", "peak"),
+    ("cpu_sum_cores", "cpu_sum", "sum"),
+    ("cpu_samples", "cpu_count", "sum"),
+    ("memory_max_bytes", "memory_max", "peak"),
+    ("memory_sum_bytes", "memory_sum", "sum"),
+    ("memory_samples", "memory_count", "sum"),
+)
+
+
+def add_usage_hours(usage: HourlyUsage) -> int:
+    """Add ``usage`` (keys: container ids, one entry per container and hour) to the
+    stored ``UsageHour`` rows, creating the missing ones: one statement whatever the
+    number of entries (a JSON document of them). Returns the entries sent."""
+    if not len(usage):
+        return 0
+    is_postgres = connection.vendor == "postgresql"
+    hours: dict[float, Any] = {}
+    for ends_s in np.unique(usage.ends_s).tolist():
+        at = datetime.fromtimestamp(ends_s, tz=UTC)
+        # As the column stores it, so the conflict target matches the stored text on
+        # SQLite.
+        hours[ends_s] = (
+            at.isoformat()
+            if is_postgres
+            else connection.ops.adapt_datetimefield_value(at)
+        )
+    columns = [getattr(usage, field).tolist() for _, field, _ in _USAGE_COLUMNS]
+    rows = [
+        # JSON has no NaN: a peak without a sample is null (NaN != NaN).
+        [key, hours[ends_s], *(None if v != v else v for v in values)]
+        for key, ends_s, *values in zip(
+            usage.key.tolist(), usage.ends_s.tolist(), *columns, strict=True
+        )
+    ]
+    document = json.dumps(rows, separators=(",", ":"), allow_nan=False)
+    ops = connection.ops
+    table = ops.quote_name(UsageHour._meta.db_table)
+    names = ["container_id", "ends_at", *(c for c, _, _ in _USAGE_COLUMNS)]
+    types = [
+        "bigint",
+        "timestamp with time zone",
+        *(
+            _concrete(UsageHour, c).db_type(connection) or ""
+            for c, _, _ in _USAGE_COLUMNS
+        ),
+    ]
+    if is_postgres:
+        selects = [f"(e.r ->> {i})::{t}" for i, t in enumerate(types)]
+        source = "jsonb_array_elements(%s::jsonb) AS e(r)"
+    else:
+        selects = [f"json_extract(value, '$[{i}]')" for i in range(len(names))]
+        source = "json_each(%s)"
+    sets = []
+    for column, _, how in _USAGE_COLUMNS:
+        mine, theirs = f"{table}.{ops.quote_name(column)}", f"excluded.{column}"
+        if how == "sum":
+            sets.append(f"{column} = {mine} + {theirs}")
+        else:
+            # NULL is no sample: the other side's peak stands.
+            sets.append(
+                f"{column} = CASE WHEN {mine} IS NULL OR {theirs} > {mine} "
+                f"THEN {theirs} ELSE {mine} END"
+            )
+    sql = (
+        f"INSERT INTO {table} ({', '.join(ops.quote_name(n) for n in names)}) "
+        f"SELECT {', '.join(selects)} FROM {source} WHERE true "
+        "ON CONFLICT (container_id, ends_at) DO UPDATE SET " + ", ".join(sets)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [document])
+    return len(rows)
 
 
 # --- New resize changes in one statement ----------------------------------------

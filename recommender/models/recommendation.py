@@ -1,4 +1,5 @@
-"""Recommendations and the engine state behind them: checkpoints and OOM kills.
+"""Recommendations and the engine state behind them: checkpoints, OOM kills and the
+hourly usage the workload page charts.
 
 Resource amounts are stored as upstream VPA keeps them: CPU in integer millicores,
 memory in integer bytes; ``None`` means "not set".
@@ -186,3 +187,38 @@ class OomKill(models.Model):
 
     def __str__(self) -> str:
         return f"OOM {self.container} {self.pod} @ {self.occurred_at}"
+
+
+class UsageHour(models.Model):
+    """One hour of a container's usage, for the workload page's chart: the peak, sum
+    and count of the one-minute samples of all its pods in (``ends_at`` - 1 h,
+    ``ends_at``]. The refresh adds to it with the checkpoint that holds the same
+    samples (docs/refresh.md, "Usage hours"); retention prunes it."""
+
+    container = models.ForeignKey(
+        Container, on_delete=models.CASCADE, related_name="usage_hours"
+    )
+    ends_at = models.DateTimeField()
+    # CPU in cores, memory in working-set bytes; a peak is None without a sample.
+    cpu_max_cores = models.FloatField(null=True)
+    cpu_sum_cores = models.FloatField(default=0.0)
+    cpu_samples = models.IntegerField(default=0)
+    memory_max_bytes = models.FloatField(null=True)
+    memory_sum_bytes = models.FloatField(default=0.0)
+    memory_samples = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            # One row per container and hour: the refresh's upsert merges into it,
+            # and the chart reads a container's hours by it.
+            models.UniqueConstraint(
+                fields=["container", "ends_at"], name="usage_hour_once"
+            )
+        ]
+        indexes = [
+            # Retention's prune: the hours past VPAWEB_RETENTION_USAGE_DAYS.
+            models.Index(fields=["ends_at"], name="usage_hour_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"usage of {self.container_id} to {self.ends_at}"

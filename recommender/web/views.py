@@ -247,7 +247,8 @@ def _never_disrupted(workload: Workload, policy: Policy | None) -> str | None:
 @require_GET
 @require_role(Role.VIEWER)
 def workload_charts(request: HttpRequest, pk: int) -> HttpResponse:
-    """The charts' data (engine histograms and usage history), loaded after the page."""
+    """The charts' data (engine histograms and stored hourly usage), loaded after the
+    page."""
     try:
         charts = workload_insight.workload_charts(workload_id=pk, now=timezone.now())
     except NotFound as exc:
@@ -259,7 +260,6 @@ def workload_charts(request: HttpRequest, pk: int) -> HttpResponse:
             "workload": charts.workload,
             "chart_containers": charts.container_names,
             "chart_data": charts.chart_data,
-            "usage_error": charts.usage_error,
         },
     )
 

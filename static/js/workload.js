@@ -115,10 +115,12 @@
     return t.map(() => value);
   }
 
-  // Usage over time with request, target and the lower-upper band, OOM kills marked.
+  // Hourly usage (max and mean of the pods' one-minute samples) with request, target
+  // and the lower-upper band, OOM kills marked.
   function drawUsage(node, usage, box, resource, ooms) {
     if (!usage || !usage.t.length) {
-      note(node, "No usage history for this container in the last 8 days.");
+      note(node, "No usage stored for this container in the last 8 days yet: the refresh " +
+                 "stores it hour by hour as it reads samples.");
       return;
     }
     const scale = resource === "cpu" ? 1 : 1 / MI;
@@ -135,8 +137,8 @@
       traces.push({ x: usage.t, y: flat(usage.t, toUnit(upper)), mode: "lines", name: "lower–upper bound",
                     fill: "tonexty", fillcolor: "rgba(98,199,141,0.15)", line: { color: css("--good"), width: 0 } });
     }
-    traces.push({ x: usage.t, y: max, mode: "lines", name: "max over pods", line: { color: css("--accent"), width: 1.5 } });
-    traces.push({ x: usage.t, y: mean, mode: "lines", name: "mean over pods", line: { color: css("--muted"), width: 1 } });
+    traces.push({ x: usage.t, y: max, mode: "lines", name: "hourly max over pods", line: { color: css("--accent"), width: 1.5 } });
+    traces.push({ x: usage.t, y: mean, mode: "lines", name: "hourly mean over pods", line: { color: css("--muted"), width: 1 } });
     const request = box["request_" + resource];
     const target = box["target_" + resource];
     if (request !== null && request !== undefined) {

@@ -34,7 +34,7 @@ from recommender.models import (
 )
 from recommender.roles import Role
 from recommender.services.access.tokens import create_token
-from recommender.services.dashboard.workload_insight import pods_of
+from recommender.services.readmodels.pod_owners import load_pod_owners
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.factories import make_user
 from tests.k8s_fake.server import TOKEN, FakeApiServer, write_kubeconfig
@@ -311,6 +311,14 @@ def test_a_value_set_on_the_pod_after_the_template_is_the_pods(
     assert app.requests.to_dict() == {"cpu": 250, "memory": 128 * MI}
     assert app.resource_sources["requests.cpu"] == "pod"
     assert app.resource_sources["requests.memory"] == "limitrange"
+
+
+def pods_of(workload: Workload, names: list[str], *, now: datetime) -> set[str]:
+    """Which ``names`` belong to ``workload``, by the owners discovery stored."""
+    owners = load_pod_owners(
+        cluster_id=workload.cluster_id, namespace=workload.namespace, now=now
+    )
+    return owners.pods_of(workload.pk, workload.namespace, names)
 
 
 def test_pods_belong_to_workloads_by_owner_references_not_names(

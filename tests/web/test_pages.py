@@ -254,9 +254,7 @@ def test_operator_cannot_manage_users(operator_client):
     assert operator_client.get("/users/").status_code == 403
 
 
-def test_charts_fragment_reads_engine_state_and_simulated_usage(
-    viewer_client, settings
-):
+def test_charts_fragment_reads_engine_state_and_stored_usage(viewer_client, settings):
     import json
     import re
 
@@ -266,7 +264,7 @@ def test_charts_fragment_reads_engine_state_and_simulated_usage(
     from recommender.cluster.simulated import build_fleet
     from recommender.engine.aggregation import AggregateSet, SampleBatch
     from recommender.engine.profiles import get_profile
-    from recommender.models import Checkpoint
+    from recommender.models import Checkpoint, UsageHour
     from tests.factories import make_cluster, make_workload
 
     settings.SIMULATION_WORKLOADS = 6
@@ -305,6 +303,18 @@ def test_charts_fragment_reads_engine_state_and_simulated_usage(
         sample_count=1440,
     )
 
+    # What the refresh stores of the same samples: an hour of them.
+    UsageHour.objects.create(
+        container=workload.containers.get(),
+        ends_at=timezone.now().replace(minute=0, second=0, microsecond=0),
+        cpu_max_cores=0.3,
+        cpu_sum_cores=18.0,
+        cpu_samples=60,
+        memory_max_bytes=2e8,
+        memory_sum_bytes=1.2e10,
+        memory_samples=60,
+    )
+
     response = viewer_client.get(
         f"/workloads/{workload.pk}/charts", HTTP_HX_REQUEST="true"
     )
@@ -317,9 +327,8 @@ def test_charts_fragment_reads_engine_state_and_simulated_usage(
     assert 0.29 < cpu["percentiles"]["p90"] < 0.33  # within one bucket of 0.3 cores
     assert sum(cpu["weight"]) > 0
     usage = data["usage"][name]
-    assert usage["pods"] >= 1
-    assert len(usage["t"]) == 8 * 24 * 6  # 10-minute points over 8 days
-    assert any(v is not None for v in usage["cpu_max"])
+    assert len(usage["t"]) == 8 * 24  # hourly points over 8 days
+    assert [v for v in usage["cpu_mean"] if v is not None] == [pytest.approx(0.3)]
     assert data["containers"][name]["request_cpu"] == 500
 
 

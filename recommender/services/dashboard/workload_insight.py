@@ -1,6 +1,6 @@
 """Read-side use cases of the workload page: per container numbers, the ready-to-use
-result, and the charts' data (engine histograms from checkpoints, usage history from the
-source).
+result, and the charts' data (engine histograms from checkpoints, usage from the hours
+the refresh stored: no usage source is read).
 
 Facts, statuses and savings follow recommender/models/provisioning.py; nothing here
 writes.
@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import shlex
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -30,13 +29,15 @@ from recommender.engine import (
 )
 from recommender.engine.capping import MODE_OFF, select_container_policy
 from recommender.engine.oom import oom_effect
-from recommender.errors import NotFound, SourceUnavailable, VpawebError
+from recommender.engine.usage_hours import HOUR_S, hour_end_s
+from recommender.errors import NotFound
 from recommender.models import (
     Container,
     OomKill,
     Policy,
     ProvisioningFacts,
     Recommendation,
+    UsageHour,
     Workload,
     container_facts,
     workload_facts,
@@ -52,12 +53,10 @@ from recommender.services.advice.advise import (
     written_resources,
 )
 from recommender.services.advice.hpa import adjustments_for_workload, requests_of
-from recommender.services.connections import close_quietly, usage_source_for
 from recommender.services.policy.validation import (
     parse_container_policies,
     profile_or_default,
 )
-from recommender.services.readmodels.pod_owners import load_pod_owners
 from recommender.services.readmodels.provisioning import (
     Prices,
     no_recommendation_reason,
@@ -357,9 +356,8 @@ def workload_insight(
 
 # --- Chart data (engine state and usage history) --------------------------------------
 
+# The usage chart's span: hourly points (the stored UsageHour rows), 192 per line.
 USAGE_WINDOW = timedelta(days=8)
-# Ten-minute points over 8 days: 1,152 per line, plenty for a chart and cheap to fetch.
-USAGE_STEP_S = 600.0
 PERCENTILES = (0.5, 0.9, 0.95)
 
 
@@ -408,70 +406,66 @@ def usage_distributions(
     return charts
 
 
-def pods_of(workload: Workload, pod_names: list[str], *, now: datetime) -> set[str]:
-    """Which ``pod_names`` belong to ``workload``: by the owner references discovery
-    read and stored (``pod_owners.PodOwners``), never by a name that merely starts
-    with the workload's."""
-    owners = load_pod_owners(
-        cluster_id=workload.cluster_id, namespace=workload.namespace, now=now
-    )
-    return owners.pods_of(workload.pk, workload.namespace, pod_names)
-
-
-def usage_over_time(
-    *, workload: Workload, source: Any, now: datetime
+def stored_usage(
+    *, containers: Sequence[Container], now: datetime
 ) -> dict[str, dict[str, Any]]:
-    """Per container: max and mean over pods of CPU (cores) and memory (bytes).
+    """Per container, its stored usage hours (``UsageHour``) of the last
+    ``USAGE_WINDOW``: the hours' ends, and per hour the peak and the mean of CPU
+    (cores) and memory (bytes) over all its pods' samples (None: no sample).
 
-    Raises SourceUnavailable when the source fails; the caller shows that instead of a
-    chart.
+    One query, no usage source: the refresh stores the hours as it reads samples. A
+    container without a stored hour in the window is left out (the chart says so).
     """
-    end_s = now.timestamp()
-    grid = source.fetch_usage(
-        namespace=workload.namespace,
-        start_s=end_s - USAGE_WINDOW.total_seconds(),
-        end_s=end_s,
-        step_s=USAGE_STEP_S,
+    end = datetime.fromtimestamp(
+        float(hour_end_s(np.array([now.timestamp()]))[0]), tz=now.tzinfo
     )
-    mine = pods_of(workload, sorted({key.pod for key in grid.series}), now=now)
-    by_container: dict[str, list[int]] = {}
-    for index, key in enumerate(grid.series):
-        if key.pod in mine:
-            by_container.setdefault(key.container, []).append(index)
-    times = [
-        datetime.fromtimestamp(float(t), tz=now.tzinfo).isoformat()
-        for t in grid.timestamp_s
-    ]
-
-    def line(values: np.ndarray) -> list[float | None]:
-        return [None if np.isnan(v) else float(v) for v in values]
-
-    out: dict[str, dict[str, Any]] = {}
-    for name, rows in by_container.items():
-        cpu = grid.cpu_cores[rows]
-        memory = grid.memory_bytes[rows]
-        with warnings.catch_warnings():
-            # All-NaN columns (no pod alive) are expected gaps, not errors.
-            warnings.simplefilter("ignore", RuntimeWarning)
-            out[name] = {
-                "t": times,
-                "cpu_max": line(np.nanmax(cpu, axis=0)),
-                "cpu_mean": line(np.nanmean(cpu, axis=0)),
-                "memory_max": line(np.nanmax(memory, axis=0)),
-                "memory_mean": line(np.nanmean(memory, axis=0)),
-                "pods": len(rows),
+    hours = int(USAGE_WINDOW.total_seconds() // HOUR_S)
+    start = end - timedelta(seconds=hours * HOUR_S)
+    names = {c.pk: c.name for c in containers}
+    lines: dict[int, dict[str, list[float | None]]] = {}
+    for pk, ends_at, *values in (
+        UsageHour.objects.filter(
+            container_id__in=list(names), ends_at__gt=start, ends_at__lte=end
+        )
+        .order_by()
+        .values_list(
+            "container_id",
+            "ends_at",
+            "cpu_max_cores",
+            "cpu_sum_cores",
+            "cpu_samples",
+            "memory_max_bytes",
+            "memory_sum_bytes",
+            "memory_samples",
+        )
+    ):
+        cpu_max, cpu_sum, cpu_n, memory_max, memory_sum, memory_n = values
+        line = lines.get(pk)
+        if line is None:
+            line = lines[pk] = {
+                name: [None] * hours
+                for name in ("cpu_max", "cpu_mean", "memory_max", "memory_mean")
             }
-    return out
+        at = round((ends_at - start).total_seconds() / HOUR_S) - 1
+        line["cpu_max"][at] = cpu_max if cpu_n else None
+        line["cpu_mean"][at] = float(cpu_sum or 0.0) / cpu_n if cpu_n else None
+        line["memory_max"][at] = memory_max if memory_n else None
+        line["memory_mean"][at] = (
+            float(memory_sum or 0.0) / memory_n if memory_n else None
+        )
+    times = [
+        (start + timedelta(seconds=(k + 1) * HOUR_S)).isoformat() for k in range(hours)
+    ]
+    return {names[pk]: {"t": times, **line} for pk, line in lines.items()}
 
 
 @dataclass
 class WorkloadCharts:
-    """The charts' data of one workload, or why its usage history could not be read."""
+    """The charts' data of one workload."""
 
     workload: Workload
     container_names: list[str]
     chart_data: dict[str, Any]
-    usage_error: str
 
 
 def _recommendation_lines(container: Container) -> dict[str, Any]:
@@ -492,30 +486,10 @@ def _recommendation_lines(container: Container) -> dict[str, Any]:
     }
 
 
-def read_usage_history(*, workload: Workload, now: datetime) -> dict[str, Any]:
-    """``usage_over_time`` from the cluster's usage source, which this opens and always
-    closes (a source holds an HTTP session or a Kubernetes client with its pool).
-
-    Any failure of the source, its own (SourceUnavailable) or a bare OSError/ValueError
-    from deeper down, raises SourceUnavailable naming the cluster.
-    """
-    source = None
-    try:
-        source = usage_source_for(workload.cluster)
-        return usage_over_time(workload=workload, source=source, now=now)
-    except VpawebError:
-        raise
-    except (OSError, ValueError) as exc:
-        raise SourceUnavailable(
-            f"usage source of cluster {workload.cluster.name!r} failed: {exc}"
-        ) from exc
-    finally:
-        close_quietly(source)
-
-
 def workload_charts(*, workload_id: int, now: datetime) -> WorkloadCharts:
-    """The charts' data: engine histograms from checkpoints, usage history from the
-    source, requests, bounds and OOM kills; a failing source becomes ``usage_error``."""
+    """The charts' data: engine histograms from checkpoints, hourly usage from the
+    stored hours (``stored_usage``: no usage source is read), requests, bounds and OOM
+    kills."""
     try:
         workload = Workload.objects.select_related("cluster", "policy").get(
             pk=workload_id
@@ -542,21 +516,12 @@ def workload_charts(*, workload_id: int, now: datetime) -> WorkloadCharts:
     distributions = usage_distributions(
         containers=containers, profile=profile_or_default(workload), now=now
     )
-    usage: dict[str, Any] = {}
-    usage_error = ""
-    try:
-        usage = read_usage_history(workload=workload, now=now)
-    except VpawebError as exc:
-        # InvalidInput too: a cluster kind without a usage source.
-        usage_error = exc.message
-        logger.warning("usage of workload %s unavailable: %s", workload.pk, exc.message)
     return WorkloadCharts(
         workload=workload,
         container_names=[c.name for c in containers],
         chart_data={
             "containers": {c.name: _recommendation_lines(c) for c in containers},
             "distributions": distributions,
-            "usage": usage,
+            "usage": stored_usage(containers=containers, now=now),
         },
-        usage_error=usage_error,
     )

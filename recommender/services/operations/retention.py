@@ -37,6 +37,7 @@ from recommender.models import (
     Recommendation,
     RefreshRun,
     ResizeChange,
+    UsageHour,
     Workload,
 )
 from recommender.models.actuation import OPEN_RESIZE_STATUSES
@@ -103,6 +104,8 @@ HISTORIES: tuple[History, ...] = (
         kept=_LATEST,
     ),
     History("oom_kills", OomKill, "occurred_at", "RETENTION_OOM_KILL_DAYS"),
+    # The workload page's usage chart (8 days of hours).
+    History("usage_hours", UsageHour, "ends_at", "RETENTION_USAGE_DAYS"),
     # A running row is the reaper's (operations/runs.py), never the prune's.
     History(
         "runs",

@@ -31,12 +31,14 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from recommender.cluster.base import ClusterAdapter, ClusterSnapshot
 from recommender.engine.aggregation import AggregateSet
+from recommender.engine.usage_hours import HourlyUsage, merged
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import (
     Checkpoint,
@@ -48,7 +50,12 @@ from recommender.models import (
 from recommender.models import (
     OomKill as OomKillRow,
 )
-from recommender.models.bulk import CAS_BATCH, compare_and_swap, insert_returning_pks
+from recommender.models.bulk import (
+    CAS_BATCH,
+    add_usage_hours,
+    compare_and_swap,
+    insert_returning_pks,
+)
 from recommender.services.admission import counters
 from recommender.services.connections import (
     close_quietly,
@@ -431,7 +438,7 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
         datetime.fromtimestamp(window.end_s, tz=UTC) if window.settle_s else None
     )
     conflicts = written = deferred = 0
-    kept: list[tuple[int, warm_state.Kept]] = []
+    stored: list[tuple[Group, set[int], set[int]]] = []
     with transaction.atomic():
         for group in window.groups.values():
             assert group.aggregates is not None
@@ -449,11 +456,17 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
             written += len(won)
             conflicts += len(chosen) - len(won)
             deferred += choice.behind - len(chosen)
-            kept += _kept_rows(window, group, {r.checkpoint.pk for r in chosen}, won)
+            stored.append((group, {r.checkpoint.pk for r in chosen}, won))
             _store_kills(window, [row for row in chosen if row.checkpoint.pk in won])
+        pending = _store_usage(window, set().union(*(won for _, _, won in stored)))
         changed = _store_recommendations(
             [row for group in window.groups.values() for row in group.rows], now
         )
+    kept = [
+        one
+        for group, chosen_pks, won in stored
+        for one in _kept_rows(window, group, chosen_pks, won, pending)
+    ]
     if window.keep_state:
         # Stored: the next window of this process may go on from these rows.
         warm_state.keep(kept, scope=window.scope)
@@ -507,12 +520,38 @@ def _store_kills(window: Window, rows: Sequence[Row]) -> None:
     window.stored_kills.update(ooms.kill_key(kill) for _, kill in kills)
 
 
+def _store_usage(window: Window, won: set[int]) -> HourlyUsage | None:
+    """Add the usage hours of the checkpoints this writer won (``won``: their pks) to
+    the stored hours, in one statement: the hours hold the samples the stored
+    checkpoints do, each once. Returns the hours of the others, pending until their
+    checkpoints are written (None: none)."""
+    usage = merged(window.usage)
+    if not len(usage):
+        return None
+    written = np.array(
+        [
+            row.container.pk
+            for row in window.rows_by_container.values()
+            if row.checkpoint.pk in won
+        ],
+        dtype=np.int64,
+    )
+    is_written = np.isin(usage.key, written)
+    window.counts["usage_hours_written"] = add_usage_hours(usage.select(is_written))
+    return usage.select(~is_written) if not is_written.all() else None
+
+
 def _kept_rows(
-    window: Window, group: Group, chosen: set[int], won: set[int]
+    window: Window,
+    group: Group,
+    chosen: set[int],
+    won: set[int],
+    pending: HourlyUsage | None,
 ) -> list[tuple[int, warm_state.Kept]]:
     """The group's rows as the next window may take them (``warm_state``): a written
-    checkpoint's version moved on by one, a deferred one's did not; a lost
-    compare-and-swap keeps nothing (the winner's state stands)."""
+    checkpoint's version moved on by one, a deferred one's did not (with the usage
+    hours ``pending`` since its watermark); a lost compare-and-swap keeps nothing
+    (the winner's state stands)."""
     assert group.aggregates is not None
     out = []
     for row in group.rows:
@@ -529,6 +568,7 @@ def _kept_rows(
                     version=row.checkpoint.version + (pk in won),
                     fed_until_s=window.end_s,
                     scope=window.scope,
+                    usage=pending,
                 ),
             )
         )

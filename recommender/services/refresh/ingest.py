@@ -36,6 +36,7 @@ from recommender.engine.capping import (
 )
 from recommender.engine.feed import feed
 from recommender.engine.profiles import Profile
+from recommender.engine.usage_hours import HourlyUsage, hourly_usage
 from recommender.errors import SourceUnavailable, VpawebError
 from recommender.models import Checkpoint, Cluster, Container
 from recommender.services.policy.validation import named_profile as _named_profile
@@ -103,6 +104,9 @@ class Row:
     # Live samples (metrics-server) taken at or before this were seen by an earlier
     # cycle: the ``now`` of the cycle that last wrote the checkpoint.
     seen_until_s: float = -math.inf
+    # Samples at or before this are in the stored usage hours already: the stored
+    # watermark, whatever the histogram key (a rebuild reads them again).
+    usage_after_s: float = -math.inf
     index: int = 0  # row in its group's AggregateSet
     # Starts from an empty state (first contact, new histogram key, corrupt or expired
     # checkpoint): its stored OOM kills must enter the engine again.
@@ -150,6 +154,9 @@ class Window:
     # The kills the source reported that are stored (found so, or written by this
     # window): with ``keep_state``, the next window skips them (warm_state.py).
     stored_kills: set[warm_state.KillKey] = field(default_factory=set)
+    # Usage hours of the settled samples fed (keys: container ids), in parts: the
+    # store adds those of the checkpoints it writes to the stored hours.
+    usage: list[HourlyUsage] = field(default_factory=list)
 
     @property
     def settled_end_s(self) -> float:
@@ -409,11 +416,17 @@ def load_rows(window: Window) -> None:
                 # back-fill's early days (``now`` far after their end) saw nothing
                 # live past the step after their watermark.
                 seen_until_s=min(checkpoint.updated_at.timestamp(), watermark + STEP_S),
+                usage_after_s=(
+                    -math.inf
+                    if checkpoint.last_sample_at is None
+                    else checkpoint.last_sample_at.timestamp()
+                ),
                 index=len(group.rows),
             )
             group.rows.append(row)
             window.rows_by_container[(workload_id, container.name)] = row
     kept = _take_kept(window) if window.keep_state else {}
+    _take_pending_usage(window, kept)
     states = _states(
         containers,
         [
@@ -439,6 +452,20 @@ def load_rows(window: Window) -> None:
             row.is_rebuilt = source is None
     window.counts["containers"] = len(window.rows_by_container)
     window.counts["engine_rows_kept"] = len(kept)
+
+
+def _take_pending_usage(window: Window, kept: dict[int, warm_state.Kept]) -> None:
+    """The usage hours the kept rows were fed since their stored watermark (their
+    checkpoint not written yet): this window stores them with the checkpoint."""
+    pending = {id(k.usage): k.usage for k in kept.values() if k.usage is not None}
+    if not pending:
+        return
+    taken = [
+        r.container.pk
+        for r in window.rows_by_container.values()
+        if r.checkpoint.pk in kept
+    ]
+    window.usage += [usage.of_keys(taken) for usage in pending.values()]
 
 
 def _take_kept(window: Window) -> dict[int, warm_state.Kept]:
@@ -648,6 +675,8 @@ def feed_chunk(
         )
         if samples is not None and window.settle_s:
             _count_unsettled(samples, window.settled_end_s)
+        if samples is not None and chunk_end <= window.settled_end_s:
+            window.usage.append(_usage_of(samples))
         # Usage up to and including each OOM's time, then the OOMs of that time, in
         # upstream's units: engine/feed.py, the rule the offline command uses too.
         _feed(window, group, samples, kills)
@@ -686,6 +715,19 @@ def _group_samples(
         timestamp_s=grid.timestamp_s,
         cpu_cores=np.where(old, np.nan, grid.cpu_cores[picked]),
         memory_bytes=np.where(old, np.nan, grid.memory_bytes[picked]),
+    )
+
+
+def _usage_of(samples: _Samples) -> HourlyUsage:
+    """The hourly usage of a group's chunk: the samples the engine is fed, but those
+    the stored usage hours hold already (a rebuilt row reads its history again)."""
+    after = np.array([r.usage_after_s for r in samples.rows])
+    held = samples.timestamp_s[None, :] <= after[:, None]
+    return hourly_usage(
+        series_key=np.array([r.container.pk for r in samples.rows], dtype=np.int64),
+        timestamp_s=samples.timestamp_s,
+        cpu_cores=np.where(held, np.nan, samples.cpu_cores),
+        memory_bytes=np.where(held, np.nan, samples.memory_bytes),
     )
 
 

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from recommender.engine.aggregation import AggregateSet
+from recommender.engine.usage_hours import HourlyUsage
 
 # The window that kept a row: (cluster id, namespace), namespace None for the whole
 # cluster.
@@ -62,6 +63,10 @@ class Kept:
     version: int
     fed_until_s: float
     scope: Scope
+    # The usage hours of the samples fed since the stored watermark (keys: container
+    # ids; shared by the window's rows): stored with the checkpoint when it is
+    # written. None: nothing pending.
+    usage: HourlyUsage | None = None
 
 
 _KEPT: dict[int, Kept] = {}  # by Checkpoint pk
