@@ -8,6 +8,7 @@ from recommender.models.access import ApiToken, AuditEvent
 from recommender.models.actuation import (
     OPEN_RESIZE_STATUSES,
     ActuationControl,
+    AdmissionChange,
     AdmissionCount,
     ResizeChange,
     ResizeChangeStatus,
@@ -48,6 +49,7 @@ from recommender.models.runs import RefreshRun
 __all__ = [
     "OPEN_RESIZE_STATUSES",
     "ActuationControl",
+    "AdmissionChange",
     "AdmissionCount",
     "ApiToken",
     "AuditEvent",
