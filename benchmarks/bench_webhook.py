@@ -21,8 +21,9 @@ python -m benchmarks.bench_webhook    (or: make bench BENCH=webhook)"""
 # process for the whole load, one after the other (first contact before the load
 # starts): the webhook then shares the machine with a refresh, and each cycle tells it
 # to reload its cache, as a deployed refresh does. The server's cache reloads during the
-# load (count, time) are printed too. BENCH_WEBHOOK_PROCESSES=N serves with N processes
-# on one port (SO_REUSEPORT, as ``webhook serve --processes N``).
+# load (count, wall and CPU time, workloads read again) are printed too.
+# BENCH_WEBHOOK_PROCESSES=N serves with N processes on one port (SO_REUSEPORT, as
+# ``webhook serve --processes N``).
 
 from __future__ import annotations
 
@@ -170,16 +171,26 @@ def _serve(
     )
 
     spent: list[float] = []
-    reloads: list[float] = []
+    reloads: list[tuple[float, float, int | None]] = []
     handle = WebhookApp.handle
     refresh = SnapshotHolder.refresh
 
-    def timed_refresh(self: SnapshotHolder) -> Any:
-        began = time.perf_counter()
+    def timed_refresh(self: SnapshotHolder, **kwargs: Any) -> Any:
+        # Wall time, CPU time of the reloading thread, workloads read again (None:
+        # the whole cache).
+        began, cpu_began = time.perf_counter(), time.thread_time()
+        snapshot = None
         try:
-            return refresh(self)
+            snapshot = refresh(self, **kwargs)
+            return snapshot
         finally:
-            reloads.append(time.perf_counter() - began)
+            reloads.append(
+                (
+                    time.perf_counter() - began,
+                    time.thread_time() - cpu_began,
+                    getattr(snapshot, "reloaded", None),
+                )
+            )
 
     SnapshotHolder.refresh = timed_refresh  # type: ignore[method-assign]
 
@@ -391,7 +402,7 @@ def main() -> None:
         stop.set()
         refresh_stop.set()
         spent_ms: list[float] = []
-        reloads: list[float] = []
+        reloads: list[tuple[float, float, int | None]] = []
         for _ in servers:
             one_spent, one_reloads = timings.get(timeout=60)
             spent_ms += one_spent
@@ -436,10 +447,20 @@ def main() -> None:
             + " s"
         )
     print(
-        f"webhook cache reloads during the load: {len(reloads)}, "
-        + ", ".join(f"{r * 1000:.0f}" for r in reloads)
-        + " ms"
+        f"webhook cache reloads during the load: {len(reloads)}; wall / CPU ms "
+        "(workloads read again, all = a full rebuild): "
+        + ", ".join(
+            f"{wall * 1000:.0f} / {cpu * 1000:.0f}"
+            + f" ({'all' if reloaded is None else reloaded})"
+            for wall, cpu, reloaded in reloads
+        )
     )
+    if reloads:
+        print(
+            "reload CPU per refresh ms: "
+            f"mean {statistics.mean(r[1] for r in reloads) * 1000:.1f}  "
+            f"max {max(r[1] for r in reloads) * 1000:.1f}"
+        )
     print(
         f"errors {errors}; server counts: patched {totals.get('patched', 0)}, "
         f"left alone {totals.get('left_alone', 0)}, "
