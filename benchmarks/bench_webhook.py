@@ -21,7 +21,11 @@ python -m benchmarks.bench_webhook    (or: make bench BENCH=webhook)"""
 # process for the whole load, one after the other (first contact before the load
 # starts): the webhook then shares the machine with a refresh, and each cycle tells it
 # to reload its cache, as a deployed refresh does. The server's cache reloads during the
-# load (count, wall and CPU time, workloads read again) are printed too.
+# load (count, wall and CPU time, workloads read again) are printed too. That refresh is
+# of another cluster than the one served; BENCH_SERVED_CHANGES=N also gives N of the
+# served cluster's Initial/Recreate workloads new recommendations before each cycle
+# (journaled, as a refresh of the served cluster does), for the webhook to reload.
+# BENCH_WEBHOOK_RELOADS=0 (diagnosis) keeps the server from reloading its cache.
 # BENCH_WEBHOOK_PROCESSES=N serves with N processes on one port (SO_REUSEPORT, as
 # ``webhook serve --processes N``).
 
@@ -213,6 +217,10 @@ def _serve(
         reuse_port=bool(port),
     )
     reloads.clear()  # the first load, before the first request
+    if os.environ.get("BENCH_WEBHOOK_RELOADS") == "0":
+        # Diagnosis only: the cache is never reloaded during the load, so what is
+        # left of the tail beside a refresh is the refresh's share of the cores.
+        SnapshotHolder.refresh_if_needed = lambda self, **kwargs: None  # type: ignore[method-assign]
     ready.put(server.server_address[1])
     stop.wait()
     stop_webhook_server(server, stop_event, threads)
@@ -239,12 +247,63 @@ def _refresh_loop(workloads: int, ready: Any, stop: Any, done: Any) -> None:
     refresh_cluster(cluster_id=cluster.pk, now=now)
     ready.put(True)
     cycles = []
+    served_changes = int(os.environ.get("BENCH_SERVED_CHANGES", "0"))
+    rng = random.Random(11)
     while not stop.is_set():
         now += timedelta(minutes=1)
         began = time.perf_counter()
+        if served_changes:
+            _change_served(served_changes, rng)
         refresh_cluster(cluster_id=cluster.pk, now=now)
         cycles.append(time.perf_counter() - began)
     done.put(cycles)
+
+
+def _change_served(count: int, rng: random.Random) -> None:
+    """What a refresh of the served cluster writes for ``count`` of its actionable
+    workloads: a new recommendation per container, the containers' pointers moved, the
+    workloads journaled for the webhook, in one transaction (the cycle right after
+    tells the webhook to reload)."""
+    from django.db import transaction
+    from django.utils import timezone
+
+    from recommender.models import Container, Recommendation, Workload
+    from recommender.services.readmodels.generation import note_admission_changes
+
+    served = Workload.objects.get(cluster__name="bench", name="service-00000").cluster
+    actionable = list(
+        Workload.objects.filter(cluster=served)
+        .exclude(policy__mode="Off")
+        .values_list("pk", flat=True)
+    )
+    chosen = rng.sample(actionable, min(count, len(actionable)))
+    mi = 2**20
+    with transaction.atomic():
+        containers = list(Container.objects.filter(workload_id__in=chosen))
+        recs = Recommendation.objects.bulk_create(
+            [
+                Recommendation(
+                    container=c,
+                    created_at=timezone.now(),
+                    target_cpu_millicores=rng.randrange(100, 500),
+                    target_memory_bytes=rng.randrange(64, 320) * mi,
+                    lower_cpu_millicores=80,
+                    lower_memory_bytes=48 * mi,
+                    upper_cpu_millicores=900,
+                    upper_memory_bytes=900 * mi,
+                    uncapped_cpu_millicores=300,
+                    uncapped_memory_bytes=128 * mi,
+                )
+                for c in containers
+            ],
+            batch_size=2000,
+        )
+        for container, rec in zip(containers, recs, strict=True):
+            container.latest_recommendation = rec
+        Container.objects.bulk_update(
+            containers, ["latest_recommendation"], batch_size=2000
+        )
+        note_admission_changes(cluster_id=served.pk, workload_ids=chosen)
 
 
 def _free_port() -> int:

@@ -259,12 +259,11 @@ class AdmissionChange(models.Model):
     """One workload whose webhook inputs changed (its mode or policy, a container's
     latest recommendation, its HPAs, it appeared or vanished), written in the same
     transaction as the change: each webhook process reloads only the workloads
-    journaled since its last reload (``services/admission/snapshot.py``).
-    ``workload_id`` None: everything of the cluster (a full reload)."""
+    journaled since its last reload (``services/admission/snapshot.py``)."""
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
     # Not a foreign key: the row outlives a deleted workload (which the reload drops).
-    workload_id = models.BigIntegerField(null=True, blank=True)
+    workload_id = models.BigIntegerField()
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -273,4 +272,4 @@ class AdmissionChange(models.Model):
         indexes = [models.Index(fields=["created_at"], name="admission_change_time")]
 
     def __str__(self) -> str:
-        return f"cluster {self.cluster_id}: workload {self.workload_id or 'all'}"
+        return f"cluster {self.cluster_id}: workload {self.workload_id}"

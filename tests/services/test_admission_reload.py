@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from recommender.models import AdmissionChange, Cluster, Policy, Workload
 from recommender.services.actuation.control import set_kill_switch
+from recommender.services.admission import snapshot as snapshot_module
 from recommender.services.admission.decision import LEFT_ALONE, decide_admission
 from recommender.services.admission.snapshot import (
     HOLE_WAIT_S,
@@ -228,8 +230,7 @@ def test_a_reload_reads_only_the_changed_workloads(cluster):
     reads = [
         q["sql"]
         for q in queries
-        if q["sql"].startswith("SELECT")
-        and ('FROM "recommender_workload"' in q["sql"])
+        if q["sql"].startswith("SELECT") and ('FROM "recommender_workload"' in q["sql"])
     ]
     assert reads
     for sql in reads:  # each workload read names the changed workload, no other
@@ -283,11 +284,52 @@ def test_the_holder_applies_a_change_whose_journal_row_appears_below_its_mark(
     assert fingerprint(snapshot) == fingerprint(load_snapshot(cluster=cluster))
 
 
-def test_a_whole_cluster_change_and_a_large_change_rebuild_everything(cluster):
+def test_discovery_moving_last_seen_at_is_reloaded_and_a_large_change_rebuilds(
+    cluster, monkeypatch
+):
     holder = SnapshotHolder(cluster.name)
     reload(holder)
-    # Discovery moves every last_seen_at every 10 minutes: a whole-cluster marker.
+    # Discovery moves every last_seen_at every 10 minutes (the staleness check reads
+    # it): each workload is journaled and reloaded.
     refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=30))
+    snapshot = reload(holder)
+    assert snapshot.reloaded == 24
+    assert fingerprint(snapshot) == fingerprint(load_snapshot(cluster=cluster))
+    # The same change in steps of 2 workloads: more than a quarter of the fleet is a
+    # full rebuild (in 12 steps).
+    monkeypatch.setattr(snapshot_module, "CHUNK", 2)
+    refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=60))
     snapshot = reload(holder)
     assert snapshot.reloaded is None
     assert fingerprint(snapshot) == fingerprint(load_snapshot(cluster=cluster))
+
+
+def test_an_admin_edit_of_a_policy_reaches_the_webhook_at_once(
+    cluster, client, django_capture_on_commit_callbacks
+):
+    switch(cluster, Policy.Mode.INITIAL)
+    holder = SnapshotHolder(cluster.name)
+    reload(holder)
+    policy = Policy.objects.filter(workload__cluster=cluster).first()
+    admin = get_user_model().objects.create_superuser("root", password="pw-test-only")
+    client.force_login(admin)
+    form = {
+        "workload": policy.workload_id,
+        "mode": "Off",
+        "profile": policy.profile,
+        "profile_overrides": "{}",
+        "container_policies": "[]",
+        "approval": policy.approval,
+        "eviction_requirements": "[]",
+        "maintenance_windows": "[]",
+        "source": policy.source,
+        "updated_at_0": "2026-11-21",
+        "updated_at_1": "12:00:00",
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(f"/admin/recommender/policy/{policy.pk}/change/", form)
+    assert response.status_code == 302, response.content[:2000]
+    snapshot = reload(holder)
+    assert snapshot.reloaded == 1
+    key = (policy.workload.namespace, policy.workload.kind, policy.workload.name)
+    assert not snapshot.workloads[key].is_actionable

@@ -20,13 +20,13 @@ and swaps it in whole: a request sees the old one or the new one, never a mix.""
 # only the workloads journaled since its last reload (``JournalMark``: the highest id
 # read, and the ids below it not committed yet when it read, re-read until
 # ``HOLE_WAIT_S``), plus the LimitRanges and the kill switch (a row per namespace, one
-# row). A FULL rebuild runs at the first load, on ``invalidate``, when a writer journals
-# the whole cluster (discovery moving every ``last_seen_at``), when more than
+# row). A FULL rebuild runs at the first load, on ``invalidate``, when more than
 # ``FULL_REBUILD_SHARE`` of the fleet changed, when the journal may have been pruned
-# past the mark, and every ``FULL_REBUILD_EVERY_S`` as a safety net. Either way the
-# work runs in steps of ``CHUNK`` workloads; paced (the webhook server's background
-# thread), it sleeps after each step as long as the step took, so request threads get
-# the GIL at least half the time instead of waiting behind a reload for seconds.
+# past the mark, and every ``FULL_REBUILD_EVERY_S``: the safety net for a change no
+# service journaled (SQL, the shell). Either way the work runs in steps of ``CHUNK``
+# workloads; paced (the webhook server's background thread), it sleeps after each
+# step as long as the step took, so request threads get the GIL at least half the
+# time instead of waiting behind a reload for seconds.
 from __future__ import annotations
 
 import logging
@@ -63,7 +63,7 @@ CHUNK = 500
 # A change set larger than this share of the fleet (and than a step) is a full rebuild.
 FULL_REBUILD_SHARE = 0.25
 # A full rebuild at least this often: the safety net under the journal.
-FULL_REBUILD_EVERY_S = 3600.0
+FULL_REBUILD_EVERY_S = 900.0
 # Journal ids not visible when read are re-read this long (an open transaction).
 HOLE_WAIT_S = 600.0
 # The longest pause between two steps of a paced reload.
@@ -345,9 +345,11 @@ def reload_snapshot(
     for start in range(0, len(ids), CHUNK):
         chunk = ids[start : start + CHUNK]
         for pk in chunk:
-            key = keys_by_id.pop(pk, None)
-            if key is not None and workloads[key].workload_id == pk:
-                del workloads[key]
+            held = keys_by_id.get(pk)
+            if held is not None:
+                del keys_by_id[pk]
+                if workloads[held].workload_id == pk:
+                    del workloads[held]
         rows = list(
             Workload.objects.filter(cluster=cluster, is_active=True, pk__in=chunk)
             .order_by()
@@ -448,7 +450,6 @@ class SnapshotHolder:
                 previous is None
                 or self._stale
                 or fresh_mark
-                or None in changed
                 or now_s - self._rebuilt_at >= FULL_REBUILD_EVERY_S
                 or len(changed)
                 > max(CHUNK, FULL_REBUILD_SHARE * len(previous.workloads))
@@ -459,7 +460,7 @@ class SnapshotHolder:
                 snapshot = reload_snapshot(
                     previous,
                     cluster=cluster,
-                    workload_ids=[w for w in changed if w is not None],
+                    workload_ids=changed,
                     pause=pause,
                 )
             self._snapshot, self._generation, self._stale = snapshot, generation, False

@@ -66,13 +66,6 @@ def note_admission_changes(*, cluster_id: int, workload_ids: Iterable[int]) -> i
     return len(rows)
 
 
-def note_cluster_changed(*, cluster_id: int) -> None:
-    """Journal that every workload of the cluster changed (its webhook processes
-    rebuild their whole cache: a change too wide to list)."""
-    AdmissionChange.objects.create(cluster_id=cluster_id, workload_id=None)
-    _prune()
-
-
 def _prune() -> None:
     """Forget journal rows older than ``JOURNAL_KEEP`` (at most once a minute)."""
     if time.monotonic() - _pruned_at[0] < _PRUNE_EVERY_S:
