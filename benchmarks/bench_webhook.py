@@ -175,13 +175,14 @@ def _serve(
     )
 
     spent: list[float] = []
-    reloads: list[tuple[float, float, int | None]] = []
+    reloads: list[tuple[float, float, int | None, float]] = []
     handle = WebhookApp.handle
     refresh = SnapshotHolder.refresh
 
     def timed_refresh(self: SnapshotHolder, **kwargs: Any) -> Any:
         # Wall time, CPU time of the reloading thread, workloads read again (None:
-        # the whole cache).
+        # the whole cache), and when it began (perf_counter is the system's monotonic
+        # clock: comparable with the client's).
         began, cpu_began = time.perf_counter(), time.thread_time()
         snapshot = None
         try:
@@ -193,6 +194,7 @@ def _serve(
                     time.perf_counter() - began,
                     time.thread_time() - cpu_began,
                     getattr(snapshot, "reloaded", None),
+                    began,
                 )
             )
 
@@ -341,11 +343,12 @@ def _bodies(keys: list[tuple[str, str, str]], count: int) -> list[tuple[str, byt
 
 def _load(
     port: int, ca: str, bodies: list[tuple[str, bytes]], rate: float
-) -> tuple[list[float], int, int, float]:
-    """Send ``bodies`` open loop at ``rate``/s; (latencies ms, errors, patched, lag)."""
+) -> tuple[list[tuple[float, float]], int, int, float]:
+    """Send ``bodies`` open loop at ``rate``/s; ((sent at, latency ms) of each answer,
+    errors, patched, lag)."""
     context = ssl.create_default_context(cafile=ca)
     work: queue.Queue[tuple[float, str, bytes] | None] = queue.Queue()
-    latencies: list[float] = []
+    latencies: list[tuple[float, float]] = []
     errors = [0]
     patched = [0]
     max_lag = [0.0]
@@ -385,7 +388,7 @@ def _load(
                 ok, elapsed, reply = False, 0.0, {}
             with lock:
                 if ok:
-                    latencies.append(elapsed)
+                    latencies.append((started, elapsed))
                     patched[0] += "patch" in reply
                 else:
                     errors[0] += 1
@@ -454,14 +457,14 @@ def main() -> None:
         ports = [ready.get(timeout=300) for _ in servers]  # every one is ready
         port = ports[0]
         load_before = os.getloadavg()
-        latencies, errors, patched, lag_ms = _load(
+        timeline, errors, patched, lag_ms = _load(
             port, str(certs.ca_cert), bodies, rate
         )
     finally:
         stop.set()
         refresh_stop.set()
         spent_ms: list[float] = []
-        reloads: list[tuple[float, float, int | None]] = []
+        reloads: list[tuple[float, float, int | None, float]] = []
         for _ in servers:
             one_spent, one_reloads = timings.get(timeout=60)
             spent_ms += one_spent
@@ -478,7 +481,7 @@ def main() -> None:
         .values("outcome")
         .annotate(n=Sum("count"))
     }
-    latencies.sort()
+    latencies = sorted(elapsed for _, elapsed in timeline)
     p50 = statistics.median(latencies) if latencies else float("nan")
     p99 = latencies[int(len(latencies) * 0.99) - 1] if latencies else float("nan")
     worst = latencies[-1] if latencies else float("nan")
@@ -511,10 +514,32 @@ def main() -> None:
         + ", ".join(
             f"{wall * 1000:.0f} / {cpu * 1000:.0f}"
             + f" ({'all' if reloaded is None else reloaded})"
-            for wall, cpu, reloaded in reloads
+            for wall, cpu, reloaded, _ in reloads
         )
     )
     if reloads:
+        # The answers whose round trip overlapped a reload, against the others.
+        spans = [(began, began + wall) for wall, _, _, began in reloads]
+        during = sorted(
+            elapsed
+            for sent, elapsed in timeline
+            if any(sent < end and sent + elapsed / 1000 > start for start, end in spans)
+        )
+        others = sorted(
+            elapsed
+            for sent, elapsed in timeline
+            if not any(
+                sent < end and sent + elapsed / 1000 > start for start, end in spans
+            )
+        )
+        for label, group in (("overlapping a reload", during), ("the others", others)):
+            if group:
+                print(
+                    f"round trip ms of the {len(group)} answers {label}: p50 "
+                    f"{statistics.median(group):.2f}  "
+                    f"p99 {group[max(int(len(group) * 0.99) - 1, 0)]:.2f}  "
+                    f"max {group[-1]:.2f}"
+                )
         print(
             "reload CPU per refresh ms: "
             f"mean {statistics.mean(r[1] for r in reloads) * 1000:.1f}  "

@@ -249,7 +249,13 @@ class WebhookApp:
     def tick(self) -> None:
         """Reload caches that are due (called by the background thread)."""
         for holder in self.holders():
+            before = holder.current()
             holder.refresh_if_needed(paced=True)
+            after = holder.current()
+            if after is not before and after is not None and after.reloaded is None:
+                # A rebuilt cache leaves the cyclic collector's generations, as the
+                # first one does at start: a full collection never walks it.
+                gc.freeze()
 
 
 class CertificateFiles:
