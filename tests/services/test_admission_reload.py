@@ -295,8 +295,9 @@ def test_discovery_moving_last_seen_at_is_reloaded_and_a_large_change_rebuilds(
     snapshot = reload(holder)
     assert snapshot.reloaded == 24
     assert fingerprint(snapshot) == fingerprint(load_snapshot(cluster=cluster))
-    # The same change in steps of 2 workloads: more than a quarter of the fleet is a
-    # full rebuild (in 12 steps).
+    # The same change with a lower threshold: more than a quarter of the fleet is a
+    # full rebuild (here in steps of 2 workloads).
+    monkeypatch.setattr(snapshot_module, "FULL_REBUILD_MIN", 2)
     monkeypatch.setattr(snapshot_module, "CHUNK", 2)
     refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=60))
     snapshot = reload(holder)

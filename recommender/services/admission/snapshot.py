@@ -25,8 +25,8 @@ and swaps it in whole: a request sees the old one or the new one, never a mix.""
 # past the mark, and every ``FULL_REBUILD_EVERY_S``: the safety net for a change no
 # service journaled (SQL, the shell). Either way the work runs in steps of ``CHUNK``
 # workloads; paced (the webhook server's background thread), it sleeps after each
-# step as long as the step took, so request threads get the GIL at least half the
-# time instead of waiting behind a reload for seconds.
+# step three times as long as the step took, so request threads get the GIL at least
+# three quarters of the time instead of waiting behind a reload for seconds.
 from __future__ import annotations
 
 import logging
@@ -58,15 +58,19 @@ from recommender.services.readmodels.generation import JOURNAL_KEEP, shared_gene
 
 logger = logging.getLogger(__name__)
 
-# Workloads per step of a reload (a query of workloads, one of advice inputs).
-CHUNK = 500
-# A change set larger than this share of the fleet (and than a step) is a full rebuild.
+# Workloads per step of a reload (a query of workloads, then their advice inputs).
+CHUNK = 100
+# A change set larger than this share of the fleet (and than FULL_REBUILD_MIN) is a
+# full rebuild.
 FULL_REBUILD_SHARE = 0.25
+FULL_REBUILD_MIN = 500
 # A full rebuild at least this often: the safety net under the journal.
 FULL_REBUILD_EVERY_S = 900.0
 # Journal ids not visible when read are re-read this long (an open transaction).
 HOLE_WAIT_S = 600.0
-# The longest pause between two steps of a paced reload.
+# A paced reload pauses this many times as long as each step took (at most
+# MAX_PAUSE_S): it has the interpreter at most a quarter of the time.
+PAUSE_FACTOR = 3.0
 MAX_PAUSE_S = 0.5
 # What the snapshot reads of each workload row (tuples, not model objects: at 100,000
 # containers whole rows cost seconds).
@@ -386,8 +390,9 @@ def _first_mark() -> JournalMark:
 
 
 class _Pacer:
-    """A pause after each step of a reload as long as the step took (at most
-    ``MAX_PAUSE_S``): request threads get the GIL at least half the time."""
+    """A pause after each step of a reload, ``PAUSE_FACTOR`` times as long as the
+    step took (at most ``MAX_PAUSE_S``): request threads get the GIL at least three
+    quarters of the time."""
 
     def __init__(self, *, paced: bool) -> None:
         self.paced = paced
@@ -395,7 +400,8 @@ class _Pacer:
 
     def __call__(self) -> None:
         if self.paced:
-            time.sleep(min(time.perf_counter() - self._since, MAX_PAUSE_S))
+            spent = time.perf_counter() - self._since
+            time.sleep(min(spent * PAUSE_FACTOR, MAX_PAUSE_S))
         self._since = time.perf_counter()
 
 
@@ -452,7 +458,7 @@ class SnapshotHolder:
                 or fresh_mark
                 or now_s - self._rebuilt_at >= FULL_REBUILD_EVERY_S
                 or len(changed)
-                > max(CHUNK, FULL_REBUILD_SHARE * len(previous.workloads))
+                > max(FULL_REBUILD_MIN, FULL_REBUILD_SHARE * len(previous.workloads))
             ):
                 snapshot = load_snapshot(cluster=cluster, pause=pause)
                 self._rebuilt_at = now_s
