@@ -18,6 +18,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from recommender.models import AdmissionChange, Cluster, Policy, Workload
 from recommender.services.actuation.control import set_kill_switch
@@ -36,7 +37,12 @@ from recommender.services.admission.snapshot import (
 )
 from recommender.services.connections import cluster_adapter_for
 from recommender.services.policy.changes import update_policy
-from recommender.services.readmodels.generation import mark_admission_data_changed
+from recommender.services.readmodels import generation
+from recommender.services.readmodels.generation import (
+    JOURNAL_KEEP,
+    mark_admission_data_changed,
+    note_admission_changes,
+)
 from recommender.services.refresh.cycle import refresh_cluster
 from recommender.services.refresh.discovery import upsert_discovery
 
@@ -349,3 +355,16 @@ def test_an_admin_edit_of_a_policy_reaches_the_webhook_at_once(
     assert snapshot.reloaded == 1
     key = (policy.workload.namespace, policy.workload.kind, policy.workload.name)
     assert not snapshot.workloads[key].is_actionable
+
+
+def test_the_journal_keeps_an_hour(cluster, django_capture_on_commit_callbacks):
+    old = AdmissionChange.objects.create(
+        cluster=cluster,
+        workload_id=1,
+        created_at=timezone.now() - JOURNAL_KEEP - timedelta(minutes=1),
+    )
+    generation._pruned_at[0] = -generation._PRUNE_EVERY_S  # not pruned lately
+    with django_capture_on_commit_callbacks(execute=True):
+        assert note_admission_changes(cluster_id=cluster.pk, workload_ids=[9, 9]) == 1
+    assert not AdmissionChange.objects.filter(pk=old.pk).exists()
+    assert AdmissionChange.objects.latest("pk").workload_id == 9

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 
 from django.core.cache import cache
+from django.db import transaction
 from django.utils import timezone
 
 from recommender.models import AdmissionChange
@@ -61,8 +62,12 @@ def note_admission_changes(*, cluster_id: int, workload_ids: Iterable[int]) -> i
         AdmissionChange(cluster_id=cluster_id, workload_id=pk)
         for pk in sorted(set(workload_ids))
     ]
+    if not rows:
+        return 0
     AdmissionChange.objects.bulk_create(rows, batch_size=JOURNAL_BATCH)
-    _prune()
+    # After the commit, in a statement of its own: two writers' long transactions
+    # never wait for each other's delete of the same old rows.
+    transaction.on_commit(_prune)
     return len(rows)
 
 
