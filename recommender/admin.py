@@ -20,6 +20,56 @@ from recommender.services.readmodels.generation import (
 )
 
 
+class ReadOnly:
+    """Rows vpaweb writes itself (history, read models, discovery's records, resize
+    changes, the audit trail, leases, tokens, deliveries): shown, never added or
+    edited here (deleting stays allowed)."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class WebhookInputAdmin(admin.ModelAdmin):
+    """An admin of rows the webhook's cache holds (workloads, containers, policies,
+    recommendations): an edit or a delete there is journaled like the services' own,
+    so the webhook reloads that workload at once."""
+
+    def _changed(self, obj: Any) -> None:
+        workload = self.workload_of(obj)
+        note_admission_changes(
+            cluster_id=workload.cluster_id, workload_ids=[workload.pk]
+        )
+        transaction.on_commit(mark_admission_data_changed)
+
+    def workload_of(self, obj: Any) -> models.Workload:
+        """The workload whose webhook inputs ``obj`` is part of."""
+        raise NotImplementedError
+
+    def save_model(
+        self, request: HttpRequest, obj: Any, form: Any, change: bool
+    ) -> None:
+        super().save_model(request, obj, form, change)
+        self._changed(obj)
+
+    def save_related(
+        self, request: HttpRequest, form: Any, formsets: Any, change: bool
+    ) -> None:
+        super().save_related(request, form, formsets, change)
+        self._changed(form.instance)
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        self._changed(obj)
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for obj in queryset:
+            self._changed(obj)
+        super().delete_queryset(request, queryset)
+
+
 class ClusterForm(forms.ModelForm):
     """A cluster; its namespace opt-in selector is checked before it is saved."""
 
@@ -86,44 +136,6 @@ class ClusterAdmin(admin.ModelAdmin):
         self._pause(request, queryset, False)
 
 
-class WebhookInputAdmin(admin.ModelAdmin):
-    """An admin of rows the webhook's cache holds (workloads, containers, policies,
-    recommendations): an edit there is journaled like the services' own, so the
-    webhook reloads that workload at once."""
-
-    def _changed(self, obj: Any) -> None:
-        workload = self.workload_of(obj)
-        note_admission_changes(
-            cluster_id=workload.cluster_id, workload_ids=[workload.pk]
-        )
-        transaction.on_commit(mark_admission_data_changed)
-
-    def workload_of(self, obj: Any) -> models.Workload:
-        """The workload whose webhook inputs ``obj`` is part of."""
-        raise NotImplementedError
-
-    def save_model(
-        self, request: HttpRequest, obj: Any, form: Any, change: bool
-    ) -> None:
-        super().save_model(request, obj, form, change)
-        self._changed(obj)
-
-    def save_related(
-        self, request: HttpRequest, form: Any, formsets: Any, change: bool
-    ) -> None:
-        super().save_related(request, form, formsets, change)
-        self._changed(form.instance)
-
-    def delete_model(self, request: HttpRequest, obj: Any) -> None:
-        self._changed(obj)
-        super().delete_model(request, obj)
-
-    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
-        for obj in queryset:
-            self._changed(obj)
-        super().delete_queryset(request, queryset)
-
-
 @admin.register(models.ActuationControl)
 class ActuationControlAdmin(admin.ModelAdmin):
     """The global kill switch: saving it goes through the service, which audits it."""
@@ -144,9 +156,9 @@ class ActuationControlAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.UpdaterLock)
-class UpdaterLockAdmin(admin.ModelAdmin):
+class UpdaterLockAdmin(ReadOnly, admin.ModelAdmin):
+    # Taken and renewed by the updater (a database lease).
     list_display = ["cluster", "holder", "acquired_at", "expires_at"]
-    readonly_fields = ["cluster", "holder", "acquired_at", "expires_at"]
 
 
 @admin.register(models.SimulatedPodState)
@@ -179,60 +191,30 @@ class WorkloadAdmin(WebhookInputAdmin):
 
 
 @admin.register(models.NamespaceLimitRange)
-class NamespaceLimitRangeAdmin(admin.ModelAdmin):
-    # Written by discovery from the cluster's LimitRanges: shown, never edited here.
+class NamespaceLimitRangeAdmin(ReadOnly, admin.ModelAdmin):
+    # Written by discovery from the cluster's LimitRanges.
     list_display = ["namespace", "cluster", "updated_at"]
     list_filter = ["cluster"]
-    readonly_fields = ["cluster", "namespace", "container_item", "pod_item", "sources"]
 
 
 @admin.register(models.SavingsSnapshot)
-class SavingsSnapshotAdmin(admin.ModelAdmin):
-    # Written by the refresh cycle (the savings trend): shown, never edited here.
+class SavingsSnapshotAdmin(ReadOnly, admin.ModelAdmin):
+    # Written by the refresh cycle (the savings trend).
     list_display = ["taken_at", "cluster", "namespace", "workloads", "savings_monthly"]
     list_filter = ["cluster"]
     date_hierarchy = "taken_at"
-    readonly_fields = [
-        "cluster",
-        "namespace",
-        "taken_at",
-        "workloads",
-        "requested_cpu_millicores",
-        "requested_memory_bytes",
-        "recommended_cpu_millicores",
-        "recommended_memory_bytes",
-        "savings_monthly",
-    ]
-
-
-class ReadOnly:
-    """Rows vpaweb writes itself (read models, delivery records): shown, never added
-    or edited here."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-@admin.register(models.AdmissionChange)
-class AdmissionChangeAdmin(ReadOnly, admin.ModelAdmin):
-    # The webhook's journal of changed workloads, written by the services.
-    list_display = ["id", "cluster", "workload_id", "created_at"]
-    list_filter = ["cluster"]
 
 
 @admin.register(models.NamespaceTotals)
 class NamespaceTotalsAdmin(ReadOnly, admin.ModelAdmin):
-    # Written by the refresh (the overview's sums): shown, never edited here.
+    # Written by the refresh (the overview's sums).
     list_display = ["cluster", "namespace", "computed_at", "workloads", "containers"]
     list_filter = ["cluster"]
 
 
 @admin.register(models.NodePool)
 class NodePoolAdmin(ReadOnly, admin.ModelAdmin):
-    # Written by the refresh (nodes you can free): shown, never edited here.
+    # Written by the refresh (nodes you can free).
     list_display = [
         "cluster",
         "name",
@@ -246,7 +228,7 @@ class NodePoolAdmin(ReadOnly, admin.ModelAdmin):
 
 @admin.register(models.WorkloadTotals)
 class WorkloadTotalsAdmin(ReadOnly, admin.ModelAdmin):
-    # Written by the refresh (the lists' facts): shown, never edited here.
+    # Written by the refresh (the lists' facts).
     list_display = ["workload", "shortfall", "missing_count", "no_data_count"]
     list_select_related = ["workload"]
     raw_id_fields = ["workload"]
@@ -254,20 +236,19 @@ class WorkloadTotalsAdmin(ReadOnly, admin.ModelAdmin):
 
 @admin.register(models.WorkloadAmounts)
 class WorkloadAmountsAdmin(ReadOnly, admin.ModelAdmin):
-    # Written by the refresh (the rollups' amounts): shown, never edited here.
+    # Written by the refresh (the rollups' amounts).
     list_display = ["workload", "containers", "covered", "requested_cpu_millicores"]
     list_select_related = ["workload"]
     raw_id_fields = ["workload"]
 
 
 @admin.register(models.WorkloadPod)
-class WorkloadPodAdmin(admin.ModelAdmin):
-    # Written by discovery from the pods' owner references: shown, never edited here.
+class WorkloadPodAdmin(ReadOnly, admin.ModelAdmin):
+    # Written by discovery from the pods' owner references.
     list_display = ["name", "namespace", "workload", "owner_kind", "last_seen_at"]
     list_filter = ["cluster"]
     search_fields = ["name", "namespace", "workload__name"]
     raw_id_fields = ["workload"]
-    readonly_fields = ["cluster", "containers", "limit_ranger"]
 
 
 @admin.register(models.Container)
@@ -299,7 +280,7 @@ class PolicyAdmin(WebhookInputAdmin):
 
 
 @admin.register(models.Recommendation)
-class RecommendationAdmin(WebhookInputAdmin):
+class RecommendationAdmin(ReadOnly, WebhookInputAdmin):
     list_display = [
         "container",
         "created_at",
@@ -314,7 +295,7 @@ class RecommendationAdmin(WebhookInputAdmin):
 
 
 @admin.register(models.Checkpoint)
-class CheckpointAdmin(admin.ModelAdmin):
+class CheckpointAdmin(ReadOnly, admin.ModelAdmin):
     list_display = [
         "container",
         "histogram_key",
@@ -327,7 +308,7 @@ class CheckpointAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.OomKill)
-class OomKillAdmin(admin.ModelAdmin):
+class OomKillAdmin(ReadOnly, admin.ModelAdmin):
     list_display = [
         "container",
         "pod",
@@ -339,7 +320,7 @@ class OomKillAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.RefreshRun)
-class RefreshRunAdmin(admin.ModelAdmin):
+class RefreshRunAdmin(ReadOnly, admin.ModelAdmin):
     list_display = [
         "kind",
         "cluster",
@@ -353,21 +334,23 @@ class RefreshRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.ResizeChange)
-class ResizeChangeAdmin(admin.ModelAdmin):
+class ResizeChangeAdmin(ReadOnly, admin.ModelAdmin):
+    # A status changes only through ResizeChange.swap_status (approvals, the updater).
     list_display = ["workload", "pod", "method", "status", "created_at", "decided_by"]
     list_filter = ["status", "method"]
     raw_id_fields = ["workload"]
 
 
 @admin.register(models.AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(ReadOnly, admin.ModelAdmin):
+    # The trail is written by record_audit beside each change, never by hand.
     list_display = ["created_at", "actor_label", "action", "workload", "message"]
     list_filter = ["action"]
     raw_id_fields = ["workload"]
 
 
 @admin.register(models.ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(ReadOnly, admin.ModelAdmin):
     # Tokens are created and revoked through the dashboard or `manage.py apitoken`,
     # which show the key once and audit the change; the admin only lists them.
     list_display = [
@@ -379,19 +362,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
         "revoked_at",
     ]
     list_filter = ["scope"]
-    readonly_fields = [
-        "name",
-        "scope",
-        "key_prefix",
-        "created_by",
-        "created_at",
-        "last_used_at",
-        "revoked_at",
-    ]
     exclude = ["key_hash"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
 
 @admin.register(models.StaticCoefficient)
@@ -405,8 +376,15 @@ class StaticCoefficientAdmin(admin.ModelAdmin):
     ]
 
 
+@admin.register(models.AdmissionChange)
+class AdmissionChangeAdmin(ReadOnly, admin.ModelAdmin):
+    # The webhook's journal of changed workloads, written by the services.
+    list_display = ["id", "cluster", "workload_id", "created_at"]
+    list_filter = ["cluster"]
+
+
 @admin.register(models.AdmissionCount)
-class AdmissionCountAdmin(admin.ModelAdmin):
+class AdmissionCountAdmin(ReadOnly, admin.ModelAdmin):
     list_display = ["cluster_name", "minute", "outcome", "count"]
     list_filter = ["outcome", "cluster_name"]
     date_hierarchy = "minute"

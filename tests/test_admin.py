@@ -63,3 +63,45 @@ def test_the_cluster_form_checks_the_namespace_selector(db):
     bad = ClusterForm(data={**base, "namespace_selector": "team in (a"})
     assert not bad.is_valid()
     assert "team in (a" in bad.errors["namespace_selector"][0]
+
+
+# Rows vpaweb writes itself: the refresh's history and read models, discovery's
+# records, resize changes (their status moves only through ResizeChange.swap_status),
+# the audit trail, the updater's lease, tokens (created through their audited service)
+# and deliveries.
+WRITTEN_BY_VPAWEB = [
+    "Recommendation",
+    "Checkpoint",
+    "OomKill",
+    "RefreshRun",
+    "AdmissionCount",
+    "ResizeChange",
+    "AuditEvent",
+    "NamespaceTotals",
+    "NodePool",
+    "WorkloadTotals",
+    "WorkloadAmounts",
+    "SavingsSnapshot",
+    "NamespaceLimitRange",
+    "WorkloadPod",
+    "UpdaterLock",
+    "ApiToken",
+    "NotificationDelivery",
+]
+
+
+@pytest.mark.django_db
+def test_rows_vpaweb_writes_itself_are_never_added_or_edited_in_the_admin(
+    rf, django_user_model
+):
+    request = rf.get("/admin/")
+    request.user = django_user_model.objects.create_superuser("root", password="pw")
+    editable = []
+    for name in WRITTEN_BY_VPAWEB:
+        model_admin = admin.site._registry[apps.get_model("recommender", name)]
+        if model_admin.has_add_permission(request) or model_admin.has_change_permission(
+            request
+        ):
+            editable.append(name)
+        assert model_admin.has_view_permission(request), name
+    assert editable == []

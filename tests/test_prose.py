@@ -10,6 +10,8 @@ exist, and documentation without references only the project's authors can follo
   named in a docstring, README.md or docs/*.md exists; a relative Markdown link in
   them leads to a file.
 - README.md and docs/*.md name no issue numbers, seeds or the authors' design folder.
+- Nothing under recommender/, vpaweb/, docs/ or README.md cites the authors' design
+  notes (``DESIGN_NOTES``): name the upstream source a rule comes from instead.
 
 Each failure names file:line and what is wrong. The checks take the repository's root
 as an argument, so the self-tests run them on small trees under tmp_path."""
@@ -61,6 +63,19 @@ INTERNAL = {
     "the authors' ARCHITECTURE.md": re.compile(r"\bARCHITECTURE\.md\b"),
     "the authors' STYLE.md": re.compile(r"\bSTYLE\.md\b"),
 }
+
+
+# The authors' design notes, outside the repository: a reader cannot follow a citation
+# of them (a file name, or a bare section number like "§6.3"; RFC sections are fine).
+DESIGN_NOTES = {
+    "the authors' VPA-ALGORITHM.md": re.compile(r"VPA-ALGORITHM"),
+    "the authors' ARCHITECTURE.md": INTERNAL["the authors' ARCHITECTURE.md"],
+    "the authors' STYLE.md": INTERNAL["the authors' STYLE.md"],
+    "the shared folder": re.compile(rf"\.\./{SIBLING}\b"),
+    "a section of the design notes": re.compile(r"(?<!RFC \d{4} )§\s?\d"),
+}
+# Where no citation of them may stand: every text file, code and prose alike.
+CITING_TREES = ("recommender", "vpaweb", "docs", "README.md")
 
 
 def python_files(root: Path, trees: tuple[str, ...]) -> Iterator[Path]:
@@ -246,6 +261,28 @@ def internal_references(root: Path) -> list[str]:
     ]
 
 
+def design_notes_citations(root: Path) -> list[str]:
+    problems = []
+    for tree in CITING_TREES:
+        top = root / tree
+        paths = [top] if top.is_file() else sorted(top.rglob("*"))
+        for path in paths:
+            if not path.is_file() or "__pycache__" in path.parts:
+                continue
+            try:
+                text = path.read_text()
+            except UnicodeDecodeError:
+                continue  # images, archives
+            for number, line in enumerate(text.splitlines(), start=1):
+                for what, pattern in DESIGN_NOTES.items():
+                    for match in pattern.finditer(line):
+                        problems.append(
+                            f"{path.relative_to(root)}:{number}: cites {what}: "
+                            f"{match.group()!r}"
+                        )
+    return problems
+
+
 def test_module_docstrings_state_the_contract_in_ten_lines_at_most():
     assert long_module_docstrings(ROOT) == []
 
@@ -256,6 +293,10 @@ def test_named_paths_and_modules_exist():
 
 def test_readme_and_docs_name_nothing_a_user_cannot_follow():
     assert internal_references(ROOT) == []
+
+
+def test_code_and_docs_cite_upstream_not_the_authors_design_notes():
+    assert design_notes_citations(ROOT) == []
 
 
 # Self-tests: each check on a tree of its own.
@@ -349,4 +390,32 @@ def test_internal_references_are_named(tmp_path):
         "docs/replay.md:2: names a seed number: 'seed 003'",
         f"docs/replay.md:2: names the shared folder: '../{SIBLING}'",
         "docs/replay.md:2: names the authors' ARCHITECTURE.md: 'ARCHITECTURE.md'",
+    ]
+
+
+def test_design_notes_citations_are_named(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "recommender/engine/capping.py": (
+                '"""Capping (VPA-ALGORITHM.md §4.1)."""\n'
+                "# upstream pkg/utils/vpa/capping.go ApplyVPAPolicy; RFC 6902 §4.1\n"
+            ),
+            "recommender/services/decision.py": "# the updater's order (§6.3)\n",
+            "vpaweb/settings.py": f"# as ../{SIBLING}/design/STYLE.md says\n",
+            "docs/engine.md": "Layout per ARCHITECTURE.md.\n",
+            "docs/img/logo.png": "",
+            "README.md": "Fine: upstream's `pkg/updater/logic/updater.go`.\n",
+            "tests/test_x.py": "# VPA-ALGORITHM.md §9: tests are not checked here\n",
+        },
+    )
+    (root / "docs/img/logo.png").write_bytes(b"\x89PNG\xff\xfe")
+    assert design_notes_citations(root) == [
+        "recommender/engine/capping.py:1: cites the authors' VPA-ALGORITHM.md: "
+        "'VPA-ALGORITHM'",
+        "recommender/engine/capping.py:1: cites a section of the design notes: '§4'",
+        "recommender/services/decision.py:1: cites a section of the design notes: '§6'",
+        "vpaweb/settings.py:1: cites the authors' STYLE.md: 'STYLE.md'",
+        f"vpaweb/settings.py:1: cites the shared folder: '../{SIBLING}'",
+        "docs/engine.md:1: cites the authors' ARCHITECTURE.md: 'ARCHITECTURE.md'",
     ]

@@ -546,7 +546,7 @@ SPECTACULAR_SETTINGS = {
         "ChangeStatusEnum": "recommender.models.ResizeChange.Status",
         "UpdateModeEnum": "recommender.models.Policy.Mode",
         "PolicySourceEnum": "recommender.models.Policy.Source",
-        "ContainerScalingModeEnum": ["Auto", "Off"],
+        "ContainerScalingModeEnum": "recommender.engine.capping.MODES",
         "ResourceNameEnum": ["cpu", "memory"],
         "AdviceSourceEnum": ["recommendation", "static_coefficient", "none"],
         "QueryKindEnum": ["RecommendationQuery"],

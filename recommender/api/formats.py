@@ -147,7 +147,7 @@ def _plain(data: Any) -> Any:
     return json.loads(json.dumps(data, cls=JSONEncoder))
 
 
-# libyaml's dumper when PyYAML was built with it (as safe_dump, ten times faster).
+# libyaml's C dumper when PyYAML was built with it (faster than the Python one).
 _YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 

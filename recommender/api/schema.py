@@ -9,6 +9,7 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse
 
 from recommender.api.serializers import ErrorSerializer
+from recommender.models import Policy
 
 # Statuses any API operation can answer with (bad query, no or bad credentials, missing
 # object, unacceptable Accept header, throttled).
@@ -29,15 +30,14 @@ BODY_ERRORS = {
     ),
     "415": "Unsupported Content-Type.",
 }
+MODE_ERROR = f"must be one of {', '.join(Policy.Mode.values)}"
 ERROR_EXAMPLE = OpenApiExample(
     "invalid input",
     value={
         "error": {
             "code": "invalid",
-            "message": "mode: must be one of Off, Initial, Recreate, InPlaceOrRecreate",
-            "fields": {
-                "mode": ["must be one of Off, Initial, Recreate, InPlaceOrRecreate"]
-            },
+            "message": f"mode: {MODE_ERROR}",
+            "fields": {"mode": [MODE_ERROR]},
         }
     },
     response_only=True,

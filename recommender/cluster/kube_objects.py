@@ -46,12 +46,13 @@ Obj = dict[str, Any]
 
 OOM_KILLED = "OOMKilled"
 EVICTED = "Evicted"
-# Annotations the kubelet's eviction manager puts on an Evicted event (VPA-ALGORITHM.md
-# §2.4).
+# Annotations the kubelet's eviction manager puts on an Evicted event (read by
+# upstream's ``pkg/recommender/input/oom/observer.go``).
 OFFENDING_CONTAINERS = "offending_containers"
 OFFENDING_CONTAINERS_USAGE = "offending_containers_usage"
 STARVED_RESOURCE = "starved_resource"
-# Upstream's default mode when spec.updatePolicy or its updateMode is absent (§5).
+# Upstream's default mode when spec.updatePolicy or its updateMode is absent
+# (``GetUpdateMode`` in ``pkg/utils/vpa/api.go``).
 DEFAULT_UPDATE_MODE = MODE_RECREATE
 # LimitRange item types that cap container requests (PersistentVolumeClaim items do
 # not).
@@ -418,7 +419,8 @@ def oom_kills_of_pod(
 
 
 def evictions_of_event(event: Obj) -> list[OomKill]:
-    """Memory evictions recorded by an ``Evicted`` event of a pod (upstream §2.4).
+    """Memory evictions recorded by an ``Evicted`` event of a pod (upstream's
+    ``pkg/recommender/input/oom/observer.go``).
 
     The three annotations are comma lists of equal length; only entries whose starved
     resource is memory count, with the container's usage at eviction as the memory.

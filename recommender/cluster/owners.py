@@ -18,8 +18,8 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-# Upstream's well-known controllers (VPA-ALGORITHM.md §5, targetRef), by kind and API
-# group.
+# Upstream's well-known controllers (``wellKnownController`` in
+# ``pkg/target/controller_fetcher/controller_fetcher.go``), by kind and API group.
 WELL_KNOWN_GROUPS: dict[str, str] = {
     "Deployment": "apps",
     "StatefulSet": "apps",

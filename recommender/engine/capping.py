@@ -104,7 +104,8 @@ class ContainerPolicy:
         self.validate()
 
     def validate(self) -> None:
-        """Raise ValueError naming the field, per the VPA webhook's validation (§5)."""
+        """Raise ValueError naming the field, per the VPA webhook's validation
+        (upstream ``pkg/admission-controller/resource/vpa/handler.go``)."""
         if not isinstance(self.container_name, str) or not self.container_name:
             raise ValueError(
                 f"container_name must be a non-empty string, not "
@@ -286,7 +287,8 @@ def apply_vpa_policy(
     *,
     global_max: Resources = NO_RESOURCES,
 ) -> CappedRecommendation:
-    """Recommender-side capping (§4.1): minAllowed, then maxAllowed or the global max.
+    """Recommender-side capping (upstream's ``ApplyVPAPolicy``): minAllowed, then
+    maxAllowed or the global max.
 
     ``applyVPAPolicyForContainer`` (utils/vpa/capping.go): per resource the VPA's
     maxAllowed
@@ -531,7 +533,8 @@ def cap_for_pod(
     container_limit_range: LimitRangeItem | None = None,
     pod_limit_range: LimitRangeItem | None = None,
 ) -> dict[str, CappedRecommendation]:
-    """Admission/updater capping (§4.2) of a VPA's recommendations for one pod.
+    """Admission/updater capping (upstream's ``cappingRecommendationProcessor.Apply``)
+    of a VPA's recommendations for one pod.
 
     ``recommendations`` maps container name to its recommendation (in the VPA's order);
     ``containers`` are the pod's containers with current requests and limits; the limit

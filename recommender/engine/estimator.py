@@ -183,7 +183,8 @@ def recommend(
     controlled_resources: Sequence[str] = RESOURCE_NAMES,
     omit_unsampled: bool = False,
 ) -> Recommendations:
-    """Upstream §3 recommendation per row; pod minimum split over containers_in_pod.
+    """Upstream's recommendation (``pkg/recommender/logic/recommender.go``) per row;
+    pod minimum split over containers_in_pod.
 
     Upstream recommends the pod minimum for a resource without samples, and a memory
     upper bound of 1e14 bytes when there are no CPU samples (its confidence counts
@@ -308,7 +309,7 @@ class Recommendations(Sequence[ContainerRecommendation]):
         )
 
     def __eq__(self, other: object) -> bool:
-        # As the list this used to be: equal to a list (or another one) of equal rows.
+        # Equal to a list, a tuple or another Recommendations of equal rows.
         if not isinstance(other, Recommendations | list | tuple):
             return NotImplemented
         return len(self) == len(other) and list(self) == list(other)

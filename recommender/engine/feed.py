@@ -15,8 +15,9 @@ order."""
 # * **Order.** Usage up to and including an OOM kill's time, then the kills of that
 #   time, then the rest: upstream's one-event-at-a-time loop, where a kill is recorded
 #   after the usage samples reported with it. The memory windows are order-dependent
-#   (VPA-ALGORITHM.md §2.3-2.4), so the state does not depend on how the caller splits
-#   its history into batches.
+#   (upstream's ``addMemorySample`` and ``RecordOOM`` in
+#   ``pkg/recommender/model/container.go``), so the state does not depend on how the
+#   caller splits its history into batches.
 #
 # Shapes: a :class:`SampleBatch` of n events (flat) or S series x T times (grid form,
 # kept as a grid when cut); an :class:`OomBatch` of k events.

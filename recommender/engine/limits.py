@@ -83,7 +83,8 @@ def proportional_limit(
     new_request: int | None,
     default_limit: int | None = None,
 ) -> tuple[int | None, str | None]:
-    """The limit keeping the original limit/request ratio at ``new_request`` (§4.4).
+    """The limit keeping the original limit/request ratio at ``new_request``
+    (upstream's ``getProportionalResourceLimit``).
 
     Returns ``(limit, annotation)``; ``limit`` None means "write no limit". Mirrors
     ``getProportionalResourceLimit`` in utils/vpa/limit_and_request_scaling.go.
@@ -149,7 +150,8 @@ def requests_and_limits_for_container(
     default_limit: Resources = NO_RESOURCES,
     max_limit_request_ratio: Resources = NO_RESOURCES,
 ) -> NewContainerResources:
-    """Requests = the capped target; limits proportional unless RequestsOnly (§4.3).
+    """Requests = the capped target; limits proportional unless RequestsOnly
+    (upstream's ``recommendation_provider.go``).
 
     ``target`` is the capped Target from ``cap_for_pod``; ``default_limit`` is the
     container LimitRange's ``default``. Upstream passes a nil resource policy when the

@@ -328,7 +328,8 @@ def summarise(scores: DayScores) -> dict[str, Any]:
     }
 
 
-# Upstream updater's --pod-update-threshold (VPA-ALGORITHM.md §6.3): a pod inside its
+# Upstream updater's --pod-update-threshold (``MinChangePriority``,
+# ``pkg/updater/priority/update_priority_calculator.go``): a pod inside its
 # bounds is updated only when the summed relative request/target difference reaches it.
 UPDATER_MIN_CHANGE = 0.10
 
@@ -336,7 +337,8 @@ UPDATER_MIN_CHANGE = 0.10
 def updater_proposals(timeline: Timeline) -> np.ndarray:
     """How many resizes upstream's updater would have proposed per container (C,).
 
-    The rule (VPA-ALGORITHM.md §6.3, per container rather than summed over a pod's
+    The rule (upstream's ``update_priority_calculator.go``, per container rather than
+    summed over a pod's
     containers, and without the 12 h pod-age wait): the first recommendation becomes
     the request (admission); at every later recompute, a resize is proposed when the
     request lies outside [lower, upper] for CPU or memory, or when

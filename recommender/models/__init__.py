@@ -7,6 +7,7 @@ One module per group; this package exposes every model as ``recommender.models.X
 from recommender.models.access import ApiToken, AuditEvent
 from recommender.models.actuation import (
     OPEN_RESIZE_STATUSES,
+    RESIZE_TRANSITIONS,
     ActuationControl,
     AdmissionChange,
     AdmissionCount,
@@ -48,6 +49,7 @@ from recommender.models.runs import RefreshRun
 
 __all__ = [
     "OPEN_RESIZE_STATUSES",
+    "RESIZE_TRANSITIONS",
     "ActuationControl",
     "AdmissionChange",
     "AdmissionCount",

@@ -7,8 +7,12 @@ memory in integer bytes; ``None`` means "not set".
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from recommender.models.fleet import Cluster, Workload
@@ -41,11 +45,46 @@ OPEN_RESIZE_STATUSES: tuple[str, ...] = (
 )
 
 
+# THE life of a resize change: each status, and the statuses a change may reach it
+# from. ``ResizeChange.swap_status`` is the one way a status changes and refuses any
+# move not listed here::
+#
+#     proposed ──approve──▶ approved ──apply──▶ applying ──verify──▶ applied
+#        │  ▲  (automatic)    │  ▲                 │  └──refused, not verified──▶ failed
+#        │  └─needs operator──┘  └──try later, fall back to eviction, recovery──┘
+#        ├──reject──▶ rejected ◀──reject, withdraw── approved
+#        ├──supersede──▶ superseded ◀── approved   (a newer recommendation)
+#        └──expire──▶ expired ◀── approved, applying (the pod is gone)
+RESIZE_TRANSITIONS: dict[str, frozenset[str]] = {
+    ResizeChangeStatus.PROPOSED: frozenset({ResizeChangeStatus.APPROVED}),
+    ResizeChangeStatus.APPROVED: frozenset(
+        {ResizeChangeStatus.PROPOSED, ResizeChangeStatus.APPLYING}
+    ),
+    ResizeChangeStatus.APPLYING: frozenset({ResizeChangeStatus.APPROVED}),
+    ResizeChangeStatus.APPLIED: frozenset({ResizeChangeStatus.APPLYING}),
+    ResizeChangeStatus.FAILED: frozenset({ResizeChangeStatus.APPLYING}),
+    ResizeChangeStatus.REJECTED: frozenset(
+        {ResizeChangeStatus.PROPOSED, ResizeChangeStatus.APPROVED}
+    ),
+    ResizeChangeStatus.EXPIRED: frozenset(
+        {
+            ResizeChangeStatus.PROPOSED,
+            ResizeChangeStatus.APPROVED,
+            ResizeChangeStatus.APPLYING,
+        }
+    ),
+    ResizeChangeStatus.SUPERSEDED: frozenset(
+        {ResizeChangeStatus.PROPOSED, ResizeChangeStatus.APPROVED}
+    ),
+}
+
+
 class ResizeChange(models.Model):
     """A proposed resize of a pod's containers: an operator decides, updater applies."""
 
     Status = ResizeChangeStatus
     OPEN_STATUSES = OPEN_RESIZE_STATUSES
+    TRANSITIONS = RESIZE_TRANSITIONS
 
     class Snooze(models.TextChoices):
         """How long an operator's rejection holds back new proposals of the same
@@ -142,6 +181,37 @@ class ResizeChange(models.Model):
     def is_open(self) -> bool:
         """True while the change is proposed, approved or being applied."""
         return self.status in self.OPEN_STATUSES
+
+    def swap_status(
+        self,
+        *,
+        to: str,
+        allowed_from: Iterable[str],
+        where: Q | None = None,
+        **fields: Any,
+    ) -> bool:
+        """Move this change to ``to`` if its row is still in one of ``allowed_from``
+        (and matches ``where``), storing ``fields`` in the same ``UPDATE``; the row
+        count says whether this caller won. On success the instance is updated too.
+        A move ``RESIZE_TRANSITIONS`` does not list raises ValueError."""
+        allowed = tuple(allowed_from)
+        illegal = sorted(set(allowed) - RESIZE_TRANSITIONS.get(to, frozenset()))
+        if not allowed or illegal:
+            raise ValueError(
+                f"a resize change cannot go from {' or '.join(illegal) or 'nowhere'} "
+                f"to {to}"
+            )
+        if "status" in fields:
+            raise ValueError("fields cannot set the status: pass to=")
+        rows = ResizeChange.objects.filter(pk=self.pk, status__in=allowed)
+        if where is not None:
+            rows = rows.filter(where)
+        if rows.update(status=to, **fields) != 1:
+            return False
+        self.status = to
+        for name, value in fields.items():
+            setattr(self, name, value)
+        return True
 
 
 class UpdaterLock(models.Model):

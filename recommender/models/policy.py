@@ -150,6 +150,12 @@ class Policy(models.Model):
         return self.source == self.Source.VPAWEB and self.mode != self.Mode.OFF
 
     @property
+    def in_acting_mode(self) -> bool:
+        """The mode is one in which the updater changes running pods
+        (``ACTING_MODES``); whether it may is ``is_actionable``'s question."""
+        return self.mode in ACTING_MODES
+
+    @property
     def managed_by(self) -> str:
         """The upstream object a mirrored policy follows, as the dashboard and errors
         name it: ``VerticalPodAutoscaler <namespace>/<name> (mode <mode>)``."""

@@ -58,7 +58,7 @@ class PrometheusConfig:
     retries: int = 3
     backoff_s: float = 0.5
     # gzip answers: Prometheus spends more CPU compressing a JSON answer than building
-    # it (measured 0.25 s vs 0.11 s per 100-container day), worth it only on slow links.
+    # it (docs/prometheus.md, "Benchmark"), worth it only on slow links.
     gzip: bool = False
     namespace_label: str = "namespace"
     pod_label: str = "pod"

@@ -25,7 +25,6 @@ from recommender.models import (
     ResizeChange,
     Workload,
 )
-from recommender.models.policy import ACTING_MODES
 from recommender.roles import Role
 from recommender.services.actuation import approvals, control, decision
 from recommender.services.admission.counters import hour_and_day_totals
@@ -238,7 +237,7 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
 def _never_disrupted(workload: Workload, policy: Policy | None) -> str | None:
     """Why the updater proposes no change for this workload's pods, if it never
     disrupts them (a workload the updater acts on, below ``min_replicas``)."""
-    if policy is None or not policy.is_actionable or policy.mode not in ACTING_MODES:
+    if policy is None or not policy.is_actionable or not policy.in_acting_mode:
         return None
     return decision.below_min_replicas(
         workload.replicas, policy.min_replicas or settings.UPDATER_MIN_REPLICAS

@@ -1,4 +1,4 @@
-"""Off means off (ARCHITECTURE.md), checked in the source: every cluster write goes
+"""Off means off (docs/updater.md), checked in the source: every cluster write goes
 through the one ``ClusterWriter`` interface (``recommender/cluster/writer.py``). No
 module calls a Kubernetes client write method; only the Kubernetes writer sends a
 request through the raw ``call_api``; no adapter (reader) has a write method; and only

@@ -1,4 +1,5 @@
-"""Upstream model tests (§9 #31-#44): samples, windows, OOMs, expiry, checkpoints."""
+"""Upstream model tests (pkg/recommender/model/*_test.go, checkpoint_writer_test.go):
+samples, windows, OOMs, expiry, checkpoints."""
 
 import numpy as np
 import pytest

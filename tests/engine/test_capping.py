@@ -1,4 +1,5 @@
-"""Capping to VPA policies and LimitRanges (§4.1, §4.2), upstream capping_test.go."""
+"""Capping to VPA policies and LimitRanges (ApplyVPAPolicy and
+cappingRecommendationProcessor.Apply), upstream capping_test.go."""
 
 import pytest
 from hypothesis import given
@@ -30,7 +31,7 @@ def _rec(target, lower=NO_RESOURCES, upper=NO_RESOURCES, uncapped=None):
     )
 
 
-# TestApplyVPAPolicy (utils/vpa/capping_test.go), the §4.1 table (#49).
+# TestApplyVPAPolicy (utils/vpa/capping_test.go), its table.
 TABLE_REC = _rec(Resources(42, 42 * MI), Resources(31, 31 * MI), Resources(53, 53 * MI))
 
 

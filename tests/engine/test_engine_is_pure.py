@@ -1,4 +1,4 @@
-"""The engine imports only numpy and the standard library (STYLE.md §2)."""
+"""The engine imports only numpy and the standard library (docs/architecture.md)."""
 
 import ast
 import sys

@@ -1,4 +1,5 @@
-"""Upstream estimator and recommender tests (§9 #22-#30, #45, #46), exact numbers."""
+"""Upstream estimator and recommender tests (pkg/recommender/logic/estimator_test.go,
+recommender_test.go, model/types_test.go), exact numbers."""
 
 import math
 
@@ -153,7 +154,7 @@ def test_humanize_memory_quantity():  # 46 TestHumanizeMemoryQuantity
     assert humanize_memory_quantity(1537) == "1.50Ki"
 
 
-# §3.2: 0 * Inf treated as 0
+# Upstream's estimator: 0 * Inf treated as 0
 def test_zero_samples_upper_bound_is_the_minimum_not_nan():
     aggs = new_set()
     rec = recommend(aggs, rows=[0], profile=get_profile("vpa"), containers_in_pod=[1])[

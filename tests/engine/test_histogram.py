@@ -1,4 +1,6 @@
-"""Upstream histogram tests (VPA-ALGORITHM.md §9 #1-#21), with their exact numbers."""
+"""Upstream histogram tests (``pkg/recommender/util/histogram_test.go``,
+``decaying_histogram_test.go``, ``histogram_options_test.go``), with their exact
+numbers."""
 
 import math
 
@@ -292,12 +294,12 @@ def test_decaying_load_from_checkpoint():  # 21 TestDecayingHistogramLoadFromChe
     assert h.reference_s[0] == ref
 
 
-def test_memory_bucket_4_uses_go_pow():  # §1.5: Go's Pow loop, not libm
+def test_memory_bucket_4_uses_go_pow():  # Go's math.Pow loop, not libm
     from recommender.engine.config import memory_histogram_options
 
     starts = memory_histogram_options().bucket_start
     assert int(starts[4]) == 43101249
-    # §2 lists the starts rounded; with libm's pow bucket 4 would truncate to 43101250.
+    # Rounded starts; with libm's pow bucket 4 would truncate to 43101250.
     assert list(starts[:8]) == pytest.approx(
         [0, 10000000, 20500000, 31525000, 43101250, 55256313, 68019128, 81420085],
         abs=0.51,
@@ -316,7 +318,7 @@ def test_go_pow_int8_loop_differs_only_below_128():
     assert all(n < 128 for n in diffs)
 
 
-def test_value_on_bucket_boundary_uses_go_log():  # §1.5: 20500000 bytes -> bucket 1
+def test_value_on_bucket_boundary_uses_go_log():  # math.Log: 20500000 B -> bucket 1
     from recommender.engine.config import memory_histogram_options
 
     o = memory_histogram_options()

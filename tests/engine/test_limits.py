@@ -1,4 +1,5 @@
-"""Proportional limits (§4.4) and requests + limits for a container (§4.3)."""
+"""Proportional limits (getProportionalResourceLimit) and requests + limits for a
+container (recommendation_provider.go)."""
 
 import pytest
 from hypothesis import given
@@ -16,7 +17,7 @@ MI = 2**20
 INT64_ANNOTATION = "failed to keep limit to request ratio; capping limit to int64"
 
 
-# limit_and_request_scaling_test.go :: TestGetProportionalResourceLimit (§4.4, #51)
+# limit_and_request_scaling_test.go :: TestGetProportionalResourceLimit
 @pytest.mark.parametrize(
     ("limit", "original_request", "new", "default", "expected", "annotation"),
     [
@@ -94,7 +95,7 @@ def _container(requests=NO_RESOURCES, limits=NO_RESOURCES):
     return ContainerResources("container1", requests=requests, limits=limits)
 
 
-# recommendation_provider_test.go :: TestUpdateResourceRequests (§4.3, #52)
+# recommendation_provider_test.go :: TestUpdateResourceRequests
 def test_limits_keep_the_double_limit_ratio():
     container = _container(Resources(1000, 100 * MI), Resources(2000, 200 * MI))
     new = requests_and_limits_for_container(container, Resources(2000, 200 * MI))

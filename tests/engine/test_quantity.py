@@ -77,7 +77,7 @@ def test_parse_memory_rounds_up_to_bytes_like_value(text, bytes_):
         (587, "587m"),
         (1000, "1"),
         (1500, "1500m"),
-        (10**14, "100G"),  # model.MaxResourceAmount, §3.4
+        (10**14, "100G"),  # model.MaxResourceAmount
         (0, "0"),
         (1, "1m"),
         (100, "100m"),
@@ -127,7 +127,7 @@ def test_format_memory_decimal_matches_vpa_before_1_5():
         (6499152537, "6.05Gi"),
         (16357476492, "15.23Gi"),
         (1537, "1.50Ki"),
-        # §3.4 examples
+        # upstream model/types.go examples
         (1050000, "1.00Mi"),
         (839500000, "800.61Mi"),
         (262144000, "250.00Mi"),
@@ -150,7 +150,7 @@ def test_round_up_to_scale_matches_upstream():
     assert round_up(100, 7) == 105
     assert round_up(100, 10) == 100
     assert round_up(0, 5) == 0
-    # §3.4: --round-cpu-millicores and --round-memory-bytes
+    # upstream's --round-cpu-millicores and --round-memory-bytes
     assert round_up(1231241, 13) == 1231243
     assert format_memory(round_up(839500000, 134217728)) == "896Mi"
     # TestResourcesAsResourceList: CPU 1000m with round 3 gives 1002m.

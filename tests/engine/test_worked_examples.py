@@ -1,4 +1,5 @@
-"""VPA-ALGORITHM.md §9.1 worked examples: the whole table; constant usage's target."""
+"""Worked examples of upstream's recommender model with default flags and one container
+(derived, not upstream tests): the whole table; constant usage's target."""
 
 import pytest
 

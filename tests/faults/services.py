@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests import apt
+
 logger = logging.getLogger(__name__)
 
 PACKAGES = {"postgresql": "initdb", "redis-server": "redis-server"}
@@ -51,18 +53,8 @@ def ensure_installed() -> list[str]:
     """Install Debian's packages for what is missing; the names still missing
     (no root, no apt, no network), which the caller reports as missing services."""
     missing = [name for name, ok in _found().items() if not ok]
-    if missing and shutil.which("apt-get") and os.geteuid() == 0:
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        commands = [
-            ["apt-get", "update", "-q"],
-            ["apt-get", "install", "-y", "--no-install-recommends", *missing],
-        ]
-        for command in commands:
-            done = subprocess.run(
-                command, env=env, capture_output=True, text=True, timeout=900
-            )
-            if done.returncode != 0:
-                logger.warning("%s failed: %s", " ".join(command), done.stderr[-500:])
+    if missing:
+        apt.install(missing, lambda: all(_found().values()))
     return [name for name, ok in _found().items() if not ok]
 
 

@@ -1,5 +1,5 @@
 """`manage.py recommend`: the engine's offline face, on the worked examples of
-VPA-ALGORITHM.md §9.1, with bad input named by file, line and column."""
+tests/engine/test_worked_examples.py, with bad input named by file, line and column."""
 
 from __future__ import annotations
 

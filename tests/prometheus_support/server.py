@@ -9,7 +9,6 @@ and ``--max-block-duration=192h`` into an empty directory, the server bound to
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import socket
 import subprocess
@@ -19,15 +18,10 @@ from pathlib import Path
 
 import requests
 
+from tests import apt
+
 logger = logging.getLogger(__name__)
 
-APT_INSTALL = [
-    "apt-get",
-    "install",
-    "-y",
-    "--no-install-recommends",
-    "prometheus",
-]
 CONFIG = "global: {scrape_interval: 1m, evaluation_interval: 1m}\nscrape_configs: []\n"
 
 
@@ -37,26 +31,13 @@ def ensure_installed() -> tuple[str, str] | None:
     Returns None when they are absent and cannot be installed (no root, no apt, no
     network); the caller turns that into ``service_missing``.
     """
-    found = shutil.which("prometheus"), shutil.which("promtool")
-    if all(found):
-        return found  # type: ignore[return-value]
-    if not shutil.which("apt-get"):
+
+    def found() -> bool:
+        return all(shutil.which(name) for name in ("prometheus", "promtool"))
+
+    if not apt.install(["prometheus"], found):
         return None
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (["apt-get", "update", "-q"], APT_INSTALL):
-        try:
-            done = subprocess.run(
-                command, env=env, capture_output=True, text=True, timeout=600
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            logger.warning("cannot run %s: %s", command[:2], exc)
-            return None
-        if done.returncode != 0:
-            logger.warning("%s failed: %s", " ".join(command), done.stderr[-500:])
-            if command[1] == "install":
-                return None
-    found = shutil.which("prometheus"), shutil.which("promtool")
-    return found if all(found) else None  # type: ignore[return-value]
+    return shutil.which("prometheus"), shutil.which("promtool")  # type: ignore[return-value]
 
 
 def create_blocks(promtool: str, openmetrics: Path, data_dir: Path) -> None:

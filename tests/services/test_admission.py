@@ -156,7 +156,8 @@ def test_replicaset_pod_unknown_to_discovery_is_patched_via_its_deployment(clust
     assert decision.patch[-2]["path"] == "/metadata/annotations/vpaweb.io~1updates"
     pod = applied(review, decision)
     assert resources(pod, 0) == {"requests": {"cpu": "250m", "memory": "300Mi"}}
-    # No limit before and no LimitRange default: still no limit (upstream §4.4).
+    # No limit before and no LimitRange default: still no limit (upstream's
+    # getProportionalResourceLimit).
     assert resources(pod, 1) == {"requests": {"cpu": "20m", "memory": "32Mi"}}
     assert "app: cpu request unset -> 250m" in pod["metadata"]["annotations"][
         UPDATES
@@ -173,7 +174,8 @@ def test_statefulset_pod_gets_proportional_limits(cluster):
     review = recorded("c-statefulset-pod")
     decision = decide(cluster, review)
     pod = applied(review, decision)
-    # requests == limits before, so the limits follow the requests (§4.4 step 5).
+    # requests == limits before, so the limits follow the requests
+    # (getProportionalResourceLimit).
     assert resources(pod) == {
         "requests": {"cpu": "250m", "memory": "300Mi"},
         "limits": {"cpu": "250m", "memory": "300Mi"},

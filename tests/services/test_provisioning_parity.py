@@ -49,9 +49,8 @@ RECOMMENDATIONS = {
 }
 
 
-def _recommend(container: Container, shape: dict | None) -> None:
-    if shape is None:
-        return
+def _recommendation(container: Container, shape: dict) -> Recommendation:
+    """The (unsaved) recommendation of ``shape`` for ``container``."""
     (low_c, target_c, up_c), (low_m, target_m, up_m) = shape["cpu"], shape["memory"]
     explanation = {}
     if "before" in shape:
@@ -61,7 +60,7 @@ def _recommend(container: Container, shape: dict | None) -> None:
                 for name, value in zip(("cpu", "memory"), shape["before"], strict=True)
             }
         }
-    rec = Recommendation.objects.create(
+    return Recommendation(
         container=container,
         created_at=timezone.now(),
         lower_cpu_millicores=low_c,
@@ -72,6 +71,13 @@ def _recommend(container: Container, shape: dict | None) -> None:
         upper_memory_bytes=up_m,
         explanation=explanation,
     )
+
+
+def _recommend(container: Container, shape: dict | None) -> None:
+    if shape is None:
+        return
+    rec = _recommendation(container, shape)
+    rec.save()
     container.latest_recommendation = rec
     container.save(update_fields=["latest_recommendation"])
 
@@ -251,53 +257,77 @@ def varied_fleet(now, *, cluster_of, namespace_of=lambda index: "default"):
     sidecars, init containers (every third; never counted), replicas of 0 to 3 or
     unknown (every fifth), gone workloads (every 13th), confidences of every kind and
     OOM kills (recent and old, also of init containers): the overview's and the
-    lists' parity fleet."""
+    lists' parity fleet. Written in bulk, a statement per table (the rows
+    ``make_workload`` and ``_recommend`` write, without their 4,000 statements)."""
     combos = list(itertools.product(RECOMMENDATIONS, CPU_REQUESTS, MEMORY_REQUESTS))
-    for index, (shape, cpu, memory) in enumerate(combos):
-        workload = make_workload(
-            cluster_of(index),
-            f"w{index}",
+    workloads = Workload.objects.bulk_create(
+        Workload(
+            cluster=cluster_of(index),
+            kind=Workload.Kind.DEPLOYMENT,
             namespace=namespace_of(index),
-            replicas=(3, 1, 0, 2)[index % 4],
-            containers={
-                "app": {"request_cpu_millicores": cpu, "request_memory_bytes": memory},
-                "side": {"request_cpu_millicores": 100, "request_memory_bytes": MI},
-                **({"init": {"request_cpu_millicores": 1}} if index % 3 == 0 else {}),
-            },
+            name=f"w{index}",
+            replicas=None if index % 5 == 0 else (3, 1, 0, 2)[index % 4],
+            is_active=index % 13 != 0,
+            selector={"matchLabels": {"app": f"w{index}"}},
+            labels={"app": f"w{index}"},
         )
-        if index % 5 == 0:
-            Workload.objects.filter(pk=workload.pk).update(replicas=None)
-        if index % 13 == 0:
-            Workload.objects.filter(pk=workload.pk).update(is_active=False)
-        Container.objects.filter(workload=workload, name="init").update(
-            kind=Container.Kind.INIT
+        for index in range(len(combos))
+    )
+    Policy.objects.bulk_create(
+        Policy(workload=workload, mode=Policy.Mode.OFF) for workload in workloads
+    )
+    specs = []  # (index, workload, name, requests, kind)
+    for index, (workload, (_, cpu, memory)) in enumerate(
+        zip(workloads, combos, strict=True)
+    ):
+        specs.append((index, workload, "app", (cpu, memory), Container.Kind.REGULAR))
+        specs.append((index, workload, "side", (100, MI), Container.Kind.REGULAR))
+        if index % 3 == 0:
+            specs.append((index, workload, "init", (1, None), Container.Kind.INIT))
+    containers = Container.objects.bulk_create(
+        Container(
+            workload=workload,
+            name=name,
+            position=("app", "side", "init").index(name),
+            kind=kind,
+            request_cpu_millicores=cpu,
+            request_memory_bytes=memory,
         )
-        for container in workload.containers.all():
-            name = container.name
-            _recommend(
-                container,
-                RECOMMENDATIONS["cpu only" if name != "app" else shape],
-            )
-            rec = Container.objects.get(pk=container.pk).latest_recommendation
-            if rec is not None:  # a confidence of every kind, kept on save
-                rec.explanation = {
-                    **rec.explanation,
-                    "resources": {
-                        **rec.explanation.get("resources", {}),
-                        "cpu": {"confidence": CONFIDENCES[index % len(CONFIDENCES)]},
-                    },
-                }
-                rec.save()
-            # OOM kills: 1-3 recent ones (ties on the score, and several scores),
-            # old ones, and ones of init containers (never risk).
-            kills = (index % 4) if name != "side" else int(index % 9 == 0)
-            for k in range(kills):
-                for days in (0, 8):
-                    OomKill.objects.create(
+        for _, workload, name, (cpu, memory), kind in specs
+    )
+    recommendations, recommended, kills = [], [], []
+    for container, (index, _, name, _, _) in zip(containers, specs, strict=True):
+        shape = RECOMMENDATIONS["cpu only" if name != "app" else combos[index][0]]
+        if shape is not None:
+            rec = _recommendation(container, shape)
+            # A confidence of every kind, in place of the cpu entry.
+            rec.explanation = {
+                **rec.explanation,
+                "resources": {
+                    **rec.explanation.get("resources", {}),
+                    "cpu": {"confidence": CONFIDENCES[index % len(CONFIDENCES)]},
+                },
+            }
+            rec.fill_explanation_columns()
+            recommendations.append(rec)
+            recommended.append(container)
+        # OOM kills: 1-3 recent ones (ties on the score, and several scores),
+        # old ones, and ones of init containers (never risk).
+        for k in range((index % 4) if name != "side" else int(index % 9 == 0)):
+            for days in (0, 8):
+                kills.append(
+                    OomKill(
                         container=container,
                         pod=f"p{k}",
                         occurred_at=now - timedelta(days=days, minutes=k),
                     )
+                )
+    for container, rec in zip(
+        recommended, Recommendation.objects.bulk_create(recommendations), strict=True
+    ):
+        container.latest_recommendation = rec
+    Container.objects.bulk_update(recommended, ["latest_recommendation"])
+    OomKill.objects.bulk_create(kills)
 
 
 def test_the_overview_counts_and_ranks_as_the_workload_and_container_facts_do():

@@ -1,5 +1,6 @@
-"""The updater's pure decisions against upstream's rules (VPA-ALGORITHM.md §6.3–6.6)
-and upstream's own restriction tests (pods_eviction_restriction_test.go)."""
+"""The updater's pure decisions against upstream's rules (``pkg/updater/priority/`` and
+``pkg/updater/restriction/``) and upstream's own restriction tests
+(pods_eviction_restriction_test.go)."""
 
 from __future__ import annotations
 

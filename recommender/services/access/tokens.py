@@ -94,6 +94,30 @@ def create_token(
     return token, key
 
 
+def _revoke(
+    token: ApiToken, *, revoked_by: User | None, label: str, now: datetime, message: str
+) -> bool:
+    """Revoke ``token`` if it is still active, with its audit event; False when it was
+    revoked already (a filtered update: two people revoking at once record one)."""
+    if not ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+        revoked_at=now
+    ):
+        return False
+    token.revoked_at = now
+    record_audit(
+        now=now,
+        actor=revoked_by,
+        actor_label=label,
+        action=Action.TOKEN_REVOKE,
+        object_type="api_token",
+        object_id=token.pk,
+        before={"revoked": False},
+        after={"revoked": True},
+        message=message,
+    )
+    return True
+
+
 def revoke_token(
     *,
     token_id: int,
@@ -107,24 +131,14 @@ def revoke_token(
         token = ApiToken.objects.filter(pk=token_id).first()
         if token is None:
             raise NotFound(f"api token {token_id} does not exist")
-        # Filtered update: two people revoking at once record one revocation.
-        updated = ApiToken.objects.filter(pk=token_id, revoked_at__isnull=True).update(
-            revoked_at=now
-        )
-        if updated != 1:
-            raise Conflict(f"api token {token.name!r} was already revoked")
-        token.revoked_at = now
-        record_audit(
+        if not _revoke(
+            token,
+            revoked_by=revoked_by,
+            label=label,
             now=now,
-            actor=revoked_by,
-            actor_label=label,
-            action=Action.TOKEN_REVOKE,
-            object_type="api_token",
-            object_id=token.pk,
-            before={"revoked": False},
-            after={"revoked": True},
             message=f"{label} revoked {token.scope} token {token.name!r}",
-        )
+        ):
+            raise Conflict(f"api token {token.name!r} was already revoked")
     logger.info("api token %s (id %s) revoked by %s", token.name, token.pk, label)
     return token
 
@@ -142,16 +156,11 @@ def revoke_tokens_of(
         )
     )
     for token in tokens:
-        ApiToken.objects.filter(pk=token.pk).update(revoked_at=now)
-        record_audit(
+        _revoke(
+            token,
+            revoked_by=revoked_by,
+            label=label,
             now=now,
-            actor=revoked_by,
-            actor_label=label,
-            action=Action.TOKEN_REVOKE,
-            object_type="api_token",
-            object_id=token.pk,
-            before={"revoked": False},
-            after={"revoked": True},
             message=f"{label} revoked {token.scope} token {token.name!r} of "
             f"{user.get_username()}: {reason}",
         )

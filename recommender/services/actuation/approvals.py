@@ -11,8 +11,9 @@ Transitions (anything else raises Conflict and changes nothing)::
 # change's band (``updater.held_by_rejection``). Who decided is stored as shown
 # (``decided_by_label``): a token acts as its owner, and a token without one by name.
 #
-# Each transition is a filtered ``update()`` on the current status, so two operators
-# deciding at once cannot both win: the second gets a Conflict naming the status the
+# Each transition is the model's compare-and-swap (``ResizeChange.swap_status``: a
+# filtered ``update()`` on the current status), so two operators deciding at once
+# cannot both win: the second gets a Conflict naming the status the
 # first one set. An approval holds the workload's policy row locked while it checks the
 # mode, so it cannot race a switch to Off (``policies.update_policy`` takes the same
 # lock), and only a workload whose policy ``is_actionable`` (vpaweb's own, not Off) can
@@ -32,6 +33,7 @@ from django.db import transaction
 from recommender.errors import Conflict, InvalidInput, NotFound
 from recommender.models import AuditEvent, Policy, ResizeChange, Workload
 from recommender.services.access.audit import Action, actor_label_of, record_audit
+from recommender.services.actuation import workflow
 
 logger = logging.getLogger(__name__)
 
@@ -85,21 +87,15 @@ def _decide(
                     f"{change.workload} is in Off mode; change its mode first"
                 )
         before_status = change.status
-        updated = ResizeChange.objects.filter(
-            pk=change_id, status__in=allowed_from
-        ).update(
-            status=to_status,
+        if not change.swap_status(
+            to=to_status,
+            allowed_from=allowed_from,
             decided_by=actor,
             decided_by_label=label,
             decided_at=now,
             **fields,
-        )
-        if updated != 1:
-            change.refresh_from_db(fields=["status"])
-            raise Conflict(
-                f"resize change {change_id} is {change.status}; only "
-                f"{' or '.join(allowed_from)} changes can become {to_status}"
-            )
+        ):
+            raise workflow.conflict(change_id, allowed_from=allowed_from, to=to_status)
         change.refresh_from_db()
         message = (
             f"{label} {to_status} the resize of pod {change.pod} of {change.workload}"

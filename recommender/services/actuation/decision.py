@@ -1,15 +1,17 @@
-"""The updater's decisions, as upstream VPA's updater makes them (VPA-ALGORITHM.md §6).
+"""The updater's decisions, as upstream VPA's updater makes them (``pkg/updater/``).
 
 Pure functions over pods (``PodInfo``) and capped recommendations: no database, no
 cluster. ``proposals.py`` loads what they need and writes what they decide."""
 # - ``pod_priority``: ``resourceDiff``, scale-up, outside-the-bounds and quick OOM
-#   (§6.3);
+#   (upstream ``pkg/updater/priority/update_priority_calculator.go``,
+#   ``priority_processor.go``);
 # - ``admit``: the 12 h lifetime threshold, the 0.1 minimum change and the quick-OOM
 #   rule;
 # - ``eviction_requirements_pass``: ``updatePolicy.evictionRequirements``;
-# - ``ReplicaGroup``: replica groups, ``minReplicas`` and the eviction tolerance (§6.4);
+# - ``ReplicaGroup``: replica groups, ``minReplicas`` and the eviction tolerance
+#   (``pkg/updater/restriction/pods_restriction_factory.go``);
 # - ``in_place_progress``: following a resize's conditions and upstream's fallbacks to
-#   eviction (§6.6);
+#   eviction (``pkg/updater/restriction/pods_inplace_restriction.go``);
 # - ``limit_range_refusals``: what LimitRanger would refuse in the changed pod.
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ REPLICATED_OWNERS = ("ReplicationController", "ReplicaSet", "StatefulSet")
 
 @dataclass(frozen=True)
 class UpdaterConfig:
-    """Upstream's updater flags (§6.1) and the in-place timeouts (§6.6)."""
+    """Upstream's updater flags (``pkg/updater/config/config.go``) and the in-place
+    timeouts (``pkg/updater/restriction/pods_inplace_restriction.go``)."""
 
     min_replicas: int = 2
     eviction_tolerance: float = 0.5
@@ -65,7 +68,7 @@ class PodPriority:
     oom_containers: tuple[tuple[str, float], ...] = ()  # (container, seconds alive)
 
     def sort_key(self) -> tuple[bool, float]:
-        """Scale-ups first, then the larger difference (§6.3 Order)."""
+        """Scale-ups first, then the larger difference (``PodPriority.Less``)."""
         return (not self.scale_up, -self.resource_diff)
 
     @property
@@ -155,7 +158,8 @@ def pod_priority(
 def admit(
     priority: PodPriority, pod: PodInfo, *, now: datetime, config: UpdaterConfig
 ) -> bool:
-    """Whether the pod joins the update list (§6.3 Admission)."""
+    """Whether the pod joins the update list (upstream's
+    ``UpdatePriorityCalculator.AddPod``)."""
     if not priority.outside_range and not priority.quick_oom:
         if pod.start_time is None:
             return False
@@ -265,7 +269,8 @@ def _requirement_holds(
 
 @dataclass
 class ReplicaGroup:
-    """Pods of one controller, and how many of them may be disrupted (§6.4)."""
+    """Pods of one controller, and how many of them may be disrupted (upstream's
+    ``pods_restriction_factory.go``)."""
 
     configured: int
     tolerance: int
@@ -315,7 +320,7 @@ def group_key(pod: PodInfo, workload_key: tuple[str, str]) -> tuple[str, str, st
 
 def below_min_replicas(replicas: int | None, min_replicas: int) -> str | None:
     """Why the updater never disrupts a workload's pods, or None: fewer replicas than
-    ``min_replicas`` (upstream leaves such a replica group out, §6.4)."""
+    ``min_replicas`` (upstream leaves such a replica group out)."""
     if replicas is None or replicas >= min_replicas:
         return None
     noun = "replica" if replicas == 1 else "replicas"
@@ -386,7 +391,8 @@ def in_place_progress(
     in_progress_since: datetime | None,
     config: UpdaterConfig,
 ) -> InPlaceProgress:
-    """Follow ``PodResizePending``/``PodResizeInProgress`` (§6.6 fallbacks)."""
+    """Follow ``PodResizePending``/``PodResizeInProgress`` (upstream's fallbacks in
+    ``pods_inplace_restriction.go``)."""
     for condition in pod.conditions:
         if condition.status != "True":
             continue

@@ -1,7 +1,8 @@
 """The updater's proposals: which pods need new requests, as ``ResizeChange`` rows."""
 # For every live pod of a workload whose vpaweb-owned policy is Recreate or
 # InPlaceOrRecreate (a policy that mirrors an upstream VPA object is never acted on),
-# the updater decides as upstream's does (``decision.py``, VPA-ALGORITHM.md §6.3): the
+# the updater decides as upstream's does (``decision.py``, upstream
+# ``pkg/updater/priority/update_priority_calculator.go``): the
 # capped recommendation (policy, LimitRanges, RequestsOnly: ``cap_for_pod``, the same
 # capping the admission webhook applies), ``resourceDiff``, outside the bounds, quick
 # OOM, the 12 h lifetime and 0.1 minimum change, ``evictionRequirements``. Each pod
@@ -338,7 +339,8 @@ def min_replicas_of(context: UpdaterContext, workload: Workload) -> int:
 def disruptable_pods(
     context: UpdaterContext, workload: Workload, pods: list[PodInfo]
 ) -> list[PodInfo]:
-    """The pods the updater could ever disrupt (upstream's filters, §6.2 and §6.4):
+    """The pods the updater could ever disrupt (upstream's filters in
+    ``pkg/updater/logic/updater.go`` and ``pods_restriction_factory.go``):
     scheduled, in a replica group it does not leave out (below ``min_replicas``, or
     a replicated owner with no replicas). The others get no change proposed."""
     owner = (workload.kind, workload.name)

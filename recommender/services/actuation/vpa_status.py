@@ -3,14 +3,16 @@
 # (``VPAWEB_RECOMMENDER_NAME``, default ``vpaweb``) is left by upstream's own
 # recommender to vpaweb: each updater cycle writes vpaweb's recommendation for the
 # object's target into the object's ``status``, in the format upstream's recommender
-# writes (VPA-ALGORITHM.md §5), so upstream's admission controller and updater act on
-# vpaweb's numbers:
+# writes (``VerticalPodAutoscalerStatus`` in upstream
+# ``pkg/apis/autoscaling.k8s.io/v1/types.go``), so upstream's admission controller and
+# updater act on vpaweb's numbers:
 #
 # - ``recommendation.containerRecommendations[]``: ``{containerName, target, lowerBound,
 #   upperBound, uncappedTarget}`` as canonical Kubernetes quantities (``"587m"``,
 #   ``"250Mi"``), sorted by container name: each container's latest stored
 #   recommendation, capped by the workload's policy as the refresh capped it (for a
-#   mirrored policy, the object's own container policies: upstream's §4.1 capping);
+#   mirrored policy, the object's own container policies: upstream's
+#   ``ApplyVPAPolicy`` in ``pkg/utils/vpa/capping.go``);
 #   containers whose policy mode is Off and plain init containers get none;
 # - ``conditions`` as upstream's ``UpdateConditions`` sets them, sorted by type:
 #   ``RecommendationProvided`` True when some container has a recommendation (False

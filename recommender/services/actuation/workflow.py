@@ -1,20 +1,12 @@
-"""The life of a ``ResizeChange``: every status change is a compare-and-swap plus an
-audit event."""
-# ::
-#
-#     proposed ──approve──▶ approved ──apply──▶ applying ──verify──▶ applied
-#        │  ▲                  │  ▲                 │
-#        │  └─(automatic)──────┘  └──429/Deferred──┘ (try later)
-#        ├──reject──▶ rejected ◀──reject── approved
-#        ├──supersede──▶ superseded ◀── approved   (a newer recommendation)
-#        ├──expire──▶ expired ◀── approved          (the pod is gone)
-#        └──────────────────────────▶ failed ◀── applying  (refused, or not verified)
-#
-# ``transition`` moves one change only if it is still in one of the statuses the caller
-# read: a filtered ``update()`` whose row count says who won. Two operators, or two
-# workers, can never both move a change (the loser gets ``Conflict``). The updater uses
-# ``try_transition`` (False instead of an exception) because losing a race there is
-# ordinary.
+"""The updater's moves of a ``ResizeChange``: ``try_transition`` is the model's
+compare-and-swap (``ResizeChange.swap_status``, refused unless ``RESIZE_TRANSITIONS``
+lists the move) plus an audit event, in one transaction; ``conflict`` is the error an
+operator's lost compare-and-swap raises (``approvals``)."""
+# A change moves only if it is still in one of the statuses the caller read: a
+# filtered ``update()`` whose row count says who won, so two operators, or two
+# workers, can never both move a change. The updater gets False when it loses, an
+# ordinary event there; an operator gets ``Conflict``. The statuses and the moves
+# between them are drawn beside ``recommender.models.actuation.RESIZE_TRANSITIONS``.
 
 from __future__ import annotations
 
@@ -101,24 +93,20 @@ def try_transition(
     ``fields`` are stored in the same update. On success the instance is updated too.
     """
     allowed = tuple(allowed_from)
-    values = {"status": to, "updated_at": now, **fields}
+    before = change.status
     with transaction.atomic():
-        rows = ResizeChange.objects.filter(pk=change.pk, status__in=allowed)
         if where is not None:
             # The operator's row locks first, in approvals' order (workload, then
             # policy): a switch to Off that is being committed is waited for, then
-            # read; the filter below reads it in the same statement as the status.
+            # read; the swap's filter reads it in the same statement as the status.
             Workload.objects.select_for_update().filter(pk=change.workload_id).first()
             Policy.objects.select_for_update().filter(
                 workload_id=change.workload_id
             ).first()
-            rows = rows.filter(where)
-        updated = rows.update(**values)
-        if updated != 1:
+        if not change.swap_status(
+            to=to, allowed_from=allowed, where=where, updated_at=now, **fields
+        ):
             return False
-        before = change.status
-        for key, value in values.items():
-            setattr(change, key, value)
         audit_event(
             change,
             before=before,
@@ -139,36 +127,14 @@ def try_transition(
     return True
 
 
-def transition(
-    change: ResizeChange,
-    *,
-    to: str,
-    allowed_from: Iterable[str],
-    now: datetime,
-    actor: User | None = None,
-    actor_label: str = UPDATER_LABEL,
-    note: str = "",
-    **fields: Any,
-) -> ResizeChange:
-    """``try_transition`` that raises ``Conflict`` naming the status found instead."""
-    allowed = tuple(allowed_from)
-    if not try_transition(
-        change,
-        to=to,
-        allowed_from=allowed,
-        now=now,
-        actor=actor,
-        actor_label=actor_label,
-        note=note,
-        **fields,
-    ):
-        found = (
-            ResizeChange.objects.filter(pk=change.pk)
-            .values_list("status", flat=True)
-            .first()
-        )
-        raise Conflict(
-            f"resize change {change.pk} is {found}; only "
-            f"{' or '.join(allowed)} changes can become {to}"
-        )
-    return change
+def conflict(change_id: int, *, allowed_from: Iterable[str], to: str) -> Conflict:
+    """The ``Conflict`` for a lost compare-and-swap, naming the status found."""
+    found = (
+        ResizeChange.objects.filter(pk=change_id)
+        .values_list("status", flat=True)
+        .first()
+    )
+    return Conflict(
+        f"resize change {change_id} is {found}; only "
+        f"{' or '.join(allowed_from)} changes can become {to}"
+    )

@@ -1,5 +1,6 @@
 """What the webhook does to one pod: ``decide_admission`` (pure, no database)."""
-# Upstream's admission flow for a Pod CREATE (VPA-ALGORITHM.md §7.1), on vpaweb's data:
+# Upstream's admission flow for a Pod CREATE (``pkg/admission-controller/resource/pod/
+# handler.go``, ``resource/vpa/matcher.go``), on vpaweb's data:
 #
 # 1. find the pod's controlling workload from its ``ownerReferences``: the controller
 #    reference; a ReplicaSet named ``<deployment>-<pod-template-hash>`` (the name the

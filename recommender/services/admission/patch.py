@@ -1,5 +1,6 @@
 """The webhook's JSONPatch, in upstream's shapes, and the LimitRange check before it."""
-# Shapes (VPA-ALGORITHM.md §7.2, ``patch/resource_updates.go``), per container that gets
+# Shapes (upstream ``pkg/admission-controller/resource/pod/patch/resource_updates.go``),
+# per container that gets
 # a value, built from the exact object received:
 #
 # - ``add .../resources {}`` when the container has no ``resources`` key at all

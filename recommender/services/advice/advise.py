@@ -1,6 +1,6 @@
 """What should this pod request? The one answer: the API, the dashboard's patch, the
 webhook (``advise``) and the updater (``capped_recommendations``, ``new_resources``)
-all run these steps, upstream's (VPA-ALGORITHM.md §4.2-§4.4) in upstream's order:
+all run upstream's steps (``capping.go``, ``recommendation_provider.go``) in order:
 1. ``controlled_recommendations``: the container policy (Off leaves it alone,
    ``controlledResources`` drops the others; a multiplier scales before capping);
 2. ``capped_for_pod``: LimitRanges (Pod, then Container), minAllowed/maxAllowed;
@@ -716,7 +716,8 @@ def workload_hpa_adjustments(workload: Workload) -> list[dict[str, Any]]:
 
 
 def _with_limits(advice: ContainerAdvice) -> ContainerAdvice:
-    """The advice with the requests and limits to write (§4.3: proportional limits)."""
+    """The advice with the requests and limits to write (proportional limits, as
+    upstream's ``recommendation_provider.go``)."""
     if advice.source == SOURCE_NONE or advice.target.is_empty():
         return advice
     new = advice.resources_for(advice.target)

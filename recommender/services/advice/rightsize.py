@@ -4,10 +4,10 @@
 # the latest recommendation, capped by the engine as the admission webhook caps it (the
 # namespace's LimitRanges as discovery last stored them, then the container policy), and
 # limits kept at the original limit:request ratio unless the container policy says
-# RequestsOnly (upstream §4.3/§4.4). Workloads vpaweb does not know yet get the
-# namespace's static coefficient (first deploy), or are returned unchanged
-# when none is set. The correction rules are options: a multiplier, never raising
-# a request above the original, and leaving memory alone.
+# RequestsOnly (upstream ``pkg/utils/vpa/limit_and_request_scaling.go``). Workloads
+# vpaweb does not know yet get the namespace's static coefficient (first deploy), or
+# are returned unchanged when none is set. The correction rules are options: a
+# multiplier, never raising a request above the original, and leaving memory alone.
 #
 # Nothing here writes to a cluster or to the database: the caller decides what to
 # deploy.

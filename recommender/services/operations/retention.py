@@ -1,7 +1,7 @@
 """Retention: history past its configured age is pruned, a bounded batch at a time."""
 # ``prune_history`` (the hourly ``prune_history`` task, ``manage.py prune``) deletes,
-# for each history (``rules``), the rows older than its ``VPAWEB_RETENTION_*`` setting,
-# and thins recommendation history older than
+# for each history (``HISTORIES``), the rows older than its ``VPAWEB_RETENTION_*``
+# setting, and thins recommendation history older than
 # ``VPAWEB_RETENTION_RECOMMENDATION_DETAIL_DAYS`` to the last row of each container and
 # UTC day. Each batch is chosen by one bounded ``SELECT … LIMIT`` and deleted in its own
 # short transaction, so a refresh never waits on the prune for long; a run stops after
@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.conf import settings
 from django.contrib.sessions.models import Session
 from django.db import connection, models, transaction
-from django.db.models import Count, Exists, Min, OuterRef
+from django.db.models import Count, Exists, Min, OuterRef, Q
 from django.utils import timezone
 
 from recommender.errors import InvalidInput
@@ -50,110 +50,103 @@ WORKLOADS_PER_BATCH = 20
 
 
 @dataclass(frozen=True)
-class Rule:
-    """One history and what of it is past retention at ``now``."""
+class History:
+    """One pruned history: its rows, the column their age is read from and the setting
+    of its retention in days (none: a row carries its own expiry, as sessions do)."""
 
     name: str
-    keep_days: int
-    # The rows past retention (unordered; the prune takes them a batch at a time).
-    expired: Callable[[datetime], models.QuerySet[models.Model]]
+    model: type[models.Model]
+    aged_by: str
+    setting: str | None
+    # Which rows of the table are this history (all, or inactive workloads).
+    rows: Q = field(default_factory=Q)
+    # Rows never pruned, however old.
+    kept: Q = field(default_factory=Q)
+    # Shown on the runs page's storage panel (one row per table).
+    on_panel: bool = True
+
+    @property
+    def keep_days(self) -> int:
+        """The retention now (settings are read when called)."""
+        return int(getattr(settings, self.setting)) if self.setting else 0
+
+    def expired(self, now: datetime) -> models.QuerySet[models.Model]:
+        """The rows past retention at ``now`` (unordered; pruned a batch at a time)."""
+        cutoff = _cutoff(now, self.keep_days)
+        return (
+            self.model._default_manager.filter(self.rows)
+            .filter(**{f"{self.aged_by}__lt": cutoff})
+            .exclude(self.kept)
+        )
 
 
 def _cutoff(now: datetime, days: int) -> datetime:
     return now - timedelta(days=days)
 
 
+# Every container's latest recommendation (what the pages read) is never pruned.
+_LATEST = Q(Exists(Container.objects.filter(latest_recommendation_id=OuterRef("pk"))))
+
+
 def _not_latest(qs: models.QuerySet[Recommendation]) -> models.QuerySet[Recommendation]:
-    """Leave out every container's latest recommendation (what the pages read)."""
-    return qs.exclude(
-        Exists(Container.objects.filter(latest_recommendation_id=OuterRef("pk")))
-    )
+    """Leave out every container's latest recommendation."""
+    return qs.exclude(_LATEST)
 
 
-def rules() -> list[Rule]:
-    """Every pruned history with its retention (the settings read when called)."""
-    return [
-        Rule(
-            "recommendations",
-            settings.RETENTION_RECOMMENDATION_DAYS,
-            lambda now: _not_latest(
-                Recommendation.objects.filter(
-                    created_at__lt=_cutoff(now, settings.RETENTION_RECOMMENDATION_DAYS)
-                )
-            ),
-        ),
-        Rule(
-            "oom_kills",
-            settings.RETENTION_OOM_KILL_DAYS,
-            lambda now: OomKill.objects.filter(
-                occurred_at__lt=_cutoff(now, settings.RETENTION_OOM_KILL_DAYS)
-            ),
-        ),
-        Rule(
-            "runs",
-            settings.RETENTION_RUN_DAYS,
-            # A running row is the reaper's (operations/runs.py), never the prune's.
-            lambda now: RefreshRun.objects.filter(
-                started_at__lt=_cutoff(now, settings.RETENTION_RUN_DAYS)
-            ).exclude(status=RefreshRun.Status.RUNNING),
-        ),
-        Rule(
-            "audit_events",
-            settings.RETENTION_AUDIT_DAYS,
-            lambda now: AuditEvent.objects.filter(
-                created_at__lt=_cutoff(now, settings.RETENTION_AUDIT_DAYS)
-            ),
-        ),
-        Rule(
-            "admission_counts",
-            settings.RETENTION_ADMISSION_COUNT_DAYS,
-            lambda now: AdmissionCount.objects.filter(
-                minute__lt=_cutoff(now, settings.RETENTION_ADMISSION_COUNT_DAYS)
-            ),
-        ),
-        Rule(
-            "resize_changes",
-            settings.RETENTION_CHANGE_DAYS,
-            # Only closed changes: an open one is still the updater's work.
-            lambda now: ResizeChange.objects.filter(
-                created_at__lt=_cutoff(now, settings.RETENTION_CHANGE_DAYS)
-            ).exclude(status__in=OPEN_RESIZE_STATUSES),
-        ),
-        Rule(
-            "inactive_workloads",
-            settings.RETENTION_INACTIVE_DAYS,
-            lambda now: Workload.objects.filter(
-                is_active=False,
-                last_seen_at__lt=_cutoff(now, settings.RETENTION_INACTIVE_DAYS),
-            ),
-        ),
-        Rule(
-            "login_logs",
-            settings.RETENTION_LOGIN_DAYS,
-            lambda now: AccessLog.objects.filter(
-                attempt_time__lt=_cutoff(now, settings.RETENTION_LOGIN_DAYS)
-            ),
-        ),
-        Rule(
-            "login_failures",
-            settings.RETENTION_LOGIN_DAYS,
-            lambda now: AccessFailureLog.objects.filter(
-                attempt_time__lt=_cutoff(now, settings.RETENTION_LOGIN_DAYS)
-            ),
-        ),
-        Rule(
-            "login_attempts",
-            settings.RETENTION_LOGIN_DAYS,
-            lambda now: AccessAttempt.objects.filter(
-                attempt_time__lt=_cutoff(now, settings.RETENTION_LOGIN_DAYS)
-            ),
-        ),
-        Rule(
-            "sessions",
-            0,
-            lambda now: Session.objects.filter(expire_date__lt=now),
-        ),
-    ]
+# Every pruned history, in the order a prune run takes them.
+HISTORIES: tuple[History, ...] = (
+    History(
+        "recommendations",
+        Recommendation,
+        "created_at",
+        "RETENTION_RECOMMENDATION_DAYS",
+        kept=_LATEST,
+    ),
+    History("oom_kills", OomKill, "occurred_at", "RETENTION_OOM_KILL_DAYS"),
+    # A running row is the reaper's (operations/runs.py), never the prune's.
+    History(
+        "runs",
+        RefreshRun,
+        "started_at",
+        "RETENTION_RUN_DAYS",
+        kept=Q(status=RefreshRun.Status.RUNNING),
+    ),
+    History("audit_events", AuditEvent, "created_at", "RETENTION_AUDIT_DAYS"),
+    History(
+        "admission_counts", AdmissionCount, "minute", "RETENTION_ADMISSION_COUNT_DAYS"
+    ),
+    # Only closed changes: an open one is still the updater's work.
+    History(
+        "resize_changes",
+        ResizeChange,
+        "created_at",
+        "RETENTION_CHANGE_DAYS",
+        kept=Q(status__in=OPEN_RESIZE_STATUSES),
+    ),
+    History(
+        "inactive_workloads",
+        Workload,
+        "last_seen_at",
+        "RETENTION_INACTIVE_DAYS",
+        rows=Q(is_active=False),
+    ),
+    History("login_logs", AccessLog, "attempt_time", "RETENTION_LOGIN_DAYS"),
+    History(
+        "login_failures",
+        AccessFailureLog,
+        "attempt_time",
+        "RETENTION_LOGIN_DAYS",
+        on_panel=False,
+    ),
+    History(
+        "login_attempts",
+        AccessAttempt,
+        "attempt_time",
+        "RETENTION_LOGIN_DAYS",
+        on_panel=False,
+    ),
+    History("sessions", Session, "expire_date", None),
+)
 
 
 # --- thinning -------------------------------------------------------------------------
@@ -299,18 +292,14 @@ def prune_history(
             counts["recommendations_thinned"] = thinned
         if thinned_through is not None:
             counts["thinned_through"] = thinned_through.isoformat()
-        for rule in rules():
+        for history in HISTORIES:
             if budget.is_spent:
                 is_complete = False
                 break
-            delete = (
-                _delete_workloads
-                if rule.name == "inactive_workloads"
-                else _delete_batches
-            )
-            with recorder.phases(rule.name):
-                rows, is_done = delete(rule.expired(now), batch=batch, budget=budget)
-            counts[rule.name] = rows
+            delete = _delete_workloads if history.model is Workload else _delete_batches
+            with recorder.phases(history.name):
+                rows, is_done = delete(history.expired(now), batch=batch, budget=budget)
+            counts[history.name] = rows
             is_complete = is_complete and is_done
         counts["complete"] = is_complete
         recorder.counts = counts
@@ -334,8 +323,8 @@ class Pending:
 def past_retention(*, now: datetime) -> list[Pending]:
     """Rows each history has past its retention (and recommendations to thin)."""
     pending = [
-        Pending(rule.name, rule.keep_days, rule.expired(now).order_by().count())
-        for rule in rules()
+        Pending(h.name, h.keep_days, h.expired(now).order_by().count())
+        for h in HISTORIES
     ]
     to_thin = sum(
         _thinned_of_day(day).order_by().count()
@@ -367,21 +356,6 @@ class TableUsage:
     keep_days: int | None
 
 
-# The tables that grow with time, and the column their age is read from (indexed for
-# the larger ones, so the oldest row is one index read).
-_AGED: list[tuple[str, type[models.Model], str]] = [
-    ("recommendations", Recommendation, "created_at"),
-    ("oom_kills", OomKill, "occurred_at"),
-    ("runs", RefreshRun, "started_at"),
-    ("audit_events", AuditEvent, "created_at"),
-    ("admission_counts", AdmissionCount, "minute"),
-    ("resize_changes", ResizeChange, "created_at"),
-    ("inactive_workloads", Workload, "last_seen_at"),
-    ("login_logs", AccessLog, "attempt_time"),
-    ("sessions", Session, "expire_date"),
-]
-
-
 def _postgres_sizes(tables: list[str]) -> dict[str, tuple[int, int]]:
     """Rows (the planner's estimate: no count over a large table) and total bytes."""
     with connection.cursor() as cursor:
@@ -397,23 +371,25 @@ def table_usage() -> list[TableUsage]:
     """Size and age of every table that grows with time: one query per table, and
     one for the sizes (rows are the planner's estimates on PostgreSQL, no count
     over a large table; SQLite counts them and shows no size)."""
-    keep = {rule.name: rule.keep_days for rule in rules()}
-    tables = [model._meta.db_table for _, model, _ in _AGED]
+    shown = [history for history in HISTORIES if history.on_panel]
+    tables = [history.model._meta.db_table for history in shown]
     sizes = _postgres_sizes(tables) if connection.vendor == "postgresql" else {}
     usage = []
-    for name, model, column in _AGED:
-        qs = model._default_manager.order_by()
-        if model is Workload:
-            qs = qs.filter(is_active=False)
-        table = model._meta.db_table
+    for history in shown:
+        # The age column is indexed for the larger tables: the oldest row is one
+        # index read.
+        qs = history.model._default_manager.order_by().filter(history.rows)
+        table = history.model._meta.db_table
         estimate, size = sizes.get(table, (None, None))
-        if estimate is None or model is Workload:
-            found = qs.aggregate(rows=Count("pk"), oldest=Min(column))
+        if estimate is None or history.rows:
+            found = qs.aggregate(rows=Count("pk"), oldest=Min(history.aged_by))
             rows = int(found["rows"])
         else:
-            found = qs.aggregate(oldest=Min(column))
+            found = qs.aggregate(oldest=Min(history.aged_by))
             rows = estimate
         usage.append(
-            TableUsage(name, table, rows, size, found["oldest"], keep.get(name))
+            TableUsage(
+                history.name, table, rows, size, found["oldest"], history.keep_days
+            )
         )
     return usage

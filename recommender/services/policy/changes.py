@@ -22,7 +22,9 @@ quantities as canonical Kubernetes strings::
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -162,6 +164,42 @@ def policy_snapshot(policy: Policy) -> dict[str, Any]:
     }
 
 
+def _one_of(field: str, choices: list[str]) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if value not in choices:
+            raise InvalidInput(
+                f"must be one of {', '.join(choices)}, not {value!r}", field=field
+            )
+        return str(value)
+
+    return check
+
+
+def _true_or_false(field: str) -> Callable[[Any], bool]:
+    def check(value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise InvalidInput(f"must be true or false, not {value!r}", field=field)
+        return value
+
+    return check
+
+
+def _min_replicas(value: Any) -> int | None:
+    if value in (None, ""):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInput(
+            f"must be a whole number of at least 1, or empty, not {value!r}",
+            field="min_replicas",
+        )
+    return value
+
+
+def _maintenance_windows(value: Any) -> list[Any]:
+    parse_windows(value)
+    return list(value or [])
+
+
 def _validate_changes(
     changes: dict[str, Any], *, container_names: set[str], policy: Policy
 ) -> dict[str, Any]:
@@ -176,69 +214,25 @@ def _validate_changes(
                 "cannot be changed; changeable fields are "
                 f"{', '.join(CHANGEABLE_FIELDS)}"
             )
-    if "mode" in changes:
-        mode = changes["mode"]
-        if mode not in Policy.Mode.values:
-            errors.setdefault("mode", []).append(
-                f"must be one of {', '.join(Policy.Mode.values)}, not {mode!r}"
-            )
-        else:
-            clean["mode"] = mode
-    if "profile" in changes:
-        try:
-            clean["profile"] = validate_profile(changes["profile"])
-        except InvalidInput as exc:
-            for field, messages in exc.fields.items():
-                errors.setdefault(field, []).extend(messages)
-    if "min_replicas" in changes:
-        value = changes["min_replicas"]
-        if value in (None, ""):
-            clean["min_replicas"] = None
-        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            errors.setdefault("min_replicas", []).append(
-                f"must be a whole number of at least 1, or empty, not {value!r}"
-            )
-        else:
-            clean["min_replicas"] = value
-    if "approval" in changes:
-        approval = changes["approval"]
-        if approval not in Policy.Approval.values:
-            errors.setdefault("approval", []).append(
-                f"must be one of {', '.join(Policy.Approval.values)}, not {approval!r}"
-            )
-        else:
-            clean["approval"] = approval
-    if "eviction_requirements" in changes:
-        try:
-            clean["eviction_requirements"] = validate_eviction_requirements(
-                changes["eviction_requirements"]
-            )
-        except InvalidInput as exc:
-            for field, messages in exc.fields.items():
-                errors.setdefault(field, []).extend(messages)
-    if "maintenance_windows" in changes:
-        try:
-            parse_windows(changes["maintenance_windows"])
-            clean["maintenance_windows"] = list(changes["maintenance_windows"] or [])
-        except InvalidInput as exc:
-            for field, messages in exc.fields.items():
-                errors.setdefault(field, []).extend(messages)
-    if "window_bypasses_quick_oom" in changes:
-        value = changes["window_bypasses_quick_oom"]
-        if not isinstance(value, bool):
-            errors.setdefault("window_bypasses_quick_oom", []).append(
-                f"must be true or false, not {value!r}"
-            )
-        else:
-            clean["window_bypasses_quick_oom"] = value
-    if "container_policies" in changes:
-        try:
-            clean["container_policies"] = validate_container_policies(
-                changes["container_policies"], container_names=container_names
-            )
-        except InvalidInput as exc:
-            for field, messages in exc.fields.items():
-                errors.setdefault(field, []).extend(messages)
+    rules: dict[str, Callable[[Any], Any]] = {
+        "mode": _one_of("mode", Policy.Mode.values),
+        "profile": validate_profile,
+        "min_replicas": _min_replicas,
+        "approval": _one_of("approval", Policy.Approval.values),
+        "eviction_requirements": validate_eviction_requirements,
+        "maintenance_windows": _maintenance_windows,
+        "window_bypasses_quick_oom": _true_or_false("window_bypasses_quick_oom"),
+        "container_policies": partial(
+            validate_container_policies, container_names=container_names
+        ),
+    }
+    for name, rule in rules.items():
+        if name in changes:
+            try:
+                clean[name] = rule(changes[name])
+            except InvalidInput as exc:
+                for field, messages in exc.fields.items():
+                    errors.setdefault(field, []).extend(messages)
     # Overrides are checked against the profile they will apply to: the new one when
     # the same call changes it. A profile change alone re-checks (and re-trims) the
     # stored overrides, so they stay valid and keep only real differences.

@@ -2,15 +2,15 @@
 operator's edit, or adopting a mirrored VPA object's policy in Off), its approved, not
 yet applied resize changes are withdrawn, so the updater never applies them.
 
-A withdrawn change becomes ``rejected`` (approvals' ``approved → rejected``), decided by
-whoever switched the mode, with one ``change.withdraw`` audit event each
+A withdrawn change becomes ``rejected`` (through ``ResizeChange.swap_status``),
+decided by whoever switched the mode, with one ``change.withdraw`` audit event each
 (``AuditEvent.Action.CHANGE_WITHDRAW``). A change the updater already took
 (``applying``: its write has started) is left to it."""
 # Changes this withdrawal cannot see are stopped elsewhere: the updater's move to
 # ``applying`` is a compare-and-swap that also filters on the acting predicate
 # (``control.acting_q``), after waiting for the workload's and the policy's row locks
 # that the mode switch holds, so it reads the committed Off and moves nothing; and the
-# statement inserting automatically approved changes (``insert.insert_changes``) inserts
+# statement inserting automatically approved changes (``bulk.insert_changes``) inserts
 # an approved row only while the workload's policy still acts, in that statement.
 
 from __future__ import annotations
@@ -32,25 +32,23 @@ def withdraw_approved_changes(
     """Reject the workload's approved, not yet applied resize changes (its mode is Off
     now: the updater must never apply them); one ``change.withdraw`` audit event each.
     Call inside the transaction that switched the mode. Returns how many."""
-    ids = list(
-        ResizeChange.objects.select_for_update()
-        .filter(workload=workload, status=ResizeChange.Status.APPROVED)
-        .values_list("pk", flat=True)
+    changes = list(
+        ResizeChange.objects.select_for_update().filter(
+            workload=workload, status=ResizeChange.Status.APPROVED
+        )
     )
     withdrawn = 0
-    for change_id in ids:
+    for change in changes:
         # Filtered on the status: a change the updater took meanwhile is left to it.
-        if not ResizeChange.objects.filter(
-            pk=change_id, status=ResizeChange.Status.APPROVED
-        ).update(
-            status=ResizeChange.Status.REJECTED,
+        if not change.swap_status(
+            to=ResizeChange.Status.REJECTED,
+            allowed_from=(ResizeChange.Status.APPROVED,),
             decided_by=actor,
             decided_by_label=label,
             decided_at=now,
         ):  # no snooze: a withdrawal holds nothing back once the mode acts again
             continue
         withdrawn += 1
-        pod = ResizeChange.objects.values_list("pod", flat=True).get(pk=change_id)
         record_audit(
             now=now,
             actor=actor,
@@ -58,15 +56,15 @@ def withdraw_approved_changes(
             action=Action.CHANGE_WITHDRAW,
             workload=workload,
             object_type="resize_change",
-            object_id=change_id,
+            object_id=change.pk,
             before={"status": ResizeChange.Status.APPROVED},
             after={
                 "status": ResizeChange.Status.REJECTED,
                 "reason": f"withdrawn: the workload is in mode Off ({label})",
             },
             message=(
-                f"approved resize of pod {pod} of {workload} withdrawn: the workload "
-                f"is in mode Off ({label})"
+                f"approved resize of pod {change.pod} of {workload} withdrawn: the "
+                f"workload is in mode Off ({label})"
             ),
         )
     if withdrawn:

@@ -6,8 +6,8 @@ Rows are loaded fresh (one named tuple per container, ``LoadedRow``), one
 process kept (``warm_state.py``). Usage is read one day at a time and handed, with the
 day's OOM kills, to ``engine/feed.py``: the one rule (shared with the offline command
 and replay) that feeds samples up to an OOM's time, the OOM, then the rest, so the
-order-dependent memory windows (VPA-ALGORITHM.md §2.3-2.4) do not depend on how
-history is split into chunks, steps or cycles.
+order-dependent memory windows (upstream's ``ContainerState``,
+``pkg/recommender/model/container.go``) do not depend on how history is split.
 """
 
 from __future__ import annotations
