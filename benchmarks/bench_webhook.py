@@ -131,6 +131,9 @@ def _seed(workload_count: int) -> list[tuple[str, str, str]]:
                 upper_memory_bytes=900 * mi,
                 uncapped_cpu_millicores=100 + i % 400,
                 uncapped_memory_bytes=(64 + i % 256) * mi,
+                # 8 days of history: past VPAWEB_MIN_HISTORY_HOURS, so the webhook
+                # patches these pods (without it, every pod was left alone).
+                confidence=8.0,
             )
             for i, c in enumerate(containers)
         ],
@@ -295,6 +298,7 @@ def _change_served(count: int, rng: random.Random) -> None:
                     upper_memory_bytes=900 * mi,
                     uncapped_cpu_millicores=300,
                     uncapped_memory_bytes=128 * mi,
+                    confidence=8.0,
                 )
                 for c in containers
             ],

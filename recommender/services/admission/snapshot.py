@@ -30,6 +30,7 @@ and swaps it in whole: a request sees the old one or the new one, never a mix.""
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from bisect import bisect_left, bisect_right
@@ -72,6 +73,10 @@ HOLE_WAIT_S = 600.0
 # MAX_PAUSE_S): it has the interpreter at most a quarter of the time.
 PAUSE_FACTOR = 3.0
 MAX_PAUSE_S = 0.5
+# While a paced reload runs, the interpreter hands the GIL to a waiting thread after
+# this long (the webhook server's own interval is 1 ms): a request thread back from a
+# socket read waits at most this for the reloading thread, a few dozen times a request.
+RELOAD_SWITCH_INTERVAL_S = 0.0001
 # What the snapshot reads of each workload row (tuples, not model objects: at 100,000
 # containers whole rows cost seconds).
 _COLUMNS = (
@@ -392,11 +397,24 @@ def _first_mark() -> JournalMark:
 class _Pacer:
     """A pause after each step of a reload, ``PAUSE_FACTOR`` times as long as the
     step took (at most ``MAX_PAUSE_S``): request threads get the GIL at least three
-    quarters of the time."""
+    quarters of the time; and, while it is entered, a GIL handed over every
+    ``RELOAD_SWITCH_INTERVAL_S``."""
 
     def __init__(self, *, paced: bool) -> None:
         self.paced = paced
         self._since = time.perf_counter()
+        self._interval = sys.getswitchinterval()
+
+    def __enter__(self) -> _Pacer:
+        if self.paced:
+            self._interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(self._interval, RELOAD_SWITCH_INTERVAL_S))
+        self._since = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.paced:
+            sys.setswitchinterval(self._interval)
 
     def __call__(self) -> None:
         if self.paced:
@@ -451,24 +469,22 @@ class SnapshotHolder:
                 .values_list("pk", "cluster_id", "workload_id")
             )
             changed = {w for _, c, w in rows if c == cluster.pk}
-            pause = _Pacer(paced=paced and previous is not None)
-            if (
+            full = (
                 previous is None
                 or self._stale
                 or fresh_mark
                 or now_s - self._rebuilt_at >= FULL_REBUILD_EVERY_S
                 or len(changed)
                 > max(FULL_REBUILD_MIN, FULL_REBUILD_SHARE * len(previous.workloads))
-            ):
-                snapshot = load_snapshot(cluster=cluster, pause=pause)
-                self._rebuilt_at = now_s
-            else:
-                snapshot = reload_snapshot(
-                    previous,
-                    cluster=cluster,
-                    workload_ids=changed,
-                    pause=pause,
-                )
+            )
+            with _Pacer(paced=paced and previous is not None) as pause:
+                if full or previous is None:
+                    snapshot = load_snapshot(cluster=cluster, pause=pause)
+                    self._rebuilt_at = now_s
+                else:
+                    snapshot = reload_snapshot(
+                        previous, cluster=cluster, workload_ids=changed, pause=pause
+                    )
             self._snapshot, self._generation, self._stale = snapshot, generation, False
             self._mark = mark.advanced([pk for pk, _, _ in rows], now_s=now_s)
             self._journal_read_at = now_s
