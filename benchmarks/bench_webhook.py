@@ -4,13 +4,13 @@ python -m benchmarks.bench_webhook    (or: make bench BENCH=webhook)"""
 # Seeds a throw-away database (SQLite in a temporary VPAWEB_VAR_DIR, or PostgreSQL when
 # DATABASE_URL is set) with BENCH_WORKLOADS workloads (default 10,000) of one to three
 # containers in 40 namespaces (a fifth of them in Initial or Recreate mode, each
-# container with a recommendation; LimitRanges in a quarter of the namespaces), makes a
-# CA and serving certificate, and starts ``webhook serve``'s server in a separate
-# process (as the API server would reach it). A client then sends BENCH_RATE reviews per
-# second (default 200) for BENCH_SECONDS (default 30), open loop, over 8 keep-alive
-# HTTPS connections (kube-apiserver keeps a pool of them): the recorded ReplicaSet pod
-# review of tests/fixtures/k8s-wire/, each time with a new uid and owned by a random
-# workload.
+# container with a recommendation of 8 days' history; LimitRanges in a quarter of the
+# namespaces), makes a CA and serving certificate, and starts ``webhook serve``'s server
+# in a separate process (as the API server would reach it). A client then sends
+# BENCH_RATE reviews per second (default 200) for BENCH_SECONDS (default 30), open
+# loop, over 8 keep-alive HTTPS connections (kube-apiserver keeps a pool of them): the
+# recorded ReplicaSet pod review of tests/fixtures/k8s-wire/, each time with a new uid
+# and owned by a random workload.
 #
 # Prints p50/p99/max of the round trip (send to full answer), the errors (anything but a
 # 200 AdmissionReview echoing the uid and allowing the pod), and the server's own counts
