@@ -4,13 +4,13 @@ python -m benchmarks.bench_webhook    (or: make bench BENCH=webhook)"""
 # Seeds a throw-away database (SQLite in a temporary VPAWEB_VAR_DIR, or PostgreSQL when
 # DATABASE_URL is set) with BENCH_WORKLOADS workloads (default 10,000) of one to three
 # containers in 40 namespaces (a fifth of them in Initial or Recreate mode, each
-# container with a recommendation; LimitRanges in a quarter of the namespaces), makes a
-# CA and serving certificate, and starts ``webhook serve``'s server in a separate
-# process (as the API server would reach it). A client then sends BENCH_RATE reviews per
-# second (default 200) for BENCH_SECONDS (default 30), open loop, over 8 keep-alive
-# HTTPS connections (kube-apiserver keeps a pool of them): the recorded ReplicaSet pod
-# review of tests/fixtures/k8s-wire/, each time with a new uid and owned by a random
-# workload.
+# container with a recommendation of 8 days' history; LimitRanges in a quarter of the
+# namespaces), makes a CA and serving certificate, and starts ``webhook serve``'s server
+# in a separate process (as the API server would reach it). A client then sends
+# BENCH_RATE reviews per second (default 200) for BENCH_SECONDS (default 30), open
+# loop, over 8 keep-alive HTTPS connections (kube-apiserver keeps a pool of them): the
+# recorded ReplicaSet pod review of tests/fixtures/k8s-wire/, each time with a new uid
+# and owned by a random workload.
 #
 # Prints p50/p99/max of the round trip (send to full answer), the errors (anything but a
 # 200 AdmissionReview echoing the uid and allowing the pod), and the server's own counts
@@ -21,8 +21,13 @@ python -m benchmarks.bench_webhook    (or: make bench BENCH=webhook)"""
 # process for the whole load, one after the other (first contact before the load
 # starts): the webhook then shares the machine with a refresh, and each cycle tells it
 # to reload its cache, as a deployed refresh does. The server's cache reloads during the
-# load (count, time) are printed too. BENCH_WEBHOOK_PROCESSES=N serves with N processes
-# on one port (SO_REUSEPORT, as ``webhook serve --processes N``).
+# load (count, wall and CPU time, workloads read again) are printed too. That refresh is
+# of another cluster than the one served; BENCH_SERVED_CHANGES=N also gives N of the
+# served cluster's Initial/Recreate workloads new recommendations before each cycle
+# (journaled, as a refresh of the served cluster does), for the webhook to reload.
+# BENCH_WEBHOOK_RELOADS=0 (diagnosis) keeps the server from reloading its cache.
+# BENCH_WEBHOOK_PROCESSES=N serves with N processes on one port (SO_REUSEPORT, as
+# ``webhook serve --processes N``).
 
 from __future__ import annotations
 
@@ -126,6 +131,9 @@ def _seed(workload_count: int) -> list[tuple[str, str, str]]:
                 upper_memory_bytes=900 * mi,
                 uncapped_cpu_millicores=100 + i % 400,
                 uncapped_memory_bytes=(64 + i % 256) * mi,
+                # 8 days of history: past VPAWEB_MIN_HISTORY_HOURS, so the webhook
+                # patches these pods (without it, every pod was left alone).
+                confidence=8.0,
             )
             for i, c in enumerate(containers)
         ],
@@ -170,16 +178,28 @@ def _serve(
     )
 
     spent: list[float] = []
-    reloads: list[float] = []
+    reloads: list[tuple[float, float, int | None, float]] = []
     handle = WebhookApp.handle
     refresh = SnapshotHolder.refresh
 
-    def timed_refresh(self: SnapshotHolder) -> Any:
-        began = time.perf_counter()
+    def timed_refresh(self: SnapshotHolder, **kwargs: Any) -> Any:
+        # Wall time, CPU time of the reloading thread, workloads read again (None:
+        # the whole cache), and when it began (perf_counter is the system's monotonic
+        # clock: comparable with the client's).
+        began, cpu_began = time.perf_counter(), time.thread_time()
+        snapshot = None
         try:
-            return refresh(self)
+            snapshot = refresh(self, **kwargs)
+            return snapshot
         finally:
-            reloads.append(time.perf_counter() - began)
+            reloads.append(
+                (
+                    time.perf_counter() - began,
+                    time.thread_time() - cpu_began,
+                    getattr(snapshot, "reloaded", None),
+                    began,
+                )
+            )
 
     SnapshotHolder.refresh = timed_refresh  # type: ignore[method-assign]
 
@@ -202,6 +222,10 @@ def _serve(
         reuse_port=bool(port),
     )
     reloads.clear()  # the first load, before the first request
+    if os.environ.get("BENCH_WEBHOOK_RELOADS") == "0":
+        # Diagnosis only: the cache is never reloaded during the load, so what is
+        # left of the tail beside a refresh is the refresh's share of the cores.
+        SnapshotHolder.refresh_if_needed = lambda self, **kwargs: None  # type: ignore[method-assign]
     ready.put(server.server_address[1])
     stop.wait()
     stop_webhook_server(server, stop_event, threads)
@@ -228,12 +252,64 @@ def _refresh_loop(workloads: int, ready: Any, stop: Any, done: Any) -> None:
     refresh_cluster(cluster_id=cluster.pk, now=now)
     ready.put(True)
     cycles = []
+    served_changes = int(os.environ.get("BENCH_SERVED_CHANGES", "0"))
+    rng = random.Random(11)
     while not stop.is_set():
         now += timedelta(minutes=1)
         began = time.perf_counter()
+        if served_changes:
+            _change_served(served_changes, rng)
         refresh_cluster(cluster_id=cluster.pk, now=now)
         cycles.append(time.perf_counter() - began)
     done.put(cycles)
+
+
+def _change_served(count: int, rng: random.Random) -> None:
+    """What a refresh of the served cluster writes for ``count`` of its actionable
+    workloads: a new recommendation per container, the containers' pointers moved, the
+    workloads journaled for the webhook, in one transaction (the cycle right after
+    tells the webhook to reload)."""
+    from django.db import transaction
+    from django.utils import timezone
+
+    from recommender.models import Container, Recommendation, Workload
+    from recommender.services.readmodels.generation import note_admission_changes
+
+    served = Workload.objects.get(cluster__name="bench", name="service-00000").cluster
+    actionable = list(
+        Workload.objects.filter(cluster=served)
+        .exclude(policy__mode="Off")
+        .values_list("pk", flat=True)
+    )
+    chosen = rng.sample(actionable, min(count, len(actionable)))
+    mi = 2**20
+    with transaction.atomic():
+        containers = list(Container.objects.filter(workload_id__in=chosen))
+        recs = Recommendation.objects.bulk_create(
+            [
+                Recommendation(
+                    container=c,
+                    created_at=timezone.now(),
+                    target_cpu_millicores=rng.randrange(100, 500),
+                    target_memory_bytes=rng.randrange(64, 320) * mi,
+                    lower_cpu_millicores=80,
+                    lower_memory_bytes=48 * mi,
+                    upper_cpu_millicores=900,
+                    upper_memory_bytes=900 * mi,
+                    uncapped_cpu_millicores=300,
+                    uncapped_memory_bytes=128 * mi,
+                    confidence=8.0,
+                )
+                for c in containers
+            ],
+            batch_size=2000,
+        )
+        for container, rec in zip(containers, recs, strict=True):
+            container.latest_recommendation = rec
+        Container.objects.bulk_update(
+            containers, ["latest_recommendation"], batch_size=2000
+        )
+        note_admission_changes(cluster_id=served.pk, workload_ids=chosen)
 
 
 def _free_port() -> int:
@@ -271,11 +347,12 @@ def _bodies(keys: list[tuple[str, str, str]], count: int) -> list[tuple[str, byt
 
 def _load(
     port: int, ca: str, bodies: list[tuple[str, bytes]], rate: float
-) -> tuple[list[float], int, int, float]:
-    """Send ``bodies`` open loop at ``rate``/s; (latencies ms, errors, patched, lag)."""
+) -> tuple[list[tuple[float, float]], int, int, float]:
+    """Send ``bodies`` open loop at ``rate``/s; ((sent at, latency ms) of each answer,
+    errors, patched, lag)."""
     context = ssl.create_default_context(cafile=ca)
     work: queue.Queue[tuple[float, str, bytes] | None] = queue.Queue()
-    latencies: list[float] = []
+    latencies: list[tuple[float, float]] = []
     errors = [0]
     patched = [0]
     max_lag = [0.0]
@@ -315,7 +392,7 @@ def _load(
                 ok, elapsed, reply = False, 0.0, {}
             with lock:
                 if ok:
-                    latencies.append(elapsed)
+                    latencies.append((started, elapsed))
                     patched[0] += "patch" in reply
                 else:
                     errors[0] += 1
@@ -384,14 +461,14 @@ def main() -> None:
         ports = [ready.get(timeout=300) for _ in servers]  # every one is ready
         port = ports[0]
         load_before = os.getloadavg()
-        latencies, errors, patched, lag_ms = _load(
+        timeline, errors, patched, lag_ms = _load(
             port, str(certs.ca_cert), bodies, rate
         )
     finally:
         stop.set()
         refresh_stop.set()
         spent_ms: list[float] = []
-        reloads: list[float] = []
+        reloads: list[tuple[float, float, int | None, float]] = []
         for _ in servers:
             one_spent, one_reloads = timings.get(timeout=60)
             spent_ms += one_spent
@@ -408,7 +485,7 @@ def main() -> None:
         .values("outcome")
         .annotate(n=Sum("count"))
     }
-    latencies.sort()
+    latencies = sorted(elapsed for _, elapsed in timeline)
     p50 = statistics.median(latencies) if latencies else float("nan")
     p99 = latencies[int(len(latencies) * 0.99) - 1] if latencies else float("nan")
     worst = latencies[-1] if latencies else float("nan")
@@ -436,10 +513,42 @@ def main() -> None:
             + " s"
         )
     print(
-        f"webhook cache reloads during the load: {len(reloads)}, "
-        + ", ".join(f"{r * 1000:.0f}" for r in reloads)
-        + " ms"
+        f"webhook cache reloads during the load: {len(reloads)}; wall / CPU ms "
+        "(workloads read again, all = a full rebuild): "
+        + ", ".join(
+            f"{wall * 1000:.0f} / {cpu * 1000:.0f}"
+            + f" ({'all' if reloaded is None else reloaded})"
+            for wall, cpu, reloaded, _ in reloads
+        )
     )
+    if reloads:
+        # The answers whose round trip overlapped a reload, against the others.
+        spans = [(began, began + wall) for wall, _, _, began in reloads]
+        during = sorted(
+            elapsed
+            for sent, elapsed in timeline
+            if any(sent < end and sent + elapsed / 1000 > start for start, end in spans)
+        )
+        others = sorted(
+            elapsed
+            for sent, elapsed in timeline
+            if not any(
+                sent < end and sent + elapsed / 1000 > start for start, end in spans
+            )
+        )
+        for label, group in (("overlapping a reload", during), ("the others", others)):
+            if group:
+                print(
+                    f"round trip ms of the {len(group)} answers {label}: p50 "
+                    f"{statistics.median(group):.2f}  "
+                    f"p99 {group[max(int(len(group) * 0.99) - 1, 0)]:.2f}  "
+                    f"max {group[-1]:.2f}"
+                )
+        print(
+            "reload CPU per refresh ms: "
+            f"mean {statistics.mean(r[1] for r in reloads) * 1000:.1f}  "
+            f"max {max(r[1] for r in reloads) * 1000:.1f}"
+        )
     print(
         f"errors {errors}; server counts: patched {totals.get('patched', 0)}, "
         f"left alone {totals.get('left_alone', 0)}, "

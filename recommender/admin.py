@@ -4,6 +4,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.db import transaction
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -13,6 +14,10 @@ from recommender.services.actuation import control
 from recommender.services.operations.clusters import checked_namespace_selector
 from recommender.services.operations.notifications import encrypt_url
 from recommender.services.policy.windows import parse_windows
+from recommender.services.readmodels.generation import (
+    mark_admission_data_changed,
+    note_admission_changes,
+)
 
 
 class ReadOnly:
@@ -25,6 +30,44 @@ class ReadOnly:
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class WebhookInputAdmin(admin.ModelAdmin):
+    """An admin of rows the webhook's cache holds (workloads, containers, policies,
+    recommendations): an edit or a delete there is journaled like the services' own,
+    so the webhook reloads that workload at once."""
+
+    def _changed(self, obj: Any) -> None:
+        workload = self.workload_of(obj)
+        note_admission_changes(
+            cluster_id=workload.cluster_id, workload_ids=[workload.pk]
+        )
+        transaction.on_commit(mark_admission_data_changed)
+
+    def workload_of(self, obj: Any) -> models.Workload:
+        """The workload whose webhook inputs ``obj`` is part of."""
+        raise NotImplementedError
+
+    def save_model(
+        self, request: HttpRequest, obj: Any, form: Any, change: bool
+    ) -> None:
+        super().save_model(request, obj, form, change)
+        self._changed(obj)
+
+    def save_related(
+        self, request: HttpRequest, form: Any, formsets: Any, change: bool
+    ) -> None:
+        super().save_related(request, form, formsets, change)
+        self._changed(form.instance)
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        self._changed(obj)
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for obj in queryset:
+            self._changed(obj)
+        super().delete_queryset(request, queryset)
 
 
 class ClusterForm(forms.ModelForm):
@@ -137,11 +180,14 @@ class ContainerInline(admin.TabularInline):
 
 
 @admin.register(models.Workload)
-class WorkloadAdmin(admin.ModelAdmin):
+class WorkloadAdmin(WebhookInputAdmin):
     list_display = ["name", "kind", "namespace", "cluster", "replicas", "is_active"]
     list_filter = ["cluster", "kind", "is_active"]
     search_fields = ["name", "namespace"]
     inlines = [ContainerInline]
+
+    def workload_of(self, obj: Any) -> models.Workload:
+        return obj  # type: ignore[no-any-return]
 
 
 @admin.register(models.NamespaceLimitRange)
@@ -206,7 +252,7 @@ class WorkloadPodAdmin(ReadOnly, admin.ModelAdmin):
 
 
 @admin.register(models.Container)
-class ContainerAdmin(admin.ModelAdmin):
+class ContainerAdmin(WebhookInputAdmin):
     list_display = [
         "name",
         "workload",
@@ -217,18 +263,24 @@ class ContainerAdmin(admin.ModelAdmin):
     search_fields = ["name", "workload__name"]
     raw_id_fields = ["workload", "latest_recommendation"]
 
+    def workload_of(self, obj: Any) -> models.Workload:
+        return obj.workload  # type: ignore[no-any-return]
+
 
 @admin.register(models.Policy)
-class PolicyAdmin(admin.ModelAdmin):
+class PolicyAdmin(WebhookInputAdmin):
     list_display = ["workload", "mode", "profile", "source", "vpa_object", "updated_at"]
     list_filter = ["mode", "profile", "source"]
     raw_id_fields = ["workload"]
     # Discovery's record of the VPA object targeting the workload.
     readonly_fields = ["vpa_object", "vpa_object_mode"]
 
+    def workload_of(self, obj: Any) -> models.Workload:
+        return obj.workload  # type: ignore[no-any-return]
+
 
 @admin.register(models.Recommendation)
-class RecommendationAdmin(ReadOnly, admin.ModelAdmin):
+class RecommendationAdmin(ReadOnly, WebhookInputAdmin):
     list_display = [
         "container",
         "created_at",
@@ -237,6 +289,9 @@ class RecommendationAdmin(ReadOnly, admin.ModelAdmin):
         "profile",
     ]
     raw_id_fields = ["container"]
+
+    def workload_of(self, obj: Any) -> models.Workload:
+        return obj.container.workload  # type: ignore[no-any-return]
 
 
 @admin.register(models.Checkpoint)
@@ -319,6 +374,13 @@ class StaticCoefficientAdmin(admin.ModelAdmin):
         "updated_at",
         "updated_by",
     ]
+
+
+@admin.register(models.AdmissionChange)
+class AdmissionChangeAdmin(ReadOnly, admin.ModelAdmin):
+    # The webhook's journal of changed workloads, written by the services.
+    list_display = ["id", "cluster", "workload_id", "created_at"]
+    list_filter = ["cluster"]
 
 
 @admin.register(models.AdmissionCount)

@@ -23,7 +23,8 @@
 # ``serve_webhook`` runs it over TLS (1.2 or newer) from certificate and key files,
 # reloaded when they change (cert-manager rotates them in place), with HTTP/1.1
 # keep-alive as kube-apiserver uses it. A background thread reloads the cache
-# (``snapshot.py``) and flushes the decision counters.
+# (``snapshot.py``: only the workloads that changed, in paced steps, swapped in whole)
+# and flushes the decision counters.
 
 from __future__ import annotations
 
@@ -248,7 +249,13 @@ class WebhookApp:
     def tick(self) -> None:
         """Reload caches that are due (called by the background thread)."""
         for holder in self.holders():
-            holder.refresh_if_needed()
+            before = holder.current()
+            holder.refresh_if_needed(paced=True)
+            after = holder.current()
+            if after is not before and after is not None and after.reloaded is None:
+                # A rebuilt cache leaves the cyclic collector's generations, as the
+                # first one does at start: a full collection never walks it.
+                gc.freeze()
 
 
 class CertificateFiles:

@@ -59,7 +59,7 @@ SERVICES_ALLOWED: dict[str, set[str]] = {
     "admission": {"advice", "readmodels"},
     "connections": {"admission"},
     "operations": {"connections", "readmodels"},
-    "actuation": {"access", "advice", "connections", "policy"},
+    "actuation": {"access", "advice", "connections", "policy", "readmodels"},
     "dashboard": {"advice", "connections", "policy", "readmodels"},
     "refresh": {
         "access",

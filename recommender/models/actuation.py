@@ -249,6 +249,21 @@ class ActuationControl(models.Model):
         return "cluster writes stopped" if self.writes_stopped else "writes allowed"
 
 
+_UNREAD = ActuationControl()
+
+
+def kill_switch_reason(row: ActuationControl | None = _UNREAD) -> str | None:
+    """Why every cluster write is stopped (and the webhook leaves new pods as they
+    are), or None (``row``: already read)."""
+    if settings.UPDATER_KILL_SWITCH:
+        return "the kill switch VPAWEB_UPDATER_KILL_SWITCH is on"
+    control = ActuationControl.objects.first() if row is _UNREAD else row
+    if control is not None and control.writes_stopped:
+        reason = f" ({control.reason})" if control.reason else ""
+        return f"the actuation kill switch is on{reason}"
+    return None
+
+
 class SimulatedPodState(models.Model):
     """What the simulated cluster's writer changed in a pod (resizes, evictions).
 
@@ -308,3 +323,23 @@ class AdmissionCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster_name} {self.minute:%H:%M} {self.outcome}: {self.count}"
+
+
+class AdmissionChange(models.Model):
+    """One workload whose webhook inputs changed (its mode or policy, a container's
+    latest recommendation, its HPAs, it appeared or vanished), written in the same
+    transaction as the change: each webhook process reloads only the workloads
+    journaled since its last reload (``services/admission/snapshot.py``)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    # Not a foreign key: the row outlives a deleted workload (which the reload drops).
+    workload_id = models.BigIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        # The webhook reads ``id > its high-water mark`` (the primary key's index);
+        # the writers prune rows older than an hour by time.
+        indexes = [models.Index(fields=["created_at"], name="admission_change_time")]
+
+    def __str__(self) -> str:
+        return f"cluster {self.cluster_id}: workload {self.workload_id}"

@@ -47,8 +47,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import BooleanField, Exists, Q, Value
 
 from recommender.models import ActuationControl, Cluster, UpdaterLock
+from recommender.models.actuation import kill_switch_reason as kill_switch_reason
 from recommender.models.policy import updater_policy_q
 from recommender.services.access.audit import Action, actor_label_of, record_audit
+from recommender.services.readmodels.generation import mark_admission_data_changed
 
 logger = logging.getLogger(__name__)
 
@@ -87,20 +89,6 @@ def holder_is_gone(holder: str) -> bool:
     except OSError:
         return False  # alive, another user's
     return False
-
-
-_UNREAD = ActuationControl()
-
-
-def kill_switch_reason(row: ActuationControl | None = _UNREAD) -> str | None:
-    """Why every cluster write is stopped, or None (``row``: already read)."""
-    if settings.UPDATER_KILL_SWITCH:
-        return "the kill switch VPAWEB_UPDATER_KILL_SWITCH is on"
-    control = ActuationControl.objects.first() if row is _UNREAD else row
-    if control is not None and control.writes_stopped:
-        reason = f" ({control.reason})" if control.reason else ""
-        return f"the actuation kill switch is on{reason}"
-    return None
 
 
 def write_block_reason(cluster: Cluster) -> str | None:
@@ -215,6 +203,8 @@ def set_kill_switch(
             message=f"{label} {'stopped' if stopped else 'allowed'} all cluster writes"
             + (f": {control.reason}" if control.reason else ""),
         )
+    # The webhook leaves new pods alone while it is on: its processes reload now.
+    mark_admission_data_changed()
     return control
 
 

@@ -9,7 +9,8 @@
 #    last discovery still finds its Deployment without an API call on the hot path; a
 #    Job named ``<cronjob>-<scheduled minute>`` likewise to its CronJob;
 # 2. look the workload up in the snapshot (one dict lookup): unknown, Off, or a policy
-#    mirroring an upstream VPA object → left alone;
+#    mirroring an upstream VPA object → left alone; so is every pod while the actuation
+#    kill switch is on;
 # 3. leave alone each container whose latest recommendation has less history than
 #    ``VPAWEB_MIN_HISTORY_HOURS`` ("not enough history yet: N h of 24 h"); cap each
 #    other container's latest recommendation for *this* pod and compute its limits with
@@ -312,6 +313,12 @@ def decide_admission(
         )
     if not entry.is_actionable:
         return answer(LEFT_ALONE, f"{entry}: {entry.why_not}", entry)
+    if snapshot.kill_switch:
+        return answer(
+            LEFT_ALONE,
+            f"{entry}: {snapshot.kill_switch}: new pods are admitted as submitted",
+            entry,
+        )
     seen_age_s = (now - entry.last_seen_at).total_seconds()
     if seen_age_s > settings.WEBHOOK_MAX_RECOMMENDATION_AGE_S:
         return answer(

@@ -5,34 +5,95 @@ the moment a pod is created. So it never queries the database on its hot path: a
 ``AdmissionSnapshot`` holds, for one cluster, every active workload keyed by
 ``(namespace, kind, name)`` with its mode, whether vpaweb may act on it, its container
 policies and the latest recommendation of each container, plus the namespaces'
-LimitRanges. One dict lookup per pod finds everything; the capping itself runs on the
-pod as received (``decision.py``)."""
-# ``SnapshotHolder`` keeps the current snapshot of a cluster in the process. It is
-# reloaded after each refresh cycle and policy change (``generation.py``) and every
-# ``WEBHOOK_RELOAD_S`` regardless. A snapshot older than ``WEBHOOK_MAX_SNAPSHOT_AGE_S``
-# (the database unreachable that long) is not used: pods are admitted unchanged.
+LimitRanges and the kill switch. One dict lookup per pod finds everything; the capping
+itself runs on the pod as received (``decision.py``). A reload builds a new snapshot
+and swaps it in whole: a request sees the old one or the new one, never a mix."""
 
+# ``SnapshotHolder`` keeps the current snapshot of a cluster in the process. It reloads
+# after each refresh cycle, policy change and kill switch (the generation,
+# ``generation.py``) and every ``WEBHOOK_RELOAD_S`` regardless; a snapshot older than
+# ``WEBHOOK_MAX_SNAPSHOT_AGE_S`` (the database unreachable that long) is not used: pods
+# are admitted unchanged.
+#
+# A reload is INCREMENTAL: the writers journal which workloads they changed
+# (``AdmissionChange``, in the same transaction as the change), and the holder reloads
+# only the workloads journaled since its last reload (``JournalMark``: the highest id
+# read, and the ids below it not committed yet when it read, re-read until
+# ``HOLE_WAIT_S``), plus the LimitRanges and the kill switch (a row per namespace, one
+# row). A FULL rebuild runs at the first load, on ``invalidate``, when more than
+# ``FULL_REBUILD_SHARE`` of the fleet changed, when the journal may have been pruned
+# past the mark, and every ``FULL_REBUILD_EVERY_S``: the safety net for a change no
+# service journaled (SQL, the shell). Either way the work runs in steps of ``CHUNK``
+# workloads; paced (the webhook server's background thread), it sleeps after each
+# step three times as long as the step took and hands the GIL over every 0.1 ms while
+# it runs, so request threads get the GIL at least three quarters of the time and do
+# not wait a millisecond behind the reload each time they need it back.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from datetime import datetime
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Max, Min, Q
 from django.utils import timezone
 
 from recommender.cluster.base import WorkloadKey
 from recommender.engine.capping import LimitRangeItem
-from recommender.models import Cluster, Policy, Workload
+from recommender.models import (
+    AdmissionChange,
+    Cluster,
+    NamespaceLimitRange,
+    Policy,
+    Workload,
+)
+from recommender.models.actuation import kill_switch_reason
 from recommender.services.advice.advise import AdviceInputs, load_advice_inputs
 from recommender.services.advice.limits import item_from_dict
-from recommender.services.readmodels.generation import shared_generation
+from recommender.services.readmodels.generation import JOURNAL_KEEP, shared_generation
 
 logger = logging.getLogger(__name__)
+
+# Workloads per step of a reload (a query of workloads, then their advice inputs).
+CHUNK = 100
+# A change set larger than this share of the fleet (and than FULL_REBUILD_MIN) is a
+# full rebuild.
+FULL_REBUILD_SHARE = 0.25
+FULL_REBUILD_MIN = 500
+# A full rebuild at least this often: the safety net under the journal.
+FULL_REBUILD_EVERY_S = 900.0
+# Journal ids not visible when read are re-read this long (an open transaction).
+HOLE_WAIT_S = 600.0
+# A paced reload pauses this many times as long as each step took (at most
+# MAX_PAUSE_S): it has the interpreter at most a quarter of the time.
+PAUSE_FACTOR = 3.0
+MAX_PAUSE_S = 0.5
+# While a paced reload runs, the interpreter hands the GIL to a waiting thread after
+# this long (the webhook server's own interval is 1 ms): a request thread back from a
+# socket read waits at most this for the reloading thread, a few dozen times a request.
+RELOAD_SWITCH_INTERVAL_S = 0.0001
+# What the snapshot reads of each workload row (tuples, not model objects: at 100,000
+# containers whole rows cost seconds).
+_COLUMNS = (
+    "pk",
+    "namespace",
+    "kind",
+    "name",
+    "last_seen_at",
+    "policy__pk",
+    "policy__mode",
+    "policy__source",
+    "policy__vpa_object",
+    "policy__vpa_object_mode",
+)
+
+LimitRangePair = tuple[LimitRangeItem | None, LimitRangeItem | None]
 
 
 @dataclass(frozen=True)
@@ -51,6 +112,11 @@ class WorkloadEntry:
 
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}"
+
+    @property
+    def key(self) -> WorkloadKey:
+        """(namespace, kind, name): the snapshot's key."""
+        return (self.namespace, self.kind, self.name)
 
     @classmethod
     def of(cls, workload: Workload, policy: Policy | None) -> WorkloadEntry:
@@ -76,8 +142,54 @@ class AdmissionSnapshot:
     loaded_at: datetime
     workloads: Mapping[WorkloadKey, WorkloadEntry]
     # namespace -> (combined Container item, combined Pod item)
-    limit_ranges: Mapping[str, tuple[LimitRangeItem | None, LimitRangeItem | None]]
+    limit_ranges: Mapping[str, LimitRangePair]
     load_seconds: float = 0.0
+    # Why every pod is left as submitted (``kill_switch_reason``); "" when none is on.
+    kill_switch: str = ""
+    # workload id -> its key: the entry a journaled change replaces.
+    keys_by_id: Mapping[int, WorkloadKey] = field(default_factory=dict)
+    # The CPU time the loading thread spent, and the workloads an incremental reload
+    # read (None: a full rebuild).
+    cpu_seconds: float = 0.0
+    reloaded: int | None = None
+
+
+@dataclass(frozen=True)
+class JournalMark:
+    """How far a holder read the journal: every id up to ``after`` except ``holes``,
+    ranges of ids not visible then (a transaction still open, or rolled back), each
+    with the monotonic time it was first missed."""
+
+    after: int = 0
+    holes: tuple[tuple[int, int, float], ...] = ()
+
+    def unread(self) -> Q:
+        """The journal rows not read yet."""
+        query = Q(pk__gt=self.after)
+        for low, high, _ in self.holes:
+            query |= Q(pk__gte=low, pk__lte=high)
+        return query
+
+    def advanced(self, ids: Iterable[int], *, now_s: float) -> JournalMark:
+        """The mark after reading ``ids`` (rows of ``unread``) at ``now_s``."""
+        found = sorted(set(ids))
+        holes = []
+        for low, high, since in self.holes:
+            if now_s - since > HOLE_WAIT_S:
+                continue  # rolled back (or very late: the full rebuild covers it)
+            start = low
+            for pk in found[bisect_left(found, low) : bisect_right(found, high)]:
+                if pk > start:
+                    holes.append((start, pk - 1, since))
+                start = pk + 1
+            if start <= high:
+                holes.append((start, high, since))
+        top = self.after
+        for pk in found[bisect_right(found, self.after) :]:
+            if pk > top + 1:
+                holes.append((top + 1, pk - 1, now_s))
+            top = pk
+        return JournalMark(after=top, holes=tuple(holes))
 
 
 def policy_is_actionable(policy: Policy | None) -> tuple[bool, str]:
@@ -110,74 +222,206 @@ def _judged(policy: list[Any] | None) -> tuple[str, bool, str]:
     return (row.mode if row is not None else Policy.Mode.OFF), ok, why_not
 
 
-def load_snapshot(*, cluster: Cluster) -> AdmissionSnapshot:
-    """Read one cluster's webhook inputs from the database (a constant number of
-    queries)."""
-    started = time.perf_counter()
-    workloads: dict[WorkloadKey, WorkloadEntry] = {}
-    actionable: dict[int, WorkloadEntry] = {}
-    # Tuples, not model objects (a refresh reloads this every cycle: at 100,000
-    # containers whole rows cost seconds); the policy is judged once per distinct
-    # (mode, source, VPA object) by the one predicate, on an unsaved Policy.
-    rows = Workload.objects.filter(cluster=cluster, is_active=True).values_list(
-        "pk",
-        "namespace",
-        "kind",
-        "name",
-        "last_seen_at",
-        "policy__pk",
-        "policy__mode",
-        "policy__source",
-        "policy__vpa_object",
-        "policy__vpa_object_mode",
-    )
-    limit_rows = cluster.limit_ranges.all()
-    judged: dict[tuple[Any, ...], tuple[str, bool, str]] = {}
-    for pk, namespace, kind, name, last_seen_at, policy_pk, *policy in rows.iterator(
-        chunk_size=2000
-    ):
-        key = (policy_pk is None, *policy)
-        if key not in judged:
-            judged[key] = _judged(None if policy_pk is None else policy)
-        mode, ok, why_not = judged[key]
-        entry = WorkloadEntry(
-            workload_id=pk,
-            namespace=namespace,
-            kind=kind,
-            name=name,
-            mode=mode,
-            is_actionable=ok,
-            why_not=why_not,
-            last_seen_at=last_seen_at,
-        )
-        workloads[(namespace, kind, name)] = entry
-        if entry.is_actionable:
-            actionable[pk] = entry
-    # The advice inputs (policies, latest recommendations, LimitRanges) of the
-    # workloads the webhook patches, read the one way advice reads them. The static
-    # coefficient is dropped: the webhook leaves a container without a
-    # recommendation as it is.
-    inputs = load_advice_inputs(
-        cluster_id=cluster.pk,
-        keys=[(e.namespace, e.kind, e.name) for e in actionable.values()],
-    )
-    for entry in actionable.values():
-        key = (entry.namespace, entry.kind, entry.name)
-        workloads[key] = replace(entry, inputs=replace(inputs[key], coefficient=None))
-    limit_ranges = {
+def _limit_ranges(cluster_id: int) -> dict[str, LimitRangePair]:
+    """The cluster's LimitRanges by namespace (a row per namespace that has some)."""
+    return {
         row.namespace: (
             item_from_dict(row.container_item),
             item_from_dict(row.pod_item),
         )
-        for row in limit_rows
+        for row in NamespaceLimitRange.objects.filter(cluster_id=cluster_id)
     }
+
+
+def _entries(
+    rows: Sequence[tuple[Any, ...]],
+    *,
+    cluster_id: int,
+    limit_ranges: Mapping[str, LimitRangePair],
+) -> list[WorkloadEntry]:
+    """The entries of workload rows (``_COLUMNS``), with the advice inputs of the
+    actionable ones: read the one way advice reads them, the static coefficient
+    dropped (the webhook leaves a container without a recommendation as it is), the
+    LimitRanges those of the snapshot."""
+    judged: dict[tuple[Any, ...], tuple[str, bool, str]] = {}
+    entries = []
+    for pk, namespace, kind, name, last_seen_at, policy_pk, *policy in rows:
+        # The policy judged once per distinct (mode, source, VPA object) by the one
+        # predicate, on an unsaved Policy.
+        key = (policy_pk is None, *policy)
+        if key not in judged:
+            judged[key] = _judged(None if policy_pk is None else policy)
+        mode, ok, why_not = judged[key]
+        entries.append(
+            WorkloadEntry(
+                workload_id=pk,
+                namespace=namespace,
+                kind=kind,
+                name=name,
+                mode=mode,
+                is_actionable=ok,
+                why_not=why_not,
+                last_seen_at=last_seen_at,
+            )
+        )
+    actionable = [e.key for e in entries if e.is_actionable]
+    if not actionable:
+        return entries
+    inputs = load_advice_inputs(cluster_id=cluster_id, keys=actionable)
+    return [
+        _with_inputs(e, inputs[e.key], limit_ranges) if e.is_actionable else e
+        for e in entries
+    ]
+
+
+def _with_inputs(
+    entry: WorkloadEntry,
+    inputs: AdviceInputs,
+    limit_ranges: Mapping[str, LimitRangePair],
+) -> WorkloadEntry:
+    container_range, pod_range = limit_ranges.get(entry.namespace, (None, None))
+    return replace(
+        entry,
+        inputs=replace(
+            inputs,
+            coefficient=None,
+            container_range=container_range,
+            pod_range=pod_range,
+        ),
+    )
+
+
+def _never_pause() -> None:
+    return None
+
+
+def load_snapshot(
+    *, cluster: Cluster, pause: Callable[[], None] = _never_pause
+) -> AdmissionSnapshot:
+    """Read one cluster's webhook inputs from the database: the full rebuild, in steps
+    of ``CHUNK`` workloads (a constant number of queries each), ``pause()`` after
+    each."""
+    started, cpu_started = time.perf_counter(), time.thread_time()
+    kill_switch = kill_switch_reason() or ""
+    limit_ranges = _limit_ranges(cluster.pk)
+    workloads: dict[WorkloadKey, WorkloadEntry] = {}
+    keys_by_id: dict[int, WorkloadKey] = {}
+    active = Workload.objects.filter(cluster=cluster, is_active=True).order_by("pk")
+    last = 0
+    while rows := list(active.filter(pk__gt=last).values_list(*_COLUMNS)[:CHUNK]):
+        last = rows[-1][0]
+        for entry in _entries(rows, cluster_id=cluster.pk, limit_ranges=limit_ranges):
+            workloads[entry.key] = entry
+            keys_by_id[entry.workload_id] = entry.key
+        pause()
     return AdmissionSnapshot(
         cluster_name=cluster.name,
         loaded_at=timezone.now(),
         workloads=workloads,
         limit_ranges=limit_ranges,
         load_seconds=time.perf_counter() - started,
+        kill_switch=kill_switch,
+        keys_by_id=keys_by_id,
+        cpu_seconds=time.thread_time() - cpu_started,
     )
+
+
+def reload_snapshot(
+    previous: AdmissionSnapshot,
+    *,
+    cluster: Cluster,
+    workload_ids: Iterable[int],
+    pause: Callable[[], None] = _never_pause,
+) -> AdmissionSnapshot:
+    """``previous`` with the entries of ``workload_ids`` read again (gone when the
+    workload is inactive or deleted), the LimitRanges and the kill switch read again:
+    the incremental reload, in steps of ``CHUNK`` workloads. A new snapshot;
+    ``previous`` is not changed."""
+    started, cpu_started = time.perf_counter(), time.thread_time()
+    kill_switch = kill_switch_reason() or ""
+    limit_ranges = _limit_ranges(cluster.pk)
+    workloads = dict(previous.workloads)
+    keys_by_id = dict(previous.keys_by_id)
+    moved = {
+        namespace
+        for namespace in limit_ranges.keys() | previous.limit_ranges.keys()
+        if limit_ranges.get(namespace) != previous.limit_ranges.get(namespace)
+    }
+    if moved:  # the LimitRanges of a namespace changed: its cached inputs follow
+        for key, entry in list(workloads.items()):
+            if entry.inputs is not None and entry.namespace in moved:
+                workloads[key] = _with_inputs(entry, entry.inputs, limit_ranges)
+    ids = sorted(set(workload_ids))
+    for start in range(0, len(ids), CHUNK):
+        chunk = ids[start : start + CHUNK]
+        for pk in chunk:
+            held = keys_by_id.get(pk)
+            if held is not None:
+                del keys_by_id[pk]
+                if workloads[held].workload_id == pk:
+                    del workloads[held]
+        rows = list(
+            Workload.objects.filter(cluster=cluster, is_active=True, pk__in=chunk)
+            .order_by()
+            .values_list(*_COLUMNS)
+        )
+        for entry in _entries(rows, cluster_id=cluster.pk, limit_ranges=limit_ranges):
+            workloads[entry.key] = entry
+            keys_by_id[entry.workload_id] = entry.key
+        pause()
+    return AdmissionSnapshot(
+        cluster_name=cluster.name,
+        loaded_at=timezone.now(),
+        workloads=workloads,
+        limit_ranges=limit_ranges,
+        load_seconds=time.perf_counter() - started,
+        kill_switch=kill_switch,
+        keys_by_id=keys_by_id,
+        cpu_seconds=time.thread_time() - cpu_started,
+        reloaded=len(ids),
+    )
+
+
+def _first_mark() -> JournalMark:
+    """Where a holder starts reading the journal: before the rows of the last
+    ``HOLE_WAIT_S`` (their gaps may be open transactions), else after the last row."""
+    recent = AdmissionChange.objects.filter(
+        created_at__gte=timezone.now() - timedelta(seconds=HOLE_WAIT_S)
+    ).aggregate(low=Min("pk"))["low"]
+    if recent is not None:
+        return JournalMark(after=recent - 1)
+    return JournalMark(
+        after=AdmissionChange.objects.aggregate(top=Max("pk"))["top"] or 0
+    )
+
+
+class _Pacer:
+    """A pause after each step of a reload, ``PAUSE_FACTOR`` times as long as the
+    step took (at most ``MAX_PAUSE_S``): request threads get the GIL at least three
+    quarters of the time; and, while it is entered, a GIL handed over every
+    ``RELOAD_SWITCH_INTERVAL_S``."""
+
+    def __init__(self, *, paced: bool) -> None:
+        self.paced = paced
+        self._since = time.perf_counter()
+        self._interval = sys.getswitchinterval()
+
+    def __enter__(self) -> _Pacer:
+        if self.paced:
+            self._interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(self._interval, RELOAD_SWITCH_INTERVAL_S))
+        self._since = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.paced:
+            sys.setswitchinterval(self._interval)
+
+    def __call__(self) -> None:
+        if self.paced:
+            spent = time.perf_counter() - self._since
+            time.sleep(min(spent * PAUSE_FACTOR, MAX_PAUSE_S))
+        self._since = time.perf_counter()
 
 
 class SnapshotHolder:
@@ -187,8 +431,11 @@ class SnapshotHolder:
         self.cluster_name = cluster_name
         self._snapshot: AdmissionSnapshot | None = None
         self._generation: tuple[int, int | None] | None = None
-        self._stale = True
+        self._stale = True  # the next reload is a full rebuild
         self._lock = threading.Lock()
+        self._mark: JournalMark | None = None
+        self._journal_read_at = 0.0  # monotonic
+        self._rebuilt_at = 0.0  # monotonic
         self.last_error = ""
 
     def current(self) -> AdmissionSnapshot | None:
@@ -196,28 +443,68 @@ class SnapshotHolder:
         return self._snapshot
 
     def invalidate(self) -> None:
-        """Reload on the next ``refresh_if_needed``."""
+        """Rebuild the whole snapshot on the next ``refresh_if_needed``."""
         self._stale = True
 
-    def refresh(self) -> AdmissionSnapshot:
-        """Load now from the database; on failure keep the previous snapshot."""
+    def refresh(self, *, paced: bool = False) -> AdmissionSnapshot:
+        """Load now from the database, incrementally when the journal allows; on
+        failure keep the previous snapshot. ``paced``: pause between steps (a
+        background thread beside request threads)."""
         with self._lock:
             generation = shared_generation()
             cluster = Cluster.objects.get(name=self.cluster_name)
-            snapshot = load_snapshot(cluster=cluster)
+            now_s = time.monotonic()
+            previous = self._snapshot
+            mark = self._mark
+            if mark is None or now_s - self._journal_read_at > (
+                JOURNAL_KEEP.total_seconds() / 2
+            ):
+                mark, fresh_mark = _first_mark(), True
+            else:
+                fresh_mark = False
+            # The journal first: a change committed while the data is read is read
+            # again next time (reading a workload twice is harmless).
+            rows = list(
+                AdmissionChange.objects.filter(mark.unread())
+                .order_by()
+                .values_list("pk", "cluster_id", "workload_id")
+            )
+            changed = {w for _, c, w in rows if c == cluster.pk}
+            full = (
+                previous is None
+                or self._stale
+                or fresh_mark
+                or now_s - self._rebuilt_at >= FULL_REBUILD_EVERY_S
+                or len(changed)
+                > max(FULL_REBUILD_MIN, FULL_REBUILD_SHARE * len(previous.workloads))
+            )
+            with _Pacer(paced=paced and previous is not None) as pause:
+                if full or previous is None:
+                    snapshot = load_snapshot(cluster=cluster, pause=pause)
+                    self._rebuilt_at = now_s
+                else:
+                    snapshot = reload_snapshot(
+                        previous, cluster=cluster, workload_ids=changed, pause=pause
+                    )
             self._snapshot, self._generation, self._stale = snapshot, generation, False
+            self._mark = mark.advanced([pk for pk, _, _ in rows], now_s=now_s)
+            self._journal_read_at = now_s
             self.last_error = ""
             logger.info(
-                "admission cache of cluster %s loaded: %d workloads (%d actionable) "
-                "in %.3f s",
+                "admission cache of cluster %s %s: %d workloads (%d actionable) in "
+                "%.3f s, %.3f s of CPU",
                 self.cluster_name,
+                "rebuilt"
+                if snapshot.reloaded is None
+                else f"reloaded {snapshot.reloaded} changed workloads",
                 len(snapshot.workloads),
                 sum(1 for e in snapshot.workloads.values() if e.is_actionable),
                 snapshot.load_seconds,
+                snapshot.cpu_seconds,
             )
             return snapshot
 
-    def refresh_if_needed(self) -> None:
+    def refresh_if_needed(self, *, paced: bool = False) -> None:
         """Reload when invalidated, when the generation moved, or when due."""
         snapshot = self._snapshot
         due = (
@@ -229,7 +516,7 @@ class SnapshotHolder:
         try:
             if not due and shared_generation() == self._generation:
                 return
-            self.refresh()
+            self.refresh(paced=paced)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             if error == self.last_error:

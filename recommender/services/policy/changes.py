@@ -46,7 +46,10 @@ from recommender.services.policy.validation import (
 )
 from recommender.services.policy.windows import parse_windows
 from recommender.services.policy.withdrawal import withdraw_approved_changes
-from recommender.services.readmodels.generation import mark_admission_data_changed
+from recommender.services.readmodels.generation import (
+    mark_admission_data_changed,
+    note_admission_changes,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -336,6 +339,9 @@ def update_policy(
             withdraw_approved_changes(
                 workload=workload, actor=actor, label=label, now=now
             )
+        note_admission_changes(
+            cluster_id=workload.cluster_id, workload_ids=[workload.pk]
+        )
     # The webhook acts on the new mode and container policies without waiting.
     mark_admission_data_changed()
     logger.info("policy of workload %s updated by %s: %s", workload_id, label, changed)
@@ -377,6 +383,9 @@ def adopt_policy(
         policy.updated_at = now
         policy.updated_by = actor
         policy.save(update_fields=["source", "mode", "updated_at", "updated_by"])
+        note_admission_changes(
+            cluster_id=workload.cluster_id, workload_ids=[workload.pk]
+        )
         message = (
             f"{label} adopted {workload} from {source_name}: vpaweb's policy now, "
             "mode Off"
@@ -399,5 +408,6 @@ def adopt_policy(
             message=message,
         )
         withdraw_approved_changes(workload=workload, actor=actor, label=label, now=now)
+    mark_admission_data_changed()
     logger.info("workload %s adopted by %s", workload_id, label)
     return policy

@@ -1,10 +1,11 @@
-""" "The webhook's inputs changed": a generation number every webhook process watches.
+""" "The webhook's inputs changed": a generation number every webhook process watches,
+and the journal of which workloads changed (``note_admission_changes``).
 
-Bumped after each refresh cycle and each policy change. It lives in the Django cache
-(Redis when configured, so a separate ``webhook serve`` process sees it) and in this
-process (so in-process callers, such as the simulated cluster, reload at once). Kept
-apart from ``snapshot.py`` so the refresh and the policy services can import it without
-import cycles.
+The generation is bumped after each refresh cycle, policy change and kill switch: in
+the Django cache (Redis when configured, so a separate ``webhook serve`` sees it) and
+in this process. The journal (``AdmissionChange`` rows, written in the writer's own
+transaction) tells each webhook process which workloads to reload. Kept apart from
+``snapshot.py`` so the refresh and the policy services import it without cycles.
 """
 
 from __future__ import annotations
@@ -12,14 +13,27 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from collections.abc import Iterable
+from datetime import timedelta
 
 from django.core.cache import cache
+from django.db import transaction
+from django.utils import timezone
+
+from recommender.models import AdmissionChange
 
 logger = logging.getLogger(__name__)
 
 GENERATION_KEY = "vpaweb:admission:generation"
 _local = itertools.count(1)
 local_generation = 0
+# Journal rows are kept this long; a webhook process that read none for half of it
+# (the database unreachable) rebuilds its whole cache instead.
+JOURNAL_KEEP = timedelta(hours=1)
+# Rows per INSERT, under every backend's parameter limit.
+JOURNAL_BATCH = 500
+_PRUNE_EVERY_S = 60.0
+_pruned_at = [-_PRUNE_EVERY_S]
 
 
 def mark_admission_data_changed() -> None:
@@ -39,3 +53,29 @@ def shared_generation() -> tuple[int, int | None]:
     except Exception:
         value = None
     return local_generation, value if isinstance(value, int) else None
+
+
+def note_admission_changes(*, cluster_id: int, workload_ids: Iterable[int]) -> int:
+    """Journal that these workloads' webhook inputs changed (call it inside the
+    transaction that changes them); returns how many rows were written."""
+    rows = [
+        AdmissionChange(cluster_id=cluster_id, workload_id=pk)
+        for pk in sorted(set(workload_ids))
+    ]
+    if not rows:
+        return 0
+    AdmissionChange.objects.bulk_create(rows, batch_size=JOURNAL_BATCH)
+    # After the commit, in a statement of its own: two writers' long transactions
+    # never wait for each other's delete of the same old rows.
+    transaction.on_commit(_prune)
+    return len(rows)
+
+
+def _prune() -> None:
+    """Forget journal rows older than ``JOURNAL_KEEP`` (at most once a minute)."""
+    if time.monotonic() - _pruned_at[0] < _PRUNE_EVERY_S:
+        return
+    _pruned_at[0] = time.monotonic()
+    AdmissionChange.objects.filter(
+        created_at__lt=timezone.now() - JOURNAL_KEEP
+    ).delete()

@@ -61,6 +61,7 @@ from recommender.services.policy.validation import (
     parse_container_policies,
     validate_container_policies,
 )
+from recommender.services.readmodels.generation import note_admission_changes
 from recommender.services.refresh import stored_json
 
 logger = logging.getLogger(__name__)
@@ -185,6 +186,8 @@ def store_cluster_objects(
         ).only(*_POLICY_COLUMNS)
         if p.workload_id in seen_ids
     }
+    # What the webhook reads of each policy, before this pass changes any.
+    policy_before = {pk: _admission_fields(p) for pk, p in policies.items()}
     _import_vpa_objects(
         vpas=vpas,
         now=now,
@@ -232,6 +235,16 @@ def store_cluster_objects(
     Workload.objects.bulk_update(
         changed, ["hpa_conflicts", "pod_disruption_budgets"], batch_size=500
     )
+    # The webhook reads the HPA conflicts and the policies: its caches reload these.
+    note_admission_changes(
+        cluster_id=cluster.pk,
+        workload_ids=[w.pk for w in changed]
+        + [
+            pk
+            for pk, policy in policies.items()
+            if _admission_fields(policy) != policy_before[pk]
+        ],
+    )
     _store_limit_ranges(
         cluster=cluster,
         ranges=[r for r in snapshot.limit_ranges if in_shard(r["namespace"])],
@@ -240,6 +253,11 @@ def store_cluster_objects(
         counts=counts,
         warn=warn,
     )
+
+
+def _admission_fields(policy: Policy) -> tuple[Any, ...]:
+    """The columns of a policy this pass may change (all loaded: _POLICY_COLUMNS)."""
+    return tuple(getattr(policy, f) for f in _POLICY_COLUMNS if f != "updated_at")
 
 
 # --- VPA objects ----------------------------------------------------------------------

@@ -64,7 +64,10 @@ from recommender.services.connections import (
 )
 from recommender.services.operations.runs import Phases, recorded_run
 from recommender.services.readmodels import upkeep as readmodels
-from recommender.services.readmodels.generation import mark_admission_data_changed
+from recommender.services.readmodels.generation import (
+    mark_admission_data_changed,
+    note_admission_changes,
+)
 from recommender.services.refresh import (
     chunking,
     ingest,
@@ -460,7 +463,9 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
             _store_kills(window, [row for row in chosen if row.checkpoint.pk in won])
         pending = _store_usage(window, set().union(*(won for _, _, won in stored)))
         changed = _store_recommendations(
-            [row for group in window.groups.values() for row in group.rows], now
+            [row for group in window.groups.values() for row in group.rows],
+            now,
+            window.discovery.cluster.pk,
         )
     kept = [
         one
@@ -645,10 +650,11 @@ _RECOMMENDATION_COLUMNS = tuple(
 )
 
 
-def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
+def _store_recommendations(rows: Sequence[Row], now: datetime, cluster_id: int) -> int:
     """A new Recommendation row for each row whose values moved (explanations built
     for those only), then the compare-and-swap of each container's pointer: a
-    concurrent cycle that already moved it wins. Returns how many were stored."""
+    concurrent cycle that already moved it wins; the webhook's journal gets their
+    workloads. Returns how many were stored."""
     moved = [
         row
         for row in rows
@@ -711,4 +717,10 @@ def _store_recommendations(rows: Sequence[Row], now: datetime) -> int:
         if row.container.pk in won:
             row.container.latest_recommendation_id = rec.pk
             row.container.latest_values = rec.values_tuple()
+    note_admission_changes(
+        cluster_id=cluster_id,
+        workload_ids=[
+            row.container.workload_id for row in moved if row.container.pk in won
+        ],
+    )
     return len(won)

@@ -21,6 +21,7 @@ from django.db import transaction
 
 from recommender.cluster.base import ClusterSnapshot, WorkloadInfo
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
+from recommender.services.readmodels.generation import note_admission_changes
 from recommender.services.readmodels.pod_owners import PodOwners, load_pod_owners
 from recommender.services.refresh import stored_json
 from recommender.services.refresh.cluster_objects import (
@@ -177,9 +178,11 @@ def upsert_discovery(
     for chunk in _batches(vanished):
         Workload.objects.filter(pk__in=chunk).update(is_active=False)
     # last_seen_at to LAST_SEEN_RESOLUTION: one statement, and rows only that often.
-    of_shard.filter(is_active=True, last_seen_at__lt=now - LAST_SEEN_RESOLUTION).update(
-        last_seen_at=now
-    )
+    # The webhook's staleness check reads last_seen_at: its caches reload these rows.
+    stale = of_shard.filter(is_active=True, last_seen_at__lt=now - LAST_SEEN_RESOLUTION)
+    touched = list(stale.values_list("pk", flat=True))
+    if touched:
+        stale.update(last_seen_at=now)
     if vanished:
         logger.info(
             "cluster %s shard %r: %d workloads vanished, marked inactive",
@@ -192,6 +195,19 @@ def upsert_discovery(
 
     # What the rest of discovery reads of each workload, as tuples.
     workloads = stored_workloads(of_shard.filter(is_active=True))
+    # The webhook's caches reload the workloads that appeared, changed, came back or
+    # vanished, and those whose last_seen_at moved.
+    note_admission_changes(
+        cluster_id=cluster.pk,
+        workload_ids=[
+            workloads[(w.namespace, w.kind, w.name)].pk
+            for w in new_rows
+            if (w.namespace, w.kind, w.name) in workloads
+        ]
+        + [w.pk for w in changed]
+        + vanished
+        + touched,
+    )
     with_policy = set(
         Policy.objects.filter(workload__in=of_shard).values_list(
             "workload_id", flat=True
