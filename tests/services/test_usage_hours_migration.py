@@ -14,7 +14,7 @@ from recommender.models import UsageHour
 from recommender.models.bulk import add_usage_hours
 
 BEFORE = "0021_h27a_workload_amounts"
-AFTER = "0022_charts_usage_hours"
+AFTER = "0022_usage_hours"
 TABLE = "recommender_usagehour"
 
 

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('recommender', '0021_h27a_workload_amounts'),
+        ('recommender', '0022_usage_hours'),
     ]
 
     operations = [
