@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.db.models.signals import post_init
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -176,6 +177,35 @@ def test_fleet_totals_count_replicas_and_only_covered_containers_in_savings(flee
     assert overview.no_recommendation_count == 1
     assert "No usage samples yet" in overview.no_recommendation[0]["reason"]
     assert overview.is_refreshing
+
+
+@pytest.mark.parametrize("stored", [False, True])
+def test_the_overview_loads_only_the_at_risk_rows_it_shows(db, stored):
+    # Thirty workloads tie on the risk score (one shortfall percent, as a fleet of
+    # like workloads does): the tie-break reads their savings in one query, and
+    # only the three rows shown are loaded with their containers.
+    cluster = make_cluster("prod")
+    for i in range(30):
+        _workload(
+            cluster, f"short-{i:02d}", cpu=100, memory=(2 + i) * MI, rec=(200, MI)
+        )
+    if stored:
+        namespace_totals.store(cluster=cluster, now=timezone.now())
+    loaded = []
+
+    def count(sender, instance, **kwargs):
+        loaded.append(instance)
+
+    post_init.connect(count, sender=Container)
+    try:
+        overview = fleet_overview(now=timezone.now(), prices=PRICES, limit=3)
+    finally:
+        post_init.disconnect(count, sender=Container)
+
+    assert overview.at_risk_count == 30
+    # Equal risk: the largest savings first (the most memory above its target).
+    assert [w.name for w in overview.at_risk] == ["short-29", "short-28", "short-27"]
+    assert len(loaded) == 3
 
 
 @pytest.mark.parametrize("stored", [False, True])
