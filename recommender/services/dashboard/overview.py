@@ -160,12 +160,14 @@ def _at_risk(
     scores = sorted(risk.values(), reverse=True)
     floor = scores[limit - 1] if 0 < limit <= len(scores) else 0
     candidates = [pk for pk, score in risk.items() if score >= floor]
-    ranked_savings = dict(
+    # (The annotation's name, which the type checker does not know of the model.)
+    fields = ("pk", "savings")
+    ranked_savings: dict[int, float | None] = dict(
         workload_totals.with_facts(
             Workload.objects.filter(pk__in=candidates), prices=prices, rules=rules
         )
         .order_by()
-        .values_list("pk", "savings")
+        .values_list(*fields)
     )
     shown = sorted(
         ranked_savings,
