@@ -109,12 +109,10 @@ def main() -> None:
     from django.utils import timezone
     from playwright.sync_api import sync_playwright
 
-    from recommender.models import Cluster, Container
+    from recommender.models import Cluster, Container, Workload
     from recommender.roles import Role, grant_role
     from recommender.services.readmodels import namespace_totals
     from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS
-
-    from recommender.models import Workload
 
     reuse = os.environ.get("BENCH_PAGES_REUSE") == "1" and Workload.objects.exists()
     started = time.perf_counter()
