@@ -42,7 +42,7 @@ from recommender.models.recommendation import (
     Recommendation,
     RecommendationQuerySet,
 )
-from recommender.models.rollups import WorkloadAmounts
+from recommender.models.rollups import GroupTotals, WorkloadAmounts
 from recommender.models.runs import RefreshRun
 
 __all__ = [
@@ -55,6 +55,7 @@ __all__ = [
     "Cluster",
     "Container",
     "ContainerQuerySet",
+    "GroupTotals",
     "NamespaceLimitRange",
     "NamespaceTotals",
     "NodePool",

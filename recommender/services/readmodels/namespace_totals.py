@@ -42,7 +42,11 @@ from django.db.models.functions import Coalesce, RowNumber
 
 from recommender.models import Cluster, Container, NamespaceTotals, Workload
 from recommender.models.provisioning import no_data_q, pods_billed_sql
-from recommender.services.readmodels import label_rollups, workload_totals
+from recommender.services.readmodels import (
+    group_totals,
+    label_rollups,
+    workload_totals,
+)
 from recommender.services.readmodels.provisioning import risk_rules
 
 # Per namespace, the containers without a recommendation kept for the overview's list
@@ -296,6 +300,9 @@ def store(*, cluster: Cluster, now: datetime, namespace: str | None = None) -> i
             cluster_id=cluster.pk, now=now, namespace=namespace, computed=parts
         )
         label_rollups.store(cluster_id=cluster.pk, namespace=namespace)
+        group_totals.store(
+            cluster_id=cluster.pk, rules=risk_rules(now), namespace=namespace
+        )
     return len(facts)
 
 
