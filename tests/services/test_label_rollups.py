@@ -18,12 +18,14 @@ from recommender.models import (
     RefreshRun,
     Workload,
     WorkloadAmounts,
+    WorkloadTotals,
 )
 from recommender.services.readmodels import (
     group_totals,
     label_rollups,
     workload_totals,
 )
+from recommender.services.readmodels.namespace_savings import namespace_savings
 from recommender.services.readmodels.provisioning import Prices, risk_rules
 from recommender.services.readmodels.rollups import rollup
 from recommender.services.refresh.cycle import refresh_cluster
@@ -245,3 +247,35 @@ def test_a_shard_replaces_only_its_namespaces_group_sums(fleet):  # noqa: F811
     assert [r for r in after if r[1] != "one"] == [r for r in whole if r[1] != "one"]
     assert {r[3] for r in after if r[1] == "one"} == {""}
     assert sum(r[4] for r in after) == sum(r[4] for r in whole)
+
+
+def test_the_namespaces_savings_from_the_group_sums_are_the_workloads_summed(
+    fleet,  # noqa: F811
+    monkeypatch,
+):
+    now = fleet
+    _labelled()
+    _store_all(now)
+    assert group_totals.is_usable(prices=PRICES, key=None)
+
+    def savings(*, groups: bool) -> dict:
+        with monkeypatch.context() as patched:
+            if not groups:
+                patched.setattr(group_totals, "is_usable", lambda **kw: False)
+            found = namespace_savings(prices=PRICES, now=now)
+        return {key: round(value, 6) for key, value in found.items()}
+
+    from_groups = savings(groups=True)
+    assert from_groups == savings(groups=False)
+    assert len([value for value in from_groups.values() if value]) == 4
+
+    # Read from the groups: a workload's stored parts edited by hand (no kill) show
+    # only when summed per workload.
+    unkilled = WorkloadTotals.objects.filter(
+        latest_oom_at__isnull=True, workload__cluster__name="a"
+    ).order_by("workload_id")[0]
+    WorkloadTotals.objects.filter(pk=unkilled.pk).update(
+        excess_cpu_millicores=F("excess_cpu_millicores") + 10_000
+    )
+    assert savings(groups=True) == from_groups
+    assert savings(groups=False) != from_groups

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Sum
 from django.db.models.fields.json import KeyTextTransform
 
 from recommender.models import (
@@ -156,3 +157,18 @@ def group_sums(
                 "statuses": row["statuses"],
             },
         )
+
+
+def namespace_savings() -> list[tuple[str, str, float]]:
+    """(cluster name, namespace, savings) of the stored rows of the enabled
+    clusters, summed per namespace."""
+    return [
+        (cluster, namespace, float(total or 0.0))
+        for cluster, namespace, total in GroupTotals.objects.filter(
+            cluster__is_enabled=True
+        )
+        .order_by()
+        .values("cluster__name", "namespace")
+        .annotate(total=Sum("savings"))
+        .values_list("cluster__name", "namespace", "total")
+    ]
