@@ -242,6 +242,13 @@ class WorkloadAmountsAdmin(ReadOnly, admin.ModelAdmin):
     raw_id_fields = ["workload"]
 
 
+@admin.register(models.GroupTotals)
+class GroupTotalsAdmin(ReadOnly, admin.ModelAdmin):
+    # Written by the refresh (the rollups' sums per group): shown, never edited here.
+    list_display = ["cluster", "namespace", "kind", "label", "workloads", "savings"]
+    list_filter = ["cluster"]
+
+
 @admin.register(models.WorkloadPod)
 class WorkloadPodAdmin(ReadOnly, admin.ModelAdmin):
     # Written by discovery from the pods' owner references.

@@ -61,6 +61,10 @@ from recommender.models import (
 from recommender.services.advice.advise import workload_hpa_adjustments
 from recommender.services.advice.pod_spec import resource_list
 from recommender.services.advice.recommendation_query import query_recommendation
+from recommender.services.dashboard.ordering import (
+    DEFAULT_WORKLOAD_ORDERING,
+    ByCluster,
+)
 from recommender.services.policy import changes as policies
 from recommender.services.readmodels.provisioning import Prices, risk_rules
 
@@ -146,8 +150,16 @@ class WorkloadViewSet(viewsets.ReadOnlyModelViewSet):
             return self.get_paginated_response(workload_rows(page))
         # Count and page the plain rows; annotate only the page's workloads.
         plain = filter_workloads(Workload.objects.all(), filters)
-        ids = self.paginate_queryset(plain.values_list("pk", flat=True)) or []
         order = workload_order(filters.get("ordering"))
+        # In the default order, counted and paged cluster by cluster (an offset
+        # deep into 50,000 workloads sorted them all by their cluster's name).
+        # (The paginator counts and slices; the stubs expect a QuerySet.)
+        pageable: Any = (
+            ByCluster(plain)
+            if order == DEFAULT_WORKLOAD_ORDERING
+            else plain.values_list("pk", flat=True)
+        )
+        ids = self.paginate_queryset(pageable) or []
         rows = workload_values(
             Workload.objects.filter(pk__in=ids).order_by(*order), facts=False
         )

@@ -45,7 +45,7 @@ from recommender.models.recommendation import (
     RecommendationQuerySet,
     UsageHour,
 )
-from recommender.models.rollups import WorkloadAmounts
+from recommender.models.rollups import GroupTotals, WorkloadAmounts
 from recommender.models.runs import RefreshRun
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "Cluster",
     "Container",
     "ContainerQuerySet",
+    "GroupTotals",
     "NamespaceLimitRange",
     "NamespaceTotals",
     "NodePool",

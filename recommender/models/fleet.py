@@ -405,6 +405,12 @@ class WorkloadTotals(models.Model):
 
     class Meta:
         verbose_name_plural = "workload totals"
+        indexes = [
+            # The rollups' workloads with a stored kill (label_rollups.killed_rows:
+            # a recent one; rollups.rollup: any, beside the stored group sums): a
+            # few rows found by the index instead of a pass over every workload's.
+            models.Index(fields=["latest_oom_at"], name="workloadtotals_latest_oom")
+        ]
 
     def __str__(self) -> str:
         return str(self.workload_id)

@@ -100,3 +100,36 @@ def test_ordering_is_documented_in_the_schema(read_client: Client, db: Any) -> N
         assert key in parameters["ordering"]["description"]
     status = parameters["status"]["schema"]
     assert "missing" in str(status)
+
+
+def test_the_default_order_pages_as_one_sorted_query(
+    read_client: Client, db: Any
+) -> None:
+    # Counted and paged cluster by cluster: every window of every size is the slice
+    # of the one ordering (cluster name, namespace, kind, name, id), inactive
+    # workloads included, filters applied.
+    from recommender.models import Workload
+
+    for name, size in {"c": 5, "a": 2, "e": 1, "b": 1, "d": 7}.items():
+        cluster = make_cluster(name)
+        for i in range(size):
+            make_workload(cluster, f"w-{(i * 3) % size}", namespace=f"ns-{i % 2}")
+    Workload.objects.filter(name="w-1").update(is_active=False)
+    expected = list(
+        Workload.objects.order_by(
+            "cluster__name", "namespace", "kind", "name", "pk"
+        ).values_list("name", "cluster__name")
+    )
+
+    def listed(query: str) -> tuple[int, list[tuple[str, str]]]:
+        body = read_client.get(f"/api/v1/workloads/?{query}").json()
+        return body["count"], [(w["name"], w["cluster"]) for w in body["results"]]
+
+    for limit in (1, 2, 3, 5, 16, 100):
+        for offset in range(0, len(expected) + 2):
+            assert listed(f"limit={limit}&offset={offset}") == (
+                len(expected),
+                expected[offset : offset + limit],
+            ), (limit, offset)
+    active = [row for row in expected if row[0] != "w-1"]
+    assert listed("is_active=true&limit=4&offset=3") == (len(active), active[3:7])

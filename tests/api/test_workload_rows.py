@@ -134,12 +134,14 @@ def test_fast_rows_keep_the_order_and_slices_of_the_queryset() -> None:
 @pytest.mark.parametrize(
     ("query", "queries_expected"),
     [
-        # token, count, page ids, the page's rows, containers, their recent OOM kills
-        ("", 6),
+        # token, count (per cluster), page ids, the page's rows, containers, their
+        # recent OOM kills; the ids of a page spanning clusters come from its first
+        # and last cluster apart and those between in one query: up to two more
+        ("", (6, 8)),
         # a fact in the ordering: token, whether every cluster has stored facts
         # (workload_totals.is_complete), count, page ids, the page's annotated
         # rows, containers
-        ("&ordering=-savings_monthly,name", 6),
+        ("&ordering=-savings_monthly,name", (6, 6)),
     ],
 )
 def test_the_list_answers_the_serializers_page_in_a_few_queries(
@@ -165,7 +167,8 @@ def test_the_list_answers_the_serializers_page_in_a_few_queries(
             response = client.get(f"/api/v1/workloads/?limit={limit}{query}")
         assert response.status_code == 200
         assert response.json()["results"] == _rendered_json(expected[:limit])
-        assert len(queries) == queries_expected, [q["sql"][:80] for q in queries]
+        fewest, most = queries_expected
+        assert fewest <= len(queries) <= most, [q["sql"][:80] for q in queries]
 
 
 def _rendered_json(data: Any) -> Any:

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.db.models.signals import post_init
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -15,6 +16,7 @@ from recommender.models import (
     OomKill,
     ProvisioningStatus,
     RefreshRun,
+    Workload,
 )
 from recommender.services.dashboard import workload_insight as workload_insight_module
 from recommender.services.dashboard.insights import WorkloadFilters, list_workloads
@@ -65,9 +67,10 @@ def fleet(db):
     }
 
 
-def _page(page_size=50, **filters):
+def _page(page_size=50, page=1, **filters):
     return list_workloads(
         filters=WorkloadFilters(**filters),
+        page=page,
         now=timezone.now(),
         prices=PRICES,
         page_size=page_size,
@@ -139,10 +142,14 @@ def test_list_page_costs_a_fixed_number_of_queries(
 ):
     for i in range(20):
         _workload(fleet["over"].cluster, f"more-{i}", cpu=500, memory=MI, rec=(100, MI))
+    # Small clusters between the two: a page spans four.
+    for c in range(5):
+        _workload(make_cluster(f"mid-{c}"), "one", cpu=500, memory=MI)
 
-    # The count, the page's ids, its rows, their containers and their recent OOM
-    # kills (the facts are computed in Python from those).
-    with django_assert_max_num_queries(5):
+    # The count per cluster, the page's ids (from its first cluster, those between
+    # and its last), its rows, their containers and their recent OOM kills (the
+    # facts are computed in Python from those), whatever the clusters spanned.
+    with django_assert_max_num_queries(7):
         page = _page()
         rows = [
             (
@@ -153,7 +160,42 @@ def test_list_page_costs_a_fixed_number_of_queries(
             for w in page
         ]
 
-    assert len(rows) == 24
+    assert len(rows) == 29
+
+
+def test_the_list_in_name_order_pages_as_one_sorted_query(db):
+    # Pages are read cluster by cluster: each is the slice of the one ordering,
+    # whether it lies in one cluster, spans two or several, or lies past the end.
+    sizes = {"c": 7, "a": 3, "e": 1, "b": 1, "d": 12}
+    for name, size in sizes.items():
+        cluster = make_cluster(name)
+        for i in range(size):
+            _workload(cluster, f"w-{(i * 5) % size:02d}", cpu=100, memory=MI)
+            if i % 4 == 0:
+                _workload(cluster, f"w-{i:02d}", cpu=1, memory=MI, namespace="zz")
+    gone = make_workload(make_cluster("f"), "gone")
+    Workload.objects.filter(pk=gone.pk).update(is_active=False)
+    expected = list(
+        Workload.objects.shown()
+        .order_by("cluster__name", "namespace", "kind", "name", "pk")
+        .values_list("pk", flat=True)
+    )
+    assert len(expected) == 24 + 8
+
+    for page_size in (1, 2, 3, 5, 11, 50):
+        listed = []
+        pages = -(-len(expected) // page_size)
+        for number in range(1, pages + 1):
+            page = _page(page_size=page_size, page=number)
+            assert page.paginator.count == len(expected)
+            assert page.paginator.num_pages == pages
+            listed.extend(w.pk for w in page)
+        assert listed == expected, page_size
+    # Past the end: the last page.
+    assert [w.pk for w in _page(page_size=5, page=99)] == expected[-2:]
+    assert [w.pk for w in _page(page_size=5, cluster="d")] == [
+        pk for pk in expected if Workload.objects.get(pk=pk).cluster.name == "d"
+    ][:5]
 
 
 def test_fleet_totals_count_replicas_and_only_covered_containers_in_savings(fleet):
@@ -176,6 +218,35 @@ def test_fleet_totals_count_replicas_and_only_covered_containers_in_savings(flee
     assert overview.no_recommendation_count == 1
     assert "No usage samples yet" in overview.no_recommendation[0]["reason"]
     assert overview.is_refreshing
+
+
+@pytest.mark.parametrize("stored", [False, True])
+def test_the_overview_loads_only_the_at_risk_rows_it_shows(db, stored):
+    # Thirty workloads tie on the risk score (one shortfall percent, as a fleet of
+    # like workloads does): the tie-break reads their savings in one query, and
+    # only the three rows shown are loaded with their containers.
+    cluster = make_cluster("prod")
+    for i in range(30):
+        _workload(
+            cluster, f"short-{i:02d}", cpu=100, memory=(2 + i) * MI, rec=(200, MI)
+        )
+    if stored:
+        namespace_totals.store(cluster=cluster, now=timezone.now())
+    loaded = []
+
+    def count(sender, instance, **kwargs):
+        loaded.append(instance)
+
+    post_init.connect(count, sender=Container)
+    try:
+        overview = fleet_overview(now=timezone.now(), prices=PRICES, limit=3)
+    finally:
+        post_init.disconnect(count, sender=Container)
+
+    assert overview.at_risk_count == 30
+    # Equal risk: the largest savings first (the most memory above its target).
+    assert [w.name for w in overview.at_risk] == ["short-29", "short-28", "short-27"]
+    assert len(loaded) == 3
 
 
 @pytest.mark.parametrize("stored", [False, True])

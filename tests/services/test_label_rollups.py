@@ -7,18 +7,26 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from recommender.models import (
     Cluster,
     Container,
+    GroupTotals,
     RefreshRun,
     Workload,
     WorkloadAmounts,
+    WorkloadTotals,
 )
-from recommender.services.readmodels import label_rollups, workload_totals
-from recommender.services.readmodels.provisioning import risk_rules
+from recommender.services.readmodels import (
+    group_totals,
+    label_rollups,
+    workload_totals,
+)
+from recommender.services.readmodels.namespace_savings import namespace_savings
+from recommender.services.readmodels.provisioning import Prices, risk_rules
 from recommender.services.readmodels.rollups import rollup
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.factories import make_workload
@@ -163,3 +171,111 @@ def test_a_refresh_stores_every_workloads_amounts(settings, db):
     assert run.status == RefreshRun.Status.SUCCEEDED, run.error
     assert WorkloadAmounts.objects.filter(workload__cluster=cluster).count() == 24
     assert label_rollups.store(cluster_id=cluster.pk) == 0
+
+
+def _group_rows(cluster=None) -> list[tuple]:
+    rows = GroupTotals.objects.order_by("cluster_id", "namespace", "kind", "label")
+    if cluster is not None:
+        rows = rows.filter(cluster=cluster)
+    return [
+        (r.cluster_id, r.namespace, r.kind, r.label, r.workloads, round(r.savings, 6))
+        for r in rows
+    ]
+
+
+def test_the_stored_group_sums_stand_for_the_workloads_without_a_stored_kill(
+    fleet,  # noqa: F811
+    settings,
+    monkeypatch,
+):
+    now = fleet
+    _labelled()
+    _store_all(now)
+    unkilled = Workload.objects.filter(
+        is_active=True, totals__latest_oom_at__isnull=True
+    )
+    assert 0 < unkilled.count() < Workload.objects.filter(is_active=True).count()
+    assert sum(GroupTotals.objects.values_list("workloads", flat=True)) == (
+        unkilled.count()
+    )
+    assert {r.label for r in GroupTotals.objects.all()} == {"web", "data", "ops", ""}
+    assert group_totals.is_usable(prices=PRICES, key="team")
+    assert group_totals.is_usable(prices=PRICES, key=None)
+    assert not group_totals.is_usable(prices=PRICES, key="app.kubernetes.io/part-of")
+    other = Prices(per_core_hour=PRICES.per_core_hour * 2, per_gib_hour=1.0)
+    assert not group_totals.is_usable(prices=other, key=None)
+
+    # The rollups read them: a workload's stored amounts edited by hand show in a
+    # rollup by another label key (summed as it loads), not in one the groups serve.
+    def containers(by, key):
+        return rollup(by=by, key=key, now=now, prices=PRICES).total.containers
+
+    before = containers("namespace", "")
+    assert containers("label", "app.kubernetes.io/part-of") == before
+    first = unkilled.filter(cluster__name="a").order_by("pk").first()
+    WorkloadAmounts.objects.filter(workload=first).update(
+        containers=F("containers") + 1000
+    )
+
+    assert containers("label", "app.kubernetes.io/part-of") == before + 1000
+    for by, key in GROUPINGS[:4]:
+        assert containers(by, key) == before
+
+    # At other list prices (a changed setting, until the next refresh) the rollups
+    # sum every workload as they load, at those prices: as computed.
+    WorkloadAmounts.objects.filter(workload=first).update(
+        containers=F("containers") - 1000
+    )
+    settings.PRICE_PER_CORE_HOUR = PRICES.per_core_hour * 2
+    _store_all(now)
+    assert not group_totals.is_usable(prices=PRICES, key=None)
+    _check_same(now, monkeypatch)
+
+
+def test_a_shard_replaces_only_its_namespaces_group_sums(fleet):  # noqa: F811
+    _labelled()
+    _store_all(fleet)
+    cluster = Cluster.objects.get(name="a")
+    whole = _group_rows(cluster)
+    assert len({namespace for _, namespace, *_ in whole}) > 1
+    Workload.objects.filter(cluster=cluster, namespace="one").update(labels={})
+
+    rules = risk_rules(fleet)
+    group_totals.store(cluster_id=cluster.pk, rules=rules, namespace="one")
+
+    after = _group_rows(cluster)
+    assert [r for r in after if r[1] != "one"] == [r for r in whole if r[1] != "one"]
+    assert {r[3] for r in after if r[1] == "one"} == {""}
+    assert sum(r[4] for r in after) == sum(r[4] for r in whole)
+
+
+def test_the_namespaces_savings_from_the_group_sums_are_the_workloads_summed(
+    fleet,  # noqa: F811
+    monkeypatch,
+):
+    now = fleet
+    _labelled()
+    _store_all(now)
+    assert group_totals.is_usable(prices=PRICES, key=None)
+
+    def savings(*, groups: bool) -> dict:
+        with monkeypatch.context() as patched:
+            if not groups:
+                patched.setattr(group_totals, "is_usable", lambda **kw: False)
+            found = namespace_savings(prices=PRICES, now=now)
+        return {key: round(value, 6) for key, value in found.items()}
+
+    from_groups = savings(groups=True)
+    assert from_groups == savings(groups=False)
+    assert len([value for value in from_groups.values() if value]) == 4
+
+    # Read from the groups: a workload's stored parts edited by hand (no kill) show
+    # only when summed per workload.
+    unkilled = WorkloadTotals.objects.filter(
+        latest_oom_at__isnull=True, workload__cluster__name="a"
+    ).order_by("workload_id")[0]
+    WorkloadTotals.objects.filter(pk=unkilled.pk).update(
+        excess_cpu_millicores=F("excess_cpu_millicores") + 10_000
+    )
+    assert savings(groups=True) == from_groups
+    assert savings(groups=False) != from_groups

@@ -233,3 +233,38 @@ def test_a_failure_to_store_the_totals_never_hides_the_refreshs_own(
     with pytest.raises(RuntimeError, match="totals table locked"):
         refresh_cluster(cluster_id=simulated.pk, now=NOW)
     assert simulated.runs.get().error.startswith("totals failed: ")
+
+
+def test_the_namespaces_read_are_the_shown_workloads_once_stored():
+    # The list's namespace choices: those of the shown workloads (active, of an
+    # enabled cluster), from the stored rows of a cluster that has them.
+    now = timezone.now()
+    cluster, off = on_and_off()
+    varied_fleet(now, cluster_of=lambda index: off if index % 11 == 0 else cluster)
+    Workload.objects.filter(cluster=cluster, name__endswith="1").update(
+        namespace="team-b"
+    )
+    gone = make_workload(cluster, "gone", namespace="only-inactive")
+    Workload.objects.filter(pk=gone.pk).update(is_active=False)
+    make_workload(off, "hidden", namespace="of-a-disabled-cluster")
+    other = make_cluster("other")
+    make_workload(other, "api", namespace="never-stored")
+
+    def shown() -> list[str]:
+        return list(
+            Workload.objects.shown()
+            .order_by("namespace")
+            .values_list("namespace", flat=True)
+            .distinct()
+        )
+
+    computed = namespace_totals.namespaces()
+    assert computed == shown() == ["default", "never-stored", "team-b"]
+    namespace_totals.store(cluster=cluster, now=now)
+    assert namespace_totals.namespaces() == computed
+
+    # Read from the stored rows: a namespace shows once the refresh stores it.
+    make_workload(cluster, "new", namespace="new")
+    assert namespace_totals.namespaces() == computed
+    namespace_totals.store(cluster=cluster, now=now)
+    assert namespace_totals.namespaces() == shown()

@@ -37,7 +37,7 @@ from recommender.models.provisioning import (
     workload_facts,
 )
 from recommender.services.dashboard import ordering as sorting
-from recommender.services.readmodels import workload_totals
+from recommender.services.readmodels import namespace_totals, workload_totals
 from recommender.services.readmodels.provisioning import Prices, risk_rules
 
 logger = logging.getLogger(__name__)
@@ -271,6 +271,9 @@ def list_workloads(
         ids: Any = annotated.order_by(*order).values_list("pk", flat=True)
         if count is None:
             ids = _CountedIds(ids, page=page, per_page=per_page)
+    elif order == sorting.DEFAULT_WORKLOAD_ORDERING:
+        by_cluster = sorting.ByCluster(qs)
+        ids, count = by_cluster, by_cluster.count
     else:
         ids = qs.order_by(*order).values_list("pk", flat=True)
     paginator = _Paginator(ids, per_page, count=count)
@@ -341,15 +344,10 @@ def filter_choices() -> dict[str, list[str]]:
         .order_by("name")
         .values_list("name", flat=True)
     )
-    namespaces = list(
-        Workload.objects.shown()
-        .order_by("namespace")
-        .values_list("namespace", flat=True)
-        .distinct()
-    )
     return {
         "clusters": clusters,
-        "namespaces": namespaces,
+        # As the refresh last stored them (namespace_totals.store).
+        "namespaces": namespace_totals.namespaces(),
         "kinds": list(Workload.Kind.values),
         "modes": list(Policy.Mode.values),
     }

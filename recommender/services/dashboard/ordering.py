@@ -8,6 +8,12 @@ dashboard's older ``sort=`` values stay accepted as aliases (``LEGACY_SORTS``).
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+from django.db.models import Count, QuerySet
+
+if TYPE_CHECKING:
+    from recommender.models import Workload
 
 # Sort keys and the fields they order by (``-key`` for descending).
 WORKLOAD_ORDERING = {
@@ -73,3 +79,68 @@ def orders_by_facts(ordering: list[str] | None) -> bool:
     return any(
         WORKLOAD_ORDERING[key.lstrip("-")] in FACT_FIELDS for key in ordering or []
     )
+
+
+class ByCluster:
+    """The ids of ``workloads`` in the default order (``DEFAULT_WORKLOAD_ORDERING``:
+    cluster name, then the natural key, then id) for a paginator (the dashboard's
+    and the API's), one cluster at a time: the rows of each cluster are counted in
+    one grouped query, and a page is read from the clusters it spans, the first and
+    the last each in its natural key's index order and those between (each fewer
+    rows than a page) in one query. Sorting every workload by its cluster's name to
+    cut one page cost 0.1-0.4 s at 50,000 workloads."""
+
+    def __init__(self, workloads: QuerySet[Workload]) -> None:
+        self._workloads = workloads
+        self._counts: list[tuple[int, int]] | None = None
+
+    def _per_cluster(self) -> list[tuple[int, int]]:
+        """(cluster id, rows) of each cluster with rows, by cluster name."""
+        if self._counts is None:
+            self._counts = [
+                (cluster_id, rows)
+                for _, cluster_id, rows in self._workloads.order_by()
+                .values("cluster__name", "cluster_id")
+                .annotate(rows=Count("pk"))
+                .order_by("cluster__name")
+                .values_list("cluster__name", "cluster_id", "rows")
+            ]
+        return self._counts
+
+    def count(self) -> int:
+        """The number of rows."""
+        return sum(rows for _, rows in self._per_cluster())
+
+    def __getitem__(self, window: slice) -> list[int]:
+        start, stop = window.start or 0, window.stop
+        # (cluster id, its first and last row in the window) of the clusters spanned.
+        spanned: list[tuple[int, int, int]] = []
+        before = 0  # rows of the clusters before this one
+        for cluster_id, rows in self._per_cluster():
+            if before >= stop:
+                break
+            if start < before + rows:
+                spanned.append(
+                    (cluster_id, max(start - before, 0), min(stop - before, rows))
+                )
+            before += rows
+        if not spanned:
+            return []
+        order = DEFAULT_WORKLOAD_ORDERING
+
+        def part(cluster_id: int, low: int, high: int) -> list[int]:
+            of_cluster = self._workloads.filter(cluster_id=cluster_id)
+            return list(
+                of_cluster.order_by(*order[1:]).values_list("pk", flat=True)[low:high]
+            )
+
+        ids = part(*spanned[0])
+        if len(spanned) > 2:
+            ids.extend(
+                self._workloads.filter(cluster_id__in=[c for c, _, _ in spanned[1:-1]])
+                .order_by(*order)
+                .values_list("pk", flat=True)
+            )
+        if len(spanned) > 1:
+            ids.extend(part(*spanned[-1]))
+        return ids

@@ -29,7 +29,7 @@ from recommender.models.provisioning import (
     risk_score,
     workload_facts,
 )
-from recommender.services.readmodels import namespace_totals
+from recommender.services.readmodels import namespace_totals, workload_totals
 from recommender.services.readmodels.namespace_savings import namespace_savings
 from recommender.services.readmodels.namespace_totals import (
     CONFIDENCE_BANDS,
@@ -123,14 +123,14 @@ def _at_risk(
 ) -> tuple[int, list[Workload], int]:
     """How many shown workloads are at risk, the ``limit`` riskiest (OOM kills, then
     the largest shortfall; then the largest savings) with their facts, and the OOM
-    kills of the last RECENT_OOM_WINDOW: two small queries.
+    kills of the last RECENT_OOM_WINDOW: four small queries.
 
     The risk score of every workload comes from the few containers that carry one:
     recent OOM kills, and the ``shortfalls`` of the namespaces' totals
     (``Container.with_provisioning``'s rule), rather than from
     ``Workload.with_provisioning`` over every workload (1.5 s at 65,000 workloads);
-    only the candidates for the top rows are loaded, and their savings (the
-    tie-break) computed in Python.
+    the candidates' savings (the tie-break) are read as the list reads them, and
+    only the rows shown are loaded, their savings computed in Python.
     """
     rules = risk_rules(now)
     ooms: dict[int, int] = {}
@@ -153,13 +153,28 @@ def _at_risk(
         for pk in ooms.keys() | shortfalls.keys()
     }
     # Ties on the score are ordered by savings: every workload scoring at least the
-    # limit-th score is a candidate.
+    # limit-th score is a candidate. In a fleet of like workloads thousands tie (one
+    # shortfall percent), so their savings come from the list's own annotation (the
+    # stored parts when complete, workload_totals.with_facts) in one query, and only
+    # the rows shown are loaded with their containers.
     scores = sorted(risk.values(), reverse=True)
     floor = scores[limit - 1] if 0 < limit <= len(scores) else 0
     candidates = [pk for pk, score in risk.items() if score >= floor]
+    # (The annotation's name, which the type checker does not know of the model.)
+    fields = ("pk", "savings")
+    ranked_savings: dict[int, float | None] = dict(
+        workload_totals.with_facts(
+            Workload.objects.filter(pk__in=candidates), prices=prices, rules=rules
+        )
+        .order_by()
+        .values_list(*fields)
+    )
+    shown = sorted(
+        ranked_savings,
+        key=lambda pk: (-risk[pk], -(ranked_savings[pk] or 0.0), pk),
+    )[: max(limit, 0)]
     top: list[Workload] = []
-    savings: dict[int, float] = {}
-    loaded = Workload.objects.filter(pk__in=candidates).prefetch_related(
+    loaded = Workload.objects.filter(pk__in=shown).prefetch_related(
         Prefetch(
             "containers",
             queryset=Container.objects.recommended().select_related(
@@ -180,7 +195,6 @@ def _at_risk(
             )
             for container in workload.containers.all()
         )
-        savings[workload.pk] = facts.savings
         # The attributes with_provisioning would annotate, as the template reads.
         for name, value in (
             ("recent_ooms", ooms.get(workload.pk, 0)),
@@ -190,7 +204,7 @@ def _at_risk(
         ):
             setattr(workload, name, value)
         top.append(workload)
-    top.sort(key=lambda w: (-risk[w.pk], -savings[w.pk], w.pk))
+    top.sort(key=lambda w: shown.index(w.pk))
     return len(risk), top[:limit], oom_count
 
 

@@ -40,9 +40,13 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce, RowNumber
 
-from recommender.models import Cluster, Container, NamespaceTotals
+from recommender.models import Cluster, Container, NamespaceTotals, Workload
 from recommender.models.provisioning import no_data_q, pods_billed_sql
-from recommender.services.readmodels import label_rollups, workload_totals
+from recommender.services.readmodels import (
+    group_totals,
+    label_rollups,
+    workload_totals,
+)
 from recommender.services.readmodels.provisioning import risk_rules
 
 # Per namespace, the containers without a recommendation kept for the overview's list
@@ -296,7 +300,39 @@ def store(*, cluster: Cluster, now: datetime, namespace: str | None = None) -> i
             cluster_id=cluster.pk, now=now, namespace=namespace, computed=parts
         )
         label_rollups.store(cluster_id=cluster.pk, namespace=namespace)
+        group_totals.store(
+            cluster_id=cluster.pk, rules=risk_rules(now), namespace=namespace
+        )
     return len(facts)
+
+
+def namespaces() -> list[str]:
+    """The namespaces with a shown workload (active, of an enabled cluster), sorted:
+    the stored rows' of clusters that have them (one row per namespace with an
+    active workload), the workloads' of the others (a distinct over every shown
+    workload cost 60 ms at 50,000 workloads)."""
+    stored: list[int] = []
+    computed: list[int] = []
+    for pk, totals_at in Cluster.objects.filter(is_enabled=True).values_list(
+        "pk", "totals_at"
+    ):
+        (computed if totals_at is None else stored).append(pk)
+    found: set[str] = set()
+    if stored:
+        found.update(
+            NamespaceTotals.objects.filter(cluster_id__in=stored)
+            .order_by()
+            .values_list("namespace", flat=True)
+            .distinct()
+        )
+    if computed:
+        found.update(
+            Workload.objects.filter(cluster_id__in=computed, is_active=True)
+            .order_by()
+            .values_list("namespace", flat=True)
+            .distinct()
+        )
+    return sorted(found)
 
 
 def read(*, now: datetime) -> list[NamespaceFacts]:

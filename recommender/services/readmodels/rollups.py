@@ -23,7 +23,7 @@ from django.db.models.fields.json import KeyTextTransform
 from recommender.cluster import label_selector
 from recommender.errors import InvalidInput
 from recommender.models import NodePool, ProvisioningStatus, Workload
-from recommender.services.readmodels import label_rollups
+from recommender.services.readmodels import group_totals, label_rollups
 from recommender.services.readmodels.node_pools import node_pools
 from recommender.services.readmodels.provisioning import Prices, risk_rules
 from recommender.services.readmodels.realized import realized_savings
@@ -206,9 +206,17 @@ def rollup(
     if stored:
         # Summed by the database, but the few workloads with recent OOM kills: the
         # count of each one's kills, inlined in every sum of a fact, cost 1 s.
+        live = annotated
+        stored_sums: Iterable[tuple[tuple[Any, ...], dict[str, Any]]] = ()
+        if group_totals.is_usable(prices=prices, key=key if by == "label" else None):
+            # The sums the refresh stored per group of the workloads without a
+            # stored OOM kill; only those with one (a few) are summed here.
+            stored_sums = group_totals.group_sums(group_fields, cluster=cluster)
+            live = annotated.filter(totals__latest_oom_at__isnull=False)
         sums = itertools.chain(
+            stored_sums,
             label_rollups.group_sums(
-                annotated, group_fields, ProvisioningStatus.LABELS, rules
+                live, group_fields, ProvisioningStatus.LABELS, rules
             ),
             _per_workload(
                 label_rollups.killed_rows(annotated, group_fields, rules),
