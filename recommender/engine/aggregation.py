@@ -534,7 +534,7 @@ class AggregateSet:
             a_rows = self.series_row[sid[by_time[app]]]
             distinct, tidx = np.unique(a_t, return_inverse=True)
             acc_sid = s_sid[acc]
-            first_of_series = np.r_[True, acc_sid[1:] != acc_sid[:-1]]
+            first_of_series = np.concatenate(([True], acc_sid[1:] != acc_sid[:-1]))
             touched, touched_first = _first_per_row(
                 self.series_row[acc_sid[first_of_series]], s_t[acc[first_of_series]]
             )
@@ -547,7 +547,9 @@ class AggregateSet:
                 touched=touched,
                 touched_first_s=touched_first,
             )
-            bounds = np.r_[0, np.nonzero(acc_sid[1:] != acc_sid[:-1])[0] + 1, acc.size]
+            bounds = np.concatenate(
+                ([0], np.nonzero(acc_sid[1:] != acc_sid[:-1])[0] + 1, [acc.size])
+            )
             u_sid = acc_sid[bounds[:-1]]
             self._update_cpu_stats(
                 u_sid,
