@@ -532,7 +532,12 @@ class AggregateSet:
             app = np.sort(rank[by_series[acc]])  # accepted, in application order
             a_t = t[by_time[app]]
             a_rows = self.series_row[sid[by_time[app]]]
-            distinct, tidx = np.unique(a_t, return_inverse=True)
+            # a_t is in time order: its distinct times, and each one's, without a sort
+            # (what np.unique(a_t, return_inverse=True) answers).
+            new_time = np.empty(a_t.size, dtype=bool)
+            new_time[0] = True
+            np.not_equal(a_t[1:], a_t[:-1], out=new_time[1:])
+            distinct, tidx = a_t[new_time], np.cumsum(new_time) - 1
             acc_sid = s_sid[acc]
             first_of_series = np.concatenate(([True], acc_sid[1:] != acc_sid[:-1]))
             touched, touched_first = _first_per_row(
