@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timedelta
@@ -22,15 +23,14 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
-from kombu.exceptions import OperationalError as KombuError
 from kombu.utils.json import dumps, loads
-from redis.exceptions import RedisError
 
 from recommender.errors import InvalidInput, NotFound, SourceUnavailable
 from recommender.models import Cluster, Workload
+from recommender.services.access import heavy_jobs
 from recommender.services.operations import retention, runs
 from recommender.services.refresh import chunking, cycle, expiry
-from recommender.services.replay import whatif_jobs
+from recommender.services.replay import namespace_compare, whatif_jobs
 
 logger = logging.getLogger(__name__)
 
@@ -338,25 +338,39 @@ def compare_namespace(
     (settings.CELERY_TASK_ROUTES); its progress and answer go to the cache under
     ``token`` (services/replay/namespace_compare.py); ``who``'s job slot is given
     back."""
-    from recommender.services.replay.namespace_compare import run_stored
-
-    run_stored(token, params, now=_parse_now(now), who=who)
+    namespace_compare.run_stored(token, params, now=_parse_now(now), who=who)
     return {"token": token}
+
+
+def start_compare_namespace(params: dict[str, Any], *, who: str) -> str:
+    """Queue a namespace comparison (``params``: ``compare_namespace``'s keyword
+    arguments but ``now``) on the heavy queue, or follow an identical one: its token.
+    Throttled and SourceUnavailable as ``start_what_if``: a comparison the broker
+    refused holds no slot and is not followed."""
+    return heavy_jobs.start_background(
+        kind=namespace_compare.KIND,
+        params=params,
+        who=who,
+        new_token=namespace_compare.new_token,
+        send=lambda token: compare_namespace.delay(token, params, who=who),
+        now_s=time.time(),
+    )
 
 
 def start_what_if(params: dict[str, Any], *, who: str, now: datetime) -> str:
     """Queue a what-if (``params``: ``what_if``'s keyword arguments but ``now``) on
     the heavy queue, or follow an identical one: its token. Throttled past ``who``'s
     budgets; SourceUnavailable while the cache or the broker is away (a job that could
-    not be queued is not followed by identical requests and holds no slot)."""
-    admitted = whatif_jobs.admit(params, who=who)
-    if admitted.is_new:
-        try:
-            what_if.delay(admitted.token, params, now=now.isoformat(), who=who)
-        except (KombuError, RedisError) as exc:
-            whatif_jobs.release(params=params, who=who)
-            raise whatif_jobs.away(exc) from None
-    return admitted.token
+    not be queued is not followed by identical requests and holds no slot:
+    ``heavy_jobs.start_background``)."""
+    return heavy_jobs.start_background(
+        kind=whatif_jobs.KIND,
+        params=params,
+        who=who,
+        new_token=whatif_jobs.new_token,
+        send=lambda token: what_if.delay(token, params, now=now.isoformat(), who=who),
+        now_s=time.time(),
+    )
 
 
 @shared_task(bind=True, base=JsonTask, name="recommender.tasks.what_if")

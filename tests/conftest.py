@@ -111,3 +111,18 @@ def migrate_to() -> Iterator[Callable[[str], Any]]:
     yield migrate
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.fixture
+def redis_away(settings: Any) -> None:
+    """The cache pointed at a loopback port nothing listens on: Redis really away."""
+    from benchmarks.bench_slowloris import free_port
+
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    settings.REDIS_URL = url
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": url,
+        }
+    }

@@ -532,9 +532,14 @@ class AggregateSet:
             app = np.sort(rank[by_series[acc]])  # accepted, in application order
             a_t = t[by_time[app]]
             a_rows = self.series_row[sid[by_time[app]]]
-            distinct, tidx = np.unique(a_t, return_inverse=True)
+            # a_t is in time order: its distinct times, and each one's, without a sort
+            # (what np.unique(a_t, return_inverse=True) answers).
+            new_time = np.empty(a_t.size, dtype=bool)
+            new_time[0] = True
+            np.not_equal(a_t[1:], a_t[:-1], out=new_time[1:])
+            distinct, tidx = a_t[new_time], np.cumsum(new_time) - 1
             acc_sid = s_sid[acc]
-            first_of_series = np.r_[True, acc_sid[1:] != acc_sid[:-1]]
+            first_of_series = np.concatenate(([True], acc_sid[1:] != acc_sid[:-1]))
             touched, touched_first = _first_per_row(
                 self.series_row[acc_sid[first_of_series]], s_t[acc[first_of_series]]
             )
@@ -547,7 +552,9 @@ class AggregateSet:
                 touched=touched,
                 touched_first_s=touched_first,
             )
-            bounds = np.r_[0, np.nonzero(acc_sid[1:] != acc_sid[:-1])[0] + 1, acc.size]
+            bounds = np.concatenate(
+                ([0], np.nonzero(acc_sid[1:] != acc_sid[:-1])[0] + 1, [acc.size])
+            )
             u_sid = acc_sid[bounds[:-1]]
             self._update_cpu_stats(
                 u_sid,

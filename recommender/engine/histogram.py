@@ -242,7 +242,14 @@ class HistogramBatch:
         self.total[rows] = np.where(tot < eps, 0.0, tot)
         cur = self.weight[rows, buckets] - weights
         self.weight[rows, buckets] = np.where(cur < eps, 0.0, cur)
-        self.recompute_bounds(rows)
+        # updateMinAndMaxBucket moves a bound only past a bucket below epsilon: a row
+        # whose min and max buckets both still hold epsilon keeps its bounds as they
+        # are (most subtractions take a peak off a bucket inside the bounds).
+        moves = (self.weight[rows, self.min_bucket[rows]] < eps) | (
+            self.weight[rows, self.max_bucket[rows]] < eps
+        )
+        if moves.any():
+            self.recompute_bounds(rows[moves])
 
     def scale(self, rows: np.ndarray, factors: np.ndarray) -> None:
         """Upstream ``scale``: multiply weights in [min, max] and total; fix bounds."""

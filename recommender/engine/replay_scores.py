@@ -125,7 +125,11 @@ def _group_percentile(
     values: np.ndarray, group: np.ndarray, size: int, q: float
 ) -> np.ndarray:
     """numpy's linear percentile of each group's values (NaN for an empty group)."""
-    order = np.lexsort((values, group))
+    # By group, then value (the same sorted values as ``np.lexsort((values, group))``,
+    # about twice as fast: a stable radix sort of the narrow group numbers).
+    order = np.argsort(values)
+    narrow = group[order].astype(np.min_scalar_type(max(size - 1, 0)))
+    order = order[np.argsort(narrow, kind="stable")]
     v, g = values[order], group[order]
     counts = np.bincount(g, minlength=size)
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))

@@ -78,8 +78,8 @@ def memory_peak_ops(
 ) -> tuple[PeakOps, tuple[np.ndarray, ...]]:
     """Window peaks of accepted samples: (ops, (series, last_t, end, peak, oom))."""
     n = sid.size
-    s_start = np.r_[0, np.nonzero(sid[1:] != sid[:-1])[0] + 1]
-    s_count = np.diff(np.r_[s_start, n])
+    s_start = np.concatenate(([0], np.nonzero(sid[1:] != sid[:-1])[0] + 1))
+    s_count = np.diff(np.concatenate((s_start, [n])))
     u_sid = sid[s_start]
     we0 = window_end_s[u_sid].copy()
     fresh = np.isnan(we0)
@@ -93,7 +93,7 @@ def memory_peak_ops(
     flag[0] = True
     flag[1:] = (sid[1:] != sid[:-1]) | (wid[1:] != wid[:-1])
     seg_start = np.nonzero(flag)[0]
-    seg_len = np.diff(np.r_[seg_start, n])
+    seg_len = np.diff(np.concatenate((seg_start, [n])))
     seg_sid = sid[seg_start]
     seg_wid = wid[seg_start]
     seg_we0 = we0_e[seg_start]
@@ -113,14 +113,18 @@ def memory_peak_ops(
     has_sub = rec_prev != -np.inf
     sub = rec[has_sub]
     ops = PeakOps(
-        series=np.r_[sid[sub], sid[rec]].astype(np.int64),
-        position=np.r_[sub, rec].astype(np.int64),
-        kind=np.r_[np.full(sub.size, SUBTRACT), np.full(rec.size, ADD)].astype(np.int8),
-        value_bytes=np.r_[rec_prev[has_sub], v[rec]],
-        time_s=np.r_[seg_end[seg_of[has_sub]], seg_end[seg_of]],
+        series=np.concatenate((sid[sub], sid[rec])).astype(np.int64),
+        position=np.concatenate((sub, rec)).astype(np.int64),
+        kind=np.concatenate(
+            (np.full(sub.size, SUBTRACT, np.int8), np.full(rec.size, ADD, np.int8))
+        ),
+        value_bytes=np.concatenate((rec_prev[has_sub], v[rec])),
+        time_s=np.concatenate((seg_end[seg_of[has_sub]], seg_end[seg_of])),
     )
     # New state from each series' last segment.
-    last_seg = np.r_[np.nonzero(seg_sid[1:] != seg_sid[:-1])[0], seg_sid.size - 1]
+    last_seg = np.concatenate(
+        (np.nonzero(seg_sid[1:] != seg_sid[:-1])[0], [seg_sid.size - 1])
+    )
     last_elem = seg_start[last_seg] + seg_len[last_seg] - 1
     seg_max = np.maximum(prev[last_elem], v[last_elem])
     opening = v[seg_start[last_seg]]
@@ -150,19 +154,30 @@ def replay_memory_ops(
     kind = ops.kind[idx]
     times = ops.time_s[idx]
     buckets = hist.options.find_bucket(ops.value_bytes[idx])
-    starts = np.r_[0, np.nonzero(rows[1:] != rows[:-1])[0] + 1]
-    step = np.arange(m) - np.repeat(starts, np.diff(np.r_[starts, m]))
-    by_step = np.argsort(step, kind="stable")
-    bounds = np.searchsorted(step[by_step], np.arange(int(step.max()) + 2))
+    starts = np.concatenate(([0], np.nonzero(rows[1:] != rows[:-1])[0] + 1))
+    step = np.arange(m) - np.repeat(starts, np.diff(np.concatenate((starts, [m]))))
     # Every step's factors at once, unless a step shifts a reference (then step by
     # step, as that changes the later steps' factors).
     settled = hist.settled_decay_factors(rows, times)
+    if settled is not None:
+        # Grouped by step, each step's subtractions before its additions: every step
+        # is two slices (the rows of a step are distinct, so their order within it
+        # does not matter).
+        key = 2 * step + (kind == ADD)
+        by_key = np.argsort(key, kind="stable")
+        cuts = np.searchsorted(key[by_key], np.arange(2 * int(step.max()) + 3))
+        rows, buckets, factors = rows[by_key], buckets[by_key], settled[by_key]
+        for k in range(0, cuts.size - 2, 2):
+            a, b, c = cuts[k], cuts[k + 1], cuts[k + 2]
+            hist.subtract_step(rows[a:b], buckets[a:b], factors[a:b])
+            hist.add_step(rows[b:c], buckets[b:c], factors[b:c])
+        return
+    by_step = np.argsort(step, kind="stable")
+    bounds = np.searchsorted(step[by_step], np.arange(int(step.max()) + 2))
     for k in range(bounds.size - 1):
         sel = by_step[bounds[k] : bounds[k + 1]]
         r = rows[sel]
-        w = 1.0 * (
-            hist.decay_factors(r, times[sel]) if settled is None else settled[sel]
-        )
+        w = 1.0 * hist.decay_factors(r, times[sel])
         is_add = kind[sel] == ADD
         sub = ~is_add
         hist.subtract_step(r[sub], buckets[sel][sub], w[sub])

@@ -7,7 +7,6 @@ in the cache (services/replay/namespace_compare.py).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 from urllib.parse import urlencode
 
@@ -17,22 +16,19 @@ from django.views.decorators.http import require_http_methods
 
 from recommender import tasks
 from recommender.engine import DEFAULT_PROFILE, PROFILES
-from recommender.errors import InvalidInput, Throttled
+from recommender.errors import InvalidInput, SourceUnavailable, Throttled
 from recommender.models import Cluster, Workload
 from recommender.roles import Role
-from recommender.services.access import heavy_jobs
 from recommender.services.replay.namespace_compare import (
     DEFAULT_WORST,
-    KIND,
     MAX_WORST,
     check_request,
-    new_token,
     stored,
 )
 from recommender.services.replay.replay import parse_settings
 from recommender.services.replay.whatif import DEFAULT_DAYS, MAX_DAYS
 from recommender.web.access import require_role
-from recommender.web.whatif_views import METRICS, _cell
+from recommender.web.whatif_views import METRICS, _cell, page_status
 
 WORST_COLUMNS = (
     ("a_memory_overrun_days_pct", "{:.2f}"),
@@ -103,20 +99,23 @@ def cluster_compare(request: HttpRequest, pk: int) -> HttpResponse:
             return render(request, "recommender/compare.html", context)
         # Long replays run in the background (a worker on the heavy queue; in-process
         # without Redis); the page then follows the run until its answer is there.
-        who = f"user-{request.user.pk}"
         try:
-            admitted = heavy_jobs.admit_background(
-                kind=KIND, params=params, who=who, token=new_token(), now_s=time.time()
-            )
-        except Throttled as exc:
+            token = tasks.start_compare_namespace(params, who=f"user-{request.user.pk}")
+        except (Throttled, SourceUnavailable) as exc:
             context["errors"] = [exc.message]
-            return render(request, "recommender/compare.html", context, status=429)
-        if admitted.is_new:
-            tasks.compare_namespace.delay(admitted.token, params, who=who)
+            return render(
+                request, "recommender/compare.html", context, status=page_status(exc)
+            )
         shown = {k: v for k, v in query.dict().items() if k != "csrfmiddlewaretoken"}
-        return redirect(f"{request.path}?{urlencode({**shown, 'run': admitted.token})}")
+        return redirect(f"{request.path}?{urlencode({**shown, 'run': token})}")
     if token:
-        state = stored(token)
+        try:
+            state = stored(token)
+        except SourceUnavailable as exc:
+            context["errors"] = [exc.message]
+            return render(
+                request, "recommender/compare.html", context, status=page_status(exc)
+            )
         if state is None:
             context["errors"] = [
                 "this comparison has expired or is unknown; run it again"

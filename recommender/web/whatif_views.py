@@ -15,7 +15,13 @@ from django.views.decorators.http import require_http_methods
 
 from recommender import tasks
 from recommender.engine import PROFILES
-from recommender.errors import InvalidInput, NotFound, Throttled, VpawebError
+from recommender.errors import (
+    InvalidInput,
+    NotFound,
+    SourceUnavailable,
+    Throttled,
+    VpawebError,
+)
 from recommender.models import Workload
 from recommender.roles import Role
 from recommender.services.access import heavy_jobs
@@ -45,6 +51,17 @@ def _cell(value: Any, fmt: str) -> str:
     return "–" if value is None else fmt.format(value)
 
 
+def page_status(exc: VpawebError) -> int:
+    """The status of a what-if or comparison page that says ``exc``, as the API
+    answers it: 429 for a spent budget, 503 while the cache, the broker or the
+    cluster's source is away; 200 for a mistake the form names."""
+    if isinstance(exc, Throttled):
+        return 429
+    if isinstance(exc, SourceUnavailable):
+        return 503
+    return 200
+
+
 @require_http_methods(["GET", "POST"])
 @require_role(Role.VIEWER)
 def workload_what_if(request: HttpRequest, pk: int) -> HttpResponse:
@@ -68,8 +85,13 @@ def workload_what_if(request: HttpRequest, pk: int) -> HttpResponse:
         "page": "workloads",
     }
     token = request.GET.get("run", "")
+    status = 200
     if request.method == "GET" and token:
-        _follow(context, token)
+        try:
+            _follow(context, token)
+        except SourceUnavailable as exc:
+            context["errors"] = [exc.message]
+            status = page_status(exc)
     if request.method == "POST":
         who = f"user-{request.user.pk}"
         try:
@@ -102,9 +124,6 @@ def workload_what_if(request: HttpRequest, pk: int) -> HttpResponse:
                     days=days_text,
                     now=timezone.now(),
                 )
-        except Throttled as exc:
-            context["errors"] = [exc.message]
-            return render(request, "recommender/whatif.html", context, status=429)
         except InvalidInput as exc:
             context["errors"] = [
                 f"{name}: {'; '.join(msgs)}" for name, msgs in exc.fields.items()
@@ -113,11 +132,12 @@ def workload_what_if(request: HttpRequest, pk: int) -> HttpResponse:
             if "workload" in exc.message and "does not exist" in exc.message:
                 raise Http404(exc.message) from None
             context["errors"] = [exc.message]
-        except VpawebError as exc:  # the cluster or its source cannot be read
+        except VpawebError as exc:  # a budget, the cache, the cluster or its source
             context["errors"] = [exc.message]
+            status = page_status(exc)
         else:
             _add_result(context, result)
-    return render(request, "recommender/whatif.html", context)
+    return render(request, "recommender/whatif.html", context, status=status)
 
 
 def _follow(context: dict[str, Any], token: str) -> None:

@@ -1,30 +1,16 @@
 """The cache (Redis) away: liveness unchanged, readiness names it (degraded, still
 serving: pages and the API read the database), and what needs it (the budgets of
-comparisons and what-ifs) answers a clear 503 instead of a server error."""
+comparisons and what-ifs, their progress and answers) answers a clear 503 instead of a
+server error."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-import pytest
 from django.test import Client
 
-from benchmarks.bench_slowloris import free_port
 from recommender.models import Workload
-
-
-@pytest.fixture
-def redis_away(settings) -> None:
-    """The cache pointed at a loopback port nothing listens on."""
-    url = f"redis://127.0.0.1:{free_port()}/0"
-    settings.REDIS_URL = url
-    settings.CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": url,
-        }
-    }
 
 
 def test_with_the_cache_up_readiness_says_so(client: Client, settings, db) -> None:
@@ -54,6 +40,16 @@ def test_with_the_cache_away_a_what_if_is_a_clear_503(
         json.dumps({"profile": "vpa", "days": 1}),
         content_type="application/json",
     )
+    assert response.status_code == 503, response.content
+    error = response.json()["error"]
+    assert error["code"] == "source_unavailable"
+    assert "the cache (Redis) is away" in error["message"]
+
+
+def test_with_the_cache_away_following_a_what_if_job_is_a_clear_503(
+    read_client: Client, redis_away: None
+) -> None:
+    response = read_client.get("/api/v1/what-if-jobs/0123abcd")
     assert response.status_code == 503, response.content
     error = response.json()["error"]
     assert error["code"] == "source_unavailable"

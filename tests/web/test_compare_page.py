@@ -204,3 +204,50 @@ def test_identical_comparisons_run_once_and_a_user_has_a_budget(
     assert third.status_code == 429
     assert "at most 2 comparisons and what-ifs at once" in third.content.decode()
     assert len(queued) == 2
+
+
+def test_with_redis_away_the_page_says_so_with_a_503(
+    viewer_client: Client, redis_away: None
+) -> None:
+    cluster, namespace = _sim_namespace()
+    url = f"/clusters/{cluster.pk}/compare"
+    # The form reads only the database: it is still there.
+    assert viewer_client.get(url).status_code == 200
+    # Starting one needs the cache (budgets, dedupe, progress): a clear 503, not a 500.
+    started = viewer_client.post(url, {"namespace": namespace, **QUERY})
+    assert started.status_code == 503
+    page = started.content.decode()
+    assert "the cache (Redis) is away" in page
+    assert 'data-testid="compare-form"' in page
+    # Following one reads its progress from the cache: the same.
+    followed = viewer_client.get(url, {"namespace": namespace, "run": "0123abcd"})
+    assert followed.status_code == 503
+    assert "the cache (Redis) is away" in followed.content.decode()
+
+
+def test_a_comparison_the_broker_refused_is_a_503_and_holds_nothing(
+    viewer_client: Client, monkeypatch, settings
+) -> None:
+    from kombu.exceptions import OperationalError
+
+    from recommender import tasks
+
+    sent: list[str] = []
+
+    def broker_away(token: str, *args, **kwargs) -> None:
+        sent.append(token)
+        raise OperationalError("Error 111 connecting to 127.0.0.1:6379")
+
+    monkeypatch.setattr(tasks.compare_namespace, "delay", broker_away)
+    settings.HEAVY_JOBS_RUNNING = 1
+    cluster, namespace = _sim_namespace()
+    url = f"/clusters/{cluster.pk}/compare"
+    refused = viewer_client.post(url, {"namespace": namespace, **QUERY})
+    assert refused.status_code == 503
+    assert "Error 111" in refused.content.decode()
+    # Not followed by the identical request, and its slot was given back: the same
+    # request is sent again (a second send), not answered with a run that never
+    # runs nor refused as one too many at once.
+    again = viewer_client.post(url, {"namespace": namespace, **QUERY})
+    assert again.status_code == 503
+    assert len(sent) == 2

@@ -65,7 +65,8 @@ def test_an_unreadable_cluster_is_said_on_the_page(viewer_client: Client) -> Non
     response = viewer_client.post(
         f"/workloads/{workload.pk}/what-if", {"profile": "vpa", "days": "1"}
     )
-    assert response.status_code == 200
+    # Said on the form with the API's status for it (503 source_unavailable).
+    assert response.status_code == 503
     assert (
         "cannot load context &#x27;no-such-context&#x27;" in response.content.decode()
     )
@@ -131,3 +132,19 @@ def test_the_page_shows_the_replicas_an_hpa_would_have_run(
     assert "web-hpa: cpu at 70 %, 2–10" in page
     (row,) = response.context["result"]["hpa_replicas"]
     assert f"{row['seen']['mean']} (max {row['seen']['max']})" in page
+
+
+def test_with_redis_away_the_page_says_so_with_a_503(
+    viewer_client: Client, redis_away: None, settings
+) -> None:
+    workload = _sim_workload()
+    url = f"/workloads/{workload.pk}/what-if"
+    assert viewer_client.get(url).status_code == 200
+    for budget in (1000.0, 0.1):  # answered in the request; queued in the background
+        settings.WHATIF_SYNC_CONTAINER_DAYS = budget
+        response = viewer_client.post(url, {"profile": "vpa", "days": "1"})
+        assert response.status_code == 503, budget
+        assert "the cache (Redis) is away" in response.content.decode()
+    followed = viewer_client.get(url, {"profile": "vpa", "run": "0123abcd"})
+    assert followed.status_code == 503
+    assert "the cache (Redis) is away" in followed.content.decode()

@@ -11,7 +11,9 @@
 #   (same parameters) is not run again: its id is answered.
 #
 # A refusal is ``Throttled`` (429 with Retry-After in the API, a message on the page);
-# while the cache is away none is admitted: ``SourceUnavailable`` (503).
+# while the cache is away none is admitted and none is followed: ``SourceUnavailable``
+# (503). A background job the broker refuses holds neither its slot nor its dedupe
+# entry (``start_background``).
 # Background comparisons also run on a Celery queue of their own (``HEAVY_QUEUE``), so
 # the control loops' queue never waits behind them.
 
@@ -20,13 +22,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+from kombu.exceptions import OperationalError as KombuError
 from redis.exceptions import RedisError
 
 from recommender.errors import SourceUnavailable, Throttled
@@ -48,20 +51,22 @@ def _running_key(who: str) -> str:
 
 
 @contextmanager
-def _cache_needed() -> Iterator[None]:
+def cache_needed() -> Iterator[None]:
+    """Turn the cache's failure inside the block into ``SourceUnavailable``: the
+    budgets, progress and answers of comparisons and what-ifs live in the cache."""
     try:
         yield
     except RedisError as exc:
         raise SourceUnavailable(
-            "comparisons and what-ifs cannot be counted against their budgets while "
-            f"the cache (Redis) is away; try again later ({exc})"
+            "comparisons and what-ifs keep their budgets, progress and answers in "
+            f"the cache, and the cache (Redis) is away; try again later ({exc})"
         ) from None
 
 
 def take_slot(*, who: str, now_s: float) -> None:
     """Count one job of ``who`` ("user-7", "token-3") as started; Throttled past a
     budget, SourceUnavailable while the cache is away."""
-    with _cache_needed():
+    with cache_needed():
         _take_slot(who=who, now_s=now_s)
 
 
@@ -133,18 +138,55 @@ def admit_background(
     The slot taken here is given back by the job when it ends
     (``give_slot_back``)."""
     same = _same_key(kind, params)
-    with _cache_needed():
+    with cache_needed():
         existing = cache.get(same)
     if existing is not None:
         logger.info("%s %s: identical to job %s", kind, params, existing)
         return Admitted(token=str(existing), is_new=False)
     take_slot(who=who, now_s=now_s)
-    if not cache.add(same, token, timeout=3600):  # the same request, a moment ago
-        give_slot_back(who=who)
-        return Admitted(token=str(cache.get(same) or token), is_new=False)
+    with cache_needed():
+        if not cache.add(same, token, timeout=3600):  # the same request, a moment ago
+            give_slot_back(who=who)
+            return Admitted(token=str(cache.get(same) or token), is_new=False)
     return Admitted(token=token, is_new=True)
 
 
 def forget_background(*, kind: str, params: dict[str, Any]) -> None:
     """A failed job is not answered to identical requests: they run it again."""
     cache.delete(_same_key(kind, params))
+
+
+def start_background(
+    *,
+    kind: str,
+    params: dict[str, Any],
+    who: str,
+    new_token: Callable[[], str],
+    send: Callable[[str], object],
+    now_s: float,
+) -> str:
+    """Admit a background job (``admit_background``, under a token from
+    ``new_token``) and, if it is new, queue it (``send(token)``: the task's
+    ``delay``); the token to follow. Throttled past ``who``'s budgets;
+    SourceUnavailable while the cache or the broker is away: a job the broker refused
+    is forgotten (an identical request tries again) and its slot is given back."""
+    with cache_needed():
+        token = new_token()
+    admitted = admit_background(
+        kind=kind, params=params, who=who, token=token, now_s=now_s
+    )
+    if admitted.is_new:
+        try:
+            send(admitted.token)
+        except (KombuError, RedisError) as exc:
+            logger.warning("background %s not queued: %s", kind, exc)
+            try:
+                forget_background(kind=kind, params=params)
+                give_slot_back(who=who)
+            except RedisError:  # the cache is away too: both expire by themselves
+                logger.warning("background %s: slot and entry left to expire", kind)
+            raise SourceUnavailable(
+                "comparisons and what-ifs cannot be queued while the broker (Redis) "
+                f"is away; try again later ({exc})"
+            ) from None
+    return admitted.token

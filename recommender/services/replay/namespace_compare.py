@@ -167,10 +167,12 @@ def new_token() -> str:
 
 def stored(token: str) -> dict[str, Any] | None:
     """A background comparison's state: queued, running (with progress from 0 to
-    1), done (with ``result``) or failed (with ``errors``); None once expired."""
+    1), done (with ``result``) or failed (with ``errors``); None once expired;
+    SourceUnavailable while the cache is away."""
     if not token.isalnum():
         return None
-    found: dict[str, Any] | None = cache.get(_key(token))
+    with heavy_jobs.cache_needed():
+        found: dict[str, Any] | None = cache.get(_key(token))
     return found
 
 
@@ -178,7 +180,7 @@ def run_stored(
     token: str, params: dict[str, Any], *, now: datetime, who: str | None = None
 ) -> None:
     """Run one comparison, keeping its progress and answer in the cache; then give
-    ``who``'s slot back (``heavy_jobs.admit_background`` took it)."""
+    ``who``'s slot back (``heavy_jobs.start_background`` took it)."""
     try:
         _run_stored(token, params, now=now)
     finally:

@@ -3,8 +3,8 @@
 A what-if's cost is estimated before it runs in container-days: the workload's
 containers times the days of history replayed (``cost``). Up to
 ``VPAWEB_WHATIF_SYNC_CONTAINER_DAYS`` it is answered in the request; past it, it runs
-on the heavy queue (``tasks.what_if``), admitted like a namespace comparison
-(``heavy_jobs.admit_background``: the user's budgets, an identical request follows
+on the heavy queue (``tasks.what_if``), started like a namespace comparison
+(``heavy_jobs.start_background``: the user's budgets, an identical request follows
 the same job). Its state and answer are kept in the cache under a token (``stored``):
 queued, running, done (``result``: the synchronous answer) or failed (the error).
 """
@@ -12,14 +12,12 @@ queued, running, done (``result``: the synchronous answer) or failed (the error)
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from redis.exceptions import RedisError
 
 from recommender import errors
 from recommender.models import Container
@@ -61,39 +59,13 @@ def new_token() -> str:
 
 
 def stored(token: str) -> dict[str, Any] | None:
-    """A background what-if's state; None when unknown or expired."""
+    """A background what-if's state; None when unknown or expired; SourceUnavailable
+    while the cache is away."""
     if not token.isalnum():
         return None
-    found: dict[str, Any] | None = cache.get(_key(token))
+    with heavy_jobs.cache_needed():
+        found: dict[str, Any] | None = cache.get(_key(token))
     return found
-
-
-def admit(params: dict[str, Any], *, who: str) -> heavy_jobs.Admitted:
-    """Admit a what-if (``params``: ``what_if``'s keyword arguments but ``now``) to the
-    heavy queue under ``who``'s budgets, or follow an identical one. Throttled past the
-    budgets; SourceUnavailable while the cache is away. The caller queues a new one
-    (``tasks.start_what_if``) and calls ``release`` if the broker refuses it."""
-    try:
-        token = new_token()
-    except RedisError as exc:
-        raise away(exc) from None
-    return heavy_jobs.admit_background(
-        kind=KIND, params=params, who=who, token=token, now_s=time.time()
-    )
-
-
-def release(*, params: dict[str, Any], who: str) -> None:
-    """Forget a job the broker refused: no identical request follows it and ``who``
-    gets the slot back."""
-    heavy_jobs.forget_background(kind=KIND, params=params)
-    heavy_jobs.give_slot_back(who=who)
-
-
-def away(exc: Exception) -> errors.SourceUnavailable:
-    logger.warning("background what-if not queued: %s", exc)
-    return errors.SourceUnavailable(
-        f"the what-if could not be queued (Redis is away); try again later ({exc})"
-    )
 
 
 def failure(state: dict[str, Any]) -> errors.VpawebError | None:
@@ -111,7 +83,7 @@ def run_stored(
     token: str, params: dict[str, Any], *, now: datetime, who: str | None = None
 ) -> None:
     """Run one what-if, keeping its state and answer in the cache under ``token``;
-    then give ``who``'s slot back (``heavy_jobs.admit_background`` took it)."""
+    then give ``who``'s slot back (``heavy_jobs.start_background`` took it)."""
     key = _key(token)
     try:
         cache.set(key, {"state": "running"}, STORED_TTL_S)
