@@ -249,6 +249,14 @@ class GroupTotalsAdmin(ReadOnly, admin.ModelAdmin):
     list_filter = ["cluster"]
 
 
+@admin.register(models.UsageHour)
+class UsageHourAdmin(ReadOnly, admin.ModelAdmin):
+    # Written by the refresh (the workload charts' hourly usage).
+    list_display = ["container", "ends_at", "cpu_max_cores", "memory_max_bytes"]
+    list_select_related = ["container"]
+    raw_id_fields = ["container"]
+
+
 @admin.register(models.WorkloadPod)
 class WorkloadPodAdmin(ReadOnly, admin.ModelAdmin):
     # Written by discovery from the pods' owner references.

@@ -15,8 +15,13 @@ from recommender.models import (
     RefreshRun,
     ResizeChange,
 )
+from recommender.services.operations.retention import HISTORIES
 from recommender.services.readmodels import namespace_totals
 from tests.factories import make_cluster, make_recommendation, make_workload
+
+# The runs page: 7, + the storage panel's query per growing table and one for their
+# sizes (PostgreSQL).
+RUNS_PAGE_QUERIES = 7 + sum(history.on_panel for history in HISTORIES) + 1
 
 MI = 2**20
 
@@ -88,9 +93,8 @@ PAGES = {
     # the groups' count, the page's groups, their pods, their rejection reasons
     "/changes/": 10,
     "/audit/": 8,
-    # + the storage panel: a query per growing table (9), and their sizes
-    "/runs/": 17,
-    "/runs/?kind=backfill&status=running": 17,
+    "/runs/": RUNS_PAGE_QUERIES,
+    "/runs/?kind=backfill&status=running": RUNS_PAGE_QUERIES,
 }
 
 

@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from recommender.models import Cluster, RefreshRun
 from recommender.services.refresh.backfill import backfill_cluster
 from tests.factories import make_cluster
+from tests.web.test_queries import RUNS_PAGE_QUERIES
 
 pytestmark = pytest.mark.django_db
 
@@ -172,8 +173,7 @@ def test_runs_page_has_bounded_queries(viewer_client, django_assert_max_num_quer
         viewer_client.get("/runs/")
     grow(100, 30)
 
-    # + the storage panel: a query per growing table (9), and their sizes.
-    with django_assert_max_num_queries(17):
+    with django_assert_max_num_queries(RUNS_PAGE_QUERIES):
         response = viewer_client.get("/runs/?status=running")
 
     assert response.status_code == 200
