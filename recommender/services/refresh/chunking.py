@@ -18,7 +18,9 @@ of its own, reading from the source the usage of that chunk's workloads only."""
 # (``steady_windows``): its working set is that of the largest namespace, not of the
 # fleet. With a broker, a whole-cluster refresh leaves its first contacts to one task
 # per namespace (``first_contact_by_shard``, ``defer_first_contact``; ``tasks.py``
-# queues them), so the Celery workers share them.
+# queues them), so the Celery workers share them. A namespace it never stored a
+# workload of (a new cluster's every namespace) it leaves to its task whole, discovery
+# and upsert included (``defer_new_namespaces``): those run in the tasks, in parallel.
 
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ from typing import Any
 
 from django.conf import settings
 
-from recommender.models import Checkpoint, Container
+from recommender.cluster.base import ClusterSnapshot
+from recommender.models import Checkpoint, Cluster, Container, Workload
 from recommender.services.refresh.discovery import Discovery
 
 # The namespaces whose first contact the running whole-cluster refresh left to shard
@@ -53,19 +56,51 @@ def first_contact_by_shard() -> Iterator[set[str]]:
         _DEFERRED.reset(token)
 
 
+def defer_new_namespaces(
+    cluster: Cluster, snapshot: ClusterSnapshot, namespace: str | None
+) -> ClusterSnapshot:
+    """``snapshot`` without the workloads and VPA objects of the namespaces of which
+    no workload is stored yet, when a whole-cluster refresh runs in
+    ``first_contact_by_shard``; those namespaces go to its set. Their shard tasks
+    discover and store them (and first contact them), side by side, instead of the
+    whole-cluster pass, one process, storing every container of a new fleet first.
+    Else ``snapshot`` itself."""
+    deferred = _DEFERRED.get()
+    if deferred is None or namespace is not None:
+        return snapshot
+    listed = {w.namespace for w in snapshot.workloads}
+    stored = set(
+        Workload.objects.filter(cluster=cluster, namespace__in=listed)
+        .values_list("namespace", flat=True)
+        .distinct()
+    )
+    new = listed - stored
+    if not new:
+        return snapshot
+    deferred.update(new)
+    return dataclasses.replace(
+        snapshot,
+        workloads=tuple(w for w in snapshot.workloads if w.namespace not in new),
+        vpas=tuple(v for v in snapshot.vpas if v.namespace not in new),
+    )
+
+
 def defer_first_contact(discovery: Discovery) -> Discovery:
     """``discovery`` without its workloads met for the first time, when a
     whole-cluster refresh runs in ``first_contact_by_shard``; their namespaces go to
-    its set (counted as ``first_contact_shards``). Else ``discovery`` itself."""
+    its set (with those ``defer_new_namespaces`` put there, counted as
+    ``first_contact_shards``). Else ``discovery`` itself."""
     deferred = _DEFERRED.get()
     if deferred is None or discovery.namespace is not None:
         return discovery
     fresh = fresh_workloads(discovery)
+    deferred.update(
+        key[0] for key, w in discovery.workload_by_key.items() if w in fresh
+    )
+    if deferred:
+        discovery.counts["first_contact_shards"] = len(deferred)
     if not fresh:
         return discovery
-    namespaces = {key[0] for key, w in discovery.workload_by_key.items() if w in fresh}
-    deferred.update(namespaces)
-    discovery.counts["first_contact_shards"] = len(namespaces)
     return restrict(discovery, [w for w in discovery.spec_names if w not in fresh])
 
 

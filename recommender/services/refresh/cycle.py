@@ -290,8 +290,10 @@ def discover_and_store(
         # The simulated cluster's admissions of new pods, saved in one go.
         counters.flush_counts()
     with phases("upsert"):
+        # With a broker, namespaces new to a whole-cluster pass go to shard tasks.
+        stored = chunking.defer_new_namespaces(cluster, snapshot, namespace)
         discovery = upsert_discovery(
-            cluster=cluster, snapshot=snapshot, now=now, namespace=namespace
+            cluster=cluster, snapshot=stored, now=now, namespace=namespace
         )
     return snapshot, discovery
 
