@@ -13,6 +13,7 @@ from recommender.models import (
     Cluster,
     Container,
     NamespaceLimitRange,
+    NodePool,
     OomKill,
     Policy,
     Recommendation,
@@ -230,15 +231,26 @@ def test_a_whole_pass_by_shard_leaves_new_namespaces_to_their_shards_whole(
 ):
     """In ``first_contact_by_shard`` (a worker's whole-cluster refresh) a namespace
     with no stored workload is not stored by the whole pass: its shard's refresh
-    discovers, stores and first contacts it. The state after the shards and one
-    more whole cycle equals the serial refresh's, discovery's rows included."""
+    discovers, stores and first contacts it, handed out before the pass's node pools.
+    The state after the shards and one more whole cycle equals the serial refresh's,
+    discovery's rows included."""
     settings.FIRST_CONTACT_CHUNK_CONTAINERS = 4
     serial, _ = refresh_twice(settings, "serial", chunk=4)
 
     sharded = Cluster.objects.create(name="sharded", kind=Cluster.Kind.SIMULATED)
-    with chunking.first_contact_by_shard() as deferred:
+    handed_out = []
+
+    def hand_out(namespaces: list[str]) -> None:
+        # Handed out before the pass's last steps (node pools, totals), once.
+        handed_out.append(
+            (namespaces, NodePool.objects.filter(cluster=sharded).exists())
+        )
+
+    with chunking.first_contact_by_shard(hand_out) as deferred:
         whole = refresh_cluster(cluster_id=sharded.pk, now=NOW)
     assert whole.status == RefreshRun.Status.SUCCEEDED, whole.error
+    assert whole.counts["node_pools"] > 0
+    assert handed_out == [(sorted(deferred), False)]
     namespaces = set(
         Workload.objects.filter(cluster=serial).values_list("namespace", flat=True)
     )

@@ -356,6 +356,9 @@ def refresh_cluster(
                     run=recorder.run,
                     phases=phases,
                 )
+                # With a broker, the shard tasks of the first contacts it left start
+                # now, beside this pass's node pools and totals (chunking.py).
+                chunking.hand_out_deferred()
                 if namespace is None:  # a pool's pods span namespaces
                     with phases("node_pools"):
                         counts["node_pools"] = store_node_pools(
