@@ -3,13 +3,13 @@
 - ``compare_and_swap``: many filtered updates in one ``UPDATE ... FROM (VALUES ...)
   ... RETURNING``; each row carries the value it expects, the keys returned are the
   rows this writer won (``Checkpoint.version``, ``Container.latest_recommendation``).
-- ``insert_returning_pks``: many new rows in one statement, their primary keys back.
-- ``insert_new``: many new rows in one statement, a row that conflicts skipped.
+- ``insert_returning_pks``, ``insert_new``: many new rows in one statement, their
+  primary keys back, or (``insert_new``) a row that conflicts skipped.
 - ``insert_changes``: thousands of new ``ResizeChange`` rows as one statement (one JSON
   document on PostgreSQL, ``executemany`` on SQLite); an approved row is inserted only
   while its workload is among ``approvable``, read by that statement (Off wins).
-PostgreSQL and SQLite (3.35+) both run them.
 """
+# PostgreSQL and SQLite (3.35+) both run them.
 
 from __future__ import annotations
 
