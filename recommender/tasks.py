@@ -106,16 +106,22 @@ def refresh_cluster(
     is_retrying = False
     # In-process (eager), the claim ends with its caller: there is nothing to outlive.
     holding = nullcontext() if self.request.is_eager else _held_claim(key)
-    # On a worker, a whole-cluster refresh leaves its first contacts to shard tasks.
+    # On a worker, a whole-cluster refresh leaves its first contacts to shard tasks,
+    # queued as soon as it has stored what they start from.
+    queued: list[list[str]] = []
     by_shard = (
-        chunking.first_contact_by_shard()
+        chunking.first_contact_by_shard(
+            lambda namespaces: queued.extend(
+                _queue_first_contact(cluster_id, now, namespaces)
+            )
+        )
         if not self.request.is_eager
         and namespace is None
         and settings.FIRST_CONTACT_BY_SHARD
         else nullcontext(set[str]())
     )
     try:
-        with holding, by_shard as fresh_namespaces:
+        with holding, by_shard:
             run = cycle.refresh_cluster(
                 cluster_id=cluster_id, now=_parse_now(now), namespace=namespace
             )
@@ -139,9 +145,7 @@ def refresh_cluster(
         "status": run.status,
         "counts": run.counts,
         "worker": self.request.hostname,
-        "first_contact_shards": _queue_first_contact(
-            cluster_id, now, sorted(fresh_namespaces)
-        ),
+        "first_contact_shards": queued,
     }
 
 

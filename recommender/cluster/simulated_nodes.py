@@ -77,6 +77,8 @@ def simulated_inventory(fleet: Fleet, snapshot: ClusterSnapshot) -> NodeInventor
     names: list[list[str]] = []
     for index, (instance_type, cpu, memory, pods) in enumerate(SIM_POOLS):
         names.append([])
+        # One labels dict per pool, shared by its nodes (read only).
+        labels = {prometheus_label(INSTANCE_TYPE): instance_type}
         for n in range(_node_count(index, by_pool[index], fleet)):
             name = f"sim-{instance_type.replace('.', '-')}-{n}"
             names[index].append(name)
@@ -86,7 +88,7 @@ def simulated_inventory(fleet: Fleet, snapshot: ClusterSnapshot) -> NodeInventor
                 cpu_millicores=cpu,
                 memory_bytes=memory,
                 pods=pods,
-                labels={prometheus_label(INSTANCE_TYPE): instance_type},
+                labels=labels,
             )
     placed: list[PodRequests] = []
     for workload in snapshot.workloads:
@@ -114,14 +116,16 @@ def simulated_inventory(fleet: Fleet, snapshot: ClusterSnapshot) -> NodeInventor
                     owner_name=workload.name,
                 )
             )
+    # One requests dict per daemon, shared by its pods (read only).
+    daemons = [(daemon, {daemon: (cpu, memory)}) for daemon, cpu, memory in SIM_DAEMONS]
     for node in nodes:
-        for daemon, cpu, memory in SIM_DAEMONS:
+        for daemon, containers in daemons:
             placed.append(
                 PodRequests(
                     namespace="kube-system",
                     name=f"{daemon}-{node}",
                     node=node,
-                    containers={daemon: (cpu, memory)},
+                    containers=containers,
                     owner_kind=DAEMONSET,
                     owner_name=daemon,
                 )

@@ -448,7 +448,7 @@ def test_network_policies_deny_by_default_and_allow_only_what_each_pod_uses(over
 # size each overlay plans for, from the sizing table of docs/refresh.md ("Memory of a
 # worker"), and the Celery parent process.
 WORKER_PROCESS_MIB = {"trial": 540}  # 1,000 containers (the trial's simulation)
-WORKER_PROCESS_MIB_DEFAULT = 1814  # 100,000 containers
+WORKER_PROCESS_MIB_DEFAULT = 1980  # 100,000 containers
 WORKER_PARENT_MIB = 160
 
 

@@ -1,7 +1,7 @@
 """A cluster's first contact spread over real Celery workers: the whole-cluster refresh
-stores discovery and queues one task per namespace for the containers met for the
-first time; two worker processes run them side by side, and the stored state equals
-one process's serial first contact."""
+queues one task per namespace new to it, and each task discovers, stores and first
+contacts its namespace; two worker processes run them side by side, and the stored
+state (discovery's rows too) equals one process's serial first contact."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from tests.integration.test_refresh_worker import (
 from tests.integration.workers import (
     two_workers_on_one_queue,
 )
+from tests.services.test_refresh_chunks import discovery_of
 
 pytestmark = pytest.mark.integration
 
@@ -54,19 +55,15 @@ def test_first_contact_runs_as_shards_on_two_workers_and_equals_the_serial_one(
             args=[shared.pk, NOON], queue=two_workers
         ).get(timeout=120)
 
-        # The whole-cluster pass stored discovery and left every first contact to
-        # the shards: it fed nothing itself.
-        namespaces = sorted(
-            set(
-                Workload.objects.filter(cluster=shared).values_list(
-                    "namespace", flat=True
-                )
-            )
-        )
-        assert len(namespaces) >= 2
-        assert [ns for ns, _ in whole["first_contact_shards"]] == namespaces
-        assert whole["counts"]["first_contact_shards"] == len(namespaces)
+        # Every namespace was new: the whole-cluster pass stored none of its
+        # workloads and fed nothing; it left each namespace, discovery and upsert
+        # included, to a task of its own.
+        assert whole["counts"]["workloads"] == 0
+        assert whole["counts"]["workloads_new"] == 0
         assert whole["counts"]["samples"] == 0
+        namespaces = [ns for ns, _ in whole["first_contact_shards"]]
+        assert len(namespaces) >= 2
+        assert whole["counts"]["first_contact_shards"] == len(namespaces)
         shards = [
             AsyncResult(task_id).get(timeout=180)
             for _, task_id in whole["first_contact_shards"]
@@ -77,6 +74,16 @@ def test_first_contact_runs_as_shards_on_two_workers_and_equals_the_serial_one(
         assert len({shard["worker"] for shard in shards}) == 2
         runs = RefreshRun.objects.filter(cluster=shared).exclude(shard="")
         assert sorted(runs.values_list("shard", flat=True)) == namespaces
+        assert (
+            sorted(
+                set(
+                    Workload.objects.filter(cluster=shared).values_list(
+                        "namespace", flat=True
+                    )
+                )
+            )
+            == namespaces
+        )
         # Within a shard, a namespace larger than a chunk went in several windows.
         chunks = [shard["counts"].get("first_contact_chunks", 1) for shard in shards]
         assert sum(chunks) > len(namespaces)
@@ -95,6 +102,8 @@ def test_first_contact_runs_as_shards_on_two_workers_and_equals_the_serial_one(
             cluster_id=alone.pk, now=datetime.fromisoformat(NOON)
         )
         assert state_of(shared) == state_of(alone)
+        assert discovery_of(shared) == discovery_of(alone)
+        assert discovery_of(shared)[0]
     finally:
         cache.delete_many(
             [

@@ -1,5 +1,6 @@
 """First contact in chunks of containers: the same results as the whole fleet at once,
-with the source read one chunk's workloads at a time."""
+with the source read one chunk's workloads at a time; and by namespace shard, each
+new namespace discovered, stored and first contacted by its own refresh."""
 
 from __future__ import annotations
 
@@ -11,10 +12,16 @@ from recommender.models import (
     Checkpoint,
     Cluster,
     Container,
+    NamespaceLimitRange,
+    NodePool,
     OomKill,
+    Policy,
     Recommendation,
     RefreshRun,
+    Workload,
+    WorkloadPod,
 )
+from recommender.services.refresh import chunking
 from recommender.services.refresh.backfill import backfill_cluster
 from recommender.services.refresh.cycle import refresh_cluster
 from recommender.sources.simulated import SimulatedUsageSource
@@ -216,3 +223,135 @@ def test_a_large_clusters_steady_windows_by_namespace_store_what_one_window_does
     for a, b in zip(one_runs, split_runs, strict=True):
         assert a.counts["samples"] == b.counts["samples"]
     assert stored(split) == stored(one)
+
+
+@pytest.mark.django_db
+def test_a_whole_pass_by_shard_leaves_new_namespaces_to_their_shards_whole(
+    settings, fleet
+):
+    """In ``first_contact_by_shard`` (a worker's whole-cluster refresh) a namespace
+    with no stored workload is not stored by the whole pass: its shard's refresh
+    discovers, stores and first contacts it, handed out before the pass's node pools.
+    The state after the shards and one more whole cycle equals the serial refresh's,
+    discovery's rows included."""
+    settings.FIRST_CONTACT_CHUNK_CONTAINERS = 4
+    serial, _ = refresh_twice(settings, "serial", chunk=4)
+
+    sharded = Cluster.objects.create(name="sharded", kind=Cluster.Kind.SIMULATED)
+    handed_out = []
+
+    def hand_out(namespaces: list[str]) -> None:
+        # Handed out before the pass's last steps (node pools, totals), once.
+        handed_out.append(
+            (namespaces, NodePool.objects.filter(cluster=sharded).exists())
+        )
+
+    with chunking.first_contact_by_shard(hand_out) as deferred:
+        whole = refresh_cluster(cluster_id=sharded.pk, now=NOW)
+    assert whole.status == RefreshRun.Status.SUCCEEDED, whole.error
+    assert whole.counts["node_pools"] > 0
+    assert handed_out == [(sorted(deferred), False)]
+    namespaces = set(
+        Workload.objects.filter(cluster=serial).values_list("namespace", flat=True)
+    )
+    assert len(namespaces) >= 2
+    assert deferred == namespaces
+    assert whole.counts["first_contact_shards"] == len(namespaces)
+    assert whole.counts["workloads"] == whole.counts["samples"] == 0
+    assert not Workload.objects.filter(cluster=sharded).exists()
+    for namespace in sorted(namespaces):
+        shard = refresh_cluster(cluster_id=sharded.pk, now=NOW, namespace=namespace)
+        assert shard.status == RefreshRun.Status.SUCCEEDED, shard.error
+        assert shard.counts["workloads_new"] > 0
+    # Every namespace stored now: the next whole pass defers nothing.
+    with chunking.first_contact_by_shard() as deferred:
+        again = refresh_cluster(cluster_id=sharded.pk, now=NOW + timedelta(minutes=1))
+    assert again.status == RefreshRun.Status.SUCCEEDED, again.error
+    assert deferred == set()
+    assert "first_contact_shards" not in again.counts
+    assert again.counts["workloads"] == len(serial.workloads.all())
+    assert stored(sharded) == stored(serial)
+    assert discovery_of(sharded) == discovery_of(serial)
+
+
+def discovery_of(cluster):
+    """What discovery stored of ``cluster`` (workloads, containers, policies, pods,
+    LimitRanges, checkpoints' watermarks), by names, without ids."""
+
+    def rows(queryset, *fields):
+        return sorted(tuple(map(repr, row)) for row in queryset.values_list(*fields))
+
+    workloads = Workload.objects.filter(cluster=cluster)
+    of = {"workload__cluster": cluster}
+    return (
+        rows(
+            workloads,
+            "namespace",
+            "kind",
+            "name",
+            "uid",
+            "selector",
+            "replicas",
+            "labels",
+            "schedule",
+            "is_active",
+            "first_seen_at",
+            "last_seen_at",
+            "running_hours_month",
+        ),
+        rows(
+            Container.objects.filter(**of),
+            "workload__namespace",
+            "workload__name",
+            "name",
+            "kind",
+            "position",
+            "request_cpu_millicores",
+            "request_memory_bytes",
+            "limit_cpu_millicores",
+            "limit_memory_bytes",
+            "template_resources",
+            "resource_sources",
+        ),
+        rows(
+            Policy.objects.filter(**of),
+            "workload__namespace",
+            "workload__name",
+            "mode",
+            "profile",
+            "source",
+            "container_policies",
+            "min_replicas",
+            "approval",
+            "vpa_object",
+            "vpa_object_mode",
+        ),
+        rows(
+            WorkloadPod.objects.filter(cluster=cluster),
+            "workload__namespace",
+            "workload__name",
+            "name",
+            "uid",
+            "owner_kind",
+            "owner_name",
+            "containers",
+            "first_seen_at",
+            "last_seen_at",
+            "started_at",
+            "ran_until",
+            "limit_ranger",
+        ),
+        rows(
+            NamespaceLimitRange.objects.filter(cluster=cluster),
+            "namespace",
+        ),
+        rows(
+            Checkpoint.objects.filter(container__workload__cluster=cluster),
+            "container__workload__namespace",
+            "container__workload__name",
+            "container__name",
+            "histogram_key",
+            "last_sample_at",
+            "version",
+        ),
+    )

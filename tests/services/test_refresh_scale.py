@@ -363,6 +363,62 @@ def test_inserted_rows_get_their_own_primary_keys_in_every_batch(db):
         assert stored.created_at == NOW + timedelta(minutes=i)
 
 
+def test_new_rows_are_inserted_as_given_and_a_conflicting_one_is_skipped(db):
+    """insert_new, a few rows a statement: every column as given (JSON, bytes,
+    times, absent values), and a row whose unique key is stored already is skipped,
+    not raised, the stored row left as it was."""
+    cluster = Cluster.objects.create(name="new-rows", kind="simulated")
+    workload = cluster.workloads.create(
+        kind="Deployment",
+        namespace="ns",
+        name="api",
+        first_seen_at=NOW,
+        last_seen_at=NOW,
+    )
+    stored = WorkloadPod.objects.create(
+        cluster=cluster, workload=workload, namespace="ns", name="api-0", uid="old"
+    )
+    pods_given = [
+        WorkloadPod(
+            cluster=cluster,
+            workload=workload,
+            namespace="ns",
+            name=f"api-{i}",
+            uid=f"uid-{i}",
+            containers={"app": {"requests": {"cpu": 100 + i}, "note": 'ü "q" \\'}},
+            first_seen_at=NOW + timedelta(minutes=i),
+            last_seen_at=NOW,
+            started_at=None if i % 2 else NOW,
+        )
+        for i in range(7)
+    ]
+    containers = [Container(workload=workload, name=f"c{i}") for i in range(3)]
+    bulk.insert_new(containers)
+    rows = Container.objects.filter(workload=workload).order_by("name")
+    checkpoints = [
+        Checkpoint(container_id=pk, histogram_key="k", state=bytes([i, 0, 255]))
+        for i, pk in enumerate(rows.values_list("pk", flat=True))
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        bulk.insert_new(pods_given, batch=3)
+    if connection.vendor == "postgresql":
+        assert len(queries.captured_queries) == 3  # 3 + 3 + 1 rows
+    bulk.insert_new(checkpoints)
+    assert WorkloadPod.objects.get(pk=stored.pk).uid == "old"
+    for i, given in enumerate(pods_given[1:], start=1):
+        row = WorkloadPod.objects.get(cluster=cluster, name=given.name)
+        assert (row.uid, row.containers, row.first_seen_at, row.started_at) == (
+            f"uid-{i}",
+            given.containers,
+            NOW + timedelta(minutes=i),
+            given.started_at,
+        )
+    assert [c.name for c in rows] == ["c0", "c1", "c2"]
+    assert sorted(
+        bytes(state) for state in Checkpoint.objects.values_list("state", flat=True)
+    ) == sorted(c.state for c in checkpoints)
+
+
 def test_a_stored_pod_is_rewritten_only_once_its_last_seen_time_is_due(settings, db):
     """An unchanged pod's row is left alone until its last-seen time is
     ``TOUCH_EVERY`` old; then the cycle that sees it moves that time on."""

@@ -18,54 +18,115 @@ of its own, reading from the source the usage of that chunk's workloads only."""
 # (``steady_windows``): its working set is that of the largest namespace, not of the
 # fleet. With a broker, a whole-cluster refresh leaves its first contacts to one task
 # per namespace (``first_contact_by_shard``, ``defer_first_contact``; ``tasks.py``
-# queues them), so the Celery workers share them.
+# queues them), so the Celery workers share them. A namespace it never stored a
+# workload of (a new cluster's every namespace) it leaves to its task whole, discovery
+# and upsert included (``defer_new_namespaces``): those run in the tasks, in parallel.
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 
 from django.conf import settings
 
-from recommender.models import Checkpoint, Container
+from recommender.cluster.base import ClusterSnapshot
+from recommender.models import Checkpoint, Cluster, Container, Workload
 from recommender.services.refresh.discovery import Discovery
 
-# The namespaces whose first contact the running whole-cluster refresh left to shard
-# tasks (None: it does them itself).
-_DEFERRED: ContextVar[set[str] | None] = ContextVar(
+
+@dataclasses.dataclass
+class _Deferral:
+    """The namespaces whose first contact the running whole-cluster refresh left to
+    shard tasks, and who queues them (``hand_out_deferred``)."""
+
+    namespaces: set[str]
+    hand_out: Callable[[list[str]], None] | None
+    handed_out: bool = False
+
+
+# None: the running refresh does its first contacts itself.
+_DEFERRED: ContextVar[_Deferral | None] = ContextVar(
     "first_contact_deferred", default=None
 )
 
 
 @contextlib.contextmanager
-def first_contact_by_shard() -> Iterator[set[str]]:
+def first_contact_by_shard(
+    hand_out: Callable[[list[str]], None] | None = None,
+) -> Iterator[set[str]]:
     """Within the block, a whole-cluster refresh ingests only the workloads it met
     before; the namespaces of the others (met for the first time) are added to the
-    set yielded, for the caller to refresh as shards, one task each."""
-    namespaces: set[str] = set()
-    token = _DEFERRED.set(namespaces)
+    set yielded, for the caller to refresh as shards, one task each. ``hand_out``
+    (when given) gets them, sorted, once the refresh has stored what those tasks
+    start from, before its own last steps (``hand_out_deferred``)."""
+    deferral = _Deferral(namespaces=set(), hand_out=hand_out)
+    token = _DEFERRED.set(deferral)
     try:
-        yield namespaces
+        yield deferral.namespaces
     finally:
         _DEFERRED.reset(token)
+
+
+def hand_out_deferred() -> None:
+    """Give the namespaces deferred so far to the block's ``hand_out``, once: the
+    whole-cluster refresh calls it after its ingestion, so the shard tasks start
+    while it goes on with the cluster's node pools and totals."""
+    deferral = _DEFERRED.get()
+    if deferral is None or deferral.hand_out is None or deferral.handed_out:
+        return
+    deferral.handed_out = True
+    if deferral.namespaces:
+        deferral.hand_out(sorted(deferral.namespaces))
+
+
+def defer_new_namespaces(
+    cluster: Cluster, snapshot: ClusterSnapshot, namespace: str | None
+) -> ClusterSnapshot:
+    """``snapshot`` without the workloads and VPA objects of the namespaces of which
+    no workload is stored yet, when a whole-cluster refresh runs in
+    ``first_contact_by_shard``; those namespaces go to its set. Their shard tasks
+    discover and store them (and first contact them), side by side, instead of the
+    whole-cluster pass, one process, storing every container of a new fleet first.
+    Else ``snapshot`` itself."""
+    deferral = _DEFERRED.get()
+    if deferral is None or namespace is not None:
+        return snapshot
+    listed = {w.namespace for w in snapshot.workloads}
+    stored = set(
+        Workload.objects.filter(cluster=cluster, namespace__in=listed)
+        .values_list("namespace", flat=True)
+        .distinct()
+    )
+    new = listed - stored
+    if not new:
+        return snapshot
+    deferral.namespaces.update(new)
+    return dataclasses.replace(
+        snapshot,
+        workloads=tuple(w for w in snapshot.workloads if w.namespace not in new),
+        vpas=tuple(v for v in snapshot.vpas if v.namespace not in new),
+    )
 
 
 def defer_first_contact(discovery: Discovery) -> Discovery:
     """``discovery`` without its workloads met for the first time, when a
     whole-cluster refresh runs in ``first_contact_by_shard``; their namespaces go to
-    its set (counted as ``first_contact_shards``). Else ``discovery`` itself."""
-    deferred = _DEFERRED.get()
-    if deferred is None or discovery.namespace is not None:
+    its set (with those ``defer_new_namespaces`` put there, counted as
+    ``first_contact_shards``). Else ``discovery`` itself."""
+    deferral = _DEFERRED.get()
+    if deferral is None or discovery.namespace is not None:
         return discovery
     fresh = fresh_workloads(discovery)
+    deferral.namespaces.update(
+        key[0] for key, w in discovery.workload_by_key.items() if w in fresh
+    )
+    if deferral.namespaces:
+        discovery.counts["first_contact_shards"] = len(deferral.namespaces)
     if not fresh:
         return discovery
-    namespaces = {key[0] for key, w in discovery.workload_by_key.items() if w in fresh}
-    deferred.update(namespaces)
-    discovery.counts["first_contact_shards"] = len(namespaces)
     return restrict(discovery, [w for w in discovery.spec_names if w not in fresh])
 
 

@@ -300,8 +300,10 @@ def discover_and_store(
         # The simulated cluster's admissions of new pods, saved in one go.
         counters.flush_counts()
     with phases("upsert"):
+        # With a broker, namespaces new to a whole-cluster pass go to shard tasks.
+        stored = chunking.defer_new_namespaces(cluster, snapshot, namespace)
         discovery = upsert_discovery(
-            cluster=cluster, snapshot=snapshot, now=now, namespace=namespace
+            cluster=cluster, snapshot=stored, now=now, namespace=namespace
         )
     return snapshot, discovery
 
@@ -364,6 +366,9 @@ def refresh_cluster(
                     run=recorder.run,
                     phases=phases,
                 )
+                # With a broker, the shard tasks of the first contacts it left start
+                # now, beside this pass's node pools and totals (chunking.py).
+                chunking.hand_out_deferred()
                 if namespace is None:  # a pool's pods span namespaces
                     with phases("node_pools"):
                         counts["node_pools"] = store_node_pools(

@@ -21,6 +21,7 @@ from django.db import transaction
 
 from recommender.cluster.base import ClusterSnapshot, WorkloadInfo
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
+from recommender.models.bulk import insert_new
 from recommender.services.readmodels.generation import note_admission_changes
 from recommender.services.readmodels.pod_owners import PodOwners, load_pod_owners
 from recommender.services.refresh import stored_json
@@ -163,8 +164,10 @@ def upsert_discovery(
                 Workload(pk=stored[0], is_active=True, last_seen_at=now, **fields)
             )
         seen[key] = info
-    # ignore_conflicts: a concurrent cycle (or shard) may have created it just now.
-    Workload.objects.bulk_create(new_rows, batch_size=BATCH, ignore_conflicts=True)
+    # A conflict skipped: a concurrent cycle (or shard) may have created it just now.
+    # One JSON document a statement (bulk.insert_new), here and below: a new fleet's
+    # rows in bulk_create's arrays cost PostgreSQL 2.5 times as long.
+    insert_new(new_rows)
     Workload.objects.bulk_update(
         changed,
         [*_WORKLOAD_FIELDS, "is_active", "last_seen_at"],
@@ -214,16 +217,14 @@ def upsert_discovery(
         )
     )
     # New workloads start in Off mode (recommend only) with upstream's profile.
-    Policy.objects.bulk_create(
+    insert_new(
         [
             Policy(
                 workload_id=w.pk, mode=Policy.Mode.OFF, profile="vpa", updated_at=now
             )
             for w in workloads.values()
             if w.pk not in with_policy
-        ],
-        batch_size=BATCH,
-        ignore_conflicts=True,
+        ]
     )
     store_cluster_objects(
         cluster=cluster,
@@ -328,22 +329,18 @@ def _upsert_containers(
                 )
             elif stored[1] != [fields[f] for f in _CONTAINER_FIELDS]:
                 changed_containers.append(Container(pk=stored[0], **fields))
-    Container.objects.bulk_create(
-        new_containers, batch_size=BATCH, ignore_conflicts=True
-    )
+    insert_new(new_containers)
     Container.objects.bulk_update(
         changed_containers, list(_CONTAINER_FIELDS), batch_size=BATCH
     )
     without_checkpoint = containers_of_cluster.filter(checkpoint__isnull=True).exclude(
         kind=Container.Kind.INIT
     )
-    Checkpoint.objects.bulk_create(
+    insert_new(
         [
             Checkpoint(container_id=pk, histogram_key="", state=b"", updated_at=now)
             for pk in without_checkpoint.values_list("pk", flat=True)
-        ],
-        batch_size=BATCH,
-        ignore_conflicts=True,
+        ]
     )
     found.spec_names = {
         workloads[key].pk: [(c.name, c.kind) for c in info.containers]

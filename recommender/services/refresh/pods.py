@@ -28,6 +28,7 @@ from django.db.models.functions import Greatest
 from recommender.cluster.base import ContainerSpec, PodInfo
 from recommender.engine.resources import RESOURCE_NAMES, Resources
 from recommender.models import Container, Workload, WorkloadPod
+from recommender.models.bulk import insert_new
 from recommender.models.provisioning import HOURS_PER_MONTH
 from recommender.services.readmodels.pod_owners import (
     POD_RETENTION,
@@ -146,7 +147,8 @@ def record_pods(
                     last_seen_at=now,
                 )
             )
-    WorkloadPod.objects.bulk_create(new_rows, batch_size=batch, ignore_conflicts=True)
+    # One JSON document a statement, a conflict skipped (bulk.insert_new).
+    insert_new(new_rows)
     WorkloadPod.objects.bulk_update(
         changed,
         [
