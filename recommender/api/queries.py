@@ -31,6 +31,8 @@ from recommender.services.readmodels import workload_totals
 from recommender.services.readmodels.provisioning import Prices, risk_rules
 
 MAX_PAGE_SIZE = 1000
+# The largest ?offset= (19 digits): what the schema declares and the parser takes.
+MAX_OFFSET = 10**19 - 1
 
 
 def single_query_value(request: Request, name: str) -> str | None:
@@ -77,7 +79,9 @@ class Pagination(LimitOffsetPagination):
     def get_offset(self, request: Request) -> int:
         raw = single_query_value(request, self.offset_query_param)
         return (
-            0 if raw is None else _whole_number(self.offset_query_param, raw, 0, None)
+            0
+            if raw is None
+            else _whole_number(self.offset_query_param, raw, 0, MAX_OFFSET)
         )
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
@@ -86,7 +90,7 @@ class Pagination(LimitOffsetPagination):
             if parameter["name"] == self.limit_query_param:
                 parameter["schema"].update(minimum=1, maximum=MAX_PAGE_SIZE)
             else:
-                parameter["schema"].update(minimum=0, maximum=10**19 - 1)
+                parameter["schema"].update(minimum=0, maximum=MAX_OFFSET)
         return parameters
 
 

@@ -38,6 +38,8 @@ from recommender.api.formats import (
     stream_rows,
 )
 from recommender.api.queries import (
+    MAX_OFFSET,
+    MAX_PAGE_SIZE,
     Pagination,
     WorkloadFilterSerializer,
     filter_workloads,
@@ -514,14 +516,14 @@ class RecommendationExportView(APIView):
             *WORKLOAD_FILTER_PARAMETERS,
             OpenApiParameter(
                 "limit",
-                {"type": "integer", "minimum": 1, "maximum": 1000},
+                {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE},
                 description="a page of this many workloads' rows (1 to 1000), in the "
                 "paginated envelope (JSON, YAML) or as plain rows (CSV); without "
                 "limit and offset every row is streamed",
             ),
             OpenApiParameter(
                 "offset",
-                {"type": "integer", "minimum": 0},
+                {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET},
                 description="workloads to skip",
             ),
         ],

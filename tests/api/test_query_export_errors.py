@@ -276,3 +276,26 @@ def test_schema_validates_without_warnings(tmp_path: Path) -> None:
         len(item) for item in yaml.safe_load(out.read_text())["paths"].values()
     )
     assert operations >= 20
+
+
+def test_every_offset_the_schema_allows_is_answered_and_one_past_it_is_a_400(
+    read_client: Client, shop: Workload
+) -> None:
+    # The schema's largest offset is what the parser takes, on the export as on the
+    # lists (schemathesis once sent the export a 20-digit offset the schema allowed).
+    schema = yaml.safe_load(read_client.get("/api/v1/schema/").content)
+    for path, query in (
+        ("/api/v1/recommendations/export", {"format": "json"}),
+        ("/api/v1/workloads/", {}),
+    ):
+        (offset,) = [
+            p
+            for p in schema["paths"][path]["get"]["parameters"]
+            if p["name"] == "offset"
+        ]
+        largest = offset["schema"]["maximum"]
+        answered = read_client.get(path, {**query, "offset": largest})
+        assert answered.status_code == 200, (path, answered.content)
+        refused = read_client.get(path, {**query, "offset": largest + 1})
+        assert refused.status_code == 400, path
+        assert list(refused.json()["error"]["fields"]) == ["offset"], path
