@@ -9,7 +9,9 @@ REDOC_JS := static/vendor/redoc.standalone.js
 # Where collectstatic writes (vpaweb/settings.py's STATIC_ROOT, from the same variables).
 STATIC_MANIFEST := $(or $(VPAWEB_STATIC_ROOT),$(or $(VPAWEB_VAR_DIR),var)/staticfiles)/staticfiles.json
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
-REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
+# The PostgreSQL run's Redis: database 12, and 11 for its second xdist worker
+# (tests/xdist_services.py); the SQLite run, going at the same time, has tests on 14 and 0.
+REDIS_TEST_URL ?= redis://127.0.0.1:6379/12
 # Test processes per run (pytest-xdist): one per core of the 2-core build machine.
 TEST_WORKERS ?= 2
 HOST ?= 127.0.0.1
@@ -43,9 +45,12 @@ run: setup var/secret_key $(STATIC_MANIFEST)
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py bootstrap
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py serve --host $(HOST) --port $(PORT)
 
-# Both runs, one after the other; the last line says how long the whole suite took.
+# Both runs side by side (much of a run is spent waiting on servers, browsers and
+# subprocesses, which the other run's tests fill); each prints its output when it ends,
+# and the last line says how long the whole suite took.
 test: setup
-	@start=$$(date +%s); $(MAKE) --no-print-directory test-sqlite test-pg \
+	@echo "make test: the SQLite and PostgreSQL runs go side by side; each prints when it ends"
+	@start=$$(date +%s); $(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-pg \
 		&& echo "make test: SQLite and PostgreSQL runs passed in $$(( $$(date +%s) - start )) s"
 
 # Compiled, assertion-rewritten modules are kept in __pycache__ (git-ignored) even where
