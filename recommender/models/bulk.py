@@ -3,9 +3,8 @@
 - ``compare_and_swap``: many filtered updates in one ``UPDATE ... FROM (VALUES ...)
   ... RETURNING``; each row carries the value it expects, the keys returned are the
   rows this writer won (``Checkpoint.version``, ``Container.latest_recommendation``).
-- ``insert_returning_pks``, ``insert_new``: many new rows in one statement, their
-  primary keys back, or (``insert_new``) a row that conflicts skipped;
-  ``add_usage_hours``: hourly usage added to ``UsageHour`` in one upsert.
+- ``insert_returning_pks``, ``insert_new``, ``add_usage_hours``: many new rows in one
+  statement (their keys back; a conflicting row skipped; hours added by an upsert).
 - ``insert_changes``: thousands of new ``ResizeChange`` rows as one statement (one JSON
   document on PostgreSQL, ``executemany`` on SQLite); an approved row is inserted only
   while its workload is among ``approvable``, read by that statement (Off wins).
