@@ -4,6 +4,7 @@ request deadline's JSON answer and the gunicorn configuration."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -279,3 +280,36 @@ def test_the_deadline_also_holds_in_a_request_thread(
     (response,) = answers
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "timeout"
+
+
+def test_the_master_compiles_the_templates_and_the_reverse_map_before_forking() -> None:
+    # As gunicorn's master does (when_ready), in a fresh process with DEBUG off: the
+    # cached loader then holds every project template, and {% url %} finds its map
+    # built.
+    code = (
+        "import runpy, django, json; django.setup(); "
+        "c = runpy.run_path('vpaweb/gunicorn_conf.py'); c['when_ready'](None); "
+        "from django.template import engines; from django.urls import get_resolver; "
+        "loader = engines['django'].engine.template_loaders[0]; "
+        "print(json.dumps([type(loader).__name__, len(loader.get_template_cache), "
+        "get_resolver()._populated, len(c['compile_templates']())]))"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "vpaweb.settings",
+        "SECRET_KEY": "test-only-key",
+        "DEBUG": "false",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    answer = done.stdout.strip().splitlines()[-1]
+    loader, cached, populated, templates = json.loads(answer)
+    assert loader == "Loader" and populated
+    assert templates >= 30 and cached >= templates

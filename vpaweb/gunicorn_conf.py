@@ -82,16 +82,34 @@ if not 0 <= _deadline_s < timeout:
 
 def when_ready(server: object) -> None:
     """In the master, before the first fork: import every URLconf and view (the app
-    itself is preloaded), and close any database connection that importing opened, so
-    that no worker inherits a shared one."""
+    itself is preloaded), build the URL reverse map and compile the project's
+    templates (each worker's first request of a page would otherwise pay for them),
+    and close any database connection that importing opened, so that no worker
+    inherits a shared one."""
     from django.db import connections
     from django.urls import get_resolver
 
     from recommender.api.strict_query import allowed_query_parameters
 
     get_resolver().url_patterns  # noqa: B018 (imports every URLconf and view)
+    get_resolver().reverse_dict  # noqa: B018 (builds what every {% url %} reads)
     allowed_query_parameters()  # the API's schema, read by every /api/ request
+    compile_templates()
     connections.close_all()
+
+
+def compile_templates() -> list[str]:
+    """Compile every template under the project's templates/ into the cached loader
+    (Django's default when DEBUG is off), so the forked workers share them; the names
+    compiled. A template that does not compile stops the server here, at start."""
+    from django.conf import settings
+    from django.template.loader import get_template
+
+    root = settings.BASE_DIR / "templates"
+    names = sorted(str(path.relative_to(root)) for path in root.rglob("*.html"))
+    for name in names:
+        get_template(name)
+    return names
 
 
 def post_worker_init(worker: object) -> None:
