@@ -23,10 +23,12 @@ pytestmark = pytest.mark.faults
 
 NOON = "2026-11-21T12:00:00+00:00"
 INTERVAL_S = 5  # VPAWEB_REFRESH_INTERVAL_S's minimum: the claim lives this long
+# Enough work that the refresh is still running when the worker is killed (40 workloads
+# once finished within the half second before the kill on a quiet machine).
+WORKLOADS = 120
 ENV = {
     "VPAWEB_REFRESH_INTERVAL_S": str(INTERVAL_S),
-    # Enough work that the refresh is still running when the worker is killed.
-    "VPAWEB_SIMULATION_WORKLOADS": "40",
+    "VPAWEB_SIMULATION_WORKLOADS": str(WORKLOADS),
     "VPAWEB_SIMULATION_HISTORY_DAYS": "2",
     "VPAWEB_CHECKPOINT_INTERVAL_S": "0",
     # A whole-cluster refresh does its own first contact here (the fan-out of first
@@ -54,7 +56,7 @@ def kill_mid_refresh(process, cluster):
 
 def test_a_worker_killed_mid_refresh_costs_at_most_one_interval(workers, settings):
     settings.REFRESH_INTERVAL_S = INTERVAL_S
-    settings.SIMULATION_WORKLOADS = 40
+    settings.SIMULATION_WORKLOADS = WORKLOADS
     settings.SIMULATION_HISTORY_DAYS = 2
     settings.CHECKPOINT_INTERVAL_S = 0
     cluster = Cluster.objects.create(name="sim-killed", kind=Cluster.Kind.SIMULATED)
