@@ -20,9 +20,12 @@ pytestmark = pytest.mark.faults
 
 NOON = "2026-11-21T12:00:00+00:00"
 INTERVAL_S = 5
+# Enough work that the refresh is still running when PostgreSQL restarts (as in
+# test_killed_worker.py: 40 workloads could finish within the half second before).
+WORKLOADS = 120
 ENV = {
     "VPAWEB_REFRESH_INTERVAL_S": str(INTERVAL_S),
-    "VPAWEB_SIMULATION_WORKLOADS": "40",
+    "VPAWEB_SIMULATION_WORKLOADS": str(WORKLOADS),
     "VPAWEB_SIMULATION_HISTORY_DAYS": "2",
     "VPAWEB_CHECKPOINT_INTERVAL_S": "0",
 }
@@ -31,7 +34,7 @@ ENV = {
 def use_env(settings) -> None:
     """This process simulates the same cluster as the workers."""
     settings.REFRESH_INTERVAL_S = INTERVAL_S
-    settings.SIMULATION_WORKLOADS = 40
+    settings.SIMULATION_WORKLOADS = WORKLOADS
     settings.SIMULATION_HISTORY_DAYS = 2
     settings.CHECKPOINT_INTERVAL_S = 0
 
