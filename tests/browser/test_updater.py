@@ -73,6 +73,10 @@ def test_switch_approve_and_see_the_requests_change(
     page.locator("#policy-form button[name=confirm_mode]").click()
     page.get_by_test_id("policy-saved").wait_for()
     assert Policy.objects.get(workload=workload).mode == "InPlaceOrRecreate"
+    # The page's own requests end before this thread writes: on SQLite's shared
+    # in-memory database a reader meeting a writer's open transaction fails with
+    # "database table is locked" (the page answered 500 once, under load).
+    page.wait_for_load_state("networkidle")
 
     # The updater's next cycle proposes; nothing is applied without an approval.
     later = now + timedelta(minutes=1)
@@ -92,6 +96,7 @@ def test_switch_approve_and_see_the_requests_change(
     page.locator(f"#change-{change.pk} [data-testid=change-status]").filter(
         has_text="approved"
     ).wait_for()
+    page.wait_for_load_state("networkidle")
 
     # Two cycles: the resize, then its verification on the next discovery.
     run_cycle(cluster, now=later + timedelta(minutes=1), holder="t")
