@@ -414,3 +414,54 @@ def test_an_unreadable_pod_spec_fails_open(cluster):
     decision = decide(cluster, review)
     assert (decision.outcome, decision.patch) == (FAILED_OPEN, ())
     assert "spec.containers[1].resources.requests.cpu" in decision.reason
+
+
+def test_a_flush_returns_once_the_counts_another_thread_took_are_saved(
+    transactional_db, monkeypatch
+):
+    # The webhook's background thread flushes every few seconds; a flush called
+    # meanwhile (a refresh, a test reading the rows) must not return while the counts
+    # it would have saved are still in the other flush's hands.
+    import threading
+
+    from django.db import connection
+
+    def closing(work):
+        def run():
+            try:
+                work()
+            finally:
+                connection.close()
+
+        return run
+
+    counters.flush_counts()
+    now = timezone.now()
+    counters.count(cluster_name="wire", outcome=PATCHED, at=now)
+    inside, release = threading.Event(), threading.Event()
+    real_add = counters._add
+
+    def slow_add(*args, **kwargs):
+        inside.set()
+        release.wait(10)
+        real_add(*args, **kwargs)
+
+    monkeypatch.setattr(counters, "_add", slow_add)
+    background = threading.Thread(target=closing(counters.flush_counts))
+    background.start()
+    assert inside.wait(10)
+    seen = []
+    second = threading.Thread(
+        target=closing(
+            lambda: seen.append(
+                (counters.flush_counts(), AdmissionCount.objects.count())
+            )
+        )
+    )
+    second.start()
+    second.join(0.5)
+    assert second.is_alive()  # waits for the first flush
+    release.set()
+    background.join(10)
+    second.join(10)
+    assert seen == [(0, 1)]

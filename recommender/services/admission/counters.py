@@ -28,6 +28,9 @@ logger = logging.getLogger(__name__)
 
 _pending: Counter[tuple[str, datetime, str]] = Counter()
 _lock = threading.Lock()
+# One flush at a time: a flush returns once every count taken before it is saved (or
+# kept for later), even when another thread's flush had already taken them.
+_flushing = threading.Lock()
 
 
 # The fail-open reasons /metrics tells apart (a label must stay a short, fixed set:
@@ -85,6 +88,11 @@ def pending_total() -> int:
 
 def flush_counts() -> int:
     """Add the pending counts to the database; returns how many decisions were saved."""
+    with _flushing:
+        return _flush()
+
+
+def _flush() -> int:
     with _lock:
         batch = dict(_pending)
         _pending.clear()
