@@ -314,7 +314,26 @@ class SavingsSnapshot(models.Model):
         return f"{self.cluster_id}/{self.namespace} @ {self.taken_at:%Y-%m-%d %H:%M}"
 
 
-class NamespaceTotals(models.Model):
+class ContainerAmounts(models.Model):
+    """The amounts the overview and the rollups sum (services/readmodels/rollups.Totals:
+    the same names): the (non-init) containers and those with a usable
+    recommendation, and over them, times their workload's replicas, the requested and
+    recommended CPU and memory (all of them, and of the covered ones)."""
+
+    containers = models.IntegerField(default=0)
+    covered = models.IntegerField(default=0)
+    requested_cpu_millicores = models.BigIntegerField(default=0)
+    requested_memory_bytes = models.BigIntegerField(default=0)
+    covered_requested_cpu_millicores = models.BigIntegerField(default=0)
+    covered_requested_memory_bytes = models.BigIntegerField(default=0)
+    recommended_cpu_millicores = models.BigIntegerField(default=0)
+    recommended_memory_bytes = models.BigIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+class NamespaceTotals(ContainerAmounts):
     """What the dashboard's overview sums over one namespace of a cluster: its
     active workloads' containers, requests, latest recommendations and shortfalls.
 
@@ -332,17 +351,6 @@ class NamespaceTotals(models.Model):
     workloads = models.IntegerField(default=0)
     # Of them, those with a (non-init) container missing a CPU or a memory request.
     workloads_missing_requests = models.IntegerField(default=0)
-    # The (non-init) containers of those workloads, and those with a usable
-    # recommendation (services/readmodels/rollups.Totals: the same names).
-    containers = models.IntegerField(default=0)
-    covered = models.IntegerField(default=0)
-    # Sums over the containers, times their workload's replicas.
-    requested_cpu_millicores = models.BigIntegerField(default=0)
-    requested_memory_bytes = models.BigIntegerField(default=0)
-    covered_requested_cpu_millicores = models.BigIntegerField(default=0)
-    covered_requested_memory_bytes = models.BigIntegerField(default=0)
-    recommended_cpu_millicores = models.BigIntegerField(default=0)
-    recommended_memory_bytes = models.BigIntegerField(default=0)
     # Containers with a latest recommendation, and of those, per confidence band.
     recommendations = models.IntegerField(default=0)
     confidence_low = models.IntegerField(default=0)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from django.db import models
 
-from recommender.models.fleet import Cluster, Workload
+from recommender.models.fleet import Cluster, ContainerAmounts, Workload
 
 
-class WorkloadAmounts(models.Model):
+class WorkloadAmounts(ContainerAmounts):
     """What the rollups sum of one workload that depends on neither the prices nor
     the time: its (non-init) containers, the covered ones, and its requested and
     recommended amounts, all replicas, rounded to whole millicores and bytes.
@@ -22,14 +22,6 @@ class WorkloadAmounts(models.Model):
     workload = models.OneToOneField(
         Workload, on_delete=models.CASCADE, primary_key=True, related_name="amounts"
     )
-    containers = models.IntegerField(default=0)
-    covered = models.IntegerField(default=0)
-    requested_cpu_millicores = models.BigIntegerField(default=0)
-    requested_memory_bytes = models.BigIntegerField(default=0)
-    covered_requested_cpu_millicores = models.BigIntegerField(default=0)
-    covered_requested_memory_bytes = models.BigIntegerField(default=0)
-    recommended_cpu_millicores = models.BigIntegerField(default=0)
-    recommended_memory_bytes = models.BigIntegerField(default=0)
 
     class Meta:
         verbose_name_plural = "workload amounts"
@@ -38,7 +30,7 @@ class WorkloadAmounts(models.Model):
         return str(self.workload_id)
 
 
-class GroupTotals(models.Model):
+class GroupTotals(ContainerAmounts):
     """What the rollups sum of a cluster's active workloads without a stored OOM
     kill (``WorkloadTotals.latest_oom_at`` None), per namespace, kind and value of
     the rollup label (``label_key``, VPAWEB_ROLLUP_LABEL_KEY): their
@@ -62,14 +54,6 @@ class GroupTotals(models.Model):
     price_per_core_hour = models.FloatField()
     price_per_gib_hour = models.FloatField()
     workloads = models.IntegerField(default=0)
-    containers = models.IntegerField(default=0)
-    covered = models.IntegerField(default=0)
-    requested_cpu_millicores = models.BigIntegerField(default=0)
-    requested_memory_bytes = models.BigIntegerField(default=0)
-    covered_requested_cpu_millicores = models.BigIntegerField(default=0)
-    covered_requested_memory_bytes = models.BigIntegerField(default=0)
-    recommended_cpu_millicores = models.BigIntegerField(default=0)
-    recommended_memory_bytes = models.BigIntegerField(default=0)
     savings = models.FloatField(default=0.0)
     # Workloads with each fact (one may have several), and per headline status.
     at_risk = models.IntegerField(default=0)
