@@ -310,9 +310,7 @@ def load_snapshot(
     last = 0
     while rows := list(active.filter(pk__gt=last).values_list(*_COLUMNS)[:CHUNK]):
         last = rows[-1][0]
-        for entry in _entries(rows, cluster_id=cluster.pk, limit_ranges=limit_ranges):
-            workloads[entry.key] = entry
-            keys_by_id[entry.workload_id] = entry.key
+        _add_entries(rows, cluster, limit_ranges, workloads, keys_by_id)
         pause()
     return AdmissionSnapshot(
         cluster_name=cluster.name,
@@ -324,6 +322,19 @@ def load_snapshot(
         keys_by_id=keys_by_id,
         cpu_seconds=time.thread_time() - cpu_started,
     )
+
+
+def _add_entries(
+    rows: list[tuple[Any, ...]],
+    cluster: Cluster,
+    limit_ranges: Mapping[str, LimitRangePair],
+    workloads: dict[WorkloadKey, WorkloadEntry],
+    keys_by_id: dict[int, WorkloadKey],
+) -> None:
+    """Put the entries of ``rows`` (``_COLUMNS``) into a snapshot being built."""
+    for entry in _entries(rows, cluster_id=cluster.pk, limit_ranges=limit_ranges):
+        workloads[entry.key] = entry
+        keys_by_id[entry.workload_id] = entry.key
 
 
 def reload_snapshot(
@@ -365,9 +376,7 @@ def reload_snapshot(
             .order_by()
             .values_list(*_COLUMNS)
         )
-        for entry in _entries(rows, cluster_id=cluster.pk, limit_ranges=limit_ranges):
-            workloads[entry.key] = entry
-            keys_by_id[entry.workload_id] = entry.key
+        _add_entries(rows, cluster, limit_ranges, workloads, keys_by_id)
         pause()
     return AdmissionSnapshot(
         cluster_name=cluster.name,
