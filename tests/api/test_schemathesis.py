@@ -37,11 +37,12 @@ from recommender.models import (
 )
 from vpaweb.wsgi import application
 
-# Examples per operation and generation mode: 24 operations x (55 + 30) = 2,040 cases,
-# with a fixed seed (derandomize). It runs once per `make test`, in test-sqlite (the
-# schemathesis marker keeps it out of test-pg, which would only repeat it).
-POSITIVE_EXAMPLES = int(os.environ.get("VPAWEB_SCHEMATHESIS_POSITIVE", "55"))
-NEGATIVE_EXAMPLES = int(os.environ.get("VPAWEB_SCHEMATHESIS_NEGATIVE", "30"))
+# At least MIN_CASES cases over the whole schema, with a fixed seed (derandomize): each
+# operation gets its share, two thirds valid and one third invalid
+# (``examples_per_operation``), so the budget stays the same as operations are added.
+# It runs once per `make test`, in test-sqlite (the schemathesis marker keeps it out of
+# test-pg, which would only repeat it). VPAWEB_SCHEMATHESIS_POSITIVE / _NEGATIVE set
+# the examples per operation instead.
 MIN_CASES = 2000
 # The operations are split into this many tests (operation i in shard i % SHARDS), so
 # pytest-xdist's workers share them; MIN_CASES holds for their sum, each shard its part.
@@ -68,6 +69,17 @@ SCHEMA_SKETCHES = {
     # names and ranges of the chosen profile, which the schema leaves open.
     "POST /api/v1/workloads/{id}/what-if": [positive_data_acceptance],
 }
+
+
+def examples_per_operation(operations: int) -> tuple[int, int]:
+    """Valid and invalid examples per operation: MIN_CASES shared by ``operations``
+    (or the environment's counts)."""
+    each = -(-MIN_CASES // operations)
+    negative = each // 3
+    return (
+        int(os.environ.get("VPAWEB_SCHEMATHESIS_POSITIVE", each - negative)),
+        int(os.environ.get("VPAWEB_SCHEMATHESIS_NEGATIVE", negative)),
+    )
 
 
 @pytest.fixture
@@ -118,11 +130,12 @@ def test_every_operation_conforms_to_the_schema(
 
         operations = [result.ok() for result in schema.get_all_operations()]
         mine = operations[shard::SHARDS]
+        positive, negative = examples_per_operation(len(operations))
         for operation in mine:
             skip = SCHEMA_SKETCHES.get(operation.label, [])
             for mode, examples in (
-                (GenerationMode.POSITIVE, POSITIVE_EXAMPLES),
-                (GenerationMode.NEGATIVE, NEGATIVE_EXAMPLES),
+                (GenerationMode.POSITIVE, positive),
+                (GenerationMode.NEGATIVE, negative),
             ):
 
                 @given(case=operation.as_strategy(generation_mode=mode))

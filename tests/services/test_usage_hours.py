@@ -111,11 +111,13 @@ def test_stored_hours_equal_the_source_each_sample_once(settings, regime):
     if regime == "late samples":
         settings.LATE_SAMPLES_S = 300
     cluster = Cluster.objects.create(name=f"usage-{regime}", kind="simulated")
-    minutes = range(0, 50)  # 12:20 to 13:09, checkpoints every 5 minutes
+    # A first contact at 12:20, then a cycle a minute from 12:45 to 13:09: across the
+    # hour, checkpoints every 5 minutes.
+    minutes = [0, *range(25, 50)]
     for minute in minutes:
         if regime == "restarted":
             warm_state.forget_all()  # a new process every minute: re-reads
-        if regime == "rebuilt" and minute == 23:
+        if regime == "rebuilt" and minute == 33:
             # A new histogram key (a profile edit): the next cycle rebuilds every
             # checkpoint from the whole history, read again from the source.
             Checkpoint.objects.filter(container__workload__cluster=cluster).update(
@@ -127,7 +129,7 @@ def test_stored_hours_equal_the_source_each_sample_once(settings, regime):
         assert run.status == RefreshRun.Status.SUCCEEDED, run.error
     # One last cycle writes every checkpoint (and so every hour pending).
     settings.CHECKPOINT_INTERVAL_S = 0
-    end = NOW + timedelta(minutes=len(minutes))
+    end = NOW + timedelta(minutes=minutes[-1] + 1)
     run = refresh_cluster(cluster_id=cluster.pk, now=end)
     assert run.counts["usage_hours_written"] > 0
     watermarks = set(
