@@ -54,6 +54,18 @@ def _fast_password_hashing() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _flush_by_delete() -> Iterator[None]:
+    """Transactional tests on PostgreSQL are emptied by DELETE (tests/fast_flush.py)."""
+    if not settings.configured:
+        yield
+        return
+    from tests.fast_flush import flush_by_delete
+
+    with flush_by_delete():
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _cold_engine_state() -> None:
     """Each test starts as a fresh worker process: no engine rows kept from another
