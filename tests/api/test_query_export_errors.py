@@ -5,14 +5,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from django.conf import settings
 from django.test import Client, override_settings
 
 from recommender.models import Policy, StaticCoefficient, Workload
@@ -250,32 +246,6 @@ def test_schema_and_docs_are_served_without_a_cdn(read_client: Client) -> None:
     docs = read_client.get("/api/v1/docs/").content.decode()
     assert "/static/drf_spectacular_sidecar/swagger-ui-dist/" in docs
     assert "cdn" not in docs.lower() and "https://" not in docs
-
-
-def test_schema_validates_without_warnings(tmp_path: Path) -> None:
-    out = tmp_path / "openapi.yaml"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "manage.py",
-            "spectacular",
-            "--validate",
-            "--fail-on-warn",
-            "--file",
-            str(out),
-        ],
-        cwd=settings.BASE_DIR,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"SECRET_KEY": "schema-test", "PATH": "/usr/bin:/bin"},
-    )
-    assert result.returncode == 0, result.stderr
-    assert "Warning" not in result.stderr
-    operations = sum(
-        len(item) for item in yaml.safe_load(out.read_text())["paths"].values()
-    )
-    assert operations >= 20
 
 
 def test_every_offset_the_schema_allows_is_answered_and_one_past_it_is_a_400(
