@@ -203,8 +203,12 @@ def ingest_fleet(
             phases=phases,
         )
     windows = [(part, plan) for part in steady] + [
-        (chunking.restrict(discovery, part), plan.first_contact_chunk())
-        for part in parts
+        (chunking.restrict(discovery, part), plan.first_contact_chunk(kills))
+        for part, kills in zip(
+            parts,
+            chunking.kills_by_part(discovery, plan.snapshot_kills, parts),
+            strict=True,
+        )
     ]
     total: dict[str, Any] = {}
     with warm_state.one_pass((discovery.cluster.pk, discovery.namespace)):
