@@ -293,9 +293,17 @@ class SimulatedUsageSource(SourceBase):
         u1, u2 = _uniform_pair(cell_key, np.floor(cell_t / 60).astype(np.int64), salt=1)
         # u1 + u2 is triangular on [0, 2]: mean 1, sd 0.408; scale to a unit sd.
         cpu_z = (u1 + u2 - 1.0) * 2.449
-        burst_u, mem_u = _uniform_pair(
-            cell_key, np.floor(cell_t / BURST_BLOCK_S).astype(np.int64), salt=2
+        # The burst draw is one per series and block: drawn once per run of a
+        # series' cells in one block (cells go by series, then time), then spread.
+        cell_block = np.floor(cell_t / BURST_BLOCK_S).astype(np.int64)
+        new_run = np.ones(row.size, dtype=bool)
+        new_run[1:] = (row[1:] != row[:-1]) | (cell_block[1:] != cell_block[:-1])
+        run_start = np.flatnonzero(new_run)
+        run_of = np.cumsum(new_run) - 1
+        burst_run, mem_run = _uniform_pair(
+            cell_key[run_start], cell_block[run_start], salt=2
         )
+        burst_u, mem_u = burst_run[run_of], mem_run[run_of]
         diurnal = np.sin(day_angle)
         cpu = at("cpu") * (1 + at("cpu_amp") * diurnal)
         cpu *= np.exp(at("cpu_noise") * cpu_z)
