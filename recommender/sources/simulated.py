@@ -112,9 +112,7 @@ class SimulatedUsageSource(SourceBase):
                 return list(self.fleet.workloads)
             return list(self._by_namespace.get(namespace, ()))
         fleet = self.fleet.workloads
-        positions = sorted(
-            i for key in workloads for i in self._positions.get(key, ())
-        )
+        positions = sorted(i for key in workloads for i in self._positions.get(key, ()))
         return [
             fleet[i]
             for i in positions
@@ -318,10 +316,7 @@ class SimulatedUsageSource(SourceBase):
             np.mod(cell_t - at("phase"), np.where(np.isfinite(cycle), cycle, 1.0)),
             0.0,
         )
-        memory = (
-            at("mem") * (1 + at("mem_amp") * diurnal)
-            + at("leak") * age_in_cycle
-        )
+        memory = at("mem") * (1 + at("mem_amp") * diurnal) + at("leak") * age_in_cycle
         # Working-set jitter of ±2 %, held for a burst block (memory moves slower than
         # CPU).
         memory *= 1 + 0.04 * (mem_u - 0.5)
