@@ -148,23 +148,40 @@ def feed(
         )
     stats = IngestStats()
     cutter = _Cutter(quantised(samples)) if samples is not None else None
-    for moment in np.unique(ooms.timestamp_s).tolist():
+    # Kills of consecutive moments with no sample between them go in one batch: the
+    # engine records a batch in (timestamp, position) order, which is theirs.
+    moments = np.unique(ooms.timestamp_s).tolist()
+    first = 0  # the first moment whose kills are not recorded yet
+    for number, moment in enumerate(moments):
         if cutter is not None:
             part = cutter.take(cutter.index_after(moment))
             if part is not None:
+                stats = stats + _record(aggregates, ooms, moments[first:number])
+                first = number
                 stats = stats + aggregates.add_samples(part)
-        pick = np.flatnonzero(ooms.timestamp_s == moment)
-        stats = stats + aggregates.record_ooms(
-            OomBatch(
-                series_aggregate=ooms.series_aggregate,
-                series_keys=ooms.series_keys,
-                series_index=ooms.series_index[pick],
-                timestamp_s=ooms.timestamp_s[pick],
-                memory_request_bytes=ooms.memory_request_bytes[pick],
-            )
-        )
+    stats = stats + _record(aggregates, ooms, moments[first:])
     if cutter is not None:
         rest = cutter.take(cutter.times.size)
         if rest is not None:
             stats = stats + aggregates.add_samples(rest)
     return stats
+
+
+def _record(
+    aggregates: AggregateSet, ooms: OomBatch, moments: list[float]
+) -> IngestStats:
+    """The kills of ``moments`` (consecutive, increasing) in one batch."""
+    if not moments:
+        return IngestStats()
+    pick = np.flatnonzero(
+        (ooms.timestamp_s >= moments[0]) & (ooms.timestamp_s <= moments[-1])
+    )
+    return aggregates.record_ooms(
+        OomBatch(
+            series_aggregate=ooms.series_aggregate,
+            series_keys=ooms.series_keys,
+            series_index=ooms.series_index[pick],
+            timestamp_s=ooms.timestamp_s[pick],
+            memory_request_bytes=ooms.memory_request_bytes[pick],
+        )
+    )

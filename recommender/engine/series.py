@@ -197,9 +197,11 @@ def grid_memory_ops(
 ) -> tuple[PeakOps, tuple[np.ndarray, ...]]:
     """:func:`memory_peak_ops` for a grid ``mem`` (S, T) at increasing ``ts`` (T,).
 
-    Works window by window on (S, window) slices, so temporaries stay small.
-    ``position`` of the returned ops is the time-major application order
-    ``column * S + series``.
+    Works on blocks of ``_GRID_BLOCK_ROWS`` series, each window number at once (the
+    windows of a series are consecutive column ranges, counted from its window end),
+    so temporaries stay small. ``position`` of the returned ops is the time-major
+    application order ``column * S + series``; the ops come grouped by window number,
+    not in that order (``replay_memory_ops`` sorts them).
     """
     n_s, n_t = mem.shape
     has_any = valid.any(axis=1)
@@ -207,49 +209,48 @@ def grid_memory_ops(
     we0 = window_end_s[sids].copy()
     fresh = np.isnan(we0)
     we0[fresh] = ts[first_col[fresh]]
-    all_valid = bool(valid.all())
+    state_old = np.maximum(memory_peak[sids], oom_peak[sids])
     parts: list[tuple[np.ndarray, ...]] = []
     new_end = window_end_s[sids].copy()
     new_peak = memory_peak[sids].copy()
     new_oom = oom_peak[sids].copy()
     last_t = np.full(n_s, np.nan)
-    for w0 in np.unique(we0[has_any]).tolist():
-        g = np.nonzero(has_any & (we0 == w0))[0]
-        wid_t = np.floor((ts - w0) / window_s) + 1
-        wid_t[ts < w0] = 0
-        cuts = np.r_[0, np.nonzero(wid_t[1:] != wid_t[:-1])[0] + 1, n_t]
-        whole = g.size == n_s
-        state_old = np.maximum(memory_peak[sids[g]], oom_peak[sids[g]])
-        for c0, c1 in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
-            wid = wid_t[c0]
-            x = mem[:, c0:c1] if whole else mem[g, c0:c1]
-            ok = None
-            if not all_valid:
-                ok = valid[:, c0:c1] if whole else valid[g, c0:c1]
-                x = np.where(ok, x, -np.inf)
-            present = np.ones(g.size, dtype=bool) if ok is None else ok.any(axis=1)
-            if not present.any():
-                continue
+    with_data = np.nonzero(has_any)[0]
+    for b in range(0, with_data.size, _GRID_BLOCK_ROWS):
+        g = with_data[b : b + _GRID_BLOCK_ROWS]
+        w0 = we0[g]
+        ok = valid[g]
+        values = mem[g]
+        # The window number of every cell: 0 before the series' window end (its open
+        # window), then 1, 2, ... window_s apart.
+        wid = np.floor((ts[None, :] - w0[:, None]) / window_s) + 1
+        wid[ts[None, :] < w0[:, None]] = 0
+        rows = np.arange(g.size)
+        for k in np.unique(wid[ok]).tolist():
+            cell = ok & (wid == k)
+            present = cell.any(axis=1)
+            # The window's samples of each series; every other cell -inf, so running
+            # maxima start afresh in each window.
+            x = np.where(cell, values, -np.inf)
             cm = np.maximum.accumulate(x, axis=1)
             prev = np.empty_like(x)
-            if wid == 0:
-                init = state_old
-                allowed = state_old != 0
-            else:
-                init = np.full(g.size, -np.inf)
-                opening = x[np.arange(g.size), 0 if ok is None else ok.argmax(axis=1)]
-                allowed = opening != 0
-            prev[:, 0] = init
+            prev[:, 0] = -np.inf
             prev[:, 1:] = cm[:, :-1]
-            if wid == 0:
+            if k == 0:
+                init = state_old[g]
+                allowed = init != 0
                 np.maximum(prev, init[:, None], out=prev)
+                end = w0
+            else:
+                opening = x[rows, cell.argmax(axis=1)]
+                allowed = opening != 0
+                end = w0 + k * window_s
             record = x > prev
             record &= allowed[:, None] | (prev == -np.inf)
             r, c = np.nonzero(record)
-            end = w0 if wid == 0 else w0 + wid * window_s
             if r.size:
                 pv = prev[r, c]
-                order = (c0 + c) * n_s + g[r]
+                order = c * n_s + g[r]
                 sub = pv != -np.inf
                 parts.append(
                     (
@@ -257,22 +258,22 @@ def grid_memory_ops(
                         order[sub],
                         np.full(int(sub.sum()), SUBTRACT),
                         pv[sub],
-                        end,
+                        end[r[sub]],
                     )
                 )
-                parts.append((g[r], order, np.full(r.size, ADD), x[r, c], end))
+                parts.append((g[r], order, np.full(r.size, ADD), x[r, c], end[r]))
             # State after this window, for series that had samples in it.
             p = np.nonzero(present)[0]
             gp = g[p]
             top = cm[p, -1]
-            new_end[gp] = end
-            if wid == 0:
+            new_end[gp] = end[p]
+            if k == 0:
                 repl = allowed[p] & (top > init[p])
                 new_peak[gp] = np.where(repl, top, new_peak[gp])
             else:
                 new_peak[gp] = np.where(opening[p] == 0, 0.0, top)
                 new_oom[gp] = 0.0
-            last_c = c1 - 1 - (0 if ok is None else ok[p, ::-1].argmax(axis=1))
+            last_c = n_t - 1 - cell[p, ::-1].argmax(axis=1)
             last_t[gp] = ts[last_c]
     if parts:
         series_local = np.concatenate([q[0] for q in parts])
@@ -281,7 +282,7 @@ def grid_memory_ops(
             position=np.concatenate([q[1] for q in parts]).astype(np.int64),
             kind=np.concatenate([q[2] for q in parts]).astype(np.int8),
             value_bytes=np.concatenate([q[3] for q in parts]).astype(np.float64),
-            time_s=np.concatenate([np.full(q[0].size, q[4]) for q in parts]),
+            time_s=np.concatenate([q[4] for q in parts]).astype(np.float64),
         )
     else:
         empty = np.zeros(0, dtype=np.int64)
@@ -295,3 +296,7 @@ def grid_memory_ops(
         new_oom[touched],
     )
     return ops, state
+
+
+# Series per block of grid_memory_ops: its temporaries are a few (block, T) arrays.
+_GRID_BLOCK_ROWS = 2048

@@ -10,7 +10,9 @@ per term, no Python loop per sample.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Collection
+from functools import cached_property
 
 import numpy as np
 
@@ -79,14 +81,7 @@ class SimulatedUsageSource(SourceBase):
         """Series alive in ``(start_s, end_s]`` and what each belongs to (of the
         ``workloads`` given by (namespace, kind, name) only, when given)."""
         found = []
-        for workload in self.fleet.workloads:
-            if namespace is not None and workload.namespace != namespace:
-                continue
-            if (
-                workloads is not None
-                and (workload.namespace, workload.kind, workload.name) not in workloads
-            ):
-                continue
+        for workload in self._workloads(namespace, workloads):
             if workload.kind == "CronJob":
                 pods = workload.runs_between(start_s, end_s)
             else:
@@ -103,6 +98,40 @@ class SimulatedUsageSource(SourceBase):
                         (key, workload, container, replica, alive_from, alive_until)
                     )
         return found
+
+    def _workloads(
+        self,
+        namespace: str | None,
+        workloads: Collection[tuple[str, str, str]] | None,
+    ) -> list[SimWorkload]:
+        """The fleet's workloads of ``namespace`` (all: None) and among ``workloads``
+        (when given), in the fleet's order; looked up, not a scan of the fleet for
+        each chunk of a first contact."""
+        if workloads is None:
+            if namespace is None:
+                return list(self.fleet.workloads)
+            return list(self._by_namespace.get(namespace, ()))
+        fleet = self.fleet.workloads
+        positions = sorted(i for key in workloads for i in self._positions.get(key, ()))
+        return [
+            fleet[i]
+            for i in positions
+            if namespace is None or fleet[i].namespace == namespace
+        ]
+
+    @cached_property
+    def _by_namespace(self) -> dict[str, list[SimWorkload]]:
+        by_namespace: dict[str, list[SimWorkload]] = defaultdict(list)
+        for workload in self.fleet.workloads:
+            by_namespace[workload.namespace].append(workload)
+        return by_namespace
+
+    @cached_property
+    def _positions(self) -> dict[tuple[str, str, str], list[int]]:
+        positions: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+        for i, workload in enumerate(self.fleet.workloads):
+            positions[(workload.namespace, workload.kind, workload.name)].append(i)
+        return positions
 
     def fetch_usage(
         self, *, namespace: str | None, start_s: float, end_s: float, step_s: float
@@ -262,10 +291,19 @@ class SimulatedUsageSource(SourceBase):
         u1, u2 = _uniform_pair(cell_key, np.floor(cell_t / 60).astype(np.int64), salt=1)
         # u1 + u2 is triangular on [0, 2]: mean 1, sd 0.408; scale to a unit sd.
         cpu_z = (u1 + u2 - 1.0) * 2.449
-        burst_u, mem_u = _uniform_pair(
-            cell_key, np.floor(cell_t / BURST_BLOCK_S).astype(np.int64), salt=2
+        # The burst draw is one per series and block: drawn once per run of a
+        # series' cells in one block (cells go by series, then time), then spread.
+        cell_block = np.floor(cell_t / BURST_BLOCK_S).astype(np.int64)
+        new_run = np.ones(row.size, dtype=bool)
+        new_run[1:] = (row[1:] != row[:-1]) | (cell_block[1:] != cell_block[:-1])
+        run_start = np.flatnonzero(new_run)
+        run_of = np.cumsum(new_run) - 1
+        burst_run, mem_run = _uniform_pair(
+            cell_key[run_start], cell_block[run_start], salt=2
         )
-        cpu = at("cpu") * (1 + at("cpu_amp") * np.sin(day_angle))
+        burst_u, mem_u = burst_run[run_of], mem_run[run_of]
+        diurnal = np.sin(day_angle)
+        cpu = at("cpu") * (1 + at("cpu_amp") * diurnal)
         cpu *= np.exp(at("cpu_noise") * cpu_z)
         cpu = np.where(burst_u < at("burst_p"), cpu * at("burst_f"), cpu)
         # CPU is throttled at its limit; usage never reads below one millicore.
@@ -278,10 +316,7 @@ class SimulatedUsageSource(SourceBase):
             np.mod(cell_t - at("phase"), np.where(np.isfinite(cycle), cycle, 1.0)),
             0.0,
         )
-        memory = (
-            at("mem") * (1 + at("mem_amp") * np.sin(day_angle))
-            + at("leak") * age_in_cycle
-        )
+        memory = at("mem") * (1 + at("mem_amp") * diurnal) + at("leak") * age_in_cycle
         # Working-set jitter of ±2 %, held for a burst block (memory moves slower than
         # CPU).
         memory *= 1 + 0.04 * (mem_u - 0.5)

@@ -54,6 +54,7 @@ from recommender.models.bulk import (
     CAS_BATCH,
     add_usage_hours,
     compare_and_swap,
+    insert_new,
     insert_returning_pks,
 )
 from recommender.services.admission import counters
@@ -203,8 +204,12 @@ def ingest_fleet(
             phases=phases,
         )
     windows = [(part, plan) for part in steady] + [
-        (chunking.restrict(discovery, part), plan.first_contact_chunk())
-        for part in parts
+        (chunking.restrict(discovery, part), plan.first_contact_chunk(kills))
+        for part, kills in zip(
+            parts,
+            chunking.kills_by_part(discovery, plan.snapshot_kills, parts),
+            strict=True,
+        )
     ]
     total: dict[str, Any] = {}
     with warm_state.one_pass((discovery.cluster.pk, discovery.namespace)):
@@ -510,10 +515,20 @@ def _write_chosen(
     return chosen, won
 
 
+_KILL_COLUMNS = (
+    "container",
+    "pod",
+    "occurred_at",
+    "memory_request_bytes",
+    "is_eviction",
+)
+
+
 def _store_kills(window: Window, rows: Sequence[Row]) -> None:
     """The OOM kills of ``rows`` (whose checkpoints this writer stored), each once."""
     kills = [(row, kill) for row in rows for kill in row.ooms]
-    OomKillRow.objects.bulk_create(
+    # One statement per 2,000 kills (bulk.py), a kill stored already skipped.
+    insert_new(
         [
             OomKillRow(
                 container_id=row.container.pk,
@@ -524,8 +539,7 @@ def _store_kills(window: Window, rows: Sequence[Row]) -> None:
             )
             for row, kill in kills
         ],
-        batch_size=BATCH,
-        ignore_conflicts=True,
+        fields=_KILL_COLUMNS,
     )
     window.stored_kills.update(ooms.kill_key(kill) for _, kill in kills)
 

@@ -39,6 +39,8 @@ logger = logging.getLogger(__name__)
 # How long after a kill the source's history may observe it: kubelet's restart
 # back-off is capped at 300 s (MaxContainerBackOff), plus a scrape and the grid step.
 SAME_KILL_S = 300.0 + 2 * STEP_S
+# Containers per lookup of their stored kills (SQLite binds at most 32,766 values).
+KILL_LOOKUP_BATCH = 10_000
 
 __all__ = [
     "SAME_KILL_S",
@@ -115,13 +117,18 @@ def attach_ooms(
     if not matched:
         return
     oldest = min(kill.occurred_at for _, kill, _ in matched)
-    stored: dict[tuple[int, str, datetime], bool] = dict(
-        (((c, p, at), is_eviction))
-        for c, p, at, is_eviction in OomKillRow.objects.filter(
-            container__workload__cluster=window.cluster,
-            occurred_at__gt=oldest - timedelta(seconds=STEP_S),
-        ).values_list("container_id", "pod", "occurred_at", "is_eviction")
-    )
+    # The stored kills of the matched containers only: not the whole cluster's, which
+    # every chunk of a first contact (and every shard beside it) would read again.
+    ids = sorted({row.container.pk for row, _, _ in matched})
+    stored: dict[tuple[int, str, datetime], bool] = {}
+    for start in range(0, len(ids), KILL_LOOKUP_BATCH):
+        stored.update(
+            ((c, p, at), is_eviction)
+            for c, p, at, is_eviction in OomKillRow.objects.filter(
+                container_id__in=ids[start : start + KILL_LOOKUP_BATCH],
+                occurred_at__gt=oldest - timedelta(seconds=STEP_S),
+            ).values_list("container_id", "pod", "occurred_at", "is_eviction")
+        )
     # Where the history saw each pod's container restart after a kill: stored, or
     # reported in this window.
     observed: dict[tuple[int, str], list[datetime]] = defaultdict(list)

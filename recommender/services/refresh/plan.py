@@ -119,10 +119,18 @@ class WindowPlan:
             settle_s=float(settings.LATE_SAMPLES_S) if is_last else 0.0,
         )
 
-    def first_contact_chunk(self) -> WindowPlan:
+    def first_contact_chunk(
+        self, snapshot_kills: Sequence[OomKill] | None = None
+    ) -> WindowPlan:
         """This window for one chunk of workloads: it keeps no engine rows, so its
-        memory stays that of one chunk (the next cycle decodes them once)."""
-        return dataclasses.replace(self, keeps_engine_rows=False)
+        memory stays that of one chunk (the next cycle decodes them once). With
+        ``snapshot_kills``: the kills of the chunk's workloads only
+        (``chunking.kills_by_part``)."""
+        if snapshot_kills is None:
+            return dataclasses.replace(self, keeps_engine_rows=False)
+        return dataclasses.replace(
+            self, keeps_engine_rows=False, snapshot_kills=tuple(snapshot_kills)
+        )
 
     @property
     def end_s(self) -> float:
