@@ -99,6 +99,9 @@ PATTERNS = ("steady", "diurnal", "bursty", "leaking", "oom", "idle")
 # OOM kills of the last this-many seconds are reported by discovery, as pod statuses and
 # events would show them; the refresh stores each once (OomKill's unique constraint).
 OOM_LOOKBACK_S = 9 * DAY_S
+# The annotations of a pod the writer did not touch: one empty dict shared by every
+# such pod (read only; ``_overridden`` makes a new one).
+NO_ANNOTATIONS: dict[str, str] = {}
 
 
 def stable_hash(*parts: object) -> int:
@@ -193,6 +196,7 @@ class SimWorkload:
                 start_time=None,
                 labels=labels,
                 uid=_pod_uid(self.namespace, pod),
+                annotations=NO_ANNOTATIONS,
                 container_states=_running(self.container_specs, pod),
             )
             for pod in self.long_lived_pods()
@@ -640,6 +644,7 @@ class SimulatedCluster:
                         else None,
                         labels=labels,
                         uid=_pod_uid(sim.namespace, pod),
+                        annotations=NO_ANNOTATIONS,
                         container_states=_running(specs, pod),
                     )
                     for pod, start_s in self.fleet.pods_at(sim, now_s)

@@ -12,6 +12,7 @@ never claims pod ``api-migrate-x7k2p`` of Job ``api-migrate``.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -89,11 +90,16 @@ def load_pod_owners(
         pods = pods.filter(namespace=namespace)
         workloads = workloads.filter(namespace=namespace)
     owners = PodOwners()
-    for ns, name, workload_id in pods.values_list("namespace", "name", "workload_id"):
-        owners.stored[(ns, name)] = workload_id
+    # Streamed (a server-side cursor on PostgreSQL), not read whole: a fleet's pods.
+    for ns, name, workload_id in pods.values_list(
+        "namespace", "name", "workload_id"
+    ).iterator(chunk_size=2000):
+        owners.stored[(sys.intern(ns), name)] = workload_id
     # Active workloads first: they win a (namespace, name) they share with a gone one.
-    for ns, name, kind, workload_id in workloads.order_by(
-        "-is_active", "pk"
-    ).values_list("namespace", "name", "kind", "pk"):
+    for ns, name, kind, workload_id in (
+        workloads.order_by("-is_active", "pk")
+        .values_list("namespace", "name", "kind", "pk")
+        .iterator(chunk_size=2000)
+    ):
         owners.by_name.setdefault((ns, name), []).append((kind, workload_id))
     return owners
