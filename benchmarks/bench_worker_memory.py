@@ -12,6 +12,9 @@ the next ones go on from the engine rows kept).
 # BENCH_WM_CYCLES (default 2) whole-cluster cycles a minute apart; prints each one's
 # time and the largest RSS seen in each of its phases (sampled every 50 ms), and at
 # the end ``ru_maxrss``; ``/usr/bin/time -v`` gives the same for the whole process.
+# BENCH_WM_SHARD=<namespace>: on an empty database, the first contact of that
+# namespace of a new cluster in this process instead (a shard task's; the whole
+# simulated fleet is built, as in a worker).
 # BENCH_WM_TRACE=1: tracemalloc's top holders at the start of the last cycle's
 # first ingest window (slow, and traced memory is not RSS).
 
@@ -77,8 +80,26 @@ def main() -> None:
     if trace:
         tracemalloc.start()
     threading.Thread(target=sample, daemon=True).start()
-    (cluster,) = Cluster.objects.all()
     print(f"load {os.getloadavg()}; rss at start {_rss_mib():.0f} MiB", flush=True)
+    shard = os.environ.get("BENCH_WM_SHARD", "")
+    if shard:
+        # A first-contact shard task instead: that namespace of a new cluster.
+        cluster = Cluster.objects.create(name="worker-memory", kind="simulated")
+        where["label"] = "first contact"
+        started = time.perf_counter()
+        run = refresh_cluster(
+            cluster_id=cluster.pk, now=FIRST_CONTACT_AT, namespace=shard
+        )
+        print(
+            f"shard {shard}: {run.status} {time.perf_counter() - started:.1f} s,"
+            f" containers {run.counts.get('containers')},"
+            f" chunks {run.counts.get('first_contact_chunks')},"
+            f" load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+        cycles = 0
+    else:
+        (cluster,) = Cluster.objects.all()
     for minute in range(1, cycles + 1):
         where["label"] = f"c{minute} setup"
         started = time.perf_counter()

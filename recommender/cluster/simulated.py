@@ -112,9 +112,9 @@ def stable_hash(*parts: object) -> int:
     return int.from_bytes(digest, "little")
 
 
-@lru_cache(maxsize=2**18)
 def _pod_uid(namespace: str, pod: str) -> str:
-    """A pod's stable uid (kept: discovery names every live pod every cycle)."""
+    """A pod's stable uid (not memoised: a long-lived pod's is kept in its workload's
+    ``long_lived_pod_infos``, and a CronJob run lives minutes)."""
     return "{:032x}".format(stable_hash("pod", namespace, pod))
 
 
