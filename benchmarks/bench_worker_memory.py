@@ -3,7 +3,8 @@ fleet already stored, in a fresh process (the first cycle decodes the checkpoint
 the next ones go on from the engine rows kept).
 
     DATABASE_URL=postgres://.../copy VPAWEB_SIMULATION_WORKLOADS=65395 \\
-        VPAWEB_SIMULATION_HISTORY_DAYS=0.25 /usr/bin/time -v python -m benchmarks worker_memory"""
+        VPAWEB_SIMULATION_HISTORY_DAYS=0.25 \\
+        /usr/bin/time -v python -m benchmarks worker_memory"""
 # The database holds one simulated cluster after its first contact at
 # 2026-11-21T12:00Z (``bench_first_contact``, e.g. BENCH_FC_CONTAINERS=100000
 # BENCH_FC_WORKERS=4): a fleet of 100,000 containers in minutes instead of the hour
@@ -28,14 +29,15 @@ import tracemalloc
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 FIRST_CONTACT_AT = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def _rss_mib() -> float:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * PAGE / 2**20
+    statm = Path("/proc/self/statm").read_text()
+    return int(statm.split()[1]) * PAGE / 2**20
 
 
 def main() -> None:
@@ -109,7 +111,8 @@ def main() -> None:
         print(
             f"cycle {minute}: {run.status} {time.perf_counter() - started:.1f} s,"
             f" containers {run.counts.get('containers')},"
-            f" windows {run.counts.get('steady_windows')}, rss now {_rss_mib():.0f} MiB,"
+            f" windows {run.counts.get('steady_windows')},"
+            f" rss now {_rss_mib():.0f} MiB,"
             f" load {os.getloadavg()[0]:.1f}",
             flush=True,
         )
