@@ -13,9 +13,10 @@ the next ones go on from the engine rows kept).
 # BENCH_WM_CYCLES (default 2) whole-cluster cycles a minute apart; prints each one's
 # time and the largest RSS seen in each of its phases (sampled every 50 ms), and at
 # the end ``ru_maxrss``; ``/usr/bin/time -v`` gives the same for the whole process.
-# BENCH_WM_SHARD=<namespace>: on an empty database, the first contact of that
-# namespace of a new cluster in this process instead (a shard task's; the whole
-# simulated fleet is built, as in a worker).
+# BENCH_WM_SHARD=<namespace>: first, the first contact of that namespace (a shard
+# task's; the whole simulated fleet is built, as in a worker): of a new cluster on an
+# empty database (BENCH_WM_CYCLES=0), or of the stored one once that namespace's
+# workloads are deleted (by another process: Django's cascade holds the rows).
 # BENCH_WM_TRACE=1: tracemalloc's top holders at the start of the last cycle's
 # first ingest window (slow, and traced memory is not RSS).
 
@@ -85,9 +86,11 @@ def main() -> None:
     print(f"load {os.getloadavg()}; rss at start {_rss_mib():.0f} MiB", flush=True)
     shard = os.environ.get("BENCH_WM_SHARD", "")
     if shard:
-        # A first-contact shard task instead: that namespace of a new cluster.
-        cluster = Cluster.objects.create(name="worker-memory", kind="simulated")
-        where["label"] = "first contact"
+        # A first-contact shard task first (then the cycles, if any).
+        cluster = Cluster.objects.first() or Cluster.objects.create(
+            name="worker-memory", kind="simulated"
+        )
+        where["label"] = "fc setup"
         started = time.perf_counter()
         run = refresh_cluster(
             cluster_id=cluster.pk, now=FIRST_CONTACT_AT, namespace=shard
@@ -99,9 +102,7 @@ def main() -> None:
             f" load {os.getloadavg()[0]:.1f}",
             flush=True,
         )
-        cycles = 0
-    else:
-        (cluster,) = Cluster.objects.all()
+    (cluster,) = Cluster.objects.all()
     for minute in range(1, cycles + 1):
         where["label"] = f"c{minute} setup"
         started = time.perf_counter()

@@ -239,7 +239,17 @@ def upsert_discovery(
         workloads=workloads,
         counts=found.counts,
     )
-    found.pods = load_pod_owners(cluster_id=cluster.pk, namespace=namespace, now=now)
+    # The live pods' owners first: the stored rows of those are not kept again.
+    found.pods = load_pod_owners(
+        cluster_id=cluster.pk,
+        namespace=namespace,
+        now=now,
+        live={
+            (pod.namespace, pod.name): workloads[key].pk
+            for key, info in seen.items()
+            for pod in info.pods
+        },
+    )
     _upsert_containers(found, seen, workloads)
     pod_counts = record_pods(
         cluster_id=cluster.pk,
@@ -311,8 +321,6 @@ def _upsert_containers(
     for key, info in seen.items():
         workload = workloads[key]
         found.workload_by_key[key] = workload.pk
-        for pod in info.pods:
-            found.pods.live[(pod.namespace, pod.name)] = workload.pk
         representative = representative_pods(info.pods)
         for position, spec in enumerate(info.containers):
             # What the live pods carry (LimitRanger fills what the template leaves
