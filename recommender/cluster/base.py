@@ -71,7 +71,7 @@ class Termination:
     finished_at: datetime | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ContainerState:
     """A container's state from ``status.containerStatuses[]``: what the updater
     reads to resize only running containers and to verify a resize on evidence."""
@@ -96,7 +96,7 @@ class ContainerState:
         return f"{text} ({self.reason})" if self.reason else text
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PodInfo:
     """A workload's live pod; containers carry current requests (status over spec)."""
 

@@ -99,6 +99,9 @@ PATTERNS = ("steady", "diurnal", "bursty", "leaking", "oom", "idle")
 # OOM kills of the last this-many seconds are reported by discovery, as pod statuses and
 # events would show them; the refresh stores each once (OomKill's unique constraint).
 OOM_LOOKBACK_S = 9 * DAY_S
+# The annotations of a pod the writer did not touch: one empty dict shared by every
+# such pod (read only; ``_overridden`` makes a new one).
+NO_ANNOTATIONS: dict[str, str] = {}
 
 
 def stable_hash(*parts: object) -> int:
@@ -109,9 +112,9 @@ def stable_hash(*parts: object) -> int:
     return int.from_bytes(digest, "little")
 
 
-@lru_cache(maxsize=2**18)
 def _pod_uid(namespace: str, pod: str) -> str:
-    """A pod's stable uid (kept: discovery names every live pod every cycle)."""
+    """A pod's stable uid (not memoised: a long-lived pod's is kept in its workload's
+    ``long_lived_pod_infos``, and a CronJob run lives minutes)."""
     return "{:032x}".format(stable_hash("pod", namespace, pod))
 
 
@@ -193,6 +196,7 @@ class SimWorkload:
                 start_time=None,
                 labels=labels,
                 uid=_pod_uid(self.namespace, pod),
+                annotations=NO_ANNOTATIONS,
                 container_states=_running(self.container_specs, pod),
             )
             for pod in self.long_lived_pods()
@@ -640,6 +644,7 @@ class SimulatedCluster:
                         else None,
                         labels=labels,
                         uid=_pod_uid(sim.namespace, pod),
+                        annotations=NO_ANNOTATIONS,
                         container_states=_running(specs, pod),
                     )
                     for pod, start_s in self.fleet.pods_at(sim, now_s)

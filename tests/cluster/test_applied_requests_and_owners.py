@@ -397,3 +397,42 @@ def test_a_workload_without_samples_has_no_recommendation_and_no_data(
     assert "No usage samples yet" in page
     assert "under-provisioned" not in page.lower()
     assert 'data-fact="at-risk"' not in page
+
+
+@pytest.mark.django_db
+def test_the_live_pods_owners_are_not_kept_twice() -> None:
+    """Given the pods discovery sees now, their stored rows are not kept again (a
+    fleet's pods held twice for the whole pass); the answers are the same."""
+    now = timezone.now()
+    cluster = Cluster.objects.create(name="owners", kind=Cluster.Kind.SIMULATED)
+    web, api = (
+        Workload.objects.create(
+            cluster=cluster, kind="Deployment", namespace="shop", name=name
+        )
+        for name in ("web", "api")
+    )
+    for workload, pod in ((web, "web-1"), (web, "web-gone"), (api, "api-1")):
+        WorkloadPod.objects.create(
+            cluster=cluster, workload=workload, namespace="shop", name=pod
+        )
+
+    stored = load_pod_owners(cluster_id=cluster.pk, namespace=None, now=now)
+    owners = load_pod_owners(
+        cluster_id=cluster.pk,
+        namespace=None,
+        now=now,
+        live={("shop", "web-1"): web.pk, ("shop", "api-1"): web.pk},
+    )
+
+    assert owners.stored == {("shop", "web-gone"): web.pk}
+    assert set(stored.stored) == {
+        ("shop", "web-1"),
+        ("shop", "web-gone"),
+        ("shop", "api-1"),
+    }
+    # A live pod's owner is the one discovery sees now, as before.
+    assert [owners.owner_of("shop", p) for p in ("web-1", "web-gone", "api-1")] == [
+        web.pk,
+        web.pk,
+        web.pk,
+    ]

@@ -12,6 +12,7 @@ never claims pod ``api-migrate-x7k2p`` of Job ``api-migrate``.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -78,9 +79,15 @@ class PodOwners:
 
 
 def load_pod_owners(
-    *, cluster_id: int, namespace: str | None, now: datetime
+    *,
+    cluster_id: int,
+    namespace: str | None,
+    now: datetime,
+    live: dict[PodKey, int] | None = None,
 ) -> PodOwners:
-    """The stored owners (within ``POD_RETENTION``) and workload names, two queries."""
+    """The stored owners (within ``POD_RETENTION``) and workload names, two queries;
+    with ``live`` (the pods discovery sees now), those are the live owners and their
+    stored rows are not kept (``owner_of`` asks ``live`` first)."""
     pods = WorkloadPod.objects.filter(
         cluster_id=cluster_id, last_seen_at__gte=now - POD_RETENTION
     )
@@ -88,12 +95,18 @@ def load_pod_owners(
     if namespace is not None:
         pods = pods.filter(namespace=namespace)
         workloads = workloads.filter(namespace=namespace)
-    owners = PodOwners()
-    for ns, name, workload_id in pods.values_list("namespace", "name", "workload_id"):
-        owners.stored[(ns, name)] = workload_id
+    owners = PodOwners(live=live if live is not None else {})
+    # Streamed (a server-side cursor on PostgreSQL), not read whole: a fleet's pods.
+    for ns, name, workload_id in pods.values_list(
+        "namespace", "name", "workload_id"
+    ).iterator(chunk_size=2000):
+        if (ns, name) not in owners.live:
+            owners.stored[(sys.intern(ns), name)] = workload_id
     # Active workloads first: they win a (namespace, name) they share with a gone one.
-    for ns, name, kind, workload_id in workloads.order_by(
-        "-is_active", "pk"
-    ).values_list("namespace", "name", "kind", "pk"):
+    for ns, name, kind, workload_id in (
+        workloads.order_by("-is_active", "pk")
+        .values_list("namespace", "name", "kind", "pk")
+        .iterator(chunk_size=2000)
+    ):
         owners.by_name.setdefault((ns, name), []).append((kind, workload_id))
     return owners

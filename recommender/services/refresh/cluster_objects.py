@@ -131,7 +131,8 @@ def stored_workloads(rows: QuerySet[Workload]) -> dict[WorkloadKey, StoredWorklo
         for pk, cluster_id, ns, kind, name, conflicts, budgets in rows.annotate(
             conflicts_text=stored_json.as_text("hpa_conflicts"),
             budgets_text=stored_json.as_text("pod_disruption_budgets"),
-        ).values_list(
+        )
+        .values_list(
             "pk",
             "cluster_id",
             "namespace",
@@ -140,6 +141,7 @@ def stored_workloads(rows: QuerySet[Workload]) -> dict[WorkloadKey, StoredWorklo
             "conflicts_text",
             "budgets_text",
         )
+        .iterator(chunk_size=2000)
     }
 
 

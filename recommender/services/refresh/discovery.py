@@ -42,6 +42,10 @@ logger = logging.getLogger(__name__)
 
 # Rows per bulk statement: under every backend's parameter limit.
 BATCH = 500
+# Rows fetched at a time by the reads of a whole shard's rows (a server-side cursor
+# on PostgreSQL): read whole, 100,000 containers' rows were in memory at once as
+# tuples, beside the maps built from them.
+FETCH = 2000
 # The Workload columns discovery compares with what the adapter listed.
 _WORKLOAD_FIELDS = ("uid", "selector", "replicas", "labels", "schedule")
 # The Container columns discovery compares with the pod template and live pods.
@@ -128,7 +132,7 @@ def upsert_discovery(
         (ns, kind, name): (pk, is_active, values)
         for pk, ns, kind, name, is_active, *values in of_shard.values_list(
             "pk", "namespace", "kind", "name", "is_active", *_WORKLOAD_FIELDS
-        )
+        ).iterator(chunk_size=FETCH)
     }
     seen: dict[tuple[str, str, str], WorkloadInfo] = {}
     new_rows, changed = [], []
@@ -235,7 +239,17 @@ def upsert_discovery(
         workloads=workloads,
         counts=found.counts,
     )
-    found.pods = load_pod_owners(cluster_id=cluster.pk, namespace=namespace, now=now)
+    # The live pods' owners first: the stored rows of those are not kept again.
+    found.pods = load_pod_owners(
+        cluster_id=cluster.pk,
+        namespace=namespace,
+        now=now,
+        live={
+            (pod.namespace, pod.name): workloads[key].pk
+            for key, info in seen.items()
+            for pod in info.pods
+        },
+    )
     _upsert_containers(found, seen, workloads)
     pod_counts = record_pods(
         cluster_id=cluster.pk,
@@ -291,7 +305,8 @@ def _upsert_containers(
             containers_of_cluster.annotate(
                 template_text=stored_json.as_text("template_resources"),
                 sources_text=stored_json.as_text("resource_sources"),
-            ).values_list(
+            )
+            .values_list(
                 "pk",
                 "workload_id",
                 "name",
@@ -299,14 +314,13 @@ def _upsert_containers(
                 "template_text",
                 "sources_text",
             )
+            .iterator(chunk_size=FETCH)
         )
     }
     new_containers, changed_containers = [], []
     for key, info in seen.items():
         workload = workloads[key]
         found.workload_by_key[key] = workload.pk
-        for pod in info.pods:
-            found.pods.live[(pod.namespace, pod.name)] = workload.pk
         representative = representative_pods(info.pods)
         for position, spec in enumerate(info.containers):
             # What the live pods carry (LimitRanger fills what the template leaves

@@ -79,19 +79,23 @@ def record_pods(
     # read into Python every cycle.
     existing: dict[PodKey, tuple[int, int, Any, bool, datetime | None]] = {}
     # The containers' JSON as text, parsed once per distinct text (stored_json.py).
-    for pk, ns, name, workload_id, containers, is_due, started_at in of_shard.annotate(
-        containers_text=stored_json.as_text("containers"),
-        is_due=ExpressionWrapper(
-            Q(last_seen_at__lt=now - TOUCH_EVERY), output_field=BooleanField()
-        ),
-    ).values_list(
-        "pk",
-        "namespace",
-        "name",
-        "workload_id",
-        "containers_text",
-        "is_due",
-        "started_at",
+    for pk, ns, name, workload_id, containers, is_due, started_at in (
+        of_shard.annotate(
+            containers_text=stored_json.as_text("containers"),
+            is_due=ExpressionWrapper(
+                Q(last_seen_at__lt=now - TOUCH_EVERY), output_field=BooleanField()
+            ),
+        )
+        .values_list(
+            "pk",
+            "namespace",
+            "name",
+            "workload_id",
+            "containers_text",
+            "is_due",
+            "started_at",
+        )
+        .iterator(chunk_size=2000)
     ):
         if (ns, name) in live:
             existing[(ns, name)] = (
