@@ -59,16 +59,17 @@ test: setup
 TEST_ENV := PYTHONDONTWRITEBYTECODE= SECRET_KEY=test-only-key
 
 test-sqlite: setup
-	$(TEST_ENV) $(PY) -m pytest -n $(TEST_WORKERS) -m "not integration and not faults"
+	$(TEST_ENV) $(PY) -m pytest -n $(TEST_WORKERS) -m "not integration and not faults and not on_postgres"
 
 # Only the tests whose result can depend on the backend: those that reach the database
 # and the integration tests (real Redis, Celery, Prometheus). A test pytest-django keeps
 # away from any database gives the same result here as in test-sqlite, which ran it
-# (tests/database_split.py).
+# (tests/database_split.py). Half the schemathesis shards (marker on_postgres) run here
+# instead of in test-sqlite.
 test-pg: setup
 	$(TEST_ENV) DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) \
 		$(PY) -m pytest -n $(TEST_WORKERS) --database-tests-only \
-		-m "(integration or not browser) and not schemathesis and not faults"
+		-m "((integration or not browser) and not schemathesis and not faults) or on_postgres"
 
 # Fault injection (tests/faults): its own PostgreSQL and Redis on free ports, real
 # Celery workers; PostgreSQL restarted, Redis down, the API server failing, workers

@@ -1,5 +1,6 @@
 """The suite's own setup (tests/conftest.py): passwords are hashed cheaply in tests,
-while the settings a deployment runs with keep Django's default hasher."""
+while the settings a deployment runs with keep Django's default hasher; the Makefile's
+two runs share the schemathesis shards, each shard in one of them."""
 
 from __future__ import annotations
 
@@ -20,3 +21,38 @@ def test_the_fast_hasher_is_not_what_a_deployment_uses():
 
     assert not hasattr(deployed, "PASSWORD_HASHERS")
     assert global_settings.PASSWORD_HASHERS[0] not in FAST_PASSWORD_HASHERS
+
+
+def _run_markers(target: str) -> str:
+    """The ``-m`` expression of a Makefile test target."""
+    import re
+    from pathlib import Path
+
+    makefile = (Path(__file__).resolve().parent.parent / "Makefile").read_text()
+    recipe = makefile.split(f"\n{target}: setup\n", 1)[1].split("\n\n", 1)[0]
+    (expression,) = re.findall(r'-m "([^"]+)"', recipe)
+    return expression
+
+
+def test_each_schemathesis_shard_runs_in_exactly_one_of_the_two_runs():
+    from _pytest.mark.expression import Expression
+
+    from tests.api.test_schemathesis import POSTGRES_SHARDS, SHARDS
+
+    runs = {
+        target: Expression.compile(_run_markers(target))
+        for target in ("test-sqlite", "test-pg")
+    }
+    where = {}
+    for shard in range(SHARDS):
+        markers = {"schemathesis", "django_db"}
+        if shard in POSTGRES_SHARDS:
+            markers.add("on_postgres")
+        chosen = [
+            target
+            for target, expression in runs.items()
+            if expression.evaluate(lambda name, m=markers: name in m)
+        ]
+        assert len(chosen) == 1, (shard, chosen)
+        where[shard] = chosen[0]
+    assert set(where.values()) == set(runs)

@@ -40,13 +40,15 @@ from vpaweb.wsgi import application
 # At least MIN_CASES cases over the whole schema, with a fixed seed (derandomize): each
 # operation gets its share, two thirds valid and one third invalid
 # (``examples_per_operation``), so the budget stays the same as operations are added.
-# It runs once per `make test`, in test-sqlite (the schemathesis marker keeps it out of
-# test-pg, which would only repeat it). VPAWEB_SCHEMATHESIS_POSITIVE / _NEGATIVE set
-# the examples per operation instead.
+# VPAWEB_SCHEMATHESIS_POSITIVE / _NEGATIVE set the examples per operation instead.
 MIN_CASES = 2000
 # The operations are split into this many tests (operation i in shard i % SHARDS), so
 # pytest-xdist's workers share them; MIN_CASES holds for their sum, each shard its part.
+# The shards in POSTGRES_SHARDS (marker ``on_postgres``) run in test-pg, the others in
+# test-sqlite: each operation once per `make test`, and the two runs end closer
+# together.
 SHARDS = 4
+POSTGRES_SHARDS = frozenset({2, 3})
 # Operations whose bodies the schema can only sketch, and the input-strictness checks
 # that would only restate it. rightsize and check take a YAML text of manifests (any
 # string is "schema-valid"); a RecommendationQuery's pod is a Kubernetes pod spec whose
@@ -110,7 +112,13 @@ def fuzz_data(shop: Workload) -> None:
 
 @pytest.mark.schemathesis
 @pytest.mark.django_db
-@pytest.mark.parametrize("shard", range(SHARDS))
+@pytest.mark.parametrize(
+    "shard",
+    [
+        pytest.param(i, marks=[pytest.mark.on_postgres] if i in POSTGRES_SHARDS else [])
+        for i in range(SHARDS)
+    ],
+)
 def test_every_operation_conforms_to_the_schema(
     shard: int, fuzz_data: None, write_key: str, in_process_wsgi: None
 ) -> None:
