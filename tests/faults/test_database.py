@@ -67,15 +67,21 @@ def test_a_postgresql_restart_mid_refresh_fails_the_run_and_the_retry_recovers(
     assert summary["status"] == RefreshRun.Status.SUCCEEDED
     # The next cycle runs as usual and ends whatever the restart left RUNNING.
     time.sleep(INTERVAL_S + 1)
-    refresh_all_clusters_task.apply_async(args=[NOON], queue=queue).get(timeout=120)
-    runs = poll(
-        lambda: (
-            None
-            if RefreshRun.objects.filter(status=RefreshRun.Status.RUNNING).exists()
-            else list(RefreshRun.objects.filter(cluster=cluster).order_by("pk"))
-        ),
-        what="every run to end",
+    before = RefreshRun.objects.filter(cluster=cluster).order_by("pk").last()
+    fanout = refresh_all_clusters_task.apply_async(args=[NOON], queue=queue).get(
+        timeout=120
     )
+    # The fan-out only queues the cycle's tasks: wait for a run of each, and for every
+    # run to end, read in one query (a run starting between two reads was missed).
+    queued = len(fanout["queued"])
+
+    def ended_runs() -> list[RefreshRun] | None:
+        runs = list(RefreshRun.objects.filter(cluster=cluster).order_by("pk"))
+        newer = [run for run in runs if before is None or run.pk > before.pk]
+        running = any(run.status == RefreshRun.Status.RUNNING for run in runs)
+        return None if running or len(newer) < queued else runs
+
+    runs = poll(ended_runs, what="every run to end")
     # What the user sees on the runs page: the interrupted run failed, naming the
     # lost connection (or its worker, when the failure could not be stored), then
     # succeeded runs.
