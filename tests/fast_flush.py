@@ -9,16 +9,15 @@ reset sequences (``django_db(reset_sequences=True)``) still truncates."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 
-def delete_statements(style: Any, tables: list[str]) -> list[str]:
-    """One DELETE per table, quoted as Django quotes it."""
-    from django.db import connection
-
-    quote = connection.ops.quote_name
+def delete_statements(
+    style: Any, tables: list[str], quote: Callable[[str], str]
+) -> list[str]:
+    """One DELETE per table, its name quoted by ``quote``."""
     return [
         f"{style.SQL_KEYWORD('DELETE')} {style.SQL_KEYWORD('FROM')} "
         f"{style.SQL_FIELD(quote(table))};"
@@ -49,7 +48,7 @@ def flush_by_delete() -> Iterator[None]:
                 reset_sequences=reset_sequences,
                 allow_cascade=allow_cascade,
             )
-        return delete_statements(style, tables)
+        return delete_statements(style, tables, self.quote_name)
 
     DatabaseOperations.sql_flush = sql_flush  # type: ignore[method-assign]
     try:

@@ -32,6 +32,10 @@ from recommender.models.recommendation import UsageHour
 # Narrower rows may go more to a statement (the ``batch`` of the functions below),
 # always within the backend's parameter limit (``_rows_per_statement``).
 CAS_BATCH = 2000
+# Rows fetched at a time where the refresh streams a whole shard's rows (a server-side
+# cursor on PostgreSQL) instead of reading them whole: 100,000 containers' rows were
+# in memory at once as tuples, beside the maps built from them.
+STREAM_ROWS = 2000
 
 
 def _rows_per_statement(batch: int | None, parameters_per_row: int) -> int:

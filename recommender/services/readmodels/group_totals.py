@@ -34,14 +34,7 @@ from recommender.services.readmodels.provisioning import Prices
 # The sums GroupTotals stores, under RollupGroup's names (label_rollups.group_sums).
 SUMS = (
     "workloads",
-    "containers",
-    "covered",
-    "requested_cpu_millicores",
-    "requested_memory_bytes",
-    "covered_requested_cpu_millicores",
-    "covered_requested_memory_bytes",
-    "recommended_cpu_millicores",
-    "recommended_memory_bytes",
+    *label_rollups.COLUMNS.values(),
     "savings",
     "at_risk",
     "wasteful",

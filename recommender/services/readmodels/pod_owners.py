@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from recommender.models import Workload, WorkloadPod
+from recommender.models.bulk import STREAM_ROWS
 
 # How long a gone pod's owner is kept: the workload page's 8-day usage history.
 POD_RETENTION = timedelta(days=8)
@@ -99,14 +100,14 @@ def load_pod_owners(
     # Streamed (a server-side cursor on PostgreSQL), not read whole: a fleet's pods.
     for ns, name, workload_id in pods.values_list(
         "namespace", "name", "workload_id"
-    ).iterator(chunk_size=2000):
+    ).iterator(chunk_size=STREAM_ROWS):
         if (ns, name) not in owners.live:
             owners.stored[(sys.intern(ns), name)] = workload_id
     # Active workloads first: they win a (namespace, name) they share with a gone one.
     for ns, name, kind, workload_id in (
         workloads.order_by("-is_active", "pk")
         .values_list("namespace", "name", "kind", "pk")
-        .iterator(chunk_size=2000)
+        .iterator(chunk_size=STREAM_ROWS)
     ):
         owners.by_name.setdefault((ns, name), []).append((kind, workload_id))
     return owners

@@ -54,6 +54,7 @@ from recommender.models import (
     Policy,
     Workload,
 )
+from recommender.models.bulk import STREAM_ROWS
 from recommender.services.access.audit import Action, record_audit
 from recommender.services.advice.limits import item_from_dict, item_to_dict
 from recommender.services.policy.validation import (
@@ -141,7 +142,7 @@ def stored_workloads(rows: QuerySet[Workload]) -> dict[WorkloadKey, StoredWorklo
             "conflicts_text",
             "budgets_text",
         )
-        .iterator(chunk_size=2000)
+        .iterator(chunk_size=STREAM_ROWS)
     }
 
 

@@ -21,7 +21,7 @@ from django.db import transaction
 
 from recommender.cluster.base import ClusterSnapshot, WorkloadInfo
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
-from recommender.models.bulk import insert_new
+from recommender.models.bulk import STREAM_ROWS, insert_new
 from recommender.services.readmodels.generation import note_admission_changes
 from recommender.services.readmodels.pod_owners import PodOwners, load_pod_owners
 from recommender.services.refresh import stored_json
@@ -42,10 +42,6 @@ logger = logging.getLogger(__name__)
 
 # Rows per bulk statement: under every backend's parameter limit.
 BATCH = 500
-# Rows fetched at a time by the reads of a whole shard's rows (a server-side cursor
-# on PostgreSQL): read whole, 100,000 containers' rows were in memory at once as
-# tuples, beside the maps built from them.
-FETCH = 2000
 # The Workload columns discovery compares with what the adapter listed.
 _WORKLOAD_FIELDS = ("uid", "selector", "replicas", "labels", "schedule")
 # The Container columns discovery compares with the pod template and live pods.
@@ -132,7 +128,7 @@ def upsert_discovery(
         (ns, kind, name): (pk, is_active, values)
         for pk, ns, kind, name, is_active, *values in of_shard.values_list(
             "pk", "namespace", "kind", "name", "is_active", *_WORKLOAD_FIELDS
-        ).iterator(chunk_size=FETCH)
+        ).iterator(chunk_size=STREAM_ROWS)
     }
     seen: dict[tuple[str, str, str], WorkloadInfo] = {}
     new_rows, changed = [], []
@@ -314,7 +310,7 @@ def _upsert_containers(
                 "template_text",
                 "sources_text",
             )
-            .iterator(chunk_size=FETCH)
+            .iterator(chunk_size=STREAM_ROWS)
         )
     }
     new_containers, changed_containers = [], []

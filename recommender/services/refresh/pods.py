@@ -28,7 +28,7 @@ from django.db.models.functions import Greatest
 from recommender.cluster.base import ContainerSpec, PodInfo
 from recommender.engine.resources import RESOURCE_NAMES, Resources
 from recommender.models import Container, Workload, WorkloadPod
-from recommender.models.bulk import insert_new
+from recommender.models.bulk import STREAM_ROWS, insert_new
 from recommender.models.provisioning import HOURS_PER_MONTH
 from recommender.services.readmodels.pod_owners import (
     POD_RETENTION,
@@ -95,7 +95,7 @@ def record_pods(
             "is_due",
             "started_at",
         )
-        .iterator(chunk_size=2000)
+        .iterator(chunk_size=STREAM_ROWS)
     ):
         if (ns, name) in live:
             existing[(ns, name)] = (
