@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.utils import timezone
 
 from recommender.errors import InvalidInput
 from recommender.models import Cluster, Policy, ResizeChange
@@ -131,8 +132,13 @@ def test_the_changes_page_says_when_a_change_applies(tmp_path, cleanup, admin_cl
         tmp_path, mode="Recreate", approval="automatic"
     )
     cleanup.append(fake)
+    # The page reads the real clock: a window shut both then and at NOW (06:00).
+    hour = (timezone.now().hour + 12) % 24
+    hour = hour + 1 if hour == NOW.hour else hour
     Policy.objects.filter(workload=workload).update(
-        maintenance_windows=[{"start": "22:00", "end": "23:00"}]
+        maintenance_windows=[
+            {"start": f"{hour:02}:00", "end": f"{(hour + 1) % 24:02}:00"}
+        ]
     )
     cycle(fake, cluster)
     assert ResizeChange.objects.filter(status="approved").count() == 3
