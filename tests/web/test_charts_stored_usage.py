@@ -38,7 +38,7 @@ def chart_data(client, workload) -> dict:
 
 
 def test_a_cluster_whose_source_is_down_still_draws_its_stored_hours(
-    viewer_client, no_source, settings
+    viewer_client, no_source, settings, monkeypatch
 ):
     # A Kubernetes cluster with no metrics-server or Prometheus to read: its source
     # could only fail.
@@ -46,7 +46,10 @@ def test_a_cluster_whose_source_is_down_still_draws_its_stored_hours(
     cluster = make_cluster("down", kind=Cluster.Kind.KUBERNETES, context="nowhere")
     workload = make_workload(cluster, "web", containers={"app": {}, "sidecar": {}})
     app = workload.containers.get(name="app")
+    # The page reads the clock again: pinned, so an hour that turns between this read
+    # and the page's cannot move the chart's end past `end`.
     now = timezone.now()
+    monkeypatch.setattr(timezone, "now", lambda: now)
     end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     UsageHour.objects.create(
         container=app,
