@@ -4,6 +4,9 @@ two runs share the schemathesis shards, each shard in one of them."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from django.conf import global_settings
 from django.contrib.auth.hashers import get_hasher, make_password
 
@@ -25,9 +28,6 @@ def test_the_fast_hasher_is_not_what_a_deployment_uses():
 
 def _run_markers(target: str) -> str:
     """The ``-m`` expression of a Makefile test target."""
-    import re
-    from pathlib import Path
-
     makefile = (Path(__file__).resolve().parent.parent / "Makefile").read_text()
     recipe = makefile.split(f"\n{target}: setup\n", 1)[1].split("\n\n", 1)[0]
     (expression,) = re.findall(r'-m "([^"]+)"', recipe)

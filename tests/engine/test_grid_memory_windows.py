@@ -15,14 +15,7 @@ T0 = 1_700_000_000.0
 
 def _feed(aggs: AggregateSet, batch: SampleBatch, *, flat: bool) -> None:
     if flat:
-        batch = SampleBatch(
-            series_aggregate=batch.series_aggregate,
-            series_keys=batch.series_keys,
-            series_index=batch.series_index,
-            timestamp_s=batch.timestamp_s,
-            cpu_cores=batch.cpu_cores,
-            memory_bytes=batch.memory_bytes,
-        )
+        batch = dataclasses.replace(batch, grid=None)
     aggs.add_samples(batch)
 
 

@@ -126,11 +126,8 @@ class WindowPlan:
         memory stays that of one chunk (the next cycle decodes them once). With
         ``snapshot_kills``: the kills of the chunk's workloads only
         (``chunking.kills_by_part``)."""
-        if snapshot_kills is None:
-            return dataclasses.replace(self, keeps_engine_rows=False)
-        return dataclasses.replace(
-            self, keeps_engine_rows=False, snapshot_kills=tuple(snapshot_kills)
-        )
+        kills = self.snapshot_kills if snapshot_kills is None else tuple(snapshot_kills)
+        return dataclasses.replace(self, keeps_engine_rows=False, snapshot_kills=kills)
 
     @property
     def end_s(self) -> float:
