@@ -12,7 +12,9 @@
 #   over 5 MiB, nested deeper than ``VPAWEB_API_MAX_DEPTH``, not application/json) gets
 #   400 with vpaweb's error shape and no traceback in the log; the API server's
 #   ``failurePolicy: Ignore`` then admits the pod.
-# - ``GET /healthz`` (liveness): 200 whenever the process answers.
+# - ``GET /healthz`` (liveness): 200 unless a cache served has not loaded for longer
+#   than ``VPAWEB_WEBHOOK_MAX_SNAPSHOT_AGE_S`` (the background thread stuck, or unable
+#   to reach the database): then 503, and the kubelet restarts the process.
 # - ``GET /readyz`` (readiness): 200 when the cache of every cluster served is loaded
 #   and younger than ``VPAWEB_WEBHOOK_MAX_SNAPSHOT_AGE_S`` (an older one is not used),
 #   else 503.
@@ -46,6 +48,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.db import close_old_connections
 from django.utils import timezone
 
 from recommender import metrics
@@ -107,6 +110,7 @@ class WebhookApp:
     ) -> None:
         self.default_cluster = default_cluster
         self.deadline_s = deadline_s
+        self.started_at = timezone.now()
         self._pool = ThreadPoolExecutor(
             max_workers=workers, thread_name_prefix="admission"
         )
@@ -135,7 +139,7 @@ class WebhookApp:
         """Answer one request (``body`` already read, at most MAX_BODY_BYTES + 1)."""
         route = urlsplit(path).path.rstrip("/") or "/"
         if route == HEALTH_PATH and method == "GET":
-            return _json(200, {"status": "ok"})
+            return self._liveness()
         if route == READY_PATH and method == "GET":
             return self._readiness()
         if route == METRICS_PATH and method == "GET":
@@ -215,6 +219,35 @@ class WebhookApp:
             )
             reply = review_response(parsed.uid)
         return _json(200, reply)
+
+    def _liveness(self) -> Reply:
+        """200 unless a cache served has not loaded for longer than it may be used
+        (``WEBHOOK_MAX_SNAPSHOT_AGE_S``, counted from the start when it never loaded):
+        then the process cannot serve what operators decide and a restart loses
+        nothing, so the kubelet should restart it."""
+        now = timezone.now()
+        limit_s = settings.WEBHOOK_MAX_SNAPSHOT_AGE_S
+        lost = {}
+        for holder in self.holders():
+            snapshot = holder.current()
+            since = self.started_at if snapshot is None else snapshot.loaded_at
+            age_s = (now - since).total_seconds()
+            if age_s > limit_s:
+                lost[holder.cluster_name] = {
+                    "loaded": snapshot is not None,
+                    "unloaded_for_s": round(age_s, 1),
+                    "last_error": holder.last_error,
+                }
+        if not lost:
+            return _json(200, {"status": "ok"})
+        return _json(
+            503,
+            {
+                "status": "stale",
+                "message": f"no cache loaded for over {limit_s:g} s: restart me",
+                "caches": lost,
+            },
+        )
 
     def _readiness(self) -> Reply:
         now = timezone.now()
@@ -386,6 +419,10 @@ def run_background(app: WebhookApp, stop: threading.Event) -> threading.Thread:
         last_flush = time.monotonic()
         while not stop.is_set():
             try:
+                # This thread's connection lives as long as the process: one broken
+                # by a database restart (or past CONN_MAX_AGE) is closed here, and
+                # the next query opens a new one.
+                close_old_connections()
                 app.tick()
                 if time.monotonic() - last_flush >= FLUSH_EVERY_S:
                     counters.flush_counts()
