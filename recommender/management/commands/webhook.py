@@ -1,9 +1,11 @@
 """`manage.py webhook serve|install|uninstall|certs` (docs/webhook.md)."""
-# - ``serve --cert FILE --key FILE [--host H] [--port P] [--processes N] [--cluster NAME
-#   ...]``: HTTPS, in N processes sharing the port (SO_REUSEPORT) if asked (TLS 1.2+,
-#   files reloaded when they change), ``POST /mutate[/<cluster>]`` for the clusters
-#   named (default ``VPAWEB_WEBHOOK_CLUSTER``, else every registered one), ``GET
-#   /healthz`` (liveness) and ``GET /readyz`` (readiness), until SIGTERM or Ctrl-C.
+# - ``serve --cert FILE --key FILE [--client-ca FILE] [--host H] [--port P]
+#   [--processes N] [--cluster NAME ...]``: HTTPS, in N processes sharing the port
+#   (SO_REUSEPORT) if asked (TLS 1.2+, files reloaded when they change), ``POST
+#   /mutate[/<cluster>]`` for the clusters named (default ``VPAWEB_WEBHOOK_CLUSTER``,
+#   else every registered one; with a client CA, only from clients presenting a
+#   certificate it signed), ``GET /healthz`` (liveness) and ``GET /readyz``
+#   (readiness), until SIGTERM or Ctrl-C.
 # - ``install --cluster NAME (--url URL | --service NS/NAME) [--ca-bundle FILE]
 #   [--timeout S]``: create or update the MutatingWebhookConfiguration in that cluster
 #   (needs the writer role, deploy/components/actuation/rbac-writer.yaml). ``--print``
@@ -78,6 +80,12 @@ class Command(BaseCommand):
         serve.add_argument("--cert", required=True, help="PEM certificate (chain)")
         serve.add_argument("--key", required=True, help="PEM private key")
         serve.add_argument(
+            "--client-ca",
+            default=None,
+            help="PEM CA: admit reviews only from clients presenting a certificate "
+            "it signed (the API server's); default VPAWEB_WEBHOOK_CLIENT_CA",
+        )
+        serve.add_argument(
             "--cluster",
             action="append",
             default=[],
@@ -136,6 +144,9 @@ class Command(BaseCommand):
         processes = options["processes"]
         if processes < 1 or (processes > 1 and not options["port"]):
             raise CommandError("--processes: 1 or more, and more than 1 needs a --port")
+        client_ca = options["client_ca"] or settings.WEBHOOK_CLIENT_CA
+        if client_ca and not Path(client_ca).is_file():
+            raise CommandError(f"--client-ca {client_ca}: no such file")
         children = _fork_servers(processes - 1)
         server, stop, threads = start_webhook_server(
             host=options["host"],
@@ -146,6 +157,7 @@ class Command(BaseCommand):
             deadline_s=settings.WEBHOOK_DEADLINE_S,
             clusters=clusters,
             reuse_port=processes > 1,
+            client_ca=Path(client_ca) if client_ca else None,
         )
         self.stdout.write(
             f"admission webhook at https://{options['host']}:"
