@@ -453,6 +453,64 @@ def test_certs_command_writes_a_ca_and_a_serving_certificate_for_the_service(
     assert not (tmp_path / "ca.key").exists()
 
 
+def test_with_a_client_ca_only_the_api_servers_certificate_may_post_reviews(
+    tmp_path, certs
+):
+    forget_holders()
+    cluster = Cluster.objects.create(name="wire", kind="simulated")
+    workload_with(cluster, "hooked", "wire-hook", {"app": (250, 300 * MI)})
+    call_command(
+        "webhook", "certs", "--out", str(tmp_path), "--ip", "1.2.3.4", "--client", "kas"
+    )
+    # Another CA's client certificate: refused in the handshake.
+    stranger = create_certificates(
+        directory=tmp_path / "stranger", dns_names=["x"], client_name="kas"
+    )
+    server, stop, threads = start_webhook_server(
+        host="127.0.0.1",
+        port=0,
+        cert=certs.cert,
+        key=certs.key,
+        default_cluster="wire",
+        deadline_s=0.3,
+        client_ca=tmp_path / "client-ca.crt",
+    )
+    body = json.dumps(recorded("a-replicaset-pod")).encode()
+    try:
+        status, answer = post(client(server, certs), body)
+        assert (status, answer["error"]["code"]) == (401, "not_authenticated")
+        conn = http.client.HTTPSConnection(
+            "localhost",
+            server.server_address[1],
+            context=_with_client(certs, stranger.client_cert, stranger.client_key),
+            timeout=5,
+        )
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            post(conn, body)
+        # The kubelet's probes present no certificate.
+        assert get(client(server, certs), "/healthz")[0] == 200
+        assert get(client(server, certs), "/readyz")[0] == 200
+        conn = http.client.HTTPSConnection(
+            "localhost",
+            server.server_address[1],
+            context=_with_client(
+                certs, tmp_path / "client.crt", tmp_path / "client.key"
+            ),
+            timeout=5,
+        )
+        status, answer = post(conn, body)
+        assert status == 200 and "patch" in answer["response"]
+    finally:
+        stop_webhook_server(server, stop, threads)
+    assert saved_counts() == {PATCHED: 1}  # the refused post is not a decision
+
+
+def _with_client(certs, cert: Path, key: Path) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(certs.ca_cert))
+    context.load_cert_chain(str(cert), str(key))
+    return context
+
+
 def _scrape(server, certs, token: str | None) -> tuple[int, dict[str, str], str]:
     conn = client(server, certs)
     headers = {"Authorization": f"Bearer {token}"} if token else {}

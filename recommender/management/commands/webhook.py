@@ -11,8 +11,9 @@
 #   (needs the writer role, deploy/components/actuation/rbac-writer.yaml). ``--print``
 #   shows it instead.
 # - ``uninstall --cluster NAME``: delete it; pods are then created as submitted.
-# - ``certs --out DIR (--service NS/NAME | --dns NAME ... | --ip ADDR ...)``: a CA and
-#   serving certificate for clusters without cert-manager.
+# - ``certs --out DIR (--service NS/NAME | --dns NAME ... | --ip ADDR ...) [--client
+#   NAME]``: a CA and serving certificate for clusters without cert-manager (and a
+#   client certificate for the API server, with its own CA).
 
 from __future__ import annotations
 
@@ -116,6 +117,12 @@ class Command(BaseCommand):
         certs.add_argument("--service", help="NAMESPACE/NAME of the webhook Service")
         certs.add_argument("--dns", action="append", default=[])
         certs.add_argument("--ip", action="append", default=[])
+        certs.add_argument(
+            "--client",
+            metavar="NAME",
+            help="also a client certificate for the API server (client.crt, "
+            "client.key) and its CA (client-ca.crt, for serve --client-ca)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Run the chosen sub-command."""
@@ -226,12 +233,21 @@ class Command(BaseCommand):
         if not dns and not options["ip"]:
             raise CommandError("give --service, --dns or --ip: the names to certify")
         paths = create_certificates(
-            directory=Path(options["out"]), dns_names=dns, ip_addresses=options["ip"]
+            directory=Path(options["out"]),
+            dns_names=dns,
+            ip_addresses=options["ip"],
+            client_name=options["client"],
         )
         self.stdout.write(
             f"wrote {paths.ca_cert} (for install --ca-bundle), {paths.cert} and "
             f"{paths.key} (for serve --cert/--key)"
         )
+        if paths.client_ca_cert:
+            self.stdout.write(
+                f"wrote {paths.client_ca_cert} (for serve --client-ca), "
+                f"{paths.client_cert} and {paths.client_key} (for the API server's "
+                "admission kubeconfig, docs/webhook.md)"
+            )
 
 
 def _fork_servers(count: int) -> list[int] | None:
