@@ -75,6 +75,7 @@ from recommender.webhook_connections import (
     ConnectionLimits,
     DeadlineReader,
     handshake,
+    return_large_blocks_to_the_system,
 )
 from recommender.webhook_connections import drain as drain_body
 
@@ -442,11 +443,14 @@ class _Handler(BaseHTTPRequestHandler):
             )
         elif not server.buffered.reserve(
             length,
+            # Waiting costs a thread and nothing else (the body stays in the
+            # client); a client that keeps it waiting past the deadline is refused.
+            timeout_s=self.reader.left_s(),
             keep_free=0
             if length <= SMALL_BODY_BYTES
             else int(server.buffered.limit * SMALL_BODY_SHARE),
         ):
-            self._refuse_busy(drain=length)
+            self._refuse_busy()
         else:
             with server.buffered.held(length):
                 reply = self._read_and_handle(length)
@@ -471,7 +475,7 @@ class _Handler(BaseHTTPRequestHandler):
         server = self.server
         if not server.parsing.reserve(length, timeout_s=server.app.deadline_s):
             del body
-            self._refuse_busy(drain=0)
+            self._refuse_busy()
             return None
         with server.parsing.held(length):
             self.reader.deadline = None  # the decision has its own deadline
@@ -495,7 +499,8 @@ class _Handler(BaseHTTPRequestHandler):
             drain=length if drain else 0,
         )
 
-    def _refuse_busy(self, *, drain: int) -> None:
+    def _refuse_busy(self) -> None:
+        # Not drained: reading the rest would add work when the server has too much.
         self._refuse(
             _error(
                 503,
@@ -504,13 +509,12 @@ class _Handler(BaseHTTPRequestHandler):
                 "admits the pod unchanged (failurePolicy Ignore)",
             ),
             reason="busy",
-            drain=drain,
         )
 
     def _refuse(self, reply: Reply, *, reason: str, drain: int = 0) -> None:
-        """Answer before (or instead of) reading the body, then close: the rest of
-        the body is read and discarded first, so a client still sending it gets
-        the answer, not a reset."""
+        """Answer before (or instead of) reading the body, then close; with
+        ``drain``, up to that much of the body is read and discarded first, so a
+        client still sending it gets the answer, not a reset."""
         metrics.WEBHOOK_REFUSED.labels(reason=reason).inc()
         self._send(replace(reply, headers=(*reply.headers, ("Connection", "close"))))
         if drain:
@@ -684,6 +688,7 @@ def start_webhook_server(
     # millisecond instead of every 5 ms, so a queued request is not held behind one
     # that is parsing a body.
     sys.setswitchinterval(0.001)
+    return_large_blocks_to_the_system()
     server = WebhookServer(
         (host, port),
         app=app,

@@ -7,8 +7,9 @@ bytes in memory, and time.
 - ``ByteBudget``: request bodies are read only into a reservation of their declared
   length from one budget shared by every connection (``buffered``; a quarter of it
   only for bodies up to ``SMALL_BODY_BYTES``, so large ones never starve pods'
-  reviews), and parsed and decided only under a second one (``parsing``, one maximum
-  body), since a parsed body can take about 28 times its size.
+  reviews), waited for until the read deadline, and parsed and decided only under a
+  second one (``parsing``, one maximum body), since a parsed body can take about 28
+  times its size.
 - ``DeadlineReader``: a request, head and body, must arrive within ``read_deadline_s``
   of its first byte, a new connection's first request within that of its TLS
   handshake, and the handshake itself within that of the accept (``handshake``);
@@ -18,6 +19,8 @@ bytes in memory, and time.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import io
 import select
 import socket
@@ -45,6 +48,24 @@ DRAIN_CHUNK = 64 * 1024
 # is a few kilobytes): clients holding large bodies cannot take all of it.
 SMALL_BODY_BYTES = 256 * 1024
 SMALL_BODY_SHARE = 0.25
+
+
+# glibc's mallopt parameter and the size from which it serves allocations from mmap.
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD_BYTES = 128 * 1024
+
+
+def return_large_blocks_to_the_system() -> bool:
+    """Make glibc serve every allocation of 128 KiB or more from mmap, so a freed
+    request body goes back to the system. Its default threshold rises to the largest
+    block freed: 5 MiB bodies then came from the heaps of the threads' arenas, which
+    kept them (100 MiB more resident under 80 large bodies, against 26 MiB with the
+    fixed threshold). False where the C library is not glibc."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
+    except (OSError, AttributeError):
+        return False
 
 
 @dataclass(frozen=True)
