@@ -332,7 +332,10 @@ def _hold_a_large_body(port: int, ca: Path, stop: Any) -> None:
 
 
 def _attack(port: int, ca: Path, attackers: int, stop: Any) -> None:
-    """``attackers`` threads holding large bodies until ``stop`` is set."""
+    """``attackers`` threads holding large bodies until ``stop`` is set, at the
+    lowest CPU priority: a real attacker sends from other machines, so its own work
+    should not be what slows the server and the probes here."""
+    os.nice(19)
     threads = [
         threading.Thread(target=_hold_a_large_body, args=(port, ca, stop), daemon=True)
         for _ in range(attackers)
