@@ -1,28 +1,26 @@
 """Slow and hostile clients against the production servers (`make bench
-BENCH=slowloris`).
-
-Each target is a function of its own; ``BENCH_TARGETS`` picks them (comma-separated,
-default every one of ``TARGETS``), each printing its figures with the load average.
-
-- ``web``: `gunicorn -c vpaweb/gunicorn_conf.py vpaweb.wsgi:application` on a free
-  loopback port (WEB_CONCURRENCY 5 unless set, the rest gunicorn_conf's defaults), 10
-  connections that each send a request head one header line every 5 s (and reconnect
-  when the server drops them, as an attacker would), and meanwhile GET /healthz every
-  0.2 s on a fresh connection for 45 s. Prints the probes' p50, p99 and maximum (a
-  probe with no answer within 5 s counts as 5,000 ms).
-- ``webhook``: `manage.py webhook serve` as deployed (its own process, TLS, a
-  throw-away SQLite database of ``BENCH_WORKLOADS`` workloads, default 1,000), and
-  ``BENCH_ATTACKERS`` (80) TLS connections that each declare a body of 5 MiB less a
-  byte, send all of it but the last byte as fast as they can and hold, reconnecting
-  half a second after the server answers or drops them; meanwhile GET /healthz over
-  TLS on a fresh connection every 0.2 s (the kubelet's probe) and a pod's review every
-  0.2 s, for ``BENCH_SECONDS`` (45). Prints the server process's resident memory
-  before, its peak (VmHWM), the probes' p50/p99/max, the reviews answered, and the
-  server's own count of what it refused. Targets: peak RSS <= 256 MiB, /healthz p99
-  <= 100 ms.
+BENCH=slowloris`): ``BENCH_TARGETS`` picks the targets (comma-separated, default every
+one of ``TARGETS``), each a function printing its figures with the load average.
 
 ``run_slowloris`` is also what tests/test_slowloris.py runs, shorter.
 """
+# - ``web``: `gunicorn -c vpaweb/gunicorn_conf.py vpaweb.wsgi:application` on a free
+#   loopback port (WEB_CONCURRENCY 5 unless set, the rest gunicorn_conf's defaults), 10
+#   connections that each send a request head one header line every 5 s (and reconnect
+#   when the server drops them, as an attacker would), and meanwhile GET /healthz every
+#   0.2 s on a fresh connection for 45 s. Prints the probes' p50, p99 and maximum (a
+#   probe with no answer within 5 s counts as 5,000 ms).
+# - ``webhook``: `manage.py webhook serve` as deployed (its own process, TLS, a
+#   throw-away SQLite database of ``BENCH_WORKLOADS`` workloads, default 1,000), and
+#   ``BENCH_ATTACKERS`` (80) TLS connections that each declare a body of 5 MiB less a
+#   byte, send all of it but the last byte as fast as they can and hold, reconnecting
+#   half a second after the server answers or drops them (in a process of their own at
+#   the lowest CPU priority); meanwhile GET /healthz over TLS on a fresh connection
+#   every 0.2 s (the kubelet's probe) and a pod's review every 0.2 s, for
+#   ``BENCH_SECONDS`` (45). Prints the server process's resident memory before, its
+#   peak (VmHWM), the probes' p50/p99/max (and the same probe's before the attack),
+#   the reviews answered, and the server's own count of what it refused. Targets: peak
+#   RSS <= 256 MiB, /healthz p99 <= 100 ms.
 
 from __future__ import annotations
 

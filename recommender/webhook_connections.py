@@ -1,20 +1,21 @@
 """What one client may hold of the webhook's HTTPS server: connection slots, body
-bytes in memory, and time.
+bytes in memory, and time (docs/webhook.md, "Slow and hostile clients").
 
-- ``ConnectionLimits``: at most ``max_connections`` open at once (more are closed at
-  accept, before the TLS handshake); past three quarters of them, idle keep-alive
-  connections are closed within a second.
-- ``ByteBudget``: request bodies are read only into a reservation of their declared
-  length from one budget shared by every connection (``buffered``; a quarter of it
-  only for bodies up to ``SMALL_BODY_BYTES``, so large ones never starve pods'
-  reviews), waited for until the read deadline, and parsed and decided only under a
-  second one (``parsing``, one maximum body), since a parsed body can take about 28
-  times its size.
-- ``DeadlineReader``: a request, head and body, must arrive within ``read_deadline_s``
-  of its first byte, a new connection's first request within that of its TLS
-  handshake, and the handshake itself within that of the accept (``handshake``);
-  a slower client is dropped.
-"""
+``ConnectionLimits`` are the bounds, ``ByteBudget`` a number of bytes shared by every
+connection, ``DeadlineReader`` a connection's input bounded by a total deadline per
+request, ``handshake`` a TLS handshake bounded by one, ``drain`` the discarding of a
+body answered early. The server (``recommender/webhook.py``) puts them together."""
+# - At most ``max_connections`` are open at once (more are closed at accept, before the
+#   TLS handshake); past three quarters of them, idle keep-alive connections are closed
+#   within a second.
+# - Request bodies are read only into a reservation of their declared length from one
+#   budget shared by every connection (``buffered``; a quarter of it only for bodies up
+#   to ``SMALL_BODY_BYTES``, so large ones never starve pods' reviews), waited for until
+#   the read deadline, and parsed and decided only under a second one (``parsing``, one
+#   maximum body), since a parsed body can take about 28 times its size.
+# - A request, head and body, must arrive within ``read_deadline_s`` of its first byte,
+#   a new connection's first request within that of its TLS handshake, and the
+#   handshake itself within that of the accept; a slower client is dropped.
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ import base64
 import http.client
 import json
 import os
+import select
 import socket
 import ssl
 import time
@@ -24,6 +25,7 @@ from recommender.services.admission.certs import create_certificates
 from recommender.services.admission.decision import FAILED_OPEN, PATCHED
 from recommender.services.admission.snapshot import forget_holders
 from recommender.webhook import start_webhook_server, stop_webhook_server
+from recommender.webhook_connections import ConnectionLimits
 from tests.k8s_fake.server import FakeApiServer, write_kubeconfig
 from tests.services.test_admission import MI, recorded, workload_with
 
@@ -176,6 +178,91 @@ def test_body_over_5_mib_is_refused_before_it_is_read(served, certs):
     assert error["code"] == "too_large"
     assert error["message"] == "the body is 5242881 bytes; at most 5242880 are accepted"
     assert error["fields"] == {"body": [error["message"]]}
+
+
+def _ends(sock: socket.socket, *, within_s: float) -> bool:
+    """Whether the server answers or ends the connection within ``within_s``."""
+    ends_at = time.monotonic() + within_s
+    while (left_s := ends_at - time.monotonic()) > 0:
+        if not select.select([sock], [], [], left_s)[0]:
+            return False
+        sock.settimeout(0.05)
+        try:
+            sock.recv(65536)
+        except TimeoutError:
+            continue  # a TLS record without data (a TLS 1.3 session ticket)
+        except OSError:
+            return True
+        finally:
+            sock.settimeout(5)
+        return True
+    return False
+
+
+def test_slow_clients_connections_past_the_cap_and_large_bodies_are_bounded(
+    certs, settings
+):
+    forget_holders()
+    cluster = Cluster.objects.create(name="wire", kind="simulated")
+    workload_with(cluster, "hooked", "wire-hook", {"app": (250, 300 * MI)})
+    limits = ConnectionLimits(
+        max_connections=6,
+        buffered_bytes=8 * 2**20,  # one 5 MiB body, and 2 MiB kept for small ones
+        parsing_bytes=review.MAX_BODY_BYTES,
+        read_deadline_s=2.0,
+    )
+    server, stop, threads = start_webhook_server(
+        host="127.0.0.1",
+        port=0,
+        cert=certs.cert,
+        key=certs.key,
+        default_cluster="wire",
+        deadline_s=0.3,
+        limits=limits,
+    )
+    port = server.server_address[1]
+    context = ssl.create_default_context(cafile=str(certs.ca_cert))
+
+    def tls() -> ssl.SSLSocket:
+        raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+        return context.wrap_socket(raw, server_hostname="localhost")
+
+    large_head = (
+        b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % review.MAX_BODY_BYTES
+    )
+    body = json.dumps(recorded("a-replicaset-pod")).encode()
+    try:
+        # A head sent a line at a time is dropped at the deadline, not after minutes.
+        with tls() as slow:
+            slow.sendall(b"POST /mutate HTTP/1.1\r\n")
+            assert not _ends(slow, within_s=1.0)
+            slow.sendall(b"Host: x\r\n")
+            assert _ends(slow, within_s=2.5)
+        # One large body takes the large share of the budget; a second one, whose
+        # deadline comes first, waits for it until then and gets 503; a pod's review
+        # is answered meanwhile.
+        with tls() as second:
+            time.sleep(0.6)
+            with tls() as first:
+                first.sendall(large_head + b" " * 65536)
+                time.sleep(0.2)
+                second.sendall(large_head)
+                status, answer = post(client(server, certs), body)
+                assert status == 200 and "patch" in answer["response"]
+                assert second.recv(65536).startswith(b"HTTP/1.1 503")
+        # Past the cap (6), a connection is closed at accept.
+        held = [socket.create_connection(("127.0.0.1", port)) for _ in range(6)]
+        try:
+            time.sleep(0.2)
+            with socket.create_connection(("127.0.0.1", port)) as extra:
+                assert _ends(extra, within_s=0.5)
+        finally:
+            for sock in held:
+                sock.close()
+        assert server.buffered.peak <= limits.buffered_bytes
+    finally:
+        stop_webhook_server(server, stop, threads)
 
 
 def test_a_slow_decision_is_answered_unchanged_within_the_deadline(

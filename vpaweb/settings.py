@@ -362,10 +362,9 @@ MIN_HISTORY_HOURS = env_float("VPAWEB_MIN_HISTORY_HOURS", 24.0, minimum=0.0)
 # across connections (a body that does not fit is answered 503 at once), and the time
 # from a request's first byte to its last (a slower client is dropped).
 WEBHOOK_MAX_CONNECTIONS = env_int("VPAWEB_WEBHOOK_MAX_CONNECTIONS", 256, minimum=4)
-WEBHOOK_MAX_BUFFERED_MIB = env_int("VPAWEB_WEBHOOK_MAX_BUFFERED_MIB", 32, minimum=5)
-WEBHOOK_READ_DEADLINE_S = env_float(
-    "VPAWEB_WEBHOOK_READ_DEADLINE_S", 5.0, minimum=0.5
-)
+# At least 8: three quarters of it (the rest is kept for small bodies) hold a 5 MiB one.
+WEBHOOK_MAX_BUFFERED_MIB = env_int("VPAWEB_WEBHOOK_MAX_BUFFERED_MIB", 32, minimum=8)
+WEBHOOK_READ_DEADLINE_S = env_float("VPAWEB_WEBHOOK_READ_DEADLINE_S", 5.0, minimum=0.5)
 # A PEM CA: `webhook serve` then admits reviews only from clients presenting a
 # certificate it signed (the API server's, docs/webhook.md); the default is its
 # --client-ca option.
