@@ -78,6 +78,14 @@ WEBHOOK_FAIL_OPENS = Counter(
     "internal_error, malformed, cache, unreadable_spec, limit_range, other).",
     ["reason"],
 )
+WEBHOOK_REFUSED = Counter(
+    "vpaweb_webhook_refused",
+    "Connections and requests the webhook refused or dropped before an "
+    "AdmissionReview was read (none is a decision: the API server admits the pod "
+    "unchanged), by reason (connections, slow, too_large, busy, malformed, "
+    "unauthenticated).",
+    ["reason"],
+)
 WEBHOOK_LATENCY = Histogram(
     "vpaweb_webhook_request_duration_seconds",
     "Seconds from receiving an AdmissionReview to sending the answer.",

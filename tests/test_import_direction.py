@@ -33,7 +33,16 @@ ALLOWED: dict[str, set[str]] = {
     "admin": {"services", "models", "metrics", *BOTTOM},
     "web": {"services", "tasks", "models", "engine", "metrics", *BOTTOM},
     "api": {"services", "tasks", "models", "engine", "metrics", *BOTTOM},
-    "webhook": {"services", "models", "engine", "metrics", *BOTTOM},
+    # What a client may hold of the webhook's server: its connections, no domain.
+    "webhook_connections": set(),
+    "webhook": {
+        "services",
+        "models",
+        "engine",
+        "metrics",
+        "webhook_connections",
+        *BOTTOM,
+    },
     "management": {
         "services",
         "tasks",

@@ -7,6 +7,7 @@ import base64
 import http.client
 import json
 import os
+import select
 import socket
 import ssl
 import time
@@ -24,6 +25,7 @@ from recommender.services.admission.certs import create_certificates
 from recommender.services.admission.decision import FAILED_OPEN, PATCHED
 from recommender.services.admission.snapshot import forget_holders
 from recommender.webhook import start_webhook_server, stop_webhook_server
+from recommender.webhook_connections import ConnectionLimits
 from tests.k8s_fake.server import FakeApiServer, write_kubeconfig
 from tests.services.test_admission import MI, recorded, workload_with
 
@@ -150,7 +152,8 @@ def test_malformed_reviews_get_a_clear_400_without_traceback(
     assert answer["error"]["code"] == "malformed"
     assert field in answer["error"]["fields"]
     assert not any(r.exc_info for r in caplog.records)
-    assert saved_counts() == {"failed_open": 1}
+    # Not a pod's decision: garbage anyone can post does not count as failing open.
+    assert saved_counts() == {}
 
 
 def test_body_over_5_mib_is_refused_before_it_is_read(served, certs):
@@ -168,8 +171,98 @@ def test_body_over_5_mib_is_refused_before_it_is_read(served, certs):
         answer = b""
         while chunk := tls.recv(65536):  # the server closes the connection
             answer += chunk
-    assert answer.startswith(b"HTTP/1.1 400")
-    assert b"the body must be 0 to 5242880 bytes" in answer
+    assert answer.startswith(b"HTTP/1.1 413")
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert b"Connection: close" in head
+    error = json.loads(body)["error"]
+    assert error["code"] == "too_large"
+    assert error["message"] == "the body is 5242881 bytes; at most 5242880 are accepted"
+    assert error["fields"] == {"body": [error["message"]]}
+
+
+def _ends(sock: socket.socket, *, within_s: float) -> bool:
+    """Whether the server answers or ends the connection within ``within_s``."""
+    ends_at = time.monotonic() + within_s
+    while (left_s := ends_at - time.monotonic()) > 0:
+        if not select.select([sock], [], [], left_s)[0]:
+            return False
+        sock.settimeout(0.05)
+        try:
+            sock.recv(65536)
+        except TimeoutError:
+            continue  # a TLS record without data (a TLS 1.3 session ticket)
+        except OSError:
+            return True
+        finally:
+            sock.settimeout(5)
+        return True
+    return False
+
+
+def test_slow_clients_connections_past_the_cap_and_large_bodies_are_bounded(
+    certs, settings
+):
+    forget_holders()
+    cluster = Cluster.objects.create(name="wire", kind="simulated")
+    workload_with(cluster, "hooked", "wire-hook", {"app": (250, 300 * MI)})
+    limits = ConnectionLimits(
+        max_connections=6,
+        buffered_bytes=8 * 2**20,  # one 5 MiB body, and 2 MiB kept for small ones
+        parsing_bytes=review.MAX_BODY_BYTES,
+        read_deadline_s=2.0,
+    )
+    server, stop, threads = start_webhook_server(
+        host="127.0.0.1",
+        port=0,
+        cert=certs.cert,
+        key=certs.key,
+        default_cluster="wire",
+        deadline_s=0.3,
+        limits=limits,
+    )
+    port = server.server_address[1]
+    context = ssl.create_default_context(cafile=str(certs.ca_cert))
+
+    def tls() -> ssl.SSLSocket:
+        raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+        return context.wrap_socket(raw, server_hostname="localhost")
+
+    large_head = (
+        b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % review.MAX_BODY_BYTES
+    )
+    body = json.dumps(recorded("a-replicaset-pod")).encode()
+    try:
+        # A head sent a line at a time is dropped at the deadline, not after minutes.
+        with tls() as slow:
+            slow.sendall(b"POST /mutate HTTP/1.1\r\n")
+            assert not _ends(slow, within_s=1.0)
+            slow.sendall(b"Host: x\r\n")
+            assert _ends(slow, within_s=2.5)
+        # One large body takes the large share of the budget; a second one, whose
+        # deadline comes first, waits for it until then and gets 503; a pod's review
+        # is answered meanwhile.
+        with tls() as second:
+            time.sleep(0.6)
+            with tls() as first:
+                first.sendall(large_head + b" " * 65536)
+                time.sleep(0.2)
+                second.sendall(large_head)
+                status, answer = post(client(server, certs), body)
+                assert status == 200 and "patch" in answer["response"]
+                assert second.recv(65536).startswith(b"HTTP/1.1 503")
+        # Past the cap (6), a connection is closed at accept.
+        held = [socket.create_connection(("127.0.0.1", port)) for _ in range(6)]
+        try:
+            time.sleep(0.2)
+            with socket.create_connection(("127.0.0.1", port)) as extra:
+                assert _ends(extra, within_s=0.5)
+        finally:
+            for sock in held:
+                sock.close()
+        assert server.buffered.peak <= limits.buffered_bytes
+    finally:
+        stop_webhook_server(server, stop, threads)
 
 
 def test_a_slow_decision_is_answered_unchanged_within_the_deadline(
@@ -255,21 +348,23 @@ def test_unknown_clusters_and_deep_bodies_leave_the_webhook_healthy(served, cert
     assert get(conn, "/healthz")[0] == 200
     status, ready = get(conn, "/readyz")
     assert (status, list(ready["caches"])) == (200, ["wire"])
-    assert saved_counts() == {"failed_open": 1}  # the deep body; no ghost counted
+    assert saved_counts() == {}  # neither the deep body nor a ghost
     status, answer = post(conn, body, path="/mutate/wire")
     assert (status, "patch" in answer["response"]) == (200, True)
 
 
-def test_readiness_fails_when_the_cache_is_stale_and_liveness_does_not(
-    served, certs, settings
-):
+def test_a_cache_too_old_to_use_fails_readiness_and_liveness(served, certs, settings):
     conn = client(served, certs)
     assert get(conn, "/readyz")[0] == 200
+    assert get(conn, "/healthz") == (200, {"status": "ok"})
     settings.WEBHOOK_MAX_SNAPSHOT_AGE_S = -1.0  # every cache is now too old to use
     status, ready = get(conn, "/readyz")
     assert (status, ready["status"]) == (503, "stale")
     assert ready["caches"]["wire"]["is_fresh"] is False
-    assert get(conn, "/healthz") == (200, {"status": "ok"})
+    # No cache loaded for longer than one may be used: a restart loses nothing.
+    status, health = get(conn, "/healthz")
+    assert (status, health["status"]) == (503, "stale")
+    assert health["caches"]["wire"]["loaded"] is True
 
 
 def test_serve_refuses_a_cluster_that_is_not_registered(certs):
@@ -445,6 +540,64 @@ def test_certs_command_writes_a_ca_and_a_serving_certificate_for_the_service(
     assert not (tmp_path / "ca.key").exists()
 
 
+def test_with_a_client_ca_only_the_api_servers_certificate_may_post_reviews(
+    tmp_path, certs
+):
+    forget_holders()
+    cluster = Cluster.objects.create(name="wire", kind="simulated")
+    workload_with(cluster, "hooked", "wire-hook", {"app": (250, 300 * MI)})
+    call_command(
+        "webhook", "certs", "--out", str(tmp_path), "--ip", "1.2.3.4", "--client", "kas"
+    )
+    # Another CA's client certificate: refused in the handshake.
+    stranger = create_certificates(
+        directory=tmp_path / "stranger", dns_names=["x"], client_name="kas"
+    )
+    server, stop, threads = start_webhook_server(
+        host="127.0.0.1",
+        port=0,
+        cert=certs.cert,
+        key=certs.key,
+        default_cluster="wire",
+        deadline_s=0.3,
+        client_ca=tmp_path / "client-ca.crt",
+    )
+    body = json.dumps(recorded("a-replicaset-pod")).encode()
+    try:
+        status, answer = post(client(server, certs), body)
+        assert (status, answer["error"]["code"]) == (401, "not_authenticated")
+        conn = http.client.HTTPSConnection(
+            "localhost",
+            server.server_address[1],
+            context=_with_client(certs, stranger.client_cert, stranger.client_key),
+            timeout=5,
+        )
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            post(conn, body)
+        # The kubelet's probes present no certificate.
+        assert get(client(server, certs), "/healthz")[0] == 200
+        assert get(client(server, certs), "/readyz")[0] == 200
+        conn = http.client.HTTPSConnection(
+            "localhost",
+            server.server_address[1],
+            context=_with_client(
+                certs, tmp_path / "client.crt", tmp_path / "client.key"
+            ),
+            timeout=5,
+        )
+        status, answer = post(conn, body)
+        assert status == 200 and "patch" in answer["response"]
+    finally:
+        stop_webhook_server(server, stop, threads)
+    assert saved_counts() == {PATCHED: 1}  # the refused post is not a decision
+
+
+def _with_client(certs, cert: Path, key: Path) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(certs.ca_cert))
+    context.load_cert_chain(str(cert), str(key))
+    return context
+
+
 def _scrape(server, certs, token: str | None) -> tuple[int, dict[str, str], str]:
     conn = client(server, certs)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -489,13 +642,14 @@ def test_webhook_metrics_count_each_decision_and_need_the_token(
     requests = "vpaweb_webhook_requests_total"
     assert delta(requests, resource="pods", outcome=PATCHED) == 1
     assert delta(requests, resource="pods", outcome="left_alone") == 1
-    assert delta(requests, resource="pods", outcome=FAILED_OPEN) == 1
+    assert delta(requests, resource="pods", outcome=FAILED_OPEN) == 0
     assert operations > 0
     assert delta("vpaweb_webhook_patches_total", resource="pods") == operations
-    assert delta("vpaweb_webhook_fail_opens_total", reason="malformed") == 1
+    # The garbage body is refused, not a pod failing open.
+    assert delta("vpaweb_webhook_refused_total", reason="malformed") == 1
     latency = "vpaweb_webhook_request_duration_seconds_count"
     assert delta(latency, resource="pods") == 4  # every POST /mutate, dry run too
-    assert saved_counts() == {PATCHED: 1, "left_alone": 1, FAILED_OPEN: 1}
+    assert saved_counts() == {PATCHED: 1, "left_alone": 1}
 
     settings.METRICS_TOKEN = ""
     assert _scrape(served, certs, "hook-metrics-token")[0] == 404

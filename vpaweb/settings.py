@@ -357,6 +357,18 @@ WEBHOOK_MAX_RECOMMENDATION_AGE_S = env_float(
 # Initial mode and the updater act only on recommendations backed by this many hours
 # of history (services/advice/history.py); 0 acts on any.
 MIN_HISTORY_HOURS = env_float("VPAWEB_MIN_HISTORY_HOURS", 24.0, minimum=0.0)
+# What one client may hold of the webhook server (recommender/webhook_connections.py):
+# connections open at once (more are closed at accept), request bodies in memory
+# across connections (a body that does not fit is answered 503 at once), and the time
+# from a request's first byte to its last (a slower client is dropped).
+WEBHOOK_MAX_CONNECTIONS = env_int("VPAWEB_WEBHOOK_MAX_CONNECTIONS", 256, minimum=4)
+# At least 8: three quarters of it (the rest is kept for small bodies) hold a 5 MiB one.
+WEBHOOK_MAX_BUFFERED_MIB = env_int("VPAWEB_WEBHOOK_MAX_BUFFERED_MIB", 32, minimum=8)
+WEBHOOK_READ_DEADLINE_S = env_float("VPAWEB_WEBHOOK_READ_DEADLINE_S", 5.0, minimum=0.5)
+# A PEM CA: `webhook serve` then admits reviews only from clients presenting a
+# certificate it signed (the API server's, docs/webhook.md); the default is its
+# --client-ca option.
+WEBHOOK_CLIENT_CA = env_str("VPAWEB_WEBHOOK_CLIENT_CA")
 # vpaweb's own namespace: never sent to the webhook (so it can never block itself).
 WEBHOOK_NAMESPACE = env_str("VPAWEB_WEBHOOK_NAMESPACE", "vpaweb")
 # The cluster whose pods `/mutate` (without a cluster in the path) admits.

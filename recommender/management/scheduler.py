@@ -2,7 +2,8 @@
 
 Used by ``manage.py run_scheduler`` (in the foreground) and ``manage.py serve`` (in a
 background thread) when no Celery beat runs. Without ``REDIS_URL`` the tasks run
-in-process; with it, ``delay()`` hands them to the workers.
+in-process; with it, ``delay()`` hands them to the workers. A database connection a
+restart broke is replaced before each task: the loop recovers by itself.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
 
+from django.db import close_old_connections
 from django.utils import timezone
 
 from recommender.services.actuation import control
@@ -29,6 +32,18 @@ PRUNE_INTERVAL_S = 3600.0
 PRUNE_OFFSET_S = 1800.0
 
 
+def _dispatch(task: Any, what: str) -> None:
+    """Run or queue ``task``; a failure is logged and the loop goes on (the next
+    cycle starts from checkpoints)."""
+    # The loop's connection lives as long as the process: one a database restart
+    # broke (or past CONN_MAX_AGE) is closed here, and the task opens a new one.
+    close_old_connections()
+    try:
+        task.delay()
+    except Exception:
+        logger.exception("scheduled %s failed", what)
+
+
 def run_periodic(
     *, stop: threading.Event, interval_s: float, max_cycles: int | None = None
 ) -> int:
@@ -38,30 +53,17 @@ def run_periodic(
     next_prune = time.monotonic() + PRUNE_OFFSET_S
     while not stop.is_set() and (max_cycles is None or cycles < max_cycles):
         started = time.monotonic()
-        try:
-            refresh_all_clusters_task.delay()
-        except Exception:
-            # One bad cycle must not end the loop: the next one starts from checkpoints.
-            logger.exception("scheduled refresh failed")
-        try:
-            # The updater runs after the refresh, on its fresh recommendations.
-            update_all_clusters_task.delay()
-        except Exception:
-            logger.exception("scheduled updater cycle failed")
+        _dispatch(refresh_all_clusters_task, "refresh")
+        # The updater runs after the refresh, on its fresh recommendations.
+        _dispatch(update_all_clusters_task, "updater cycle")
         if started >= next_expire:
             next_expire = started + EXPIRE_INTERVAL_S
-            try:
-                expire_idle_aggregates_task.delay()
-            except Exception:
-                logger.exception("scheduled expiry failed")
+            _dispatch(expire_idle_aggregates_task, "expiry")
         if started >= next_prune:
             next_prune = started + PRUNE_INTERVAL_S
-            try:
-                # After the cycle's refresh, bounded by its budget: the next refresh
-                # starts at most that much later.
-                prune_history_task.delay()
-            except Exception:
-                logger.exception("scheduled prune failed")
+            # After the cycle's refresh, bounded by its budget: the next refresh
+            # starts at most that much later.
+            _dispatch(prune_history_task, "prune")
         cycles += 1
         elapsed = time.monotonic() - started
         logger.info("scheduler cycle %d took %.2fs", cycles, elapsed)
@@ -70,6 +72,7 @@ def run_periodic(
         # Sleep the rest of the interval, waking at once on stop.
         stop.wait(max(interval_s - elapsed, 0.0))
     # A graceful stop: another process may lead the updater at once.
+    close_old_connections()
     try:
         control.release_locks(now=timezone.now())
     except Exception:

@@ -301,8 +301,9 @@ def test_the_webhook_manifests_call_the_real_webhook_command(overlay):
             mount = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
             assert options["cert"] == f"{mount['tls']}/tls.crt"
             assert options["key"] == f"{mount['tls']}/tls.key"
-            # Liveness never depends on the cache: a stale one (the database down)
-            # takes the pod out of the Service, it does not restart it in a loop.
+            # A stale cache (the database down) takes the pod out of the Service;
+            # liveness fails only once no cache loaded for longer than one may be
+            # used, when a restart loses nothing.
             paths = {
                 probe: container[probe]["httpGet"]["path"]
                 for probe in ("startupProbe", "livenessProbe", "readinessProbe")
@@ -313,6 +314,69 @@ def test_the_webhook_manifests_call_the_real_webhook_command(overlay):
                 "readinessProbe": "/readyz",
             }
     assert seen == {("vpaweb-webhook", "serve"), ("vpaweb-webhook-install", "install")}
+
+
+def test_the_webhook_hardening_components_narrow_its_port_and_ask_for_a_client_ca(
+    tmp_path,
+):
+    """An overlay of `actuation` with webhook-from-control-plane (its CIDR set as the
+    component says) and webhook-client-ca: 8443 only from that CIDR, nothing else
+    opened, and `serve` given the mounted CA (parsed by the command's own parser)."""
+    from recommender.management.commands.webhook import Command
+
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        service_missing("kubectl (with its built-in kustomize)")
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [os.path.relpath(DEPLOY / "overlays/actuation", tmp_path)],
+                "components": [
+                    os.path.relpath(DEPLOY / "components" / name, tmp_path)
+                    for name in ("webhook-from-control-plane", "webhook-client-ca")
+                ],
+                "patches": [
+                    {
+                        "target": {"kind": "NetworkPolicy", "name": "vpaweb-webhook"},
+                        "patch": "- op: replace\n"
+                        "  path: /spec/ingress/0/from/0/ipBlock/cidr\n"
+                        "  value: 10.0.0.0/28\n",
+                    }
+                ],
+            }
+        )
+    )
+    done = subprocess.run(
+        [kubectl, "kustomize", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    objects = tuple(d for d in yaml.safe_load_all(done.stdout) if d)
+    policy = named(objects, "NetworkPolicy", "vpaweb-webhook")
+    assert policy["spec"]["ingress"] == [
+        {
+            "from": [{"ipBlock": {"cidr": "10.0.0.0/28"}}],
+            "ports": [{"protocol": "TCP", "port": 8443}],
+        }
+    ]
+    assert (
+        policy["spec"]["egress"]
+        == named(render("actuation"), "NetworkPolicy", "vpaweb-webhook")["spec"][
+            "egress"
+        ]
+    )
+    deployment = named(objects, "Deployment", "vpaweb-webhook")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    parser = Command().create_parser("manage.py", "webhook")
+    options = vars(parser.parse_args(container["args"][2:]))
+    mount = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert options["client_ca"] == f"{mount['client-ca']}/ca.crt"
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["client-ca"]["configMap"] == {"name": "vpaweb-webhook-client-ca"}
 
 
 def test_the_trial_runs_its_own_database_and_broker():

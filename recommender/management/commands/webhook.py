@@ -1,16 +1,19 @@
 """`manage.py webhook serve|install|uninstall|certs` (docs/webhook.md)."""
-# - ``serve --cert FILE --key FILE [--host H] [--port P] [--processes N] [--cluster NAME
-#   ...]``: HTTPS, in N processes sharing the port (SO_REUSEPORT) if asked (TLS 1.2+,
-#   files reloaded when they change), ``POST /mutate[/<cluster>]`` for the clusters
-#   named (default ``VPAWEB_WEBHOOK_CLUSTER``, else every registered one), ``GET
-#   /healthz`` (liveness) and ``GET /readyz`` (readiness), until SIGTERM or Ctrl-C.
+# - ``serve --cert FILE --key FILE [--client-ca FILE] [--host H] [--port P]
+#   [--processes N] [--cluster NAME ...]``: HTTPS, in N processes sharing the port
+#   (SO_REUSEPORT) if asked (TLS 1.2+, files reloaded when they change), ``POST
+#   /mutate[/<cluster>]`` for the clusters named (default ``VPAWEB_WEBHOOK_CLUSTER``,
+#   else every registered one; with a client CA, only from clients presenting a
+#   certificate it signed), ``GET /healthz`` (liveness) and ``GET /readyz``
+#   (readiness), until SIGTERM or Ctrl-C.
 # - ``install --cluster NAME (--url URL | --service NS/NAME) [--ca-bundle FILE]
 #   [--timeout S]``: create or update the MutatingWebhookConfiguration in that cluster
 #   (needs the writer role, deploy/components/actuation/rbac-writer.yaml). ``--print``
 #   shows it instead.
 # - ``uninstall --cluster NAME``: delete it; pods are then created as submitted.
-# - ``certs --out DIR (--service NS/NAME | --dns NAME ... | --ip ADDR ...)``: a CA and
-#   serving certificate for clusters without cert-manager.
+# - ``certs --out DIR (--service NS/NAME | --dns NAME ... | --ip ADDR ...) [--client
+#   NAME]``: a CA and serving certificate for clusters without cert-manager (and a
+#   client certificate for the API server, with its own CA).
 
 from __future__ import annotations
 
@@ -78,6 +81,12 @@ class Command(BaseCommand):
         serve.add_argument("--cert", required=True, help="PEM certificate (chain)")
         serve.add_argument("--key", required=True, help="PEM private key")
         serve.add_argument(
+            "--client-ca",
+            default=None,
+            help="PEM CA: admit reviews only from clients presenting a certificate "
+            "it signed (the API server's); default VPAWEB_WEBHOOK_CLIENT_CA",
+        )
+        serve.add_argument(
             "--cluster",
             action="append",
             default=[],
@@ -108,6 +117,12 @@ class Command(BaseCommand):
         certs.add_argument("--service", help="NAMESPACE/NAME of the webhook Service")
         certs.add_argument("--dns", action="append", default=[])
         certs.add_argument("--ip", action="append", default=[])
+        certs.add_argument(
+            "--client",
+            metavar="NAME",
+            help="also a client certificate for the API server (client.crt, "
+            "client.key) and its CA (client-ca.crt, for serve --client-ca)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Run the chosen sub-command."""
@@ -136,6 +151,9 @@ class Command(BaseCommand):
         processes = options["processes"]
         if processes < 1 or (processes > 1 and not options["port"]):
             raise CommandError("--processes: 1 or more, and more than 1 needs a --port")
+        client_ca = options["client_ca"] or settings.WEBHOOK_CLIENT_CA
+        if client_ca and not Path(client_ca).is_file():
+            raise CommandError(f"--client-ca {client_ca}: no such file")
         children = _fork_servers(processes - 1)
         server, stop, threads = start_webhook_server(
             host=options["host"],
@@ -146,6 +164,7 @@ class Command(BaseCommand):
             deadline_s=settings.WEBHOOK_DEADLINE_S,
             clusters=clusters,
             reuse_port=processes > 1,
+            client_ca=Path(client_ca) if client_ca else None,
         )
         self.stdout.write(
             f"admission webhook at https://{options['host']}:"
@@ -214,12 +233,21 @@ class Command(BaseCommand):
         if not dns and not options["ip"]:
             raise CommandError("give --service, --dns or --ip: the names to certify")
         paths = create_certificates(
-            directory=Path(options["out"]), dns_names=dns, ip_addresses=options["ip"]
+            directory=Path(options["out"]),
+            dns_names=dns,
+            ip_addresses=options["ip"],
+            client_name=options["client"],
         )
         self.stdout.write(
             f"wrote {paths.ca_cert} (for install --ca-bundle), {paths.cert} and "
             f"{paths.key} (for serve --cert/--key)"
         )
+        if paths.client_ca_cert:
+            self.stdout.write(
+                f"wrote {paths.client_ca_cert} (for serve --client-ca), "
+                f"{paths.client_cert} and {paths.client_key} (for the API server's "
+                "admission kubeconfig, docs/webhook.md)"
+            )
 
 
 def _fork_servers(count: int) -> list[int] | None:

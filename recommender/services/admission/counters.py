@@ -38,7 +38,6 @@ _flushing = threading.Lock()
 FAIL_OPEN_REASONS = (
     "deadline",
     "internal_error",
-    "malformed",
     "cache",
     "unreadable_spec",
     "limit_range",

@@ -63,7 +63,7 @@ class ParsedReview:
     dry_run: bool
 
 
-def parse_review(body: bytes, *, content_type: str) -> ParsedReview:
+def parse_review(body: bytes | bytearray, *, content_type: str) -> ParsedReview:
     """Check the body is an AdmissionReview v1 with a request and a uid."""
     if content_type.split(";")[0].strip().lower() != "application/json":
         raise MalformedReview(
