@@ -108,8 +108,12 @@ def shop(db: Any) -> Workload:
         created_at=timezone.now() - timezone.timedelta(hours=2),
         explanation={"reason": "older"},
     )
+    # Eight days of history: past the history gate (VPAWEB_MIN_HISTORY_HOURS).
     make_recommendation(
-        app, cpu_millicores=587, memory_bytes=250 * 2**20, explanation={"samples": 1440}
+        app,
+        cpu_millicores=587,
+        memory_bytes=250 * 2**20,
+        explanation={"samples": 1440, "resources": {"cpu": {"confidence": 8.0}}},
     )
     return workload
 
