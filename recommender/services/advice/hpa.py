@@ -24,7 +24,12 @@ from recommender.engine.hpa import (
     HpaTarget,
     adjusted_target,
 )
-from recommender.engine.quantity import format_cpu, format_memory_readable
+from recommender.engine.quantity import (
+    format_cpu,
+    format_memory_readable,
+    parse_cpu_millicores,
+    parse_memory_bytes,
+)
 from recommender.engine.resources import CPU, RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput
 from recommender.services.advice.pod_spec import PodContainer
@@ -236,8 +241,10 @@ def trigger_warnings(
         if ceiling is None or trigger <= ceiling:
             continue
         scope = f"container {container}" if container else "the pod"
+        index = metric.get("index")
+        where = f"spec.metrics[{index}]" if index is not None else "a metric"
         out.append(
-            f"HPA {summary.get('name')}: spec.metrics[{metric.get('index')}] "
+            f"HPA {summary.get('name')}: {where} "
             f"({resource} {target}) scales out at "
             f"{_format(resource, math.ceil(trigger))} per pod, above the {resource} "
             f"limit of {scope} ({_format(resource, ceiling)}): usage never gets there "
@@ -248,6 +255,50 @@ def trigger_warnings(
             )
             + f", so the HPA never scales out on {resource}"
         )
+    return out
+
+
+def adjusted_hpas(
+    hpa_conflicts: Iterable[Mapping[str, Any]], changes: Iterable[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """A workload's stored HPAs (``hpa_conflicts``) with their targets as the
+    ``adjustments`` entries ``changes`` rewrite them, as ``trigger_warnings`` reads
+    them."""
+    moved = {
+        (c["hpa"], c["resource"], c["container"]): c["after"]
+        for c in changes
+        if c.get("changed") and c.get("after")
+    }
+    out = []
+    for hpa in hpa_conflicts or ():
+        metrics = []
+        for metric in hpa.get("metrics") or ():
+            key = (
+                hpa.get("name"),
+                metric.get("resource"),
+                metric.get("container") or "",
+            )
+            after = moved.get(key)
+            metric = dict(metric)
+            if after is not None and after["type"] == UTILIZATION:
+                metric.update(
+                    target_type=UTILIZATION,
+                    average_utilization=after["averageUtilization"],
+                    average_value=None,
+                )
+            elif after is not None:
+                parse = (
+                    parse_cpu_millicores
+                    if metric.get("resource") == CPU
+                    else parse_memory_bytes
+                )
+                metric.update(
+                    target_type=AVERAGE_VALUE,
+                    average_utilization=None,
+                    average_value=parse(after["averageValue"]),
+                )
+            metrics.append(metric)
+        out.append({"name": hpa.get("name"), "resource_metrics": metrics})
     return out
 
 

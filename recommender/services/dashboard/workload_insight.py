@@ -29,6 +29,7 @@ from recommender.engine import (
 )
 from recommender.engine.capping import MODE_OFF, select_container_policy
 from recommender.engine.oom import oom_effect
+from recommender.engine.resources import RESOURCE_NAMES, Resources
 from recommender.engine.usage_hours import HOUR_S, hour_end_s
 from recommender.errors import NotFound
 from recommender.models import (
@@ -53,7 +54,12 @@ from recommender.services.advice.advise import (
     workload_pod,
     written_resources,
 )
-from recommender.services.advice.hpa import adjustments_for_workload, requests_of
+from recommender.services.advice.hpa import (
+    adjusted_hpas,
+    adjustments_for_workload,
+    requests_of,
+    trigger_warnings,
+)
 from recommender.services.policy.validation import (
     parse_container_policies,
     profile_or_default,
@@ -130,6 +136,8 @@ class WorkloadInsight:
     advice_inputs: AdviceInputs | None = None
     # The HPA change per Utilization metric (services.advice.hpa.adjustments).
     hpa_adjustments: list[dict[str, Any]] = field(default_factory=list)
+    # HPA triggers above the new limits (services.advice.hpa.trigger_warnings).
+    hpa_warnings: list[str] = field(default_factory=list)
     # Containers whose recommendation the history gate holds back, with why, and
     # whether the snippets show them anyway (flagged low confidence).
     held_by_history: dict[str, str] = field(default_factory=dict)
@@ -153,6 +161,15 @@ def _quantity_dict(amounts: dict[str, int]) -> dict[str, str]:
     if "memory" in amounts:
         out["memory"] = format_memory(amounts["memory"])
     return out
+
+
+def _merged(current: Resources, new: Resources) -> Resources:
+    """``current`` with the amounts ``new`` sets."""
+    for resource in RESOURCE_NAMES:
+        amount = new.get(resource)
+        if amount is not None:
+            current = current.with_amount(resource, amount)
+    return current
 
 
 def _history_note(held: dict[str, str], *, included: bool) -> str:
@@ -331,12 +348,29 @@ def workload_insight(
     readable = written_resources(
         inputs, pod, PodAdvice(inputs.namespace, workload, list(advice.values()))
     )
-    # The HPA change that keeps its scaling at those requests.
+    # The HPA change that keeps its scaling at those requests, and the triggers
+    # it would leave above the new limits.
     hpa_changes = adjustments_for_workload(
         workload.hpa_conflicts,
         before=requests_of(pod),
         after={name: amounts[0] for name, amounts in readable.items()},
     )
+    new_pod = {
+        c.name: (
+            _merged(c.requests, readable[c.name][0]),
+            _merged(c.limits, readable[c.name][1]),
+        )
+        for c in pod
+    }
+    hpa_warnings = [
+        warning
+        for hpa in adjusted_hpas(workload.hpa_conflicts, hpa_changes)
+        for warning in trigger_warnings(
+            hpa,
+            requests={name: amounts[0] for name, amounts in new_pod.items()},
+            limits={name: amounts[1] for name, amounts in new_pod.items()},
+        )
+    ]
     rules = risk_rules(now)
     items = []
     for container in containers:
@@ -389,6 +423,7 @@ def workload_insight(
         patch_note=note,
         advice_inputs=inputs,
         hpa_adjustments=hpa_changes,
+        hpa_warnings=hpa_warnings,
         held_by_history=held,
         include_short_history=include_short_history,
     )
