@@ -276,6 +276,12 @@ class Fleet:
         )
         return tuple(obj for obj in found if obj is not None)
 
+    @cached_property
+    def hpa_summaries(self) -> tuple[dict[str, Any], ...]:
+        """``hpa_of`` of each HPA as the fleet defines it (computed once; a writer's
+        patch is summarised again by discovery)."""
+        return tuple(summaries(self.hpas, {}))
+
     def pods_at(self, workload: SimWorkload, at_s: float) -> list[tuple[str, float]]:
         """Pods of ``workload`` alive at ``at_s``: (name, start time)."""
         if workload.kind == "CronJob":
@@ -638,14 +644,15 @@ class SimulatedCluster:
     def discover(self) -> ClusterSnapshot:
         """Workloads with their live pods at ``now``, and recent OOM kills."""
         now_s = self.now.timestamp()
-        hpas = summaries(
-            tuple(
-                obj
-                for obj in self.fleet.hpas
-                if self._reads(obj["metadata"]["namespace"])
-            ),
-            self.hpa_overrides,
-        )
+        hpas = [
+            summaries((obj,), self.hpa_overrides)[0]
+            if (summary["namespace"], summary["name"]) in self.hpa_overrides
+            else summary
+            for obj, summary in zip(
+                self.fleet.hpas, self.fleet.hpa_summaries, strict=True
+            )
+            if self._reads(summary["namespace"])
+        ]
         scaled = {
             (hpa["namespace"], hpa["target_name"]): tuple(hpa["scaled_resources"])
             for hpa in hpas
