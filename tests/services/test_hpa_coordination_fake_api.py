@@ -336,3 +336,14 @@ def test_a_cluster_not_allowed_to_act_gets_no_write(tmp_path, cleanup):
     fake, cluster, _ = world(tmp_path, cleanup, actuation_allowed=False)
     cycle(fake, cluster)
     assert fake.server.write_verbs() == []
+
+
+def test_a_pod_the_hpa_takes_away_expires_its_change(tmp_path, cleanup):
+    fake, cluster, _ = world(tmp_path, cleanup)
+    cycle(fake, cluster)
+    applying = ResizeChange.objects.get(status=S.APPLYING)
+    fake.server.remove("Pod", "shop", applying.pod)
+    report = cycle(fake, cluster, NOW + timedelta(minutes=1))
+    applying.refresh_from_db()
+    assert applying.status == S.EXPIRED and report.expired >= 1
+    assert fake.server.evicted == []

@@ -282,6 +282,18 @@ def follow_applying(context: proposals.UpdaterContext, report: CycleReport) -> N
                     ResizeChange.objects.filter(pk=change.pk).update(**fields)
                 report.waiting += 1
                 continue
+        if pod is None and change.hpa_changes:
+            # A coordinated change is never evicted: no replacement is its doing
+            # (an HPA scaling in takes pods away, a new pod comes from the template).
+            if workflow.try_transition(
+                change,
+                to=S.EXPIRED,
+                allowed_from=(S.APPLYING,),
+                now=now,
+                note="the pod is gone",
+            ):
+                report.expired += 1
+            continue
         if change.method == M.EVICTION or pod is None:
             found = [p for p in _replacements(pods, change) if not p.deleting]
             good = [p for p in found if carries(p, change.resources_after)]
