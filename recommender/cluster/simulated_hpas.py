@@ -2,19 +2,17 @@
 and the coordinated HPA mode can be seen without writing one.
 
 About one Deployment in ``HPA_SHARE`` (chosen by ``stable_hash``, so the fleet's other
-draws are unchanged) has an autoscaling/v2 HPA of one of the shapes users meet:
-
-- ``cpu-utilization``: a ``Resource`` cpu ``Utilization`` target (60 to 80 %);
-- ``memory-average-value``: a ``Resource`` memory ``AverageValue`` target (80 % of the
-  pod's memory request, in MiB);
-- ``two-metrics``: both, the memory one as a ``ContainerResource`` metric of the main
-  container.
-
-The objects are the API server's shape after defaulting (``minReplicas`` set, no
-``behavior``: k8s-wire hpa/02, 04), summarised by ``kube_objects.hpa_of`` as discovery
-summarises a real cluster's. What the simulated writer patched (``HpaOverride``)
-replaces an object's ``spec.metrics`` and bumps its ``resourceVersion``.
-"""
+draws are unchanged) has an autoscaling/v2 HPA in the API server's shape after
+defaulting (``minReplicas`` set, no ``behavior``: k8s-wire hpa/02, 04), summarised by
+``kube_objects.hpa_of`` as discovery summarises a real cluster's. What the simulated
+writer patched (``HpaOverride``) replaces its ``spec.metrics`` and bumps its
+``resourceVersion``."""
+# The shapes users meet:
+# - ``cpu-utilization``: a ``Resource`` cpu ``Utilization`` target (60 to 80 %);
+# - ``memory-average-value``: a ``Resource`` memory ``AverageValue`` target (80 % of
+#   the pod's memory request, in MiB);
+# - ``two-metrics``: both, the memory one as a ``ContainerResource`` metric of the
+#   main container.
 
 from __future__ import annotations
 

@@ -1,34 +1,33 @@
-"""Coordinated HPA mode: the updater resizes a resource an HPA scales on together with
-the HPA target change that keeps the HPA scaling at the same usage per pod.
+"""Coordinated HPA mode: the updater resizes a resource an HPA scales on in place,
+together with the HPA target change that keeps the HPA scaling at the same usage per
+pod, as one change (``ResizeChange.hpa_changes``).
 
-A workload whose policy says ``hpa_coordination: coordinated`` (and whose mode resizes
-in place) is planned without the HPA's resources held back. Each pod's change then
-carries the HPA target changes that go with its resize (``ResizeChange.hpa_changes``,
-one entry per cpu/memory Utilization metric, ``before``/``after`` as autoscaling/v2
-writes them), computed by the one HPA rule (``services.advice.hpa.adjustments``) from
-the requests the HPA now assumes:
-
-- no coordinated change is rolling out: the pod's requests, when every live pod of
-  the workload carries the same (else the HPA's resources are held back, as in
-  upstream's rule, until they agree);
-- one is (its HPA patch took, and the HPA still carries it): its pods' new requests.
-  A pod still on the old ones whose resize brings it there gets entries with
-  ``before == after`` (the HPA is already where it goes); a pod going elsewhere waits.
-
-A change whose HPA would end up with a trigger above the new limits (the HPA could
-never scale out: ``trigger_warnings``), or whose target cannot be computed, holds the
-HPA's resources back instead.
-
-Applying (``cycle.Applier``): the HPA is patched first, with a JSON patch that
-``test``s each old value and ``replace``s it (k8s-wire hpa/16; ``hpa_operations``),
-then the pod is resized in place. A failed test is a bare 422 (hpa/15, 17) and a
-conflict a 409 (hpa/21): the HPA changed since it was read, so nothing is resized and
-the change is decided again on the next cycle's fresh read. A refused resize sets the
-HPA back (the same JSON patch the other way). A coordinated change never falls back to
-eviction: the replacement would get its requests from the admission webhook, which
-leaves an HPA's resources as submitted. Verification reads the HPA back: the change
-is applied when the pod carries its requests and the HPA its targets.
-"""
+``plan_hpa_changes`` gives a pod's change its HPA part (or says why the HPA's resources
+wait); ``hpa_operations`` is the JSON patch that tests each old value before replacing
+it (k8s-wire hpa/16); ``live_target`` and ``same_target`` read an HPA back. Applying is
+``cycle.Applier.coordinated``; docs/updater.md "Coordinated HPA mode" is the manual."""
+# A workload whose policy says ``hpa_coordination: coordinated`` (and whose mode
+# resizes in place) is planned without the HPA's resources held back. The target change
+# is computed by the one HPA rule (``services.advice.hpa.adjustments``) from the
+# requests the HPA now assumes:
+#
+# - no coordinated change is rolling out: the pod's requests, when every live pod of
+#   the workload carries the same (else the HPA's resources are held back, as in
+#   upstream's rule, until they agree);
+# - one is (its HPA patch took, and the HPA still carries it): its pods' new requests.
+#   A pod still on the old ones whose resize brings it there gets entries with
+#   ``before == after`` (the HPA is already where it goes); a pod going elsewhere waits.
+#
+# A change whose HPA would end up with a trigger above the new limits (the HPA could
+# never scale out: ``trigger_warnings``), or whose target cannot be computed, holds the
+# HPA's resources back instead.
+#
+# Applying: the HPA is patched first, then the pod is resized in place. A failed test
+# is a bare 422 (hpa/15, 17) and a conflict a 409 (hpa/21): the HPA changed since it
+# was read, so nothing is resized and the change is decided again on the next cycle's
+# fresh read. A refused resize sets the HPA back. A coordinated change never falls back
+# to eviction: the replacement would get its requests from the admission webhook, which
+# leaves an HPA's resources as submitted. Verification reads the HPA back.
 
 from __future__ import annotations
 

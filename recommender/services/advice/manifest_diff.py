@@ -3,12 +3,11 @@
 The diff edits the posted text itself, so it applies to the caller's file with
 ``git apply`` or ``patch -p1``: each changed quantity that the text already holds is
 replaced where it stands (its quote style kept; JSON strings stay JSON strings),
-located through the YAML composer's marks (JSON is read as YAML); an HPA target kept in
-step with its workload is replaced the same way. A change that adds a
-field the text does not have yet (a missing ``requests.memory``, say) cannot be placed
-by replacing a value: its whole document is written again as the rendered manifest
-says it, and only when that is impossible (the object sits inside a List or a
-top-level array) is the whole body written again.
+located through the YAML composer's marks (JSON is read as YAML), an HPA's target too.
+A change that adds a field the text does not have yet (a missing ``requests.memory``)
+cannot be placed by replacing a value: its whole document is written again as the
+rendered manifest says it, or, when the object sits inside a List or a top-level array,
+the whole body.
 """
 
 from __future__ import annotations
