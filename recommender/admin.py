@@ -166,6 +166,11 @@ class SimulatedPodStateAdmin(admin.ModelAdmin):
     list_display = ["cluster", "namespace", "pod", "generation", "uid_suffix"]
 
 
+@admin.register(models.SimulatedHpaState)
+class SimulatedHpaStateAdmin(admin.ModelAdmin):
+    list_display = ["cluster", "namespace", "name", "resource_version", "updated_at"]
+
+
 class ContainerInline(admin.TabularInline):
     model = models.Container
     extra = 0

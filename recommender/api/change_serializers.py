@@ -73,6 +73,14 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
     rejection_reason = serializers.SerializerMethodField(
         help_text="why it was rejected (the operator's reason, or its withdrawal)"
     )
+    hpa_changes = serializers.ListField(
+        child=serializers.DictField(),
+        read_only=True,
+        help_text="coordinated HPA mode: the HPA target changes that go with this "
+        "resize, one per metric: hpa, index, path (JSON pointer), resource, "
+        "container, before and after (MetricTargets as autoscaling/v2 writes them; "
+        "before = after: the HPA is already there), reason; [] for a plain resize",
+    )
 
     class Meta:
         model = ResizeChange
@@ -101,6 +109,8 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
             "try_later_count",
             "verified_at",
             "observed",
+            "hpa_changes",
+            "hpa_state",
             "updated_at",
         ]
 

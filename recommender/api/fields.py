@@ -141,7 +141,15 @@ class ModeField(serializers.ChoiceField):
         return MODE_ALIASES.get(value, value)
 
 
-QUERY_QUANTITY_PATTERN = r"^[0-9]{1,15}(\.[0-9]{1,9})?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$"
+# Fewer digits the larger the suffix, so every quantity the schema allows fits an int64
+# of millicores (CPU, the tighter of the two) and of bytes: a schema-valid query is
+# never refused for overflowing.
+_FRACTION = r"(\.[0-9]{1,9})?"
+QUERY_QUANTITY_PATTERN = (
+    rf"^([0-9]{{1,15}}{_FRACTION}m?|[0-9]{{1,12}}{_FRACTION}(k|Ki)"
+    rf"|[0-9]{{1,9}}{_FRACTION}(M|Mi)|[0-9]{{1,6}}{_FRACTION}(G|Gi)"
+    rf"|[0-9]{{1,3}}{_FRACTION}(T|Ti))$"
+)
 
 
 @extend_schema_field(

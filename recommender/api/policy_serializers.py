@@ -196,6 +196,7 @@ class PolicySerializer(serializers.ModelSerializer):
             "eviction_requirements",
             "maintenance_windows",
             "window_bypasses_quick_oom",
+            "hpa_coordination",
             "source",
             "vpa_object",
             "vpa_object_mode",
@@ -275,6 +276,15 @@ class PolicyUpdateSerializer(ClosedSerializer):
         required=False,
         help_text="a pod OOM-killed within 10 minutes of starting is resized even "
         "outside the windows (upstream's quick-OOM rule)",
+    )
+
+    hpa_coordination = serializers.ChoiceField(
+        choices=Policy.HpaCoordination.values,
+        required=False,
+        help_text="leave: the updater and the webhook leave a resource an HPA of the "
+        "workload scales on to the HPA (upstream VPA's rule); coordinated "
+        "(InPlaceOrRecreate): the updater resizes it in place together with the HPA "
+        "target change that keeps the HPA scaling at the same usage per pod",
     )
 
     mode = ModeField(required=False)

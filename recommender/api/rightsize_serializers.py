@@ -87,6 +87,16 @@ class RightsizeOptionsSerializer(serializers.Serializer):
         default=False,
         help_text="change CPU only; leave memory as it is",
     )
+    include_short_history = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text=(
+            "the history gate: a recommendation with less history than "
+            "VPAWEB_MIN_HISTORY_HOURS is left out (its container unchanged, with a "
+            "note), as the admission webhook and the updater leave it; true gives "
+            "its value anyway, the container flagged low_confidence"
+        ),
+    )
     output = serializers.ChoiceField(
         choices=OUTPUTS,
         required=False,
@@ -108,6 +118,19 @@ class RightsizeOptionsSerializer(serializers.Serializer):
             "output=helm: where the chart's values keep a container's resources, "
             "dot-separated (resources, server.resources, {container}.resources); "
             "{container} and {workload} stand for the names"
+        ),
+    )
+    hpa_values_path = serializers.RegexField(
+        VALUES_PATH_PATTERN,
+        required=False,
+        default="autoscaling",
+        max_length=MAX_VALUES_PATH,
+        help_text=(
+            "output=helm: where the chart's values keep an HPA's targets "
+            "(autoscaling, {workload}.autoscaling); an HPA kept in step gets helm "
+            "create's targetCPUUtilizationPercentage / "
+            "targetMemoryUtilizationPercentage there, or its whole metrics list "
+            "when those keys cannot say the change"
         ),
     )
     diff_path = serializers.RegexField(
@@ -139,6 +162,10 @@ class ContainerReportSerializer(serializers.Serializer):
     reason = serializers.CharField()
     changes = ChangeSerializer(many=True)
     notes = serializers.ListField(child=serializers.CharField())
+    low_confidence = serializers.BooleanField(
+        help_text="written from a recommendation with less history than "
+        "VPAWEB_MIN_HISTORY_HOURS (include_short_history=true only)"
+    )
 
 
 class HpaChangeSerializer(serializers.Serializer):
@@ -168,6 +195,11 @@ class DocumentReportSerializer(serializers.Serializer):
         choices=["rightsized", "unchanged", "passed_through"]
     )
     reason = serializers.CharField(required=False)
+    notes = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="why a document was left as it is: an unknown workload, each "
+        "container's reason (the history gate, no recommendation, …)",
+    )
     workload = WorkloadBriefSerializer(allow_null=True)
     containers = ContainerReportSerializer(many=True)
     hpa_changes = HpaChangeSerializer(
@@ -176,6 +208,13 @@ class DocumentReportSerializer(serializers.Serializer):
         help_text="HorizontalPodAutoscaler documents only: the Utilization targets "
         "rewritten because the workload they scale was right-sized in the same "
         "manifests",
+    )
+    warnings = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="HorizontalPodAutoscaler documents only: each metric whose trigger "
+        "per pod sits above the new limit of what it measures (the HPA can never "
+        "scale out on it)",
     )
 
 
@@ -268,6 +307,16 @@ class CheckOptionsSerializer(ToleranceSerializer):
         default="default",
         help_text="namespace of manifests without metadata.namespace",
     )
+    include_short_history = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text=(
+            "the history gate: a recommendation with less history than "
+            "VPAWEB_MIN_HISTORY_HOURS is left out (its container unchanged, with a "
+            "note), as the admission webhook and the updater leave it; true gives "
+            "the value anyway: the container is checked, flagged low_confidence"
+        ),
+    )
 
 
 class NamespacePatchOptionsSerializer(ToleranceSerializer):
@@ -279,6 +328,16 @@ class NamespacePatchOptionsSerializer(ToleranceSerializer):
         max_length=1000,
         help_text="only workloads whose labels match: key=value or key terms, "
         "comma-separated, all must hold (app.kubernetes.io/part-of=shop,tier)",
+    )
+    include_short_history = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text=(
+            "the history gate: a recommendation with less history than "
+            "VPAWEB_MIN_HISTORY_HOURS is left out (its container unchanged, with a "
+            "note), as the admission webhook and the updater leave it; true gives "
+            "the value anyway: the container is patched, flagged low_confidence"
+        ),
     )
 
 
@@ -304,6 +363,10 @@ class ContainerVerdictSerializer(serializers.Serializer):
     container = serializers.CharField()
     verdict = serializers.ChoiceField(choices=["ok", "drift", "unchecked"])
     reason = serializers.CharField()
+    low_confidence = serializers.BooleanField(
+        help_text="checked against a recommendation with less history than "
+        "VPAWEB_MIN_HISTORY_HOURS (include_short_history=true only)"
+    )
     resources = ResourceVerdictSerializer(
         many=True, help_text="only the requests vpaweb would change"
     )
@@ -321,9 +384,16 @@ class CheckSummarySerializer(serializers.Serializer):
 class CheckResponseSerializer(serializers.Serializer):
     """The drift check: a verdict per container and for the whole request."""
 
-    verdict = serializers.ChoiceField(choices=["ok", "drift"])
+    verdict = serializers.ChoiceField(choices=["ok", "drift", "nothing_checked"])
     exit_code = serializers.ChoiceField(
-        choices=[0, 1], help_text="0 ok, 1 drift (also in the Vpaweb-Exit-Code header)"
+        choices=[0, 1, 2],
+        help_text="0 ok, 1 drift, 2 nothing checked (also in the Vpaweb-Exit-Code "
+        "header)",
+    )
+    message = serializers.CharField(
+        required=False,
+        help_text="verdict nothing_checked: why no container was checked (an "
+        "unknown workload, the history gate, …)",
     )
     tolerance = serializers.DictField()
     summary = CheckSummarySerializer()

@@ -141,8 +141,11 @@ class RightsizeView(APIView):
             "Sets each container's requests from its workload's latest recommendation, "
             "capped as the admission webhook caps it, and limits at the original "
             "limit:request ratio unless the container policy says RequestsOnly. "
-            "Unknown workloads get the namespace's static coefficient (or stay as they "
-            "are). Other kinds pass through. Ask for `Accept: application/yaml` (or "
+            "A recommendation with too little history is left out, as the webhook "
+            "leaves it (`include_short_history`). Unknown workloads get the "
+            "namespace's static coefficient (or stay as they are, with a note). An "
+            "HPA of a right-sized workload in the same manifests is kept in step. "
+            "Other kinds pass through. Ask for `Accept: application/yaml` (or "
             "`?format=yaml`) to get only the manifests, ready for `kubectl apply -f -`."
         ),
         parameters=[s.RightsizeOptionsSerializer],
@@ -159,6 +162,7 @@ class RightsizeView(APIView):
         given = query_filters(s.RightsizeOptionsSerializer, request)
         output = given.pop("output", "manifests")
         values_path = given.pop("values_path", "resources")
+        hpa_values_path = given.pop("hpa_values_path", "autoscaling")
         diff_path = given.pop("diff_path", "manifests.yaml")
         options = rightsize.RightsizeOptions(**given)
         body, documents = posted_manifests(request)
@@ -173,6 +177,7 @@ class RightsizeView(APIView):
             text=decode_text(body.data),
             is_json=body.media_type in JSON_MEDIA_TYPES,
             values_path=values_path,
+            hpa_values_path=hpa_values_path,
             diff_path=diff_path,
         )
         return Response(answer)
@@ -201,8 +206,10 @@ class CheckView(APIView):
         description=(
             "Answers per container whether each request is within the tolerance of "
             "what `rightsize` would write: `ok`, `drift`, or `unchecked` (no "
-            "recommendation). `verdict` and `exit_code` (0 ok, 1 drift) sum it up; "
-            "the `Vpaweb-Exit-Code` header carries the exit code too. Ask for "
+            "recommendation, or one behind the history gate). `verdict` and "
+            "`exit_code` (0 ok, 1 drift, 2 nothing checked: an unknown workload, "
+            "say) sum it up; the `Vpaweb-Exit-Code` header carries the exit code "
+            "too. Ask for "
             "`Accept: application/xml` (or `?format=junit`) to get JUnit XML."
         ),
         parameters=[s.CheckOptionsSerializer],
@@ -251,6 +258,7 @@ class NamespacePatchView(APIView):
             cluster=cluster,
             namespace=namespace,
             selector=given.pop("selector", None),
+            include_short_history=given.pop("include_short_history", False),
             tolerance=tolerance_of(given),
             dashboard_url=request.build_absolute_uri("/").rstrip("/"),
             now=timezone.now(),

@@ -51,6 +51,7 @@ WEBHOOK_CONFIGURATIONS = (
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 STRATEGIC = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 JSON = "application/json"
 
 
@@ -210,6 +211,20 @@ class KubernetesWriter:
             f"verticalpodautoscalers/{name}/status",
             body={"status": dict(status)},
             content_type=MERGE,
+        )
+
+    def patch_hpa(
+        self, *, namespace: str, name: str, operations: list[dict[str, Any]]
+    ) -> WriteResult:
+        """JSON-patch a HorizontalPodAutoscaler's targets, each ``test``ed first
+        (k8s-wire hpa/16: a merge or strategic patch would replace the whole metrics
+        list, hpa/12, 18)."""
+        return self._call(
+            "PATCH",
+            f"/apis/autoscaling/v2/namespaces/{namespace}/"
+            f"horizontalpodautoscalers/{name}",
+            body=operations,
+            content_type=JSON_PATCH,
         )
 
     # --- what vpaweb may write -------------------------------------------------------

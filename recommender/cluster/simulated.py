@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property, lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,7 @@ from recommender.cluster.base import (
 )
 from recommender.cluster.label_selector import matches, parse
 from recommender.cluster.simulated_admission import ADMITTED, Admit
+from recommender.cluster.simulated_hpas import HpaOverride, hpa_object, summaries
 from recommender.cluster.simulated_labels import namespace_labels, workload_labels
 from recommender.engine.resources import Resources
 
@@ -264,6 +266,21 @@ class Fleet:
 
     seed: int
     workloads: tuple[SimWorkload, ...]
+
+    @cached_property
+    def hpas(self) -> tuple[dict[str, Any], ...]:
+        """The HorizontalPodAutoscalers of the fleet (``simulated_hpas``), computed
+        once (every discovery lists them)."""
+        found = (
+            hpa_object(self.seed, w, stable_hash=stable_hash) for w in self.workloads
+        )
+        return tuple(obj for obj in found if obj is not None)
+
+    @cached_property
+    def hpa_summaries(self) -> tuple[dict[str, Any], ...]:
+        """``hpa_of`` of each HPA as the fleet defines it (computed once; a writer's
+        patch is summarised again by discovery)."""
+        return tuple(summaries(self.hpas, {}))
 
     def pods_at(self, workload: SimWorkload, at_s: float) -> list[tuple[str, float]]:
         """Pods of ``workload`` alive at ``at_s``: (name, start time)."""
@@ -581,6 +598,7 @@ class SimulatedCluster:
         admit_window_s: float = 0.0,
         overrides: Mapping[tuple[str, str], PodOverride] | None = None,
         namespace_selector: str = "",
+        hpa_overrides: Mapping[tuple[str, str], HpaOverride] | None = None,
     ) -> None:
         self.name = name
         self.selector = parse(namespace_selector)
@@ -592,6 +610,8 @@ class SimulatedCluster:
         self.admit = admit
         self.admit_window_s = admit_window_s
         self.overrides = overrides or {}
+        # HPAs the writer patched (coordinated HPA mode), by (namespace, name).
+        self.hpa_overrides = hpa_overrides or {}
 
     def _reads(self, namespace: str) -> bool:
         """Whether this adapter sees ``namespace`` (its shard, its opt-in)."""
@@ -624,6 +644,19 @@ class SimulatedCluster:
     def discover(self) -> ClusterSnapshot:
         """Workloads with their live pods at ``now``, and recent OOM kills."""
         now_s = self.now.timestamp()
+        hpas = [
+            summaries((obj,), self.hpa_overrides)[0]
+            if (summary["namespace"], summary["name"]) in self.hpa_overrides
+            else summary
+            for obj, summary in zip(
+                self.fleet.hpas, self.fleet.hpa_summaries, strict=True
+            )
+            if self._reads(summary["namespace"])
+        ]
+        scaled = {
+            (hpa["namespace"], hpa["target_name"]): tuple(hpa["scaled_resources"])
+            for hpa in hpas
+        }
         workloads = []
         for sim in self.fleet.workloads:
             if not self._reads(sim.namespace):
@@ -668,6 +701,9 @@ class SimulatedCluster:
                     schedule=sim.schedule,
                     labels=workload_labels(sim.kind, sim.namespace, sim.name),
                     pods=pods,
+                    hpa_scaled_resources=scaled.get((sim.namespace, sim.name), ())
+                    if sim.kind == "Deployment"
+                    else (),
                 )
             )
         kills = [
@@ -675,4 +711,8 @@ class SimulatedCluster:
             for kill in self.fleet.oom_kills_between(now_s - OOM_LOOKBACK_S, now_s)
             if self._reads(kill.namespace)
         ]
-        return ClusterSnapshot(workloads=tuple(workloads), oom_kills=tuple(kills))
+        return ClusterSnapshot(
+            workloads=tuple(workloads),
+            oom_kills=tuple(kills),
+            horizontal_pod_autoscalers=tuple(hpas),
+        )

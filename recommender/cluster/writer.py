@@ -1,7 +1,8 @@
 """The one interface through which vpaweb writes to a cluster.
 
-Every write vpaweb makes (an in-place resize, an eviction, an Event, a VPA status, the
-webhook's registration, a SelfSubjectAccessReview asking what it may do) is a method of
+Every write vpaweb makes (an in-place resize, an eviction, an Event, a VPA status, an
+HPA's targets, the webhook's registration, a SelfSubjectAccessReview asking what it may
+do) is a method of
 ``ClusterWriter``. The writer role (deploy/components/actuation/rbac-writer.yaml)
 grants exactly what these methods send, access reviews aside (any authenticated user
 may ask), which tests/cluster/test_kubernetes_rbac_writer.py checks both ways. No other
@@ -108,6 +109,14 @@ class ClusterWriter(Protocol):
         self, *, namespace: str, name: str, status: Mapping[str, Any]
     ) -> WriteResult:
         """Patch a VerticalPodAutoscaler's ``status`` subresource."""
+        ...
+
+    def patch_hpa(
+        self, *, namespace: str, name: str, operations: list[dict[str, Any]]
+    ) -> WriteResult:
+        """PATCH a HorizontalPodAutoscaler with a JSON patch (RFC 6902) that
+        ``test``s each target it changes before it ``replace``s it (coordinated HPA
+        mode): a failed test is a bare 422, nothing changed (k8s-wire hpa/16, 17)."""
         ...
 
     def apply_webhook_configuration(self, *, body: Mapping[str, Any]) -> WriteResult:

@@ -13,6 +13,7 @@ from recommender.models.actuation import (
     AdmissionCount,
     ResizeChange,
     ResizeChangeStatus,
+    SimulatedHpaState,
     SimulatedPodState,
     UpdaterLock,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "ResizeChangeStatus",
     "RiskRules",
     "SavingsSnapshot",
+    "SimulatedHpaState",
     "SimulatedPodState",
     "StaticCoefficient",
     "UpdaterLock",

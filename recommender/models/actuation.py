@@ -157,6 +157,22 @@ class ResizeChange(models.Model):
     requests_removed = models.JSONField(default=dict, blank=True)
     # What the pod (or its replacement) carried when last looked at, same shape.
     observed = models.JSONField(default=dict, blank=True)
+    # Coordinated HPA mode: the HPA target changes that go with this resize, one
+    # per metric: [{"hpa", "index", "path", "resource", "container", "before",
+    # "after"}] (MetricTargets as autoscaling/v2 writes them; before == after: the
+    # HPA is already where this pod's resize brings it), and where they stand
+    # (``HpaState``).
+    hpa_changes = models.JSONField(default=list, blank=True)
+
+    class HpaState(models.TextChoices):
+        NONE = "", "no HPA change"
+        PATCHED = "patched", "HPA patched"
+        REVERTED = "reverted", "HPA set back"
+        REVERT_FAILED = "revert_failed", "HPA could not be set back"
+
+    hpa_state = models.CharField(
+        max_length=16, choices=HpaState.choices, blank=True, default=""
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -294,6 +310,30 @@ class SimulatedPodState(models.Model):
 
     def __str__(self) -> str:
         return f"simulated pod {self.namespace}/{self.pod}"
+
+
+class SimulatedHpaState(models.Model):
+    """An HPA of the simulated cluster as its writer left it (coordinated HPA mode):
+    its ``spec.metrics`` and ``resourceVersion``, seen by every process."""
+
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="simulated_hpas"
+    )
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    metrics = models.JSONField(default=list, blank=True)
+    resource_version = models.PositiveIntegerField(default=1)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="simulated_hpa_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"simulated HPA {self.namespace}/{self.name}"
 
 
 class AdmissionCount(models.Model):

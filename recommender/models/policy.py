@@ -105,6 +105,19 @@ class Policy(models.Model):
     # time; and whether a quick OOM (upstream's rule) may be applied outside them.
     maintenance_windows = models.JSONField(default=list, blank=True)
     window_bypasses_quick_oom = models.BooleanField(default=False)
+
+    class HpaCoordination(models.TextChoices):
+        LEAVE = "leave", "Leave an HPA's resources to the HPA (upstream VPA's rule)"
+        COORDINATED = (
+            "coordinated",
+            ("Coordinated: resize them in place together with the HPA target change"),
+        )
+
+    # What the updater does with a resource an HPA of the workload scales on
+    # (docs/updater.md "Coordinated HPA mode").
+    hpa_coordination = models.CharField(
+        max_length=12, choices=HpaCoordination.choices, default=HpaCoordination.LEAVE
+    )
     source = models.CharField(
         max_length=20, choices=Source.choices, default=Source.VPAWEB
     )

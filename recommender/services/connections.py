@@ -10,6 +10,7 @@ register the webhook itself (``registration=True``): "Off means off" has one doo
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Mapping
 from datetime import datetime
@@ -29,11 +30,12 @@ from recommender.cluster.kube_writer import KubernetesWriter
 from recommender.cluster.kubernetes import KubernetesAdapter
 from recommender.cluster.simulated import PodOverride, SimulatedCluster, build_fleet
 from recommender.cluster.simulated_admission import Admit, admit_new_pod
+from recommender.cluster.simulated_hpas import HpaOverride, with_override
 from recommender.cluster.simulated_writer import SimulatedWriter
 from recommender.cluster.writer import ClusterWriter, ContainerResize
 from recommender.engine.resources import Resources
 from recommender.errors import Conflict, InvalidInput
-from recommender.models import Cluster, SimulatedPodState
+from recommender.models import Cluster, SimulatedHpaState, SimulatedPodState
 from recommender.services.admission.review import simulated_admission
 from recommender.sources.base import UsageSource
 from recommender.sources.metrics_server import MetricsServerSource
@@ -74,6 +76,8 @@ def cluster_adapter_for(
             # Resizes and evictions the updater wrote (services/actuation).
             overrides=overrides_of(cluster),
             namespace_selector=cluster.namespace_selector,
+            # HPA targets it patched (coordinated HPA mode).
+            hpa_overrides=hpa_overrides_of(cluster),
         )
     if cluster.kind == Cluster.Kind.KUBERNETES:
         return KubernetesAdapter(
@@ -188,6 +192,16 @@ def _amounts(data: Mapping[str, Any]) -> Resources:
     return Resources(cpu_millicores=data.get("cpu"), memory_bytes=data.get("memory"))
 
 
+def hpa_overrides_of(cluster: Cluster) -> dict[tuple[str, str], HpaOverride]:
+    """Every simulated HPA a write changed, for ``SimulatedCluster``."""
+    return {
+        (row.namespace, row.name): HpaOverride(
+            metrics=tuple(row.metrics or ()), resource_version=row.resource_version
+        )
+        for row in SimulatedHpaState.objects.filter(cluster=cluster)
+    }
+
+
 def overrides_of(cluster: Cluster) -> dict[tuple[str, str], PodOverride]:
     """Every simulated pod a write changed, for ``SimulatedCluster``."""
     out: dict[tuple[str, str], PodOverride] = {}
@@ -272,6 +286,30 @@ class DatabasePodStore:
                     "limits": spec.limits.to_dict(),
                 }
         return {}
+
+    def hpa(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The fleet's HPA as the writer left it, or None."""
+        fleet = build_fleet(settings.SIMULATION_SEED, settings.SIMULATION_WORKLOADS)
+        for obj in fleet.hpas:
+            meta = obj["metadata"]
+            if (meta["namespace"], meta["name"]) == (namespace, name):
+                override = hpa_overrides_of(self.cluster).get((namespace, name))
+                return copy.deepcopy(with_override(obj, override))
+        return None
+
+    def set_hpa_metrics(
+        self, namespace: str, name: str, metrics: list[dict[str, Any]]
+    ) -> int:
+        """Store the HPA's metrics; its new resourceVersion."""
+        with transaction.atomic():
+            row, _ = SimulatedHpaState.objects.select_for_update().get_or_create(
+                cluster=self.cluster, namespace=namespace, name=name
+            )
+            row.metrics = metrics
+            row.resource_version += 1
+            row.updated_at = self.now
+            row.save()
+        return row.resource_version
 
     def recreate(self, namespace: str, name: str) -> None:
         """Evict the pod; its controller recreates it through admission."""

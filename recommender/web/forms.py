@@ -76,6 +76,9 @@ class PolicyForm(forms.Form):
     profile = forms.ChoiceField(choices=())
     min_replicas = forms.IntegerField(required=False, min_value=1)
     approval = forms.ChoiceField(choices=Policy.Approval.choices, required=False)
+    hpa_coordination = forms.ChoiceField(
+        choices=Policy.HpaCoordination.choices, required=False
+    )
 
     def __init__(self, *args: Any, workload: Workload, policy: Policy, **kwargs: Any):
         self.workload = workload
@@ -86,6 +89,7 @@ class PolicyForm(forms.Form):
             "profile": policy.profile,
             "min_replicas": policy.min_replicas,
             "approval": policy.approval,
+            "hpa_coordination": policy.hpa_coordination,
         }
         stored = {
             entry.get("containerName"): entry for entry in policy.container_policies
@@ -293,6 +297,8 @@ class PolicyForm(forms.Form):
             "profile": data["profile"],
             "min_replicas": data.get("min_replicas"),
             "approval": data.get("approval") or self.policy.approval,
+            "hpa_coordination": data.get("hpa_coordination")
+            or self.policy.hpa_coordination,
             "container_policies": entries,
             "profile_overrides": self.profile_overrides(),
         }

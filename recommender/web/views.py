@@ -167,7 +167,11 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
     """One workload: numbers, explanation, history, ready-to-use result, policy."""
     try:
         data = workload_insight.workload_insight(
-            workload_id=pk, now=timezone.now(), prices=Prices.from_settings()
+            workload_id=pk,
+            now=timezone.now(),
+            prices=Prices.from_settings(),
+            # The snippets pass the history gate unless asked (low confidence).
+            include_short_history=request.GET.get("include_short_history") == "1",
         )
     except NotFound as exc:
         return _not_found(exc)

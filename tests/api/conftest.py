@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from recommender.models import ApiToken, Workload
+from recommender.models import ApiToken, Recommendation, Workload
 from recommender.roles import Role
 from recommender.services.access.tokens import create_token, revoke_token
 from tests.factories import make_cluster, make_recommendation, make_user, make_workload
@@ -108,9 +108,11 @@ def shop(db: Any) -> Workload:
         created_at=timezone.now() - timezone.timedelta(hours=2),
         explanation={"reason": "older"},
     )
-    make_recommendation(
+    latest = make_recommendation(
         app, cpu_millicores=587, memory_bytes=250 * 2**20, explanation={"samples": 1440}
     )
+    # Eight days of history: past the history gate (VPAWEB_MIN_HISTORY_HOURS).
+    Recommendation.objects.filter(pk=latest.pk).update(confidence=8.0)
     return workload
 
 

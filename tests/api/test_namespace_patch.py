@@ -109,6 +109,6 @@ def test_bad_input_is_named(read_client: Client, shop: Workload) -> None:
     assert _get(read_client, "?selectr=a").json()["error"]["fields"] == {
         "selectr": [
             "unknown query parameter; this endpoint takes cpu_floor, cpu_percent, "
-            "memory_floor, memory_percent, selector"
+            "include_short_history, memory_floor, memory_percent, selector"
         ]
     }

@@ -468,6 +468,8 @@ def test_the_yaml_output_says_right_sized_only_when_something_changed(
     assert [d["kind"] for d in yaml.safe_load_all(changed)] == ["Deployment"]
 
     unchanged = rightsize(read_client, UNKNOWN, "?format=yaml").content.decode()
-    assert not unchanged.startswith("#"), unchanged
     assert "Right-sized" not in unchanged
+    # Left alone, and says why in comments only.
+    assert unchanged.startswith("# Left as they are by vpaweb:\n"), unchanged
+    assert "unknown workload" in unchanged
     assert list(yaml.safe_load_all(unchanged)) == [yaml.safe_load(UNKNOWN)]

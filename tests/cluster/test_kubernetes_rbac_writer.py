@@ -29,7 +29,7 @@ from recommender.services.admission.registration import (
     CONFIGURATION_NAME,
     webhook_configuration,
 )
-from tests.k8s_fake.actuation import deployment, fake_cluster, vpa_object
+from tests.k8s_fake.actuation import deployment, fake_cluster, hpa, vpa_object
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "recommender"
@@ -63,14 +63,32 @@ CALLS: dict[str, Callable[[KubernetesWriter], Any]] = {
     "delete_webhook_configuration": lambda w: w.delete_webhook_configuration(
         name=CONFIGURATION_NAME
     ),
+    "patch_hpa": lambda w: w.patch_hpa(
+        namespace="shop",
+        name="api",
+        operations=[
+            {
+                "op": "test",
+                "path": "/spec/metrics/0/resource/target/averageUtilization",
+                "value": 70,
+            },
+            {
+                "op": "replace",
+                "path": "/spec/metrics/0/resource/target/averageUtilization",
+                "value": 140,
+            },
+        ],
+    ),
 }
 
 # Granted but not in the proven role: the VPA status patch of the drop-in path was
 # recorded as an admin (k8s-wire admission/f4); the proof did not delete the webhook
-# configuration (`webhook uninstall` sends that DELETE).
+# configuration (`webhook uninstall` sends that DELETE); the HPA patch is proven apart.
 NOT_PROVEN = {
     ("autoscaling.k8s.io", "verticalpodautoscalers/status", "patch"),
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "delete"),
+    # Proven by a Role of only this rule, not in the writer proof (k8s-wire hpa/33-35).
+    ("autoscaling", "horizontalpodautoscalers", "patch"),
 }
 
 
@@ -126,7 +144,8 @@ def matching_rules(
 
 def sent_by_each_method(tmp_path: Path) -> dict[str, list[tuple[str, str, str, str]]]:
     fake = fake_cluster(
-        [*deployment("api"), vpa_object("api-vpa", "shop", "api")], tmp_path
+        [*deployment("api"), vpa_object("api-vpa", "shop", "api"), hpa("api")],
+        tmp_path,
     )
     sent: dict[str, list[tuple[str, str, str, str]]] = {}
     try:

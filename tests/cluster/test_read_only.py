@@ -91,6 +91,7 @@ WRITER_METHODS = {
     "write_vpa_status",
     "apply_webhook_configuration",
     "delete_webhook_configuration",
+    "patch_hpa",
 }
 WRITER_CALLERS = {
     "services/actuation/cycle.py",  # the updater applies changes

@@ -1,6 +1,7 @@
 """Objects for updater tests on the fake API server: a Deployment, its ReplicaSet and
 pods shaped like the recorded ones (tests/fixtures/k8s-wire/eviction/05, resize/01), a
-PodDisruptionBudget, a VerticalPodAutoscaler (admission/f4), and a ``FakeCluster``
+PodDisruptionBudget, a VerticalPodAutoscaler (admission/f4), a HorizontalPodAutoscaler
+(hpa/05), and a ``FakeCluster``
 bundling the server with the adapter and the writer that speak to it over HTTP."""
 
 from __future__ import annotations
@@ -227,6 +228,68 @@ def vpa_object(
     if status is not None:
         obj["status"] = status
     return obj
+
+
+def hpa(
+    name: str,
+    namespace: str = "shop",
+    *,
+    target: str | None = None,
+    cpu_utilization: int = 70,
+    memory_average_value: str | None = "400Mi",
+) -> dict[str, Any]:
+    """An autoscaling/v2 HPA shaped like the recorded worker-two (k8s-wire hpa/05): a
+    Resource cpu Utilization metric and, unless ``memory_average_value`` is None, a
+    ContainerResource memory AverageValue of container ``app``; defaulted as the API
+    server defaults it (minReplicas 1 absent, no behavior, no generation)."""
+    metrics: list[dict[str, Any]] = [
+        {
+            "type": "Resource",
+            "resource": {
+                "name": "cpu",
+                "target": {
+                    "type": "Utilization",
+                    "averageUtilization": cpu_utilization,
+                },
+            },
+        }
+    ]
+    if memory_average_value is not None:
+        metrics.append(
+            {
+                "type": "ContainerResource",
+                "containerResource": {
+                    "name": "memory",
+                    "target": {
+                        "type": "AverageValue",
+                        "averageValue": memory_average_value,
+                    },
+                    "container": "app",
+                },
+            }
+        )
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"hpa-{namespace}-{name}",
+            "resourceVersion": "225",
+            "creationTimestamp": "2026-11-01T00:00:00Z",
+        },
+        "spec": {
+            "scaleTargetRef": {
+                "kind": "Deployment",
+                "name": target or name,
+                "apiVersion": "apps/v1",
+            },
+            "minReplicas": 2,
+            "maxReplicas": 8,
+            "metrics": metrics,
+        },
+        "status": {"desiredReplicas": 0, "currentMetrics": None},
+    }
 
 
 @dataclass

@@ -18,6 +18,8 @@ answers as a real API server would:
 - the writes vpaweb's updater makes (evictions, resizes, pod annotations, Events,
   Leases, VPA status), answered as the recordings in tests/fixtures/k8s-wire: see
   ``writes.py``;
+- HorizontalPodAutoscaler reads and patches (coordinated HPA mode), answered as
+  k8s-wire hpa/ recorded: see ``hpa.py``;
 - write RBAC (``deny``) and SelfSubjectAccessReview answered from it: see ``rbac.py``;
 - injected faults (``fail``): a status (429/500/403/410…) with an optional
   ``Retry-After``, or a delay longer than the client's read timeout, for the next N
@@ -41,7 +43,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.k8s_fake import limit_ranger, rbac, writes
+from tests.k8s_fake import hpa, limit_ranger, rbac, writes
 from tests.k8s_fake.webhooks import WebhookConfigurations
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -473,7 +475,9 @@ class FakeApiServer:
                             503,
                             _status(503, "ServiceUnavailable", "server stopping"),
                         )
-        answer = writes.handle(self, request.method, parts.path, query, request.body)
+        answer = hpa.handle(
+            self, request.method, parts.path, request.body, request.content_type
+        ) or writes.handle(self, request.method, parts.path, query, request.body)
         if answer is not None:
             code, body, headers = answer
             return self._send(handler, code, body, headers)

@@ -342,6 +342,7 @@ def test_an_admin_edit_of_a_policy_reaches_the_webhook_at_once(
         "profile_overrides": "{}",
         "container_policies": "[]",
         "approval": policy.approval,
+        "hpa_coordination": policy.hpa_coordination,
         "eviction_requirements": "[]",
         "maintenance_windows": "[]",
         "source": policy.source,

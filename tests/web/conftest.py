@@ -95,7 +95,8 @@ def small_fleet(db):
         over.containers.get(),
         cpu_millicores=250,
         memory_bytes=300 * MI,
-        explanation=engine_explanation(),
+        # 25 h of samples: past the history gate (24 h), so its patch is shown.
+        explanation=engine_explanation(hours=25),
     )
     under = make_workload(
         prod,

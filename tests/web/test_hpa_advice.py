@@ -253,3 +253,28 @@ def test_rightsize_as_yaml_notes_the_hpa_change_and_why(viewer, scaled):
     )
     documents = list(yaml.safe_load_all(text))
     assert documents[1]["spec"]["metrics"][0]["resource"]["target"] == ADJUSTED
+
+
+def test_the_workload_page_warns_of_a_trigger_above_the_new_limit(viewer, scaled):
+    # 150 % of 500m is 750m per pod; the recommendation's cpu limit is 500m.
+    conflicts = [
+        {
+            **CPU_HPA[0],
+            "metrics": [{**CPU_HPA[0]["metrics"][0], "average_utilization": 150}],
+        }
+    ]
+    Workload.objects.filter(pk=scaled.pk).update(hpa_conflicts=conflicts)
+
+    text = client_for(viewer).get(reverse("workload", args=[scaled.pk])).content
+    warnings = [
+        line
+        for line in text.decode().splitlines()
+        if 'data-testid="hpa-warning"' in line
+    ]
+
+    assert len(warnings) == 1
+    assert (
+        "(cpu averageUtilization 300) scales out at 750m per pod, above the cpu "
+        in (warnings[0])
+    )
+    assert "limit of the pod (500m)" in warnings[0]

@@ -83,7 +83,7 @@ def test_workload_page_shows_numbers_explanation_and_patch(viewer_client, small_
     assert "kubectl --namespace default patch deployment checkout" in body
     assert "CPU confidence" in body
     assert "p90 of the decayed usage" in body
-    assert "1,440" in body  # samples: one a minute for a day
+    assert "1,500" in body  # samples: one a minute for 25 h
     assert "Save policy" not in body  # viewers can't edit
 
 

@@ -6,8 +6,10 @@
 #
 # Posts the manifests to /api/v1/check and writes the JUnit XML report to
 # $VPAWEB_JUNIT (default vpaweb-check.xml). Exit status: 0 every request is within
-# tolerance, 1 drift (the report lists the containers), 2 an error (the answer is
-# printed). $VPAWEB_CHECK_QUERY adds query options, e.g.
+# tolerance, 1 drift (the report lists the containers), 2 nothing was checked (an
+# unknown workload: a typo in the cluster, namespace or name; recommendations without
+# enough history yet) or an error (the answer is printed). $VPAWEB_CHECK_QUERY adds
+# query options, e.g.
 # "cluster=prod&cpu_percent=25&memory_floor=128Mi".
 set -u
 manifests=${1:?usage: vpaweb-check.sh MANIFESTS.yaml}
@@ -25,6 +27,10 @@ case "$status" in
     echo "vpaweb: requests drifted from the recommendations ($report):"
     grep -o '<testcase classname="[^"]*" name="[^"]*">' "$report" | sed 's/<testcase classname="\([^"]*\)" name="\([^"]*\)">/  \1 \2/'
     exit 1 ;;
+  "200 2")
+    echo "vpaweb: nothing was checked ($report):"
+    grep -o '<error message="[^"]*"' "$report" | sed 's/<error message="\([^"]*\)"/  \1/'
+    exit 2 ;;
   *)
     echo "vpaweb: the check failed (HTTP status and exit code: $status)"
     cat "$report"

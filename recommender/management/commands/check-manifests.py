@@ -2,7 +2,8 @@
 
 What ``POST /api/v1/check`` answers, from the recommendations of usage CSV files (as
 ``manage.py recommend`` computes them). Exit status: 0 every checked request is within
-tolerance, 1 drift, 2 an error (a bad file, option or quantity).
+tolerance, 1 drift, 2 an error (a bad file, option or quantity) or nothing checked (no
+container had a recommendation to check against: an unknown workload, say).
 """
 
 from __future__ import annotations
@@ -17,7 +18,11 @@ from django.utils import timezone
 
 from recommender.engine.quantity import parse_cpu_millicores, parse_memory_bytes
 from recommender.errors import InvalidInput
-from recommender.management.commands.rightsize import add_offline_arguments, profile_of
+from recommender.management.commands.rightsize import (
+    add_history_argument,
+    add_offline_arguments,
+    profile_of,
+)
 from recommender.services.advice import drift
 from recommender.services.advice.rightsize import RightsizeOptions
 from recommender.services.replay.offline_inputs import rightsize_files
@@ -35,7 +40,7 @@ def _quantity(option: str, parse: Any, raw: str | None) -> int | None:
 class Command(BaseCommand):
     help = (
         "Check a manifests file's requests against recommendations from usage CSV "
-        "files. Exit status 0: within tolerance, 1: drift, 2: error."
+        "files. Exit status 0: within tolerance, 1: drift, 2: error or nothing checked."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -52,6 +57,7 @@ class Command(BaseCommand):
         parser.add_argument("--memory-percent", type=float, help="default 20")
         parser.add_argument("--cpu-floor", help="a quantity, default 50m")
         parser.add_argument("--memory-floor", help="a quantity, default 64Mi")
+        add_history_argument(parser)
 
     def execute(self, *args: Any, **options: Any) -> Any:
         # A CommandError exits 2 (not Django's 1, which means drift here).
@@ -85,7 +91,10 @@ class Command(BaseCommand):
                 usage_path=options["samples"],
                 oom_path=options["oom_events"],
                 profile=profile,
-                options=RightsizeOptions(namespace=options["namespace"]),
+                options=RightsizeOptions(
+                    namespace=options["namespace"],
+                    include_short_history=options["include_short_history"],
+                ),
                 now=timezone.now(),
             )
         except (InvalidInput, ValueError) as exc:
@@ -115,6 +124,8 @@ def render_text(check: dict[str, Any]) -> str:
         for resource in container["resources"]:
             lines.append(f"          {resource['message']}")
     summary = check["summary"]
+    if check["verdict"] == drift.VERDICT_NOTHING_CHECKED:
+        lines.append(check["message"])
     lines.append(
         f"{check['verdict']}: {summary['drift']} drift, {summary['ok']} ok, "
         f"{summary['unchecked']} unchecked of {summary['containers']} containers"

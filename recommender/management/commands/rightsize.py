@@ -41,6 +41,17 @@ def add_offline_arguments(parser: CommandParser) -> None:
     )
 
 
+def add_history_argument(parser: CommandParser) -> None:
+    """``--include-short-history``: past the history gate, flagged low confidence."""
+    parser.add_argument(
+        "--include-short-history",
+        action="store_true",
+        help="also use recommendations with less history than "
+        "VPAWEB_MIN_HISTORY_HOURS (default: left out, with a note, as the webhook "
+        "and the updater leave them); their containers are flagged low_confidence",
+    )
+
+
 def profile_of(name: str) -> Any:
     """The named profile, or a CommandError naming --profile and the profiles."""
     if name not in PROFILES:
@@ -65,9 +76,16 @@ class Command(BaseCommand):
             help="--output helm: where the chart keeps a container's resources "
             "({container} and {workload} stand for the names)",
         )
+        parser.add_argument(
+            "--hpa-values-path",
+            default="autoscaling",
+            help="--output helm: where the chart keeps an HPA's targets ({workload} "
+            "stands for the name)",
+        )
         parser.add_argument("--multiplier", type=float, default=1.0)
         parser.add_argument("--never-raise", action="store_true")
         parser.add_argument("--leave-memory", action="store_true")
+        add_history_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         profile = profile_of(options["profile"])
@@ -82,6 +100,7 @@ class Command(BaseCommand):
                     multiplier=options["multiplier"],
                     never_raise=options["never_raise"],
                     leave_memory=options["leave_memory"],
+                    include_short_history=options["include_short_history"],
                 ),
                 now=timezone.now(),
             )
@@ -91,6 +110,7 @@ class Command(BaseCommand):
                 text=text,
                 is_json=options["manifests"].suffix == ".json",
                 values_path=options["values_path"],
+                hpa_values_path=options["hpa_values_path"],
                 diff_path=str(options["manifests"]),
             )
         except (InvalidInput, ValueError) as exc:
@@ -101,3 +121,10 @@ class Command(BaseCommand):
             f"{summary['containers_changed']} containers changed in "
             f"{summary['rightsized']} of {summary['documents']} documents"
         )
+        # Every document left alone says why, and every HPA trigger out of reach.
+        for document in result.documents:
+            who = f"{document['kind']}/{document['name']}"
+            for warning in document.get("warnings") or ():
+                self.stderr.write(f"warning: {warning}")
+            for note in document.get("notes") or ():
+                self.stderr.write(f"{who} left as is: {note}")

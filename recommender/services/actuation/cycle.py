@@ -40,6 +40,7 @@ from recommender.models import Cluster, ResizeChange
 from recommender.services.actuation import (
     control,
     decision,
+    hpa_coordination,
     permissions,
     proposals,
     vpa_status,
@@ -237,7 +238,8 @@ def follow_applying(context: proposals.UpdaterContext, report: CycleReport) -> N
                         error=problem,
                     )
                     continue
-                waiting_for = not_running(pod, names) or ""
+                # Coordinated HPA mode: the HPA is read back too.
+                waiting_for = not_running(pod, names) or hpa_differs(context, change)
                 if not waiting_for:
                     _finish(change, S.APPLIED, now, report, observed_of(pod, names))
                     continue
@@ -248,6 +250,16 @@ def follow_applying(context: proposals.UpdaterContext, report: CycleReport) -> N
                 in_progress_since=change.resize_in_progress_since,
                 config=context.config,
             )
+            if progress.action == "evict" and change.hpa_changes:
+                _finish(
+                    change,
+                    S.FAILED,
+                    now,
+                    report,
+                    observed_of(pod, names),
+                    error=f"{progress.reason}; {NO_EVICTION}",
+                )
+                continue
             if progress.action == "evict":
                 if workflow.try_transition(
                     change,
@@ -270,6 +282,18 @@ def follow_applying(context: proposals.UpdaterContext, report: CycleReport) -> N
                     ResizeChange.objects.filter(pk=change.pk).update(**fields)
                 report.waiting += 1
                 continue
+        if pod is None and change.hpa_changes:
+            # A coordinated change is never evicted: no replacement is its doing
+            # (an HPA scaling in takes pods away, a new pod comes from the template).
+            if workflow.try_transition(
+                change,
+                to=S.EXPIRED,
+                allowed_from=(S.APPLYING,),
+                now=now,
+                note="the pod is gone",
+            ):
+                report.expired += 1
+            continue
         if change.method == M.EVICTION or pod is None:
             found = [p for p in _replacements(pods, change) if not p.deleting]
             good = [p for p in found if carries(p, change.resources_after)]
@@ -322,6 +346,34 @@ def follow_applying(context: proposals.UpdaterContext, report: CycleReport) -> N
             )
         else:
             report.waiting += 1
+
+
+# Why a coordinated change is never evicted instead of resized.
+NO_EVICTION = (
+    "a coordinated HPA change is resized in place only, never evicted: the "
+    "replacement would get its requests from the admission webhook, which leaves "
+    "an HPA's resources as submitted"
+)
+
+
+def hpa_differs(context: proposals.UpdaterContext, change: ResizeChange) -> str:
+    """What the HPA carries instead of the change's targets ("" when it carries
+    them all), as this cycle's discovery read it back."""
+    hpas = hpa_coordination.live_hpas(
+        context.snapshot.horizontal_pod_autoscalers,
+        change.workload.namespace,
+        [e["hpa"] for e in change.hpa_changes or ()],
+    )
+    for entry in change.hpa_changes or ():
+        live = hpa_coordination.live_target(hpas, entry)
+        if live is None:
+            return f"HPA {entry['hpa']} (its {entry['resource']} metric) is gone"
+        if not hpa_coordination.same_target(entry["resource"], live, entry["after"]):
+            return (
+                f"HPA {entry['hpa']} carries {hpa_coordination.target_text(live)}, "
+                f"not {hpa_coordination.target_text(entry['after'])}"
+            )
+    return ""
 
 
 def _finish(
@@ -406,6 +458,8 @@ class Applier:
         self.evictions_left = settings.UPDATER_MAX_EVICTIONS_PER_CYCLE
         self.resizes_left = settings.UPDATER_MAX_RESIZES_PER_CYCLE
         self.groups: dict[tuple[str, str, str], decision.ReplicaGroup | None] = {}
+        # HPAs this pass patched, as they now are (``hpa_of`` summaries).
+        self.patched_hpas: dict[tuple[str, str], dict[str, Any]] = {}
 
     def group_of(
         self, change: ResizeChange, pod: PodInfo
@@ -452,7 +506,9 @@ class Applier:
             if self.outside_window(change):
                 self.report.outside_window += 1
                 continue
-            if change.method == M.IN_PLACE:
+            if change.hpa_changes:
+                self.coordinated(change, pod)
+            elif change.method == M.IN_PLACE:
                 self.resize(change, pod)
             else:
                 self.evict(change, pod)
@@ -624,6 +680,219 @@ class Applier:
                 self.report.failed += 1
             else:
                 self.report.expired += 1
+
+    # --- coordinated HPA mode (hpa_coordination.py) ---------------------------------
+    def _hpas(self, change: ResizeChange) -> dict[str, Any]:
+        """The change's HPAs as this cycle read them, with this pass's own patches."""
+        names = [e["hpa"] for e in change.hpa_changes]
+        found = hpa_coordination.live_hpas(
+            self.context.snapshot.horizontal_pod_autoscalers,
+            change.workload.namespace,
+            names,
+        )
+        return {
+            **found,
+            **{
+                name: hpa
+                for (namespace, name), hpa in self.patched_hpas.items()
+                if namespace == change.workload.namespace and name in names
+            },
+        }
+
+    def _note_patched(
+        self, namespace: str, name: str, entries: list[Any], *, revert: bool = False
+    ) -> None:
+        """Remember what this pass wrote to an HPA (its siblings read it)."""
+        current = self._hpas_by_name(namespace, name)
+        if current is None:
+            return
+        metrics = [dict(m) for m in current.get("resource_metrics") or ()]
+        for entry in entries:
+            target = entry["before"] if revert else entry["after"]
+            for metric in metrics:
+                if metric["index"] == entry["index"]:
+                    metric.update(
+                        hpa_coordination.summary_fields(metric["resource"], target)
+                    )
+        self.patched_hpas[(namespace, name)] = {
+            **current,
+            "resource_metrics": metrics,
+        }
+
+    def _hpas_by_name(self, namespace: str, name: str) -> dict[str, Any] | None:
+        if (namespace, name) in self.patched_hpas:
+            return self.patched_hpas[(namespace, name)]
+        found = hpa_coordination.live_hpas(
+            self.context.snapshot.horizontal_pod_autoscalers, namespace, [name]
+        )
+        hpa = found.get(name)
+        return None if hpa is None else dict(hpa)
+
+    def _patch_hpas(
+        self, change: ResizeChange, pod: PodInfo, entries: list[Any], *, revert: bool
+    ) -> tuple[list[Any], WriteResult | None]:
+        """Patch each HPA of ``entries`` (one JSON patch per HPA); the entries that
+        took, and the first refusal (None when all took)."""
+        done: list[Any] = []
+        for name, group in hpa_coordination.by_hpa(entries).items():
+            result = self.writer.patch_hpa(
+                namespace=pod.namespace,
+                name=name,
+                operations=hpa_coordination.hpa_operations(group, revert=revert),
+            )
+            self.report.writes += 1
+            self._record(permissions.HPA_TARGETS, result)
+            if not result.ok:
+                return done, result
+            self._note_patched(pod.namespace, name, list(group), revert=revert)
+            done.extend(group)
+        return done, None
+
+    def _set_back(self, change: ResizeChange, pod: PodInfo, entries: list[Any]) -> str:
+        """Set the HPA targets of ``entries`` back (after a refused resize); what
+        happened, in words."""
+        if not entries:
+            return ""
+        _, refused = self._patch_hpas(change, pod, entries, revert=True)
+        state = ResizeChange.HpaState.REVERTED
+        text = "the HPA change was set back"
+        if refused is not None:
+            state = ResizeChange.HpaState.REVERT_FAILED
+            text = f"the HPA change could NOT be set back: {_problem(refused)}"
+            logger.warning(
+                "change %s: HPA of %s/%s not set back: %s",
+                change.pk,
+                pod.namespace,
+                change.workload.name,
+                _problem(refused),
+            )
+        ResizeChange.objects.filter(pk=change.pk).update(hpa_state=state)
+        change.hpa_state = state
+        return text
+
+    def coordinated(self, change: ResizeChange, pod: PodInfo) -> None:
+        """Patch the HPA (its old targets tested), then resize the pod in place; a
+        refused resize sets the HPA back. Never evicts (``NO_EVICTION``)."""
+        group = self.group_of(change, pod)
+        if (
+            group is None
+            or pod.phase == "Pending"
+            or not group.disruptable()
+            or self.resizes_left <= 0
+            or self._blocked(permissions.RESIZE)
+            or self._blocked(permissions.HPA_TARGETS)
+            or not_running(pod, list(change.resources_after))
+        ):
+            self.report.waiting += 1
+            return
+        now = self.context.now
+        hpas = self._hpas(change)
+        to_patch = []
+        for entry in change.hpa_changes:
+            live = hpa_coordination.live_target(hpas, entry)
+            resource = entry["resource"]
+            if live is not None and hpa_coordination.same_target(
+                resource, live, entry["after"]
+            ):
+                continue  # already there (a sibling's patch, or this change's)
+            if live is not None and hpa_coordination.same_target(
+                resource, live, entry["before"]
+            ):
+                to_patch.append(entry)
+                continue
+            # The HPA moved on since the proposal: decided again from the next read.
+            seen = "gone" if live is None else hpa_coordination.target_text(live)
+            if workflow.try_transition(
+                change,
+                to=S.SUPERSEDED,
+                allowed_from=(S.APPROVED,),
+                now=now,
+                note=f"HPA {entry['hpa']}'s {resource} target is {seen}, not "
+                f"{hpa_coordination.target_text(entry['before'])} as when proposed: "
+                "decided again on the next cycle",
+            ):
+                self.report.superseded += 1
+            return
+        if not self._start(change, "patching the HPA and resizing in place"):
+            return
+        self.resizes_left -= 1
+        patched, refused = self._patch_hpas(change, pod, to_patch, revert=False)
+        if refused is not None:
+            problem = _problem(refused)
+            set_back = self._set_back(change, pod, patched)
+            causes = (refused.body.get("details") or {}).get("causes")
+            if refused.status in (409, 422) and not causes:
+                # A failed test (a bare 422) or a conflict: the HPA changed since it
+                # was read. Nothing is resized; the next cycle reads it again and
+                # decides again.
+                note = (
+                    f"the HPA changed since it was read ({problem}): nothing resized; "
+                    "decided again on the next cycle"
+                )
+                to = S.APPROVED
+            elif refused.status == 403:
+                note = f"no permission to patch the HPA ({problem}): nothing resized"
+                to = S.APPROVED
+            else:
+                note = f"the HPA patch was refused ({problem}): nothing resized"
+                to = S.FAILED
+            if set_back:
+                note += f"; {set_back}"
+            if workflow.try_transition(
+                change,
+                to=to,
+                allowed_from=(S.APPLYING,),
+                now=now,
+                note=note,
+                error=note,
+            ):
+                if to == S.FAILED:
+                    self.report.failed += 1
+                else:
+                    self.report.try_later += 1
+            return
+        if patched:
+            ResizeChange.objects.filter(pk=change.pk).update(
+                hpa_state=ResizeChange.HpaState.PATCHED
+            )
+            change.hpa_state = ResizeChange.HpaState.PATCHED
+        result = self.writer.resize_pod(
+            namespace=pod.namespace,
+            name=pod.name,
+            containers=_container_resizes(change),
+        )
+        self.report.writes += 1
+        self._written(change, pod)
+        self._record(permissions.RESIZE, result)
+        if result.ok:
+            group.record(pod, in_place=True)
+            self.report.resized += 1
+            self._event(
+                change,
+                pod,
+                RESIZED_REASON,
+                f"Pod resized in place by vpaweb with its HPA (change {change.pk}): "
+                f"{change.reason}",
+            )
+            return
+        # Refused: the HPA goes back to where it was; no eviction (NO_EVICTION).
+        problem = _problem(result)
+        set_back = self._set_back(change, pod, patched)
+        if result.status == 429:
+            self._try_later(change, result)
+            return
+        note = f"the resize was refused: {problem}; {NO_EVICTION}"
+        if set_back:
+            note += f"; {set_back}"
+        if workflow.try_transition(
+            change,
+            to=S.FAILED,
+            allowed_from=(S.APPLYING,),
+            now=now,
+            note=note,
+            error=note,
+        ):
+            self.report.failed += 1
 
     def _try_later(self, change: ResizeChange, result: WriteResult) -> None:
         """A 429 (a PodDisruptionBudget, or throttling) is not an error: try later."""

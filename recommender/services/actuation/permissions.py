@@ -37,6 +37,7 @@ RESIZE = "resize"
 EVICTION = "eviction"
 EVENTS = "events"
 VPA_STATUS = "vpa_status"
+HPA_TARGETS = "hpa_targets"
 WRITE_PATHS: dict[str, tuple[AccessCheck, ...]] = {
     WEBHOOK_REGISTRATION: (
         AccessCheck(
@@ -57,6 +58,8 @@ WRITE_PATHS: dict[str, tuple[AccessCheck, ...]] = {
             subresource="status",
         ),
     ),
+    # Coordinated HPA mode: the HPA target patch (k8s-wire hpa/33-35).
+    HPA_TARGETS: (AccessCheck("autoscaling", "horizontalpodautoscalers", "patch"),),
 }
 PATH_LABELS = {
     WEBHOOK_REGISTRATION: "webhook registration",
@@ -64,6 +67,7 @@ PATH_LABELS = {
     EVICTION: "eviction",
     EVENTS: "events",
     VPA_STATUS: "VPA status (drop-in)",
+    HPA_TARGETS: "HPA targets (coordinated HPA mode)",
 }
 RECHECK_S = 3600.0  # permissions are asked again after an hour
 MAX_BACKOFF_S = 6 * 3600.0

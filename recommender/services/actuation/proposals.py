@@ -46,7 +46,7 @@ from recommender.models import (
 )
 from recommender.models.bulk import insert_changes
 from recommender.models.policy import updater_policy_q
-from recommender.services.actuation import decision, workflow
+from recommender.services.actuation import decision, hpa_coordination, workflow
 from recommender.services.advice.advise import (
     capped_recommendations,
     new_resources,
@@ -93,6 +93,7 @@ WORKLOAD_FIELDS = (
     "policy__eviction_requirements",
     "policy__maintenance_windows",
     "policy__window_bypasses_quick_oom",
+    "policy__hpa_coordination",
 )
 # What the updater reads of an open change (JSON fields it does not need stay unread).
 CHANGE_FIELDS = (
@@ -118,6 +119,8 @@ CHANGE_FIELDS = (
     "resize_in_progress_since",
     "written_state",
     "decided_by_label",
+    "hpa_changes",
+    "hpa_state",
 )
 
 
@@ -148,6 +151,8 @@ class PodPlan:
     reason: str
     before: dict[str, Any]
     after: dict[str, Any]
+    # Coordinated HPA mode: the HPA target changes that go with the resize.
+    hpa_changes: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -172,6 +177,9 @@ class UpdaterContext:
     # Workloads whose last eviction's replacement could not be scheduled, with no
     # operator decision since: their new proposals are not approved automatically.
     needs_operator: set[int] = field(default_factory=set)
+    # Coordinated HPA mode: per workload, its changes whose HPA patch took, newest
+    # first (``hpa_coordination.rollout_of``).
+    hpa_rollouts: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
     def status_of(self, key: tuple[int, str]) -> str:
         """The open change's status as this cycle last set it."""
@@ -257,6 +265,7 @@ def load_context(
         context.open_rows[(row["workload_id"], row["pod"])] = row
     load_rejections(context)
     load_needs_operator(context)
+    load_hpa_rollouts(context)
     for info in snapshot.workloads:
         found = context.workloads.get((info.kind, info.namespace, info.name))
         if found is None:
@@ -308,6 +317,32 @@ def load_needs_operator(context: UpdaterContext) -> None:
     context.needs_operator = {
         w for w, last in failed.items() if decided.get(w) is None or decided[w] < last
     }
+
+
+def load_hpa_rollouts(context: UpdaterContext) -> None:
+    """The changes of coordinated workloads whose HPA patch took (one query)."""
+    coordinated = [
+        w.pk for w in context.by_id.values() if hpa_coordination.is_coordinated(w)
+    ]
+    if not coordinated:
+        return
+    for row in (
+        ResizeChange.objects.filter(
+            workload__in=coordinated,
+            hpa_state=ResizeChange.HpaState.PATCHED,
+            status__in=(S.APPLYING, S.APPLIED),
+        )
+        .order_by("-id")
+        .values("id", "workload_id", "resources_after", "hpa_changes")
+    ):
+        context.hpa_rollouts.setdefault(row["workload_id"], []).append(dict(row))
+
+
+def hpa_key(entries: list[dict[str, Any]] | None) -> list[tuple[Any, ...]]:
+    """What makes two changes' HPA parts the same: the targets they bring the HPA
+    to (a change proposed before a sibling moved the HPA there stays as it is: it
+    finds the HPA there when it is applied)."""
+    return [(e["hpa"], e["index"], e["after"]) for e in entries or ()]
 
 
 def held_by_rejection(context: UpdaterContext, plan: PodPlan) -> bool:
@@ -376,19 +411,57 @@ def _plan_workload(
     # Pods of one workload mostly share their containers' resources: cap once each.
     cache: dict[Any, tuple[Any, ...]] = {}
     priorities: dict[Any, decision.PodPriority] = {}
+    # Coordinated HPA mode: the HPA's resources too, with the HPA change.
+    coordinated = hpa_coordination.is_coordinated(workload)
+    hpas = (
+        hpa_coordination.live_hpas(
+            context.snapshot.horizontal_pod_autoscalers,
+            workload.namespace,
+            [h["name"] for h in workload.hpa_conflicts or ()],
+        )
+        if coordinated
+        else {}
+    )
+    rollout = (
+        hpa_coordination.rollout_of(context.hpa_rollouts.get(workload.pk, []), hpas)
+        if coordinated
+        else None
+    )
+
+    def planned(pod: PodInfo, held: Any) -> tuple[Any, ...]:
+        capped, off = capped_recommendations(pod, latest, policies, pair, held)
+        before, after = new_resources(pod, capped, policies, pair[0])
+        if decision.limit_range_refusals(pod, before, after, pair):
+            # No change LimitRanger would refuse (it validates resizes; the
+            # webhook leaves an evicted pod's replacement alone): none proposed.
+            after = before
+        return capped, off, before, after
+
     for pod in disruptable_pods(context, workload, pods):
         key = tuple((c.name, c.kind, c.requests, c.limits) for c in pod.containers)
         if key not in cache:
-            capped, off = capped_recommendations(
-                pod, latest, policies, pair, workload.hpa_conflicts
+            hpa_changes: list[dict[str, Any]] = []
+            waits = ""
+            capped, off, before, after = planned(
+                pod, () if coordinated else workload.hpa_conflicts
             )
-            before, after = new_resources(pod, capped, policies, pair[0])
-            if decision.limit_range_refusals(pod, before, after, pair):
-                # No change LimitRanger would refuse (it validates resizes; the
-                # webhook leaves an evicted pod's replacement alone): none proposed.
-                after = before
-            cache[key] = (capped, off, before, after)
-        capped, off, before, after = cache[key]
+            if coordinated and after != before:
+                found, waits = hpa_coordination.plan_hpa_changes(
+                    workload=workload,
+                    pods=pods,
+                    pod=pod,
+                    before=before,
+                    after=after,
+                    hpas=hpas,
+                    rollout=rollout,
+                )
+                if found is None:
+                    # The HPA's resources wait, as under upstream's rule.
+                    capped, off, before, after = planned(pod, workload.hpa_conflicts)
+                else:
+                    hpa_changes = found
+            cache[key] = (capped, off, before, after, hpa_changes, waits)
+        capped, off, before, after, hpa_changes, waits = cache[key]
         if not capped or after == before:
             continue
         # The priority depends on the containers, annotations and terminations only.
@@ -409,16 +482,20 @@ def _plan_workload(
         admitted = decision.admit(
             priority, pod, now=context.now, config=context.config
         ) and decision.eviction_requirements_pass(requirements, pod, capped)
+        reason = decision.describe(priority, pod, now=context.now) if admitted else ""
+        if admitted and hpa_changes:
+            reason += f"; with the HPA: {hpa_coordination.describe(hpa_changes)}"
+        elif admitted and waits:
+            reason += f"; the HPA's resources wait: {waits}"
         context.plans[(workload.pk, pod.name)] = PodPlan(
             workload=workload,
             pod=pod,
             priority=priority,
             admitted=admitted,
-            reason=decision.describe(priority, pod, now=context.now)
-            if admitted
-            else "",
+            reason=reason,
             before=before,
             after=after,
+            hpa_changes=hpa_changes,
         )
 
 
@@ -482,7 +559,12 @@ def propose(context: UpdaterContext) -> ProposalCounts:
                 counts.expired += 1
                 context.close(key)
             continue
-        if plan is not None and plan.admitted and plan.after == row["resources_after"]:
+        if (
+            plan is not None
+            and plan.admitted
+            and plan.after == row["resources_after"]
+            and hpa_key(plan.hpa_changes) == hpa_key(row["hpa_changes"])
+        ):
             counts.kept += 1
             continue
         note = (
@@ -526,6 +608,7 @@ def propose(context: UpdaterContext) -> ProposalCounts:
                 "approval": policy.approval,
                 "resources_before": plan.before,
                 "resources_after": plan.after,
+                "hpa_changes": plan.hpa_changes,
                 "reason": plan.reason
                 + (
                     "; waits for an operator: the last evicted pod's replacement "

@@ -44,7 +44,7 @@ from recommender.services.admission.patch import (
 )
 from recommender.services.admission.snapshot import AdmissionSnapshot, WorkloadEntry
 from recommender.services.advice.advise import SOURCE_RECOMMENDATION, advise
-from recommender.services.advice.history import history_shortfall
+from recommender.services.advice.history import too_young
 from recommender.services.advice.pod_spec import PodContainer, parse_resource_list
 
 PATCHED = "patched"
@@ -179,16 +179,12 @@ def advise_containers(
     if entry.inputs is None:
         return [ContainerPlan.unchanged(c, entry.why_not) for c in containers]
     # Initial acts only on a recommendation with enough history behind it.
-    too_young = {
-        name: why
-        for name, rec in entry.inputs.latest.items()
-        if (why := history_shortfall(rec)) is not None
-    }
+    young = too_young(entry.inputs.latest)
     inputs = entry.inputs
-    if too_young:
+    if young:
         inputs = replace(
             inputs,
-            latest={k: v for k, v in inputs.latest.items() if k not in too_young},
+            latest={k: v for k, v in inputs.latest.items() if k not in young},
         )
     advice = advise(
         inputs,
@@ -213,8 +209,8 @@ def advise_containers(
             policy = select_container_policy(entry.inputs.policies, container.name)
             if policy is not None and policy.mode == MODE_OFF:
                 reason = "the container policy's mode is Off"
-            elif container.name in too_young:
-                reason = f"{entry}: {too_young[container.name]}"
+            elif container.name in young:
+                reason = f"{entry}: {young[container.name]}"
             elif container.name not in entry.inputs.latest:
                 reason = f"{entry} has no recommendation for it yet"
             else:  # e.g. a recommendation of no resource the policy controls

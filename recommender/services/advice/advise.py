@@ -44,6 +44,7 @@ from recommender.models import (
     StaticCoefficient,
     Workload,
 )
+from recommender.services.advice.history import too_young
 from recommender.services.advice.hpa import (
     adjustments_for_workload,
     held_reason,
@@ -656,6 +657,42 @@ def advise(
             )
         advice.append(_with_limits(replace(one, max_ratio=max_ratio)))
     return PodAdvice(namespace=inputs.namespace, workload=workload, containers=advice)
+
+
+def gated_advice(
+    inputs: AdviceInputs, advice: PodAdvice, *, include_short_history: bool = False
+) -> tuple[PodAdvice, dict[str, str]]:
+    """The history gate (``history.too_young``) on a pod's advice, as the webhook and
+    the updater apply it: a container whose recommendation has too little history
+    is left as is (its reason says why), unless ``include_short_history`` keeps its
+    value (the caller flags it low confidence). Also returns, by container name, why
+    each gated container's recommendation is held back."""
+    young = too_young(inputs.latest)
+    held = {
+        one.name: young[one.name]
+        for one in advice.containers
+        if one.source == SOURCE_RECOMMENDATION and one.name in young
+    }
+    if not held or include_short_history:
+        return advice, held
+    containers = [
+        replace(
+            one,
+            source=SOURCE_NONE,
+            reason=(
+                f"left as is: {held[one.name]}; the webhook and the updater do not "
+                "act on it yet either (include_short_history=true gives the value, "
+                "flagged low_confidence)"
+            ),
+            target=NO_RESOURCES,
+            requests=NO_RESOURCES,
+            limits=NO_RESOURCES,
+        )
+        if one.name in held
+        else one
+        for one in advice.containers
+    ]
+    return replace(advice, containers=containers), held
 
 
 def workload_pod(containers: Sequence[Container]) -> list[PodContainer]:

@@ -9,9 +9,13 @@ vpaweb recommends?"""
 # container policy in mode Off) are ``unchecked``, never drift: the check gates on what
 # vpaweb knows.
 #
-# The verdict is machine-readable (``verdict``, ``exit_code``: 0 ok, 1 drift; an error
-# is 2 for the command and an HTTP error for the API) and renders as JUnit XML, one test
-# case per container, so CI systems show it as test results.
+# A check that checked nothing (every container unchecked: an unknown workload, a
+# typo in the cluster or namespace, recommendations behind the history gate) is not a
+# pass: its verdict is ``nothing_checked`` and its exit code 2, with the reasons.
+#
+# The verdict is machine-readable (``verdict``, ``exit_code``: 0 ok, 1 drift, 2 nothing
+# checked; an error is 2 for the command and an HTTP error for the API) and renders as
+# JUnit XML, one test case per container, so CI systems show it as test results.
 
 from __future__ import annotations
 
@@ -34,9 +38,11 @@ from recommender.services.advice.rightsize import RightsizeResult
 VERDICT_OK = "ok"
 VERDICT_DRIFT = "drift"
 VERDICT_UNCHECKED = "unchecked"
+VERDICT_NOTHING_CHECKED = "nothing_checked"
 EXIT_OK = 0
 EXIT_DRIFT = 1
 EXIT_ERROR = 2
+EXIT_NOTHING_CHECKED = EXIT_ERROR
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,7 @@ def check_drift(result: RightsizeResult, *, tolerance: Tolerance) -> dict[str, A
                 "name": document["name"],
                 "container": report["name"],
                 "reason": report["reason"],
+                "low_confidence": bool(report.get("low_confidence")),
                 "resources": [],
             }
             if report["source"] == SOURCE_NONE:
@@ -147,29 +154,58 @@ def check_drift(result: RightsizeResult, *, tolerance: Tolerance) -> dict[str, A
         for verdict in (VERDICT_OK, VERDICT_DRIFT, VERDICT_UNCHECKED)
     }
     drift = counts[VERDICT_DRIFT] > 0
-    return {
+    answer: dict[str, Any] = {
         "verdict": VERDICT_DRIFT if drift else VERDICT_OK,
         "exit_code": EXIT_DRIFT if drift else EXIT_OK,
         "tolerance": tolerance.as_dict(),
         "summary": {"containers": len(containers), **counts},
         "containers": containers,
     }
+    if counts[VERDICT_OK] + counts[VERDICT_DRIFT] == 0:
+        answer["verdict"] = VERDICT_NOTHING_CHECKED
+        answer["exit_code"] = EXIT_NOTHING_CHECKED
+        answer["message"] = nothing_checked_message(result)
+    return answer
+
+
+def nothing_checked_message(result: RightsizeResult) -> str:
+    """ "nothing checked: " and why, per document (its notes, or its reason)."""
+    reasons: list[str] = []
+    for document in result.documents:
+        who = f"{document['kind']}/{document['name']}"
+        notes = document.get("notes") or []
+        if not notes and document.get("reason"):
+            notes = [document["reason"]]
+        reasons.extend(f"{who}: {note}" for note in notes)
+    if not reasons:
+        reasons = ["the manifests hold no container to check"]
+    return "nothing checked: " + "; ".join(reasons)
 
 
 def junit_xml(check: dict[str, Any]) -> str:
     """The check as JUnit XML: a test case per container (a failure per drift, skipped
     when unchecked), in one test suite."""
     summary = check["summary"]
+    nothing = check["verdict"] == VERDICT_NOTHING_CHECKED
     suites = ET.Element("testsuites", name="vpaweb drift check")
     suite = ET.SubElement(
         suites,
         "testsuite",
         name="vpaweb drift check",
-        tests=str(summary["containers"]),
+        tests=str(summary["containers"] + nothing),
         failures=str(summary[VERDICT_DRIFT]),
-        errors="0",
+        errors=str(int(nothing)),
         skipped=str(summary[VERDICT_UNCHECKED]),
     )
+    if nothing:
+        # Skipped cases alone read as green in most CI systems: an error says it.
+        case = ET.SubElement(
+            suite, "testcase", classname="vpaweb", name="nothing checked"
+        )
+        error = ET.SubElement(
+            case, "error", message=check["message"], type="nothing_checked"
+        )
+        error.text = check["message"]
     for container in check["containers"]:
         case = ET.SubElement(
             suite,

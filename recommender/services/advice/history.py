@@ -13,6 +13,7 @@ is not gated: the dashboard and the API show every recommendation.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Protocol
 
 from django.conf import settings
@@ -42,6 +43,19 @@ def history_shortfall(recommendation: HasConfidence) -> str | None:
         return None
     shown = math.floor(have * 10) / 10
     return f"not enough history yet: {shown:g} h of {needed:g} h"
+
+
+def too_young(latest: Mapping[str, HasConfidence]) -> dict[str, str]:
+    """THE history gate of a pod's recommendations (by container name): those without
+    enough history, each with ``history_shortfall``'s words. The webhook and the
+    updater do not act on them; rightsize, check, the namespace patch and the
+    workload page's snippets leave them out too, unless asked for low-confidence
+    values."""
+    return {
+        name: why
+        for name, rec in latest.items()
+        if (why := history_shortfall(rec)) is not None
+    }
 
 
 def enough_history_q(prefix: str = "") -> Q:

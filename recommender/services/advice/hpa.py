@@ -13,6 +13,7 @@ same manifest stream is rewritten, ``rightsize_hpa_documents``) and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -23,7 +24,12 @@ from recommender.engine.hpa import (
     HpaTarget,
     adjusted_target,
 )
-from recommender.engine.quantity import format_cpu, format_memory
+from recommender.engine.quantity import (
+    format_cpu,
+    format_memory_readable,
+    parse_cpu_millicores,
+    parse_memory_bytes,
+)
 from recommender.engine.resources import CPU, RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput
 from recommender.services.advice.pod_spec import PodContainer
@@ -38,7 +44,9 @@ HELD_REASON = (
 
 
 def _format(resource: str, amount: int) -> str:
-    return format_cpu(amount) if resource == CPU else format_memory(amount)
+    # Kubernetes units a person reads: memory rounded up to KiB, MiB or GiB (an
+    # 80 % trigger of 2Gi is "1639Mi", never "1717986918").
+    return format_cpu(amount) if resource == CPU else format_memory_readable(amount)
 
 
 def hpa_held_resources(
@@ -194,6 +202,104 @@ def adjustments_for_workload(
     return adjustments(
         [h for h in hpa_conflicts or () if h.get("metrics")], before=before, after=after
     )
+
+
+def trigger_warnings(
+    summary: Mapping[str, Any],
+    *,
+    requests: Mapping[str, Resources],
+    limits: Mapping[str, Resources],
+) -> list[str]:
+    """A warning per cpu/memory metric of an HPA (an ``hpa_of`` summary, its targets
+    as they will be) whose trigger per pod sits above the limit of what it measures,
+    for pods with ``requests`` and ``limits`` (by container name): usage never gets
+    there (CPU is throttled at the limit, memory is OOM-killed), so the HPA never
+    scales out on that metric. A measured container without a limit has no ceiling."""
+    out = []
+    for metric in summary.get("resource_metrics") or ():
+        resource = metric.get("resource")
+        if resource not in RESOURCE_NAMES:
+            continue
+        container = str(metric.get("container") or "")
+        utilization = metric.get("average_utilization")
+        if (
+            metric.get("target_type") == UTILIZATION
+            and isinstance(utilization, int)
+            and utilization >= 1
+        ):
+            request, _ = _pod_request(requests, resource, container)
+            if request is None:
+                continue
+            trigger = utilization * request / 100.0
+            target = f"averageUtilization {utilization}"
+        elif metric.get("target_type") == AVERAGE_VALUE and metric.get("average_value"):
+            trigger = float(metric["average_value"])
+            target = f"averageValue {_format(resource, int(trigger))}"
+        else:
+            continue
+        ceiling, _ = _pod_request(limits, resource, container)
+        if ceiling is None or trigger <= ceiling:
+            continue
+        scope = f"container {container}" if container else "the pod"
+        index = metric.get("index")
+        where = f"spec.metrics[{index}]" if index is not None else "a metric"
+        out.append(
+            f"HPA {summary.get('name')}: {where} "
+            f"({resource} {target}) scales out at "
+            f"{_format(resource, math.ceil(trigger))} per pod, above the {resource} "
+            f"limit of {scope} ({_format(resource, ceiling)}): usage never gets there "
+            + (
+                "(CPU is throttled at its limit)"
+                if resource == CPU
+                else "(a container is OOM-killed at its limit)"
+            )
+            + f", so the HPA never scales out on {resource}"
+        )
+    return out
+
+
+def adjusted_hpas(
+    hpa_conflicts: Iterable[Mapping[str, Any]], changes: Iterable[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """A workload's stored HPAs (``hpa_conflicts``) with their targets as the
+    ``adjustments`` entries ``changes`` rewrite them, as ``trigger_warnings`` reads
+    them."""
+    moved = {
+        (c["hpa"], c["resource"], c["container"]): c["after"]
+        for c in changes
+        if c.get("changed") and c.get("after")
+    }
+    out = []
+    for hpa in hpa_conflicts or ():
+        metrics = []
+        for metric in hpa.get("metrics") or ():
+            key = (
+                hpa.get("name"),
+                metric.get("resource"),
+                metric.get("container") or "",
+            )
+            after = moved.get(key)
+            metric = dict(metric)
+            if after is not None and after["type"] == UTILIZATION:
+                metric.update(
+                    target_type=UTILIZATION,
+                    average_utilization=after["averageUtilization"],
+                    average_value=None,
+                )
+            elif after is not None:
+                parse = (
+                    parse_cpu_millicores
+                    if metric.get("resource") == CPU
+                    else parse_memory_bytes
+                )
+                metric.update(
+                    target_type=AVERAGE_VALUE,
+                    average_utilization=None,
+                    average_value=parse(after["averageValue"]),
+                )
+            metrics.append(metric)
+        out.append({"name": hpa.get("name"), "resource_metrics": metrics})
+    return out
 
 
 # --- /rightsize: HPA documents of the same manifest stream ---------------------------

@@ -3,11 +3,11 @@
 The diff edits the posted text itself, so it applies to the caller's file with
 ``git apply`` or ``patch -p1``: each changed quantity that the text already holds is
 replaced where it stands (its quote style kept; JSON strings stay JSON strings),
-located through the YAML composer's marks (JSON is read as YAML). A change that adds a
-field the text does not have yet (a missing ``requests.memory``, say) cannot be placed
-by replacing a value: its whole document is written again as the rendered manifest
-says it, and only when that is impossible (the object sits inside a List or a
-top-level array) is the whole body written again.
+located through the YAML composer's marks (JSON is read as YAML), an HPA's target too.
+A change that adds a field the text does not have yet (a missing ``requests.memory``)
+cannot be placed by replacing a value: its whole document is written again as the
+rendered manifest says it, or, when the object sits inside a List or a top-level array,
+the whole body.
 """
 
 from __future__ import annotations
@@ -102,10 +102,34 @@ def _replacement(node: yaml.ScalarNode, value: str, is_json: bool) -> str:
     return value
 
 
+def _hpa_edit(node: yaml.Node, change: dict[str, Any], is_json: bool) -> _Edit:
+    """The edit of one HPA target kept in step: its value replaced where it stands
+    when the target keeps its type; a new type (Utilization to AverageValue) has
+    another key, so its document is written again."""
+    before, after = change["before"], change["after"]
+    if before.get("type") != after.get("type"):
+        raise _NotInText(change["field"])
+    index = int(change["field"].split("[")[1].split("]")[0])
+    metrics = _get(_get(node, "spec"), "metrics")
+    if not isinstance(metrics, yaml.SequenceNode) or index >= len(metrics.value):
+        raise _NotInText(change["field"])
+    metric = metrics.value[index]
+    is_pod = _get(metric, "type").value == "Resource"
+    source = "resource" if is_pod else "containerResource"
+    key = "averageUtilization" if after["type"] == "Utilization" else "averageValue"
+    value = _get(_get(_get(metric, source), "target"), key)
+    if not isinstance(value, yaml.ScalarNode):
+        raise _NotInText(change["field"])
+    new = after[key]
+    # A percent is an integer in YAML and JSON alike; a quantity a string.
+    text = str(new) if isinstance(new, int) else _replacement(value, new, is_json)
+    return (value.start_mark.index, value.end_mark.index, text)
+
+
 def _document_edits(
     node: yaml.Node, entry: dict[str, Any], is_json: bool
 ) -> list[_Edit]:
-    edits = []
+    edits = [_hpa_edit(node, c, is_json) for c in entry.get("hpa_changes") or ()]
     for container in entry["containers"]:
         if not container["changes"]:
             continue

@@ -115,6 +115,7 @@ def namespace_patch(
     tolerance: drift.Tolerance,
     dashboard_url: str,
     now: datetime,
+    include_short_history: bool = False,
 ) -> dict[str, Any]:
     """The patch set and summary of every workload outside tolerance."""
     found = Cluster.objects.filter(name=cluster).first()
@@ -137,7 +138,11 @@ def namespace_patch(
     ]
     result = rightsize_manifests(
         documents=manifests,
-        options=RightsizeOptions(cluster=cluster, namespace=namespace),
+        options=RightsizeOptions(
+            cluster=cluster,
+            namespace=namespace,
+            include_short_history=include_short_history,
+        ),
     )
     check = drift.check_drift(result, tolerance=tolerance)
     drifted = {

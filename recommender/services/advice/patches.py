@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from recommender.errors import InvalidInput
+from recommender.services.advice.hpa import HPA_KIND
 from recommender.services.advice.rightsize import (
     POD_SPEC_PATHS,
     STATUS_RIGHTSIZED,
@@ -90,6 +91,27 @@ def _patch_file_name(entry: dict[str, Any], used: set[str]) -> str:
     return name
 
 
+def _metadata(manifest: dict[str, Any], name: str) -> dict[str, Any]:
+    metadata = {"name": name}
+    namespace = (manifest.get("metadata") or {}).get("namespace")
+    if namespace:  # only as the base says it: kustomize matches on it
+        metadata["namespace"] = namespace
+    return metadata
+
+
+def _hpa_patch(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The strategic-merge patch of an HPA kept in step: its whole ``spec.metrics``
+    as rewritten. ``metrics`` has no merge key, so a strategic merge (kustomize's, or
+    the API server's) replaces the list (k8s-wire hpa/18, 19): a patch naming only
+    the changed metric would delete the others."""
+    return {
+        "apiVersion": manifest.get("apiVersion"),
+        "kind": HPA_KIND,
+        "metadata": _metadata(manifest, str(manifest["metadata"]["name"])),
+        "spec": {"metrics": manifest["spec"]["metrics"]},
+    }
+
+
 def kustomize_patch_set(result: RightsizeResult) -> dict[str, Any]:
     """Strategic-merge patches of every right-sized object and the kustomization
     fragment naming them: ``{"files": {name: yaml text}, "patches": [...],
@@ -100,6 +122,12 @@ def kustomize_patch_set(result: RightsizeResult) -> dict[str, Any]:
         if entry["status"] != STATUS_RIGHTSIZED:
             continue
         manifest = manifest_at(result.manifests, entry["path"])
+        if entry["kind"] == HPA_KIND:
+            patch = _hpa_patch(manifest)
+            files[_patch_file_name(entry, used)] = yaml.safe_dump(
+                patch, sort_keys=False
+            )
+            continue
         pod_spec = _pod_spec(manifest, entry["kind"])
         changed = {c["name"]: _resources_changed(c) for c in _changed(entry)}
         lists: dict[str, list[dict[str, Any]]] = {}
@@ -116,14 +144,10 @@ def kustomize_patch_set(result: RightsizeResult) -> dict[str, Any]:
                 else {"name": name}
                 for name in names
             ]
-        metadata = {"name": entry["name"]}
-        namespace = (manifest.get("metadata") or {}).get("namespace")
-        if namespace:  # only as the base says it: kustomize matches on it
-            metadata["namespace"] = namespace
         patch = {
             "apiVersion": manifest.get("apiVersion"),
             "kind": entry["kind"],
-            "metadata": metadata,
+            "metadata": _metadata(manifest, entry["name"]),
             **_nest(POD_SPEC_PATHS[entry["kind"]], lists),
         }
         files[_patch_file_name(entry, used)] = yaml.safe_dump(patch, sort_keys=False)
@@ -139,27 +163,110 @@ def _values_keys(values_path: str, workload: str, container: str) -> list[str]:
     ]
 
 
-def helm_values(result: RightsizeResult, *, values_path: str) -> dict[str, Any]:
-    """A values fragment: each changed container's right-sized ``resources`` (its
-    requests and limits as the rendered manifest has them) at ``values_path``.
+# ``helm create``'s chart keeps an HPA's targets as two values under ``autoscaling``.
+HELM_TARGET_KEYS = {
+    "cpu": "targetCPUUtilizationPercentage",
+    "memory": "targetMemoryUtilizationPercentage",
+}
 
-    Two containers that would land on the same path with different resources are an
-    InvalidInput naming ``values_path`` (use ``{container}`` or ``{workload}``)."""
-    if len(values_path) > MAX_VALUES_PATH or not re.fullmatch(
-        VALUES_PATH_PATTERN, values_path
+
+def _check_values_path(name: str, path: str, *, container: bool = True) -> None:
+    if (
+        len(path) > MAX_VALUES_PATH
+        or not re.fullmatch(VALUES_PATH_PATTERN, path)
+        or (not container and "{container}" in path)
     ):
+        names = "{workload}" if not container else "{container} and {workload}"
         raise InvalidInput(
-            f"values_path: {values_path!r} is not a values path: dot-separated keys "
-            "such as resources or server.resources, with {container} and {workload} "
-            "standing for the names",
-            field="values_path",
+            f"{name}: {path!r} is not a values path: dot-separated keys such as "
+            f"resources or server.resources, with {names} standing for the names",
+            field=name,
         )
+
+
+def hpa_values(manifest: dict[str, Any], changes: list[dict[str, Any]]) -> Any:
+    """The values of an HPA kept in step, in ``helm create``'s layout where it can
+    say them: ``{"targetCPUUtilizationPercentage": 140}`` when every changed metric
+    is a pod ``Resource`` metric still on Utilization; otherwise (a
+    ``ContainerResource`` metric, a target that became an AverageValue) the whole
+    rewritten ``metrics`` list, for charts that take one (``autoscaling.metrics``)."""
+    metrics = manifest["spec"]["metrics"]
+    scaffold: dict[str, int] = {}
+    for change in changes:
+        index = int(change["field"].split("[")[1].split("]")[0])
+        metric = metrics[index]
+        after = change["after"]
+        resource = (metric.get("resource") or {}).get("name")
+        if (
+            metric.get("type") != "Resource"
+            or resource not in HELM_TARGET_KEYS
+            or after.get("type") != "Utilization"
+            or HELM_TARGET_KEYS[resource] in scaffold
+        ):
+            return {"metrics": metrics}
+        scaffold[HELM_TARGET_KEYS[resource]] = after["averageUtilization"]
+    return scaffold
+
+
+def _place(
+    values: dict[str, Any],
+    placed: dict[tuple[str, ...], str],
+    keys: tuple[str, ...],
+    leaf: Any,
+    *,
+    who: str,
+    option: str,
+    hint: str,
+) -> None:
+    """Put ``leaf`` at ``keys``; two objects at one place with different values are
+    an InvalidInput naming ``option``."""
+    node = values
+    for key in keys[:-1]:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            child = node[key] = {}
+        node = child
+    if keys in placed and node.get(keys[-1]) != leaf:
+        raise InvalidInput(
+            f"{option}: {placed[keys]} and {who} would both be written at "
+            f"{'.'.join(keys)} with different values; put {hint} in the path",
+            field=option,
+        )
+    placed[keys] = who
+    node[keys[-1]] = leaf
+
+
+def helm_values(
+    result: RightsizeResult, *, values_path: str, hpa_values_path: str = "autoscaling"
+) -> dict[str, Any]:
+    """A values fragment: each changed container's right-sized ``resources`` (its
+    requests and limits as the rendered manifest has them) at ``values_path``, and
+    each HPA kept in step at ``hpa_values_path`` (``hpa_values``; ``{workload}``
+    stands for the workload it scales).
+
+    Two containers (or HPAs) that would land on the same path with different values
+    are an InvalidInput naming the option (use ``{container}`` or ``{workload}``)."""
+    _check_values_path("values_path", values_path)
+    _check_values_path("hpa_values_path", hpa_values_path, container=False)
     values: dict[str, Any] = {}
     placed: dict[tuple[str, ...], str] = {}
     for entry in result.documents:
         if entry["status"] != STATUS_RIGHTSIZED:
             continue
         manifest = manifest_at(result.manifests, entry["path"])
+        if entry["kind"] == HPA_KIND:
+            target = (manifest["spec"].get("scaleTargetRef") or {}).get("name", "")
+            keys = tuple(_values_keys(hpa_values_path, str(target), ""))
+            _place(
+                values,
+                placed,
+                keys,
+                hpa_values(manifest, entry["hpa_changes"]),
+                who=f"HorizontalPodAutoscaler/{entry['name']}",
+                option="hpa_values_path",
+                hint="{workload}",
+            )
+            continue
         pod_spec = _pod_spec(manifest, entry["kind"])
         items = {
             item.get("name"): item
@@ -171,26 +278,19 @@ def helm_values(result: RightsizeResult, *, values_path: str) -> dict[str, Any]:
             keys = tuple(
                 _values_keys(values_path, str(entry["name"]), container["name"])
             )
-            who = f"{entry['kind']}/{entry['name']} container {container['name']}"
-            node = values
-            for key in keys[:-1]:
-                child = node.setdefault(key, {})
-                if not isinstance(child, dict):
-                    child = node[key] = {}
-                node = child
-            if keys in placed and node.get(keys[-1]) != resources:
-                raise InvalidInput(
-                    f"values_path: {placed[keys]} and {who} would both be written at "
-                    f"{'.'.join(keys)} with different resources; put {{container}} "
-                    "or {workload} in the path",
-                    field="values_path",
-                )
-            placed[keys] = who
-            node[keys[-1]] = {
-                k: dict(resources[k])
-                for k in ("requests", "limits")
-                if isinstance(resources.get(k), dict)
-            }
+            _place(
+                values,
+                placed,
+                keys,
+                {
+                    k: dict(resources[k])
+                    for k in ("requests", "limits")
+                    if isinstance(resources.get(k), dict)
+                },
+                who=f"{entry['kind']}/{entry['name']} container {container['name']}",
+                option="values_path",
+                hint="{container} or {workload}",
+            )
     return values
 
 
@@ -204,6 +304,7 @@ def rightsize_answer(
     text: str,
     is_json: bool,
     values_path: str = "resources",
+    hpa_values_path: str = "autoscaling",
     diff_path: str = "manifests.yaml",
 ) -> dict[str, Any]:
     """The answer of a rightsize in the form ``output`` asks for (the manifests and
@@ -219,7 +320,9 @@ def rightsize_answer(
     if output == "kustomize":
         answer["patches"] = kustomize_patch_set(result)
     elif output == "helm":
-        values = helm_values(result, values_path=values_path)
+        values = helm_values(
+            result, values_path=values_path, hpa_values_path=hpa_values_path
+        )
         answer["values"] = values
         answer["values_yaml"] = yaml.safe_dump(values, sort_keys=False)
     elif output == "diff":
@@ -255,8 +358,9 @@ def answer_text(answer: dict[str, Any]) -> str:
         parts.append(f"# kustomization.yaml\n{patch_set['kustomization']}")
         return "---\n".join(parts)
     # The header only when something changed: unchanged manifests pass through
-    # without a claim that vpaweb right-sized them.
+    # without a claim that vpaweb right-sized them, with why they were left alone.
     lines: list[str] = []
+    left: list[str] = []
     for document in answer.get("documents", []):
         for container in document["containers"]:
             for change in container["changes"]:
@@ -276,7 +380,15 @@ def answer_text(answer: dict[str, Any]) -> str:
                     f"{_target_text(change['after'])} ({change['reason']})"
                 )
             )
+        for warning in document.get("warnings") or ():
+            lines.append(comment_text(f"# WARNING: {warning}"))
+        for note in document.get("notes") or ():
+            left.append(
+                comment_text(f"# {document['kind']}/{document['name']}: {note}")
+            )
     body = yaml.safe_dump_all(answer["manifests"], sort_keys=False, allow_unicode=True)
     if lines:
         lines.insert(0, "# Right-sized by vpaweb.")
+    if left:
+        lines += ["# Left as they are by vpaweb:", *left]
     return "".join(line + "\n" for line in lines) + body

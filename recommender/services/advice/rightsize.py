@@ -25,6 +25,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from recommender.cluster.kube_objects import hpa_of
 from recommender.engine.limits import REQUESTS_ONLY
 from recommender.engine.quantity import format_cpu, format_memory
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
@@ -32,12 +33,15 @@ from recommender.errors import InvalidInput, TooLarge
 from recommender.models import StaticCoefficient
 from recommender.services.access.audit import Action, actor_label_of, record_audit
 from recommender.services.advice.advise import (
+    OWNER_KINDS,
     SOURCE_NONE,
     AdviceInputs,
     ContainerAdvice,
+    PodAdvice,
     PodKey,
     advise,
     check_multiplier,
+    gated_advice,
     inputs_for_pods,
 )
 from recommender.services.advice.hpa import (
@@ -45,6 +49,7 @@ from recommender.services.advice.hpa import (
     hpa_target_key,
     requests_of,
     rightsize_hpa_document,
+    trigger_warnings,
 )
 from recommender.services.advice.pod_spec import (
     PodContainer,
@@ -89,6 +94,10 @@ class RightsizeOptions:
     multiplier: float = 1.0
     never_raise: bool = False
     leave_memory: bool = False
+    # The history gate (``history.too_young``): a recommendation with too little
+    # history is left out, as the webhook and the updater leave it, unless asked for;
+    # then it is written and its container flagged ``low_confidence``.
+    include_short_history: bool = False
 
     def __post_init__(self) -> None:
         check_multiplier(self.multiplier)
@@ -198,6 +207,7 @@ class _Plan:
     limits: Resources
     annotations: tuple[str, ...]
     notes: list[str]
+    low_confidence: bool = False
 
 
 def _plan_container(
@@ -299,6 +309,7 @@ def _rightsize_container(
         "reason": advice.reason,
         "changes": changes,
         "notes": notes,
+        "low_confidence": plan.low_confidence,
     }
 
 
@@ -374,12 +385,15 @@ def _collect_document(
         "name": name if isinstance(name, str) else None,
         "workload": None,
         "containers": [],
+        # Why a document was left as it is (every one rightsize leaves alone says).
+        "notes": [],
     }
     report.append(entry)
     if kind == HPA_KIND:
         entry["status"] = STATUS_UNCHANGED
         entry["reason"] = "scales no workload of these manifests"
         entry["hpa_changes"] = []
+        entry["warnings"] = []
         hpas.append(_Hpa(document, entry, hpa_target_key(document, namespace), path))
         return
     if kind not in POD_SPEC_PATHS:
@@ -398,10 +412,38 @@ def _collect_document(
     pods.append(_Pod(entry, pod_spec, containers, namespace, owner_kind, owner_name))
 
 
+def _left_alone_notes(
+    pod: _Pod, advice: PodAdvice, options: RightsizeOptions
+) -> list[str]:
+    """Why a pod template was left as it is: an unknown workload (a typo in the
+    cluster, namespace or name?) first, then each container's reason."""
+    notes = []
+    entry = pod.entry
+    if advice.workload is None and pod.owner_kind in OWNER_KINDS and pod.owner_name:
+        where = f"cluster {options.cluster}" if options.cluster else "any cluster"
+        notes.append(
+            f"unknown workload {pod.namespace}/{pod.owner_kind}/{pod.owner_name}: "
+            f"vpaweb knows no active {pod.owner_kind} of that name in namespace "
+            f"{pod.namespace} of {where} (a typo in the cluster, namespace or "
+            "name, or a workload not discovered yet?)"
+        )
+    for report in entry["containers"]:
+        if report["source"] == SOURCE_NONE:
+            why = report["reason"]
+        else:
+            why = "its requests already match the recommendation"
+        notes.append(f"container {report['name']}: {why}")
+    return notes
+
+
 def _rightsize_pod(pod: _Pod, options: RightsizeOptions, inputs: AdviceInputs) -> None:
     """Write the advice into one pod template and fill in its report entry."""
     entry, pod_spec, containers = pod.entry, pod.pod_spec, pod.containers
-    advice = advise(inputs, containers, multiplier=options.multiplier)
+    advice, young = gated_advice(
+        inputs,
+        advise(inputs, containers, multiplier=options.multiplier),
+        include_short_history=options.include_short_history,
+    )
     if advice.workload is not None:
         workload = advice.workload
         entry["workload"] = {
@@ -428,11 +470,20 @@ def _rightsize_pod(pod: _Pod, options: RightsizeOptions, inputs: AdviceInputs) -
                 "reason": result.reason,
                 "changes": [],
                 "notes": [],
+                "low_confidence": False,
             }
             continue
-        plans.append(
-            _plan_container(items_by_name[container.name], container, result, options)
+        plan = _plan_container(
+            items_by_name[container.name], container, result, options
         )
+        if container.name in young:
+            plan.notes.insert(
+                0,
+                f"low confidence: {young[container.name]}; the webhook and the "
+                "updater do not act on it yet (include_short_history)",
+            )
+            plan.low_confidence = True
+        plans.append(plan)
     # Rounded up to readable quantities over the whole pod (a Pod LimitRange maximum
     # bounds the sum).
     # The containers left alone count in the pod's sums with what they have.
@@ -461,10 +512,13 @@ def _rightsize_pod(pod: _Pod, options: RightsizeOptions, inputs: AdviceInputs) -
                     ),
                     "changes": [],
                     "notes": unknown_field_notes(item),
+                    "low_confidence": False,
                 }
             )
     changed = any(c["changes"] for c in entry["containers"])
     entry["status"] = STATUS_RIGHTSIZED if changed else STATUS_UNCHANGED
+    if not changed:
+        entry["notes"].extend(_left_alone_notes(pod, advice, options))
 
 
 def _keep_hpas_in_step(hpas: list[_Hpa], pods: list[_Pod]) -> None:
@@ -483,6 +537,12 @@ def _keep_hpas_in_step(hpas: list[_Hpa], pods: list[_Pod]) -> None:
             after=requests_of(sized),
         )
         hpa.entry["hpa_changes"] = changes
+        # The targets as they now stand against the limits the pods now get.
+        hpa.entry["warnings"] = trigger_warnings(
+            hpa_of(hpa.document),
+            requests=requests_of(sized),
+            limits={c.name: c.limits for c in sized},
+        )
         if changes:
             hpa.entry["status"] = STATUS_RIGHTSIZED
             hpa.entry["reason"] = (

@@ -29,6 +29,7 @@ from recommender.engine import (
 )
 from recommender.engine.capping import MODE_OFF, select_container_policy
 from recommender.engine.oom import oom_effect
+from recommender.engine.resources import RESOURCE_NAMES, Resources
 from recommender.engine.usage_hours import HOUR_S, hour_end_s
 from recommender.errors import NotFound
 from recommender.models import (
@@ -48,11 +49,17 @@ from recommender.services.advice.advise import (
     AdviceInputs,
     PodAdvice,
     advise,
+    gated_advice,
     inputs_for_workload,
     workload_pod,
     written_resources,
 )
-from recommender.services.advice.hpa import adjustments_for_workload, requests_of
+from recommender.services.advice.hpa import (
+    adjusted_hpas,
+    adjustments_for_workload,
+    requests_of,
+    trigger_warnings,
+)
 from recommender.services.policy.validation import (
     parse_container_policies,
     profile_or_default,
@@ -129,6 +136,12 @@ class WorkloadInsight:
     advice_inputs: AdviceInputs | None = None
     # The HPA change per Utilization metric (services.advice.hpa.adjustments).
     hpa_adjustments: list[dict[str, Any]] = field(default_factory=list)
+    # HPA triggers above the new limits (services.advice.hpa.trigger_warnings).
+    hpa_warnings: list[str] = field(default_factory=list)
+    # Containers whose recommendation the history gate holds back, with why, and
+    # whether the snippets show them anyway (flagged low confidence).
+    held_by_history: dict[str, str] = field(default_factory=dict)
+    include_short_history: bool = False
 
     @property
     def status(self) -> str:
@@ -150,10 +163,38 @@ def _quantity_dict(amounts: dict[str, int]) -> dict[str, str]:
     return out
 
 
+def _merged(current: Resources, new: Resources) -> Resources:
+    """``current`` with the amounts ``new`` sets."""
+    for resource in RESOURCE_NAMES:
+        amount = new.get(resource)
+        if amount is not None:
+            current = current.with_amount(resource, amount)
+    return current
+
+
+def _history_note(held: dict[str, str], *, included: bool) -> str:
+    """What the history gate did to the snippets."""
+    if not held:
+        return ""
+    reasons = "; ".join(f"{name}: {why}" for name, why in held.items())
+    if included:
+        return (
+            f" Low confidence, shown because you asked: {reasons} (the webhook and "
+            "the updater do not act on these yet)."
+        )
+    return f" Left out, as the webhook and the updater leave them: {reasons}."
+
+
 def ready_to_use(
-    workload: Workload, containers: list[ContainerInsight]
+    workload: Workload,
+    containers: list[ContainerInsight],
+    held: dict[str, str] | None = None,
+    *,
+    include_short_history: bool = False,
 ) -> tuple[str, str, str]:
-    """A ``kubectl patch`` command, a YAML ``resources:`` snippet and a note."""
+    """A ``kubectl patch`` command, a YAML ``resources:`` snippet and a note (with
+    what the history gate ``held`` back, by container)."""
+    gate = _history_note(held or {}, included=include_short_history)
     regular: list[dict[str, Any]] = []
     init: list[dict[str, Any]] = []
     snippets = {}
@@ -169,6 +210,8 @@ def ready_to_use(
         )
         snippets[item.container.name] = {"resources": resources}
     if not snippets:
+        if held and not include_short_history:
+            return "", "", gate.strip()
         return (
             "",
             "",
@@ -205,7 +248,7 @@ def ready_to_use(
             "A Job's pod template cannot be changed once created: put these resources "
             "in the Job's manifest for its next run."
         )
-    return command, "\n".join(parts), note
+    return command, "\n".join(parts), note + gate
 
 
 def _oom_effect(
@@ -233,9 +276,15 @@ def _oom_effect(
 
 
 def workload_insight(
-    *, workload_id: int, now: datetime, prices: Prices
+    *,
+    workload_id: int,
+    now: datetime,
+    prices: Prices,
+    include_short_history: bool = False,
 ) -> WorkloadInsight:
-    """The workload page's numbers: status, savings, history, OOMs, result."""
+    """The workload page's numbers: status, savings, history, OOMs, result; the
+    snippets pass the history gate as the webhook does unless
+    ``include_short_history``."""
     try:
         workload = Workload.objects.select_related("cluster", "policy").get(
             pk=workload_id
@@ -290,17 +339,38 @@ def workload_insight(
     # admission webhook cap it, limits from the same rule.
     inputs = inputs_for_workload(workload)
     pod = workload_pod(containers)
-    advice = {a.name: a for a in advise(inputs, pod).containers}
+    # The history gate, as the webhook and the updater apply it.
+    gated, held = gated_advice(
+        inputs, advise(inputs, pod), include_short_history=include_short_history
+    )
+    advice = {a.name: a for a in gated.containers}
     # What the patch and the snippet write: readable quantities, rounded up.
     readable = written_resources(
         inputs, pod, PodAdvice(inputs.namespace, workload, list(advice.values()))
     )
-    # The HPA change that keeps its scaling at those requests.
+    # The HPA change that keeps its scaling at those requests, and the triggers
+    # it would leave above the new limits.
     hpa_changes = adjustments_for_workload(
         workload.hpa_conflicts,
         before=requests_of(pod),
         after={name: amounts[0] for name, amounts in readable.items()},
     )
+    new_pod = {
+        c.name: (
+            _merged(c.requests, readable[c.name][0]),
+            _merged(c.limits, readable[c.name][1]),
+        )
+        for c in pod
+    }
+    hpa_warnings = [
+        warning
+        for hpa in adjusted_hpas(workload.hpa_conflicts, hpa_changes)
+        for warning in trigger_warnings(
+            hpa,
+            requests={name: amounts[0] for name, amounts in new_pod.items()},
+            limits={name: amounts[1] for name, amounts in new_pod.items()},
+        )
+    ]
     rules = risk_rules(now)
     items = []
     for container in containers:
@@ -340,7 +410,9 @@ def workload_insight(
                 oom_effect=_oom_effect(rec, kills_before[container.pk], profile),
             )
         )
-    command, snippet, note = ready_to_use(workload, items)
+    command, snippet, note = ready_to_use(
+        workload, items, held, include_short_history=include_short_history
+    )
     return WorkloadInsight(
         workload=workload,
         policy=policy,
@@ -351,6 +423,9 @@ def workload_insight(
         patch_note=note,
         advice_inputs=inputs,
         hpa_adjustments=hpa_changes,
+        hpa_warnings=hpa_warnings,
+        held_by_history=held,
+        include_short_history=include_short_history,
     )
 
 

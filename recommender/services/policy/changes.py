@@ -64,6 +64,7 @@ CHANGEABLE_FIELDS = (
     "eviction_requirements",
     "maintenance_windows",
     "window_bypasses_quick_oom",
+    "hpa_coordination",
 )
 
 
@@ -161,6 +162,7 @@ def policy_snapshot(policy: Policy) -> dict[str, Any]:
         "eviction_requirements": policy.eviction_requirements,
         "maintenance_windows": policy.maintenance_windows,
         "window_bypasses_quick_oom": policy.window_bypasses_quick_oom,
+        "hpa_coordination": policy.hpa_coordination,
     }
 
 
@@ -222,6 +224,7 @@ def _validate_changes(
         "eviction_requirements": validate_eviction_requirements,
         "maintenance_windows": _maintenance_windows,
         "window_bypasses_quick_oom": _true_or_false("window_bypasses_quick_oom"),
+        "hpa_coordination": _one_of("hpa_coordination", Policy.HpaCoordination.values),
         "container_policies": partial(
             validate_container_policies, container_names=container_names
         ),

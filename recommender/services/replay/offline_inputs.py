@@ -20,6 +20,7 @@ import yaml
 from recommender.engine import Profile
 from recommender.errors import InvalidInput
 from recommender.models import Cluster, Recommendation, Workload
+from recommender.models.recommendation import confidence_of
 from recommender.services.advice.advise import AdviceInputs, PodKey
 from recommender.services.advice.rightsize import (
     RightsizeOptions,
@@ -37,9 +38,11 @@ OFFLINE_CLUSTER = "usage-files"
 
 def _recommendation(result: OfflineRecommendation, now: datetime) -> Recommendation:
     rec = result.recommendation
-    # An unsaved row: advise reads its amounts, nothing writes it.
+    # An unsaved row: advise reads its amounts and its confidence (the history
+    # gate), nothing writes it.
     return Recommendation(
         created_at=now,
+        confidence=confidence_of(rec.explanation_dict()),
         target_cpu_millicores=rec.target.cpu_millicores,
         target_memory_bytes=rec.target.memory_bytes,
         lower_cpu_millicores=rec.lower_bound.cpu_millicores,
