@@ -22,9 +22,9 @@ def cores(*values: float) -> tuple[np.ndarray, np.ndarray]:
 def test_first_fit_decreasing_on_a_known_instance():
     # Sizes 5,4,4,3,2,2 on 10-core nodes: 5+4 | 4+3+2 | 2 (the best is two nodes,
     # 5+3+2 | 4+4+2; first fit decreasing needs three).
-    assert pack(*cores(2, 4, 3, 5, 2, 4), node=NODE) == Packing(3, 6, 0)
+    assert pack(*cores(2, 4, 3, 5, 2, 4), node=NODE) == Packing(3, 6, 0, spare=3)
     # 6,5,4,3,2: 6+4 | 5+3+2.
-    assert pack(*cores(3, 6, 2, 5, 4), node=NODE) == Packing(2, 5, 0)
+    assert pack(*cores(3, 6, 2, 5, 4), node=NODE) == Packing(2, 5, 0, spare=2)
 
 
 def test_daemonset_pods_take_their_share_of_every_node():
@@ -41,7 +41,7 @@ def test_the_pod_limit_caps_pods_a_node():
     assert pack(cpu, mem, node=node).nodes == 2
     # Two DaemonSet pods a node leave eight slots: 20 pods need three nodes.
     overhead = NodeShape(0, 0, pods=2)
-    assert pack(cpu, mem, node=node, overhead=overhead) == Packing(3, 20, 0)
+    assert pack(cpu, mem, node=node, overhead=overhead) == Packing(3, 20, 0, spare=3)
 
 
 def test_memory_decides_when_it_is_the_larger_share():
@@ -53,7 +53,9 @@ def test_memory_decides_when_it_is_the_larger_share():
 
 def test_a_pod_larger_than_any_node_is_counted_apart():
     cpu, mem = cores(12, 3, 3)
-    assert pack(cpu, mem, node=NODE) == Packing(nodes=1, placed=2, unplaceable=1)
+    assert pack(cpu, mem, node=NODE) == Packing(
+        nodes=1, placed=2, unplaceable=1, spare=1
+    )
     # Larger than what the DaemonSets leave counts too.
     overhead = NodeShape(cpu_millicores=8_000, memory_bytes=0, pods=0)
     assert pack(cpu, mem, node=NODE, overhead=overhead) == Packing(0, 0, 3)
