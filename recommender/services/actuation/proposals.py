@@ -54,6 +54,7 @@ from recommender.services.advice.advise import (
 from recommender.services.advice.history import enough_history_q
 from recommender.services.advice.limits import limit_ranges_by_namespace
 from recommender.services.policy.validation import parse_container_policies
+from recommender.services.readmodels.node_pools import node_allocatables
 
 S = ResizeChange.Status
 LIVE_PHASES = ("Running", "Pending")
@@ -172,6 +173,8 @@ class UpdaterContext:
     # Workloads whose last eviction's replacement could not be scheduled, with no
     # operator decision since: their new proposals are not approved automatically.
     needs_operator: set[int] = field(default_factory=set)
+    # The cluster's largest nodes: no resize a node cannot hold is proposed.
+    node_allocatables: tuple[tuple[int, int], ...] | None = None
 
     def status_of(self, key: tuple[int, str]) -> str:
         """The open change's status as this cycle last set it."""
@@ -250,6 +253,7 @@ def load_context(
     ranges = limit_ranges_by_namespace(
         cluster_id=cluster.pk, namespaces={w.namespace for w in by_id.values()}
     )
+    context.node_allocatables = node_allocatables(cluster_id=cluster.pk)
     context.by_id = by_id
     for row in ResizeChange.objects.filter(
         workload__cluster=cluster, status__in=workflow.OPEN
@@ -380,7 +384,12 @@ def _plan_workload(
         key = tuple((c.name, c.kind, c.requests, c.limits) for c in pod.containers)
         if key not in cache:
             capped, off = capped_recommendations(
-                pod, latest, policies, pair, workload.hpa_conflicts
+                pod,
+                latest,
+                policies,
+                pair,
+                workload.hpa_conflicts,
+                node_allocatables=context.node_allocatables,
             )
             before, after = new_resources(pod, capped, policies, pair[0])
             if decision.limit_range_refusals(pod, before, after, pair):

@@ -127,6 +127,9 @@ class WorkloadInsight:
     patch_note: str
     # What the advice read (the webhook preview reuses it: no second read).
     advice_inputs: AdviceInputs | None = None
+    # Why the advice leaves the pods as they are: no node could hold them at the
+    # recommendation ("" when one can).
+    fits_no_node: str = ""
     # The HPA change per Utilization metric (services.advice.hpa.adjustments).
     hpa_adjustments: list[dict[str, Any]] = field(default_factory=list)
 
@@ -290,7 +293,8 @@ def workload_insight(
     # admission webhook cap it, limits from the same rule.
     inputs = inputs_for_workload(workload)
     pod = workload_pod(containers)
-    advice = {a.name: a for a in advise(inputs, pod).containers}
+    pod_advice = advise(inputs, pod)
+    advice = {a.name: a for a in pod_advice.containers}
     # What the patch and the snippet write: readable quantities, rounded up.
     readable = written_resources(
         inputs, pod, PodAdvice(inputs.namespace, workload, list(advice.values()))
@@ -351,6 +355,7 @@ def workload_insight(
         patch_note=note,
         advice_inputs=inputs,
         hpa_adjustments=hpa_changes,
+        fits_no_node=pod_advice.fits_no_node,
     )
 
 

@@ -235,10 +235,10 @@ def _charged(
                 selected = placement.selects(
                     name=node.name, label=node.label, taints=node.taints
                 )
+            elif node.taints in by_taints:
+                selected = by_taints[node.taints]
             else:
-                selected = by_taints.get(node.taints)
-                if selected is None:
-                    selected = by_taints[node.taints] = placement.tolerates(node.taints)
+                selected = by_taints[node.taints] = placement.tolerates(node.taints)
             if selected:
                 charged[i].append(daemon)
     return charged
