@@ -23,6 +23,7 @@ object and reports the message in ``ClusterSnapshot.warnings``."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -259,6 +260,11 @@ def _placement(kind: str, obj: Obj, where: str) -> NodePlacement | None:
         return None
 
 
+# The nodes of a pool carry the same few allocatable quantities: each parsed once.
+_node_cpu = functools.lru_cache(maxsize=4096)(parse_cpu_millicores)
+_node_memory = functools.lru_cache(maxsize=4096)(parse_memory_bytes)
+
+
 def node_of(obj: Obj) -> NodeRecord:
     """A Node as a ``NodeRecord``: its allocatable cpu, memory and pods, labels,
     hard-rule taints and cordon (``pool`` is left for the caller to name)."""
@@ -271,9 +277,9 @@ def node_of(obj: Obj) -> NodeRecord:
         raise ValueError(f"{where}: status.allocatable is not a map")
     amounts = []
     for resource, parse in (
-        (CPU, parse_cpu_millicores),
-        (MEMORY, parse_memory_bytes),
-        ("pods", parse_cpu_millicores),
+        (CPU, _node_cpu),
+        (MEMORY, _node_memory),
+        ("pods", _node_cpu),
     ):
         text = allocatable.get(resource)
         if text is None:
@@ -289,7 +295,7 @@ def node_of(obj: Obj) -> NodeRecord:
         memory_bytes=amounts[1],
         # A count: the quantity's MilliValue over 1000 ("110" is 110).
         pods=amounts[2] // 1000,
-        labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+        labels=dict(meta.get("labels") or {}),
         taints=taints_of(spec.get("taints"), f"{where}: spec.taints"),
         unschedulable=bool(spec.get("unschedulable")),
     )

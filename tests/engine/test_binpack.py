@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recommender.engine.binpack import NodeShape, Packing, pack
+from recommender.engine.binpack import NodeRoom, NodeShape, Packing, pack, pack_onto
 
 GIB = 2**30
 NODE = NodeShape(cpu_millicores=10_000, memory_bytes=64 * GIB, pods=110)
@@ -148,3 +148,101 @@ def test_the_packer_uses_as_many_nodes_as_first_fit_pod_by_pod(
     packing = pack(cpu, mem, node=node)
     assert packing.unplaceable == int(np.count_nonzero(~fits))
     assert packing.nodes == one_by_one(cpu[fits], mem[fits], node)
+
+
+# --- onto a pool's own nodes (pack_onto) --------------------------------------------
+
+
+def onto_one_by_one(
+    cpu: np.ndarray, mem: np.ndarray, rooms: list[list[int]], spare: NodeShape
+) -> tuple[int, int]:
+    """First fit decreasing onto the given rooms in order, then spare nodes, one pod
+    at a time (the definition): (nodes holding a pod, pods placed)."""
+    share = np.maximum(cpu / spare.cpu_millicores, mem / spare.memory_bytes)
+    order = np.lexsort((-mem, -cpu, -share))
+    free = [list(r) for r in rooms]
+    used = [False] * len(free)
+    placed = 0
+    for i in order:
+        for n, room in enumerate(free):
+            if room[0] >= cpu[i] and room[1] >= mem[i] and room[2] >= 1:
+                room[0] -= cpu[i]
+                room[1] -= mem[i]
+                room[2] -= 1
+                used[n] = True
+                placed += 1
+                break
+        else:
+            if (
+                cpu[i] <= spare.cpu_millicores
+                and mem[i] <= spare.memory_bytes
+                and spare.pods >= 1
+            ):
+                free.append(
+                    [
+                        spare.cpu_millicores - cpu[i],
+                        spare.memory_bytes - mem[i],
+                        spare.pods - 1,
+                    ]
+                )
+                used.append(True)
+                placed += 1
+    return sum(used), placed
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pods=st.lists(SIZES, max_size=40),
+    repeats=st.lists(st.integers(1, 4), min_size=40, max_size=40),
+    rooms=st.lists(
+        st.tuples(
+            st.integers(-500, 8_000),
+            st.integers(0, 4).map(lambda gib: gib * GIB),
+            st.integers(0, 12),
+        ),
+        max_size=10,
+    ),
+    spare_cpu=st.integers(1_000, 8_000),
+    spare_pods=st.integers(1, 12),
+)
+def test_packing_onto_given_nodes_matches_first_fit_pod_by_pod(
+    pods, repeats, rooms, spare_cpu, spare_pods
+):
+    sizes = [
+        size
+        for size, times in zip(pods, repeats[: len(pods)], strict=True)
+        for _ in range(times)
+    ]
+    cpu = np.array([c for c, _ in sizes], dtype=np.int64)
+    mem = np.array([m for _, m in sizes], dtype=np.int64)
+    spare = NodeShape(spare_cpu, 2 * GIB, spare_pods)
+    room = NodeRoom(
+        np.array([r[0] for r in rooms], dtype=np.int64),
+        np.array([r[1] for r in rooms], dtype=np.int64),
+        np.array([r[2] for r in rooms], dtype=np.int64),
+    )
+    packing = pack_onto(cpu, mem, room=room, spare=spare)
+    nodes, placed = onto_one_by_one(cpu, mem, [list(r) for r in rooms], spare)
+    assert (packing.nodes, packing.placed) == (nodes, placed)
+    assert packing.placed + packing.unplaceable == len(sizes)
+    assert packing.spare <= packing.nodes
+
+
+def test_without_spare_nodes_the_pods_left_over_are_counted_unplaceable():
+    room = NodeRoom(
+        np.array([4000], dtype=np.int64),
+        np.array([8 * GIB], dtype=np.int64),
+        np.array([10], dtype=np.int64),
+    )
+    cpu, mem = cores(3, 3, 3)
+    assert pack_onto(cpu, mem, room=room) == Packing(1, 1, 2, spare=0)
+
+
+def test_a_room_of_another_length_is_refused():
+    room = NodeRoom(
+        np.zeros(2, dtype=np.int64),
+        np.zeros(3, dtype=np.int64),
+        np.zeros(2, dtype=np.int64),
+    )
+    with pytest.raises(ValueError):
+        pack_onto(np.zeros(1), np.zeros(1), room=room)

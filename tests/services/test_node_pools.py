@@ -257,7 +257,7 @@ def check(plan) -> None:
     assert plan.nodes_freed == max(0, plan.nodes_needed_now - plan.nodes_needed_after)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(pool=pools(shrink_only=True))
 def test_the_node_estimate_never_frees_more_than_it_has_nor_grows_when_requests_shrink(
     pool,
@@ -269,7 +269,7 @@ def test_the_node_estimate_never_frees_more_than_it_has_nor_grows_when_requests_
         assert plan.nodes_needed_after <= plan.nodes_needed_now
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(pool=pools(shrink_only=False))
 def test_the_node_estimate_is_bounded_whatever_the_recommendations(pool):
     inventory, after = pool
