@@ -1,17 +1,16 @@
 """A cluster's nodes and the requests of the pods on them: ``NodeRecord`` and
 ``PodRequests``, whether they come from the API server's Node objects (an adapter's
-``list_nodes``, ``NodeListing``) or from kube-state-metrics' series.
-
-From kube-state-metrics: ``kube_node_status_allocatable{node,resource="cpu"|"memory"|
-"pods",unit}``, ``kube_node_labels{node,label_<name>}`` (a label's name made a
-Prometheus name, only the labels KSM's ``--metric-labels-allowlist`` lets through),
-``kube_node_spec_taint{node,key,value,effect}``, ``kube_node_spec_unschedulable
-{node}``, ``kube_pod_container_resource_requests{namespace,pod,container,node,
-resource,unit}`` and ``kube_pod_owner{namespace,pod,owner_kind,owner_name}``
-(kube-state-metrics' node and pod metrics documentation). ``inventory_from_ksm`` turns
-those series' (labels, value) pairs into a ``NodeInventory``; a node's pool is the
-first of ``pool_labels`` it carries.
+``list_nodes``, ``NodeListing``) or from kube-state-metrics' series
+(``inventory_from_ksm``, ``KSM_METRICS``); a node's pool is the first of
+``pool_labels`` it carries.
 """
+# From kube-state-metrics: ``kube_node_status_allocatable{node,resource="cpu"|"memory"|
+# "pods",unit}``, ``kube_node_labels{node,label_<name>}`` (a label's name made a
+# Prometheus name, only the labels KSM's ``--metric-labels-allowlist`` lets through),
+# ``kube_node_spec_taint{node,key,value,effect}``, ``kube_node_spec_unschedulable
+# {node}``, ``kube_pod_container_resource_requests{namespace,pod,container,node,
+# resource,unit}`` and ``kube_pod_owner{namespace,pod,owner_kind,owner_name}``
+# (kube-state-metrics' node and pod metrics documentation).
 
 from __future__ import annotations
 

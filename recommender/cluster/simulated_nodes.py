@@ -1,15 +1,14 @@
 """The simulated cluster's nodes: a fixed set of pools (``SIM_POOLS``: instance
-type, allocatable) with each workload's pods on one pool (one of the first
-``HASHED_POOLS`` by a hash of the workload when its pod fits there, else the first
-whose node holds it) and each pod on one of its nodes (by a hash of the pod); a pool
-without workloads has no nodes. A fleet
-DaemonSet's pods (one per node it selects) go round the pools, from a node picked by
-a hash of the DaemonSet, so each runs on a few nodes; ``SIM_DAEMONS`` (kube-system)
-run on every node. A pool has a quarter more nodes than its workloads' pods (all
-replicas, at their template requests) and the fleet DaemonSet pods it holds need,
-packed beside ``SIM_DAEMONS`` (at least one node): the same for every cycle of a
-fleet.
+type, allocatable), each workload's pods on one pool and each pod on one of its
+nodes, the same for every cycle of a fleet; a pool without workloads has no nodes.
 """
+# A workload's pool is one of the first ``HASHED_POOLS`` by a hash of the workload
+# when its pod fits there, else the first whose node holds it; a pod's node is picked
+# by a hash of the pod. A fleet DaemonSet's pods (one per node it selects) go round
+# the pools, from a node picked by a hash of the DaemonSet, so each runs on a few
+# nodes; ``SIM_DAEMONS`` (kube-system) run on every node. A pool has a quarter more
+# nodes than its workloads' pods (all replicas, at their template requests) and the
+# fleet DaemonSet pods it holds need, packed beside ``SIM_DAEMONS`` (at least one).
 
 from __future__ import annotations
 

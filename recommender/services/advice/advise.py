@@ -5,13 +5,13 @@ all run upstream's steps (``capping.go``, ``recommendation_provider.go``) in ord
    ``controlledResources`` drops the others; a multiplier scales before capping);
 2. ``capped_for_pod``: LimitRanges (Pod, then Container), minAllowed/maxAllowed;
 3. ``ContainerAdvice.resources_for``: limits kept at the limit:request ratio
-   (``engine.limits``). Inputs are read in one place (``load_advice_inputs``, a
-   constant number of queries); the steps are pure, so the webhook answers from a
-   cache. Without a recommendation: the namespace's static coefficient, or nothing.
-A pod whose requests would then fit no node of its cluster (``fits_a_node``, on the
-largest nodes' allocatable the node-pools step stored) is left as it is, and says
-so: no caller proposes or writes a request no node can hold.
+   (``engine.limits``); then a pod no node of its cluster could hold is left as it is
+   (``fits_no_node``). Inputs are read in one place (``load_advice_inputs``); the steps
+   are pure, so the webhook answers from a cache.
 """
+# Without a recommendation: the namespace's static coefficient, or nothing. The nodes
+# are the largest allocatable the node-pools step stored (readmodels/node_pools.py);
+# no caller proposes or writes a request no node can hold.
 
 from __future__ import annotations
 

@@ -1,21 +1,18 @@
 """Nodes each node pool could free: its pods packed onto its real nodes by their
 requests now and at the recommendations (``engine.binpack``), priced at the pool's
-node prices, or why the pool cannot be modelled.
-
-The nodes come from the adapter's ``list_nodes`` (the API server's Node objects, or
-the simulated layout), else from kube-state-metrics' series when the API server
-does not list them (the read role lacks ``list nodes``); the pods on them from
-kube-state-metrics when the usage source reads it, else from the adapter. Each node
-offers its allocatable less the DaemonSets it runs: those with a pod on it, and
-those whose placement (nodeSelector, required node affinity, tolerations against
-its taints) selects it. Cordoned nodes take no pod. A pod's request is the sum of its
-containers' (init containers left out). Definitions: docs/dashboard.md, "Nodes you
-can free".
-
-The plan is packed again only when its inputs changed (the nodes, the pods and their
-requests, the recommendations, the DaemonSets' placement), and those are read at most
-every ``NODE_POOLS_INTERVAL_S``.
+node prices, or why the pool cannot be modelled. The plan is packed again only when
+its inputs changed (the nodes, the pods and their requests, the recommendations, the
+DaemonSets' placement, the prices), read at most every ``NODE_POOLS_INTERVAL_S``.
+Definitions: docs/dashboard.md, "Nodes you can free".
 """
+# The nodes come from the adapter's ``list_nodes`` (the API server's Node objects, or
+# the simulated layout), else from kube-state-metrics' series when the API server
+# does not list them (the read role lacks ``list nodes``); the pods on them from
+# kube-state-metrics when the usage source reads it, else from the adapter. Each node
+# offers its allocatable less the DaemonSets it runs: those with a pod on it, and
+# those whose placement (nodeSelector, required node affinity, tolerations against
+# its taints) selects it. Cordoned nodes take no pod. A pod's request is the sum of its
+# containers' (init containers left out).
 
 from __future__ import annotations
 
@@ -40,6 +37,7 @@ from recommender.cluster.nodes import (
     PodRequests,
     inventory_from_ksm,
     pool_of,
+    prometheus_label,
 )
 from recommender.cluster.scheduling import NodePlacement, Taint
 from recommender.engine.binpack import (
@@ -496,6 +494,15 @@ def inputs_digest(
     return digest.hexdigest()
 
 
+def _ksm_labels(node: NodeRecord) -> dict[str, str]:
+    """The node's labels as kube-state-metrics names them (the price table's
+    ``label:`` rows match those), whichever source listed the node."""
+    return {
+        key if key.startswith("label_") else prometheus_label(key): value
+        for key, value in node.labels.items()
+    }
+
+
 def _pool_prices(
     inventory: NodeInventory, *, source: UsageSource, at_s: float
 ) -> dict[str, tuple[float, str]]:
@@ -503,7 +510,7 @@ def _pool_prices(
     of its nodes (services/refresh/node_prices.py)."""
     facts = labelled(
         opencost_nodes(source, at_s=at_s),
-        {node.name: node.labels for node in inventory.nodes.values()},
+        {node.name: _ksm_labels(node) for node in inventory.nodes.values()},
     )
     path = settings.PRICE_TABLE
     table = load_price_table(path) if path else []
