@@ -296,19 +296,19 @@ def _plan_pool(
     pods = len(pod_totals)
     if not open_nodes:
         return PoolPlan(
-            name,
-            len(nodes),
-            len(nodes),
-            shape,
-            (),
-            pods,
-            0,
-            0,
-            0,
-            0,
-            pods,
-            pods,
-            held,
+            name=name,
+            nodes=len(nodes),
+            cordoned=len(nodes),
+            node=shape,
+            allocatables=(),
+            pods=pods,
+            nodes_needed_now=0,
+            nodes_needed_after=0,
+            placed_now=0,
+            placed_after=0,
+            unplaceable_now=pods,
+            unplaceable_after=pods,
+            held_after=held,
             cannot_model="every node of the pool is cordoned",
         )
     charged = _charged(open_nodes, daemons)
