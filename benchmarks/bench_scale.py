@@ -225,7 +225,8 @@ def main() -> None:
     print(
         "| containers (workloads) | history | first contact | peak RSS after it / "
         "after the steady cycles | steady cycle"
-        " | discover / upsert / ingest / recommend / store / totals | statements"
+        " | discover / upsert / ingest / recommend / store / totals / node_pools"
+        " | statements"
         " | checkpoints written | overview / list / list by risk / API ms |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
@@ -233,7 +234,15 @@ def main() -> None:
         c, t, p = r["cycle"], r["cycle"]["timings"], r["pages"]
         phases = " / ".join(
             f"{t.get(f'{name}_s', 0.0):.2f}"
-            for name in ("discover", "upsert", "ingest", "recommend", "store", "totals")
+            for name in (
+                "discover",
+                "upsert",
+                "ingest",
+                "recommend",
+                "store",
+                "totals",
+                "node_pools",
+            )
         )
         print(
             f"| {r['containers']:,} ({r['workloads']:,}) | {r['history_h']:g} h"

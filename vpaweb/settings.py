@@ -440,6 +440,10 @@ PRICE_TABLE = env_str("VPAWEB_PRICE_TABLE", "")
 # The node label that names a node's pool for "nodes you can free" (docs/dashboard.md);
 # nodes without it fall back to GKE's, EKS's and Karpenter's pool labels.
 NODE_POOL_LABEL = env_str("VPAWEB_NODE_POOL_LABEL", "node.kubernetes.io/instance-type")
+# How often a refresh reads the nodes and pods again and repacks the pools when they
+# or the recommendations changed (docs/dashboard.md, "Nodes you can free"); between
+# times the stored plan stands, with its age shown. 0: every whole-cluster refresh.
+NODE_POOLS_INTERVAL_S = env_float("VPAWEB_NODE_POOLS_INTERVAL_S", 300.0, minimum=0.0)
 # Rollups by label: the workload label that names a team (docs/dashboard.md).
 ROLLUP_LABEL_KEY = env_str("VPAWEB_ROLLUP_LABEL_KEY", "team")
 # The savings trend: hourly snapshots per namespace, thinned to one a day after

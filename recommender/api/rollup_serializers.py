@@ -133,35 +133,82 @@ class NodePoolSerializer(serializers.Serializer):
         "without a pool label"
     )
     nodes = serializers.IntegerField(help_text="the pool's nodes now")
+    cordoned = serializers.IntegerField(
+        help_text="of nodes, those cordoned (spec.unschedulable): no pod is packed "
+        "onto them"
+    )
+    node_source = serializers.CharField(
+        help_text="where the nodes were read: api-server (Node objects), "
+        "kube-state-metrics or simulated"
+    )
+    node_source_note = serializers.CharField(
+        help_text="why not from the API server (e.g. the read role has no list "
+        'nodes: HTTP 403), else ""'
+    )
     node_cpu_millicores = serializers.IntegerField(
-        help_text="allocatable of the pool's smallest node, the one packed onto"
+        help_text="allocatable of the pool's most common node"
     )
     node_memory_bytes = serializers.IntegerField()
     node_pods = serializers.IntegerField()
     pods = serializers.IntegerField(help_text="pods packed (DaemonSet pods apart)")
+    cannot_model = serializers.CharField(
+        help_text='why the pool cannot be modelled ("" when it can); then '
+        "nodes_freed and monthly_cost_freed are null"
+    )
     nodes_needed_now = serializers.IntegerField(
-        help_text="nodes the pods' current requests need (first-fit decreasing)"
+        help_text="nodes the pods' current requests need (first-fit decreasing onto "
+        "the pool's nodes, each less the DaemonSets it runs)"
     )
     nodes_needed_after = serializers.IntegerField(
         help_text="nodes the pods need at the recommendations"
     )
     nodes_freed = serializers.IntegerField(
-        help_text="nodes_needed_now - nodes_needed_after"
+        allow_null=True,
+        help_text="max(0, nodes_needed_now - nodes_needed_after); null when the pool "
+        "cannot be modelled",
+    )
+    nodes_added = serializers.IntegerField(
+        allow_null=True,
+        help_text="max(0, nodes_needed_after - nodes_needed_now): nodes the "
+        "recommendations would need beyond today's",
     )
     unplaceable_now = serializers.IntegerField(
-        help_text="pods larger than a node of the pool, left out of the counts"
+        help_text="pods no node of the pool holds (left out of the counts)"
     )
     unplaceable_after = serializers.IntegerField()
+    held_after = serializers.IntegerField(
+        help_text="pods kept at their requests after: their recommendation fits no "
+        "node of the cluster, and vpaweb writes no such request"
+    )
     node_monthly_cost = serializers.FloatField(
         help_text="mean price of one of the pool's nodes a month"
     )
     monthly_cost_freed = serializers.FloatField(
-        help_text="nodes_freed x node_monthly_cost"
+        allow_null=True, help_text="nodes_freed x node_monthly_cost"
     )
     price_source = serializers.CharField(
         help_text="opencost, table or default: what priced most of its nodes"
     )
-    computed_at = serializers.DateTimeField(help_text="the refresh that packed it")
+    computed_at = serializers.DateTimeField(help_text="when the pool was packed")
+    checked_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="when its inputs (nodes, pods, requests, recommendations) were "
+        "last read; equal inputs are not packed again",
+    )
+
+
+class NodePoolTotalSerializer(serializers.Serializer):
+    """The node pools summed (services/readmodels/node_pools.py)."""
+
+    pools = serializers.IntegerField()
+    nodes = serializers.IntegerField()
+    nodes_freed = serializers.IntegerField(
+        help_text="summed over the pools that can be modelled"
+    )
+    monthly_cost_freed = serializers.FloatField(
+        help_text="summed over the pools that can be modelled"
+    )
+    unmodelled = serializers.IntegerField(help_text="pools that cannot be modelled")
 
 
 class RollupSerializer(serializers.Serializer):
@@ -175,6 +222,7 @@ class RollupSerializer(serializers.Serializer):
     node_pools = NodePoolSerializer(
         many=True, help_text="the node pools (of cluster when given)"
     )
+    node_pools_total = NodePoolTotalSerializer(help_text="the node pools summed")
 
 
 class TrendFilterSerializer(serializers.Serializer):

@@ -45,6 +45,7 @@ class RollupView(APIView):
                     "groups": [group.as_dict() for group in result.groups],
                     "total": result.total.as_dict(),
                     "node_pools": result.node_pools,
+                    "node_pools_total": result.node_pool_totals,
                 }
             ).data
         )

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from recommender.cluster.nodes import NodeListing
+from recommender.cluster.scheduling import NodePlacement
 from recommender.engine.resources import Resources
 
 # A workload's identity within a cluster, in the order the dashboard sorts by.
@@ -152,6 +154,8 @@ class WorkloadInfo:
     hpa_scaled_resources: tuple[str, ...] = ()
     # A CronJob's spec.schedule (cron syntax); "" for other kinds.
     schedule: str = ""
+    # A DaemonSet's hard placement rules (the nodes it runs on); None: not known.
+    placement: NodePlacement | None = None
 
 
 @dataclass(frozen=True)
@@ -193,4 +197,10 @@ class ClusterAdapter(Protocol):
 
     def discover(self) -> ClusterSnapshot:
         """List workloads, pods, OOM kills and policy objects."""
+        ...
+
+    def list_nodes(self, snapshot: ClusterSnapshot) -> NodeListing:
+        """The cluster's nodes (allocatable, labels, taints, cordon) and the pods of
+        ``snapshot`` on them, or why they cannot be listed (``NodeListing.nodes``
+        None: e.g. the read role grants no ``list nodes``)."""
         ...

@@ -123,6 +123,7 @@ def _custom(group: str, version: str, plural: str) -> ResourceType:
 PODS = _typed("pods", "core", "pod")
 # Cluster-scoped: one list method, no namespaced one.
 NAMESPACES = ResourceType("namespaces", "core", all_method="list_namespace")
+NODES = ResourceType("nodes", "core", all_method="list_node")
 EVENTS = _typed("events", "core", "event")
 LIMIT_RANGES = _typed("limitranges", "core", "limit_range")
 REPLICATION_CONTROLLERS = _typed(

@@ -23,6 +23,8 @@ object and reports the message in ``ClusterSnapshot.warnings``."""
 
 from __future__ import annotations
 
+import functools
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -38,9 +40,13 @@ from recommender.cluster.base import (
     VpaObject,
     WorkloadInfo,
 )
+from recommender.cluster.nodes import NodeRecord
+from recommender.cluster.scheduling import NodePlacement, placement_of, taints_of
 from recommender.engine.capping import MODE_AUTO, MODE_RECREATE
 from recommender.engine.quantity import parse_cpu_millicores, parse_memory_bytes
 from recommender.engine.resources import CPU, MEMORY, Resources
+
+logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
@@ -238,6 +244,60 @@ def workload_of(
         schedule=str((obj.get("spec") or {}).get("schedule") or "")
         if kind == "CronJob"
         else "",
+        placement=_placement(kind, obj, where),
+    )
+
+
+def _placement(kind: str, obj: Obj, where: str) -> NodePlacement | None:
+    """A DaemonSet's hard placement rules (which nodes it runs on); None for other
+    kinds, or when they cannot be read (then its pods show where it runs)."""
+    if kind != "DaemonSet":
+        return None
+    try:
+        return placement_of(pod_template_spec(kind, obj), f"{where} spec.template.spec")
+    except ValueError as exc:
+        logger.warning("%s: placement not read: %s", where, exc)
+        return None
+
+
+# The nodes of a pool carry the same few allocatable quantities: each parsed once.
+_node_cpu = functools.lru_cache(maxsize=4096)(parse_cpu_millicores)
+_node_memory = functools.lru_cache(maxsize=4096)(parse_memory_bytes)
+
+
+def node_of(obj: Obj) -> NodeRecord:
+    """A Node as a ``NodeRecord``: its allocatable cpu, memory and pods, labels,
+    hard-rule taints and cordon (``pool`` is left for the caller to name)."""
+    meta = obj.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    where = f"Node {name}"
+    spec = obj.get("spec") or {}
+    allocatable = (obj.get("status") or {}).get("allocatable") or {}
+    if not isinstance(allocatable, Mapping):
+        raise ValueError(f"{where}: status.allocatable is not a map")
+    amounts = []
+    for resource, parse in (
+        (CPU, _node_cpu),
+        (MEMORY, _node_memory),
+        ("pods", _node_cpu),
+    ):
+        text = allocatable.get(resource)
+        if text is None:
+            raise ValueError(f"{where}: status.allocatable has no {resource}")
+        try:
+            amounts.append(parse(str(text)))
+        except ValueError as exc:
+            raise ValueError(f"{where}: status.allocatable.{resource}: {exc}") from None
+    return NodeRecord(
+        name=name,
+        pool="",
+        cpu_millicores=amounts[0],
+        memory_bytes=amounts[1],
+        # A count: the quantity's MilliValue over 1000 ("110" is 110).
+        pods=amounts[2] // 1000,
+        labels=dict(meta.get("labels") or {}),
+        taints=taints_of(spec.get("taints"), f"{where}: spec.taints"),
+        unschedulable=bool(spec.get("unschedulable")),
     )
 
 

@@ -45,7 +45,15 @@ from recommender.cluster.base import (
     WorkloadKey,
 )
 from recommender.cluster.kube_client import KubeClientSettings, ResourceType
+from recommender.cluster.nodes import (
+    DAEMONSET,
+    FROM_API_SERVER,
+    NodeListing,
+    NodeRecord,
+    PodRequests,
+)
 from recommender.cluster.owners import OwnerIndex
+from recommender.errors import SourceUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -271,6 +279,52 @@ class KubernetesAdapter:
             self.reader.request_count,
         )
         return snapshot
+
+    def list_nodes(self, snapshot: ClusterSnapshot) -> NodeListing:
+        """The cluster's Node objects (``GET /api/v1/nodes``, paginated) and the
+        snapshot's live pods on them; a node that cannot be read is skipped. A list
+        the API server refuses (403: the read role has no ``list nodes``) or cannot
+        answer gives no nodes and the reason. The pods are None when this adapter
+        reads only some namespaces (the others' pods on the nodes are unknown)."""
+        try:
+            items = self.reader.list(kube_client.NODES) or []
+        except SourceUnavailable as exc:
+            logger.warning("cluster %s: nodes not listed: %s", self.cluster_name, exc)
+            return NodeListing(source=FROM_API_SERVER, nodes=None, problem=str(exc))
+        nodes: list[NodeRecord] = []
+        for item in items:
+            try:
+                nodes.append(kube_objects.node_of(item))
+            except ValueError as exc:
+                logger.warning("cluster %s: skipped %s", self.cluster_name, exc)
+        sees_every_pod = self.namespace is None and not self.namespace_selector
+        return NodeListing(
+            source=FROM_API_SERVER,
+            nodes=tuple(nodes),
+            pods=_pods_on_nodes(snapshot) if sees_every_pod else None,
+        )
+
+
+def _pods_on_nodes(snapshot: ClusterSnapshot) -> tuple[PodRequests, ...]:
+    """The snapshot's scheduled live pods with their containers' requests (init
+    containers left out)."""
+    return tuple(
+        PodRequests(
+            namespace=pod.namespace,
+            name=pod.name,
+            node=pod.node_name,
+            containers={
+                c.name: (c.requests.cpu_millicores or 0, c.requests.memory_bytes or 0)
+                for c in pod.containers
+                if c.kind != "init"
+            },
+            owner_kind=DAEMONSET if workload.kind == DAEMONSET else "",
+            owner_name=workload.name,
+        )
+        for workload in snapshot.workloads
+        for pod in workload.pods
+        if pod.node_name
+    )
 
 
 def _warn(warnings: list[str], cluster_name: str, message: str) -> None:

@@ -35,6 +35,7 @@ from recommender.cluster.base import (
     WorkloadInfo,
 )
 from recommender.cluster.label_selector import matches, parse
+from recommender.cluster.nodes import NodeListing
 from recommender.cluster.simulated_admission import ADMITTED, Admit
 from recommender.cluster.simulated_hpas import HpaOverride, hpa_object, summaries
 from recommender.cluster.simulated_labels import namespace_labels, workload_labels
@@ -640,6 +641,13 @@ class SimulatedCluster:
             template=template,
             admit=self.admit,
         )
+
+    def list_nodes(self, snapshot: ClusterSnapshot) -> NodeListing:
+        """The fixed node layout of the fleet and the snapshot's pods on it."""
+        # Imported here: the layout module builds on this one's fleet.
+        from recommender.cluster.simulated_nodes import simulated_listing
+
+        return simulated_listing(self.fleet, snapshot)
 
     def discover(self) -> ClusterSnapshot:
         """Workloads with their live pods at ``now``, and recent OOM kills."""

@@ -12,6 +12,7 @@ import yaml
 from recommender.cluster.kubernetes import KubernetesAdapter
 from recommender.errors import SourceUnavailable
 from recommender.sources.metrics_server import MetricsServerSource
+from tests.k8s_fake.nodes import recorded_nodes
 from tests.k8s_fake.plugin import FAST
 from tests.k8s_fake.server import FakeApiServer, load_fixtures, write_kubeconfig
 
@@ -58,7 +59,10 @@ def read_everything(server: FakeApiServer, tmp_path: Path) -> None:
     )
     try:
         adapter.check_connection()
-        adapter.discover()
+        snapshot = adapter.discover()
+        listing = adapter.list_nodes(snapshot)
+        assert listing.problem == ""
+        assert len(listing.nodes or ()) == len(recorded_nodes())
         opted_in.check_connection()
         assert {w.namespace for w in opted_in.discover().workloads} == {"shop"}
         source.fetch_usage(namespace=None, start_s=0.0, end_s=2e9, step_s=60.0)
@@ -78,7 +82,7 @@ def test_the_role_grants_only_read_verbs():
 
 def test_the_shipped_role_is_enough_and_every_rule_is_used(tmp_path):
     allowed = allowed_lists(cluster_role_rules())
-    server = FakeApiServer(load_fixtures(), allowed=allowed).start()
+    server = FakeApiServer(load_fixtures() + recorded_nodes(), allowed=allowed).start()
     try:
         read_everything(server, tmp_path)
     finally:
@@ -95,6 +99,15 @@ def test_the_shipped_role_is_enough_and_every_rule_is_used(tmp_path):
             listed.add((parts[1], parts[-1]))
     # Every rule is needed (nothing granted "just in case").
     assert listed == allowed
+
+
+def test_the_shipped_role_lists_nodes():
+    """A reader without ``list nodes`` gets 403 (k8s-wire nodes/07): the shipped role
+    grants get, list and watch on nodes, and nothing else about them."""
+    rules = [r for r in cluster_role_rules() if "nodes" in r["resources"]]
+    assert rules == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
+    ]
 
 
 def test_without_a_rule_the_error_names_the_forbidden_resource(tmp_path):

@@ -9,16 +9,20 @@ refresh packs each pool now and at the stored recommendations.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 from django.conf import settings as django_settings
 
 from recommender.engine.binpack import NodeShape
-from recommender.models import Container, NodePool, RefreshRun, Workload
+from recommender.models import Cluster, Container, NodePool, RefreshRun, Workload
 from recommender.models.provisioning import HOURS_PER_MONTH
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.engine.test_binpack import one_by_one
+from tests.factories import make_user
 from tests.integration.test_prometheus_oom_sources import at, refresh_against
+from tests.k8s_fake.server import FakeApiServer, write_kubeconfig
 from tests.prometheus_support.fixtures import END_S, LoadedPrometheus, loaded_prometheus
 from tests.prometheus_support.k8s_objects import objects_for
 from tests.web.conftest import client_for
@@ -229,3 +233,107 @@ def test_a_price_table_row_matches_the_nodes_labels(
     assert pools["batch-pool"].node_monthly_cost == pytest.approx(
         HOURS_PER_MONTH * 3 * (8 * core + 32 * gib)
     )
+
+
+# NODES' kube-state-metrics label names, as Kubernetes label keys.
+KUBERNETES_KEYS = {
+    "label_node_kubernetes_io_instance_type": "node.kubernetes.io/instance-type",
+    "label_cloud_google_com_gke_nodepool": "cloud.google.com/gke-nodepool",
+}
+
+
+def api_nodes() -> list[dict]:
+    """``NODES`` as the API server lists them: the recorded Node (k8s-wire nodes/11,
+    wire-gp-a) with each node's name, pool label and allocatable."""
+    from tests.k8s_fake.nodes import recorded_nodes
+
+    (template,) = [n for n in recorded_nodes() if n["metadata"]["name"] == "wire-gp-a"]
+    nodes = []
+    for name, (label, cores, memory, pods) in NODES.items():
+        node = copy.deepcopy(template)
+        key, value = label.split("=")
+        key = KUBERNETES_KEYS[key]
+        node["metadata"]["name"] = name
+        node["metadata"]["labels"] = {
+            "kubernetes.io/hostname": name,
+            key: value.strip('"'),
+        }
+        node["status"]["allocatable"] = {
+            "cpu": str(cores),
+            "memory": f"{memory // GIB}Gi",
+            "pods": str(pods),
+        }
+        nodes.append(node)
+    return nodes
+
+
+@pytest.fixture
+def refresh_with_api(tmp_path, settings, monkeypatch):
+    """refresh_against's set-up, handing back the fake API server too."""
+    servers: list[FakeApiServer] = []
+
+    def start(url: str, objects: list[dict]) -> tuple[FakeApiServer, Cluster]:
+        server = FakeApiServer(objects).start()
+        servers.append(server)
+        kubeconfig = write_kubeconfig(
+            tmp_path / "kubeconfig", {"fake": server}, current="fake"
+        )
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        settings.PROMETHEUS_URL = url
+        settings.PROMETHEUS_BACKFILL_DAYS = 8
+        settings.CHECKPOINT_INTERVAL_S = 0
+        return server, Cluster.objects.create(
+            name="prod", kind=Cluster.Kind.KUBERNETES, context="fake"
+        )
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def client_for_admin():
+    from recommender.roles import Role
+
+    return client_for(make_user("pool-admin", Role.ADMIN))
+
+
+def pools_of(cluster: Cluster) -> dict[str, tuple]:
+    return {
+        p.name: (p.nodes, p.pods, p.nodes_needed_now, p.nodes_needed_after)
+        for p in NodePool.objects.filter(cluster=cluster)
+    }
+
+
+def test_nodes_come_from_the_api_server_and_from_kube_state_metrics_without_the_role(
+    prometheus_with_nodes, refresh_with_api
+):
+    loaded = prometheus_with_nodes
+    # The API server lists the nodes: they are the pools' nodes, the pods on them
+    # still kube-state-metrics' (every namespace's).
+    server, cluster = refresh_with_api(loaded.url, on_nodes(loaded) + api_nodes())
+    run = refresh_cluster(cluster_id=cluster.pk, now=at(loaded.end_s))
+    assert run.status == RefreshRun.Status.SUCCEEDED, run.error
+    from_api = pools_of(cluster)
+    assert set(from_api) == {"m5.large", "batch-pool"}
+    for pool in NodePool.objects.filter(cluster=cluster):
+        assert (pool.node_source, pool.node_source_note) == ("api-server", "")
+    assert server.gets("/api/v1/nodes")
+
+    # A read role without list nodes (k8s-wire nodes/07): the same pools from
+    # kube-state-metrics' series, and the 403 said.
+    NodePool.objects.all().delete()
+    server.allowed = {(c.group, c.plural) for c in server._collections.values()} - {
+        ("", "nodes")
+    }
+    run = refresh_cluster(cluster_id=cluster.pk, now=at(loaded.end_s))
+    assert run.status == RefreshRun.Status.SUCCEEDED, run.error
+    assert pools_of(cluster) == from_api
+    pool = NodePool.objects.get(cluster=cluster, name="m5.large")
+    assert pool.node_source == "kube-state-metrics"
+    assert "HTTP 403" in pool.node_source_note
+    assert 'cannot list resource "nodes"' in pool.node_source_note
+    body = client_for_admin().get("/api/v1/rollups?by=cluster").json()
+    listed = {p["name"]: p for p in body["node_pools"]}
+    assert listed["m5.large"]["node_source"] == "kube-state-metrics"
+    assert "HTTP 403" in listed["m5.large"]["node_source_note"]
+    assert body["node_pools_total"]["nodes"] == 3

@@ -15,6 +15,9 @@ answers as a real API server would:
   ``apiVersion``/``kind``, custom resources with them;
 - ``Status`` bodies for errors: 401 without the bearer token, 404 for an unknown path or
   an API that is switched off (``unserve``), 405 for any other write;
+- Nodes (``nodes.py``, from tests/fixtures/k8s-wire/nodes: a test adds
+  ``nodes.recorded_nodes()``): lists as the collections above, one node by name, 404
+  and 403 as recorded;
 - the writes vpaweb's updater makes (evictions, resizes, pod annotations, Events,
   Leases, VPA status), answered as the recordings in tests/fixtures/k8s-wire: see
   ``writes.py``;
@@ -43,7 +46,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.k8s_fake import hpa, limit_ranger, rbac, writes
+from tests.k8s_fake import hpa, limit_ranger, nodes, rbac, writes
 from tests.k8s_fake.webhooks import WebhookConfigurations
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -56,6 +59,7 @@ KINDS: dict[str, tuple[str, str, str, bool, bool]] = {
     "LimitRange": ("", "v1", "limitranges", True, True),
     "ReplicationController": ("", "v1", "replicationcontrollers", True, True),
     "Namespace": ("", "v1", "namespaces", False, True),
+    "Node": ("", "v1", "nodes", False, True),
     "Deployment": ("apps", "v1", "deployments", True, True),
     "StatefulSet": ("apps", "v1", "statefulsets", True, True),
     "DaemonSet": ("apps", "v1", "daemonsets", True, True),
@@ -464,6 +468,9 @@ class FakeApiServer:
                 request.method, parts.path, request.body
             )
             return self._send(handler, code, answer)
+        node_answer = nodes.handle(self, request.method, parts.path)
+        if node_answer is not None:
+            return self._send(handler, *node_answer)
         if request.method != "GET":
             with self._lock:
                 holds = [e for p, e in self.held_writes.items() if p in parts.path]
@@ -560,7 +567,12 @@ class FakeApiServer:
                 f'cannot list resource "{collection.plural}" in API group '
                 f'"{collection.group}" {scope}'
             )
-            return self._send(handler, 403, _status(403, "Forbidden", message))
+            # details as recorded: k8s-wire nodes/07 (core), hpa/11 (a group).
+            details = {"group": collection.group} if collection.group else {}
+            details["kind"] = collection.plural
+            return self._send(
+                handler, 403, {**_status(403, "Forbidden", message), "details": details}
+            )
         try:
             body = self._list(collection, namespace, query)
         except ValueError as exc:

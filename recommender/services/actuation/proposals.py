@@ -54,6 +54,7 @@ from recommender.services.advice.advise import (
 from recommender.services.advice.history import enough_history_q
 from recommender.services.advice.limits import limit_ranges_by_namespace
 from recommender.services.policy.validation import parse_container_policies
+from recommender.services.readmodels.node_pools import node_allocatables
 
 S = ResizeChange.Status
 LIVE_PHASES = ("Running", "Pending")
@@ -180,6 +181,8 @@ class UpdaterContext:
     # Coordinated HPA mode: per workload, its changes whose HPA patch took, newest
     # first (``hpa_coordination.rollout_of``).
     hpa_rollouts: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    # The cluster's largest nodes: no resize a node cannot hold is proposed.
+    node_allocatables: tuple[tuple[int, int], ...] | None = None
 
     def status_of(self, key: tuple[int, str]) -> str:
         """The open change's status as this cycle last set it."""
@@ -258,6 +261,7 @@ def load_context(
     ranges = limit_ranges_by_namespace(
         cluster_id=cluster.pk, namespaces={w.namespace for w in by_id.values()}
     )
+    context.node_allocatables = node_allocatables(cluster_id=cluster.pk)
     context.by_id = by_id
     for row in ResizeChange.objects.filter(
         workload__cluster=cluster, status__in=workflow.OPEN
@@ -429,7 +433,14 @@ def _plan_workload(
     )
 
     def planned(pod: PodInfo, held: Any) -> tuple[Any, ...]:
-        capped, off = capped_recommendations(pod, latest, policies, pair, held)
+        capped, off = capped_recommendations(
+            pod,
+            latest,
+            policies,
+            pair,
+            held,
+            node_allocatables=context.node_allocatables,
+        )
         before, after = new_resources(pod, capped, policies, pair[0])
         if decision.limit_range_refusals(pod, before, after, pair):
             # No change LimitRanger would refuse (it validates resizes; the

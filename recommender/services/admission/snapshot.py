@@ -57,6 +57,7 @@ from recommender.models.actuation import kill_switch_reason
 from recommender.services.advice.advise import AdviceInputs, load_advice_inputs
 from recommender.services.advice.limits import item_from_dict
 from recommender.services.readmodels.generation import JOURNAL_KEEP, shared_generation
+from recommender.services.readmodels.node_pools import node_allocatables
 
 logger = logging.getLogger(__name__)
 
@@ -152,6 +153,8 @@ class AdmissionSnapshot:
     # read (None: a full rebuild).
     cpu_seconds: float = 0.0
     reloaded: int | None = None
+    # The cluster's largest nodes (AdviceInputs.node_allocatables), read once a load.
+    node_allocatables: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -238,6 +241,7 @@ def _entries(
     *,
     cluster_id: int,
     limit_ranges: Mapping[str, LimitRangePair],
+    nodes: tuple[tuple[int, int], ...] | None,
 ) -> list[WorkloadEntry]:
     """The entries of workload rows (``_COLUMNS``), with the advice inputs of the
     actionable ones: read the one way advice reads them, the static coefficient
@@ -269,7 +273,7 @@ def _entries(
         return entries
     inputs = load_advice_inputs(cluster_id=cluster_id, keys=actionable)
     return [
-        _with_inputs(e, inputs[e.key], limit_ranges) if e.is_actionable else e
+        _with_inputs(e, inputs[e.key], limit_ranges, nodes) if e.is_actionable else e
         for e in entries
     ]
 
@@ -278,6 +282,7 @@ def _with_inputs(
     entry: WorkloadEntry,
     inputs: AdviceInputs,
     limit_ranges: Mapping[str, LimitRangePair],
+    nodes: tuple[tuple[int, int], ...] | None,
 ) -> WorkloadEntry:
     container_range, pod_range = limit_ranges.get(entry.namespace, (None, None))
     return replace(
@@ -287,6 +292,7 @@ def _with_inputs(
             coefficient=None,
             container_range=container_range,
             pod_range=pod_range,
+            node_allocatables=nodes,
         ),
     )
 
@@ -304,13 +310,14 @@ def load_snapshot(
     started, cpu_started = time.perf_counter(), time.thread_time()
     kill_switch = kill_switch_reason() or ""
     limit_ranges = _limit_ranges(cluster.pk)
+    nodes = node_allocatables(cluster_id=cluster.pk)
     workloads: dict[WorkloadKey, WorkloadEntry] = {}
     keys_by_id: dict[int, WorkloadKey] = {}
     active = Workload.objects.filter(cluster=cluster, is_active=True).order_by("pk")
     last = 0
     while rows := list(active.filter(pk__gt=last).values_list(*_COLUMNS)[:CHUNK]):
         last = rows[-1][0]
-        _add_entries(rows, cluster, limit_ranges, workloads, keys_by_id)
+        _add_entries(rows, cluster, (limit_ranges, nodes), workloads, keys_by_id)
         pause()
     return AdmissionSnapshot(
         cluster_name=cluster.name,
@@ -321,18 +328,23 @@ def load_snapshot(
         kill_switch=kill_switch,
         keys_by_id=keys_by_id,
         cpu_seconds=time.thread_time() - cpu_started,
+        node_allocatables=nodes,
     )
 
 
 def _add_entries(
     rows: list[tuple[Any, ...]],
     cluster: Cluster,
-    limit_ranges: Mapping[str, LimitRangePair],
+    shared: tuple[Mapping[str, LimitRangePair], tuple[tuple[int, int], ...] | None],
     workloads: dict[WorkloadKey, WorkloadEntry],
     keys_by_id: dict[int, WorkloadKey],
 ) -> None:
-    """Put the entries of ``rows`` (``_COLUMNS``) into a snapshot being built."""
-    for entry in _entries(rows, cluster_id=cluster.pk, limit_ranges=limit_ranges):
+    """Put the entries of ``rows`` (``_COLUMNS``) into a snapshot being built, with
+    the inputs every workload shares (the LimitRanges, the largest nodes)."""
+    limit_ranges, nodes = shared
+    for entry in _entries(
+        rows, cluster_id=cluster.pk, limit_ranges=limit_ranges, nodes=nodes
+    ):
         workloads[entry.key] = entry
         keys_by_id[entry.workload_id] = entry.key
 
@@ -351,6 +363,7 @@ def reload_snapshot(
     started, cpu_started = time.perf_counter(), time.thread_time()
     kill_switch = kill_switch_reason() or ""
     limit_ranges = _limit_ranges(cluster.pk)
+    nodes = node_allocatables(cluster_id=cluster.pk)
     workloads = dict(previous.workloads)
     keys_by_id = dict(previous.keys_by_id)
     moved = {
@@ -358,10 +371,11 @@ def reload_snapshot(
         for namespace in limit_ranges.keys() | previous.limit_ranges.keys()
         if limit_ranges.get(namespace) != previous.limit_ranges.get(namespace)
     }
-    if moved:  # the LimitRanges of a namespace changed: its cached inputs follow
+    nodes_moved = nodes != previous.node_allocatables
+    if moved or nodes_moved:  # the cached inputs follow what they share
         for key, entry in list(workloads.items()):
-            if entry.inputs is not None and entry.namespace in moved:
-                workloads[key] = _with_inputs(entry, entry.inputs, limit_ranges)
+            if entry.inputs is not None and (nodes_moved or entry.namespace in moved):
+                workloads[key] = _with_inputs(entry, entry.inputs, limit_ranges, nodes)
     ids = sorted(set(workload_ids))
     for start in range(0, len(ids), CHUNK):
         chunk = ids[start : start + CHUNK]
@@ -376,7 +390,7 @@ def reload_snapshot(
             .order_by()
             .values_list(*_COLUMNS)
         )
-        _add_entries(rows, cluster, limit_ranges, workloads, keys_by_id)
+        _add_entries(rows, cluster, (limit_ranges, nodes), workloads, keys_by_id)
         pause()
     return AdmissionSnapshot(
         cluster_name=cluster.name,
@@ -388,6 +402,7 @@ def reload_snapshot(
         keys_by_id=keys_by_id,
         cpu_seconds=time.thread_time() - cpu_started,
         reloaded=len(ids),
+        node_allocatables=nodes,
     )
 
 

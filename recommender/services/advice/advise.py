@@ -5,10 +5,13 @@ all run upstream's steps (``capping.go``, ``recommendation_provider.go``) in ord
    ``controlledResources`` drops the others; a multiplier scales before capping);
 2. ``capped_for_pod``: LimitRanges (Pod, then Container), minAllowed/maxAllowed;
 3. ``ContainerAdvice.resources_for``: limits kept at the limit:request ratio
-   (``engine.limits``). Inputs are read in one place (``load_advice_inputs``, a
-   constant number of queries); the steps are pure, so the webhook answers from a
-   cache. Without a recommendation: the namespace's static coefficient, or nothing.
+   (``engine.limits``); then a pod no node of its cluster could hold is left as it is
+   (``fits_no_node``). Inputs are read in one place (``load_advice_inputs``); the steps
+   are pure, so the webhook answers from a cache.
 """
+# Without a recommendation: the namespace's static coefficient, or nothing. The nodes
+# are the largest allocatable the node-pools step stored (readmodels/node_pools.py);
+# no caller proposes or writes a request no node can hold.
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from recommender.cluster.base import PodInfo, WorkloadKey
+from recommender.engine.binpack import fits_a_node
 from recommender.engine.capping import (
     MODE_OFF,
     CappedRecommendation,
@@ -34,6 +38,7 @@ from recommender.engine.limits import (
     NewContainerResources,
     requests_and_limits_for_container,
 )
+from recommender.engine.quantity import format_cpu, format_memory
 from recommender.engine.resources import RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import (
@@ -54,6 +59,7 @@ from recommender.services.advice.hpa import (
 from recommender.services.advice.limits import limit_ranges_by_namespace
 from recommender.services.advice.pod_spec import PodContainer, readable_pod_resources
 from recommender.services.policy.validation import parse_container_policies
+from recommender.services.readmodels.node_pools import node_allocatables
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +89,9 @@ class AdviceInputs:
     container_range: LimitRangeItem | None = None
     pod_range: LimitRangeItem | None = None
     coefficient: StaticCoefficient | None = None
+    # (cpu millicores, memory bytes) allocatable of the cluster's largest nodes
+    # (``readmodels.node_pools.node_allocatables``); None: no node is known.
+    node_allocatables: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +145,9 @@ class PodAdvice:
     namespace: str
     workload: Workload | None
     containers: list[ContainerAdvice] = field(default_factory=list)
+    # Why the pod is left as it is because no node could hold it at the advice's
+    # requests ("" when one can): the page and rightsize's notes show it.
+    fits_no_node: str = ""
 
 
 # --- Reading the inputs ---------------------------------------------------------------
@@ -205,7 +217,8 @@ def load_advice_inputs(
     ``keys`` are (namespace, kind, name); an owner vpaweb does not know (or knows only
     as a deleted workload) gets inputs without a workload. ``cluster_id`` None (the
     caller named no cluster) reads no LimitRange: vpaweb cannot tell which cluster's
-    namespace the pod would run in.
+    namespace the pod would run in. The nodes are not read: the caller (the
+    admission snapshot, page by page) sets them once for all (``node_allocatables``).
     """
     keys = list(dict.fromkeys(keys))
     workloads: dict[WorkloadKey, Workload] = {}
@@ -221,16 +234,21 @@ def load_advice_inputs(
             key = (row.namespace, row.kind, row.name)
             if key in wanted:
                 workloads[key] = row
-    return _assemble(cluster_id, [(key, workloads.get(key)) for key in keys])
+    return _assemble(
+        cluster_id, [(key, workloads.get(key)) for key in keys], with_nodes=False
+    )
 
 
 def _assemble(
     cluster_id: int | None,
     owners: list[tuple[WorkloadKey, Workload | None]],
     coefficients: dict[str, StaticCoefficient] | None = None,
+    *,
+    with_nodes: bool = True,
 ) -> dict[WorkloadKey, AdviceInputs]:
-    """AdviceInputs of owners whose workloads are read: recommendations, LimitRanges
-    and static coefficients, one query each."""
+    """AdviceInputs of owners whose workloads are read: recommendations, LimitRanges,
+    static coefficients and (``with_nodes``) the cluster's largest nodes, one query
+    each."""
     found = [w for _, w in owners if w is not None]
     latest: dict[int, dict[str, Recommendation]] = {w.pk: {} for w in found}
     for container in Container.objects.filter(
@@ -246,6 +264,11 @@ def _assemble(
     )
     if coefficients is None:
         coefficients = _coefficients(namespaces)
+    nodes = (
+        node_allocatables(cluster_id=cluster_id)
+        if with_nodes and cluster_id is not None
+        else None
+    )
     inputs = {}
     for key, workload in owners:
         namespace = key[0]
@@ -258,6 +281,7 @@ def _assemble(
             container_range=container_range,
             pod_range=pod_range,
             coefficient=coefficients.get(namespace),
+            node_allocatables=nodes,
         )
     return inputs
 
@@ -478,10 +502,14 @@ def capped_recommendations(
     policies: list[ContainerPolicy],
     ranges: tuple[LimitRangeItem | None, LimitRangeItem | None],
     hpa_conflicts: Sequence[Mapping[str, Any]] = (),
+    *,
+    node_allocatables: Sequence[tuple[int, int]] | None = None,
 ) -> tuple[dict[str, CappedRecommendation], frozenset[str]]:
     """Steps 1 and 2 for a running pod (the updater): the capped recommendation of
     each container that may be resized (init containers cannot be), and the
-    containers whose policy mode is Off. An HPA's resources are left out."""
+    containers whose policy mode is Off. An HPA's resources are left out; none is
+    given when the pod at those targets would fit no node of ``node_allocatables``
+    (``fits_no_node``)."""
     containers = [c for c in pod.containers if c.kind != "init"]
     # A policy that controls no resource leaves its container out (unless it is Off:
     # then the container is named among the Off ones).
@@ -499,7 +527,22 @@ def capped_recommendations(
     )
     off = frozenset(name for name, why in skipped.items() if why == OFF_REASON)
     engine = [ContainerResources(c.name, c.requests, c.limits) for c in containers]
-    return capped_for_pod(pending, engine, policies, ranges), off
+    capped = capped_for_pod(pending, engine, policies, ranges)
+    targets = []
+    for container in pod.containers:
+        requests = container.requests
+        rec = capped.get(container.name)
+        if rec is not None:
+            for resource in RESOURCE_NAMES:
+                amount = rec.target.get(resource)
+                if amount is not None:
+                    requests = requests.with_amount(resource, amount)
+        targets.append((container.kind == "init", requests))
+    too_large = fits_no_node(node_allocatables, *pod_request(targets))
+    if too_large:
+        logger.info("no resize of pod %s/%s: %s", pod.namespace, pod.name, too_large)
+        return {}, off
+    return capped, off
 
 
 def new_resources(
@@ -656,7 +699,85 @@ def advise(
                 default_limit=default_limit,
             )
         advice.append(_with_limits(replace(one, max_ratio=max_ratio)))
-    return PodAdvice(namespace=inputs.namespace, workload=workload, containers=advice)
+    too_large = _fits_no_node(inputs.node_allocatables, containers, advice)
+    if too_large:
+        logger.info("left a pod of %s as it is: %s", workload, too_large)
+        advice = [
+            a
+            if a.source == SOURCE_NONE
+            else ContainerAdvice(
+                name=a.name,
+                source=SOURCE_NONE,
+                reason=f"left as is: {too_large}",
+                controlled_values=a.controlled_values,
+                current=a.current,
+                default_limit=a.default_limit,
+            )
+            for a in advice
+        ]
+    return PodAdvice(
+        namespace=inputs.namespace,
+        workload=workload,
+        containers=advice,
+        fits_no_node=too_large,
+    )
+
+
+def pod_request(amounts: Iterable[tuple[bool, Resources]]) -> tuple[int, int]:
+    """A pod's effective request from its containers' (is_init, requests): the
+    larger of the others' sum and the largest init container (the scheduler's
+    rule; an absent amount counts 0)."""
+    total = [0, 0]
+    largest_init = [0, 0]
+    for is_init, requests in amounts:
+        for i, amount in enumerate((requests.cpu_millicores, requests.memory_bytes)):
+            if is_init:
+                largest_init[i] = max(largest_init[i], amount or 0)
+            else:
+                total[i] += amount or 0
+    return max(total[0], largest_init[0]), max(total[1], largest_init[1])
+
+
+def fits_no_node(
+    allocatables: Sequence[tuple[int, int]] | None, cpu: int, memory: int
+) -> str:
+    """Why a pod of these requests fits no node of its cluster ("" when one holds
+    it, or no node is known)."""
+    if allocatables is None or fits_a_node(allocatables, cpu, memory):
+        return ""
+    largest = ", ".join(
+        f"{format_cpu(c)} cpu and {format_memory(m)} memory" for c, m in allocatables
+    )
+    return (
+        f"at {format_cpu(cpu)} cpu and {format_memory(memory)} memory the pod fits "
+        f"no node of the cluster (the largest allocatable: {largest or 'none'}), so "
+        "vpaweb writes no such request"
+    )
+
+
+def _fits_no_node(
+    allocatables: Sequence[tuple[int, int]] | None,
+    containers: Sequence[PodContainer],
+    advice: Sequence[ContainerAdvice],
+) -> str:
+    """``fits_no_node`` of the pod at the advice's requests (the others' as they
+    are), when the advice changes a request."""
+    by_name = {a.name: a for a in advice}
+    amounts = []
+    changes = False
+    for container in containers:
+        one = by_name.get(container.name)
+        requests = container.requests
+        if one is not None and one.source != SOURCE_NONE:
+            for resource in RESOURCE_NAMES:
+                amount = one.requests.get(resource)
+                if amount is not None:
+                    changes = True
+                    requests = requests.with_amount(resource, amount)
+        amounts.append((container.is_init, requests))
+    if not changes:
+        return ""
+    return fits_no_node(allocatables, *pod_request(amounts))
 
 
 def gated_advice(

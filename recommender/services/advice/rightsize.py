@@ -469,7 +469,8 @@ def _rightsize_pod(pod: _Pod, options: RightsizeOptions, inputs: AdviceInputs) -
                 "source": result.source,
                 "reason": result.reason,
                 "changes": [],
-                "notes": [],
+                # A pod no node could hold at the advice is flagged, not written.
+                "notes": [advice.fits_no_node] if advice.fits_no_node else [],
                 "low_confidence": False,
             }
             continue

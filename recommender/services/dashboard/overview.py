@@ -35,7 +35,11 @@ from recommender.services.readmodels.namespace_totals import (
     CONFIDENCE_BANDS,
     NamespaceFacts,
 )
-from recommender.services.readmodels.node_pools import node_pools
+from recommender.services.readmodels.node_pools import (
+    PoolTotals,
+    node_pools,
+    pool_totals,
+)
 from recommender.services.readmodels.provisioning import (
     RECENT_OOM_WINDOW,
     Prices,
@@ -74,6 +78,7 @@ class Overview:
     oom_history_missing: list[tuple[str, datetime]] = field(default_factory=list)
     # Each node pool's nodes needed now and at the recommendations (node_pools.py).
     node_pools: Sequence[NodePool] = ()
+    node_pool_totals: PoolTotals | None = None
 
 
 @dataclass
@@ -260,6 +265,7 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
         key=lambda c: first_missing.index(c.pk),
     )
     runs = list(RefreshRun.objects.select_related("cluster")[:limit])
+    pools = node_pools()
     return Overview(
         fleet=fleet,
         by_cluster=totals.by_cluster,
@@ -296,5 +302,6 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
             .values_list("name", "oom_history_missing_since")
             if since is not None
         ],
-        node_pools=node_pools(),
+        node_pools=pools,
+        node_pool_totals=pool_totals(pools),
     )

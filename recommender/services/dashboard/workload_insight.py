@@ -134,6 +134,9 @@ class WorkloadInsight:
     patch_note: str
     # What the advice read (the webhook preview reuses it: no second read).
     advice_inputs: AdviceInputs | None = None
+    # Why the advice leaves the pods as they are: no node could hold them at the
+    # recommendation ("" when one can).
+    fits_no_node: str = ""
     # The HPA change per Utilization metric (services.advice.hpa.adjustments).
     hpa_adjustments: list[dict[str, Any]] = field(default_factory=list)
     # HPA triggers above the new limits (services.advice.hpa.trigger_warnings).
@@ -339,9 +342,10 @@ def workload_insight(
     # admission webhook cap it, limits from the same rule.
     inputs = inputs_for_workload(workload)
     pod = workload_pod(containers)
+    pod_advice = advise(inputs, pod)
     # The history gate, as the webhook and the updater apply it.
     gated, held = gated_advice(
-        inputs, advise(inputs, pod), include_short_history=include_short_history
+        inputs, pod_advice, include_short_history=include_short_history
     )
     advice = {a.name: a for a in gated.containers}
     # What the patch and the snippet write: readable quantities, rounded up.
@@ -426,6 +430,7 @@ def workload_insight(
         hpa_warnings=hpa_warnings,
         held_by_history=held,
         include_short_history=include_short_history,
+        fits_no_node=pod_advice.fits_no_node,
     )
 
 

@@ -24,7 +24,11 @@ from recommender.cluster import label_selector
 from recommender.errors import InvalidInput
 from recommender.models import NodePool, ProvisioningStatus, Workload
 from recommender.services.readmodels import group_totals, label_rollups
-from recommender.services.readmodels.node_pools import node_pools
+from recommender.services.readmodels.node_pools import (
+    PoolTotals,
+    node_pools,
+    pool_totals,
+)
 from recommender.services.readmodels.provisioning import Prices, risk_rules
 from recommender.services.readmodels.realized import realized_savings
 
@@ -143,6 +147,7 @@ class Rollup:
     total: RollupGroup
     # The node pools of the clusters summed (of ``cluster`` when given).
     node_pools: Sequence[NodePool] = ()
+    node_pool_totals: PoolTotals | None = None
 
 
 def default_label_key() -> str:
@@ -264,13 +269,15 @@ def rollup(
         for target in (group_of(values), total):
             target.realized_savings += realized[pk]
     ordered = sorted(groups.values(), key=lambda g: (-g.savings, g.cluster, g.name))
+    pools = node_pools(cluster=cluster)
     return Rollup(
         by=by,
         key=key,
         cluster=cluster,
         groups=ordered,
         total=total,
-        node_pools=node_pools(cluster=cluster),
+        node_pools=pools,
+        node_pool_totals=pool_totals(pools),
     )
 
 

@@ -339,7 +339,7 @@ def refresh_cluster(
             "checkpoints are unchanged; the next cycle starts again from them."
         )
         phases = recorder.phases
-        adapter: object = None
+        adapter: ClusterAdapter | None = None
         source: UsageSource | None = None
         # The read models (namespaces' totals, the hour's savings snapshot), once.
         with readmodels.kept_current(
