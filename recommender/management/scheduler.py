@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from recommender.services.actuation import control
@@ -32,12 +32,20 @@ PRUNE_INTERVAL_S = 3600.0
 PRUNE_OFFSET_S = 1800.0
 
 
+def _replace_broken_connection() -> None:
+    """Close this thread's connection if a database restart broke it (or it is past
+    CONN_MAX_AGE); the next query opens a new one."""
+    # Inside a caller's transaction (an embedding test's) the connection is not the
+    # loop's to close: Django would close it for not being in autocommit.
+    if not connection.in_atomic_block:
+        close_old_connections()
+
+
 def _dispatch(task: Any, what: str) -> None:
     """Run or queue ``task``; a failure is logged and the loop goes on (the next
     cycle starts from checkpoints)."""
-    # The loop's connection lives as long as the process: one a database restart
-    # broke (or past CONN_MAX_AGE) is closed here, and the task opens a new one.
-    close_old_connections()
+    # The loop's connection lives as long as the process.
+    _replace_broken_connection()
     try:
         task.delay()
     except Exception:
@@ -72,7 +80,7 @@ def run_periodic(
         # Sleep the rest of the interval, waking at once on stop.
         stop.wait(max(interval_s - elapsed, 0.0))
     # A graceful stop: another process may lead the updater at once.
-    close_old_connections()
+    _replace_broken_connection()
     try:
         control.release_locks(now=timezone.now())
     except Exception:
