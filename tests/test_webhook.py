@@ -199,6 +199,13 @@ def _ends(sock: socket.socket, *, within_s: float) -> bool:
     return False
 
 
+def _wait_for(condition, *, within_s: float = 10.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not condition():
+        assert time.monotonic() < deadline, "the webhook server never got there"
+        time.sleep(0.01)
+
+
 def test_slow_clients_connections_past_the_cap_and_large_bodies_are_bounded(
     certs, settings
 ):
@@ -251,10 +258,13 @@ def test_slow_clients_connections_past_the_cap_and_large_bodies_are_bounded(
                 status, answer = post(client(server, certs), body)
                 assert status == 200 and "patch" in answer["response"]
                 assert second.recv(65536).startswith(b"HTTP/1.1 503")
-        # Past the cap (6), a connection is closed at accept.
+        # Past the cap (6), a connection is closed at accept. The connections above
+        # give their slots back first, and the six held ones are counted before the
+        # seventh arrives (a loaded machine runs the server's threads late).
+        _wait_for(lambda: server.open_connections == 0)
         held = [socket.create_connection(("127.0.0.1", port)) for _ in range(6)]
         try:
-            time.sleep(0.2)
+            _wait_for(lambda: server.open_connections == 6)
             with socket.create_connection(("127.0.0.1", port)) as extra:
                 assert _ends(extra, within_s=0.5)
         finally:
