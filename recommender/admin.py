@@ -283,7 +283,7 @@ READ_ONLY: dict[type[Model], dict[str, Any]] = {
         ],
         "list_filter": ["kind", "status", "cluster"],
     },
-    # A status changes only through ResizeChange.swap_status (approvals, the updater).
+    # A status changes only through ResizeChange.transition (approvals, the updater).
     models.ResizeChange: {
         "list_display": [
             "workload",
