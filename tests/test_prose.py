@@ -9,7 +9,13 @@ exist, and documentation without references only the project's authors can follo
   (``recommender.engine.histogram``, perhaps with ``.symbol`` or ``.Class.member``)
   named in a docstring, README.md or docs/*.md exists; a relative Markdown link in
   them leads to a file.
-- README.md and docs/*.md name no issue numbers, seeds or the authors' design folder.
+- README.md and docs/*.md name no issue numbers, seeds or the authors' design folder;
+  no comment or docstring of the code (tests too, their fixtures aside) names an issue
+  number: a comment says why, and how a line came to be belongs in its commit message.
+- README.md is for a user: at most ``README_LINES`` (250) lines.
+- A measurement (a figure beside a date or a load average) stands in
+  ``BENCHMARKS_PAGE`` only, one row per bench; every other page says how to size
+  and links there.
 - Nothing under recommender/, vpaweb/, docs/ or README.md cites the authors' design
   notes (``DESIGN_NOTES``): name the upstream source a rule comes from instead.
 
@@ -19,7 +25,9 @@ as an argument, so the self-tests run them on small trees under tmp_path."""
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -252,6 +260,37 @@ def missing_names(root: Path) -> list[str]:
     return problems
 
 
+# Trees whose comments and docstrings name no issue number (recorded fixtures aside).
+ISSUE_TREES = (*CODE_TREES, "tests")
+ISSUE_EXEMPT = ("tests/fixtures",)
+
+
+def _comments_and_docstrings(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, text) of every comment and every line of every docstring."""
+    text = path.read_text()
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == tokenize.COMMENT:
+            yield token.start[0], token.string
+    for first, docstring, _ in docstrings(path):
+        for offset, line in enumerate(docstring.splitlines()):
+            yield first + offset, line
+
+
+def issue_numbers_in_code(root: Path) -> list[str]:
+    pattern = INTERNAL["an issue number"]
+    problems = []
+    for path in python_files(root, ISSUE_TREES):
+        relative = path.relative_to(root).as_posix()
+        if relative.startswith(ISSUE_EXEMPT):
+            continue
+        for number, line in _comments_and_docstrings(path):
+            for match in pattern.finditer(line):
+                problems.append(
+                    f"{relative}:{number}: names an issue number: {match.group()!r}"
+                )
+    return problems
+
+
 def internal_references(root: Path) -> list[str]:
     return [
         f"{path.relative_to(root)}:{number}: names {what}: {match.group()!r}"
@@ -293,6 +332,10 @@ def test_named_paths_and_modules_exist():
 
 def test_readme_and_docs_name_nothing_a_user_cannot_follow():
     assert internal_references(ROOT) == []
+
+
+def test_code_comments_and_docstrings_name_no_issue_number():
+    assert issue_numbers_in_code(ROOT) == []
 
 
 def test_code_and_docs_cite_upstream_not_the_authors_design_notes():
@@ -390,6 +433,27 @@ def test_internal_references_are_named(tmp_path):
         "docs/replay.md:2: names a seed number: 'seed 003'",
         f"docs/replay.md:2: names the shared folder: '../{SIBLING}'",
         "docs/replay.md:2: names the authors' ARCHITECTURE.md: 'ARCHITECTURE.md'",
+    ]
+
+
+def test_issue_numbers_in_comments_and_docstrings_are_named(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "recommender/a.py": (
+                '"""Bounded memory (issue 16)."""\n'
+                "x = 1  # the webhook (Issue #10) increments it\n"
+                'y = "issue 12"  # a string, not prose\n'
+                "# upstream's rule (kubernetes/autoscaler#8548); tissue 4\n"
+            ),
+            "tests/test_a.py": 'def test_a():\n    """Issue 14 §3: no samples."""\n',
+            "tests/fixtures/k8s-wire/README.py": "# recorded for issue 9\n",
+        },
+    )
+    assert issue_numbers_in_code(root) == [
+        "recommender/a.py:2: names an issue number: 'Issue #10'",
+        "recommender/a.py:1: names an issue number: 'issue 16'",
+        "tests/test_a.py:2: names an issue number: 'Issue 14'",
     ]
 
 
