@@ -317,7 +317,9 @@ def readme_too_long(root: Path) -> list[str]:
 
 
 def _paragraphs(text: str) -> Iterator[list[tuple[int, str]]]:
-    """(line number, line) of each paragraph or table, fenced code left out."""
+    """(line number, line) of each paragraph, fenced code left out; a table is one with
+    the paragraph right before it, which says what it measured."""
+    blocks: list[list[tuple[int, str]]] = []
     block: list[tuple[int, str]] = []
     fenced = False
     for number, line in enumerate(text.splitlines(), start=1):
@@ -326,12 +328,16 @@ def _paragraphs(text: str) -> Iterator[list[tuple[int, str]]]:
             line = ""
         if fenced or not line.strip():
             if block:
-                yield block
+                blocks.append(block)
             block = []
+        elif not block and line.lstrip().startswith("|") and blocks:
+            block = blocks.pop()  # the table's introduction, then the table
+            block.append((number, line))
         else:
             block.append((number, line))
     if block:
-        yield block
+        blocks.append(block)
+    yield from blocks
 
 
 def dated_measurements(root: Path) -> list[str]:
@@ -530,12 +536,17 @@ def test_dated_measurements_outside_the_benchmarks_page_are_named(tmp_path):
                 "A cycle at 2026-01-05T12:00:00Z took 3 s. Measured on 27 Nov 2026.\n"
                 "Sizing: see the benchmarks page (load average beside each row).\n"
             ),
+            "docs/engine.md": (
+                "Measured at load 13 on 2 cores:\n\n| run | time |\n|---|---|\n"
+                "| all | 178 s |\n\nSee load 2 of the list.\n"
+            ),
             "docs/benchmarks.md": "| 2026-11-27 | load 1.1 | 289 s |\n",
             "CONTRIBUTING.md": "`make test` takes 300 s at load average 0.7.\n",
         },
     )
     assert [problem.split(" (")[0] for problem in dated_measurements(root)] == [
         "README.md:2: a measurement dated or loaded",
+        "docs/engine.md:1: a measurement dated or loaded",
         "docs/refresh.md:3: a measurement dated or loaded",
         "docs/refresh.md:5: a measurement dated or loaded",
         "docs/refresh.md:6: a measurement dated or loaded",
