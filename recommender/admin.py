@@ -5,6 +5,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.db import transaction
+from django.db.models import Model
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -30,6 +31,11 @@ class ReadOnly:
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class ReadOnlyAdmin(ReadOnly, admin.ModelAdmin):
+    """The admin of a row vpaweb writes itself, registered with its options from
+    ``READ_ONLY``."""
 
 
 class WebhookInputAdmin(admin.ModelAdmin):
@@ -155,10 +161,179 @@ class ActuationControlAdmin(admin.ModelAdmin):
         obj.pk = saved.pk
 
 
-@admin.register(models.UpdaterLock)
-class UpdaterLockAdmin(ReadOnly, admin.ModelAdmin):
+# Rows vpaweb writes itself, with who writes them: one ReadOnlyAdmin each, of these
+# options.
+READ_ONLY: dict[type[Model], dict[str, Any]] = {
     # Taken and renewed by the updater (a database lease).
-    list_display = ["cluster", "holder", "acquired_at", "expires_at"]
+    models.UpdaterLock: {
+        "list_display": ["cluster", "holder", "acquired_at", "expires_at"],
+    },
+    # Written by discovery from the cluster's LimitRanges.
+    models.NamespaceLimitRange: {
+        "list_display": ["namespace", "cluster", "updated_at"],
+        "list_filter": ["cluster"],
+    },
+    # Written by the refresh cycle (the savings trend).
+    models.SavingsSnapshot: {
+        "list_display": [
+            "taken_at",
+            "cluster",
+            "namespace",
+            "workloads",
+            "savings_monthly",
+        ],
+        "list_filter": ["cluster"],
+        "date_hierarchy": "taken_at",
+    },
+    # Written by the refresh (the overview's sums).
+    models.NamespaceTotals: {
+        "list_display": [
+            "cluster",
+            "namespace",
+            "computed_at",
+            "workloads",
+            "containers",
+        ],
+        "list_filter": ["cluster"],
+    },
+    # Written by the refresh (nodes you can free).
+    models.NodePool: {
+        "list_display": [
+            "cluster",
+            "name",
+            "nodes",
+            "nodes_needed_now",
+            "nodes_needed_after",
+            "computed_at",
+        ],
+        "list_filter": ["cluster"],
+    },
+    # Written by the refresh (the lists' facts).
+    models.WorkloadTotals: {
+        "list_display": ["workload", "shortfall", "missing_count", "no_data_count"],
+        "list_select_related": ["workload"],
+        "raw_id_fields": ["workload"],
+    },
+    # Written by the refresh (the rollups' amounts).
+    models.WorkloadAmounts: {
+        "list_display": [
+            "workload",
+            "containers",
+            "covered",
+            "requested_cpu_millicores",
+        ],
+        "list_select_related": ["workload"],
+        "raw_id_fields": ["workload"],
+    },
+    # Written by the refresh (the rollups' sums per group): shown, never edited here.
+    models.GroupTotals: {
+        "list_display": [
+            "cluster",
+            "namespace",
+            "kind",
+            "label",
+            "workloads",
+            "savings",
+        ],
+        "list_filter": ["cluster"],
+    },
+    # Written by the refresh (the workload charts' hourly usage).
+    models.UsageHour: {
+        "list_display": ["container", "ends_at", "cpu_max_cores", "memory_max_bytes"],
+        "list_select_related": ["container"],
+        "raw_id_fields": ["container"],
+    },
+    # Written by discovery from the pods' owner references.
+    models.WorkloadPod: {
+        "list_display": ["name", "namespace", "workload", "owner_kind", "last_seen_at"],
+        "list_filter": ["cluster"],
+        "search_fields": ["name", "namespace", "workload__name"],
+        "raw_id_fields": ["workload"],
+    },
+    models.Checkpoint: {
+        "list_display": [
+            "container",
+            "histogram_key",
+            "last_sample_at",
+            "sample_count",
+            "version",
+        ],
+        "raw_id_fields": ["container"],
+        "exclude": ["state"],
+    },
+    models.OomKill: {
+        "list_display": [
+            "container",
+            "pod",
+            "occurred_at",
+            "memory_request_bytes",
+            "is_eviction",
+        ],
+        "raw_id_fields": ["container"],
+    },
+    models.RefreshRun: {
+        "list_display": [
+            "kind",
+            "cluster",
+            "shard",
+            "status",
+            "started_at",
+            "finished_at",
+            "progress",
+        ],
+        "list_filter": ["kind", "status", "cluster"],
+    },
+    # A status changes only through ResizeChange.transition (approvals, the updater).
+    models.ResizeChange: {
+        "list_display": [
+            "workload",
+            "pod",
+            "method",
+            "status",
+            "created_at",
+            "decided_by",
+        ],
+        "list_filter": ["status", "method"],
+        "raw_id_fields": ["workload"],
+    },
+    # The trail is written by record_audit beside each change, never by hand.
+    models.AuditEvent: {
+        "list_display": ["created_at", "actor_label", "action", "workload", "message"],
+        "list_filter": ["action"],
+        "raw_id_fields": ["workload"],
+    },
+    # Tokens are created and revoked through the dashboard or `manage.py apitoken`,
+    # which show the key once and audit the change; the admin only lists them.
+    models.ApiToken: {
+        "list_display": [
+            "name",
+            "scope",
+            "key_prefix",
+            "created_by",
+            "created_at",
+            "revoked_at",
+        ],
+        "list_filter": ["scope"],
+        "exclude": ["key_hash"],
+    },
+    # The webhook's journal of changed workloads, written by the services.
+    models.AdmissionChange: {
+        "list_display": ["id", "cluster", "workload_id", "created_at"],
+        "list_filter": ["cluster"],
+    },
+    models.AdmissionCount: {
+        "list_display": ["cluster_name", "minute", "outcome", "count"],
+        "list_filter": ["outcome", "cluster_name"],
+        "date_hierarchy": "minute",
+    },
+    # Which event reached which channel (read-only).
+    models.NotificationDelivery: {
+        "list_display": ["channel", "event", "key", "sent_at"],
+        "list_filter": ["channel", "event"],
+    },
+}
+for _model, _options in READ_ONLY.items():
+    admin.site.register(_model, ReadOnlyAdmin, **_options)
 
 
 @admin.register(models.SimulatedPodState)
@@ -193,82 +368,6 @@ class WorkloadAdmin(WebhookInputAdmin):
 
     def workload_of(self, obj: Any) -> models.Workload:
         return obj  # type: ignore[no-any-return]
-
-
-@admin.register(models.NamespaceLimitRange)
-class NamespaceLimitRangeAdmin(ReadOnly, admin.ModelAdmin):
-    # Written by discovery from the cluster's LimitRanges.
-    list_display = ["namespace", "cluster", "updated_at"]
-    list_filter = ["cluster"]
-
-
-@admin.register(models.SavingsSnapshot)
-class SavingsSnapshotAdmin(ReadOnly, admin.ModelAdmin):
-    # Written by the refresh cycle (the savings trend).
-    list_display = ["taken_at", "cluster", "namespace", "workloads", "savings_monthly"]
-    list_filter = ["cluster"]
-    date_hierarchy = "taken_at"
-
-
-@admin.register(models.NamespaceTotals)
-class NamespaceTotalsAdmin(ReadOnly, admin.ModelAdmin):
-    # Written by the refresh (the overview's sums).
-    list_display = ["cluster", "namespace", "computed_at", "workloads", "containers"]
-    list_filter = ["cluster"]
-
-
-@admin.register(models.NodePool)
-class NodePoolAdmin(ReadOnly, admin.ModelAdmin):
-    # Written by the refresh (nodes you can free).
-    list_display = [
-        "cluster",
-        "name",
-        "nodes",
-        "nodes_needed_now",
-        "nodes_needed_after",
-        "computed_at",
-    ]
-    list_filter = ["cluster"]
-
-
-@admin.register(models.WorkloadTotals)
-class WorkloadTotalsAdmin(ReadOnly, admin.ModelAdmin):
-    # Written by the refresh (the lists' facts).
-    list_display = ["workload", "shortfall", "missing_count", "no_data_count"]
-    list_select_related = ["workload"]
-    raw_id_fields = ["workload"]
-
-
-@admin.register(models.WorkloadAmounts)
-class WorkloadAmountsAdmin(ReadOnly, admin.ModelAdmin):
-    # Written by the refresh (the rollups' amounts).
-    list_display = ["workload", "containers", "covered", "requested_cpu_millicores"]
-    list_select_related = ["workload"]
-    raw_id_fields = ["workload"]
-
-
-@admin.register(models.GroupTotals)
-class GroupTotalsAdmin(ReadOnly, admin.ModelAdmin):
-    # Written by the refresh (the rollups' sums per group): shown, never edited here.
-    list_display = ["cluster", "namespace", "kind", "label", "workloads", "savings"]
-    list_filter = ["cluster"]
-
-
-@admin.register(models.UsageHour)
-class UsageHourAdmin(ReadOnly, admin.ModelAdmin):
-    # Written by the refresh (the workload charts' hourly usage).
-    list_display = ["container", "ends_at", "cpu_max_cores", "memory_max_bytes"]
-    list_select_related = ["container"]
-    raw_id_fields = ["container"]
-
-
-@admin.register(models.WorkloadPod)
-class WorkloadPodAdmin(ReadOnly, admin.ModelAdmin):
-    # Written by discovery from the pods' owner references.
-    list_display = ["name", "namespace", "workload", "owner_kind", "last_seen_at"]
-    list_filter = ["cluster"]
-    search_fields = ["name", "namespace", "workload__name"]
-    raw_id_fields = ["workload"]
 
 
 @admin.register(models.Container)
@@ -314,77 +413,6 @@ class RecommendationAdmin(ReadOnly, WebhookInputAdmin):
         return obj.container.workload  # type: ignore[no-any-return]
 
 
-@admin.register(models.Checkpoint)
-class CheckpointAdmin(ReadOnly, admin.ModelAdmin):
-    list_display = [
-        "container",
-        "histogram_key",
-        "last_sample_at",
-        "sample_count",
-        "version",
-    ]
-    raw_id_fields = ["container"]
-    exclude = ["state"]
-
-
-@admin.register(models.OomKill)
-class OomKillAdmin(ReadOnly, admin.ModelAdmin):
-    list_display = [
-        "container",
-        "pod",
-        "occurred_at",
-        "memory_request_bytes",
-        "is_eviction",
-    ]
-    raw_id_fields = ["container"]
-
-
-@admin.register(models.RefreshRun)
-class RefreshRunAdmin(ReadOnly, admin.ModelAdmin):
-    list_display = [
-        "kind",
-        "cluster",
-        "shard",
-        "status",
-        "started_at",
-        "finished_at",
-        "progress",
-    ]
-    list_filter = ["kind", "status", "cluster"]
-
-
-@admin.register(models.ResizeChange)
-class ResizeChangeAdmin(ReadOnly, admin.ModelAdmin):
-    # A status changes only through ResizeChange.swap_status (approvals, the updater).
-    list_display = ["workload", "pod", "method", "status", "created_at", "decided_by"]
-    list_filter = ["status", "method"]
-    raw_id_fields = ["workload"]
-
-
-@admin.register(models.AuditEvent)
-class AuditEventAdmin(ReadOnly, admin.ModelAdmin):
-    # The trail is written by record_audit beside each change, never by hand.
-    list_display = ["created_at", "actor_label", "action", "workload", "message"]
-    list_filter = ["action"]
-    raw_id_fields = ["workload"]
-
-
-@admin.register(models.ApiToken)
-class ApiTokenAdmin(ReadOnly, admin.ModelAdmin):
-    # Tokens are created and revoked through the dashboard or `manage.py apitoken`,
-    # which show the key once and audit the change; the admin only lists them.
-    list_display = [
-        "name",
-        "scope",
-        "key_prefix",
-        "created_by",
-        "created_at",
-        "revoked_at",
-    ]
-    list_filter = ["scope"]
-    exclude = ["key_hash"]
-
-
 @admin.register(models.StaticCoefficient)
 class StaticCoefficientAdmin(admin.ModelAdmin):
     list_display = [
@@ -394,20 +422,6 @@ class StaticCoefficientAdmin(admin.ModelAdmin):
         "updated_at",
         "updated_by",
     ]
-
-
-@admin.register(models.AdmissionChange)
-class AdmissionChangeAdmin(ReadOnly, admin.ModelAdmin):
-    # The webhook's journal of changed workloads, written by the services.
-    list_display = ["id", "cluster", "workload_id", "created_at"]
-    list_filter = ["cluster"]
-
-
-@admin.register(models.AdmissionCount)
-class AdmissionCountAdmin(ReadOnly, admin.ModelAdmin):
-    list_display = ["cluster_name", "minute", "outcome", "count"]
-    list_filter = ["outcome", "cluster_name"]
-    date_hierarchy = "minute"
 
 
 class NotificationChannelForm(forms.ModelForm):
@@ -472,11 +486,3 @@ class NotificationChannelAdmin(admin.ModelAdmin):
         "last_error",
     ]
     readonly_fields = ["last_sent_at", "last_error", "last_error_at", "created_at"]
-
-
-@admin.register(models.NotificationDelivery)
-class NotificationDeliveryAdmin(ReadOnly, admin.ModelAdmin):
-    """Which event reached which channel (read-only)."""
-
-    list_display = ["channel", "event", "key", "sent_at"]
-    list_filter = ["channel", "event"]

@@ -12,7 +12,7 @@
 #   ``/metrics``: containers without a recommendation, the last finished run of each
 #   kind and outcome, runs in progress. Any web replica answers the same.
 #
-# The webhook (issue 10) and the updater (issue 11) increment the ``WEBHOOK_*`` and
+# The webhook and the updater increment the ``WEBHOOK_*`` and
 # ``UPDATER_*`` objects below from their own code; nothing else defines metrics.
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ WEBHOOK_LATENCY = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
 
-# --- Updater hooks (issue 11 increments these); method: in-place or eviction ------
+# --- Updater hooks (the updater increments these); method: in-place or eviction ---
 UPDATER_PROPOSALS = Counter(
     "vpaweb_updater_proposals", "Resize changes proposed, by method.", ["method"]
 )

@@ -66,7 +66,7 @@ def test_the_cluster_form_checks_the_namespace_selector(db):
 
 
 # Rows vpaweb writes itself: the refresh's history and read models, discovery's
-# records, resize changes (their status moves only through ResizeChange.swap_status),
+# records, resize changes (their status moves only through ResizeChange.transition),
 # the audit trail, the updater's lease, tokens (created through their audited service)
 # and deliveries.
 WRITTEN_BY_VPAWEB = [

@@ -306,3 +306,49 @@ def test_the_outside_checker_finds_a_forbidden_import(tmp_path):
         "benchmarks/bench_x.py:2: benchmarks imports recommender.api",
         "tools/shot.py:1: tools imports recommender.models",
     ]
+
+
+def test_no_import_cycle_inside_services_engine_or_models():
+    # ``python -m tests.tools.import_cycles`` prints every cycle of the tree.
+    from tests.tools.import_cycles import unexpected_cycles
+
+    assert unexpected_cycles(SOURCE, ("services", "engine", "models")) == []
+
+
+def test_the_cycle_finder_finds_module_cycles_but_not_the_named_ones(tmp_path):
+    from tests.tools.import_cycles import unexpected_cycles
+
+    package = tmp_path / "recommender"
+    for folder in ("services/admission", "engine", "cluster"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "services" / "admission" / "decision.py").write_text(
+        "from recommender.services.admission.patch import build_patch\n"
+    )
+    (package / "services" / "admission" / "patch.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from .decision import PodContainerRef\n"
+    )
+    # The engine's named cycle, through a function-local import.
+    (package / "engine" / "aggregation.py").write_text(
+        "from .oom import record_ooms\nfrom .checkpoint import x\n"
+    )
+    (package / "engine" / "oom.py").write_text("from . import aggregation\n")
+    (package / "engine" / "checkpoint.py").write_text(
+        "def f():\n    from recommender.engine.aggregation import AggregateSet\n"
+    )
+    (package / "cluster" / "a.py").write_text("from recommender.cluster import b\n")
+    (package / "cluster" / "b.py").write_text("import recommender.cluster.a\n")
+    assert unexpected_cycles(package, ("services", "engine")) == [
+        [
+            "recommender.services.admission.decision",
+            "recommender.services.admission.patch",
+        ]
+    ]
+    assert unexpected_cycles(package) == [
+        ["recommender.cluster.a", "recommender.cluster.b"],
+        [
+            "recommender.services.admission.decision",
+            "recommender.services.admission.patch",
+        ],
+    ]

@@ -9,7 +9,13 @@ exist, and documentation without references only the project's authors can follo
   (``recommender.engine.histogram``, perhaps with ``.symbol`` or ``.Class.member``)
   named in a docstring, README.md or docs/*.md exists; a relative Markdown link in
   them leads to a file.
-- README.md and docs/*.md name no issue numbers, seeds or the authors' design folder.
+- README.md and docs/*.md name no issue numbers, seeds or the authors' design folder;
+  no comment or docstring of the code (tests too, their fixtures aside) names an issue
+  number: a comment says why, and how a line came to be belongs in its commit message.
+- README.md is for a user: at most ``README_LINES`` (250) lines.
+- A measurement (a figure in a paragraph or table that gives a date or a load
+  average) stands in ``BENCHMARKS_PAGE`` only, one row per bench; every other page
+  (CONTRIBUTING.md too) says how to size and links there.
 - Nothing under recommender/, vpaweb/, docs/ or README.md cites the authors' design
   notes (``DESIGN_NOTES``): name the upstream source a rule comes from instead.
 
@@ -19,7 +25,9 @@ as an argument, so the self-tests run them on small trees under tmp_path."""
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -252,6 +260,105 @@ def missing_names(root: Path) -> list[str]:
     return problems
 
 
+# Trees whose comments and docstrings name no issue number (recorded fixtures aside).
+ISSUE_TREES = (*CODE_TREES, "tests")
+ISSUE_EXEMPT = ("tests/fixtures",)
+
+
+def _comments_and_docstrings(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, text) of every comment and every line of every docstring."""
+    text = path.read_text()
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == tokenize.COMMENT:
+            yield token.start[0], token.string
+    for first, docstring, _ in docstrings(path):
+        for offset, line in enumerate(docstring.splitlines()):
+            yield first + offset, line
+
+
+def issue_numbers_in_code(root: Path) -> list[str]:
+    pattern = INTERNAL["an issue number"]
+    problems = []
+    for path in python_files(root, ISSUE_TREES):
+        relative = path.relative_to(root).as_posix()
+        if relative.startswith(ISSUE_EXEMPT):
+            continue
+        for number, line in _comments_and_docstrings(path):
+            for match in pattern.finditer(line):
+                problems.append(
+                    f"{relative}:{number}: names an issue number: {match.group()!r}"
+                )
+    return problems
+
+
+README_LINES = 250
+# The one page where measurements stand, each bench's latest a row with its date and
+# load; CONTRIBUTING.md and every other page link to it.
+BENCHMARKS_PAGE = "docs/benchmarks.md"
+# A measurement: a figure with its unit in a paragraph (or table) that also gives a
+# date or a load average. Fenced code (examples, timestamps) is not prose.
+FIGURE = re.compile(r"\d[\d,.]*\s*(?:ms|s|min|MiB|GiB|KiB|MB|GB|kB|%|req/s)(?!\w)")
+WHEN = re.compile(
+    r"\b20\d\d-\d\d-\d\d(?!T\d)\b"
+    r"|\b\d{1,2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* 20\d\d\b"
+    r"|\bload averages?\b|\bload\s+\d+(?:\.\d+)?\b|\(load\b",
+    re.IGNORECASE,
+)
+
+
+def readme_too_long(root: Path) -> list[str]:
+    count = len((root / "README.md").read_text().splitlines())
+    if count <= README_LINES:
+        return []
+    return [
+        f"README.md: {count} lines (at most {README_LINES}: what it is, the quick "
+        "start, the main tasks and links; the rest belongs in docs/ or CONTRIBUTING.md)"
+    ]
+
+
+def _paragraphs(text: str) -> Iterator[list[tuple[int, str]]]:
+    """(line number, line) of each paragraph, fenced code left out; a table is one with
+    the paragraph right before it, which says what it measured."""
+    blocks: list[list[tuple[int, str]]] = []
+    block: list[tuple[int, str]] = []
+    fenced = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip().startswith("```"):
+            fenced = not fenced
+            line = ""
+        if fenced or not line.strip():
+            if block:
+                blocks.append(block)
+            block = []
+        elif not block and line.lstrip().startswith("|") and blocks:
+            block = blocks.pop()  # the table's introduction, then the table
+            block.append((number, line))
+        else:
+            block.append((number, line))
+    if block:
+        blocks.append(block)
+    yield from blocks
+
+
+def dated_measurements(root: Path) -> list[str]:
+    problems = []
+    pages = [*documents(root), root / "CONTRIBUTING.md"]
+    for path in pages:
+        relative = path.relative_to(root).as_posix()
+        if relative == BENCHMARKS_PAGE or not path.exists():
+            continue
+        for block in _paragraphs(path.read_text()):
+            if not FIGURE.search(" ".join(line for _, line in block)):
+                continue
+            for number, line in block:
+                for match in WHEN.finditer(line):
+                    problems.append(
+                        f"{relative}:{number}: a measurement dated or loaded "
+                        f"({match.group()!r}): its row belongs in {BENCHMARKS_PAGE}"
+                    )
+    return problems
+
+
 def internal_references(root: Path) -> list[str]:
     return [
         f"{path.relative_to(root)}:{number}: names {what}: {match.group()!r}"
@@ -293,6 +400,18 @@ def test_named_paths_and_modules_exist():
 
 def test_readme_and_docs_name_nothing_a_user_cannot_follow():
     assert internal_references(ROOT) == []
+
+
+def test_the_readme_is_short_enough_for_a_user():
+    assert readme_too_long(ROOT) == []
+
+
+def test_measurements_stand_on_the_benchmarks_page_only():
+    assert dated_measurements(ROOT) == []
+
+
+def test_code_comments_and_docstrings_name_no_issue_number():
+    assert issue_numbers_in_code(ROOT) == []
 
 
 def test_code_and_docs_cite_upstream_not_the_authors_design_notes():
@@ -390,6 +509,69 @@ def test_internal_references_are_named(tmp_path):
         "docs/replay.md:2: names a seed number: 'seed 003'",
         f"docs/replay.md:2: names the shared folder: '../{SIBLING}'",
         "docs/replay.md:2: names the authors' ARCHITECTURE.md: 'ARCHITECTURE.md'",
+    ]
+
+
+def test_a_long_readme_is_named(tmp_path):
+    root = _tree(tmp_path, {"README.md": "line\n" * 251})
+    assert readme_too_long(root) == [
+        "README.md: 251 lines (at most 250: what it is, the quick start, the main "
+        "tasks and links; the rest belongs in docs/ or CONTRIBUTING.md)"
+    ]
+    (root / "README.md").write_text("line\n" * 250)
+    assert readme_too_long(root) == []
+
+
+def test_dated_measurements_outside_the_benchmarks_page_are_named(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "README.md": (
+                "The list takes 74 ms\n(load 1.2-1.8), fine.\n\n"
+                "Loads 3 files in 2 s.\n\n"
+                '```sh\ncurl -d \'{"at": "2026-11-25"}\'  # 2 s\n```\n'
+            ),
+            "docs/refresh.md": (
+                "| run | result |\n|---|---|\n| 2026-11-27 | 289 s |\n\n"
+                "A cycle at 2026-01-05T12:00:00Z took 3 s. Measured on 27 Nov 2026.\n"
+                "Sizing: see the benchmarks page (load average beside each row).\n"
+            ),
+            "docs/engine.md": (
+                "Measured at load 13 on 2 cores:\n\n| run | time |\n|---|---|\n"
+                "| all | 178 s |\n\nSee load 2 of the list.\n"
+            ),
+            "docs/benchmarks.md": "| 2026-11-27 | load 1.1 | 289 s |\n",
+            "CONTRIBUTING.md": "`make test` takes 300 s at load average 0.7.\n",
+        },
+    )
+    assert [problem.split(" (")[0] for problem in dated_measurements(root)] == [
+        "README.md:2: a measurement dated or loaded",
+        "docs/engine.md:1: a measurement dated or loaded",
+        "docs/refresh.md:3: a measurement dated or loaded",
+        "docs/refresh.md:5: a measurement dated or loaded",
+        "docs/refresh.md:6: a measurement dated or loaded",
+        "CONTRIBUTING.md:1: a measurement dated or loaded",
+    ]
+
+
+def test_issue_numbers_in_comments_and_docstrings_are_named(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "recommender/a.py": (
+                '"""Bounded memory (issue 16)."""\n'
+                "x = 1  # the webhook (Issue #10) increments it\n"
+                'y = "issue 12"  # a string, not prose\n'
+                "# upstream's rule (kubernetes/autoscaler#8548); tissue 4\n"
+            ),
+            "tests/test_a.py": 'def test_a():\n    """Issue 14 §3: no samples."""\n',
+            "tests/fixtures/k8s-wire/README.py": "# recorded for issue 9\n",
+        },
+    )
+    assert issue_numbers_in_code(root) == [
+        "recommender/a.py:2: names an issue number: 'Issue #10'",
+        "recommender/a.py:1: names an issue number: 'issue 16'",
+        "tests/test_a.py:2: names an issue number: 'Issue 14'",
     ]
 
 

@@ -3,8 +3,8 @@
 # controller would submit (the template's containers, the controller's owner reference:
 # a Job for a CronJob's run, the ReplicaSet for a Deployment's pod; the pod-template
 # labels), sends it as an ``admission.k8s.io/v1`` AdmissionReview to the ``admit``
-# callable it was given (the webhook's service, in-process:
-# ``services/admission/review.py``), applies the JSONPatch of the answer as the API
+# callable it was given (the composition root passes the webhook's service; this layer
+# imports nothing of the services), applies the JSONPatch of the answer as the API
 # server would (only ``add`` operations are ever sent) and keeps the resulting requests,
 # limits and annotations (``admit_new_pod``). Two kinds of new pods: a CronJob's runs
 # (``AdmittedPods``, remembered in the process), and a pod the updater evicted,

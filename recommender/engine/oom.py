@@ -35,7 +35,7 @@ def record_ooms(aggs: AggregateSet, sids: np.ndarray, batch: OomBatch) -> Ingest
         ts = float(batch.timestamp_s[i])
         last = aggs.series_last_memory_s[s]
         if last != -np.inf and ts < last - window:
-            # Too old: upstream HEAD's staleness rule (issue #8548).
+            # Too old: upstream HEAD's staleness rule (kubernetes/autoscaler#8548).
             dropped += 1
             continue
         used = max(

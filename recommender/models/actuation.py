@@ -7,14 +7,16 @@ memory in integer bytes; ``None`` means "not set".
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from recommender.models.access import AuditEvent
 from recommender.models.fleet import Cluster, Workload
 
 
@@ -45,9 +47,14 @@ OPEN_RESIZE_STATUSES: tuple[str, ...] = (
 )
 
 
-# THE life of a resize change: each status, and the statuses a change may reach it
-# from. ``ResizeChange.swap_status`` is the one way a status changes and refuses any
-# move not listed here::
+# Who moves a resize change: an operator (a person, or an API token acting as its
+# owner) decides; the updater applies, verifies, retries and closes.
+OPERATOR = "operator"
+UPDATER = "updater"
+
+# THE life of a resize change: every move (from, to) it may make and who makes it.
+# ``ResizeChange.transition`` is the one way a status changes and refuses any move not
+# listed here::
 #
 #     proposed ──approve──▶ approved ──apply──▶ applying ──verify──▶ applied
 #        │  ▲  (automatic)    │  ▲                 │  └──refused, not verified──▶ failed
@@ -55,27 +62,23 @@ OPEN_RESIZE_STATUSES: tuple[str, ...] = (
 #        ├──reject──▶ rejected ◀──reject, withdraw── approved
 #        ├──supersede──▶ superseded ◀── approved   (a newer recommendation)
 #        └──expire──▶ expired ◀── approved, applying (the pod is gone)
-RESIZE_TRANSITIONS: dict[str, frozenset[str]] = {
-    ResizeChangeStatus.PROPOSED: frozenset({ResizeChangeStatus.APPROVED}),
-    ResizeChangeStatus.APPROVED: frozenset(
-        {ResizeChangeStatus.PROPOSED, ResizeChangeStatus.APPLYING}
-    ),
-    ResizeChangeStatus.APPLYING: frozenset({ResizeChangeStatus.APPROVED}),
-    ResizeChangeStatus.APPLIED: frozenset({ResizeChangeStatus.APPLYING}),
-    ResizeChangeStatus.FAILED: frozenset({ResizeChangeStatus.APPLYING}),
-    ResizeChangeStatus.REJECTED: frozenset(
-        {ResizeChangeStatus.PROPOSED, ResizeChangeStatus.APPROVED}
-    ),
-    ResizeChangeStatus.EXPIRED: frozenset(
-        {
-            ResizeChangeStatus.PROPOSED,
-            ResizeChangeStatus.APPROVED,
-            ResizeChangeStatus.APPLYING,
-        }
-    ),
-    ResizeChangeStatus.SUPERSEDED: frozenset(
-        {ResizeChangeStatus.PROPOSED, ResizeChangeStatus.APPROVED}
-    ),
+_S = ResizeChangeStatus
+RESIZE_TRANSITIONS: dict[tuple[str, str], str] = {
+    (_S.PROPOSED, _S.APPROVED): OPERATOR,
+    (_S.PROPOSED, _S.REJECTED): OPERATOR,
+    # Rejected before the updater took it, or withdrawn: the workload went Off.
+    (_S.APPROVED, _S.REJECTED): OPERATOR,
+    # Its last replacement pod could not be scheduled: an operator decides again.
+    (_S.APPROVED, _S.PROPOSED): UPDATER,
+    (_S.APPROVED, _S.APPLYING): UPDATER,
+    (_S.APPLYING, _S.APPROVED): UPDATER,
+    (_S.APPLYING, _S.APPLIED): UPDATER,
+    (_S.APPLYING, _S.FAILED): UPDATER,
+    (_S.PROPOSED, _S.EXPIRED): UPDATER,
+    (_S.APPROVED, _S.EXPIRED): UPDATER,
+    (_S.APPLYING, _S.EXPIRED): UPDATER,
+    (_S.PROPOSED, _S.SUPERSEDED): UPDATER,
+    (_S.APPROVED, _S.SUPERSEDED): UPDATER,
 }
 
 
@@ -198,32 +201,59 @@ class ResizeChange(models.Model):
         """True while the change is proposed, approved or being applied."""
         return self.status in self.OPEN_STATUSES
 
-    def swap_status(
+    def transition(
         self,
         *,
         to: str,
         allowed_from: Iterable[str],
+        by: str,
+        now: datetime,
+        action: str,
+        message: str,
+        actor: Any = None,
+        actor_label: str = "",
+        after: Mapping[str, Any] | None = None,
         where: Q | None = None,
         **fields: Any,
     ) -> bool:
         """Move this change to ``to`` if its row is still in one of ``allowed_from``
-        (and matches ``where``), storing ``fields`` in the same ``UPDATE``; the row
-        count says whether this caller won. On success the instance is updated too.
-        A move ``RESIZE_TRANSITIONS`` does not list raises ValueError."""
+        (and matches ``where``), storing ``fields`` in the same ``UPDATE``, and store
+        its audit event (``after`` adds to its "after" state); the row count says
+        whether this caller won (False: nothing written). On success the instance is
+        updated too. A move ``RESIZE_TRANSITIONS`` does not give to ``by`` raises
+        ValueError."""
         allowed = tuple(allowed_from)
-        illegal = sorted(set(allowed) - RESIZE_TRANSITIONS.get(to, frozenset()))
+        illegal = sorted(
+            str(found) for found in allowed if RESIZE_TRANSITIONS.get((found, to)) != by
+        )
         if not allowed or illegal:
             raise ValueError(
                 f"a resize change cannot go from {' or '.join(illegal) or 'nowhere'} "
-                f"to {to}"
+                f"to {to} by the {by}"
             )
         if "status" in fields:
             raise ValueError("fields cannot set the status: pass to=")
-        rows = ResizeChange.objects.filter(pk=self.pk, status__in=allowed)
-        if where is not None:
-            rows = rows.filter(where)
-        if rows.update(status=to, **fields) != 1:
-            return False
+        before = self.status
+        # No savepoint of its own: callers already hold a transaction, and the
+        # audit row stands or falls with the update.
+        with transaction.atomic(savepoint=False):
+            rows = ResizeChange.objects.filter(pk=self.pk, status__in=allowed)
+            if where is not None:
+                rows = rows.filter(where)
+            if rows.update(status=to, **fields) != 1:
+                return False
+            AuditEvent(
+                created_at=now,
+                actor=actor,
+                actor_label=actor_label,
+                action=action,
+                workload_id=self.workload_id,
+                object_type="resize_change",
+                object_id=str(self.pk),
+                before={"status": before},
+                after={"status": to, **(after or {})},
+                message=message,
+            ).save(force_insert=True)
         self.status = to
         for name, value in fields.items():
             setattr(self, name, value)

@@ -131,11 +131,11 @@ def insert_returning_pks(
     ``bulk_create`` does the same, but on PostgreSQL it sends each column as one array
     (``UNNEST``), which psycopg quotes element by element with a regular expression:
     for the recommendations' explanation documents that cost half a second per
-    1,000 rows (docs/refresh.md, "Measured"). On PostgreSQL the rows go as one JSON
-    document a statement (``jsonb_to_recordset``: half the time of a parameter per
-    value, measured with 8,000 recommendations); on SQLite each value is a parameter
-    of its own, as in ``compare_and_swap``. Both return the rows in the order they
-    were given (as ``bulk_create`` relies on too).
+    1,000 rows (docs/refresh.md, "How the cycle scales"). On PostgreSQL the rows go
+    as one JSON document a statement (``jsonb_to_recordset``: half the time of a
+    parameter per value, measured with 8,000 recommendations); on SQLite each value is
+    a parameter of its own, as in ``compare_and_swap``. Both return the rows in the
+    order they were given (as ``bulk_create`` relies on too).
     """
     if not objs:
         return

@@ -1,7 +1,7 @@
 """The composition root: the one place a ``Cluster`` row becomes a cluster adapter, a
 usage source or a ``ClusterWriter`` (``cluster_adapter_for``, ``usage_source_for``,
 ``cluster_writer_for``); services never construct one. It sits at the top of services:
-it wires the webhook's own service (``admission.review.simulated_admission``) into the
+it wires the webhook's own service (``admission.review.in_process_admission``) into the
 simulated cluster, and keeps that cluster's written pods (``DatabasePodStore``,
 ``overrides_of``) here, the only code that needs them, so nothing it imports imports
 it back. A writer is handed out only to a cluster an operator allowed to act, or to
@@ -36,7 +36,7 @@ from recommender.cluster.writer import ClusterWriter, ContainerResize
 from recommender.engine.resources import Resources
 from recommender.errors import Conflict, InvalidInput
 from recommender.models import Cluster, SimulatedHpaState, SimulatedPodState
-from recommender.services.admission.review import simulated_admission
+from recommender.services.admission.review import in_process_admission
 from recommender.sources.base import UsageSource
 from recommender.sources.metrics_server import MetricsServerSource
 from recommender.sources.prometheus import PrometheusSource
@@ -71,7 +71,7 @@ def cluster_adapter_for(
             now=now or timezone.now(),
             namespace=namespace,
             # New pods go through the webhook's service, as in a real cluster.
-            admit=simulated_admission(cluster.name, flush=flush_admissions),
+            admit=in_process_admission(cluster.name, flush=flush_admissions),
             admit_window_s=2.0 * settings.REFRESH_INTERVAL_S,
             # Resizes and evictions the updater wrote (services/actuation).
             overrides=overrides_of(cluster),
@@ -175,7 +175,7 @@ def cluster_writer_for(
                 cluster=cluster,
                 snapshot=snapshot,
                 now=when,
-                admit=simulated_admission(cluster.name, clock=lambda: when),
+                admit=in_process_admission(cluster.name, clock=lambda: when),
             )
         )
     if cluster.kind == Cluster.Kind.KUBERNETES:

@@ -27,7 +27,8 @@ from django.urls import reverse
 
 from recommender.engine.resources import Resources
 from recommender.models import Workload
-from recommender.services.admission.decision import PodContainerRef, advise_containers
+from recommender.services.admission.decision import advise_containers
+from recommender.services.admission.pod import PodContainerRef
 from recommender.services.admission.snapshot import WorkloadEntry
 from recommender.services.advice.advise import inputs_for_workload
 from tests.api.test_check import SCRIPT, _script

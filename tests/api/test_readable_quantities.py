@@ -1,4 +1,4 @@
-"""Issue 14 §4: memory people and kubectl read is a canonical quantity rounded UP
+"""Memory people and kubectl read is a canonical quantity rounded UP
 ("729Mi", never "764046746"), except where rounding would cross a LimitRange max;
 machine fields (the VPA-format recommendation, *_bytes) stay exact."""
 

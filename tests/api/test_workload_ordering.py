@@ -1,5 +1,5 @@
 """The API's workload list sorts, pages and filters by risk, waste and missing
-requests as the dashboard does (issue 14 §1 and §6)."""
+requests as the dashboard does."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 14's journey in a real browser: "find the 10 biggest savings" lists the biggest
+"""A journey in a real browser: "find the 10 biggest savings" lists the biggest
 savings, whatever their risk; "what is at risk" puts recent OOM kills first, then the
 largest shortfall. The numbers on the page are checked against the database's.
 """

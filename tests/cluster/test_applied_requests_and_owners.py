@@ -1,4 +1,4 @@
-"""What a real cluster showed (issue 9 §2-§3), against the fake API server:
+"""What a real cluster showed, against the fake API server:
 
 - LimitRanger fills what a pod template leaves out, exactly as the recorded
   kube-apiserver did; vpaweb stores and shows what the live pods carry, and where each

@@ -12,7 +12,7 @@ from recommender.cluster.simulated_admission import ADMITTED
 from recommender.engine.resources import Resources
 from recommender.models import AdmissionCount, Container
 from recommender.services.admission import counters
-from recommender.services.admission.review import simulated_admission
+from recommender.services.admission.review import in_process_admission
 from recommender.services.admission.snapshot import forget_holders
 from tests.factories import make_cluster, make_recommendation, make_workload
 
@@ -53,7 +53,7 @@ def test_a_new_cronjob_pod_is_admitted_with_the_recommendation(mode):
         name=cluster.name,
         fleet=fleet,
         now=now,
-        admit=simulated_admission(cluster.name),
+        admit=in_process_admission(cluster.name),
         admit_window_s=120,
     )
 

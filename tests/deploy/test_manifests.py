@@ -512,7 +512,7 @@ def test_network_policies_deny_by_default_and_allow_only_what_each_pod_uses(over
 # size each overlay plans for, from the sizing table of docs/refresh.md ("Memory of a
 # worker"), and the Celery parent process.
 WORKER_PROCESS_MIB = {"trial": 540}  # 1,000 containers (the trial's simulation)
-WORKER_PROCESS_MIB_DEFAULT = 1980  # 100,000 containers
+WORKER_PROCESS_MIB_DEFAULT = 1720  # 100,000 containers
 WORKER_PARENT_MIB = 160
 
 
@@ -527,8 +527,9 @@ def _mebibytes(quantity: str) -> float:
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_the_refresh_workers_memory_holds_each_process_at_its_planned_peak(overlay):
     """The pod's limit holds --concurrency processes at their planned memory plus the
-    parent, and the request is the limit: a refresh worker is never OOM-killed by
-    its own plan, nor evicted first when its node runs short."""
+    parent, and no more than 5 % above (the plan is the headroom), and the request is
+    the limit: a refresh worker is never OOM-killed by its own plan, nor evicted
+    first when its node runs short."""
     worker = named(render(overlay), "Deployment", "vpaweb-worker")
     (container,) = [
         c
@@ -541,5 +542,6 @@ def test_the_refresh_workers_memory_holds_each_process_at_its_planned_peak(overl
     resources = container["resources"]
     limit = _mebibytes(resources["limits"]["memory"])
     per_process = WORKER_PROCESS_MIB.get(overlay, WORKER_PROCESS_MIB_DEFAULT)
-    assert limit >= concurrency * per_process + WORKER_PARENT_MIB
+    planned = concurrency * per_process + WORKER_PARENT_MIB
+    assert planned <= limit <= planned * 1.05, (limit, planned)
     assert resources["requests"]["memory"] == resources["limits"]["memory"]

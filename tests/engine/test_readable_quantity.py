@@ -1,4 +1,4 @@
-"""Readable quantities (issue 14 §4): memory rounded UP to a canonical quantity people
+"""Readable quantities: memory rounded UP to a canonical quantity people
 and kubectl read; never below the amount, unlike upstream's --humanize-memory."""
 
 from __future__ import annotations

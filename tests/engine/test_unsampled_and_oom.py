@@ -1,4 +1,4 @@
-"""Issue 14 §3: no samples, no recommendation for that resource (the reason in the
+"""No samples, no recommendation for that resource (the reason in the
 explanation); how OOM kills bear on a memory target (``oom_effect``)."""
 
 from __future__ import annotations

@@ -143,7 +143,7 @@ def test_empty_cells_mean_the_signal_is_absent(tmp_path):
 
 
 def test_memory_without_cpu_samples_gets_no_cpu_and_no_90_tib_upper_bound(tmp_path):
-    # Issue 14 §3: a sidecar with memory but no CPU samples showed a 90.9 TiB upper
+    # A sidecar with memory but no CPU samples showed a 90.9 TiB upper
     # bound (upstream's confidence counts CPU samples: 0 -> the 1e14 clamp).
     rows = [
         (t, ns, wl, pod, "sidecar", "", m)

@@ -1,4 +1,4 @@
-"""Statuses that tell the truth (issue 14 §1): risk, waste and missing requests are
+"""Statuses that tell the truth: risk, waste and missing requests are
 separate facts; a sidecar below its share of the pod minimum is not at risk; a missing
 request is "missing", not risk; OOM kills are risk; a workload can be wasteful and at
 risk; the savings sort lists the biggest savings and the risk sort puts real risk first.

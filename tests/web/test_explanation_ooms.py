@@ -1,4 +1,4 @@
-"""Issue 14 §3 on the workload page: the memory target's "why" says how OOM kills
+"""On the workload page, the memory target's "why" says how OOM kills
 raised it, and a resource left out for lack of samples says so."""
 
 from __future__ import annotations

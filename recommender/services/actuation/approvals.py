@@ -11,13 +11,13 @@ Transitions (anything else raises Conflict and changes nothing)::
 # change's band (``updater.held_by_rejection``). Who decided is stored as shown
 # (``decided_by_label``): a token acts as its owner, and a token without one by name.
 #
-# Each transition is the model's compare-and-swap (``ResizeChange.swap_status``: a
-# filtered ``update()`` on the current status), so two operators deciding at once
-# cannot both win: the second gets a Conflict naming the status the
-# first one set. An approval holds the workload's policy row locked while it checks the
-# mode, so it cannot race a switch to Off (``policies.update_policy`` takes the same
-# lock), and only a workload whose policy ``is_actionable`` (vpaweb's own, not Off) can
-# have an approved change. A switch to Off withdraws approved changes
+# Each transition is the model's compare-and-swap with its audit event
+# (``ResizeChange.transition``: a filtered ``update()`` on the current status), so two
+# operators deciding at once cannot both win: the second gets a Conflict naming the
+# status the first one set. An approval holds the workload's policy row locked while it
+# checks the mode, so it cannot race a switch to Off (``policies.update_policy`` takes
+# the same lock), and only a workload whose policy ``is_actionable`` (vpaweb's own, not
+# Off) can have an approved change. A switch to Off withdraws approved changes
 # (``actuation.withdrawal``).
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from django.db import transaction
 
 from recommender.errors import Conflict, InvalidInput, NotFound
 from recommender.models import AuditEvent, Policy, ResizeChange, Workload
-from recommender.services.access.audit import Action, actor_label_of, record_audit
+from recommender.models.actuation import OPERATOR
+from recommender.services.access.audit import Action, actor_label_of
 from recommender.services.actuation import workflow
 
 logger = logging.getLogger(__name__)
@@ -86,10 +87,21 @@ def _decide(
                     f"resize change {change_id} cannot be approved: workload "
                     f"{change.workload} is in Off mode; change its mode first"
                 )
-        before_status = change.status
-        if not change.swap_status(
+        message = (
+            f"{label} {to_status} the resize of pod {change.pod} of {change.workload}"
+        )
+        if note:
+            message += f": {note}"
+        if not change.transition(
             to=to_status,
             allowed_from=allowed_from,
+            by=OPERATOR,
+            now=now,
+            action=action,
+            message=message,
+            actor=actor,
+            actor_label=label,
+            after={"reason": note} if note else None,
             decided_by=actor,
             decided_by_label=label,
             decided_at=now,
@@ -97,23 +109,6 @@ def _decide(
         ):
             raise workflow.conflict(change_id, allowed_from=allowed_from, to=to_status)
         change.refresh_from_db()
-        message = (
-            f"{label} {to_status} the resize of pod {change.pod} of {change.workload}"
-        )
-        if note:
-            message += f": {note}"
-        record_audit(
-            now=now,
-            actor=actor,
-            actor_label=label,
-            action=action,
-            workload=change.workload,
-            object_type="resize_change",
-            object_id=change.pk,
-            before={"status": before_status},
-            after={"status": to_status, **({"reason": note} if note else {})},
-            message=message,
-        )
     logger.info(
         "resize change %s of workload %s %s by %s",
         change_id,

@@ -1,7 +1,7 @@
 """The updater's moves of a ``ResizeChange``: ``try_transition`` is the model's
-compare-and-swap (``ResizeChange.swap_status``, refused unless ``RESIZE_TRANSITIONS``
-lists the move) plus an audit event, in one transaction; ``conflict`` is the error an
-operator's lost compare-and-swap raises (``approvals``)."""
+compare-and-swap with its audit event (``ResizeChange.transition``, refused unless
+``RESIZE_TRANSITIONS`` gives the move to the updater), in one transaction;
+``conflict`` is the error an operator's lost compare-and-swap raises (``approvals``)."""
 # A change moves only if it is still in one of the statuses the caller read: a
 # filtered ``update()`` whose row count says who won, so two operators, or two
 # workers, can never both move a change. The updater gets False when it loses, an
@@ -21,6 +21,7 @@ from django.db.models import Q
 
 from recommender.errors import Conflict
 from recommender.models import AuditEvent, Policy, ResizeChange, Workload
+from recommender.models.actuation import UPDATER
 from recommender.services.access.audit import audit_row
 
 logger = logging.getLogger(__name__)
@@ -103,19 +104,23 @@ def try_transition(
             Policy.objects.select_for_update().filter(
                 workload_id=change.workload_id
             ).first()
-        if not change.swap_status(
-            to=to, allowed_from=allowed, where=where, updated_at=now, **fields
-        ):
-            return False
-        audit_event(
-            change,
-            before=before,
-            after=to,
+        message = f"{actor_label} {to} the resize of pod {change.pod}"
+        if note:
+            message += f": {note}"
+        if not change.transition(
+            to=to,
+            allowed_from=allowed,
+            by=UPDATER,
             now=now,
+            action=ACTIONS[S(to)],
+            message=message,
             actor=actor,
             actor_label=actor_label,
-            note=note,
-        ).save()
+            where=where,
+            updated_at=now,
+            **fields,
+        ):
+            return False
     logger.info(
         "resize change %s (pod %s): %s -> %s %s",
         change.pk,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from recommender.engine.capping import LimitRangeItem
 from recommender.engine.limit_ranger import (
@@ -37,10 +37,8 @@ from recommender.engine.limit_ranger import (
 )
 from recommender.engine.resources import RESOURCE_NAMES, Resources
 from recommender.errors import InvalidInput
+from recommender.services.admission.pod import PodContainerRef
 from recommender.services.advice.pod_spec import parse_resource_list, resource_list
-
-if TYPE_CHECKING:
-    from recommender.services.admission.decision import PodContainerRef
 
 # vpaweb's pod annotations (upstream: vpaUpdates, vpaObservedContainers).
 UPDATES_ANNOTATION = "vpaweb.io/updates"

@@ -211,15 +211,15 @@ def admit_review(
     return review_response(parsed.uid, patch), decision
 
 
-def simulated_admission(
+def in_process_admission(
     cluster_name: str,
     *,
     clock: Callable[[], datetime] = timezone.now,
     flush: bool = True,
 ) -> Callable[[dict[str, Any]], Mapping[str, Any]]:
-    """The in-process admission of a simulated cluster's new pods: the same service
-    as ``POST /mutate`` (parse, decide, count, log), minus HTTP and TLS. ``clock``
-    is the simulated cluster's time (an updater cycle's ``now``). With ``flush``
+    """Admission as a callable, for a cluster whose API server runs in this process:
+    the same service as ``POST /mutate`` (parse, decide, count, log), minus HTTP and
+    TLS. ``clock`` is that cluster's time (an updater cycle's ``now``). With ``flush``
     False the counts wait for the caller's ``counters.flush_counts()`` (a refresh
     flushes once per discovery pass: a statement per pod grew with the fleet)."""
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.conf import settings
@@ -222,46 +223,64 @@ class _Budget:
 
 
 def _delete_batches(
-    qs: models.QuerySet[models.Model], *, batch: int, budget: _Budget
+    qs: models.QuerySet[models.Model],
+    *,
+    batch: int,
+    budget: _Budget,
+    per_batch: int | None = None,
+    delete_one: _DeleteOne | None = None,
 ) -> tuple[int, bool]:
-    """Delete ``qs`` a batch at a time, each in its own transaction; return (rows
+    """The one batch-delete loop: choose up to ``per_batch`` (default ``batch``) keys
+    of ``qs`` by one bounded SELECT, delete them (``delete_one``, default: the rows in
+    their own transaction) until none is left or the budget is spent; return (rows
     deleted, whether all are gone)."""
-    model = qs.model
+    delete_one = delete_one or _delete_rows
     deleted = 0
     while not budget.is_spent:
-        pks = list(qs.order_by().values_list("pk", flat=True)[:batch])
+        pks = list(qs.order_by().values_list("pk", flat=True)[: per_batch or batch])
         if not pks:
             return deleted, True
-        with transaction.atomic():
-            # only("pk"): the collector need not load the rows' JSON to delete them.
-            _, per_model = model._default_manager.filter(pk__in=pks).only("pk").delete()
-        deleted += per_model.get(model._meta.label, 0)
+        rows = delete_one(qs, pks, batch, budget)
+        if rows is None:
+            break
+        deleted += rows
     return deleted, False
+
+
+# Deletes the rows of a queryset with the chosen keys: the rows deleted, None when the
+# budget ran out first.
+_DeleteOne = Callable[
+    [models.QuerySet[models.Model], list[Any], int, _Budget], int | None
+]
+
+
+def _delete_rows(
+    qs: models.QuerySet[models.Model], pks: list[Any], batch: int, budget: _Budget
+) -> int:
+    model = qs.model
+    with transaction.atomic():
+        # only("pk"): the collector need not load the rows' JSON to delete them.
+        _, per_model = model._default_manager.filter(pk__in=pks).only("pk").delete()
+    return per_model.get(model._meta.label, 0)
 
 
 def _delete_workloads(
-    qs: models.QuerySet[models.Model], *, batch: int, budget: _Budget
-) -> tuple[int, bool]:
+    qs: models.QuerySet[models.Model], ids: list[Any], batch: int, budget: _Budget
+) -> int | None:
     """Delete inactive workloads with everything of theirs: history first, in
     batches, so no statement loads a workload's whole history at once."""
-    deleted = 0
-    while not budget.is_spent:
-        ids = list(qs.order_by().values_list("pk", flat=True)[:WORKLOADS_PER_BATCH])
-        if not ids:
-            return deleted, True
-        gone = qs.filter(pk__in=ids)
-        # The latest pointers go first, so the history batches may take every row.
-        Container.objects.filter(workload__in=gone).update(latest_recommendation=None)
-        history = Recommendation.objects.filter(container__workload__in=gone)
-        _, is_done = _delete_batches(history, batch=batch, budget=budget)
-        if not is_done:
-            break
-        with transaction.atomic():
-            # Still inactive and old (``qs`` filters again): a workload discovery
-            # brought back meanwhile stays.
-            _, per_model = gone.delete()
-        deleted += per_model.get(Workload._meta.label, 0)
-    return deleted, False
+    gone = qs.filter(pk__in=ids)
+    # The latest pointers go first, so the history batches may take every row.
+    Container.objects.filter(workload__in=gone).update(latest_recommendation=None)
+    history = Recommendation.objects.filter(container__workload__in=gone)
+    _, is_done = _delete_batches(history, batch=batch, budget=budget)
+    if not is_done:
+        return None
+    with transaction.atomic():
+        # Still inactive and old (``qs`` filters again): a workload discovery brought
+        # back meanwhile stays.
+        _, per_model = gone.delete()
+    return per_model.get(Workload._meta.label, 0)
 
 
 def prune_history(
@@ -299,9 +318,15 @@ def prune_history(
             if budget.is_spent:
                 is_complete = False
                 break
-            delete = _delete_workloads if history.model is Workload else _delete_batches
+            is_workloads = history.model is Workload
             with recorder.phases(history.name):
-                rows, is_done = delete(history.expired(now), batch=batch, budget=budget)
+                rows, is_done = _delete_batches(
+                    history.expired(now),
+                    batch=batch,
+                    budget=budget,
+                    per_batch=WORKLOADS_PER_BATCH if is_workloads else None,
+                    delete_one=_delete_workloads if is_workloads else None,
+                )
             counts[history.name] = rows
             is_complete = is_complete and is_done
         counts["complete"] = is_complete

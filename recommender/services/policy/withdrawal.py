@@ -2,7 +2,7 @@
 operator's edit, or adopting a mirrored VPA object's policy in Off), its approved, not
 yet applied resize changes are withdrawn, so the updater never applies them.
 
-A withdrawn change becomes ``rejected`` (through ``ResizeChange.swap_status``),
+A withdrawn change becomes ``rejected`` (through ``ResizeChange.transition``),
 decided by whoever switched the mode, with one ``change.withdraw`` audit event each
 (``AuditEvent.Action.CHANGE_WITHDRAW``). A change the updater already took
 (``applying``: its write has started) is left to it."""
@@ -21,7 +21,8 @@ from datetime import datetime
 from django.contrib.auth.models import User
 
 from recommender.models import ResizeChange, Workload
-from recommender.services.access.audit import Action, record_audit
+from recommender.models.actuation import OPERATOR
+from recommender.services.access.audit import Action
 
 logger = logging.getLogger(__name__)
 
@@ -40,33 +41,25 @@ def withdraw_approved_changes(
     withdrawn = 0
     for change in changes:
         # Filtered on the status: a change the updater took meanwhile is left to it.
-        if not change.swap_status(
+        if not change.transition(
             to=ResizeChange.Status.REJECTED,
             allowed_from=(ResizeChange.Status.APPROVED,),
+            by=OPERATOR,
+            now=now,
+            action=Action.CHANGE_WITHDRAW,
+            message=(
+                f"approved resize of pod {change.pod} of {workload} withdrawn: the "
+                f"workload is in mode Off ({label})"
+            ),
+            actor=actor,
+            actor_label=label,
+            after={"reason": f"withdrawn: the workload is in mode Off ({label})"},
             decided_by=actor,
             decided_by_label=label,
             decided_at=now,
         ):  # no snooze: a withdrawal holds nothing back once the mode acts again
             continue
         withdrawn += 1
-        record_audit(
-            now=now,
-            actor=actor,
-            actor_label=label,
-            action=Action.CHANGE_WITHDRAW,
-            workload=workload,
-            object_type="resize_change",
-            object_id=change.pk,
-            before={"status": ResizeChange.Status.APPROVED},
-            after={
-                "status": ResizeChange.Status.REJECTED,
-                "reason": f"withdrawn: the workload is in mode Off ({label})",
-            },
-            message=(
-                f"approved resize of pod {change.pod} of {workload} withdrawn: the "
-                f"workload is in mode Off ({label})"
-            ),
-        )
     if withdrawn:
         logger.info("withdrew %s approved changes of %s", withdrawn, workload)
     return withdrawn

@@ -4,7 +4,7 @@ read by the overview."""
 # recommendations, coverage, confidence bands, the workloads missing a request and the
 # workloads with a shortfall. At 100,000 containers those passes over the fleet cost
 # about 0.3 s on every load of the page, and more once a cycle has rewritten many rows
-# and autovacuum has not passed yet (docs/refresh.md, "Dashboard page times at scale").
+# and autovacuum has not passed yet (the pages bench, docs/benchmarks.md).
 # They change only when a refresh writes, so the refresh computes them after each cycle
 # for what it refreshed (the whole cluster, or its shard's namespace) and stores one
 # ``NamespaceTotals`` row per namespace with an active workload, counting its workloads

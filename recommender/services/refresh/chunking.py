@@ -3,10 +3,10 @@
 A container met for the first time (no watermark: a new fleet, a new workload, an
 expired checkpoint) reads its whole history. Done for the whole fleet at once, the
 usage grids, the engine state and the rows of every container are in memory together,
-which grows with the fleet (4.6 GB at 9,000 containers, issue 16). ``plan`` cuts those
-workloads into chunks of about ``VPAWEB_FIRST_CONTACT_CHUNK_CONTAINERS`` containers;
-the cycle (``cycle.ingest_fleet``) ingests, recommends and stores each chunk as a window
-of its own, reading from the source the usage of that chunk's workloads only."""
+which grows with the fleet (gigabytes at thousands of containers). ``plan`` cuts
+them into chunks of about ``VPAWEB_FIRST_CONTACT_CHUNK_CONTAINERS`` containers; the
+cycle (``cycle.ingest_fleet``) ingests, recommends and stores each chunk as a window of
+its own, reading from the source the usage of that chunk's workloads only."""
 # A workload is never split (its containers share the pod minimum), and each container's
 # result depends only on its own samples and OOM kills, so chunked results equal
 # unchunked ones exactly (``tests/services/test_refresh_chunks.py``). Only sources that

@@ -403,8 +403,8 @@ def cyclic_gc_paused() -> Iterator[None]:
     A cycle allocates a few objects per container (rows read, rows compared, engine
     rows) and frees them by reference counting; the collector walked them again and
     again as they piled up: about a third of a steady cycle at 10,000 containers
-    (docs/refresh.md, "Measured"). What the block leaves in reference cycles is
-    collected by the next automatic pass after it.
+    (docs/refresh.md, "How the cycle scales"). What the block leaves in reference
+    cycles is collected by the next automatic pass after it.
     """
     was_enabled = gc.isenabled()
     gc.disable()

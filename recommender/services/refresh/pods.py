@@ -72,7 +72,7 @@ def record_pods(
     if namespace is not None:
         of_shard = of_shard.filter(namespace=namespace)
     # One statement for the shard's stored pods, whatever their number (a query per
-    # batch of names grew with the fleet: issue 16); kept are the live ones only.
+    # batch of names grew with the fleet); kept are the live ones only.
     live = {(pod.namespace, pod.name) for pod, _ in pods}
     # Tuples, not ORM objects: (pk, workload id, containers, due a touch). Whether
     # the last-seen time is due comes from the database, not 100,000 timestamps
