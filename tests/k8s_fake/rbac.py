@@ -4,7 +4,8 @@ A test denies write permissions (``FakeApiServer.deny``: API group, resource wit
 its subresource, verb); a write they cover is answered 403 exactly as the real API
 server refuses one (tests/fixtures/k8s-wire/rbac/403-15 eviction, 403-16 resize,
 403-18 event, 403-23 webhook configuration: the message names the resource, the verb,
-the group and the namespace or cluster scope; ``details`` the name, group and kind).
+the group and the namespace or cluster scope; ``details`` the name, group and kind;
+the ``X-Content-Type-Options: nosniff`` header).
 
 SelfSubjectAccessReview (``POST /apis/authorization.k8s.io/v1/
 selfsubjectaccessreviews``) answers from the same denials. k8s-wire holds no
@@ -20,6 +21,8 @@ from typing import Any
 
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 USER = "system:serviceaccount:vpaweb:vpaweb"
+# Sent with every authorization refusal (rbac/403-*), never with admission's 403s.
+HEADERS = {"X-Content-Type-Options": "nosniff"}
 VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 Permission = tuple[str, str, str]  # (group, "resource" or "resource/sub", verb)

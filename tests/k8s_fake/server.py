@@ -462,7 +462,9 @@ class FakeApiServer:
             return self._send(handler, code, review)
         refusal = rbac.forbidden(self.denied, request.method, parts.path)
         if refusal is not None:
-            return self._send(handler, 403, refusal)
+            # Authorization's 403s carry nosniff; admission's do not (k8s-wire
+            # README, rbac/403-16 against kubelet/06).
+            return self._send(handler, 403, refusal, rbac.HEADERS)
         if parts.path.startswith(WEBHOOK_CONFIGURATIONS):
             code, answer = self.webhook_configurations.serve(
                 request.method, parts.path, request.body

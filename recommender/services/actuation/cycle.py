@@ -566,7 +566,7 @@ class Applier:
         )
         self.report.writes += 1
         self._record(permissions.EVENTS, result)
-        if not result.ok and result.status != 403:
+        if not result.ok and not result.permission_refused:
             logger.warning("event on pod %s refused: %s", pod.name, _problem(result))
 
     def resize(self, change: ResizeChange, pod: PodInfo) -> None:
@@ -615,15 +615,23 @@ class Applier:
         if result.status == 429:
             self._try_later(change, result)
             return
-        # Refused (e.g. 422 "Pod running on node without support for resize"):
-        # InPlaceOrRecreate falls back to eviction, as upstream's updater does.
+        # Refused (e.g. 422 "Pod running on node without support for resize", or a
+        # 403 NodeCapacity: this pod's node cannot hold it, infeasible as upstream's
+        # PodResizePending Infeasible): InPlaceOrRecreate falls back to eviction for
+        # this pod, as upstream's updater does. Only an authorization 403 stops the
+        # resize path for the cluster (``_record``).
         problem = _problem(result)
+        refused = (
+            "the resize is infeasible: the pod's node cannot hold it"
+            if result.node_capacity
+            else "the resize was refused"
+        )
         if workflow.try_transition(
             change,
             to=S.APPROVED,
             allowed_from=(S.APPLYING,),
             now=self.context.now,
-            note=f"falling back to eviction: the resize was refused: {problem}",
+            note=f"falling back to eviction: {refused}: {problem}",
             method=M.EVICTION,
             error=problem,
         ):
