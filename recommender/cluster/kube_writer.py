@@ -239,6 +239,8 @@ class KubernetesWriter:
             }
             if check.subresource:
                 attributes["subresource"] = check.subresource
+            if check.name:
+                attributes["name"] = check.name
             result = self._call(
                 "POST",
                 ACCESS_REVIEWS,

@@ -87,18 +87,22 @@ class ContainerResize:
 @dataclass(frozen=True)
 class AccessCheck:
     """One permission to ask about (a SelfSubjectAccessReview's resourceAttributes),
-    cluster-wide (every namespace)."""
+    cluster-wide (every namespace); with ``name``, for that object only, as a role
+    that grants it by ``resourceNames`` answers (RBAC matches such a rule only for a
+    request naming one of them)."""
 
     group: str
     resource: str
     verb: str
     subresource: str = ""
+    name: str = ""
 
     def describe(self) -> str:
         """``patch pods/resize`` as RBAC messages name it."""
         resource = self.resource + (f"/{self.subresource}" if self.subresource else "")
+        named = f" {self.name!r}" if self.name else ""
         group = f" in API group {self.group!r}" if self.group else ""
-        return f"{self.verb} {resource}{group}"
+        return f"{self.verb} {resource}{named}{group}"
 
 
 @dataclass(frozen=True)

@@ -263,6 +263,7 @@ class FakeApiServer:
         self.unserved: set[str] = set()
         # Write permissions refused (rbac.py): (group, resource[/sub], verb).
         self.denied: set[rbac.Permission] = set()
+        self.role: list[dict[str, Any]] | None = None  # bind_role
         self.resource_version = 900000
         # Pods evicted and resized through the write verbs (tests/k8s_fake/writes.py).
         self.evicted: list[tuple[str, str]] = []
@@ -366,6 +367,12 @@ class FakeApiServer:
         with self._lock:
             self.denied.add((group, resource, verb))
 
+    def bind_role(self, rules: list[dict[str, Any]]) -> None:
+        """Grant writes (and answer access reviews) only as these ClusterRole rules
+        do, from now on (``rbac.role_allows``)."""
+        with self._lock:
+            self.role = rules
+
     def kubelet_actuates(self, namespace: str, name: str) -> None:
         """Play a resize-capable kubelet: the containers' status resources follow
         the spec (what resize/00 wrote by hand; the API server never does)."""
@@ -458,9 +465,9 @@ class FakeApiServer:
                 handler, 401, _status(401, "Unauthorized", "Unauthorized")
             )
         if parts.path == rbac.ACCESS_REVIEWS and request.method == "POST":
-            code, review = rbac.access_review(self.denied, request.body)
+            code, review = rbac.access_review(self.denied, request.body, self.role)
             return self._send(handler, code, review)
-        refusal = rbac.forbidden(self.denied, request.method, parts.path)
+        refusal = rbac.forbidden(self.denied, request.method, parts.path, self.role)
         if refusal is not None:
             # Authorization's 403s carry nosniff; admission's do not (k8s-wire
             # README, rbac/403-16 against kubelet/06).

@@ -29,10 +29,12 @@ from django.conf import settings
 from recommender.cluster.writer import AccessCheck, ClusterWriter, WriteResult
 from recommender.errors import SourceUnavailable
 from recommender.models import Cluster
+from recommender.services.admission.registration import CONFIGURATION_NAME
 
 logger = logging.getLogger(__name__)
 
-# The write paths and the permissions each needs (deploy/rbac-writer.yaml).
+# The write paths and the permissions each needs, asked as the role grants them
+# (deploy/components/actuation/rbac-writer.yaml).
 WEBHOOK_REGISTRATION = "webhook_registration"
 RESIZE = "resize"
 EVICTION = "eviction"
@@ -44,8 +46,13 @@ WRITE_PATHS: dict[str, tuple[AccessCheck, ...]] = {
         AccessCheck(
             "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "create"
         ),
+        # Asked with the name: the shipped role grants update only on vpaweb's own
+        # configuration (resourceNames), and a review without the name is denied.
         AccessCheck(
-            "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "update"
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            "update",
+            name=CONFIGURATION_NAME,
         ),
     ),
     RESIZE: (AccessCheck("", "pods", "patch", subresource="resize"),),
