@@ -413,3 +413,37 @@ class AdmissionChange(models.Model):
 
     def __str__(self) -> str:
         return f"cluster {self.cluster_id}: workload {self.workload_id}"
+
+
+class WebhookAck(models.Model):
+    """What one ``webhook serve`` process has loaded of one cluster's journal
+    (``AdmissionChange``): every id up to ``journal_after`` except the ``journal_holes``
+    ranges, and when it was last seen. The updater writes to a workload only once every
+    live process has loaded the workload's latest journal row
+    (``services/actuation/handshake.py``)."""
+
+    # The process: host, pid and a token of its start (a restart is a new process).
+    process = models.CharField(max_length=200)
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    journal_after = models.BigIntegerField(default=0)
+    # [[low, high], ...]: ids below journal_after not visible when it read them.
+    journal_holes = models.JSONField(default=list, blank=True)
+    loaded_at = models.DateTimeField(default=timezone.now)
+    # Its heartbeat: a process not seen for ``handshake.LIVE_S`` is not waited for.
+    seen_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["process", "cluster"], name="webhook_ack_process_cluster"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.process} @ cluster {self.cluster_id}: {self.journal_after}"
+
+    def has_loaded(self, journal_id: int) -> bool:
+        """Whether the process has loaded the journal row ``journal_id``."""
+        return journal_id <= self.journal_after and not any(
+            low <= journal_id <= high for low, high in self.journal_holes or ()
+        )

@@ -16,7 +16,9 @@
 #    (``permissions.py``, asked by SelfSubjectAccessReview at the first cycle), and each
 #    change only inside its policy's and cluster's maintenance windows (``windows.py``):
 #    replica groups, ``minReplicas`` and the eviction tolerance decide which pods may be
-#    disrupted this cycle, the per-cluster rate limits cap the writes; an in-place
+#    disrupted this cycle, the per-cluster rate limits cap the writes; a workload's
+#    changes wait until every live webhook process has loaded its policy
+#    (``admission/acks.py``: the handshake); an in-place
 #    resize patches ``pods/<name>/resize`` and falls back to eviction when refused; an
 #    eviction goes through the Eviction API, where a 429 (a PodDisruptionBudget) is "try
 #    later"; each action leaves an Event on the pod;
@@ -32,6 +34,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
 from recommender.cluster.base import ClusterSnapshot, PodInfo
 from recommender.cluster.writer import ClusterWriter, ContainerResize, WriteResult
@@ -46,6 +49,7 @@ from recommender.services.actuation import (
     vpa_status,
     workflow,
 )
+from recommender.services.admission import acks
 from recommender.services.advice.advise import resources_json
 from recommender.services.connections import cluster_adapter_for, cluster_writer_for
 from recommender.services.policy import windows
@@ -73,6 +77,7 @@ class CycleReport:
     evicted: int = 0
     try_later: int = 0
     waiting: int = 0
+    waiting_for_webhook: int = 0  # a webhook process has not loaded the policy yet
     fell_back: int = 0
     recovered: int = 0  # left applying by a crash before any write: approved again
     outside_window: int = 0  # approved, waiting for a maintenance window
@@ -498,13 +503,29 @@ class Applier:
         return not (quick_oom and policy.window_bypasses_quick_oom)
 
     def apply_all(self) -> None:
-        """Every approved change, highest priority first."""
-        for change in proposals.changes_needing(self.context, (S.APPROVED,)):
+        """Every approved change, highest priority first; a workload's only once
+        every live webhook process has loaded its policy (``acks.not_loaded``)."""
+        approved = list(proposals.changes_needing(self.context, (S.APPROVED,)))
+        # Wall-clock time: the processes' heartbeats are.
+        not_loaded = acks.not_loaded(
+            cluster_id=self.context.cluster.pk,
+            workload_ids={c.workload_id for c in approved},
+            now=timezone.now(),
+        )
+        for change in approved:
             pod = self.context.pod(change.workload_id, change.pod)
             if pod is None or pod.uid != change.pod_uid:
                 continue  # expired by propose; a vanished pod is not touched
             if self.outside_window(change):
                 self.report.outside_window += 1
+                continue
+            waiting = not_loaded.get(change.workload_id)
+            if waiting is not None:
+                # A replacement (or the next pod) would be admitted with the old
+                # policy: no write until the webhook has it.
+                self.report.waiting_for_webhook += 1
+                if change.error != waiting:
+                    ResizeChange.objects.filter(pk=change.pk).update(error=waiting)
                 continue
             if change.hpa_changes:
                 self.coordinated(change, pod)
