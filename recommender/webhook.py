@@ -18,7 +18,7 @@
 # - ``GET /readyz`` (readiness): 200 when the cache of every cluster served is loaded
 #   and younger than ``VPAWEB_WEBHOOK_MAX_SNAPSHOT_AGE_S`` (an older one is not used),
 #   else 503; each cache says how far it has loaded the journal (the acknowledgement
-#   the updater waits for, ``services/admission/acks.py``).
+#   the updater waits for, ``services/readmodels/webhook_acks.py``).
 # - ``GET /metrics``: this process's counters (``vpaweb_webhook_*`` of recommender/
 #   metrics.py, incremented by ``counters.count``) for ``Authorization: Bearer
 #   $VPAWEB_METRICS_TOKEN``, the web's rule: 404 without a token set, 401 without it.
@@ -55,7 +55,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from recommender import metrics
-from recommender.services.admission import acks, counters
+from recommender.services.admission import counters
 from recommender.services.admission.decision import FAILED_OPEN, AdmissionDecision
 from recommender.services.admission.review import (
     MAX_BODY_BYTES,
@@ -67,6 +67,7 @@ from recommender.services.admission.review import (
     review_response,
 )
 from recommender.services.admission.snapshot import SnapshotHolder, holder_for
+from recommender.services.readmodels import webhook_acks as acks
 from recommender.webhook_connections import (
     PRESSURE_SHARE,
     SMALL_BODY_BYTES,
@@ -283,7 +284,7 @@ class WebhookApp:
                 "is_fresh": age_s is not None
                 and age_s <= settings.WEBHOOK_MAX_SNAPSHOT_AGE_S,
                 "last_error": holder.last_error,
-                # What the updater waits for (acks.py): the journal loaded.
+                # What the updater waits for (webhook_acks.py): the journal loaded.
                 "process": acks.PROCESS,
                 "journal_loaded": None if loaded is None else loaded.after,
                 "journal_holes": [] if loaded is None else list(loaded.holes),
@@ -304,7 +305,7 @@ class WebhookApp:
             before = holder.current()
             holder.refresh_if_needed(paced=True)
             try:
-                # The updater waits for this before evicting (acks.py).
+                # The updater waits for this before evicting (webhook_acks.py).
                 holder.acknowledge(now=timezone.now())
             except Exception as exc:
                 logger.warning(

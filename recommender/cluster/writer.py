@@ -27,6 +27,9 @@ from typing import Any, Protocol
 
 from recommender.engine.resources import Resources
 
+# vpaweb's MutatingWebhookConfiguration: the one name the writer role grants update,
+# get and delete on (resourceNames), asked by that name in access reviews.
+WEBHOOK_CONFIGURATION_NAME = "vpaweb-webhook"
 # The cause of a resize larger than its node's allocatable (k8s-wire kubelet/06).
 NODE_CAPACITY = "NodeCapacity"
 

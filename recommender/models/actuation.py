@@ -420,7 +420,7 @@ class WebhookAck(models.Model):
     (``AdmissionChange``): every id up to ``journal_after`` except the ``journal_holes``
     ranges, and when it was last seen. The updater writes to a workload only once every
     live process has loaded the workload's latest journal row
-    (``services/actuation/handshake.py``)."""
+    (``services/readmodels/webhook_acks.py``)."""
 
     # The process: host, pid and a token of its start (a restart is a new process).
     process = models.CharField(max_length=200)

@@ -26,8 +26,8 @@ from django.utils import timezone
 
 from recommender.models import Container, Policy, ResizeChange
 from recommender.services.actuation.cycle import run_cycle
-from recommender.services.admission import acks
 from recommender.services.policy.changes import update_policy
+from recommender.services.readmodels import webhook_acks as acks
 from tests.factories import make_cluster, make_recommendation, make_workload
 from tests.faults.webhook_process import webhook_process
 from tests.k8s_fake.actuation import deployment, fake_cluster, pod

@@ -12,9 +12,9 @@ import pytest
 from django.utils import timezone
 
 from recommender.models import Cluster, WebhookAck
-from recommender.services.admission import acks
 from recommender.services.admission.snapshot import forget_holders, holder_for
 from recommender.services.policy.changes import update_policy
+from recommender.services.readmodels import webhook_acks as acks
 from recommender.webhook import WebhookApp
 from tests.services.test_admission import MI, workload_with
 

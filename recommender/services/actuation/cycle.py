@@ -18,7 +18,7 @@
 #    replica groups, ``minReplicas`` and the eviction tolerance decide which pods may be
 #    disrupted this cycle, the per-cluster rate limits cap the writes; a workload's
 #    changes wait until every live webhook process has loaded its policy
-#    (``admission/acks.py``: the handshake); an in-place
+#    (``readmodels/webhook_acks.py``: the handshake); an in-place
 #    resize patches ``pods/<name>/resize`` and falls back to eviction when refused; an
 #    eviction goes through the Eviction API, where a 429 (a PodDisruptionBudget) is "try
 #    later"; each action leaves an Event on the pod;
@@ -49,10 +49,10 @@ from recommender.services.actuation import (
     vpa_status,
     workflow,
 )
-from recommender.services.admission import acks
 from recommender.services.advice.advise import resources_json
 from recommender.services.connections import cluster_adapter_for, cluster_writer_for
 from recommender.services.policy import windows
+from recommender.services.readmodels import webhook_acks as acks
 
 logger = logging.getLogger(__name__)
 

@@ -26,10 +26,14 @@ from typing import Any
 
 from django.conf import settings
 
-from recommender.cluster.writer import AccessCheck, ClusterWriter, WriteResult
+from recommender.cluster.writer import (
+    WEBHOOK_CONFIGURATION_NAME,
+    AccessCheck,
+    ClusterWriter,
+    WriteResult,
+)
 from recommender.errors import SourceUnavailable
 from recommender.models import Cluster
-from recommender.services.admission.registration import CONFIGURATION_NAME
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +56,7 @@ WRITE_PATHS: dict[str, tuple[AccessCheck, ...]] = {
             "admissionregistration.k8s.io",
             "mutatingwebhookconfigurations",
             "update",
-            name=CONFIGURATION_NAME,
+            name=WEBHOOK_CONFIGURATION_NAME,
         ),
     ),
     RESIZE: (AccessCheck("", "pods", "patch", subresource="resize"),),

@@ -55,9 +55,9 @@ from recommender.models import (
     Workload,
 )
 from recommender.models.actuation import kill_switch_reason
-from recommender.services.admission import acks
 from recommender.services.advice.advise import AdviceInputs, load_advice_inputs
 from recommender.services.advice.limits import item_from_dict
+from recommender.services.readmodels import webhook_acks as acks
 from recommender.services.readmodels.generation import JOURNAL_KEEP, shared_generation
 from recommender.services.readmodels.node_pools import node_allocatables
 
@@ -464,7 +464,7 @@ class SnapshotHolder:
         self._rebuilt_at = 0.0  # monotonic
         self.last_error = ""
         self.cluster_id: int | None = None  # known once loaded
-        # What the last acknowledgement stored (acks.py), and when (monotonic).
+        # What the last acknowledgement stored (webhook_acks.py), and when (monotonic).
         self.acknowledged: tuple[acks.Loaded | None, float] = (None, -math.inf)
 
     def current(self) -> AdmissionSnapshot | None:
@@ -484,8 +484,8 @@ class SnapshotHolder:
         )
 
     def acknowledge(self, *, now: datetime) -> None:
-        """Store what this process has loaded (``acks.acknowledge``) when it moved,
-        or as a heartbeat every ``acks.HEARTBEAT_S``."""
+        """Store what this process has loaded (``webhook_acks.acknowledge``) when it
+        moved, or as a heartbeat every ``webhook_acks.HEARTBEAT_S``."""
         loaded, cluster_id = self.loaded(), self.cluster_id
         if loaded is None or cluster_id is None:
             return
