@@ -39,7 +39,7 @@ from django.utils import timezone
 from recommender.cluster.base import ClusterSnapshot, PodInfo
 from recommender.cluster.writer import ClusterWriter, ContainerResize, WriteResult
 from recommender.engine.resources import Resources
-from recommender.models import Cluster, ResizeChange
+from recommender.models import Cluster, Policy, ResizeChange
 from recommender.services.actuation import (
     control,
     decision,
@@ -73,6 +73,7 @@ class CycleReport:
     superseded: int = 0
     expired: int = 0
     held: int = 0  # not proposed again: an operator rejected the same resize
+    infeasible: int = 0  # not proposed again: InPlace found the same resize infeasible
     resized: int = 0
     evicted: int = 0
     try_later: int = 0
@@ -255,6 +256,9 @@ def follow_applying(context: proposals.UpdaterContext, report: CycleReport) -> N
                 in_progress_since=change.resize_in_progress_since,
                 config=context.config,
             )
+            if progress.action == "evict" and in_place_only(change):
+                never_evicted(change, pod, progress, now, report)
+                continue
             if progress.action == "evict" and change.hpa_changes:
                 _finish(
                     change,
@@ -351,6 +355,60 @@ def follow_applying(context: proposals.UpdaterContext, report: CycleReport) -> N
             )
         else:
             report.waiting += 1
+
+
+def in_place_only(change: ResizeChange) -> bool:
+    """Whether the change's workload is in InPlace mode: resized, never evicted."""
+    return bool(change.workload.policy.mode == Policy.Mode.IN_PLACE)
+
+
+# Why an InPlace change ends instead of falling back to eviction.
+NEVER_EVICTS = "InPlace never evicts"
+
+
+def never_evicted(
+    change: ResizeChange,
+    pod: PodInfo,
+    progress: decision.InPlaceProgress,
+    now: datetime,
+    report: CycleReport,
+) -> None:
+    """What InPlace does where InPlaceOrRecreate evicts: an Infeasible resize fails
+    and is remembered (not proposed again for this pod until the recommendation
+    changes); a Deferred one is tried again later, with back-off; any other (an
+    Error, in progress too long) fails."""
+    names = list(change.resources_after)
+    if progress.pending_deferred:
+        if workflow.try_transition(
+            change,
+            to=S.APPROVED,
+            allowed_from=(S.APPLYING,),
+            now=now,
+            note=f"{progress.reason}: tried again later, with back-off "
+            f"({NEVER_EVICTS})",
+            try_later_count=change.try_later_count + 1,
+            # The back-off counts from here (``retry_due``).
+            last_attempt_at=now,
+            resize_pending_since=None,
+            error=f"{progress.reason}; tried again with back-off",
+        ):
+            report.try_later += 1
+        return
+    if "Infeasible" in progress.reason:
+        error = f"{workflow.INFEASIBLE_ERROR}: {progress.reason}; not sent again "
+        error += "until the recommendation changes or the pod is replaced"
+    else:
+        error = f"{progress.reason}; {NEVER_EVICTS}"
+    _finish(change, S.FAILED, now, report, observed_of(pod, names), error=error)
+
+
+def retry_due(change: ResizeChange, *, now: datetime, deferred_s: float) -> bool:
+    """Whether an InPlace change tried before (Deferred, or a 429) may be sent again:
+    ``deferred_s`` after its last attempt, doubling with each, at most six hours."""
+    if not change.try_later_count or change.last_attempt_at is None:
+        return True
+    wait_s = min(deferred_s * 2 ** (change.try_later_count - 1), 6 * 3600.0)
+    return (now - change.last_attempt_at).total_seconds() >= wait_s
 
 
 # Why a coordinated change is never evicted instead of resized.
@@ -527,6 +585,13 @@ class Applier:
                 if change.error != waiting:
                     ResizeChange.objects.filter(pk=change.pk).update(error=waiting)
                 continue
+            if in_place_only(change) and not retry_due(
+                change,
+                now=self.context.now,
+                deferred_s=self.context.config.deferred_timeout_s,
+            ):
+                self.report.waiting += 1
+                continue
             if change.hpa_changes:
                 self.coordinated(change, pod)
             elif change.method == M.IN_PLACE:
@@ -599,11 +664,18 @@ class Applier:
             self.report.waiting += 1
             return
         blocked = self._blocked(permissions.RESIZE)
+        only = in_place_only(change)
+        if blocked and only:
+            self._wait(change, f"{blocked}; {NEVER_EVICTS}")
+            return
         if blocked:
             # InPlaceOrRecreate falls back to eviction, as it does when refused.
             self.evict(change, pod, error=blocked, method=M.EVICTION)
             return
         stopped = not_running(pod, list(change.resources_after))
+        if stopped and only:
+            self._wait(change, f"{stopped}; {NEVER_EVICTS}")
+            return
         if stopped:
             # A container between restarts (e.g. CrashLoopBackOff after OOM kills)
             # may never start with a resize: its replacement gets the new requests.
@@ -636,6 +708,9 @@ class Applier:
         if result.status == 429:
             self._try_later(change, result)
             return
+        if only:
+            self.refused_in_place(change, pod, result)
+            return
         # Refused (e.g. 422 "Pod running on node without support for resize", or a
         # 403 NodeCapacity: this pod's node cannot hold it, infeasible as upstream's
         # PodResizePending Infeasible): InPlaceOrRecreate falls back to eviction for
@@ -658,6 +733,35 @@ class Applier:
         ):
             self.report.fell_back += 1
             self.evict(change, pod, error=problem)
+
+    def _wait(self, change: ResizeChange, why: str) -> None:
+        """The change waits (InPlace: no eviction instead), saying why."""
+        self.report.waiting += 1
+        if change.error != why:
+            ResizeChange.objects.filter(pk=change.pk).update(error=why)
+
+    def refused_in_place(
+        self, change: ResizeChange, pod: PodInfo, result: WriteResult
+    ) -> None:
+        """An InPlace resize refused: never evicted instead. One the pod's node cannot
+        hold (NodeCapacity) is remembered as infeasible."""
+        problem = _problem(result)
+        if result.node_capacity:
+            error = (
+                f"{workflow.INFEASIBLE_ERROR}: the pod's node cannot hold it "
+                f"({problem}); not sent again until the recommendation changes or the "
+                "pod is replaced"
+            )
+        else:
+            error = f"the resize was refused: {problem}; {NEVER_EVICTS}"
+        _finish(
+            change,
+            S.FAILED,
+            self.context.now,
+            self.report,
+            observed_of(pod, list(change.resources_after)),
+            error=error,
+        )
 
     def evict(
         self, change: ResizeChange, pod: PodInfo, *, error: str = "", **fields: Any
@@ -966,6 +1070,7 @@ def run_cycle(
     report.auto_approved = counts.auto_approved
     report.superseded = counts.superseded
     report.held = counts.held
+    report.infeasible = counts.infeasible
     report.expired += counts.expired
     blocked = control.write_block_reason(cluster)
     if blocked:
