@@ -149,6 +149,10 @@ class ResizeChange(models.Model):
     # When the in-place resize was first seen Deferred / in progress (fallback clocks).
     resize_pending_since = models.DateTimeField(null=True, blank=True)
     resize_in_progress_since = models.DateTimeField(null=True, blank=True)
+    # The pod's metadata.generation the in-place resize's answer carried: the kubelet
+    # has acted on the resize once status.observedGeneration reaches it, and a resize
+    # condition written for an older generation is not this resize's.
+    written_generation = models.BigIntegerField(null=True, blank=True)
     # The changed containers' restart count and container ID when the write was
     # answered ({"<container>": {"restarts": n, "id": "containerd://…"}}): a resize is
     # verified only if the container runs with the same ones (no restart since).

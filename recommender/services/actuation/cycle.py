@@ -29,7 +29,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -122,6 +122,38 @@ def carries(pod: PodInfo, after: dict[str, Any], *, spec: bool = False) -> bool:
         if any(current.get(r) != v for r, v in requests.items()):
             return False
     return True
+
+
+def not_observed(pod: PodInfo, change: ResizeChange) -> str:
+    """Why the kubelet has not acted on the change's resize yet ("" when it has, or
+    when the pod or the answer carries no generation: an older kubelet): its
+    ``status.observedGeneration`` is below the generation the resize's answer carried
+    (k8s-wire kubelet/02: the resize bumps ``metadata.generation``)."""
+    written, observed = change.written_generation, pod.observed_generation
+    if written is None or observed is None or observed >= written:
+        return ""
+    return (
+        f"the kubelet has not observed the resize yet (observedGeneration {observed}, "
+        f"the resize is generation {written})"
+    )
+
+
+def for_this_resize(pod: PodInfo, change: ResizeChange) -> PodInfo:
+    """The pod without the resize conditions the kubelet wrote for an older
+    generation than the change's resize (each condition's ``observedGeneration``,
+    k8s-wire kubelet/01-07): a Deferred or Infeasible left by an earlier resize says
+    nothing of this one."""
+    written = change.written_generation
+    if written is None:
+        return pod
+    kept = tuple(
+        c
+        for c in pod.conditions
+        if c.type not in (decision.RESIZE_PENDING, decision.RESIZE_IN_PROGRESS)
+        or c.observed_generation is None
+        or c.observed_generation >= written
+    )
+    return pod if len(kept) == len(pod.conditions) else replace(pod, conditions=kept)
 
 
 def not_running(pod: PodInfo, names: list[str]) -> str | None:
@@ -230,7 +262,13 @@ def follow_applying(context: proposals.UpdaterContext, report: CycleReport) -> N
             continue
         waiting_for = "the pod never showed the new requests"
         if change.method == M.IN_PLACE and pod is not None:
-            if carries(pod, change.resources_after):
+            # Only the kubelet's answer to this resize counts: its generation
+            # observed, and the resize conditions written for it.
+            pod = for_this_resize(pod, change)
+            unseen = not_observed(pod, change)
+            if unseen:
+                waiting_for = unseen
+            elif carries(pod, change.resources_after):
                 # Listed in the status is not enough: the same container must run
                 # with them (a kubelet can list a resize its container never got).
                 problem = restarted(pod, change)
@@ -604,13 +642,22 @@ class Applier:
             self.context.cluster, path, now=self.context.now
         )
 
-    def _written(self, change: ResizeChange, pod: PodInfo) -> None:
+    def _written(
+        self, change: ResizeChange, pod: PodInfo, result: WriteResult | None = None
+    ) -> None:
         """The write was answered: a crash from now on is not "never written"; the
-        containers' restart counts and IDs as they were are kept for verification."""
+        containers' restart counts and IDs as they were are kept for verification,
+        and a resize's generation (the pod in its answer, k8s-wire kubelet/02)."""
         change.written_at = self.context.now
         change.written_state = written_state(pod, list(change.resources_after))
+        generation = None
+        if result is not None and result.ok:
+            generation = (result.body.get("metadata") or {}).get("generation")
+        change.written_generation = generation if isinstance(generation, int) else None
         ResizeChange.objects.filter(pk=change.pk).update(
-            written_at=change.written_at, written_state=change.written_state
+            written_at=change.written_at,
+            written_state=change.written_state,
+            written_generation=change.written_generation,
         )
 
     def _record(self, path: str, result: WriteResult) -> None:
@@ -693,7 +740,7 @@ class Applier:
             containers=_container_resizes(change),
         )
         self.report.writes += 1
-        self._written(change, pod)
+        self._written(change, pod, result)
         self._record(permissions.RESIZE, result)
         if result.ok:
             group.record(pod, in_place=True)
@@ -995,7 +1042,7 @@ class Applier:
             containers=_container_resizes(change),
         )
         self.report.writes += 1
-        self._written(change, pod)
+        self._written(change, pod, result)
         self._record(permissions.RESIZE, result)
         if result.ok:
             group.record(pod, in_place=True)

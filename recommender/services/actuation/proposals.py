@@ -121,6 +121,7 @@ CHANGE_FIELDS = (
     "resize_pending_since",
     "resize_in_progress_since",
     "written_state",
+    "written_generation",
     "decided_by_label",
     "hpa_changes",
     "hpa_state",
