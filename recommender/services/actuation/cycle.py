@@ -445,7 +445,8 @@ def retry_due(change: ResizeChange, *, now: datetime, deferred_s: float) -> bool
     ``deferred_s`` after its last attempt, doubling with each, at most six hours."""
     if not change.try_later_count or change.last_attempt_at is None:
         return True
-    wait_s = min(deferred_s * 2 ** (change.try_later_count - 1), 6 * 3600.0)
+    tries = int(change.try_later_count)
+    wait_s = min(deferred_s * 2.0 ** (tries - 1), 6 * 3600.0)
     return (now - change.last_attempt_at).total_seconds() >= wait_s
 
 
