@@ -304,15 +304,8 @@ class WebhookApp:
         for holder in self.holders():
             before = holder.current()
             holder.refresh_if_needed(paced=True)
-            try:
-                # The updater waits for this before evicting (webhook_acks.py).
-                holder.acknowledge(now=timezone.now())
-            except Exception as exc:
-                logger.warning(
-                    "cache of cluster %s: acknowledgement not stored: %s",
-                    holder.cluster_name,
-                    exc,
-                )
+            # The updater waits for this before evicting (webhook_acks.py).
+            holder.acknowledge(now=timezone.now())
             after = holder.current()
             if after is not before and after is not None and after.reloaded is None:
                 # A rebuilt cache leaves the cyclic collector's generations, as the

@@ -109,3 +109,20 @@ def test_a_hole_in_the_journal_is_not_loaded():
         True,
         False,
     ]
+
+
+def test_an_acknowledgement_that_cannot_be_stored_is_logged_once(
+    hooked, monkeypatch, caplog
+):
+    holder = holder_for("wire")
+    holder.refresh()
+
+    def down(**kwargs):
+        raise OSError("database unreachable")
+
+    monkeypatch.setattr(acks, "acknowledge", down)
+    for _ in range(3):
+        holder.acknowledge(now=timezone.now())
+    warnings = [r for r in caplog.records if "acknowledgement not stored" in r.message]
+    assert len(warnings) == 1
+    assert not WebhookAck.objects.exists()

@@ -466,6 +466,7 @@ class SnapshotHolder:
         self.cluster_id: int | None = None  # known once loaded
         # What the last acknowledgement stored (webhook_acks.py), and when (monotonic).
         self.acknowledged: tuple[acks.Loaded | None, float] = (None, -math.inf)
+        self.ack_error = ""
 
     def current(self) -> AdmissionSnapshot | None:
         """The snapshot as loaded (None before the first successful load)."""
@@ -493,8 +494,22 @@ class SnapshotHolder:
         now_s = time.monotonic()
         if loaded == before and now_s - at_s < acks.HEARTBEAT_S:
             return
-        acks.acknowledge(cluster_id=cluster_id, loaded=loaded, now=now)
+        try:
+            acks.acknowledge(cluster_id=cluster_id, loaded=loaded, now=now)
+        except Exception as exc:
+            # Tried again next tick; logged once per new error (admission is not
+            # affected: the updater stops waiting for a process it does not see).
+            error = f"{type(exc).__name__}: {exc}"
+            if error != self.ack_error:
+                self.ack_error = error
+                logger.warning(
+                    "admission cache of cluster %s: acknowledgement not stored: %s",
+                    self.cluster_name,
+                    error,
+                )
+            return
         self.acknowledged = (loaded, now_s)
+        self.ack_error = ""
 
     def invalidate(self) -> None:
         """Rebuild the whole snapshot on the next ``refresh_if_needed``."""
