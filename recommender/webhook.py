@@ -17,7 +17,8 @@
 #   to reach the database): then 503, and the kubelet restarts the process.
 # - ``GET /readyz`` (readiness): 200 when the cache of every cluster served is loaded
 #   and younger than ``VPAWEB_WEBHOOK_MAX_SNAPSHOT_AGE_S`` (an older one is not used),
-#   else 503.
+#   else 503; each cache says how far it has loaded the journal (the acknowledgement
+#   the updater waits for, ``services/readmodels/webhook_acks.py``).
 # - ``GET /metrics``: this process's counters (``vpaweb_webhook_*`` of recommender/
 #   metrics.py, incremented by ``counters.count``) for ``Authorization: Bearer
 #   $VPAWEB_METRICS_TOKEN``, the web's rule: 404 without a token set, 401 without it.
@@ -66,6 +67,7 @@ from recommender.services.admission.review import (
     review_response,
 )
 from recommender.services.admission.snapshot import SnapshotHolder, holder_for
+from recommender.services.readmodels import webhook_acks as acks
 from recommender.webhook_connections import (
     PRESSURE_SHARE,
     SMALL_BODY_BYTES,
@@ -267,6 +269,7 @@ class WebhookApp:
         caches = {}
         for holder in self.holders():
             snapshot = holder.current()
+            loaded = holder.loaded()
             age_s = (
                 None
                 if snapshot is None
@@ -281,6 +284,10 @@ class WebhookApp:
                 "is_fresh": age_s is not None
                 and age_s <= settings.WEBHOOK_MAX_SNAPSHOT_AGE_S,
                 "last_error": holder.last_error,
+                # What the updater waits for (webhook_acks.py): the journal loaded.
+                "process": acks.PROCESS,
+                "journal_loaded": None if loaded is None else loaded.after,
+                "journal_holes": [] if loaded is None else list(loaded.holes),
             }
         ok = all(c["is_fresh"] for c in caches.values())
         status = (
@@ -297,6 +304,8 @@ class WebhookApp:
         for holder in self.holders():
             before = holder.current()
             holder.refresh_if_needed(paced=True)
+            # The updater waits for this before evicting (webhook_acks.py).
+            holder.acknowledge(now=timezone.now())
             after = holder.current()
             if after is not before and after is not None and after.reloaded is None:
                 # A rebuilt cache leaves the cyclic collector's generations, as the

@@ -19,6 +19,7 @@ NAMES = {
     capping.MODE_INITIAL,
     capping.MODE_RECREATE,
     capping.MODE_IN_PLACE_OR_RECREATE,
+    capping.MODE_IN_PLACE,
 }
 TEMPLATE_COMPARISON = re.compile(
     r"""mode\s*(?:==|!=|in)\s*["'](?:""" + "|".join(sorted(NAMES)) + r""")["']"""

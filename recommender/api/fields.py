@@ -120,14 +120,16 @@ def mode_alias_note(given: str) -> str:
 
 
 class ModeField(serializers.ChoiceField):
-    """A policy mode: Off, Initial, Recreate, InPlaceOrRecreate, or upstream's alias
-    Auto (stored as Recreate); anything else is refused listing the valid modes."""
+    """A policy mode: Off, Initial, Recreate, InPlaceOrRecreate, InPlace, or upstream's
+    alias Auto (stored as Recreate); anything else is refused listing the valid
+    modes."""
 
     def __init__(self, **kwargs: Any) -> None:
         self.modes = list(Policy.Mode.values)
         kwargs.setdefault(
             "help_text",
-            "Off, Initial, Recreate or InPlaceOrRecreate; upstream's Auto is taken "
+            "Off, Initial, Recreate, InPlaceOrRecreate or InPlace; upstream's Auto is "
+            "taken "
             "as Recreate, as upstream VPA currently reads it",
         )
         super().__init__(choices=[*self.modes, *MODE_ALIASES], **kwargs)

@@ -61,6 +61,9 @@ class PodCondition:
     reason: str = ""
     message: str = ""
     last_transition: datetime | None = None
+    # The pod generation the kubelet wrote it for (1.35+: k8s-wire kubelet/01-07);
+    # None from an older kubelet.
+    observed_generation: int | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,10 @@ class PodInfo:
     # server took shows here before the kubelet actuates it (``containers`` follow
     # the status); () when the adapter reports no separate spec.
     spec_containers: tuple[ContainerSpec, ...] = ()
+    # metadata.generation (a resize bumps it) and status.observedGeneration (the
+    # generation the kubelet has acted on; None from an older kubelet).
+    generation: int | None = None
+    observed_generation: int | None = None
 
     def state_of(self, container: str) -> ContainerState | None:
         """The named container's state, None when not reported."""

@@ -374,6 +374,7 @@ def pod_of(pod: Obj) -> PodInfo:
                 last_transition=parse_time(
                     c.get("lastTransitionTime"), f"{where}: status.conditions"
                 ),
+                observed_generation=_generation(c.get("observedGeneration")),
             )
             for c in status.get("conditions") or ()
             if isinstance(c, dict)
@@ -385,7 +386,14 @@ def pod_of(pod: Obj) -> PodInfo:
         limit_ranger_set=limit_ranger_fields(limit_ranger),
         limit_ranger=limit_ranger,
         container_states=tuple(_states(pod)),
+        generation=_generation(meta.get("generation")),
+        observed_generation=_generation(status.get("observedGeneration")),
     )
+
+
+def _generation(value: Any) -> int | None:
+    """A generation as the API server writes it (an integer), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _states(pod: Obj) -> list[ContainerState]:

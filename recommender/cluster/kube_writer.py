@@ -239,6 +239,8 @@ class KubernetesWriter:
             }
             if check.subresource:
                 attributes["subresource"] = check.subresource
+            if check.name:
+                attributes["name"] = check.name
             result = self._call(
                 "POST",
                 ACCESS_REVIEWS,
@@ -308,7 +310,8 @@ class KubernetesWriter:
 
 
 def _result(status: int, data: Any, headers: Any) -> WriteResult:
-    """A ``WriteResult`` from an answer: Status reason/message, Retry-After, body."""
+    """A ``WriteResult`` from an answer: Status reason/message, Retry-After, body,
+    X-Content-Type-Options (which tells authorization's 403 from admission's)."""
     if isinstance(data, bytes):
         data = data.decode("utf-8", "replace")
     body: dict[str, Any] = {}
@@ -326,4 +329,5 @@ def _result(status: int, data: Any, headers: Any) -> WriteResult:
         message=str(body.get("message") or "") if is_status else "",
         retry_after_s=kube_client._retry_after_s(headers),
         body=body,
+        content_type_options=str((headers or {}).get("X-Content-Type-Options") or ""),
     )

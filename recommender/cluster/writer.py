@@ -27,6 +27,12 @@ from typing import Any, Protocol
 
 from recommender.engine.resources import Resources
 
+# vpaweb's MutatingWebhookConfiguration: the one name the writer role grants update,
+# get and delete on (resourceNames), asked by that name in access reviews.
+WEBHOOK_CONFIGURATION_NAME = "vpaweb-webhook"
+# The cause of a resize larger than its node's allocatable (k8s-wire kubelet/06).
+NODE_CAPACITY = "NodeCapacity"
+
 
 @dataclass(frozen=True)
 class WriteResult:
@@ -37,10 +43,39 @@ class WriteResult:
     message: str = ""  # Status.message, as sent
     retry_after_s: float | None = None  # the Retry-After header, when present
     body: Mapping[str, Any] = field(default_factory=dict)
+    # X-Content-Type-Options as sent ("nosniff" on an authorization refusal).
+    content_type_options: str = ""
 
     @property
     def ok(self) -> bool:
         return 200 <= self.status < 300
+
+    @property
+    def causes(self) -> tuple[str, ...]:
+        """The reasons of the Status's ``details.causes`` (e.g. "NodeCapacity")."""
+        details = self.body.get("details") or {}
+        causes = details.get("causes") if isinstance(details, Mapping) else None
+        return tuple(
+            str(c.get("reason") or "") for c in causes or () if isinstance(c, Mapping)
+        )
+
+    @property
+    def permission_refused(self) -> bool:
+        """A 403 from authorization (RBAC), not from admission. The API server's
+        authorization refusals carry ``X-Content-Type-Options: nosniff`` and no cause
+        (k8s-wire rbac/403-16); admission's 403s carry neither header nor, for a
+        resize larger than the node, anything but a ``NodeCapacity`` cause
+        (k8s-wire kubelet/06, resize/11)."""
+        return (
+            self.status == 403
+            and self.content_type_options.lower() == "nosniff"
+            and not self.causes
+        )
+
+    @property
+    def node_capacity(self) -> bool:
+        """A resize refused because the pod's node cannot hold it (kubelet/06)."""
+        return self.status == 403 and NODE_CAPACITY in self.causes
 
 
 @dataclass(frozen=True)
@@ -55,18 +90,22 @@ class ContainerResize:
 @dataclass(frozen=True)
 class AccessCheck:
     """One permission to ask about (a SelfSubjectAccessReview's resourceAttributes),
-    cluster-wide (every namespace)."""
+    cluster-wide (every namespace); with ``name``, for that object only, as a role
+    that grants it by ``resourceNames`` answers (RBAC matches such a rule only for a
+    request naming one of them)."""
 
     group: str
     resource: str
     verb: str
     subresource: str = ""
+    name: str = ""
 
     def describe(self) -> str:
         """``patch pods/resize`` as RBAC messages name it."""
         resource = self.resource + (f"/{self.subresource}" if self.subresource else "")
+        named = f" {self.name!r}" if self.name else ""
         group = f" in API group {self.group!r}" if self.group else ""
-        return f"{self.verb} {resource}{group}"
+        return f"{self.verb} {resource}{named}{group}"
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ __all__ = [
     "BOUNDS",
     "MODE_AUTO",
     "MODE_INITIAL",
+    "MODE_IN_PLACE",
     "MODE_IN_PLACE_OR_RECREATE",
     "MODE_OFF",
     "MODE_RECREATE",
@@ -55,6 +56,8 @@ MODES = (MODE_AUTO, MODE_OFF)
 MODE_INITIAL = "Initial"
 MODE_RECREATE = "Recreate"
 MODE_IN_PLACE_OR_RECREATE = "InPlaceOrRecreate"
+# Upstream VPA 1.7: resize in place only, never evict.
+MODE_IN_PLACE = "InPlace"
 # The default container policy's name (DefaultContainerResourcePolicy, types.go).
 DEFAULT_CONTAINER_NAME = "*"
 # LimitRange item types (k8s.io/api/core/v1 LimitTypeContainer, LimitTypePod).

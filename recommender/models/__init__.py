@@ -16,6 +16,7 @@ from recommender.models.actuation import (
     SimulatedHpaState,
     SimulatedPodState,
     UpdaterLock,
+    WebhookAck,
 )
 from recommender.models.fleet import (
     Cluster,
@@ -84,6 +85,7 @@ __all__ = [
     "StaticCoefficient",
     "UpdaterLock",
     "UsageHour",
+    "WebhookAck",
     "Workload",
     "WorkloadAmounts",
     "WorkloadPod",

@@ -149,6 +149,10 @@ class ResizeChange(models.Model):
     # When the in-place resize was first seen Deferred / in progress (fallback clocks).
     resize_pending_since = models.DateTimeField(null=True, blank=True)
     resize_in_progress_since = models.DateTimeField(null=True, blank=True)
+    # The pod's metadata.generation the in-place resize's answer carried: the kubelet
+    # has acted on the resize once status.observedGeneration reaches it, and a resize
+    # condition written for an older generation is not this resize's.
+    written_generation = models.BigIntegerField(null=True, blank=True)
     # The changed containers' restart count and container ID when the write was
     # answered ({"<container>": {"restarts": n, "id": "containerd://…"}}): a resize is
     # verified only if the container runs with the same ones (no restart since).
@@ -413,3 +417,37 @@ class AdmissionChange(models.Model):
 
     def __str__(self) -> str:
         return f"cluster {self.cluster_id}: workload {self.workload_id}"
+
+
+class WebhookAck(models.Model):
+    """What one ``webhook serve`` process has loaded of one cluster's journal
+    (``AdmissionChange``): every id up to ``journal_after`` except the ``journal_holes``
+    ranges, and when it was last seen. The updater writes to a workload only once every
+    live process has loaded the workload's latest journal row
+    (``services/readmodels/webhook_acks.py``)."""
+
+    # The process: host, pid and a token of its start (a restart is a new process).
+    process = models.CharField(max_length=200)
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    journal_after = models.BigIntegerField(default=0)
+    # [[low, high], ...]: ids below journal_after not visible when it read them.
+    journal_holes = models.JSONField(default=list, blank=True)
+    loaded_at = models.DateTimeField(default=timezone.now)
+    # Its heartbeat: a process not seen for ``handshake.LIVE_S`` is not waited for.
+    seen_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["process", "cluster"], name="webhook_ack_process_cluster"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.process} @ cluster {self.cluster_id}: {self.journal_after}"
+
+    def has_loaded(self, journal_id: int) -> bool:
+        """Whether the process has loaded the journal row ``journal_id``."""
+        return journal_id <= self.journal_after and not any(
+            low <= journal_id <= high for low, high in self.journal_holes or ()
+        )

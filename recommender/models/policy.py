@@ -11,6 +11,7 @@ from django.db import models
 from django.utils import timezone
 
 from recommender.engine.capping import (
+    MODE_IN_PLACE,
     MODE_IN_PLACE_OR_RECREATE,
     MODE_INITIAL,
     MODE_OFF,
@@ -74,6 +75,7 @@ class Policy(models.Model):
         INITIAL = MODE_INITIAL, MODE_INITIAL
         RECREATE = MODE_RECREATE, MODE_RECREATE
         IN_PLACE_OR_RECREATE = MODE_IN_PLACE_OR_RECREATE, MODE_IN_PLACE_OR_RECREATE
+        IN_PLACE = MODE_IN_PLACE, MODE_IN_PLACE
 
     class Source(models.TextChoices):
         VPAWEB = "vpaweb", "vpaweb"
@@ -192,6 +194,12 @@ class Policy(models.Model):
 ACTING_MODES: tuple[str, ...] = (
     Policy.Mode.RECREATE,
     Policy.Mode.IN_PLACE_OR_RECREATE,
+    Policy.Mode.IN_PLACE,
+)
+# The modes whose changes resize in place; InPlace never evicts.
+IN_PLACE_MODES: tuple[str, ...] = (
+    Policy.Mode.IN_PLACE_OR_RECREATE,
+    Policy.Mode.IN_PLACE,
 )
 
 

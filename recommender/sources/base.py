@@ -73,6 +73,10 @@ class UsageSource(Protocol):
     selects_workloads: bool
     # ``fetch_oom_kills`` reports the kills of the past (kube-state-metrics' series).
     keeps_oom_history: bool
+    # Usage may reach it after the minutes it belongs to (Prometheus: a new workload's
+    # first scrapes, a remote write behind): a container met with no sample yet waits
+    # for its history (``plan.HISTORY_WAIT_S``).
+    history_arrives_late: bool
     # ``fetch_throttling`` reports cAdvisor's CFS counters.
     counts_throttling: bool
     # ``instant_samples`` reads the cluster's state series (kube-state-metrics' nodes
@@ -140,6 +144,7 @@ class SourceBase:
     keeps_history = False
     selects_workloads = False
     keeps_oom_history = False
+    history_arrives_late = False
     counts_throttling = False
     reads_cluster_series = False
 

@@ -128,6 +128,7 @@ class PrometheusSource(SourceBase):
 
     keeps_history = True
     selects_workloads = False
+    history_arrives_late = True
     keeps_oom_history = True
     counts_throttling = True
     reads_cluster_series = True

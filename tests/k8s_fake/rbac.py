@@ -4,10 +4,17 @@ A test denies write permissions (``FakeApiServer.deny``: API group, resource wit
 its subresource, verb); a write they cover is answered 403 exactly as the real API
 server refuses one (tests/fixtures/k8s-wire/rbac/403-15 eviction, 403-16 resize,
 403-18 event, 403-23 webhook configuration: the message names the resource, the verb,
-the group and the namespace or cluster scope; ``details`` the name, group and kind).
+the group and the namespace or cluster scope; ``details`` the name, group and kind;
+the ``X-Content-Type-Options: nosniff`` header).
+
+A test may instead bind the server to a ClusterRole (``FakeApiServer.bind_role``, e.g.
+the shipped deploy/components/actuation/rbac-writer.yaml): a write the role's rules do
+not grant is refused the same way, matched as RBAC matches (``resourceNames`` only for
+a request naming one of them).
 
 SelfSubjectAccessReview (``POST /apis/authorization.k8s.io/v1/
-selfsubjectaccessreviews``) answers from the same denials. k8s-wire holds no
+selfsubjectaccessreviews``) answers from the same denials and role (its
+``resourceAttributes.name`` included). k8s-wire holds no
 recording of one: the request and answer follow the documented authorization.k8s.io/v1
 shape (``spec.resourceAttributes`` in; the object back, 201 Created, with
 ``status.allowed`` and, when denied, ``status.denied``/``status.reason``).
@@ -20,6 +27,8 @@ from typing import Any
 
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 USER = "system:serviceaccount:vpaweb:vpaweb"
+# Sent with every authorization refusal (rbac/403-*), never with admission's 403s.
+HEADERS = {"X-Content-Type-Options": "nosniff"}
 VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 Permission = tuple[str, str, str]  # (group, "resource" or "resource/sub", verb)
@@ -56,10 +65,41 @@ def _key(attributes: dict[str, str]) -> Permission:
     return (attributes.get("group", ""), resource, attributes["verb"])
 
 
-def forbidden(denied: set[Permission], method: str, path: str) -> dict[str, Any] | None:
-    """The 403 Status body when ``denied`` covers this write, else None."""
+def role_allows(rules: list[dict[str, Any]], attributes: dict[str, str]) -> bool:
+    """Whether a ClusterRole's ``rules`` grant the request, matched as
+    kube-apiserver's RBAC authorizer matches: group, resource[/subresource] and verb
+    (``*`` for any), and a rule with ``resourceNames`` only for a request naming one
+    of them (so never an unnamed request, such as a create)."""
+    group, resource, verb = _key(attributes)
+    name = attributes.get("name", "")
+    for rule in rules:
+        names = rule.get("resourceNames") or []
+        if (
+            (group in rule.get("apiGroups", ()) or "*" in rule.get("apiGroups", ()))
+            and (resource in rule.get("resources", ()) or "*" in rule["resources"])
+            and (verb in rule.get("verbs", ()) or "*" in rule["verbs"])
+            and (not names or name in names)
+        ):
+            return True
+    return False
+
+
+def _refused(
+    denied: set[Permission], role: list[dict[str, Any]] | None, attrs: dict[str, str]
+) -> bool:
+    return _key(attrs) in denied or (role is not None and not role_allows(role, attrs))
+
+
+def forbidden(
+    denied: set[Permission],
+    method: str,
+    path: str,
+    role: list[dict[str, Any]] | None = None,
+) -> dict[str, Any] | None:
+    """The 403 Status body when ``denied`` covers this write (or ``role``, when the
+    server is bound to one, does not grant it), else None."""
     attributes = _attributes(method, path)
-    if attributes is None or _key(attributes) not in denied:
+    if attributes is None or not _refused(denied, role, attributes):
         return None
     group, resource, verb = _key(attributes)
     kind = attributes["resource"]
@@ -90,8 +130,11 @@ def forbidden(denied: set[Permission], method: str, path: str) -> dict[str, Any]
     }
 
 
-def access_review(denied: set[Permission], raw: bytes) -> tuple[int, dict[str, Any]]:
-    """The answer to a SelfSubjectAccessReview (documented shape, see above)."""
+def access_review(
+    denied: set[Permission], raw: bytes, role: list[dict[str, Any]] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """The answer to a SelfSubjectAccessReview (documented shape, see above), from
+    the denials and, when the server is bound to one, the role's rules."""
     review = json.loads(raw or b"{}")
     attributes = (review.get("spec") or {}).get("resourceAttributes") or {}
     if not attributes.get("verb") or not attributes.get("resource"):
@@ -104,7 +147,7 @@ def access_review(denied: set[Permission], raw: bytes) -> tuple[int, dict[str, A
             "reason": "BadRequest",
             "code": 400,
         }
-    allowed = _key(attributes) not in denied
+    allowed = not _refused(denied, role, attributes)
     status: dict[str, Any] = {"allowed": allowed}
     if not allowed:
         status["denied"] = False  # no rule allows it; none denies it explicitly

@@ -50,6 +50,8 @@ from tests.k8s_fake import hpa, limit_ranger, nodes, rbac, writes
 from tests.k8s_fake.webhooks import WebhookConfigurations
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# lastTransitionTime of the conditions the fake kubelet writes.
+STARTED_TEXT = "2026-11-20T08:00:00Z"
 TOKEN = "fake-token-for-tests-only"
 
 # kind -> (group, version, plural, namespaced, built-in)
@@ -263,6 +265,7 @@ class FakeApiServer:
         self.unserved: set[str] = set()
         # Write permissions refused (rbac.py): (group, resource[/sub], verb).
         self.denied: set[rbac.Permission] = set()
+        self.role: list[dict[str, Any]] | None = None  # bind_role
         self.resource_version = 900000
         # Pods evicted and resized through the write verbs (tests/k8s_fake/writes.py).
         self.evicted: list[tuple[str, str]] = []
@@ -366,21 +369,62 @@ class FakeApiServer:
         with self._lock:
             self.denied.add((group, resource, verb))
 
+    def bind_role(self, rules: list[dict[str, Any]]) -> None:
+        """Grant writes (and answer access reviews) only as these ClusterRole rules
+        do, from now on (``rbac.role_allows``)."""
+        with self._lock:
+            self.role = rules
+
     def kubelet_actuates(self, namespace: str, name: str) -> None:
-        """Play a resize-capable kubelet: the containers' status resources follow
-        the spec (what resize/00 wrote by hand; the API server never does)."""
+        """Play a resize-capable kubelet once the resize is done (k8s-wire
+        kubelet/04): the containers' status resources and ``allocatedResources``
+        follow the spec, ``status.observedGeneration`` and every condition's is the
+        pod's generation, no resize condition is left."""
+        self._kubelet(namespace, name, done=True)
+
+    def kubelet_resizing(self, namespace: str, name: str) -> None:
+        """Play a kubelet 50 ms into a resize (k8s-wire kubelet/03):
+        ``PodResizeInProgress`` True, ``allocatedResources`` already the new
+        requests, the status ``resources`` still the old ones, the generation
+        observed."""
+        self._kubelet(namespace, name, done=False)
+
+    def _kubelet(self, namespace: str, name: str, *, done: bool) -> None:
         with self._lock:
             for pod in self._collections[("", "v1", "pods")].items:
                 meta = pod["metadata"]
                 if (meta.get("namespace"), meta["name"]) != (namespace, name):
                     continue
+                generation = int(meta.get("generation") or 1)
+                status = pod.setdefault("status", {})
+                status["observedGeneration"] = generation
+                conditions = [
+                    c
+                    for c in status.get("conditions") or []
+                    if c.get("type") not in ("PodResizePending", "PodResizeInProgress")
+                ]
+                if not done:
+                    conditions.insert(
+                        0,
+                        {
+                            "type": "PodResizeInProgress",
+                            "status": "True",
+                            "lastProbeTime": None,
+                            "lastTransitionTime": STARTED_TEXT,
+                        },
+                    )
+                for condition in conditions:
+                    condition["observedGeneration"] = generation
+                status["conditions"] = conditions
                 specs = {c["name"]: c for c in pod["spec"]["containers"]}
-                for status in pod.get("status", {}).get("containerStatuses") or []:
-                    spec = specs.get(status.get("name"))
-                    if spec is not None:
-                        status["resources"] = json.loads(
-                            json.dumps(spec.get("resources") or {})
-                        )
+                for container in status.get("containerStatuses") or []:
+                    spec = specs.get(container.get("name"))
+                    if spec is None:
+                        continue
+                    resources = json.loads(json.dumps(spec.get("resources") or {}))
+                    container["allocatedResources"] = resources.get("requests") or {}
+                    if done:
+                        container["resources"] = resources
             self.resource_version += 1
 
     def unserve(self, group: str) -> None:
@@ -458,11 +502,13 @@ class FakeApiServer:
                 handler, 401, _status(401, "Unauthorized", "Unauthorized")
             )
         if parts.path == rbac.ACCESS_REVIEWS and request.method == "POST":
-            code, review = rbac.access_review(self.denied, request.body)
+            code, review = rbac.access_review(self.denied, request.body, self.role)
             return self._send(handler, code, review)
-        refusal = rbac.forbidden(self.denied, request.method, parts.path)
+        refusal = rbac.forbidden(self.denied, request.method, parts.path, self.role)
         if refusal is not None:
-            return self._send(handler, 403, refusal)
+            # Authorization's 403s carry nosniff; admission's do not (k8s-wire
+            # README, rbac/403-16 against kubelet/06).
+            return self._send(handler, 403, refusal, rbac.HEADERS)
         if parts.path.startswith(WEBHOOK_CONFIGURATIONS):
             code, answer = self.webhook_configurations.serve(
                 request.method, parts.path, request.body

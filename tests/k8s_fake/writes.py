@@ -17,7 +17,9 @@ recorded.
 - ``PATCH pods/<name>/resize`` (strategic merge or JSON patch): 422 when the running
   containers' statuses carry no ``resources`` (resize/no-status-resources/01), when a
   limit or request would be removed (resize/14, 25) or the QoS class would change
-  (resize/07); otherwise 200 with the whole pod, only resources copied (an image
+  (resize/07); 403 with a ``NodeCapacity`` cause and no ``X-Content-Type-Options``
+  when the pod would request more than its (stored) node's allocatable
+  (kubelet/06); otherwise 200 with the whole pod, only resources copied (an image
   change is dropped, resize/13) and ``metadata.generation`` bumped (resize/02, 04).
 - ``PATCH pods/<name>``: annotations merged (resize/20); a resources change is 422
   (resize/06).
@@ -39,6 +41,8 @@ import re
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+
+from tests.k8s_fake.limit_ranger import quantity
 
 if TYPE_CHECKING:
     from tests.k8s_fake.server import FakeApiServer
@@ -404,6 +408,9 @@ def _resize(server: FakeApiServer, namespace: str, name: str, body: Any) -> Answ
         )
     if causes:
         return _invalid_pod(name, causes)
+    too_big = _beyond_node(server, pod, new)
+    if too_big is not None:
+        return too_big
     with server.lock:
         for container, changed in zip(spec_containers, new, strict=True):
             # Only resources are taken from the patch: an image change is dropped.
@@ -413,6 +420,48 @@ def _resize(server: FakeApiServer, namespace: str, name: str, body: Any) -> Answ
         _bump(server, pod)
     server.resized.append((namespace, name))
     return 200, pod, {}
+
+
+def _beyond_node(
+    server: FakeApiServer, pod: dict[str, Any], containers: list[dict[str, Any]]
+) -> Answer | None:
+    """403 as kubelet/06 when the resized pod requests more than its node's
+    allocatable (a stored Node only): a ``NodeCapacity`` cause, no
+    ``X-Content-Type-Options`` (an admission refusal, not RBAC's)."""
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    node = next(
+        (n for n in server.objects("Node") if n["metadata"]["name"] == node_name), None
+    )
+    if node is None:
+        return None
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    for resource in ("cpu", "memory"):
+        if resource not in allocatable:
+            continue
+        requested = sum(
+            quantity(((c.get("resources") or {}).get("requests") or {}).get(resource))
+            for c in containers
+            if ((c.get("resources") or {}).get("requests") or {}).get(resource)
+        )
+        limit = quantity(allocatable[resource])
+        if requested <= limit:
+            continue
+        # cpu in millicores, memory in bytes, as the recorded message counts them.
+        scale = 1000 if resource == "cpu" else 1
+        name = pod["metadata"]["name"]
+        return (
+            403,
+            failure(
+                403,
+                "Forbidden",
+                f'pods "{name}" is forbidden: node didn\'t have enough allocatable '
+                f"resources: {resource}, requested: {int(requested * scale)}, "
+                f"allocatable: {int(limit * scale)}",
+                {"name": name, "kind": "pods", "causes": [{"reason": "NodeCapacity"}]},
+            ),
+            {},
+        )
+    return None
 
 
 def _patch_pod(

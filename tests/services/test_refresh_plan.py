@@ -189,6 +189,7 @@ PROTOCOL_METHODS = sorted(
 def test_every_source_declares_every_capability(source_class):
     assert PROTOCOL_FLAGS == [
         "counts_throttling",
+        "history_arrives_late",
         "keeps_history",
         "keeps_oom_history",
         "reads_cluster_series",

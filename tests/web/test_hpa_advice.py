@@ -223,6 +223,38 @@ def test_the_webhook_leaves_the_resource_an_hpa_scales_on(scaled):
     assert full.containers[0].target.cpu_millicores == 250
 
 
+def test_the_webhook_says_left_as_is_once_when_an_hpa_scales_on_every_resource(
+    scaled,
+):
+    memory = {**CPU_HPA[0]["metrics"][0], "resource": "memory"}
+    both = [
+        {
+            **CPU_HPA[0],
+            "resources": ["cpu", "memory"],
+            "metrics": [CPU_HPA[0]["metrics"][0], memory],
+        }
+    ]
+    Workload.objects.filter(pk=scaled.pk).update(hpa_conflicts=both)
+    scaled.refresh_from_db()
+    inputs = inputs_for_workload(scaled)
+    entry = WorkloadEntry.of(scaled, scaled.policy)
+    entry = type(entry)(**{**entry.__dict__, "inputs": inputs})
+    container = PodContainerRef(
+        list_key="containers",
+        index=0,
+        name="app",
+        requests=Resources(500, 512 * MIB),
+        limits=Resources(1000, 1024 * MIB),
+        raw={},
+    )
+
+    (plan,) = advise_containers(entry=entry, containers=[container])
+
+    assert plan.set_requests == Resources()
+    assert plan.reason.startswith("left as is: an HPA scales this workload on cpu")
+    assert plan.reason.count("left as is") == 1, plan.reason
+
+
 def test_the_updater_proposes_no_change_to_a_resource_an_hpa_scales_on(scaled):
     rec = scaled.containers.get(name="app").latest_recommendation
     pod = PodInfo(

@@ -16,6 +16,7 @@ M = Policy.Mode
     [
         (M.RECREATE, "The updater proposes one when a pod's requests leave"),
         (M.IN_PLACE_OR_RECREATE, "The updater proposes one when a pod's requests"),
+        (M.IN_PLACE, "The updater proposes one when a pod's requests"),
         (M.INITIAL, "In mode Initial the updater proposes nothing."),
         (M.OFF, "In mode Off the updater proposes nothing."),
     ],
@@ -31,4 +32,4 @@ def test_the_changes_panel_says_whether_the_updater_acts(viewer_client, mode, sa
 @pytest.mark.parametrize("mode", M.values)
 def test_in_acting_mode_is_the_updaters_modes(mode):
     acts = Policy(mode=mode).in_acting_mode
-    assert acts == (mode in (M.RECREATE, M.IN_PLACE_OR_RECREATE))
+    assert acts == (mode in (M.RECREATE, M.IN_PLACE_OR_RECREATE, M.IN_PLACE))

@@ -16,7 +16,9 @@
 #    (``permissions.py``, asked by SelfSubjectAccessReview at the first cycle), and each
 #    change only inside its policy's and cluster's maintenance windows (``windows.py``):
 #    replica groups, ``minReplicas`` and the eviction tolerance decide which pods may be
-#    disrupted this cycle, the per-cluster rate limits cap the writes; an in-place
+#    disrupted this cycle, the per-cluster rate limits cap the writes; a workload's
+#    changes wait until every live webhook process has loaded its policy
+#    (``readmodels/webhook_acks.py``: the handshake); an in-place
 #    resize patches ``pods/<name>/resize`` and falls back to eviction when refused; an
 #    eviction goes through the Eviction API, where a 429 (a PodDisruptionBudget) is "try
 #    later"; each action leaves an Event on the pod;
@@ -27,16 +29,17 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
 from recommender.cluster.base import ClusterSnapshot, PodInfo
 from recommender.cluster.writer import ClusterWriter, ContainerResize, WriteResult
 from recommender.engine.resources import Resources
-from recommender.models import Cluster, ResizeChange
+from recommender.models import Cluster, Policy, ResizeChange
 from recommender.services.actuation import (
     control,
     decision,
@@ -49,6 +52,7 @@ from recommender.services.actuation import (
 from recommender.services.advice.advise import resources_json
 from recommender.services.connections import cluster_adapter_for, cluster_writer_for
 from recommender.services.policy import windows
+from recommender.services.readmodels import webhook_acks as acks
 
 logger = logging.getLogger(__name__)
 
@@ -69,10 +73,12 @@ class CycleReport:
     superseded: int = 0
     expired: int = 0
     held: int = 0  # not proposed again: an operator rejected the same resize
+    infeasible: int = 0  # not proposed again: InPlace found the same resize infeasible
     resized: int = 0
     evicted: int = 0
     try_later: int = 0
     waiting: int = 0
+    waiting_for_webhook: int = 0  # a webhook process has not loaded the policy yet
     fell_back: int = 0
     recovered: int = 0  # left applying by a crash before any write: approved again
     outside_window: int = 0  # approved, waiting for a maintenance window
@@ -116,6 +122,38 @@ def carries(pod: PodInfo, after: dict[str, Any], *, spec: bool = False) -> bool:
         if any(current.get(r) != v for r, v in requests.items()):
             return False
     return True
+
+
+def not_observed(pod: PodInfo, change: ResizeChange) -> str:
+    """Why the kubelet has not acted on the change's resize yet ("" when it has, or
+    when the pod or the answer carries no generation: an older kubelet): its
+    ``status.observedGeneration`` is below the generation the resize's answer carried
+    (k8s-wire kubelet/02: the resize bumps ``metadata.generation``)."""
+    written, observed = change.written_generation, pod.observed_generation
+    if written is None or observed is None or observed >= written:
+        return ""
+    return (
+        f"the kubelet has not observed the resize yet (observedGeneration {observed}, "
+        f"the resize is generation {written})"
+    )
+
+
+def for_this_resize(pod: PodInfo, change: ResizeChange) -> PodInfo:
+    """The pod without the resize conditions the kubelet wrote for an older
+    generation than the change's resize (each condition's ``observedGeneration``,
+    k8s-wire kubelet/01-07): a Deferred or Infeasible left by an earlier resize says
+    nothing of this one."""
+    written = change.written_generation
+    if written is None:
+        return pod
+    kept = tuple(
+        c
+        for c in pod.conditions
+        if c.type not in (decision.RESIZE_PENDING, decision.RESIZE_IN_PROGRESS)
+        or c.observed_generation is None
+        or c.observed_generation >= written
+    )
+    return pod if len(kept) == len(pod.conditions) else replace(pod, conditions=kept)
 
 
 def not_running(pod: PodInfo, names: list[str]) -> str | None:
@@ -224,7 +262,13 @@ def follow_applying(context: proposals.UpdaterContext, report: CycleReport) -> N
             continue
         waiting_for = "the pod never showed the new requests"
         if change.method == M.IN_PLACE and pod is not None:
-            if carries(pod, change.resources_after):
+            # Only the kubelet's answer to this resize counts: its generation
+            # observed, and the resize conditions written for it.
+            pod = for_this_resize(pod, change)
+            unseen = not_observed(pod, change)
+            if unseen:
+                waiting_for = unseen
+            elif carries(pod, change.resources_after):
                 # Listed in the status is not enough: the same container must run
                 # with them (a kubelet can list a resize its container never got).
                 problem = restarted(pod, change)
@@ -250,6 +294,9 @@ def follow_applying(context: proposals.UpdaterContext, report: CycleReport) -> N
                 in_progress_since=change.resize_in_progress_since,
                 config=context.config,
             )
+            if progress.action == "evict" and in_place_only(change):
+                never_evicted(change, pod, progress, now, report)
+                continue
             if progress.action == "evict" and change.hpa_changes:
                 _finish(
                     change,
@@ -346,6 +393,61 @@ def follow_applying(context: proposals.UpdaterContext, report: CycleReport) -> N
             )
         else:
             report.waiting += 1
+
+
+def in_place_only(change: ResizeChange) -> bool:
+    """Whether the change's workload is in InPlace mode: resized, never evicted."""
+    return bool(change.workload.policy.mode == Policy.Mode.IN_PLACE)
+
+
+# Why an InPlace change ends instead of falling back to eviction.
+NEVER_EVICTS = "InPlace never evicts"
+
+
+def never_evicted(
+    change: ResizeChange,
+    pod: PodInfo,
+    progress: decision.InPlaceProgress,
+    now: datetime,
+    report: CycleReport,
+) -> None:
+    """What InPlace does where InPlaceOrRecreate evicts: an Infeasible resize fails
+    and is remembered (not proposed again for this pod until the recommendation
+    changes); a Deferred one is tried again later, with back-off; any other (an
+    Error, in progress too long) fails."""
+    names = list(change.resources_after)
+    if progress.pending_deferred:
+        if workflow.try_transition(
+            change,
+            to=S.APPROVED,
+            allowed_from=(S.APPLYING,),
+            now=now,
+            note=f"{progress.reason}: tried again later, with back-off "
+            f"({NEVER_EVICTS})",
+            try_later_count=change.try_later_count + 1,
+            # The back-off counts from here (``retry_due``).
+            last_attempt_at=now,
+            resize_pending_since=None,
+            error=f"{progress.reason}; tried again with back-off",
+        ):
+            report.try_later += 1
+        return
+    if "Infeasible" in progress.reason:
+        error = f"{workflow.INFEASIBLE_ERROR}: {progress.reason}; not sent again "
+        error += "until the recommendation changes or the pod is replaced"
+    else:
+        error = f"{progress.reason}; {NEVER_EVICTS}"
+    _finish(change, S.FAILED, now, report, observed_of(pod, names), error=error)
+
+
+def retry_due(change: ResizeChange, *, now: datetime, deferred_s: float) -> bool:
+    """Whether an InPlace change tried before (Deferred, or a 429) may be sent again:
+    ``deferred_s`` after its last attempt, doubling with each, at most six hours."""
+    if not change.try_later_count or change.last_attempt_at is None:
+        return True
+    tries = int(change.try_later_count)
+    wait_s = min(deferred_s * 2.0 ** (tries - 1), 6 * 3600.0)
+    return (now - change.last_attempt_at).total_seconds() >= wait_s
 
 
 # Why a coordinated change is never evicted instead of resized.
@@ -498,13 +600,36 @@ class Applier:
         return not (quick_oom and policy.window_bypasses_quick_oom)
 
     def apply_all(self) -> None:
-        """Every approved change, highest priority first."""
-        for change in proposals.changes_needing(self.context, (S.APPROVED,)):
+        """Every approved change, highest priority first; a workload's only once
+        every live webhook process has loaded its policy (``acks.not_loaded``)."""
+        approved = list(proposals.changes_needing(self.context, (S.APPROVED,)))
+        # Wall-clock time: the processes' heartbeats are.
+        not_loaded = acks.not_loaded(
+            cluster_id=self.context.cluster.pk,
+            workload_ids={c.workload_id for c in approved},
+            now=timezone.now(),
+        )
+        for change in approved:
             pod = self.context.pod(change.workload_id, change.pod)
             if pod is None or pod.uid != change.pod_uid:
                 continue  # expired by propose; a vanished pod is not touched
             if self.outside_window(change):
                 self.report.outside_window += 1
+                continue
+            waiting = not_loaded.get(change.workload_id)
+            if waiting is not None:
+                # A replacement (or the next pod) would be admitted with the old
+                # policy: no write until the webhook has it.
+                self.report.waiting_for_webhook += 1
+                if change.error != waiting:
+                    ResizeChange.objects.filter(pk=change.pk).update(error=waiting)
+                continue
+            if in_place_only(change) and not retry_due(
+                change,
+                now=self.context.now,
+                deferred_s=self.context.config.deferred_timeout_s,
+            ):
+                self.report.waiting += 1
                 continue
             if change.hpa_changes:
                 self.coordinated(change, pod)
@@ -518,13 +643,22 @@ class Applier:
             self.context.cluster, path, now=self.context.now
         )
 
-    def _written(self, change: ResizeChange, pod: PodInfo) -> None:
+    def _written(
+        self, change: ResizeChange, pod: PodInfo, result: WriteResult | None = None
+    ) -> None:
         """The write was answered: a crash from now on is not "never written"; the
-        containers' restart counts and IDs as they were are kept for verification."""
+        containers' restart counts and IDs as they were are kept for verification,
+        and a resize's generation (the pod in its answer, k8s-wire kubelet/02)."""
         change.written_at = self.context.now
         change.written_state = written_state(pod, list(change.resources_after))
+        generation = None
+        if result is not None and result.ok:
+            generation = (result.body.get("metadata") or {}).get("generation")
+        change.written_generation = generation if isinstance(generation, int) else None
         ResizeChange.objects.filter(pk=change.pk).update(
-            written_at=change.written_at, written_state=change.written_state
+            written_at=change.written_at,
+            written_state=change.written_state,
+            written_generation=change.written_generation,
         )
 
     def _record(self, path: str, result: WriteResult) -> None:
@@ -566,7 +700,7 @@ class Applier:
         )
         self.report.writes += 1
         self._record(permissions.EVENTS, result)
-        if not result.ok and result.status != 403:
+        if not result.ok and not result.permission_refused:
             logger.warning("event on pod %s refused: %s", pod.name, _problem(result))
 
     def resize(self, change: ResizeChange, pod: PodInfo) -> None:
@@ -578,11 +712,18 @@ class Applier:
             self.report.waiting += 1
             return
         blocked = self._blocked(permissions.RESIZE)
+        only = in_place_only(change)
+        if blocked and only:
+            self._wait(change, f"{blocked}; {NEVER_EVICTS}")
+            return
         if blocked:
             # InPlaceOrRecreate falls back to eviction, as it does when refused.
             self.evict(change, pod, error=blocked, method=M.EVICTION)
             return
         stopped = not_running(pod, list(change.resources_after))
+        if stopped and only:
+            self._wait(change, f"{stopped}; {NEVER_EVICTS}")
+            return
         if stopped:
             # A container between restarts (e.g. CrashLoopBackOff after OOM kills)
             # may never start with a resize: its replacement gets the new requests.
@@ -600,7 +741,7 @@ class Applier:
             containers=_container_resizes(change),
         )
         self.report.writes += 1
-        self._written(change, pod)
+        self._written(change, pod, result)
         self._record(permissions.RESIZE, result)
         if result.ok:
             group.record(pod, in_place=True)
@@ -615,20 +756,60 @@ class Applier:
         if result.status == 429:
             self._try_later(change, result)
             return
-        # Refused (e.g. 422 "Pod running on node without support for resize"):
-        # InPlaceOrRecreate falls back to eviction, as upstream's updater does.
+        if only:
+            self.refused_in_place(change, pod, result)
+            return
+        # Refused (e.g. 422 "Pod running on node without support for resize", or a
+        # 403 NodeCapacity: this pod's node cannot hold it, infeasible as upstream's
+        # PodResizePending Infeasible): InPlaceOrRecreate falls back to eviction for
+        # this pod, as upstream's updater does. Only an authorization 403 stops the
+        # resize path for the cluster (``_record``).
         problem = _problem(result)
+        refused = (
+            "the resize is infeasible: the pod's node cannot hold it"
+            if result.node_capacity
+            else "the resize was refused"
+        )
         if workflow.try_transition(
             change,
             to=S.APPROVED,
             allowed_from=(S.APPLYING,),
             now=self.context.now,
-            note=f"falling back to eviction: the resize was refused: {problem}",
+            note=f"falling back to eviction: {refused}: {problem}",
             method=M.EVICTION,
             error=problem,
         ):
             self.report.fell_back += 1
             self.evict(change, pod, error=problem)
+
+    def _wait(self, change: ResizeChange, why: str) -> None:
+        """The change waits (InPlace: no eviction instead), saying why."""
+        self.report.waiting += 1
+        if change.error != why:
+            ResizeChange.objects.filter(pk=change.pk).update(error=why)
+
+    def refused_in_place(
+        self, change: ResizeChange, pod: PodInfo, result: WriteResult
+    ) -> None:
+        """An InPlace resize refused: never evicted instead. One the pod's node cannot
+        hold (NodeCapacity) is remembered as infeasible."""
+        problem = _problem(result)
+        if result.node_capacity:
+            error = (
+                f"{workflow.INFEASIBLE_ERROR}: the pod's node cannot hold it "
+                f"({problem}); not sent again until the recommendation changes or the "
+                "pod is replaced"
+            )
+        else:
+            error = f"the resize was refused: {problem}; {NEVER_EVICTS}"
+        _finish(
+            change,
+            S.FAILED,
+            self.context.now,
+            self.report,
+            observed_of(pod, list(change.resources_after)),
+            error=error,
+        )
 
     def evict(
         self, change: ResizeChange, pod: PodInfo, *, error: str = "", **fields: Any
@@ -862,7 +1043,7 @@ class Applier:
             containers=_container_resizes(change),
         )
         self.report.writes += 1
-        self._written(change, pod)
+        self._written(change, pod, result)
         self._record(permissions.RESIZE, result)
         if result.ok:
             group.record(pod, in_place=True)
@@ -937,6 +1118,7 @@ def run_cycle(
     report.auto_approved = counts.auto_approved
     report.superseded = counts.superseded
     report.held = counts.held
+    report.infeasible = counts.infeasible
     report.expired += counts.expired
     blocked = control.write_block_reason(cluster)
     if blocked:

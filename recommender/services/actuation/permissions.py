@@ -6,7 +6,8 @@ the API server what it may do, one SelfSubjectAccessReview per permission a writ
 path needs (``WRITE_PATHS``), at the first updater cycle and every ``RECHECK_S``
 after (or at once after an operator asks again); the answers are stored on the
 cluster and shown per path. A path the review denies is not tried."""
-# A path whose write is refused with 403 anyway (a role removed since the review) is
+# A path whose write is refused by authorization anyway (a role removed since the
+# review: a 403 with ``X-Content-Type-Options: nosniff`` and no cause) is
 # stopped with an exponential back-off: one updater interval, then twice that, up to
 # ``MAX_BACKOFF_S``; the error and the time of the next try are shown, and it is
 # logged as a WARNING once, when the path stops, not every cycle. A write that succeeds
@@ -25,13 +26,19 @@ from typing import Any
 
 from django.conf import settings
 
-from recommender.cluster.writer import AccessCheck, ClusterWriter, WriteResult
+from recommender.cluster.writer import (
+    WEBHOOK_CONFIGURATION_NAME,
+    AccessCheck,
+    ClusterWriter,
+    WriteResult,
+)
 from recommender.errors import SourceUnavailable
 from recommender.models import Cluster
 
 logger = logging.getLogger(__name__)
 
-# The write paths and the permissions each needs (deploy/rbac-writer.yaml).
+# The write paths and the permissions each needs, asked as the role grants them
+# (deploy/components/actuation/rbac-writer.yaml).
 WEBHOOK_REGISTRATION = "webhook_registration"
 RESIZE = "resize"
 EVICTION = "eviction"
@@ -43,8 +50,13 @@ WRITE_PATHS: dict[str, tuple[AccessCheck, ...]] = {
         AccessCheck(
             "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "create"
         ),
+        # Asked with the name: the shipped role grants update only on vpaweb's own
+        # configuration (resourceNames), and a review without the name is denied.
         AccessCheck(
-            "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "update"
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            "update",
+            name=WEBHOOK_CONFIGURATION_NAME,
         ),
     ),
     RESIZE: (AccessCheck("", "pods", "patch", subresource="resize"),),
@@ -144,10 +156,11 @@ def path_block_reason(cluster: Cluster, path: str, *, now: datetime) -> str | No
 def record_write_result(
     cluster: Cluster, path: str, result: WriteResult, *, now: datetime
 ) -> None:
-    """Note a write's answer: a 403 stops the path with back-off, a success clears
-    it (other answers belong to the caller)."""
+    """Note a write's answer: an authorization 403 stops the path with back-off, a
+    success clears it (other answers belong to the caller: an admission 403, such as
+    a resize larger than the pod's node, is that one write's, not the path's)."""
     backoff = dict(cluster.write_backoff or {})
-    if result.status == 403:
+    if result.permission_refused:
         before = backoff.get(path) or {}
         failures = int(before.get("failures", 0)) + 1
         delay_s = min(

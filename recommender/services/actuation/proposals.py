@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import gc
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -45,7 +46,7 @@ from recommender.models import (
     Workload,
 )
 from recommender.models.bulk import insert_changes
-from recommender.models.policy import updater_policy_q
+from recommender.models.policy import IN_PLACE_MODES, updater_policy_q
 from recommender.services.actuation import decision, hpa_coordination, workflow
 from recommender.services.advice.advise import (
     capped_recommendations,
@@ -115,10 +116,12 @@ CHANGE_FIELDS = (
     "applied_at",
     "attempts",
     "try_later_count",
+    "last_attempt_at",  # InPlace's back-off (cycle.retry_due)
     "written_at",
     "resize_pending_since",
     "resize_in_progress_since",
     "written_state",
+    "written_generation",
     "decided_by_label",
     "hpa_changes",
     "hpa_state",
@@ -181,6 +184,8 @@ class UpdaterContext:
     # Coordinated HPA mode: per workload, its changes whose HPA patch took, newest
     # first (``hpa_coordination.rollout_of``).
     hpa_rollouts: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    # (workload id, pod uid, requests) of InPlace resizes found infeasible.
+    infeasible: set[tuple[int, str, str]] = field(default_factory=set)
     # The cluster's largest nodes: no resize a node cannot hold is proposed.
     node_allocatables: tuple[tuple[int, int], ...] | None = None
 
@@ -268,6 +273,7 @@ def load_context(
     ).values(*CHANGE_FIELDS):
         context.open_rows[(row["workload_id"], row["pod"])] = row
     load_rejections(context)
+    load_infeasible(context)
     load_needs_operator(context)
     load_hpa_rollouts(context)
     for info in snapshot.workloads:
@@ -297,6 +303,23 @@ def load_rejections(context: UpdaterContext) -> None:
         by_container = context.rejected.setdefault(workload_id, {})
         for name, values in (after or {}).items():
             by_container.setdefault(name, []).append(values.get("requests") or {})
+
+
+def load_infeasible(context: UpdaterContext) -> None:
+    """The resizes InPlace found infeasible, by pod (one query): not proposed again
+    for that pod with the same requests (a node does not grow under a pod; a new
+    recommendation, or a new pod, is tried)."""
+    rows = ResizeChange.objects.filter(
+        workload__in=list(context.by_id),
+        status=S.FAILED,
+        error__startswith=workflow.INFEASIBLE_ERROR,
+    ).values_list("workload_id", "pod_uid", "resources_after")
+    for workload_id, pod_uid, after in rows:
+        context.infeasible.add((workload_id, pod_uid, _key_of(after)))
+
+
+def _key_of(after: Any) -> str:
+    return json.dumps(after, sort_keys=True)
 
 
 def load_needs_operator(context: UpdaterContext) -> None:
@@ -520,10 +543,11 @@ class ProposalCounts:
     expired: int = 0
     kept: int = 0
     held: int = 0  # not proposed: an operator's rejection still holds them back
+    infeasible: int = 0  # not proposed: InPlace found that resize infeasible
 
 
 def _method_of(policy: Policy) -> str:
-    if policy.mode == Policy.Mode.IN_PLACE_OR_RECREATE:
+    if policy.mode in IN_PLACE_MODES:
         return ResizeChange.Method.IN_PLACE
     return ResizeChange.Method.EVICTION
 
@@ -601,6 +625,9 @@ def propose(context: UpdaterContext) -> ProposalCounts:
             continue
         if held_by_rejection(context, plan):
             counts.held += 1
+            continue
+        if (plan.workload.pk, plan.pod.uid, _key_of(plan.after)) in context.infeasible:
+            counts.infeasible += 1
             continue
         policy = plan.workload.policy
         # After a replacement that could not schedule, an operator decides.

@@ -337,7 +337,7 @@ def write_vpa_statuses(
         permissions.record_write_result(
             cluster, permissions.VPA_STATUS, result, now=now
         )
-        if result.status == 403:
+        if result.permission_refused:
             counts.failed += 1  # logged once by record_write_result
         elif result.ok:
             counts.written += 1

@@ -33,6 +33,9 @@ AUTOMATIC_LABEL = "policy (automatic approval)"
 # How a failed eviction whose replacement could not be scheduled starts its error:
 # the workload's next proposals wait for an operator (``proposals.load_context``).
 UNSCHEDULABLE_ERROR = "the replacement pod cannot be scheduled"
+# How a failed InPlace change whose resize the pod's node cannot hold starts its error:
+# the same resize of the same pod is not proposed again (``proposals.load_infeasible``).
+INFEASIBLE_ERROR = "the resize is infeasible"
 # The audit action of each target status.
 A = AuditEvent.Action
 ACTIONS = {

@@ -69,6 +69,9 @@ def _differing(before: Resources, new: Resources) -> Resources:
     return result
 
 
+LEFT_AS_IS = "left as is: "
+
+
 @dataclass(frozen=True)
 class ContainerPlan:
     """What the webhook sets on one container of the pod, and why (or why nothing)."""
@@ -88,7 +91,8 @@ class ContainerPlan:
 
     @classmethod
     def unchanged(cls, container: PodContainerRef, reason: str) -> ContainerPlan:
-        """A container the webhook leaves as it is."""
+        """A container the webhook leaves as it is (``reason`` may say so already,
+        as the advice's does for resources an HPA scales on)."""
         return cls(
             name=container.name,
             list_key=container.list_key,
@@ -97,7 +101,7 @@ class ContainerPlan:
             limits_before=container.limits,
             set_requests=Resources(),
             set_limits=Resources(),
-            reason=f"left as is: {reason}",
+            reason=reason if reason.startswith(LEFT_AS_IS) else f"{LEFT_AS_IS}{reason}",
         )
 
     @classmethod

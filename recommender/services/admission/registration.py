@@ -24,10 +24,14 @@ from typing import Any
 
 from django.conf import settings
 
-from recommender.cluster.writer import ClusterWriter, WriteResult
+from recommender.cluster.writer import (
+    WEBHOOK_CONFIGURATION_NAME,
+    ClusterWriter,
+    WriteResult,
+)
 from recommender.errors import InvalidInput, SourceUnavailable
 
-CONFIGURATION_NAME = "vpaweb-webhook"
+CONFIGURATION_NAME = WEBHOOK_CONFIGURATION_NAME
 WEBHOOK_NAME = "pods.vpaweb.io"
 OPT_OUT_LABEL = "vpaweb.io/webhook"
 OPT_OUT_VALUE = "disabled"

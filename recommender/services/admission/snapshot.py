@@ -31,6 +31,7 @@ and swaps it in whole: a request sees the old one or the new one, never a mix.""
 from __future__ import annotations
 
 import logging
+import math
 import sys
 import threading
 import time
@@ -56,6 +57,7 @@ from recommender.models import (
 from recommender.models.actuation import kill_switch_reason
 from recommender.services.advice.advise import AdviceInputs, load_advice_inputs
 from recommender.services.advice.limits import item_from_dict
+from recommender.services.readmodels import webhook_acks as acks
 from recommender.services.readmodels.generation import JOURNAL_KEEP, shared_generation
 from recommender.services.readmodels.node_pools import node_allocatables
 
@@ -461,10 +463,53 @@ class SnapshotHolder:
         self._journal_read_at = 0.0  # monotonic
         self._rebuilt_at = 0.0  # monotonic
         self.last_error = ""
+        self.cluster_id: int | None = None  # known once loaded
+        # What the last acknowledgement stored (webhook_acks.py), and when (monotonic).
+        self.acknowledged: tuple[acks.Loaded | None, float] = (None, -math.inf)
+        self.ack_error = ""
 
     def current(self) -> AdmissionSnapshot | None:
         """The snapshot as loaded (None before the first successful load)."""
         return self._snapshot
+
+    def loaded(self) -> acks.Loaded | None:
+        """How far the current snapshot has read the journal (None before the first
+        load): what this process acknowledges to the updater."""
+        snapshot, mark = self._snapshot, self._mark
+        if snapshot is None or mark is None:
+            return None
+        return acks.Loaded(
+            after=mark.after,
+            holes=tuple((low, high) for low, high, _ in mark.holes),
+            loaded_at=snapshot.loaded_at,
+        )
+
+    def acknowledge(self, *, now: datetime) -> None:
+        """Store what this process has loaded (``webhook_acks.acknowledge``) when it
+        moved, or as a heartbeat every ``webhook_acks.HEARTBEAT_S``."""
+        loaded, cluster_id = self.loaded(), self.cluster_id
+        if loaded is None or cluster_id is None:
+            return
+        before, at_s = self.acknowledged
+        now_s = time.monotonic()
+        if loaded == before and now_s - at_s < acks.HEARTBEAT_S:
+            return
+        try:
+            acks.acknowledge(cluster_id=cluster_id, loaded=loaded, now=now)
+        except Exception as exc:
+            # Tried again next tick; logged once per new error (admission is not
+            # affected: the updater stops waiting for a process it does not see).
+            error = f"{type(exc).__name__}: {exc}"
+            if error != self.ack_error:
+                self.ack_error = error
+                logger.warning(
+                    "admission cache of cluster %s: acknowledgement not stored: %s",
+                    self.cluster_name,
+                    error,
+                )
+            return
+        self.acknowledged = (loaded, now_s)
+        self.ack_error = ""
 
     def invalidate(self) -> None:
         """Rebuild the whole snapshot on the next ``refresh_if_needed``."""
@@ -511,6 +556,7 @@ class SnapshotHolder:
                         previous, cluster=cluster, workload_ids=changed, pause=pause
                     )
             self._snapshot, self._generation, self._stale = snapshot, generation, False
+            self.cluster_id = cluster.pk
             self._mark = mark.advanced([pk for pk, _, _ in rows], now_s=now_s)
             self._journal_read_at = now_s
             self.last_error = ""

@@ -32,6 +32,7 @@ from django.db import transaction
 
 from recommender.errors import Conflict, InvalidInput, NotFound
 from recommender.models import Policy, Workload
+from recommender.models.policy import ACTING_MODES
 from recommender.services.access.audit import Action, actor_label_of, record_audit
 from recommender.services.policy.impact import (
     LARGE_INCREASE_FACTOR,
@@ -113,12 +114,19 @@ MODE_CONSEQUENCES: dict[str, str] = {
         "5 min or in progress for 1 h; new pods get the recommended requests from the "
         "admission webhook."
     ),
+    Policy.Mode.IN_PLACE: (
+        "The updater resizes running pods in place only and never evicts them: a "
+        "resize the node cannot hold (NodeCapacity, Infeasible) is remembered and not "
+        "sent again until the recommendation changes or the pod is replaced; a "
+        "Deferred one is tried again with back-off; new pods get the recommended "
+        "requests from the admission webhook."
+    ),
 }
 
 
 def approval_consequence(mode: str, approval: str) -> str:
     """Whether the updater's changes for ``mode`` wait for an operator."""
-    if mode not in (Policy.Mode.RECREATE, Policy.Mode.IN_PLACE_OR_RECREATE):
+    if mode not in ACTING_MODES:
         return "No running pod is changed in this mode: nothing to approve."
     if approval == Policy.Approval.AUTOMATIC:
         return (

@@ -85,6 +85,7 @@ from recommender.services.refresh.plan import (
     CheckpointSchedule,
     WindowPlan,
     choose_checkpoints,
+    waits_for_history,
 )
 from recommender.services.refresh.recommend import (
     build_explanations,
@@ -130,6 +131,7 @@ def ingest_window(
         history_s=plan.history_s,
         keep_state=plan.keeps_engine_rows,
         settle_s=plan.settle_s,
+        history_wait_s=plan.history_wait_s,
     )
     with phases("ingest"):
         ingest.load_rows(window)
@@ -367,6 +369,7 @@ def refresh_cluster(
                         snapshot_kills=snapshot.oom_kills,
                         live_pods=_live_pods(discovery),
                         source_keeps_history=source.keeps_history,
+                        source_history_arrives_late=source.history_arrives_late,
                     ),
                     run=recorder.run,
                     phases=phases,
@@ -456,7 +459,12 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
         for group in window.groups.values():
             assert group.aggregates is not None
             choice = choose_checkpoints(
-                group.rows, end_at=end_at, now=now, schedule=schedule, batch=CAS_BATCH
+                group.rows,
+                end_at=end_at,
+                now=now,
+                schedule=schedule,
+                batch=CAS_BATCH,
+                history_wait_s=window.history_wait_s,
             )
             chosen, won = _write_chosen(
                 group.aggregates,
@@ -481,6 +489,8 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
         one
         for group, chosen_pks, won in stored
         for one in _kept_rows(window, group, chosen_pks, won, pending)
+        # A row waiting for its history is read again from the source, not resumed.
+        if not waits_for_history(group.rows[one[1].row], now, window.history_wait_s)
     ]
     if window.keep_state:
         # Stored: the next window of this process may go on from these rows.

@@ -144,6 +144,8 @@ class Window:
     history_s: float  # how far back from ``now`` a first contact reads
     # Samples may arrive this late: the checkpoints end ``settle_s`` before ``end_s``.
     settle_s: float = 0.0
+    # A container met with no sample yet keeps no watermark this long (plan.py).
+    history_wait_s: float = 0.0
     # Use and keep the engine rows of earlier windows of this process
     # (services/refresh/warm_state.py): only for a source that keeps history.
     keep_state: bool = False

@@ -20,6 +20,13 @@ from django.conf import settings
 from recommender.cluster.base import OomKill
 from recommender.services.refresh.ingest import STEP_S, Row
 
+# How long a container met for the first time waits for its history to reach a source
+# that keeps history (Prometheus: a new workload's first scrapes, a remote write behind)
+# before a window without any of its samples moves its watermark. Until then each
+# cycle reads its history again as a first contact does; after it, a container that
+# still has none (a workload scaled to zero) costs a steady cycle nothing more.
+HISTORY_WAIT_S = 900.0
+
 
 @dataclass(frozen=True)
 class CheckpointSchedule:
@@ -70,6 +77,10 @@ class WindowPlan:
     # Usage may arrive this late: checkpoints hold only the samples up to ``end``
     # minus this, the next window reads the rest again (VPAWEB_LATE_SAMPLES_S).
     settle_s: float = 0.0
+    # A container met for the first time that the source returned no sample of keeps
+    # no watermark for this long after it was met (``HISTORY_WAIT_S``): its history,
+    # arriving late, is read by a later cycle. 0: its watermark moves at once.
+    history_wait_s: float = 0.0
 
     @classmethod
     def minute_cycle(
@@ -80,6 +91,7 @@ class WindowPlan:
         snapshot_kills: Sequence[OomKill],
         live_pods: Mapping[int, Collection[str]],
         source_keeps_history: bool,
+        source_history_arrives_late: bool = False,
     ) -> WindowPlan:
         """The refresh cycle's window. A source that keeps history writes
         checkpoints on the schedule, settles late samples and keeps engine rows
@@ -96,6 +108,7 @@ class WindowPlan:
             ),
             keeps_engine_rows=source_keeps_history and not settle_s,
             settle_s=settle_s,
+            history_wait_s=HISTORY_WAIT_S if source_history_arrives_late else 0.0,
         )
 
     @classmethod
@@ -155,10 +168,17 @@ def choose_checkpoints(
     now: datetime,
     schedule: CheckpointSchedule | None,
     batch: int,
+    history_wait_s: float = 0.0,
 ) -> CheckpointChoice:
     """Which of ``rows``' checkpoints to write: without a schedule every one behind
-    ``end_at``; with one, the material ones now and the due ones in batches."""
-    behind = [r for r in rows if _is_behind(r, end_at)]
+    ``end_at``; with one, the material ones now and the due ones in batches. A row
+    waiting for its history (``waits_for_history``) is not written: its watermark
+    does not pass minutes its source returned nothing for."""
+    behind = [
+        r
+        for r in rows
+        if _is_behind(r, end_at) and not waits_for_history(r, now, history_wait_s)
+    ]
     if schedule is None:
         return CheckpointChoice(now=behind, due=[], behind=len(behind))
     due_at = now.timestamp() - schedule.interval_s
@@ -174,6 +194,18 @@ def choose_checkpoints(
         now=[r for r in behind if _is_material(r)],
         due=[due[start : start + batch] for start in range(0, len(due), batch)],
         behind=len(behind),
+    )
+
+
+def waits_for_history(row: Row, now: datetime, history_wait_s: float) -> bool:
+    """A container met for the first time (no watermark) that this window fed
+    nothing, within ``history_wait_s`` of being met (its checkpoint row's creation:
+    ``updated_at``, not moved until it is first written)."""
+    checkpoint = row.checkpoint
+    return (
+        checkpoint.last_sample_at is None
+        and not row.is_fed
+        and (now - checkpoint.updated_at).total_seconds() < history_wait_s
     )
 
 
