@@ -33,7 +33,9 @@ def _version(path: str) -> str:
 @cache
 def _find() -> str | None:
     for candidate in (os.environ.get("HELM"), str(INSTALLED), shutil.which("helm")):
-        if candidate and os.access(candidate, os.X_OK) and _version(candidate) == VERSION:
+        if not candidate or not os.access(candidate, os.X_OK):
+            continue
+        if _version(candidate) == VERSION:
             return candidate
     return None
 
