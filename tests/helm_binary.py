@@ -13,6 +13,8 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
+import yaml
+
 from tests.conftest import service_missing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,3 +67,12 @@ def run_helm(*args: str, stdin: str | None = None) -> subprocess.CompletedProces
         timeout=120,
         env=env,
     )
+
+
+def helm_template(chart: Path, *values: Path, release: str = "release") -> list[dict]:
+    """The objects ``helm template`` renders from CHART with the values files in
+    order (later files merged over earlier ones, as ``helm install -f`` does)."""
+    args = [arg for path in values for arg in ("-f", str(path))]
+    done = run_helm("template", release, str(chart), *args)
+    assert done.returncode == 0, done.stderr
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
