@@ -20,12 +20,17 @@ HOURS = 730
 
 @pytest.fixture
 def fleet(db, settings):
-    """prod: shop/web (3 replicas, app 500m/512Mi, recommended 250m/300Mi: wasteful),
-    shop/db (1 replica, 100m/1Gi, recommended 400m: at risk, its request below the
-    usage floor) and batch/report (a Job; 200m/256Mi, recommended 100m/128Mi)."""
+    """The fleet of make_fleet, the metrics token and the prices set."""
     settings.METRICS_TOKEN = TOKEN
     settings.PRICE_PER_CORE_HOUR = PRICE_PER_CORE_HOUR
     settings.PRICE_PER_GIB_HOUR = PRICE_PER_GIB_HOUR
+    make_fleet()
+
+
+def make_fleet() -> None:
+    """prod: shop/web (3 replicas, app 500m/512Mi, recommended 250m/300Mi: wasteful),
+    shop/db (1 replica, 100m/1Gi, recommended 400m: at risk, its request below the
+    usage floor) and batch/report (200m/256Mi, recommended 100m/128Mi)."""
     prod = make_cluster("prod")
     web = make_workload(prod, "web", namespace="shop")
     make_recommendation(web.containers.get())
@@ -122,9 +127,7 @@ def test_every_container_has_its_requests_bounds_risk_and_savings_in_base_units(
     assert got["vpaweb_recommendation_series", ()] == 3 * 10 + 2 * 3 + 1 == len(got)
 
 
-def test_top_keeps_the_containers_at_risk_first_then_the_largest_savings(
-    client, fleet
-):
+def test_top_keeps_the_containers_at_risk_first_then_the_largest_savings(client, fleet):
     got = samples(scrape(client, "?top=2").content.decode())
     exported = {
         labels for name, labels in got if name == "vpaweb_recommendation_at_risk"

@@ -3,7 +3,8 @@
 Follows docs/prometheus.md: Debian's package (installed here
 when missing), history loaded with ``promtool tsdb create-blocks-from openmetrics``
 and ``--max-block-duration=192h`` into an empty directory, the server bound to
-127.0.0.1 on a free port with its own config (no scrape targets) and a long retention.
+127.0.0.1 on a free port with its own config (no scrape targets unless given) and a
+long retention.
 """
 
 from __future__ import annotations
@@ -78,6 +79,8 @@ class PrometheusServer:
     data_dir: Path
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
+    # The configuration file's text: no scrape targets unless a test gives some.
+    config: str = CONFIG
 
     @property
     def url(self) -> str:
@@ -88,7 +91,7 @@ class PrometheusServer:
         if not self.port:
             self.port = free_port()
         config = self.data_dir.parent / f"{self.data_dir.name}.prometheus.yml"
-        config.write_text(CONFIG)
+        config.write_text(self.config)
         log = (self.data_dir.parent / f"{self.data_dir.name}.prometheus.log").open("ab")
         self.process = subprocess.Popen(
             [
