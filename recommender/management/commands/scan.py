@@ -1,17 +1,16 @@
 """`manage.py scan`: one command from a kubeconfig context and a Prometheus URL to a
 report of every container's recommendation, with no server and no database to set up.
 
-The command runs itself again in a child process whose database is a temporary SQLite
-file (``VPAWEB_VAR_DIR`` a temporary directory; ``DATABASE_URL`` and ``REDIS_URL``
-unset, so tasks run eagerly), removed at the end. The child migrates it, adds the
-cluster (``add_kubernetes_cluster``: the API server must answer), back-fills its
-history from Prometheus (``backfill_cluster``: the refresh's own discovery, ingestion
-and engine, so the recommendations are the server's), then prints them. Progress goes
-to stderr.
-
-Exit codes: 0 every container with a recommendation is within the tolerance
-(``VPAWEB_CHECK_*`` unless given, as ``check``), 1 one is outside it, 2 an error.
+The work runs in a child process whose database is a temporary SQLite file: it adds the
+cluster, back-fills its history from Prometheus with the refresh's own engine (so the
+recommendations are the server's) and prints them; progress goes to stderr. Exit codes:
+0 every container with a recommendation is within the tolerance (``VPAWEB_CHECK_*``
+unless given, as ``check``), 1 one is outside it, 2 an error.
 """
+# The child is this command again with ``VPAWEB_VAR_DIR`` a temporary directory and
+# ``DATABASE_URL`` and ``REDIS_URL`` unset (tasks run eagerly); the directory is removed
+# when it ends. It migrates the database, adds the cluster (``add_kubernetes_cluster``:
+# the API server must answer) and runs ``backfill_cluster``.
 
 from __future__ import annotations
 

@@ -3,15 +3,16 @@
 
 Per container, labelled ``cluster``, ``namespace``, ``workload``, ``kind`` and
 ``container``: the requests, the target and the lower and upper bounds (``_cores`` and
-``_bytes``), whether it is at risk and its monthly savings, the same facts the
-dashboard shows (``Container.objects.with_provisioning``). Ten series a container, so
-the export is bounded: only the namespaces asked for (all when none), and of those the
-first ``top`` containers, at-risk ones first (highest risk score), then by the size of
-their savings. Per namespace, unbounded by ``top``: the monthly savings (the workloads
-list's, ``namespace_savings``), the containers at risk and the containers left out, so
-fleet totals stay whole whatever the bound. ``vpaweb_recommendation_series`` says how
-many series the answer holds.
+``_bytes``), whether it is at risk and its monthly savings, as the dashboard shows them
+(``Container.objects.with_provisioning``); per namespace, the savings, the containers at
+risk and those left out. ``Bound`` limits the per-container series.
 """
+# Ten series a container, so the export is bounded: only the namespaces asked for (all
+# when none), and of those the first ``top`` containers, at-risk ones first (highest
+# risk score), then by the size of their savings. The per-namespace series are not
+# bounded by ``top`` (savings from ``namespace_savings``, the workloads list's), so
+# fleet totals stay whole whatever the bound. ``vpaweb_recommendation_series`` says
+# how many series the answer holds.
 
 from __future__ import annotations
 
