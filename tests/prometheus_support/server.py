@@ -81,6 +81,10 @@ class PrometheusServer:
     process: subprocess.Popen[bytes] | None = None
     # The configuration file's text: no scrape targets unless a test gives some.
     config: str = CONFIG
+    # More command-line flags (e.g. --web.config.file).
+    args: tuple[str, ...] = ()
+    # The credentials its readiness probe needs, when the flags above ask for some.
+    auth: tuple[str, str] | None = None
 
     @property
     def url(self) -> str:
@@ -101,6 +105,7 @@ class PrometheusServer:
                 "--storage.tsdb.retention.time=3650d",
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--log.level=warn",
+                *self.args,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -113,7 +118,7 @@ class PrometheusServer:
                     f"prometheus exited with {self.process.returncode}; see {log.name}"
                 )
             try:
-                if requests.get(f"{self.url}/-/ready", timeout=1).ok:
+                if requests.get(f"{self.url}/-/ready", timeout=1, auth=self.auth).ok:
                     return self
             except requests.RequestException:
                 pass
