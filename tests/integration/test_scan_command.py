@@ -2,7 +2,8 @@
 database, the cluster read from the fake API server (recorded shapes) through a
 kubeconfig context, the history from a real Prometheus. Its recommendations equal
 ``manage.py recommend`` over the same samples, which test_prometheus_backfill proves
-equal to what the server stores; every format says the same."""
+equal to what the server stores; every format (table, JSON, YAML, CSV, HTML) says the
+same."""
 
 from __future__ import annotations
 
@@ -74,6 +75,12 @@ def test_scan_gives_the_servers_recommendations_in_every_format(cluster, tmp_pat
     as_yaml = scan(cluster, "--output", "yaml")
     assert as_yaml.returncode == 1
     assert yaml.safe_load(as_yaml.stdout) == report
+
+    page = scan(cluster, "--output", "html")
+    assert page.returncode == 1
+    assert page.stdout.startswith("<!DOCTYPE html>")
+    assert page.stdout.count("<tr><td>") == len(got)
+    assert page.stdout.count('<td class="outside">') == report["outside_tolerance"]
 
     table = scan(cluster, "--output", "table")
     assert table.returncode == 1

@@ -15,6 +15,7 @@ unless given, as ``check``), 1 one is outside it, 2 an error.
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import os
@@ -36,7 +37,7 @@ from recommender.engine.resources import CPU, MEMORY
 from recommender.errors import VpawebError
 from recommender.text import csv_cell
 
-FORMATS = ("table", "json", "csv", "yaml")
+FORMATS = ("table", "json", "csv", "yaml", "html")
 # Set in the child process, which does the work in its temporary database.
 CHILD = "VPAWEB_SCAN_CHILD"
 CLUSTER = "scan"
@@ -357,9 +358,62 @@ def render_table(rows: list[dict[str, Any]], options: dict[str, Any]) -> str:
     return text + f"{len(rows)} containers, {outside} outside the tolerance\n"
 
 
+# One self-contained page: no script, no external asset, every cell escaped.
+HTML_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<style>
+body {{ font: 14px system-ui, sans-serif; margin: 2em; }}
+table {{ border-collapse: collapse; }}
+th, td {{ border: 1px solid #ccc; padding: 4px 8px; text-align: left; }}
+th {{ background: #f0f0f0; }}
+td.outside {{ color: #b00020; font-weight: bold; }}
+</style>
+</head>
+<body>
+<h1>{title}</h1>
+<p>{summary}</p>
+<table>
+<thead><tr>{header}</tr></thead>
+<tbody>
+{body}
+</tbody>
+</table>
+</body>
+</html>
+"""
+
+
+def render_html(rows: list[dict[str, Any]], options: dict[str, Any]) -> str:
+    """The CSV's columns as one HTML page, outside-tolerance rows marked."""
+    lines = []
+    for row in rows:
+        flat = _flat(row)
+        cells = "".join(
+            f'<td class="outside">{html.escape(str(value))}</td>'
+            if key == "within_tolerance" and not value
+            else f"<td>{html.escape(str(value))}</td>"
+            for key, value in flat.items()
+        )
+        lines.append(f"<tr>{cells}</tr>")
+    outside = sum(1 for row in rows if not row["within_tolerance"])
+    return HTML_PAGE.format(
+        title=html.escape(f"vpaweb scan of {options['context']}"),
+        summary=html.escape(
+            f"{len(rows)} containers, {outside} outside the tolerance (CPU "
+            f"{options['cpu_tolerance']:g} %, memory {options['memory_tolerance']:g} %)"
+        ),
+        header="".join(f"<th>{html.escape(name)}</th>" for name in CSV_FIELDS),
+        body="\n".join(lines),
+    )
+
+
 RENDER = {
     "table": render_table,
     "json": render_json,
     "csv": render_csv,
     "yaml": render_yaml,
+    "html": render_html,
 }
