@@ -161,3 +161,12 @@ def test_the_recommendations_need_the_metrics_token(client, fleet, settings):
     assert scrape(client, token="wrong").status_code == 401
     settings.METRICS_TOKEN = ""
     assert scrape(client).status_code == 404
+
+
+def test_prometheus_scrapes_the_recommendations_over_plain_http(fleet, settings):
+    from django.test import Client
+
+    settings.SECURE_SSL_REDIRECT = True
+    response = scrape(Client())
+    assert response.status_code == 200
+    assert b"vpaweb_recommendation_series" in response.content
