@@ -6,6 +6,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
 REDOC_JS := static/vendor/redoc.standalone.js
+# The helm binary the chart's tests use, from a pinned npm package (tools/install-helm.sh).
+HELM := var/tools/helm/helm
 # Where collectstatic writes (vpaweb/settings.py's STATIC_ROOT, from the same variables).
 STATIC_MANIFEST := $(or $(VPAWEB_STATIC_ROOT),$(or $(VPAWEB_VAR_DIR),var)/staticfiles)/staticfiles.json
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
@@ -17,7 +19,7 @@ TEST_WORKERS ?= 2
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-sqlite test-pg test-faults test-deploy worker beat scheduler lint fmt bench schema setup clean
+.PHONY: run test test-sqlite test-pg test-faults test-deploy worker beat scheduler lint fmt bench schema setup clean helm
 
 setup: $(STAMP) $(REDOC_JS)
 
@@ -29,6 +31,12 @@ $(STAMP): requirements.txt requirements-dev.txt
 # ReDoc from drf-spectacular-sidecar, made to load nothing from outside (see the tool).
 $(REDOC_JS): $(STAMP) tools/vendor_redoc.py
 	$(PY) tools/vendor_redoc.py $(REDOC_JS)
+
+# Without npm or the registry it warns and the helm tests skip; under CI=true it fails.
+$(HELM): tools/install-helm.sh
+	tools/install-helm.sh $(HELM)
+
+helm: $(HELM)
 
 var/secret_key:
 	mkdir -p var
@@ -48,7 +56,7 @@ run: setup var/secret_key $(STATIC_MANIFEST)
 # Both runs side by side (much of a run is spent waiting on servers, browsers and
 # subprocesses, which the other run's tests fill); each prints its output when it ends,
 # and the last line says how long the whole suite took.
-test: setup
+test: setup $(HELM)
 	@echo "make test: the SQLite and PostgreSQL runs go side by side; each prints when it ends"
 	@start=$$(date +%s); $(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-pg \
 		&& echo "make test: SQLite and PostgreSQL runs passed in $$(( $$(date +%s) - start )) s"
@@ -58,7 +66,7 @@ test: setup
 # then load the ~460 modules the SQLite run compiled instead of compiling them again.
 TEST_ENV := PYTHONDONTWRITEBYTECODE= SECRET_KEY=test-only-key
 
-test-sqlite: setup
+test-sqlite: setup $(HELM)
 	$(TEST_ENV) $(PY) -m pytest -n $(TEST_WORKERS) -m "not integration and not faults and not on_postgres"
 
 # Only the tests whose result can depend on the backend: those that reach the database
@@ -66,7 +74,7 @@ test-sqlite: setup
 # away from any database gives the same result here as in test-sqlite, which ran it
 # (tests/database_split.py). Half the schemathesis shards (marker on_postgres) run here
 # instead of in test-sqlite.
-test-pg: setup
+test-pg: setup $(HELM)
 	$(TEST_ENV) DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) \
 		$(PY) -m pytest -n $(TEST_WORKERS) --database-tests-only \
 		-m "((integration or not browser) and not schemathesis and not faults) or on_postgres"

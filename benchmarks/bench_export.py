@@ -30,6 +30,7 @@ from benchmarks.bench_retention import real_row, setup_scratch_postgres
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 CONTAINERS_PER_WORKLOAD = 1835 / 1200  # the simulated fleet's mix
 ROOT = Path(__file__).resolve().parents[1]
+HPA_LEAVE = "leave"  # Policy.HpaCoordination.LEAVE
 
 
 def _fleet(containers: int) -> int:
@@ -53,20 +54,23 @@ def _fleet(containers: int) -> int:
         cursor.execute(
             "INSERT INTO recommender_workload (cluster_id, kind, namespace, name, "
             "replicas, selector, labels, pod_disruption_budgets, hpa_conflicts, "
-            "is_active, first_seen_at, last_seen_at, uid) "
+            "is_active, first_seen_at, last_seen_at, uid, schedule, price_source) "
             "SELECT %s, 'Deployment', 'ns-' || (i %% 200), 'w-' || i, 3, "
-            "'{}'::jsonb, '{}'::jsonb, '[]'::jsonb, '[]'::jsonb, true, %s, %s, '' "
+            "'{}'::jsonb, '{}'::jsonb, '[]'::jsonb, '[]'::jsonb, true, %s, %s, '', "
+            "'', 'default' "
             "FROM generate_series(0, %s - 1) i",
             [cluster.pk, NOW, NOW, workloads],
         )
         cursor.execute(
             "INSERT INTO recommender_policy (workload_id, mode, profile, "
             "profile_overrides, container_policies, approval, eviction_requirements, "
-            "source, vpa_object, vpa_object_mode, updated_at) "
+            "source, vpa_object, vpa_object_mode, updated_at, maintenance_windows, "
+            "window_bypasses_quick_oom, hpa_coordination) "
             "SELECT id, 'Off', 'vpa', '{}'::jsonb, '[]'::jsonb, 'manual', "
-            "'[]'::jsonb, 'vpaweb', '', '', %s FROM recommender_workload "
+            "'[]'::jsonb, 'vpaweb', '', '', %s, '[]'::jsonb, false, %s "
+            "FROM recommender_workload "
             "WHERE cluster_id = %s",
-            [NOW, cluster.pk],
+            [NOW, HPA_LEAVE, cluster.pk],
         )
         cursor.execute(
             "INSERT INTO recommender_container (workload_id, name, kind, position, "

@@ -1,4 +1,5 @@
-"""Installing a Debian package a test needs (Chromium, Prometheus, PostgreSQL, Redis).
+"""Installing a Debian package a test needs (Chromium, Prometheus, VictoriaMetrics,
+PostgreSQL, Redis).
 
 ``install(packages, present)`` returns at once when ``present()`` holds; otherwise it
 installs under an exclusive lock, so the suite's parallel processes (xdist workers,

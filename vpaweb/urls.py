@@ -10,6 +10,11 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics_endpoint.metrics, name="metrics"),
+    path(
+        "metrics/recommendations",
+        metrics_endpoint.recommendations,
+        name="metrics-recommendations",
+    ),
     path("admin/", admin.site.urls),
     path("api/v1/", include("recommender.api.urls")),
     path("", include("recommender.web.urls")),

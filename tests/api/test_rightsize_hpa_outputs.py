@@ -1,5 +1,6 @@
 """An HPA in every output form of rightsize: the kustomize patch set (rendered by the
-real ``kubectl kustomize``), the Helm values, the diff (applied by the real
+real ``kubectl kustomize``), the Helm values (rendered by the real ``helm template`` of
+a ``helm create`` chart), the diff (applied by the real
 ``git apply``) and ``manage.py rightsize`` carry the HPA change exactly as the
 rendered manifests do; a trigger above the new limit is warned about, and every
 quantity is in Kubernetes units."""
@@ -21,6 +22,7 @@ from django.test import Client
 from recommender.models import Workload
 from tests.conftest import service_missing
 from tests.factories import make_cluster, make_recommendation, make_workload
+from tests.helm_binary import helm_template, run_helm
 
 pytestmark = pytest.mark.django_db
 MIB = 2**20
@@ -158,6 +160,54 @@ def test_the_helm_values_carry_the_hpa_target_in_helm_creates_layout(
     # Per workload, where the chart keeps it.
     placed = _post(read_client, "output=helm&hpa_values_path={workload}.hpa")
     assert placed["values"]["web"]["hpa"] == {"targetCPUUtilizationPercentage": 140}
+
+
+def test_helm_template_of_a_helm_create_chart_with_the_values_renders_the_change(
+    read_client: Client, web: Workload, tmp_path: Path
+) -> None:
+    """The chart ``helm create`` scaffolds keeps the container's resources at
+    ``resources`` and the HPA's cpu target at ``autoscaling``: the fragment for that
+    layout, after the chart's values, makes Helm render the right-sized requests and
+    the moved cpu trigger."""
+    answer = _post(read_client, "output=helm")  # values_path: resources
+    done = run_helm("create", str(tmp_path / "web"))
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "ours.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "resources": yaml.safe_load(DEPLOYMENT)["spec"]["template"]["spec"][
+                    "containers"
+                ][0]["resources"],
+                "autoscaling": {
+                    "enabled": True,
+                    "minReplicas": 2,
+                    "maxReplicas": 10,
+                    "targetCPUUtilizationPercentage": 70,
+                },
+            }
+        )
+    )
+    (tmp_path / "rightsized.yaml").write_text(answer["values_yaml"])
+
+    def rendered(*values: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+        objects = helm_template(tmp_path / "web", *values, release="web")
+        (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        return container["resources"], _hpa(objects)["spec"]["metrics"][0]
+
+    before = rendered(tmp_path / "ours.yaml")
+    assert before[1]["resource"]["target"]["averageUtilization"] == 70
+    resources, cpu_metric = rendered(
+        tmp_path / "ours.yaml", tmp_path / "rightsized.yaml"
+    )
+    ((app,),) = [
+        m["spec"]["template"]["spec"]["containers"]
+        for m in answer["manifests"]
+        if m["kind"] == "Deployment"
+    ]
+    assert resources == app["resources"] != before[0]
+    assert cpu_metric == _hpa(answer["manifests"])["spec"]["metrics"][0]
+    assert cpu_metric["resource"]["target"]["averageUtilization"] == 140
 
 
 def test_a_change_helm_creates_keys_cannot_say_gives_the_whole_metrics_list(

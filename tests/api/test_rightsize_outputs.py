@@ -1,5 +1,6 @@
 """POST /api/v1/rightsize?output=kustomize|helm|diff: the change in the form the
-repository keeps, each checked by a round trip to the rendered manifests."""
+repository keeps, each checked by a round trip to the rendered manifests (the real
+``kubectl kustomize``, ``helm template`` and ``git apply``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from django.test import Client
 
 from recommender.models import StaticCoefficient, Workload
 from tests.conftest import service_missing
+from tests.helm_binary import helm_template
 
 pytestmark = pytest.mark.django_db
 
@@ -150,65 +152,111 @@ def test_kustomize_over_the_base_and_the_patch_set_renders_the_rightsized_manife
     )
 
 
-def _merge(base: dict[str, Any], fragment: dict[str, Any]) -> dict[str, Any]:
-    """Helm's values merge (``helm install -f``): maps merge key by key, any other
-    value replaces the chart's."""
-    merged = dict(base)
-    for key, value in fragment.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
+# The shop's manifests as a chart keeps them: BASE with each container's resources, the
+# web's image tag and the cron schedule taken from values.
+SHOP_CHART_TEMPLATE = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      initContainers:
+      - {name: migrate, image: shop/migrate}
+      - name: proxy
+        image: envoy
+        restartPolicy: Always
+        resources: {{- toYaml .Values.web.proxy.resources | nindent 10 }}
+      containers:
+      - name: app
+        image: shop/web:{{ .Values.web.app.image.tag }}
+        resources: {{- toYaml .Values.web.app.resources | nindent 10 }}
+      - name: sidecar
+        image: shop/log
+        resources: {{- toYaml .Values.web.sidecar.resources | nindent 10 }}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: report
+  namespace: shop
+spec:
+  schedule: {{ .Values.report.schedule | quote }}
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers:
+          - name: job
+            image: shop/report
+            resources: {{- toYaml .Values.report.job.resources | nindent 14 }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: shop}
+data: {a: "1"}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api, namespace: shop}
+spec:
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec:
+      containers:
+      - name: api
+        image: shop/api
+        resources: {{- toYaml .Values.api.api.resources | nindent 10 }}
+"""
+SHOP_CHART_VALUES = {
+    "web": {
+        "app": {
+            "image": {"tag": "1.4"},
+            "resources": {
+                "requests": {"cpu": "1", "memory": "1Gi"},
+                "limits": {"cpu": "2", "memory": "2Gi"},
+            },
+        },
+        "sidecar": {"resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}},
+        "proxy": {"resources": {"requests": {"cpu": "200m", "memory": "128Mi"}}},
+    },
+    "report": {
+        "schedule": "0 * * * *",
+        "job": {"resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}},
+    },
+    "api": {"api": {"resources": {"requests": {"cpu": "400m"}}}},
+}
 
 
-def test_the_values_fragment_merged_into_a_charts_values_puts_the_requests_there(
-    read_client: Client, shop: Workload, coefficient: None
+def test_helm_template_with_the_values_fragment_renders_the_rightsized_manifests(
+    read_client: Client, shop: Workload, coefficient: None, tmp_path: Path
 ) -> None:
     answer = _post(
         read_client, "output=helm&values_path={workload}.{container}.resources"
     )
-    chart_values = {
-        "web": {
-            "replicaCount": 3,
-            "app": {
-                "image": {"tag": "1.4"},
-                "resources": {
-                    "requests": {"cpu": "1", "memory": "1Gi"},
-                    "limits": {"cpu": "2", "memory": "2Gi"},
-                },
-            },
-            "sidecar": {"resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}},
-        },
-        "report": {"job": {"resources": {}}},
-    }
-    merged = _merge(chart_values, answer["values"])
     assert yaml.safe_load(answer["values_yaml"]) == answer["values"]
-    manifests = {m["metadata"]["name"]: m for m in answer["manifests"]}
-
-    def resources(workload: str, container: str) -> dict[str, Any]:
-        manifest = manifests[workload]
-        spec = (
-            manifest["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-            if manifest["kind"] == "CronJob"
-            else manifest["spec"]["template"]["spec"]
-        )
-        items = spec["containers"] + spec.get("initContainers", [])
-        return next(c for c in items if c["name"] == container)["resources"]
-
-    for workload, container in (
-        ("web", "app"),
-        ("web", "sidecar"),
-        ("web", "proxy"),
-        ("report", "job"),
-        ("api", "api"),
-    ):
-        assert merged[workload][container]["resources"] == resources(
-            workload, container
-        ), (workload, container)
-    assert merged["web"]["app"]["image"] == {"tag": "1.4"}  # the rest is the chart's
-    assert merged["web"]["replicaCount"] == 3
-    assert merged["web"]["app"]["resources"]["requests"]["cpu"] != "1"
+    chart = tmp_path / "shop"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: shop\nversion: 0.1.0\n")
+    (chart / "values.yaml").write_text(yaml.safe_dump(SHOP_CHART_VALUES))
+    (chart / "templates" / "shop.yaml").write_text(SHOP_CHART_TEMPLATE)
+    # The chart as it is renders the posted manifests ...
+    assert _canonical(helm_template(chart)) == _canonical(
+        list(yaml.safe_load_all(BASE))
+    )
+    # ... and with the fragment after the chart's values (`helm upgrade -f`), Helm's
+    # own merge gives the right-sized ones: the requests replaced, the rest kept.
+    (tmp_path / "rightsized.yaml").write_text(answer["values_yaml"])
+    rendered = helm_template(chart, tmp_path / "rightsized.yaml")
+    assert _canonical(rendered) == _canonical(answer["manifests"])
+    web = next(m for m in rendered if m["metadata"]["name"] == "web")
+    app = web["spec"]["template"]["spec"]["containers"][0]
+    assert app["image"] == "shop/web:1.4"
+    assert app["resources"]["requests"]["cpu"] != "1"
 
 
 def test_one_values_path_for_several_containers_is_refused_naming_it(

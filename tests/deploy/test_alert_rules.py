@@ -77,3 +77,29 @@ def test_the_rules_cover_refresh_webhook_and_evictions_with_real_metric_names():
         for name in re.findall(r"\bvpaweb_[a-z0-9_]+", rule["expr"])
     }
     assert used <= exported, used - exported
+
+
+def test_the_compose_prometheus_config_is_valid_and_scrapes_the_recommendations(
+    promtool, tmp_path
+):
+    source = HERE.parents[1] / "deploy" / "compose" / "prometheus.yml"
+    # The container's paths, pointed at the clone's files.
+    text = (
+        source.read_text()
+        .replace("/etc/prometheus/vpaweb-alerts.yml", str(RULES))
+        .replace(
+            "/run/secrets/metrics_token",
+            str(HERE.parents[1] / "deploy" / "compose" / "demo-metrics-token"),
+        )
+    )
+    (tmp_path / "prometheus.yml").write_text(text)
+    done = subprocess.run(
+        [promtool, "check", "config", str(tmp_path / "prometheus.yml")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    jobs = {job["job_name"]: job for job in yaml.safe_load(text)["scrape_configs"]}
+    recommendations = jobs["vpaweb-recommendations"]
+    assert recommendations["metrics_path"] == "/metrics/recommendations"
+    assert recommendations["authorization"] == jobs["vpaweb"]["authorization"]

@@ -3,7 +3,8 @@
 Follows docs/prometheus.md: Debian's package (installed here
 when missing), history loaded with ``promtool tsdb create-blocks-from openmetrics``
 and ``--max-block-duration=192h`` into an empty directory, the server bound to
-127.0.0.1 on a free port with its own config (no scrape targets) and a long retention.
+127.0.0.1 on a free port with its own config (no scrape targets unless given) and a
+long retention.
 """
 
 from __future__ import annotations
@@ -78,6 +79,12 @@ class PrometheusServer:
     data_dir: Path
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
+    # The configuration file's text: no scrape targets unless a test gives some.
+    config: str = CONFIG
+    # More command-line flags (e.g. --web.config.file).
+    args: tuple[str, ...] = ()
+    # The credentials its readiness probe needs, when the flags above ask for some.
+    auth: tuple[str, str] | None = None
 
     @property
     def url(self) -> str:
@@ -88,7 +95,7 @@ class PrometheusServer:
         if not self.port:
             self.port = free_port()
         config = self.data_dir.parent / f"{self.data_dir.name}.prometheus.yml"
-        config.write_text(CONFIG)
+        config.write_text(self.config)
         log = (self.data_dir.parent / f"{self.data_dir.name}.prometheus.log").open("ab")
         self.process = subprocess.Popen(
             [
@@ -98,6 +105,7 @@ class PrometheusServer:
                 "--storage.tsdb.retention.time=3650d",
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--log.level=warn",
+                *self.args,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -110,7 +118,7 @@ class PrometheusServer:
                     f"prometheus exited with {self.process.returncode}; see {log.name}"
                 )
             try:
-                if requests.get(f"{self.url}/-/ready", timeout=1).ok:
+                if requests.get(f"{self.url}/-/ready", timeout=1, auth=self.auth).ok:
                     return self
             except requests.RequestException:
                 pass
