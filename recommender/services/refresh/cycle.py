@@ -87,6 +87,7 @@ from recommender.services.refresh.plan import (
     choose_checkpoints,
     waits_for_history,
 )
+from recommender.services.refresh.pods import record_running_hours
 from recommender.services.refresh.recommend import (
     build_explanations,
     is_significant_change,
@@ -373,6 +374,18 @@ def refresh_cluster(
                     ),
                     run=recorder.run,
                     phases=phases,
+                )
+                # Batch workloads' running hours again, now that a first contact's
+                # back-filled usage hours are stored (pods.record_running_hours).
+                counts["batch_hours_changed"] = discovery.counts.get(
+                    "batch_hours_changed", 0
+                ) + record_running_hours(
+                    cluster_id=cluster.pk,
+                    namespace=namespace,
+                    now=now,
+                    history_s=ingest.history_days(cluster) * 86400.0
+                    if source.keeps_history
+                    else 0.0,
                 )
                 # With a broker, the shard tasks of the first contacts it left start
                 # now, beside this pass's node pools and totals (chunking.py).

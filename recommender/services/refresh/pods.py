@@ -27,7 +27,7 @@ from django.db.models.functions import Greatest
 
 from recommender.cluster.base import ContainerSpec, PodInfo
 from recommender.engine.resources import RESOURCE_NAMES, Resources
-from recommender.models import Container, Workload, WorkloadPod
+from recommender.models import Container, UsageHour, Workload, WorkloadPod
 from recommender.models.bulk import STREAM_ROWS, insert_new
 from recommender.models.provisioning import HOURS_PER_MONTH
 from recommender.services.readmodels.pod_owners import (
@@ -43,6 +43,9 @@ TOUCH_EVERY = timedelta(hours=1)
 # The phase in which a batch run holds its requests on a node.
 RUNNING = "Running"
 BATCH_KINDS = (Workload.Kind.JOB, Workload.Kind.CRON_JOB)
+# The seconds one usage sample stands for (ingest.STEP_S; ingest imports this
+# module through discovery).
+SAMPLE_S = 60.0
 
 
 def _container_resources(pod: PodInfo) -> dict[str, Any]:
@@ -174,16 +177,20 @@ def record_pods(
 
 
 def record_running_hours(
-    *, cluster_id: int, namespace: str | None, now: datetime
+    *, cluster_id: int, namespace: str | None, now: datetime, history_s: float = 0.0
 ) -> int:
     """Set ``Workload.running_hours_month`` of the shard's Jobs and CronJobs from
     the runs of their pods discovery saw: the pod-hours run within the last
     ``POD_RETENTION`` (since the workload was first seen, if later), per 730-hour
     month; a CronJob with a schedule: its runs a month x its mean run
-    (cron_hours.py). A batch workload with no run seen yet gets 0. Returns the rows
-    changed.
+    (cron_hours.py). Without a finished run to forecast from, the usage history
+    (``history_s`` back-filled before the first sight; 0: none read) counts when it
+    spans longer than discovery has watched: its pod-hours sampled
+    (``history_hours``) over the hours it spans. A
+    batch workload with neither gets 0. Returns the rows changed.
 
-    One grouped statement over the pods and one update per changed workload.
+    A grouped statement over the pods, one over the usage hours of the workloads
+    that need them, and one update per changed workload.
     """
     window_start = now - POD_RETENTION
     workloads = Workload.objects.filter(
@@ -216,20 +223,38 @@ def record_running_hours(
         )
         .values_list("workload_id", "ran", "done_s", "done")
     }
-    changed = []
-    for workload in workloads.only(
-        "pk", "first_seen_at", "running_hours_month", "schedule"
-    ):
+    rows = list(
+        workloads.only("pk", "first_seen_at", "running_hours_month", "schedule")
+    )
+    plans = {}
+    for workload in rows:
         span_s = (now - max(window_start, workload.first_seen_at)).total_seconds()
         took, done_s, done = ran.get(workload.pk, (None, None, 0))
-        ran_s = max(took.total_seconds(), 0.0) if took is not None else 0.0
         forecast = forecast_hours(
             workload.schedule,
             runs=done,
             ran_s=max(done_s.total_seconds(), 0.0) if done_s is not None else 0.0,
         )
+        # The back-fill read history_s before the first sight.
+        first = workload.first_seen_at - timedelta(seconds=history_s)
+        history_span_s = (now - max(window_start, first)).total_seconds()
+        plans[workload.pk] = (span_s, took, forecast, history_span_s)
+    sampled = history_hours(
+        [
+            pk
+            for pk, (span_s, _, forecast, history_span_s) in plans.items()
+            if forecast is None and history_span_s > span_s
+        ],
+        since=window_start,
+    )
+    changed = []
+    for workload in rows:
+        span_s, took, forecast, history_span_s = plans[workload.pk]
+        ran_s = max(took.total_seconds(), 0.0) if took is not None else 0.0
         if forecast is not None:
             hours = forecast
+        elif history_span_s > span_s and workload.pk in sampled:
+            hours = sampled[workload.pk] / history_span_s * 3600.0 * HOURS_PER_MONTH
         else:
             hours = 0.0 if span_s <= 0 else ran_s / span_s * HOURS_PER_MONTH
         if workload.running_hours_month is None or (
@@ -239,6 +264,31 @@ def record_running_hours(
             changed.append(workload)
     Workload.objects.bulk_update(changed, ["running_hours_month"], batch_size=500)
     return len(changed)
+
+
+def history_hours(
+    workload_ids: Collection[int], *, since: datetime
+) -> dict[int, float]:
+    """The pod-hours each of ``workload_ids`` ran in its stored usage history after
+    ``since`` (``UsageHour``: one sample a pod a minute; a workload's busiest regular
+    container). One statement."""
+    sampled: dict[int, float] = {}
+    if not workload_ids:
+        return sampled
+    per_container = (
+        UsageHour.objects.filter(
+            container__workload_id__in=list(workload_ids), ends_at__gt=since
+        )
+        .exclude(container__kind=Container.Kind.INIT)
+        .order_by()
+        .values("container__workload_id", "container_id")
+        .annotate(n=Sum("cpu_samples"))
+        .values_list("container__workload_id", "n")
+    )
+    for workload_id, n in per_container:
+        pod_hours = (n or 0) * SAMPLE_S / 3600.0
+        sampled[workload_id] = max(sampled.get(workload_id, 0.0), pod_hours)
+    return sampled
 
 
 @dataclass(frozen=True)
