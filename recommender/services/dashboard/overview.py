@@ -44,8 +44,8 @@ from recommender.services.readmodels.provisioning import (
     RECENT_OOM_WINDOW,
     PriceMix,
     Prices,
-    price_mix,
     no_recommendation_reason,
+    price_mix,
     risk_rules,
 )
 from recommender.services.readmodels.realized import realized_savings
