@@ -46,6 +46,24 @@ def _changed_back(
     return False
 
 
+def change_savings(
+    before: dict[str, Any], after: dict[str, Any], *, prices: Prices
+) -> float:
+    """What moving one pod's container from ``before`` to ``after`` requests
+    (``ResizeChange.resources_*`` entries) saves a month at ``prices``: the
+    resources the change sets, a missing request counting as 0 (negative: adds)."""
+    old = before.get("requests") or {}
+    new = after.get("requests") or {}
+    removed = {
+        resource: (old.get(resource) or 0) - new[resource]
+        for resource, _ in _REQUESTS
+        if new.get(resource) is not None
+    }
+    return prices.monthly(
+        cpu_millicores=removed.get("cpu", 0), memory_bytes=removed.get("memory", 0)
+    )
+
+
 def realized_savings(
     *, prices: Prices, workload_ids: Iterable[int] | None = None
 ) -> dict[int, float]:

@@ -396,12 +396,7 @@ def refresh_cluster(
                 counts["batch_hours_changed"] = discovery.counts.get(
                     "batch_hours_changed", 0
                 ) + record_running_hours(
-                    cluster_id=cluster.pk,
-                    namespace=namespace,
-                    now=now,
-                    history_s=ingest.history_days(cluster) * 86400.0
-                    if source.keeps_history
-                    else 0.0,
+                    cluster_id=cluster.pk, namespace=namespace, now=now
                 )
                 # With a broker, the shard tasks of the first contacts it left start
                 # now, beside this pass's node pools and totals (chunking.py).

@@ -19,6 +19,8 @@ from django.db.models import (
     DurationField,
     ExpressionWrapper,
     F,
+    Max,
+    Min,
     Q,
     Sum,
     Value,
@@ -27,7 +29,7 @@ from django.db.models.functions import Greatest
 
 from recommender.cluster.base import ContainerSpec, PodInfo
 from recommender.engine.resources import RESOURCE_NAMES, Resources
-from recommender.models import Container, UsageHour, Workload, WorkloadPod
+from recommender.models import Checkpoint, Container, UsageHour, Workload, WorkloadPod
 from recommender.models.bulk import STREAM_ROWS, insert_new
 from recommender.models.provisioning import HOURS_PER_MONTH
 from recommender.services.readmodels.pod_owners import (
@@ -177,16 +179,15 @@ def record_pods(
 
 
 def record_running_hours(
-    *, cluster_id: int, namespace: str | None, now: datetime, history_s: float = 0.0
+    *, cluster_id: int, namespace: str | None, now: datetime
 ) -> int:
     """Set ``Workload.running_hours_month`` of the shard's Jobs and CronJobs from
     the runs of their pods discovery saw: the pod-hours run within the last
     ``POD_RETENTION`` (since the workload was first seen, if later), per 730-hour
     month; a CronJob with a schedule: its runs a month x its mean run
-    (cron_hours.py). Without a finished run to forecast from, the usage history
-    (``history_s`` back-filled before the first sight; 0: none read) counts when it
-    spans longer than discovery has watched: its pod-hours sampled
-    (``history_hours``) over the hours it spans. A
+    (cron_hours.py). Without a finished run to forecast from, the stored usage
+    history counts when it spans longer than discovery has watched: its pod-hours
+    sampled (``history_hours``) over the hours it spans (``stored_history``). A
     batch workload with neither gets 0. Returns the rows changed.
 
     A grouped statement over the pods, one over the usage hours of the workloads
@@ -224,38 +225,57 @@ def record_running_hours(
         .values_list("workload_id", "ran", "done_s", "done")
     }
     rows = list(
-        workloads.only("pk", "first_seen_at", "running_hours_month", "schedule")
-    )
-    plans = {}
-    for workload in rows:
-        span_s = (now - max(window_start, workload.first_seen_at)).total_seconds()
-        took, done_s, done = ran.get(workload.pk, (None, None, 0))
-        forecast = forecast_hours(
-            workload.schedule,
-            runs=done,
-            ran_s=max(done_s.total_seconds(), 0.0) if done_s is not None else 0.0,
+        workloads.only(
+            "pk", "namespace", "first_seen_at", "running_hours_month", "schedule"
         )
-        # The back-fill read history_s before the first sight.
-        first = workload.first_seen_at - timedelta(seconds=history_s)
-        history_span_s = (now - max(window_start, first)).total_seconds()
-        plans[workload.pk] = (span_s, took, forecast, history_span_s)
+    )
+    forecasts = {
+        workload.pk: forecast_hours(
+            workload.schedule,
+            runs=ran.get(workload.pk, (None, None, 0))[2],
+            ran_s=_seconds(ran.get(workload.pk, (None, None, 0))[1]),
+        )
+        for workload in rows
+    }
+    spans = {
+        workload.pk: (now - max(window_start, workload.first_seen_at)).total_seconds()
+        for workload in rows
+    }
+    # The history is read only while a batch workload has neither a forecast nor
+    # the retention's days watched.
+    wanted = [
+        w
+        for w in rows
+        if forecasts[w.pk] is None and spans[w.pk] < POD_RETENTION.total_seconds()
+    ]
+    stored = stored_history(workloads, since=window_start) if wanted else {}
+    # The history's span: from the back-fill's start to its last sample, so the
+    # estimate stands still between two reads of the usage.
+    history_spans = {
+        w.pk: (
+            history.until
+            - max(
+                window_start,
+                w.first_seen_at - timedelta(seconds=history.before_first_sight_s),
+            )
+        ).total_seconds()
+        for w in wanted
+        if (history := stored.get(w.namespace)) is not None
+    }
     sampled = history_hours(
-        [
-            pk
-            for pk, (span_s, _, forecast, history_span_s) in plans.items()
-            if forecast is None and history_span_s > span_s
-        ],
+        [pk for pk, span in history_spans.items() if span > spans[pk]],
         since=window_start,
     )
     changed = []
     for workload in rows:
-        span_s, took, forecast, history_span_s = plans[workload.pk]
-        ran_s = max(took.total_seconds(), 0.0) if took is not None else 0.0
+        span_s, forecast = spans[workload.pk], forecasts[workload.pk]
+        history_span_s = history_spans.get(workload.pk, 0.0)
         if forecast is not None:
             hours = forecast
         elif history_span_s > span_s and workload.pk in sampled:
             hours = sampled[workload.pk] / history_span_s * 3600.0 * HOURS_PER_MONTH
         else:
+            ran_s = _seconds(ran.get(workload.pk, (None, None, 0))[0])
             hours = 0.0 if span_s <= 0 else ran_s / span_s * HOURS_PER_MONTH
         if workload.running_hours_month is None or (
             abs(workload.running_hours_month - hours) > 1e-6
@@ -264,6 +284,64 @@ def record_running_hours(
             changed.append(workload)
     Workload.objects.bulk_update(changed, ["running_hours_month"], batch_size=500)
     return len(changed)
+
+
+def _seconds(duration: timedelta | None) -> float:
+    return max(duration.total_seconds(), 0.0) if duration is not None else 0.0
+
+
+@dataclass(frozen=True)
+class StoredHistory:
+    """A namespace's stored usage history: how far before a workload's first sight
+    it reaches (the first contact's back-fill; 0 for a source that keeps none) and
+    the time of its last sample (the ingest's watermark)."""
+
+    before_first_sight_s: float
+    until: datetime
+
+
+def stored_history(workloads: Any, *, since: datetime) -> dict[str, StoredHistory]:
+    """``StoredHistory`` per namespace of ``workloads`` with hours stored after
+    ``since``: from the namespace's earliest stored hour, earliest first sight and
+    latest sample. Three grouped statements, the same whichever pass (a shard or
+    the whole cluster) asks."""
+    scope = {
+        "cluster_id__in": workloads.values("cluster_id"),
+        "namespace__in": workloads.values("namespace"),
+    }
+    in_scope = {f"container__workload__{k}": v for k, v in scope.items()}
+
+    def per_namespace(rows: Any, path: str, value: Any) -> dict[str, Any]:
+        return dict(
+            rows.order_by().values(path).annotate(at=value).values_list(path, "at")
+        )
+
+    first_hours = per_namespace(
+        UsageHour.objects.filter(ends_at__gt=since, **in_scope),
+        "container__workload__namespace",
+        Min("ends_at"),
+    )
+    if not first_hours:
+        return {}
+    first_seen = per_namespace(
+        workloads.model.objects.filter(**scope), "namespace", Min("first_seen_at")
+    )
+    last_samples = per_namespace(
+        Checkpoint.objects.filter(**in_scope),
+        "container__workload__namespace",
+        Max("last_sample_at"),
+    )
+    return {
+        namespace: StoredHistory(
+            before_first_sight_s=max(
+                (first_seen[namespace] - (hour - timedelta(hours=1))).total_seconds(),
+                0.0,
+            ),
+            until=last_samples[namespace],
+        )
+        for namespace, hour in first_hours.items()
+        if first_seen.get(namespace) and last_samples.get(namespace)
+    }
 
 
 def history_hours(
