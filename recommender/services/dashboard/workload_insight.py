@@ -69,6 +69,7 @@ from recommender.services.readmodels.provisioning import (
     no_recommendation_reason,
     risk_rules,
 )
+from recommender.services.readmodels.realized import live_pod_requests
 from recommender.text import comment_text
 
 logger = logging.getLogger(__name__)
@@ -109,6 +110,9 @@ class ContainerInsight:
     # How the OOM kills before the recommendation bear on its memory target
     # (engine.oom.oom_effect), None without kills.
     oom_effect: dict[str, Any] | None = None
+    # When its live pods carry different requests (one resized in place): (cpu
+    # millicores, memory bytes, pods), most pods first (realized.live_pod_requests).
+    pod_requests: list[tuple[int | None, int | None, int]] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -303,6 +307,7 @@ def workload_insight(
         .order_by("position", "name")
     )
     ids = [c.pk for c in containers]
+    pod_requests = live_pod_requests(workload.pk)
     history: dict[int, list[Recommendation]] = {pk: [] for pk in ids}
     # The newest HISTORY_LIMIT rows of EACH container (a busy container never crowds
     # out another's history), in one query, drawn oldest first.
@@ -412,6 +417,7 @@ def workload_insight(
                 new_limits=new_limits,
                 is_policy_off=selected is not None and selected.mode == MODE_OFF,
                 oom_effect=_oom_effect(rec, kills_before[container.pk], profile),
+                pod_requests=pod_requests.get(container.name, []),
             )
         )
     command, snippet, note = ready_to_use(

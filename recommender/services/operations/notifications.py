@@ -153,8 +153,9 @@ def _change_notices(
                 cluster=cluster.name,
                 namespace=workload.namespace,
                 labels=workload.labels or {},
-                text=f"{workload}{f' container {name}' if name else ''}: {moved} on {pods} "
-                f"pod{'s' if pods != 1 else ''}, {money_text(saved)} a month; {verb}",
+                text=f"{workload}{f' container {name}' if name else ''}: {moved} "
+                f"on {pods} pod{'s' if pods != 1 else ''}, {money_text(saved)} a "
+                f"month; {verb}",
                 url=f"{base}/changes/"
                 if is_proposal
                 else _workload_url(base, workload),
