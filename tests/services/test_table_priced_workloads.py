@@ -84,3 +84,23 @@ def test_workloads_are_priced_by_the_table_rows_of_their_pods_nodes():
     assert mix["table"].workloads == len(expected)
     cores = [core for core, _ in expected.values()]
     assert mix["table"].core_hour == pytest.approx((min(cores), max(cores)))
+
+
+@pytest.mark.django_db
+def test_the_overview_page_prints_the_table_prices_and_the_currency(
+    client, django_user_model, settings
+):
+    from recommender.roles import Role, grant_role
+
+    settings.CURRENCY = "EUR"
+    cluster = Cluster.objects.create(name="sim", kind=Cluster.Kind.SIMULATED)
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    user = django_user_model.objects.create_user("viewer", password="x")
+    grant_role(user, Role.VIEWER)
+    client.force_login(user)
+    page = client.get("/").content.decode()
+    prices = page.split('data-testid="fleet-prices">', 1)[1].split("</div>", 1)[0]
+    assert prices.startswith("at the prices of their nodes: table (")
+    assert "EUR/core-hour" in prices and "$" not in prices
+    # The list prices appear only for the workloads no node priced.
+    assert ("0.031611" in prices) == (" default (" in prices)
