@@ -220,3 +220,37 @@ def test_at_first_contact_a_cronjob_is_priced_by_its_back_filled_runs(settings):
     ) / GIB * prices.per_gib_hour
     assert row.savings > 0
     assert row.savings == pytest.approx(workload.running_hours_month * per_hour)
+
+
+@pytest.mark.django_db
+def test_a_cronjob_shows_its_savings_per_run_from_its_schedule(client, settings):
+    from recommender.models import Container
+    from recommender.roles import Role
+    from tests.factories import make_user
+
+    cluster = Cluster.objects.create(name="sim", kind=Cluster.Kind.SIMULATED)
+    report = Workload.objects.create(
+        cluster=cluster,
+        kind="CronJob",
+        namespace="data",
+        name="profile-report",
+        schedule="14 */12 * * *",  # twice a day: 60.83 runs a 730-hour month
+        running_hours_month=10.0,
+    )
+    container = Container.objects.create(
+        workload=report, name="report", request_cpu_millicores=2000,
+        request_memory_bytes=3 * GIB,
+    )  # fmt: skip
+    make_recommendation(container, cpu_millicores=350, memory_bytes=392 * 2**20)
+    row = Workload.objects.with_provisioning(
+        prices=Prices.from_settings(), rules=risk_rules(NOW)
+    ).get(pk=report.pk)
+    runs = 730 / 12
+    client.force_login(make_user("vera", Role.VIEWER))
+    api = client.get(f"/api/v1/workloads/{report.pk}/").json()
+    listed = client.get("/api/v1/workloads/?search=profile-report").json()["results"]
+    for answer in (api, listed[0]):
+        assert answer["runs_a_month"] == round(runs, 2)
+        assert answer["savings_per_run"] == round(row.savings / runs, 2)
+    page = client.get(f"/workloads/{report.pk}/").content.decode()
+    assert f"60.8 runs a month, ${row.savings / runs:,.2f} a run" in page

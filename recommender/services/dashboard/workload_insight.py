@@ -70,6 +70,7 @@ from recommender.services.readmodels.provisioning import (
     risk_rules,
 )
 from recommender.services.readmodels.realized import live_pod_requests
+from recommender.services.refresh.cron_hours import per_run, runs_a_month
 from recommender.text import comment_text
 
 logger = logging.getLogger(__name__)
@@ -159,6 +160,16 @@ class WorkloadInsight:
     def savings(self) -> float:
         """Monthly savings, all replicas."""
         return self.facts.savings
+
+    @property
+    def runs_a_month(self) -> float | None:
+        """A CronJob's runs a month of its schedule (None otherwise)."""
+        return runs_a_month(self.workload.schedule)
+
+    @property
+    def savings_per_run(self) -> float | None:
+        """A CronJob's savings of one run: the month's over its runs."""
+        return per_run(self.facts.savings, self.workload.schedule)
 
 
 def _quantity_dict(amounts: dict[str, int]) -> dict[str, str]:
