@@ -34,7 +34,7 @@ from recommender.services.actuation import control, permissions
 from recommender.services.actuation.vpa_status import container_recommendation_entry
 from recommender.services.advice.pod_spec import resource_list
 from recommender.services.operations.cluster_health import cluster_failure
-from recommender.services.refresh.cron_hours import per_run, runs_a_month
+from recommender.services.readmodels.provisioning import per_run, runs_a_month
 
 # The dashboard's headline statuses (recommender/models/provisioning.py):
 # under (at risk), over (wasteful), missing, no-data, within. Deleted workloads are

@@ -37,8 +37,7 @@ from recommender.models.provisioning import (
     workload_facts,
 )
 from recommender.services.advice.pod_spec import resource_list
-from recommender.services.readmodels.provisioning import Prices
-from recommender.services.refresh.cron_hours import per_run, runs_a_month
+from recommender.services.readmodels.provisioning import Prices, per_run, runs_a_month
 
 # The workload columns, in the order the row tuples carry them.
 WORKLOAD_COLUMNS = (

@@ -67,10 +67,11 @@ from recommender.services.policy.validation import (
 from recommender.services.readmodels.provisioning import (
     Prices,
     no_recommendation_reason,
+    per_run,
     risk_rules,
+    runs_a_month,
 )
 from recommender.services.readmodels.realized import live_pod_requests
-from recommender.services.refresh.cron_hours import per_run, runs_a_month
 from recommender.text import comment_text
 
 logger = logging.getLogger(__name__)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from django.conf import settings
 from django.db.models import Count, Max, Min
 
+from recommender.engine.cron import runs_per_month
 from recommender.models import Container, RiskRules, Workload
 from recommender.models.provisioning import HOURS_PER_MONTH
 
@@ -113,6 +115,24 @@ def price_mix(prices: Prices) -> list[PriceMix]:
             )
         )
     return sorted(mix, key=lambda m: (-m.workloads, m.source))
+
+
+@lru_cache(maxsize=1024)
+def runs_a_month(schedule: str) -> float | None:
+    """The runs a 730-hour month of a CronJob's ``schedule`` (``engine.cron``; None:
+    no schedule, or one not understood)."""
+    if not schedule or not schedule.strip():
+        return None
+    try:
+        return runs_per_month(schedule.strip())
+    except ValueError:
+        return None
+
+
+def per_run(monthly: float, schedule: str) -> float | None:
+    """A monthly amount's share of one run of ``schedule`` (None without runs)."""
+    runs = runs_a_month(schedule)
+    return monthly / runs if runs else None
 
 
 def no_recommendation_reason(container: Container) -> str:

@@ -2,7 +2,8 @@
 (``engine.cron``) times its mean observed run (the pod-hours of its runs seen in the
 pods' retention window over their number). Without a schedule that parses, or
 before a run was seen, ``None``: the history alone counts (pods.record_running_hours).
-A run's share of a monthly figure (``per_run``) divides it by the same runs a month.
+The pages' runs a month and a run's share of a monthly figure are
+``readmodels.provisioning.runs_a_month`` and ``per_run``, by the same parser.
 """
 
 from __future__ import annotations
@@ -35,14 +36,3 @@ def forecast_hours(schedule: str, *, runs: int, ran_s: float) -> float | None:
     if per_month is None:
         return None
     return per_month * ran_s / runs / 3600.0
-
-
-def runs_a_month(schedule: str) -> float | None:
-    """The runs a month of a CronJob's ``schedule`` (None: none, or not understood)."""
-    return _runs_a_month(schedule.strip()) if schedule else None
-
-
-def per_run(monthly: float, schedule: str) -> float | None:
-    """A monthly amount's share of one run of ``schedule`` (None without runs)."""
-    runs = runs_a_month(schedule)
-    return monthly / runs if runs else None
