@@ -98,6 +98,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 # The kill switch and paused clusters in every page's header.
                 "recommender.web.context.safety",
+                # The currency beside every amount of money.
+                "recommender.web.context.money",
             ],
             # The dashboard's filters live with the dashboard (recommender/web/).
             "libraries": {"dashboard": "recommender.web.templatetags.dashboard"},
@@ -437,6 +439,9 @@ PRICE_PER_GIB_HOUR = env_float("VPAWEB_PRICE_PER_GIB_HOUR", 0.004237, minimum=0.
 # OpenCost's cost metrics (services/refresh/node_prices.py, docs/prometheus.md); ""
 # = none.
 PRICE_TABLE = env_str("VPAWEB_PRICE_TABLE", "")
+# The currency of every price above, printed beside every amount of money (the
+# dashboard, notifications, PR text, the digest): an ISO 4217 code.
+CURRENCY = env_str("VPAWEB_CURRENCY", "USD")
 # The node label that names a node's pool for "nodes you can free" (docs/dashboard.md);
 # nodes without it fall back to GKE's, EKS's and Karpenter's pool labels.
 NODE_POOL_LABEL = env_str("VPAWEB_NODE_POOL_LABEL", "node.kubernetes.io/instance-type")

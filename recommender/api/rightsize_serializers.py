@@ -349,6 +349,12 @@ class ResourceVerdictSerializer(serializers.Serializer):
     recommended = serializers.CharField()
     allowed_difference = serializers.CharField()
     difference_percent = serializers.FloatField(required=False, allow_null=True)
+    change_percent = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        help_text="the change from the request to the recommendation, in percent of "
+        "the request (500m -> 203m: -59.4); null without a request",
+    )
     verdict = serializers.ChoiceField(choices=["ok", "drift"])
     message = serializers.CharField()
 

@@ -34,6 +34,7 @@ from recommender.services.actuation import control, permissions
 from recommender.services.actuation.vpa_status import container_recommendation_entry
 from recommender.services.advice.pod_spec import resource_list
 from recommender.services.operations.cluster_health import cluster_failure
+from recommender.services.readmodels.provisioning import per_run, runs_a_month
 
 # The dashboard's headline statuses (recommender/models/provisioning.py):
 # under (at risk), over (wasteful), missing, no-data, within. Deleted workloads are
@@ -296,11 +297,17 @@ class WorkloadSerializer(serializers.ModelSerializer):
     )
     savings_monthly = serializers.SerializerMethodField(
         help_text=(
-            "monthly list-price savings of moving every container's requests to its "
-            "target, all replicas (a Job or CronJob: its running_hours_month) "
-            "at the prices of price_source; "
-            "negative when the targets cost more; as on the dashboard"
+            "monthly savings of moving every container's requests to its target, "
+            "all replicas (a Job or CronJob: its running_hours_month), at the prices "
+            "of price_source, in VPAWEB_CURRENCY; negative when the targets cost "
+            "more; as on the dashboard"
         )
+    )
+    runs_a_month = serializers.SerializerMethodField(
+        help_text="CronJobs: the runs a month of the schedule; null otherwise"
+    )
+    savings_per_run = serializers.SerializerMethodField(
+        help_text="CronJobs: savings_monthly over runs_a_month; null otherwise"
     )
     risk = serializers.IntegerField(
         read_only=True,
@@ -362,6 +369,8 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "uid",
             "replicas",
             "running_hours_month",
+            "runs_a_month",
+            "savings_per_run",
             "labels",
             "is_active",
             "status",
@@ -384,6 +393,16 @@ class WorkloadSerializer(serializers.ModelSerializer):
     @extend_schema_field(serializers.FloatField())
     def get_savings_monthly(self, obj: Workload) -> float:
         return round(float(obj.savings), 2)  # type: ignore[attr-defined]
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_runs_a_month(self, obj: Workload) -> float | None:
+        runs = runs_a_month(obj.schedule)
+        return None if runs is None else round(runs, 2)
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_savings_per_run(self, obj: Workload) -> float | None:
+        share = per_run(float(obj.savings), obj.schedule)  # type: ignore[attr-defined]
+        return None if share is None else round(share, 2)
 
     @extend_schema_field(serializers.BooleanField())
     def get_at_risk(self, obj: Workload) -> bool:

@@ -37,7 +37,7 @@ from recommender.models.provisioning import (
     workload_facts,
 )
 from recommender.services.advice.pod_spec import resource_list
-from recommender.services.readmodels.provisioning import Prices
+from recommender.services.readmodels.provisioning import Prices, per_run, runs_a_month
 
 # The workload columns, in the order the row tuples carry them.
 WORKLOAD_COLUMNS = (
@@ -59,6 +59,7 @@ WORKLOAD_COLUMNS = (
     "price_per_core_hour",
     "price_per_gib_hour",
     "price_source",
+    "schedule",
 )
 # Annotations of Workload.objects.with_provisioning (models/provisioning.py).
 FACT_COLUMNS = (
@@ -328,6 +329,7 @@ def workload_rows(
         _price_per_core_hour,
         _price_per_gib_hour,
         price_source,
+        schedule,
         status,
         savings,
         risk,
@@ -349,6 +351,8 @@ def workload_rows(
                 "running_hours_month": None
                 if running_hours_month is None
                 else round(float(running_hours_month), 2),
+                "runs_a_month": _rounded(runs_a_month(schedule or "")),
+                "savings_per_run": _rounded(per_run(float(savings), schedule or "")),
                 "labels": labels,
                 "is_active": None if is_active is None else bool(is_active),
                 "status": status,
@@ -371,3 +375,7 @@ def workload_rows(
             }
         )
     return out
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)

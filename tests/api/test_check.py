@@ -68,6 +68,7 @@ def test_drift_is_named_per_container_and_resource(
         "recommended": "587m",
         "allowed_difference": "117m",  # 20 % of 587m, above the 50m floor
         "difference_percent": 70.4,
+        "change_percent": -41.3,
         "verdict": "drift",
         "message": "cpu request 1 is 413m above the recommended 587m (allowed: 117m)",
     }

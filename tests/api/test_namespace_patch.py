@@ -80,7 +80,7 @@ def test_only_workloads_outside_tolerance_are_patched_with_a_summary(
     )
     assert (
         f"| [Deployment/web](http://testserver/workloads/{shop.pk}/) | app | cpu | "
-        "1 | 587m | +70.4 % |" in markdown
+        "1 | 587m | -41.3 % |" in markdown
     )
     assert "### Why" in markdown and "### Savings and risk" in markdown
     assert "memory request lowered to 250Mi" in markdown

@@ -174,3 +174,83 @@ def test_a_schedule_not_understood_leaves_the_history_alone():
     record_running_hours(cluster_id=cluster.pk, namespace=None, now=NOW)
     nightly.refresh_from_db()
     assert nightly.running_hours_month == pytest.approx(730.0 / 24)
+
+
+@pytest.mark.django_db
+def test_at_first_contact_a_cronjob_is_priced_by_its_back_filled_runs(settings):
+    # The first refresh has seen no run end, but its back-filled usage holds a day
+    # of them: the running hours come from those, so an over-provisioned CronJob
+    # shows its waste on the first page load (the demo's data/profile-report).
+    settings.SIMULATION_HISTORY_DAYS = 1.0
+    from recommender.services.refresh.cycle import refresh_cluster
+
+    cluster = Cluster.objects.create(name="sim", kind=Cluster.Kind.SIMULATED)
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+
+    fleet = build_fleet(SEED, WORKLOADS)
+    cronjobs = [w for w in fleet.workloads if w.kind == "CronJob"]
+    assert cronjobs
+    prices = Prices.from_settings()
+    rows = {
+        w.name: w
+        for w in Workload.objects.with_provisioning(
+            prices=prices, rules=risk_rules(NOW)
+        ).filter(kind="CronJob")
+    }
+    for sim in cronjobs:
+        row = rows[sim.name]
+        # Truth: the runs a month of its schedule x its run, within one sample a
+        # run and one run of the day (a run cut by the history's edges).
+        runs_a_month = 730 / (sim.cron_period_s / 3600)
+        truth = runs_a_month * sim.run_duration_s / 3600
+        runs_a_day = 24 / (sim.cron_period_s / 3600)
+        slack = runs_a_month * 60 / 3600 + truth / runs_a_day
+        assert row.running_hours_month > 0, sim.name
+        assert abs(row.running_hours_month - truth) <= slack, sim.name
+    # An over-provisioned one is wasteful, priced at those hours.
+    sim = max(cronjobs, key=lambda w: w.run_duration_s)
+    workload = Workload.objects.get(kind="CronJob", name=sim.name)
+    container = workload.containers.exclude(kind="init").first()
+    make_recommendation(container, cpu_millicores=10, memory_bytes=16 * 2**20)
+    row = Workload.objects.with_provisioning(prices=prices, rules=risk_rules(NOW)).get(
+        pk=workload.pk
+    )
+    per_hour = (container.request_cpu_millicores - 10) / 1000 * prices.per_core_hour + (
+        container.request_memory_bytes - 16 * 2**20
+    ) / GIB * prices.per_gib_hour
+    assert row.savings > 0
+    assert row.savings == pytest.approx(workload.running_hours_month * per_hour)
+
+
+@pytest.mark.django_db
+def test_a_cronjob_shows_its_savings_per_run_from_its_schedule(client, settings):
+    from recommender.models import Container
+    from recommender.roles import Role
+    from tests.factories import make_user
+
+    cluster = Cluster.objects.create(name="sim", kind=Cluster.Kind.SIMULATED)
+    report = Workload.objects.create(
+        cluster=cluster,
+        kind="CronJob",
+        namespace="data",
+        name="profile-report",
+        schedule="14 */12 * * *",  # twice a day: 60.83 runs a 730-hour month
+        running_hours_month=10.0,
+    )
+    container = Container.objects.create(
+        workload=report, name="report", request_cpu_millicores=2000,
+        request_memory_bytes=3 * GIB,
+    )  # fmt: skip
+    make_recommendation(container, cpu_millicores=350, memory_bytes=392 * 2**20)
+    row = Workload.objects.with_provisioning(
+        prices=Prices.from_settings(), rules=risk_rules(NOW)
+    ).get(pk=report.pk)
+    runs = 730 / 12
+    client.force_login(make_user("vera", Role.VIEWER))
+    api = client.get(f"/api/v1/workloads/{report.pk}/").json()
+    listed = client.get("/api/v1/workloads/?search=profile-report").json()["results"]
+    for answer in (api, listed[0]):
+        assert answer["runs_a_month"] == round(runs, 2)
+        assert answer["savings_per_run"] == round(row.savings / runs, 2)
+    page = client.get(f"/workloads/{report.pk}/").content.decode()
+    assert f"60.8 runs a month, ${row.savings / runs:,.2f} a run" in page

@@ -142,14 +142,24 @@ def test_a_new_proposal_is_one_message_per_channel_in_one_cycle_with_links(
     assert receiver.paths() == ["/slack", "/teams", "/webhook"]  # one per channel
     bodies = dict(receiver.received)
     link = f"{DASHBOARD}/changes/"
+    # One line per workload and container, with its pods counted, not per pod.
     first = proposed[0]
-    text = f"{first.workload} pod {first.pod}: a resize awaits approval"
-    assert f"- {text} <{link}|open>" in bodies["/slack"]["text"]
+    names = sorted(first.resources_after)
+    pks = ",".join(str(pk) for pk in sorted(c.pk for c in proposed))
+    for name in names:
+        start = f"- {first.workload} container {name}: "
+        slack = [
+            ln for ln in bodies["/slack"]["text"].splitlines() if ln.startswith(start)
+        ]
+        assert len(slack) == 1, bodies["/slack"]["text"]
+        assert f"on {len(proposed)} pods, " in slack[0]
+        assert slack[0].endswith(f" USD a month; awaits approval <{link}|open>")
+        assert f"{start}" in bodies["/teams"]["text"]
     assert bodies["/teams"]["@type"] == "MessageCard"
-    assert f"- {text} [open]({link})" in bodies["/teams"]["text"]
+    assert f"awaits approval [open]({link})" in bodies["/teams"]["text"]
     events = bodies["/webhook"]["events"]
     assert sorted(e["key"] for e in events) == sorted(
-        f"proposed:{c.pk}" for c in proposed
+        f"proposed:{pks}:{name}" for name in names
     )
     assert {e["url"] for e in events} == {link}
     # The next cycle proposes nothing new: nothing is sent again.
@@ -174,8 +184,13 @@ def test_rate_limited_events_wait_for_the_next_message(
         cluster_id=proposal.workload.cluster_id, now=now + timedelta(seconds=601)
     )
     assert len(receiver.received) == 2
-    assert "web-2" in receiver.received[1][1]["text"]
-    assert NotificationDelivery.objects.filter(key=f"proposed:{second.pk}").count() == 1
+    # The workload's line again, now with both pods.
+    assert (
+        "shop/Deployment/web: no request changed on 2 pods"
+        in (receiver.received[1][1]["text"])
+    )
+    key = f"proposed:{proposal.pk},{second.pk}:"
+    assert NotificationDelivery.objects.filter(key=key).count() == 1
 
 
 def test_filters_by_cluster_namespace_label_and_event(

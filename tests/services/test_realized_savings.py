@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from recommender.models import Cluster, Container, ResizeChange, Workload
+from recommender.models import Cluster, Container, ResizeChange, Workload, WorkloadPod
 from recommender.services.actuation import approvals
 from recommender.services.actuation.cycle import requests_removed, run_cycle
 from recommender.services.admission.snapshot import forget_holders
@@ -125,6 +125,9 @@ def test_an_applied_change_moves_its_savings_from_potential_to_realized():
                 request_cpu_millicores=values["requests"].get("cpu"),
                 request_memory_bytes=values["requests"].get("memory"),
             )
+        WorkloadPod.objects.filter(workload=workload, name=change.pod).update(
+            containers=change.resources_before
+        )
     assert fleet_overview(now=verified, prices=PRICES).fleet.realized_savings == 0
 
     # Deleted: it stops as well.
@@ -134,6 +137,93 @@ def test_an_applied_change_moves_its_savings_from_potential_to_realized():
                 request_cpu_millicores=values["requests"].get("cpu"),
                 request_memory_bytes=values["requests"].get("memory"),
             )
+        WorkloadPod.objects.filter(workload=workload, name=change.pod).update(
+            containers=change.resources_after
+        )
     assert fleet_overview(now=verified, prices=PRICES).fleet.realized_savings > 0
     Workload.objects.filter(pk=workload.pk).update(is_active=False)
     assert fleet_overview(now=verified, prices=PRICES).fleet.realized_savings == 0
+
+
+def test_one_pod_of_six_resized_in_place_counts_that_pods_share():
+    from recommender.services.readmodels.realized import realized_savings
+    from tests.factories import make_cluster, make_recommendation, make_workload
+
+    cluster = make_cluster("prod")
+    workload = make_workload(
+        cluster,
+        "web",
+        namespace="shop",
+        replicas=6,
+        containers={
+            "app": {"request_cpu_millicores": 500, "request_memory_bytes": 256 * 2**20}
+        },
+    )
+    make_recommendation(workload.containers.get(), cpu_millicores=203)
+    template = {"requests": {"cpu": 500, "memory": 256 * 2**20}}
+    resized = {"requests": {"cpu": 203, "memory": 256 * 2**20}}
+    for n in range(6):
+        WorkloadPod.objects.create(
+            cluster=cluster,
+            workload=workload,
+            namespace="shop",
+            name=f"web-{n}",
+            containers={"app": resized if n == 3 else template},
+            last_seen_at=NOW,
+        )
+    ResizeChange.objects.create(
+        workload=workload,
+        pod="web-3",
+        status=S.APPLIED,
+        verified_at=NOW,
+        resources_before={"app": template},
+        resources_after={"app": resized},
+        requests_removed={"cpu_millicores": 297, "memory_bytes": 0},
+    )
+
+    # The container still carries the template's request (five pods do); the pod
+    # resized in place holds its change: its share is realized.
+    share = PRICES.monthly(cpu_millicores=297, memory_bytes=0)
+    assert realized_savings(prices=PRICES) == {workload.pk: pytest.approx(share)}
+
+    # Resized back (the pod carries the template's request again): nothing.
+    WorkloadPod.objects.filter(name="web-3").update(containers={"app": template})
+    assert realized_savings(prices=PRICES) == {}
+
+    # The pod gone (replaced by a new one from the template): nothing either.
+    WorkloadPod.objects.filter(name="web-3").update(
+        containers={"app": resized}, last_seen_at=NOW - timedelta(hours=3)
+    )
+    assert realized_savings(prices=PRICES) == {}
+
+
+def test_the_workload_page_shows_the_pods_real_requests(client, django_user_model):
+    from recommender.models import WorkloadPod
+    from recommender.roles import Role, grant_role
+    from tests.factories import make_cluster, make_workload
+
+    cluster = make_cluster("prod")
+    workload = make_workload(
+        cluster,
+        "web",
+        namespace="shop",
+        replicas=6,
+        containers={
+            "app": {"request_cpu_millicores": 500, "request_memory_bytes": 256 * 2**20}
+        },
+    )
+    for n in range(6):
+        cpu = 203 if n == 3 else 500
+        WorkloadPod.objects.create(
+            cluster=cluster,
+            workload=workload,
+            namespace="shop",
+            name=f"web-{n}",
+            containers={"app": {"requests": {"cpu": cpu, "memory": 256 * 2**20}}},
+            last_seen_at=NOW,
+        )
+    user = django_user_model.objects.create_user("viewer", password="x")
+    grant_role(user, Role.VIEWER)
+    client.force_login(user)
+    page = client.get(f"/workloads/{workload.pk}/").content.decode()
+    assert "5 pods at 500m CPU, 256 MiB; 1 pod at 203m CPU, 256 MiB." in page

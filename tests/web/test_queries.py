@@ -80,8 +80,9 @@ PAGES = {
     # the clusters without OOM history, the updater leases, the node pools and the
     # namespaces' savings (the list's, summed: whether the stored group sums serve,
     # whether the facts are stored, the sums) and the at-risk candidates' savings
-    # (whether the facts are stored, the savings)
-    "/": 26,
+    # (whether the facts are stored, the savings), and what the savings are priced
+    # at (the workloads per price source)
+    "/": 27,
     # session, user, role; the rollup, the trend, the cluster names; the header;
     # the realized savings' changes; the node pools; whether the stored amounts are
     # complete
@@ -135,8 +136,9 @@ def test_workload_page_has_bounded_queries(
         for n in range(5):
             make_recommendation(container, cpu_millicores=100 + n)
 
-    # 14: the cluster's largest nodes (no request a node cannot hold) is one.
-    with django_assert_max_num_queries(14):
+    # 15: the cluster's largest nodes (no request a node cannot hold) is one, the
+    # requests its live pods carry another.
+    with django_assert_max_num_queries(15):
         response = viewer_client.get(f"/workloads/{workload.pk}/")
 
     assert response.status_code == 200
@@ -160,7 +162,7 @@ def test_workload_page_with_overrides_and_the_editor_has_bounded_queries(
         )
         for container in workload.containers.all():
             make_recommendation(container, cpu_millicores=100)
-        with django_assert_max_num_queries(14):
+        with django_assert_max_num_queries(15):
             body = operator_client.get(f"/workloads/{workload.pk}/").content.decode()
         assert "CPU target percentile p90 → p95" in body
         assert 'name="ov-cpu_target_percentile" value="0.95"' in body

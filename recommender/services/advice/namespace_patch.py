@@ -29,6 +29,7 @@ from recommender.services.advice.rightsize import (
     rightsize_manifests,
 )
 from recommender.services.readmodels.provisioning import Prices, risk_rules
+from recommender.text import money_text
 
 API_VERSIONS = {
     "Deployment": "apps/v1",
@@ -260,21 +261,22 @@ def summary_markdown(
     total = sum(r["savings_monthly"] for r in rows)
     lines += [
         "",
-        f"**Estimated savings:** {total:,.2f} per month (list prices, all replicas; "
-        "negative: the change costs more, to remove a risk).",
+        f"**Estimated savings:** {money_text(total)} per month (each workload at "
+        "its nodes' prices, all replicas; negative: the change costs more, to remove "
+        "a risk).",
         "",
-        "| workload | container | resource | now | recommended | difference |",
+        "| workload | container | resource | now | recommended | change |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for row in rows:
         name = f"[{row['workload']['kind']}/{row['workload']['name']}]({row['url']})"
         for container in row["containers"]:
             for resource in container["resources"]:
-                difference = resource.get("difference_percent")
+                change = resource.get("change_percent")
                 lines.append(
                     f"| {name} | {container['container']} | {resource['resource']} | "
                     f"{resource['posted'] or 'none'} | {resource['recommended']} | "
-                    f"{'' if difference is None else f'{difference:+g} %'} |"
+                    f"{'' if change is None else f'{change:+.1f} %'} |"
                 )
     lines += ["", "### Why", ""]
     for row in rows:
@@ -292,7 +294,8 @@ def summary_markdown(
     for row in rows:
         lines.append(
             f"- {row['workload']['kind']}/{row['workload']['name']}: "
-            f"{row['savings_monthly']:,.2f} per month; risk: " + "; ".join(_risks(row))
+            f"{money_text(row['savings_monthly'])} per month; risk: "
+            + "; ".join(_risks(row))
         )
     lines += [
         "",

@@ -42,8 +42,10 @@ from recommender.services.readmodels.node_pools import (
 )
 from recommender.services.readmodels.provisioning import (
     RECENT_OOM_WINDOW,
+    PriceMix,
     Prices,
     no_recommendation_reason,
+    price_mix,
     risk_rules,
 )
 from recommender.services.readmodels.realized import realized_savings
@@ -72,6 +74,8 @@ class Overview:
     is_refreshing: bool
     prices: Prices
     workload_count: int = 0
+    # What the savings are priced at, per price source (readmodels/provisioning.py).
+    price_mix: Sequence[PriceMix] = ()
     # "cluster: VPA object X targets Deployment/ghost, which does not exist".
     vpa_warnings: list[str] = field(default_factory=list)
     # (cluster name, since): clusters whose usage source has no OOM series.
@@ -287,6 +291,7 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
         runs=runs,
         is_refreshing=any(run.status == RefreshRun.Status.RUNNING for run in runs),
         prices=prices,
+        price_mix=price_mix(prices),
         workload_count=sum(row.workloads for row in facts),
         vpa_warnings=[
             f"{name}: {entry['message']}"

@@ -67,8 +67,11 @@ from recommender.services.policy.validation import (
 from recommender.services.readmodels.provisioning import (
     Prices,
     no_recommendation_reason,
+    per_run,
     risk_rules,
+    runs_a_month,
 )
+from recommender.services.readmodels.realized import live_pod_requests
 from recommender.text import comment_text
 
 logger = logging.getLogger(__name__)
@@ -109,6 +112,9 @@ class ContainerInsight:
     # How the OOM kills before the recommendation bear on its memory target
     # (engine.oom.oom_effect), None without kills.
     oom_effect: dict[str, Any] | None = None
+    # When its live pods carry different requests (one resized in place): (cpu
+    # millicores, memory bytes, pods), most pods first (realized.live_pod_requests).
+    pod_requests: list[tuple[int | None, int | None, int]] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -155,6 +161,16 @@ class WorkloadInsight:
     def savings(self) -> float:
         """Monthly savings, all replicas."""
         return self.facts.savings
+
+    @property
+    def runs_a_month(self) -> float | None:
+        """A CronJob's runs a month of its schedule (None otherwise)."""
+        return runs_a_month(self.workload.schedule)
+
+    @property
+    def savings_per_run(self) -> float | None:
+        """A CronJob's savings of one run: the month's over its runs."""
+        return per_run(self.facts.savings, self.workload.schedule)
 
 
 def _quantity_dict(amounts: dict[str, int]) -> dict[str, str]:
@@ -303,6 +319,7 @@ def workload_insight(
         .order_by("position", "name")
     )
     ids = [c.pk for c in containers]
+    pod_requests = live_pod_requests(workload.pk)
     history: dict[int, list[Recommendation]] = {pk: [] for pk in ids}
     # The newest HISTORY_LIMIT rows of EACH container (a busy container never crowds
     # out another's history), in one query, drawn oldest first.
@@ -412,6 +429,7 @@ def workload_insight(
                 new_limits=new_limits,
                 is_policy_off=selected is not None and selected.mode == MODE_OFF,
                 oom_effect=_oom_effect(rec, kills_before[container.pk], profile),
+                pod_requests=pod_requests.get(container.name, []),
             )
         )
     command, snippet, note = ready_to_use(

@@ -35,6 +35,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.db.models import Max
 
+from recommender.engine.quantity import format_cpu, format_memory_readable
 from recommender.models import (
     Cluster,
     NotificationChannel,
@@ -44,7 +45,10 @@ from recommender.models import (
     Workload,
 )
 from recommender.services.operations.cluster_health import cluster_failure
+from recommender.services.readmodels.namespace_savings import namespace_savings
 from recommender.services.readmodels.provisioning import Prices, risk_rules
+from recommender.services.readmodels.realized import change_savings
+from recommender.text import money_text
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +101,69 @@ def _workload_url(base: str, workload: Workload) -> str:
     return f"{base}/workloads/{workload.pk}/"
 
 
+def _resources_text(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """ "cpu 500m → 203m, memory 256Mi → 335Mi": the requests a change moves."""
+    parts = []
+    for resource, show in (("cpu", format_cpu), ("memory", format_memory_readable)):
+        old = (before.get("requests") or {}).get(resource)
+        new = (after.get("requests") or {}).get(resource)
+        if new is not None and new != old:
+            parts.append(
+                f"{resource} {'none' if old is None else show(old)} → {show(new)}"
+            )
+    return ", ".join(parts) or "no request changed"
+
+
+def _change_notices(
+    cluster: Cluster, changes: list[ResizeChange], base: str
+) -> list[Notice]:
+    """One line per workload, container and change (its pods counted): the requests
+    from → to and what they save a month at the workload's prices
+    (``change_savings``); proposals and failures apart."""
+    groups: dict[tuple[Any, ...], list[tuple[ResizeChange, dict[str, Any]]]] = {}
+    for change in changes:
+        # A change of no container (none recorded) still gets its line.
+        for name, after in sorted((change.resources_after or {}).items()) or [("", {})]:
+            before = (change.resources_before or {}).get(name) or {}
+            moved = _resources_text(before, after)
+            key = (change.status, change.workload_id, name, moved)
+            groups.setdefault(key, []).append((change, before))
+    notices = []
+    prices = Prices.from_settings()
+    for (status, _, name, moved), members in groups.items():
+        workload = members[0][0].workload
+        is_proposal = status == ResizeChange.Status.PROPOSED
+        saved = sum(
+            change_savings(
+                before,
+                (change.resources_after or {}).get(name) or {},
+                prices=prices.of(workload),
+            )
+            for change, before in members
+        )
+        pods = len(members)
+        verb = "awaits approval" if is_proposal else f"failed: {members[0][0].reason}"
+        notices.append(
+            Notice(
+                event=Event.PROPOSAL if is_proposal else Event.CHANGE_FAILED,
+                # A new pod of the same change is a new line (with the others).
+                key=f"{status}:"
+                + ",".join(str(pk) for pk in sorted(c.pk for c, _ in members))
+                + f":{name}",
+                cluster=cluster.name,
+                namespace=workload.namespace,
+                labels=workload.labels or {},
+                text=f"{workload}{f' container {name}' if name else ''}: {moved} "
+                f"on {pods} pod{'s' if pods != 1 else ''}, {money_text(saved)} a "
+                f"month; {verb}",
+                url=f"{base}/changes/"
+                if is_proposal
+                else _workload_url(base, workload),
+            )
+        )
+    return notices
+
+
 def _notices(cluster: Cluster, now: datetime) -> list[Notice]:
     """Every event of the cluster a channel could be told about now."""
     base = settings.DASHBOARD_URL.rstrip("/")
@@ -109,23 +176,7 @@ def _notices(cluster: Cluster, now: datetime) -> list[Notice]:
         .select_related("workload")
         .order_by("-created_at")[:500]
     )
-    for change in changes:
-        workload = change.workload
-        is_proposal = change.status == ResizeChange.Status.PROPOSED
-        verb = "awaits approval" if is_proposal else f"failed: {change.reason}"
-        notices.append(
-            Notice(
-                event=Event.PROPOSAL if is_proposal else Event.CHANGE_FAILED,
-                key=f"{change.status}:{change.pk}",
-                cluster=cluster.name,
-                namespace=workload.namespace,
-                labels=workload.labels or {},
-                text=f"{workload} pod {change.pod}: a resize {verb}",
-                url=f"{base}/changes/"
-                if is_proposal
-                else _workload_url(base, workload),
-            )
-        )
+    notices.extend(_change_notices(cluster, list(changes), base))
     week_ago = now - timedelta(days=7)
     kills = (
         OomKill.objects.filter(
@@ -167,20 +218,30 @@ def _notices(cluster: Cluster, now: datetime) -> list[Notice]:
 
 
 def _weekly_digest(cluster: Cluster, now: datetime, week: str, base: str) -> Notice:
-    facts = list(
-        Workload.objects.filter(cluster=cluster, is_active=True)
-        .with_provisioning(prices=Prices.from_settings(), rules=risk_rules(now))
-        # Annotations of with_provisioning, which the django stubs cannot see.
-        .values_list("savings", "risk")  # type: ignore[misc]
+    """The cluster's week: its workloads, their net savings as the dashboard's
+    headline counts them (``namespace_savings``: negative ones included) and those
+    at risk."""
+    prices = Prices.from_settings()
+    savings = sum(
+        amount
+        for (name, _), amount in namespace_savings(prices=prices, now=now).items()
+        if name == cluster.name
     )
-    savings = sum(s for s, _ in facts if s > 0)
-    at_risk = sum(1 for _, risk in facts if risk > 0)
+    risks = list(
+        Workload.objects.shown()
+        .filter(cluster=cluster)
+        .with_provisioning(prices=prices, rules=risk_rules(now))
+        # Annotations of with_provisioning, which the django stubs cannot see.
+        .values_list("risk", flat=True)  # type: ignore[misc]
+    )
+    at_risk = sum(1 for risk in risks if risk > 0)
     return Notice(
         event=Event.WEEKLY_DIGEST,
         key=f"weekly_digest:{cluster.pk}:{week}",
         cluster=cluster.name,
-        text=f"week {week}, cluster {cluster.name}: {len(facts)} workloads could save "
-        f"{savings:,.2f} per month at the recommendations; {at_risk} at risk",
+        text=f"week {week}, cluster {cluster.name}: {len(risks)} workloads could save "
+        f"{money_text(savings)} per month net at the recommendations; "
+        f"{at_risk} at risk",
         url=f"{base}/rollups/?cluster={cluster.name}",
     )
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from django.conf import settings
+from django.db.models import Count, Max, Min
 
+from recommender.engine.cron import runs_per_month
 from recommender.models import Container, RiskRules, Workload
 from recommender.models.provisioning import HOURS_PER_MONTH
 
@@ -71,6 +74,65 @@ class Prices:
             cpu_millicores * self.per_millicore_month
             + memory_bytes * self.per_byte_month
         )
+
+
+@dataclass(frozen=True)
+class PriceMix:
+    """The shown workloads priced by one ``price_source`` and the range of their
+    prices (``Prices.at``: the list prices where none is stored)."""
+
+    source: str
+    workloads: int
+    core_hour: tuple[float, float]
+    gib_hour: tuple[float, float]
+
+
+def price_mix(prices: Prices) -> list[PriceMix]:
+    """What the fleet's savings are priced at: per ``price_source``, its workloads
+    and their lowest and highest prices (one grouped query)."""
+    rows = (
+        Workload.objects.shown()
+        .order_by()
+        .values("price_source")
+        .annotate(
+            n=Count("pk"),
+            core_low=Min("price_per_core_hour"),
+            core_high=Max("price_per_core_hour"),
+            gib_low=Min("price_per_gib_hour"),
+            gib_high=Max("price_per_gib_hour"),
+        )
+    )
+    mix = []
+    for row in rows:
+        low = prices.at(row["core_low"], row["gib_low"])
+        high = prices.at(row["core_high"], row["gib_high"])
+        mix.append(
+            PriceMix(
+                source=row["price_source"] or "default",
+                workloads=row["n"],
+                core_hour=(low.per_core_hour, high.per_core_hour),
+                gib_hour=(low.per_gib_hour, high.per_gib_hour),
+            )
+        )
+    return sorted(mix, key=lambda m: (-m.workloads, m.source))
+
+
+@lru_cache(maxsize=1024)
+def runs_a_month(schedule: str) -> float | None:
+    """The runs a 730-hour month of a CronJob's ``schedule`` (``engine.cron``; None:
+    no schedule, or one not understood)."""
+    if not schedule or not schedule.strip():
+        return None
+    try:
+        return runs_per_month(schedule.strip())
+    except ValueError:
+        return None
+
+
+def per_run(monthly: float, schedule: str) -> float | None:
+    """A monthly amount's share of one run of ``schedule`` (None without runs)."""
+    runs = runs_a_month(schedule)
+    return monthly / runs if runs else None
 
 
 def no_recommendation_reason(container: Container) -> str:

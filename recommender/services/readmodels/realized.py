@@ -3,23 +3,40 @@
 # (``ResizeChange.requests_removed``, set by ``actuation.apply``). From then on it saves
 # that amount every month, at the workload's own prices (``Prices.at``: its nodes',
 # else the list prices, as its potential savings), for as long as it holds: it stops
-# when the workload is deleted (no longer active) or changed back (a container's
-# current request, as discovery reads the live pods, is back at or above what the
-# change lowered it from). The potential savings (``models/provisioning.py``) are
-# counted from the current requests, so a change that holds moves its amount from
-# potential to realized.
+# when the workload is deleted (no longer active) or changed back. Whether it holds is
+# read from its own pod while discovery still sees it (``WorkloadPod.containers``:
+# the pod's requests, within ``POD_LIVE`` of the workload's latest seen pod), so one
+# pod of six resized in place counts that pod's share; once the pod is gone, from the
+# container's current request (the template's, as the live pods carry it): back at
+# or above what the change lowered it from. The potential savings
+# (``models/provisioning.py``) are counted from the container's current requests.
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
-from recommender.models import Container, ResizeChange
+from recommender.models import Container, ResizeChange, WorkloadPod
 from recommender.services.readmodels.provisioning import Prices
 
 # ResizeChange JSON keys -> Container request fields.
 _REQUESTS = (("cpu", "request_cpu_millicores"), ("memory", "request_memory_bytes"))
+# A pod seen this long before its workload's latest seen pod is gone (discovery
+# rewrites an unchanged pod's last sight hourly: pods.TOUCH_EVERY).
+POD_LIVE = timedelta(hours=2)
+
+
+def _pod_requests(containers: dict[str, Any]) -> dict[str, dict[str, int | None]]:
+    """A pod's stored containers (``WorkloadPod.containers``) as current requests."""
+    return {
+        name: {
+            field: ((values or {}).get("requests") or {}).get(resource)
+            for resource, field in _REQUESTS
+        }
+        for name, values in containers.items()
+    }
 
 
 def _changed_back(
@@ -46,6 +63,56 @@ def _changed_back(
     return False
 
 
+def live_pod_requests(
+    workload_id: int,
+) -> dict[str, list[tuple[int | None, int | None, int]]]:
+    """Per container, the requests the workload's live pods carry (those seen within
+    ``POD_LIVE`` of its latest seen pod), as (cpu millicores, memory bytes, pods),
+    most pods first; only the containers whose pods differ (a pod resized in place:
+    the page shows them beside the container's request). One query."""
+    rows = list(
+        WorkloadPod.objects.filter(workload_id=workload_id).values_list(
+            "containers", "last_seen_at"
+        )
+    )
+    if not rows:
+        return {}
+    latest = max(seen for _, seen in rows)
+    counts: dict[str, dict[tuple[int | None, int | None], int]] = defaultdict(dict)
+    for containers, seen in rows:
+        if seen < latest - POD_LIVE:
+            continue
+        for name, values in _pod_requests(containers or {}).items():
+            key = (values["request_cpu_millicores"], values["request_memory_bytes"])
+            counts[name][key] = counts[name].get(key, 0) + 1
+    return {
+        name: sorted(
+            ((cpu, memory, n) for (cpu, memory), n in found.items()),
+            key=lambda row: (-row[2], row[0] or 0, row[1] or 0),
+        )
+        for name, found in counts.items()
+        if len(found) > 1
+    }
+
+
+def change_savings(
+    before: dict[str, Any], after: dict[str, Any], *, prices: Prices
+) -> float:
+    """What moving one pod's container from ``before`` to ``after`` requests
+    (``ResizeChange.resources_*`` entries) saves a month at ``prices``: the
+    resources the change sets, a missing request counting as 0 (negative: adds)."""
+    old = before.get("requests") or {}
+    new = after.get("requests") or {}
+    removed = {
+        resource: (old.get(resource) or 0) - new[resource]
+        for resource, _ in _REQUESTS
+        if new.get(resource) is not None
+    }
+    return prices.monthly(
+        cpu_millicores=removed.get("cpu", 0), memory_bytes=removed.get("memory", 0)
+    )
+
+
 def realized_savings(
     *, prices: Prices, workload_ids: Iterable[int] | None = None
 ) -> dict[int, float]:
@@ -60,7 +127,11 @@ def realized_savings(
         changes = changes.filter(workload_id__in=list(workload_ids))
     rows = list(
         changes.order_by().values_list(
-            "workload_id", "resources_before", "resources_after", "requests_removed"
+            "workload_id",
+            "pod",
+            "resources_before",
+            "resources_after",
+            "requests_removed",
         )
     )
     if not rows:
@@ -82,9 +153,24 @@ def realized_savings(
             "request_cpu_millicores": cpu,
             "request_memory_bytes": memory,
         }
+    # The changed pods as discovery last stored them, and each workload's latest
+    # sight of a pod (a pod seen much earlier is gone).
+    pods: dict[tuple[int, str], tuple[Any, Any]] = {}
+    latest: dict[int, Any] = {}
+    for workload_id, name, containers, seen in WorkloadPod.objects.filter(
+        workload_id__in={row[0] for row in rows}
+    ).values_list("workload_id", "name", "containers", "last_seen_at"):
+        latest[workload_id] = max(seen, latest.get(workload_id, seen))
+        pods[(workload_id, name)] = (containers, seen)
     out: dict[int, float] = defaultdict(float)
-    for workload_id, before, after, removed in rows:
-        if not removed or _changed_back(before, after, current[workload_id]):
+    for workload_id, pod, before, after, removed in rows:
+        if not removed:
+            continue
+        held = current[workload_id]
+        stored = pods.get((workload_id, pod))
+        if stored is not None and stored[1] >= latest[workload_id] - POD_LIVE:
+            held = _pod_requests(stored[0] or {})
+        if _changed_back(before, after, held):
             continue
         out[workload_id] += own.get(workload_id, prices).monthly(
             cpu_millicores=removed.get("cpu_millicores", 0),

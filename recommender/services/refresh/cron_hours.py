@@ -2,6 +2,8 @@
 (``engine.cron``) times its mean observed run (the pod-hours of its runs seen in the
 pods' retention window over their number). Without a schedule that parses, or
 before a run was seen, ``None``: the history alone counts (pods.record_running_hours).
+The pages' runs a month and a run's share of a monthly figure are
+``readmodels.provisioning.runs_a_month`` and ``per_run``, by the same parser.
 """
 
 from __future__ import annotations

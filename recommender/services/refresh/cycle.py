@@ -78,7 +78,7 @@ from recommender.services.refresh import (
 )
 from recommender.services.refresh.discovery import BATCH, Discovery, upsert_discovery
 from recommender.services.refresh.ingest import Group, Row, Window
-from recommender.services.refresh.node_pools import store_node_pools
+from recommender.services.refresh.node_pools import node_inventory, store_node_pools
 from recommender.services.refresh.node_prices import price_workloads
 from recommender.services.refresh.plan import (
     CheckpointChoice,
@@ -87,6 +87,7 @@ from recommender.services.refresh.plan import (
     choose_checkpoints,
     waits_for_history,
 )
+from recommender.services.refresh.pods import record_running_hours
 from recommender.services.refresh.recommend import (
     build_explanations,
     is_significant_change,
@@ -356,9 +357,25 @@ def refresh_cluster(
                 snapshot, discovery = discover_and_store(
                     cluster, adapter, now=now, namespace=namespace, phases=phases
                 )
-                # The workloads' prices, from the nodes their pods run on.
+                # The workloads' prices, from the nodes their pods run on; with a
+                # price table, from the nodes as listed (instance types, labels, the
+                # pods on them), which the node pools then read too.
+                inventory = (
+                    node_inventory(
+                        adapter=adapter,
+                        source=source,
+                        snapshot=snapshot,
+                        at_s=now.timestamp(),
+                    )
+                    if settings.PRICE_TABLE
+                    else None
+                )
                 discovery.counts["prices_changed"] = price_workloads(
-                    pod_nodes=discovery.pod_nodes, source=source, now=now
+                    pod_nodes=discovery.pod_nodes,
+                    source=source,
+                    now=now,
+                    inventory=inventory,
+                    pod_owner=discovery.pod_owner,
                 )
                 counts = ingest_fleet(
                     discovery=discovery,
@@ -374,6 +391,13 @@ def refresh_cluster(
                     run=recorder.run,
                     phases=phases,
                 )
+                # Batch workloads' running hours again, now that a first contact's
+                # back-filled usage hours are stored (pods.record_running_hours).
+                counts["batch_hours_changed"] = discovery.counts.get(
+                    "batch_hours_changed", 0
+                ) + record_running_hours(
+                    cluster_id=cluster.pk, namespace=namespace, now=now
+                )
                 # With a broker, the shard tasks of the first contacts it left start
                 # now, beside this pass's node pools and totals (chunking.py).
                 chunking.hand_out_deferred()
@@ -386,6 +410,7 @@ def refresh_cluster(
                             snapshot=snapshot,
                             pod_owner=discovery.pod_owner,
                             now=now,
+                            inventory=inventory,
                         )
             finally:
                 close_quietly(adapter, source)

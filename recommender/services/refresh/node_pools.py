@@ -37,7 +37,6 @@ from recommender.cluster.nodes import (
     PodRequests,
     inventory_from_ksm,
     pool_of,
-    prometheus_label,
 )
 from recommender.cluster.scheduling import NodePlacement, Taint
 from recommender.engine.binpack import (
@@ -50,11 +49,9 @@ from recommender.engine.binpack import (
 from recommender.models import Cluster, Container, NodePool
 from recommender.models.provisioning import HOURS_PER_MONTH
 from recommender.services.refresh.node_prices import (
-    NodeFacts,
-    labelled,
-    load_price_table,
-    node_price,
-    opencost_nodes,
+    node_facts,
+    node_prices,
+    price_table,
 )
 from recommender.sources.base import UsageSource
 
@@ -494,30 +491,20 @@ def inputs_digest(
     return digest.hexdigest()
 
 
-def _ksm_labels(node: NodeRecord) -> dict[str, str]:
-    """The node's labels as kube-state-metrics names them (the price table's
-    ``label:`` rows match those), whichever source listed the node."""
-    return {
-        key if key.startswith("label_") else prometheus_label(key): value
-        for key, value in node.labels.items()
-    }
-
-
 def _pool_prices(
     inventory: NodeInventory, *, source: UsageSource, at_s: float
 ) -> dict[str, tuple[float, str]]:
     """Each pool's mean monthly price of a node, and the source that priced most
-    of its nodes (services/refresh/node_prices.py)."""
-    facts = labelled(
-        opencost_nodes(source, at_s=at_s),
-        {node.name: _ksm_labels(node) for node in inventory.nodes.values()},
+    of its nodes (node_prices.node_prices, as the workloads' pods)."""
+    priced = node_prices(
+        inventory.nodes,
+        node_facts(source=source, at_s=at_s, inventory=inventory),
+        price_table(),
     )
-    path = settings.PRICE_TABLE
-    table = load_price_table(path) if path else []
     costs: dict[str, list[float]] = defaultdict(list)
     sources: dict[str, Counter[str]] = defaultdict(Counter)
     for node in inventory.nodes.values():
-        price = node_price(node.name, facts.get(node.name, NodeFacts()), table)
+        price = priced[node.name]
         hourly = (
             price.per_core_hour * node.cpu_millicores / 1000.0
             + price.per_gib_hour * node.memory_bytes / GIB
@@ -538,11 +525,12 @@ def store_node_pools(
     snapshot: ClusterSnapshot,
     pod_owner: Mapping[tuple[str, str], int],
     now: datetime,
+    inventory: NodeInventory | None = None,
 ) -> int:
     """Plan and store the cluster's node pools (replacing the stored ones) when the
     stored plan's inputs were last read ``NODE_POOLS_INTERVAL_S`` ago or more and
     have changed since; returns the pools stored (0: the stored plan stands, or no
-    source of nodes)."""
+    source of nodes). ``inventory``: the nodes this cycle already read."""
     stored = (
         NodePool.objects.filter(cluster=cluster)
         .order_by()
@@ -554,9 +542,10 @@ def store_node_pools(
         if now - checked < timedelta(seconds=settings.NODE_POOLS_INTERVAL_S):
             return 0
     at_s = now.timestamp()
-    inventory = node_inventory(
-        adapter=adapter, source=source, snapshot=snapshot, at_s=at_s
-    )
+    if inventory is None:
+        inventory = node_inventory(
+            adapter=adapter, source=source, snapshot=snapshot, at_s=at_s
+        )
     if inventory is None:
         return 0
     after = recommended_requests(pod_owner)

@@ -1,6 +1,5 @@
 """The prices of each workload's pods, from the nodes they run on."""
-# Each live pod scheduled on a node (discovery's ``spec.nodeName``) is priced by its
-# node, in this order:
+# Each live pod is priced by its node, in this order:
 #
 # 1. ``opencost``: the node's ``node_cpu_hourly_cost`` (USD per core-hour) and
 #    ``node_ram_hourly_cost`` (USD per GiB-hour) series in the cluster's Prometheus, as
@@ -9,17 +8,21 @@
 #    node (``load_price_table``), less its spot discount on a spot node.
 # 3. ``default``: ``VPAWEB_PRICE_PER_CORE_HOUR`` and ``VPAWEB_PRICE_PER_GIB_HOUR``.
 #
-# vpaweb lists no Node objects: a node's instance type, region and whether it is spot
-# are known from the labels of those metrics (``instance_type``, ``region``, and
-# ``kubecost_node_is_spot`` = 1), its labels from kube-state-metrics'
-# ``kube_node_labels`` (read only when a table row matches labels). A workload's
-# prices are the mean over its pods; its ``price_source`` the source that priced most
-# of them. Definitions: docs/prometheus.md, "Node prices".
+# A node's instance type, region and whether it is spot come from the labels of the
+# OpenCost series (``instance_type``, ``region``, ``kubecost_node_is_spot`` = 1), else
+# from the node's own labels (``node.kubernetes.io/instance-type``) as the node
+# inventory lists them (the API server, kube-state-metrics or the simulation:
+# node_pools.node_inventory), which also holds the labels ``label:`` rows match and,
+# with a price table, the node of each pod discovery saw without ``spec.nodeName``.
+# The node pools price their nodes by the same ``node_prices``. A workload's prices
+# are the mean over its pods; its ``price_source`` the source that priced most of
+# them. Definitions: docs/prometheus.md, "Node prices".
 
 from __future__ import annotations
 
 import csv
 import fnmatch
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -30,7 +33,7 @@ from django.conf import settings
 
 from recommender.cluster.label_selector import KEY as LABEL_KEY
 from recommender.cluster.label_selector import VALUE as LABEL_VALUE
-from recommender.cluster.nodes import prometheus_label
+from recommender.cluster.nodes import NodeInventory, NodeRecord, prometheus_label
 from recommender.errors import InvalidInput
 from recommender.models import Workload
 from recommender.sources.base import UsageSource
@@ -42,6 +45,11 @@ DEFAULT = "default"
 _RANK = {OPENCOST: 0, TABLE: 1, DEFAULT: 2}
 TABLE_COLUMNS = ("match", "per_core_hour", "per_gib_hour", "spot_discount")
 LABEL = "label"
+# A node's instance type, as Kubernetes labels it (and the label before 1.17).
+INSTANCE_TYPE_LABELS = (
+    "node.kubernetes.io/instance-type",
+    "beta.kubernetes.io/instance-type",
+)
 
 
 @dataclass(frozen=True)
@@ -241,38 +249,92 @@ def node_price(node: str, facts: NodeFacts, table: Sequence[PriceRow]) -> NodePr
     return NodePrice(settings.PRICE_PER_CORE_HOUR, settings.PRICE_PER_GIB_HOUR, DEFAULT)
 
 
+def ksm_labels(node: NodeRecord) -> dict[str, str]:
+    """The node's labels as kube-state-metrics names them (the price table's
+    ``label:`` rows match those), whichever source listed the node."""
+    return {
+        key if key.startswith("label_") else prometheus_label(key): value
+        for key, value in node.labels.items()
+    }
+
+
+def node_facts(
+    *, source: UsageSource, at_s: float, inventory: NodeInventory | None
+) -> dict[str, NodeFacts]:
+    """What is known of each node to price it: OpenCost's series, and the listed
+    nodes' labels and instance type (OpenCost's instance type first)."""
+    nodes = opencost_nodes(source, at_s=at_s)
+    if inventory is None:
+        return nodes
+    facts = labelled(
+        nodes, {node.name: ksm_labels(node) for node in inventory.nodes.values()}
+    )
+    for name, node in inventory.nodes.items():
+        kind = next(
+            (node.label(key) for key in INSTANCE_TYPE_LABELS if node.label(key)), None
+        )
+        if kind and not facts[name].instance_type:
+            facts[name] = replace(facts[name], instance_type=kind)
+    return facts
+
+
+def node_prices(
+    names: Iterable[str], facts: Mapping[str, NodeFacts], table: Sequence[PriceRow]
+) -> dict[str, NodePrice]:
+    """THE price of each named node (``node_price`` over its facts)."""
+    return {
+        name: node_price(name, facts.get(name, NodeFacts()), table) for name in names
+    }
+
+
+def price_table() -> list[PriceRow]:
+    """The rows of ``VPAWEB_PRICE_TABLE`` ([] when unset)."""
+    path = settings.PRICE_TABLE
+    return load_price_table(path) if path else []
+
+
 def price_workloads(
-    *, pod_nodes: Iterable[tuple[int, str]], source: UsageSource, now: datetime
+    *,
+    pod_nodes: Iterable[tuple[int, str]],
+    source: UsageSource,
+    now: datetime,
+    inventory: NodeInventory | None = None,
+    pod_owner: Mapping[tuple[str, str], int] | None = None,
 ) -> int:
     """Store each workload's prices from the nodes of its live pods (``pod_nodes``:
-    (workload id, node name)); workloads without a scheduled pod keep theirs.
-    Returns the rows changed."""
+    (workload id, node name); with an ``inventory``, also its pods there that
+    ``pod_owner`` maps to a workload and ``pod_nodes`` left out); workloads without
+    a scheduled pod keep theirs. Returns the rows changed."""
     by_workload: dict[int, list[str]] = defaultdict(list)
     for workload_id, node in pod_nodes:
         by_workload[workload_id].append(node)
+    if inventory is not None and pod_owner:
+        placed = set(by_workload)
+        for pod in inventory.pods:
+            owner = pod_owner.get((pod.namespace, pod.name))
+            if owner is not None and owner not in placed:
+                by_workload[owner].append(pod.node)
     if not by_workload:
         return 0
-    nodes = opencost_nodes(source, at_s=now.timestamp())
-    path = settings.PRICE_TABLE
-    table = load_price_table(path) if path else []
-    if any(row.key == LABEL for row in table):
+    table = price_table()
+    nodes = node_facts(source=source, at_s=now.timestamp(), inventory=inventory)
+    if inventory is None and any(row.key == LABEL for row in table):
         nodes = labelled(nodes, ksm_node_labels(source, at_s=now.timestamp()))
-    priced: dict[str, NodePrice] = {}
+    priced = node_prices(
+        {n for names in by_workload.values() for n in names}, nodes, table
+    )
     stored: dict[int, tuple[float | None, float | None, str]] = {}
     for workload_id, names in by_workload.items():
-        prices = []
-        for name in names:
-            if name not in priced:
-                priced[name] = node_price(name, nodes.get(name, NodeFacts()), table)
-            prices.append(priced[name])
+        prices = [priced[name] for name in names]
         counts = Counter(price.source for price in prices)
         source_name = min(counts, key=lambda s: (-counts[s], _RANK[s]))
         if source_name == DEFAULT and len(counts) == 1:
             stored[workload_id] = (None, None, DEFAULT)
         else:
             stored[workload_id] = (
-                sum(p.per_core_hour for p in prices) / len(prices),
-                sum(p.per_gib_hour for p in prices) / len(prices),
+                # fsum: the mean of equal prices is that price, to the last bit.
+                math.fsum(p.per_core_hour for p in prices) / len(prices),
+                math.fsum(p.per_gib_hour for p in prices) / len(prices),
                 source_name,
             )
     fields = ["price_per_core_hour", "price_per_gib_hour", "price_source"]

@@ -19,6 +19,8 @@ from django.db.models import (
     DurationField,
     ExpressionWrapper,
     F,
+    Max,
+    Min,
     Q,
     Sum,
     Value,
@@ -27,7 +29,7 @@ from django.db.models.functions import Greatest
 
 from recommender.cluster.base import ContainerSpec, PodInfo
 from recommender.engine.resources import RESOURCE_NAMES, Resources
-from recommender.models import Container, Workload, WorkloadPod
+from recommender.models import Checkpoint, Container, UsageHour, Workload, WorkloadPod
 from recommender.models.bulk import STREAM_ROWS, insert_new
 from recommender.models.provisioning import HOURS_PER_MONTH
 from recommender.services.readmodels.pod_owners import (
@@ -43,6 +45,9 @@ TOUCH_EVERY = timedelta(hours=1)
 # The phase in which a batch run holds its requests on a node.
 RUNNING = "Running"
 BATCH_KINDS = (Workload.Kind.JOB, Workload.Kind.CRON_JOB)
+# The seconds one usage sample stands for (ingest.STEP_S; ingest imports this
+# module through discovery).
+SAMPLE_S = 60.0
 
 
 def _container_resources(pod: PodInfo) -> dict[str, Any]:
@@ -180,10 +185,13 @@ def record_running_hours(
     the runs of their pods discovery saw: the pod-hours run within the last
     ``POD_RETENTION`` (since the workload was first seen, if later), per 730-hour
     month; a CronJob with a schedule: its runs a month x its mean run
-    (cron_hours.py). A batch workload with no run seen yet gets 0. Returns the rows
-    changed.
+    (cron_hours.py). Without a finished run to forecast from, the stored usage
+    history counts when it spans longer than discovery has watched: its pod-hours
+    sampled (``history_hours``) over the hours it spans (``stored_history``). A
+    batch workload with neither gets 0. Returns the rows changed.
 
-    One grouped statement over the pods and one update per changed workload.
+    A grouped statement over the pods, one over the usage hours of the workloads
+    that need them, and one update per changed workload.
     """
     window_start = now - POD_RETENTION
     workloads = Workload.objects.filter(
@@ -216,21 +224,58 @@ def record_running_hours(
         )
         .values_list("workload_id", "ran", "done_s", "done")
     }
-    changed = []
-    for workload in workloads.only(
-        "pk", "first_seen_at", "running_hours_month", "schedule"
-    ):
-        span_s = (now - max(window_start, workload.first_seen_at)).total_seconds()
-        took, done_s, done = ran.get(workload.pk, (None, None, 0))
-        ran_s = max(took.total_seconds(), 0.0) if took is not None else 0.0
-        forecast = forecast_hours(
-            workload.schedule,
-            runs=done,
-            ran_s=max(done_s.total_seconds(), 0.0) if done_s is not None else 0.0,
+    rows = list(
+        workloads.only(
+            "pk", "namespace", "first_seen_at", "running_hours_month", "schedule"
         )
+    )
+    forecasts = {
+        workload.pk: forecast_hours(
+            workload.schedule,
+            runs=ran.get(workload.pk, (None, None, 0))[2],
+            ran_s=_seconds(ran.get(workload.pk, (None, None, 0))[1]),
+        )
+        for workload in rows
+    }
+    spans = {
+        workload.pk: (now - max(window_start, workload.first_seen_at)).total_seconds()
+        for workload in rows
+    }
+    # The history is read only while a batch workload has neither a forecast nor
+    # the retention's days watched.
+    wanted = [
+        w
+        for w in rows
+        if forecasts[w.pk] is None and spans[w.pk] < POD_RETENTION.total_seconds()
+    ]
+    stored = stored_history(workloads, since=window_start) if wanted else {}
+    # The history's span: from the back-fill's start to its last sample, so the
+    # estimate stands still between two reads of the usage.
+    history_spans = {
+        w.pk: (
+            history.until
+            - max(
+                window_start,
+                w.first_seen_at - timedelta(seconds=history.before_first_sight_s),
+            )
+        ).total_seconds()
+        for w in wanted
+        if (history := stored.get(w.namespace)) is not None
+    }
+    sampled = history_hours(
+        [pk for pk, span in history_spans.items() if span > spans[pk]],
+        since=window_start,
+    )
+    changed = []
+    for workload in rows:
+        span_s, forecast = spans[workload.pk], forecasts[workload.pk]
+        history_span_s = history_spans.get(workload.pk, 0.0)
         if forecast is not None:
             hours = forecast
+        elif history_span_s > span_s and workload.pk in sampled:
+            hours = sampled[workload.pk] / history_span_s * 3600.0 * HOURS_PER_MONTH
         else:
+            ran_s = _seconds(ran.get(workload.pk, (None, None, 0))[0])
             hours = 0.0 if span_s <= 0 else ran_s / span_s * HOURS_PER_MONTH
         if workload.running_hours_month is None or (
             abs(workload.running_hours_month - hours) > 1e-6
@@ -239,6 +284,89 @@ def record_running_hours(
             changed.append(workload)
     Workload.objects.bulk_update(changed, ["running_hours_month"], batch_size=500)
     return len(changed)
+
+
+def _seconds(duration: timedelta | None) -> float:
+    return max(duration.total_seconds(), 0.0) if duration is not None else 0.0
+
+
+@dataclass(frozen=True)
+class StoredHistory:
+    """A namespace's stored usage history: how far before a workload's first sight
+    it reaches (the first contact's back-fill; 0 for a source that keeps none) and
+    the time of its last sample (the ingest's watermark)."""
+
+    before_first_sight_s: float
+    until: datetime
+
+
+def stored_history(workloads: Any, *, since: datetime) -> dict[str, StoredHistory]:
+    """``StoredHistory`` per namespace of ``workloads`` with hours stored after
+    ``since``: from the namespace's earliest stored hour, earliest first sight and
+    latest sample. Three grouped statements, the same whichever pass (a shard or
+    the whole cluster) asks."""
+    scope = {
+        "cluster_id__in": workloads.values("cluster_id"),
+        "namespace__in": workloads.values("namespace"),
+    }
+    in_scope = {f"container__workload__{k}": v for k, v in scope.items()}
+
+    def per_namespace(rows: Any, path: str, value: Any) -> dict[str, Any]:
+        return dict(
+            rows.order_by().values(path).annotate(at=value).values_list(path, "at")
+        )
+
+    first_hours = per_namespace(
+        UsageHour.objects.filter(ends_at__gt=since, **in_scope),
+        "container__workload__namespace",
+        Min("ends_at"),
+    )
+    if not first_hours:
+        return {}
+    first_seen = per_namespace(
+        workloads.model.objects.filter(**scope), "namespace", Min("first_seen_at")
+    )
+    last_samples = per_namespace(
+        Checkpoint.objects.filter(**in_scope),
+        "container__workload__namespace",
+        Max("last_sample_at"),
+    )
+    return {
+        namespace: StoredHistory(
+            before_first_sight_s=max(
+                (first_seen[namespace] - (hour - timedelta(hours=1))).total_seconds(),
+                0.0,
+            ),
+            until=last_samples[namespace],
+        )
+        for namespace, hour in first_hours.items()
+        if first_seen.get(namespace) and last_samples.get(namespace)
+    }
+
+
+def history_hours(
+    workload_ids: Collection[int], *, since: datetime
+) -> dict[int, float]:
+    """The pod-hours each of ``workload_ids`` ran in its stored usage history after
+    ``since`` (``UsageHour``: one sample a pod a minute; a workload's busiest regular
+    container). One statement."""
+    sampled: dict[int, float] = {}
+    if not workload_ids:
+        return sampled
+    per_container = (
+        UsageHour.objects.filter(
+            container__workload_id__in=list(workload_ids), ends_at__gt=since
+        )
+        .exclude(container__kind=Container.Kind.INIT)
+        .order_by()
+        .values("container__workload_id", "container_id")
+        .annotate(n=Sum("cpu_samples"))
+        .values_list("container__workload_id", "n")
+    )
+    for workload_id, n in per_container:
+        pod_hours = (n or 0) * SAMPLE_S / 3600.0
+        sampled[workload_id] = max(sampled.get(workload_id, 0.0), pod_hours)
+    return sampled
 
 
 @dataclass(frozen=True)

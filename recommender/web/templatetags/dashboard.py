@@ -72,11 +72,21 @@ def money(amount: Any) -> str:
     """Money per month, whole units with thousands separators; negatives signed."""
     value = float(amount or 0)
     sign = "-" if value < -0.005 else ""
+    # USD keeps its familiar sign; another currency is named (VPAWEB_CURRENCY).
+    unit = "$" if settings.CURRENCY == "USD" else f"{settings.CURRENCY} "
     return (
-        f"{sign}${abs(value):,.0f}"
+        f"{sign}{unit}{abs(value):,.0f}"
         if abs(value) >= 100
-        else f"{sign}${abs(value):,.2f}"
+        else f"{sign}{unit}{abs(value):,.2f}"
     )
+
+
+@register.filter
+def price_range(low_high: Any) -> str:
+    """A (lowest, highest) price pair: "0.046" or "0.046–0.05"."""
+    low, high = (float(v) for v in low_high)
+    text = [f"{v:.6f}".rstrip("0").rstrip(".") for v in (low, high)]
+    return text[0] if text[0] == text[1] else f"{text[0]}–{text[1]}"
 
 
 @register.filter
