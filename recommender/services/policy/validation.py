@@ -17,8 +17,8 @@ from recommender.engine.quantity import (
     parse_cpu_millicores,
     parse_memory_bytes,
 )
-from recommender.engine.startup_boost import parse_boost
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
+from recommender.engine.startup_boost import parse_boost
 from recommender.errors import InvalidInput
 from recommender.models import Policy, Workload
 
