@@ -41,6 +41,7 @@ from recommender.cluster.writer import ClusterWriter, ContainerResize, WriteResu
 from recommender.engine.resources import Resources
 from recommender.models import Cluster, Policy, ResizeChange
 from recommender.services.actuation import (
+    boost,
     control,
     decision,
     hpa_coordination,
@@ -84,6 +85,8 @@ class CycleReport:
     outside_window: int = 0  # approved, waiting for a maintenance window
     failed: int = 0
     applied: int = 0
+    unboosted: int = 0  # startup-boosted pods shrunk in place (boost.py)
+    unboost_refused: int = 0
     writes: int = 0
     vpa_statuses: int = 0  # VPA objects naming vpaweb whose status was written
     vpa_status_failed: int = 0
@@ -1130,6 +1133,10 @@ def run_cycle(
             if permissions.permissions_due(cluster, now=now):
                 permissions.check_write_permissions(cluster, writer=writer, now=now)
             Applier(context, writer, report).apply_all()
+            report.unboosted, report.unboost_refused = boost.unboost_pods(
+                context, writer
+            )
+            report.writes += report.unboosted + report.unboost_refused
             statuses = vpa_status.write_vpa_statuses(
                 cluster, snapshot, writer=writer, now=now
             )

@@ -1,0 +1,163 @@
+"""The updater's un-boost against the fake API server (real HTTP): the recorded pod of a
+real kubelet (tests/fixtures/k8s-wire/kubelet/01), admitted boosted by the webhook, is
+left alone until Ready for the boost's duration, then shrunk in place with the
+strategic merge patch of pods/resize the API server took (kubelet/02), once; never
+evicted, never while the workload is Off."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from recommender.models import AuditEvent, Container, Policy, ResizeChange
+from recommender.services.actuation.cycle import run_cycle
+from tests.factories import make_cluster, make_recommendation, make_workload
+from tests.k8s_fake.actuation import FakeCluster, deployment, fake_cluster
+
+pytestmark = pytest.mark.django_db
+
+KUBELET = Path(__file__).resolve().parents[1] / "fixtures" / "k8s-wire" / "kubelet"
+READY_AT = datetime(2026, 12, 6, 6, 22, 47, tzinfo=UTC)  # the recording's Ready
+MI = 2**20
+POD = "rzreal-7b876c7686-mjgzh"
+RESIZE = f"/api/v1/namespaces/vt-node/pods/{POD}/resize"
+BOOST = {
+    "duration_s": 300,
+    "containers": {"app": {"requests": {"cpu": "163m"}, "limits": {"cpu": "326m"}}},
+}
+
+
+def boosted_pod() -> dict[str, Any]:
+    """The recorded Running, Ready pod as the webhook admits it boosted 2x: CPU
+    326m/652m in spec and status, the unboosted 163m/326m in its annotation."""
+    recorded = json.loads(
+        (
+            KUBELET / "01-pod-after-vpaweb-in-place-resize-real-kubelet-200.json"
+        ).read_text()
+    )["response"]["body"]
+    pod = copy.deepcopy(recorded)
+    meta = pod["metadata"]
+    meta.pop("managedFields", None)
+    meta["annotations"] = {"vpaweb.io/startup-boost": json.dumps(BOOST)}
+    # Owned by the fake's ReplicaSet of Deployment rzreal.
+    meta["ownerReferences"][0].update(name="rzreal-6b9c8d7f5", uid="rs-rzreal")
+    meta["labels"]["pod-template-hash"] = "6b9c8d7f5"
+    boosted = {"cpu": "326m"}, {"cpu": "652m"}
+    for holder in (pod["spec"]["containers"][0], pod["status"]["containerStatuses"][0]):
+        holder["resources"]["requests"].update(boosted[0])
+        holder["resources"]["limits"].update(boosted[1])
+    return pod
+
+
+def setup_world(tmp_path: Path) -> tuple[FakeCluster, Any, Any]:
+    objects = [
+        o for o in deployment("rzreal", "vt-node", replicas=1) if o["kind"] != "Pod"
+    ]
+    fake = fake_cluster([*objects, boosted_pod()], tmp_path)
+    cluster = make_cluster("fake", kind="kubernetes", context="fake")
+    workload = make_workload(
+        cluster,
+        "rzreal",
+        namespace="vt-node",
+        mode=Policy.Mode.IN_PLACE_OR_RECREATE,
+        replicas=1,
+        containers={"app": {"request_cpu_millicores": 163}},
+    )
+    Policy.objects.filter(workload=workload).update(
+        approval="automatic",
+        min_replicas=1,
+        startup_boost={"factor": 2.0, "duration_s": 300},
+    )
+    make_recommendation(
+        Container.objects.get(workload=workload),
+        cpu_millicores=163,
+        memory_bytes=250 * MI,
+    )
+    return fake, cluster, workload
+
+
+def cycle(fake: FakeCluster, cluster: Any, now: datetime) -> Any:
+    cluster.refresh_from_db()
+    return run_cycle(
+        cluster,
+        now=now,
+        snapshot=fake.adapter.discover(),
+        writer=fake.writer,
+        holder="t",
+    )
+
+
+def unboosts_counted() -> float:
+    value = REGISTRY.get_sample_value(
+        "vpaweb_startup_boosts_total", {"event": "unboosted"}
+    )
+    return value or 0.0
+
+
+@pytest.fixture
+def cleanup() -> Iterator[list[FakeCluster]]:
+    fakes: list[FakeCluster] = []
+    yield fakes
+    for fake in fakes:
+        fake.close()
+
+
+def test_a_boosted_pod_is_shrunk_in_place_once_ready_for_the_duration(
+    tmp_path, cleanup
+):
+    fake, cluster, _ = setup_world(tmp_path)
+    cleanup.append(fake)
+    before = unboosts_counted()
+    # Ready for 299 s of 300: left boosted, and no change proposed for the boost.
+    report = cycle(fake, cluster, READY_AT + timedelta(seconds=299))
+    assert report.proposed == 0 and report.unboosted == 0
+    assert fake.writes() == []
+    assert not ResizeChange.objects.exists()
+
+    report = cycle(fake, cluster, READY_AT + timedelta(seconds=300))
+    assert report.unboosted == 1
+    assert fake.writes() == [("PATCH", RESIZE)]
+    sent = next(r for r in fake.server.write_verbs() if r.path == RESIZE)
+    # The shape of kubelet/02: a strategic merge patch naming the container; the
+    # limit goes back with its request, so the QoS class (Burstable) is kept.
+    assert json.loads(sent.body) == {
+        "spec": {
+            "containers": [
+                {
+                    "name": "app",
+                    "resources": {
+                        "requests": {"cpu": "163m"},
+                        "limits": {"cpu": "326m"},
+                    },
+                }
+            ]
+        }
+    }
+    assert unboosts_counted() == before + 1
+    audit = AuditEvent.objects.get(action="pod.unboost")
+    assert audit.object_id == POD and "163m (limit 326m)" in audit.message
+
+    # Taken, not yet actuated (status still 326m): nothing more sent or proposed;
+    # nor once the kubelet runs the recommendation.
+    for actuated in (False, True):
+        if actuated:
+            fake.server.kubelet_actuates("vt-node", POD)
+        report = cycle(fake, cluster, READY_AT + timedelta(seconds=400))
+        assert report.unboosted == 0 and report.proposed == 0
+        assert fake.writes() == [("PATCH", RESIZE)]
+
+
+def test_an_off_workload_keeps_its_boost(tmp_path, cleanup):
+    fake, cluster, workload = setup_world(tmp_path)
+    cleanup.append(fake)
+    Policy.objects.filter(workload=workload).update(mode=Policy.Mode.OFF)
+    report = cycle(fake, cluster, READY_AT + timedelta(hours=1))
+    assert report.unboosted == 0
+    assert fake.writes() == []
