@@ -35,8 +35,8 @@ from recommender.engine.quantity import format_cpu, parse_cpu_millicores
 from recommender.engine.resources import Resources
 from recommender.models import AuditEvent, Workload
 from recommender.services.access.audit import record_audit
-from recommender.services.admission.boost import BOOST_ANNOTATION
 from recommender.services.actuation import control, permissions
+from recommender.services.admission.boost import BOOST_ANNOTATION
 
 if TYPE_CHECKING:  # proposals imports this module
     from recommender.services.actuation.proposals import UpdaterContext
