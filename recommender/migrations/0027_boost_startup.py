@@ -12,4 +12,9 @@ class Migration(migrations.Migration):
             name="startup_boost",
             field=models.JSONField(blank=True, default=dict),
         ),
+        migrations.AddField(
+            model_name="workload",
+            name="startup_boosted_pods",
+            field=models.JSONField(blank=True, default=list),
+        ),
     ]

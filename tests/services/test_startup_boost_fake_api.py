@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from prometheus_client import REGISTRY
 
 from recommender.models import AuditEvent, Container, Policy, ResizeChange
+from recommender.roles import Role
 from recommender.services.actuation.cycle import run_cycle
-from tests.factories import make_cluster, make_recommendation, make_workload
+from tests.factories import make_cluster, make_recommendation, make_user, make_workload
 from tests.k8s_fake.actuation import FakeCluster, deployment, fake_cluster
+from tests.web.conftest import client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -109,10 +112,21 @@ def cleanup() -> Iterator[list[FakeCluster]]:
         fake.close()
 
 
+def boost_panel(workload: Any) -> str:
+    """The workload page's startup boost paragraph, as a viewer sees it."""
+    viewer = client_for(
+        get_user_model().objects.filter(username="vera").first()
+        or make_user("vera", Role.VIEWER)
+    )
+    page = viewer.get(f"/workloads/{workload.pk}/").content.decode()
+    start = page.index('data-testid="startup-boost"')
+    return page[start : page.index("</p>", start)]
+
+
 def test_a_boosted_pod_is_shrunk_in_place_once_ready_for_the_duration(
     tmp_path, cleanup
 ):
-    fake, cluster, _ = setup_world(tmp_path)
+    fake, cluster, workload = setup_world(tmp_path)
     cleanup.append(fake)
     before = unboosts_counted()
     # Ready for 299 s of 300: left boosted, and no change proposed for the boost.
@@ -120,6 +134,9 @@ def test_a_boosted_pod_is_shrunk_in_place_once_ready_for_the_duration(
     assert report.proposed == 0 and report.unboosted == 0
     assert fake.writes() == []
     assert not ResizeChange.objects.exists()
+    panel = boost_panel(workload)
+    assert "CPU ×2 until Ready + 300 s" in panel
+    assert f"Pod {POD} boosted until" in panel and "2026-12-06 06:27:47" in panel
 
     report = cycle(fake, cluster, READY_AT + timedelta(seconds=300))
     assert report.unboosted == 1
@@ -143,6 +160,9 @@ def test_a_boosted_pod_is_shrunk_in_place_once_ready_for_the_duration(
     assert unboosts_counted() == before + 1
     audit = AuditEvent.objects.get(action="pod.unboost")
     assert audit.object_id == POD and "163m (limit 326m)" in audit.message
+    panel = boost_panel(workload)
+    assert "1 boosted pod shrunk back in place so far" in panel
+    assert "boosted until" not in panel
 
     # Taken, not yet actuated (status still 326m): nothing more sent or proposed;
     # nor once the kubelet runs the recommendation.

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -133,10 +134,14 @@ def describe(containers: tuple[ContainerResize, ...]) -> str:
     return ", ".join(parts)
 
 
-def unboost_pods(context: UpdaterContext, writer: ClusterWriter) -> tuple[int, int]:
-    """Shrink every boosted pod whose boost has ended; (shrunk, refused) counts."""
+def unboost_pods(
+    context: UpdaterContext, writer: ClusterWriter
+) -> tuple[set[str], int]:
+    """Shrink every boosted pod whose boost has ended: the pods shrunk (names) and
+    how many shrinks the API server refused."""
     cluster, now = context.cluster, context.now
-    shrunk = refused = 0
+    shrunk: set[str] = set()  # "namespace/name"
+    refused = 0
     for workload_id, pods in context.pods.items():
         for pod in pods:
             boost = pod_boost(pod)
@@ -170,7 +175,7 @@ def unboost_pods(context: UpdaterContext, writer: ClusterWriter) -> tuple[int, i
                     result.reason,
                 )
                 continue
-            shrunk += 1
+            shrunk.add(f"{pod.namespace}/{pod.name}")
             metrics.STARTUP_BOOSTS.labels(event="unboosted").inc()
             message = (
                 f"startup boost of pod {pod.namespace}/{pod.name} ended: shrunk in "
@@ -187,3 +192,36 @@ def unboost_pods(context: UpdaterContext, writer: ClusterWriter) -> tuple[int, i
                 object_id=pod.name[:64],
             )
     return shrunk, refused
+
+
+def record_boosted_pods(
+    context: UpdaterContext, *, shrunk: Collection[str] = ()
+) -> int:
+    """Store each workload's still-boosted pods (``Workload.startup_boosted_pods``)
+    where they changed, for the workload page; the number of rows written."""
+    seen: dict[int, list[dict[str, Any]]] = {}
+    for workload_id, pods in context.pods.items():
+        seen[workload_id] = []
+        for pod in sorted(pods, key=lambda p: p.name):
+            boost = pod_boost(pod)
+            if (
+                boost is None
+                or not boost.containers
+                or f"{pod.namespace}/{pod.name}" in shrunk
+            ):
+                continue
+            until = None if boost.ends_at is None else boost.ends_at.isoformat()
+            seen[workload_id].append({"pod": pod.name, "until": until})
+    # One read of what is stored; a write only where it changed.
+    stored = dict(
+        Workload.objects.filter(cluster=context.cluster, is_active=True).values_list(
+            "pk", "startup_boosted_pods"
+        )
+    )
+    written = 0
+    for workload_id, before in stored.items():
+        after = seen.get(workload_id, [])
+        if before != after:
+            Workload.objects.filter(pk=workload_id).update(startup_boosted_pods=after)
+            written += 1
+    return written

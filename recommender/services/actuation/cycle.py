@@ -1124,6 +1124,7 @@ def run_cycle(
     report.infeasible = counts.infeasible
     report.expired += counts.expired
     blocked = control.write_block_reason(cluster)
+    shrunk: set[str] = set()
     if blocked:
         report.writes_blocked = blocked
     else:
@@ -1133,9 +1134,8 @@ def run_cycle(
             if permissions.permissions_due(cluster, now=now):
                 permissions.check_write_permissions(cluster, writer=writer, now=now)
             Applier(context, writer, report).apply_all()
-            report.unboosted, report.unboost_refused = boost.unboost_pods(
-                context, writer
-            )
+            shrunk, report.unboost_refused = boost.unboost_pods(context, writer)
+            report.unboosted = len(shrunk)
             report.writes += report.unboosted + report.unboost_refused
             statuses = vpa_status.write_vpa_statuses(
                 cluster, snapshot, writer=writer, now=now
@@ -1146,6 +1146,7 @@ def run_cycle(
         finally:
             if own_writer:
                 writer.close()
+    boost.record_boosted_pods(context, shrunk=shrunk)
     # Renewed at the end too: the lease outlives this cycle by one interval.
     control.acquire_lock(cluster_id=cluster.pk, holder=holder, now=now)
     logger.info("updater cycle of %s: %s", cluster.name, report.as_dict())
