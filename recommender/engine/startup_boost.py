@@ -1,19 +1,12 @@
 """CPU startup boost: the arithmetic of upstream VPA 1.7's ``startupBoost.cpu``.
 
-A policy's boost is a CPU factor (``2.0``: the request times two) or a quantity
-(``500m``: added to the request, as upstream's ``Quantity`` type adds it), and a
-duration the pod stays boosted after it is Ready. :func:`boosted_cpu` computes one
-container's boosted CPU request and limit from the request it would get unboosted:
-
-- the limit follows the request at the container's limit/request ratio (upstream's
-  ``RequestsAndLimits``), so a Guaranteed pod (limit = request) stays Guaranteed and a
-  container with no CPU limit keeps none; with ``RequestsOnly`` the request stays at
-  or below the limit, so the QoS class never changes;
-- the boosted request never exceeds ``cap_millicores`` (the policy's maxAllowed and
-  the largest node's allocatable CPU); a boost that would not raise the request is
-  no boost (``skip`` says why).
-
-Pure: ints (millicores) and strings in, a frozen dataclass out.
+A policy's boost is a CPU factor or a quantity (added to the request, as upstream's
+``Quantity`` type adds it) and a duration the pod stays boosted once Ready.
+:func:`boosted_cpu` computes one container's boosted CPU request and limit from its
+unboosted request: the limit keeps its ratio to the request (a missing limit stays
+missing; RequestsOnly stays at or below the limit), so the QoS class never changes; the
+request never exceeds ``cap_millicores``; a boost that would not raise the request is
+none (``skip`` says why). Pure: ints (millicores) and strings in, dataclasses out.
 """
 
 from __future__ import annotations

@@ -1,24 +1,16 @@
 """The updater's half of the CPU startup boost: shrinking a boosted pod in place.
 
-The webhook (services/admission/boost.py) admits a pod with boosted CPU and records
-the unboosted CPU request and limit of each boosted container in the pod's
-``vpaweb.io/startup-boost`` annotation. Each updater cycle, for every live pod of a
-workload it acts on:
-
-- a pod is **boosted** while a recorded container's CPU request (as the pod's spec
-  asks, else as its status reports) is above the recorded one; the proposals step
-  proposes no change for it, so the boost is never mistaken for a request to correct;
-- once its ``Ready`` condition has been True for the recorded duration, the boosted
-  containers are resized in place (``pods/<name>/resize`` through the one writer) to
-  the recorded request and limit: never evicted, and never a QoS class change (the
-  limit goes back with its request);
-- the write happens only under the acting predicate (Off, a pause or the kill switch
-  committed before wins) and while the resize path is allowed; a refused shrink is
-  retried on the next cycle, never turned into an eviction (upstream's rule).
-
-Every shrink is audited (``pod.unboost``) and counted
-(``vpaweb_startup_boosts_total{event="unboosted"}``).
+A pod carrying ``vpaweb.io/startup-boost`` (written by the webhook) is boosted while a
+recorded container's CPU request is above the recorded one: no change is proposed for
+it. Once its ``Ready`` condition has been True for the recorded duration, its boosted
+containers are resized in place (``pods/<name>/resize`` through the one writer) to the
+recorded request and limit, under the acting predicate and while the resize path is
+allowed; never evicted (a refused shrink is retried next cycle), never a QoS change.
+Each shrink is audited (``pod.unboost``) and counted (``vpaweb_startup_boosts_total``).
 """
+# The spec shows a resize the API server took, the status what the kubelet runs; a
+# shrink taken but not yet actuated still counts as boosted, so nothing is proposed
+# against the boosted figures meanwhile (docs/updater.md "CPU startup boost").
 
 from __future__ import annotations
 

@@ -1,21 +1,15 @@
 """The webhook's CPU startup boost: a new pod's app containers admitted with more CPU.
 
-``boost_plans`` takes the containers' plans as the advice made them and, when the
-workload's policy has a ``startup_boost``, raises each recommended container's CPU
-request (and its CPU limit at the same limit/request ratio: upstream VPA 1.7's rule)
-with ``engine.startup_boost.boosted_cpu``. It guarantees:
-
-- the QoS class never changes: a limit follows its request at the same ratio, a
-  missing limit stays missing, and a RequestsOnly container stays at or below its
-  limit (or is not boosted, with the reason);
-- no boosted request is above the container policy's maxAllowed CPU, and a pod that
-  would fit no node once boosted (``advice.advise.fits_no_node``) is not boosted;
-- only modes in which the updater resizes running pods boost (Initial never touches a
-  running pod, so it could never shrink one back);
-- every boosted pod carries ``vpaweb.io/startup-boost``: the unboosted CPU request and
-  limit of each boosted container and the duration, which the updater's un-boost
-  (services/actuation/boost.py) reads and nothing else.
+``boost_plans`` raises each recommended container's CPU request (and its limit at the
+same ratio) by the policy's ``startup_boost`` (``engine.startup_boost``). Guarantees:
+the QoS class never changes; no boosted request is above maxAllowed, and a pod that
+would fit no node boosted is not boosted; only modes whose updater resizes running pods
+boost; every boosted pod carries ``vpaweb.io/startup-boost`` (the unboosted CPU request and
+limit of each boosted container, and the duration) for the updater's shrink
+(services/actuation/boost.py).
 """
+# Initial never touches a running pod, so a pod it boosted could never be shrunk back:
+# it boosts nothing (the decision's reason says so).
 
 from __future__ import annotations
 
