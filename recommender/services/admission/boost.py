@@ -4,8 +4,8 @@
 same ratio) by the policy's ``startup_boost`` (``engine.startup_boost``). Guarantees:
 the QoS class never changes; no boosted request is above maxAllowed, and a pod that
 would fit no node boosted is not boosted; only modes whose updater resizes running pods
-boost; every boosted pod carries ``vpaweb.io/startup-boost`` (the unboosted CPU request and
-limit of each boosted container, and the duration) for the updater's shrink
+boost; every boosted pod carries ``vpaweb.io/startup-boost`` (the unboosted CPU request
+and limit of each boosted container, and the duration) for the updater's shrink
 (services/actuation/boost.py).
 """
 # Initial never touches a running pod, so a pod it boosted could never be shrunk back:
