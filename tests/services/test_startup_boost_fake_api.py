@@ -37,7 +37,7 @@ BOOST = {
 }
 
 
-def boosted_pod() -> dict[str, Any]:
+def boosted_pod(boost: dict[str, Any] = BOOST) -> dict[str, Any]:
     """The recorded Running, Ready pod as the webhook admits it boosted 2x: CPU
     326m/652m in spec and status, the unboosted 163m/326m in its annotation."""
     recorded = json.loads(
@@ -48,7 +48,7 @@ def boosted_pod() -> dict[str, Any]:
     pod = copy.deepcopy(recorded)
     meta = pod["metadata"]
     meta.pop("managedFields", None)
-    meta["annotations"] = {"vpaweb.io/startup-boost": json.dumps(BOOST)}
+    meta["annotations"] = {"vpaweb.io/startup-boost": json.dumps(boost)}
     # Owned by the fake's ReplicaSet of Deployment rzreal.
     meta["ownerReferences"][0].update(name="rzreal-6b9c8d7f5", uid="rs-rzreal")
     meta["labels"]["pod-template-hash"] = "6b9c8d7f5"
@@ -59,11 +59,13 @@ def boosted_pod() -> dict[str, Any]:
     return pod
 
 
-def setup_world(tmp_path: Path) -> tuple[FakeCluster, Any, Any]:
+def setup_world(
+    tmp_path: Path, pod: dict[str, Any] | None = None
+) -> tuple[FakeCluster, Any, Any]:
     objects = [
         o for o in deployment("rzreal", "vt-node", replicas=1) if o["kind"] != "Pod"
     ]
-    fake = fake_cluster([*objects, boosted_pod()], tmp_path)
+    fake = fake_cluster([*objects, pod or boosted_pod()], tmp_path)
     cluster = make_cluster("fake", kind="kubernetes", context="fake")
     workload = make_workload(
         cluster,
@@ -181,3 +183,38 @@ def test_an_off_workload_keeps_its_boost(tmp_path, cleanup):
     report = cycle(fake, cluster, READY_AT + timedelta(hours=1))
     assert report.unboosted == 0
     assert fake.writes() == []
+
+
+def test_a_pod_not_ready_stays_boosted(tmp_path, cleanup):
+    pod = boosted_pod()
+    for condition in pod["status"]["conditions"]:
+        if condition["type"] == "Ready":
+            condition["status"] = "False"
+    fake, cluster, _ = setup_world(tmp_path, pod)
+    cleanup.append(fake)
+    report = cycle(fake, cluster, READY_AT + timedelta(hours=1))
+    assert report.unboosted == 0 and report.proposed == 0
+    assert fake.writes() == []
+
+
+def test_a_refused_shrink_is_retried_never_evicted(tmp_path, cleanup):
+    # A Guaranteed pod whose record (hand-edited) drops the limit: shrinking the
+    # request alone would make it Burstable, which the API server refuses with 422
+    # (k8s-wire resize/07, played by the fake).
+    pod = boosted_pod()
+    app = pod["spec"]["containers"][0]["resources"]
+    pod["status"]["containerStatuses"][0]["resources"] = app
+    app["requests"] = dict(app["limits"])
+    pod["metadata"]["annotations"] = {
+        "vpaweb.io/startup-boost": json.dumps(
+            {"duration_s": 0, "containers": {"app": {"requests": {"cpu": "163m"}}}}
+        )
+    }
+    fake, cluster, _ = setup_world(tmp_path, pod)
+    cleanup.append(fake)
+    for minute in (1, 2):
+        report = cycle(fake, cluster, READY_AT + timedelta(minutes=minute))
+        assert report.unboost_refused == 1 and report.unboosted == 0
+        assert report.evicted == 0 and report.proposed == 0
+    assert fake.writes() == [("PATCH", RESIZE)] * 2
+    assert not AuditEvent.objects.filter(action="pod.unboost").exists()
