@@ -24,14 +24,12 @@ from recommender.engine.limits import REQUESTS_ONLY
 from recommender.engine.quantity import format_cpu
 from recommender.engine.resources import CPU
 from recommender.engine.startup_boost import boosted_cpu, parse_boost
-from recommender.models import Policy
+from recommender.models.policy import ACTING_MODES
 from recommender.services.admission.patch import ContainerPlan, escape_pointer
 from recommender.services.admission.snapshot import WorkloadEntry
 from recommender.services.advice.advise import fits_no_node, pod_request
 
 BOOST_ANNOTATION = "vpaweb.io/startup-boost"
-# The modes whose updater resizes running pods, so a boost is shrunk back.
-BOOSTING_MODES = (Policy.Mode.RECREATE, Policy.Mode.IN_PLACE_OR_RECREATE)
 
 
 @dataclass(frozen=True)
@@ -69,7 +67,7 @@ def boost_plans(
         spec = None
     if spec is None or inputs is None:
         return list(plans), None
-    if entry.mode not in BOOSTING_MODES:
+    if entry.mode not in ACTING_MODES:
         return list(plans), Boost(
             why=f"mode {entry.mode} never resizes a running pod, so it is not boosted"
         )

@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("recommender", "0026_node_pools_from_nodes"),
+        ("recommender", "0027_actuation_webhook_acks_in_place_mode"),
     ]
 
     operations = [
