@@ -161,3 +161,19 @@ def test_initial_mode_never_boosts(cluster):
     assert resources(pod, 0)["requests"]["cpu"] == "250m"
     assert BOOST_ANNOTATION not in pod["metadata"]["annotations"]
     assert "never resizes a running pod" in decision.reason
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [Policy.Mode.RECREATE, Policy.Mode.IN_PLACE_OR_RECREATE, Policy.Mode.IN_PLACE],
+)
+def test_every_mode_whose_updater_shrinks_it_boosts(cluster, mode):
+    boosted(
+        workload_with(
+            cluster, "hooked", "wire-hook", {"app": (250, 300 * MI)}, mode=mode
+        )
+    )
+    review = recorded("a-replicaset-pod")
+    pod = applied(review, decide(cluster, review))
+    assert resources(pod, 0)["requests"]["cpu"] == "500m"
+    assert BOOST_ANNOTATION in pod["metadata"]["annotations"]
