@@ -102,10 +102,13 @@ def pod_boost(pod: PodInfo) -> PodBoost | None:
     ready = next(
         (c for c in pod.conditions if c.type == "Ready" and c.status == "True"), None
     )
+    ready_since = None if ready is None else ready.last_transition
+    if not pod.conditions and pod.phase == "Running":
+        # An adapter that reports no conditions (the simulated cluster): Running
+        # since its start is the only readiness it has.
+        ready_since = pod.start_time
     ends_at = (
-        None
-        if ready is None or ready.last_transition is None
-        else ready.last_transition + timedelta(seconds=duration_s)
+        None if ready_since is None else ready_since + timedelta(seconds=duration_s)
     )
     return PodBoost(containers=tuple(resizes), ends_at=ends_at)
 
