@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from recommender import metrics
-from recommender.cluster.base import PodInfo
+from recommender.cluster.base import ContainerSpec, PodInfo
 from recommender.cluster.writer import ClusterWriter, ContainerResize
 from recommender.engine.quantity import format_cpu, parse_cpu_millicores
 from recommender.engine.resources import Resources
@@ -111,6 +111,34 @@ def pod_boost(pod: PodInfo) -> PodBoost | None:
         None if ready_since is None else ready_since + timedelta(seconds=duration_s)
     )
     return PodBoost(containers=tuple(resizes), ends_at=ends_at)
+
+
+def requests_as_admitted(
+    pod: PodInfo, containers: tuple[ContainerSpec, ...]
+) -> dict[str, dict[str, int]]:
+    """Each container's requests (``Resources.to_dict``), a boosted container's CPU as
+    recorded before its boost: what a change's verification compares, so a replacement
+    the webhook boosted still carries the change's requests."""
+    have = {c.name: c.requests.to_dict() for c in containers}
+    text = pod.annotations.get(BOOST_ANNOTATION)
+    if not text:
+        return have
+    try:
+        recorded = json.loads(text)["containers"]
+    except (ValueError, TypeError, KeyError):
+        return have
+    if not isinstance(recorded, dict):
+        return have
+    for name, amounts in recorded.items():
+        request = _cpu(amounts.get("requests")) if isinstance(amounts, dict) else None
+        current = have.get(name)
+        if (
+            request is not None
+            and current is not None
+            and current.get("cpu", 0) >= request
+        ):
+            current["cpu"] = request
+    return have
 
 
 def is_boosted(pod: PodInfo) -> bool:

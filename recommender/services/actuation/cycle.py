@@ -116,7 +116,8 @@ def carries(pod: PodInfo, after: dict[str, Any], *, spec: bool = False) -> bool:
     """Whether the pod's containers request what the change asked for (with
     ``spec``, whether its spec asks for it: a resize the API server took)."""
     containers = pod.spec_containers if spec else pod.containers
-    have = {c.name: c.requests.to_dict() for c in containers}
+    # A pod the webhook boosted counts with its CPU as admitted before the boost.
+    have = boost.requests_as_admitted(pod, containers)
     for name, wanted in after.items():
         requests = wanted.get("requests") or {}
         current = have.get(name)
