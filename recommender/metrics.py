@@ -114,6 +114,18 @@ UPDATER_REFUSED_429 = Counter(
 )
 UPDATER_METHODS = ("in-place", "eviction")
 
+# --- CPU startup boost: the webhook counts boosts, the updater un-boosts ------------
+STARTUP_BOOSTS = Counter(
+    "vpaweb_startup_boosts",
+    "CPU startup boosts: pods admitted boosted (event boosted, by the webhook) and "
+    "boosted pods shrunk in place to their recommendation (event unboosted, by the "
+    "updater).",
+    ["event"],
+)
+STARTUP_BOOST_EVENTS = ("boosted", "unboosted")
+for _event in STARTUP_BOOST_EVENTS:
+    STARTUP_BOOSTS.labels(event=_event)
+
 for _method in UPDATER_METHODS:
     for _counter in (
         UPDATER_PROPOSALS,

@@ -154,6 +154,30 @@ class ProfileOverridesField(serializers.JSONField):
     an unknown or bad field is a 400 naming ``profile_overrides.<field>``)."""
 
 
+class StartupBoostSerializer(serializers.Serializer[Any]):
+    """``startup_boost``, for the schema: ``{}`` is off; else exactly one of factor or
+    quantity, and how long the pod stays boosted once Ready."""
+
+    factor = serializers.FloatField(
+        required=False, help_text="CPU request times this (above 1, at most 10)"
+    )
+    quantity = serializers.CharField(
+        required=False, help_text="CPU added to the request, e.g. 500m (upstream's)"
+    )
+    duration = serializers.CharField(
+        required=False, help_text="input: e.g. 5m, 90s or 1h; or duration_s"
+    )
+    duration_s = serializers.IntegerField(
+        required=False, help_text="seconds the pod stays boosted once Ready (0-86400)"
+    )
+
+
+@extend_schema_field(StartupBoostSerializer)
+class StartupBoostField(serializers.JSONField):
+    """``startup_boost``: any JSON through the parser, checked by the service (so a bad
+    value is a 400 naming ``startup_boost``)."""
+
+
 class PolicySerializer(serializers.ModelSerializer):
     """A workload's policy. Changing it writes nothing to the cluster by itself."""
 
@@ -165,6 +189,9 @@ class PolicySerializer(serializers.ModelSerializer):
         help_text="fields that differ from the profile; {} means the profile as is"
     )
     container_policies = ContainerPolicyEntrySerializer(many=True)
+    startup_boost = StartupBoostField(
+        help_text="CPU startup boost; {} = off (docs/webhook.md, docs/updater.md)"
+    )
     updated_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
@@ -197,6 +224,7 @@ class PolicySerializer(serializers.ModelSerializer):
             "maintenance_windows",
             "window_bypasses_quick_oom",
             "hpa_coordination",
+            "startup_boost",
             "source",
             "vpa_object",
             "vpa_object_mode",
@@ -285,6 +313,12 @@ class PolicyUpdateSerializer(ClosedSerializer):
         "workload scales on to the HPA (upstream VPA's rule); coordinated "
         "(InPlaceOrRecreate): the updater resizes it in place together with the HPA "
         "target change that keeps the HPA scaling at the same usage per pod",
+    )
+
+    startup_boost = StartupBoostField(
+        required=False,
+        help_text="new pods get CPU times factor (or plus quantity), shrunk in place "
+        "to the recommendation once Ready for the duration; {} turns it off",
     )
 
     mode = ModeField(required=False)

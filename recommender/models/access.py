@@ -27,6 +27,8 @@ class AuditEvent(models.Model):
         CHANGE_WITHDRAW = "change.withdraw"
         # The updater's transitions (services/actuation/workflow.py).
         CHANGE_PROPOSE = "change.propose"
+        # A startup-boosted pod shrunk in place (services/actuation/boost.py).
+        POD_UNBOOST = "pod.unboost"
         CHANGE_APPLY = "change.apply"
         CHANGE_APPLIED = "change.applied"
         CHANGE_FAIL = "change.fail"

@@ -119,6 +119,10 @@ class Workload(models.Model):
     # PodDisruptionBudgets selecting its pods (kube_objects.pdb_of shape), for the
     # updater: [{"name", "min_available", "max_unavailable", ...}], set by discovery.
     pod_disruption_budgets = models.JSONField(default=list, blank=True)
+    # Its pods still CPU startup-boosted, as the updater last saw them
+    # (services/actuation/boost.py): [{"pod": name, "until": ISO time or None while
+    # not Ready}]; the workload page shows "boosted until".
+    startup_boosted_pods = models.JSONField(default=list, blank=True)
 
     objects = WorkloadQuerySet.as_manager()
 

@@ -120,6 +120,9 @@ class Policy(models.Model):
     hpa_coordination = models.CharField(
         max_length=12, choices=HpaCoordination.choices, default=HpaCoordination.LEAVE
     )
+    # CPU startup boost (engine/startup_boost.py): {} = off, else
+    # {"factor": 2.0, "duration_s": 300} or {"quantity": "500m", "duration_s": 300}.
+    startup_boost = models.JSONField(default=dict, blank=True)
     source = models.CharField(
         max_length=20, choices=Source.choices, default=Source.VPAWEB
     )

@@ -32,6 +32,7 @@ from recommender.services.admission.preview import webhook_preview
 from recommender.services.advice.history import history_shortfall
 from recommender.services.dashboard import insights, workload_insight
 from recommender.services.dashboard.overview import fleet_overview
+from recommender.services.dashboard.startup_boost import startup_boost_panel
 from recommender.services.operations.cluster_health import failing_clusters
 from recommender.services.policy import (
     changes as policies,
@@ -222,6 +223,9 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
             and (why := history_shortfall(item.recommendation)) is not None
         ],
         "never_disrupted": _never_disrupted(data.workload, data.policy),
+        "startup_boost": startup_boost_panel(
+            workload=data.workload, policy=data.policy
+        ),
     }
     context["webhook"] = (
         None

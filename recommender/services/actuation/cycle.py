@@ -41,6 +41,7 @@ from recommender.cluster.writer import ClusterWriter, ContainerResize, WriteResu
 from recommender.engine.resources import Resources
 from recommender.models import Cluster, Policy, ResizeChange
 from recommender.services.actuation import (
+    boost,
     control,
     decision,
     hpa_coordination,
@@ -84,6 +85,8 @@ class CycleReport:
     outside_window: int = 0  # approved, waiting for a maintenance window
     failed: int = 0
     applied: int = 0
+    unboosted: int = 0  # startup-boosted pods shrunk in place (boost.py)
+    unboost_refused: int = 0
     writes: int = 0
     vpa_statuses: int = 0  # VPA objects naming vpaweb whose status was written
     vpa_status_failed: int = 0
@@ -113,7 +116,8 @@ def carries(pod: PodInfo, after: dict[str, Any], *, spec: bool = False) -> bool:
     """Whether the pod's containers request what the change asked for (with
     ``spec``, whether its spec asks for it: a resize the API server took)."""
     containers = pod.spec_containers if spec else pod.containers
-    have = {c.name: c.requests.to_dict() for c in containers}
+    # A pod the webhook boosted counts with its CPU as admitted before the boost.
+    have = boost.requests_as_admitted(pod, containers)
     for name, wanted in after.items():
         requests = wanted.get("requests") or {}
         current = have.get(name)
@@ -1121,6 +1125,7 @@ def run_cycle(
     report.infeasible = counts.infeasible
     report.expired += counts.expired
     blocked = control.write_block_reason(cluster)
+    shrunk: set[str] = set()
     if blocked:
         report.writes_blocked = blocked
     else:
@@ -1130,6 +1135,9 @@ def run_cycle(
             if permissions.permissions_due(cluster, now=now):
                 permissions.check_write_permissions(cluster, writer=writer, now=now)
             Applier(context, writer, report).apply_all()
+            shrunk, report.unboost_refused = boost.unboost_pods(context, writer)
+            report.unboosted = len(shrunk)
+            report.writes += report.unboosted + report.unboost_refused
             statuses = vpa_status.write_vpa_statuses(
                 cluster, snapshot, writer=writer, now=now
             )
@@ -1139,6 +1147,7 @@ def run_cycle(
         finally:
             if own_writer:
                 writer.close()
+    boost.record_boosted_pods(context, shrunk=shrunk)
     # Renewed at the end too: the lease outlives this cycle by one interval.
     control.acquire_lock(cluster_id=cluster.pk, holder=holder, now=now)
     logger.info("updater cycle of %s: %s", cluster.name, report.as_dict())

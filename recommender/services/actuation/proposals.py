@@ -47,7 +47,7 @@ from recommender.models import (
 )
 from recommender.models.bulk import insert_changes
 from recommender.models.policy import IN_PLACE_MODES, updater_policy_q
-from recommender.services.actuation import decision, hpa_coordination, workflow
+from recommender.services.actuation import boost, decision, hpa_coordination, workflow
 from recommender.services.advice.advise import (
     capped_recommendations,
     new_resources,
@@ -472,6 +472,8 @@ def _plan_workload(
         return capped, off, before, after
 
     for pod in disruptable_pods(context, workload, pods):
+        if boost.is_boosted(pod):
+            continue  # shrunk by boost.unboost_pods, then judged like any pod
         key = tuple((c.name, c.kind, c.requests, c.limits) for c in pod.containers)
         if key not in cache:
             hpa_changes: list[dict[str, Any]] = []

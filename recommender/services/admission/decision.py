@@ -35,6 +35,7 @@ from django.conf import settings
 
 from recommender.engine.capping import MODE_OFF, select_container_policy
 from recommender.errors import InvalidInput
+from recommender.services.admission.boost import boost_patch, boost_plans, boost_text
 from recommender.services.admission.patch import (
     ContainerPlan,
     build_patch,
@@ -268,6 +269,7 @@ def decide_admission(
         return answer(FAILED_OPEN, f"the pod spec is unreadable: {exc}", entry)
     limit_ranges = snapshot.limit_ranges.get(namespace, (None, None))
     plans = advise_containers(entry=entry, containers=containers)
+    plans, boost = boost_plans(entry=entry, plans=plans)
     changed = [p for p in plans if p.is_changed]
     if not changed:
         why = "; ".join(f"{p.name}: {p.reason}" for p in plans) or "no containers"
@@ -287,9 +289,10 @@ def decide_admission(
             plans,
         )
     patch = build_patch(obj, plans, workload=str(entry), mode=entry.mode)
+    patch += boost_patch(boost)
     return answer(
         PATCHED,
-        f"{entry} (mode {entry.mode})",
+        f"{entry} (mode {entry.mode}){boost_text(boost)}",
         entry,
         plans,
         patch,

@@ -25,6 +25,7 @@ from typing import Any
 from django.utils import timezone
 
 from recommender.services.admission import counters
+from recommender.services.admission.boost import count_boost
 from recommender.services.admission.decision import (
     FAILED_OPEN,
     PATCHED,
@@ -131,6 +132,7 @@ def record_decision(
             if decision.outcome == FAILED_OPEN
             else "",
         )
+        count_boost(decision.patch if decision.outcome == PATCHED else ())
     changes = "; ".join(
         f"{p.name}: {p.changes_text()}" for p in decision.containers if p.is_changed
     )

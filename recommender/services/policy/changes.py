@@ -44,6 +44,7 @@ from recommender.services.policy.validation import (
     validate_eviction_requirements,
     validate_profile,
     validate_profile_overrides,
+    validate_startup_boost,
 )
 from recommender.services.policy.windows import parse_windows
 from recommender.services.policy.withdrawal import withdraw_approved_changes
@@ -66,6 +67,7 @@ CHANGEABLE_FIELDS = (
     "maintenance_windows",
     "window_bypasses_quick_oom",
     "hpa_coordination",
+    "startup_boost",
 )
 
 
@@ -171,6 +173,7 @@ def policy_snapshot(policy: Policy) -> dict[str, Any]:
         "maintenance_windows": policy.maintenance_windows,
         "window_bypasses_quick_oom": policy.window_bypasses_quick_oom,
         "hpa_coordination": policy.hpa_coordination,
+        "startup_boost": policy.startup_boost,
     }
 
 
@@ -233,6 +236,7 @@ def _validate_changes(
         "maintenance_windows": _maintenance_windows,
         "window_bypasses_quick_oom": _true_or_false("window_bypasses_quick_oom"),
         "hpa_coordination": _one_of("hpa_coordination", Policy.HpaCoordination.values),
+        "startup_boost": validate_startup_boost,
         "container_policies": partial(
             validate_container_policies, container_names=container_names
         ),

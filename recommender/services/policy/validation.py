@@ -18,6 +18,7 @@ from recommender.engine.quantity import (
     parse_memory_bytes,
 )
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
+from recommender.engine.startup_boost import parse_boost
 from recommender.errors import InvalidInput
 from recommender.models import Policy, Workload
 
@@ -374,6 +375,15 @@ def validate_eviction_requirements(raw: object) -> list[dict[str, Any]]:
     if errors:
         raise InvalidInput("invalid eviction requirements", fields=errors)
     return clean
+
+
+def validate_startup_boost(raw: object) -> dict[str, Any]:
+    """A CPU startup boost (factor or quantity, and duration), canonical; {} is off."""
+    try:
+        spec = parse_boost(raw)
+    except ValueError as exc:
+        raise InvalidInput(str(exc), field="startup_boost") from exc
+    return {} if spec is None else spec.as_json()
 
 
 def named_profile(name: str, overrides: dict[str, Any] | None) -> Profile:
