@@ -22,7 +22,7 @@ quantities as canonical Kubernetes strings::
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -39,6 +39,7 @@ from recommender.services.policy.impact import (
     LargeIncrease,
     large_increases,
 )
+from recommender.services.policy.rules import apply_diffs, policy_diffs
 from recommender.services.policy.validation import (
     validate_container_policies,
     validate_eviction_requirements,
@@ -268,6 +269,19 @@ def _validate_changes(
     return clean
 
 
+def validate_policy_fields(changes: dict[str, Any]) -> dict[str, Any]:
+    """Policy fields given without a workload (a rule, an annotation), validated and
+    canonical as :func:`update_policy` validates them; container policies may name
+    any container (or ``*``)."""
+    raw = changes.get("container_policies") if isinstance(changes, dict) else None
+    names = {
+        str(entry.get("containerName"))
+        for entry in (raw if isinstance(raw, list) else [])
+        if isinstance(entry, dict) and entry.get("containerName")
+    }
+    return _validate_changes(changes, container_names=names, policy=Policy())
+
+
 def update_policy(
     *,
     workload_id: int,
@@ -276,6 +290,7 @@ def update_policy(
     now: datetime,
     actor_label: str | None = None,
     confirm_large_increase: bool = False,
+    inherit: Sequence[str] = (),
 ) -> Policy:
     """Validate ``changes`` and apply them to the workload's policy, recording an
     AuditEvent.
@@ -285,6 +300,10 @@ def update_policy(
     container's target by more than LARGE_INCREASE_FACTOR is refused
     (LargeIncreaseUnconfirmed, naming the containers) unless ``confirm_large_increase``.
     Nothing is ever written to a cluster here.
+
+    Every field in ``changes`` becomes the workload's own (it wins over annotations
+    and rules, ``services/policy/rules.py``); a field in ``inherit`` stops being
+    its own and takes what annotations, rules or the default give again.
     """
     with transaction.atomic():
         try:
@@ -306,10 +325,35 @@ def update_policy(
         clean = _validate_changes(
             changes, container_names=container_names, policy=policy
         )
+        unknown = [f for f in inherit if f not in CHANGEABLE_FIELDS or f in clean]
+        if unknown:
+            raise InvalidInput(
+                f"inherit: {unknown[0]!r} is not a policy field, or is also changed",
+                field="inherit",
+            )
         before = policy_snapshot(policy)
         changed = [
             field for field, value in clean.items() if getattr(policy, field) != value
         ]
+        own = [f for f in policy.own_fields if f not in inherit]
+        own += [f for f in clean if f not in own]
+        if own != policy.own_fields:
+            policy.own_fields = own
+            policy.provenance = {
+                **policy.provenance,
+                **{f: {"source": "own"} for f in clean},
+            }
+            policy.save(update_fields=["own_fields", "provenance"])
+        if inherit:
+            # What annotations, rules or the default now give the released fields.
+            apply_diffs(
+                policy_diffs(workload_ids=[workload.pk], lock=True),
+                actor=actor,
+                actor_label=actor_label or actor_label_of(actor),
+                why=f"{', '.join(inherit)} no longer set on the workload",
+                now=now,
+            )
+            policy.refresh_from_db()
         if not changed:
             logger.info("policy of workload %s unchanged", workload_id)
             return policy
