@@ -346,6 +346,20 @@ class SimulatedHpaStateAdmin(admin.ModelAdmin):
     list_display = ["cluster", "namespace", "name", "resource_version", "updated_at"]
 
 
+@admin.register(models.SimulatedWorkloadState)
+class SimulatedWorkloadStateAdmin(admin.ModelAdmin):
+    # A simulated workload's annotations (vpaweb.io/mode, …), as ``kubectl annotate``
+    # sets them on a real one: the next refresh reads them.
+    list_display = ["cluster", "namespace", "kind", "name", "annotations"]
+
+
+@admin.register(models.PolicyRule)
+class PolicyRuleAdmin(ReadOnly, admin.ModelAdmin):
+    # Edited through the API (services/policy/rule_edits.py): an edit previews and
+    # resolves every policy it changes, which a plain save here would not.
+    list_display = ["name", "priority", "is_enabled", "cluster", "updated_at"]
+
+
 class ContainerInline(admin.TabularInline):
     model = models.Container
     extra = 0
