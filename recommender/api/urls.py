@@ -21,6 +21,7 @@ from recommender.api import (
     compare_views,
     rightsize_views,
     rollup_views,
+    rule_views,
     views,
     whatif_views,
 )
@@ -103,6 +104,12 @@ urlpatterns = [
         "workloads/<id:pk>/policy",
         views.WorkloadPolicyView.as_view(),
         name="workload-policy",
+    ),
+    path("policy-rules/", rule_views.RuleListView.as_view(), name="policy-rules"),
+    path(
+        "policy-rules/<id:pk>/",
+        rule_views.RuleDetailView.as_view(),
+        name="policy-rule",
     ),
     path(
         "workloads/<id:pk>/adopt",

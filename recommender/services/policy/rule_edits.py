@@ -93,7 +93,7 @@ class RulePreview:
                         name: {
                             "before": diff.before[name],
                             "after": diff.after[name],
-                            "from": describe_source(diff.provenance[name]),
+                            "given_by": describe_source(diff.provenance[name]),
                         }
                         for name in diff.changed_fields
                     },
@@ -314,7 +314,6 @@ def save_rule(
             now=now,
         )
         if dry_run:
-            transaction.set_rollback(True)
             return RulePreview(rule=rule, diffs=diffs, applied=False)
         record_audit(
             now=now,

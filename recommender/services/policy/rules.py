@@ -247,6 +247,21 @@ def describe_source(entry: Mapping[str, Any]) -> str:
     return "the default"
 
 
+def field_sources(policy: Policy) -> dict[str, dict[str, Any]]:
+    """Where each field of ``policy`` comes from, with ``given_by`` in words: what
+    the workload's page and API show."""
+    sources: dict[str, dict[str, Any]] = {}
+    for name in POLICY_FIELDS:
+        if policy.is_mirrored:
+            entry: dict[str, Any] = {"source": "vpa-object"}
+        elif name in (policy.own_fields or ()):
+            entry = {"source": "own"}
+        else:
+            entry = dict((policy.provenance or {}).get(name) or {"source": "default"})
+        sources[name] = {**entry, "given_by": describe_source(entry)}
+    return sources
+
+
 def namespace_labels_of(
     stored: Mapping[str, Mapping[str, str]], namespace: str
 ) -> dict[str, str]:
