@@ -40,6 +40,7 @@ from recommender.services.policy import (
     validation as policy_validation,
 )
 from recommender.services.policy.impact import LARGE_INCREASE_FACTOR
+from recommender.services.policy.rules import field_sources
 from recommender.services.readmodels.provisioning import Prices
 from recommender.web.access import (
     acting_user,
@@ -222,6 +223,11 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
             and (why := history_shortfall(item.recommendation)) is not None
         ],
         "never_disrupted": _never_disrupted(data.workload, data.policy),
+        # Where each policy field comes from (own, annotation, rule, default).
+        "policy_sources": [
+            (name, entry["given_by"])
+            for name, entry in field_sources(data.policy).items()
+        ],
     }
     context["webhook"] = (
         None
