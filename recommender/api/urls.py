@@ -163,6 +163,26 @@ urlpatterns = [
         name="namespace-changes-approve",
     ),
     path(
+        "workloads/<id:pk>/changes/reject",
+        change_views.BulkRejectView.as_view(),
+        name="workload-changes-reject",
+    ),
+    path(
+        "workloads/<id:pk>/changes/withdraw",
+        change_views.BulkWithdrawView.as_view(),
+        name="workload-changes-withdraw",
+    ),
+    path(
+        "clusters/<slug:cluster>/namespaces/<k8sname:namespace>/changes/reject",
+        change_views.BulkRejectView.as_view(),
+        name="namespace-changes-reject",
+    ),
+    path(
+        "clusters/<slug:cluster>/namespaces/<k8sname:namespace>/changes/withdraw",
+        change_views.BulkWithdrawView.as_view(),
+        name="namespace-changes-withdraw",
+    ),
+    path(
         "clusters/<slug:cluster>/namespaces/<k8sname:namespace>/compare-profiles",
         compare_views.CompareProfilesView.as_view(),
         name="namespace-compare-profiles",
