@@ -17,6 +17,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from recommender.cluster import label_selector
 from recommender.errors import Conflict, InvalidInput, NotFound
@@ -29,6 +30,7 @@ from recommender.services.policy.rules import (
     apply_diffs,
     describe_source,
     policy_diffs,
+    rule_scope_q,
 )
 
 logger = logging.getLogger(__name__)
@@ -223,10 +225,9 @@ def validate_rule(data: dict[str, Any], *, partial: bool) -> dict[str, Any]:
 
 def _preview_or_apply(
     *,
-    rule: PolicyRule | None,
     rule_key: int | None,
     replacement: PolicyRule | None,
-    clusters: set[int | None],
+    scope: Q,
     dry_run: bool,
     confirm: bool,
     actor: User | None,
@@ -235,14 +236,14 @@ def _preview_or_apply(
     now: datetime,
 ) -> list[PolicyDiff]:
     """The diffs of replacing rule ``rule_key`` (None: a new rule) by
-    ``replacement`` (None: deleted), written unless ``dry_run``."""
-    scope = None if None in clusters or len(clusters) != 1 else next(iter(clusters))
+    ``replacement`` (None: deleted), written unless ``dry_run``. Only the policies
+    in ``scope`` (what the rule selected before or after) can change."""
     diffs = [
         diff
         for diff in policy_diffs(
-            cluster_id=scope,
             rule_overrides={rule_key: replacement},
             lock=not dry_run,
+            only=scope,
         )
         if diff.changed_fields
     ]
@@ -280,12 +281,15 @@ def save_rule(
             except PolicyRule.DoesNotExist:
                 raise NotFound(f"policy rule {rule_id} does not exist") from None
             before = rule_snapshot(rule)
-        old_cluster = rule.cluster_id if rule_id is not None else None
+        # What the rule selected before the edit: those policies may change too.
+        old_scope = rule_scope_q(rule) if rule_id is not None else None
         for column, value in clean.items():
             setattr(rule, column, value)
         rule.updated_at = now
         rule.updated_by = actor
-        clusters = {rule.cluster_id} | ({old_cluster} if rule_id else set())
+        scope = (
+            rule_scope_q(rule) if old_scope is None else old_scope | rule_scope_q(rule)
+        )
         if not dry_run:
             try:
                 with transaction.atomic():
@@ -302,10 +306,9 @@ def save_rule(
             )
         verb = "created" if rule_id is None else "changed"
         diffs = _preview_or_apply(
-            rule=rule,
             rule_key=rule.pk if not dry_run else rule_id,
             replacement=rule,
-            clusters=clusters,
+            scope=scope,
             dry_run=dry_run,
             confirm=confirm,
             actor=actor,
@@ -353,10 +356,9 @@ def delete_rule(
             raise NotFound(f"policy rule {rule_id} does not exist") from None
         before = rule_snapshot(rule)
         diffs = _preview_or_apply(
-            rule=rule,
             rule_key=rule.pk,
             replacement=None,
-            clusters={rule.cluster_id},
+            scope=rule_scope_q(rule),
             dry_run=dry_run,
             confirm=confirm,
             actor=actor,

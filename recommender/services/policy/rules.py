@@ -20,6 +20,7 @@ changed, audits each change and tells the webhook.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,6 +30,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Q
 
 from recommender.cluster import label_selector
 from recommender.errors import InvalidInput
@@ -118,6 +120,19 @@ class CompiledRule:
         return label_selector.matches(self.workload_selector, target.labels)
 
 
+def rule_scope_q(rule: PolicyRule) -> Q:
+    """The policies a rule can select, as far as columns say (cluster, namespace
+    names, kinds): what resolving after an edit of it needs to read."""
+    scope = Q()
+    if rule.cluster_id is not None:
+        scope &= Q(workload__cluster_id=rule.cluster_id)
+    if rule.namespaces:
+        scope &= Q(workload__namespace__in=list(rule.namespaces))
+    if rule.kinds:
+        scope &= Q(workload__kind__in=list(rule.kinds))
+    return scope
+
+
 def compile_rule(rule: PolicyRule) -> CompiledRule:
     """``rule`` parsed (its selectors were checked when it was saved)."""
     return CompiledRule(
@@ -164,6 +179,8 @@ def annotation_values(
 ) -> tuple[dict[str, tuple[str, Any]], list[dict[str, str]]]:
     """The policy fields the annotations give, ``{field: (annotation, value)}``, and
     the ignored ones, each with its reason (never a guess)."""
+    if not annotations:
+        return {}, []
     # Imported here: changes.py imports this module to re-resolve after an edit.
     from recommender.services.policy.changes import validate_policy_fields
 
@@ -329,17 +346,21 @@ def policy_diffs(
     namespace: str | None = None,
     rule_overrides: Mapping[int | None, PolicyRule | None] | None = None,
     lock: bool = False,
+    only: Q | None = None,
 ) -> list[PolicyDiff]:
     """The policies whose effective fields differ from what resolution gives them
     (with ``rule_overrides`` applied to the stored rules), mirrored ones excepted.
     ``namespace`` narrows to one namespace (of ``cluster_id``: a discovery shard).
-    ``lock`` locks the policy rows (inside a transaction)."""
+    ``only`` narrows further (a ``Q`` on the policies). ``lock`` locks the policy
+    rows (inside a transaction)."""
     rules = _enabled_rules(rule_overrides or {})
     policies = Policy.objects.filter(source=Policy.Source.VPAWEB)
     if cluster_id is not None:
         policies = policies.filter(workload__cluster_id=cluster_id)
     if namespace is not None:
         policies = policies.filter(workload__namespace=namespace)
+    if only is not None:
+        policies = policies.filter(only)
     if lock:
         policies = policies.select_for_update(of=("self",))
     if workload_ids is None:
@@ -436,30 +457,44 @@ def apply_diffs(
     journal them for the webhook. Returns how many policies changed a field."""
     if not diffs:
         return 0
-    by_workload = {diff.workload_id: diff for diff in diffs}
-    ids = sorted(by_workload)
-    policies = [
-        policy
-        for start in range(0, len(ids), BATCH)
-        for policy in Policy.objects.filter(
-            workload_id__in=ids[start : start + BATCH], source=Policy.Source.VPAWEB
+    # One UPDATE per distinct outcome (a rule gives its workloads the same fields
+    # from the same source), batched by ids: far fewer statements than a row each.
+    outcomes: dict[str, list[PolicyDiff]] = defaultdict(list)
+    for diff in diffs:
+        key = json.dumps(
+            [diff.after, diff.provenance, diff.ignored_annotations],
+            sort_keys=True,
+            default=str,
         )
-    ]
+        outcomes[key].append(diff)
+    for same in outcomes.values():
+        sample = same[0]
+        values: dict[str, Any] = {
+            **sample.after,
+            "provenance": sample.provenance,
+            "ignored_annotations": sample.ignored_annotations,
+        }
+        if sample.changed_fields:
+            values["updated_at"] = now
+        ids = [diff.workload_id for diff in same]
+        for start in range(0, len(ids), BATCH):
+            Policy.objects.filter(
+                workload_id__in=ids[start : start + BATCH],
+                source=Policy.Source.VPAWEB,
+            ).update(**values)
+    changed = [diff for diff in diffs if diff.changed_fields]
+    changed_ids = [diff.workload_id for diff in changed]
+    policy_ids: dict[int, int] = {}
+    for start in range(0, len(changed_ids), BATCH):
+        policy_ids.update(
+            Policy.objects.filter(
+                workload_id__in=changed_ids[start : start + BATCH]
+            ).values_list("workload_id", "pk")
+        )
     events: list[AuditEvent] = []
-    updated_columns: set[str] = {"provenance", "ignored_annotations"}
     clusters: dict[int, list[int]] = defaultdict(list)
     to_off: list[int] = []
-    for policy in policies:
-        diff = by_workload[policy.workload_id]
-        for name in diff.changed_fields:
-            setattr(policy, name, diff.after[name])
-            updated_columns.add(name)
-        policy.provenance = diff.provenance
-        policy.ignored_annotations = diff.ignored_annotations
-        if not diff.changed_fields:
-            continue
-        policy.updated_at = now
-        updated_columns.add("updated_at")
+    for diff in changed:
         events.append(
             audit_row(
                 action=Action.POLICY_UPDATE,
@@ -467,9 +502,9 @@ def apply_diffs(
                 now=now,
                 actor=actor,
                 actor_label=actor_label,
-                workload_id=policy.workload_id,
+                workload_id=diff.workload_id,
                 object_type="policy",
-                object_id=policy.pk,
+                object_id=policy_ids.get(diff.workload_id, ""),
                 before=diff.before,
                 after={
                     **diff.after,
@@ -481,8 +516,7 @@ def apply_diffs(
             )
         )
         if "mode" in diff.changed_fields and diff.after["mode"] == Policy.Mode.OFF:
-            to_off.append(policy.workload_id)
-    Policy.objects.bulk_update(policies, sorted(updated_columns), batch_size=500)
+            to_off.append(diff.workload_id)
     AuditEvent.objects.bulk_create(events, batch_size=1000)
     for diff in diffs:
         if diff.changed_fields:
