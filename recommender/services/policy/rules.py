@@ -1,22 +1,14 @@
-"""One effective policy: a workload's policy resolved field by field from its own
-fields, its annotations, the rules that select it and the defaults, then materialized
-into its ``Policy`` row with where each field came from (``Policy.provenance``).
+"""One effective policy: a workload's policy resolved field by field, then stored in its
+``Policy`` row with where each field came from (``Policy.provenance``).
 
-Precedence, most specific first, for each field on its own:
-
-1. the workload's own policy set in vpaweb (``Policy.own_fields``);
-2. an annotation on the workload (``vpaweb.io/mode``, …; ``ANNOTATION_FIELDS``);
-3. a label rule (a ``PolicyRule`` with a workload label selector);
-4. a namespace rule (namespace names or a namespace label selector);
-5. a cluster rule (neither);
-6. the default (``DEFAULTS``: mode Off, upstream's profile, …).
-
-Among rules of one level the higher ``priority`` wins, then the older rule (lower
-id). A policy mirroring an upstream VPA object is never resolved: it stays as the
-object says. The webhook, the updater and the refresh keep reading the ``Policy``
-row; ``materialize_policies`` rewrites the rows a rule, an annotation or discovery
-changed, audits each change and tells the webhook.
+Precedence, most specific first, each field on its own: the workload's own fields set in
+vpaweb (``Policy.own_fields``) > its annotation (``ANNOTATION_FIELDS``) > a label rule >
+a namespace rule > a cluster rule > ``DEFAULTS``; among rules of one level the higher
+priority, then the older rule. A policy mirroring a VPA object is never resolved.
 """
+# The webhook, the updater and the refresh keep reading the Policy row:
+# ``materialize_policies`` and ``apply_diffs`` rewrite the rows a rule, an annotation or
+# discovery changed, audit each change and journal it for the webhook.
 
 from __future__ import annotations
 
