@@ -108,6 +108,7 @@ def workloads(request: HttpRequest) -> HttpResponse:
         wasteful=request.GET.get("wasteful", ""),
         missing_requests=request.GET.get("missing_requests", ""),
         q=request.GET.get("q", ""),
+        label_selector=request.GET.get("label_selector", ""),
         ordering=request.GET.get("ordering", ""),
         sort=request.GET.get("sort", ""),
     )
