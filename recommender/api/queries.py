@@ -19,6 +19,7 @@ from rest_framework.request import Request
 
 from recommender.api.fields import ModeField, QueryTextField
 from recommender.api.workload_rows import FACT_COLUMNS
+from recommender.cluster import label_selector
 from recommender.errors import InvalidInput
 from recommender.models import (
     Container,
@@ -177,8 +178,10 @@ class WorkloadFilterSerializer(serializers.Serializer):
         required=False,
         help_text="part of the name or the namespace, or namespace/name",
     )
-    label_selector = QueryTextField(
+    label_selector = serializers.RegexField(
+        label_selector.SELECTOR_PATTERN,
         required=False,
+        max_length=1000,
         help_text="workload labels in the Kubernetes syntax, e.g. "
         "team=payments,tier!=batch or env in (prod,stage)",
     )
