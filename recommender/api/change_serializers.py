@@ -158,7 +158,7 @@ class BulkApproveResultSerializer(serializers.Serializer):
     skipped = BulkSkippedSerializer(many=True)
 
 
-class BulkDecisionResultSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class BulkDecisionResultSerializer(serializers.Serializer):
     """What a bulk rejection or withdrawal did."""
 
     decided = serializers.ListField(child=serializers.IntegerField())

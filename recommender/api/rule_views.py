@@ -24,7 +24,7 @@ from recommender.services.policy.changes import CHANGEABLE_FIELDS
 from recommender.services.policy.rules import ANNOTATED_KINDS
 
 
-class RuleSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class RuleSerializer(serializers.Serializer):
     """A policy rule: its scope, its policy fields, and how many workloads take a
     field from it."""
 
@@ -90,7 +90,7 @@ class RuleInputSerializer(ClosedSerializer):
     )
 
 
-class EditQuerySerializer(serializers.Serializer):  # type: ignore[type-arg]
+class EditQuerySerializer(serializers.Serializer):
     """Query parameters of every rule edit."""
 
     dry_run = serializers.BooleanField(
@@ -105,19 +105,19 @@ class EditQuerySerializer(serializers.Serializer):  # type: ignore[type-arg]
     )
 
 
-class PreviewChangeSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class PreviewChangeSerializer(serializers.Serializer):
     before = serializers.JSONField()
     after = serializers.JSONField()
     given_by = serializers.CharField(help_text="where the new value comes from")
 
 
-class PreviewWorkloadSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class PreviewWorkloadSerializer(serializers.Serializer):
     workload_id = serializers.IntegerField()
     workload = serializers.CharField(help_text="namespace/kind/name")
     changes = serializers.DictField(child=PreviewChangeSerializer())
 
 
-class PreviewSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class PreviewSerializer(serializers.Serializer):
     applied = serializers.BooleanField(help_text="false for a dry run")
     count = serializers.IntegerField(help_text="workloads whose policy changes")
     actuation_turned_on = serializers.IntegerField(
@@ -131,7 +131,7 @@ class PreviewSerializer(serializers.Serializer):  # type: ignore[type-arg]
     )
 
 
-class RuleEditSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class RuleEditSerializer(serializers.Serializer):
     rule = RuleSerializer(allow_null=True)
     preview = PreviewSerializer()
 
