@@ -19,8 +19,9 @@ from recommender.engine.profiles import MEMORY_ESTIMATORS, PROFILES
 from recommender.models import (
     Policy,
 )
-from recommender.services.policy.changes import CHANGEABLE_FIELDS, policy_consequence
+from recommender.services.policy.changes import policy_consequence
 from recommender.services.policy.rules import field_sources
+from recommender.services.policy.validation import CHANGEABLE_FIELDS
 from recommender.services.policy.windows import DAYS
 
 

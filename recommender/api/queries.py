@@ -19,7 +19,6 @@ from rest_framework.request import Request
 
 from recommender.api.fields import ModeField, QueryTextField
 from recommender.api.workload_rows import FACT_COLUMNS
-from recommender.cluster import label_selector
 from recommender.errors import InvalidInput
 from recommender.models import (
     Container,
@@ -28,7 +27,11 @@ from recommender.models import (
     WorkloadQuerySet,
 )
 from recommender.services.dashboard import ordering as sorting
-from recommender.services.dashboard.finding import label_selector_q, search_q
+from recommender.services.dashboard.finding import (
+    SELECTOR_PATTERN,
+    label_selector_q,
+    search_q,
+)
 from recommender.services.readmodels import workload_totals
 from recommender.services.readmodels.provisioning import Prices, risk_rules
 
@@ -179,7 +182,7 @@ class WorkloadFilterSerializer(serializers.Serializer):
         help_text="part of the name or the namespace, or namespace/name",
     )
     label_selector = serializers.RegexField(
-        label_selector.SELECTOR_PATTERN,
+        SELECTOR_PATTERN,
         required=False,
         max_length=1000,
         help_text="workload labels in the Kubernetes syntax, e.g. "

@@ -20,8 +20,8 @@ from recommender.api.formats import JSONParser
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import PolicyRule
 from recommender.services.policy import rule_edits
-from recommender.services.policy.changes import CHANGEABLE_FIELDS
 from recommender.services.policy.rules import ANNOTATED_KINDS
+from recommender.services.policy.validation import CHANGEABLE_FIELDS
 
 
 class RuleSerializer(serializers.Serializer):

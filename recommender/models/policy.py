@@ -130,7 +130,7 @@ class Policy(models.Model):
     vpa_object = models.CharField(max_length=320, blank=True)
     vpa_object_mode = models.CharField(max_length=32, blank=True)
     # The fields an operator set on this workload in vpaweb (names from
-    # services.policy.changes.CHANGEABLE_FIELDS): they win over annotations and
+    # services.policy.validation.CHANGEABLE_FIELDS): they win over annotations and
     # rules. Every other field is materialized from the workload's annotations, the
     # rules that select it, or the default (services/policy/rules.py).
     own_fields = models.JSONField(default=list, blank=True)

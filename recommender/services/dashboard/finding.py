@@ -12,6 +12,9 @@ from django.db.models.lookups import In
 from recommender.cluster import label_selector
 from recommender.errors import InvalidInput
 
+# A whole selector as a pattern, for the API's schema.
+SELECTOR_PATTERN = label_selector.SELECTOR_PATTERN
+
 
 def label_selector_q(text: str, *, field: str = "label_selector") -> Q:
     """The workloads whose labels ``text`` selects (``team=payments,tier!=batch``,

@@ -23,7 +23,6 @@ from recommender.cluster import label_selector
 from recommender.errors import Conflict, InvalidInput, NotFound
 from recommender.models import Cluster, Policy, PolicyRule
 from recommender.services.access.audit import Action, actor_label_of, record_audit
-from recommender.services.policy.changes import validate_policy_fields
 from recommender.services.policy.rules import (
     ANNOTATED_KINDS,
     PolicyDiff,
@@ -32,6 +31,7 @@ from recommender.services.policy.rules import (
     policy_diffs,
     rule_scope_q,
 )
+from recommender.services.policy.validation import validate_policy_fields
 
 logger = logging.getLogger(__name__)
 

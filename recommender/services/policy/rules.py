@@ -28,6 +28,7 @@ from recommender.cluster import label_selector
 from recommender.errors import InvalidInput
 from recommender.models import AuditEvent, Policy, PolicyRule, Workload
 from recommender.services.access.audit import Action, audit_row
+from recommender.services.policy.validation import validate_policy_fields
 from recommender.services.policy.withdrawal import withdraw_approved_changes
 from recommender.services.readmodels.generation import (
     mark_admission_data_changed,
@@ -173,9 +174,6 @@ def annotation_values(
     the ignored ones, each with its reason (never a guess)."""
     if not annotations:
         return {}, []
-    # Imported here: changes.py imports this module to re-resolve after an edit.
-    from recommender.services.policy.changes import validate_policy_fields
-
     given: dict[str, tuple[str, Any]] = {}
     ignored: list[dict[str, str]] = []
     for key in sorted(annotations):
