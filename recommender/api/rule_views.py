@@ -188,12 +188,10 @@ class RuleListView(APIView):
         tags=["policies"],
     )
     def get(self, request: Request) -> Response:
+        counts = rule_edits.workloads_per_rule()
         return Response(
             [
-                {
-                    **rule_edits.rule_snapshot(rule),
-                    "workloads": rule_edits.workloads_of_rule(rule.pk),
-                }
+                {**rule_edits.rule_snapshot(rule), "workloads": counts.get(rule.pk, 0)}
                 for rule in PolicyRule.objects.select_related("cluster")
             ]
         )
@@ -241,7 +239,7 @@ class RuleDetailView(APIView):
         return Response(
             {
                 **rule_edits.rule_snapshot(rule),
-                "workloads": rule_edits.workloads_of_rule(rule.pk),
+                "workloads": rule_edits.workloads_per_rule().get(rule.pk, 0),
             }
         )
 
