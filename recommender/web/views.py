@@ -317,7 +317,13 @@ def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
             try:
                 policy = policies.update_policy(
                     workload_id=workload.pk,
-                    changes=changes,
+                    # The form sends every field: only those it changes become the
+                    # workload's own; the others keep following annotations and rules.
+                    changes={
+                        name: value
+                        for name, value in changes.items()
+                        if getattr(policy, name) != value
+                    },
                     actor=acting_user(request),
                     now=timezone.now(),
                     confirm_large_increase=bool(
