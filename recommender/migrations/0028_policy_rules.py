@@ -42,7 +42,7 @@ def mark_own_fields(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('recommender', '0026_node_pools_from_nodes'),
+        ('recommender', '0027_actuation_webhook_acks_in_place_mode'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
