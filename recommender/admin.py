@@ -326,6 +326,11 @@ READ_ONLY: dict[type[Model], dict[str, Any]] = {
         "list_filter": ["outcome", "cluster_name"],
         "date_hierarchy": "minute",
     },
+    # Policy rules are edited through the API (services/policy/rule_edits.py): an
+    # edit previews and resolves every policy it changes, which a save here would not.
+    models.PolicyRule: {
+        "list_display": ["name", "priority", "is_enabled", "cluster", "updated_at"],
+    },
     # Which event reached which channel (read-only).
     models.NotificationDelivery: {
         "list_display": ["channel", "event", "key", "sent_at"],
@@ -351,13 +356,6 @@ class SimulatedWorkloadStateAdmin(admin.ModelAdmin):
     # A simulated workload's annotations (vpaweb.io/mode, …), as ``kubectl annotate``
     # sets them on a real one: the next refresh reads them.
     list_display = ["cluster", "namespace", "kind", "name", "annotations"]
-
-
-@admin.register(models.PolicyRule)
-class PolicyRuleAdmin(ReadOnly, admin.ModelAdmin):
-    # Edited through the API (services/policy/rule_edits.py): an edit previews and
-    # resolves every policy it changes, which a plain save here would not.
-    list_display = ["name", "priority", "is_enabled", "cluster", "updated_at"]
 
 
 class ContainerInline(admin.TabularInline):
