@@ -321,10 +321,21 @@ READ_ONLY: dict[type[Model], dict[str, Any]] = {
         "list_display": ["id", "cluster", "workload_id", "created_at"],
         "list_filter": ["cluster"],
     },
+    # Each webhook process's acknowledgement of the journal it has loaded, which the
+    # updater waits for before it evicts or resizes.
+    models.WebhookAck: {
+        "list_display": ["process", "cluster", "journal_after", "loaded_at", "seen_at"],
+        "list_filter": ["cluster"],
+    },
     models.AdmissionCount: {
         "list_display": ["cluster_name", "minute", "outcome", "count"],
         "list_filter": ["outcome", "cluster_name"],
         "date_hierarchy": "minute",
+    },
+    # Policy rules are edited through the API (services/policy/rule_edits.py): an
+    # edit previews and resolves every policy it changes, which a save here would not.
+    models.PolicyRule: {
+        "list_display": ["name", "priority", "is_enabled", "cluster", "updated_at"],
     },
     # Which event reached which channel (read-only).
     models.NotificationDelivery: {
@@ -344,6 +355,13 @@ class SimulatedPodStateAdmin(admin.ModelAdmin):
 @admin.register(models.SimulatedHpaState)
 class SimulatedHpaStateAdmin(admin.ModelAdmin):
     list_display = ["cluster", "namespace", "name", "resource_version", "updated_at"]
+
+
+@admin.register(models.SimulatedWorkloadState)
+class SimulatedWorkloadStateAdmin(admin.ModelAdmin):
+    # A simulated workload's annotations (vpaweb.io/mode, …), as ``kubectl annotate``
+    # sets them on a real one: the next refresh reads them.
+    list_display = ["cluster", "namespace", "kind", "name", "annotations"]
 
 
 class ContainerInline(admin.TabularInline):

@@ -158,6 +158,13 @@ class BulkApproveResultSerializer(serializers.Serializer):
     skipped = BulkSkippedSerializer(many=True)
 
 
+class BulkDecisionResultSerializer(serializers.Serializer):
+    """What a bulk rejection or withdrawal did."""
+
+    decided = serializers.ListField(child=serializers.IntegerField())
+    skipped = BulkSkippedSerializer(many=True)
+
+
 class RejectSerializer(ClosedSerializer):
     """Why a change is rejected (optional, kept in the audit log), and how long the
     same resize is not proposed again."""

@@ -1,6 +1,9 @@
-"""API views of resize changes: list, approve, reject, bulk approval."""
+"""API views of resize changes: list, approve, reject, and the same decisions in bulk
+for a workload or a namespace (approve, reject, withdraw an approval)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -164,6 +167,78 @@ class BulkApproveNamespaceView(APIView):
                 namespace=namespace,
             )
         )
+
+
+def _decision(result: bulk.BulkDecision) -> Response:
+    return Response(
+        {
+            "decided": result.decided,
+            "skipped": [
+                {"id": pk, "reason": reason} for pk, reason in result.skipped.items()
+            ],
+        }
+    )
+
+
+class BulkRejectView(APIView):
+    """Reject every open change of a workload, or of a namespace of a cluster, with
+    one reason and one snooze."""
+
+    permission_classes = [CanWrite]
+    parser_classes = [JSONParser, FormParser, MultiPartParser]
+
+    @extend_schema(
+        summary="Reject the open changes of a workload or a namespace (write scope or "
+        "operator; one audit event per change)",
+        request=cs.RejectSerializer,
+        responses=cs.BulkDecisionResultSerializer,
+        tags=["changes"],
+    )
+    def post(self, request: Request, **scope: Any) -> Response:
+        serializer = cs.RejectSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        actor, label = actor_of(request)
+        return _decision(
+            bulk.reject_all(
+                rejected_by=actor,
+                actor_label=label,
+                now=timezone.now(),
+                reason=serializer.validated_data.get("reason", ""),
+                snooze=serializer.validated_data["snooze"],
+                **_scope(scope),
+            )
+        )
+
+
+class BulkWithdrawView(APIView):
+    """Withdraw every approval not yet applied of a workload or a namespace."""
+
+    permission_classes = [CanWrite]
+
+    @extend_schema(
+        summary="Withdraw the approved, unapplied changes of a workload or a "
+        "namespace (write scope or operator; one audit event per change)",
+        request=None,
+        responses=cs.BulkDecisionResultSerializer,
+        tags=["changes"],
+    )
+    def post(self, request: Request, **scope: Any) -> Response:
+        actor, label = actor_of(request)
+        return _decision(
+            bulk.withdraw_all(
+                withdrawn_by=actor,
+                actor_label=label,
+                now=timezone.now(),
+                **_scope(scope),
+            )
+        )
+
+
+def _scope(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The URL's scope as the bulk services take it."""
+    if "pk" in kwargs:
+        return {"workload_id": int(kwargs["pk"])}
+    return {"cluster": kwargs["cluster"], "namespace": kwargs["namespace"]}
 
 
 def _reload_change(change_id: int) -> ResizeChange:

@@ -20,6 +20,8 @@ from recommender.models import (
     Policy,
 )
 from recommender.services.policy.changes import policy_consequence
+from recommender.services.policy.rules import field_sources
+from recommender.services.policy.validation import CHANGEABLE_FIELDS
 from recommender.services.policy.windows import DAYS
 
 
@@ -210,6 +212,23 @@ class PolicySerializer(serializers.ModelSerializer):
         ),
     )
 
+    own_fields = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="fields set on this workload in vpaweb: they win over annotations "
+        "and rules (send inherit to give one back)",
+    )
+    provenance = serializers.SerializerMethodField(
+        help_text="where each field comes from: own, annotation (name: the "
+        "annotation), rule (name, rule_id, level), default or vpa-object; "
+        "given_by says it in words"
+    )
+    ignored_annotations = serializers.ListField(
+        child=serializers.DictField(child=serializers.CharField()),
+        read_only=True,
+        help_text="vpaweb.io/* annotations not used, each with its reason",
+    )
+
     class Meta:
         model = Policy
         fields = [
@@ -230,6 +249,9 @@ class PolicySerializer(serializers.ModelSerializer):
             "vpa_object_mode",
             "is_actionable",
             "has_vpa_conflict",
+            "own_fields",
+            "provenance",
+            "ignored_annotations",
             "notes",
             "updated_at",
             "updated_by",
@@ -250,6 +272,12 @@ class PolicySerializer(serializers.ModelSerializer):
 
     def get_mode_consequence(self, obj: Policy) -> str:
         return policy_consequence(obj)
+
+    @extend_schema_field(
+        serializers.DictField(child=serializers.DictField(allow_empty=True))
+    )
+    def get_provenance(self, obj: Policy) -> dict[str, dict[str, Any]]:
+        return field_sources(obj)
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_notes(self, obj: Policy) -> list[str]:
@@ -322,6 +350,13 @@ class PolicyUpdateSerializer(ClosedSerializer):
     )
 
     mode = ModeField(required=False)
+    inherit = serializers.ListField(
+        child=serializers.ChoiceField(choices=list(CHANGEABLE_FIELDS)),
+        required=False,
+        max_length=len(CHANGEABLE_FIELDS),
+        help_text="fields that stop being this workload's own: they take what its "
+        "annotations, the policy rules or the default give",
+    )
     profile = serializers.ChoiceField(choices=sorted(PROFILES), required=False)
     profile_overrides = ProfileOverridesField(
         required=False,

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
-from django.db.models import Model, Prefetch, Q, QuerySet
+from django.db.models import Model, Prefetch, QuerySet
 from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
@@ -27,6 +27,11 @@ from recommender.models import (
     WorkloadQuerySet,
 )
 from recommender.services.dashboard import ordering as sorting
+from recommender.services.dashboard.finding import (
+    SELECTOR_PATTERN,
+    label_selector_q,
+    search_q,
+)
 from recommender.services.readmodels import workload_totals
 from recommender.services.readmodels.provisioning import Prices, risk_rules
 
@@ -172,7 +177,17 @@ class WorkloadFilterSerializer(serializers.Serializer):
         help_text="true: a container has no CPU or no memory request",
     )
     is_active = serializers.BooleanField(required=False, default=None, allow_null=True)
-    search = QueryTextField(required=False)
+    search = QueryTextField(
+        required=False,
+        help_text="part of the name or the namespace, or namespace/name",
+    )
+    label_selector = serializers.RegexField(
+        SELECTOR_PATTERN,
+        required=False,
+        max_length=1000,
+        help_text="workload labels in the Kubernetes syntax, e.g. "
+        "team=payments,tier!=batch or env in (prod,stage)",
+    )
     ordering = serializers.RegexField(
         sorting.ORDERING_PATTERN,
         required=False,
@@ -189,6 +204,13 @@ class WorkloadFilterSerializer(serializers.Serializer):
 
     def validate_ordering(self, value: str) -> list[str]:
         return sorting.parse_ordering(value) or []
+
+    def validate_label_selector(self, value: str) -> str:
+        try:
+            label_selector_q(value)
+        except InvalidInput as exc:
+            raise serializers.ValidationError(exc.message) from None
+        return value
 
 
 def workload_queryset(
@@ -264,8 +286,7 @@ def filter_workloads(
     if "missing_requests" in filters:
         queryset = queryset.missing_requests(filters["missing_requests"])
     if "search" in filters:
-        term = filters["search"]
-        queryset = queryset.filter(
-            Q(name__icontains=term) | Q(namespace__icontains=term)
-        )
+        queryset = queryset.filter(search_q(filters["search"]))
+    if "label_selector" in filters:
+        queryset = queryset.filter(label_selector_q(filters["label_selector"]))
     return queryset.order_by(*workload_order(filters.get("ordering")))

@@ -21,6 +21,7 @@ from recommender.api import (
     compare_views,
     rightsize_views,
     rollup_views,
+    rule_views,
     views,
     whatif_views,
 )
@@ -104,6 +105,12 @@ urlpatterns = [
         views.WorkloadPolicyView.as_view(),
         name="workload-policy",
     ),
+    path("policy-rules/", rule_views.RuleListView.as_view(), name="policy-rules"),
+    path(
+        "policy-rules/<id:pk>/",
+        rule_views.RuleDetailView.as_view(),
+        name="policy-rule",
+    ),
     path(
         "workloads/<id:pk>/adopt",
         views.AdoptWorkloadView.as_view(),
@@ -154,6 +161,26 @@ urlpatterns = [
         "clusters/<slug:cluster>/namespaces/<k8sname:namespace>/changes/approve",
         change_views.BulkApproveNamespaceView.as_view(),
         name="namespace-changes-approve",
+    ),
+    path(
+        "workloads/<id:pk>/changes/reject",
+        change_views.BulkRejectView.as_view(),
+        name="workload-changes-reject",
+    ),
+    path(
+        "workloads/<id:pk>/changes/withdraw",
+        change_views.BulkWithdrawView.as_view(),
+        name="workload-changes-withdraw",
+    ),
+    path(
+        "clusters/<slug:cluster>/namespaces/<k8sname:namespace>/changes/reject",
+        change_views.BulkRejectView.as_view(),
+        name="namespace-changes-reject",
+    ),
+    path(
+        "clusters/<slug:cluster>/namespaces/<k8sname:namespace>/changes/withdraw",
+        change_views.BulkWithdrawView.as_view(),
+        name="namespace-changes-withdraw",
     ),
     path(
         "clusters/<slug:cluster>/namespaces/<k8sname:namespace>/compare-profiles",

@@ -372,9 +372,11 @@ class WorkloadPolicyView(WorkloadLookupMixin, APIView):
         actor, label = actor_of(request)
         changes = dict(serializer.validated_data)
         confirm = bool(changes.pop("confirm_large_increase", False))
+        inherit = list(changes.pop("inherit", []))
         policy = policies.update_policy(
             workload_id=workload.pk,
             changes=changes,
+            inherit=inherit,
             actor=actor,
             actor_label=label,
             now=timezone.now(),

@@ -163,6 +163,8 @@ class WorkloadInfo:
     schedule: str = ""
     # A DaemonSet's hard placement rules (the nodes it runs on); None: not known.
     placement: NodePlacement | None = None
+    # metadata.annotations (vpaweb.io/* ones are a policy source).
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -197,6 +199,9 @@ class ClusterSnapshot:
     horizontal_pod_autoscalers: tuple[dict[str, Any], ...] = ()
     # Objects the adapter skipped, each with the reason (e.g. an unparsable quantity).
     warnings: tuple[str, ...] = ()
+    # The labels of the namespaces the adapter listed, {namespace: {key: value}}
+    # (policy rules' namespace selectors); empty when it listed none.
+    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 class ClusterAdapter(Protocol):

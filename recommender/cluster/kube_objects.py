@@ -239,6 +239,7 @@ def workload_of(
         selector=selector_of(kind, obj),
         replicas=replicas_of(kind, obj),
         labels=dict(meta.get("labels") or {}),
+        annotations=dict(meta.get("annotations") or {}),
         pods=tuple(pods),
         hpa_scaled_resources=tuple(sorted(set(hpa_scaled_resources))),
         schedule=str((obj.get("spec") or {}).get("schedule") or "")

@@ -93,6 +93,9 @@ class KubernetesAdapter:
         self.namespace_selector = namespace_selector
         # The namespaces this pass reads (None: across all namespaces), once listed.
         self._scopes: list[str | None] | None = None
+        # The labels of the namespaces listed for the opt-in (policy rules match
+        # them); empty without an opt-in selector.
+        self._namespace_labels: dict[str, dict[str, str]] = {}
         self.reader = kube_client.open_reader(
             cluster_name=cluster_name,
             context=context,
@@ -119,9 +122,11 @@ class KubernetesAdapter:
         items = self.reader.list(
             kube_client.NAMESPACES, label_selector=self.namespace_selector
         )
-        return sorted(
-            str((item.get("metadata") or {}).get("name", "")) for item in items or ()
-        )
+        metas = [item.get("metadata") or {} for item in items or ()]
+        self._namespace_labels = {
+            str(meta.get("name", "")): dict(meta.get("labels") or {}) for meta in metas
+        }
+        return sorted(str(meta.get("name", "")) for meta in metas)
 
     def _scopes_to_read(self) -> list[str | None]:
         """Where to list: across namespaces, the shard, or each opted-in namespace."""
@@ -261,6 +266,7 @@ class KubernetesAdapter:
             ),
             horizontal_pod_autoscalers=tuple(hpas),
             warnings=tuple(warnings),
+            namespace_labels=dict(self._namespace_labels),
         )
         logger.info(
             "cluster %s: discovered %d workloads, %d pods (%d without a workload), "

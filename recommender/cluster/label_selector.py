@@ -21,6 +21,19 @@ _PREFIX = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 KEY = re.compile(rf"^({_PREFIX}/)?{_NAME}$")
 VALUE = re.compile(rf"^({_NAME})?$")
 MAX_PREFIX = 253
+# A whole selector as a pattern (the API's schema documents it, so generated
+# requests are valid ones): requirements joined by commas, plain spaces only.
+_SCHEMA_PREFIX = (
+    r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?){0,2}"
+)
+_SCHEMA_KEY = rf"({_SCHEMA_PREFIX}/)?{_NAME}"
+_SCHEMA_VALUE = rf"({_NAME})?"
+_SCHEMA_REQUIREMENT = (
+    rf"({_SCHEMA_KEY} *(=|==|!=) *{_SCHEMA_VALUE}"
+    rf"|{_SCHEMA_KEY} +(in|notin) +\( *{_SCHEMA_VALUE}( *, *{_SCHEMA_VALUE})* *\)"
+    rf"|!?{_SCHEMA_KEY})"
+)
+SELECTOR_PATTERN = rf"^{_SCHEMA_REQUIREMENT}(,{_SCHEMA_REQUIREMENT})*$"
 _SET = re.compile(r"^(?P<key>\S+)\s+(?P<op>in|notin)\s+\((?P<values>[^()]*)\)$")
 _EQUALITY = re.compile(r"^(?P<key>[^=!\s]+)\s*(?P<op>==|!=|=)\s*(?P<value>[^=!\s]*)$")
 

@@ -600,6 +600,7 @@ class SimulatedCluster:
         overrides: Mapping[tuple[str, str], PodOverride] | None = None,
         namespace_selector: str = "",
         hpa_overrides: Mapping[tuple[str, str], HpaOverride] | None = None,
+        annotations: Mapping[tuple[str, str, str], Mapping[str, str]] | None = None,
     ) -> None:
         self.name = name
         self.selector = parse(namespace_selector)
@@ -613,6 +614,8 @@ class SimulatedCluster:
         self.overrides = overrides or {}
         # HPAs the writer patched (coordinated HPA mode), by (namespace, name).
         self.hpa_overrides = hpa_overrides or {}
+        # Workloads' annotations an operator set, by (namespace, kind, name).
+        self.annotations = annotations or {}
 
     def _reads(self, namespace: str) -> bool:
         """Whether this adapter sees ``namespace`` (its shard, its opt-in)."""
@@ -708,6 +711,9 @@ class SimulatedCluster:
                     replicas=None if sim.kind == "CronJob" else sim.replicas,
                     schedule=sim.schedule,
                     labels=workload_labels(sim.kind, sim.namespace, sim.name),
+                    annotations=dict(
+                        self.annotations.get((sim.namespace, sim.kind, sim.name), {})
+                    ),
                     pods=pods,
                     hpa_scaled_resources=scaled.get((sim.namespace, sim.name), ())
                     if sim.kind == "Deployment"
@@ -723,4 +729,9 @@ class SimulatedCluster:
             workloads=tuple(workloads),
             oom_kills=tuple(kills),
             horizontal_pod_autoscalers=tuple(hpas),
+            namespace_labels={
+                ns: namespace_labels(ns)
+                for ns in sorted({sim.namespace for sim in self.fleet.workloads})
+                if self._reads(ns)
+            },
         )

@@ -17,6 +17,10 @@ from dataclasses import dataclass
 
 from recommender.engine.quantity import format_cpu, parse_cpu_millicores
 
+# The annotation a boosted pod carries: its unboosted values and the duration, which
+# the updater reads to shrink it back.
+BOOST_ANNOTATION = "vpaweb.io/startup-boost"
+
 # Bounds of what people type: a factor above 10 or a boost held past a day is a typo,
 # not a startup (upstream's CRD only asks factor >= 1).
 MAX_FACTOR = 10.0

@@ -15,6 +15,7 @@ from recommender.models.actuation import (
     ResizeChangeStatus,
     SimulatedHpaState,
     SimulatedPodState,
+    SimulatedWorkloadState,
     UpdaterLock,
     WebhookAck,
 )
@@ -30,7 +31,12 @@ from recommender.models.fleet import (
 )
 from recommender.models.nodes import NodePool
 from recommender.models.notifications import NotificationChannel, NotificationDelivery
-from recommender.models.policy import Policy, PolicyQuerySet, StaticCoefficient
+from recommender.models.policy import (
+    Policy,
+    PolicyQuerySet,
+    PolicyRule,
+    StaticCoefficient,
+)
 from recommender.models.provisioning import (
     ContainerQuerySet,
     ProvisioningFacts,
@@ -71,6 +77,7 @@ __all__ = [
     "OomKill",
     "Policy",
     "PolicyQuerySet",
+    "PolicyRule",
     "ProvisioningFacts",
     "ProvisioningStatus",
     "Recommendation",
@@ -82,6 +89,7 @@ __all__ = [
     "SavingsSnapshot",
     "SimulatedHpaState",
     "SimulatedPodState",
+    "SimulatedWorkloadState",
     "StaticCoefficient",
     "UpdaterLock",
     "UsageHour",

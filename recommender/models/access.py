@@ -22,6 +22,8 @@ class AuditEvent(models.Model):
         POLICY_UPDATE = "policy.update"
         POLICY_IMPORT = "policy.import"
         POLICY_ADOPT = "policy.adopt"
+        POLICY_RULE_SAVE = "policy_rule.save"
+        POLICY_RULE_DELETE = "policy_rule.delete"
         CHANGE_APPROVE = "change.approve"
         CHANGE_REJECT = "change.reject"
         CHANGE_WITHDRAW = "change.withdraw"

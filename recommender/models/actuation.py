@@ -370,6 +370,31 @@ class SimulatedHpaState(models.Model):
         return f"simulated HPA {self.namespace}/{self.name}"
 
 
+class SimulatedWorkloadState(models.Model):
+    """A workload of the simulated cluster as an operator annotated it (``kubectl
+    annotate`` on a real one): the annotations discovery reads, seen by every
+    process."""
+
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="simulated_workloads"
+    )
+    namespace = models.CharField(max_length=63)
+    kind = models.CharField(max_length=32)
+    name = models.CharField(max_length=253)
+    annotations = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "kind", "name"],
+                name="simulated_workload_unique",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"simulated {self.kind} {self.namespace}/{self.name}"
+
+
 class AdmissionCount(models.Model):
     """How many pods the admission webhook patched, left alone or failed open on, per
     cluster and minute (counted in memory, flushed every few seconds: no write per

@@ -53,6 +53,10 @@ class Cluster(models.Model):
     # ``vpaweb.io/enabled=true``; only namespaces it selects are read. Empty: the
     # whole cluster (docs/kubernetes.md "Namespace opt-in").
     namespace_selector = models.CharField(max_length=1000, blank=True)
+    # The labels of the namespaces discovery listed, {namespace: {key: value}}, for
+    # policy rules' namespace selectors; a namespace not listed has only the label
+    # the API server always sets (kubernetes.io/metadata.name).
+    namespace_labels = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     # When the refresh last stored the totals of every namespace (NamespaceTotals);
     # None: never, and the overview computes this cluster's totals as it loads.
@@ -106,6 +110,9 @@ class Workload(models.Model):
     price_per_gib_hour = models.FloatField(null=True, blank=True)
     price_source = models.CharField(max_length=16, default="default", blank=True)
     labels = models.JSONField(default=dict, blank=True)
+    # The workload's own vpaweb.io/* annotations as discovery read them: a policy
+    # source (services/policy/rules.py).
+    policy_annotations = models.JSONField(default=dict, blank=True)
     # False once discovery no longer finds it; kept for its history.
     is_active = models.BooleanField(default=True)
     first_seen_at = models.DateTimeField(default=timezone.now)

@@ -132,6 +132,18 @@ class Policy(models.Model):
     # own: a vpaweb policy next to an object in a non-Off mode is a conflict.
     vpa_object = models.CharField(max_length=320, blank=True)
     vpa_object_mode = models.CharField(max_length=32, blank=True)
+    # The fields an operator set on this workload in vpaweb (names from
+    # services.policy.validation.CHANGEABLE_FIELDS): they win over annotations and
+    # rules. Every other field is materialized from the workload's annotations, the
+    # rules that select it, or the default (services/policy/rules.py).
+    own_fields = models.JSONField(default=list, blank=True)
+    # Where each field's value comes from: {field: {"source": "own" | "annotation"
+    # | "rule" | "default" | "vpa-object", "name": annotation key or rule name,
+    # "rule_id": int (rules only)}}; {} until the first resolution.
+    provenance = models.JSONField(default=dict, blank=True)
+    # The workload's vpaweb.io/* annotations that were not used, each with why:
+    # [{"annotation", "value", "reason"}].
+    ignored_annotations = models.JSONField(default=list, blank=True)
     updated_at = models.DateTimeField(default=timezone.now)
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -204,6 +216,60 @@ IN_PLACE_MODES: tuple[str, ...] = (
     Policy.Mode.IN_PLACE_OR_RECREATE,
     Policy.Mode.IN_PLACE,
 )
+
+
+class PolicyRule(models.Model):
+    """A named rule that gives policy fields to every workload it selects.
+
+    Scope: a cluster (None: every cluster), namespace names and/or a namespace label
+    selector, a workload label selector, workload kinds; an empty part selects
+    everything. ``policy_fields`` holds the policy fields the rule sets, validated as a
+    workload's policy change is (``services.policy.changes``), e.g. ``{"mode":
+    "Recreate", "approval": "automatic"}``. A rule with a workload selector is a
+    label rule, one with namespaces (names or selector) a namespace rule, any other a
+    cluster rule; the more specific kind wins field by field, then the higher
+    ``priority``, then the older rule (``services/policy/rules.py``).
+    """
+
+    name = models.CharField(max_length=100, unique=True)
+    priority = models.IntegerField(default=0)
+    is_enabled = models.BooleanField(default=True)
+    cluster = models.ForeignKey(
+        "recommender.Cluster",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="policy_rules",
+    )
+    namespaces = models.JSONField(default=list, blank=True)
+    namespace_selector = models.CharField(max_length=1000, blank=True)
+    workload_selector = models.CharField(max_length=1000, blank=True)
+    kinds = models.JSONField(default=list, blank=True)
+    policy_fields = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"policy rule {self.name}"
+
+    @property
+    def level(self) -> str:
+        """How specific the rule is: "label", "namespace" or "cluster"."""
+        if self.workload_selector.strip():
+            return "label"
+        if self.namespaces or self.namespace_selector.strip():
+            return "namespace"
+        return "cluster"
 
 
 class StaticCoefficient(models.Model):

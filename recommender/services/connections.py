@@ -35,7 +35,12 @@ from recommender.cluster.simulated_writer import SimulatedWriter
 from recommender.cluster.writer import ClusterWriter, ContainerResize
 from recommender.engine.resources import Resources
 from recommender.errors import Conflict, InvalidInput
-from recommender.models import Cluster, SimulatedHpaState, SimulatedPodState
+from recommender.models import (
+    Cluster,
+    SimulatedHpaState,
+    SimulatedPodState,
+    SimulatedWorkloadState,
+)
 from recommender.services.admission.review import in_process_admission
 from recommender.sources.base import UsageSource
 from recommender.sources.metrics_server import MetricsServerSource
@@ -78,6 +83,11 @@ def cluster_adapter_for(
             namespace_selector=cluster.namespace_selector,
             # HPA targets it patched (coordinated HPA mode).
             hpa_overrides=hpa_overrides_of(cluster),
+            # Workloads' annotations (``kubectl annotate`` on a real cluster).
+            annotations={
+                (row.namespace, row.kind, row.name): dict(row.annotations or {})
+                for row in SimulatedWorkloadState.objects.filter(cluster=cluster)
+            },
         )
     if cluster.kind == Cluster.Kind.KUBERNETES:
         return KubernetesAdapter(

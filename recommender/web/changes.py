@@ -58,6 +58,32 @@ class ChangeGroup:
         return self.changes[0]
 
     @property
+    def pod_states(self) -> list[tuple[str, str]]:
+        """(pod, what stands out about its change) for the row's at-a-glance line:
+        verified, applied, waiting for a window or a disruption budget, or failed."""
+        states = []
+        for change in self.changes:
+            if change.error:
+                note = "error"
+            elif change.verified_at:
+                note = "verified"
+            elif change.applied_at:
+                note = "applied, not verified yet"
+            elif getattr(change, "window_note", ""):
+                note = "waits for a window"
+            elif change.try_later_count:
+                note = f"{change.try_later_count} × try later"
+            else:
+                note = change.status
+            states.append((change.pod, note))
+        return states
+
+    @property
+    def change_ids(self) -> list[int]:
+        """The listed changes, which a group decision takes."""
+        return [change.pk for change in self.changes]
+
+    @property
     def is_uniform(self) -> bool:
         """True when every listed pod gets the same resize from the same requests."""
         return all(
@@ -303,6 +329,50 @@ def changes_bulk_approve(request: HttpRequest) -> HttpResponse:
         text += f" Skipped {len(result.skipped)} decided meanwhile."
     messages.success(request, text)
     return redirect(back)
+
+
+@require_POST
+@require_role(Role.OPERATOR)
+def changes_bulk_decide(request: HttpRequest, decision: str) -> HttpResponse:
+    """Reject (one reason, one snooze) or withdraw the approvals of a group's changes
+    (``change`` ids of one workload) or of a cluster's namespace; each change goes
+    through its single decision and is audited on its own."""
+    raw_workload = request.POST.get("workload", "").strip()
+    try:
+        workload_id = int(raw_workload) if raw_workload else None
+    except ValueError:
+        messages.error(request, f"workload must be a number, not {raw_workload!r}")
+        return redirect("changes")
+    scope: dict[str, Any] = {
+        "workload_id": workload_id,
+        "cluster": request.POST.get("cluster", "").strip() or None,
+        "namespace": request.POST.get("namespace", "").strip() or None,
+        "change_ids": [int(pk) for pk in request.POST.getlist("change") if pk.isdigit()]
+        or None,
+    }
+    actor = acting_user(request)
+    try:
+        if decision == "reject":
+            result = bulk.reject_all(
+                rejected_by=actor,
+                now=timezone.now(),
+                reason=request.POST.get("reason", "")[:2000],
+                snooze=request.POST.get("snooze", ResizeChange.Snooze.UNTIL_CHANGED),
+                **scope,
+            )
+            verb = "Rejected"
+        else:
+            result = bulk.withdraw_all(withdrawn_by=actor, now=timezone.now(), **scope)
+            verb = "Withdrew the approval of"
+    except (InvalidInput, NotFound) as exc:
+        messages.error(request, exc.message)
+        return redirect("changes")
+    text = f"{verb} {len(result.decided)} change(s)."
+    if result.skipped:
+        text += f" Skipped {len(result.skipped)} decided meanwhile."
+    messages.success(request, text)
+    back = request.POST.get("next", "")
+    return redirect(back if back.startswith("/changes/") else "changes")
 
 
 def _by_workload(changes: list[ResizeChange]) -> list[dict[str, Any]]:

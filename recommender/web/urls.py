@@ -35,6 +35,18 @@ urlpatterns = [
     path("rollups/", rollup_views.rollups, name="rollups"),
     path("changes/", changes.changes, name="changes"),
     path("changes/approve", changes.changes_bulk_approve, name="changes_bulk_approve"),
+    path(
+        "changes/reject",
+        changes.changes_bulk_decide,
+        {"decision": "reject"},
+        name="changes_bulk_reject",
+    ),
+    path(
+        "changes/withdraw",
+        changes.changes_bulk_decide,
+        {"decision": "withdraw"},
+        name="changes_bulk_withdraw",
+    ),
     path("updater/kill-switch", changes.kill_switch, name="kill_switch"),
     path("clusters/<int:pk>/pause", changes.cluster_pause, name="cluster_pause"),
     path(

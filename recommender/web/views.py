@@ -41,6 +41,7 @@ from recommender.services.policy import (
     validation as policy_validation,
 )
 from recommender.services.policy.impact import LARGE_INCREASE_FACTOR
+from recommender.services.policy.rules import field_sources
 from recommender.services.readmodels.provisioning import Prices
 from recommender.web.access import (
     acting_user,
@@ -108,6 +109,7 @@ def workloads(request: HttpRequest) -> HttpResponse:
         wasteful=request.GET.get("wasteful", ""),
         missing_requests=request.GET.get("missing_requests", ""),
         q=request.GET.get("q", ""),
+        label_selector=request.GET.get("label_selector", ""),
         ordering=request.GET.get("ordering", ""),
         sort=request.GET.get("sort", ""),
     )
@@ -226,6 +228,11 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
         "startup_boost": startup_boost_panel(
             workload=data.workload, policy=data.policy
         ),
+        # Where each policy field comes from (own, annotation, rule, default).
+        "policy_sources": [
+            (name, entry["given_by"])
+            for name, entry in field_sources(data.policy).items()
+        ],
     }
     context["webhook"] = (
         None
@@ -314,7 +321,13 @@ def workload_policy(request: HttpRequest, pk: int) -> HttpResponse:
             try:
                 policy = policies.update_policy(
                     workload_id=workload.pk,
-                    changes=changes,
+                    # The form sends every field: only those it changes become the
+                    # workload's own; the others keep following annotations and rules.
+                    changes={
+                        name: value
+                        for name, value in changes.items()
+                        if getattr(policy, name) != value
+                    },
                     actor=acting_user(request),
                     now=timezone.now(),
                     confirm_large_increase=bool(

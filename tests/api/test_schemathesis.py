@@ -70,6 +70,11 @@ SCHEMA_SKETCHES = {
     # A what-if's profile_overrides are checked as the policy editor checks them: field
     # names and ranges of the chosen profile, which the schema leaves open.
     "POST /api/v1/workloads/{id}/what-if": [positive_data_acceptance],
+    # A policy rule's selectors (Kubernetes syntax), cluster name and policy fields
+    # are checked by the service as the policy editor checks them, which the schema
+    # leaves open (tests/api/test_policy_rules.py checks each refusal names its field).
+    "POST /api/v1/policy-rules/": [positive_data_acceptance],
+    "PATCH /api/v1/policy-rules/{id}/": [positive_data_acceptance],
 }
 
 

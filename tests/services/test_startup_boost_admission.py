@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone
 from prometheus_client import REGISTRY
 
+from recommender.engine.startup_boost import BOOST_ANNOTATION
 from recommender.models import Policy
-from recommender.services.admission.boost import BOOST_ANNOTATION
 from recommender.services.admission.decision import PATCHED
 from recommender.services.admission.review import record_decision
 from recommender.services.admission.snapshot import forget_holders

@@ -9,10 +9,10 @@ from datetime import timedelta
 
 import pytest
 
+from recommender.engine.startup_boost import BOOST_ANNOTATION
 from recommender.models import ResizeChange
 from recommender.services.actuation import approvals
 from recommender.services.actuation.cycle import run_cycle
-from recommender.services.admission.boost import BOOST_ANNOTATION
 from recommender.services.policy.changes import update_policy
 from tests.services.test_updater_simulated import (  # noqa: F401 (fixtures)
     NOW,

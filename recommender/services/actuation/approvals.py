@@ -4,7 +4,7 @@ Transitions (anything else raises Conflict and changes nothing)::
 
     proposed → approved   (the updater applies it on its next pass)
     proposed → rejected
-    approved → rejected   (withdrawn before the updater applied it)"""
+    approved → rejected   (rejected, or withdrawn, before the updater applied it)"""
 # A rejection sticks: it carries a snooze (``ResizeChange.Snooze``: 1 day, 7 days, or
 # until the recommendation changes, the default), and while it lasts the updater
 # proposes no change for the workload's containers that stays within the rejected
@@ -173,6 +173,30 @@ def reject_change(
         note=reason.strip(),
         snooze=snooze,
         snoozed_until=now + length if length is not None else None,
+    )
+
+
+def withdraw_change(
+    *,
+    change_id: int,
+    withdrawn_by: User | None,
+    now: datetime,
+    actor_label: str | None = None,
+) -> ResizeChange:
+    """Take back an approval before the updater applied it: the change becomes
+    rejected (audited ``change.withdraw``) with no snooze, so the updater may propose
+    it again on its next pass."""
+    label = actor_label or actor_label_of(withdrawn_by)
+    return _decide(
+        change_id=change_id,
+        to_status=ResizeChange.Status.REJECTED,
+        allowed_from=(ResizeChange.Status.APPROVED,),
+        action=Action.CHANGE_WITHDRAW,
+        actor=withdrawn_by,
+        actor_label=label,
+        now=now,
+        note=f"approval withdrawn by {label}",
+        snooze="",
     )
 
 

@@ -16,23 +16,31 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from recommender import metrics
 from recommender.cluster.base import ContainerSpec, PodInfo
 from recommender.cluster.writer import ClusterWriter, ContainerResize
 from recommender.engine.quantity import format_cpu, parse_cpu_millicores
 from recommender.engine.resources import Resources
-from recommender.models import AuditEvent, Workload
+from recommender.engine.startup_boost import BOOST_ANNOTATION
+from recommender.models import AuditEvent, Cluster, Workload
 from recommender.services.access.audit import record_audit
 from recommender.services.actuation import control, permissions
-from recommender.services.admission.boost import BOOST_ANNOTATION
 
-if TYPE_CHECKING:  # proposals imports this module
-    from recommender.services.actuation.proposals import UpdaterContext
+
+class UpdaterContext(Protocol):
+    """What this module reads of the updater's cycle (proposals.UpdaterContext,
+    which imports this module)."""
+
+    cluster: Cluster
+    now: datetime
+    pods: Mapping[int, list[PodInfo]]
+    by_id: Mapping[int, Workload]
+
 
 logger = logging.getLogger(__name__)
 

@@ -23,13 +23,11 @@ from recommender.engine.capping import select_container_policy
 from recommender.engine.limits import REQUESTS_ONLY
 from recommender.engine.quantity import format_cpu
 from recommender.engine.resources import CPU
-from recommender.engine.startup_boost import boosted_cpu, parse_boost
+from recommender.engine.startup_boost import BOOST_ANNOTATION, boosted_cpu, parse_boost
 from recommender.models.policy import ACTING_MODES
 from recommender.services.admission.patch import ContainerPlan, escape_pointer
 from recommender.services.admission.snapshot import WorkloadEntry
 from recommender.services.advice.advise import fits_no_node, pod_request
-
-BOOST_ANNOTATION = "vpaweb.io/startup-boost"
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from typing import Any, cast
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Prefetch, QuerySet, Window
 
+from recommender.errors import InvalidInput
 from recommender.models import (
     Cluster,
     Container,
@@ -37,6 +38,7 @@ from recommender.models.provisioning import (
     workload_facts,
 )
 from recommender.services.dashboard import ordering as sorting
+from recommender.services.dashboard.finding import label_selector_q, search_q
 from recommender.services.readmodels import namespace_totals, workload_totals
 from recommender.services.readmodels.provisioning import Prices, risk_rules
 
@@ -48,7 +50,8 @@ MAX_PAGE_SIZE = 200
 # The sort menu: ``ordering=`` values (the API's vocabulary, services/dashboard/
 # ordering.py) and their labels; any other valid ordering works from the address bar.
 SORTS = {
-    "": "name",
+    "": "cluster, namespace, kind and name",
+    "name": "name",
     "-savings_monthly": "savings (largest first)",
     "-risk,-savings_monthly": "risk (OOM kills, then shortfall)",
 }
@@ -72,6 +75,8 @@ class WorkloadFilters:
     wasteful: str = ""
     missing_requests: str = ""
     q: str = ""
+    # Workload labels in the Kubernetes syntax (``team=payments,tier!=batch``).
+    label_selector: str = ""
     ordering: str = ""
     sort: str = ""  # the older spelling: name, savings or risk (LEGACY_SORTS)
 
@@ -96,6 +101,10 @@ class WorkloadFilters:
                 ]
         if sorting.parse_ordering(self.ordering) is None:
             errors["ordering"] = [sorting.ORDERING_ERROR]
+        try:
+            label_selector_q(self.label_selector)
+        except InvalidInput as exc:
+            errors["label_selector"] = [exc.message]
         return errors
 
     @property
@@ -130,6 +139,7 @@ class WorkloadFilters:
                 self.wasteful,
                 self.missing_requests,
                 self.q,
+                self.label_selector,
             )
         )
 
@@ -150,6 +160,9 @@ class WorkloadFilters:
             wasteful=fact(self.wasteful),
             missing_requests=fact(self.missing_requests),
             q=self.q.strip()[:253],
+            label_selector=self.label_selector.strip()
+            if "label_selector" not in self.errors()
+            else "",
             ordering=self.effective_ordering(),
         )
 
@@ -248,7 +261,9 @@ def list_workloads(
     if filters.mode:
         qs = qs.in_mode(filters.mode)
     if filters.q:
-        qs = qs.filter(name__icontains=filters.q)
+        qs = qs.filter(search_q(filters.q))
+    if filters.label_selector:
+        qs = qs.filter(label_selector_q(filters.label_selector))
     # The facts are aggregates over every row: compute them for all rows only when a
     # filter or the sort needs them; the page's rows are then loaded (annotated) by id.
     order = sorting.workload_order(sorting.parse_ordering(filters.ordering))

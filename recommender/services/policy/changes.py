@@ -22,9 +22,8 @@ quantities as canonical Kubernetes strings::
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Sequence
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -39,14 +38,11 @@ from recommender.services.policy.impact import (
     LargeIncrease,
     large_increases,
 )
+from recommender.services.policy.rules import apply_diffs, policy_diffs
 from recommender.services.policy.validation import (
-    validate_container_policies,
-    validate_eviction_requirements,
-    validate_profile,
-    validate_profile_overrides,
-    validate_startup_boost,
+    CHANGEABLE_FIELDS,
+    validate_changes,
 )
-from recommender.services.policy.windows import parse_windows
 from recommender.services.policy.withdrawal import withdraw_approved_changes
 from recommender.services.readmodels.generation import (
     mark_admission_data_changed,
@@ -54,21 +50,6 @@ from recommender.services.readmodels.generation import (
 )
 
 logger = logging.getLogger(__name__)
-
-# The keys of ``changes`` that update_policy accepts.
-CHANGEABLE_FIELDS = (
-    "mode",
-    "profile",
-    "profile_overrides",
-    "container_policies",
-    "min_replicas",
-    "approval",
-    "eviction_requirements",
-    "maintenance_windows",
-    "window_bypasses_quick_oom",
-    "hpa_coordination",
-    "startup_boost",
-)
 
 
 class LargeIncreaseUnconfirmed(Conflict):
@@ -177,101 +158,6 @@ def policy_snapshot(policy: Policy) -> dict[str, Any]:
     }
 
 
-def _one_of(field: str, choices: list[str]) -> Callable[[Any], str]:
-    def check(value: Any) -> str:
-        if value not in choices:
-            raise InvalidInput(
-                f"must be one of {', '.join(choices)}, not {value!r}", field=field
-            )
-        return str(value)
-
-    return check
-
-
-def _true_or_false(field: str) -> Callable[[Any], bool]:
-    def check(value: Any) -> bool:
-        if not isinstance(value, bool):
-            raise InvalidInput(f"must be true or false, not {value!r}", field=field)
-        return value
-
-    return check
-
-
-def _min_replicas(value: Any) -> int | None:
-    if value in (None, ""):
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInput(
-            f"must be a whole number of at least 1, or empty, not {value!r}",
-            field="min_replicas",
-        )
-    return value
-
-
-def _maintenance_windows(value: Any) -> list[Any]:
-    parse_windows(value)
-    return list(value or [])
-
-
-def _validate_changes(
-    changes: dict[str, Any], *, container_names: set[str], policy: Policy
-) -> dict[str, Any]:
-    """The validated, canonical ``changes``; InvalidInput names every bad field."""
-    if not isinstance(changes, dict):
-        raise InvalidInput("changes must be an object", field="changes")
-    errors: dict[str, list[str]] = {}
-    clean: dict[str, Any] = {}
-    for key in changes:
-        if key not in CHANGEABLE_FIELDS:
-            errors.setdefault(key, []).append(
-                "cannot be changed; changeable fields are "
-                f"{', '.join(CHANGEABLE_FIELDS)}"
-            )
-    rules: dict[str, Callable[[Any], Any]] = {
-        "mode": _one_of("mode", Policy.Mode.values),
-        "profile": validate_profile,
-        "min_replicas": _min_replicas,
-        "approval": _one_of("approval", Policy.Approval.values),
-        "eviction_requirements": validate_eviction_requirements,
-        "maintenance_windows": _maintenance_windows,
-        "window_bypasses_quick_oom": _true_or_false("window_bypasses_quick_oom"),
-        "hpa_coordination": _one_of("hpa_coordination", Policy.HpaCoordination.values),
-        "startup_boost": validate_startup_boost,
-        "container_policies": partial(
-            validate_container_policies, container_names=container_names
-        ),
-    }
-    for name, rule in rules.items():
-        if name in changes:
-            try:
-                clean[name] = rule(changes[name])
-            except InvalidInput as exc:
-                for field, messages in exc.fields.items():
-                    errors.setdefault(field, []).extend(messages)
-    # Overrides are checked against the profile they will apply to: the new one when
-    # the same call changes it. A profile change alone re-checks (and re-trims) the
-    # stored overrides, so they stay valid and keep only real differences.
-    if "profile_overrides" in changes or "profile" in clean:
-        is_stored = "profile_overrides" not in changes
-        raw = policy.profile_overrides if is_stored else changes["profile_overrides"]
-        try:
-            clean["profile_overrides"] = validate_profile_overrides(
-                raw, profile_name=clean.get("profile", policy.profile)
-            )
-        except InvalidInput as exc:
-            for field, messages in exc.fields.items():
-                errors.setdefault(field, []).extend(
-                    f"{m} (stored override: send profile_overrides to change it)"
-                    if is_stored
-                    else m
-                    for m in messages
-                )
-    if errors:
-        field, messages = next(iter(errors.items()))
-        raise InvalidInput(f"{field}: {messages[0]}", fields=errors)
-    return clean
-
-
 def update_policy(
     *,
     workload_id: int,
@@ -280,6 +166,7 @@ def update_policy(
     now: datetime,
     actor_label: str | None = None,
     confirm_large_increase: bool = False,
+    inherit: Sequence[str] = (),
 ) -> Policy:
     """Validate ``changes`` and apply them to the workload's policy, recording an
     AuditEvent.
@@ -289,6 +176,10 @@ def update_policy(
     container's target by more than LARGE_INCREASE_FACTOR is refused
     (LargeIncreaseUnconfirmed, naming the containers) unless ``confirm_large_increase``.
     Nothing is ever written to a cluster here.
+
+    Every field in ``changes`` becomes the workload's own (it wins over annotations
+    and rules, ``services/policy/rules.py``); a field in ``inherit`` stops being
+    its own and takes what annotations, rules or the default give again.
     """
     with transaction.atomic():
         try:
@@ -307,13 +198,38 @@ def update_policy(
                 "the workload first (it becomes vpaweb's, in mode Off)",
                 fields={"source": ["vpa-object: adopt the workload to change it"]},
             )
-        clean = _validate_changes(
+        clean = validate_changes(
             changes, container_names=container_names, policy=policy
         )
+        unknown = [f for f in inherit if f not in CHANGEABLE_FIELDS or f in clean]
+        if unknown:
+            raise InvalidInput(
+                f"inherit: {unknown[0]!r} is not a policy field, or is also changed",
+                field="inherit",
+            )
         before = policy_snapshot(policy)
         changed = [
             field for field, value in clean.items() if getattr(policy, field) != value
         ]
+        own = [f for f in policy.own_fields if f not in inherit]
+        own += [f for f in clean if f not in own]
+        if own != policy.own_fields:
+            policy.own_fields = own
+            policy.provenance = {
+                **policy.provenance,
+                **{f: {"source": "own"} for f in clean},
+            }
+            policy.save(update_fields=["own_fields", "provenance"])
+        if inherit:
+            # What annotations, rules or the default now give the released fields.
+            apply_diffs(
+                policy_diffs(workload_ids=[workload.pk], lock=True),
+                actor=actor,
+                actor_label=actor_label or actor_label_of(actor),
+                why=f"{', '.join(inherit)} no longer set on the workload",
+                now=now,
+            )
+            policy.refresh_from_db()
         if not changed:
             logger.info("policy of workload %s unchanged", workload_id)
             return policy

@@ -6,6 +6,8 @@ writes."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from recommender.engine import Profile, get_profile
@@ -21,6 +23,7 @@ from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
 from recommender.engine.startup_boost import parse_boost
 from recommender.errors import InvalidInput
 from recommender.models import Policy, Workload
+from recommender.services.policy.windows import parse_windows
 
 # Profile fields an override may set: every knob, but not the name (the profile's
 # identity, stored in Policy.profile).
@@ -398,3 +401,129 @@ def profile_or_default(workload: Workload) -> Profile:
         return named_profile(policy.profile, policy.profile_overrides)
     except (ValueError, TypeError, Policy.DoesNotExist):
         return get_profile("vpa")
+
+
+# --- A policy change as a whole (update_policy, rules, annotations) ---------------
+
+# The keys of ``changes`` that update_policy accepts.
+CHANGEABLE_FIELDS = (
+    "mode",
+    "profile",
+    "profile_overrides",
+    "container_policies",
+    "min_replicas",
+    "approval",
+    "eviction_requirements",
+    "maintenance_windows",
+    "window_bypasses_quick_oom",
+    "hpa_coordination",
+    "startup_boost",
+)
+
+
+def _one_of(field: str, choices: list[str]) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if value not in choices:
+            raise InvalidInput(
+                f"must be one of {', '.join(choices)}, not {value!r}", field=field
+            )
+        return str(value)
+
+    return check
+
+
+def _true_or_false(field: str) -> Callable[[Any], bool]:
+    def check(value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise InvalidInput(f"must be true or false, not {value!r}", field=field)
+        return value
+
+    return check
+
+
+def _min_replicas(value: Any) -> int | None:
+    if value in (None, ""):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInput(
+            f"must be a whole number of at least 1, or empty, not {value!r}",
+            field="min_replicas",
+        )
+    return value
+
+
+def _maintenance_windows(value: Any) -> list[Any]:
+    parse_windows(value)
+    return list(value or [])
+
+
+def validate_changes(
+    changes: dict[str, Any], *, container_names: set[str], policy: Policy
+) -> dict[str, Any]:
+    """The validated, canonical ``changes``; InvalidInput names every bad field."""
+    if not isinstance(changes, dict):
+        raise InvalidInput("changes must be an object", field="changes")
+    errors: dict[str, list[str]] = {}
+    clean: dict[str, Any] = {}
+    for key in changes:
+        if key not in CHANGEABLE_FIELDS:
+            errors.setdefault(key, []).append(
+                "cannot be changed; changeable fields are "
+                f"{', '.join(CHANGEABLE_FIELDS)}"
+            )
+    rules: dict[str, Callable[[Any], Any]] = {
+        "mode": _one_of("mode", Policy.Mode.values),
+        "profile": validate_profile,
+        "min_replicas": _min_replicas,
+        "approval": _one_of("approval", Policy.Approval.values),
+        "eviction_requirements": validate_eviction_requirements,
+        "maintenance_windows": _maintenance_windows,
+        "window_bypasses_quick_oom": _true_or_false("window_bypasses_quick_oom"),
+        "hpa_coordination": _one_of("hpa_coordination", Policy.HpaCoordination.values),
+        "startup_boost": validate_startup_boost,
+        "container_policies": partial(
+            validate_container_policies, container_names=container_names
+        ),
+    }
+    for name, rule in rules.items():
+        if name in changes:
+            try:
+                clean[name] = rule(changes[name])
+            except InvalidInput as exc:
+                for field, messages in exc.fields.items():
+                    errors.setdefault(field, []).extend(messages)
+    # Overrides are checked against the profile they will apply to: the new one when
+    # the same call changes it. A profile change alone re-checks (and re-trims) the
+    # stored overrides, so they stay valid and keep only real differences.
+    if "profile_overrides" in changes or "profile" in clean:
+        is_stored = "profile_overrides" not in changes
+        raw = policy.profile_overrides if is_stored else changes["profile_overrides"]
+        try:
+            clean["profile_overrides"] = validate_profile_overrides(
+                raw, profile_name=clean.get("profile", policy.profile)
+            )
+        except InvalidInput as exc:
+            for field, messages in exc.fields.items():
+                errors.setdefault(field, []).extend(
+                    f"{m} (stored override: send profile_overrides to change it)"
+                    if is_stored
+                    else m
+                    for m in messages
+                )
+    if errors:
+        field, messages = next(iter(errors.items()))
+        raise InvalidInput(f"{field}: {messages[0]}", fields=errors)
+    return clean
+
+
+def validate_policy_fields(changes: dict[str, Any]) -> dict[str, Any]:
+    """Policy fields given without a workload (a rule, an annotation), validated and
+    canonical as :func:`update_policy` validates them; container policies may name
+    any container (or ``*``)."""
+    raw = changes.get("container_policies") if isinstance(changes, dict) else None
+    names = {
+        str(entry.get("containerName"))
+        for entry in (raw if isinstance(raw, list) else [])
+        if isinstance(entry, dict) and entry.get("containerName")
+    }
+    return validate_changes(changes, container_names=names, policy=Policy())

@@ -22,6 +22,11 @@ from django.db import transaction
 from recommender.cluster.base import ClusterSnapshot, WorkloadInfo
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
 from recommender.models.bulk import STREAM_ROWS, insert_new
+from recommender.services.policy.rules import (
+    ANNOTATION_PREFIX,
+    apply_diffs,
+    policy_diffs,
+)
 from recommender.services.readmodels.generation import note_admission_changes
 from recommender.services.readmodels.pod_owners import PodOwners, load_pod_owners
 from recommender.services.refresh import stored_json
@@ -43,7 +48,14 @@ logger = logging.getLogger(__name__)
 # Rows per bulk statement: under every backend's parameter limit.
 BATCH = 500
 # The Workload columns discovery compares with what the adapter listed.
-_WORKLOAD_FIELDS = ("uid", "selector", "replicas", "labels", "schedule")
+_WORKLOAD_FIELDS = (
+    "uid",
+    "selector",
+    "replicas",
+    "labels",
+    "schedule",
+    "policy_annotations",
+)
 # The Container columns discovery compares with the pod template and live pods.
 _CONTAINER_FIELDS = (
     "kind",
@@ -114,8 +126,10 @@ def upsert_discovery(
 ) -> Discovery:
     """Store what discovery found (only ``namespace`` when given) and map pods to ids.
 
-    New workloads get mode Off and profile ``vpa``; workloads no longer found become
-    inactive and keep their history; every non-init container gets an empty
+    New workloads get the policy their annotations and the policy rules give (mode
+    Off and profile ``vpa`` when nothing selects them), and so do workloads whose
+    labels or annotations changed; workloads no longer found become inactive and
+    keep their history; every non-init container gets an empty
     checkpoint row up front, so every later write is a compare-and-swap update.
     """
     found = Discovery(cluster=cluster, now=now, namespace=namespace)
@@ -143,6 +157,7 @@ def upsert_discovery(
             "replicas": info.replicas,
             "labels": info.labels,
             "schedule": info.schedule,
+            "policy_annotations": policy_annotations(info.annotations),
         }
         stored = existing.get(key)
         if stored is None:
@@ -216,15 +231,30 @@ def upsert_discovery(
             "workload_id", flat=True
         )
     )
-    # New workloads start in Off mode (recommend only) with upstream's profile.
+    # New workloads start in Off mode (recommend only) with upstream's profile, then
+    # take what their annotations and the policy rules give (below).
+    new_policies = [w.pk for w in workloads.values() if w.pk not in with_policy]
     insert_new(
         [
-            Policy(
-                workload_id=w.pk, mode=Policy.Mode.OFF, profile="vpa", updated_at=now
-            )
-            for w in workloads.values()
-            if w.pk not in with_policy
+            Policy(workload_id=pk, mode=Policy.Mode.OFF, profile="vpa", updated_at=now)
+            for pk in new_policies
         ]
+    )
+    relabelled = _store_namespace_labels(cluster, snapshot, namespace)
+    found.counts["policies_resolved"] = apply_diffs(
+        policy_diffs(
+            workload_ids=[
+                *new_policies,
+                *(w.pk for w in changed),
+                *(w.pk for key, w in workloads.items() if key[0] in relabelled),
+            ],
+            cluster_id=cluster.pk,
+            namespace=namespace,
+        ),
+        actor=None,
+        actor_label="system",
+        why="discovery",
+        now=now,
     )
     store_cluster_objects(
         cluster=cluster,
@@ -275,6 +305,35 @@ def upsert_discovery(
         # the next one from this time.
         Cluster.objects.filter(pk=cluster.pk).update(last_discovered_at=now)
     return found
+
+
+def policy_annotations(annotations: dict[str, str]) -> dict[str, str]:
+    """The annotations a policy reads (``vpaweb.io/*``), the only ones stored."""
+    return {k: v for k, v in annotations.items() if k.startswith(ANNOTATION_PREFIX)}
+
+
+def _store_namespace_labels(
+    cluster: Cluster, snapshot: ClusterSnapshot, namespace: str | None
+) -> set[str]:
+    """Store the namespace labels the adapter listed; the namespaces whose labels
+    changed (their workloads' rules are matched again)."""
+    listed = dict(snapshot.namespace_labels)
+    if namespace is not None:
+        listed = {ns: labels for ns, labels in listed.items() if ns == namespace}
+    stored = dict(
+        Cluster.objects.filter(pk=cluster.pk)
+        .values_list("namespace_labels", flat=True)
+        .get()
+        or {}
+    )
+    merged = {**stored, **listed}
+    changed = {
+        ns for ns in set(stored) | set(listed) if stored.get(ns) != merged.get(ns)
+    }
+    if changed:
+        Cluster.objects.filter(pk=cluster.pk).update(namespace_labels=merged)
+        cluster.namespace_labels = merged
+    return changed
 
 
 def _upsert_containers(
