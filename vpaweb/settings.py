@@ -69,6 +69,8 @@ MIDDLEWARE = [
     # Outermost: the deadline covers every other layer of an /api/ request.
     "recommender.api.deadline.RequestDeadlineMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # A view's lost database connection is a 503 with Retry-After, not a 500.
+    "vpaweb.database_outage.DatabaseUnavailableMiddleware",
     "vpaweb.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

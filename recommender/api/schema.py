@@ -20,7 +20,11 @@ COMMON_ERRORS = {
     "404": "No such object.",
     "406": "No renderer for the Accept header or `format`.",
     "429": "Too many requests for this token; see Retry-After.",
-    "503": "The request ran past VPAWEB_REQUEST_DEADLINE_S and was rolled back.",
+    "503": (
+        "The request ran past VPAWEB_REQUEST_DEADLINE_S and was rolled back "
+        "(`timeout`), or the database is unavailable (`database_unavailable`, with "
+        "Retry-After)."
+    ),
 }
 # Further statuses of operations that take a body.
 BODY_ERRORS = {
