@@ -227,6 +227,13 @@ CELERY_TASK_ROUTES = {
 # (counted across processes, services/access/heavy_jobs.py).
 HEAVY_JOBS_RUNNING = env_int("VPAWEB_HEAVY_JOBS_RUNNING", 2, minimum=1)
 HEAVY_JOBS_PER_MINUTE = env_int("VPAWEB_HEAVY_JOBS_PER_MINUTE", 10, minimum=1)
+# Per process: comparisons and what-ifs run in a request hold at most this share of the
+# request threads (GUNICORN_THREADS, read by vpaweb/gunicorn_conf.py too; at least
+# one), so /healthz and the pages always find a thread; past it, 503 busy.
+REQUEST_THREADS = env_int("GUNICORN_THREADS", 8, minimum=1)
+HEAVY_SYNC_SHARE = 0.25
+# Active API tokens one person may hold (tokens made on the command line excepted).
+API_TOKENS_PER_USER = env_int("VPAWEB_API_TOKENS_PER_USER", 10, minimum=1)
 # A what-if costing more container-days (containers x days replayed) than this runs
 # on the heavy queue and is answered 202 with a job to poll
 # (services/replay/whatif_jobs.py).

@@ -177,7 +177,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
                 code = mapped
         body = error_body(exc.code, exc.message, exc.fields)
         status_code = code
-        if isinstance(exc, errors.Throttled):
+        if isinstance(exc, errors.Throttled | errors.Busy):
             headers["Retry-After"] = str(max(1, round(exc.retry_after_s)))
     elif isinstance(exc, RequestDataTooBig):
         message = str(exc) or "the request body is too large"
