@@ -37,9 +37,9 @@ RIGHTSIZE_BODY = (
 
 
 @contextmanager
-def web_on_the_test_database() -> Iterator[int]:
+def web_on_the_test_database(**env: str) -> Iterator[int]:
     """The production server on pytest-django's test database, its static files
-    collected as a deployment's are; yields its port."""
+    collected as a deployment's are, with ``env`` on top; yields its port."""
     db = connection.settings_dict
     url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
     saved = {name: os.environ.get(name) for name in ("DATABASE_URL", "REDIS_URL")}
@@ -54,7 +54,12 @@ def web_on_the_test_database() -> Iterator[int]:
                 timeout=120,
             )
             with production_server(
-                WEB_CONCURRENCY="1", GUNICORN_THREADS="4", VPAWEB_STATIC_ROOT=static
+                **{
+                    "WEB_CONCURRENCY": "1",
+                    "GUNICORN_THREADS": "4",
+                    "VPAWEB_STATIC_ROOT": static,
+                    **env,
+                }
             ) as port:
                 yield port
     finally:
