@@ -36,16 +36,21 @@ if not SECRET_KEY:
             "also finds var/secret_key, which `make run` creates)"
         )
     SECRET_KEY = "insecure-development-key-only-used-while-DEBUG-is-on"
-# The public key of deploy/compose/demo.env signs sessions anyone can forge: accepted
-# only where VPAWEB_DEMO says this is the demo (demo.env sets it).
+# The public keys of deploy/compose/demo.env and of the trial overlay
+# (deploy/overlays/trial) sign sessions anyone can forge: accepted only where
+# VPAWEB_DEMO says this is a demo or a trial (both set it).
 DEMO = env_bool("VPAWEB_DEMO", False)
 PUBLIC_DEMO_SECRET_KEY = (
     "demo-only-secret-key-change-me-for-anything-but-a-trial-0123456789"
 )
-if SECRET_KEY == PUBLIC_DEMO_SECRET_KEY and not DEMO:
+PUBLIC_TRIAL_SECRET_KEY = (
+    "trial-only-secret-key-change-me-0123456789-abcdefghijklmnopqrstuvwxyz"
+)
+if SECRET_KEY in (PUBLIC_DEMO_SECRET_KEY, PUBLIC_TRIAL_SECRET_KEY) and not DEMO:
     raise ImproperlyConfigured(
-        "SECRET_KEY is the public demo key of deploy/compose/demo.env: set a secret "
-        "of your own (or VPAWEB_DEMO=true for the local compose demo only)"
+        "SECRET_KEY is the public demo key of deploy/compose/demo.env or of "
+        "deploy/overlays/trial: set a secret of your own (or VPAWEB_DEMO=true for the "
+        "local compose demo or the trial only)"
     )
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
@@ -192,6 +197,25 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", Fals
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+# Served over HTTPS as deployed (any of the switches above on, DEBUG off): a key that
+# `check --deploy` would only warn about (security.W009: under 50 characters or under 5
+# different ones) is refused, as a 1-character key signs sessions anyone can forge.
+SECRET_KEY_MIN_LENGTH = 50
+SECRET_KEY_MIN_UNIQUE = 5
+if (
+    not DEBUG
+    and not DEMO
+    and (SECURE_SSL_REDIRECT or SESSION_COOKIE_SECURE or SECURE_HSTS_SECONDS > 0)
+    and (
+        len(SECRET_KEY) < SECRET_KEY_MIN_LENGTH
+        or len(set(SECRET_KEY)) < SECRET_KEY_MIN_UNIQUE
+    )
+):
+    raise ImproperlyConfigured(
+        f"SECRET_KEY is too short for production: at least {SECRET_KEY_MIN_LENGTH} "
+        f"characters, {SECRET_KEY_MIN_UNIQUE} of them different (e.g. `python -c "
+        '"import secrets; print(secrets.token_urlsafe(50))"`)'
+    )
 # Behind a TLS-terminating proxy: HTTP_X_FORWARDED_PROTO,https (only if the proxy sets
 # or strips that header on every request).
 SECURE_PROXY_SSL_HEADER = env_header_pair("SECURE_PROXY_SSL_HEADER")
