@@ -603,6 +603,8 @@ SPECTACULAR_SETTINGS = {
         "UpdateModeEnum": "recommender.models.Policy.Mode",
         "PolicySourceEnum": "recommender.models.Policy.Source",
         "ContainerScalingModeEnum": "recommender.engine.capping.MODES",
+        # Every field naming a profile (policy, what-if, compare-profiles A and B).
+        "ProfileEnum": "recommender.api.schema.PROFILE_NAMES",
         "ResourceNameEnum": ["cpu", "memory"],
         "AdviceSourceEnum": ["recommendation", "static_coefficient", "none"],
         "QueryKindEnum": ["RecommendationQuery"],
