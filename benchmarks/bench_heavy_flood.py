@@ -24,6 +24,7 @@ import os
 import statistics
 import threading
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -153,15 +154,20 @@ def main() -> None:
     from recommender.services.access.tokens import create_token
 
     settings.API_TOKENS_PER_USER = TOKENS
-    viewer = get_user_model().objects.create_user("flood", password=None)
+    # Names of this run's own: a PostgreSQL database may hold an earlier run's.
+    run = uuid.uuid4().hex[:8]
+    viewer = get_user_model().objects.create_user(f"flood-{run}", password=None)
     grant_role(viewer, Role.VIEWER)
     keys = [
         create_token(
-            name=f"flood-{index}", scope="read", created_by=viewer, now=timezone.now()
+            name=f"flood-{run}-{index}",
+            scope="read",
+            created_by=viewer,
+            now=timezone.now(),
         )[1]
         for index in range(TOKENS)
     ]
-    cluster, namespace = sim_namespace("sim-flood")
+    cluster, namespace = sim_namespace(f"sim-flood-{run}")
     seconds = float(os.environ.get("BENCH_SECONDS", "45"))
     env = {
         "WEB_CONCURRENCY": os.environ.get("WEB_CONCURRENCY", "2"),
