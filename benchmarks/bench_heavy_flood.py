@@ -1,20 +1,18 @@
 """One viewer floods compare-profiles from 16 tokens while the kubelet probes /healthz
-(`make bench BENCH=heavy_flood`).
-
-Seeds a throw-away database (SQLite in a temporary VPAWEB_VAR_DIR, or PostgreSQL when
-DATABASE_URL is set) with a simulated cluster and one viewer owning 16 read tokens,
-starts the production web server (vpaweb/gunicorn_conf.py; WEB_CONCURRENCY 2 and
-GUNICORN_THREADS 8 unless set), and for BENCH_SECONDS (45) runs 32 threads posting
-compare-profiles over one namespace (days 7 to 14, each thread its token in turn)
-while GET /healthz is sent every 0.2 s on a fresh connection. Prints the probes' p50,
-p99 and maximum (a probe with no answer within 5 s counts as 5,000 ms), the flood's
-statuses, and the load average before and after. Target: /healthz p99 <= 100 ms.
-With ``BENCH_BUDGETS=open`` the person's budgets and request rate are raised so far
-that only the per-process share of heavy threads holds the flood back (as with many
-people).
+(`make bench BENCH=heavy_flood`): prints the probes' p50, p99 and maximum, the flood's
+statuses and the load average. Target: /healthz p99 <= 100 ms.
 
 ``flood`` and ``sim_namespace`` are what tests/faults/test_heavy_flood.py runs,
 shorter."""
+# Seeds a throw-away database (SQLite in a temporary VPAWEB_VAR_DIR, or PostgreSQL when
+# DATABASE_URL is set) with a simulated cluster and one viewer owning 16 read tokens,
+# starts the production web server (vpaweb/gunicorn_conf.py; WEB_CONCURRENCY 2 and
+# GUNICORN_THREADS 8 unless set), and for BENCH_SECONDS (45) runs 32 threads posting
+# compare-profiles over one namespace (days 7 to 14, each thread its token in turn)
+# while GET /healthz is sent every 0.2 s on a fresh connection (a probe with no answer
+# within 5 s counts as 5,000 ms). With ``BENCH_BUDGETS=open`` the person's budgets and
+# request rate are raised so far that only the per-process share of heavy threads holds
+# the flood back (as with many people).
 
 from __future__ import annotations
 
