@@ -97,6 +97,8 @@ def database_unavailable(request: HttpRequest, exc: BaseException) -> HttpRespon
     else:
         response = HttpResponse(DATABASE_UNAVAILABLE_PAGE, status=503)
     response["Retry-After"] = str(DATABASE_RETRY_AFTER_S)
+    # Logged above in one line: not again as an error with a traceback per request.
+    response._has_been_logged = True  # type: ignore[attr-defined]
     return response
 
 
@@ -233,6 +235,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
             status_code = status.HTTP_500_INTERNAL_SERVER_ERROR
     set_rollback()
     request = context.get("request")
+    if isinstance(exc, errors.Busy):
+        logger.warning(
+            "busy: %s %s: %s",
+            getattr(request, "method", "?"),
+            getattr(request, "path", "?"),
+            exc.message,
+        )
     renderer = getattr(request, "accepted_renderer", None)
     if request is not None and not isinstance(
         renderer, JSONRenderer | BrowsableAPIRenderer
@@ -240,7 +249,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         # Errors are JSON even when the client asked for CSV, YAML or manifests.
         request.accepted_renderer = JSONRenderer()
         request.accepted_media_type = "application/json"
-    return Response(body, status=status_code, headers=headers)
+    response = Response(body, status=status_code, headers=headers)
+    if isinstance(exc, errors.Busy) or is_database_outage(exc):
+        # An expected overload or outage, logged above in one line: not again by
+        # Django as a server error per refused request.
+        response._has_been_logged = True  # type: ignore[attr-defined]
+    return response
 
 
 @csrf_exempt  # a 404 is a 404, also for a POST without a CSRF token

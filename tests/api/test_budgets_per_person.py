@@ -90,7 +90,7 @@ def test_jobs_at_once_are_per_person_and_refusals_cost_nothing(
 
 
 def test_heavy_work_holds_at_most_its_share_of_the_threads(
-    sim_workload: Workload, settings: Any, one_minute: None
+    sim_workload: Workload, settings: Any, one_minute: None, caplog: Any
 ) -> None:
     settings.REQUEST_THREADS = 8
     settings.HEAVY_SYNC_SHARE = 0.25
@@ -104,6 +104,9 @@ def test_heavy_work_holds_at_most_its_share_of_the_threads(
         assert busy.status_code == 503
         assert busy.json()["error"]["code"] == "busy"
         assert int(busy["Retry-After"]) >= 1
+        # One warning line, not a server error per refused request.
+        assert not [r for r in caplog.records if r.levelname == "ERROR"]
+        assert any("busy" in r.getMessage() for r in caplog.records)
         # Refused before any budget was taken.
         assert budgets.used(key=f"heavy-user-{viewer.pk}", period_s=60, now=NOW_S) == 0
     finally:
