@@ -8,3 +8,9 @@ class RecommenderConfig(AppConfig):
 
     name = "recommender"
     verbose_name = "vpaweb"
+
+    def ready(self) -> None:
+        """Connect the signals that revoke credentials when an account changes."""
+        from recommender import signals
+
+        signals.connect()

@@ -67,6 +67,16 @@ class SourceUnavailable(VpawebError):
     code = "source_unavailable"
 
 
+class Busy(SourceUnavailable):
+    """This process already runs as much expensive work as it may; retry shortly."""
+
+    code = "busy"
+
+    def __init__(self, message: str, *, retry_after_s: float):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class TooLarge(VpawebError):
     """The request is past a documented size limit (bytes, documents, nesting, …)."""
 

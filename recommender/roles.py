@@ -63,7 +63,14 @@ def grant_role(user: AbstractBaseUser, role: Role) -> None:
     """Give ``user`` exactly ``role`` (replacing any other role group)."""
     ensure_role_groups()
     groups = user.groups  # type: ignore[attr-defined]
-    groups.remove(*Group.objects.filter(name__in=[r.value for r in ROLE_ORDER]))
-    groups.add(Group.objects.get(name=role.value))
+    # Only what differs: each change of role groups revokes the user's credentials
+    # (services/access/revocation.py), so giving a user the role they hold changes
+    # nothing.
+    held = set(groups.filter(name__in=[r.value for r in ROLE_ORDER]))
+    target = Group.objects.get(name=role.value)
+    if held - {target}:
+        groups.remove(*(held - {target}))
+    if target not in held:
+        groups.add(target)
     if hasattr(user, "_vpaweb_role"):
         del user._vpaweb_role

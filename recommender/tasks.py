@@ -31,6 +31,7 @@ from recommender.services.access import heavy_jobs
 from recommender.services.operations import retention, runs
 from recommender.services.refresh import chunking, cycle, expiry
 from recommender.services.replay import namespace_compare, whatif_jobs
+from recommender.services.replay.whatif import check_what_if
 
 logger = logging.getLogger(__name__)
 
@@ -366,7 +367,9 @@ def start_what_if(params: dict[str, Any], *, who: str, now: datetime) -> str:
     the heavy queue, or follow an identical one: its token. Throttled past ``who``'s
     budgets; SourceUnavailable while the cache or the broker is away (a job that could
     not be queued is not followed by identical requests and holds no slot:
-    ``heavy_jobs.start_background``)."""
+    ``heavy_jobs.start_background``). The request's mistakes are InvalidInput or
+    NotFound here, before anything is queued."""
+    check_what_if(**params)
     return heavy_jobs.start_background(
         kind=whatif_jobs.KIND,
         params=params,

@@ -150,3 +150,40 @@ def test_the_public_demo_key_is_refused_unless_this_is_the_demo():
     allowed = _settings_load(SECRET_KEY=demo["SECRET_KEY"], VPAWEB_DEMO="true")
     assert allowed.returncode == 0, allowed.stderr
     assert _settings_load(SECRET_KEY="a-key-of-my-own").returncode == 0
+
+
+def test_the_trial_overlays_key_is_refused_unless_this_is_the_trial():
+    from pathlib import Path
+
+    import yaml
+
+    overlay = yaml.safe_load(
+        (
+            Path(__file__).resolve().parents[1]
+            / "deploy/overlays/trial/kustomization.yaml"
+        ).read_text()
+    )
+    literals = dict(
+        item.split("=", 1) for item in overlay["secretGenerator"][0]["literals"]
+    )
+    key = literals["SECRET_KEY"]
+    refused = _settings_load(SECRET_KEY=key)
+    assert refused.returncode != 0
+    assert "SECRET_KEY is the public demo key" in refused.stderr
+    # The trial's own ConfigMap says it is one.
+    from tests.deploy.test_manifests import named, render
+
+    config = named(render("trial"), "ConfigMap", "vpaweb-config")["data"]
+    assert config["VPAWEB_DEMO"] == "true"
+    assert _settings_load(SECRET_KEY=key, VPAWEB_DEMO="true").returncode == 0
+
+
+@pytest.mark.parametrize("key", ["x", "short-but-not-fifty-characters", "ab" * 40])
+def test_a_short_key_is_refused_where_served_over_https(key: str) -> None:
+    refused = _settings_load(SECRET_KEY=key, SESSION_COOKIE_SECURE="true")
+    assert refused.returncode != 0
+    assert "SECRET_KEY is too short for production" in refused.stderr
+    # Without the https switches (tests, `make run` behind no TLS), as before.
+    assert _settings_load(SECRET_KEY=key).returncode == 0
+    good = "k3y-" + "0123456789abcdef" * 4
+    assert _settings_load(SECRET_KEY=good, SESSION_COOKIE_SECURE="true").returncode == 0

@@ -22,7 +22,8 @@ ALLOWED: dict[str, set[str]] = {
     "engine": set(),
     "errors": set(),
     "roles": set(),
-    "apps": set(),
+    # Its ready() connects the signals.
+    "apps": {"signals"},
     "text": set(),
     "models": {"engine", *BOTTOM},
     "cluster": {"engine", *BOTTOM},
@@ -31,6 +32,8 @@ ALLOWED: dict[str, set[str]] = {
     "services": {"cluster", "sources", "engine", "models", "metrics", *BOTTOM},
     "tasks": {"services", "models", "engine", "metrics", *BOTTOM},
     "admin": {"services", "models", "metrics", *BOTTOM},
+    # The user model's signals: every path that changes an account revokes.
+    "signals": {"services", *BOTTOM},
     "web": {"services", "tasks", "models", "engine", "metrics", *BOTTOM},
     "api": {"services", "tasks", "models", "engine", "metrics", *BOTTOM},
     # What a client may hold of the webhook's server: its connections, no domain.

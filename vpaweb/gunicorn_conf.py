@@ -17,7 +17,9 @@ vpaweb.wsgi:application`, configured only from the environment (README "Producti
 #   with the worker (recommender/api/deadline.py). Defaults to GUNICORN_TIMEOUT - 5 s
 #   (at least 1 s); it must stay below GUNICORN_TIMEOUT.
 # - GUNICORN_MAX_REQUESTS (default 1000): a worker is replaced after this many requests
-#   (with jitter), which bounds the memory any one worker can accumulate.
+#   (with jitter), which bounds the memory any one worker can accumulate. The worker
+#   serves the connections it accepted before it goes, and goes at once
+#   (vpaweb/gunicorn_worker.py): no request fails over a replacement.
 # - FORWARDED_ALLOW_IPS: gunicorn's own variable, for proxies it may trust.
 #
 # The app and every view are imported once, in the master, before the workers are forked

@@ -36,16 +36,21 @@ if not SECRET_KEY:
             "also finds var/secret_key, which `make run` creates)"
         )
     SECRET_KEY = "insecure-development-key-only-used-while-DEBUG-is-on"
-# The public key of deploy/compose/demo.env signs sessions anyone can forge: accepted
-# only where VPAWEB_DEMO says this is the demo (demo.env sets it).
+# The public keys of deploy/compose/demo.env and of the trial overlay
+# (deploy/overlays/trial) sign sessions anyone can forge: accepted only where
+# VPAWEB_DEMO says this is a demo or a trial (both set it).
 DEMO = env_bool("VPAWEB_DEMO", False)
 PUBLIC_DEMO_SECRET_KEY = (
     "demo-only-secret-key-change-me-for-anything-but-a-trial-0123456789"
 )
-if SECRET_KEY == PUBLIC_DEMO_SECRET_KEY and not DEMO:
+PUBLIC_TRIAL_SECRET_KEY = (
+    "trial-only-secret-key-change-me-0123456789-abcdefghijklmnopqrstuvwxyz"
+)
+if SECRET_KEY in (PUBLIC_DEMO_SECRET_KEY, PUBLIC_TRIAL_SECRET_KEY) and not DEMO:
     raise ImproperlyConfigured(
-        "SECRET_KEY is the public demo key of deploy/compose/demo.env: set a secret "
-        "of your own (or VPAWEB_DEMO=true for the local compose demo only)"
+        "SECRET_KEY is the public demo key of deploy/compose/demo.env or of "
+        "deploy/overlays/trial: set a secret of your own (or VPAWEB_DEMO=true for the "
+        "local compose demo or the trial only)"
     )
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
@@ -69,6 +74,8 @@ MIDDLEWARE = [
     # Outermost: the deadline covers every other layer of an /api/ request.
     "recommender.api.deadline.RequestDeadlineMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # A view's lost database connection is a 503 with Retry-After, not a 500.
+    "vpaweb.database_outage.DatabaseUnavailableMiddleware",
     "vpaweb.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -190,6 +197,25 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", Fals
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+# Served over HTTPS as deployed (any of the switches above on, DEBUG off): a key that
+# `check --deploy` would only warn about (security.W009: under 50 characters or under 5
+# different ones) is refused, as a 1-character key signs sessions anyone can forge.
+SECRET_KEY_MIN_LENGTH = 50
+SECRET_KEY_MIN_UNIQUE = 5
+if (
+    not DEBUG
+    and not DEMO
+    and (SECURE_SSL_REDIRECT or SESSION_COOKIE_SECURE or SECURE_HSTS_SECONDS > 0)
+    and (
+        len(SECRET_KEY) < SECRET_KEY_MIN_LENGTH
+        or len(set(SECRET_KEY)) < SECRET_KEY_MIN_UNIQUE
+    )
+):
+    raise ImproperlyConfigured(
+        f"SECRET_KEY is too short for production: at least {SECRET_KEY_MIN_LENGTH} "
+        f"characters, {SECRET_KEY_MIN_UNIQUE} of them different (e.g. `python -c "
+        '"import secrets; print(secrets.token_urlsafe(50))"`)'
+    )
 # Behind a TLS-terminating proxy: HTTP_X_FORWARDED_PROTO,https (only if the proxy sets
 # or strips that header on every request).
 SECURE_PROXY_SSL_HEADER = env_header_pair("SECURE_PROXY_SSL_HEADER")
@@ -225,6 +251,13 @@ CELERY_TASK_ROUTES = {
 # (counted across processes, services/access/heavy_jobs.py).
 HEAVY_JOBS_RUNNING = env_int("VPAWEB_HEAVY_JOBS_RUNNING", 2, minimum=1)
 HEAVY_JOBS_PER_MINUTE = env_int("VPAWEB_HEAVY_JOBS_PER_MINUTE", 10, minimum=1)
+# Per process: comparisons and what-ifs run in a request hold at most this share of the
+# request threads (GUNICORN_THREADS, read by vpaweb/gunicorn_conf.py too; at least
+# one), so /healthz and the pages always find a thread; past it, 503 busy.
+REQUEST_THREADS = env_int("GUNICORN_THREADS", 8, minimum=1)
+HEAVY_SYNC_SHARE = 0.25
+# Active API tokens one person may hold (tokens made on the command line excepted).
+API_TOKENS_PER_USER = env_int("VPAWEB_API_TOKENS_PER_USER", 10, minimum=1)
 # A what-if costing more container-days (containers x days replayed) than this runs
 # on the heavy queue and is answered 202 with a job to poll
 # (services/replay/whatif_jobs.py).
@@ -570,6 +603,8 @@ SPECTACULAR_SETTINGS = {
         "UpdateModeEnum": "recommender.models.Policy.Mode",
         "PolicySourceEnum": "recommender.models.Policy.Source",
         "ContainerScalingModeEnum": "recommender.engine.capping.MODES",
+        # Every field naming a profile (policy, what-if, compare-profiles A and B).
+        "ProfileEnum": "recommender.api.schema.PROFILE_NAMES",
         "ResourceNameEnum": ["cpu", "memory"],
         "AdviceSourceEnum": ["recommendation", "static_coefficient", "none"],
         "QueryKindEnum": ["RecommendationQuery"],

@@ -89,9 +89,13 @@ def token_of(request: Request) -> ApiToken | None:
 
 
 def requester_of(request: Request) -> str:
-    """Whose budgets a request takes from: "token-<id>", "user-<id>", or ""."""
+    """Whose budgets a request takes from: the person behind it ("user-<id>": a
+    session's user, a token's owner, so more tokens buy no more), "token-<id>" for a
+    token made on the command line (no owner), or ""."""
     token = token_of(request)
     if token is not None:
+        if token.created_by_id is not None:
+            return f"user-{token.created_by_id}"
         return f"token-{token.pk}"
     if request.user and request.user.is_authenticated:
         return f"user-{request.user.pk}"

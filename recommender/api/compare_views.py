@@ -37,15 +37,12 @@ from recommender.services.replay.whatif import DEFAULT_DAYS, MAX_DAYS
 class CompareRequestSerializer(ClosedSerializer):
     """Profiles A and B with their overrides, the days to replay, the rows to list."""
 
-    # Plain strings checked by the service (an unknown name is a 400 naming the
-    # field): a second enum of the profile names would clash with the what-if's.
-    profile_a = serializers.CharField(
-        help_text="profile A, e.g. vpa (the current default); one of "
-        + ", ".join(sorted(PROFILES))
+    profile_a = serializers.ChoiceField(
+        choices=sorted(PROFILES),
+        help_text="profile A, e.g. vpa (the current default)",
     )
-    profile_b = serializers.CharField(
-        help_text="profile B, e.g. adaptive-margin; one of "
-        + ", ".join(sorted(PROFILES))
+    profile_b = serializers.ChoiceField(
+        choices=sorted(PROFILES), help_text="profile B, e.g. adaptive-margin"
     )
     profile_a_overrides = ProfileOverridesField(required=False)
     profile_b_overrides = ProfileOverridesField(required=False)

@@ -13,10 +13,12 @@ Every error under /api/ looks like::
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import Resolver404, resolve
 from django.views import defaults
@@ -56,6 +58,48 @@ DRF_CODES = {
     "unsupported_media_type": "unsupported_media_type",
     "throttled": "throttled",
 }
+
+
+# When a client should try again after a database outage (seconds): about how long a
+# PostgreSQL restart or a failover takes.
+DATABASE_RETRY_AFTER_S = 10
+DATABASE_UNAVAILABLE_MESSAGE = (
+    "the database is unavailable; nothing was changed, retry later"
+)
+DATABASE_UNAVAILABLE_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Database unavailable</title></head>
+<body><h1>Database unavailable</h1>
+<p>vpaweb cannot reach its database just now. Nothing was changed; try again in a
+minute.</p></body></html>
+"""
+
+
+def is_database_outage(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is a lost or refused database connection (psycopg and sqlite3
+    raise these as Django's ``OperationalError`` or ``InterfaceError``)."""
+    return isinstance(exc, OperationalError | InterfaceError)
+
+
+def database_unavailable(request: HttpRequest, exc: BaseException) -> HttpResponse:
+    """503 with Retry-After: the error shape under /api/, a plain page elsewhere."""
+    logger.warning(
+        "database unavailable: %s %s: %s: %s",
+        request.method,
+        request.path,
+        type(exc).__name__,
+        str(exc).strip().splitlines()[0] if str(exc).strip() else "",
+    )
+    response: HttpResponse
+    if request.path.startswith(API_PREFIX):
+        response = JsonResponse(
+            error_body("database_unavailable", DATABASE_UNAVAILABLE_MESSAGE), status=503
+        )
+    else:
+        response = HttpResponse(DATABASE_UNAVAILABLE_PAGE, status=503)
+    response["Retry-After"] = str(DATABASE_RETRY_AFTER_S)
+    # Logged above in one line: not again as an error with a traceback per request.
+    response._has_been_logged = True  # type: ignore[attr-defined]
+    return response
 
 
 class RequestDeadlineExceeded(Exception):
@@ -135,7 +179,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
                 code = mapped
         body = error_body(exc.code, exc.message, exc.fields)
         status_code = code
-        if isinstance(exc, errors.Throttled):
+        if isinstance(exc, errors.Throttled | errors.Busy):
             headers["Retry-After"] = str(max(1, round(exc.retry_after_s)))
     elif isinstance(exc, RequestDataTooBig):
         message = str(exc) or "the request body is too large"
@@ -150,6 +194,16 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         body = error_body("timeout", exc.message)
         status_code = status.HTTP_503_SERVICE_UNAVAILABLE
         headers["Retry-After"] = "5"
+    elif is_database_outage(exc):
+        logger.warning(
+            "database unavailable: %s %s: %s",
+            getattr(context.get("request"), "method", "?"),
+            getattr(context.get("request"), "path", "?"),
+            type(exc).__name__,
+        )
+        body = error_body("database_unavailable", DATABASE_UNAVAILABLE_MESSAGE)
+        status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+        headers["Retry-After"] = str(DATABASE_RETRY_AFTER_S)
     elif isinstance(exc, SuspiciousOperation):
         # Too many form fields, a malformed multipart body, and the like: the client's
         # fault, said in one line (Django would log a traceback and answer 400 HTML).
@@ -181,6 +235,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
             status_code = status.HTTP_500_INTERNAL_SERVER_ERROR
     set_rollback()
     request = context.get("request")
+    if isinstance(exc, errors.Busy):
+        logger.warning(
+            "busy: %s %s: %s",
+            getattr(request, "method", "?"),
+            getattr(request, "path", "?"),
+            exc.message,
+        )
     renderer = getattr(request, "accepted_renderer", None)
     if request is not None and not isinstance(
         renderer, JSONRenderer | BrowsableAPIRenderer
@@ -188,7 +249,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         # Errors are JSON even when the client asked for CSV, YAML or manifests.
         request.accepted_renderer = JSONRenderer()
         request.accepted_media_type = "application/json"
-    return Response(body, status=status_code, headers=headers)
+    response = Response(body, status=status_code, headers=headers)
+    if isinstance(exc, errors.Busy) or is_database_outage(exc):
+        # An expected overload or outage, logged above in one line: not again by
+        # Django as a server error per refused request.
+        response._has_been_logged = True  # type: ignore[attr-defined]
+    return response
 
 
 @csrf_exempt  # a 404 is a 404, also for a POST without a CSRF token
@@ -208,7 +274,12 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    """500 outside DRF views: JSON under /api/, Django's page elsewhere (handler500)."""
+    """500 outside DRF views: JSON under /api/, Django's page elsewhere (handler500);
+    503 when the exception being handled is a database outage."""
+    exc = sys.exc_info()[1]
+    if is_database_outage(exc):
+        assert exc is not None
+        return database_unavailable(request, exc)
     if not request.path.startswith(API_PREFIX):
         return defaults.server_error(request)
     return JsonResponse(

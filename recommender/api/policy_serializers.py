@@ -298,6 +298,11 @@ class EvictionRequirementSerializer(ClosedSerializer):
     )
 
 
+# A local time as the windows' parser reads it (services/policy/windows.py): hours 0-23
+# in one or two digits, minutes 00-59.
+CLOCK = r"^([01]?[0-9]|2[0-3]):[0-5][0-9]$"
+
+
 class MaintenanceWindowSerializer(ClosedSerializer):
     """When approved changes may be applied: the days a window starts on, its local
     start and end (an end not after the start runs past midnight), its time zone."""
@@ -309,8 +314,8 @@ class MaintenanceWindowSerializer(ClosedSerializer):
         max_length=7,
         help_text="all seven when absent",
     )
-    start = serializers.RegexField(r"^\d{1,2}:\d{2}$", help_text="HH:MM, local")
-    end = serializers.RegexField(r"^\d{1,2}:\d{2}$", help_text="HH:MM, local")
+    start = serializers.RegexField(CLOCK, help_text="HH:MM, local")
+    end = serializers.RegexField(CLOCK, help_text="HH:MM, local")
     time_zone = serializers.CharField(
         required=False, max_length=64, help_text="IANA name, e.g. Europe/Berlin (UTC)"
     )

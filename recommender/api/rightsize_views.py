@@ -102,9 +102,18 @@ spec:
 """
 
 
-# The body of rightsize and check: manifests as YAML or JSON.
+# The body of rightsize and check: manifests as YAML or JSON. A YAML text holds at least
+# one object with a kind (a text that is one scalar, such as "0", is refused): as much
+# of the manifests' rules as a pattern can say.
+MANIFESTS_YAML = {
+    "type": "string",
+    "minLength": 6,
+    # Also a flow mapping or JSON text ("kind": "Deployment"), which is YAML too.
+    "pattern": "kind[\"']?[ \\t]*:[ \\t]*[\"']?[A-Za-z]",
+    "description": "one or more YAML documents of Kubernetes manifests",
+}
 MANIFESTS_REQUEST = {
-    "application/yaml": OpenApiTypes.STR,
+    "application/yaml": MANIFESTS_YAML,
     "application/json": OpenApiTypes.OBJECT,
 }
 MANIFESTS_EXAMPLES = [

@@ -9,7 +9,11 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse
 
 from recommender.api.serializers import ErrorSerializer
+from recommender.engine import PROFILES
 from recommender.models import Policy
+
+# The one enum of profile names (SPECTACULAR_SETTINGS' ENUM_NAME_OVERRIDES).
+PROFILE_NAMES = sorted(PROFILES)
 
 # Statuses any API operation can answer with (bad query, no or bad credentials, missing
 # object, unacceptable Accept header, throttled).
@@ -19,8 +23,12 @@ COMMON_ERRORS = {
     "403": "The token's scope or the user's role does not allow this.",
     "404": "No such object.",
     "406": "No renderer for the Accept header or `format`.",
-    "429": "Too many requests for this token; see Retry-After.",
-    "503": "The request ran past VPAWEB_REQUEST_DEADLINE_S and was rolled back.",
+    "429": "Too many requests for this person; see Retry-After.",
+    "503": (
+        "The request ran past VPAWEB_REQUEST_DEADLINE_S and was rolled back "
+        "(`timeout`), or the database is unavailable (`database_unavailable`, with "
+        "Retry-After)."
+    ),
 }
 # Further statuses of operations that take a body.
 BODY_ERRORS = {

@@ -590,12 +590,53 @@ class QueryMetadataSerializer(serializers.Serializer):
     namespace = StrictCharField(required=False, max_length=253)
 
 
+# What the schema can say of a query's pod: an object with containers, each named, at
+# .spec.containers (a Pod) or at .containers (a bare PodSpec). The rest (DNS-1123
+# names, quantities) is checked by the service, naming the field.
+_POD_CONTAINERS = {
+    "type": "array",
+    "minItems": 1,
+    "items": {
+        "type": "object",
+        "required": ["name"],
+        "properties": {"name": {"type": "string", "minLength": 1}},
+    },
+}
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "description": "a Pod (with .spec.containers) or a bare PodSpec",
+        "anyOf": [
+            {
+                "type": "object",
+                "required": ["spec"],
+                "properties": {
+                    "spec": {
+                        "type": "object",
+                        "required": ["containers"],
+                        "properties": {"containers": _POD_CONTAINERS},
+                    }
+                },
+            },
+            {
+                "type": "object",
+                "required": ["containers"],
+                "properties": {"containers": _POD_CONTAINERS},
+            },
+        ],
+    }
+)
+class PodField(serializers.JSONField):
+    """A query's pod: any JSON to DRF, checked by the service; the schema says what it
+    needs."""
+
+
 class QuerySpecSerializer(ClosedSerializer):
     """What to recommend for: a pod (need not exist), its owner and cluster."""
 
-    pod = serializers.JSONField(
-        help_text="a Pod (with .spec.containers) or a bare PodSpec"
-    )
+    pod = PodField(help_text="a Pod (with .spec.containers) or a bare PodSpec")
     owner = QueryOwnerSerializer(
         required=False, help_text="default: the pod's controller ownerReference"
     )

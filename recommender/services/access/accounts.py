@@ -3,8 +3,11 @@ set new passwords; all audited (a password never is).
 
 No role climbs above itself: only a superuser (or the command line, ``actor=None``)
 may change, deactivate, re-role or set the password of a superuser or of another
-admin, or make anyone an admin. A new role or a new password revokes the user's API
-tokens (a token acts with its owner's role; a leaked key must not survive the reset).
+admin, or make anyone an admin. A new role, a new password, a deactivation or a
+reactivation revokes the user's API tokens and ends their sessions (a token acts with
+its owner's role; a leaked key must not survive the reset). The signals of
+``revocation`` do so on every path; these functions revoke first, so the audit trail
+names the admin.
 """
 
 from __future__ import annotations
@@ -95,6 +98,8 @@ def set_user_role(
         before = role_of(user)
         if before != new_role:
             _check_may_grant(actor=actor, role=new_role)
+        if before != new_role:
+            revoke_tokens_of(user=user, revoked_by=actor, now=now, reason="new role")
         if new_role is None:
             user.groups.remove(
                 *user.groups.filter(name__in=[r.value for r in ROLE_ORDER])
@@ -114,8 +119,6 @@ def set_user_role(
             message=f"{actor_label_of(actor)} set the role of {user.get_username()} "
             f"to {new_role.value if new_role else 'none'}",
         )
-        if before != new_role:
-            revoke_tokens_of(user=user, revoked_by=actor, now=now, reason="new role")
     logger.info(
         "role of user %s set to %s by %s", user_id, new_role, actor_label_of(actor)
     )
@@ -177,9 +180,9 @@ def create_user(
 def set_user_active(
     *, user_id: int, active: bool, actor: User | None, now: datetime
 ) -> User:
-    """Deactivate a user (they can no longer log in; their API tokens stop working with
-    them, as token authentication checks the creator is active) or reactivate one,
-    audited. Admins cannot deactivate themselves."""
+    """Deactivate a user (they can no longer log in) or reactivate one, audited; either
+    revokes their API tokens and ends their sessions, so reactivating brings back no
+    old credential. Admins cannot deactivate themselves."""
     with transaction.atomic():
         user = _locked_user(user_id)
         if actor is not None and user.pk == actor.pk and not active:
@@ -188,6 +191,13 @@ def set_user_active(
             actor=actor, user=user, what="reactivate" if active else "deactivate"
         )
         before = user.is_active
+        if before != active:
+            revoke_tokens_of(
+                user=user,
+                revoked_by=actor,
+                now=now,
+                reason="reactivated" if active else "deactivated",
+            )
         user.is_active = active
         user.save(update_fields=["is_active"])
         record_audit(
@@ -223,6 +233,7 @@ def set_user_password(
             validate_password(password, user)
         except ValidationError as exc:
             raise InvalidInput("; ".join(exc.messages), field="password") from None
+        revoke_tokens_of(user=user, revoked_by=actor, now=now, reason="new password")
         user.set_password(password)
         user.save(update_fields=["password"])
         record_audit(
@@ -234,6 +245,5 @@ def set_user_password(
             message=f"{actor_label_of(actor)} set a new password for "
             f"{user.get_username()}",
         )
-        revoke_tokens_of(user=user, revoked_by=actor, now=now, reason="new password")
     logger.info("password of user %s set by %s", user_id, actor_label_of(actor))
     return user

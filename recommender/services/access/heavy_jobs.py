@@ -1,12 +1,15 @@
 """Admission of expensive requests: namespace comparisons and what-if replays."""
 # A replay reads days of history and recomputes every hour of it: seconds of CPU each.
-# So, per user and shared by every process (the cache: Redis in production):
+# So, per person (a user, whichever of their tokens or their session asks; a token made
+# on the command line on its own) and shared by every process (the cache: Redis in
+# production):
 #
 # - at most ``VPAWEB_HEAVY_JOBS_RUNNING`` at once (a counter taken when one starts and
 #   given back when it ends; it expires after the task time limit, so a killed worker
 #   cannot hold a slot for good);
 # - at most ``VPAWEB_HEAVY_JOBS_PER_MINUTE`` started a minute (``budgets.take``, the
-#   API rate's mechanism);
+#   API rate's mechanism), counted only for jobs that start: one refused for another
+#   limit takes nothing from it;
 # - a background comparison identical to one queued, running or done within the hour
 #   (same parameters) is not run again: its id is answered.
 #
@@ -15,13 +18,18 @@
 # (503). A background job the broker refuses holds neither its slot nor its dedupe
 # entry (``start_background``).
 # Background comparisons also run on a Celery queue of their own (``HEAVY_QUEUE``), so
-# the control loops' queue never waits behind them.
+# the control loops' queue never waits behind them. One run in a request (``slot``)
+# also holds one of this process's few heavy threads (a quarter of its request
+# threads, ``GUNICORN_THREADS``, at least one), taken without waiting: past them the
+# request is ``Busy`` (503) at once, so however many people ask, the other threads stay
+# free for /healthz and the pages.
 
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,13 +40,40 @@ from django.core.cache import cache
 from kombu.exceptions import OperationalError as KombuError
 from redis.exceptions import RedisError
 
-from recommender.errors import SourceUnavailable, Throttled
+from recommender.errors import Busy, SourceUnavailable, Throttled
 from recommender.services.access import budgets
 
 logger = logging.getLogger(__name__)
 
 RUNNING_KEY = "vpaweb:heavy:running:"
 SAME_KEY = "vpaweb:heavy:same:"
+# How soon a request refused for want of a heavy thread may try again (seconds).
+BUSY_RETRY_AFTER_S = 5.0
+
+# This process's heavy threads: a semaphore whose size is read from the settings at
+# each use (a lock and a count), so a changed setting holds at once.
+_heavy_threads_lock = threading.Lock()
+_heavy_threads_held = 0
+
+
+def heavy_threads() -> int:
+    """How many request threads of this process may run heavy work at once."""
+    return max(1, int(settings.REQUEST_THREADS * settings.HEAVY_SYNC_SHARE))
+
+
+def _hold_heavy_thread() -> bool:
+    global _heavy_threads_held
+    with _heavy_threads_lock:
+        if _heavy_threads_held >= heavy_threads():
+            return False
+        _heavy_threads_held += 1
+        return True
+
+
+def _release_heavy_thread() -> None:
+    global _heavy_threads_held
+    with _heavy_threads_lock:
+        _heavy_threads_held = max(0, _heavy_threads_held - 1)
 
 
 def _same_key(kind: str, params: dict[str, Any]) -> str:
@@ -71,19 +106,8 @@ def take_slot(*, who: str, now_s: float) -> None:
 
 
 def _take_slot(*, who: str, now_s: float) -> None:
-    taken = budgets.take(
-        key=f"heavy-{who}",
-        limit=settings.HEAVY_JOBS_PER_MINUTE,
-        period_s=60,
-        now=now_s,
-    )
-    if not taken.is_allowed:
-        raise Throttled(
-            f"at most {settings.HEAVY_JOBS_PER_MINUTE} comparisons and what-ifs a "
-            "minute per user (VPAWEB_HEAVY_JOBS_PER_MINUTE); try again in "
-            f"{max(1, round(taken.retry_after_s))} s",
-            retry_after_s=taken.retry_after_s,
-        )
+    # The running slot first: a job refused for it takes nothing from the minute's
+    # budget (20 at once would otherwise spend the minute while 2 ran).
     key = _running_key(who)
     running = 0
     for _ in range(3):  # the counter may expire between add and incr
@@ -100,6 +124,20 @@ def _take_slot(*, who: str, now_s: float) -> None:
             "per user (VPAWEB_HEAVY_JOBS_RUNNING); wait for one to finish",
             retry_after_s=5.0,
         )
+    taken = budgets.take(
+        key=f"heavy-{who}",
+        limit=settings.HEAVY_JOBS_PER_MINUTE,
+        period_s=60,
+        now=now_s,
+    )
+    if not taken.is_allowed:
+        give_slot_back(who=who)
+        raise Throttled(
+            f"at most {settings.HEAVY_JOBS_PER_MINUTE} comparisons and what-ifs a "
+            "minute per user (VPAWEB_HEAVY_JOBS_PER_MINUTE); try again in "
+            f"{max(1, round(taken.retry_after_s))} s",
+            retry_after_s=taken.retry_after_s,
+        )
 
 
 def give_slot_back(*, who: str) -> None:
@@ -113,12 +151,25 @@ def give_slot_back(*, who: str) -> None:
 
 @contextmanager
 def slot(*, who: str, now_s: float) -> Iterator[None]:
-    """Run a synchronous expensive request within the user's budgets."""
-    take_slot(who=who, now_s=now_s)
+    """Run a synchronous expensive request on one of this process's heavy threads
+    (``Busy`` when none is free; no budget is taken then) and within the user's
+    budgets."""
+    if not _hold_heavy_thread():
+        raise Busy(
+            f"this server already runs {heavy_threads()} comparisons and what-ifs, "
+            "as many as it may at once beside its other requests "
+            "(a quarter of GUNICORN_THREADS); try again in "
+            f"{BUSY_RETRY_AFTER_S:g} s",
+            retry_after_s=BUSY_RETRY_AFTER_S,
+        )
     try:
-        yield
+        take_slot(who=who, now_s=now_s)
+        try:
+            yield
+        finally:
+            give_slot_back(who=who)
     finally:
-        give_slot_back(who=who)
+        _release_heavy_thread()
 
 
 @dataclass(frozen=True)

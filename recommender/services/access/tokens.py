@@ -2,7 +2,9 @@
 
 A key is shown once, when it is created; only its SHA-256 is stored, so a leaked
 database does not leak usable keys. Creating and revoking are audited. The dashboard's
-token page and ``manage.py apitoken`` both call these functions.
+token page and ``manage.py apitoken`` both call these functions. One person holds at
+most ``VPAWEB_API_TOKENS_PER_USER`` active tokens (budgets are per person anyway; the
+cap keeps the list and the lookups small).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import re
 import secrets
 from datetime import datetime, timedelta
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
@@ -66,6 +70,8 @@ def create_token(
     label = actor_label or actor_label_of(created_by)
     try:
         with transaction.atomic():
+            if created_by is not None:
+                _check_room_for_one_more(created_by)
             token = ApiToken.objects.create(
                 name=name,
                 scope=scope,
@@ -92,6 +98,19 @@ def create_token(
         ) from None
     logger.info("api token %s (%s, id %s) created by %s", name, scope, token.pk, label)
     return token, key
+
+
+def _check_room_for_one_more(owner: User) -> None:
+    """InvalidInput when ``owner`` holds as many active tokens as one person may; the
+    owner's row is locked, so two creations at once cannot both pass the count."""
+    get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
+    held = ApiToken.objects.filter(created_by=owner, revoked_at__isnull=True).count()
+    if held >= settings.API_TOKENS_PER_USER:
+        raise InvalidInput(
+            f"you hold {held} active tokens, as many as one person may "
+            "(VPAWEB_API_TOKENS_PER_USER); revoke one first",
+            field="name",
+        )
 
 
 def _revoke(

@@ -118,16 +118,11 @@ def _chart(loaded: ReplayInput, timelines: list[Timeline], c: int) -> dict[str, 
     return out
 
 
-def what_if(
-    *,
-    workload_id: int,
-    profile: object,
-    overrides: object = None,
-    days: object = None,
-    now: datetime,
-) -> dict[str, Any]:
-    """The workload's last ``days`` under its current profile and under ``profile``
-    with ``overrides`` (validated as the policy editor validates them)."""
+def _checked(
+    profile: object, overrides: object, days: object
+) -> tuple[Profile, dict[str, Any], float]:
+    """The candidate profile with its overrides, the overrides, and the days; the
+    request's mistakes as InvalidInput naming the field."""
     if not isinstance(profile, str) or profile not in PROFILES:
         raise InvalidInput(
             f"profile: {profile!r} is not a profile; choose one of "
@@ -142,6 +137,31 @@ def what_if(
         )
     span = parse_days(days)
     (candidate,) = resolve_profiles([profile], settings)
+    return candidate, settings, span
+
+
+def check_what_if(
+    *, workload_id: int, profile: object, overrides: object, days: object
+) -> None:
+    """Every mistake ``what_if`` would find before it reads history (InvalidInput,
+    NotFound): a background what-if is checked so before it is queued, so its job
+    never fails for what the request could have said at once."""
+    _checked(profile, overrides, days)
+    if not Workload.objects.filter(pk=workload_id).exists():
+        raise NotFound(f"workload {workload_id} does not exist")
+
+
+def what_if(
+    *,
+    workload_id: int,
+    profile: object,
+    overrides: object = None,
+    days: object = None,
+    now: datetime,
+) -> dict[str, Any]:
+    """The workload's last ``days`` under its current profile and under ``profile``
+    with ``overrides`` (validated as the policy editor validates them)."""
+    candidate, settings, span = _checked(profile, overrides, days)
     try:
         workload = Workload.objects.select_related("cluster", "policy").get(
             pk=workload_id
