@@ -27,7 +27,7 @@ from recommender.models import (
     WorkloadQuerySet,
 )
 from recommender.services.dashboard import ordering as sorting
-from recommender.services.readmodels import workload_totals
+from recommender.services.readmodels import label_filter, workload_totals
 from recommender.services.readmodels.provisioning import Prices, risk_rules
 
 MAX_PAGE_SIZE = 1000
@@ -172,7 +172,18 @@ class WorkloadFilterSerializer(serializers.Serializer):
         help_text="true: a container has no CPU or no memory request",
     )
     is_active = serializers.BooleanField(required=False, default=None, allow_null=True)
-    search = QueryTextField(required=False)
+    search = QueryTextField(
+        required=False,
+        help_text="name or namespace contains this text, or `namespace/name` "
+        "(as the dashboard writes names) contains it",
+    )
+    label_selector = serializers.CharField(
+        required=False,
+        max_length=label_filter.MAX_SELECTOR,
+        help_text="workload labels, in the Kubernetes selector syntax: "
+        "`team=payments,tier!=batch`, `env in (prod,staging)`, `env notin (dev)`, "
+        "`key` (has it), `!key` (lacks it); all must hold",
+    )
     ordering = serializers.RegexField(
         sorting.ORDERING_PATTERN,
         required=False,
@@ -189,6 +200,13 @@ class WorkloadFilterSerializer(serializers.Serializer):
 
     def validate_ordering(self, value: str) -> list[str]:
         return sorting.parse_ordering(value) or []
+
+    def validate_label_selector(self, value: str) -> str:
+        try:
+            label_filter.parsed_selector(value)
+        except InvalidInput as exc:
+            raise serializers.ValidationError(exc.message) from None
+        return value.strip()
 
 
 def workload_queryset(
@@ -263,6 +281,8 @@ def filter_workloads(
         queryset = queryset.wasteful(filters["wasteful"])
     if "missing_requests" in filters:
         queryset = queryset.missing_requests(filters["missing_requests"])
+    if "label_selector" in filters:
+        queryset = label_filter.with_labels(queryset, filters["label_selector"])
     if "search" in filters:
         term = filters["search"]
         queryset = queryset.filter(

@@ -54,6 +54,11 @@ class RollupFilterSerializer(serializers.Serializer):
         'answer "key": ""',
     )
     cluster = QueryTextField(required=False, help_text="only this cluster")
+    label_selector = QueryTextField(
+        required=False,
+        help_text="only workloads whose labels match, in the Kubernetes selector "
+        "syntax (`team=payments,tier!=batch`, `env in (a,b)`, `key`, `!key`)",
+    )
 
 
 class StatusCountsSerializer(serializers.Serializer):

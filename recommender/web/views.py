@@ -97,7 +97,8 @@ def overview(request: HttpRequest) -> HttpResponse:
 @require_role(Role.VIEWER)
 def workloads(request: HttpRequest) -> HttpResponse:
     """The filterable, sortable, paginated list of workloads. An unknown kind, mode,
-    status, fact or sort is a 400 saying so (the list below leaves that filter out)."""
+    status, fact or sort, or a malformed label selector, is a 400 saying so (the
+    list below leaves that filter out)."""
     given = insights.WorkloadFilters(
         cluster=request.GET.get("cluster", ""),
         namespace=request.GET.get("namespace", ""),
@@ -108,6 +109,7 @@ def workloads(request: HttpRequest) -> HttpResponse:
         wasteful=request.GET.get("wasteful", ""),
         missing_requests=request.GET.get("missing_requests", ""),
         q=request.GET.get("q", ""),
+        label_selector=request.GET.get("label_selector", ""),
         ordering=request.GET.get("ordering", ""),
         sort=request.GET.get("sort", ""),
     )
@@ -124,6 +126,8 @@ def workloads(request: HttpRequest) -> HttpResponse:
     context = {
         "page_obj": page,
         "filters": filters,
+        # As typed, so a malformed selector stays in its box beside its error.
+        "label_selector": given.label_selector,
         "query": query.urlencode(),
         "choices": insights.filter_choices(),
         "statuses": ProvisioningStatus.CHOICES,

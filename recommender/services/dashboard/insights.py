@@ -22,6 +22,7 @@ from typing import Any, cast
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Prefetch, QuerySet, Window
 
+from recommender.errors import InvalidInput
 from recommender.models import (
     Cluster,
     Container,
@@ -37,7 +38,11 @@ from recommender.models.provisioning import (
     workload_facts,
 )
 from recommender.services.dashboard import ordering as sorting
-from recommender.services.readmodels import namespace_totals, workload_totals
+from recommender.services.readmodels import (
+    label_filter,
+    namespace_totals,
+    workload_totals,
+)
 from recommender.services.readmodels.provisioning import Prices, risk_rules
 
 logger = logging.getLogger(__name__)
@@ -72,6 +77,7 @@ class WorkloadFilters:
     wasteful: str = ""
     missing_requests: str = ""
     q: str = ""
+    label_selector: str = ""
     ordering: str = ""
     sort: str = ""  # the older spelling: name, savings or risk (LEGACY_SORTS)
 
@@ -96,6 +102,10 @@ class WorkloadFilters:
                 ]
         if sorting.parse_ordering(self.ordering) is None:
             errors["ordering"] = [sorting.ORDERING_ERROR]
+        try:
+            label_filter.parsed_selector(self.label_selector)
+        except InvalidInput as exc:
+            errors.update(exc.fields)
         return errors
 
     @property
@@ -130,6 +140,7 @@ class WorkloadFilters:
                 self.wasteful,
                 self.missing_requests,
                 self.q,
+                self.label_selector,
             )
         )
 
@@ -150,8 +161,17 @@ class WorkloadFilters:
             wasteful=fact(self.wasteful),
             missing_requests=fact(self.missing_requests),
             q=self.q.strip()[:253],
+            label_selector=self._valid_selector(),
             ordering=self.effective_ordering(),
         )
+
+    def _valid_selector(self) -> str:
+        """``label_selector`` stripped when it parses, else "" (left out)."""
+        try:
+            label_filter.parsed_selector(self.label_selector)
+        except InvalidInput:
+            return ""
+        return self.label_selector.strip()
 
     def effective_ordering(self) -> str:
         """``ordering`` when valid, else the ordering of a known ``sort``, else ""."""
@@ -249,6 +269,8 @@ def list_workloads(
         qs = qs.in_mode(filters.mode)
     if filters.q:
         qs = qs.filter(name__icontains=filters.q)
+    if filters.label_selector:
+        qs = label_filter.with_labels(qs, filters.label_selector)
     # The facts are aggregates over every row: compute them for all rows only when a
     # filter or the sort needs them; the page's rows are then loaded (annotated) by id.
     order = sorting.workload_order(sorting.parse_ordering(filters.ordering))

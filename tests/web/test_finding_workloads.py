@@ -1,0 +1,76 @@
+"""Finding workloads on the dashboard: the list's label selector, its search and
+sort, its CSV export, and the rollup rows that open the list they sum."""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+
+import pytest
+
+from recommender.models import Workload
+from tests.factories import make_cluster, make_workload
+
+LABELS = {
+    "pay-api": {"team": "payments", "tier": "web"},
+    "pay-batch": {"team": "payments", "tier": "batch"},
+    "shop": {"team": "shop"},
+    "bare": {},
+}
+
+
+@pytest.fixture
+def labelled(db):
+    cluster = make_cluster("prod")
+    for name, labels in LABELS.items():
+        workload = make_workload(cluster, name, namespace="catalog")
+        Workload.objects.filter(pk=workload.pk).update(labels=labels)
+
+
+def _names(html: str) -> list[str]:
+    return re.findall(r'<a href="/workloads/\d+/">catalog/([-a-z]+)</a>', html)
+
+
+def test_the_list_is_narrowed_by_a_label_selector(viewer_client, labelled):
+    page = viewer_client.get(
+        "/workloads/", {"label_selector": "team=payments,tier!=batch"}
+    )
+    assert page.status_code == 200
+    assert _names(page.content.decode()) == ["pay-api"]
+
+
+def test_a_malformed_selector_is_a_400_that_says_so(viewer_client, labelled):
+    page = viewer_client.get("/workloads/", {"label_selector": "team in payments"})
+    html = unescape(page.content.decode())
+    assert page.status_code == 400
+    assert "label_selector:" in html and "'team in payments'" in html
+    # The selector stays in its box, and the list is shown without it.
+    assert 'value="team in payments"' in html
+    assert len(_names(html)) == len(LABELS)
+
+
+def _rollup_links(viewer_client, query: str) -> dict[str, str]:
+    html = viewer_client.get(f"/rollups/?{query}").content.decode()
+    rows = re.findall(
+        r'data-group="([^"]*)">\s*<td><a href="([^"]+)" data-testid="rollup-link"', html
+    )
+    return {group: unescape(href) for group, href in rows}
+
+
+def test_team_rollup_rows_link_to_the_list_of_their_workloads(viewer_client, labelled):
+    links = _rollup_links(viewer_client, "by=label&key=team")
+    assert set(links) == {"payments", "shop", ""}
+    for group, expected in (
+        ("payments", ["pay-api", "pay-batch"]),
+        ("shop", ["shop"]),
+        ("", ["bare"]),
+    ):
+        listed = viewer_client.get(links[group])
+        assert listed.status_code == 200
+        assert sorted(_names(listed.content.decode())) == expected
+
+
+def test_rollup_links_keep_the_rollups_selector(viewer_client, labelled):
+    links = _rollup_links(viewer_client, "by=namespace&label_selector=tier")
+    listed = viewer_client.get(links["catalog"])
+    assert sorted(_names(listed.content.decode())) == ["pay-api", "pay-batch"]
