@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
-from django.db.models import Model, Prefetch, Q, QuerySet
+from django.db.models import Model, Prefetch, QuerySet
 from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
@@ -284,8 +284,5 @@ def filter_workloads(
     if "label_selector" in filters:
         queryset = label_filter.with_labels(queryset, filters["label_selector"])
     if "search" in filters:
-        term = filters["search"]
-        queryset = queryset.filter(
-            Q(name__icontains=term) | Q(namespace__icontains=term)
-        )
+        queryset = queryset.search(filters["search"])
     return queryset.order_by(*workload_order(filters.get("ordering")))

@@ -76,3 +76,13 @@ def test_a_malformed_selector_is_a_400_naming_it(read_client, labelled, path, qu
     assert error["code"] == "invalid"
     assert list(error["fields"]) == ["label_selector"]
     assert "team in payments" in error["fields"]["label_selector"][0]
+
+
+def test_search_finds_namespace_slash_name(read_client, db):
+    cluster = make_cluster("prod")
+    make_workload(cluster, "billing", namespace="catalog")
+    make_workload(cluster, "catalog", namespace="billing")
+    found = read_client.get("/api/v1/workloads/", {"search": "catalog/billing"})
+    assert [(w["namespace"], w["name"]) for w in found.json()["results"]] == [
+        ("catalog", "billing")
+    ]

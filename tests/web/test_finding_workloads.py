@@ -74,3 +74,52 @@ def test_rollup_links_keep_the_rollups_selector(viewer_client, labelled):
     links = _rollup_links(viewer_client, "by=namespace&label_selector=tier")
     listed = viewer_client.get(links["catalog"])
     assert sorted(_names(listed.content.decode())) == ["pay-api", "pay-batch"]
+
+
+@pytest.fixture
+def two_namespaces(db):
+    cluster = make_cluster("prod")
+    for namespace, name in (
+        ("catalog", "billing"),
+        ("catalog", "search"),
+        ("billing", "api"),
+        ("zeta", "alpha"),
+    ):
+        make_workload(cluster, name, namespace=namespace)
+
+
+def _listed(html: str) -> list[str]:
+    return re.findall(r'<a href="/workloads/\d+/">([-a-z]+/[-a-z]+)</a>', html)
+
+
+@pytest.mark.parametrize(
+    "q, expected",
+    [
+        ("catalog/billing", ["catalog/billing"]),
+        ("log/bil", ["catalog/billing"]),
+        ("catalog/", ["catalog/billing", "catalog/search"]),
+        ("/api", ["billing/api"]),
+        ("billing", ["billing/api", "catalog/billing"]),
+        ("catalog/billing/x", []),
+    ],
+)
+def test_search_finds_names_as_the_list_writes_them(
+    viewer_client, two_namespaces, q, expected
+):
+    html = viewer_client.get("/workloads/", {"q": q}).content.decode()
+    assert sorted(_listed(html)) == expected
+
+
+def test_sort_by_name_sorts_by_the_workloads_name(viewer_client, two_namespaces):
+    html = viewer_client.get("/workloads/").content.decode()
+    assert '<option value="name">name</option>' in html
+    by_name = viewer_client.get("/workloads/", {"ordering": "name"}).content.decode()
+    assert [n.split("/")[1] for n in _listed(by_name)] == [
+        "alpha",
+        "api",
+        "billing",
+        "search",
+    ]
+    # The older spelling (sort=name) means the same.
+    legacy = viewer_client.get("/workloads/", {"sort": "name"}).content.decode()
+    assert _listed(legacy) == _listed(by_name)

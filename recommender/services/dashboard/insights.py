@@ -53,7 +53,8 @@ MAX_PAGE_SIZE = 200
 # The sort menu: ``ordering=`` values (the API's vocabulary, services/dashboard/
 # ordering.py) and their labels; any other valid ordering works from the address bar.
 SORTS = {
-    "": "name",
+    "": "cluster, namespace, kind and name",
+    "name": "name",
     "-savings_monthly": "savings (largest first)",
     "-risk,-savings_monthly": "risk (OOM kills, then shortfall)",
 }
@@ -268,7 +269,7 @@ def list_workloads(
     if filters.mode:
         qs = qs.in_mode(filters.mode)
     if filters.q:
-        qs = qs.filter(name__icontains=filters.q)
+        qs = qs.search(filters.q)
     if filters.label_selector:
         qs = label_filter.with_labels(qs, filters.label_selector)
     # The facts are aggregates over every row: compute them for all rows only when a
