@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -129,6 +130,7 @@ def workloads(request: HttpRequest) -> HttpResponse:
         # As typed, so a malformed selector stays in its box beside its error.
         "label_selector": given.label_selector,
         "query": query.urlencode(),
+        "export_query": urlencode(given.export_query()),
         "choices": insights.filter_choices(),
         "statuses": ProvisioningStatus.CHOICES,
         "facts": [

@@ -3,6 +3,8 @@ sort, its CSV export, and the rollup rows that open the list they sum."""
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 from html import unescape
 
@@ -123,3 +125,42 @@ def test_sort_by_name_sorts_by_the_workloads_name(viewer_client, two_namespaces)
     # The older spelling (sort=name) means the same.
     legacy = viewer_client.get("/workloads/", {"sort": "name"}).content.decode()
     assert _listed(legacy) == _listed(by_name)
+
+
+def _export_names(viewer_client, list_html: str) -> list[str]:
+    href = unescape(
+        re.search(r'<a href="([^"]+)" download data-testid="export-csv"', list_html)[1]
+    )
+    answer = viewer_client.get(href)
+    assert answer.status_code == 200
+    assert answer["Content-Type"].startswith("text/csv")
+    rows = list(
+        csv.DictReader(io.StringIO(b"".join(answer.streaming_content).decode()))
+    )
+    names: list[str] = []
+    for row in rows:  # one row per container
+        name = f"{row['namespace']}/{row['workload']}"
+        if not names or names[-1] != name:
+            names.append(name)
+    return names
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {},
+        {"label_selector": "team=payments"},
+        {"q": "catalog/pay", "ordering": "-name"},
+        {"sort": "savings", "namespace": "catalog"},
+        {"kind": "Deployment", "status": "no-data"},
+    ],
+)
+def test_the_csv_export_holds_what_the_list_shows(viewer_client, labelled, query):
+    cluster = Workload.objects.first().cluster
+    gone = make_workload(cluster, "gone", namespace="catalog")
+    Workload.objects.filter(pk=gone.pk).update(
+        is_active=False, labels={"team": "payments"}
+    )
+    html = viewer_client.get("/workloads/", query).content.decode()
+    listed = _listed(html)
+    assert _export_names(viewer_client, html) == listed

@@ -174,6 +174,28 @@ class WorkloadFilters:
             return ""
         return self.label_selector.strip()
 
+    def export_query(self) -> dict[str, str]:
+        """The recommendation export's query parameters (``GET
+        /api/v1/recommendations/export``) for the rows of this list: the same
+        filters, search and order, active workloads only (as the list shows)."""
+        cleaned = self.cleaned()
+        given = {
+            "is_active": "true",
+            "cluster": cleaned.cluster,
+            "namespace": cleaned.namespace,
+            "kind": cleaned.kind,
+            "mode": cleaned.mode,
+            "status": cleaned.status,
+            "at_risk": cleaned.at_risk,
+            "wasteful": cleaned.wasteful,
+            "missing_requests": cleaned.missing_requests,
+            "search": cleaned.q,
+            "label_selector": cleaned.label_selector,
+            "ordering": cleaned.ordering,
+        }
+        # The API refuses an empty parameter: what is not set is left out.
+        return {"format": "csv", **{k: v for k, v in given.items() if v}}
+
     def effective_ordering(self) -> str:
         """``ordering`` when valid, else the ordering of a known ``sort``, else ""."""
         if self.ordering and sorting.parse_ordering(self.ordering) is not None:
