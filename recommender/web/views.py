@@ -240,7 +240,7 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
         ),
         **_waiting(data.workload, data.policy),
     }
-    open_changes: list[ResizeChange] = context["open_changes"]  # type: ignore[assignment]
+    open_changes: list[ResizeChange] = context["open_changes"]
     for change in open_changes:
         change.workload = data.workload  # its policy read once, not per change
     with_window_notes(open_changes, now=timezone.now())
