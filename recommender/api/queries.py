@@ -17,7 +17,7 @@ from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 
-from recommender.api.fields import ModeField, QueryTextField
+from recommender.api.fields import LabelSelectorField, ModeField, QueryTextField
 from recommender.api.workload_rows import FACT_COLUMNS
 from recommender.errors import InvalidInput
 from recommender.models import (
@@ -177,13 +177,7 @@ class WorkloadFilterSerializer(serializers.Serializer):
         help_text="name or namespace contains this text, or `namespace/name` "
         "(as the dashboard writes names) contains it",
     )
-    label_selector = serializers.CharField(
-        required=False,
-        max_length=label_filter.MAX_SELECTOR,
-        help_text="workload labels, in the Kubernetes selector syntax: "
-        "`team=payments,tier!=batch`, `env in (prod,staging)`, `env notin (dev)`, "
-        "`key` (has it), `!key` (lacks it); all must hold",
-    )
+    label_selector = LabelSelectorField(required=False)
     ordering = serializers.RegexField(
         sorting.ORDERING_PATTERN,
         required=False,
@@ -200,13 +194,6 @@ class WorkloadFilterSerializer(serializers.Serializer):
 
     def validate_ordering(self, value: str) -> list[str]:
         return sorting.parse_ordering(value) or []
-
-    def validate_label_selector(self, value: str) -> str:
-        try:
-            label_filter.parsed_selector(value)
-        except InvalidInput as exc:
-            raise serializers.ValidationError(exc.message) from None
-        return value.strip()
 
 
 def workload_queryset(

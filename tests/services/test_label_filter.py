@@ -3,12 +3,21 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recommender.cluster import label_selector
 from recommender.errors import InvalidInput
 from recommender.models import Workload
-from recommender.services.readmodels.label_filter import with_labels
+from recommender.services.readmodels.label_filter import (
+    MAX_SELECTOR,
+    PATTERN,
+    parsed_selector,
+    with_labels,
+)
 from tests.factories import make_cluster, make_workload
 
 LABELS = {
@@ -65,3 +74,28 @@ def test_malformed_selector_is_invalid_input_naming_the_parameter(selector):
     with pytest.raises(InvalidInput) as raised:
         with_labels(Workload.objects.none(), selector)
     assert list(raised.value.fields) == ["label_selector"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.from_regex(PATTERN, fullmatch=True).filter(lambda s: len(s) <= MAX_SELECTOR))
+def test_every_selector_the_schema_allows_is_taken(selector):
+    """The OpenAPI schema's pattern is the service's: a value it allows never 400s."""
+    requirements = parsed_selector(selector)
+    assert requirements == label_selector.parse(selector)
+
+
+@pytest.mark.parametrize(
+    "selector", ["team = payments", "a.b.c/x in (p, q)", "x notin ()", "k=,!j"]
+)
+def test_spaced_and_empty_forms_are_taken(selector):
+    assert re.fullmatch(PATTERN, selector)
+    assert parsed_selector(selector) == label_selector.parse(selector)
+
+
+@pytest.mark.parametrize(
+    "selector", [" team=a", "team=a\n", "a.b.c.d/x=y", "a\tin (b)"]
+)
+def test_what_the_pattern_refuses_the_service_refuses(selector):
+    assert re.fullmatch(PATTERN, selector) is None
+    with pytest.raises(InvalidInput):
+        parsed_selector(selector)

@@ -9,6 +9,7 @@ paging and counting stay in the database on SQLite and PostgreSQL alike.
 
 from __future__ import annotations
 
+import re
 from typing import TypeVar
 
 from django.db.models import Q, QuerySet
@@ -21,6 +22,22 @@ from recommender.errors import InvalidInput
 # The longest selector taken (Cluster.namespace_selector's bound).
 MAX_SELECTOR = 1000
 FIELD = "label_selector"
+
+# What a selector may be, as one regular expression the OpenAPI schema also carries (so
+# a schema-valid value is never refused): the parser's syntax with plain spaces around
+# operators and commas, and a label prefix of up to three DNS labels. Every string it
+# matches parses; a string it does not match is refused even where the parser would
+# read it (``parsed_selector``), so the API, its schema and the dashboard take the same.
+_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+_KEY = rf"(?:{_DNS_LABEL}(?:\.{_DNS_LABEL}){{0,2}}/)?{_NAME}"
+_VALUE = rf"(?:{_NAME})?"
+_TERM = (
+    rf"(?:{_KEY} *(?:==|!=|=) *{_VALUE}"
+    rf"|{_KEY} +(?:in|notin) +\( *{_VALUE}(?: *, *{_VALUE})* *\)"
+    rf"|!{_KEY}|{_KEY})"
+)
+PATTERN = rf"^{_TERM}(?: *, *{_TERM})*$"
 
 _Q = TypeVar("_Q", bound=QuerySet)  # type: ignore[type-arg]
 
@@ -36,9 +53,18 @@ def parsed_selector(
             field=field,
         )
     try:
-        return label_selector.parse(text)
+        requirements = label_selector.parse(text)
     except ValueError as exc:
         raise InvalidInput(str(exc), field=field) from None
+    if requirements and re.fullmatch(PATTERN, text) is None:
+        raise InvalidInput(
+            f"label selector {text[:100]!r}: write requirements as key=value, "
+            "key!=value, key in (a,b), key notin (a,b), key or !key, separated by "
+            "commas, with no space before or after the selector and no label prefix "
+            "of more than three DNS labels",
+            field=field,
+        )
+    return requirements
 
 
 def selector_q(requirements: tuple[label_selector.Requirement, ...]) -> Q:
