@@ -14,8 +14,10 @@ from rest_framework import serializers
 
 from recommender.engine.capping import MODE_AUTO, MODE_RECREATE
 from recommender.engine.quantity import parse_cpu_millicores, parse_memory_bytes
+from recommender.errors import InvalidInput
 from recommender.models import Policy
 from recommender.services.advice.rightsize import MIN_FACTOR
+from recommender.services.readmodels import label_filter
 
 # Longest text a query filter takes: a Kubernetes object name (DNS subdomain).
 MAX_QUERY_TEXT = 253
@@ -184,3 +186,35 @@ class QuantityQueryField(serializers.CharField):
             )
         except ValueError as exc:
             raise serializers.ValidationError(str(exc)) from None
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": label_filter.MAX_SELECTOR,
+        "pattern": label_filter.PATTERN,
+    }
+)
+class LabelSelectorField(serializers.CharField):
+    """A label selector in the Kubernetes syntax (``team=payments,tier!=batch``): the
+    pattern the schema gives is the one the service checks (``label_filter``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", label_filter.MAX_SELECTOR)
+        kwargs.setdefault("trim_whitespace", False)
+        kwargs.setdefault(
+            "help_text",
+            "only workloads whose labels match, in the Kubernetes selector syntax: "
+            "`team=payments,tier!=batch`, `env in (prod,staging)`, "
+            "`env notin (dev)`, `key` (has it), `!key` (lacks it); all must hold",
+        )
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        text = super().to_internal_value(data)
+        try:
+            label_filter.parsed_selector(text)
+        except InvalidInput as exc:
+            raise serializers.ValidationError(exc.message) from None
+        return text

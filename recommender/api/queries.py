@@ -17,7 +17,7 @@ from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 
-from recommender.api.fields import ModeField, QueryTextField
+from recommender.api.fields import LabelSelectorField, ModeField, QueryTextField
 from recommender.api.workload_rows import FACT_COLUMNS
 from recommender.errors import InvalidInput
 from recommender.models import (
@@ -27,12 +27,7 @@ from recommender.models import (
     WorkloadQuerySet,
 )
 from recommender.services.dashboard import ordering as sorting
-from recommender.services.dashboard.finding import (
-    SELECTOR_PATTERN,
-    label_selector_q,
-    search_q,
-)
-from recommender.services.readmodels import workload_totals
+from recommender.services.readmodels import label_filter, workload_totals
 from recommender.services.readmodels.provisioning import Prices, risk_rules
 
 MAX_PAGE_SIZE = 1000
@@ -179,15 +174,10 @@ class WorkloadFilterSerializer(serializers.Serializer):
     is_active = serializers.BooleanField(required=False, default=None, allow_null=True)
     search = QueryTextField(
         required=False,
-        help_text="part of the name or the namespace, or namespace/name",
+        help_text="name or namespace contains this text, or `namespace/name` "
+        "(as the dashboard writes names) contains it",
     )
-    label_selector = serializers.RegexField(
-        SELECTOR_PATTERN,
-        required=False,
-        max_length=1000,
-        help_text="workload labels in the Kubernetes syntax, e.g. "
-        "team=payments,tier!=batch or env in (prod,stage)",
-    )
+    label_selector = LabelSelectorField(required=False)
     ordering = serializers.RegexField(
         sorting.ORDERING_PATTERN,
         required=False,
@@ -204,13 +194,6 @@ class WorkloadFilterSerializer(serializers.Serializer):
 
     def validate_ordering(self, value: str) -> list[str]:
         return sorting.parse_ordering(value) or []
-
-    def validate_label_selector(self, value: str) -> str:
-        try:
-            label_selector_q(value)
-        except InvalidInput as exc:
-            raise serializers.ValidationError(exc.message) from None
-        return value
 
 
 def workload_queryset(
@@ -285,8 +268,8 @@ def filter_workloads(
         queryset = queryset.wasteful(filters["wasteful"])
     if "missing_requests" in filters:
         queryset = queryset.missing_requests(filters["missing_requests"])
-    if "search" in filters:
-        queryset = queryset.filter(search_q(filters["search"]))
     if "label_selector" in filters:
-        queryset = queryset.filter(label_selector_q(filters["label_selector"]))
+        queryset = label_filter.with_labels(queryset, filters["label_selector"])
+    if "search" in filters:
+        queryset = queryset.search(filters["search"])
     return queryset.order_by(*workload_order(filters.get("ordering")))

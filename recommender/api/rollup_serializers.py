@@ -7,7 +7,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from recommender.api.fields import QueryTextField
+from recommender.api.fields import LabelSelectorField, QueryTextField
 from recommender.models import ProvisioningStatus
 from recommender.services.readmodels.rollups import BY_CHOICES, LABEL_KEY, MAX_LABEL_KEY
 
@@ -54,6 +54,7 @@ class RollupFilterSerializer(serializers.Serializer):
         'answer "key": ""',
     )
     cluster = QueryTextField(required=False, help_text="only this cluster")
+    label_selector = LabelSelectorField(required=False)
 
 
 class StatusCountsSerializer(serializers.Serializer):

@@ -33,6 +33,7 @@ class RollupView(APIView):
             by=filters["by"],
             key=filters.get("key", ""),
             cluster=filters.get("cluster", ""),
+            label_selector=filters.get("label_selector", ""),
             now=timezone.now(),
             prices=Prices.from_settings(),
         )

@@ -572,6 +572,15 @@ class WorkloadQuerySet(models.QuerySet["Workload"]):
         ``VPAWEB_SIMULATION=false``, is neither refreshed nor listed)."""
         return self.filter(is_active=True, cluster__is_enabled=True)
 
+    def search(self, term: str) -> WorkloadQuerySet:
+        """Workloads whose ``namespace/name`` (as the lists write names) contains
+        ``term``, ignoring case: a term with a slash matches across it (``log/bil``
+        finds ``catalog/billing``), as neither part may hold one."""
+        namespace, slash, name = term.partition("/")
+        if slash:
+            return self.filter(namespace__iendswith=namespace, name__istartswith=name)
+        return self.filter(Q(name__icontains=term) | Q(namespace__icontains=term))
+
     def in_mode(self, mode: str) -> WorkloadQuerySet:
         """Workloads in policy ``mode``; one without a policy row is Off (the
         default)."""

@@ -458,3 +458,15 @@ def audit_fields(data: Any) -> list[tuple[str, str]]:
 
     walk("", data)
     return rows
+
+
+def describe_windows(raw: Any) -> list[str]:
+    """Maintenance windows as stored (validated JSON) for people: "mon, tue
+    22:00–04:00 Europe/Berlin"; all seven days read "every day"."""
+    described = []
+    for window in raw or []:
+        days = window.get("days") or []
+        when = "every day" if len(set(days)) in (0, 7) else ", ".join(days)
+        zone = window.get("time_zone") or "UTC"
+        described.append(f"{when} {window.get('start')}–{window.get('end')} {zone}")
+    return described

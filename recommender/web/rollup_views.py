@@ -3,6 +3,8 @@ savings trend chart (drawn by static/js/rollups.js from a json_script tag)."""
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -14,6 +16,9 @@ from recommender.roles import Role
 from recommender.services.readmodels.provisioning import Prices
 from recommender.services.readmodels.rollups import (
     BY_CHOICES,
+    NO_LABEL,
+    Rollup,
+    RollupGroup,
     default_label_key,
     rollup,
 )
@@ -25,6 +30,31 @@ TREND_DAYS = (7, 30, 90, 365)
 DEFAULT_TREND_DAYS = 7
 
 
+def list_query(result: Rollup, group: RollupGroup) -> str:
+    """The workloads list's query string showing ``group``'s workloads: the
+    rollup's cluster and label selector, narrowed by the group (a team's
+    ``key=value``; ``!key`` for the workloads without the label)."""
+    query: dict[str, str] = {}
+    selector = [result.label_selector] if result.label_selector else []
+    cluster = result.cluster
+    if result.by == "cluster":
+        cluster = group.name
+    elif result.by == "namespace":
+        cluster = group.cluster
+        query["namespace"] = group.name
+    elif result.by == "kind":
+        query["kind"] = group.name
+    elif group.name == NO_LABEL:
+        selector.append(f"!{result.key}")
+    else:
+        selector.append(f"{result.key}={group.name}")
+    if cluster:
+        query["cluster"] = cluster
+    if selector:
+        query["label_selector"] = ",".join(selector)
+    return urlencode(query)
+
+
 @require_GET
 @require_role(Role.VIEWER)
 def rollups(request: HttpRequest) -> HttpResponse:
@@ -33,6 +63,7 @@ def rollups(request: HttpRequest) -> HttpResponse:
     by = request.GET.get("by", "") or "namespace"
     key = request.GET.get("key", "").strip()
     cluster = request.GET.get("cluster", "").strip()
+    selector = request.GET.get("label_selector", "").strip()
     raw_days = request.GET.get("days", "") or str(DEFAULT_TREND_DAYS)
     days = (
         int(raw_days)
@@ -45,6 +76,7 @@ def rollups(request: HttpRequest) -> HttpResponse:
         "by": by,
         "key": key or default_label_key(),
         "cluster": cluster,
+        "label_selector": selector,
         "days": days,
         "trend_days": TREND_DAYS,
         "by_choices": BY_CHOICES.items(),
@@ -61,6 +93,7 @@ def rollups(request: HttpRequest) -> HttpResponse:
             by=by,
             key=key if by == "label" else "",
             cluster=cluster,
+            label_selector=selector,
             now=now,
             prices=Prices.from_settings(),
         )
@@ -69,6 +102,9 @@ def rollups(request: HttpRequest) -> HttpResponse:
         status = 400
     else:
         context["rollup"] = result
+        context["rows"] = [
+            (group, list_query(result, group)) for group in result.groups
+        ]
     trend = savings_trend(now=now, days=days, cluster=cluster)
     context["trend"] = trend
     context["trend_data"] = {

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -40,6 +41,7 @@ from recommender.services.policy import (
 from recommender.services.policy import (
     validation as policy_validation,
 )
+from recommender.services.policy import windows
 from recommender.services.policy.impact import LARGE_INCREASE_FACTOR
 from recommender.services.policy.rules import field_sources
 from recommender.services.readmodels.provisioning import Prices
@@ -48,12 +50,17 @@ from recommender.web.access import (
     is_htmx,
     require_role,
 )
-from recommender.web.changes import with_rejection_reasons, workload_changes
+from recommender.web.changes import (
+    with_rejection_reasons,
+    with_window_notes,
+    workload_changes,
+)
 from recommender.web.forms import PolicyForm
 from recommender.web.presenters import (
     MIN_HISTORY_SPAN_S,
     describe_explanation,
     describe_overrides,
+    describe_windows,
     history_span_s,
     is_profile_stale,
 )
@@ -98,7 +105,8 @@ def overview(request: HttpRequest) -> HttpResponse:
 @require_role(Role.VIEWER)
 def workloads(request: HttpRequest) -> HttpResponse:
     """The filterable, sortable, paginated list of workloads. An unknown kind, mode,
-    status, fact or sort is a 400 saying so (the list below leaves that filter out)."""
+    status, fact or sort, or a malformed label selector, is a 400 saying so (the
+    list below leaves that filter out)."""
     given = insights.WorkloadFilters(
         cluster=request.GET.get("cluster", ""),
         namespace=request.GET.get("namespace", ""),
@@ -126,7 +134,10 @@ def workloads(request: HttpRequest) -> HttpResponse:
     context = {
         "page_obj": page,
         "filters": filters,
+        # As typed, so a malformed selector stays in its box beside its error.
+        "label_selector": given.label_selector,
         "query": query.urlencode(),
+        "export_query": urlencode(given.export_query()),
         "choices": insights.filter_choices(),
         "statuses": ProvisioningStatus.CHOICES,
         "facts": [
@@ -233,7 +244,16 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
             (name, entry["given_by"])
             for name, entry in field_sources(data.policy).items()
         ],
+        **_waiting(data.workload, data.policy),
     }
+    open_changes: list[ResizeChange] = context["open_changes"]
+    for change in open_changes:
+        change.workload = data.workload  # its policy read once, not per change
+    with_window_notes(open_changes, now=timezone.now())
+    # "Approve all proposed" only when there is one to approve.
+    context["has_proposed"] = any(
+        change.status == ResizeChange.Status.PROPOSED for change in open_changes
+    )
     context["webhook"] = (
         None
         if data.advice_inputs is None
@@ -247,6 +267,30 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
     )
     context.update(_policy_context(request, data.workload, data.policy))
     return render(request, "recommender/workload.html", context)
+
+
+def _waiting(workload: Workload, policy: Policy | None) -> dict[str, Any]:
+    """What holds the workload's changes back, as the Changes page tells it: its
+    maintenance windows (the policy's and the cluster's, whether open now and
+    from when otherwise) and why the updater does not write to its cluster."""
+    now = timezone.now()
+    policy_windows = policy.maintenance_windows if policy is not None else []
+    cluster_windows = workload.cluster.maintenance_windows
+    state = windows.window_state(policy_windows, cluster_windows, now=now)
+    # Read once for the page: the header shows the same state (context.safety).
+    safety = control.safety_state()
+    return {
+        "safety": safety,
+        "maintenance": {
+            "policy": describe_windows(policy_windows),
+            "cluster": describe_windows(cluster_windows),
+            "is_open": state.is_open,
+            "opens_at": state.opens_at,
+        },
+        "write_block": control.cluster_block_reason(
+            workload.cluster, kill_switch=safety.kill_switch
+        ),
+    }
 
 
 def _never_disrupted(workload: Workload, policy: Policy | None) -> str | None:

@@ -105,7 +105,7 @@ def test_an_unknown_mode_is_refused_listing_the_modes(
     message = response.json()["error"]["fields"]["mode"][0]
     assert message == (
         '"auto" is not a mode; the modes are Off, Initial, Recreate, '
-        "InPlaceOrRecreate (and Auto, upstream's alias of Recreate)"
+        "InPlaceOrRecreate, InPlace (and Auto, upstream's alias of Recreate)"
     )
 
 

@@ -38,8 +38,11 @@ from recommender.models.provisioning import (
     workload_facts,
 )
 from recommender.services.dashboard import ordering as sorting
-from recommender.services.dashboard.finding import label_selector_q, search_q
-from recommender.services.readmodels import namespace_totals, workload_totals
+from recommender.services.readmodels import (
+    label_filter,
+    namespace_totals,
+    workload_totals,
+)
 from recommender.services.readmodels.provisioning import Prices, risk_rules
 
 logger = logging.getLogger(__name__)
@@ -75,7 +78,6 @@ class WorkloadFilters:
     wasteful: str = ""
     missing_requests: str = ""
     q: str = ""
-    # Workload labels in the Kubernetes syntax (``team=payments,tier!=batch``).
     label_selector: str = ""
     ordering: str = ""
     sort: str = ""  # the older spelling: name, savings or risk (LEGACY_SORTS)
@@ -102,9 +104,9 @@ class WorkloadFilters:
         if sorting.parse_ordering(self.ordering) is None:
             errors["ordering"] = [sorting.ORDERING_ERROR]
         try:
-            label_selector_q(self.label_selector)
+            label_filter.parsed_selector(self.label_selector)
         except InvalidInput as exc:
-            errors["label_selector"] = [exc.message]
+            errors.update(exc.fields)
         return errors
 
     @property
@@ -160,11 +162,39 @@ class WorkloadFilters:
             wasteful=fact(self.wasteful),
             missing_requests=fact(self.missing_requests),
             q=self.q.strip()[:253],
-            label_selector=self.label_selector.strip()
-            if "label_selector" not in self.errors()
-            else "",
+            label_selector=self._valid_selector(),
             ordering=self.effective_ordering(),
         )
+
+    def _valid_selector(self) -> str:
+        """``label_selector`` stripped when it parses, else "" (left out)."""
+        try:
+            label_filter.parsed_selector(self.label_selector)
+        except InvalidInput:
+            return ""
+        return self.label_selector.strip()
+
+    def export_query(self) -> dict[str, str]:
+        """The recommendation export's query parameters (``GET
+        /api/v1/recommendations/export``) for the rows of this list: the same
+        filters, search and order, active workloads only (as the list shows)."""
+        cleaned = self.cleaned()
+        given = {
+            "is_active": "true",
+            "cluster": cleaned.cluster,
+            "namespace": cleaned.namespace,
+            "kind": cleaned.kind,
+            "mode": cleaned.mode,
+            "status": cleaned.status,
+            "at_risk": cleaned.at_risk,
+            "wasteful": cleaned.wasteful,
+            "missing_requests": cleaned.missing_requests,
+            "search": cleaned.q,
+            "label_selector": cleaned.label_selector,
+            "ordering": cleaned.ordering,
+        }
+        # The API refuses an empty parameter: what is not set is left out.
+        return {"format": "csv", **{k: v for k, v in given.items() if v}}
 
     def effective_ordering(self) -> str:
         """``ordering`` when valid, else the ordering of a known ``sort``, else ""."""
@@ -261,9 +291,9 @@ def list_workloads(
     if filters.mode:
         qs = qs.in_mode(filters.mode)
     if filters.q:
-        qs = qs.filter(search_q(filters.q))
+        qs = qs.search(filters.q)
     if filters.label_selector:
-        qs = qs.filter(label_selector_q(filters.label_selector))
+        qs = label_filter.with_labels(qs, filters.label_selector)
     # The facts are aggregates over every row: compute them for all rows only when a
     # filter or the sort needs them; the page's rows are then loaded (annotated) by id.
     order = sorting.workload_order(sorting.parse_ordering(filters.ordering))

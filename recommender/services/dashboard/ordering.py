@@ -39,7 +39,7 @@ ORDERING_ERROR = (
 )
 # The dashboard's ``sort=`` values before it spoke ``ordering=``, and their orderings.
 LEGACY_SORTS = {
-    "name": "",
+    "name": "name",
     "savings": "-savings_monthly",
     "risk": "-risk,-savings_monthly",
 }

@@ -23,7 +23,7 @@ from django.db.models.fields.json import KeyTextTransform
 from recommender.cluster import label_selector
 from recommender.errors import InvalidInput
 from recommender.models import NodePool, ProvisioningStatus, Workload
-from recommender.services.readmodels import group_totals, label_rollups
+from recommender.services.readmodels import group_totals, label_filter, label_rollups
 from recommender.services.readmodels.node_pools import (
     PoolTotals,
     node_pools,
@@ -145,6 +145,8 @@ class Rollup:
     cluster: str
     groups: list[RollupGroup]
     total: RollupGroup
+    # The workloads summed were those matching it ("" for all).
+    label_selector: str = ""
     # The node pools of the clusters summed (of ``cluster`` when given).
     node_pools: Sequence[NodePool] = ()
     node_pool_totals: PoolTotals | None = None
@@ -179,6 +181,7 @@ def rollup(
     by: str,
     key: str = "",
     cluster: str = "",
+    label_selector: str = "",
     now: datetime,
     prices: Prices,
 ) -> Rollup:
@@ -186,10 +189,12 @@ def rollup(
 
     ``by`` is cluster, namespace, label (the workload label ``key``, default
     VPAWEB_ROLLUP_LABEL_KEY; workloads without it form the group "") or kind; anything
-    else is ``InvalidInput``. Groups come largest savings first.
+    else is ``InvalidInput``. ``label_selector`` (``team=payments,tier!=batch``)
+    narrows the workloads summed; a malformed one is ``InvalidInput``. Groups come
+    largest savings first.
     """
     by, key = checked(by, key)
-    workloads = Workload.objects.shown()
+    workloads = label_filter.with_labels(Workload.objects.shown(), label_selector)
     if cluster:
         workloads = workloads.filter(cluster__name=cluster)
     stored = label_rollups.is_stored()
@@ -213,7 +218,10 @@ def rollup(
         # count of each one's kills, inlined in every sum of a fact, cost 1 s.
         live = annotated
         stored_sums: Iterable[tuple[tuple[Any, ...], dict[str, Any]]] = ()
-        if group_totals.is_usable(prices=prices, key=key if by == "label" else None):
+        # The stored sums cover every workload of a group: not with a selector.
+        if not label_selector.strip() and group_totals.is_usable(
+            prices=prices, key=key if by == "label" else None
+        ):
             # The sums the refresh stored per group of the workloads without a
             # stored OOM kill; only those with one (a few) are summed here.
             stored_sums = group_totals.group_sums(group_fields, cluster=cluster)
@@ -274,6 +282,7 @@ def rollup(
         by=by,
         key=key,
         cluster=cluster,
+        label_selector=label_selector.strip(),
         groups=ordered,
         total=total,
         node_pools=pools,
