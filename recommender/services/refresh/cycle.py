@@ -360,23 +360,24 @@ def refresh_cluster(
                 # The workloads' prices, from the nodes their pods run on; with a
                 # price table, from the nodes as listed (instance types, labels, the
                 # pods on them), which the node pools then read too.
-                inventory = (
-                    node_inventory(
-                        adapter=adapter,
-                        source=source,
-                        snapshot=snapshot,
-                        at_s=now.timestamp(),
+                with phases("pricing"):
+                    inventory = (
+                        node_inventory(
+                            adapter=adapter,
+                            source=source,
+                            snapshot=snapshot,
+                            at_s=now.timestamp(),
+                        )
+                        if settings.PRICE_TABLE
+                        else None
                     )
-                    if settings.PRICE_TABLE
-                    else None
-                )
-                discovery.counts["prices_changed"] = price_workloads(
-                    pod_nodes=discovery.pod_nodes,
-                    source=source,
-                    now=now,
-                    inventory=inventory,
-                    pod_owner=discovery.pod_owner,
-                )
+                    discovery.counts["prices_changed"] = price_workloads(
+                        pod_nodes=discovery.pod_nodes,
+                        source=source,
+                        now=now,
+                        inventory=inventory,
+                        pod_owner=discovery.pod_owner,
+                    )
                 counts = ingest_fleet(
                     discovery=discovery,
                     source=source,
