@@ -30,6 +30,7 @@ TINY: dict[str, dict[str, str]] = {
         "BENCH_FC_WORKERS": "1",
     },
     "limitranger": {"BENCH_CASES": "50"},
+    "metrics_scrape": {"BENCH_EXPORT_CONTAINERS": "12"},
     "nodes": {"BENCH_CONTAINERS": "50"},
     "pages": {"BENCH_PAGES_WORKLOADS": "6", "BENCH_REPEAT": "1"},
     "retention": {
