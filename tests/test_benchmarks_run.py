@@ -29,9 +29,11 @@ TINY: dict[str, dict[str, str]] = {
         "BENCH_FC_HISTORY_H": "1",
         "BENCH_FC_WORKERS": "1",
     },
+    "heavy_flood": {"BENCH_SECONDS": "1"},
     "limitranger": {"BENCH_CASES": "50"},
     "metrics_scrape": {"BENCH_EXPORT_CONTAINERS": "12"},
     "nodes": {"BENCH_CONTAINERS": "50"},
+    "policy_rules": {"BENCH_WORKLOADS": "6"},
     "pages": {"BENCH_PAGES_WORKLOADS": "6", "BENCH_REPEAT": "1"},
     "retention": {
         "BENCH_RETENTION_WORKLOADS": "6",
