@@ -251,7 +251,7 @@ def main() -> None:
     seeded = time.perf_counter()
     _seed(count)
     _, key = create_token(
-        name="bench", scope="read", created_by=None, now=timezone.now()
+        name=f"bench-{os.getpid()}", scope="read", created_by=None, now=timezone.now()
     )
     print(
         f"seeded {count} workloads in {time.perf_counter() - seeded:.1f} s", flush=True

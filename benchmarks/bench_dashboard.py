@@ -51,6 +51,8 @@ def _seed(workload_count: int) -> int:
 
     now = timezone.now()
     mi = 2**20
+    # An earlier run's fleet on the same database goes first (the names are fixed).
+    Cluster.objects.filter(name__in=[f"bench-{i}" for i in range(3)]).delete()
     clusters = [
         Cluster.objects.create(name=f"bench-{i}", kind="simulated") for i in range(3)
     ]
@@ -242,6 +244,7 @@ def main() -> None:
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
     seeded_s = time.perf_counter() - started
+    get_user_model().objects.filter(username="bench-viewer").delete()  # a rerun's
     user = get_user_model().objects.create_user(
         "bench-viewer", password="bench-only-pw"
     )

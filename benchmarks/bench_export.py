@@ -6,7 +6,8 @@ DATABASE_URL=postgres://.../scratch python -m benchmarks export"""
 # 100,000; the simulation's mix, about 1.5 a workload, in 200 namespaces), each with a
 # latest recommendation carrying a real refresh's explanation, stores the totals a
 # refresh would (``namespace_totals.store``; a fleet of the same size an earlier run
-# wrote is used again), then starts gunicorn with the production
+# wrote is used again; every column the bench does not generate at its model's default,
+# ``rows.insert_select``), then starts gunicorn with the production
 # configuration (vpaweb/gunicorn_conf.py: sync workers, GUNICORN_TIMEOUT, the request
 # deadline below it) and one worker, and asks it for the whole export as CSV, JSON and
 # YAML, and for one namespace's. Prints per request the status, time to the first
@@ -30,7 +31,6 @@ from benchmarks.bench_retention import real_row, setup_scratch_postgres
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 CONTAINERS_PER_WORKLOAD = 1835 / 1200  # the simulated fleet's mix
 ROOT = Path(__file__).resolve().parents[1]
-HPA_LEAVE = "leave"  # Policy.HpaCoordination.LEAVE
 
 
 def _fleet(containers: int) -> int:
@@ -38,7 +38,14 @@ def _fleet(containers: int) -> int:
     written by the server; returns the workload count."""
     from django.db import connection
 
-    from recommender.models import Cluster
+    from benchmarks.rows import insert_select
+    from recommender.models import (
+        Cluster,
+        Container,
+        Policy,
+        Recommendation,
+        Workload,
+    )
     from recommender.services.readmodels import namespace_totals
 
     existing = Cluster.objects.filter(name="export-bench").first()
@@ -50,54 +57,70 @@ def _fleet(containers: int) -> int:
     explanation, confidence = real_row()
     cluster = Cluster.objects.create(name="export-bench", kind="simulated")
     workloads = max(1, round(containers / CONTAINERS_PER_WORKLOAD))
+    insert_select(
+        Workload,
+        {
+            "cluster_id": "%s",
+            "kind": "'Deployment'",
+            "namespace": "'ns-' || (i %% 200)",
+            "name": "'w-' || i",
+            "replicas": "3",
+            "is_active": "true",
+            "first_seen_at": "%s",
+            "last_seen_at": "%s",
+        },
+        "FROM generate_series(0, %s - 1) i",
+        [cluster.pk, NOW, NOW, workloads],
+    )
+    insert_select(
+        Policy,
+        {"workload_id": "id", "updated_at": "%s"},
+        "FROM recommender_workload WHERE cluster_id = %s",
+        [NOW, cluster.pk],
+    )
+    insert_select(
+        Container,
+        {
+            "workload_id": "w.id",
+            "name": "'c' || k",
+            "kind": "'regular'",
+            "position": "k",
+            "request_cpu_millicores": "500",
+            "request_memory_bytes": "536870912",
+            "limit_cpu_millicores": "1000",
+            "limit_memory_bytes": "1073741824",
+        },
+        "FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS n "
+        "FROM recommender_workload WHERE cluster_id = %s) w "
+        "CROSS JOIN generate_series(0, 1) k WHERE k = 0 OR w.n < %s - %s",
+        [cluster.pk, containers, workloads],
+    )
+    insert_select(
+        Recommendation,
+        {
+            "container_id": "c.id",
+            "created_at": "%s",
+            "profile": "'vpa'",
+            "target_cpu_millicores": "t.cpu",
+            "target_memory_bytes": "t.mem",
+            "lower_cpu_millicores": "t.cpu * 8 / 10",
+            "lower_memory_bytes": "t.mem * 8 / 10",
+            "upper_cpu_millicores": "t.cpu * 2",
+            "upper_memory_bytes": "t.mem * 2",
+            "uncapped_cpu_millicores": "t.cpu",
+            "uncapped_memory_bytes": "t.mem",
+            "explanation": "%s::jsonb",
+            "floor_cpu_millicores": "t.cpu * 7 / 10",
+            "floor_memory_bytes": "t.mem * 7 / 10",
+            "confidence": "%s",
+        },
+        "FROM recommender_container c "
+        "JOIN recommender_workload w ON w.id = c.workload_id AND w.cluster_id = %s "
+        "CROSS JOIN LATERAL (SELECT 10 + (random() * 900 + c.id * 0)::bigint "
+        "AS cpu, 16777216 + (random() * 1e9 + c.id * 0)::bigint AS mem) t",
+        [NOW, explanation, confidence, cluster.pk],
+    )
     with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO recommender_workload (cluster_id, kind, namespace, name, "
-            "replicas, selector, labels, pod_disruption_budgets, hpa_conflicts, "
-            "is_active, first_seen_at, last_seen_at, uid, schedule, price_source) "
-            "SELECT %s, 'Deployment', 'ns-' || (i %% 200), 'w-' || i, 3, "
-            "'{}'::jsonb, '{}'::jsonb, '[]'::jsonb, '[]'::jsonb, true, %s, %s, '', "
-            "'', 'default' "
-            "FROM generate_series(0, %s - 1) i",
-            [cluster.pk, NOW, NOW, workloads],
-        )
-        cursor.execute(
-            "INSERT INTO recommender_policy (workload_id, mode, profile, "
-            "profile_overrides, container_policies, approval, eviction_requirements, "
-            "source, vpa_object, vpa_object_mode, updated_at, maintenance_windows, "
-            "window_bypasses_quick_oom, hpa_coordination) "
-            "SELECT id, 'Off', 'vpa', '{}'::jsonb, '[]'::jsonb, 'manual', "
-            "'[]'::jsonb, 'vpaweb', '', '', %s, '[]'::jsonb, false, %s "
-            "FROM recommender_workload "
-            "WHERE cluster_id = %s",
-            [NOW, HPA_LEAVE, cluster.pk],
-        )
-        cursor.execute(
-            "INSERT INTO recommender_container (workload_id, name, kind, position, "
-            "request_cpu_millicores, request_memory_bytes, limit_cpu_millicores, "
-            "limit_memory_bytes, template_resources, resource_sources) "
-            "SELECT w.id, 'c' || k, 'regular', k, 500, 536870912, 1000, 1073741824, "
-            "'{}'::jsonb, '{}'::jsonb FROM (SELECT id, row_number() OVER "
-            "(ORDER BY id) - 1 AS n FROM recommender_workload WHERE cluster_id = %s) w "
-            "CROSS JOIN generate_series(0, 1) k "
-            "WHERE k = 0 OR w.n < %s - %s",
-            [cluster.pk, containers, workloads],
-        )
-        cursor.execute(
-            "INSERT INTO recommender_recommendation (container_id, created_at, "
-            "profile, target_cpu_millicores, target_memory_bytes, "
-            "lower_cpu_millicores, lower_memory_bytes, upper_cpu_millicores, "
-            "upper_memory_bytes, uncapped_cpu_millicores, uncapped_memory_bytes, "
-            "explanation, floor_cpu_millicores, floor_memory_bytes, confidence) "
-            "SELECT c.id, %s, 'vpa', t.cpu, t.mem, t.cpu * 8 / 10, t.mem * 8 / 10, "
-            "t.cpu * 2, t.mem * 2, t.cpu, t.mem, %s::jsonb, t.cpu * 7 / 10, "
-            "t.mem * 7 / 10, %s FROM recommender_container c "
-            "JOIN recommender_workload w ON w.id = c.workload_id "
-            "AND w.cluster_id = %s "
-            "CROSS JOIN LATERAL (SELECT 10 + (random() * 900 + c.id * 0)::bigint "
-            "AS cpu, 16777216 + (random() * 1e9 + c.id * 0)::bigint AS mem) t",
-            [NOW, explanation, confidence, cluster.pk],
-        )
         cursor.execute(
             "UPDATE recommender_container c SET latest_recommendation_id = r.id "
             "FROM recommender_recommendation r WHERE r.container_id = c.id"
@@ -152,7 +175,8 @@ def _get(port: int, path: str, key: str) -> tuple[int, float, float, int]:
 
 def main() -> None:
     """Write the fleet, serve it with gunicorn, time the exports."""
-    setup_scratch_postgres("export")
+    if not setup_scratch_postgres("export"):
+        return
     from django.utils import timezone
 
     from recommender.services.access.tokens import create_token

@@ -21,7 +21,8 @@ TOKEN = "bench-metrics-token"
 
 def main() -> None:
     """Write (or reuse) the fleet, then time each bound's scrape."""
-    setup_scratch_postgres("metrics_scrape")
+    if not setup_scratch_postgres("metrics_scrape"):
+        return
     from django.conf import settings
     from django.test import Client
 

@@ -225,7 +225,7 @@ def main() -> None:
                 for p in by_pool[pool]
             ],
             dtype=np.int64,
-        )
+        ).reshape(-1, 2)  # a pool without pods: no rows, still two columns
         size = len(names[pool])
         room = NodeRoom(
             np.full(size, cpu - 300, dtype=np.int64),

@@ -14,7 +14,7 @@ DATABASE_URL=postgres://.../scratch python -m benchmarks scale"""
 # ones go on from the engine rows the cycle before kept: docs/refresh.md, "Warm
 # workers"). Prints, per size: first-contact time, the process's peak RSS after first
 # contact and after the steady cycles (ru_maxrss: the whole process), the steady cycle's
-# time by phase (median) and its
+# time by phase (median; every phase the run timed, and the time outside any) and its
 # statements, and the server time (median of 5) of the dashboard overview, the
 # workloads list, the list sorted by risk and the API list. The database is vacuumed
 # before each size (an earlier run's deleted rows) and after its first contact (as
@@ -222,28 +222,20 @@ def main() -> None:
             f" {r['load'][0]:.1f} at the start, {r['load'][1]:.1f} at the end;"
             f" the server's autovacuum {r['autovacuum']}"
         )
+    names = _phase_names(rows)
     print(
         "| containers (workloads) | history | first contact | peak RSS after it / "
         "after the steady cycles | steady cycle"
-        " | discover / upsert / ingest / recommend / store / totals / node_pools"
+        f" | {' / '.join(names)} / outside any phase"
         " | statements"
         " | checkpoints written | overview / list / list by risk / API ms |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         c, t, p = r["cycle"], r["cycle"]["timings"], r["pages"]
-        phases = " / ".join(
-            f"{t.get(f'{name}_s', 0.0):.2f}"
-            for name in (
-                "discover",
-                "upsert",
-                "ingest",
-                "recommend",
-                "store",
-                "totals",
-                "node_pools",
-            )
-        )
+        spent = [t.get(f"{name}_s", 0.0) for name in names]
+        outside = t.get("total_s", c["wall_s"]) - sum(spent)
+        phases = " / ".join(f"{s:.2f}" for s in [*spent, outside])
         print(
             f"| {r['containers']:,} ({r['workloads']:,}) | {r['history_h']:g} h"
             f" | {r['first_s']:.1f} s | {r['rss_gb']:.2f} / {r['rss_steady_gb']:.2f} GB"
@@ -253,6 +245,17 @@ def main() -> None:
             f" / {p['api']:.0f} |",
             flush=True,
         )
+
+
+def _phase_names(rows: list[dict[str, Any]]) -> list[str]:
+    """Every phase a cycle timed (the run's ``<name>_s`` timings but its total), in
+    the order the cycle first ran them."""
+    names: dict[str, None] = {}
+    for r in rows:
+        for key in r["cycle"]["timings"]:
+            if key.endswith("_s") and key != "total_s":
+                names[key.removesuffix("_s")] = None
+    return list(names)
 
 
 if __name__ == "__main__":

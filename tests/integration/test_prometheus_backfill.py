@@ -430,13 +430,17 @@ def test_a_broken_prometheus_fails_the_run_and_keeps_stored_recommendations(
     )
 
 
+@pytest.mark.parametrize("window_containers", [None, 1])
 def test_the_minute_cycle_takes_oom_kills_from_prometheus(
-    prometheus_with_history, adapter, tmp_path, settings, monkeypatch
+    prometheus_with_history, adapter, tmp_path, settings, monkeypatch, window_containers
 ):
     """refresh_cluster on a Kubernetes cluster with Prometheus: the OOM kill that only
     kube-state-metrics remembers is stored once, and a first contact then minute
-    cycles equal one pass over the same samples."""
+    cycles equal one pass over the same samples; the same in windows by namespace
+    (``window_containers`` 1: a window per namespace, sharing one OOM history read)."""
     loaded = prometheus_with_history
+    if window_containers is not None:
+        settings.STEADY_WINDOW_CONTAINERS = window_containers
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))  # the fake API
     settings.PROMETHEUS_URL = loaded.url
     settings.PROMETHEUS_BACKFILL_DAYS = 8
@@ -455,6 +459,8 @@ def test_the_minute_cycle_takes_oom_kills_from_prometheus(
     assert OomKill.objects.get().occurred_at == at(oom)
     runs = RefreshRun.objects.filter(cluster=cluster).order_by("pk")
     assert [r.counts.get("oom_kills_new", 0) for r in runs] == [0, 0, 1, 0, 0]
+    if window_containers is not None:
+        assert all(r.counts.get("steady_windows", 1) > 1 for r in runs[1:])
     again = refresh_cluster(cluster_id=cluster.pk, now=at(loaded.end_s))
     assert again.counts["samples"] == 0 and again.counts.get("oom_kills_new", 0) == 0
 

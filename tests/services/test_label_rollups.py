@@ -249,6 +249,23 @@ def test_a_shard_replaces_only_its_namespaces_group_sums(fleet):  # noqa: F811
     assert sum(r[4] for r in after) == sum(r[4] for r in whole)
 
 
+def test_the_namespaces_savings_of_stored_clusters_compute_no_workload_as_they_load(
+    fleet,  # noqa: F811
+):
+    """Every enabled cluster stored: the savings come from the stored rows alone; the
+    query for clusters never stored (every workload's savings computed as the page
+    loads, tens of milliseconds to build) is not issued."""
+    now = fleet
+    _store_all(now)
+    with CaptureQueriesContext(connection) as queries:
+        namespace_savings(prices=PRICES, now=now)
+    assert not [
+        q["sql"]
+        for q in queries.captured_queries
+        if '"totals_at" IS NULL' in q["sql"] and "recommender_workload" in q["sql"]
+    ]
+
+
 def test_the_namespaces_savings_from_the_group_sums_are_the_workloads_summed(
     fleet,  # noqa: F811
     monkeypatch,

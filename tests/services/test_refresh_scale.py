@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import re
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -24,6 +26,9 @@ from recommender.models import (
     WorkloadPod,
     bulk,
 )
+from recommender.services.admission import snapshot as snapshot_module
+from recommender.services.admission.snapshot import load_snapshot
+from recommender.services.operations import runs
 from recommender.services.refresh import cycle, discovery, ingest, pods, warm_state
 from recommender.services.refresh.cycle import refresh_cluster
 
@@ -76,6 +81,75 @@ def test_an_unchanged_cycle_issues_the_same_statements_whatever_the_fleet(
     # insert), the webhook's journal of changed workloads (one insert) and the
     # simulated cluster's HPAs as its writer left them (one read).
     assert large <= 52, large_kinds
+
+
+def statements_by_phase(settings, workloads: int) -> tuple[Counter[str], int]:
+    """The statements of a steady cycle by the phase that issued them (the server's
+    own: a test's savepoints left out), and the windows it ran."""
+    settings.SIMULATION_WORKLOADS = workloads
+    settings.SIMULATION_HISTORY_DAYS = 0.25
+    cluster = Cluster.objects.create(name=f"windows-{workloads}", kind="simulated")
+    first = refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    assert first.status == RefreshRun.Status.SUCCEEDED, first.error
+    where: list[str] = []
+    original = runs.Phases.__call__
+
+    @contextlib.contextmanager
+    def tracked(self, name):  # type: ignore[no-untyped-def]
+        where.append(name)
+        try:
+            with original(self, name):
+                yield
+        finally:
+            where.pop()
+
+    phases: Counter[str] = Counter()
+
+    def count(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        if "SAVEPOINT" not in sql:
+            phases[where[-1] if where else "outside any phase"] += 1
+        return execute(sql, params, many, context)
+
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        connection.execute_wrapper(count),
+    ):
+        patch.setattr(runs.Phases, "__call__", tracked)
+        run = refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=1))
+    assert run.status == RefreshRun.Status.SUCCEEDED, run.error
+    assert run.counts["samples"] > 0
+    # The webhook's full rebuild after it, in pages of 5 workloads: the statements
+    # of each page after the first (which also reads what every page shares).
+    ends: list[int] = []
+    with CaptureQueriesContext(connection) as queries:
+        load_snapshot(
+            cluster=cluster, pause=lambda: ends.append(len(queries.captured_queries))
+        )
+    pages = Counter(b - a for a, b in itertools.pairwise(ends))
+    phases.update({f"snapshot page x{n}": 1 for n in pages})
+    return phases, run.counts.get("steady_windows", 1), sum(pages.values()) + 1
+
+
+@pytest.mark.django_db
+def test_each_phase_issues_the_same_statements_whatever_the_fleet_and_windows(
+    settings, monkeypatch
+):
+    """A steady cycle in windows by namespace (a namespace of 2 containers or more
+    is a window of its own): each phase issues as many statements for 12 workloads
+    as for 60, however many windows each has (the windows share their rows' read
+    and the OOM history's); every page of the webhook's full rebuild after it, as
+    many for either."""
+    settings.STEADY_WINDOW_CONTAINERS = 8
+    for module in (discovery, cycle, ingest):
+        monkeypatch.setattr(module, "BATCH", 5)
+    for module in (bulk, cycle):
+        monkeypatch.setattr(module, "CAS_BATCH", 5)
+    monkeypatch.setattr(snapshot_module, "CHUNK", 5)
+    small, small_windows, small_pages = statements_by_phase(settings, 12)
+    large, large_windows, large_pages = statements_by_phase(settings, 60)
+    assert 1 < small_windows < large_windows
+    assert 2 < small_pages < large_pages
+    assert large == small, (small, large)
 
 
 def test_deferred_checkpoints_lose_and_double_count_nothing(settings, db):

@@ -42,7 +42,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Max, Min, Q
+from django.db.models import FilteredRelation, Max, Min, Q
 from django.utils import timezone
 
 from recommender.cluster.base import WorkloadKey
@@ -95,6 +95,9 @@ _COLUMNS = (
     "policy__vpa_object",
     "policy__vpa_object_mode",
 )
+
+# The same, the policy read through the page's bounded join (``_page_after``).
+_PAGE_COLUMNS = tuple(c.replace("policy__", "page_policy__") for c in _COLUMNS)
 
 LimitRangePair = tuple[LimitRangeItem | None, LimitRangeItem | None]
 
@@ -303,6 +306,24 @@ def _never_pause() -> None:
     return None
 
 
+def _page_after(cluster: Cluster, last: int) -> Iterable[tuple[Any, ...]]:
+    """The next ``CHUNK`` active workloads of ``cluster`` after id ``last``
+    (``_COLUMNS``), by keyset. The policy's side of the join carries the same bound:
+    a merge join on the policy's workload index then starts at ``last`` instead of
+    the index's first row, so every page reads about as many rows as it returns
+    wherever it is."""
+    return (
+        Workload.objects.filter(cluster=cluster, is_active=True, pk__gt=last)
+        .annotate(
+            page_policy=FilteredRelation(
+                "policy", condition=Q(policy__workload_id__gt=last)
+            )
+        )
+        .order_by("pk")
+        .values_list(*_PAGE_COLUMNS)[:CHUNK]
+    )
+
+
 def load_snapshot(
     *, cluster: Cluster, pause: Callable[[], None] = _never_pause
 ) -> AdmissionSnapshot:
@@ -315,9 +336,8 @@ def load_snapshot(
     nodes = node_allocatables(cluster_id=cluster.pk)
     workloads: dict[WorkloadKey, WorkloadEntry] = {}
     keys_by_id: dict[int, WorkloadKey] = {}
-    active = Workload.objects.filter(cluster=cluster, is_active=True).order_by("pk")
     last = 0
-    while rows := list(active.filter(pk__gt=last).values_list(*_COLUMNS)[:CHUNK]):
+    while rows := list(_page_after(cluster, last)):
         last = rows[-1][0]
         _add_entries(rows, cluster, (limit_ranges, nodes), workloads, keys_by_id)
         pause()

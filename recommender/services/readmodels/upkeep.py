@@ -34,7 +34,8 @@ def kept_current(
     savings_snapshot: bool = True,
 ) -> Iterator[None]:
     """Keep the read models of ``cluster`` (or its ``namespace``) current around the
-    block; ``phases`` times the ``totals`` phase of the caller's run."""
+    block; ``phases`` times the ``totals`` and ``savings_snapshot`` phases of the
+    caller's run."""
     try:
         yield
     except BaseException:
@@ -49,4 +50,5 @@ def kept_current(
         namespace_totals.store(cluster=cluster, now=now, namespace=namespace)
     if savings_snapshot:
         # The first successful refresh of each hour snapshots the cluster's namespaces.
-        record_snapshot_quietly(cluster=cluster, now=now)
+        with phases("savings_snapshot"):
+            record_snapshot_quietly(cluster=cluster, now=now)

@@ -28,6 +28,7 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -98,6 +99,9 @@ from recommender.sources.base import UsageGrid, UsageSource
 
 logger = logging.getLogger(__name__)
 
+# The progress of a cycle's windows is stored at most this often (a statement each).
+PROGRESS_EVERY_S = 5.0
+
 __all__ = [
     "ingest_fleet",
     "ingest_window",
@@ -112,9 +116,11 @@ def ingest_window(
     plan: WindowPlan,
     run: RefreshRun | None = None,
     phases: Phases | None = None,
+    shared: SharedReads | None = None,
 ) -> dict[str, Any]:
     """Ingest every discovered container from its watermark up to ``plan.end`` and
     commit; return the window's counts. A failure stores nothing of the window.
+    ``shared``: what the cycle's windows read once (their rows, the OOM history).
 
     Named steps, as upstream's RunOnce: load the rows (``ingest.load_rows``), the OOM
     kills not stored yet (``ooms.py``), the usage after each watermark (a first
@@ -133,12 +139,13 @@ def ingest_window(
         keep_state=plan.keeps_engine_rows,
         settle_s=plan.settle_s,
         history_wait_s=plan.history_wait_s,
+        loaded=None if shared is None else shared.rows,
     )
     with phases("ingest"):
         ingest.load_rows(window)
         start_s = ingest.start_s(window)
         if start_s is not None:
-            _load_ooms(window, source, plan, start_s)
+            _load_ooms(window, source, plan, start_s, shared)
             _read_and_feed(window, source, start_s, run)
             if plan.settle_s:
                 ingest.count_late(window)
@@ -215,13 +222,25 @@ def ingest_fleet(
         )
     ]
     total: dict[str, Any] = {}
+    # The steady windows share one read of their rows and of the OOM history.
+    shared = None
+    if len(steady) > 1:
+        with phases("ingest") if phases is not None else contextlib.nullcontext():
+            shared = SharedReads.of(discovery)
+    shown_at = time.monotonic()
     with warm_state.one_pass((discovery.cluster.pk, discovery.namespace)):
         for number, (window, window_plan) in enumerate(windows):
             counts = ingest_window(
-                discovery=window, source=source, plan=window_plan, phases=phases
+                discovery=window,
+                source=source,
+                plan=window_plan,
+                phases=phases,
+                shared=shared if number < len(steady) else None,
             )
             chunking.add_counts(total, counts)
-            if run is not None:
+            # The progress shown, at most every PROGRESS_EVERY_S (a statement).
+            if run is not None and time.monotonic() - shown_at >= PROGRESS_EVERY_S:
+                shown_at = time.monotonic()
                 RefreshRun.objects.filter(pk=run.pk).update(
                     progress=(number + 1) / len(windows)
                 )
@@ -232,14 +251,51 @@ def ingest_fleet(
     return total
 
 
+@dataclass
+class SharedReads:
+    """What the windows of one cycle read once instead of once each: their rows
+    (``ingest.read_rows``, taken out window by window) and the source's OOM
+    history (``ooms.SharedHistory``)."""
+
+    rows: dict[int, list[ingest.LoadedRow]]
+    ooms: ooms.SharedHistory
+
+    @classmethod
+    def of(cls, discovery: Discovery) -> SharedReads:
+        """The reads of ``discovery``'s windows (its rows read now)."""
+        return cls(
+            rows=ingest.read_rows(discovery),
+            ooms=ooms.SharedHistory(discovery.namespace),
+        )
+
+
 def _load_ooms(
-    window: Window, source: UsageSource, plan: WindowPlan, start_s: float
+    window: Window,
+    source: UsageSource,
+    plan: WindowPlan,
+    start_s: float,
+    shared: SharedReads | None = None,
 ) -> None:
     """Give the rows the OOM kills up to the window's end not stored yet: the
     source's history (when it keeps one) merged with the pod statuses'."""
-    history = ooms.oom_history(
-        source, namespace=window.discovery.namespace, start_s=start_s, end_s=plan.end_s
-    )
+    if shared is None:
+        history = ooms.oom_history(
+            source,
+            namespace=window.discovery.namespace,
+            start_s=start_s,
+            end_s=plan.end_s,
+        )
+    else:
+        history = shared.ooms.kills(
+            source,
+            namespaces={
+                key[0]
+                for key, w in window.discovery.workload_by_key.items()
+                if w in window.discovery.spec_names
+            },
+            start_s=start_s,
+            end_s=plan.end_s,
+        )
     if source.keeps_oom_history and start_s < plan.end_s:
         # Asked: 1 when the source has no OOM series (cluster page).
         window.counts["oom_history_missing"] = int(history is None)
@@ -360,23 +416,24 @@ def refresh_cluster(
                 # The workloads' prices, from the nodes their pods run on; with a
                 # price table, from the nodes as listed (instance types, labels, the
                 # pods on them), which the node pools then read too.
-                inventory = (
-                    node_inventory(
-                        adapter=adapter,
-                        source=source,
-                        snapshot=snapshot,
-                        at_s=now.timestamp(),
+                with phases("pricing"):
+                    inventory = (
+                        node_inventory(
+                            adapter=adapter,
+                            source=source,
+                            snapshot=snapshot,
+                            at_s=now.timestamp(),
+                        )
+                        if settings.PRICE_TABLE
+                        else None
                     )
-                    if settings.PRICE_TABLE
-                    else None
-                )
-                discovery.counts["prices_changed"] = price_workloads(
-                    pod_nodes=discovery.pod_nodes,
-                    source=source,
-                    now=now,
-                    inventory=inventory,
-                    pod_owner=discovery.pod_owner,
-                )
+                    discovery.counts["prices_changed"] = price_workloads(
+                        pod_nodes=discovery.pod_nodes,
+                        source=source,
+                        now=now,
+                        inventory=inventory,
+                        pod_owner=discovery.pod_owner,
+                    )
                 counts = ingest_fleet(
                     discovery=discovery,
                     source=source,

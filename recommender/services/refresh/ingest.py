@@ -159,6 +159,9 @@ class Window:
     # Usage hours of the settled samples fed (keys: container ids), in parts: the
     # store adds those of the checkpoints it writes to the stored hours.
     usage: list[HourlyUsage] = field(default_factory=list)
+    # The rows of this window and the cycle's later ones, read once (``read_rows``);
+    # None: the window reads its own.
+    loaded: dict[int, list[LoadedRow]] | None = None
 
     @property
     def settled_end_s(self) -> float:
@@ -345,22 +348,31 @@ class KeptRef(NamedTuple):
 StateSource = KeptRef | bytes | None
 
 
-def load_rows(window: Window) -> None:
-    """The window's rows: non-init containers of discovered workloads, by profile."""
-    spec_names = window.discovery.spec_names
+def _containers_of(discovery: Discovery) -> QuerySet[Container]:
+    """The containers of ``discovery``'s workloads (a superset: the cluster's active
+    ones when they are many, its namespace's for a shard or a namespace window)."""
+    spec_names = discovery.spec_names
     containers = (
         Container.objects.filter(workload_id__in=list(spec_names))
         if len(spec_names) <= BATCH
         else Container.objects.filter(
-            workload__cluster=window.cluster, workload__is_active=True
+            workload__cluster=discovery.cluster, workload__is_active=True
         )
     )
-    if window.discovery.namespace is not None:
+    if discovery.namespace is not None:
         # A shard (or a namespace window) reads its namespace's rows only.
-        containers = containers.filter(workload__namespace=window.discovery.namespace)
+        containers = containers.filter(workload__namespace=discovery.namespace)
+    return containers
+
+
+def read_rows(discovery: Discovery) -> dict[int, list[LoadedRow]]:
+    """The non-init containers with a checkpoint of ``discovery``'s workloads, by
+    workload, in one statement: what ``load_rows`` reads, read once for the
+    windows of a cycle (``Window.loaded``)."""
     by_workload: dict[int, list[LoadedRow]] = defaultdict(list)
     for values in (
-        containers.exclude(kind=Container.Kind.INIT)
+        _containers_of(discovery)
+        .exclude(kind=Container.Kind.INIT)
         .filter(checkpoint__isnull=False)
         # The policy's JSON as text: parsed once per distinct policy (_policy_of).
         .annotate(
@@ -374,6 +386,21 @@ def load_rows(window: Window) -> None:
     ):
         loaded = LoadedRow._make(values)
         by_workload[loaded.workload_id].append(loaded)
+    return by_workload
+
+
+def load_rows(window: Window) -> None:
+    """The window's rows: non-init containers of discovered workloads, by profile;
+    taken from ``window.loaded`` when the cycle read them for every window (each
+    window's taken out, so what is held shrinks window by window)."""
+    spec_names = window.discovery.spec_names
+    containers = _containers_of(window.discovery)
+    if window.loaded is None:
+        by_workload = read_rows(window.discovery)
+    else:
+        by_workload = {
+            w: window.loaded.pop(w) for w in spec_names if w in window.loaded
+        }
     parsed: dict[_PolicyText, tuple[Profile, list[ContainerPolicy]] | Exception] = {}
     now_s = window.now.timestamp()
     for workload_id, names in spec_names.items():

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime, timedelta
 
 from recommender.cluster.base import OomKill
@@ -44,6 +44,7 @@ KILL_LOOKUP_BATCH = 10_000
 
 __all__ = [
     "SAME_KILL_S",
+    "SharedHistory",
     "attach_ooms",
     "kill_key",
     "oom_history",
@@ -76,6 +77,41 @@ def oom_history(
         raise SourceUnavailable(
             f"OOM history failed for {_iso(start_s)}..{_iso(end_s)}: {exc}"
         ) from exc
+
+
+class SharedHistory:
+    """The source's OOM history read once for the windows of one cycle: the first
+    window reads its scope's (``namespace``: the cycle's, None for a whole cluster),
+    each window takes the kills of its namespaces after its own start. A window
+    that starts earlier than what was read reads again, from its start."""
+
+    def __init__(self, namespace: str | None) -> None:
+        self.namespace = namespace
+        self._read: tuple[float, float, list[OomKill] | None] | None = None
+
+    def kills(
+        self,
+        source: UsageSource,
+        *,
+        namespaces: Collection[str],
+        start_s: float,
+        end_s: float,
+    ) -> list[OomKill] | None:
+        """``oom_history`` of a window of ``namespaces`` from ``start_s``."""
+        read = self._read
+        if read is None or start_s < read[0] or end_s != read[1]:
+            history = oom_history(
+                source, namespace=self.namespace, start_s=start_s, end_s=end_s
+            )
+            read = self._read = (start_s, end_s, history)
+        history = read[2]
+        if history is None:
+            return None
+        return [
+            k
+            for k in history
+            if k.namespace in namespaces and k.occurred_at.timestamp() > start_s
+        ]
 
 
 def kill_key(kill: OomKill) -> warm_state.KillKey:

@@ -1,0 +1,114 @@
+"""The admission snapshot's full rebuild costs the same on every page: a constant
+number of statements per page, and on PostgreSQL a number of rows read per page that
+does not grow with the page's position or the fleet."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from recommender.models import Cluster, Policy, Workload
+from recommender.services.admission import snapshot as snapshot_module
+from recommender.services.admission.snapshot import load_snapshot
+
+pytestmark = pytest.mark.django_db
+
+PAGE = 20
+
+
+def fleet(workloads: int) -> Cluster:
+    """A cluster of ``workloads`` workloads, each with a policy (every fifth acted on),
+    beside another cluster of as many, interleaved by id."""
+    clusters = [
+        Cluster.objects.create(name=f"pages-{workloads}-{n}", kind="simulated")
+        for n in range(2)
+    ]
+    rows = Workload.objects.bulk_create(
+        Workload(
+            cluster=clusters[i % 2],
+            kind=Workload.Kind.DEPLOYMENT,
+            namespace=f"ns-{i % 7}",
+            name=f"app-{i}",
+            replicas=1,
+            selector={},
+            labels={},
+        )
+        for i in range(2 * workloads)
+    )
+    Policy.objects.bulk_create(
+        Policy(
+            workload=w,
+            mode=Policy.Mode.INITIAL if i % 5 == 0 else Policy.Mode.OFF,
+        )
+        for i, w in enumerate(rows)
+    )
+    return clusters[0]
+
+
+def rows_read(sql: str) -> int:
+    """Rows the plan of one statement read (returned or filtered out, every loop)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}")
+        (plan,) = cursor.fetchone()
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+
+    def walk(node: dict[str, Any]) -> int:
+        own = 0
+        if "Scan" in node["Node Type"]:
+            own = (
+                node["Actual Rows"]
+                + node.get("Rows Removed by Filter", 0)
+                + node.get("Rows Removed by Index Recheck", 0)
+            ) * node["Actual Loops"]
+        return own + sum(walk(child) for child in node.get("Plans", ()))
+
+    return walk(plan[0]["Plan"])
+
+
+def pages_of_a_rebuild(monkeypatch, workloads: int) -> list[list[str]]:
+    """The statements of a full rebuild of a fleet, page by page (the statements
+    before each pause)."""
+    monkeypatch.setattr(snapshot_module, "CHUNK", PAGE)
+    cluster = fleet(workloads)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+    ends: list[int] = []
+    with CaptureQueriesContext(connection) as queries:
+        snapshot = load_snapshot(
+            cluster=cluster, pause=lambda: ends.append(len(queries.captured_queries))
+        )
+    assert len(snapshot.workloads) == workloads
+    statements = [q["sql"] for q in queries.captured_queries]
+    return [statements[a:b] for a, b in zip([0, *ends], ends, strict=False)][1:]
+
+
+def test_every_page_of_a_full_rebuild_issues_the_same_statements(monkeypatch):
+    small = pages_of_a_rebuild(monkeypatch, 60)
+    large = pages_of_a_rebuild(monkeypatch, 300)
+    assert len(small) >= 2 and len(large) >= 14
+    # The first page also reads what every page shares (kill switch, LimitRanges,
+    # nodes); every other page the same few statements, whatever the fleet.
+    counts = {len(page) for page in small[1:] + large[1:]}
+    assert len(counts) == 1 and counts.pop() <= 6, [len(p) for p in large]
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="EXPLAIN ANALYZE row counts"
+)
+def test_every_page_of_a_full_rebuild_reads_about_as_many_rows_as_it_returns(
+    monkeypatch,
+):
+    for workloads in (1000, 3000):
+        pages = pages_of_a_rebuild(monkeypatch, workloads)
+        # The second page, the middle one and the last one.
+        sampled = [pages[1], pages[len(pages) // 2], pages[-1]]
+        read = [sum(rows_read(sql) for sql in page) for page in sampled]
+        # A page returns PAGE workloads (and reads as many of the other cluster's,
+        # interleaved); a join that scans from the start reads every earlier row.
+        assert max(read) <= 8 * PAGE, (workloads, read)
