@@ -443,7 +443,9 @@ class RuleForm(forms.Form):
         required=False, widget=forms.Textarea(attrs={"rows": 4, "cols": 60})
     )
 
-    def __init__(self, *args: Any, clusters: list[str], kinds: tuple[str, ...], **kw):
+    def __init__(
+        self, *args: Any, clusters: list[str], kinds: tuple[str, ...], **kw: Any
+    ) -> None:
         super().__init__(*args, **kw)
         cluster_field = self.fields["cluster"]
         assert isinstance(cluster_field, forms.ChoiceField)

@@ -59,17 +59,24 @@ def policy_rule_edit(request: HttpRequest, pk: int | None = None) -> HttpRespons
     data = form.rule_data()
     fingerprint = _fingerprint(data)
     applying = _applying(request) and request.POST.get("previewed") == fingerprint
-    edit = {"rule_id": pk, "data": data, "actor": acting_user(request)}
-    try:
-        preview = rule_edits.save_rule(
-            **edit,
+    actor = acting_user(request)
+
+    def save(*, dry_run: bool) -> rule_edits.RulePreview:
+        return rule_edits.save_rule(
+            rule_id=pk,
+            data=data,
+            actor=actor,
             now=timezone.now(),
-            dry_run=not applying,
+            dry_run=dry_run,
             confirm=request.POST.get("confirm") == "yes",
         )
-    except rule_edits.ActuationUnconfirmed:
-        # Not confirmed (or more workloads turn on than the preview said): preview.
-        preview = rule_edits.save_rule(**edit, now=timezone.now(), dry_run=True)
+
+    try:
+        try:
+            preview = save(dry_run=not applying)
+        except rule_edits.ActuationUnconfirmed:
+            # Not confirmed (or more workloads turn on than previewed): preview.
+            preview = save(dry_run=True)
     except NotFound:
         raise Http404("the rule was deleted meanwhile") from None
     except InvalidInput as exc:
@@ -94,22 +101,29 @@ def policy_rule_delete(request: HttpRequest, pk: int) -> HttpResponse:
     """Delete a rule: the first post previews what its workloads fall back to."""
     rule = get_object_or_404(PolicyRule.objects.select_related("cluster"), pk=pk)
     applying = _applying(request)
-    edit = {"rule_id": pk, "actor": acting_user(request)}
-    try:
-        preview = rule_edits.delete_rule(
-            **edit,
+    actor = acting_user(request)
+
+    def delete(*, dry_run: bool) -> rule_edits.RulePreview:
+        return rule_edits.delete_rule(
+            rule_id=pk,
+            actor=actor,
             now=timezone.now(),
-            dry_run=not applying,
+            dry_run=dry_run,
             confirm=request.POST.get("confirm") == "yes",
         )
-    except rule_edits.ActuationUnconfirmed:
-        preview = rule_edits.delete_rule(**edit, now=timezone.now(), dry_run=True)
+
+    try:
+        try:
+            preview = delete(dry_run=not applying)
+        except rule_edits.ActuationUnconfirmed:
+            preview = delete(dry_run=True)
     except NotFound:
         raise Http404("the rule was deleted meanwhile") from None
     if preview.applied:
         messages.success(
             request,
-            f"Rule {rule.name} deleted: {len(preview.diffs)} workload policies changed.",
+            f"Rule {rule.name} deleted: {len(preview.diffs)} workload policies "
+            "changed.",
         )
         return redirect("policy_rules")
     return render(

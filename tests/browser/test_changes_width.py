@@ -90,7 +90,8 @@ def test_200_changes_in_50_groups_fit_1280_px_and_a_group_rejects_per_change(pag
         assert pods.count() == 4
         pods.first.wait_for()
         assert all(pods.nth(i).is_visible() for i in range(4))
-    assert "approved" in bodies.nth(5).get_by_test_id("change-group-status").inner_text()
+    status = bodies.nth(5).get_by_test_id("change-group-status").inner_text()
+    assert "approved" in status
     assert page.locator("tr.change-group td table").count() == 0
     assert page.locator("td table").count() == 0
     assert _scroll_width(page) <= VIEWPORT_PX
@@ -100,8 +101,9 @@ def test_200_changes_in_50_groups_fit_1280_px_and_a_group_rejects_per_change(pag
     body = bodies.nth(1)
     ids = [
         int(pk)
-        for pk in body.locator("[data-testid=group-reject] input[name=change]")
-        .evaluate_all("inputs => inputs.map(i => i.value)")
+        for pk in body.locator(
+            "[data-testid=group-reject] input[name=change]"
+        ).evaluate_all("inputs => inputs.map(i => i.value)")
     ]
     assert len(ids) == 4
     form = body.get_by_test_id("group-reject")
