@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from recommender.models import AuditEvent, Policy, PolicyRule
@@ -264,3 +266,20 @@ def test_viewers_read_the_list_but_cannot_edit(viewer_client, operator_client, f
     assert 'data-testid="rule-new"' in listed
     row = re.search(r'data-testid="rule-row">(.*?)</tr>', listed, re.S).group(1)
     assert "namespace" in row and '<td class="num">2</td>' in row
+
+
+def test_the_list_costs_the_same_queries_for_one_rule_or_fifteen(viewer_client, fleet):
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert viewer_client.get("/policy-rules/").status_code == 200
+        return len(captured)
+
+    cluster = fleet[0].cluster
+    PolicyRule.objects.create(name="r0", cluster=cluster, policy_fields={"mode": "Off"})
+    one = queries()
+    for index in range(1, 15):
+        PolicyRule.objects.create(
+            name=f"r{index}", cluster=cluster, policy_fields={"mode": "Off"}
+        )
+
+    assert queries() == one
