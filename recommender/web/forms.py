@@ -1,4 +1,5 @@
-"""Dashboard forms: the policy editor turns fields into update_policy ``changes``.
+"""Dashboard forms: the policy editor turns fields into update_policy ``changes``,
+the rule editor into what ``rule_edits.save_rule`` takes.
 
 The form only shapes input; every rule lives in ``services.policy.changes`` (shared
 with the API), and the service's field paths (``container_policies[0].minAllowed.cpu``)
@@ -7,6 +8,7 @@ are mapped back onto the form's fields so errors show next to what was typed.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -18,6 +20,7 @@ from recommender.engine.capping import MODE_AUTO, MODES
 from recommender.engine.profiles import MEMORY_ESTIMATORS
 from recommender.models import ApiToken, Policy, Workload
 from recommender.roles import ROLE_ORDER
+from recommender.services.policy.validation import CHANGEABLE_FIELDS
 from recommender.web.presenters import OVERRIDE_LABELS
 
 CONTROLLED_VALUES_CHOICES = [
@@ -404,3 +407,135 @@ class TokenForm(forms.Form):
                 f"{' or '.join(self.allowed_scopes)} tokens only, not {scope}"
             )
         return scope
+
+
+# The policy fields the rules page edits one by one; the others go in its JSON field.
+RULE_POLICY_INPUTS = ("mode", "profile", "approval", "min_replicas")
+_NOT_SET = [("", "not set")]
+
+
+class RuleForm(forms.Form):
+    """A policy rule on the rules page; :meth:`rule_data` is what
+    ``rule_edits.save_rule`` takes (its ``RULE_KEYS``).
+
+    The form only shapes input (lists split at commas and spaces, the further policy
+    fields read as a JSON object); the service checks every value, and
+    :meth:`add_service_errors` puts its errors next to the inputs.
+    """
+
+    name = forms.CharField(max_length=100)
+    priority = forms.IntegerField(initial=0)
+    is_enabled = forms.BooleanField(required=False, initial=True, label="Enabled")
+    cluster = forms.ChoiceField(required=False)
+    namespaces = forms.CharField(required=False, max_length=13000)
+    namespace_selector = forms.CharField(required=False, max_length=1000)
+    workload_selector = forms.CharField(required=False, max_length=1000)
+    kinds = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple
+    )
+    mode = forms.ChoiceField(required=False, choices=_NOT_SET + Policy.Mode.choices)
+    profile = forms.ChoiceField(required=False)
+    approval = forms.ChoiceField(
+        required=False, choices=_NOT_SET + Policy.Approval.choices
+    )
+    min_replicas = forms.IntegerField(required=False)
+    more_policy = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 4, "cols": 60})
+    )
+
+    def __init__(
+        self, *args: Any, clusters: list[str], kinds: tuple[str, ...], **kw: Any
+    ) -> None:
+        super().__init__(*args, **kw)
+        cluster_field = self.fields["cluster"]
+        assert isinstance(cluster_field, forms.ChoiceField)
+        cluster_field.choices = [("", "every cluster")] + [(c, c) for c in clusters]
+        kinds_field = self.fields["kinds"]
+        assert isinstance(kinds_field, forms.MultipleChoiceField)
+        kinds_field.choices = [(k, k) for k in kinds]
+        profile_field = self.fields["profile"]
+        assert isinstance(profile_field, forms.ChoiceField)
+        profile_field.choices = _NOT_SET + profile_choices()
+
+    @staticmethod
+    def initial_of(rule: dict[str, Any]) -> dict[str, Any]:
+        """The form's initial values from a rule as ``rule_snapshot`` gives it."""
+        policy = dict(rule["policy"])
+        initial = {
+            key: rule[key]
+            for key in (
+                "name",
+                "priority",
+                "is_enabled",
+                "namespace_selector",
+                "workload_selector",
+                "kinds",
+            )
+        }
+        initial["cluster"] = rule["cluster"] or ""
+        initial["namespaces"] = ", ".join(rule["namespaces"])
+        for name in RULE_POLICY_INPUTS:
+            initial[name] = policy.pop(name, "")
+        initial["more_policy"] = (
+            json.dumps(policy, indent=2, sort_keys=True) if policy else ""
+        )
+        return initial
+
+    def clean_more_policy(self) -> dict[str, Any]:
+        text = self.cleaned_data["more_policy"].strip()
+        if not text:
+            return {}
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"not JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError(
+                'a JSON object of policy fields, e.g. {"hpa_coordination": "off"}'
+            )
+        return value
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        more = cleaned.get("more_policy") or {}
+        for name in RULE_POLICY_INPUTS:
+            if cleaned.get(name) not in ("", None) and name in more:
+                self.add_error(
+                    "more_policy", f"{name} is set above: leave it out of the JSON"
+                )
+        return cleaned
+
+    def rule_data(self) -> dict[str, Any]:
+        """The rule as ``save_rule`` takes it (call after ``is_valid()``)."""
+        cleaned = self.cleaned_data
+        policy = dict(cleaned["more_policy"])
+        for name in RULE_POLICY_INPUTS:
+            if cleaned[name] not in ("", None):
+                policy[name] = cleaned[name]
+        return {
+            "name": cleaned["name"],
+            "priority": cleaned["priority"],
+            "is_enabled": cleaned["is_enabled"],
+            "cluster": cleaned["cluster"] or None,
+            "namespaces": [n for n in re.split(r"[\s,]+", cleaned["namespaces"]) if n],
+            "namespace_selector": cleaned["namespace_selector"],
+            "workload_selector": cleaned["workload_selector"],
+            "kinds": list(cleaned["kinds"]),
+            "policy": policy,
+        }
+
+    def add_service_errors(self, fields: dict[str, list[str]]) -> None:
+        """The service's errors next to the inputs: a rule key or an edited policy
+        field on its own input, any other policy field on the JSON."""
+        for path, messages in fields.items():
+            head = re.split(r"[.\[]", path, maxsplit=1)[0]
+            if head in self.fields and head != "more_policy":
+                target: str | None = head
+            elif head in CHANGEABLE_FIELDS:
+                target = "more_policy"
+            else:
+                target = None
+            for message in messages:
+                self.add_error(
+                    target, message if target == head else f"{path}: {message}"
+                )

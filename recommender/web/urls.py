@@ -8,6 +8,7 @@ from recommender.web import (
     changes,
     compare_views,
     rollup_views,
+    rule_views,
     views,
     whatif_views,
 )
@@ -33,6 +34,16 @@ urlpatterns = [
         name="workload_what_if",
     ),
     path("rollups/", rollup_views.rollups, name="rollups"),
+    path("policy-rules/", rule_views.policy_rules, name="policy_rules"),
+    path("policy-rules/new", rule_views.policy_rule_edit, name="policy_rule_new"),
+    path(
+        "policy-rules/<int:pk>/", rule_views.policy_rule_edit, name="policy_rule_edit"
+    ),
+    path(
+        "policy-rules/<int:pk>/delete",
+        rule_views.policy_rule_delete,
+        name="policy_rule_delete",
+    ),
     path("changes/", changes.changes, name="changes"),
     path("changes/approve", changes.changes_bulk_approve, name="changes_bulk_approve"),
     path(

@@ -82,13 +82,15 @@ def test_switch_approve_and_see_the_requests_change(
     later = now + timedelta(minutes=1)
     assert run_cycle(cluster, now=later, holder="t").proposed > 0
     page.goto(f"/changes/?namespace={workload.namespace}")
-    # One row per workload; expanding it lists each pod's change.
-    group = page.get_by_test_id("change-group").first
+    # One row per workload; expanding it shows each pod's change as a sibling row.
+    body = page.get_by_test_id("change-group-body").first
+    group = body.get_by_test_id("change-group")
     assert "proposed" in group.get_by_test_id("change-group-status").inner_text()
     pods = group.get_by_test_id("change-group-pods")
     if pods.get_attribute("open") is None:
         pods.locator("summary").click()
-    row = group.locator("table.change-pods tbody tr").first
+    row = body.locator("tr:not(.change-group)").first
+    row.wait_for()
     assert "proposed" in row.get_by_test_id("change-status").inner_text()
     change = ResizeChange.objects.get(pk=int(row.get_attribute("id").split("-")[1]))
     screenshot(page, "21-updater-proposed")
@@ -104,7 +106,9 @@ def test_switch_approve_and_see_the_requests_change(
     change.refresh_from_db()
     assert change.status == "applied"
     page.goto("/changes/?status=applied")
+    page.get_by_test_id("change-group-pods").first.locator("summary").click()
     applied = page.locator(f"#change-{change.pk}")
+    applied.wait_for()
     assert "verified" in applied.get_by_test_id("change-verified").inner_text()
     observed = applied.get_by_test_id("change-observed").first.inner_text()
     _, after = next(iter(change.resources_after.items()))

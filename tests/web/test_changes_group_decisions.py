@@ -3,6 +3,7 @@ reject (one reason, one snooze) recording one audited decision per change."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -39,6 +40,13 @@ def test_a_group_row_shows_its_pods_and_offers_the_group_decisions(
     assert page.count('class="pod-chip pod-proposed"') == 4
     assert 'data-testid="group-approve"' in page
     assert "Reject 4</button>" in page
+    # The pods are sibling rows in the group's own tbody, not a table in a cell.
+    body = re.search(
+        r'<tbody class="change-group-body"[^>]*>(.*?)</tbody>', page, re.S
+    ).group(1)
+    assert "<table" not in body
+    for change in ResizeChange.objects.all():
+        assert f'<tr id="change-{change.pk}">' in body
 
 
 def test_rejecting_a_group_records_one_audited_decision_per_change(
