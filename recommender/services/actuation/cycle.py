@@ -724,6 +724,27 @@ class Applier:
             # InPlaceOrRecreate falls back to eviction, as it does when refused.
             self.evict(change, pod, error=blocked, method=M.EVICTION)
             return
+        lowered = decision.lowers_memory_limit(
+            change.resources_before, change.resources_after
+        )
+        refusal = (
+            decision.memory_limit_decrease_refusal(
+                self.context.snapshot.server_version
+            )
+            if lowered
+            else ""
+        )
+        if refusal:
+            # Never sent in place (upstream's rule before 1.35): InPlace skips it,
+            # InPlaceOrRecreate evicts; the replacement gets the lower limit.
+            why = f"container {', '.join(lowered)}'s memory limit: {refusal}"
+            if only:
+                self._wait(change, f"{why}; {NEVER_EVICTS}")
+            else:
+                self.evict(
+                    change, pod, error=f"{why}: evicted instead", method=M.EVICTION
+                )
+            return
         stopped = not_running(pod, list(change.resources_after))
         if stopped and only:
             self._wait(change, f"{stopped}; {NEVER_EVICTS}")
