@@ -108,6 +108,7 @@ def version_body(git_version: str) -> dict[str, str]:
         "gitVersion": git_version,
     }
 
+
 # Served with writes by ``tests/k8s_fake/webhooks.py`` (the webhook's registration).
 WEBHOOK_CONFIGURATIONS = (
     "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"

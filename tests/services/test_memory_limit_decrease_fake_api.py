@@ -55,9 +55,7 @@ def test_the_version_rule():
     )
 
 
-def test_a_recorded_136_server_gets_the_lower_memory_limit_in_place(
-    tmp_path, cleanup
-):
+def test_a_recorded_136_server_gets_the_lower_memory_limit_in_place(tmp_path, cleanup):
     fake, cluster, _ = setup_world(
         tmp_path, mode="InPlaceOrRecreate", approval="automatic"
     )

@@ -47,6 +47,7 @@ from recommender.services.actuation import (
     hpa_coordination,
     permissions,
     proposals,
+    revert,
     vpa_status,
     workflow,
 )
@@ -81,6 +82,7 @@ class CycleReport:
     waiting: int = 0
     waiting_for_webhook: int = 0  # a webhook process has not loaded the policy yet
     fell_back: int = 0
+    reverted: int = 0  # evictions whose replacement could not schedule: reverted
     recovered: int = 0  # left applying by a crash before any write: approved again
     outside_window: int = 0  # approved, waiting for a maintenance window
     failed: int = 0
@@ -208,6 +210,11 @@ def unschedulable_for(pod: PodInfo, now: datetime) -> tuple[float, str] | None:
         if c.type == "PodScheduled" and c.status == "False":
             since = c.last_transition or pod.created_at or now
             return (now - since).total_seconds(), c.message or c.reason
+    if not pod.node_name and not pod.conditions:
+        # Pending and bound to no node, no scheduler's verdict yet (k8s-wire
+        # eviction/15): counted from its creation.
+        since = pod.created_at or now
+        return (now - since).total_seconds(), "not bound to a node"
     return None
 
 
@@ -263,6 +270,21 @@ def follow_applying(context: proposals.UpdaterContext, report: CycleReport) -> N
             "stopped before writing): approved again",
         ):
             report.recovered += 1
+            continue
+        if change.reverted_at is not None:
+            # Reverted (revert.py): its stuck replacement is evicted by the apply
+            # step, once; past the verify timeout without that, it fails as it is.
+            if now - change.reverted_at > timeout:
+                _finish(
+                    change,
+                    S.FAILED,
+                    now,
+                    report,
+                    change.observed,
+                    error=f"{change.error} (not evicted in time: writes stopped)",
+                )
+            else:
+                report.waiting += 1
             continue
         waiting_for = "the pod never showed the new requests"
         if change.method == M.IN_PLACE and pod is not None:
@@ -361,15 +383,19 @@ def follow_applying(context: proposals.UpdaterContext, report: CycleReport) -> N
             if stuck and stuck[0][1][0] > settings.UPDATER_UNSCHEDULABLE_TIMEOUT_S:
                 replacement, (seconds, message) = stuck[0]
                 context.needs_operator.add(change.workload_id)
-                _finish(
-                    change,
-                    S.FAILED,
-                    now,
-                    report,
-                    observed_of(replacement, names),
-                    error=f"{workflow.UNSCHEDULABLE_ERROR}: {replacement.name} has "
-                    f"been Pending for {seconds / 60:.0f} min: {message}",
+                ResizeChange.objects.filter(pk=change.pk).update(
+                    observed=observed_of(replacement, names)
                 )
+                # Reverted to the previous requests, once (revert.py): the webhook
+                # admits the workload's pods with them, the replacement is evicted.
+                if revert.decide(
+                    change,
+                    replacement,
+                    stuck=f"{workflow.UNSCHEDULABLE_ERROR}: {replacement.name} has "
+                    f"been Pending for {seconds / 60:.0f} min: {message}",
+                    now=now,
+                ):
+                    report.reverted += 1
                 continue
             if good:
                 waiting_for = f"replacement {good[0].name}: " + (
@@ -728,9 +754,7 @@ class Applier:
             change.resources_before, change.resources_after
         )
         refusal = (
-            decision.memory_limit_decrease_refusal(
-                self.context.snapshot.server_version
-            )
+            decision.memory_limit_decrease_refusal(self.context.snapshot.server_version)
             if lowered
             else ""
         )
@@ -1156,6 +1180,15 @@ def run_cycle(
             if permissions.permissions_due(cluster, now=now):
                 permissions.check_write_permissions(cluster, writer=writer, now=now)
             Applier(context, writer, report).apply_all()
+            evicted, failed = revert.evict_stuck(
+                proposals.changes_needing(context, (S.APPLYING,)),
+                pods=context.pods,
+                writer=writer,
+                cluster=cluster,
+                now=now,
+            )
+            report.writes += evicted
+            report.failed += failed
             shrunk, report.unboost_refused = boost.unboost_pods(context, writer)
             report.unboosted = len(shrunk)
             report.writes += report.unboosted + report.unboost_refused
