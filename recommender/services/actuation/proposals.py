@@ -316,7 +316,8 @@ def load_rejections(context: UpdaterContext) -> None:
     for workload_id, containers in revert.reverts_of(context.by_id).items():
         by_container = context.rejected.setdefault(workload_id, {})
         for name, (band, _) in containers.items():
-            by_container.setdefault(name, []).append(band)
+            requests: dict[str, int | None] = dict(band)
+            by_container.setdefault(name, []).append(requests)
 
 
 def load_infeasible(context: UpdaterContext) -> None:
