@@ -172,3 +172,21 @@ def test_the_stuck_replacement_waits_for_the_webhook_to_load_the_revert(
     change.refresh_from_db()
     assert change.status == S.FAILED
     assert evictions(fake) == [change.pod, "api-6b9c8d7f5-new"]
+
+
+def test_the_kill_switch_stops_the_revert_eviction_and_the_change_fails_in_time(
+    tmp_path, cleanup, settings
+):
+    fake, cluster, _, change = upsized_world(tmp_path, cleanup, settings)
+    settings.UPDATER_KILL_SWITCH = True
+    cycle(fake, cluster, NOW + timedelta(minutes=10))
+    change.refresh_from_db()
+    # Decided (the webhook already admits the previous requests), not written.
+    assert change.status == S.APPLYING and change.reverted_at is not None
+    assert change.revert_evicted_at is None
+    assert "is evicted once the webhook has loaded them" in change.error
+    report = cycle(fake, cluster, NOW + timedelta(minutes=10, hours=1, seconds=1))
+    change.refresh_from_db()
+    assert change.status == S.FAILED and report.failed == 1
+    assert change.error.endswith("(not evicted in time: writes stopped)")
+    assert evictions(fake) == [change.pod]

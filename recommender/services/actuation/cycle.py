@@ -7,7 +7,9 @@
 #    min) or ``PodResizeInProgress`` (1 h) last, and falls back to eviction as upstream
 #    does (Infeasible, Deferred too long, in progress too long, Error); an eviction is
 #    verified when a replacement pod carries the new requests, failed when it carries
-#    something else or nothing appears in ``VPAWEB_UPDATER_VERIFY_TIMEOUT_S``;
+#    something else or nothing appears in ``VPAWEB_UPDATER_VERIFY_TIMEOUT_S``, and
+#    reverted once when the replacement cannot be scheduled (``revert.py``: its
+#    eviction comes after the apply step, with the writer);
 # 3. **propose** (``proposals.propose``);
 # 4. **apply** approved changes, highest priority first, unless writes are blocked
 #    (actuation not allowed, kill switch, paused cluster, dry run:
@@ -275,14 +277,16 @@ def follow_applying(context: proposals.UpdaterContext, report: CycleReport) -> N
             # Reverted (revert.py): its stuck replacement is evicted by the apply
             # step, once; past the verify timeout without that, it fails as it is.
             if now - change.reverted_at > timeout:
-                _finish(
+                error = f"{change.error} (not evicted in time: writes stopped)"
+                if workflow.try_transition(
                     change,
-                    S.FAILED,
-                    now,
-                    report,
-                    change.observed,
-                    error=f"{change.error} (not evicted in time: writes stopped)",
-                )
+                    to=S.FAILED,
+                    allowed_from=(S.APPLYING,),
+                    now=now,
+                    note=error,
+                    error=error,
+                ):
+                    report.failed += 1
             else:
                 report.waiting += 1
             continue
