@@ -18,12 +18,14 @@ import pytest
 from django.utils import timezone
 
 from recommender.models import Container, ResizeChange, WebhookAck
+from recommender.roles import Role
 from recommender.services.actuation import workflow
 from recommender.services.admission.decision import PATCHED, decide_admission
 from recommender.services.admission.snapshot import load_snapshot
-from tests.factories import make_recommendation
+from tests.factories import make_recommendation, make_user
 from tests.k8s_fake.actuation import FakeCluster, pod
 from tests.services.test_updater_fake_api import MI, NOW, cycle, setup_world
+from tests.web.conftest import client_for
 
 pytestmark = pytest.mark.django_db
 S = ResizeChange.Status
@@ -132,6 +134,14 @@ def test_an_unschedulable_upsize_is_reverted_once(tmp_path, cleanup, settings):
     )
     assert "api-6b9c8d7f5-new evicted to be recreated with them" in change.error
     assert evictions(fake) == [change.pod, "api-6b9c8d7f5-new"]
+    # Said on the Changes page and in the API.
+    client = client_for(make_user("vera", Role.VIEWER))
+    assert (
+        "reverted to the previous requests" in client.get("/changes/").content.decode()
+    )
+    shown = client.get(f"/api/v1/changes/{change.pk}/").json()
+    assert shown["status"] == "failed" and shown["revert_pod"] == change.revert_pod
+    assert "reverted to the previous requests" in shown["error"]
     # New pods get the previous requests while the recommendation stays.
     assert new_pod_requests(cluster) == {"cpu": 500, "memory": 512 * MI}
 
