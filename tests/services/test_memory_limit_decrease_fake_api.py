@@ -16,6 +16,7 @@ from recommender.models import Container, ResizeChange
 from recommender.services.actuation import decision
 from tests.factories import make_recommendation
 from tests.k8s_fake.actuation import FakeCluster
+from tests.services.test_hpa_coordination_fake_api import world as hpa_world
 from tests.services.test_updater_fake_api import MI, NOW, cycle, setup_world
 
 pytestmark = pytest.mark.django_db
@@ -110,3 +111,16 @@ def test_an_older_server_still_gets_a_memory_limit_raised_in_place(tmp_path, cle
     )
     cycle(fake, cluster, NOW)
     assert resize_bodies(fake) and fake.server.evicted == []
+
+
+def test_an_older_server_gets_no_coordinated_change_lowering_a_memory_limit(
+    tmp_path, cleanup
+):
+    fake, cluster, _ = hpa_world(tmp_path, cleanup)
+    fake.server.git_version = OLDER
+    cycle(fake, cluster, NOW)
+    assert fake.writes() == []  # neither the HPA nor a pod
+    waiting = ResizeChange.objects.filter(status=S.APPROVED)
+    assert waiting.exists()
+    assert all("does not lower a memory limit" in c.error for c in waiting)
+    assert all("never evicted" in c.error for c in waiting)

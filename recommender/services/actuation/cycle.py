@@ -754,18 +754,10 @@ class Applier:
             # InPlaceOrRecreate falls back to eviction, as it does when refused.
             self.evict(change, pod, error=blocked, method=M.EVICTION)
             return
-        lowered = decision.lowers_memory_limit(
-            change.resources_before, change.resources_after
-        )
-        refusal = (
-            decision.memory_limit_decrease_refusal(self.context.snapshot.server_version)
-            if lowered
-            else ""
-        )
-        if refusal:
+        why = self.memory_limit_refusal(change)
+        if why:
             # Never sent in place (upstream's rule before 1.35): InPlace skips it,
             # InPlaceOrRecreate evicts; the replacement gets the lower limit.
-            why = f"container {', '.join(lowered)}'s memory limit: {refusal}"
             if only:
                 self._wait(change, f"{why}; {NEVER_EVICTS}")
             else:
@@ -834,6 +826,19 @@ class Applier:
         ):
             self.report.fell_back += 1
             self.evict(change, pod, error=problem)
+
+    def memory_limit_refusal(self, change: ResizeChange) -> str:
+        """Why the change cannot be resized in place on this cluster's version: it
+        lowers a memory limit and the server is older than 1.35 ("" when it can)."""
+        lowered = decision.lowers_memory_limit(
+            change.resources_before, change.resources_after
+        )
+        if not lowered:
+            return ""
+        refusal = decision.memory_limit_decrease_refusal(
+            self.context.snapshot.server_version
+        )
+        return refusal and f"container {', '.join(lowered)}'s memory limit: {refusal}"
 
     def _wait(self, change: ResizeChange, why: str) -> None:
         """The change waits (InPlace: no eviction instead), saying why."""
@@ -1018,6 +1023,12 @@ class Applier:
             or not_running(pod, list(change.resources_after))
         ):
             self.report.waiting += 1
+            return
+        why = self.memory_limit_refusal(change)
+        if why:
+            # Neither the HPA nor the pod is written: a coordinated change never
+            # falls back to eviction.
+            self._wait(change, f"{why}; {NO_EVICTION}")
             return
         now = self.context.now
         hpas = self._hpas(change)
