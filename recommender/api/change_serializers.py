@@ -111,6 +111,9 @@ class ResizeChangeSerializer(serializers.ModelSerializer):
             "observed",
             "hpa_changes",
             "hpa_state",
+            "reverted_at",
+            "revert_pod",
+            "revert_evicted_at",
             "updated_at",
         ]
 

@@ -202,6 +202,8 @@ class ClusterSnapshot:
     # The labels of the namespaces the adapter listed, {namespace: {key: value}}
     # (policy rules' namespace selectors); empty when it listed none.
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The API server's ``gitVersion`` (``GET /version``, e.g. ``v1.36.2``); "" unknown.
+    server_version: str = ""
 
 
 class ClusterAdapter(Protocol):

@@ -267,6 +267,8 @@ class KubernetesAdapter:
             horizontal_pod_autoscalers=tuple(hpas),
             warnings=tuple(warnings),
             namespace_labels=dict(self._namespace_labels),
+            # What the updater may resize in place depends on it (memory limits).
+            server_version=self.reader.server_version(),
         )
         logger.info(
             "cluster %s: discovered %d workloads, %d pods (%d without a workload), "

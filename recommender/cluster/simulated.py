@@ -94,6 +94,9 @@ SUFFIXES = {
 KIND_SHARES = (("StatefulSet", 0.15), ("DaemonSet", 0.07), ("CronJob", 0.12))
 # The nodes DaemonSets run on: one pod per node.
 NODE_COUNT = 4
+# The version the simulated cluster reports: it takes every resize at once, memory-limit
+# decreases included, as a 1.35+ API server and kubelet do.
+SIMULATED_VERSION = "v1.36.0-simulated"
 # CronJob schedules in hours; shorter periods make more short-lived pods per day.
 CRON_PERIODS_H = (2, 4, 6, 12, 24)
 # Kubernetes' alphabet for generated name suffixes (no vowels, no look-alikes).
@@ -729,6 +732,7 @@ class SimulatedCluster:
             workloads=tuple(workloads),
             oom_kills=tuple(kills),
             horizontal_pod_autoscalers=tuple(hpas),
+            server_version=SIMULATED_VERSION,
             namespace_labels={
                 ns: namespace_labels(ns)
                 for ns in sorted({sim.namespace for sim in self.fleet.workloads})

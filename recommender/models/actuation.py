@@ -170,6 +170,14 @@ class ResizeChange(models.Model):
     # HPA is already where this pod's resize brings it), and where they stand
     # (``HpaState``).
     hpa_changes = models.JSONField(default=list, blank=True)
+    # The revert of an eviction whose replacement could not be scheduled: when it was
+    # decided (from then on the webhook admits the workload's pods with
+    # ``resources_before`` while its recommendation stays in this change's band), the
+    # replacement stuck Pending, and when that replacement was evicted (once) so its
+    # controller recreates it with them (services/actuation/revert.py).
+    reverted_at = models.DateTimeField(null=True, blank=True)
+    revert_pod = models.CharField(max_length=253, blank=True, default="")
+    revert_evicted_at = models.DateTimeField(null=True, blank=True)
 
     class HpaState(models.TextChoices):
         NONE = "", "no HPA change"

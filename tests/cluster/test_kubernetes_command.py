@@ -36,7 +36,7 @@ def test_add_cluster_checks_the_connection_then_stores_the_row(
     output = add_cluster("--name", "prod-eu-1", "--context", "fake")
 
     assert output.strip() == (
-        "Added cluster 'prod-eu-1' (Kubernetes v1.33.2, context 'fake'). "
+        "Added cluster 'prod-eu-1' (Kubernetes v1.36.2, context 'fake'). "
         "Its workloads start in Off mode: recommendations only. "
         "Actuation is not allowed: vpaweb writes nothing to it."
     )

@@ -97,6 +97,7 @@ WRITER_CALLERS = {
     "services/actuation/cycle.py",  # the updater applies changes
     "services/actuation/vpa_status.py",  # VPA objects naming vpaweb get its status
     "services/actuation/boost.py",  # the updater shrinks a startup-boosted pod
+    "services/actuation/revert.py",  # the updater evicts a reverted replacement
     "services/admission/registration.py",  # the webhook registers itself
 }
 

@@ -87,6 +87,28 @@ KINDS: dict[str, tuple[str, str, str, bool, bool]] = {
     "Lease": ("coordination.k8s.io", "v1", "leases", True, True),
 }
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
+
+# ``GET /version`` as kube-apiserver v1.36.2 answered it (k8s-wire version.json).
+RECORDED_VERSION: dict[str, str] = json.loads(
+    (
+        Path(__file__).resolve().parents[1] / "fixtures" / "k8s-wire" / "version.json"
+    ).read_text()
+)["response"]["body"]
+
+
+def version_body(git_version: str) -> dict[str, str]:
+    """The recorded ``/version`` body, saying ``git_version`` (e.g. ``v1.34.3``)."""
+    major, minor = git_version.lstrip("v").split(".")[:2]
+    return {
+        **RECORDED_VERSION,
+        "major": major,
+        "minor": minor,
+        "emulationMajor": major,
+        "emulationMinor": minor,
+        "gitVersion": git_version,
+    }
+
+
 # Served with writes by ``tests/k8s_fake/webhooks.py`` (the webhook's registration).
 WEBHOOK_CONFIGURATIONS = (
     "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
@@ -267,6 +289,8 @@ class FakeApiServer:
         self.denied: set[rbac.Permission] = set()
         self.role: list[dict[str, Any]] | None = None  # bind_role
         self.resource_version = 900000
+        # What ``GET /version`` says (k8s-wire version.json: v1.36.2).
+        self.git_version = RECORDED_VERSION["gitVersion"]
         # Pods evicted and resized through the write verbs (tests/k8s_fake/writes.py).
         self.evicted: list[tuple[str, str]] = []
         self.resized: list[tuple[str, str]] = []
@@ -571,21 +595,9 @@ class FakeApiServer:
                     headers,
                 )
         if parts.path.rstrip("/") == "/version":
-            return self._send(
-                handler,
-                200,
-                {
-                    "major": "1",
-                    "minor": "33",
-                    "gitVersion": "v1.33.2",
-                    "gitCommit": "a57b6f7709f6c2722b92f07b8b4c48210a51fc40",
-                    "gitTreeState": "clean",
-                    "buildDate": "2025-06-17T18:36:14Z",
-                    "goVersion": "go1.24.4",
-                    "compiler": "gc",
-                    "platform": "linux/amd64",
-                },
-            )
+            # The recorded answer (k8s-wire version.json); a test plays an older
+            # server by setting ``git_version`` (major and minor follow it).
+            return self._send(handler, 200, version_body(self.git_version))
         routed = self._route(parts.path)
         if routed is None:
             return self._send(

@@ -246,9 +246,9 @@ def test_a_reload_reads_only_the_changed_workloads(cluster):
 
     assert snapshot.reloaded == 1
     # The cluster, the journal, the kill switch, the LimitRanges, the largest nodes,
-    # then the one workload and its advice inputs: a constant number, whatever the
-    # fleet.
-    assert len(queries) <= 10, [q["sql"] for q in queries]
+    # then the one workload, its advice inputs and its reverts: a constant number,
+    # whatever the fleet.
+    assert len(queries) <= 11, [q["sql"] for q in queries]
     reads = [
         q["sql"]
         for q in queries

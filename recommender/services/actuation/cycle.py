@@ -7,7 +7,9 @@
 #    min) or ``PodResizeInProgress`` (1 h) last, and falls back to eviction as upstream
 #    does (Infeasible, Deferred too long, in progress too long, Error); an eviction is
 #    verified when a replacement pod carries the new requests, failed when it carries
-#    something else or nothing appears in ``VPAWEB_UPDATER_VERIFY_TIMEOUT_S``;
+#    something else or nothing appears in ``VPAWEB_UPDATER_VERIFY_TIMEOUT_S``, and
+#    reverted once when the replacement cannot be scheduled (``revert.py``: its
+#    eviction comes after the apply step, with the writer);
 # 3. **propose** (``proposals.propose``);
 # 4. **apply** approved changes, highest priority first, unless writes are blocked
 #    (actuation not allowed, kill switch, paused cluster, dry run:
@@ -47,6 +49,7 @@ from recommender.services.actuation import (
     hpa_coordination,
     permissions,
     proposals,
+    revert,
     vpa_status,
     workflow,
 )
@@ -81,6 +84,7 @@ class CycleReport:
     waiting: int = 0
     waiting_for_webhook: int = 0  # a webhook process has not loaded the policy yet
     fell_back: int = 0
+    reverted: int = 0  # evictions whose replacement could not schedule: reverted
     recovered: int = 0  # left applying by a crash before any write: approved again
     outside_window: int = 0  # approved, waiting for a maintenance window
     failed: int = 0
@@ -208,6 +212,11 @@ def unschedulable_for(pod: PodInfo, now: datetime) -> tuple[float, str] | None:
         if c.type == "PodScheduled" and c.status == "False":
             since = c.last_transition or pod.created_at or now
             return (now - since).total_seconds(), c.message or c.reason
+    if not pod.node_name and not pod.conditions:
+        # Pending and bound to no node, no scheduler's verdict yet (k8s-wire
+        # eviction/15): counted from its creation.
+        since = pod.created_at or now
+        return (now - since).total_seconds(), "not bound to a node"
     return None
 
 
@@ -263,6 +272,23 @@ def follow_applying(context: proposals.UpdaterContext, report: CycleReport) -> N
             "stopped before writing): approved again",
         ):
             report.recovered += 1
+            continue
+        if change.reverted_at is not None:
+            # Reverted (revert.py): its stuck replacement is evicted by the apply
+            # step, once; past the verify timeout without that, it fails as it is.
+            if now - change.reverted_at > timeout:
+                error = f"{change.error} (not evicted in time: writes stopped)"
+                if workflow.try_transition(
+                    change,
+                    to=S.FAILED,
+                    allowed_from=(S.APPLYING,),
+                    now=now,
+                    note=error,
+                    error=error,
+                ):
+                    report.failed += 1
+            else:
+                report.waiting += 1
             continue
         waiting_for = "the pod never showed the new requests"
         if change.method == M.IN_PLACE and pod is not None:
@@ -361,15 +387,19 @@ def follow_applying(context: proposals.UpdaterContext, report: CycleReport) -> N
             if stuck and stuck[0][1][0] > settings.UPDATER_UNSCHEDULABLE_TIMEOUT_S:
                 replacement, (seconds, message) = stuck[0]
                 context.needs_operator.add(change.workload_id)
-                _finish(
-                    change,
-                    S.FAILED,
-                    now,
-                    report,
-                    observed_of(replacement, names),
-                    error=f"{workflow.UNSCHEDULABLE_ERROR}: {replacement.name} has "
-                    f"been Pending for {seconds / 60:.0f} min: {message}",
+                ResizeChange.objects.filter(pk=change.pk).update(
+                    observed=observed_of(replacement, names)
                 )
+                # Reverted to the previous requests, once (revert.py): the webhook
+                # admits the workload's pods with them, the replacement is evicted.
+                if revert.decide(
+                    change,
+                    replacement,
+                    stuck=f"{workflow.UNSCHEDULABLE_ERROR}: {replacement.name} has "
+                    f"been Pending for {seconds / 60:.0f} min: {message}",
+                    now=now,
+                ):
+                    report.reverted += 1
                 continue
             if good:
                 waiting_for = f"replacement {good[0].name}: " + (
@@ -724,6 +754,17 @@ class Applier:
             # InPlaceOrRecreate falls back to eviction, as it does when refused.
             self.evict(change, pod, error=blocked, method=M.EVICTION)
             return
+        why = self.memory_limit_refusal(change)
+        if why:
+            # Never sent in place (upstream's rule before 1.35): InPlace skips it,
+            # InPlaceOrRecreate evicts; the replacement gets the lower limit.
+            if only:
+                self._wait(change, f"{why}; {NEVER_EVICTS}")
+            else:
+                self.evict(
+                    change, pod, error=f"{why}: evicted instead", method=M.EVICTION
+                )
+            return
         stopped = not_running(pod, list(change.resources_after))
         if stopped and only:
             self._wait(change, f"{stopped}; {NEVER_EVICTS}")
@@ -785,6 +826,19 @@ class Applier:
         ):
             self.report.fell_back += 1
             self.evict(change, pod, error=problem)
+
+    def memory_limit_refusal(self, change: ResizeChange) -> str:
+        """Why the change cannot be resized in place on this cluster's version: it
+        lowers a memory limit and the server is older than 1.35 ("" when it can)."""
+        lowered = decision.lowers_memory_limit(
+            change.resources_before, change.resources_after
+        )
+        if not lowered:
+            return ""
+        refusal = decision.memory_limit_decrease_refusal(
+            self.context.snapshot.server_version
+        )
+        return refusal and f"container {', '.join(lowered)}'s memory limit: {refusal}"
 
     def _wait(self, change: ResizeChange, why: str) -> None:
         """The change waits (InPlace: no eviction instead), saying why."""
@@ -970,6 +1024,12 @@ class Applier:
         ):
             self.report.waiting += 1
             return
+        why = self.memory_limit_refusal(change)
+        if why:
+            # Neither the HPA nor the pod is written: a coordinated change never
+            # falls back to eviction.
+            self._wait(change, f"{why}; {NO_EVICTION}")
+            return
         now = self.context.now
         hpas = self._hpas(change)
         to_patch = []
@@ -1135,6 +1195,15 @@ def run_cycle(
             if permissions.permissions_due(cluster, now=now):
                 permissions.check_write_permissions(cluster, writer=writer, now=now)
             Applier(context, writer, report).apply_all()
+            evicted, failed = revert.evict_stuck(
+                proposals.changes_needing(context, (S.APPLYING,)),
+                pods=context.pods,
+                writer=writer,
+                cluster=cluster,
+                now=now,
+            )
+            report.writes += evicted
+            report.failed += failed
             shrunk, report.unboost_refused = boost.unboost_pods(context, writer)
             report.unboosted = len(shrunk)
             report.writes += report.unboosted + report.unboost_refused

@@ -16,6 +16,7 @@ cluster. ``proposals.py`` loads what they need and writes what they decide."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -469,3 +470,39 @@ def limit_range_refusals(
 
 def _amounts(stored: Mapping[str, int]) -> dict[str, int | None]:
     return {"cpu_millicores": stored.get(CPU), "memory_bytes": stored.get(MEMORY)}
+
+
+# The first Kubernetes minor whose API server and kubelet take a memory-limit decrease
+# in place (1.35, in-place resize GA; the kubelet lowers the limit only when usage is
+# below it, best effort). Before it the API server refuses one, and upstream's updater
+# never sends it: InPlaceOrRecreate evicts instead.
+MEMORY_LIMIT_DECREASE_MINOR = 35
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)")
+
+
+def lowers_memory_limit(
+    before: Mapping[str, Any], after: Mapping[str, Any]
+) -> list[str]:
+    """The containers whose memory limit the change lowers (ResizeChange shapes)."""
+    lowered = []
+    for name, values in after.items():
+        new = (values.get("limits") or {}).get("memory")
+        old = ((before.get(name) or {}).get("limits") or {}).get("memory")
+        if new is not None and old is not None and int(new) < int(old):
+            lowered.append(name)
+    return lowered
+
+
+def memory_limit_decrease_refusal(server_version: str) -> str:
+    """Why a server of ``server_version`` (``gitVersion``) cannot lower a memory
+    limit in place, or "" when it can (1.35+). An unknown version cannot."""
+    found = _VERSION.match(server_version or "")
+    if found is None:
+        return "the API server's version is unknown"
+    major, minor = int(found.group(1)), int(found.group(2))
+    if (major, minor) >= (1, MEMORY_LIMIT_DECREASE_MINOR):
+        return ""
+    return (
+        f"Kubernetes {server_version} does not lower a memory limit in place "
+        f"(1.{MEMORY_LIMIT_DECREASE_MINOR}+ does)"
+    )

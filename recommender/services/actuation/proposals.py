@@ -47,7 +47,13 @@ from recommender.models import (
 )
 from recommender.models.bulk import insert_changes
 from recommender.models.policy import IN_PLACE_MODES, updater_policy_q
-from recommender.services.actuation import boost, decision, hpa_coordination, workflow
+from recommender.services.actuation import (
+    boost,
+    decision,
+    hpa_coordination,
+    revert,
+    workflow,
+)
 from recommender.services.advice.advise import (
     capped_recommendations,
     new_resources,
@@ -125,6 +131,9 @@ CHANGE_FIELDS = (
     "decided_by_label",
     "hpa_changes",
     "hpa_state",
+    "reverted_at",  # a revert after an unschedulable replacement (revert.py)
+    "revert_pod",
+    "revert_evicted_at",
 )
 
 
@@ -303,6 +312,12 @@ def load_rejections(context: UpdaterContext) -> None:
         by_container = context.rejected.setdefault(workload_id, {})
         for name, values in (after or {}).items():
             by_container.setdefault(name, []).append(values.get("requests") or {})
+    # A revert holds its band back the same way, while it lasts (revert.py).
+    for workload_id, containers in revert.reverts_of(context.by_id).items():
+        by_container = context.rejected.setdefault(workload_id, {})
+        for name, (band, _) in containers.items():
+            requests: dict[str, int | None] = dict(band)
+            by_container.setdefault(name, []).append(requests)
 
 
 def load_infeasible(context: UpdaterContext) -> None:

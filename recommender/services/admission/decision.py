@@ -34,7 +34,9 @@ from typing import Any
 from django.conf import settings
 
 from recommender.engine.capping import MODE_OFF, select_container_policy
+from recommender.engine.resources import Resources
 from recommender.errors import InvalidInput
+from recommender.services.actuation.decision import UpdaterConfig, within_band
 from recommender.services.admission.boost import boost_patch, boost_plans, boost_text
 from recommender.services.admission.patch import (
     ContainerPlan,
@@ -157,6 +159,24 @@ def advise_containers(
                 reason = "no resource to set" if one is None else one.reason
             plans.append(ContainerPlan.unchanged(container, reason))
             continue
+        reverted = entry.reverts.get(container.name)
+        if reverted is not None and within_band(
+            reverted[0], one.requests.to_dict(), min_change=REVERT_BAND
+        ):
+            # An eviction with these requests left a replacement that could not
+            # be scheduled: the previous requests until the recommendation moves.
+            previous = reverted[1]
+            plans.append(
+                ContainerPlan.from_advice(
+                    container,
+                    requests=resources_of(previous.get("requests") or {}),
+                    limits=resources_of(previous.get("limits") or {}),
+                    notes=(),
+                    reason="reverted to the previous requests: a pod with the "
+                    "recommended ones could not be scheduled",
+                )
+            )
+            continue
         plans.append(
             ContainerPlan.from_advice(
                 container,
@@ -167,6 +187,18 @@ def advise_containers(
             )
         )
     return plans
+
+
+# A revert holds while the recommendation stays within the updater's own threshold
+# of the reverted requests (``decision.within_band``, as a rejection holds).
+REVERT_BAND = UpdaterConfig().min_change
+
+
+def resources_of(values: Mapping[str, Any]) -> Resources:
+    """``Resources`` from ResizeChange's ``{"cpu": m, "memory": b}``."""
+    return Resources(
+        cpu_millicores=values.get("cpu"), memory_bytes=values.get("memory")
+    )
 
 
 def decide_admission(

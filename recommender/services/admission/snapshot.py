@@ -55,6 +55,7 @@ from recommender.models import (
     Workload,
 )
 from recommender.models.actuation import kill_switch_reason
+from recommender.services.actuation.revert import reverts_of
 from recommender.services.advice.advise import AdviceInputs, load_advice_inputs
 from recommender.services.advice.limits import item_from_dict
 from recommender.services.readmodels import webhook_acks as acks
@@ -115,6 +116,11 @@ class WorkloadEntry:
     why_not: str  # why vpaweb does not act on it ("" when it does)
     last_seen_at: datetime
     inputs: AdviceInputs | None = None  # for actionable workloads only
+    # Reverts that hold (services/actuation/revert.py): per container, the band of
+    # the reverted change's requests and the resources admitted instead.
+    reverts: Mapping[str, tuple[dict[str, int], dict[str, Any]]] = field(
+        default_factory=dict
+    )
 
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}"
@@ -277,8 +283,14 @@ def _entries(
     if not actionable:
         return entries
     inputs = load_advice_inputs(cluster_id=cluster_id, keys=actionable)
+    reverts = reverts_of(e.workload_id for e in entries if e.is_actionable)
     return [
-        _with_inputs(e, inputs[e.key], limit_ranges, nodes) if e.is_actionable else e
+        replace(
+            _with_inputs(e, inputs[e.key], limit_ranges, nodes),
+            reverts=reverts.get(e.workload_id, {}),
+        )
+        if e.is_actionable
+        else e
         for e in entries
     ]
 
