@@ -73,9 +73,13 @@ def _cold_engine_state() -> None:
     back in the next test's rows)."""
     if not settings.configured:
         return  # engine tests run without Django too (pytest -p no:django)
+    from recommender.services.admission import counters
     from recommender.services.refresh import warm_state
 
     warm_state.forget_all()
+    # Nor admission counts another test's reviews left unsaved in this process (the
+    # next flush would write them into this test's database).
+    counters._pending.clear()
 
 
 @pytest.fixture(autouse=True)

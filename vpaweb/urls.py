@@ -21,5 +21,6 @@ urlpatterns = [
 ]
 
 # JSON errors under /api/ (recommender/api/errors.py), Django's pages everywhere else.
+handler400 = "recommender.api.errors.bad_request"
 handler404 = "recommender.api.errors.not_found"
 handler500 = "recommender.api.errors.server_error"

@@ -16,8 +16,12 @@ import logging
 import sys
 from typing import Any
 
+from django.core.exceptions import (
+    DisallowedHost,
+    RequestDataTooBig,
+    SuspiciousOperation,
+)
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import Resolver404, resolve
@@ -255,6 +259,20 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         # Django as a server error per refused request.
         response._has_been_logged = True  # type: ignore[attr-defined]
     return response
+
+
+@csrf_exempt  # refused before any view: no CSRF token to check
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """400 for a request Django refused before any view (a Host header the server
+    does not answer to, a malformed multipart body): the error shape under /api/,
+    Django's page elsewhere (handler400)."""
+    if not request.path.startswith(API_PREFIX):
+        return defaults.bad_request(request, exception)
+    if isinstance(exception, DisallowedHost):
+        message = "the Host header names no host this server answers to"
+    else:
+        message = "the request was refused before reaching the API"
+    return JsonResponse(error_body("invalid", message, {}), status=400)
 
 
 @csrf_exempt  # a 404 is a 404, also for a POST without a CSRF token

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from recommender.api.auth import CanReadOrWrite, actor_of
 from recommender.api.fields import ClosedSerializer
 from recommender.api.formats import JSONParser
+from recommender.engine.capping import MODE_IN_PLACE_OR_RECREATE
 from recommender.errors import InvalidInput, NotFound
 from recommender.models import PolicyRule
 from recommender.services.policy import rule_edits
@@ -164,7 +165,7 @@ EXAMPLE = OpenApiExample(
         "namespace_selector": "team=payments",
         "kinds": ["Deployment"],
         "policy": {
-            "mode": "InPlaceOrRecreate",
+            "mode": MODE_IN_PLACE_OR_RECREATE,
             "approval": "automatic",
             "profile": "peak-memory",
         },

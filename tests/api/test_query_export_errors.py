@@ -179,7 +179,7 @@ def test_export_errors_are_json_even_when_csv_was_asked(
     assert response.json()["error"]["fields"] == {
         "mode": [
             '"Sometimes" is not a mode; the modes are Off, Initial, Recreate, '
-            "InPlaceOrRecreate (and Auto, upstream's alias of Recreate)"
+            "InPlaceOrRecreate, InPlace (and Auto, upstream's alias of Recreate)"
         ]
     }
 

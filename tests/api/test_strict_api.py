@@ -174,3 +174,21 @@ def test_the_export_says_each_containers_kind(
     csv_text = b"".join(csv_answer.streaming_content)
     header = csv_text.decode().splitlines()[0].split(",")
     assert header[4:6] == ["container", "container_kind"]
+
+
+def test_a_host_the_server_does_not_answer_to_gets_the_error_shape(
+    read_client: Client, db: Any
+) -> None:
+    # Django refuses it before any view (DisallowedHost): under /api/ the answer is
+    # still the one JSON error shape, never Django's HTML page.
+    response = read_client.get("/api/v1/workloads/", HTTP_HOST="wO")
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["error"] == {
+        "code": "invalid",
+        "message": "the Host header names no host this server answers to",
+        "fields": {},
+    }
+    page = read_client.get("/", HTTP_HOST="wO")
+    assert page.status_code == 400
+    assert page["Content-Type"].startswith("text/html")

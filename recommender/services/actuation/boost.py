@@ -36,10 +36,14 @@ class UpdaterContext(Protocol):
     """What this module reads of the updater's cycle (proposals.UpdaterContext,
     which imports this module)."""
 
-    cluster: Cluster
-    now: datetime
-    pods: Mapping[int, list[PodInfo]]
-    by_id: Mapping[int, Workload]
+    @property
+    def cluster(self) -> Cluster: ...
+    @property
+    def now(self) -> datetime: ...
+    @property
+    def pods(self) -> Mapping[int, list[PodInfo]]: ...
+    @property
+    def by_id(self) -> Mapping[int, Workload]: ...
 
 
 logger = logging.getLogger(__name__)

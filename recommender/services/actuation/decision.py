@@ -33,6 +33,7 @@ from recommender.engine.limit_ranger import (
 )
 from recommender.engine.quantity import humanize_cpu, humanize_memory
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
+from recommender.engine.update_band import MIN_CHANGE
 
 OBSERVED_ANNOTATION = "vpaObservedContainers"
 OOM_KILLED = "OOMKilled"
@@ -51,7 +52,7 @@ class UpdaterConfig:
     eviction_tolerance: float = 0.5
     evict_after_oom_s: float = 600.0
     lifetime_s: float = 12 * 3600.0
-    min_change: float = 0.1
+    min_change: float = MIN_CHANGE
     deferred_timeout_s: float = 300.0
     in_progress_timeout_s: float = 3600.0
 
@@ -168,26 +169,6 @@ def admit(
             return False
         return priority.resource_diff >= config.min_change
     return not (priority.quick_oom and priority.resource_diff == 0)
-
-
-def within_band(
-    rejected: Mapping[str, int | None],
-    planned: Mapping[str, int | None],
-    *,
-    min_change: float,
-) -> bool:
-    """Whether ``planned`` requests stay within a rejected change's band: their
-    relative difference from the rejected requests, summed over resources as
-    ``resourceDiff`` sums it, is below the updater's own ``min_change`` threshold."""
-    diff = 0.0
-    for resource in RESOURCE_NAMES:
-        was, now = rejected.get(resource), planned.get(resource)
-        if was is None and now is None:
-            continue
-        if was is None or now is None:
-            return False
-        diff += abs(now - was) / max(was, 1)
-    return diff < min_change
 
 
 def _amount(resource: str, amount: int | None) -> str:

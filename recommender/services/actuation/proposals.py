@@ -37,6 +37,7 @@ from recommender.engine.capping import (
     RecommendationLike,
 )
 from recommender.engine.resources import Resources
+from recommender.engine.update_band import within_band
 from recommender.models import (
     AuditEvent,
     Cluster,
@@ -51,7 +52,6 @@ from recommender.services.actuation import (
     boost,
     decision,
     hpa_coordination,
-    revert,
     workflow,
 )
 from recommender.services.advice.advise import (
@@ -61,6 +61,7 @@ from recommender.services.advice.advise import (
 from recommender.services.advice.history import enough_history_q
 from recommender.services.advice.limits import limit_ranges_by_namespace
 from recommender.services.policy.validation import parse_container_policies
+from recommender.services.readmodels import reverts
 from recommender.services.readmodels.node_pools import node_allocatables
 
 S = ResizeChange.Status
@@ -313,7 +314,7 @@ def load_rejections(context: UpdaterContext) -> None:
         for name, values in (after or {}).items():
             by_container.setdefault(name, []).append(values.get("requests") or {})
     # A revert holds its band back the same way, while it lasts (revert.py).
-    for workload_id, containers in revert.reverts_of(context.by_id).items():
+    for workload_id, containers in reverts.reverts_of(context.by_id).items():
         by_container = context.rejected.setdefault(workload_id, {})
         for name, (band, _) in containers.items():
             requests: dict[str, int | None] = dict(band)
@@ -390,7 +391,7 @@ def hpa_key(entries: list[dict[str, Any]] | None) -> list[tuple[Any, ...]]:
 def held_by_rejection(context: UpdaterContext, plan: PodPlan) -> bool:
     """Whether an operator's rejection holds this plan back: every container it
     would change stays within the band of a rejected change for that container
-    (``decision.within_band``, the updater's own threshold)."""
+    (``update_band.within_band``, the updater's own threshold)."""
     rejected = context.rejected.get(plan.workload.pk)
     if not rejected:
         return False
@@ -399,9 +400,7 @@ def held_by_rejection(context: UpdaterContext, plan: PodPlan) -> bool:
             continue  # not changed by this plan
         planned = after.get("requests") or {}
         if not any(
-            decision.within_band(
-                requests, planned, min_change=context.config.min_change
-            )
+            within_band(requests, planned, min_change=context.config.min_change)
             for requests in rejected.get(name, ())
         ):
             return False

@@ -1,14 +1,12 @@
 """Self-healing after an upsize: an eviction whose replacement cannot be scheduled is
 reverted to the previous requests, once, by the same writer.
 
-``decide`` (from following the change) records the revert: from then on the admission
-webhook admits the workload's new pods with the change's ``resources_before`` while
-the recommendation stays within the change's band (``reverted_requests``, read by the
-webhook's snapshot), and the updater proposes nothing within that band. ``evict_stuck``
-(from the apply step, with the writer) then evicts the replacement stuck Pending, once,
-after every live webhook process has loaded the revert (the handshake): its
-controller recreates it, and the webhook gives the new pod the previous requests. The
-change fails saying what was reverted; a pod is never evicted twice for one change."""
+``decide`` records the revert: the webhook then admits the workload's new pods with the
+change's ``resources_before`` while the recommendation stays within the change's band
+(``readmodels.reverts``), and the updater proposes nothing within it. ``evict_stuck``
+then evicts the replacement stuck Pending, once, after every live webhook process has
+loaded the revert (the handshake); its controller recreates it with the previous
+requests. The change fails saying what was reverted; no pod is evicted twice for it."""
 # Why evict the stuck replacement rather than resize it: it has no node, so there is no
 # kubelet to resize it, and a Pending pod is evicted without any PDB check (k8s-wire
 # eviction/15-16: 201 while disruptionsAllowed is 0). The original pod is gone already
@@ -158,35 +156,3 @@ def evict_stuck(
             error=error,
         )
     return evicted, failed
-
-
-def reverted_requests(
-    rows: Iterable[tuple[int, dict[str, Any], dict[str, Any]]],
-) -> dict[int, dict[str, tuple[dict[str, int], dict[str, Any]]]]:
-    """Per workload and container, the band a revert holds (the reverted change's
-    requests) and what it gives instead (its ``resources_before``), the latest revert
-    winning: from (workload id, resources_before, resources_after) oldest first."""
-    found: dict[int, dict[str, tuple[dict[str, int], dict[str, Any]]]] = {}
-    for workload_id, before, after in rows:
-        for name, values in (after or {}).items():
-            previous = (before or {}).get(name)
-            if previous:
-                found.setdefault(workload_id, {})[name] = (
-                    values.get("requests") or {},
-                    previous,
-                )
-    return found
-
-
-def reverts_of(
-    workload_ids: Iterable[int],
-) -> dict[int, dict[str, tuple[dict[str, int], dict[str, Any]]]]:
-    """``reverted_requests`` of these workloads (one query)."""
-    rows = (
-        ResizeChange.objects.filter(
-            workload_id__in=list(workload_ids), reverted_at__isnull=False
-        )
-        .order_by("reverted_at", "pk")
-        .values_list("workload_id", "resources_before", "resources_after")
-    )
-    return reverted_requests(rows)

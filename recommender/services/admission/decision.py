@@ -35,8 +35,8 @@ from django.conf import settings
 
 from recommender.engine.capping import MODE_OFF, select_container_policy
 from recommender.engine.resources import Resources
+from recommender.engine.update_band import MIN_CHANGE, within_band
 from recommender.errors import InvalidInput
-from recommender.services.actuation.decision import UpdaterConfig, within_band
 from recommender.services.admission.boost import boost_patch, boost_plans, boost_text
 from recommender.services.admission.patch import (
     ContainerPlan,
@@ -190,8 +190,8 @@ def advise_containers(
 
 
 # A revert holds while the recommendation stays within the updater's own threshold
-# of the reverted requests (``decision.within_band``, as a rejection holds).
-REVERT_BAND = UpdaterConfig().min_change
+# of the reverted requests (``update_band.within_band``, as a rejection holds).
+REVERT_BAND = MIN_CHANGE
 
 
 def resources_of(values: Mapping[str, Any]) -> Resources:

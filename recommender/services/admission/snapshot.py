@@ -55,12 +55,12 @@ from recommender.models import (
     Workload,
 )
 from recommender.models.actuation import kill_switch_reason
-from recommender.services.actuation.revert import reverts_of
 from recommender.services.advice.advise import AdviceInputs, load_advice_inputs
 from recommender.services.advice.limits import item_from_dict
 from recommender.services.readmodels import webhook_acks as acks
 from recommender.services.readmodels.generation import JOURNAL_KEEP, shared_generation
 from recommender.services.readmodels.node_pools import node_allocatables
+from recommender.services.readmodels.reverts import reverts_of
 
 logger = logging.getLogger(__name__)
 
