@@ -22,7 +22,7 @@ TEST_WORKERS ?= 2
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-sqlite test-pg test-faults test-deploy worker beat scheduler lint fmt bench schema setup clean helm
+.PHONY: run test test-sqlite test-pg test-benches test-faults test-deploy worker beat scheduler lint fmt bench schema setup clean helm
 
 setup: $(STAMP) $(REDOC_JS)
 
@@ -76,7 +76,7 @@ test: setup $(HELM)
 TEST_ENV := PYTHONDONTWRITEBYTECODE= SECRET_KEY=test-only-key
 
 test-sqlite: setup $(HELM)
-	$(TEST_ENV) $(PY) -m pytest -n $(TEST_WORKERS) -m "not integration and not faults and not on_postgres"
+	$(TEST_ENV) $(PY) -m pytest -n $(TEST_WORKERS) -m "not integration and not faults and not benches and not on_postgres"
 
 # Only the tests whose result can depend on the backend: those that reach the database
 # and the integration tests (real Redis, Celery, Prometheus). A test pytest-django keeps
@@ -86,7 +86,13 @@ test-sqlite: setup $(HELM)
 test-pg: setup $(HELM)
 	$(TEST_ENV) DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) \
 		$(PY) -m pytest -n $(TEST_WORKERS) --database-tests-only \
-		-m "((integration or not browser) and not schemathesis and not faults) or on_postgres"
+		-m "((integration or not browser) and not schemathesis and not faults and not benches) or on_postgres"
+
+# Every `make bench BENCH=…` at a tiny size, on SQLite and on PostgreSQL
+# (tests/test_benchmarks_run.py): a schema change that breaks a bench fails here.
+test-benches: setup $(HELM)
+	$(TEST_ENV) DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) \
+		$(PY) -m pytest -n $(TEST_WORKERS) -m benches tests/test_benchmarks_run.py
 
 # Fault injection (tests/faults): its own PostgreSQL and Redis on free ports, real
 # Celery workers; PostgreSQL restarted, Redis down, the API server failing, workers

@@ -1,6 +1,7 @@
 """Every benchmark runs: ``python -m benchmarks <name>`` (what ``make bench
 BENCH=<name>`` runs) at a tiny size, on SQLite and on PostgreSQL, so a schema change
-that breaks a bench fails the suite instead of the next person who measures."""
+that breaks a bench fails ``make test-benches`` (in CI) instead of the next person who
+measures."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from benchmarks.__main__ import available
+
+# `make test-benches`, beside make test: the benches take minutes even when tiny.
+pytestmark = pytest.mark.benches
 
 ROOT = Path(__file__).resolve().parents[1]
 
