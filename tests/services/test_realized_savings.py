@@ -182,9 +182,7 @@ def test_one_pod_resized_moves_only_its_share_from_potential_to_realized():
         if change.verified_at is not None:
             break
     assert change.status == S.APPLIED and change.requests_removed
-    assert (
-        ResizeChange.objects.filter(workload=workload, status=S.APPLIED).count() == 1
-    )
+    assert ResizeChange.objects.filter(workload=workload, status=S.APPLIED).count() == 1
     # Discovery reads the pods, one of them resized; the refresh stores the totals.
     snapshot = cluster_adapter_for(cluster, now=verified).discover()
     upsert_discovery(cluster=cluster, snapshot=snapshot, now=verified)
@@ -287,3 +285,27 @@ def test_the_workload_page_shows_the_pods_real_requests(client, django_user_mode
     client.force_login(user)
     page = client.get(f"/workloads/{workload.pk}/").content.decode()
     assert "5 pods at 500m CPU, 256 MiB; 1 pod at 203m CPU, 256 MiB." in page
+
+
+def test_the_pods_mean_request_counts_the_running_pods_first():
+    from recommender.cluster.base import ContainerSpec, PodInfo
+    from recommender.engine.resources import Resources
+    from recommender.services.refresh.pods import pods_requests
+
+    def pod(name, phase, cpu, memory=None):
+        return PodInfo(
+            namespace="shop",
+            name=name,
+            phase=phase,
+            containers=(ContainerSpec("app", requests=Resources(cpu, memory)),),
+        )
+
+    running = [pod(f"web-{n}", "Running", 203 if n == 3 else 500) for n in range(6)]
+    # A pending pod from an older template is not counted beside running ones.
+    assert pods_requests([*running, pod("web-new", "Pending", 900)]) == {
+        "app": ((5 * 500 + 203) / 6, None)
+    }
+    # Between a CronJob's runs: the pods that finished.
+    done = [pod("job-a", "Succeeded", 100, 64), pod("job-b", "Succeeded", 300)]
+    assert pods_requests(done) == {"app": (200.0, 64.0)}
+    assert pods_requests([]) == {}
