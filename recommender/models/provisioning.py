@@ -324,9 +324,7 @@ def _excess(prefix: str, request_field: str, suffix: str) -> Any:
     recommendation suffix), the request as the live pods carry it
     (``billed_request_sql``): 0 without a target, a missing request counting as 0."""
     request = billed_request_sql(prefix, request_field)
-    target = Cast(
-        F(f"{prefix}latest_recommendation__target_{suffix}"), FloatField()
-    )
+    target = Cast(F(f"{prefix}latest_recommendation__target_{suffix}"), FloatField())
     return ExpressionWrapper(
         request - Coalesce(target, request), output_field=FloatField()
     )
