@@ -26,7 +26,7 @@ def _rebuild(columns):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("recommender", "0029_policy_rules"),
+        ("recommender", "0030_revert_change_revert"),
     ]
 
     operations = [
