@@ -95,6 +95,9 @@ CONTAINER_COLUMNS = (
     # Read only for the facts of a plain page (after the eight amounts above).
     f"{_REC}floor_cpu_millicores",
     f"{_REC}floor_memory_bytes",
+    # The live pods' mean requests, which the savings count (billed_request).
+    "pods_request_cpu_millicores",
+    "pods_request_memory_bytes",
     "pk",
 )
 
@@ -256,6 +259,8 @@ def _as_container(row: tuple[Any, ...]) -> Container:
         SimpleNamespace(
             request_cpu_millicores=row[_AT["request_cpu_millicores"]],
             request_memory_bytes=row[_AT["request_memory_bytes"]],
+            pods_request_cpu_millicores=row[_AT["pods_request_cpu_millicores"]],
+            pods_request_memory_bytes=row[_AT["pods_request_memory_bytes"]],
             latest_recommendation=rec,
         ),
     )

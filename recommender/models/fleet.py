@@ -209,6 +209,12 @@ class Container(models.Model):
     # where each current value came from (Source) are kept beside them.
     template_resources = models.JSONField(default=dict, blank=True)
     resource_sources = models.JSONField(default=dict, blank=True)
+    # The mean request over the workload's live pods (discovery: pods.pods_requests;
+    # null without a live pod carrying one): what the potential savings and the
+    # requested totals count per pod, so a pod resized in place counts its own
+    # request, never the template's (models/provisioning.py, billed_request).
+    pods_request_cpu_millicores = models.FloatField(null=True, blank=True)
+    pods_request_memory_bytes = models.FloatField(null=True, blank=True)
     # Denormalised pointer to the newest Recommendation: lists need no per-row subquery.
     latest_recommendation = models.ForeignKey(
         "Recommendation",
@@ -406,11 +412,12 @@ class WorkloadTotals(models.Model):
     workload = models.OneToOneField(
         Workload, on_delete=models.CASCADE, primary_key=True, related_name="totals"
     )
-    # Per pod, the sum over its containers with a target of request - target (a
-    # missing request counts as 0; negative when below the target): the savings are
-    # replicas x these x the prices, at read time.
-    excess_cpu_millicores = models.BigIntegerField(default=0)
-    excess_memory_bytes = models.BigIntegerField(default=0)
+    # Per pod, the sum over its containers with a target of request - target (the
+    # live pods' mean request, models.provisioning.billed_request: fractional when
+    # the pods differ; a missing request counts as 0; negative when below the
+    # target): the savings are replicas x these x the prices, at read time.
+    excess_cpu_millicores = models.FloatField(default=0.0)
+    excess_memory_bytes = models.FloatField(default=0.0)
     # The largest counted shortfall percent of its containers (0: none).
     shortfall = models.IntegerField(default=0)
     # Its containers missing a CPU or a memory request, and those without data.

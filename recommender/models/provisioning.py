@@ -28,7 +28,9 @@ tests/services/test_workload_totals.py)."""
 #   first (more kills first), then the largest shortfall. 0 = not at risk. A workload's
 #   OOM kills are the sum over its containers, its shortfall their largest.
 # - **Savings** per month = pods x sum over containers of (request - target) x price,
-#   over the resources with a target (a missing request counts as 0); pods are the
+#   over the resources with a target (a missing request counts as 0); the request is
+#   the mean the live pods carry (``billed_request``), so a pod resized in place
+#   counts its own request and its change's share is realized only; pods are the
 #   replicas, or for a Job or CronJob its pods' running hours per month / 730
 #   (``pods_billed``). **Wasteful**: savings > 0 (a workload's total; a container's
 #   own).
@@ -195,6 +197,18 @@ def _floor_of(rec: Recommendation, resource: str) -> int | None:
     return floor if floor is not None else getattr(rec, f"lower_{field}")
 
 
+def billed_request(container: Container, request_field: str) -> float | None:
+    """The request of ``request_field`` (``RESOURCES``' request field) one pod of
+    the container counts for its savings and requested totals: the mean over the
+    workload's live pods (``Container.pods_request_*``, stored by discovery), else
+    the container's request."""
+    mean: float | None = getattr(container, f"pods_{request_field}", None)
+    if mean is not None:
+        return mean
+    request: int | None = getattr(container, request_field)
+    return None if request is None else float(request)
+
+
 def container_facts(
     container: Container,
     *,
@@ -214,11 +228,15 @@ def container_facts(
     savings = 0.0
     shortfall = 0
     if rec is not None:
-        cpu = memory = 0
+        cpu = memory = 0.0
         if rec.target_cpu_millicores is not None:
-            cpu = (container.request_cpu_millicores or 0) - rec.target_cpu_millicores
+            cpu = (
+                billed_request(container, "request_cpu_millicores") or 0
+            ) - rec.target_cpu_millicores
         if rec.target_memory_bytes is not None:
-            memory = (container.request_memory_bytes or 0) - rec.target_memory_bytes
+            memory = (
+                billed_request(container, "request_memory_bytes") or 0
+            ) - rec.target_memory_bytes
         # As Coalesce(replicas, 1) in SQL: unknown counts one pod; scaled to 0, none.
         savings = (1 if replicas is None else replicas) * (
             cpu * prices.per_millicore_month + memory * prices.per_byte_month
@@ -290,12 +308,26 @@ def missing_requests_q(prefix: str = "") -> Q:
     )
 
 
+def billed_request_sql(prefix: str, request_field: str) -> Any:
+    """``billed_request`` over a container row (``prefix`` as ``no_data_q``), a
+    float; a missing request counts as 0."""
+    return Coalesce(
+        F(f"{prefix}pods_{request_field}"),
+        Cast(F(f"{prefix}{request_field}"), FloatField()),
+        Value(0.0),
+        output_field=FloatField(),
+    )
+
+
 def _excess(prefix: str, request_field: str, suffix: str) -> Any:
     """One pod's request - target of one resource (``RESOURCES``' request field and
-    recommendation suffix): 0 without a target, a missing request counting as 0."""
-    request = Coalesce(F(f"{prefix}{request_field}"), Value(0))
-    target = F(f"{prefix}latest_recommendation__target_{suffix}")
-    return request - Coalesce(target, request)
+    recommendation suffix), the request as the live pods carry it
+    (``billed_request_sql``): 0 without a target, a missing request counting as 0."""
+    request = billed_request_sql(prefix, request_field)
+    target = Cast(F(f"{prefix}latest_recommendation__target_{suffix}"), FloatField())
+    return ExpressionWrapper(
+        request - Coalesce(target, request), output_field=FloatField()
+    )
 
 
 # A workload's own price per hour (``Workload.price_per_core_hour``, per GiB-hour)
@@ -345,7 +377,7 @@ def _savings_per_pod(prefix: str, prices: PriceRates, workload: str) -> Any:
     """(request - target) x monthly price over the resources with a target."""
     total: Any = None
     for request_field, suffix, _ in RESOURCES:
-        diff = Cast(_excess(prefix, request_field, suffix), FloatField()) * (
+        diff = _excess(prefix, request_field, suffix) * (
             _price_of(suffix, prices, workload)
         )
         total = diff if total is None else total + diff
@@ -450,9 +482,9 @@ def _workload_parts(rules: RiskRules) -> dict[str, Any]:
             Sum(
                 _excess(prefix, request_field, suffix),
                 filter=_REGULAR,
-                output_field=models.BigIntegerField(),
+                output_field=FloatField(),
             ),
-            Value(0),
+            Value(0.0),
         )
         for request_field, suffix, _ in RESOURCES
     }
@@ -652,8 +684,14 @@ class WorkloadQuerySet(models.QuerySet["Workload"]):
         No container is joined: the kills are counted per workload only for the
         few workloads whose stored latest kill (``WorkloadTotals.latest_oom_at``)
         is that recent."""
+        # The excess columns are floats (the live pods' mean request), the rest
+        # counts.
         stored = {
-            name: Coalesce(F(f"totals__{name}"), Value(0)) for name in STORED_PARTS
+            name: Coalesce(
+                F(f"totals__{name}"),
+                Value(0.0 if name.startswith("excess_") else 0),
+            )
+            for name in STORED_PARTS
         }
         per_pod: Any = None
         for _, suffix, _ in RESOURCES:

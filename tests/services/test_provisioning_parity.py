@@ -182,6 +182,16 @@ def test_workload_facts_in_python_and_sql_agree_with_several_containers():
             "cpu only",
         ),
         "missing": ({"request_cpu_millicores": 100}, "cpu only"),
+        # One pod of four resized in place to 100m: the live pods' mean request.
+        "resized": (
+            {
+                "request_cpu_millicores": 150,
+                "request_memory_bytes": MI,
+                "pods_request_cpu_millicores": 137.5,
+                "pods_request_memory_bytes": float(MI),
+            },
+            "cpu only",
+        ),
         "no-data": (
             {"request_cpu_millicores": 100, "request_memory_bytes": MI},
             "none",
@@ -205,6 +215,15 @@ def test_workload_facts_in_python_and_sql_agree_with_several_containers():
     sql = _sql_facts(workloads, now)
 
     assert {w.pk: _python_facts(w, now) for w in workloads} == sql
+    # The resized container saves what its pods' mean request is above the target.
+    resized = next(
+        w
+        for w in workloads
+        if {"resized", "within"} <= {c.name for c in w.containers.all()}
+    )
+    assert sql[resized.pk][1] == round(
+        resized.replicas * PRICES.monthly(cpu_millicores=37.5, memory_bytes=0), 6
+    )
     base = Workload.objects.with_provisioning(prices=PRICES, rules=_rules(now))
     for status in ("under", "over", "missing", "no-data", "within"):
         filtered = set(base.filter(status=status).values_list("pk", flat=True))

@@ -145,6 +145,64 @@ def test_an_applied_change_moves_its_savings_from_potential_to_realized():
     assert fleet_overview(now=verified, prices=PRICES).fleet.realized_savings == 0
 
 
+def test_one_pod_resized_moves_only_its_share_from_potential_to_realized():
+    cluster = Cluster.objects.create(
+        name="sim-a", kind=Cluster.Kind.SIMULATED, actuation_allowed=True
+    )
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    workload = None
+    for candidate in Workload.objects.filter(
+        cluster=cluster, kind="Deployment", replicas__gte=2
+    ).order_by("name"):
+        update_policy(
+            workload_id=candidate.pk,
+            changes={"mode": "InPlaceOrRecreate"},
+            actor=None,
+            now=NOW,
+        )
+        if run_cycle(cluster, now=NOW, holder="t").proposed:
+            workload = candidate
+            break
+        update_policy(
+            workload_id=candidate.pk, changes={"mode": "Off"}, actor=None, now=NOW
+        )
+    assert workload is not None
+    before = fleet_overview(now=NOW, prices=PRICES).fleet
+    # Only the last pod by name (never the one whose values stand for the
+    # container's request: the first running pod by name) is approved.
+    change = ResizeChange.objects.filter(workload=workload, status=S.PROPOSED).latest(
+        "pod"
+    )
+    approvals.approve_change(change_id=change.pk, approved_by=None, now=NOW)
+    verified = NOW
+    for _ in range(8):
+        verified += timedelta(minutes=1)
+        run_cycle(cluster, now=verified, holder="t")
+        change.refresh_from_db()
+        if change.verified_at is not None:
+            break
+    assert change.status == S.APPLIED and change.requests_removed
+    assert ResizeChange.objects.filter(workload=workload, status=S.APPLIED).count() == 1
+    # Discovery reads the pods, one of them resized; the refresh stores the totals.
+    snapshot = cluster_adapter_for(cluster, now=verified).discover()
+    upsert_discovery(cluster=cluster, snapshot=snapshot, now=verified)
+    namespace_totals.store(cluster=cluster, now=verified)
+
+    share = PRICES.monthly(
+        cpu_millicores=change.requests_removed["cpu_millicores"],
+        memory_bytes=change.requests_removed["memory_bytes"],
+    )
+    after = fleet_overview(now=verified, prices=PRICES).fleet
+    assert share > 0
+    assert after.realized_savings == pytest.approx(share)
+    # The pod's share moved from potential to realized: counted once, not twice
+    # (the other pods still carry the old requests).
+    assert after.savings + after.realized_savings == pytest.approx(before.savings)
+    total = rollup(by="namespace", now=verified, prices=PRICES).total
+    assert total.savings == pytest.approx(after.savings)
+    assert total.realized_savings == pytest.approx(share)
+
+
 def test_one_pod_of_six_resized_in_place_counts_that_pods_share():
     from recommender.services.readmodels.realized import realized_savings
     from tests.factories import make_cluster, make_recommendation, make_workload
@@ -227,3 +285,27 @@ def test_the_workload_page_shows_the_pods_real_requests(client, django_user_mode
     client.force_login(user)
     page = client.get(f"/workloads/{workload.pk}/").content.decode()
     assert "5 pods at 500m CPU, 256 MiB; 1 pod at 203m CPU, 256 MiB." in page
+
+
+def test_the_pods_mean_request_counts_the_running_pods_first():
+    from recommender.cluster.base import ContainerSpec, PodInfo
+    from recommender.engine.resources import Resources
+    from recommender.services.refresh.pods import pods_requests
+
+    def pod(name, phase, cpu, memory=None):
+        return PodInfo(
+            namespace="shop",
+            name=name,
+            phase=phase,
+            containers=(ContainerSpec("app", requests=Resources(cpu, memory)),),
+        )
+
+    running = [pod(f"web-{n}", "Running", 203 if n == 3 else 500) for n in range(6)]
+    # A pending pod from an older template is not counted beside running ones.
+    assert pods_requests([*running, pod("web-new", "Pending", 900)]) == {
+        "app": ((5 * 500 + 203) / 6, None)
+    }
+    # Between a CronJob's runs: the pods that finished.
+    done = [pod("job-a", "Succeeded", 100, 64), pod("job-b", "Succeeded", 300)]
+    assert pods_requests(done) == {"app": (200.0, 64.0)}
+    assert pods_requests([]) == {}

@@ -3,7 +3,8 @@ CronJob priced by its running hours, a DaemonSet on part of a pool, workloads pr
 by price-table rows, a workload with one pod of six resized in place and verified),
 the overview, the list, the rollups, the workload page, the API, the CSV export, the
 notifications' digest, the namespace patch's PR text and the realized savings agree
-to the cent and the millicore, before and after the refresh stores its totals."""
+to the cent and the millicore, before and after the refresh stores its totals; the
+resized pod's share is realized, never potential as well."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from recommender.models import Cluster, ResizeChange, Workload, WorkloadPod
-from recommender.models.provisioning import pods_billed
+from recommender.cluster.base import ContainerSpec, PodInfo
+from recommender.engine.resources import Resources
+from recommender.models import Cluster, Container, ResizeChange, Workload, WorkloadPod
+from recommender.models.provisioning import billed_request, pods_billed
 from recommender.services.advice import drift
 from recommender.services.advice.namespace_patch import namespace_patch
 from recommender.services.dashboard.overview import fleet_overview
@@ -24,6 +27,7 @@ from recommender.services.readmodels import namespace_totals
 from recommender.services.readmodels.provisioning import Prices, risk_rules
 from recommender.services.readmodels.realized import realized_savings
 from recommender.services.readmodels.rollups import rollup
+from recommender.services.refresh.pods import pods_requests
 from recommender.text import money_text
 from tests.factories import make_cluster, make_recommendation, make_workload
 from tests.web.conftest import client_for
@@ -64,14 +68,40 @@ def varied_fleet() -> Cluster:
     _priced(web, M5_XLARGE)
     before = {"requests": {"cpu": 500, "memory": 256 * MI}}
     after = {"requests": {"cpu": 203, "memory": 256 * MI}}
-    for n in range(6):
+    sidecar = {"requests": {"cpu": 100, "memory": 64 * MI}}
+    pods = [
+        PodInfo(
+            namespace="shop",
+            name=f"web-{n}",
+            phase="Running",
+            containers=tuple(
+                ContainerSpec(
+                    name,
+                    requests=Resources(
+                        values["requests"]["cpu"], values["requests"]["memory"]
+                    ),
+                )
+                for name, values in (
+                    ("app", after if n == 3 else before),
+                    ("proxy", sidecar),
+                )
+            ),
+        )
+        for n in range(6)
+    ]
+    for n, pod in enumerate(pods):
         WorkloadPod.objects.create(
             cluster=cluster,
             workload=web,
             namespace="shop",
-            name=f"web-{n}",
-            containers={"app": after if n == 3 else before},
+            name=pod.name,
+            containers={"app": after if n == 3 else before, "proxy": sidecar},
             last_seen_at=NOW,
+        )
+    # What discovery stores of those pods: the mean request they carry.
+    for name, (cpu, memory) in pods_requests(pods).items():
+        Container.objects.filter(workload=web, name=name).update(
+            pods_request_cpu_millicores=cpu, pods_request_memory_bytes=memory
         )
     ResizeChange.objects.create(
         workload=web,
@@ -197,19 +227,34 @@ def test_every_surface_shows_the_same_money_and_millicores(viewer, stored):
     for namespace in ("shop", "data"):
         expected = sum(w.savings for w in listed.values() if w.namespace == namespace)
         assert _cents(by_namespace[namespace]) == _cents(expected)
-    # Requested millicores over every pod billed (a CronJob's running hours / 730).
+    # Requested millicores over every pod billed (a CronJob's running hours / 730),
+    # as the live pods carry them: web's five pods at 500m and one at 203m.
     requested = sum(
         pods_billed(page.workload.replicas, page.workload.running_hours_month)
-        * (c.container.request_cpu_millicores or 0)
+        * (billed_request(c.container, "request_cpu_millicores") or 0)
         for page in pages.values()
         for c in page.containers
     )
     assert overview.fleet.requested_cpu_millicores == round(requested)
+    web_requested = sum(
+        6 * (billed_request(c.container, "request_cpu_millicores") or 0)
+        for c in pages["web"].containers
+    )
+    assert web_requested == pytest.approx(5 * 500 + 203 + 6 * 100)
 
     # Realized: one pod's share, the same on the overview and the rollups.
     share = Prices(*M5_XLARGE).monthly(cpu_millicores=297, memory_bytes=0)
     assert realized_savings(prices=prices) == {listed["web"].pk: pytest.approx(share)}
     assert _cents(overview.fleet.realized_savings) == _cents(share)
+    # Counted once: the resized pod saves its share as realized, and the potential
+    # counts it at the request it carries; together, what all six pods at the
+    # template's requests would save.
+    own = Prices(*M5_XLARGE)
+    app_pod = own.monthly(cpu_millicores=500 - 203, memory_bytes=(256 - 335) * MI)
+    resized_pod = own.monthly(cpu_millicores=0, memory_bytes=(256 - 335) * MI)
+    proxy_pod = own.monthly(cpu_millicores=100 - 40, memory_bytes=(64 - 50) * MI)
+    assert _cents(savings["web"]) == _cents(5 * app_pod + resized_pod + 6 * proxy_pod)
+    assert _cents(savings["web"] + share) == _cents(6 * (app_pod + proxy_pod))
 
     # The rollups, in Python and in the API.
     for by in ("cluster", "namespace", "kind"):

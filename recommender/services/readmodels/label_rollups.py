@@ -30,6 +30,7 @@ from recommender.models import (
 from recommender.models.provisioning import (
     PriceRates,
     WorkloadQuerySet,
+    billed_request_sql,
     no_data_q,
     pods_billed_sql,
 )
@@ -62,7 +63,11 @@ def computed_amounts() -> dict[str, Any]:
         return (
             Coalesce(
                 Sum(
-                    Case(When(condition, then=expr), default=Value(0)),
+                    Case(
+                        When(condition, then=expr),
+                        default=Value(0),
+                        output_field=FloatField(),
+                    ),
                     output_field=FloatField(),
                 ),
                 Value(0.0),
@@ -72,8 +77,9 @@ def computed_amounts() -> dict[str, Any]:
 
     has_cpu = Q(**{f"{rec}target_cpu_millicores__isnull": False})
     has_memory = Q(**{f"{rec}target_memory_bytes__isnull": False})
-    request_cpu = Coalesce(F(f"{prefix}request_cpu_millicores"), Value(0))
-    request_memory = Coalesce(F(f"{prefix}request_memory_bytes"), Value(0))
+    # Requested: what the live pods carry (billed_request_sql), as the savings count.
+    request_cpu = billed_request_sql(prefix, "request_cpu_millicores")
+    request_memory = billed_request_sql(prefix, "request_memory_bytes")
     return {
         "n_containers": Count("containers", filter=regular),
         "n_covered": Count("containers", filter=regular & ~no_data_q(prefix)),

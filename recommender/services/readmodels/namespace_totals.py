@@ -38,10 +38,14 @@ from django.db.models import (
     When,
     Window,
 )
-from django.db.models.functions import Coalesce, RowNumber
+from django.db.models.functions import RowNumber
 
 from recommender.models import Cluster, Container, NamespaceTotals, Workload
-from recommender.models.provisioning import no_data_q, pods_billed_sql
+from recommender.models.provisioning import (
+    billed_request_sql,
+    no_data_q,
+    pods_billed_sql,
+)
 from recommender.services.readmodels import (
     group_totals,
     label_rollups,
@@ -204,8 +208,9 @@ def _container_sums(containers: Any) -> Any:
             value = Case(When(when, then=value), default=Value(0.0))
         return Sum(value, output_field=FloatField())
 
-    cpu_request = Coalesce(F("request_cpu_millicores"), Value(0))
-    memory_request = Coalesce(F("request_memory_bytes"), Value(0))
+    # Requested: what the live pods carry (billed_request_sql), as the savings count.
+    cpu_request = billed_request_sql("", "request_cpu_millicores")
+    memory_request = billed_request_sql("", "request_memory_bytes")
     return (
         containers.order_by()
         .values("workload__cluster_id", "workload__namespace")

@@ -9,7 +9,8 @@
 # pod of six resized in place counts that pod's share; once the pod is gone, from the
 # container's current request (the template's, as the live pods carry it): back at
 # or above what the change lowered it from. The potential savings
-# (``models/provisioning.py``) are counted from the container's current requests.
+# (``models/provisioning.py``) count the live pods' mean request
+# (``Container.pods_request_*``), so a resized pod's share is counted here only.
 
 from __future__ import annotations
 

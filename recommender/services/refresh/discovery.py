@@ -38,6 +38,7 @@ from recommender.services.refresh.cluster_objects import (
 from recommender.services.refresh.pods import (
     BATCH_KINDS,
     applied_resources,
+    pods_requests,
     record_pods,
     record_running_hours,
     representative_pods,
@@ -64,6 +65,8 @@ _CONTAINER_FIELDS = (
     "request_memory_bytes",
     "limit_cpu_millicores",
     "limit_memory_bytes",
+    "pods_request_cpu_millicores",
+    "pods_request_memory_bytes",
     "template_resources",  # JSON: these two last (_upsert_containers)
     "resource_sources",
 )
@@ -377,6 +380,8 @@ def _upsert_containers(
         workload = workloads[key]
         found.workload_by_key[key] = workload.pk
         representative = representative_pods(info.pods)
+        # The mean request of the live pods: a pod resized in place counts its own.
+        means = pods_requests(info.pods)
         for position, spec in enumerate(info.containers):
             # What the live pods carry (LimitRanger fills what the template leaves
             # out), and where each value came from.
@@ -388,6 +393,8 @@ def _upsert_containers(
                 "request_memory_bytes": applied.requests.memory_bytes,
                 "limit_cpu_millicores": applied.limits.cpu_millicores,
                 "limit_memory_bytes": applied.limits.memory_bytes,
+                "pods_request_cpu_millicores": means.get(spec.name, (None, None))[0],
+                "pods_request_memory_bytes": means.get(spec.name, (None, None))[1],
                 "template_resources": applied.template,
                 "resource_sources": applied.sources,
             }

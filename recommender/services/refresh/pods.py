@@ -392,6 +392,39 @@ def representative_pods(pods: Sequence[PodInfo]) -> dict[str, PodInfo]:
     return having | running
 
 
+def pods_requests(
+    pods: Sequence[PodInfo],
+) -> dict[str, tuple[float | None, float | None]]:
+    """By container name, the mean (cpu millicores, memory bytes) request over the
+    pods ``representative_pods`` chooses among: the running ones carrying the
+    container, else all that carry it; a resource no pod requests is None. What the
+    potential savings count per pod (``Container.pods_request_*``), so a pod
+    resized in place counts its own request."""
+    sums: dict[str, dict[bool, list[float]]] = {}
+    for pod in pods:
+        running = pod.phase == RUNNING
+        for container in pod.containers:
+            per = sums.setdefault(container.name, {})
+            # [pods, cpu sum, cpu pods, memory sum, memory pods]
+            row = per.setdefault(running, [0.0, 0.0, 0.0, 0.0, 0.0])
+            row[0] += 1
+            for at, value in (
+                (1, container.requests.cpu_millicores),
+                (3, container.requests.memory_bytes),
+            ):
+                if value is not None:
+                    row[at] += value
+                    row[at + 1] += 1
+    out: dict[str, tuple[float | None, float | None]] = {}
+    for name, per in sums.items():
+        row = per.get(True) or per[False]
+        out[name] = (
+            row[1] / row[2] if row[2] else None,
+            row[3] / row[4] if row[4] else None,
+        )
+    return out
+
+
 def applied_resources(spec: ContainerSpec, pod: PodInfo | None) -> AppliedResources:
     """What ``spec``'s container carries in the workload's live pods, as ``pod``
     (its ``representative_pods`` entry) carries it.
