@@ -81,8 +81,9 @@ PAGES = {
     # namespaces' savings (the list's, summed: whether the stored group sums serve,
     # whether the facts are stored, the sums) and the at-risk candidates' savings
     # (whether the facts are stored, the savings), and what the savings are priced
-    # at (the workloads per price source)
-    "/": 27,
+    # at (the workloads per price source); the namespaces' savings ask once more
+    # whether every cluster is stored (when it is, that spares their slowest query)
+    "/": 28,
     # session, user, role; the rollup, the trend, the cluster names; the header;
     # the realized savings' changes; the node pools; whether the stored amounts are
     # complete
