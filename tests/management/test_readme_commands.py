@@ -51,6 +51,12 @@ COMMANDS: list[tuple[str, str]] = [
     ("make run", "started by this test before the other commands"),
     ("make test", "not run: it is this test suite"),
     (
+        'curl -H "Authorization: Bearer $VPAWEB_METRICS_TOKEN" '
+        '"http://127.0.0.1:8000/metrics/recommendations?top=1000"',
+        "needs the server's VPAWEB_METRICS_TOKEN, which make run sets none of (404): "
+        "tests/metrics/test_recommendation_metrics.py reads the endpoint with a token",
+    ),
+    (
         ".venv/bin/python manage.py recommend --samples docs/examples/usage.csv "
         "--oom-events docs/examples/ooms.csv",
         RUN,
