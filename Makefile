@@ -19,6 +19,9 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/12
 # Test processes per run (pytest-xdist): one per core of the 2-core build machine.
 TEST_WORKERS ?= 2
+# The served demo logs warnings and errors, not each minute's refresh (LOG_LEVEL=INFO
+# make run shows them).
+RUN_LOG_LEVEL := $(or $(LOG_LEVEL),WARNING)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
@@ -60,7 +63,7 @@ $(STATIC_MANIFEST): $(RUN_STAMP) $(REDOC_JS) $(shell find static -type f) | var/
 run: $(RUN_STAMP) $(REDOC_JS) var/secret_key $(STATIC_MANIFEST)
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py migrate --no-input
 	SECRET_KEY_FILE=var/secret_key $(PY) manage.py bootstrap
-	SECRET_KEY_FILE=var/secret_key $(PY) manage.py serve --host $(HOST) --port $(PORT)
+	SECRET_KEY_FILE=var/secret_key LOG_LEVEL=$(RUN_LOG_LEVEL) $(PY) manage.py serve --host $(HOST) --port $(PORT)
 
 # Both runs side by side (much of a run is spent waiting on servers, browsers and
 # subprocesses, which the other run's tests fill); each prints its output when it ends,

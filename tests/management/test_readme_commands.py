@@ -212,6 +212,7 @@ def clean_env(**extra: str) -> dict[str, str]:
             "DJANGO_SETTINGS_MODULE",
             "VPAWEB_VAR_DIR",
             "DEBUG",
+            "LOG_LEVEL",
         )
     }
     env.update(extra)
@@ -411,3 +412,8 @@ def test_every_readme_command_runs_as_written_after_make_run(demo):
     assert set(containers) == {"grpc", "istio-proxy"}
     assert containers["grpc"]["requests"]["cpu"] != "1250m"
     assert containers["grpc"]["requests"]["memory"] != "5Gi"
+    # While it serves, the terminal shows warnings and errors, not every minute's
+    # refresh (the scheduler's first cycle ran as it started).
+    served = (checkout.parent / "make-run.log").read_text().split("vpaweb is at")[1]
+    assert "warnings and errors only" in served
+    assert " INFO " not in served, served[:2000]

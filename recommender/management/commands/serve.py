@@ -7,6 +7,7 @@ one machine; in a cluster, run gunicorn with Celery worker and beat instead
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -62,6 +63,11 @@ class Command(BaseCommand):
         else:
             self.stdout.write(
                 "  log in with your account (manage.py createsuperuser)\n"
+            )
+        if logging.getLogger().getEffectiveLevel() > logging.INFO:
+            self.stdout.write(
+                "  the log below shows warnings and errors only "
+                "(LOG_LEVEL=INFO shows every refresh)\n"
             )
         try:
             call_command("runserver", f"{shown}:{options['port']}", use_reloader=False)
