@@ -89,8 +89,9 @@ def run_bench(name: str, database_url: str | None) -> str:
 
 
 def scratch_postgres(url: str) -> str:
-    """A scratch database beside ``url``'s (the benches delete what they find in
-    theirs), created when missing: ``<name>_bench`` (and the xdist worker's)."""
+    """A fresh scratch database beside ``url``'s for each bench run (the benches
+    seed fixed names, so a database left by an earlier run would refuse them):
+    ``<name>_bench`` (and the xdist worker's), dropped and created again."""
     import psycopg
 
     parts = urlsplit(url)
@@ -99,13 +100,8 @@ def scratch_postgres(url: str) -> str:
     with psycopg.connect(
         urlunsplit(parts._replace(path="/postgres")), autocommit=True
     ) as db:
-        if (
-            db.execute(
-                "SELECT 1 FROM pg_database WHERE datname = %s", [name]
-            ).fetchone()
-            is None
-        ):
-            db.execute(f'CREATE DATABASE "{name}"')
+        db.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        db.execute(f'CREATE DATABASE "{name}"')
     return urlunsplit(parts._replace(path=f"/{name}"))
 
 
