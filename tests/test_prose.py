@@ -297,7 +297,11 @@ README_LINES = 250
 BENCHMARKS_PAGE = "docs/benchmarks.md"
 # A measurement: a figure with its unit in a paragraph (or table) that also gives a
 # date or a load average. Fenced code (examples, timestamps) is not prose.
-FIGURE = re.compile(r"\d[\d,.]*\s*(?:ms|s|min|MiB|GiB|KiB|MB|GB|kB|%|req/s)(?!\w)")
+FIGURE = re.compile(
+    r"\d[\d,.]*\s*(?:ms|s|min|MiB|GiB|KiB|MB|GB|kB|%|req/s)(?!\w)"
+    # or a table cell holding a plain decimal (scores of a run, units in the header)
+    r"|\|\s*\**-?\d[\d,]*\.\d+\**\s*(?=\||\()"
+)
 WHEN = re.compile(
     r"\b20\d\d-\d\d-\d\d(?!T\d)\b"
     r"|\b\d{1,2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* 20\d\d\b"
@@ -540,6 +544,11 @@ def test_dated_measurements_outside_the_benchmarks_page_are_named(tmp_path):
                 "Measured at load 13 on 2 cores:\n\n| run | time |\n|---|---|\n"
                 "| all | 178 s |\n\nSee load 2 of the list.\n"
             ),
+            "docs/replay.md": (
+                "Scores (manage.py replay, load 1.7-2.9):\n\n| trace | slack |\n"
+                "|---|---|\n| Bitbrains | 0.569 (0.601) |\n\n"
+                "| trace | slack |\n|---|---|\n| Google | 0.230 |\n"
+            ),
             "docs/benchmarks.md": "| 2026-11-27 | load 1.1 | 289 s |\n",
             "CONTRIBUTING.md": "`make test` takes 300 s at load average 0.7.\n",
         },
@@ -550,6 +559,7 @@ def test_dated_measurements_outside_the_benchmarks_page_are_named(tmp_path):
         "docs/refresh.md:3: a measurement dated or loaded",
         "docs/refresh.md:5: a measurement dated or loaded",
         "docs/refresh.md:6: a measurement dated or loaded",
+        "docs/replay.md:1: a measurement dated or loaded",
         "CONTRIBUTING.md:1: a measurement dated or loaded",
     ]
 
