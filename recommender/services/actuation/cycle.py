@@ -677,6 +677,35 @@ class Applier:
             self.context.cluster, path, now=self.context.now
         )
 
+    def _resize_in_place(
+        self,
+        change: ResizeChange,
+        pod: PodInfo,
+        group: decision.ReplicaGroup,
+        *,
+        by: str,
+    ) -> WriteResult:
+        """Send the change's resize through the writer and record it: the write, the
+        path's permission, and on success the group, the report and the pod's event."""
+        result = self.writer.resize_pod(
+            namespace=pod.namespace,
+            name=pod.name,
+            containers=_container_resizes(change),
+        )
+        self.report.writes += 1
+        self._written(change, pod, result)
+        self._record(permissions.RESIZE, result)
+        if result.ok:
+            group.record(pod, in_place=True)
+            self.report.resized += 1
+            self._event(
+                change,
+                pod,
+                RESIZED_REASON,
+                f"Pod resized in place by {by} (change {change.pk}): {change.reason}",
+            )
+        return result
+
     def _written(
         self, change: ResizeChange, pod: PodInfo, result: WriteResult | None = None
     ) -> None:
@@ -780,23 +809,8 @@ class Applier:
         if not self._start(change, "resizing in place"):
             return
         self.resizes_left -= 1
-        result = self.writer.resize_pod(
-            namespace=pod.namespace,
-            name=pod.name,
-            containers=_container_resizes(change),
-        )
-        self.report.writes += 1
-        self._written(change, pod, result)
-        self._record(permissions.RESIZE, result)
+        result = self._resize_in_place(change, pod, group, by="vpaweb")
         if result.ok:
-            group.record(pod, in_place=True)
-            self.report.resized += 1
-            self._event(
-                change,
-                pod,
-                RESIZED_REASON,
-                f"Pod resized in place by vpaweb (change {change.pk}): {change.reason}",
-            )
             return
         if result.status == 429:
             self._try_later(change, result)
@@ -1101,24 +1115,8 @@ class Applier:
                 hpa_state=ResizeChange.HpaState.PATCHED
             )
             change.hpa_state = ResizeChange.HpaState.PATCHED
-        result = self.writer.resize_pod(
-            namespace=pod.namespace,
-            name=pod.name,
-            containers=_container_resizes(change),
-        )
-        self.report.writes += 1
-        self._written(change, pod, result)
-        self._record(permissions.RESIZE, result)
+        result = self._resize_in_place(change, pod, group, by="vpaweb with its HPA")
         if result.ok:
-            group.record(pod, in_place=True)
-            self.report.resized += 1
-            self._event(
-                change,
-                pod,
-                RESIZED_REASON,
-                f"Pod resized in place by vpaweb with its HPA (change {change.pk}): "
-                f"{change.reason}",
-            )
             return
         # Refused: the HPA goes back to where it was; no eviction (NO_EVICTION).
         problem = _problem(result)
