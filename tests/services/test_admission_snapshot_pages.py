@@ -112,3 +112,25 @@ def test_every_page_of_a_full_rebuild_reads_about_as_many_rows_as_it_returns(
         # A page returns PAGE workloads (and reads as many of the other cluster's,
         # interleaved); a join that scans from the start reads every earlier row.
         assert max(read) <= 8 * PAGE, (workloads, read)
+
+
+@pytest.mark.parametrize("paced", [True, False])
+def test_a_reload_nothing_waits_on_reads_in_large_pages(monkeypatch, paced):
+    """The webhook's background thread reloads in small paced pages; a reload
+    nothing waits on (the simulated cluster's admission inside a refresh) reads the
+    fleet in a few large ones, and both hold the same workloads."""
+    monkeypatch.setattr(snapshot_module, "CHUNK", PAGE)
+    monkeypatch.setattr(snapshot_module, "UNPACED_CHUNK", 5 * PAGE)
+    monkeypatch.setattr(snapshot_module, "MAX_PAUSE_S", 0.0)
+    cluster = fleet(300)
+    holder = snapshot_module.SnapshotHolder(cluster.name)
+    with CaptureQueriesContext(connection) as queries:
+        snapshot = holder.refresh(paced=paced)
+    assert len(snapshot.workloads) == 300
+    pages = sum(
+        1
+        for q in queries.captured_queries
+        if 'FROM "recommender_workload"' in q["sql"] and "LIMIT" in q["sql"]
+    )
+    # 300 workloads (and an empty page after the last): 16 pages paced, 4 not.
+    assert pages == (16 if paced else 4), pages

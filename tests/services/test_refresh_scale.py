@@ -29,7 +29,14 @@ from recommender.models import (
 from recommender.services.admission import snapshot as snapshot_module
 from recommender.services.admission.snapshot import load_snapshot
 from recommender.services.operations import runs
-from recommender.services.refresh import cycle, discovery, ingest, pods, warm_state
+from recommender.services.refresh import (
+    cycle,
+    discovery,
+    ingest,
+    ooms,
+    pods,
+    warm_state,
+)
 from recommender.services.refresh.cycle import refresh_cluster
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -77,12 +84,13 @@ def test_an_unchanged_cycle_issues_the_same_statements_whatever_the_fleet(
         k: (small_kinds[k], n) for k, n in large_kinds.items() if n > small_kinds[k]
     }
     assert large == small, "\n".join(f"{v} {k}" for k, v in grown.items())
-    # 61: the cycle's reads and writes, among them the rollups' group sums (a delete
+    # 55: the cycle's reads and writes, among them the rollups' group sums (a delete
     # and an insert), the webhook's journal of changed workloads (one insert), the
     # simulated cluster's HPAs and workload annotations as its writer left them, the
     # policy rules and namespace labels, the batch workloads' running hours (read
-    # before and after ingest) and the savings snapshot's hourly check.
-    assert large <= 61, large_kinds
+    # once: a pass that stores no first contact's history reads them before ingest
+    # only), the savings snapshot's hourly check and the test's own savepoints.
+    assert large <= 55, large_kinds
 
 
 def statements_by_phase(settings, workloads: int) -> tuple[Counter[str], int]:
@@ -563,3 +571,36 @@ def test_checkpoints_due_wait_for_the_next_cycle_once_the_budget_is_spent(
     settings.CHECKPOINTS_TIMEOUT_S = 3600
     rest = refresh_cluster(cluster_id=cluster.pk, now=later + timedelta(minutes=1))
     assert rest.counts["checkpoints_deferred"] == 0
+
+
+@pytest.mark.django_db
+def test_each_window_looks_through_the_pod_statuses_kills_of_its_namespaces_only(
+    settings, monkeypatch
+):
+    """The pod statuses' OOM kills are split once among the windows by namespace:
+    each window goes through its own, not through every kill of the cluster."""
+    settings.SIMULATION_WORKLOADS = 60
+    settings.SIMULATION_HISTORY_DAYS = 0.25
+    settings.STEADY_WINDOW_CONTAINERS = 8
+    cluster = Cluster.objects.create(name="kills-by-window", kind="simulated")
+    first = refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    assert first.status == RefreshRun.Status.SUCCEEDED, first.error
+    seen: list[tuple[set[str], list[str]]] = []
+    original = ooms.attach_ooms
+
+    def recording(window, *, snapshot_kills, history):  # type: ignore[no-untyped-def]
+        namespaces = {
+            key[0]
+            for key, w in window.discovery.workload_by_key.items()
+            if w in window.discovery.spec_names
+        }
+        seen.append((namespaces, [k.namespace for k in snapshot_kills]))
+        return original(window, snapshot_kills=snapshot_kills, history=history)
+
+    monkeypatch.setattr(ooms, "attach_ooms", recording)
+    run = refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=1))
+    assert run.status == RefreshRun.Status.SUCCEEDED, run.error
+    assert run.counts["steady_windows"] == len(seen) > 1
+    assert sum(len(kills) for _, kills in seen) > 0
+    for namespaces, kills in seen:
+        assert set(kills) <= namespaces, (namespaces, set(kills))

@@ -24,7 +24,8 @@ and swaps it in whole: a request sees the old one or the new one, never a mix.""
 # ``FULL_REBUILD_SHARE`` of the fleet changed, when the journal may have been pruned
 # past the mark, and every ``FULL_REBUILD_EVERY_S``: the safety net for a change no
 # service journaled (SQL, the shell). Either way the work runs in steps of ``CHUNK``
-# workloads; paced (the webhook server's background thread), it sleeps after each
+# workloads (``UNPACED_CHUNK`` when nothing waits on it); paced (the webhook server's
+# background thread), it sleeps after each
 # step three times as long as the step took and hands the GIL over every 0.1 ms while
 # it runs, so request threads get the GIL at least three quarters of the time and do
 # not wait a millisecond behind the reload each time they need it back.
@@ -64,8 +65,12 @@ from recommender.services.readmodels.reverts import reverts_of
 
 logger = logging.getLogger(__name__)
 
-# Workloads per step of a reload (a query of workloads, then their advice inputs).
+# Workloads per step of a paced reload (one query each, the advice inputs joined):
+# the webhook's background thread hands the interpreter to requests between steps.
 CHUNK = 100
+# Workloads per step of a reload nothing waits on (the simulated cluster's admission
+# inside a refresh): a few statements for a whole fleet.
+UNPACED_CHUNK = 5000
 # A change set larger than this share of the fleet (and than FULL_REBUILD_MIN) is a
 # full rebuild.
 FULL_REBUILD_SHARE = 0.25
@@ -318,8 +323,10 @@ def _never_pause() -> None:
     return None
 
 
-def _page_after(cluster: Cluster, last: int) -> Iterable[tuple[Any, ...]]:
-    """The next ``CHUNK`` active workloads of ``cluster`` after id ``last``
+def _page_after(
+    cluster: Cluster, last: int, page: int
+) -> Iterable[tuple[Any, ...]]:
+    """The next ``page`` active workloads of ``cluster`` after id ``last``
     (``_COLUMNS``), by keyset. The policy's side of the join carries the same bound:
     a merge join on the policy's workload index then starts at ``last`` instead of
     the index's first row, so every page reads about as many rows as it returns
@@ -332,16 +339,20 @@ def _page_after(cluster: Cluster, last: int) -> Iterable[tuple[Any, ...]]:
             )
         )
         .order_by("pk")
-        .values_list(*_PAGE_COLUMNS)[:CHUNK]
+        .values_list(*_PAGE_COLUMNS)[:page]
     )
 
 
 def load_snapshot(
-    *, cluster: Cluster, pause: Callable[[], None] = _never_pause
+    *,
+    cluster: Cluster,
+    pause: Callable[[], None] = _never_pause,
+    page: int | None = None,
 ) -> AdmissionSnapshot:
     """Read one cluster's webhook inputs from the database: the full rebuild, in steps
-    of ``CHUNK`` workloads (a constant number of queries each), ``pause()`` after
-    each."""
+    of ``page`` workloads (``CHUNK`` by default; a constant number of queries each),
+    ``pause()`` after each."""
+    page = CHUNK if page is None else page
     started, cpu_started = time.perf_counter(), time.thread_time()
     kill_switch = kill_switch_reason() or ""
     limit_ranges = _limit_ranges(cluster.pk)
@@ -349,7 +360,7 @@ def load_snapshot(
     workloads: dict[WorkloadKey, WorkloadEntry] = {}
     keys_by_id: dict[int, WorkloadKey] = {}
     last = 0
-    while rows := list(_page_after(cluster, last)):
+    while rows := list(_page_after(cluster, last, page)):
         last = rows[-1][0]
         _add_entries(rows, cluster, (limit_ranges, nodes), workloads, keys_by_id)
         pause()
@@ -389,11 +400,12 @@ def reload_snapshot(
     cluster: Cluster,
     workload_ids: Iterable[int],
     pause: Callable[[], None] = _never_pause,
+    page: int | None = None,
 ) -> AdmissionSnapshot:
     """``previous`` with the entries of ``workload_ids`` read again (gone when the
     workload is inactive or deleted), the LimitRanges and the kill switch read again:
-    the incremental reload, in steps of ``CHUNK`` workloads. A new snapshot;
-    ``previous`` is not changed."""
+    the incremental reload, in steps of ``page`` workloads (``CHUNK`` by default). A
+    new snapshot; ``previous`` is not changed."""
     started, cpu_started = time.perf_counter(), time.thread_time()
     kill_switch = kill_switch_reason() or ""
     limit_ranges = _limit_ranges(cluster.pk)
@@ -411,8 +423,9 @@ def reload_snapshot(
             if entry.inputs is not None and (nodes_moved or entry.namespace in moved):
                 workloads[key] = _with_inputs(entry, entry.inputs, limit_ranges, nodes)
     ids = sorted(set(workload_ids))
-    for start in range(0, len(ids), CHUNK):
-        chunk = ids[start : start + CHUNK]
+    page = CHUNK if page is None else page
+    for start in range(0, len(ids), page):
+        chunk = ids[start : start + page]
         for pk in chunk:
             held = keys_by_id.get(pk)
             if held is not None:
@@ -579,13 +592,18 @@ class SnapshotHolder:
                 or len(changed)
                 > max(FULL_REBUILD_MIN, FULL_REBUILD_SHARE * len(previous.workloads))
             )
+            page = None if paced else UNPACED_CHUNK
             with _Pacer(paced=paced and previous is not None) as pause:
                 if full or previous is None:
-                    snapshot = load_snapshot(cluster=cluster, pause=pause)
+                    snapshot = load_snapshot(cluster=cluster, pause=pause, page=page)
                     self._rebuilt_at = now_s
                 else:
                     snapshot = reload_snapshot(
-                        previous, cluster=cluster, workload_ids=changed, pause=pause
+                        previous,
+                        cluster=cluster,
+                        workload_ids=changed,
+                        pause=pause,
+                        page=page,
                     )
             self._snapshot, self._generation, self._stale = snapshot, generation, False
             self.cluster_id = cluster.pk

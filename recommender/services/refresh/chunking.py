@@ -241,6 +241,26 @@ def kills_by_part(
     return [tuple(part) for part in out]
 
 
+def kills_by_window(
+    discovery: Discovery, kills: Sequence[OomKill], windows: Sequence[Discovery]
+) -> list[tuple[OomKill, ...]]:
+    """``kills`` of each steady window (``steady_windows``), in their order: by the
+    kill's namespace, which is its pod's and so its workload's, and which lies in one
+    window only. Split once, not looked through again by every window."""
+    namespace_of = {w: key[0] for key, w in discovery.workload_by_key.items()}
+    window_of = {
+        namespace_of[w]: number
+        for number, window in enumerate(windows)
+        for w in window.spec_names
+        if w in namespace_of
+    }
+    out: list[list[OomKill]] = [[] for _ in windows]
+    for kill in kills:
+        if (number := window_of.get(kill.namespace)) is not None:
+            out[number].append(kill)
+    return [tuple(part) for part in out]
+
+
 def restrict(discovery: Discovery, workload_ids: Sequence[int]) -> Discovery:
     """``discovery`` seen as holding ``workload_ids`` only: the window of one chunk.
 

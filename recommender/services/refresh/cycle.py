@@ -213,7 +213,14 @@ def ingest_fleet(
             run=run,
             phases=phases,
         )
-    windows = [(part, plan) for part in steady] + [
+    # Each steady window gets the pod statuses' kills of its own namespaces, split
+    # once: every window looking through every kill of the cluster cost a fleet in
+    # windows as many passes over them.
+    steady_kills = chunking.kills_by_window(discovery, plan.snapshot_kills, steady)
+    windows = [
+        (part, plan.with_kills(kills))
+        for part, kills in zip(steady, steady_kills, strict=True)
+    ] + [
         (chunking.restrict(discovery, part), plan.first_contact_chunk(kills))
         for part, kills in zip(
             parts,
@@ -449,12 +456,14 @@ def refresh_cluster(
                     phases=phases,
                 )
                 # Batch workloads' running hours again, now that a first contact's
-                # back-filled usage hours are stored (pods.record_running_hours).
-                counts["batch_hours_changed"] = discovery.counts.get(
-                    "batch_hours_changed", 0
-                ) + record_running_hours(
-                    cluster_id=cluster.pk, namespace=namespace, now=now
-                )
+                # back-filled usage hours are stored (pods.record_running_hours); a
+                # pass that stored no history went by the hours discovery counted.
+                if counts.get("histories_stored"):
+                    counts["batch_hours_changed"] = discovery.counts.get(
+                        "batch_hours_changed", 0
+                    ) + record_running_hours(
+                        cluster_id=cluster.pk, namespace=namespace, now=now
+                    )
                 # With a broker, the shard tasks of the first contacts it left start
                 # now, beside this pass's node pools and totals (chunking.py).
                 chunking.hand_out_deferred()
@@ -535,7 +544,7 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
     read_through = (
         datetime.fromtimestamp(window.end_s, tz=UTC) if window.settle_s else None
     )
-    conflicts = written = deferred = 0
+    conflicts = written = deferred = histories = 0
     stored: list[tuple[Group, set[int], set[int]]] = []
     with transaction.atomic():
         for group in window.groups.values():
@@ -558,6 +567,14 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
             )
             written += len(won)
             conflicts += len(chosen) - len(won)
+            # First contacts whose history this writer stored (their usage hours too).
+            histories += sum(
+                1
+                for row in chosen
+                if row.checkpoint.pk in won
+                and row.checkpoint.last_sample_at is None
+                and row.is_fed
+            )
             deferred += choice.behind - len(chosen)
             stored.append((group, {r.checkpoint.pk for r in chosen}, won))
             _store_kills(window, [row for row in chosen if row.checkpoint.pk in won])
@@ -581,6 +598,7 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
     window.counts["checkpoints_written"] = written
     window.counts["checkpoint_conflicts"] = conflicts
     window.counts["checkpoints_deferred"] = deferred
+    window.counts["histories_stored"] = histories
     window.counts["recommendations_changed"] = changed
 
 

@@ -142,6 +142,11 @@ class WindowPlan:
         kills = self.snapshot_kills if snapshot_kills is None else tuple(snapshot_kills)
         return dataclasses.replace(self, keeps_engine_rows=False, snapshot_kills=kills)
 
+    def with_kills(self, snapshot_kills: Sequence[OomKill]) -> WindowPlan:
+        """This window with ``snapshot_kills`` only: a steady window's share of the
+        pod statuses' kills (``chunking.kills_by_part``)."""
+        return dataclasses.replace(self, snapshot_kills=tuple(snapshot_kills))
+
     @property
     def end_s(self) -> float:
         """The newest grid time read: the watermark after storing."""
