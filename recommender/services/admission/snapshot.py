@@ -323,9 +323,7 @@ def _never_pause() -> None:
     return None
 
 
-def _page_after(
-    cluster: Cluster, last: int, page: int
-) -> Iterable[tuple[Any, ...]]:
+def _page_after(cluster: Cluster, last: int, page: int) -> Iterable[tuple[Any, ...]]:
     """The next ``page`` active workloads of ``cluster`` after id ``last``
     (``_COLUMNS``), by keyset. The policy's side of the join carries the same bound:
     a merge join on the policy's workload index then starts at ``last`` instead of
