@@ -179,14 +179,16 @@ def test_a_lost_compare_and_swap_skips_the_samples_the_winner_applied(
     store = cycle._store
     slow_counts = {}
 
-    def winner_stores_first(window, *schedule):
+    def winner_stores_first(windows, *schedule):
         # Worker A has read checkpoints and computed; worker B runs a whole cycle
         # before A stores.
         monkeypatch.setattr(cycle, "_store", store)
         refresh_cluster(cluster_id=cluster.pk, now=later)
         slow_counts["after_winner"] = snapshot_of_state(cluster)
-        store(window, *schedule)
-        slow_counts.update(window.counts)
+        stored = store(windows, *schedule)
+        (window,) = windows
+        slow_counts.update({**window.counts, **stored})
+        return stored
 
     monkeypatch.setattr(cycle, "_store", winner_stores_first)
     refresh_cluster(cluster_id=cluster.pk, now=later)

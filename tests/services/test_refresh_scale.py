@@ -542,9 +542,9 @@ def test_checkpoints_due_wait_for_the_next_cycle_once_the_budget_is_spent(
     clock = [0.0]
     write = cycle._write_checkpoints
 
-    def slow_write(aggregates, rows, *args):
-        clock[0] += 20.0 if rows else 0.0
-        return write(aggregates, rows, *args)
+    def slow_write(parts, *args):
+        clock[0] += 20.0 if any(rows for _, rows in parts) else 0.0
+        return write(parts, *args)
 
     monkeypatch.setattr(cycle, "_write_checkpoints", slow_write)
     # The cycle's clock only (``cycle.time`` is the time module itself).
@@ -604,3 +604,46 @@ def test_each_window_looks_through_the_pod_statuses_kills_of_its_namespaces_only
     assert sum(len(kills) for _, kills in seen) > 0
     for namespaces, kills in seen:
         assert set(kills) <= namespaces, (namespaces, set(kills))
+
+
+@pytest.mark.django_db
+def test_the_steady_windows_of_a_cycle_are_stored_in_one_statement_of_each_kind(
+    settings,
+):
+    """The windows by namespace of a steady cycle are stored together: the changed
+    recommendations of every window in one insert and one pointer compare-and-swap,
+    their workloads in one journal insert, however many windows moved."""
+    settings.SIMULATION_WORKLOADS = 60
+    settings.SIMULATION_HISTORY_DAYS = 0.25
+    settings.STEADY_WINDOW_CONTAINERS = 8
+    cluster = Cluster.objects.create(name="one-store", kind="simulated")
+    first = refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    assert first.status == RefreshRun.Status.SUCCEEDED, first.error
+    # Every container's recommendation moves this minute: none is stored as latest.
+    Container.objects.filter(workload__cluster=cluster).update(
+        latest_recommendation=None
+    )
+    later = NOW + timedelta(minutes=1)
+    with CaptureQueriesContext(connection) as queries:
+        run = refresh_cluster(cluster_id=cluster.pk, now=later)
+    assert run.status == RefreshRun.Status.SUCCEEDED, run.error
+    moved_in = set(
+        Recommendation.objects.filter(
+            created_at=later, container__workload__cluster=cluster
+        ).values_list("container__workload__namespace", flat=True)
+    )
+    # Several windows, and recommendations moved in more than one of them.
+    assert run.counts["steady_windows"] > 1 and len(moved_in) > 1, moved_in
+    sql = [q["sql"] for q in queries.captured_queries]
+    inserts = [
+        s for s in sql if s.startswith('INSERT INTO "recommender_recommendation"')
+    ]
+    pointers = [
+        s
+        for s in sql
+        if 'UPDATE "recommender_container"' in s and "latest_recommendation" in s
+    ]
+    journal = [
+        s for s in sql if s.startswith('INSERT INTO "recommender_admissionchange"')
+    ]
+    assert (len(inserts), len(pointers), len(journal)) == (1, 1, 1)

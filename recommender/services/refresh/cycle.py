@@ -101,6 +101,9 @@ logger = logging.getLogger(__name__)
 
 # The progress of a cycle's windows is stored at most this often (a statement each).
 PROGRESS_EVERY_S = 5.0
+# Changed recommendations stored a slice at a time (an insert and a pointer
+# compare-and-swap each): what the store holds at once whatever moved.
+RECOMMENDATION_SLICE = 5_000
 
 __all__ = [
     "ingest_fleet",
@@ -117,10 +120,13 @@ def ingest_window(
     run: RefreshRun | None = None,
     phases: Phases | None = None,
     shared: SharedReads | None = None,
+    pending: list[Window] | None = None,
 ) -> dict[str, Any]:
     """Ingest every discovered container from its watermark up to ``plan.end`` and
     commit; return the window's counts. A failure stores nothing of the window.
     ``shared``: what the cycle's windows read once (their rows, the OOM history).
+    ``pending``: the window is not stored but added to it, for one store of the
+    cycle's windows (``_store``); the counts returned are then those before it.
 
     Named steps, as upstream's RunOnce: load the rows (``ingest.load_rows``), the OOM
     kills not stored yet (``ooms.py``), the usage after each watermark (a first
@@ -156,8 +162,17 @@ def ingest_window(
     if plan.recommend:
         with phases("recommend"):
             recommend_window(window)
+    if pending is not None:
+        # Held to the cycle's store: a recommendation that did not move is not.
+        _drop_unmoved(window)
+        pending.append(window)
+        return _counts_of(window)
     with phases("store"):
-        _store(window, plan.checkpoints)
+        stored = _store([window], plan.checkpoints)
+    return {**_counts_of(window), **stored}
+
+
+def _counts_of(window: Window) -> dict[str, Any]:
     counts = dict(window.counts)
     counts.setdefault("errors", 0)
     counts.setdefault("samples", 0)
@@ -235,16 +250,28 @@ def ingest_fleet(
         with phases("ingest") if phases is not None else contextlib.nullcontext():
             shared = SharedReads.of(discovery)
     shown_at = time.monotonic()
+    # The steady windows are stored together after the last of them: one statement
+    # of each kind a cycle instead of one a window (their engine rows are kept from
+    # one cycle to the next anyway; a recommendation that did not move is dropped).
+    pending: list[Window] | None = [] if shared is not None else None
     with warm_state.one_pass((discovery.cluster.pk, discovery.namespace)):
         for number, (window, window_plan) in enumerate(windows):
+            is_steady = number < len(steady)
             counts = ingest_window(
                 discovery=window,
                 source=source,
                 plan=window_plan,
                 phases=phases,
-                shared=shared if number < len(steady) else None,
+                shared=shared if is_steady else None,
+                pending=pending if is_steady else None,
             )
             chunking.add_counts(total, counts)
+            if pending and number == len(steady) - 1:
+                with (
+                    phases("store") if phases is not None else contextlib.nullcontext()
+                ):
+                    chunking.add_counts(total, _store(pending, plan.checkpoints))
+                pending.clear()
             # The progress shown, at most every PROGRESS_EVERY_S (a statement).
             if run is not None and time.monotonic() - shown_at >= PROGRESS_EVERY_S:
                 shown_at = time.monotonic()
@@ -532,41 +559,67 @@ def _forget_gone_pods(window: Window, live_pods: Mapping[int, Collection[str]]) 
     window.counts["series_dropped"] = dropped
 
 
-def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
-    """The store step: in one transaction, the checkpoints ``schedule`` picks
-    (``plan.choose_checkpoints``; compare-and-swap, in bulk), the OOM kills of those
-    this writer won, and the changed recommendations; then, once committed, the
-    engine rows the next window of this process may go on from."""
-    now = window.now
+def _store(
+    windows: Sequence[Window], schedule: CheckpointSchedule | None = None
+) -> dict[str, int]:
+    """The store step of one window, or of a cycle's steady windows at once (one
+    plan: one end, one settling): in one transaction, the checkpoints ``schedule``
+    picks (``plan.choose_checkpoints``; compare-and-swap, in bulk: those due now of
+    every window in one statement per ``CAS_BATCH``), the OOM kills of those this
+    writer won, their usage hours and the changed recommendations (a statement each,
+    not one per window); then, once committed, the engine rows the next window of
+    this process may go on from. Returns the store's counts."""
+    first = windows[0]
+    now = first.now
     # The checkpoint budget runs from the start of the store phase.
     deadline = time.monotonic() + (schedule.timeout_s if schedule else math.inf)
-    end_at = datetime.fromtimestamp(window.settled_end_s, tz=UTC)
+    end_at = datetime.fromtimestamp(first.settled_end_s, tz=UTC)
     read_through = (
-        datetime.fromtimestamp(window.end_s, tz=UTC) if window.settle_s else None
+        datetime.fromtimestamp(first.end_s, tz=UTC) if first.settle_s else None
     )
-    conflicts = written = deferred = histories = 0
-    stored: list[tuple[Group, set[int], set[int]]] = []
+    counts = dict.fromkeys(
+        ("checkpoints_written", "checkpoint_conflicts", "checkpoints_deferred"), 0
+    )
+    histories = 0
+    # (window, group, pks chosen, pks won) of every group
+    stored: list[tuple[Window, Group, set[int], set[int]]] = []
     with transaction.atomic():
-        for group in window.groups.values():
-            assert group.aggregates is not None
-            choice = choose_checkpoints(
-                group.rows,
-                end_at=end_at,
-                now=now,
-                schedule=schedule,
-                batch=CAS_BATCH,
-                history_wait_s=window.history_wait_s,
+        choices = [
+            (
+                window,
+                group,
+                choose_checkpoints(
+                    group.rows,
+                    end_at=end_at,
+                    now=now,
+                    schedule=schedule,
+                    batch=CAS_BATCH,
+                    history_wait_s=window.history_wait_s,
+                ),
             )
-            chosen, won = _write_chosen(
-                group.aggregates,
+            for window in windows
+            for group in window.groups.values()
+        ]
+        won_now = _write_checkpoints(
+            [(group.aggregates, list(choice.now)) for _, group, choice in choices],
+            end_at,
+            now,
+            read_through,
+        )
+        won_rows: list[tuple[Window, list[Row]]] = []
+        for window, group, choice in choices:
+            chosen, won = _write_due(
+                group,
                 choice,
+                won_now,
                 end_at=end_at,
                 now=now,
                 deadline=deadline,
                 read_through=read_through,
             )
-            written += len(won)
-            conflicts += len(chosen) - len(won)
+            counts["checkpoints_written"] += len(won)
+            counts["checkpoint_conflicts"] += len(chosen) - len(won)
+            counts["checkpoints_deferred"] += choice.behind - len(chosen)
             # First contacts whose history this writer stored (their usage hours too).
             histories += sum(
                 1
@@ -575,52 +628,63 @@ def _store(window: Window, schedule: CheckpointSchedule | None = None) -> None:
                 and row.checkpoint.last_sample_at is None
                 and row.is_fed
             )
-            deferred += choice.behind - len(chosen)
-            stored.append((group, {r.checkpoint.pk for r in chosen}, won))
-            _store_kills(window, [row for row in chosen if row.checkpoint.pk in won])
-        pending = _store_usage(window, set().union(*(won for _, _, won in stored)))
-        changed = _store_recommendations(
-            [row for group in window.groups.values() for row in group.rows],
-            now,
-            window.discovery.cluster.pk,
+            stored.append((window, group, {r.checkpoint.pk for r in chosen}, won))
+            won_rows.append((window, [r for r in chosen if r.checkpoint.pk in won]))
+        _store_kills(won_rows)
+        pending = _store_usage(
+            windows, set().union(*(won for _, _, _, won in stored)), counts
         )
-    kept = [
-        one
-        for group, chosen_pks, won in stored
-        for one in _kept_rows(window, group, chosen_pks, won, pending)
-        # A row waiting for its history is read again from the source, not resumed.
-        if not waits_for_history(group.rows[one[1].row], now, window.history_wait_s)
-    ]
-    if window.keep_state:
-        # Stored: the next window of this process may go on from these rows.
-        warm_state.keep(kept, scope=window.scope)
-        warm_state.keep_stored_kills(window.stored_kills, scope=window.scope)
-    window.counts["checkpoints_written"] = written
-    window.counts["checkpoint_conflicts"] = conflicts
-    window.counts["checkpoints_deferred"] = deferred
-    window.counts["histories_stored"] = histories
-    window.counts["recommendations_changed"] = changed
+        counts["recommendations_changed"] = _store_recommendations(
+            [
+                row
+                for window in windows
+                for group in window.groups.values()
+                for row in group.rows
+            ],
+            now,
+            first.discovery.cluster.pk,
+        )
+    for window in windows:
+        kept = [
+            one
+            for held, group, chosen_pks, won in stored
+            if held is window
+            for one in _kept_rows(window, group, chosen_pks, won, pending)
+            # A row waiting for its history is read again from the source, not
+            # resumed.
+            if not waits_for_history(group.rows[one[1].row], now, window.history_wait_s)
+        ]
+        if window.keep_state:
+            # Stored: the next window of this process may go on from these rows.
+            warm_state.keep(kept, scope=window.scope)
+            warm_state.keep_stored_kills(window.stored_kills, scope=window.scope)
+    counts["histories_stored"] = histories
+    return counts
 
 
-def _write_chosen(
-    aggregates: AggregateSet,
+def _write_due(
+    group: Group,
     choice: CheckpointChoice,
+    won_now: set[int],
     *,
     end_at: datetime,
     now: datetime,
     deadline: float,
     read_through: datetime | None,
 ) -> tuple[list[Row], set[int]]:
-    """Write the chosen checkpoints: those of ``choice.now``, then the due batches a
-    statement at a time, the clock read between them, until ``deadline`` (the first
-    always), so the budget holds however many rows one group has. Returns the rows
-    written and the pks this writer won."""
+    """After the checkpoints of ``choice.now`` (written already, ``won_now`` the pks
+    this writer won of them), the group's due batches a statement at a time, the
+    clock read between them, until ``deadline`` (the first always), so the budget
+    holds however many rows one group has. Returns the rows written and the pks
+    this writer won."""
     chosen = list(choice.now)
-    won = _write_checkpoints(aggregates, chosen, end_at, now, read_through)
+    won = {row.checkpoint.pk for row in chosen} & won_now
     for number, batch in enumerate(choice.due):
         if number and time.monotonic() > deadline:
             break
-        won |= _write_checkpoints(aggregates, batch, end_at, now, read_through)
+        won |= _write_checkpoints(
+            [(group.aggregates, batch)], end_at, now, read_through
+        )
         chosen += batch
     return chosen, won
 
@@ -634,10 +698,12 @@ _KILL_COLUMNS = (
 )
 
 
-def _store_kills(window: Window, rows: Sequence[Row]) -> None:
-    """The OOM kills of ``rows`` (whose checkpoints this writer stored), each once."""
-    kills = [(row, kill) for row in rows for kill in row.ooms]
-    # One statement per 2,000 kills (bulk.py), a kill stored already skipped.
+def _store_kills(won: Sequence[tuple[Window, Sequence[Row]]]) -> None:
+    """The OOM kills of each window's rows whose checkpoints this writer stored,
+    each once, in one statement per 2,000 (bulk.py), a kill stored already skipped."""
+    kills = [
+        (window, row, kill) for window, rows in won for row in rows for kill in row.ooms
+    ]
     insert_new(
         [
             OomKillRow(
@@ -647,31 +713,35 @@ def _store_kills(window: Window, rows: Sequence[Row]) -> None:
                 memory_request_bytes=kill.memory_request_bytes,
                 is_eviction=kill.is_eviction,
             )
-            for row, kill in kills
+            for _, row, kill in kills
         ],
         fields=_KILL_COLUMNS,
     )
-    window.stored_kills.update(ooms.kill_key(kill) for _, kill in kills)
+    for window, _, kill in kills:
+        window.stored_kills.add(ooms.kill_key(kill))
 
 
-def _store_usage(window: Window, won: set[int]) -> HourlyUsage | None:
+def _store_usage(
+    windows: Sequence[Window], won: set[int], counts: dict[str, int]
+) -> HourlyUsage | None:
     """Add the usage hours of the checkpoints this writer won (``won``: their pks) to
     the stored hours, in one statement: the hours hold the samples the stored
     checkpoints do, each once. Returns the hours of the others, pending until their
     checkpoints are written (None: none)."""
-    usage = merged(window.usage)
+    usage = merged([part for window in windows for part in window.usage])
     if not len(usage):
         return None
     written = np.array(
         [
             row.container.pk
+            for window in windows
             for row in window.rows_by_container.values()
             if row.checkpoint.pk in won
         ],
         dtype=np.int64,
     )
     is_written = np.isin(usage.key, written)
-    window.counts["usage_hours_written"] = add_usage_hours(usage.select(is_written))
+    counts["usage_hours_written"] = add_usage_hours(usage.select(is_written))
     return usage.select(~is_written) if not is_written.all() else None
 
 
@@ -710,60 +780,69 @@ def _kept_rows(
 
 
 def _write_checkpoints(
-    aggregates: AggregateSet,
-    rows: Sequence[Row],
+    parts: Sequence[tuple[AggregateSet | None, Sequence[Row]]],
     end_at: datetime,
     now: datetime,
     read_through: datetime | None = None,
 ) -> set[int]:
-    """Compare-and-swap the checkpoints of ``rows``; the pks this writer won. With
-    ``read_through`` (a window that settles late samples: the end it read to), their
-    settled states, and what was read after the watermark (``unsettled_samples``)."""
-    if not rows:
-        return set()
-    states: list[tuple[bytes, int]] = [r.settled for r in rows if r.settled is not None]
-    if len(states) < len(rows):
-        counts = aggregates.sample_count()
-        states = [
-            (blob, int(counts[row.index]))
-            for row, blob in zip(
-                rows, aggregates.to_checkpoints([r.index for r in rows]), strict=True
-            )
-        ]
+    """Compare-and-swap the checkpoints of each part's rows (their engine rows in its
+    AggregateSet), all in one statement per ``CAS_BATCH``; the pks this writer won.
+    With ``read_through`` (a window that settles late samples: the end it read to),
+    their settled states, and what was read after the watermark
+    (``unsettled_samples``)."""
     cas_rows = []
-    for row, (blob, sample_count) in zip(rows, states, strict=True):
-        checkpoint = row.checkpoint
-        # The watermark: every grid time up to end_s is in this checkpoint.
-        watermark = (
-            max(end_at, checkpoint.last_sample_at or end_at)
-            if (checkpoint.histogram_key == row.key_text)
-            else end_at
-        )
-        cas_rows.append(
-            (
-                checkpoint.pk,
-                checkpoint.version,
-                {
-                    "histogram_key": row.key_text,
-                    "state": blob,
-                    "last_sample_at": watermark,
-                    "sample_count": sample_count,
-                    "updated_at": now,
-                    **(
-                        {}
-                        if read_through is None
-                        else {
-                            "read_through_at": read_through,
-                            "unsettled_samples": row.unsettled_samples,
-                        }
-                    ),
-                },
+    rows_written: list[Row] = []
+    for aggregates, rows in parts:
+        if not rows:
+            continue
+        assert aggregates is not None
+        rows_written += rows
+        states = [r.settled for r in rows if r.settled is not None]
+        if len(states) < len(rows):
+            counts = aggregates.sample_count()
+            states = [
+                (blob, int(counts[row.index]))
+                for row, blob in zip(
+                    rows,
+                    aggregates.to_checkpoints([r.index for r in rows]),
+                    strict=True,
+                )
+            ]
+        for row, (blob, sample_count) in zip(rows, states, strict=True):
+            checkpoint = row.checkpoint
+            # The watermark: every grid time up to end_s is in this checkpoint.
+            watermark = (
+                max(end_at, checkpoint.last_sample_at or end_at)
+                if (checkpoint.histogram_key == row.key_text)
+                else end_at
             )
-        )
+            cas_rows.append(
+                (
+                    checkpoint.pk,
+                    checkpoint.version,
+                    {
+                        "histogram_key": row.key_text,
+                        "state": blob,
+                        "last_sample_at": watermark,
+                        "sample_count": sample_count,
+                        "updated_at": now,
+                        **(
+                            {}
+                            if read_through is None
+                            else {
+                                "read_through_at": read_through,
+                                "unsettled_samples": row.unsettled_samples,
+                            }
+                        ),
+                    },
+                )
+            )
+    if not cas_rows:
+        return set()
     won = compare_and_swap(
         Checkpoint, expect="version", rows=cas_rows, increment="version"
     )
-    for row in rows:
+    for row in rows_written:
         if row.checkpoint.pk not in won:
             # Another worker stored these samples first; its result stands.
             logger.info(
@@ -779,21 +858,10 @@ _RECOMMENDATION_COLUMNS = tuple(
 )
 
 
-def _store_recommendations(rows: Sequence[Row], now: datetime, cluster_id: int) -> int:
-    """A new Recommendation row for each row whose values moved (explanations built
-    for those only), then the compare-and-swap of each container's pointer: a
-    concurrent cycle that already moved it wins; the webhook's journal gets their
-    workloads. Returns how many were stored."""
-    moved = [
-        row
-        for row in rows
-        if row.recommendation is not None
-        and is_significant_change(
-            row.container.latest_values, values_of(row.recommendation)
-        )
-    ]
-    if not moved:
-        return 0
+def _store_moved(moved: Sequence[Row], now: datetime) -> set[int]:
+    """New Recommendation rows of ``moved`` and the compare-and-swap of their
+    containers' pointers (a statement each, bulk.py); a row lost to a concurrent
+    cycle is deleted again. Returns the container pks this writer won."""
     explanations = build_explanations(
         [row.recommendation["explanation"] for row in moved]  # type: ignore[index]
     )
@@ -816,12 +884,10 @@ def _store_recommendations(rows: Sequence[Row], now: datetime, cluster_id: int) 
                 explanation=explanation,
             )
         )
+        row.recommendation = None  # stored below: its explanation is let go
     for rec in new:
         rec.fill_explanation_columns()  # the bulk insert skips save()
-    # Up to 10,000 rows a statement (each about 2.5 KB of explanation: a 25 MB
-    # document) and 50,000 pointers (three integers each), where the backend takes
-    # so many (bulk.py): a few statements even when most bounds moved at once.
-    insert_returning_pks(new, fields=_RECOMMENDATION_COLUMNS, batch=10_000)
+    insert_returning_pks(new, fields=_RECOMMENDATION_COLUMNS, batch=len(new))
     won = compare_and_swap(
         Container,
         expect="latest_recommendation",
@@ -833,7 +899,7 @@ def _store_recommendations(rows: Sequence[Row], now: datetime, cluster_id: int) 
             )
             for row, rec in zip(moved, new, strict=True)
         ],
-        batch=50_000,
+        batch=len(new),
     )
     lost = [
         rec.pk
@@ -846,6 +912,41 @@ def _store_recommendations(rows: Sequence[Row], now: datetime, cluster_id: int) 
         if row.container.pk in won:
             row.container.latest_recommendation_id = rec.pk
             row.container.latest_values = rec.values_tuple()
+    return won
+
+
+def _drop_unmoved(window: Window) -> None:
+    """Forget the window's recommendations that did not move (the store writes only
+    those that did), so a window held for the cycle's store holds no more."""
+    for group in window.groups.values():
+        for row in group.rows:
+            if row.recommendation is not None and not is_significant_change(
+                row.container.latest_values, values_of(row.recommendation)
+            ):
+                row.recommendation = None
+
+
+def _store_recommendations(rows: Sequence[Row], now: datetime, cluster_id: int) -> int:
+    """A new Recommendation row for each row whose values moved (explanations built
+    for those only), then the compare-and-swap of each container's pointer: a
+    concurrent cycle that already moved it wins; the webhook's journal gets their
+    workloads. Returns how many were stored."""
+    moved = [
+        row
+        for row in rows
+        if row.recommendation is not None
+        and is_significant_change(
+            row.container.latest_values, values_of(row.recommendation)
+        )
+    ]
+    if not moved:
+        return 0
+    won: set[int] = set()
+    # A slice at a time: its explanations built, its rows inserted (each about
+    # 2.5 KB of explanation: a 12 MB document) and its pointers swapped, then let go,
+    # so what is held does not grow with how many moved at once.
+    for start in range(0, len(moved), RECOMMENDATION_SLICE):
+        won |= _store_moved(moved[start : start + RECOMMENDATION_SLICE], now)
     note_admission_changes(
         cluster_id=cluster_id,
         workload_ids=[
