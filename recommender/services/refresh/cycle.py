@@ -162,9 +162,10 @@ def ingest_window(
     if plan.recommend:
         with phases("recommend"):
             recommend_window(window)
+    # The store writes the recommendations that moved; a window held for the
+    # cycle's store holds no others.
+    _drop_unmoved(window)
     if pending is not None:
-        # Held to the cycle's store: a recommendation that did not move is not.
-        _drop_unmoved(window)
         pending.append(window)
         return _counts_of(window)
     with phases("store"):
@@ -930,15 +931,9 @@ def _store_recommendations(rows: Sequence[Row], now: datetime, cluster_id: int) 
     """A new Recommendation row for each row whose values moved (explanations built
     for those only), then the compare-and-swap of each container's pointer: a
     concurrent cycle that already moved it wins; the webhook's journal gets their
-    workloads. Returns how many were stored."""
-    moved = [
-        row
-        for row in rows
-        if row.recommendation is not None
-        and is_significant_change(
-            row.container.latest_values, values_of(row.recommendation)
-        )
-    ]
+    workloads. Returns how many were stored. A row's recommendation that did not
+    move is gone already (``_drop_unmoved``)."""
+    moved = [row for row in rows if row.recommendation is not None]
     if not moved:
         return 0
     won: set[int] = set()
