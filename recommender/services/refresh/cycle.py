@@ -294,6 +294,9 @@ class SharedReads:
 
     rows: dict[int, list[ingest.LoadedRow]]
     ooms: ooms.SharedHistory
+    # Each workload's namespace (by id): a window's namespaces without a pass over
+    # every workload of the cluster.
+    namespace_of: dict[int, str]
 
     @classmethod
     def of(cls, discovery: Discovery) -> SharedReads:
@@ -301,7 +304,16 @@ class SharedReads:
         return cls(
             rows=ingest.read_rows(discovery),
             ooms=ooms.SharedHistory(discovery.namespace),
+            namespace_of={w: key[0] for key, w in discovery.workload_by_key.items()},
         )
+
+    def namespaces(self, window: Window) -> set[str]:
+        """The namespaces of ``window``'s workloads."""
+        return {
+            self.namespace_of[w]
+            for w in window.discovery.spec_names
+            if w in self.namespace_of
+        }
 
 
 def _load_ooms(
@@ -323,11 +335,7 @@ def _load_ooms(
     else:
         history = shared.ooms.kills(
             source,
-            namespaces={
-                key[0]
-                for key, w in window.discovery.workload_by_key.items()
-                if w in window.discovery.spec_names
-            },
+            namespaces=shared.namespaces(window),
             start_s=start_s,
             end_s=plan.end_s,
         )
