@@ -19,7 +19,11 @@ from recommender.models import (
 )
 from recommender.roles import Role
 from recommender.services.dashboard.insights import WorkloadFilters, list_workloads
-from recommender.services.readmodels import namespace_totals, workload_totals
+from recommender.services.readmodels import (
+    label_rollups,
+    namespace_totals,
+    workload_totals,
+)
 from recommender.services.refresh.cycle import refresh_cluster
 from tests.factories import make_cluster, make_user, make_workload
 from tests.services.test_provisioning_parity import PRICES, _rules, varied_fleet
@@ -307,7 +311,7 @@ def test_a_failed_workload_store_keeps_the_namespace_totals_unwritten(
     def broken(**kwargs):
         raise RuntimeError("database gone")
 
-    monkeypatch.setattr(workload_totals, "compute", broken)
+    monkeypatch.setattr(label_rollups, "compute_with_parts", broken)
     with pytest.raises(RuntimeError, match="database gone"):
         namespace_totals.store(cluster=cluster, now=fleet)
 

@@ -14,7 +14,7 @@ every grouping but another label key's, and by the overview's namespace savings.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -56,15 +56,19 @@ def compute(
     prices: PriceRates,
     key: str,
     namespace: str | None = None,
+    namespaces: Collection[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The rows of ``cluster_id``'s active workloads without a stored OOM kill (of
-    ``namespace`` when given), grouped by namespace, kind and label ``key``'s value,
-    at ``prices``, from the workloads' stored rows: one grouped query."""
+    ``namespace``, or of ``namespaces``, when given), grouped by namespace, kind
+    and label ``key``'s value, at ``prices``, from the workloads' stored rows: one
+    grouped query."""
     workloads = Workload.objects.filter(
         cluster_id=cluster_id, is_active=True, totals__latest_oom_at__isnull=True
     )
     if namespace is not None:
         workloads = workloads.filter(namespace=namespace)
+    if namespaces is not None:
+        workloads = workloads.filter(namespace__in=list(namespaces))
     annotated = label_rollups.with_amounts(
         workloads, prices=prices, rules=rules, stored=True
     ).annotate(group=KeyTextTransform(key, "labels"))
@@ -83,19 +87,32 @@ def compute(
     ]
 
 
-def store(*, cluster_id: int, rules: RiskRules, namespace: str | None = None) -> int:
-    """Replace the rows of ``cluster_id`` (only ``namespace``'s when given) with what
-    ``compute`` gives at the list prices and label key in force; returns how many
-    rows were written. Runs in ``namespace_totals.store``'s transaction, after the
-    workloads' rows (workload_totals, label_rollups)."""
+def store(
+    *,
+    cluster_id: int,
+    rules: RiskRules,
+    namespace: str | None = None,
+    namespaces: Collection[str] | None = None,
+) -> int:
+    """Replace the rows of ``cluster_id`` (only ``namespace``'s, or ``namespaces``',
+    when given) with what ``compute`` gives at the list prices and label key in
+    force; returns how many rows were written. Runs in ``namespace_totals.store``'s
+    transaction, after the workloads' rows (workload_totals, label_rollups)."""
     prices = Prices.from_settings()
     key = label_key()
     rows = compute(
-        cluster_id=cluster_id, rules=rules, prices=prices, key=key, namespace=namespace
+        cluster_id=cluster_id,
+        rules=rules,
+        prices=prices,
+        key=key,
+        namespace=namespace,
+        namespaces=namespaces,
     )
     stale = GroupTotals.objects.filter(cluster_id=cluster_id)
     if namespace is not None:
         stale = stale.filter(namespace=namespace)
+    if namespaces is not None:
+        stale = stale.filter(namespace__in=list(namespaces))
     stale.delete()
     GroupTotals.objects.bulk_create(
         [

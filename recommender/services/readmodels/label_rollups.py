@@ -13,7 +13,8 @@ key."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Case, Count, F, FloatField, Q, Sum, Value, When
@@ -28,6 +29,7 @@ from recommender.models import (
     WorkloadAmounts,
 )
 from recommender.models.provisioning import (
+    STORED_PARTS,
     PriceRates,
     WorkloadQuerySet,
     billed_request_sql,
@@ -93,14 +95,20 @@ def computed_amounts() -> dict[str, Any]:
 
 
 def compute(
-    *, cluster_id: int, namespace: str | None = None
+    *,
+    cluster_id: int,
+    namespace: str | None = None,
+    workload_ids: Collection[int] | None = None,
 ) -> dict[int, tuple[int, ...]]:
     """Workload pk -> its ``COLUMNS`` values (whole millicores and bytes, as the
     rollups round each workload), for every workload of ``cluster_id`` (or of its
-    ``namespace``), active or not: one grouped query."""
+    ``namespace``; only ``workload_ids`` when given), active or not: one grouped
+    query."""
     workloads = Workload.objects.filter(cluster_id=cluster_id)
     if namespace is not None:
         workloads = workloads.filter(namespace=namespace)
+    if workload_ids is not None:
+        workloads = workloads.filter(pk__in=list(workload_ids))
     return {
         pk: tuple(round(value or 0) for value in values)
         for pk, *values in workloads.annotate(**computed_amounts())
@@ -109,16 +117,68 @@ def compute(
     }
 
 
-def store(*, cluster_id: int, namespace: str | None = None) -> int:
+def compute_with_parts(
+    *,
+    cluster_id: int,
+    rules: RiskRules,
+    kills: Mapping[int, datetime],
+    namespace: str | None = None,
+    workload_ids: Collection[int] | None = None,
+) -> tuple[dict[int, workload_totals.Parts], dict[int, tuple[int, ...]]]:
+    """``workload_totals.compute`` (with ``kills``) and ``compute`` of the same
+    workloads, in one grouped query over their containers."""
+    workloads = Workload.objects.filter(cluster_id=cluster_id)
+    if namespace is not None:
+        workloads = workloads.filter(namespace=namespace)
+    if workload_ids is not None:
+        workloads = workloads.filter(pk__in=list(workload_ids))
+    parts: dict[int, workload_totals.Parts] = {}
+    amounts: dict[int, tuple[int, ...]] = {}
+    if workload_ids is not None and not workload_ids:
+        return parts, amounts
+    stored = len(STORED_PARTS)
+    for pk, cluster, ns, is_active, *values in (
+        workloads.with_stored_parts(rules=rules)
+        .annotate(**computed_amounts())
+        .order_by()
+        .values_list(
+            "pk", "cluster_id", "namespace", "is_active", *STORED_PARTS, *COLUMNS
+        )
+    ):
+        parts[pk] = workload_totals.Parts(
+            cluster, ns, is_active, (*values[:stored], kills.get(pk))
+        )
+        amounts[pk] = tuple(round(value or 0) for value in values[stored:])
+    return parts, amounts
+
+
+def store(
+    *,
+    cluster_id: int,
+    namespace: str | None = None,
+    workload_ids: Collection[int] | None = None,
+    computed: Mapping[int, tuple[int, ...]] | None = None,
+) -> int:
     """Make the stored rows of ``cluster_id``'s workloads (only ``namespace``'s when
-    given) what ``compute`` gives, writing only the rows that differ; returns how
-    many were written or deleted. Runs in ``namespace_totals.store``'s transaction."""
+    given) what ``compute`` gives (``computed``, when the caller has it already),
+    writing only the rows that differ; returns how many were written or deleted.
+    With ``workload_ids``, only those workloads' rows, each written. Runs in
+    ``namespace_totals.store``'s transaction."""
+    if computed is None:
+        computed = compute(
+            cluster_id=cluster_id, namespace=namespace, workload_ids=workload_ids
+        )
+    if workload_ids is not None:
+        workload_totals.upsert(
+            WorkloadAmounts, columns=list(COLUMNS.values()), values=computed
+        )
+        return len(computed)
     changed, gone = workload_totals.write_changed(
         WorkloadAmounts,
         cluster_id=cluster_id,
         namespace=namespace,
         columns=list(COLUMNS.values()),
-        values=compute(cluster_id=cluster_id, namespace=namespace),
+        values=computed,
     )
     return changed + gone
 

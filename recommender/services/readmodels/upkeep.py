@@ -2,7 +2,8 @@
 
 It wraps the block that refreshes a cluster (or one namespace, a shard). After the
 block the namespaces' totals are stored (phase ``totals``; a failure there is the
-run's failure) and, with ``savings_snapshot``, the hour's savings snapshot is taken
+run's failure) for the workloads the block's writers noted (changes.py) and, with
+``savings_snapshot``, the hour's savings snapshot is taken
 (``savings_trend.record_snapshot_quietly``: logged, never raised). After a failing
 block the totals are still stored, since what the block committed stays, but a
 failure to store them is only logged, never hiding the block's own.
@@ -18,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from recommender.models import Cluster
-from recommender.services.readmodels import namespace_totals
+from recommender.services.readmodels import changes, namespace_totals
 from recommender.services.readmodels.savings_trend import record_snapshot_quietly
 
 logger = logging.getLogger(__name__)
@@ -36,18 +37,23 @@ def kept_current(
     """Keep the read models of ``cluster`` (or its ``namespace``) current around the
     block; ``phases`` times the ``totals`` and ``savings_snapshot`` phases of the
     caller's run."""
-    try:
-        yield
-    except BaseException:
+    with changes.collected() as changed:
         try:
-            namespace_totals.store(cluster=cluster, now=now, namespace=namespace)
-        except Exception:
-            logger.exception(
-                "cluster %s: the namespaces' totals were not stored", cluster
-            )
-        raise
+            yield
+        except BaseException:
+            try:
+                namespace_totals.store(
+                    cluster=cluster, now=now, namespace=namespace, changed=changed
+                )
+            except Exception:
+                logger.exception(
+                    "cluster %s: the namespaces' totals were not stored", cluster
+                )
+            raise
     with phases("totals"):
-        namespace_totals.store(cluster=cluster, now=now, namespace=namespace)
+        namespace_totals.store(
+            cluster=cluster, now=now, namespace=namespace, changed=changed
+        )
     if savings_snapshot:
         # The first successful refresh of each hour snapshots the cluster's namespaces.
         with phases("savings_snapshot"):

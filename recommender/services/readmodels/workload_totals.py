@@ -63,25 +63,50 @@ class Parts:
         return self.values[COLUMNS.index(column)]
 
 
-def compute(
-    *, cluster_ids: Collection[int], rules: RiskRules, namespace: str | None = None
-) -> dict[int, Parts]:
-    """Workload pk -> its ``Parts``, for every workload of ``cluster_ids`` (or of
-    their ``namespace``), active or not: two grouped queries, whatever the clusters."""
-    workloads = Workload.objects.filter(cluster_id__in=cluster_ids)
+def latest_kills(
+    *,
+    cluster_ids: Collection[int],
+    namespace: str | None = None,
+    workload_ids: Collection[int] | None = None,
+) -> dict[int, datetime]:
+    """Workload pk -> the latest OOM kill of its regular containers, for the
+    workloads of ``cluster_ids`` (or of their ``namespace``; only ``workload_ids``
+    when given) with any: one grouped query."""
     kills = OomKill.objects.filter(container__workload__cluster_id__in=cluster_ids)
     if namespace is not None:
-        workloads = workloads.filter(namespace=namespace)
         kills = kills.filter(container__workload__namespace=namespace)
-    latest_kills = dict(
+    if workload_ids is not None:
+        kills = kills.filter(container__workload_id__in=list(workload_ids))
+    return dict(
         kills.exclude(container__kind=Container.Kind.INIT)
         .order_by()
         .values("container__workload_id")
         .annotate(at=Max("occurred_at"))
         .values_list("container__workload_id", "at")
     )
+
+
+def compute(
+    *,
+    cluster_ids: Collection[int],
+    rules: RiskRules,
+    namespace: str | None = None,
+    workload_ids: Collection[int] | None = None,
+    kills: Mapping[int, datetime] | None = None,
+) -> dict[int, Parts]:
+    """Workload pk -> its ``Parts``, for every workload of ``cluster_ids`` (or of
+    their ``namespace``; only ``workload_ids`` when given), active or not: two
+    grouped queries, whatever the clusters (one with ``kills``, their
+    ``latest_kills``)."""
+    workloads = Workload.objects.filter(cluster_id__in=cluster_ids)
+    if namespace is not None:
+        workloads = workloads.filter(namespace=namespace)
+    if workload_ids is not None:
+        workloads = workloads.filter(pk__in=list(workload_ids))
+    if kills is None:
+        kills = latest_kills(cluster_ids=cluster_ids, namespace=namespace)
     return {
-        pk: Parts(cluster_id, ns, is_active, (*parts, latest_kills.get(pk)))
+        pk: Parts(cluster_id, ns, is_active, (*parts, kills.get(pk)))
         for pk, cluster_id, ns, is_active, *parts in workloads.with_stored_parts(
             rules=rules
         )
@@ -96,12 +121,14 @@ def store(
     now: datetime,
     namespace: str | None = None,
     computed: Mapping[int, Parts] | None = None,
+    existing: Mapping[int, tuple[Any, ...]] | None = None,
 ) -> int:
     """Make the stored rows of ``cluster_id``'s workloads (only ``namespace``'s when
     given) what ``compute`` gives (``computed``, when the caller has it already),
-    writing only the rows that differ; returns how many workloads' rows were written
-    or deleted. Runs in the caller's transaction (``namespace_totals.store``, which
-    holds the cluster's row)."""
+    writing only the rows that differ (from ``existing``, when given: only
+    ``computed``'s rows, those not in it all written); returns how many workloads'
+    rows were written or deleted. Runs in the caller's transaction
+    (``namespace_totals.store``, which holds the cluster's row)."""
     if computed is None:
         computed = compute(
             cluster_ids=[cluster_id], rules=risk_rules(now), namespace=namespace
@@ -113,6 +140,7 @@ def store(
         namespace=namespace,
         columns=COLUMNS,
         values=values,
+        existing=existing,
     )
     logger.info(
         "cluster %s namespace %s: %d of %d workload totals rewritten, %d deleted",
@@ -132,35 +160,49 @@ def write_changed(
     namespace: str | None,
     columns: Sequence[str],
     values: Mapping[int, tuple[Any, ...]],
+    existing: Mapping[int, tuple[Any, ...]] | None = None,
 ) -> tuple[int, int]:
     """Make ``model``'s rows (one per workload, keyed ``workload``) of
     ``cluster_id``'s workloads (only ``namespace``'s when given) hold ``values``
-    (workload pk -> ``columns``' values), writing only the rows that differ; returns
-    how many rows were written and how many deleted."""
-    stored = model._default_manager.filter(workload__cluster_id=cluster_id)
-    if namespace is not None:
-        stored = stored.filter(workload__namespace=namespace)
-    existing = {
-        pk: tuple(row) for pk, *row in stored.values_list("workload_id", *columns)
-    }
-    changed = [pk for pk, row in values.items() if existing.get(pk) != row]
+    (workload pk -> ``columns``' values), writing only the rows that differ from
+    the stored ones (``existing``: as the caller read them); returns how many rows
+    were written and how many deleted."""
+    if existing is None:
+        stored = model._default_manager.filter(workload__cluster_id=cluster_id)
+        if namespace is not None:
+            stored = stored.filter(workload__namespace=namespace)
+        existing = {
+            pk: tuple(row) for pk, *row in stored.values_list("workload_id", *columns)
+        }
+    changed = {pk: row for pk, row in values.items() if existing.get(pk) != row}
     # Rows of a workload no longer in the scope: none, as rows go with their
     # workload, whose cluster and namespace never change.
     gone = [pk for pk in existing if pk not in values]
     for start in range(0, len(gone), BATCH):
         model._default_manager.filter(pk__in=gone[start : start + BATCH]).delete()
-    # New and changed rows in one upsert per batch.
+    upsert(model, columns=columns, values=changed)
+    return len(changed), len(gone)
+
+
+def upsert(
+    model: type[models.Model],
+    *,
+    columns: Sequence[str],
+    values: Mapping[int, tuple[Any, ...]],
+) -> None:
+    """Write ``values`` (workload pk -> ``columns``' values) to ``model``'s rows (one
+    per workload, keyed ``workload``), new and changed ones in one upsert per batch
+    (none without values)."""
     model._default_manager.bulk_create(
         [
-            model(workload_id=pk, **dict(zip(columns, values[pk], strict=True)))
-            for pk in changed
+            model(workload_id=pk, **dict(zip(columns, row, strict=True)))
+            for pk, row in values.items()
         ],
         batch_size=BATCH,
         update_conflicts=True,
         unique_fields=["workload"],
         update_fields=list(columns),
     )
-    return len(changed), len(gone)
 
 
 def is_complete() -> bool:

@@ -65,6 +65,7 @@ from recommender.services.connections import (
     usage_source_for,
 )
 from recommender.services.operations.runs import Phases, recorded_run
+from recommender.services.readmodels import changes
 from recommender.services.readmodels import upkeep as readmodels
 from recommender.services.readmodels.generation import (
     mark_admission_data_changed,
@@ -726,6 +727,7 @@ def _store_kills(won: Sequence[tuple[Window, Sequence[Row]]]) -> None:
         ],
         fields=_KILL_COLUMNS,
     )
+    changes.note(row.container.workload_id for _, row, _ in kills)
     for window, _, kill in kills:
         window.stored_kills.add(ooms.kill_key(kill))
 
@@ -950,10 +952,9 @@ def _store_recommendations(rows: Sequence[Row], now: datetime, cluster_id: int) 
     # so what is held does not grow with how many moved at once.
     for start in range(0, len(moved), RECOMMENDATION_SLICE):
         won |= _store_moved(moved[start : start + RECOMMENDATION_SLICE], now)
-    note_admission_changes(
-        cluster_id=cluster_id,
-        workload_ids=[
-            row.container.workload_id for row in moved if row.container.pk in won
-        ],
-    )
+    moved_workloads = [
+        row.container.workload_id for row in moved if row.container.pk in won
+    ]
+    changes.note(moved_workloads)
+    note_admission_changes(cluster_id=cluster_id, workload_ids=moved_workloads)
     return len(won)

@@ -27,6 +27,7 @@ from recommender.services.policy.rules import (
     apply_diffs,
     policy_diffs,
 )
+from recommender.services.readmodels import changes
 from recommender.services.readmodels.generation import note_admission_changes
 from recommender.services.readmodels.pod_owners import PodOwners, load_pod_owners
 from recommender.services.refresh import stored_json
@@ -217,18 +218,16 @@ def upsert_discovery(
     # What the rest of discovery reads of each workload, as tuples.
     workloads = stored_workloads(of_shard.filter(is_active=True))
     # The webhook's caches reload the workloads that appeared, changed, came back or
-    # vanished, and those whose last_seen_at moved.
-    note_admission_changes(
-        cluster_id=cluster.pk,
-        workload_ids=[
-            workloads[(w.namespace, w.kind, w.name)].pk
-            for w in new_rows
-            if (w.namespace, w.kind, w.name) in workloads
-        ]
-        + [w.pk for w in changed]
-        + vanished
-        + touched,
-    )
+    # vanished, and those whose last_seen_at moved; the totals recompute all but the
+    # last.
+    written = [
+        workloads[(w.namespace, w.kind, w.name)].pk
+        for w in new_rows
+        if (w.namespace, w.kind, w.name) in workloads
+    ]
+    written += [w.pk for w in changed] + vanished
+    changes.note(written)
+    note_admission_changes(cluster_id=cluster.pk, workload_ids=written + touched)
     with_policy = set(
         Policy.objects.filter(workload__in=of_shard).values_list(
             "workload_id", flat=True
@@ -405,6 +404,8 @@ def _upsert_containers(
                 )
             elif stored[1] != [fields[f] for f in _CONTAINER_FIELDS]:
                 changed_containers.append(Container(pk=stored[0], **fields))
+                changes.note([workload.pk])
+    changes.note(container.workload_id for container in new_containers)
     insert_new(new_containers)
     Container.objects.bulk_update(
         changed_containers, list(_CONTAINER_FIELDS), batch_size=BATCH

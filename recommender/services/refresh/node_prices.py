@@ -36,6 +36,7 @@ from recommender.cluster.label_selector import VALUE as LABEL_VALUE
 from recommender.cluster.nodes import NodeInventory, NodeRecord, prometheus_label
 from recommender.errors import InvalidInput
 from recommender.models import Workload
+from recommender.services.readmodels import changes
 from recommender.sources.base import UsageSource
 
 OPENCOST = "opencost"
@@ -351,4 +352,5 @@ def price_workloads(
             workload.price_source = name
             changed.append(workload)
     Workload.objects.bulk_update(changed, fields, batch_size=500)
+    changes.note(workload.pk for workload in changed)
     return len(changed)

@@ -32,6 +32,7 @@ from recommender.engine.resources import RESOURCE_NAMES, Resources
 from recommender.models import Checkpoint, Container, UsageHour, Workload, WorkloadPod
 from recommender.models.bulk import STREAM_ROWS, insert_new
 from recommender.models.provisioning import HOURS_PER_MONTH
+from recommender.services.readmodels import changes
 from recommender.services.readmodels.pod_owners import (
     POD_RETENTION,
     PodKey,
@@ -283,6 +284,7 @@ def record_running_hours(
             workload.running_hours_month = hours
             changed.append(workload)
     Workload.objects.bulk_update(changed, ["running_hours_month"], batch_size=500)
+    changes.note(workload.pk for workload in changed)
     return len(changed)
 
 
