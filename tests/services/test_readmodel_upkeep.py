@@ -141,6 +141,29 @@ def test_a_store_recomputes_the_noted_workloads_and_the_next_hour_everything(
     assert _stored(cluster) == incremental
 
 
+def test_a_processs_first_store_of_a_cluster_recomputes_everything(
+    two_namespaces, monkeypatch
+):
+    """A restarted process (new list prices, label key or currency in its settings)
+    recomputes every workload at its first store of the cluster, within the hour
+    too; its next store recomputes only what was noted."""
+    cluster = two_namespaces
+    before = _requested(cluster)
+    Container.objects.filter(workload__name="w4").update(request_cpu_millicores=900)
+    monkeypatch.setattr(namespace_totals, "_STORED_IN_FULL", set())  # a restart
+
+    namespace_totals.store(
+        cluster=cluster, now=NOW + timedelta(minutes=1), changed=set()
+    )
+
+    assert _requested(cluster) == {"one": before["one"], "two": before["two"] + 1200}
+    Container.objects.filter(workload__name="w3").update(request_cpu_millicores=900)
+    namespace_totals.store(
+        cluster=cluster, now=NOW + timedelta(minutes=2), changed=set()
+    )
+    assert _requested(cluster) == {"one": before["one"], "two": before["two"] + 1200}
+
+
 def _statements(cluster: Cluster, changed: set[int], minute: int) -> list[str]:
     with CaptureQueriesContext(connection) as queries:
         namespace_totals.store(

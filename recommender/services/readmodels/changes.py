@@ -5,8 +5,10 @@ A writer notes the workloads whose containers (added, their kinds, requests or t
 live pods' mean requests), latest recommendations, OOM kills, replicas, activity,
 labels, running hours or prices it wrote; outside a collection a note does nothing.
 The totals store recomputes only those (namespace_totals.store); its first store of
-each hour recomputes every workload, which takes in what changed outside a refresh
-(the Django admin, retention's deletions, another list price or label key).
+each hour, and a process's first store of each cluster, recompute every workload,
+which takes in what changed outside a refresh (the Django admin, retention's
+deletions within the hour; another list price, label key or currency from the
+restart that brought it).
 """
 
 from __future__ import annotations

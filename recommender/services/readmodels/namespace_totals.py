@@ -68,6 +68,10 @@ MAX_CONFIDENCE = 1e12
 # all of them costs less than looking up so many (at 100,000 containers, 15,000
 # changed workloads took 1 s longer than every workload).
 MOST_RECOMPUTED = 10_000
+# The clusters this process has stored in full: its first store of a cluster
+# recomputes everything, so settings read at start (list prices, the rollup label
+# key, the currency) are in the stored rows from a restart's first refresh on.
+_STORED_IN_FULL: set[int] = set()
 # Confidence bands (in days of history, upstream's unit): below 1 the bounds are widened
 # a lot.
 CONFIDENCE_BANDS = (("low", 1.0), ("medium", 7.0), ("high", float("inf")))
@@ -307,8 +311,11 @@ def store(
             if changed is None and not of_cluster.update(totals_at=now):
                 return 0  # deleted meanwhile
         rules = risk_rules(now)
-        if changed is not None and len(changed) > MOST_RECOMPUTED:
+        if changed is not None and (
+            len(changed) > MOST_RECOMPUTED or cluster.pk not in _STORED_IN_FULL
+        ):
             changed = None
+        in_full = changed is None and namespace is None
         kills = workload_totals.latest_kills(
             cluster_ids=[cluster.pk], namespace=namespace, workload_ids=changed
         )
@@ -384,6 +391,8 @@ def store(
             namespace=namespace,
             namespaces=touched,
         )
+    if in_full:  # committed
+        _STORED_IN_FULL.add(cluster.pk)
     return len(facts)
 
 
