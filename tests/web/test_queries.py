@@ -81,9 +81,9 @@ PAGES = {
     # namespaces' savings (the list's, summed: whether the stored group sums serve,
     # whether the facts are stored, the sums) and the at-risk candidates' savings
     # (whether the facts are stored, the savings), and what the savings are priced
-    # at (the workloads per price source); the namespaces' savings ask once more
-    # whether every cluster is stored (when it is, that spares their slowest query)
-    "/": 28,
+    # at (the workloads per price source); the enabled clusters are read once
+    # (whether each is stored, its VPA warnings and missing OOM history)
+    "/": 23,
     # session, user, role; the rollup, the trend, the cluster names; the header;
     # the realized savings' changes; the node pools; whether the stored amounts are
     # complete
@@ -227,3 +227,19 @@ def test_pages_read_from_stored_totals_have_bounded_queries(viewer_client, db, p
     small = grown(3, 0)
     assert grown(12, 100) <= small + SPANNED.get(path, 0)
     assert grown(12, 300) <= small + SPANNED.get(path, 0)
+
+
+def test_the_overview_runs_no_statement_twice(viewer_client, db):
+    # As a refresh leaves it: whether every cluster is stored is read once with the
+    # clusters, not asked again by each reader (the totals, the namespaces' savings,
+    # the at-risk candidates' savings).
+    _grow(3)
+    for cluster in Cluster.objects.all():
+        namespace_totals.store(cluster=cluster, now=timezone.now())
+
+    with CaptureQueriesContext(connection) as queries:
+        response = viewer_client.get("/")
+
+    assert response.status_code == 200
+    statements = [query["sql"] for query in queries]
+    assert sorted(s for s in statements if statements.count(s) > 1) == []

@@ -8,6 +8,7 @@ Risk, waste and savings follow the definitions in recommender/models/provisionin
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -128,11 +129,17 @@ def _fleet_totals(
 
 
 def _at_risk(
-    *, now: datetime, prices: Prices, limit: int, shortfalls: Mapping[int, int]
+    *,
+    now: datetime,
+    prices: Prices,
+    limit: int,
+    shortfalls: Mapping[int, int],
+    complete: bool,
 ) -> tuple[int, list[Workload], int]:
     """How many shown workloads are at risk, the ``limit`` riskiest (OOM kills, then
     the largest shortfall; then the largest savings) with their facts, and the OOM
-    kills of the last RECENT_OOM_WINDOW: four small queries.
+    kills of the last RECENT_OOM_WINDOW: four small queries (``complete``: whether
+    every enabled cluster's workload totals are stored).
 
     The risk score of every workload comes from the few containers that carry one:
     recent OOM kills, and the ``shortfalls`` of the namespaces' totals
@@ -157,23 +164,28 @@ def _at_risk(
         oom_count += kills
         if kind != Container.Kind.INIT:  # init containers carry no risk
             ooms[workload_id] = ooms.get(workload_id, 0) + kills
-    risk = {
-        pk: risk_score(ooms.get(pk, 0), shortfalls.get(pk, 0))
-        for pk in ooms.keys() | shortfalls.keys()
-    }
+    # A workload without a recent kill scores its shortfall (risk_score(0, s) == s):
+    # the tens of thousands of shortfalls are copied as they are, only the few
+    # OOM-killed workloads scored.
+    risk = dict(shortfalls)
+    for pk, kills in ooms.items():
+        risk[pk] = risk_score(kills, shortfalls.get(pk, 0))
     # Ties on the score are ordered by savings: every workload scoring at least the
     # limit-th score is a candidate. In a fleet of like workloads thousands tie (one
     # shortfall percent), so their savings come from the list's own annotation (the
     # stored parts when complete, workload_totals.with_facts) in one query, and only
     # the rows shown are loaded with their containers.
-    scores = sorted(risk.values(), reverse=True)
-    floor = scores[limit - 1] if 0 < limit <= len(scores) else 0
+    scores = heapq.nlargest(limit, risk.values()) if limit > 0 else []
+    floor = scores[-1] if 0 < limit <= len(scores) else 0
     candidates = [pk for pk, score in risk.items() if score >= floor]
     # (The annotation's name, which the type checker does not know of the model.)
     fields = ("pk", "savings")
     ranked_savings: dict[int, float | None] = dict(
         workload_totals.with_facts(
-            Workload.objects.filter(pk__in=candidates), prices=prices, rules=rules
+            Workload.objects.filter(pk__in=candidates),
+            prices=prices,
+            rules=rules,
+            complete=complete,
         )
         .order_by()
         .values_list(*fields)
@@ -239,15 +251,38 @@ def _add_realized(totals: _FleetTotals, *, prices: Prices) -> None:
 
 def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overview:
     """Fleet totals, savings, workloads at risk, coverage, confidence, last runs."""
-    facts = namespace_totals.read(now=now)
-    totals = _fleet_totals(facts, savings=namespace_savings(prices=prices, now=now))
+    # The enabled clusters, read once: whose totals are stored (every reader below
+    # asks whether all are), their VPA warnings and missing OOM history.
+    clusters = list(
+        Cluster.objects.filter(is_enabled=True)
+        .order_by("name")
+        .values_list(
+            "pk",
+            "name",
+            "totals_at",
+            "vpa_objects_without_target",
+            "oom_history_missing_since",
+        )
+    )
+    complete = all(totals_at is not None for _, _, totals_at, *_ in clusters)
+    facts = namespace_totals.read(
+        now=now,
+        clusters={pk: (name, totals_at) for pk, name, totals_at, *_ in clusters},
+    )
+    totals = _fleet_totals(
+        facts, savings=namespace_savings(prices=prices, now=now, complete=complete)
+    )
     fleet = totals.fleet
     _add_realized(totals, prices=prices)
+    shortfalls: dict[int, int] = {}
+    for row in facts:
+        shortfalls.update(row.shortfalls)
     at_risk_count, at_risk, recent_oom_count = _at_risk(
         now=now,
         prices=prices,
         limit=limit,
-        shortfalls={pk: pct for row in facts for pk, pct in row.shortfalls.items()},
+        shortfalls=shortfalls,
+        complete=complete,
     )
     ooms = OomKill.objects.filter(
         container__workload__is_active=True,
@@ -295,16 +330,12 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
         workload_count=sum(row.workloads for row in facts),
         vpa_warnings=[
             f"{name}: {entry['message']}"
-            for name, entries in Cluster.objects.filter(is_enabled=True)
-            .order_by("name")
-            .values_list("name", "vpa_objects_without_target")
+            for _, name, _, entries, _ in clusters
             for entry in entries or []
         ],
         oom_history_missing=[
             (name, since)
-            for name, since in Cluster.objects.filter(is_enabled=True)
-            .order_by("name")
-            .values_list("name", "oom_history_missing_since")
+            for _, name, _, _, since in clusters
             if since is not None
         ],
         node_pools=pools,

@@ -20,13 +20,19 @@ from recommender.services.readmodels import group_totals, workload_totals
 from recommender.services.readmodels.provisioning import Prices, risk_rules
 
 
-def namespace_savings(*, prices: Prices, now: datetime) -> dict[tuple[str, str], float]:
-    """{(cluster, namespace): monthly savings} over the shown workloads."""
+def namespace_savings(
+    *, prices: Prices, now: datetime, complete: bool | None = None
+) -> dict[tuple[str, str], float]:
+    """{(cluster, namespace): monthly savings} over the shown workloads; whether
+    every enabled cluster is stored is ``complete`` when the caller knows
+    (``workload_totals.is_complete``), else asked once."""
+    if complete is None:
+        complete = workload_totals.is_complete()
     rules = risk_rules(now)
     shown = Workload.objects.shown().order_by()
     out: dict[tuple[str, str], float] = defaultdict(float)
     stored = shown.filter(cluster__totals_at__isnull=False)
-    if group_totals.is_usable(prices=prices, key=None):
+    if group_totals.is_usable(prices=prices, key=None, complete=complete):
         # Every cluster's groups are stored at these prices: summing a row per
         # workload cost 0.1-0.2 s at 50,000 workloads; only the workloads the groups
         # leave out (a stored OOM kill) are summed below.
@@ -40,7 +46,7 @@ def namespace_savings(*, prices: Prices, now: datetime) -> dict[tuple[str, str],
         .values_list("cluster__name", "namespace", "total")
     ):
         out[(cluster, namespace)] += float(total or 0.0)
-    if workload_totals.is_complete():
+    if complete:
         # Every enabled cluster stored: the query below finds no workload, yet
         # building its annotations alone costs tens of milliseconds a load.
         return dict(out)

@@ -447,16 +447,22 @@ def namespaces() -> list[str]:
     return sorted(found)
 
 
-def read(*, now: datetime) -> list[NamespaceFacts]:
-    """The totals of every namespace of the enabled clusters, ordered by cluster name
+def read(
+    *,
+    now: datetime,
+    clusters: Mapping[int, tuple[str, datetime | None]] | None = None,
+) -> list[NamespaceFacts]:
+    """The totals of every namespace of the enabled clusters (``clusters``, pk ->
+    (name, ``totals_at``), when the caller has read them), ordered by cluster name
     and namespace: the stored rows of clusters that have them, computed for the
     others."""
-    clusters = {
-        pk: (name, totals_at)
-        for pk, name, totals_at in Cluster.objects.filter(is_enabled=True).values_list(
-            "pk", "name", "totals_at"
-        )
-    }
+    if clusters is None:
+        clusters = {
+            pk: (name, totals_at)
+            for pk, name, totals_at in Cluster.objects.filter(
+                is_enabled=True
+            ).values_list("pk", "name", "totals_at")
+        }
     stored = [
         NamespaceFacts(
             cluster_id=cluster_id,

@@ -211,11 +211,16 @@ def is_complete() -> bool:
 
 
 def with_facts(
-    workloads: WorkloadQuerySet, *, prices: PriceRates, rules: RiskRules
+    workloads: WorkloadQuerySet,
+    *,
+    prices: PriceRates,
+    rules: RiskRules,
+    complete: bool | None = None,
 ) -> WorkloadQuerySet:
     """``workloads`` (of enabled clusters) annotated as
     ``Workload.objects.with_provisioning`` does: from the stored rows when every
-    enabled cluster has them, else computed over every container."""
-    if is_complete():
+    enabled cluster has them (``complete``, when the caller knows: ``is_complete``),
+    else computed over every container."""
+    if is_complete() if complete is None else complete:
         return workloads.with_stored_provisioning(prices=prices, rules=rules)
     return workloads.with_provisioning(prices=prices, rules=rules)
