@@ -380,6 +380,10 @@ class NamespaceTotals(ContainerAmounts):
     # containers without a usable recommendation, in that order (at most
     # FIRST_WITHOUT_DATA, services/readmodels/namespace_totals.py).
     first_without_data = models.JSONField(default=list, blank=True)
+    # [[price source, workloads, core-hour low, high, GiB-hour low, high], ...]: its
+    # active workloads per price source and the range of their stored prices (null
+    # where none is stored), by source: the overview's price mix.
+    price_mix = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["cluster_id", "namespace"]

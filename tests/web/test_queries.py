@@ -75,15 +75,14 @@ def _count(client, path: str) -> int:
 
 # Every page's header reads the safety state (kill switch, paused clusters): one query.
 PAGES = {
-    # + the admission webhook counts, the VPA objects without a target and the
+    # + the admission webhook counts, the enabled clusters (whether each is
+    # stored, its VPA objects without a target, its missing OOM history), the
     # failing clusters (one query when none fails), the realized savings' changes,
-    # the clusters without OOM history, the updater leases, the node pools and the
-    # namespaces' savings (the list's, summed: whether the stored group sums serve,
-    # whether the facts are stored, the sums) and the at-risk candidates' savings
-    # (whether the facts are stored, the savings), and what the savings are priced
-    # at (the workloads per price source); the enabled clusters are read once
-    # (whether each is stored, its VPA warnings and missing OOM history)
-    "/": 23,
+    # the updater leases, the node pools and the namespaces' savings (the list's,
+    # summed: whether the stored group sums serve, the sums) and the at-risk
+    # candidates' savings; what the savings are priced at comes with the
+    # namespaces' totals
+    "/": 22,
     # session, user, role; the rollup, the trend, the cluster names; the header;
     # the realized savings' changes; the node pools; whether the stored amounts are
     # complete

@@ -326,7 +326,9 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
         runs=runs,
         is_refreshing=any(run.status == RefreshRun.Status.RUNNING for run in runs),
         prices=prices,
-        price_mix=price_mix(prices),
+        price_mix=price_mix(
+            prices, (found for row in facts for found in row.price_mix)
+        ),
         workload_count=sum(row.workloads for row in facts),
         vpa_warnings=[
             f"{name}: {entry['message']}"
@@ -334,9 +336,7 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
             for entry in entries or []
         ],
         oom_history_missing=[
-            (name, since)
-            for _, name, _, _, since in clusters
-            if since is not None
+            (name, since) for _, name, _, _, since in clusters if since is not None
         ],
         node_pools=pools,
         node_pool_totals=pool_totals(pools),

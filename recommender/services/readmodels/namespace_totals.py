@@ -57,7 +57,11 @@ from recommender.services.readmodels import (
     label_rollups,
     workload_totals,
 )
-from recommender.services.readmodels.provisioning import risk_rules
+from recommender.services.readmodels.provisioning import (
+    PriceRange,
+    price_ranges,
+    risk_rules,
+)
 
 # Per namespace, the containers without a recommendation kept for the overview's list
 # ("no recommendation yet": it shows the first ones of the fleet, at most these).
@@ -122,14 +126,24 @@ class NamespaceFacts:
     # The first FIRST_WITHOUT_DATA containers without a usable recommendation, as
     # (workload name, container name, container pk), in that order.
     first_without_data: Sequence[tuple[str, str, int]] = ()
+    # Its active workloads per price source and the range of their prices
+    # (provisioning.PriceRange, by source): what the overview's price mix adds up.
+    price_mix: Sequence[PriceRange] = ()
 
 
-# The columns NamespaceFacts and NamespaceTotals share, but the keys and shortfalls.
+# The columns NamespaceFacts and NamespaceTotals share, but the keys and the lists.
 AMOUNTS = tuple(
     f.name
     for f in fields(NamespaceFacts)
     if f.name
-    not in ("cluster_id", "cluster", "namespace", "shortfalls", "first_without_data")
+    not in (
+        "cluster_id",
+        "cluster",
+        "namespace",
+        "shortfalls",
+        "first_without_data",
+        "price_mix",
+    )
 )
 
 
@@ -155,6 +169,7 @@ def compute(
         )
     amounts: dict[tuple[int, str], dict[str, Any]] = {}
     shortfalls: dict[tuple[int, str], dict[int, int]] = {}
+    prices: dict[tuple[int, str], list[PriceRange]] = {}
     for pk, found in parts.items():
         if not found.is_active or (
             namespaces is not None and found.namespace not in namespaces
@@ -163,6 +178,8 @@ def compute(
         key = (found.cluster_id, found.namespace)
         counts = amounts.setdefault(key, {"workloads": 0})
         counts["workloads"] += 1
+        source, core, gib = found.price
+        prices.setdefault(key, []).append((source, 1, core, core, gib, gib))
         if found.value("missing_count"):
             counts["workloads_missing_requests"] = (
                 counts.get("workloads_missing_requests", 0) + 1
@@ -199,6 +216,7 @@ def compute(
                 namespace=ns,
                 shortfalls=shortfalls.get((cluster_id, ns), {}),
                 first_without_data=tuple(firsts.get((cluster_id, ns), ())),
+                price_mix=tuple(price_ranges(prices.get((cluster_id, ns), ()))),
                 **{name: value or 0 for name, value in values.items()},
             )
             for (cluster_id, ns), values in amounts.items()
@@ -377,13 +395,20 @@ def store(
                     computed_at=now,
                     shortfalls={str(pk): pct for pk, pct in f.shortfalls.items()},
                     first_without_data=[list(first) for first in f.first_without_data],
+                    price_mix=[list(found) for found in f.price_mix],
                     **{name: getattr(f, name) for name in AMOUNTS},
                 )
                 for f in facts
             ],
             update_conflicts=True,
             unique_fields=["cluster", "namespace"],
-            update_fields=["computed_at", "shortfalls", "first_without_data", *AMOUNTS],
+            update_fields=[
+                "computed_at",
+                "shortfalls",
+                "first_without_data",
+                "price_mix",
+                *AMOUNTS,
+            ],
         )
         group_totals.store(
             cluster_id=cluster.pk,
@@ -402,8 +427,10 @@ def _stored_parts(
     """The stored ``Parts`` of the active workloads of ``namespaces`` (a workload
     without a row: none)."""
     return {
-        pk: workload_totals.Parts(cluster_id, ns, True, tuple(values))
-        for pk, ns, *values in Workload.objects.filter(
+        pk: workload_totals.Parts(
+            cluster_id, ns, True, tuple(values), (source, core, gib)
+        )
+        for pk, ns, source, core, gib, *values in Workload.objects.filter(
             cluster_id=cluster_id,
             namespace__in=list(namespaces),
             is_active=True,
@@ -413,6 +440,7 @@ def _stored_parts(
         .values_list(
             "pk",
             "namespace",
+            *workload_totals.PRICE,
             *(f"totals__{column}" for column in workload_totals.COLUMNS),
         )
     }
@@ -472,15 +500,21 @@ def read(
             first_without_data=tuple(
                 (workload, name, pk) for workload, name, pk in first_without_data
             ),
+            price_mix=tuple(tuple(found) for found in price_mix),
             **dict(zip(AMOUNTS, values, strict=True)),
         )
-        for cluster_id, ns, shortfalls, first_without_data, *values in (
+        for cluster_id, ns, shortfalls, first_without_data, price_mix, *values in (
             NamespaceTotals.objects.filter(
                 cluster_id__in=[
                     pk for pk, (_, at) in clusters.items() if at is not None
                 ]
             ).values_list(
-                "cluster_id", "namespace", "shortfalls", "first_without_data", *AMOUNTS
+                "cluster_id",
+                "namespace",
+                "shortfalls",
+                "first_without_data",
+                "price_mix",
+                *AMOUNTS,
             )
         )
     ]
