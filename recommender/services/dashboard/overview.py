@@ -30,8 +30,11 @@ from recommender.models.provisioning import (
     risk_score,
     workload_facts,
 )
-from recommender.services.readmodels import namespace_totals, workload_totals
-from recommender.services.readmodels.namespace_savings import namespace_savings
+from recommender.services.readmodels import (
+    namespace_savings,
+    namespace_totals,
+    workload_totals,
+)
 from recommender.services.readmodels.namespace_totals import (
     CONFIDENCE_BANDS,
     NamespaceFacts,
@@ -135,11 +138,13 @@ def _at_risk(
     limit: int,
     shortfalls: Mapping[int, int],
     complete: bool,
+    known_savings: Mapping[int, float],
 ) -> tuple[int, list[Workload], int]:
     """How many shown workloads are at risk, the ``limit`` riskiest (OOM kills, then
     the largest shortfall; then the largest savings) with their facts, and the OOM
-    kills of the last RECENT_OOM_WINDOW: four small queries (``complete``: whether
-    every enabled cluster's workload totals are stored).
+    kills of the last RECENT_OOM_WINDOW: three or four small queries (``complete``:
+    whether every enabled cluster's workload totals are stored; ``known_savings``:
+    the savings the namespaces' sums read of single workloads, the OOM-killed ones).
 
     The risk score of every workload comes from the few containers that carry one:
     recent OOM kills, and the ``shortfalls`` of the namespaces' totals
@@ -178,18 +183,25 @@ def _at_risk(
     scores = heapq.nlargest(limit, risk.values()) if limit > 0 else []
     floor = scores[-1] if 0 < limit <= len(scores) else 0
     candidates = [pk for pk, score in risk.items() if score >= floor]
+    # Those the namespaces' savings read already (a fleet with a dozen OOM-killed
+    # workloads a week ranks only those), the others in one query.
+    ranked_savings: dict[int, float | None] = {
+        pk: known_savings[pk] for pk in candidates if pk in known_savings
+    }
+    unknown = [pk for pk in candidates if pk not in known_savings]
     # (The annotation's name, which the type checker does not know of the model.)
     fields = ("pk", "savings")
-    ranked_savings: dict[int, float | None] = dict(
-        workload_totals.with_facts(
-            Workload.objects.filter(pk__in=candidates),
-            prices=prices,
-            rules=rules,
-            complete=complete,
+    if unknown:
+        ranked_savings.update(
+            workload_totals.with_facts(
+                Workload.objects.filter(pk__in=unknown),
+                prices=prices,
+                rules=rules,
+                complete=complete,
+            )
+            .order_by()
+            .values_list(*fields)
         )
-        .order_by()
-        .values_list(*fields)
-    )
     shown = sorted(
         ranked_savings,
         key=lambda pk: (-risk[pk], -(ranked_savings[pk] or 0.0), pk),
@@ -269,9 +281,8 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
         now=now,
         clusters={pk: (name, totals_at) for pk, name, totals_at, *_ in clusters},
     )
-    totals = _fleet_totals(
-        facts, savings=namespace_savings(prices=prices, now=now, complete=complete)
-    )
+    savings = namespace_savings.savings(prices=prices, now=now, complete=complete)
+    totals = _fleet_totals(facts, savings=savings.namespaces)
     fleet = totals.fleet
     _add_realized(totals, prices=prices)
     shortfalls: dict[int, int] = {}
@@ -283,6 +294,7 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
         limit=limit,
         shortfalls=shortfalls,
         complete=complete,
+        known_savings=savings.workloads,
     )
     ooms = OomKill.objects.filter(
         container__workload__is_active=True,

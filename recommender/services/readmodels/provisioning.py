@@ -109,11 +109,10 @@ def price_ranges(ranges: Iterable[PriceRange]) -> list[PriceRange]:
         found = out.get(source)
         if found is not None:
             n += found[1]
-            core_low, core_high = (
-                _lower(found[2], core_low),
-                _higher(found[3], core_high),
-            )
-            gib_low, gib_high = _lower(found[4], gib_low), _higher(found[5], gib_high)
+            core_low = _lower(found[2], core_low)
+            core_high = _higher(found[3], core_high)
+            gib_low = _lower(found[4], gib_low)
+            gib_high = _higher(found[5], gib_high)
         out[source] = (source, n, core_low, core_high, gib_low, gib_high)
     return sorted(out.values())
 
