@@ -169,12 +169,14 @@ def _at_risk(
         oom_count += kills
         if kind != Container.Kind.INIT:  # init containers carry no risk
             ooms[workload_id] = ooms.get(workload_id, 0) + kills
-    # A workload without a recent kill scores its shortfall (risk_score(0, s) == s):
-    # the tens of thousands of shortfalls are copied as they are, only the few
-    # OOM-killed workloads scored.
-    risk = dict(shortfalls)
-    for pk, kills in ooms.items():
-        risk[pk] = risk_score(kills, shortfalls.get(pk, 0))
+    # An OOM kill outweighs any shortfall (OOM_WEIGHT): with at least ``limit``
+    # OOM-killed workloads the riskiest are among them, and the tens of thousands
+    # of shortfalls of a large fleet are only counted; with fewer, a workload without
+    # a kill scores its shortfall (risk_score(0, s) == s).
+    risk = {pk: risk_score(kills, shortfalls.get(pk, 0)) for pk, kills in ooms.items()}
+    at_risk_count = len(shortfalls) + sum(pk not in shortfalls for pk in ooms)
+    if len(risk) < limit:
+        risk = {**shortfalls, **risk}
     # Ties on the score are ordered by savings: every workload scoring at least the
     # limit-th score is a candidate. In a fleet of like workloads thousands tie (one
     # shortfall percent), so their savings come from the list's own annotation (the
@@ -238,7 +240,7 @@ def _at_risk(
             setattr(workload, name, value)
         top.append(workload)
     top.sort(key=lambda w: shown.index(w.pk))
-    return len(risk), top[:limit], oom_count
+    return at_risk_count, top[:limit], oom_count
 
 
 def _add_realized(totals: _FleetTotals, *, prices: Prices) -> None:
