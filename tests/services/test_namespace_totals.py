@@ -16,8 +16,8 @@ from recommender.errors import SourceUnavailable
 from recommender.models import Cluster, Container, NamespaceTotals, Workload
 from recommender.services.dashboard.overview import Overview, fleet_overview
 from recommender.services.operations.runs import Phases
-from recommender.services.readmodels import namespace_totals, upkeep
-from recommender.services.readmodels.provisioning import PriceMix
+from recommender.services.readmodels import namespace_savings, namespace_totals, upkeep
+from recommender.services.readmodels.provisioning import PriceMix, Prices
 from recommender.services.refresh.cycle import refresh_cluster
 from recommender.sources.simulated import SimulatedUsageSource
 from tests.factories import make_cluster, make_workload
@@ -174,6 +174,35 @@ def test_the_overview_from_stored_totals_is_the_one_computed_as_it_loads():
     assert changed["fleet"] != computed[10]["fleet"]
     Cluster.objects.update(totals_at=None)
     assert _values(fleet_overview(now=now, prices=PRICES)) == changed
+
+
+def test_every_cluster_stored_at_the_list_prices_ranks_at_risk_rows_as_computed():
+    # Every enabled cluster stored at the list prices: the stored group sums serve,
+    # and the namespaces' savings read the OOM-killed workloads' one by one, which
+    # the at-risk rows then rank by instead of asking for them again.
+    now = timezone.now()
+    prices = Prices.from_settings()
+    cluster, off = on_and_off()
+    varied_fleet(
+        now,
+        cluster_of=lambda index: off if index % 11 == 0 else cluster,
+        namespace_of=lambda index: ("default", "team-b")[index % 2],
+    )
+    computed = {
+        limit: _values(fleet_overview(now=now, prices=prices, limit=limit))
+        for limit in LIMITS
+    }
+    assert computed[500]["at_risk_count"] > 3
+
+    namespace_totals.store(cluster=cluster, now=now)
+
+    read = namespace_savings.savings(prices=prices, now=now)
+    assert read.workloads  # the OOM-killed workloads' own savings
+    for limit in LIMITS:
+        assert (
+            _values(fleet_overview(now=now, prices=prices, limit=limit))
+            == (computed[limit])
+        )
 
 
 def test_a_shard_replaces_its_namespace_and_leaves_the_others():
