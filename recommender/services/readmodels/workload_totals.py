@@ -62,7 +62,7 @@ class Parts:
     namespace: str
     is_active: bool
     values: tuple[Any, ...]
-    price: tuple[str, float | None, float | None] = ("", None, None)
+    price: tuple[str, float | None, float | None]
 
     def value(self, column: str) -> Any:
         """One of ``COLUMNS``' values."""
