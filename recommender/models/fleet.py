@@ -368,6 +368,8 @@ class NamespaceTotals(ContainerAmounts):
     workloads = models.IntegerField(default=0)
     # Of them, those with a (non-init) container missing a CPU or a memory request.
     workloads_missing_requests = models.IntegerField(default=0)
+    # Of them, those with a counted shortfall (the size of ``shortfalls``).
+    workloads_short = models.IntegerField(default=0)
     # Containers with a latest recommendation, and of those, per confidence band.
     recommendations = models.IntegerField(default=0)
     confidence_low = models.IntegerField(default=0)

@@ -9,7 +9,7 @@ Risk, waste and savings follow the definitions in recommender/models/provisionin
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -136,47 +136,75 @@ def _at_risk(
     now: datetime,
     prices: Prices,
     limit: int,
-    shortfalls: Mapping[int, int],
+    namespaces: Sequence[NamespaceFacts],
+    stored_clusters: Collection[int],
     complete: bool,
     known_savings: Mapping[int, float],
 ) -> tuple[int, list[Workload], int]:
     """How many shown workloads are at risk, the ``limit`` riskiest (OOM kills, then
     the largest shortfall; then the largest savings) with their facts, and the OOM
-    kills of the last RECENT_OOM_WINDOW: three or four small queries (``complete``:
-    whether every enabled cluster's workload totals are stored; ``known_savings``:
-    the savings the namespaces' sums read of single workloads, the OOM-killed ones).
+    kills of the last RECENT_OOM_WINDOW: three to five small queries (``namespaces``:
+    their totals, read without the shortfalls of ``stored_clusters``' rows;
+    ``complete``: whether every enabled cluster's workload totals are stored;
+    ``known_savings``: the savings the namespaces' sums read of single workloads,
+    the OOM-killed ones).
 
     The risk score of every workload comes from the few containers that carry one:
-    recent OOM kills, and the ``shortfalls`` of the namespaces' totals
+    recent OOM kills, and the shortfalls of the namespaces' totals
     (``Container.with_provisioning``'s rule), rather than from
     ``Workload.with_provisioning`` over every workload (1.5 s at 65,000 workloads);
     the candidates' savings (the tie-break) are read as the list reads them, and
     only the rows shown are loaded, their savings computed in Python.
     """
     rules = risk_rules(now)
+    # The shortfalls computed as the page loads (clusters never stored).
+    computed: dict[int, int] = {}
+    for row in namespaces:
+        computed.update(row.shortfalls)
     ooms: dict[int, int] = {}
+    shortfall_of: dict[int, int] = {}
     oom_count = 0
-    for workload_id, kind, kills in (
+    for workload_id, kind, cluster_id, stored, kills in (
         OomKill.objects.filter(
             container__workload__is_active=True,
             container__workload__cluster__is_enabled=True,
             occurred_at__gte=rules.oom_since,
         )
         .order_by()
-        .values_list("container__workload_id", "container__kind")
+        .values_list(
+            "container__workload_id",
+            "container__kind",
+            "container__workload__cluster_id",
+            "container__workload__totals__shortfall",
+        )
         .annotate(kills=Count("pk"))
     ):
         oom_count += kills
         if kind != Container.Kind.INIT:  # init containers carry no risk
             ooms[workload_id] = ooms.get(workload_id, 0) + kills
+            # Stored with the same parts as its namespace's shortfalls, in the same
+            # transaction (namespace_totals.store).
+            shortfall_of[workload_id] = (
+                stored or 0
+                if cluster_id in stored_clusters
+                else computed.get(workload_id, 0)
+            )
     # An OOM kill outweighs any shortfall (OOM_WEIGHT): with at least ``limit``
     # OOM-killed workloads the riskiest are among them, and the tens of thousands
-    # of shortfalls of a large fleet are only counted; with fewer, a workload without
-    # a kill scores its shortfall (risk_score(0, s) == s).
-    risk = {pk: risk_score(kills, shortfalls.get(pk, 0)) for pk, kills in ooms.items()}
-    at_risk_count = len(shortfalls) + sum(pk not in shortfalls for pk in ooms)
+    # of shortfalls of a large fleet are only counted (the namespaces'
+    # ``workloads_short``); with fewer, a workload without a kill scores its
+    # shortfall (risk_score(0, s) == s), the stored ones read now.
+    risk = {pk: risk_score(kills, shortfall_of[pk]) for pk, kills in ooms.items()}
+    at_risk_count = sum(row.workloads_short for row in namespaces) + sum(
+        not shortfall_of[pk] for pk in ooms
+    )
     if len(risk) < limit:
-        risk = {**shortfalls, **risk}
+        everyone = {
+            **namespace_totals.stored_shortfalls(stored_clusters),
+            **computed,
+        }
+        shortfall_of = {**everyone, **shortfall_of}
+        risk = {**everyone, **risk}
     # Ties on the score are ordered by savings: every workload scoring at least the
     # limit-th score is a candidate. In a fleet of like workloads thousands tie (one
     # shortfall percent), so their savings come from the list's own annotation (the
@@ -233,7 +261,7 @@ def _at_risk(
         # The attributes with_provisioning would annotate, as the template reads.
         for name, value in (
             ("recent_ooms", ooms.get(workload.pk, 0)),
-            ("shortfall", shortfalls.get(workload.pk, 0)),
+            ("shortfall", shortfall_of.get(workload.pk, 0)),
             ("risk", risk[workload.pk]),
             ("savings", facts.savings),
         ):
@@ -282,19 +310,18 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
     facts = namespace_totals.read(
         now=now,
         clusters={pk: (name, totals_at) for pk, name, totals_at, *_ in clusters},
+        shortfalls=False,
     )
     savings = namespace_savings.savings(prices=prices, now=now, complete=complete)
     totals = _fleet_totals(facts, savings=savings.namespaces)
     fleet = totals.fleet
     _add_realized(totals, prices=prices)
-    shortfalls: dict[int, int] = {}
-    for row in facts:
-        shortfalls.update(row.shortfalls)
     at_risk_count, at_risk, recent_oom_count = _at_risk(
         now=now,
         prices=prices,
         limit=limit,
-        shortfalls=shortfalls,
+        namespaces=facts,
+        stored_clusters={pk for pk, _, at, *_ in clusters if at is not None},
         complete=complete,
         known_savings=savings.workloads,
     )

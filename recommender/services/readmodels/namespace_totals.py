@@ -33,6 +33,7 @@ from django.db.models import (
     Count,
     F,
     FloatField,
+    JSONField,
     Q,
     Sum,
     Value,
@@ -109,6 +110,8 @@ class NamespaceFacts:
     namespace: str
     workloads: int = 0
     workloads_missing_requests: int = 0
+    # Of them, those with a counted shortfall (``shortfalls``' size).
+    workloads_short: int = 0
     containers: int = 0
     covered: int = 0
     requested_cpu_millicores: int = 0
@@ -186,6 +189,7 @@ def compute(
             )
         if found.value("shortfall") > 0:
             shortfalls.setdefault(key, {})[pk] = found.value("shortfall")
+            counts["workloads_short"] = counts.get("workloads_short", 0) + 1
     containers = Container.objects.recommended().filter(
         workload__cluster_id__in=list(clusters), workload__is_active=True
     )
@@ -479,11 +483,14 @@ def read(
     *,
     now: datetime,
     clusters: Mapping[int, tuple[str, datetime | None]] | None = None,
+    shortfalls: bool = True,
 ) -> list[NamespaceFacts]:
     """The totals of every namespace of the enabled clusters (``clusters``, pk ->
     (name, ``totals_at``), when the caller has read them), ordered by cluster name
     and namespace: the stored rows of clusters that have them, computed for the
-    others."""
+    others. Without ``shortfalls`` the stored rows' shortfalls are left empty (their
+    count, ``workloads_short``, stays): tens of thousands of entries at 100,000
+    containers, which ``stored_shortfalls`` reads when they are needed."""
     if clusters is None:
         clusters = {
             pk: (name, totals_at)
@@ -491,27 +498,25 @@ def read(
                 is_enabled=True
             ).values_list("pk", "name", "totals_at")
         }
+    stored_ids = [pk for pk, (_, at) in clusters.items() if at is not None]
     stored = [
         NamespaceFacts(
             cluster_id=cluster_id,
             cluster=clusters[cluster_id][0],
             namespace=ns,
-            shortfalls={int(pk): pct for pk, pct in shortfalls.items()},
+            shortfalls=_by_pk(by_text or {}),
             first_without_data=tuple(
                 (workload, name, pk) for workload, name, pk in first_without_data
             ),
             price_mix=tuple(tuple(found) for found in price_mix),
             **dict(zip(AMOUNTS, values, strict=True)),
         )
-        for cluster_id, ns, shortfalls, first_without_data, price_mix, *values in (
-            NamespaceTotals.objects.filter(
-                cluster_id__in=[
-                    pk for pk, (_, at) in clusters.items() if at is not None
-                ]
-            ).values_list(
+        for cluster_id, ns, by_text, first_without_data, price_mix, *values in (
+            NamespaceTotals.objects.filter(cluster_id__in=stored_ids).values_list(
                 "cluster_id",
                 "namespace",
-                "shortfalls",
+                # (A constant in place of the column: the row's shape stays.)
+                "shortfalls" if shortfalls else Value(None, JSONField()),
                 "first_without_data",
                 "price_mix",
                 *AMOUNTS,
@@ -523,3 +528,19 @@ def read(
         now=now,
     )
     return sorted(stored + computed, key=_order)
+
+
+def _by_pk(stored: Mapping[str, int]) -> dict[int, int]:
+    """A stored shortfall map (JSON: text keys) by workload pk."""
+    return dict(zip(map(int, stored), stored.values(), strict=True))
+
+
+def stored_shortfalls(cluster_ids: Collection[int]) -> dict[int, int]:
+    """Workload pk -> shortfall percent, of every stored namespace of
+    ``cluster_ids`` (what ``read`` leaves out without ``shortfalls``): one query."""
+    out: dict[int, int] = {}
+    for found in NamespaceTotals.objects.filter(
+        cluster_id__in=list(cluster_ids)
+    ).values_list("shortfalls", flat=True):
+        out.update(_by_pk(found))
+    return out

@@ -26,9 +26,10 @@ def drop_index(apps, schema_editor):
 
 
 def fill_price_mix(apps, schema_editor):
-    """Each stored namespace's price mix, as the refresh stores it
-    (services/readmodels/namespace_totals.py): per price source of its active
-    workloads, their count and the range of their stored prices."""
+    """Each stored namespace's price mix and count of workloads with a shortfall, as
+    the refresh stores them (services/readmodels/namespace_totals.py): per price
+    source of its active workloads, their count and the range of their stored
+    prices; the size of its stored shortfalls."""
     NamespaceTotals = apps.get_model("recommender", "NamespaceTotals")
     Workload = apps.get_model("recommender", "Workload")
     mixes: dict[tuple[int, str], list[list[object]]] = {}
@@ -58,7 +59,10 @@ def fill_price_mix(apps, schema_editor):
     rows = list(NamespaceTotals.objects.all())
     for totals in rows:
         totals.price_mix = mixes.get((totals.cluster_id, totals.namespace), [])
-    NamespaceTotals.objects.bulk_update(rows, ["price_mix"], batch_size=1000)
+        totals.workloads_short = len(totals.shortfalls or {})
+    NamespaceTotals.objects.bulk_update(
+        rows, ["price_mix", "workloads_short"], batch_size=1000
+    )
 
 
 class Migration(migrations.Migration):
@@ -71,6 +75,11 @@ class Migration(migrations.Migration):
             model_name="namespacetotals",
             name="price_mix",
             field=models.JSONField(blank=True, default=list),
+        ),
+        migrations.AddField(
+            model_name="namespacetotals",
+            name="workloads_short",
+            field=models.IntegerField(default=0),
         ),
         migrations.RunPython(fill_price_mix, migrations.RunPython.noop),
         migrations.RunPython(create_index, drop_index),

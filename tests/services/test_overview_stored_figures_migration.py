@@ -1,5 +1,6 @@
-"""Migration 0032 fills each stored namespace's price mix from its workloads and, on
-PostgreSQL, adds the index the overview's OOM kills join their containers by."""
+"""Migration 0032 fills each stored namespace's price mix from its workloads and its
+count of workloads with a shortfall from its stored shortfalls and, on PostgreSQL,
+adds the index the overview's OOM kills join their containers by."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from django.db import connection
 from django.utils import timezone
 
 BEFORE = "0031_savings_pod_requests"
-AFTER = "0032_price_mix_kill_owners"
+AFTER = "0032_overview_stored_figures"
 
 
 def _container_indexes() -> set[str]:
@@ -43,9 +44,16 @@ def test_stored_namespaces_get_their_price_mix_and_postgres_the_index(migrate_to
             price_per_gib_hour=gib,
             is_active=active,
         )
-    for namespace in ("ns", "other", "empty"):
+    for namespace, shortfalls in (
+        ("ns", {"1": 20, "2": 35}),
+        ("other", {}),
+        ("empty", {}),
+    ):
         NamespaceTotals.objects.create(
-            cluster=cluster, namespace=namespace, computed_at=timezone.now()
+            cluster=cluster,
+            namespace=namespace,
+            computed_at=timezone.now(),
+            shortfalls=shortfalls,
         )
 
     apps = migrate_to(AFTER)
@@ -63,5 +71,10 @@ def test_stored_namespaces_get_their_price_mix_and_postgres_the_index(migrate_to
         "other": [["opencost", 1, 0.03, 0.03, 0.002, 0.002]],
         "empty": [],
     }
+    assert dict(
+        apps.get_model("recommender", "NamespaceTotals").objects.values_list(
+            "namespace", "workloads_short"
+        )
+    ) == {"ns": 2, "other": 0, "empty": 0}
     expected = {"container_owner"} if connection.vendor == "postgresql" else set()
     assert {"container_owner"} & _container_indexes() == expected
