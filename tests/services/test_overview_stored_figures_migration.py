@@ -20,7 +20,7 @@ def _container_indexes() -> set[str]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_stored_namespaces_get_their_price_mix_and_postgres_the_index(migrate_to):
+def test_stored_namespaces_get_their_price_mix_and_count_of_shortfalls(migrate_to):
     apps = migrate_to(BEFORE)
     assert "container_owner" not in _container_indexes()
     Cluster = apps.get_model("recommender", "Cluster")
