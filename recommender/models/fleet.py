@@ -368,6 +368,8 @@ class NamespaceTotals(ContainerAmounts):
     workloads = models.IntegerField(default=0)
     # Of them, those with a (non-init) container missing a CPU or a memory request.
     workloads_missing_requests = models.IntegerField(default=0)
+    # Of them, those with a counted shortfall (the size of ``shortfalls``).
+    workloads_short = models.IntegerField(default=0)
     # Containers with a latest recommendation, and of those, per confidence band.
     recommendations = models.IntegerField(default=0)
     confidence_low = models.IntegerField(default=0)
@@ -380,6 +382,10 @@ class NamespaceTotals(ContainerAmounts):
     # containers without a usable recommendation, in that order (at most
     # FIRST_WITHOUT_DATA, services/readmodels/namespace_totals.py).
     first_without_data = models.JSONField(default=list, blank=True)
+    # [[price source, workloads, core-hour low, high, GiB-hour low, high], ...]: its
+    # active workloads per price source and the range of their stored prices (null
+    # where none is stored), by source: the overview's price mix.
+    price_mix = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["cluster_id", "namespace"]

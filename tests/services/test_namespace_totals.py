@@ -9,13 +9,15 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db.models import Count, Max, Min
 from django.utils import timezone
 
 from recommender.errors import SourceUnavailable
 from recommender.models import Cluster, Container, NamespaceTotals, Workload
 from recommender.services.dashboard.overview import Overview, fleet_overview
 from recommender.services.operations.runs import Phases
-from recommender.services.readmodels import namespace_totals, upkeep
+from recommender.services.readmodels import namespace_savings, namespace_totals, upkeep
+from recommender.services.readmodels.provisioning import PriceMix, Prices
 from recommender.services.refresh.cycle import refresh_cluster
 from recommender.sources.simulated import SimulatedUsageSource
 from tests.factories import make_cluster, make_workload
@@ -50,7 +52,37 @@ def _values(overview: Overview) -> dict:
         ],
         "confidence": overview.confidence,
         "workload_count": overview.workload_count,
+        "price_mix": overview.price_mix,
     }
+
+
+def _price_mix_of_the_shown_workloads() -> list[PriceMix]:
+    """The price mix summed over every shown workload in one grouped query."""
+    mix = []
+    for row in (
+        Workload.objects.shown()
+        .order_by()
+        .values("price_source")
+        .annotate(
+            n=Count("pk"),
+            core_low=Min("price_per_core_hour"),
+            core_high=Max("price_per_core_hour"),
+            gib_low=Min("price_per_gib_hour"),
+            gib_high=Max("price_per_gib_hour"),
+        )
+    ):
+        low = PRICES.at(row["core_low"], row["gib_low"])
+        high = PRICES.at(row["core_high"], row["gib_high"])
+        mix.append(
+            PriceMix(
+                source=row["price_source"] or "default",
+                workloads=row["n"],
+                core_hour=(low.per_core_hour, high.per_core_hour),
+                gib_hour=(low.per_gib_hour, high.per_gib_hour),
+            )
+        )
+    assert len(mix) == 3  # default, table and opencost
+    return sorted(mix, key=lambda m: (-m.workloads, m.source))
 
 
 def _stored(cluster: Cluster) -> dict[str, dict]:
@@ -93,6 +125,15 @@ def test_the_overview_from_stored_totals_is_the_one_computed_as_it_loads():
         cluster, "migrate", namespace="jobs", containers={"init": {}}, replicas=1
     )
     Container.objects.filter(workload=lone).update(kind=Container.Kind.INIT)
+    # Some workloads priced by their nodes, at prices of their own (the price mix).
+    for index, pk in enumerate(
+        Workload.objects.order_by("pk").values_list("pk", flat=True)[::3]
+    ):
+        Workload.objects.filter(pk=pk).update(
+            price_source=("table", "opencost")[index % 2],
+            price_per_core_hour=0.02 + index / 100,
+            price_per_gib_hour=None if index == 2 else 0.003 + index / 1000,
+        )
     # A third cluster whose totals are never stored: computed as the page loads.
     other = make_cluster("other")
     make_workload(other, "api", containers={"app": {"request_cpu_millicores": 10}})
@@ -101,6 +142,7 @@ def test_the_overview_from_stored_totals_is_the_one_computed_as_it_loads():
         for limit in LIMITS
     }
     assert not NamespaceTotals.objects.exists()
+    assert computed[10]["price_mix"] == _price_mix_of_the_shown_workloads()
     assert {t["namespace"] for t in computed[10]["by_namespace"]} == {
         "default",
         "team-b",
@@ -132,6 +174,35 @@ def test_the_overview_from_stored_totals_is_the_one_computed_as_it_loads():
     assert changed["fleet"] != computed[10]["fleet"]
     Cluster.objects.update(totals_at=None)
     assert _values(fleet_overview(now=now, prices=PRICES)) == changed
+
+
+def test_every_cluster_stored_at_the_list_prices_ranks_at_risk_rows_as_computed():
+    # Every enabled cluster stored at the list prices: the stored group sums serve,
+    # and the namespaces' savings read the OOM-killed workloads' one by one, which
+    # the at-risk rows then rank by instead of asking for them again.
+    now = timezone.now()
+    prices = Prices.from_settings()
+    cluster, off = on_and_off()
+    varied_fleet(
+        now,
+        cluster_of=lambda index: off if index % 11 == 0 else cluster,
+        namespace_of=lambda index: ("default", "team-b")[index % 2],
+    )
+    computed = {
+        limit: _values(fleet_overview(now=now, prices=prices, limit=limit))
+        for limit in LIMITS
+    }
+    assert computed[500]["at_risk_count"] > 3
+
+    namespace_totals.store(cluster=cluster, now=now)
+
+    read = namespace_savings.savings(prices=prices, now=now)
+    assert read.workloads  # the OOM-killed workloads' own savings
+    for limit in LIMITS:
+        assert (
+            _values(fleet_overview(now=now, prices=prices, limit=limit))
+            == (computed[limit])
+        )
 
 
 def test_a_shard_replaces_its_namespace_and_leaves_the_others():

@@ -8,7 +8,8 @@ Risk, waste and savings follow the definitions in recommender/models/provisionin
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import heapq
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -29,8 +30,11 @@ from recommender.models.provisioning import (
     risk_score,
     workload_facts,
 )
-from recommender.services.readmodels import namespace_totals, workload_totals
-from recommender.services.readmodels.namespace_savings import namespace_savings
+from recommender.services.readmodels import (
+    namespace_savings,
+    namespace_totals,
+    workload_totals,
+)
 from recommender.services.readmodels.namespace_totals import (
     CONFIDENCE_BANDS,
     NamespaceFacts,
@@ -128,56 +132,106 @@ def _fleet_totals(
 
 
 def _at_risk(
-    *, now: datetime, prices: Prices, limit: int, shortfalls: Mapping[int, int]
+    *,
+    now: datetime,
+    prices: Prices,
+    limit: int,
+    namespaces: Sequence[NamespaceFacts],
+    stored_clusters: Collection[int],
+    complete: bool,
+    known_savings: Mapping[int, float],
 ) -> tuple[int, list[Workload], int]:
     """How many shown workloads are at risk, the ``limit`` riskiest (OOM kills, then
     the largest shortfall; then the largest savings) with their facts, and the OOM
-    kills of the last RECENT_OOM_WINDOW: four small queries.
+    kills of the last RECENT_OOM_WINDOW: three to five small queries (``namespaces``:
+    their totals, read without the shortfalls of ``stored_clusters``' rows;
+    ``complete``: whether every enabled cluster's workload totals are stored;
+    ``known_savings``: the savings the namespaces' sums read of single workloads,
+    the OOM-killed ones).
 
     The risk score of every workload comes from the few containers that carry one:
-    recent OOM kills, and the ``shortfalls`` of the namespaces' totals
+    recent OOM kills, and the shortfalls of the namespaces' totals
     (``Container.with_provisioning``'s rule), rather than from
     ``Workload.with_provisioning`` over every workload (1.5 s at 65,000 workloads);
     the candidates' savings (the tie-break) are read as the list reads them, and
     only the rows shown are loaded, their savings computed in Python.
     """
     rules = risk_rules(now)
+    # The shortfalls computed as the page loads (clusters never stored).
+    computed: dict[int, int] = {}
+    for row in namespaces:
+        computed.update(row.shortfalls)
     ooms: dict[int, int] = {}
+    shortfall_of: dict[int, int] = {}
     oom_count = 0
-    for workload_id, kind, kills in (
+    for workload_id, kind, cluster_id, stored, kills in (
         OomKill.objects.filter(
             container__workload__is_active=True,
             container__workload__cluster__is_enabled=True,
             occurred_at__gte=rules.oom_since,
         )
         .order_by()
-        .values_list("container__workload_id", "container__kind")
+        .values_list(
+            "container__workload_id",
+            "container__kind",
+            "container__workload__cluster_id",
+            "container__workload__totals__shortfall",
+        )
         .annotate(kills=Count("pk"))
     ):
         oom_count += kills
         if kind != Container.Kind.INIT:  # init containers carry no risk
             ooms[workload_id] = ooms.get(workload_id, 0) + kills
-    risk = {
-        pk: risk_score(ooms.get(pk, 0), shortfalls.get(pk, 0))
-        for pk in ooms.keys() | shortfalls.keys()
-    }
+            # Stored with the same parts as its namespace's shortfalls, in the same
+            # transaction (namespace_totals.store).
+            shortfall_of[workload_id] = (
+                stored or 0
+                if cluster_id in stored_clusters
+                else computed.get(workload_id, 0)
+            )
+    # An OOM kill outweighs any shortfall (OOM_WEIGHT): with at least ``limit``
+    # OOM-killed workloads the riskiest are among them, and the tens of thousands
+    # of shortfalls of a large fleet are only counted (the namespaces'
+    # ``workloads_short``); with fewer, a workload without a kill scores its
+    # shortfall (risk_score(0, s) == s), the stored ones read now.
+    risk = {pk: risk_score(kills, shortfall_of[pk]) for pk, kills in ooms.items()}
+    at_risk_count = sum(row.workloads_short for row in namespaces) + sum(
+        not shortfall_of[pk] for pk in ooms
+    )
+    if len(risk) < limit:
+        everyone = {
+            **namespace_totals.stored_shortfalls(stored_clusters),
+            **computed,
+        }
+        shortfall_of = {**everyone, **shortfall_of}
+        risk = {**everyone, **risk}
     # Ties on the score are ordered by savings: every workload scoring at least the
     # limit-th score is a candidate. In a fleet of like workloads thousands tie (one
     # shortfall percent), so their savings come from the list's own annotation (the
     # stored parts when complete, workload_totals.with_facts) in one query, and only
     # the rows shown are loaded with their containers.
-    scores = sorted(risk.values(), reverse=True)
-    floor = scores[limit - 1] if 0 < limit <= len(scores) else 0
+    scores = heapq.nlargest(limit, risk.values()) if limit > 0 else []
+    floor = scores[-1] if 0 < limit <= len(scores) else 0
     candidates = [pk for pk, score in risk.items() if score >= floor]
+    # Those the namespaces' savings read already (a fleet with a dozen OOM-killed
+    # workloads a week ranks only those), the others in one query.
+    ranked_savings: dict[int, float | None] = {
+        pk: known_savings[pk] for pk in candidates if pk in known_savings
+    }
+    unknown = [pk for pk in candidates if pk not in known_savings]
     # (The annotation's name, which the type checker does not know of the model.)
     fields = ("pk", "savings")
-    ranked_savings: dict[int, float | None] = dict(
-        workload_totals.with_facts(
-            Workload.objects.filter(pk__in=candidates), prices=prices, rules=rules
+    if unknown:
+        ranked_savings.update(
+            workload_totals.with_facts(
+                Workload.objects.filter(pk__in=unknown),
+                prices=prices,
+                rules=rules,
+                complete=complete,
+            )
+            .order_by()
+            .values_list(*fields)
         )
-        .order_by()
-        .values_list(*fields)
-    )
     shown = sorted(
         ranked_savings,
         key=lambda pk: (-risk[pk], -(ranked_savings[pk] or 0.0), pk),
@@ -207,14 +261,14 @@ def _at_risk(
         # The attributes with_provisioning would annotate, as the template reads.
         for name, value in (
             ("recent_ooms", ooms.get(workload.pk, 0)),
-            ("shortfall", shortfalls.get(workload.pk, 0)),
+            ("shortfall", shortfall_of.get(workload.pk, 0)),
             ("risk", risk[workload.pk]),
             ("savings", facts.savings),
         ):
             setattr(workload, name, value)
         top.append(workload)
     top.sort(key=lambda w: shown.index(w.pk))
-    return len(risk), top[:limit], oom_count
+    return at_risk_count, top[:limit], oom_count
 
 
 def _add_realized(totals: _FleetTotals, *, prices: Prices) -> None:
@@ -239,15 +293,37 @@ def _add_realized(totals: _FleetTotals, *, prices: Prices) -> None:
 
 def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overview:
     """Fleet totals, savings, workloads at risk, coverage, confidence, last runs."""
-    facts = namespace_totals.read(now=now)
-    totals = _fleet_totals(facts, savings=namespace_savings(prices=prices, now=now))
+    # The enabled clusters, read once: whose totals are stored (every reader below
+    # asks whether all are), their VPA warnings and missing OOM history.
+    clusters = list(
+        Cluster.objects.filter(is_enabled=True)
+        .order_by("name")
+        .values_list(
+            "pk",
+            "name",
+            "totals_at",
+            "vpa_objects_without_target",
+            "oom_history_missing_since",
+        )
+    )
+    complete = all(totals_at is not None for _, _, totals_at, *_ in clusters)
+    facts = namespace_totals.read(
+        now=now,
+        clusters={pk: (name, totals_at) for pk, name, totals_at, *_ in clusters},
+        shortfalls=False,
+    )
+    savings = namespace_savings.savings(prices=prices, now=now, complete=complete)
+    totals = _fleet_totals(facts, savings=savings.namespaces)
     fleet = totals.fleet
     _add_realized(totals, prices=prices)
     at_risk_count, at_risk, recent_oom_count = _at_risk(
         now=now,
         prices=prices,
         limit=limit,
-        shortfalls={pk: pct for row in facts for pk, pct in row.shortfalls.items()},
+        namespaces=facts,
+        stored_clusters={pk for pk, _, at, *_ in clusters if at is not None},
+        complete=complete,
+        known_savings=savings.workloads,
     )
     ooms = OomKill.objects.filter(
         container__workload__is_active=True,
@@ -291,21 +367,17 @@ def fleet_overview(*, now: datetime, prices: Prices, limit: int = 10) -> Overvie
         runs=runs,
         is_refreshing=any(run.status == RefreshRun.Status.RUNNING for run in runs),
         prices=prices,
-        price_mix=price_mix(prices),
+        price_mix=price_mix(
+            prices, (found for row in facts for found in row.price_mix)
+        ),
         workload_count=sum(row.workloads for row in facts),
         vpa_warnings=[
             f"{name}: {entry['message']}"
-            for name, entries in Cluster.objects.filter(is_enabled=True)
-            .order_by("name")
-            .values_list("name", "vpa_objects_without_target")
+            for _, name, _, entries, _ in clusters
             for entry in entries or []
         ],
         oom_history_missing=[
-            (name, since)
-            for name, since in Cluster.objects.filter(is_enabled=True)
-            .order_by("name")
-            .values_list("name", "oom_history_missing_since")
-            if since is not None
+            (name, since) for _, name, _, _, since in clusters if since is not None
         ],
         node_pools=pools,
         node_pool_totals=pool_totals(pools),

@@ -129,11 +129,13 @@ def store(
     return len(rows)
 
 
-def is_usable(*, prices: Prices, key: str | None) -> bool:
+def is_usable(*, prices: Prices, key: str | None, complete: bool | None = None) -> bool:
     """Whether the stored rows stand for every shown workload without a stored kill
     at ``prices`` (and grouped by label ``key``, when given): every enabled cluster's
-    rows are complete, and none was stored at other prices or for another key."""
-    if not workload_totals.is_complete():
+    rows are complete (``complete``, when the caller knows:
+    ``workload_totals.is_complete``), and none was stored at other prices or for
+    another key."""
+    if not (workload_totals.is_complete() if complete is None else complete):
         return False
     if key is not None and key != label_key():
         return False

@@ -137,16 +137,26 @@ def compute_with_parts(
     if workload_ids is not None and not workload_ids:
         return parts, amounts
     stored = len(STORED_PARTS)
-    for pk, cluster, ns, is_active, *values in (
+    for pk, cluster, ns, is_active, source, core, gib, *values in (
         workloads.with_stored_parts(rules=rules)
         .annotate(**computed_amounts())
         .order_by()
         .values_list(
-            "pk", "cluster_id", "namespace", "is_active", *STORED_PARTS, *COLUMNS
+            "pk",
+            "cluster_id",
+            "namespace",
+            "is_active",
+            *workload_totals.PRICE,
+            *STORED_PARTS,
+            *COLUMNS,
         )
     ):
         parts[pk] = workload_totals.Parts(
-            cluster, ns, is_active, (*values[:stored], kills.get(pk))
+            cluster,
+            ns,
+            is_active,
+            (*values[:stored], kills.get(pk)),
+            (source, core, gib),
         )
         amounts[pk] = tuple(round(value or 0) for value in values[stored:])
     return parts, amounts

@@ -33,6 +33,7 @@ from django.db.models import (
     Count,
     F,
     FloatField,
+    JSONField,
     Q,
     Sum,
     Value,
@@ -57,7 +58,11 @@ from recommender.services.readmodels import (
     label_rollups,
     workload_totals,
 )
-from recommender.services.readmodels.provisioning import risk_rules
+from recommender.services.readmodels.provisioning import (
+    PriceRange,
+    price_ranges,
+    risk_rules,
+)
 
 # Per namespace, the containers without a recommendation kept for the overview's list
 # ("no recommendation yet": it shows the first ones of the fleet, at most these).
@@ -105,6 +110,8 @@ class NamespaceFacts:
     namespace: str
     workloads: int = 0
     workloads_missing_requests: int = 0
+    # Of them, those with a counted shortfall (``shortfalls``' size).
+    workloads_short: int = 0
     containers: int = 0
     covered: int = 0
     requested_cpu_millicores: int = 0
@@ -122,14 +129,24 @@ class NamespaceFacts:
     # The first FIRST_WITHOUT_DATA containers without a usable recommendation, as
     # (workload name, container name, container pk), in that order.
     first_without_data: Sequence[tuple[str, str, int]] = ()
+    # Its active workloads per price source and the range of their prices
+    # (provisioning.PriceRange, by source): what the overview's price mix adds up.
+    price_mix: Sequence[PriceRange] = ()
 
 
-# The columns NamespaceFacts and NamespaceTotals share, but the keys and shortfalls.
+# The columns NamespaceFacts and NamespaceTotals share, but the keys and the lists.
 AMOUNTS = tuple(
     f.name
     for f in fields(NamespaceFacts)
     if f.name
-    not in ("cluster_id", "cluster", "namespace", "shortfalls", "first_without_data")
+    not in (
+        "cluster_id",
+        "cluster",
+        "namespace",
+        "shortfalls",
+        "first_without_data",
+        "price_mix",
+    )
 )
 
 
@@ -155,6 +172,7 @@ def compute(
         )
     amounts: dict[tuple[int, str], dict[str, Any]] = {}
     shortfalls: dict[tuple[int, str], dict[int, int]] = {}
+    prices: dict[tuple[int, str], list[PriceRange]] = {}
     for pk, found in parts.items():
         if not found.is_active or (
             namespaces is not None and found.namespace not in namespaces
@@ -163,12 +181,15 @@ def compute(
         key = (found.cluster_id, found.namespace)
         counts = amounts.setdefault(key, {"workloads": 0})
         counts["workloads"] += 1
+        source, core, gib = found.price
+        prices.setdefault(key, []).append((source, 1, core, core, gib, gib))
         if found.value("missing_count"):
             counts["workloads_missing_requests"] = (
                 counts.get("workloads_missing_requests", 0) + 1
             )
         if found.value("shortfall") > 0:
             shortfalls.setdefault(key, {})[pk] = found.value("shortfall")
+            counts["workloads_short"] = counts.get("workloads_short", 0) + 1
     containers = Container.objects.recommended().filter(
         workload__cluster_id__in=list(clusters), workload__is_active=True
     )
@@ -199,6 +220,7 @@ def compute(
                 namespace=ns,
                 shortfalls=shortfalls.get((cluster_id, ns), {}),
                 first_without_data=tuple(firsts.get((cluster_id, ns), ())),
+                price_mix=tuple(price_ranges(prices.get((cluster_id, ns), ()))),
                 **{name: value or 0 for name, value in values.items()},
             )
             for (cluster_id, ns), values in amounts.items()
@@ -377,13 +399,20 @@ def store(
                     computed_at=now,
                     shortfalls={str(pk): pct for pk, pct in f.shortfalls.items()},
                     first_without_data=[list(first) for first in f.first_without_data],
+                    price_mix=[list(found) for found in f.price_mix],
                     **{name: getattr(f, name) for name in AMOUNTS},
                 )
                 for f in facts
             ],
             update_conflicts=True,
             unique_fields=["cluster", "namespace"],
-            update_fields=["computed_at", "shortfalls", "first_without_data", *AMOUNTS],
+            update_fields=[
+                "computed_at",
+                "shortfalls",
+                "first_without_data",
+                "price_mix",
+                *AMOUNTS,
+            ],
         )
         group_totals.store(
             cluster_id=cluster.pk,
@@ -402,8 +431,10 @@ def _stored_parts(
     """The stored ``Parts`` of the active workloads of ``namespaces`` (a workload
     without a row: none)."""
     return {
-        pk: workload_totals.Parts(cluster_id, ns, True, tuple(values))
-        for pk, ns, *values in Workload.objects.filter(
+        pk: workload_totals.Parts(
+            cluster_id, ns, True, tuple(values), (source, core, gib)
+        )
+        for pk, ns, source, core, gib, *values in Workload.objects.filter(
             cluster_id=cluster_id,
             namespace__in=list(namespaces),
             is_active=True,
@@ -413,6 +444,7 @@ def _stored_parts(
         .values_list(
             "pk",
             "namespace",
+            *workload_totals.PRICE,
             *(f"totals__{column}" for column in workload_totals.COLUMNS),
         )
     }
@@ -447,34 +479,47 @@ def namespaces() -> list[str]:
     return sorted(found)
 
 
-def read(*, now: datetime) -> list[NamespaceFacts]:
-    """The totals of every namespace of the enabled clusters, ordered by cluster name
+def read(
+    *,
+    now: datetime,
+    clusters: Mapping[int, tuple[str, datetime | None]] | None = None,
+    shortfalls: bool = True,
+) -> list[NamespaceFacts]:
+    """The totals of every namespace of the enabled clusters (``clusters``, pk ->
+    (name, ``totals_at``), when the caller has read them), ordered by cluster name
     and namespace: the stored rows of clusters that have them, computed for the
-    others."""
-    clusters = {
-        pk: (name, totals_at)
-        for pk, name, totals_at in Cluster.objects.filter(is_enabled=True).values_list(
-            "pk", "name", "totals_at"
-        )
-    }
+    others. Without ``shortfalls`` the stored rows' shortfalls are left empty (their
+    count, ``workloads_short``, stays): tens of thousands of entries at 100,000
+    containers, which ``stored_shortfalls`` reads when they are needed."""
+    if clusters is None:
+        clusters = {
+            pk: (name, totals_at)
+            for pk, name, totals_at in Cluster.objects.filter(
+                is_enabled=True
+            ).values_list("pk", "name", "totals_at")
+        }
+    stored_ids = [pk for pk, (_, at) in clusters.items() if at is not None]
     stored = [
         NamespaceFacts(
             cluster_id=cluster_id,
             cluster=clusters[cluster_id][0],
             namespace=ns,
-            shortfalls={int(pk): pct for pk, pct in shortfalls.items()},
+            shortfalls=_by_pk(by_text or {}),
             first_without_data=tuple(
                 (workload, name, pk) for workload, name, pk in first_without_data
             ),
+            price_mix=tuple(tuple(found) for found in price_mix),
             **dict(zip(AMOUNTS, values, strict=True)),
         )
-        for cluster_id, ns, shortfalls, first_without_data, *values in (
-            NamespaceTotals.objects.filter(
-                cluster_id__in=[
-                    pk for pk, (_, at) in clusters.items() if at is not None
-                ]
-            ).values_list(
-                "cluster_id", "namespace", "shortfalls", "first_without_data", *AMOUNTS
+        for cluster_id, ns, by_text, first_without_data, price_mix, *values in (
+            NamespaceTotals.objects.filter(cluster_id__in=stored_ids).values_list(
+                "cluster_id",
+                "namespace",
+                # (A constant in place of the column: the row's shape stays.)
+                "shortfalls" if shortfalls else Value(None, JSONField()),
+                "first_without_data",
+                "price_mix",
+                *AMOUNTS,
             )
         )
     ]
@@ -483,3 +528,19 @@ def read(*, now: datetime) -> list[NamespaceFacts]:
         now=now,
     )
     return sorted(stored + computed, key=_order)
+
+
+def _by_pk(stored: Mapping[str, int]) -> dict[int, int]:
+    """A stored shortfall map (JSON: text keys) by workload pk."""
+    return dict(zip(map(int, stored), stored.values(), strict=True))
+
+
+def stored_shortfalls(cluster_ids: Collection[int]) -> dict[int, int]:
+    """Workload pk -> shortfall percent, of every stored namespace of
+    ``cluster_ids`` (what ``read`` leaves out without ``shortfalls``): one query."""
+    out: dict[int, int] = {}
+    for found in NamespaceTotals.objects.filter(
+        cluster_id__in=list(cluster_ids)
+    ).values_list("shortfalls", flat=True):
+        out.update(_by_pk(found))
+    return out

@@ -8,12 +8,12 @@ settings-backed arguments it takes. Definitions: docs/dashboard.md.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
 
 from django.conf import settings
-from django.db.models import Count, Max, Min
 
 from recommender.engine.cron import runs_per_month
 from recommender.models import Container, RiskRules, Workload
@@ -87,29 +87,48 @@ class PriceMix:
     gib_hour: tuple[float, float]
 
 
-def price_mix(prices: Prices) -> list[PriceMix]:
+# The workloads of one price source and the range of their stored prices (None where
+# none is): (price_source, workloads, core-hour low, high, GiB-hour low, high). The
+# namespaces' totals keep theirs (namespace_totals.py); the overview adds them up.
+PriceRange = tuple[str, int, float | None, float | None, float | None, float | None]
+
+
+def _lower(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _higher(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def price_ranges(ranges: Iterable[PriceRange]) -> list[PriceRange]:
+    """``ranges`` (a workload's own: (source, 1, core, core, gib, gib)) added up per
+    price source, as SQL's COUNT, MIN and MAX would (a None price is left out)."""
+    out: dict[str, PriceRange] = {}
+    for source, n, core_low, core_high, gib_low, gib_high in ranges:
+        found = out.get(source)
+        if found is not None:
+            n += found[1]
+            core_low = _lower(found[2], core_low)
+            core_high = _higher(found[3], core_high)
+            gib_low = _lower(found[4], gib_low)
+            gib_high = _higher(found[5], gib_high)
+        out[source] = (source, n, core_low, core_high, gib_low, gib_high)
+    return sorted(out.values())
+
+
+def price_mix(prices: Prices, ranges: Iterable[PriceRange]) -> list[PriceMix]:
     """What the fleet's savings are priced at: per ``price_source``, its workloads
-    and their lowest and highest prices (one grouped query)."""
-    rows = (
-        Workload.objects.shown()
-        .order_by()
-        .values("price_source")
-        .annotate(
-            n=Count("pk"),
-            core_low=Min("price_per_core_hour"),
-            core_high=Max("price_per_core_hour"),
-            gib_low=Min("price_per_gib_hour"),
-            gib_high=Max("price_per_gib_hour"),
-        )
-    )
+    and their lowest and highest prices, from the shown workloads' ``ranges`` (the
+    namespaces' totals')."""
     mix = []
-    for row in rows:
-        low = prices.at(row["core_low"], row["gib_low"])
-        high = prices.at(row["core_high"], row["gib_high"])
+    for source, n, core_low, core_high, gib_low, gib_high in price_ranges(ranges):
+        low = prices.at(core_low, gib_low)
+        high = prices.at(core_high, gib_high)
         mix.append(
             PriceMix(
-                source=row["price_source"] or "default",
-                workloads=row["n"],
+                source=source or "default",
+                workloads=n,
                 core_hour=(low.per_core_hour, high.per_core_hour),
                 gib_hour=(low.per_gib_hour, high.per_gib_hour),
             )

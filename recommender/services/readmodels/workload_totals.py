@@ -48,15 +48,21 @@ BATCH = 30_000
 COLUMNS = (*STORED_PARTS, "latest_oom_at")
 
 
+# A workload's price source and stored prices (``Parts.price``), as read with it.
+PRICE = ("price_source", "price_per_core_hour", "price_per_gib_hour")
+
+
 @dataclass(frozen=True)
 class Parts:
-    """One workload's ``COLUMNS`` values (``values``, in that order), and where it
-    is: what the namespace totals count of it too (namespace_totals.compute)."""
+    """One workload's ``COLUMNS`` values (``values``, in that order), where it is
+    and what it is priced at (``PRICE``' values): what the namespace totals count of
+    it too (namespace_totals.compute)."""
 
     cluster_id: int
     namespace: str
     is_active: bool
     values: tuple[Any, ...]
+    price: tuple[str, float | None, float | None]
 
     def value(self, column: str) -> Any:
         """One of ``COLUMNS``' values."""
@@ -106,12 +112,16 @@ def compute(
     if kills is None:
         kills = latest_kills(cluster_ids=cluster_ids, namespace=namespace)
     return {
-        pk: Parts(cluster_id, ns, is_active, (*parts, kills.get(pk)))
-        for pk, cluster_id, ns, is_active, *parts in workloads.with_stored_parts(
-            rules=rules
+        pk: Parts(
+            cluster_id, ns, is_active, (*parts, kills.get(pk)), (source, core, gib)
         )
-        .order_by()
-        .values_list("pk", "cluster_id", "namespace", "is_active", *STORED_PARTS)
+        for pk, cluster_id, ns, is_active, source, core, gib, *parts in (
+            workloads.with_stored_parts(rules=rules)
+            .order_by()
+            .values_list(
+                "pk", "cluster_id", "namespace", "is_active", *PRICE, *STORED_PARTS
+            )
+        )
     }
 
 
@@ -211,11 +221,16 @@ def is_complete() -> bool:
 
 
 def with_facts(
-    workloads: WorkloadQuerySet, *, prices: PriceRates, rules: RiskRules
+    workloads: WorkloadQuerySet,
+    *,
+    prices: PriceRates,
+    rules: RiskRules,
+    complete: bool | None = None,
 ) -> WorkloadQuerySet:
     """``workloads`` (of enabled clusters) annotated as
     ``Workload.objects.with_provisioning`` does: from the stored rows when every
-    enabled cluster has them, else computed over every container."""
-    if is_complete():
+    enabled cluster has them (``complete``, when the caller knows: ``is_complete``),
+    else computed over every container."""
+    if is_complete() if complete is None else complete:
         return workloads.with_stored_provisioning(prices=prices, rules=rules)
     return workloads.with_provisioning(prices=prices, rules=rules)
