@@ -5,10 +5,9 @@ A writer notes the workloads whose containers (added, their kinds, requests or t
 live pods' mean requests), latest recommendations, OOM kills, replicas, activity,
 labels, running hours or prices it wrote; outside a collection a note does nothing.
 The totals store recomputes only those (namespace_totals.store); its first store of
-each hour, and a process's first store of each cluster, recompute every workload,
-which takes in what changed outside a refresh (the Django admin, retention's
-deletions within the hour; another list price, label key or currency from the
-restart that brought it).
+each hour and a process's first store of each cluster recompute every workload:
+what changed outside a refresh (the Django admin, retention) shows within the hour,
+another list price, label key or currency from the restart that brought it.
 """
 
 from __future__ import annotations
