@@ -20,7 +20,7 @@ from typing import Any
 
 from django.db import transaction
 
-from recommender.cluster.base import ClusterSnapshot, WorkloadInfo
+from recommender.cluster.base import ClusterSnapshot, PodInfo, WorkloadInfo
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
 from recommender.models.bulk import STREAM_ROWS, insert_new
 from recommender.services.policy.rules import (
@@ -282,25 +282,24 @@ def upsert_discovery(
         workloads=workloads,
         counts=found.counts,
     )
+    # Each live pod with its workload id, in one pass over the snapshot's pods.
+    live: dict[tuple[str, str], int] = {}
+    live_pods: list[tuple[PodInfo, int]] = []
+    for key, info in seen.items():
+        workload_id = workloads[key].pk
+        for pod in info.pods:
+            live[(pod.namespace, pod.name)] = workload_id
+            live_pods.append((pod, workload_id))
     # The live pods' owners first: the stored rows of those are not kept again.
     found.pods = load_pod_owners(
-        cluster_id=cluster.pk,
-        namespace=namespace,
-        now=now,
-        live={
-            (pod.namespace, pod.name): workloads[key].pk
-            for key, info in seen.items()
-            for pod in info.pods
-        },
+        cluster_id=cluster.pk, namespace=namespace, now=now, live=live
     )
     _upsert_containers(found, seen, workloads)
     pod_counts = record_pods(
         cluster_id=cluster.pk,
         namespace=namespace,
         now=now,
-        pods=[
-            (pod, workloads[key].pk) for key, info in seen.items() for pod in info.pods
-        ],
+        pods=live_pods,
         batch=BATCH,
         batch_workload_ids={
             workloads[key].pk for key, info in seen.items() if info.kind in BATCH_KINDS
@@ -308,10 +307,7 @@ def upsert_discovery(
     )
     found.counts.update(pod_counts)
     found.pod_nodes = [
-        (workloads[key].pk, pod.node_name)
-        for key, info in seen.items()
-        for pod in info.pods
-        if pod.node_name
+        (workload_id, pod.node_name) for pod, workload_id in live_pods if pod.node_name
     ]
     found.counts["batch_hours_changed"] = record_running_hours(
         cluster_id=cluster.pk, namespace=namespace, now=now
@@ -389,7 +385,8 @@ def _upsert_containers(
             workload__namespace=found.namespace
         )
     # The two JSON columns as text, parsed once per distinct text (stored_json.py);
-    # each row as one tuple in _CONTAINER_FIELDS order, compared whole below.
+    # each row as one tuple in _CONTAINER_FIELDS order, compared whole below. In no
+    # order: the rows are only looked up.
     parse = stored_json.parse
     containers = {
         (workload_id, name): (
@@ -397,7 +394,8 @@ def _upsert_containers(
             (*values, parse(template), parse(sources)),
         )
         for pk, workload_id, name, *values, template, sources in (
-            containers_of_cluster.annotate(
+            containers_of_cluster.order_by()
+            .annotate(
                 template_text=stored_json.as_text("template_resources"),
                 sources_text=stored_json.as_text("resource_sources"),
             )

@@ -115,8 +115,13 @@ def record_pods(
     changed: list[WorkloadPod] = []
     # Running pods of Jobs: their run time grows every cycle (record_running_hours).
     running: list[WorkloadPod] = []
+    # The containers' resources as stored, once per distinct set of containers (the
+    # replicas of a workload carry the same).
+    resources_of: dict[tuple[ContainerSpec, ...], dict[str, Any]] = {}
     for pod, workload_id in pods:
-        containers = _container_resources(pod)
+        containers = resources_of.get(pod.containers)
+        if containers is None:
+            containers = resources_of[pod.containers] = _container_resources(pod)
         row = existing.get((pod.namespace, pod.name))
         is_batch = workload_id in batch_workload_ids
         is_run = is_batch and pod.phase == RUNNING
