@@ -28,7 +28,9 @@ from recommender.models import (
 )
 from recommender.services.admission import snapshot as snapshot_module
 from recommender.services.admission.snapshot import load_snapshot
+from recommender.services.connections import cluster_adapter_for
 from recommender.services.operations import runs
+from recommender.services.readmodels.pod_owners import POD_RETENTION
 from recommender.services.refresh import (
     cycle,
     discovery,
@@ -648,3 +650,45 @@ def test_the_steady_windows_of_a_cycle_are_stored_in_one_statement_of_each_kind(
         s for s in sql if s.startswith('INSERT INTO "recommender_admissionchange"')
     ]
     assert (len(inserts), len(pointers), len(journal)) == (1, 1, 1)
+
+
+def test_discovery_reads_the_stored_pods_once(settings, db):
+    """The stored pods' rows, compared with the live pods, and the owners of the
+    pods no longer live (``PodOwners.stored``) come from one read of the pods: a
+    gone pod within retention keeps its workload, one past it has none."""
+    settings.SIMULATION_WORKLOADS = 12
+    settings.SIMULATION_HISTORY_DAYS = 0.25
+    cluster = Cluster.objects.create(name="pods-once", kind="simulated")
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    later = NOW + timedelta(minutes=1)
+    some = WorkloadPod.objects.filter(cluster=cluster).order_by("pk").first()
+    for name, seen_at in (
+        ("gone-recently", later - timedelta(days=1)),
+        ("gone-long-ago", later - POD_RETENTION - timedelta(minutes=1)),
+    ):
+        WorkloadPod.objects.create(
+            cluster=cluster,
+            workload_id=some.workload_id,
+            namespace=some.namespace,
+            name=name,
+            containers={},
+            first_seen_at=seen_at,
+            last_seen_at=seen_at,
+        )
+    snapshot = cluster_adapter_for(cluster, now=later).discover()
+
+    with CaptureQueriesContext(connection) as queries:
+        found = discovery.upsert_discovery(
+            cluster=cluster, snapshot=snapshot, now=later
+        )
+
+    pod_reads = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith("SELECT")
+        and '"recommender_workloadpod"."name"' in q["sql"]
+    ]
+    assert len(pod_reads) == 1, pod_reads
+    assert found.owner_of(some.namespace, "gone-recently") == some.workload_id
+    assert found.owner_of(some.namespace, "gone-long-ago") is None
+    assert found.owner_of(some.namespace, some.name) == some.workload_id

@@ -290,11 +290,9 @@ def upsert_discovery(
         for pod in info.pods:
             live[(pod.namespace, pod.name)] = workload_id
             live_pods.append((pod, workload_id))
-    # The live pods' owners first: the stored rows of those are not kept again.
-    found.pods = load_pod_owners(
-        cluster_id=cluster.pk, namespace=namespace, now=now, live=live
-    )
     _upsert_containers(found, seen, workloads)
+    # The other pods' owners come with the live pods' rows: one read of the pods.
+    stored_owners: dict[tuple[str, str], int] = {}
     pod_counts = record_pods(
         cluster_id=cluster.pk,
         namespace=namespace,
@@ -304,8 +302,17 @@ def upsert_discovery(
         batch_workload_ids={
             workloads[key].pk for key, info in seen.items() if info.kind in BATCH_KINDS
         },
+        owners=stored_owners,
     )
     found.counts.update(pod_counts)
+    # The live pods' owners first: the stored rows of those are not kept again.
+    found.pods = load_pod_owners(
+        cluster_id=cluster.pk,
+        namespace=namespace,
+        now=now,
+        live=live,
+        stored=stored_owners,
+    )
     found.pod_nodes = [
         (workload_id, pod.node_name) for pod, workload_id in live_pods if pod.node_name
     ]

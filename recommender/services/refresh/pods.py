@@ -8,6 +8,7 @@ where each came from (``Container.Source``: template, LimitRange default, pod).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -66,10 +67,13 @@ def record_pods(
     pods: Sequence[tuple[PodInfo, int]],
     batch: int,
     batch_workload_ids: Collection[int] = (),
+    owners: dict[PodKey, int] | None = None,
 ) -> dict[str, int]:
     """Store the live pods with their workload ids; forget those past retention.
     Pods of ``batch_workload_ids`` (Jobs, CronJobs) also keep when they started and
-    until when they were seen Running (``record_running_hours``).
+    until when they were seen Running (``record_running_hours``). ``owners``, when
+    given, gets the stored workload id of each other pod seen within
+    ``POD_RETENTION``, from the same read (``load_pod_owners``'s ``stored``).
 
     A pod already stored is rewritten only when its workload or resources changed,
     or its last-seen time is older than ``TOUCH_EVERY``. Returns counts.
@@ -85,11 +89,14 @@ def record_pods(
     # read into Python every cycle.
     existing: dict[PodKey, tuple[int, int, Any, bool, datetime | None]] = {}
     # The containers' JSON as text, parsed once per distinct text (stored_json.py).
-    for pk, ns, name, workload_id, containers, is_due, started_at in (
+    for pk, ns, name, workload_id, containers, is_due, is_kept, started_at in (
         of_shard.annotate(
             containers_text=stored_json.as_text("containers"),
             is_due=ExpressionWrapper(
                 Q(last_seen_at__lt=now - TOUCH_EVERY), output_field=BooleanField()
+            ),
+            is_kept=ExpressionWrapper(
+                Q(last_seen_at__gte=now - POD_RETENTION), output_field=BooleanField()
             ),
         )
         .values_list(
@@ -99,6 +106,7 @@ def record_pods(
             "workload_id",
             "containers_text",
             "is_due",
+            "is_kept",
             "started_at",
         )
         .iterator(chunk_size=STREAM_ROWS)
@@ -111,6 +119,8 @@ def record_pods(
                 is_due,
                 started_at,
             )
+        elif is_kept and owners is not None:
+            owners[(sys.intern(ns), name)] = workload_id
     new_rows: list[WorkloadPod] = []
     changed: list[WorkloadPod] = []
     # Running pods of Jobs: their run time grows every cycle (record_running_hours).
