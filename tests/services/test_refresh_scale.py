@@ -507,6 +507,40 @@ def test_new_rows_are_inserted_as_given_and_a_conflicting_one_is_skipped(db):
     ) == sorted(c.state for c in checkpoints)
 
 
+def test_many_rows_are_updated_batch_rows_a_statement_whatever_they_held(db):
+    """``bulk.update_many`` sets each row's values (None too), ``batch`` rows a
+    statement, and leaves the rows it is not given as they were."""
+    cluster = Cluster.objects.create(name="update-many", kind="simulated")
+    workloads = [
+        cluster.workloads.create(
+            kind="CronJob",
+            namespace="ns",
+            name=f"job-{i}",
+            first_seen_at=NOW,
+            last_seen_at=NOW,
+            running_hours_month=float(i),
+        )
+        for i in range(4)
+    ]
+    hours = {workloads[0].pk: 12.5, workloads[1].pk: None, workloads[2].pk: 0.25}
+
+    with CaptureQueriesContext(connection) as queries:
+        written = bulk.update_many(
+            Workload,
+            rows=[(pk, {"running_hours_month": h}) for pk, h in hours.items()],
+            batch=2,
+        )
+
+    assert written == 3
+    assert len(queries.captured_queries) == 2
+    stored = dict(
+        Workload.objects.filter(cluster=cluster).values_list(
+            "pk", "running_hours_month"
+        )
+    )
+    assert stored == {**hours, workloads[3].pk: 3.0}
+
+
 def test_a_stored_pod_is_rewritten_only_once_its_last_seen_time_is_due(settings, db):
     """An unchanged pod's row is left alone until its last-seen time is
     ``TOUCH_EVERY`` old; then the cycle that sees it moves that time on."""

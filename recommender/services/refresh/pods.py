@@ -31,7 +31,7 @@ from django.db.models.functions import Greatest
 from recommender.cluster.base import ContainerSpec, PodInfo
 from recommender.engine.resources import CPU, MEMORY, Resources
 from recommender.models import Checkpoint, Container, UsageHour, Workload, WorkloadPod
-from recommender.models.bulk import STREAM_ROWS, insert_new
+from recommender.models.bulk import STREAM_ROWS, insert_new, update_many
 from recommender.models.provisioning import HOURS_PER_MONTH
 from recommender.services.readmodels import changes
 from recommender.services.readmodels.pod_owners import (
@@ -207,7 +207,7 @@ def record_running_hours(
     batch workload with neither gets 0. Returns the rows changed.
 
     A grouped statement over the pods, one over the usage hours of the workloads
-    that need them, and one update per changed workload.
+    that need them, and one update per 500 changed workloads.
     """
     window_start = now - POD_RETENTION
     workloads = Workload.objects.filter(
@@ -282,7 +282,7 @@ def record_running_hours(
         [pk for pk, span in history_spans.items() if span > spans[pk]],
         since=window_start,
     )
-    changed = []
+    changed: list[tuple[int, dict[str, Any]]] = []
     for workload in rows:
         span_s, forecast = spans[workload.pk], forecasts[workload.pk]
         history_span_s = history_spans.get(workload.pk, 0.0)
@@ -296,10 +296,10 @@ def record_running_hours(
         if workload.running_hours_month is None or (
             abs(workload.running_hours_month - hours) > 1e-6
         ):
-            workload.running_hours_month = hours
-            changed.append(workload)
-    Workload.objects.bulk_update(changed, ["running_hours_month"], batch_size=500)
-    changes.note(workload.pk for workload in changed)
+            changed.append((workload.pk, {"running_hours_month": hours}))
+    # A young fleet's hours move every cycle: thousands of rows, one statement a 500.
+    update_many(Workload, rows=changed, batch=500)
+    changes.note(pk for pk, _ in changed)
     return len(changed)
 
 
