@@ -719,8 +719,7 @@ def test_discovery_reads_the_stored_pods_once(settings, db):
     pod_reads = [
         q["sql"]
         for q in queries.captured_queries
-        if q["sql"].startswith("SELECT")
-        and '"recommender_workloadpod"."name"' in q["sql"]
+        if "SELECT" in q["sql"] and '"recommender_workloadpod"."name"' in q["sql"]
     ]
     assert len(pod_reads) == 1, pod_reads
     assert found.owner_of(some.namespace, "gone-recently") == some.workload_id
