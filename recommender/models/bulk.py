@@ -2,7 +2,7 @@
 
 - ``compare_and_swap``: many filtered updates in one ``UPDATE ... FROM (VALUES ...)
   ... RETURNING``; each row carries the value it expects, the keys returned are the
-  rows this writer won (``Checkpoint.version``, ``Container.latest_recommendation``).
+  rows this writer won (``Checkpoint.version``, ...); ``update_many``: no condition.
 - ``insert_returning_pks``, ``insert_new``, ``add_usage_hours``: many new rows in one
   statement (their keys back; a conflicting row skipped; hours added by an upsert).
 - ``insert_changes``: thousands of new ``ResizeChange`` rows as one statement (one JSON
@@ -120,6 +120,28 @@ def compare_and_swap(
             cursor.execute(sql, params)
             written.update(int(r[0]) for r in cursor.fetchall())
     return written
+
+
+def update_many(
+    model: type[Model],
+    *,
+    rows: Sequence[tuple[int, Mapping[str, Any]]],
+    batch: int | None = None,
+) -> int:
+    """Set the fields of each ``(pk, values)`` row, ``batch`` rows a statement
+    (``compare_and_swap`` with nothing to compare: Django's ``bulk_update`` builds a
+    ``CASE`` of every row for every field, seconds for thousands of rows). Returns
+    the rows written."""
+    pk = model._meta.pk
+    assert pk is not None
+    return len(
+        compare_and_swap(
+            model,
+            expect=pk.name,
+            rows=[(key, key, values) for key, values in rows],
+            batch=batch,
+        )
+    )
 
 
 def insert_returning_pks(

@@ -28,7 +28,9 @@ from recommender.models import (
 )
 from recommender.services.admission import snapshot as snapshot_module
 from recommender.services.admission.snapshot import load_snapshot
+from recommender.services.connections import cluster_adapter_for
 from recommender.services.operations import runs
+from recommender.services.readmodels.pod_owners import POD_RETENTION
 from recommender.services.refresh import (
     cycle,
     discovery,
@@ -505,6 +507,40 @@ def test_new_rows_are_inserted_as_given_and_a_conflicting_one_is_skipped(db):
     ) == sorted(c.state for c in checkpoints)
 
 
+def test_many_rows_are_updated_batch_rows_a_statement_whatever_they_held(db):
+    """``bulk.update_many`` sets each row's values (None too), ``batch`` rows a
+    statement, and leaves the rows it is not given as they were."""
+    cluster = Cluster.objects.create(name="update-many", kind="simulated")
+    workloads = [
+        cluster.workloads.create(
+            kind="CronJob",
+            namespace="ns",
+            name=f"job-{i}",
+            first_seen_at=NOW,
+            last_seen_at=NOW,
+            running_hours_month=float(i),
+        )
+        for i in range(4)
+    ]
+    hours = {workloads[0].pk: 12.5, workloads[1].pk: None, workloads[2].pk: 0.25}
+
+    with CaptureQueriesContext(connection) as queries:
+        written = bulk.update_many(
+            Workload,
+            rows=[(pk, {"running_hours_month": h}) for pk, h in hours.items()],
+            batch=2,
+        )
+
+    assert written == 3
+    assert len(queries.captured_queries) == 2
+    stored = dict(
+        Workload.objects.filter(cluster=cluster).values_list(
+            "pk", "running_hours_month"
+        )
+    )
+    assert stored == {**hours, workloads[3].pk: 3.0}
+
+
 def test_a_stored_pod_is_rewritten_only_once_its_last_seen_time_is_due(settings, db):
     """An unchanged pod's row is left alone until its last-seen time is
     ``TOUCH_EVERY`` old; then the cycle that sees it moves that time on."""
@@ -648,3 +684,44 @@ def test_the_steady_windows_of_a_cycle_are_stored_in_one_statement_of_each_kind(
         s for s in sql if s.startswith('INSERT INTO "recommender_admissionchange"')
     ]
     assert (len(inserts), len(pointers), len(journal)) == (1, 1, 1)
+
+
+def test_discovery_reads_the_stored_pods_once(settings, db):
+    """The stored pods' rows, compared with the live pods, and the owners of the
+    pods no longer live (``PodOwners.stored``) come from one read of the pods: a
+    gone pod within retention keeps its workload, one past it has none."""
+    settings.SIMULATION_WORKLOADS = 12
+    settings.SIMULATION_HISTORY_DAYS = 0.25
+    cluster = Cluster.objects.create(name="pods-once", kind="simulated")
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    later = NOW + timedelta(minutes=1)
+    some = WorkloadPod.objects.filter(cluster=cluster).order_by("pk").first()
+    for name, seen_at in (
+        ("gone-recently", later - timedelta(days=1)),
+        ("gone-long-ago", later - POD_RETENTION - timedelta(minutes=1)),
+    ):
+        WorkloadPod.objects.create(
+            cluster=cluster,
+            workload_id=some.workload_id,
+            namespace=some.namespace,
+            name=name,
+            containers={},
+            first_seen_at=seen_at,
+            last_seen_at=seen_at,
+        )
+    snapshot = cluster_adapter_for(cluster, now=later).discover()
+
+    with CaptureQueriesContext(connection) as queries:
+        found = discovery.upsert_discovery(
+            cluster=cluster, snapshot=snapshot, now=later
+        )
+
+    pod_reads = [
+        q["sql"]
+        for q in queries.captured_queries
+        if "SELECT" in q["sql"] and '"recommender_workloadpod"."name"' in q["sql"]
+    ]
+    assert len(pod_reads) == 1, pod_reads
+    assert found.owner_of(some.namespace, "gone-recently") == some.workload_id
+    assert found.owner_of(some.namespace, "gone-long-ago") is None
+    assert found.owner_of(some.namespace, some.name) == some.workload_id

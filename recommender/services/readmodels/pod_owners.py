@@ -85,10 +85,13 @@ def load_pod_owners(
     namespace: str | None,
     now: datetime,
     live: dict[PodKey, int] | None = None,
+    stored: dict[PodKey, int] | None = None,
 ) -> PodOwners:
     """The stored owners (within ``POD_RETENTION``) and workload names, two queries;
     with ``live`` (the pods discovery sees now), those are the live owners and their
-    stored rows are not kept (``owner_of`` asks ``live`` first)."""
+    stored rows are not kept (``owner_of`` asks ``live`` first). With ``stored``
+    (the other pods' owners, as discovery read them with the pod rows it keeps:
+    ``refresh/pods.record_pods``) the pods are not read again: one query."""
     pods = WorkloadPod.objects.filter(
         cluster_id=cluster_id, last_seen_at__gte=now - POD_RETENTION
     )
@@ -97,12 +100,16 @@ def load_pod_owners(
         pods = pods.filter(namespace=namespace)
         workloads = workloads.filter(namespace=namespace)
     owners = PodOwners(live=live if live is not None else {})
-    # Streamed (a server-side cursor on PostgreSQL), not read whole: a fleet's pods.
-    for ns, name, workload_id in pods.values_list(
-        "namespace", "name", "workload_id"
-    ).iterator(chunk_size=STREAM_ROWS):
-        if (ns, name) not in owners.live:
-            owners.stored[(sys.intern(ns), name)] = workload_id
+    if stored is not None:
+        owners.stored = stored
+    else:
+        # Streamed (a server-side cursor on PostgreSQL), not read whole: a fleet's
+        # pods.
+        for ns, name, workload_id in pods.values_list(
+            "namespace", "name", "workload_id"
+        ).iterator(chunk_size=STREAM_ROWS):
+            if (ns, name) not in owners.live:
+                owners.stored[(sys.intern(ns), name)] = workload_id
     # Active workloads first: they win a (namespace, name) they share with a gone one.
     for ns, name, kind, workload_id in (
         workloads.order_by("-is_active", "pk")

@@ -212,16 +212,26 @@ def store_cluster_objects(
         if in_shard(pdb["namespace"]):
             budgets[pdb["namespace"]].append(pdb)
     changed = []
+    with_conflicts = 0
     for key, info in seen.items():
         workload = workloads[key]
-        conflicts = _hpa_conflicts_of(
-            info, hpas.get(key, []), policies.get(workload.pk)
+        # Most workloads have no HPA and no PDB in their namespace: nothing to match.
+        targeting = hpas.get(key)
+        conflicts = (
+            _hpa_conflicts_of(info, targeting, policies.get(workload.pk))
+            if targeting
+            else []
         )
-        pdbs = sorted(
-            (pdb for pdb in budgets.get(info.namespace, []) if _selects(pdb, info)),
-            key=lambda pdb: pdb["name"],
+        in_namespace = budgets.get(info.namespace)
+        pdbs = (
+            sorted(
+                (pdb for pdb in in_namespace if _selects(pdb, info)),
+                key=lambda pdb: pdb["name"],
+            )
+            if in_namespace
+            else []
         )
-        counts["workloads_with_hpa_conflicts"] += bool(conflicts)
+        with_conflicts += bool(conflicts)
         if (
             workload.hpa_conflicts != conflicts
             or workload.pod_disruption_budgets != pdbs
@@ -235,6 +245,8 @@ def store_cluster_objects(
                     pod_disruption_budgets=pdbs,
                 )
             )
+    if seen:
+        counts["workloads_with_hpa_conflicts"] += with_conflicts
     Workload.objects.bulk_update(
         changed, ["hpa_conflicts", "pod_disruption_budgets"], batch_size=500
     )

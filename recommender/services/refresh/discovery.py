@@ -10,6 +10,7 @@ that moves ``Cluster.last_discovered_at``.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -19,7 +20,7 @@ from typing import Any
 
 from django.db import transaction
 
-from recommender.cluster.base import ClusterSnapshot, WorkloadInfo
+from recommender.cluster.base import ClusterSnapshot, PodInfo, WorkloadInfo
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
 from recommender.models.bulk import STREAM_ROWS, insert_new
 from recommender.services.policy.rules import (
@@ -71,6 +72,8 @@ _CONTAINER_FIELDS = (
     "template_resources",  # JSON: these two last (_upsert_containers)
     "resource_sources",
 )
+# Those of them that are JSON (read as text, parsed only to compare).
+_WORKLOAD_JSON = frozenset({"selector", "labels", "policy_annotations"})
 # How stale Workload.last_seen_at may be: an unchanged fleet rewrites it this often.
 LAST_SEEN_RESOLUTION = timedelta(minutes=10)
 
@@ -141,12 +144,24 @@ def upsert_discovery(
     if namespace is not None:
         of_shard = of_shard.filter(namespace=namespace)
     # The stored rows as tuples (ORM objects per workload cost most of a cycle at
-    # 100,000 containers): pk, then the fields compared, in _WORKLOAD_FIELDS order.
+    # 100,000 containers): pk, is_active, then the fields compared, in
+    # _WORKLOAD_FIELDS order, the JSON ones as their text (parsed only to compare,
+    # below: Django's JSON decoding of every row cost a second at 65,000 workloads).
+    # In no order: sorting by the model's ordering (a join and three text columns)
+    # cost as long as reading the rows.
     existing = {
         (ns, kind, name): (pk, is_active, values)
-        for pk, ns, kind, name, is_active, *values in of_shard.values_list(
-            "pk", "namespace", "kind", "name", "is_active", *_WORKLOAD_FIELDS
-        ).iterator(chunk_size=STREAM_ROWS)
+        for pk, ns, kind, name, is_active, *values in of_shard.order_by()
+        .annotate(**{f"{f}_text": stored_json.as_text(f) for f in _WORKLOAD_JSON})
+        .values_list(
+            "pk",
+            "namespace",
+            "kind",
+            "name",
+            "is_active",
+            *(f"{f}_text" if f in _WORKLOAD_JSON else f for f in _WORKLOAD_FIELDS),
+        )
+        .iterator(chunk_size=STREAM_ROWS)
     }
     seen: dict[tuple[str, str, str], WorkloadInfo] = {}
     new_rows, changed = [], []
@@ -177,7 +192,7 @@ def upsert_discovery(
                     **fields,
                 )
             )
-        elif not stored[1] or stored[2] != [fields[f] for f in _WORKLOAD_FIELDS]:
+        elif not stored[1] or _differs(stored[2], fields):
             # Only what differs from the stored row is written (docs/refresh.md).
             changed.append(
                 Workload(pk=stored[0], is_active=True, last_seen_at=now, **fields)
@@ -267,36 +282,39 @@ def upsert_discovery(
         workloads=workloads,
         counts=found.counts,
     )
+    # Each live pod with its workload id, in one pass over the snapshot's pods.
+    live: dict[tuple[str, str], int] = {}
+    live_pods: list[tuple[PodInfo, int]] = []
+    for key, info in seen.items():
+        workload_id = workloads[key].pk
+        for pod in info.pods:
+            live[(pod.namespace, pod.name)] = workload_id
+            live_pods.append((pod, workload_id))
+    _upsert_containers(found, seen, workloads)
+    # The other pods' owners come with the live pods' rows: one read of the pods.
+    stored_owners: dict[tuple[str, str], int] = {}
+    pod_counts = record_pods(
+        cluster_id=cluster.pk,
+        namespace=namespace,
+        now=now,
+        pods=live_pods,
+        batch=BATCH,
+        batch_workload_ids={
+            workloads[key].pk for key, info in seen.items() if info.kind in BATCH_KINDS
+        },
+        owners=stored_owners,
+    )
+    found.counts.update(pod_counts)
     # The live pods' owners first: the stored rows of those are not kept again.
     found.pods = load_pod_owners(
         cluster_id=cluster.pk,
         namespace=namespace,
         now=now,
-        live={
-            (pod.namespace, pod.name): workloads[key].pk
-            for key, info in seen.items()
-            for pod in info.pods
-        },
+        live=live,
+        stored=stored_owners,
     )
-    _upsert_containers(found, seen, workloads)
-    pod_counts = record_pods(
-        cluster_id=cluster.pk,
-        namespace=namespace,
-        now=now,
-        pods=[
-            (pod, workloads[key].pk) for key, info in seen.items() for pod in info.pods
-        ],
-        batch=BATCH,
-        batch_workload_ids={
-            workloads[key].pk for key, info in seen.items() if info.kind in BATCH_KINDS
-        },
-    )
-    found.counts.update(pod_counts)
     found.pod_nodes = [
-        (workloads[key].pk, pod.node_name)
-        for key, info in seen.items()
-        for pod in info.pods
-        if pod.node_name
+        (workload_id, pod.node_name) for pod, workload_id in live_pods if pod.node_name
     ]
     found.counts["batch_hours_changed"] = record_running_hours(
         cluster_id=cluster.pk, namespace=namespace, now=now
@@ -307,6 +325,27 @@ def upsert_discovery(
         # the next one from this time.
         Cluster.objects.filter(pk=cluster.pk).update(last_discovered_at=now)
     return found
+
+
+def _differs(stored: Sequence[Any], fields: dict[str, Any]) -> bool:
+    """Whether a stored workload row (_WORKLOAD_FIELDS, JSON as text) differs from
+    ``fields``: the plain columns first, then the JSON ones parsed."""
+    for name, value in zip(_WORKLOAD_FIELDS, stored, strict=True):
+        if name in _WORKLOAD_JSON:
+            # Mostly distinct texts (labels, selectors): not kept by stored_json,
+            # whose memo they would flush; policy annotations mostly "{}".
+            value = (
+                stored_json.parse(value)
+                if name == "policy_annotations"
+                else _json_value(value)
+            )
+        if value != fields[name]:
+            return True
+    return False
+
+
+def _json_value(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
 
 
 def policy_annotations(annotations: dict[str, str]) -> dict[str, str]:
@@ -352,14 +391,18 @@ def _upsert_containers(
         containers_of_cluster = containers_of_cluster.filter(
             workload__namespace=found.namespace
         )
-    # The two JSON columns as text, parsed once per distinct text (stored_json.py).
+    # The two JSON columns as text, parsed once per distinct text (stored_json.py);
+    # each row as one tuple in _CONTAINER_FIELDS order, compared whole below. In no
+    # order: the rows are only looked up.
+    parse = stored_json.parse
     containers = {
         (workload_id, name): (
             pk,
-            [*values, stored_json.parse(template), stored_json.parse(sources)],
+            (*values, parse(template), parse(sources)),
         )
         for pk, workload_id, name, *values, template, sources in (
-            containers_of_cluster.annotate(
+            containers_of_cluster.order_by()
+            .annotate(
                 template_text=stored_json.as_text("template_resources"),
                 sources_text=stored_json.as_text("resource_sources"),
             )
@@ -375,36 +418,50 @@ def _upsert_containers(
         )
     }
     new_containers, changed_containers = [], []
+    no_mean = (None, None)
     for key, info in seen.items():
-        workload = workloads[key]
-        found.workload_by_key[key] = workload.pk
+        workload_id = workloads[key].pk
+        found.workload_by_key[key] = workload_id
+        found.spec_names[workload_id] = [(c.name, c.kind) for c in info.containers]
         representative = representative_pods(info.pods)
         # The mean request of the live pods: a pod resized in place counts its own.
         means = pods_requests(info.pods)
         for position, spec in enumerate(info.containers):
             # What the live pods carry (LimitRanger fills what the template leaves
             # out), and where each value came from.
-            applied = applied_resources(spec, representative.get(spec.name))
-            fields = {
-                "kind": spec.kind,
-                "position": position,
-                "request_cpu_millicores": applied.requests.cpu_millicores,
-                "request_memory_bytes": applied.requests.memory_bytes,
-                "limit_cpu_millicores": applied.limits.cpu_millicores,
-                "limit_memory_bytes": applied.limits.memory_bytes,
-                "pods_request_cpu_millicores": means.get(spec.name, (None, None))[0],
-                "pods_request_memory_bytes": means.get(spec.name, (None, None))[1],
-                "template_resources": applied.template,
-                "resource_sources": applied.sources,
-            }
-            stored = containers.get((workload.pk, spec.name))
+            requests, limits, template, sources = applied_resources(
+                spec, representative.get(spec.name)
+            )
+            mean_cpu, mean_memory = means.get(spec.name, no_mean)
+            values = (
+                spec.kind,
+                position,
+                requests.cpu_millicores,
+                requests.memory_bytes,
+                limits.cpu_millicores,
+                limits.memory_bytes,
+                mean_cpu,
+                mean_memory,
+                template,
+                sources,
+            )
+            stored = containers.get((workload_id, spec.name))
             if stored is None:
                 new_containers.append(
-                    Container(workload_id=workload.pk, name=spec.name, **fields)
+                    Container(
+                        workload_id=workload_id,
+                        name=spec.name,
+                        **dict(zip(_CONTAINER_FIELDS, values, strict=True)),
+                    )
                 )
-            elif stored[1] != [fields[f] for f in _CONTAINER_FIELDS]:
-                changed_containers.append(Container(pk=stored[0], **fields))
-                changes.note([workload.pk])
+            elif stored[1] != values:
+                changed_containers.append(
+                    Container(
+                        pk=stored[0],
+                        **dict(zip(_CONTAINER_FIELDS, values, strict=True)),
+                    )
+                )
+                changes.note([workload_id])
     changes.note(container.workload_id for container in new_containers)
     insert_new(new_containers)
     Container.objects.bulk_update(
@@ -419,7 +476,3 @@ def _upsert_containers(
             for pk in without_checkpoint.values_list("pk", flat=True)
         ]
     )
-    found.spec_names = {
-        workloads[key].pk: [(c.name, c.kind) for c in info.containers]
-        for key, info in seen.items()
-    }

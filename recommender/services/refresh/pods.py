@@ -8,10 +8,11 @@ where each came from (``Container.Source``: template, LimitRange default, pod).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db.models import (
     BooleanField,
@@ -28,9 +29,9 @@ from django.db.models import (
 from django.db.models.functions import Greatest
 
 from recommender.cluster.base import ContainerSpec, PodInfo
-from recommender.engine.resources import RESOURCE_NAMES, Resources
+from recommender.engine.resources import CPU, MEMORY, Resources
 from recommender.models import Checkpoint, Container, UsageHour, Workload, WorkloadPod
-from recommender.models.bulk import STREAM_ROWS, insert_new
+from recommender.models.bulk import STREAM_ROWS, insert_new, update_many
 from recommender.models.provisioning import HOURS_PER_MONTH
 from recommender.services.readmodels import changes
 from recommender.services.readmodels.pod_owners import (
@@ -66,10 +67,13 @@ def record_pods(
     pods: Sequence[tuple[PodInfo, int]],
     batch: int,
     batch_workload_ids: Collection[int] = (),
+    owners: dict[PodKey, int] | None = None,
 ) -> dict[str, int]:
     """Store the live pods with their workload ids; forget those past retention.
     Pods of ``batch_workload_ids`` (Jobs, CronJobs) also keep when they started and
-    until when they were seen Running (``record_running_hours``).
+    until when they were seen Running (``record_running_hours``). ``owners``, when
+    given, gets the stored workload id of each other pod seen within
+    ``POD_RETENTION``, from the same read (``load_pod_owners``'s ``stored``).
 
     A pod already stored is rewritten only when its workload or resources changed,
     or its last-seen time is older than ``TOUCH_EVERY``. Returns counts.
@@ -85,11 +89,14 @@ def record_pods(
     # read into Python every cycle.
     existing: dict[PodKey, tuple[int, int, Any, bool, datetime | None]] = {}
     # The containers' JSON as text, parsed once per distinct text (stored_json.py).
-    for pk, ns, name, workload_id, containers, is_due, started_at in (
+    for pk, ns, name, workload_id, containers, is_due, is_kept, started_at in (
         of_shard.annotate(
             containers_text=stored_json.as_text("containers"),
             is_due=ExpressionWrapper(
                 Q(last_seen_at__lt=now - TOUCH_EVERY), output_field=BooleanField()
+            ),
+            is_kept=ExpressionWrapper(
+                Q(last_seen_at__gte=now - POD_RETENTION), output_field=BooleanField()
             ),
         )
         .values_list(
@@ -99,6 +106,7 @@ def record_pods(
             "workload_id",
             "containers_text",
             "is_due",
+            "is_kept",
             "started_at",
         )
         .iterator(chunk_size=STREAM_ROWS)
@@ -111,12 +119,19 @@ def record_pods(
                 is_due,
                 started_at,
             )
+        elif is_kept and owners is not None:
+            owners[(sys.intern(ns), name)] = workload_id
     new_rows: list[WorkloadPod] = []
     changed: list[WorkloadPod] = []
     # Running pods of Jobs: their run time grows every cycle (record_running_hours).
     running: list[WorkloadPod] = []
+    # The containers' resources as stored, once per distinct set of containers (the
+    # replicas of a workload carry the same).
+    resources_of: dict[tuple[ContainerSpec, ...], dict[str, Any]] = {}
     for pod, workload_id in pods:
-        containers = _container_resources(pod)
+        containers = resources_of.get(pod.containers)
+        if containers is None:
+            containers = resources_of[pod.containers] = _container_resources(pod)
         row = existing.get((pod.namespace, pod.name))
         is_batch = workload_id in batch_workload_ids
         is_run = is_batch and pod.phase == RUNNING
@@ -192,7 +207,7 @@ def record_running_hours(
     batch workload with neither gets 0. Returns the rows changed.
 
     A grouped statement over the pods, one over the usage hours of the workloads
-    that need them, and one update per changed workload.
+    that need them, and one update per 500 changed workloads.
     """
     window_start = now - POD_RETENTION
     workloads = Workload.objects.filter(
@@ -267,7 +282,7 @@ def record_running_hours(
         [pk for pk, span in history_spans.items() if span > spans[pk]],
         since=window_start,
     )
-    changed = []
+    changed: list[tuple[int, dict[str, Any]]] = []
     for workload in rows:
         span_s, forecast = spans[workload.pk], forecasts[workload.pk]
         history_span_s = history_spans.get(workload.pk, 0.0)
@@ -281,10 +296,10 @@ def record_running_hours(
         if workload.running_hours_month is None or (
             abs(workload.running_hours_month - hours) > 1e-6
         ):
-            workload.running_hours_month = hours
-            changed.append(workload)
-    Workload.objects.bulk_update(changed, ["running_hours_month"], batch_size=500)
-    changes.note(workload.pk for workload in changed)
+            changed.append((workload.pk, {"running_hours_month": hours}))
+    # A young fleet's hours move every cycle: thousands of rows, one statement a 500.
+    update_many(Workload, rows=changed, batch=500)
+    changes.note(pk for pk, _ in changed)
     return len(changed)
 
 
@@ -371,8 +386,7 @@ def history_hours(
     return sampled
 
 
-@dataclass(frozen=True)
-class AppliedResources:
+class AppliedResources(NamedTuple):
     """A container's current requests and limits, and where each came from."""
 
     requests: Resources
@@ -386,11 +400,18 @@ def representative_pods(pods: Sequence[PodInfo]) -> dict[str, PodInfo]:
     one first, by name (one pass over the workload's pods for all its containers)."""
     running: dict[str, PodInfo] = {}
     having: dict[str, PodInfo] = {}
-    for pod in sorted(pods, key=lambda p: p.name):
+    # The first by name of each, without sorting the pods (discovery asks this of
+    # every workload every cycle); pod names are unique within a workload.
+    for pod in pods:
+        name, is_running = pod.name, pod.phase == RUNNING
         for container in pod.containers:
-            having.setdefault(container.name, pod)
-            if pod.phase == "Running":
-                running.setdefault(container.name, pod)
+            first = having.get(container.name)
+            if first is None or name < first.name:
+                having[container.name] = pod
+            if is_running:
+                first = running.get(container.name)
+                if first is None or name < first.name:
+                    running[container.name] = pod
     return having | running
 
 
@@ -402,29 +423,44 @@ def pods_requests(
     container, else all that carry it; a resource no pod requests is None. What the
     potential savings count per pod (``Container.pods_request_*``), so a pod
     resized in place counts its own request."""
-    sums: dict[str, dict[bool, list[float]]] = {}
+    # (container, running) -> [cpu sum, cpu pods, memory sum, memory pods]
+    sums: dict[tuple[str, bool], list[float]] = {}
     for pod in pods:
         running = pod.phase == RUNNING
         for container in pod.containers:
-            per = sums.setdefault(container.name, {})
-            # [pods, cpu sum, cpu pods, memory sum, memory pods]
-            row = per.setdefault(running, [0.0, 0.0, 0.0, 0.0, 0.0])
-            row[0] += 1
-            for at, value in (
-                (1, container.requests.cpu_millicores),
-                (3, container.requests.memory_bytes),
-            ):
-                if value is not None:
-                    row[at] += value
-                    row[at + 1] += 1
+            row = sums.get((container.name, running))
+            if row is None:
+                row = sums[(container.name, running)] = [0.0, 0.0, 0.0, 0.0]
+            cpu = container.requests.cpu_millicores
+            if cpu is not None:
+                row[0] += cpu
+                row[1] += 1
+            memory = container.requests.memory_bytes
+            if memory is not None:
+                row[2] += memory
+                row[3] += 1
     out: dict[str, tuple[float | None, float | None]] = {}
-    for name, per in sums.items():
-        row = per.get(True) or per[False]
+    for (name, running), row in sums.items():
+        if not running and (name, True) in sums:
+            continue  # the running pods' mean stands
         out[name] = (
-            row[1] / row[2] if row[2] else None,
-            row[3] / row[4] if row[4] else None,
+            row[0] / row[1] if row[1] else None,
+            row[2] / row[3] if row[3] else None,
         )
     return out
+
+
+# What ``applied_resources`` reads of each amount: the key of its source, and the
+# (container, "request" | "limit", resource) LimitRanger would name it by.
+_SOURCE_KEYS = (
+    ("requests.cpu", "request", CPU),
+    ("requests.memory", "request", MEMORY),
+    ("limits.cpu", "limit", CPU),
+    ("limits.memory", "limit", MEMORY),
+)
+_FROM_LIMIT_RANGE = Container.Source.LIMIT_RANGE.value
+_FROM_TEMPLATE = Container.Source.TEMPLATE.value
+_FROM_POD = Container.Source.POD.value
 
 
 def applied_resources(spec: ContainerSpec, pod: PodInfo | None) -> AppliedResources:
@@ -436,35 +472,40 @@ def applied_resources(spec: ContainerSpec, pod: PodInfo | None) -> AppliedResour
     template's is the template's, and any other was set on the pod (an admission
     webhook, an in-place resize).
     """
-    template = {
-        "requests": spec.requests.to_dict(),
-        "limits": spec.limits.to_dict(),
-    }
-    current = None
-    if pod is not None:
+    own_requests, own_limits = spec.requests, spec.limits
+    template = {"requests": own_requests.to_dict(), "limits": own_limits.to_dict()}
+    if pod is None:
+        requests, limits = own_requests, own_limits
+        set_by_limit_ranger: frozenset[tuple[str, str, str]] = frozenset()
+    else:
         current = next(c for c in pod.containers if c.name == spec.name)
-    amounts: dict[str, Resources] = {}
+        requests, limits = current.requests, current.limits
+        set_by_limit_ranger = pod.limit_ranger_set
     sources: dict[str, str] = {}
-    for kind, singular in (("requests", "request"), ("limits", "limit")):
-        own: Resources = getattr(spec, kind)
-        live: Resources = own if current is None else getattr(current, kind)
-        amounts[kind] = live
-        for resource in RESOURCE_NAMES:
-            value = live.get(resource)
-            if value is None:
-                continue
-            if pod is not None and (spec.name, singular, resource) in (
-                pod.limit_ranger_set
-            ):
-                source = Container.Source.LIMIT_RANGE
-            elif value == own.get(resource):
-                source = Container.Source.TEMPLATE
-            else:
-                source = Container.Source.POD
-            sources[f"{kind}.{resource}"] = source.value
-    return AppliedResources(
-        requests=amounts["requests"],
-        limits=amounts["limits"],
-        template=template,
-        sources=sources,
-    )
+    for (key, singular, resource), value, own in zip(
+        _SOURCE_KEYS,
+        (
+            requests.cpu_millicores,
+            requests.memory_bytes,
+            limits.cpu_millicores,
+            limits.memory_bytes,
+        ),
+        (
+            own_requests.cpu_millicores,
+            own_requests.memory_bytes,
+            own_limits.cpu_millicores,
+            own_limits.memory_bytes,
+        ),
+        strict=True,
+    ):
+        if value is None:
+            continue
+        if set_by_limit_ranger and (spec.name, singular, resource) in (
+            set_by_limit_ranger
+        ):
+            sources[key] = _FROM_LIMIT_RANGE
+        elif value == own:
+            sources[key] = _FROM_TEMPLATE
+        else:
+            sources[key] = _FROM_POD
+    return AppliedResources(requests, limits, template, sources)
