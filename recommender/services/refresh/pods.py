@@ -297,8 +297,9 @@ def record_running_hours(
             abs(workload.running_hours_month - hours) > 1e-6
         ):
             changed.append((workload.pk, {"running_hours_month": hours}))
-    # A young fleet's hours move every cycle: thousands of rows, one statement a 500.
-    update_many(Workload, rows=changed, batch=500)
+    # A young fleet's hours move every cycle: thousands of rows (two integers and a
+    # float each), one statement for up to 20,000 where the backend binds so many.
+    update_many(Workload, rows=changed, batch=20_000)
     changes.note(pk for pk, _ in changed)
     return len(changed)
 
