@@ -346,17 +346,23 @@ def policy_diffs(
     rows (inside a transaction)."""
     rules = _enabled_rules(rule_overrides or {})
     policies = Policy.objects.filter(source=Policy.Source.VPAWEB)
-    if cluster_id is not None:
-        policies = policies.filter(workload__cluster_id=cluster_id)
-    if namespace is not None:
-        policies = policies.filter(workload__namespace=namespace)
     if only is not None:
         policies = policies.filter(only)
     if lock:
         policies = policies.select_for_update(of=("self",))
     if workload_ids is None:
+        if cluster_id is not None:
+            policies = policies.filter(workload__cluster_id=cluster_id)
+        if namespace is not None:
+            policies = policies.filter(workload__namespace=namespace)
         scopes = [policies]
     else:
+        # By the ids alone (their policies' unique index), the cluster and namespace
+        # checked on the rows read: with the workload's columns in the statement too,
+        # PostgreSQL went through the namespace's workloads and, for each, the
+        # policies (a shard's first contact, its rows inserted just now and not
+        # analysed: a pass over every new policy per workload, minutes at 100,000
+        # containers).
         ids = sorted(set(workload_ids))
         scopes = [
             policies.filter(workload_id__in=ids[start : start + BATCH])
@@ -366,6 +372,10 @@ def policy_diffs(
     diffs: list[PolicyDiff] = []
     for scope in scopes:
         for row in scope.values_list(*_POLICY_COLUMNS).iterator(chunk_size=2000):
+            if (cluster_id is not None and row[1] != cluster_id) or (
+                namespace is not None and row[2] != namespace
+            ):
+                continue
             diff = _diff_of(row, rules, namespace_labels)
             if diff is not None:
                 diffs.append(diff)
