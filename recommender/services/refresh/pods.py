@@ -207,7 +207,7 @@ def record_running_hours(
     batch workload with neither gets 0. Returns the rows changed.
 
     A grouped statement over the pods, one over the usage hours of the workloads
-    that need them, and one update per 500 changed workloads.
+    that need them, and one update for up to 20,000 changed workloads.
     """
     window_start = now - POD_RETENTION
     workloads = Workload.objects.filter(
