@@ -25,11 +25,9 @@ from recommender.models import (
     OomKill,
     ProvisioningFacts,
     RiskRules,
-    Workload,
     WorkloadAmounts,
 )
 from recommender.models.provisioning import (
-    STORED_PARTS,
     PriceRates,
     WorkloadQuerySet,
     billed_request_sql,
@@ -104,11 +102,9 @@ def compute(
     rollups round each workload), for every workload of ``cluster_id`` (or of its
     ``namespace``; only ``workload_ids`` when given), active or not: one grouped
     query."""
-    workloads = Workload.objects.filter(cluster_id=cluster_id)
-    if namespace is not None:
-        workloads = workloads.filter(namespace=namespace)
-    if workload_ids is not None:
-        workloads = workloads.filter(pk__in=list(workload_ids))
+    workloads = workload_totals.scoped(
+        cluster_ids=[cluster_id], namespace=namespace, workload_ids=workload_ids
+    )
     return {
         pk: tuple(round(value or 0) for value in values)
         for pk, *values in workloads.annotate(**computed_amounts())
@@ -125,40 +121,24 @@ def compute_with_parts(
     namespace: str | None = None,
     workload_ids: Collection[int] | None = None,
 ) -> tuple[dict[int, workload_totals.Parts], dict[int, tuple[int, ...]]]:
-    """``workload_totals.compute`` (with ``kills``) and ``compute`` of the same
-    workloads, in one grouped query over their containers."""
-    workloads = Workload.objects.filter(cluster_id=cluster_id)
-    if namespace is not None:
-        workloads = workloads.filter(namespace=namespace)
-    if workload_ids is not None:
-        workloads = workloads.filter(pk__in=list(workload_ids))
+    """``workload_totals.compute`` (with ``kills``, their ``latest_kills``) and
+    ``compute`` of the same workloads, in one grouped query over their containers."""
     parts: dict[int, workload_totals.Parts] = {}
     amounts: dict[int, tuple[int, ...]] = {}
     if workload_ids is not None and not workload_ids:
         return parts, amounts
-    stored = len(STORED_PARTS)
-    for pk, cluster, ns, is_active, source, core, gib, *values in (
+    workloads = workload_totals.scoped(
+        cluster_ids=[cluster_id], namespace=namespace, workload_ids=workload_ids
+    )
+    split = len(workload_totals.PART_COLUMNS)
+    for pk, *values in (
         workloads.with_stored_parts(rules=rules)
         .annotate(**computed_amounts())
         .order_by()
-        .values_list(
-            "pk",
-            "cluster_id",
-            "namespace",
-            "is_active",
-            *workload_totals.PRICE,
-            *STORED_PARTS,
-            *COLUMNS,
-        )
+        .values_list("pk", *workload_totals.PART_COLUMNS, *COLUMNS)
     ):
-        parts[pk] = workload_totals.Parts(
-            cluster,
-            ns,
-            is_active,
-            (*values[:stored], kills.get(pk)),
-            (source, core, gib),
-        )
-        amounts[pk] = tuple(round(value or 0) for value in values[stored:])
+        parts[pk] = workload_totals.parts_of(values[:split], kills.get(pk))
+        amounts[pk] = tuple(round(value or 0) for value in values[split:])
     return parts, amounts
 
 

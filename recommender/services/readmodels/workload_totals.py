@@ -92,36 +92,48 @@ def latest_kills(
     )
 
 
-def compute(
+def scoped(
     *,
     cluster_ids: Collection[int],
-    rules: RiskRules,
     namespace: str | None = None,
     workload_ids: Collection[int] | None = None,
-    kills: Mapping[int, datetime] | None = None,
-) -> dict[int, Parts]:
-    """Workload pk -> its ``Parts``, for every workload of ``cluster_ids`` (or of
-    their ``namespace``; only ``workload_ids`` when given), active or not: two
-    grouped queries, whatever the clusters (one with ``kills``, their
-    ``latest_kills``)."""
+) -> WorkloadQuerySet:
+    """The workloads of ``cluster_ids`` (or of their ``namespace``; only
+    ``workload_ids`` when given), active or not: what a store recomputes."""
     workloads = Workload.objects.filter(cluster_id__in=cluster_ids)
     if namespace is not None:
         workloads = workloads.filter(namespace=namespace)
     if workload_ids is not None:
         workloads = workloads.filter(pk__in=list(workload_ids))
-    if kills is None:
-        kills = latest_kills(cluster_ids=cluster_ids, namespace=namespace)
+    return workloads
+
+
+# What a workload's ``Parts`` are read from (``parts_of``), after its pk, from a
+# queryset ``with_stored_parts``.
+PART_COLUMNS = ("cluster_id", "namespace", "is_active", *PRICE, *STORED_PARTS)
+
+
+def parts_of(row: Sequence[Any], latest_kill: datetime | None) -> Parts:
+    """A workload's ``Parts`` from its ``PART_COLUMNS`` values and latest kill."""
+    cluster_id, namespace, is_active, source, core, gib, *parts = row
+    return Parts(
+        cluster_id, namespace, is_active, (*parts, latest_kill), (source, core, gib)
+    )
+
+
+def compute(
+    *, cluster_ids: Collection[int], rules: RiskRules, namespace: str | None = None
+) -> dict[int, Parts]:
+    """Workload pk -> its ``Parts``, for every workload of ``cluster_ids`` (or of
+    their ``namespace``), active or not: two grouped queries, whatever the
+    clusters."""
+    kills = latest_kills(cluster_ids=cluster_ids, namespace=namespace)
     return {
-        pk: Parts(
-            cluster_id, ns, is_active, (*parts, kills.get(pk)), (source, core, gib)
-        )
-        for pk, cluster_id, ns, is_active, source, core, gib, *parts in (
-            workloads.with_stored_parts(rules=rules)
-            .order_by()
-            .values_list(
-                "pk", "cluster_id", "namespace", "is_active", *PRICE, *STORED_PARTS
-            )
-        )
+        pk: parts_of(row, kills.get(pk))
+        for pk, *row in scoped(cluster_ids=cluster_ids, namespace=namespace)
+        .with_stored_parts(rules=rules)
+        .order_by()
+        .values_list("pk", *PART_COLUMNS)
     }
 
 
