@@ -610,18 +610,25 @@ def test_checkpoints_due_wait_for_the_next_cycle_once_the_budget_is_spent(
     assert rest.counts["checkpoints_deferred"] == 0
 
 
+def fleet_in_windows(settings, name: str) -> Cluster:
+    """A simulated fleet of 60 workloads after its first contact, whose steady
+    cycles run in windows by namespace (one of 8 containers or more each)."""
+    settings.SIMULATION_WORKLOADS = 60
+    settings.SIMULATION_HISTORY_DAYS = 0.25
+    settings.STEADY_WINDOW_CONTAINERS = 8
+    cluster = Cluster.objects.create(name=name, kind="simulated")
+    first = refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    assert first.status == RefreshRun.Status.SUCCEEDED, first.error
+    return cluster
+
+
 @pytest.mark.django_db
 def test_each_window_looks_through_the_pod_statuses_kills_of_its_namespaces_only(
     settings, monkeypatch
 ):
     """The pod statuses' OOM kills are split once among the windows by namespace:
     each window goes through its own, not through every kill of the cluster."""
-    settings.SIMULATION_WORKLOADS = 60
-    settings.SIMULATION_HISTORY_DAYS = 0.25
-    settings.STEADY_WINDOW_CONTAINERS = 8
-    cluster = Cluster.objects.create(name="kills-by-window", kind="simulated")
-    first = refresh_cluster(cluster_id=cluster.pk, now=NOW)
-    assert first.status == RefreshRun.Status.SUCCEEDED, first.error
+    cluster = fleet_in_windows(settings, "kills-by-window")
     seen: list[tuple[set[str], list[str]]] = []
     original = ooms.attach_ooms
 
@@ -650,12 +657,7 @@ def test_the_steady_windows_of_a_cycle_are_stored_in_one_statement_of_each_kind(
     """The windows by namespace of a steady cycle are stored together: the changed
     recommendations of every window in one insert and one pointer compare-and-swap,
     their workloads in one journal insert, however many windows moved."""
-    settings.SIMULATION_WORKLOADS = 60
-    settings.SIMULATION_HISTORY_DAYS = 0.25
-    settings.STEADY_WINDOW_CONTAINERS = 8
-    cluster = Cluster.objects.create(name="one-store", kind="simulated")
-    first = refresh_cluster(cluster_id=cluster.pk, now=NOW)
-    assert first.status == RefreshRun.Status.SUCCEEDED, first.error
+    cluster = fleet_in_windows(settings, "one-store")
     # Every container's recommendation moves this minute: none is stored as latest.
     Container.objects.filter(workload__cluster=cluster).update(
         latest_recommendation=None
