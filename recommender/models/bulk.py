@@ -30,7 +30,7 @@ from recommender.models.recommendation import UsageHour
 # Rows per statement: 7 parameters a row stays under SQLite's 32,766 and PostgreSQL's
 # 65,535 bound parameters, and a statement of checkpoints stays a few megabytes.
 # Narrower rows may go more to a statement (the ``batch`` of the functions below),
-# always within the backend's parameter limit (``_rows_per_statement``).
+# always within the backend's parameter limit (``rows_per_statement``).
 CAS_BATCH = 2000
 # Rows fetched at a time where the refresh streams a whole shard's rows (a server-side
 # cursor on PostgreSQL) instead of reading them whole: 100,000 containers' rows were
@@ -38,7 +38,7 @@ CAS_BATCH = 2000
 STREAM_ROWS = 2000
 
 
-def _rows_per_statement(batch: int | None, parameters_per_row: int) -> int:
+def rows_per_statement(batch: int | None, parameters_per_row: int) -> int:
     """``batch`` rows (CAS_BATCH by default), fewer when they would pass the
     backend's limit of bound parameters (SQLite 32,766; PostgreSQL 65,535, which
     binds nothing on the server unless ``server_side_binding`` is set: Django's
@@ -99,7 +99,7 @@ def compare_and_swap(
     expect_column = connection.ops.quote_name(expect_field.column)
     pk_column = connection.ops.quote_name(pk.column)
     written: set[int] = set()
-    batch = _rows_per_statement(batch, len(columns))
+    batch = rows_per_statement(batch, len(columns))
     with connection.cursor() as cursor:
         for start in range(0, len(rows), batch):
             chunk = rows[start : start + batch]
@@ -167,7 +167,7 @@ def insert_returning_pks(
     assert pk is not None
     columns = [_concrete(model, name) for name in fields]
     is_postgres = connection.vendor == "postgresql"
-    batch = _rows_per_statement(batch, 1 if is_postgres else len(columns))
+    batch = rows_per_statement(batch, 1 if is_postgres else len(columns))
     tail = f" RETURNING {connection.ops.quote_name(pk.column)}"
     if is_postgres:
         head = _insert_from_json(meta.db_table, columns)
@@ -229,7 +229,7 @@ def insert_new(
         return
     columns = [_concrete(model, name) for name in names]
     sql = _insert_from_json(model._meta.db_table, columns) + " ON CONFLICT DO NOTHING"
-    batch = _rows_per_statement(batch, 1)
+    batch = rows_per_statement(batch, 1)
     with connection.cursor() as cursor:
         for start in range(0, len(objs), batch):
             cursor.execute(sql, [_json_rows(objs[start : start + batch], columns)])
