@@ -22,6 +22,7 @@ aggregate, recommend, store."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import logging
 import math
@@ -29,7 +30,7 @@ import time
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from recommender.cluster.base import ClusterAdapter, ClusterSnapshot
+from recommender.cluster.base import ClusterAdapter, ClusterSnapshot, OomKill
 from recommender.engine.aggregation import AggregateSet
 from recommender.engine.usage_hours import HourlyUsage, merged
 from recommender.errors import InvalidInput, NotFound
@@ -82,6 +83,7 @@ from recommender.services.refresh.discovery import BATCH, Discovery, upsert_disc
 from recommender.services.refresh.ingest import Group, Row, Window
 from recommender.services.refresh.node_pools import node_inventory, store_node_pools
 from recommender.services.refresh.node_prices import price_workloads
+from recommender.services.refresh.ooms import SharedKillLookup
 from recommender.services.refresh.plan import (
     CheckpointChoice,
     CheckpointSchedule,
@@ -250,7 +252,7 @@ def ingest_fleet(
     shared = None
     if len(steady) > 1:
         with phases("ingest") if phases is not None else contextlib.nullcontext():
-            shared = SharedReads.of(discovery)
+            shared = SharedReads.of(discovery, snapshot_kills=plan.snapshot_kills)
     shown_at = time.monotonic()
     # The steady windows are stored together after the last of them: one statement
     # of each kind a cycle instead of one a window (their engine rows are kept from
@@ -290,23 +292,60 @@ def ingest_fleet(
 @dataclass
 class SharedReads:
     """What the windows of one cycle read once instead of once each: their rows
-    (``ingest.read_rows``, taken out window by window) and the source's OOM
-    history (``ooms.SharedHistory``)."""
+    (``ingest.read_rows``, taken out window by window), the source's OOM
+    history (``ooms.SharedHistory``) and the stored kills they look up
+    (``ooms.SharedKillLookup``)."""
 
+    discovery: Discovery
     rows: dict[int, list[ingest.LoadedRow]]
     ooms: ooms.SharedHistory
     # Each workload's namespace (by id): a window's namespaces without a pass over
     # every workload of the cluster.
     namespace_of: dict[int, str]
+    # The pod statuses' kills of the whole cycle (each window has its own share).
+    snapshot_kills: Sequence[OomKill]
+    stored_kills: SharedKillLookup = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.stored_kills = SharedKillLookup(self._kill_candidates)
 
     @classmethod
-    def of(cls, discovery: Discovery) -> SharedReads:
+    def of(
+        cls, discovery: Discovery, *, snapshot_kills: Sequence[OomKill] = ()
+    ) -> SharedReads:
         """The reads of ``discovery``'s windows (its rows read now)."""
         return cls(
+            discovery=discovery,
             rows=ingest.read_rows(discovery),
             ooms=ooms.SharedHistory(discovery.namespace),
             namespace_of={w: key[0] for key, w in discovery.workload_by_key.items()},
+            snapshot_kills=snapshot_kills,
         )
+
+    def _kill_candidates(self, window: Window) -> tuple[set[int], datetime | None]:
+        """The containers of the windows not run yet that a kill not known stored
+        may be of (the history read so far and the cycle's pod statuses), and the
+        time the lookup of their stored kills starts after (``ooms.attach_ooms``'s,
+        the oldest of those kills')."""
+        known = ooms.known_stored(window)
+        ids: set[int] = set()
+        oldest: datetime | None = None
+        step = timedelta(seconds=ingest.STEP_S)
+        for kill in (*self.ooms.read_kills(), *self.snapshot_kills):
+            if not ooms.is_unknown(kill, window, known):
+                continue
+            workload_id = self.discovery.owner_of(
+                kill.namespace,
+                kill.pod,
+                kind=kill.workload_kind,
+                name=kill.workload_name,
+            )
+            for row in self.rows.get(workload_id, ()) if workload_id else ():
+                if row.name == kill.container:
+                    ids.add(row.pk)
+                    since = kill.occurred_at - step
+                    oldest = since if oldest is None else min(oldest, since)
+        return ids, oldest
 
     def namespaces(self, window: Window) -> set[str]:
         """The namespaces of ``window``'s workloads."""
@@ -343,7 +382,12 @@ def _load_ooms(
     if source.keeps_oom_history and start_s < plan.end_s:
         # Asked: 1 when the source has no OOM series (cluster page).
         window.counts["oom_history_missing"] = int(history is None)
-    ooms.attach_ooms(window, snapshot_kills=plan.snapshot_kills, history=history)
+    ooms.attach_ooms(
+        window,
+        snapshot_kills=plan.snapshot_kills,
+        history=history,
+        lookup=None if shared is None else shared.stored_kills,
+    )
 
 
 def _read_and_feed(

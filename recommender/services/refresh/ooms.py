@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 
 from recommender.cluster.base import OomKill
@@ -45,6 +45,7 @@ KILL_LOOKUP_BATCH = 10_000
 __all__ = [
     "SAME_KILL_S",
     "SharedHistory",
+    "SharedKillLookup",
     "attach_ooms",
     "kill_key",
     "oom_history",
@@ -113,6 +114,10 @@ class SharedHistory:
             if k.namespace in namespaces and k.occurred_at.timestamp() > start_s
         ]
 
+    def read_kills(self) -> Sequence[OomKill]:
+        """The kills read so far (none before the first window's read)."""
+        return () if self._read is None else (self._read[2] or ())
+
 
 def kill_key(kill: OomKill) -> warm_state.KillKey:
     """What tells one reported kill from another."""
@@ -124,22 +129,22 @@ def attach_ooms(
     *,
     snapshot_kills: Sequence[OomKill],
     history: Sequence[OomKill] | None,
+    lookup: SharedKillLookup | None = None,
 ) -> None:
     """Give each row the kills up to ``end_s`` not stored yet (the history's and the
     pod statuses', merged: module docstring), and each rebuilt row its stored kills
     of its window: each enters the engine once. With ``keep_state``, the kills the
-    scope's last window knew stored are not looked up again."""
+    scope's last window knew stored are not looked up again. ``lookup``: the stored
+    kills as the cycle's windows read them once (``SharedKillLookup``)."""
     _attach_stored_ooms(window)
-    known = warm_state.stored_kills(window.scope) if window.keep_state else frozenset()
+    known = known_stored(window)
     # (row, kill, is the history's observation)
     matched: list[tuple[Row, OomKill, bool]] = []
     reported = [(k, True) for k in history or ()] + [(k, False) for k in snapshot_kills]
     for kill, is_observation in reported:
-        if kill.occurred_at.timestamp() > window.settled_end_s:
-            continue  # stored now but fed in a later window, it would be lost
-        key = kill_key(kill)
-        if key in known:
-            window.stored_kills.add(key)
+        if not is_unknown(kill, window, known):
+            if kill.occurred_at.timestamp() <= window.settled_end_s:
+                window.stored_kills.add(kill_key(kill))
             continue
         row = window.row_of(
             kill.namespace,
@@ -155,16 +160,13 @@ def attach_ooms(
     oldest = min(kill.occurred_at for _, kill, _ in matched)
     # The stored kills of the matched containers only: not the whole cluster's, which
     # every chunk of a first contact (and every shard beside it) would read again.
-    ids = sorted({row.container.pk for row, _, _ in matched})
-    stored: dict[tuple[int, str, datetime], bool] = {}
-    for start in range(0, len(ids), KILL_LOOKUP_BATCH):
-        stored.update(
-            ((c, p, at), is_eviction)
-            for c, p, at, is_eviction in OomKillRow.objects.filter(
-                container_id__in=ids[start : start + KILL_LOOKUP_BATCH],
-                occurred_at__gt=oldest - timedelta(seconds=STEP_S),
-            ).values_list("container_id", "pod", "occurred_at", "is_eviction")
-        )
+    ids = {row.container.pk for row, _, _ in matched}
+    since = oldest - timedelta(seconds=STEP_S)
+    stored = (
+        stored_kills(ids, since=since)
+        if lookup is None
+        else lookup.stored(window, ids, since=since)
+    )
     # Where the history saw each pod's container restart after a kill: stored, or
     # reported in this window.
     observed: dict[tuple[int, str], list[datetime]] = defaultdict(list)
@@ -194,6 +196,91 @@ def attach_ooms(
             new.add(row_key)  # the snapshot may report one kill twice
             row.ooms.append(kill)
             window.counts["oom_kills_new"] += 1
+
+
+def known_stored(window: Window) -> frozenset[warm_state.KillKey]:
+    """The kills the window's scope knew stored (none without kept state)."""
+    return warm_state.stored_kills(window.scope) if window.keep_state else frozenset()
+
+
+def is_unknown(
+    kill: OomKill, window: Window, known: Collection[warm_state.KillKey]
+) -> bool:
+    """Whether ``window`` looks ``kill`` up among the stored ones: it is not known
+    stored, and it lies within the window (a kill after its settled end, stored now
+    but fed in a later window, would be lost)."""
+    return (
+        kill.occurred_at.timestamp() <= window.settled_end_s
+        and kill_key(kill) not in known
+    )
+
+
+def stored_kills(
+    ids: Collection[int], *, since: datetime
+) -> dict[tuple[int, str, datetime], bool]:
+    """The stored kills of containers ``ids`` after ``since``: whether each is an
+    eviction, by (container, pod, time). ``KILL_LOOKUP_BATCH`` containers a
+    statement."""
+    ordered = sorted(ids)
+    stored: dict[tuple[int, str, datetime], bool] = {}
+    for start in range(0, len(ordered), KILL_LOOKUP_BATCH):
+        stored.update(
+            ((c, p, at), is_eviction)
+            for c, p, at, is_eviction in OomKillRow.objects.filter(
+                container_id__in=ordered[start : start + KILL_LOOKUP_BATCH],
+                occurred_at__gt=since,
+            ).values_list("container_id", "pod", "occurred_at", "is_eviction")
+        )
+    return stored
+
+
+class SharedKillLookup:
+    """The stored kills the windows of one cycle look up, read once.
+
+    The first window that looks any up reads those of every container a kill not
+    known stored may be of, its own and the later windows' (``candidates``: their
+    container pks and the oldest of those kills), in one statement; a later window
+    whose containers or times that read does not cover reads its own
+    (``stored_kills``), so the answer is always what it would read alone. A cycle
+    with more such containers than one statement takes (a cold process, which
+    knows no kill stored) reads window by window: what it holds stays one
+    window's."""
+
+    def __init__(
+        self, candidates: Callable[[Window], tuple[set[int], datetime | None]]
+    ) -> None:
+        self._candidates = candidates
+        self._read: (
+            tuple[frozenset[int], datetime, dict[tuple[int, str, datetime], bool]]
+            | None
+        ) = None
+        self._tried = False
+
+    def stored(
+        self, window: Window, ids: Collection[int], *, since: datetime
+    ) -> dict[tuple[int, str, datetime], bool]:
+        """``stored_kills(ids, since=since)``, from the cycle's one read when it
+        covers them."""
+        if not self._tried:
+            self._tried = True
+            more, oldest = self._candidates(window)
+            every = set(ids) | more
+            if len(every) <= KILL_LOOKUP_BATCH:
+                start = since if oldest is None else min(since, oldest)
+                self._read = (
+                    frozenset(every),
+                    start,
+                    stored_kills(every, since=start),
+                )
+        read = self._read
+        if read is None or read[1] > since or not read[0].issuperset(ids):
+            return stored_kills(ids, since=since)
+        wanted = set(ids)
+        return {
+            key: is_eviction
+            for key, is_eviction in read[2].items()
+            if key[0] in wanted and key[2] > since
+        }
 
 
 def _is_observed(killed_at: datetime, observations: Sequence[datetime]) -> bool:
