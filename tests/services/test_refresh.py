@@ -12,6 +12,7 @@ from recommender.cluster.simulated import OOM_LOOKBACK_S, build_fleet
 from recommender.engine import AggregateSet, get_profile
 from recommender.errors import SourceUnavailable
 from recommender.models import (
+    AdmissionChange,
     Checkpoint,
     Cluster,
     Container,
@@ -251,6 +252,40 @@ def test_vanished_workloads_become_inactive_and_keep_their_history(cluster, sett
     assert run.counts["workloads_vanished"] == gone.count() > 0
     assert Recommendation.objects.filter(container__workload__in=gone).exists()
     assert Recommendation.objects.count() >= recommendations
+
+
+def test_what_one_read_of_the_stored_rows_tells_discovery_still_holds(cluster):
+    """Discovery reads each stored workload once (its checkpoint-less containers,
+    its stale last-seen time and its policy from the same reads as the rest): a
+    container whose checkpoint row is gone gets an empty one again, a workload
+    whose policy row is gone gets one in Off mode, and last-seen times due a
+    rewrite are rewritten and journaled, with nothing else written."""
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    container = Container.objects.filter(
+        workload__cluster=cluster, checkpoint__isnull=False
+    ).first()
+    Checkpoint.objects.filter(container=container).delete()
+    workload = Workload.objects.filter(cluster=cluster).first()
+    Policy.objects.filter(workload=workload).delete()
+    later = NOW + timedelta(minutes=11)  # past LAST_SEEN_RESOLUTION
+    journal_end = AdmissionChange.objects.order_by("-pk").values_list("pk", flat=True)[
+        0
+    ]
+
+    run = refresh_cluster(cluster_id=cluster.pk, now=later)
+
+    assert run.status == RefreshRun.Status.SUCCEEDED, run.error
+    checkpoint = Checkpoint.objects.get(container=container)
+    assert checkpoint.version >= 0
+    assert Policy.objects.get(workload=workload).mode == Policy.Mode.OFF
+    active = Workload.objects.filter(cluster=cluster, is_active=True)
+    assert set(active.values_list("last_seen_at", flat=True)) == {later}
+    journaled = set(
+        AdmissionChange.objects.filter(cluster=cluster, pk__gt=journal_end).values_list(
+            "workload_id", flat=True
+        )
+    )
+    assert set(active.values_list("pk", flat=True)) <= journaled
 
 
 def test_idle_aggregates_expire_after_eight_days_and_not_before(cluster):

@@ -388,11 +388,8 @@ def _record_vpa_objects_without_target(
             }
         )
     counts["vpa_objects_without_target"] = len(found)
-    current = (
-        Cluster.objects.filter(pk=cluster.pk)
-        .values_list("vpa_objects_without_target", flat=True)
-        .first()
-    ) or []
+    # As the caller read them in its transaction (upsert_discovery refreshes them).
+    current = cluster.vpa_objects_without_target or []
     kept = [
         entry
         for entry in current

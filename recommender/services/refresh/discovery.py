@@ -19,6 +19,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import (
+    BooleanField,
+    Exists,
+    ExpressionWrapper,
+    OuterRef,
+    Q,
+    QuerySet,
+)
 
 from recommender.cluster.base import ClusterSnapshot, PodInfo, WorkloadInfo
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
@@ -143,25 +151,23 @@ def upsert_discovery(
     of_shard = Workload.objects.filter(cluster=cluster)
     if namespace is not None:
         of_shard = of_shard.filter(namespace=namespace)
+    # The cluster's columns discovery compares (its namespaces' labels, its VPA
+    # objects without a target), read once for both (_store_namespace_labels,
+    # store_cluster_objects).
+    cluster.refresh_from_db(fields=("namespace_labels", "vpa_objects_without_target"))
     # The stored rows as tuples (ORM objects per workload cost most of a cycle at
     # 100,000 containers): pk, is_active, then the fields compared, in
     # _WORKLOAD_FIELDS order, the JSON ones as their text (parsed only to compare,
-    # below: Django's JSON decoding of every row cost a second at 65,000 workloads).
-    # In no order: sorting by the model's ordering (a join and three text columns)
-    # cost as long as reading the rows.
-    existing = {
-        (ns, kind, name): (pk, is_active, values)
-        for pk, ns, kind, name, is_active, *values in of_shard.order_by()
-        .annotate(**{f"{f}_text": stored_json.as_text(f) for f in _WORKLOAD_JSON})
-        .values_list(
-            "pk",
-            "namespace",
-            "kind",
-            "name",
-            "is_active",
-            *(f"{f}_text" if f in _WORKLOAD_JSON else f for f in _WORKLOAD_FIELDS),
+    # below: Django's JSON decoding of every row cost a second at 65,000 workloads);
+    # then what the rest of discovery reads of each (_Stored): when nothing is
+    # written, this one read serves it all (three statements before). In no order:
+    # sorting by the model's ordering (a join and three text columns) cost as long
+    # as reading the rows.
+    existing: dict[tuple[str, str, str], tuple[int, bool, list[Any], _Stored]] = {
+        (ns, kind, name): (pk, is_active, values, _Stored(*more))
+        for pk, ns, kind, name, is_active, *values, more in _stored_rows(
+            of_shard, now=now
         )
-        .iterator(chunk_size=STREAM_ROWS)
     }
     seen: dict[tuple[str, str, str], WorkloadInfo] = {}
     new_rows, changed = [], []
@@ -209,17 +215,24 @@ def upsert_discovery(
     )
     vanished = [
         pk
-        for key, (pk, is_active, _) in existing.items()
+        for key, (pk, is_active, _, _) in existing.items()
         if is_active and key not in seen
     ]
     for chunk in _batches(vanished):
         Workload.objects.filter(pk__in=chunk).update(is_active=False)
-    # last_seen_at to LAST_SEEN_RESOLUTION: one statement, and rows only that often.
-    # The webhook's staleness check reads last_seen_at: its caches reload these rows.
-    stale = of_shard.filter(is_active=True, last_seen_at__lt=now - LAST_SEEN_RESOLUTION)
-    touched = list(stale.values_list("pk", flat=True))
+    # last_seen_at to LAST_SEEN_RESOLUTION: one statement, and rows only that often
+    # (which ones, from the read above). The webhook's staleness check reads
+    # last_seen_at: its caches reload these rows.
+    rewritten = {w.pk for w in changed}
+    touched = [
+        pk
+        for key, (pk, is_active, _, stored) in existing.items()
+        if is_active and stored.is_stale and key in seen and pk not in rewritten
+    ]
     if touched:
-        stale.update(last_seen_at=now)
+        of_shard.filter(
+            is_active=True, last_seen_at__lt=now - LAST_SEEN_RESOLUTION
+        ).update(last_seen_at=now)
     if vanished:
         logger.info(
             "cluster %s shard %r: %d workloads vanished, marked inactive",
@@ -230,8 +243,16 @@ def upsert_discovery(
     found.counts["workloads_new"] = len(new_rows)
     found.counts["workloads_vanished"] = len(vanished)
 
-    # What the rest of discovery reads of each workload, as tuples.
-    workloads = stored_workloads(of_shard.filter(is_active=True))
+    # What the rest of discovery reads of each workload, as tuples: the rows read
+    # above when none was written, else read again.
+    if new_rows or changed or vanished:
+        workloads = stored_workloads(of_shard.filter(is_active=True))
+    else:
+        workloads = {
+            key: stored.workload
+            for key, (_, is_active, _, stored) in existing.items()
+            if is_active
+        }
     # The webhook's caches reload the workloads that appeared, changed, came back or
     # vanished, and those whose last_seen_at moved; the totals recompute all but the
     # last.
@@ -243,14 +264,15 @@ def upsert_discovery(
     written += [w.pk for w in changed] + vanished
     changes.note(written)
     note_admission_changes(cluster_id=cluster.pk, workload_ids=written + touched)
-    with_policy = set(
-        Policy.objects.filter(workload__in=of_shard).values_list(
-            "workload_id", flat=True
-        )
-    )
     # New workloads start in Off mode (recommend only) with upstream's profile, then
-    # take what their annotations and the policy rules give (below).
-    new_policies = [w.pk for w in workloads.values() if w.pk not in with_policy]
+    # take what their annotations and the policy rules give (below). A workload the
+    # read above did not find is new to this pass: one another writer just stored
+    # has its policy already, and this insert skips it (a conflict).
+    new_policies = [
+        w.pk
+        for key, w in workloads.items()
+        if key not in existing or not existing[key][3].has_policy
+    ]
     insert_new(
         [
             Policy(workload_id=pk, mode=Policy.Mode.OFF, profile="vpa", updated_at=now)
@@ -327,6 +349,62 @@ def upsert_discovery(
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """What discovery's one read of a stored workload gives besides the fields it
+    compares: the row as the rest of discovery reads it, whether its
+    ``last_seen_at`` is due a rewrite (``LAST_SEEN_RESOLUTION``) and whether it has
+    a policy."""
+
+    workload: StoredWorkload
+    is_stale: bool
+    has_policy: bool
+
+
+def _stored_rows(of_shard: QuerySet[Workload], *, now: datetime) -> Iterator[Any]:
+    """The shard's stored workloads as tuples: pk, namespace, kind, name, is_active,
+    the _WORKLOAD_FIELDS (JSON as text), then ``_Stored``'s fields as a tuple."""
+    for row in (
+        of_shard.order_by()
+        .annotate(
+            **{f"{f}_text": stored_json.as_text(f) for f in _WORKLOAD_JSON},
+            conflicts_text=stored_json.as_text("hpa_conflicts"),
+            budgets_text=stored_json.as_text("pod_disruption_budgets"),
+            is_stale=ExpressionWrapper(
+                Q(last_seen_at__lt=now - LAST_SEEN_RESOLUTION),
+                output_field=BooleanField(),
+            ),
+            has_policy=Exists(Policy.objects.filter(workload=OuterRef("pk"))),
+        )
+        .values_list(
+            "pk",
+            "namespace",
+            "kind",
+            "name",
+            "is_active",
+            *(f"{f}_text" if f in _WORKLOAD_JSON else f for f in _WORKLOAD_FIELDS),
+            "cluster_id",
+            "conflicts_text",
+            "budgets_text",
+            "is_stale",
+            "has_policy",
+        )
+        .iterator(chunk_size=STREAM_ROWS)
+    ):
+        head = row[: 5 + len(_WORKLOAD_FIELDS)]
+        cluster_id, conflicts, budgets, is_stale, has_policy = row[len(head) :]
+        workload = StoredWorkload(
+            pk=row[0],
+            cluster_id=cluster_id,
+            namespace=row[1],
+            kind=row[2],
+            name=row[3],
+            hpa_conflicts=stored_json.parse(conflicts),
+            pod_disruption_budgets=stored_json.parse(budgets),
+        )
+        yield (*head, (workload, bool(is_stale), bool(has_policy)))
+
+
 def _differs(stored: Sequence[Any], fields: dict[str, Any]) -> bool:
     """Whether a stored workload row (_WORKLOAD_FIELDS, JSON as text) differs from
     ``fields``: the plain columns first, then the JSON ones parsed."""
@@ -361,12 +439,8 @@ def _store_namespace_labels(
     listed = dict(snapshot.namespace_labels)
     if namespace is not None:
         listed = {ns: labels for ns, labels in listed.items() if ns == namespace}
-    stored = dict(
-        Cluster.objects.filter(pk=cluster.pk)
-        .values_list("namespace_labels", flat=True)
-        .get()
-        or {}
-    )
+    # As upsert_discovery read them at its start, in its transaction.
+    stored = dict(cluster.namespace_labels or {})
     merged = {**stored, **listed}
     changed = {
         ns for ns in set(stored) | set(listed) if stored.get(ns) != merged.get(ns)
@@ -395,28 +469,33 @@ def _upsert_containers(
     # each row as one tuple in _CONTAINER_FIELDS order, compared whole below. In no
     # order: the rows are only looked up.
     parse = stored_json.parse
-    containers = {
-        (workload_id, name): (
+    # Also each one's checkpoint (a left join): the kind of those without one, which
+    # get theirs below unless they are init containers.
+    no_checkpoint: dict[int, str] = {}
+    containers = {}
+    for pk, workload_id, name, *values, template, sources, checkpoint in (
+        containers_of_cluster.order_by()
+        .annotate(
+            template_text=stored_json.as_text("template_resources"),
+            sources_text=stored_json.as_text("resource_sources"),
+        )
+        .values_list(
+            "pk",
+            "workload_id",
+            "name",
+            *_CONTAINER_FIELDS[:-2],
+            "template_text",
+            "sources_text",
+            "checkpoint",
+        )
+        .iterator(chunk_size=STREAM_ROWS)
+    ):
+        containers[(workload_id, name)] = (
             pk,
             (*values, parse(template), parse(sources)),
         )
-        for pk, workload_id, name, *values, template, sources in (
-            containers_of_cluster.order_by()
-            .annotate(
-                template_text=stored_json.as_text("template_resources"),
-                sources_text=stored_json.as_text("resource_sources"),
-            )
-            .values_list(
-                "pk",
-                "workload_id",
-                "name",
-                *_CONTAINER_FIELDS[:-2],
-                "template_text",
-                "sources_text",
-            )
-            .iterator(chunk_size=STREAM_ROWS)
-        )
-    }
+        if checkpoint is None:
+            no_checkpoint[pk] = values[0]
     new_containers, changed_containers = [], []
     no_mean = (None, None)
     for key, info in seen.items():
@@ -455,6 +534,8 @@ def _upsert_containers(
                     )
                 )
             elif stored[1] != values:
+                if stored[0] in no_checkpoint:
+                    no_checkpoint[stored[0]] = spec.kind
                 changed_containers.append(
                     Container(
                         pk=stored[0],
@@ -467,12 +548,20 @@ def _upsert_containers(
     Container.objects.bulk_update(
         changed_containers, list(_CONTAINER_FIELDS), batch_size=BATCH
     )
-    without_checkpoint = containers_of_cluster.filter(checkpoint__isnull=True).exclude(
-        kind=Container.Kind.INIT
-    )
+    without_checkpoint = [
+        pk for pk, kind in no_checkpoint.items() if kind != Container.Kind.INIT
+    ]
+    if new_containers:
+        # Their keys are not read back by the insert: the containers without a
+        # checkpoint read again, these among them.
+        without_checkpoint = list(
+            containers_of_cluster.filter(checkpoint__isnull=True)
+            .exclude(kind=Container.Kind.INIT)
+            .values_list("pk", flat=True)
+        )
     insert_new(
         [
             Checkpoint(container_id=pk, histogram_key="", state=b"", updated_at=now)
-            for pk in without_checkpoint.values_list("pk", flat=True)
+            for pk in without_checkpoint
         ]
     )
