@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from recommender.models import Cluster, Policy, Workload
 from recommender.services.admission import snapshot as snapshot_module
 from recommender.services.admission.snapshot import load_snapshot
+from recommender.services.readmodels.generation import note_admission_changes
 
 pytestmark = pytest.mark.django_db
 
@@ -134,3 +135,33 @@ def test_a_reload_nothing_waits_on_reads_in_large_pages(monkeypatch, paced):
     )
     # 300 workloads (and an empty page after the last): 16 pages paced, 4 not.
     assert pages == (16 if paced else 4), pages
+
+
+def test_an_unpaced_reload_of_changed_workloads_reads_them_in_one_statement(
+    monkeypatch,
+):
+    """The simulated cluster's admission inside a refresh reloads the workloads the
+    cycle before changed (13,854 at 100,000 containers: 3 pages of 5,000) in one
+    statement; the webhook's paced thread still reads them in small pages."""
+    monkeypatch.setattr(snapshot_module, "CHUNK", PAGE)
+    monkeypatch.setattr(snapshot_module, "UNPACED_CHUNK", 5 * PAGE)
+    monkeypatch.setattr(snapshot_module, "MAX_PAUSE_S", 0.0)
+    cluster = fleet(1000)
+    changed = list(
+        Workload.objects.filter(cluster=cluster).values_list("pk", flat=True)[:240]
+    )
+    for paced, expected in ((False, 1), (True, 12)):
+        holder = snapshot_module.SnapshotHolder(cluster.name)
+        holder.refresh(paced=paced)
+        note_admission_changes(cluster_id=cluster.pk, workload_ids=changed)
+        with CaptureQueriesContext(connection) as queries:
+            snapshot = holder.refresh(paced=paced)
+        assert snapshot.reloaded == len(changed)
+        # The reload's reads of workloads by id (the advice's own reads aside).
+        reads = [
+            q
+            for q in queries.captured_queries
+            if q["sql"].startswith('SELECT "recommender_workload"."id" AS "pk"')
+            and '"recommender_workload"."id" IN (' in q["sql"]
+        ]
+        assert len(reads) == expected, (paced, len(reads))

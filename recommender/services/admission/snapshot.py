@@ -24,8 +24,8 @@ and swaps it in whole: a request sees the old one or the new one, never a mix.""
 # ``FULL_REBUILD_SHARE`` of the fleet changed, when the journal may have been pruned
 # past the mark, and every ``FULL_REBUILD_EVERY_S``: the safety net for a change no
 # service journaled (SQL, the shell). Either way the work runs in steps of ``CHUNK``
-# workloads (``UNPACED_CHUNK`` when nothing waits on it); paced (the webhook server's
-# background thread), it sleeps after each
+# workloads (when nothing waits on it: ``UNPACED_CHUNK``, and ``UNPACED_RELOAD_CHUNK``
+# changed ones); paced (the webhook server's background thread), it sleeps after each
 # step three times as long as the step took and hands the GIL over every 0.1 ms while
 # it runs, so request threads get the GIL at least three quarters of the time and do
 # not wait a millisecond behind the reload each time they need it back.
@@ -71,6 +71,10 @@ CHUNK = 100
 # Workloads per step of a reload nothing waits on (the simulated cluster's admission
 # inside a refresh): a few statements for a whole fleet.
 UNPACED_CHUNK = 5000
+# Changed workloads per step of an incremental reload nothing waits on, read by id
+# (bound parameters: under SQLite's 32,766): more than a quarter of a fleet of
+# 65,000 workloads would be a full rebuild, so one statement.
+UNPACED_RELOAD_CHUNK = 20_000
 # A change set larger than this share of the fleet (and than FULL_REBUILD_MIN) is a
 # full rebuild.
 FULL_REBUILD_SHARE = 0.25
@@ -601,7 +605,7 @@ class SnapshotHolder:
                         cluster=cluster,
                         workload_ids=changed,
                         pause=pause,
-                        page=page,
+                        page=None if paced else UNPACED_RELOAD_CHUNK,
                     )
             self._snapshot, self._generation, self._stale = snapshot, generation, False
             self.cluster_id = cluster.pk
