@@ -4,6 +4,7 @@ new namespace discovered, stored and first contacted by its own refresh."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -355,3 +356,42 @@ def discovery_of(cluster):
             "version",
         ),
     )
+
+
+@pytest.mark.django_db
+def test_discovery_tells_the_workloads_met_for_the_first_time_as_a_read_would(fleet):
+    """The upsert's read of the containers gives the workloads with a checkpoint
+    without a watermark (``Discovery.fresh``) instead of a statement of its own:
+    new workloads, a checkpoint an expiry reset, a container whose checkpoint row
+    was gone, all as the checkpoints read afterwards say."""
+    from recommender.services.connections import cluster_adapter_for
+    from recommender.services.refresh.discovery import upsert_discovery
+
+    cluster = Cluster.objects.create(name="fresh", kind="simulated")
+    refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    containers = Container.objects.filter(
+        workload__cluster=cluster, checkpoint__isnull=False
+    ).order_by("pk")
+    reset, gone = containers[0], containers[len(containers) - 1]
+    Checkpoint.objects.filter(container=reset).update(last_sample_at=None)
+    Checkpoint.objects.filter(container=gone).delete()
+    # A workload deleted (its rows with it): met again for the first time.
+    new = (
+        Workload.objects.filter(cluster=cluster)
+        .exclude(pk__in=[reset.workload_id, gone.workload_id])
+        .first()
+    )
+    Workload.objects.filter(pk=new.pk).delete()
+    later = NOW + timedelta(minutes=1)
+
+    adapter = cluster_adapter_for(cluster, now=later)
+    discovery = upsert_discovery(
+        cluster=cluster, snapshot=adapter.discover(), now=later
+    )
+
+    assert discovery.fresh is not None
+    told = chunking.fresh_workloads(discovery)
+    read = chunking.fresh_workloads(dataclasses.replace(discovery, fresh=None))
+    assert told == read
+    key = (new.namespace, new.kind, new.name)
+    assert told == {reset.workload_id, gone.workload_id, discovery.workload_by_key[key]}

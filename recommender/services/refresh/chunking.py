@@ -185,7 +185,10 @@ def _containers(discovery: Discovery, workload_id: int) -> int:
 
 
 def fresh_workloads(discovery: Discovery) -> set[int]:
-    """Discovered workloads with a container whose checkpoint has no watermark."""
+    """Discovered workloads with a container whose checkpoint has no watermark (as
+    the upsert read them, ``Discovery.fresh``, else read now)."""
+    if discovery.fresh is not None:
+        return set(discovery.fresh & discovery.spec_names.keys())
     rows = Checkpoint.objects.filter(
         container__workload__cluster=discovery.cluster,
         container__workload__is_active=True,

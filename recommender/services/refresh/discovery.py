@@ -109,6 +109,10 @@ class Discovery:
     # (workload id, node name) of each live pod scheduled on a node: what the
     # workloads' prices are taken from (services/refresh/node_prices.py).
     pod_nodes: list[tuple[int, str]] = field(default_factory=list)
+    # The workloads with a container whose checkpoint has no watermark (met for the
+    # first time: chunking.fresh_workloads), from the upsert's read of the
+    # containers; None: not known, read when asked.
+    fresh: frozenset[int] | None = None
 
     @property
     def pod_owner(self) -> dict[tuple[str, str], int]:
@@ -470,14 +474,29 @@ def _upsert_containers(
     # order: the rows are only looked up.
     parse = stored_json.parse
     # Also each one's checkpoint (a left join): the kind of those without one, which
-    # get theirs below unless they are init containers.
+    # get theirs below unless they are init containers; the workloads with a
+    # checkpoint without a watermark (Discovery.fresh).
     no_checkpoint: dict[int, str] = {}
+    fresh: set[int] = set()
     containers = {}
-    for pk, workload_id, name, *values, template, sources, checkpoint in (
+    for (
+        pk,
+        workload_id,
+        name,
+        *values,
+        template,
+        sources,
+        checkpoint,
+        unwatermarked,
+    ) in (
         containers_of_cluster.order_by()
         .annotate(
             template_text=stored_json.as_text("template_resources"),
             sources_text=stored_json.as_text("resource_sources"),
+            unwatermarked=ExpressionWrapper(
+                Q(checkpoint__last_sample_at__isnull=True),
+                output_field=BooleanField(),
+            ),
         )
         .values_list(
             "pk",
@@ -487,6 +506,7 @@ def _upsert_containers(
             "template_text",
             "sources_text",
             "checkpoint",
+            "unwatermarked",
         )
         .iterator(chunk_size=STREAM_ROWS)
     ):
@@ -496,6 +516,8 @@ def _upsert_containers(
         )
         if checkpoint is None:
             no_checkpoint[pk] = values[0]
+        elif unwatermarked:
+            fresh.add(workload_id)
     new_containers, changed_containers = [], []
     no_mean = (None, None)
     for key, info in seen.items():
@@ -551,6 +573,11 @@ def _upsert_containers(
     without_checkpoint = [
         pk for pk, kind in no_checkpoint.items() if kind != Container.Kind.INIT
     ]
+    # Their new, empty checkpoints (below) have no watermark either.
+    by_pk = {pk: workload_id for (workload_id, _), (pk, _) in containers.items()}
+    fresh.update(by_pk[pk] for pk in without_checkpoint)
+    fresh.update(c.workload_id for c in new_containers if c.kind != Container.Kind.INIT)
+    found.fresh = frozenset(fresh)
     if new_containers:
         # Their keys are not read back by the insert: the containers without a
         # checkpoint read again, these among them.
