@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import (
     BooleanField,
     Exists,
@@ -29,6 +29,7 @@ from django.db.models import (
 )
 
 from recommender.cluster.base import ClusterSnapshot, PodInfo, WorkloadInfo
+from recommender.errors import NotFound
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
 from recommender.models.bulk import STREAM_ROWS, insert_new
 from recommender.services.policy.rules import (
@@ -155,10 +156,7 @@ def upsert_discovery(
     of_shard = Workload.objects.filter(cluster=cluster)
     if namespace is not None:
         of_shard = of_shard.filter(namespace=namespace)
-    # The cluster's columns discovery compares (its namespaces' labels, its VPA
-    # objects without a target), read once for both (_store_namespace_labels,
-    # store_cluster_objects).
-    cluster.refresh_from_db(fields=("namespace_labels", "vpa_objects_without_target"))
+    _read_cluster_columns(cluster, now=now, namespace=namespace)
     # The stored rows as tuples (ORM objects per workload cost most of a cycle at
     # 100,000 containers): pk, is_active, then the fields compared, in
     # _WORKLOAD_FIELDS order, the JSON ones as their text (parsed only to compare,
@@ -346,11 +344,39 @@ def upsert_discovery(
         cluster_id=cluster.pk, namespace=namespace, now=now
     )
     found.counts["workloads"] = len(seen)
-    if namespace is None:
-        # Only a whole-cluster pass has seen every namespace; the fan-out schedules
-        # the next one from this time.
-        Cluster.objects.filter(pk=cluster.pk).update(last_discovered_at=now)
     return found
+
+
+# The Cluster columns discovery compares (their names are their columns'): read
+# once for both of their steps (_store_namespace_labels, store_cluster_objects).
+_CLUSTER_COLUMNS = ("namespace_labels", "vpa_objects_without_target")
+
+
+def _read_cluster_columns(
+    cluster: Cluster, *, now: datetime, namespace: str | None
+) -> None:
+    """Read ``_CLUSTER_COLUMNS`` into ``cluster``, in the upsert's transaction; a
+    whole-cluster pass also sets ``last_discovered_at`` in the same statement (only
+    it has seen every namespace; the fan-out schedules the next one from this time,
+    and the upsert's transaction commits it with the rest or not at all)."""
+    if namespace is not None:
+        cluster.refresh_from_db(fields=_CLUSTER_COLUMNS)
+        return
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {quote(Cluster._meta.db_table)}"
+            f" SET {quote('last_discovered_at')} = %s WHERE {quote('id')} = %s"
+            f" RETURNING {', '.join(quote(c) for c in _CLUSTER_COLUMNS)}",
+            [connection.ops.adapt_datetimefield_value(now), cluster.pk],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise NotFound(f"cluster {cluster.pk} does not exist")
+    # Both backends return the JSON columns as their text.
+    for name, text in zip(_CLUSTER_COLUMNS, row, strict=True):
+        setattr(cluster, name, None if text is None else json.loads(text))
+    cluster.last_discovered_at = now
 
 
 @dataclass(frozen=True, slots=True)
