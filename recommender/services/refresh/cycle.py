@@ -331,20 +331,26 @@ class SharedReads:
         ids: set[int] = set()
         oldest: datetime | None = None
         step = timedelta(seconds=ingest.STEP_S)
-        for kill in (*self.ooms.read_kills(), *self.snapshot_kills):
-            if not ooms.is_unknown(kill, window, known):
-                continue
-            workload_id = self.discovery.owner_of(
-                kill.namespace,
-                kill.pod,
-                kind=kill.workload_kind,
-                name=kill.workload_name,
-            )
-            for row in self.rows.get(workload_id, ()) if workload_id else ():
-                if row.name == kill.container:
-                    ids.add(row.pk)
-                    since = kill.occurred_at - step
-                    oldest = since if oldest is None else min(oldest, since)
+        end_s = window.settled_end_s
+        for kills in (self.ooms.read_kills(), self.snapshot_kills):
+            for kill in kills:
+                # As attach_ooms skips them: after the window, or known stored.
+                if kill.occurred_at.timestamp() > end_s or (
+                    (kill.namespace, kill.pod, kill.container, kill.occurred_at)
+                    in known
+                ):
+                    continue
+                workload_id = self.discovery.owner_of(
+                    kill.namespace,
+                    kill.pod,
+                    kind=kill.workload_kind,
+                    name=kill.workload_name,
+                )
+                for row in self.rows.get(workload_id, ()) if workload_id else ():
+                    if row.name == kill.container:
+                        ids.add(row.pk)
+                        since = kill.occurred_at - step
+                        oldest = since if oldest is None else min(oldest, since)
         return ids, oldest
 
     def namespaces(self, window: Window) -> set[str]:

@@ -141,10 +141,13 @@ def attach_ooms(
     # (row, kill, is the history's observation)
     matched: list[tuple[Row, OomKill, bool]] = []
     reported = [(k, True) for k in history or ()] + [(k, False) for k in snapshot_kills]
+    end_s = window.settled_end_s
     for kill, is_observation in reported:
-        if not is_unknown(kill, window, known):
-            if kill.occurred_at.timestamp() <= window.settled_end_s:
-                window.stored_kills.add(kill_key(kill))
+        if kill.occurred_at.timestamp() > end_s:
+            continue  # stored now but fed in a later window, it would be lost
+        key = (kill.namespace, kill.pod, kill.container, kill.occurred_at)  # kill_key
+        if key in known:
+            window.stored_kills.add(key)
             continue
         row = window.row_of(
             kill.namespace,
@@ -201,18 +204,6 @@ def attach_ooms(
 def known_stored(window: Window) -> frozenset[warm_state.KillKey]:
     """The kills the window's scope knew stored (none without kept state)."""
     return warm_state.stored_kills(window.scope) if window.keep_state else frozenset()
-
-
-def is_unknown(
-    kill: OomKill, window: Window, known: Collection[warm_state.KillKey]
-) -> bool:
-    """Whether ``window`` looks ``kill`` up among the stored ones: it is not known
-    stored, and it lies within the window (a kill after its settled end, stored now
-    but fed in a later window, would be lost)."""
-    return (
-        kill.occurred_at.timestamp() <= window.settled_end_s
-        and kill_key(kill) not in known
-    )
 
 
 def stored_kills(
