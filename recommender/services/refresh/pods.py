@@ -16,10 +16,12 @@ from typing import Any, NamedTuple
 
 from django.db.models import (
     BooleanField,
+    CharField,
     Count,
     DurationField,
     ExpressionWrapper,
     F,
+    FilteredRelation,
     Max,
     Min,
     Q,
@@ -206,8 +208,10 @@ def record_running_hours(
     sampled (``history_hours``) over the hours it spans (``stored_history``). A
     batch workload with neither gets 0. Returns the rows changed.
 
-    A grouped statement over the pods, one over the usage hours of the workloads
-    that need them, and one update for up to 20,000 changed workloads.
+    One grouped statement for the workloads with their pods' runs; while a workload
+    has neither a forecast nor the retention's days watched, one for its
+    namespace's stored history and, where that spans longer, one for its sampled
+    hours; one update for up to 20,000 changed workloads (none when none changed).
     """
     window_start = now - POD_RETENTION
     workloads = Workload.objects.filter(
@@ -215,56 +219,71 @@ def record_running_hours(
     )
     if namespace is not None:
         workloads = workloads.filter(namespace=namespace)
+    # The pods' runs within the window, joined to their workload (its row and the
+    # sums in one statement; a workload without one gets no sum and no count).
+    runs = FilteredRelation(
+        "pods",
+        condition=Q(pods__ran_until__gt=window_start, pods__started_at__isnull=False),
+    )
     # Observed from the later of the window's start and the workload's first sight.
-    begin = Greatest(F("started_at"), F("workload__first_seen_at"), Value(window_start))
+    begin = Greatest(F("runs__started_at"), F("first_seen_at"), Value(window_start))
     # Runs over (a pod seen running in this pass is not): they give the mean run.
-    over = Q(ran_until__lt=now)
-    ran = {
-        pk: (took, done_s, done)
-        for pk, took, done_s, done in WorkloadPod.objects.filter(
-            workload__in=workloads, ran_until__gt=window_start, started_at__isnull=False
-        )
+    over = Q(runs__ran_until__lt=now)
+    rows = [
+        _BatchRow(*row)
+        for row in workloads.annotate(runs=runs)
         .order_by()
-        .values("workload_id")
+        .values("pk")
         .annotate(
             ran=Sum(
-                ExpressionWrapper(F("ran_until") - begin, output_field=DurationField())
+                ExpressionWrapper(
+                    F("runs__ran_until") - begin, output_field=DurationField()
+                )
             ),
             done_s=Sum(
                 ExpressionWrapper(
-                    F("ran_until") - F("started_at"), output_field=DurationField()
+                    F("runs__ran_until") - F("runs__started_at"),
+                    output_field=DurationField(),
                 ),
                 filter=over,
             ),
-            done=Count("pk", filter=over),
+            done=Count("runs", filter=over),
         )
-        .values_list("workload_id", "ran", "done_s", "done")
-    }
-    rows = list(
-        workloads.only(
-            "pk", "namespace", "first_seen_at", "running_hours_month", "schedule"
+        .values_list(
+            "pk",
+            "namespace",
+            "first_seen_at",
+            "running_hours_month",
+            "schedule",
+            "ran",
+            "done_s",
+            "done",
         )
-    )
+    ]
     forecasts = {
-        workload.pk: forecast_hours(
-            workload.schedule,
-            runs=ran.get(workload.pk, (None, None, 0))[2],
-            ran_s=_seconds(ran.get(workload.pk, (None, None, 0))[1]),
-        )
-        for workload in rows
+        row.pk: forecast_hours(row.schedule, runs=row.done, ran_s=_seconds(row.done_s))
+        for row in rows
     }
     spans = {
-        workload.pk: (now - max(window_start, workload.first_seen_at)).total_seconds()
-        for workload in rows
+        row.pk: (now - max(window_start, row.first_seen_at)).total_seconds()
+        for row in rows
     }
     # The history is read only while a batch workload has neither a forecast nor
-    # the retention's days watched.
+    # the retention's days watched: for the others its answer cannot count.
     wanted = [
-        w
-        for w in rows
-        if forecasts[w.pk] is None and spans[w.pk] < POD_RETENTION.total_seconds()
+        row
+        for row in rows
+        if forecasts[row.pk] is None and spans[row.pk] < POD_RETENTION.total_seconds()
     ]
-    stored = stored_history(workloads, since=window_start) if wanted else {}
+    stored = (
+        stored_history(
+            cluster_id=cluster_id,
+            namespaces={row.namespace for row in wanted},
+            since=window_start,
+        )
+        if wanted
+        else {}
+    )
     # The history's span: from the back-fill's start to its last sample, so the
     # estimate stands still between two reads of the usage.
     history_spans = {
@@ -283,20 +302,20 @@ def record_running_hours(
         since=window_start,
     )
     changed: list[tuple[int, dict[str, Any]]] = []
-    for workload in rows:
-        span_s, forecast = spans[workload.pk], forecasts[workload.pk]
-        history_span_s = history_spans.get(workload.pk, 0.0)
+    for row in rows:
+        span_s, forecast = spans[row.pk], forecasts[row.pk]
+        history_span_s = history_spans.get(row.pk, 0.0)
         if forecast is not None:
             hours = forecast
-        elif history_span_s > span_s and workload.pk in sampled:
-            hours = sampled[workload.pk] / history_span_s * 3600.0 * HOURS_PER_MONTH
+        elif history_span_s > span_s and row.pk in sampled:
+            hours = sampled[row.pk] / history_span_s * 3600.0 * HOURS_PER_MONTH
         else:
-            ran_s = _seconds(ran.get(workload.pk, (None, None, 0))[0])
+            ran_s = _seconds(row.ran)
             hours = 0.0 if span_s <= 0 else ran_s / span_s * HOURS_PER_MONTH
-        if workload.running_hours_month is None or (
-            abs(workload.running_hours_month - hours) > 1e-6
+        if row.running_hours_month is None or (
+            abs(row.running_hours_month - hours) > 1e-6
         ):
-            changed.append((workload.pk, {"running_hours_month": hours}))
+            changed.append((row.pk, {"running_hours_month": hours}))
     # A young fleet's hours move every cycle: thousands of rows (two integers and a
     # float each), one statement for up to 20,000 where the backend binds so many.
     update_many(Workload, rows=changed, batch=20_000)
@@ -304,8 +323,27 @@ def record_running_hours(
     return len(changed)
 
 
+class _BatchRow(NamedTuple):
+    """A batch workload as ``record_running_hours`` reads it, with its pods' runs
+    within the window: their time observed (``ran``), and of those over, their
+    time from start (``done_s``) and number (``done``)."""
+
+    pk: int
+    namespace: str
+    first_seen_at: datetime
+    running_hours_month: float | None
+    schedule: str
+    ran: timedelta | None
+    done_s: timedelta | None
+    done: int
+
+
 def _seconds(duration: timedelta | None) -> float:
     return max(duration.total_seconds(), 0.0) if duration is not None else 0.0
+
+
+# The figures ``stored_history`` reads of each namespace, as its statement tags them.
+_FIRST_HOUR, _FIRST_SIGHT, _LAST_SAMPLE = "first_hour", "first_sight", "last_sample"
 
 
 @dataclass(frozen=True)
@@ -318,37 +356,58 @@ class StoredHistory:
     until: datetime
 
 
-def stored_history(workloads: Any, *, since: datetime) -> dict[str, StoredHistory]:
-    """``StoredHistory`` per namespace of ``workloads`` with hours stored after
-    ``since``: from the namespace's earliest stored hour, earliest first sight and
-    latest sample. Three grouped statements, the same whichever pass (a shard or
-    the whole cluster) asks."""
-    scope = {
-        "cluster_id__in": workloads.values("cluster_id"),
-        "namespace__in": workloads.values("namespace"),
+def stored_history(
+    *, cluster_id: int, namespaces: Collection[str], since: datetime
+) -> dict[str, StoredHistory]:
+    """``StoredHistory`` of each of ``namespaces`` (of the cluster) with hours stored
+    after ``since``: from the namespace's earliest stored hour, its workloads'
+    earliest first sight and its latest sample. One statement, the same whichever
+    pass (a shard or the whole cluster) asks: three grouped reads as one ``UNION
+    ALL``, each row tagged with the figure it holds."""
+    if not namespaces:
+        return {}
+    names = sorted(namespaces)
+    path = "container__workload__namespace"
+    of_containers = {
+        "container__workload__cluster_id": cluster_id,
+        f"{path}__in": names,
     }
-    in_scope = {f"container__workload__{k}": v for k, v in scope.items()}
 
-    def per_namespace(rows: Any, path: str, value: Any) -> dict[str, Any]:
-        return dict(
-            rows.order_by().values(path).annotate(at=value).values_list(path, "at")
+    def per_namespace(rows: Any, path: str, figure: str, value: Any) -> Any:
+        return (
+            rows.order_by()
+            .values(path)
+            .annotate(figure=Value(figure, output_field=CharField()), at=value)
+            .values_list("figure", path, "at")
         )
 
-    first_hours = per_namespace(
-        UsageHour.objects.filter(ends_at__gt=since, **in_scope),
-        "container__workload__namespace",
+    figures: dict[str, dict[str, datetime]] = {
+        _FIRST_HOUR: {},
+        _FIRST_SIGHT: {},
+        _LAST_SAMPLE: {},
+    }
+    for figure, namespace, at in per_namespace(
+        UsageHour.objects.filter(ends_at__gt=since, **of_containers),
+        path,
+        _FIRST_HOUR,
         Min("ends_at"),
-    )
-    if not first_hours:
-        return {}
-    first_seen = per_namespace(
-        workloads.model.objects.filter(**scope), "namespace", Min("first_seen_at")
-    )
-    last_samples = per_namespace(
-        Checkpoint.objects.filter(**in_scope),
-        "container__workload__namespace",
-        Max("last_sample_at"),
-    )
+    ).union(
+        per_namespace(
+            Workload.objects.filter(cluster_id=cluster_id, namespace__in=names),
+            "namespace",
+            _FIRST_SIGHT,
+            Min("first_seen_at"),
+        ),
+        per_namespace(
+            Checkpoint.objects.filter(**of_containers),
+            path,
+            _LAST_SAMPLE,
+            Max("last_sample_at"),
+        ),
+        all=True,
+    ):
+        figures[figure][namespace] = at
+    first_seen, last_samples = figures[_FIRST_SIGHT], figures[_LAST_SAMPLE]
     return {
         namespace: StoredHistory(
             before_first_sight_s=max(
@@ -357,7 +416,7 @@ def stored_history(workloads: Any, *, since: datetime) -> dict[str, StoredHistor
             ),
             until=last_samples[namespace],
         )
-        for namespace, hour in first_hours.items()
+        for namespace, hour in figures[_FIRST_HOUR].items()
         if first_seen.get(namespace) and last_samples.get(namespace)
     }
 

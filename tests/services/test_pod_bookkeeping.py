@@ -1,0 +1,165 @@
+"""Discovery's pod bookkeeping every cycle (services/refresh/pods.py): the statements
+of the batch workloads' running hours."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from recommender.models import (
+    Checkpoint,
+    Cluster,
+    Container,
+    UsageHour,
+    Workload,
+    WorkloadPod,
+)
+from recommender.services.readmodels.pod_owners import POD_RETENTION
+from recommender.services.refresh import pods
+from recommender.services.refresh.cycle import refresh_cluster
+from recommender.services.refresh.pods import (
+    BATCH_KINDS,
+    record_running_hours,
+    stored_history,
+)
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def young_batch_fleet(settings, db) -> Cluster:
+    """A simulated fleet with Jobs and CronJobs, first seen a few minutes ago, with a
+    few hours of stored usage history: their running hours come from it."""
+    settings.SIMULATION_SEED = 7
+    settings.SIMULATION_WORKLOADS = 24
+    settings.SIMULATION_HISTORY_DAYS = 0.25
+    cluster = Cluster.objects.create(name="batch", kind="simulated")
+    for minute in (0, 1):
+        run = refresh_cluster(
+            cluster_id=cluster.pk, now=NOW + timedelta(minutes=minute)
+        )
+        assert run.status == "succeeded", run.error
+    # The simulation has CronJobs; a Job beside them, one run seen.
+    cronjob = Workload.objects.filter(cluster=cluster, kind="CronJob").first()
+    job = Workload.objects.create(
+        cluster=cluster,
+        kind="Job",
+        namespace=cronjob.namespace,
+        name="migrate",
+        first_seen_at=NOW,
+    )
+    WorkloadPod.objects.create(
+        cluster=cluster,
+        workload=job,
+        namespace=job.namespace,
+        name="migrate-x7k2p",
+        started_at=NOW - timedelta(minutes=30),
+        ran_until=NOW + timedelta(minutes=1),
+    )
+    return cluster
+
+
+def _tables(queries: CaptureQueriesContext) -> list[str]:
+    """Each statement's verb and first table."""
+    out = []
+    for query in queries.captured_queries:
+        sql = query["sql"]
+        verb = sql.split()[0]
+        table = sql.split('"recommender_', 1)[1].split('"', 1)[0] if '"' in sql else ""
+        out.append(f"{verb} {table}")
+    return out
+
+
+def test_a_young_batch_fleets_running_hours_take_four_statements(young_batch_fleet):
+    """The workloads with their pods' runs (one grouped statement), the stored
+    history of their namespaces (one), the sampled hours of the workloads it can
+    count for (one) and the update of those that changed (one)."""
+    cluster = young_batch_fleet
+    Workload.objects.filter(cluster=cluster).update(running_hours_month=None)
+
+    with CaptureQueriesContext(connection) as queries:
+        changed = record_running_hours(
+            cluster_id=cluster.pk, namespace=None, now=NOW + timedelta(minutes=2)
+        )
+
+    batch = Workload.objects.filter(cluster=cluster, kind__in=BATCH_KINDS)
+    assert changed == batch.count()
+    assert len(queries.captured_queries) == 4, _tables(queries)
+    # The history counted: some hours are not those discovery watched run.
+    assert UsageHour.objects.filter(container__workload__in=batch).exists()
+
+
+def test_batch_workloads_watched_past_retention_read_no_history(young_batch_fleet):
+    """A workload discovery has watched for the whole retention window is counted
+    from its pods' runs alone: neither the stored history nor the sampled hours are
+    read, and nothing is written when no figure moved."""
+    cluster = young_batch_fleet
+    later = NOW + timedelta(minutes=2)
+    Workload.objects.filter(cluster=cluster).update(
+        first_seen_at=later - POD_RETENTION - timedelta(hours=1)
+    )
+    record_running_hours(cluster_id=cluster.pk, namespace=None, now=later)
+
+    with CaptureQueriesContext(connection) as queries:
+        changed = record_running_hours(cluster_id=cluster.pk, namespace=None, now=later)
+
+    assert changed == 0
+    assert _tables(queries) == ["SELECT workload"]
+
+
+def test_stored_history_is_one_statement_per_namespace_figures(db):
+    """Per namespace: how far its stored hours reach before its first workload's
+    first sight, and its latest sample; a namespace without stored hours after
+    ``since``, or without a checkpoint, has none."""
+    cluster = Cluster.objects.create(name="history", kind="simulated")
+    since = NOW - POD_RETENTION
+    last_sample = NOW - timedelta(minutes=3)
+
+    def container(namespace: str, name: str, first_seen: datetime) -> Container:
+        workload = Workload.objects.create(
+            cluster=cluster,
+            kind="Job",
+            namespace=namespace,
+            name=name,
+            first_seen_at=first_seen,
+        )
+        return Container.objects.create(workload=workload, name="main")
+
+    early = container("ops", "early", NOW - timedelta(hours=2))
+    late = container("ops", "late", NOW - timedelta(minutes=30))
+    quiet = container("quiet", "job", NOW - timedelta(hours=1))
+    unsampled = container("unsampled", "job", NOW - timedelta(hours=1))
+    for c, hours_ago in ((early, 5), (late, 1), (quiet, 3), (unsampled, 4)):
+        UsageHour.objects.create(
+            container=c, ends_at=NOW - timedelta(hours=hours_ago), cpu_samples=60
+        )
+    for c in (early, late, unsampled):
+        Checkpoint.objects.create(
+            container=c, histogram_key="k", state=b"", last_sample_at=last_sample
+        )
+    # Before ``since``: not counted.
+    UsageHour.objects.create(
+        container=quiet, ends_at=since - timedelta(hours=1), cpu_samples=60
+    )
+    Checkpoint.objects.create(
+        container=quiet, histogram_key="k", state=b"", last_sample_at=None
+    )
+
+    with CaptureQueriesContext(connection) as queries:
+        history = stored_history(
+            cluster_id=cluster.pk,
+            namespaces=["ops", "quiet", "unsampled", "absent"],
+            since=since,
+        )
+
+    assert len(queries.captured_queries) == 1
+    # ops: hours from 6 h ago (the hour ending 5 h ago), first sight 2 h ago.
+    assert history == {
+        "ops": pods.StoredHistory(before_first_sight_s=4 * 3600.0, until=last_sample),
+        "unsampled": pods.StoredHistory(
+            before_first_sight_s=4 * 3600.0, until=last_sample
+        ),
+    }
