@@ -1,14 +1,19 @@
 """Discovery's pod bookkeeping every cycle (services/refresh/pods.py): the statements
-of the batch workloads' running hours."""
+of the batch workloads' running hours, the retention delete only when a row is past
+retention, and the live pods' containers turned into stored resources once per tuple
+of them, unhashed."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from recommender.cluster.base import ContainerSpec, PodInfo
+from recommender.engine.resources import Resources
 from recommender.models import (
     Checkpoint,
     Cluster,
@@ -22,6 +27,7 @@ from recommender.services.refresh import pods
 from recommender.services.refresh.cycle import refresh_cluster
 from recommender.services.refresh.pods import (
     BATCH_KINDS,
+    record_pods,
     record_running_hours,
     stored_history,
 )
@@ -162,4 +168,100 @@ def test_stored_history_is_one_statement_per_namespace_figures(db):
         "unsampled": pods.StoredHistory(
             before_first_sight_s=4 * 3600.0, until=last_sample
         ),
+    }
+
+
+def _pod(name: str, containers: tuple[ContainerSpec, ...]) -> PodInfo:
+    return PodInfo(namespace="ops", name=name, phase="Running", containers=containers)
+
+
+@pytest.fixture
+def deployment(db) -> Workload:
+    cluster = Cluster.objects.create(name="pods", kind="simulated")
+    return Workload.objects.create(
+        cluster=cluster, kind="Deployment", namespace="ops", name="web"
+    )
+
+
+def _record(workload: Workload, live: list[PodInfo], now: datetime) -> dict[str, int]:
+    return record_pods(
+        cluster_id=workload.cluster_id,
+        namespace=None,
+        now=now,
+        pods=[(pod, workload.pk) for pod in live],
+        batch=500,
+    )
+
+
+def test_the_retention_delete_runs_only_when_a_stored_pod_is_past_retention(
+    deployment,
+):
+    """A cycle whose read of the stored pods found none past ``POD_RETENTION``
+    deletes nothing and says so; one that found one deletes it, and only it."""
+    specs = (ContainerSpec("app", requests=Resources(100, 2**20)),)
+    live = [_pod("web-1", specs)]
+    _record(deployment, live, NOW)
+    # Past retention from NOW + 2 minutes on.
+    for name, seen_at in (
+        ("web-recent", NOW - timedelta(days=1)),
+        ("web-expired", NOW + timedelta(minutes=2) - POD_RETENTION),
+    ):
+        WorkloadPod.objects.create(
+            cluster_id=deployment.cluster_id,
+            workload=deployment,
+            namespace="ops",
+            name=name,
+            first_seen_at=seen_at,
+            last_seen_at=seen_at,
+        )
+
+    with CaptureQueriesContext(connection) as queries:
+        counts = _record(deployment, live, NOW + timedelta(minutes=1))
+    assert counts["pods_forgotten"] == 0
+    assert not [q for q in queries.captured_queries if q["sql"].startswith("DELETE")]
+
+    counts = _record(deployment, live, NOW + timedelta(minutes=3))
+    assert counts["pods_forgotten"] == 1
+    assert sorted(WorkloadPod.objects.values_list("name", flat=True)) == [
+        "web-1",
+        "web-recent",
+    ]
+
+
+HASHED: list[int] = []
+
+
+@dataclass(frozen=True)
+class CountedSpec(ContainerSpec):
+    """A ContainerSpec that notes each time it is hashed."""
+
+    def __hash__(self) -> int:
+        HASHED.append(1)
+        return super().__hash__()
+
+
+def test_the_live_pods_containers_are_read_without_hashing_them(deployment):
+    """Each tuple of containers is turned into its stored resources once, found by
+    its identity: pods that carry one tuple (an adapter's replicas of a workload)
+    share it, and no tuple of frozen dataclasses is hashed, neither when the pods
+    are stored nor when a later pass finds them unchanged (and writes nothing)."""
+    shared = (CountedSpec("app", requests=Resources(100, 2**20)),)
+    own = (CountedSpec("app", requests=Resources(100, 2**20)),)
+    other = (CountedSpec("app", requests=Resources(200, 2**20)),)
+    live = [_pod(f"web-{i}", shared) for i in range(50)]
+    live += [_pod("web-own", own), _pod("web-other", other)]
+    HASHED.clear()
+
+    _record(deployment, live, NOW)
+    with CaptureQueriesContext(connection) as queries:
+        _record(deployment, live, NOW + timedelta(minutes=1))
+
+    assert HASHED == []
+    assert len(queries.captured_queries) == 1  # the read
+    stored = dict(WorkloadPod.objects.values_list("name", "containers"))
+    app = {"requests": {"cpu": 100, "memory": 2**20}, "limits": {}}
+    assert stored == {
+        **{f"web-{i}": {"app": app} for i in range(50)},
+        "web-own": {"app": app},
+        "web-other": {"app": {**app, "requests": {"cpu": 200, "memory": 2**20}}},
     }

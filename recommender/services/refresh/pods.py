@@ -78,93 +78,80 @@ def record_pods(
     ``POD_RETENTION``, from the same read (``load_pod_owners``'s ``stored``).
 
     A pod already stored is rewritten only when its workload or resources changed,
-    or its last-seen time is older than ``TOUCH_EVERY``. Returns counts.
+    or its last-seen time is older than ``TOUCH_EVERY``; the delete of the rows past
+    retention is issued only when the read of the stored pods saw one. ``pods``
+    names each pod once (a pod belongs to one workload). Returns counts.
     """
     of_shard = WorkloadPod.objects.filter(cluster_id=cluster_id)
     if namespace is not None:
         of_shard = of_shard.filter(namespace=namespace)
-    # One statement for the shard's stored pods, whatever their number (a query per
-    # batch of names grew with the fleet); kept are the live ones only.
-    live = {(pod.namespace, pod.name) for pod, _ in pods}
-    # Tuples, not ORM objects: (pk, workload id, containers, due a touch). Whether
-    # the last-seen time is due comes from the database, not 100,000 timestamps
-    # read into Python every cycle.
-    existing: dict[PodKey, tuple[int, int, Any, bool, datetime | None]] = {}
-    # The containers' JSON as text, parsed once per distinct text (stored_json.py).
-    for pk, ns, name, workload_id, containers, is_due, is_kept, started_at in (
-        of_shard.annotate(
-            containers_text=stored_json.as_text("containers"),
-            is_due=ExpressionWrapper(
-                Q(last_seen_at__lt=now - TOUCH_EVERY), output_field=BooleanField()
-            ),
-            is_kept=ExpressionWrapper(
-                Q(last_seen_at__gte=now - POD_RETENTION), output_field=BooleanField()
-            ),
-        )
-        .values_list(
-            "pk",
-            "namespace",
-            "name",
-            "workload_id",
-            "containers_text",
-            "is_due",
-            "is_kept",
-            "started_at",
-        )
-        .iterator(chunk_size=STREAM_ROWS)
-    ):
-        if (ns, name) in live:
-            existing[(ns, name)] = (
-                pk,
-                workload_id,
-                stored_json.parse(containers),
-                is_due,
-                started_at,
-            )
-        elif is_kept and owners is not None:
-            owners[(sys.intern(ns), name)] = workload_id
-    new_rows: list[WorkloadPod] = []
+    # The live pods by key, each with its containers' resources as stored: once per
+    # tuple of containers, found by its identity (an adapter may hand a workload's
+    # replicas one tuple). Not by value: hashing a tuple of frozen dataclasses
+    # (ContainerSpec, Resources: recomputed at every hash) cost more than this
+    # computation, and was most of this pass at 100,000 pods. ``pods`` holds every
+    # tuple through the call, so no id is reused within it.
+    resources_of: dict[int, dict[str, Any]] = {}
+    live: dict[PodKey, tuple[PodInfo, int, dict[str, Any]]] = {}
+    for pod, workload_id in pods:
+        containers = resources_of.get(id(pod.containers))
+        if containers is None:
+            containers = resources_of[id(pod.containers)] = _container_resources(pod)
+        live[(pod.namespace, pod.name)] = (pod, workload_id, containers)
     changed: list[WorkloadPod] = []
     # Running pods of Jobs: their run time grows every cycle (record_running_hours).
     running: list[WorkloadPod] = []
-    # The containers' resources as stored, once per distinct set of containers (the
-    # replicas of a workload carry the same).
-    resources_of: dict[tuple[ContainerSpec, ...], dict[str, Any]] = {}
-    for pod, workload_id in pods:
-        containers = resources_of.get(pod.containers)
-        if containers is None:
-            containers = resources_of[pod.containers] = _container_resources(pod)
-        row = existing.get((pod.namespace, pod.name))
-        is_batch = workload_id in batch_workload_ids
-        is_run = is_batch and pod.phase == RUNNING
-        if row is not None and is_run:
+    # Whether a pod no longer live is stored past retention: the delete below is
+    # issued only then (a steady fleet's cycles have none to delete).
+    has_expired = False
+    # One statement for the shard's stored pods, whatever their number (a query per
+    # batch of names grew with the fleet), each compared with its live pod as it
+    # streams in; the live pods left over are new. Whether the last-seen time is
+    # due comes from the database, not 100,000 timestamps read into Python every
+    # cycle; the containers' JSON as text, parsed once per distinct text
+    # (stored_json.py) and only where it decides.
+    stored = of_shard.annotate(
+        containers_text=stored_json.as_text("containers"),
+        is_due=ExpressionWrapper(
+            Q(last_seen_at__lt=now - TOUCH_EVERY), output_field=BooleanField()
+        ),
+        is_kept=ExpressionWrapper(
+            Q(last_seen_at__gte=now - POD_RETENTION), output_field=BooleanField()
+        ),
+    ).values_list(
+        "pk",
+        "namespace",
+        "name",
+        "workload_id",
+        "containers_text",
+        "is_due",
+        "is_kept",
+        "started_at",
+    )
+    rows = stored.iterator(chunk_size=STREAM_ROWS)
+    for pk, ns, name, stored_owner, text, is_due, is_kept, started_at in rows:
+        seen = live.pop((ns, name), None)
+        if seen is None:
+            if not is_kept:
+                has_expired = True
+            elif owners is not None:
+                owners[(sys.intern(ns), name)] = stored_owner
+            continue
+        pod, workload_id, containers = seen
+        if workload_id in batch_workload_ids and pod.phase == RUNNING:
             running.append(
                 WorkloadPod(
-                    pk=row[0], started_at=row[4] or pod.start_time or now, ran_until=now
+                    pk=pk, started_at=started_at or pod.start_time or now, ran_until=now
                 )
             )
-        if row is None:
-            new_rows.append(
-                WorkloadPod(
-                    cluster_id=cluster_id,
-                    workload_id=workload_id,
-                    namespace=pod.namespace,
-                    name=pod.name,
-                    uid=pod.uid,
-                    owner_kind=pod.owner_kind,
-                    owner_name=pod.owner_name,
-                    containers=containers,
-                    limit_ranger=pod.limit_ranger,
-                    first_seen_at=now,
-                    last_seen_at=now,
-                    started_at=(pod.start_time or now) if is_batch else None,
-                    ran_until=now if is_run else None,
-                )
-            )
-        elif row[1] != workload_id or row[2] != containers or row[3]:
+        if (
+            is_due
+            or stored_owner != workload_id
+            or stored_json.parse(text) != containers
+        ):
             changed.append(
                 WorkloadPod(
-                    pk=row[0],
+                    pk=pk,
                     workload_id=workload_id,
                     containers=containers,
                     uid=pod.uid,
@@ -174,6 +161,26 @@ def record_pods(
                     last_seen_at=now,
                 )
             )
+    new_rows: list[WorkloadPod] = []
+    for pod, workload_id, containers in live.values():
+        is_batch = workload_id in batch_workload_ids
+        new_rows.append(
+            WorkloadPod(
+                cluster_id=cluster_id,
+                workload_id=workload_id,
+                namespace=pod.namespace,
+                name=pod.name,
+                uid=pod.uid,
+                owner_kind=pod.owner_kind,
+                owner_name=pod.owner_name,
+                containers=containers,
+                limit_ranger=pod.limit_ranger,
+                first_seen_at=now,
+                last_seen_at=now,
+                started_at=(pod.start_time or now) if is_batch else None,
+                ran_until=now if is_batch and pod.phase == RUNNING else None,
+            )
+        )
     # One JSON document a statement, a conflict skipped (bulk.insert_new).
     insert_new(new_rows)
     WorkloadPod.objects.bulk_update(
@@ -192,7 +199,12 @@ def record_pods(
     WorkloadPod.objects.bulk_update(
         running, ["started_at", "ran_until"], batch_size=batch
     )
-    forgotten, _ = of_shard.filter(last_seen_at__lt=now - POD_RETENTION).delete()
+    # The rows past retention by the read's cutoff: issued only when the read saw a
+    # gone pod's row among them (a live pod's was moved on just above), so those go
+    # in this cycle, as they always did.
+    forgotten = 0
+    if has_expired:
+        forgotten, _ = of_shard.filter(last_seen_at__lt=now - POD_RETENTION).delete()
     return {"pods_new": len(new_rows), "pods_forgotten": forgotten}
 
 
