@@ -119,7 +119,7 @@ def test_batch_workloads_watched_past_retention_read_no_history(young_batch_flee
 def test_stored_history_is_one_statement_per_namespace_figures(db):
     """Per namespace: how far its stored hours reach before its first workload's
     first sight, and its latest sample; a namespace without stored hours after
-    ``since``, or without a checkpoint, has none."""
+    ``since``, or without a sample, has none. One statement."""
     cluster = Cluster.objects.create(name="history", kind="simulated")
     since = NOW - POD_RETENTION
     last_sample = NOW - timedelta(minutes=3)
@@ -138,18 +138,18 @@ def test_stored_history_is_one_statement_per_namespace_figures(db):
     late = container("ops", "late", NOW - timedelta(minutes=30))
     quiet = container("quiet", "job", NOW - timedelta(hours=1))
     unsampled = container("unsampled", "job", NOW - timedelta(hours=1))
+    stale = container("stale", "job", NOW - timedelta(hours=1))
     for c, hours_ago in ((early, 5), (late, 1), (quiet, 3), (unsampled, 4)):
         UsageHour.objects.create(
             container=c, ends_at=NOW - timedelta(hours=hours_ago), cpu_samples=60
         )
-    for c in (early, late, unsampled):
+    for c in (early, late, unsampled, stale):
         Checkpoint.objects.create(
             container=c, histogram_key="k", state=b"", last_sample_at=last_sample
         )
-    # Before ``since``: not counted.
-    UsageHour.objects.create(
-        container=quiet, ends_at=since - timedelta(hours=1), cpu_samples=60
-    )
+    # Hours up to ``since`` do not count.
+    for c in (early, stale):
+        UsageHour.objects.create(container=c, ends_at=since, cpu_samples=60)
     Checkpoint.objects.create(
         container=quiet, histogram_key="k", state=b"", last_sample_at=None
     )
@@ -157,11 +157,15 @@ def test_stored_history_is_one_statement_per_namespace_figures(db):
     with CaptureQueriesContext(connection) as queries:
         history = stored_history(
             cluster_id=cluster.pk,
-            namespaces=["ops", "quiet", "unsampled", "absent"],
+            namespaces=["ops", "quiet", "unsampled", "stale", "absent"],
             since=since,
         )
 
     assert len(queries.captured_queries) == 1
+    # The hours are read by a probe per container (its earliest hour after
+    # ``since``, by the usage_hour_once index), not all scanned and grouped.
+    sql = queries.captured_queries[0]["sql"]
+    assert 'FROM "recommender_usagehour" U0' in sql and "LIMIT 1" in sql, sql
     # ops: hours from 6 h ago (the hour ending 5 h ago), first sight 2 h ago.
     assert history == {
         "ops": pods.StoredHistory(before_first_sight_s=4 * 3600.0, until=last_sample),
