@@ -665,14 +665,33 @@ def test_the_windows_of_a_cycle_look_up_their_stored_kills_in_one_statement(
     cycle before), and take from it what each would have read alone: the same
     kills stored, merged and waiting as windows that each read their own."""
 
-    def cycle_of(name: str) -> tuple[dict[str, int], int, list[tuple[Any, ...]]]:
+    def cycle_of(
+        name: str, *, cold: bool = False
+    ) -> tuple[dict[str, int], int, list[tuple[Any, ...]]]:
         cluster = fleet_in_windows(settings, name)
-        # A worker that knows no kill stored (a restarted one): every window has
-        # kills to look up; those of the last two hours are not stored yet.
-        warm_state.forget_all()
+        refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=1))
+        # A warm worker that has not seen the last two hours' kills stored (another
+        # worker stored them, or none did): every window has kills to look up; of
+        # those, the last hour's are not stored yet.
+        namespaces = set(
+            Workload.objects.filter(cluster=cluster).values_list("namespace", flat=True)
+        )
+        scopes = [(cluster.pk, ns) for ns in (None, *namespaces)]
+        for scope in scopes:  # each window keeps those of its own scope
+            warm_state.keep_stored_kills(
+                {
+                    k
+                    for k in warm_state.stored_kills(scope)
+                    if k[3] <= NOW - timedelta(hours=2)
+                },
+                scope=scope,
+            )
+        assert sum(len(warm_state.stored_kills(scope)) for scope in scopes) > 0
+        if cold:
+            warm_state.forget_all()
         OomKill.objects.filter(
             container__workload__cluster=cluster,
-            occurred_at__gt=NOW - timedelta(hours=2),
+            occurred_at__gt=NOW - timedelta(hours=1),
         ).delete()
         lookups: list[str] = []
 
@@ -682,7 +701,7 @@ def test_the_windows_of_a_cycle_look_up_their_stored_kills_in_one_statement(
             return execute(sql, params, many, context)
 
         with connection.execute_wrapper(count):
-            run = refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=1))
+            run = refresh_cluster(cluster_id=cluster.pk, now=NOW + timedelta(minutes=2))
         assert run.status == RefreshRun.Status.SUCCEEDED, run.error
         assert run.counts["steady_windows"] > 1
         kills = sorted(
@@ -699,6 +718,11 @@ def test_the_windows_of_a_cycle_look_up_their_stored_kills_in_one_statement(
         return counts, len(lookups), kills
 
     shared_counts, shared_lookups, shared_kills = cycle_of("kills-shared")
+    # A worker that knows no kill stored (a restarted one) looks up days of them:
+    # each window its own, so what it holds stays one window's.
+    cold_counts, cold_lookups, cold_kills = cycle_of("kills-cold", cold=True)
+    assert cold_lookups > 1
+    assert cold_kills == shared_kills
     # Each window reading its own, as before.
     monkeypatch.setattr(
         ooms.SharedKillLookup,

@@ -252,7 +252,9 @@ def ingest_fleet(
     shared = None
     if len(steady) > 1:
         with phases("ingest") if phases is not None else contextlib.nullcontext():
-            shared = SharedReads.of(discovery, snapshot_kills=plan.snapshot_kills)
+            shared = SharedReads.of(
+                discovery, windows=steady, snapshot_kills=plan.snapshot_kills
+            )
     shown_at = time.monotonic()
     # The steady windows are stored together after the last of them: one statement
     # of each kind a cycle instead of one a window (their engine rows are kept from
@@ -304,6 +306,9 @@ class SharedReads:
     namespace_of: dict[int, str]
     # The pod statuses' kills of the whole cycle (each window has its own share).
     snapshot_kills: Sequence[OomKill]
+    # The scope of the window of each namespace that has one of its own (the others
+    # are in the window of the cycle's scope): whose known stored kills apply.
+    scopes: dict[str, warm_state.Scope]
     stored_kills: SharedKillLookup = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
@@ -311,30 +316,52 @@ class SharedReads:
 
     @classmethod
     def of(
-        cls, discovery: Discovery, *, snapshot_kills: Sequence[OomKill] = ()
+        cls,
+        discovery: Discovery,
+        *,
+        windows: Sequence[Discovery] = (),
+        snapshot_kills: Sequence[OomKill] = (),
     ) -> SharedReads:
-        """The reads of ``discovery``'s windows (its rows read now)."""
+        """The reads of ``discovery``'s ``windows`` (its rows read now)."""
         return cls(
             discovery=discovery,
             rows=ingest.read_rows(discovery),
             ooms=ooms.SharedHistory(discovery.namespace),
             namespace_of={w: key[0] for key, w in discovery.workload_by_key.items()},
             snapshot_kills=snapshot_kills,
+            scopes={
+                w.namespace: (w.cluster.pk, w.namespace)
+                for w in windows
+                if w.namespace is not None and w.namespace != discovery.namespace
+            },
         )
 
-    def _kill_candidates(self, window: Window) -> tuple[set[int], datetime | None]:
+    def _kill_candidates(
+        self, window: Window
+    ) -> tuple[set[int], datetime | None] | None:
         """The containers of the windows not run yet that a kill not known stored
         may be of (the history read so far and the cycle's pod statuses), and the
         time the lookup of their stored kills starts after (``ooms.attach_ooms``'s,
-        the oldest of those kills')."""
-        known = ooms.known_stored(window)
+        the oldest of those kills'); None in a process that knows no kill stored
+        (each window reads its own)."""
+        if not window.keep_state:
+            return None
+        cycle_scope = (self.discovery.cluster.pk, self.discovery.namespace)
+        known_of = {
+            scope: warm_state.stored_kills(scope)
+            for scope in {cycle_scope, *self.scopes.values()}
+        }
+        if not any(known_of.values()):
+            return None
         ids: set[int] = set()
         oldest: datetime | None = None
         step = timedelta(seconds=ingest.STEP_S)
         end_s = window.settled_end_s
         for kills in (self.ooms.read_kills(), self.snapshot_kills):
             for kill in kills:
-                # As attach_ooms skips them: after the window, or known stored.
+                # As attach_ooms skips them: after the window, or known stored by
+                # the scope of the window that takes the kill.
+                known = known_of[self.scopes.get(kill.namespace, cycle_scope)]
                 if kill.occurred_at.timestamp() > end_s or (
                     (kill.namespace, kill.pod, kill.container, kill.occurred_at)
                     in known
