@@ -322,7 +322,6 @@ def upsert_discovery(
         namespace=namespace,
         now=now,
         pods=live_pods,
-        batch=BATCH,
         batch_workload_ids={
             workloads[key].pk for key, info in seen.items() if info.kind in BATCH_KINDS
         },
