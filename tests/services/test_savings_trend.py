@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from recommender.models import Cluster, SavingsSnapshot
+from recommender.services.readmodels import savings_trend as savings_trend_module
 from recommender.services.readmodels.provisioning import Prices
 from recommender.services.readmodels.rollups import rollup
 from recommender.services.readmodels.savings_trend import (
@@ -58,6 +59,36 @@ def test_one_snapshot_per_namespace_and_hour(two_namespaces):
     )
     assert sum(r.recommended_cpu_millicores for r in rows) == (
         by_namespace.total.recommended_cpu_millicores
+    )
+
+
+def test_a_process_asks_no_more_in_an_hour_whose_rows_it_saw_committed(
+    two_namespaces,
+    monkeypatch,
+    django_capture_on_commit_callbacks,
+    django_assert_num_queries,
+):
+    cluster = two_namespaces
+    later = NOW + timedelta(minutes=20)
+    # Written, not committed yet: a later refresh looks for them.
+    with django_capture_on_commit_callbacks(execute=False):
+        assert record_snapshot(cluster=cluster, now=NOW, prices=PRICES) == 2
+    with (
+        django_assert_num_queries(1),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        assert record_snapshot(cluster=cluster, now=later, prices=PRICES) == 0
+    # Found committed: asked no more within the hour.
+    with django_assert_num_queries(0):
+        assert record_snapshot(cluster=cluster, now=later, prices=PRICES) == 0
+    # Another process, which wrote nothing and saw nothing, looks for them.
+    monkeypatch.setattr(savings_trend_module, "_TAKEN", {})
+    with django_assert_num_queries(1):
+        assert record_snapshot(cluster=cluster, now=later, prices=PRICES) == 0
+    # The next hour: written.
+    assert (
+        record_snapshot(cluster=cluster, now=NOW + timedelta(hours=1), prices=PRICES)
+        == 2
     )
 
 

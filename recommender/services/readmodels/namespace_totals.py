@@ -22,7 +22,7 @@ read by the overview."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,9 +30,11 @@ from typing import Any
 from django.db import transaction
 from django.db.models import (
     Case,
+    CharField,
     Count,
     F,
     FloatField,
+    IntegerField,
     JSONField,
     Q,
     Sum,
@@ -40,7 +42,7 @@ from django.db.models import (
     When,
     Window,
 )
-from django.db.models.functions import RowNumber
+from django.db.models.functions import Cast, RowNumber
 
 from recommender.models import (
     Cluster,
@@ -162,8 +164,9 @@ def compute(
     name; or only ``namespace``, or ``namespaces``), ordered by cluster name and
     namespace, from each workload's ``parts`` (``workload_totals.compute``, computed
     here unless given: its workloads, those missing a request, those with a
-    shortfall), one grouped pass over their (non-init) containers (the sums) and
-    the first containers without a recommendation of each namespace."""
+    shortfall), one grouped pass over their (non-init) containers (the sums) and,
+    in the same statement, the first containers without a recommendation of each
+    namespace."""
     if not clusters:
         return []
     if parts is None:
@@ -197,21 +200,21 @@ def compute(
         containers = containers.filter(workload__namespace=namespace)
     if namespaces is not None:
         containers = containers.filter(workload__namespace__in=list(namespaces))
-    keys = ("workload__cluster_id", "workload__namespace")
-    # (A workload that appeared since its parts were read has no count yet.)
-    for row in _container_sums(containers):
-        key = (row.pop(keys[0]), row.pop(keys[1]))
+    # (rank, workload name, name, pk) of the first containers without data.
+    firsts: dict[tuple[int, str], list[tuple[int, str, str, int]]] = {}
+    # (A workload that appeared since its parts were read has no count yet. The
+    # first containers without data are looked for even when the sums count none:
+    # a cycle's statements do not depend on its data; test_refresh_scale.py.)
+    for key, sums, first in _container_rows(containers):
+        if first is not None:
+            amounts.setdefault(key, {})
+            firsts.setdefault(key, []).append(first)
+            continue
         # Amounts are whole millicores and bytes (a batch workload's running share
         # makes the sums fractional).
         amounts.setdefault(key, {}).update(
-            {k: round(v) if isinstance(v, float) else v for k, v in row.items()}
+            {k: round(v) if isinstance(v, float) else v for k, v in sums.items()}
         )
-    firsts: dict[tuple[int, str], list[tuple[str, str, int]]] = {}
-    # (Looked for even when the sums count none: a cycle's statements do not depend
-    # on its data; tests/services/test_refresh_scale.py.)
-    for cluster_id, ns, workload, name, pk in _first_without_data(containers):
-        amounts.setdefault((cluster_id, ns), {})
-        firsts.setdefault((cluster_id, ns), []).append((workload, name, pk))
     return sorted(
         (
             NamespaceFacts(
@@ -219,7 +222,13 @@ def compute(
                 cluster=clusters[cluster_id],
                 namespace=ns,
                 shortfalls=shortfalls.get((cluster_id, ns), {}),
-                first_without_data=tuple(firsts.get((cluster_id, ns), ())),
+                # In their ranks' order (a union of reads keeps none).
+                first_without_data=tuple(
+                    (workload, name, pk)
+                    for _, workload, name, pk in sorted(
+                        firsts.get((cluster_id, ns), ())
+                    )
+                ),
                 price_mix=tuple(price_ranges(prices.get((cluster_id, ns), ()))),
                 **{name: value or 0 for name, value in values.items()},
             )
@@ -233,11 +242,62 @@ def _order(facts: NamespaceFacts) -> tuple[str, str]:
     return facts.cluster, facts.namespace
 
 
-def _container_sums(containers: Any) -> Any:
-    """Per (cluster, namespace): the containers, the covered ones, the requested and
-    recommended amounts times replicas, the latest recommendations and their
-    confidence bands. One hash-aggregated pass over the containers and their latest
-    recommendations (index-only on PostgreSQL: migration 0013)."""
+# What the containers are grouped by (``_container_rows``).
+KEYS = ("workload__cluster_id", "workload__namespace")
+
+
+def _container_rows(
+    containers: Any,
+) -> Iterator[tuple[tuple[int, str], dict[str, Any], tuple[int, str, str, int] | None]]:
+    """The rows of ``containers`` per (cluster, namespace) ``key``: ``(key, sums,
+    None)``, its sums (``_container_sums``), and ``(key, {}, (rank, workload name,
+    name, pk))`` for each of its first containers without a usable recommendation
+    (``_first_without_data``). One statement: the union of the two reads."""
+    sums = _container_sums()
+    # Each read's columns but the keys: its own, then the other's as NULL (of their
+    # types: PostgreSQL takes an untyped one in a subquery for text).
+    of_sums = {
+        f"no_{name}": Cast(Value(None), output_field=sum_.output_field)
+        for name, sum_ in sums.items()
+    }
+    of_first = {
+        f"no_{name}": Cast(Value(None), output_field=field)
+        for name, field in (
+            ("rank", IntegerField()),
+            ("workload", CharField()),
+            ("name", CharField()),
+            ("pk", IntegerField()),
+        )
+    }
+    grouped = (
+        containers.order_by()
+        .values(*KEYS)
+        .annotate(**sums, **of_first)
+        .values_list(*KEYS, *sums, *of_first)
+    )
+    for cluster_id, ns, *values in grouped.union(
+        _first_without_data(containers)
+        .annotate(**of_sums)
+        .values_list(*KEYS, *of_sums, "rank", "workload__name", "name", "pk"),
+        all=True,
+    ):
+        rank, workload, name, pk = values[len(sums) :]
+        if pk is None:
+            yield (
+                (cluster_id, ns),
+                dict(zip(sums, values[: len(sums)], strict=True)),
+                None,
+            )
+        else:
+            yield (cluster_id, ns), {}, (rank, workload, name, pk)
+
+
+def _container_sums() -> dict[str, Any]:
+    """Per (cluster, namespace), as aggregates over its containers: the containers,
+    the covered ones, the requested and recommended amounts times replicas, the
+    latest recommendations and their confidence bands. One hash-aggregated pass over
+    the containers and their latest recommendations (index-only on PostgreSQL:
+    migration 0013)."""
     # Replicas, or a batch workload's running share (models.provisioning.pods_billed).
     replicas = pods_billed_sql("workload__")
     has_target_cpu = Q(latest_recommendation__target_cpu_millicores__isnull=False)
@@ -252,48 +312,42 @@ def _container_sums(containers: Any) -> Any:
     # Requested: what the live pods carry (billed_request_sql), as the savings count.
     cpu_request = billed_request_sql("", "request_cpu_millicores")
     memory_request = billed_request_sql("", "request_memory_bytes")
-    return (
-        containers.order_by()
-        .values("workload__cluster_id", "workload__namespace")
-        .annotate(
-            containers=Count("pk"),
-            covered=Count("pk", filter=~no_data_q()),
-            requested_cpu_millicores=summed(cpu_request),
-            requested_memory_bytes=summed(memory_request),
-            covered_requested_cpu_millicores=summed(cpu_request, has_target_cpu),
-            covered_requested_memory_bytes=summed(memory_request, has_target_mem),
-            recommended_cpu_millicores=summed(
-                F("latest_recommendation__target_cpu_millicores"), has_target_cpu
-            ),
-            recommended_memory_bytes=summed(
-                F("latest_recommendation__target_memory_bytes"), has_target_mem
-            ),
-            recommendations=Count("pk", filter=Q(latest_recommendation__isnull=False)),
-            **{
-                f"confidence_{name}": Count("pk", filter=_band(name))
-                for name, _ in CONFIDENCE_BANDS
-            },
-        )
-    )
+    return {
+        "containers": Count("pk"),
+        "covered": Count("pk", filter=~no_data_q()),
+        "requested_cpu_millicores": summed(cpu_request),
+        "requested_memory_bytes": summed(memory_request),
+        "covered_requested_cpu_millicores": summed(cpu_request, has_target_cpu),
+        "covered_requested_memory_bytes": summed(memory_request, has_target_mem),
+        "recommended_cpu_millicores": summed(
+            F("latest_recommendation__target_cpu_millicores"), has_target_cpu
+        ),
+        "recommended_memory_bytes": summed(
+            F("latest_recommendation__target_memory_bytes"), has_target_mem
+        ),
+        "recommendations": Count("pk", filter=Q(latest_recommendation__isnull=False)),
+        **{
+            f"confidence_{name}": Count("pk", filter=_band(name))
+            for name, _ in CONFIDENCE_BANDS
+        },
+    }
 
 
 def _first_without_data(containers: Any) -> Any:
-    """(cluster, namespace, workload name, name, pk) of the first FIRST_WITHOUT_DATA
-    containers without a usable recommendation (no_data_q) of each namespace, by
-    workload name, name and pk: one statement, which ranks only those containers."""
-    keys = ("workload__cluster_id", "workload__namespace")
+    """The first FIRST_WITHOUT_DATA containers without a usable recommendation
+    (no_data_q) of each namespace, by workload name, name and pk (``rank``, from 1):
+    ranks only those containers."""
     return (
         containers.no_data()
         .annotate(
             rank=Window(
                 RowNumber(),
-                partition_by=[F(key) for key in keys],
+                partition_by=[F(key) for key in KEYS],
                 order_by=[F("workload__name"), F("name"), F("pk")],
             )
         )
         .filter(rank__lte=FIRST_WITHOUT_DATA)
         .order_by()
-        .values_list(*keys, "workload__name", "name", "pk")
     )
 
 
@@ -338,18 +392,16 @@ def store(
         ):
             changed = None
         in_full = changed is None and namespace is None
-        kills = workload_totals.latest_kills(
-            cluster_ids=[cluster.pk], namespace=namespace, workload_ids=changed
-        )
         # The workloads' parts (only the changed ones' when known), stored as they
         # are (the lists sorted or filtered by a fact read them) and counted per
-        # namespace.
-        computed, amounts = label_rollups.compute_with_parts(
+        # namespace with the stored parts of the others of their namespaces, read
+        # in the same statement.
+        computed, amounts, neighbours = label_rollups.compute_with_parts(
             cluster_id=cluster.pk,
             rules=rules,
-            kills=kills,
             namespace=namespace,
             workload_ids=changed,
+            neighbours=True,
         )
         workload_totals.store(
             cluster_id=cluster.pk,
@@ -371,7 +423,8 @@ def store(
             touched = {computed[pk].namespace for pk in changed if pk in computed}
             if not touched:
                 return 0  # nothing changed: every stored row stands
-            parts = _stored_parts(cluster.pk, touched)
+            # Theirs as just stored; the others' as stored before.
+            parts = {**neighbours, **computed}
         facts = compute(
             clusters={cluster.pk: cluster.name},
             now=now,
@@ -423,31 +476,6 @@ def store(
     if in_full:  # committed
         _STORED_IN_FULL.add(cluster.pk)
     return len(facts)
-
-
-def _stored_parts(
-    cluster_id: int, namespaces: Collection[str]
-) -> dict[int, workload_totals.Parts]:
-    """The stored ``Parts`` of the active workloads of ``namespaces`` (a workload
-    without a row: none)."""
-    return {
-        pk: workload_totals.Parts(
-            cluster_id, ns, True, tuple(values), (source, core, gib)
-        )
-        for pk, ns, source, core, gib, *values in Workload.objects.filter(
-            cluster_id=cluster_id,
-            namespace__in=list(namespaces),
-            is_active=True,
-            totals__isnull=False,
-        )
-        .order_by()
-        .values_list(
-            "pk",
-            "namespace",
-            *workload_totals.PRICE,
-            *(f"totals__{column}" for column in workload_totals.COLUMNS),
-        )
-    }
 
 
 def namespaces() -> list[str]:

@@ -3,7 +3,8 @@ recommendations over time, from ``SavingsSnapshot`` rows."""
 # - ``record_snapshot``: the refresh cycle calls it after each successful refresh; the
 #   first one of each hour writes one row per namespace of the cluster (the namespace
 #   rollup of ``readmodels/rollups.py``, so the trend and the rollups agree); later ones
-#   in that hour cost one indexed ``exists()``.
+#   in that hour cost one indexed ``exists()``, or nothing in a process that saw the
+#   hour's rows committed (``_TAKEN``).
 # - ``thin_snapshots``: the hourly expiry run keeps only the last snapshot of each day
 #   once it is older than ``VPAWEB_SAVINGS_TREND_HOURLY_DAYS``, and drops snapshots
 #   older than ``VPAWEB_SAVINGS_TREND_DAYS``.
@@ -38,6 +39,14 @@ AMOUNTS = (
 )
 
 
+# Per cluster, the latest hour whose snapshot this process wrote or found, once
+# committed: an hour's rows stay (thinning and retention delete only older hours), so
+# the later refreshes in that hour ask nothing. Keyed by pk and creation time: a pk
+# that SQLite gives again to a new cluster is another cluster. (A row deleted by hand
+# within its hour is not written again by a process that saw it.)
+_TAKEN: dict[tuple[int, datetime], datetime] = {}
+
+
 def hour_of(when: datetime) -> datetime:
     """The start of ``when``'s hour."""
     return when.replace(minute=0, second=0, microsecond=0)
@@ -47,7 +56,11 @@ def record_snapshot(*, cluster: Cluster, now: datetime, prices: Prices) -> int:
     """Write the cluster's namespace totals for ``now``'s hour unless they exist;
     returns how many rows were written (0 when the hour has them already)."""
     taken_at = hour_of(now)
+    key = (cluster.pk, cluster.created_at)
+    if _TAKEN.get(key) == taken_at:
+        return 0
     if SavingsSnapshot.objects.filter(cluster=cluster, taken_at=taken_at).exists():
+        _remember(key, taken_at)
         return 0
     totals = rollup(by="namespace", cluster=cluster.name, now=now, prices=prices)
     rows = [
@@ -68,7 +81,16 @@ def record_snapshot(*, cluster: Cluster, now: datetime, prices: Prices) -> int:
     ]
     # A concurrent shard of the same cluster may have written the hour just now.
     SavingsSnapshot.objects.bulk_create(rows, ignore_conflicts=True)
+    if rows:
+        _remember(key, taken_at)
     return len(rows)
+
+
+def _remember(key: tuple[int, datetime], taken_at: datetime) -> None:
+    """Remember (in ``_TAKEN``) that the hour ``taken_at`` of the cluster ``key`` has
+    its rows, once the transaction that saw or wrote them commits (at once outside
+    any, as the refresh calls ``record_snapshot``)."""
+    transaction.on_commit(lambda: _TAKEN.__setitem__(key, taken_at))
 
 
 def thin_snapshots(*, now: datetime) -> dict[str, int]:
