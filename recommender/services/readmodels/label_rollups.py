@@ -14,20 +14,10 @@ key."""
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
-from django.db.models import (
-    Case,
-    Count,
-    F,
-    Field,
-    FloatField,
-    Q,
-    QuerySet,
-    Sum,
-    Value,
-    When,
-)
+from django.db.models import Case, Count, F, FloatField, Q, Sum, Value, When
 from django.db.models.functions import Coalesce
 
 from recommender.models import (
@@ -35,7 +25,6 @@ from recommender.models import (
     OomKill,
     ProvisioningFacts,
     RiskRules,
-    Workload,
     WorkloadAmounts,
 )
 from recommender.models.provisioning import (
@@ -128,80 +117,29 @@ def compute_with_parts(
     *,
     cluster_id: int,
     rules: RiskRules,
+    kills: Mapping[int, datetime],
     namespace: str | None = None,
     workload_ids: Collection[int] | None = None,
-    neighbours: bool = False,
-) -> tuple[
-    dict[int, workload_totals.Parts],
-    dict[int, tuple[int, ...]],
-    dict[int, workload_totals.Parts],
-]:
-    """``workload_totals.compute`` and ``compute`` of the same workloads, in one
-    grouped query over their containers (each one's latest kill a subquery in it:
-    ``workload_totals.latest_kill``).
-
-    With ``neighbours`` and ``workload_ids``, the same statement also reads the
-    stored ``Parts`` of the active workloads with a stored row in those workloads'
-    namespaces (what the namespace totals count besides them), returned third: as
-    stored before this store, so ``workload_ids``' own are to be taken from the
-    computed ones. Without, the third is empty."""
+) -> tuple[dict[int, workload_totals.Parts], dict[int, tuple[int, ...]]]:
+    """``workload_totals.compute`` (with ``kills``, their ``latest_kills``) and
+    ``compute`` of the same workloads, in one grouped query over their containers."""
     parts: dict[int, workload_totals.Parts] = {}
     amounts: dict[int, tuple[int, ...]] = {}
-    stored: dict[int, workload_totals.Parts] = {}
     if workload_ids is not None and not workload_ids:
-        return parts, amounts, stored
+        return parts, amounts
     workloads = workload_totals.scoped(
         cluster_ids=[cluster_id], namespace=namespace, workload_ids=workload_ids
     )
-    # Every row: the pk, PART_COLUMNS, the latest kill and COLUMNS.
-    rows = (
-        workloads.with_stored_parts(rules=rules)
-        .annotate(**computed_amounts(), latest_kill=workload_totals.latest_kill())
-        .order_by()
-        .values_list("pk", *workload_totals.PART_COLUMNS, "latest_kill", *COLUMNS)
-    )
-    if neighbours and workload_ids is not None:
-        # The stored rows first: a union's rows are all converted as its first
-        # part's columns, and theirs (plain columns) need no conversion in Python.
-        rows = _stored_rows(cluster_id, workloads).union(rows, all=True)
     split = len(workload_totals.PART_COLUMNS)
-    for pk, *values in rows:
-        found = workload_totals.parts_of(values[:split], values[split])
-        # A stored row's COLUMNS are None; a computed one counts its containers.
-        if values[split + 1] is None:
-            stored[pk] = found
-            continue
-        parts[pk] = found
-        amounts[pk] = tuple(round(value or 0) for value in values[split + 1 :])
-    return parts, amounts, stored
-
-
-def _stored_rows(
-    cluster_id: int, workloads: WorkloadQuerySet
-) -> QuerySet[Workload, Any]:
-    """``compute_with_parts``' rows of the active workloads with a stored row
-    (``WorkloadTotals``) in ``workloads``' namespaces, from that row: COLUMNS'
-    values None (untyped, so that Django converts none of them)."""
-    empty = {f"no_{name}": Value(None, output_field=Field()) for name in COLUMNS}
-    return (
-        Workload.objects.filter(
-            cluster_id=cluster_id,
-            namespace__in=workloads.values("namespace"),
-            is_active=True,
-            totals__isnull=False,
-        )
-        .annotate(**empty)
+    for pk, *values in (
+        workloads.with_stored_parts(rules=rules)
+        .annotate(**computed_amounts())
         .order_by()
-        .values_list(
-            "pk",
-            "cluster_id",
-            "namespace",
-            "is_active",
-            *workload_totals.PRICE,
-            *(f"totals__{column}" for column in workload_totals.COLUMNS),
-            *empty,
-        )
-    )
+        .values_list("pk", *workload_totals.PART_COLUMNS, *COLUMNS)
+    ):
+        parts[pk] = workload_totals.parts_of(values[:split], kills.get(pk))
+        amounts[pk] = tuple(round(value or 0) for value in values[split:])
+    return parts, amounts
 
 
 def store(

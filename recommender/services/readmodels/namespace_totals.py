@@ -392,16 +392,18 @@ def store(
         ):
             changed = None
         in_full = changed is None and namespace is None
+        kills = workload_totals.latest_kills(
+            cluster_ids=[cluster.pk], namespace=namespace, workload_ids=changed
+        )
         # The workloads' parts (only the changed ones' when known), stored as they
         # are (the lists sorted or filtered by a fact read them) and counted per
-        # namespace with the stored parts of the others of their namespaces, read
-        # in the same statement.
-        computed, amounts, neighbours = label_rollups.compute_with_parts(
+        # namespace.
+        computed, amounts = label_rollups.compute_with_parts(
             cluster_id=cluster.pk,
             rules=rules,
+            kills=kills,
             namespace=namespace,
             workload_ids=changed,
-            neighbours=True,
         )
         workload_totals.store(
             cluster_id=cluster.pk,
@@ -423,8 +425,7 @@ def store(
             touched = {computed[pk].namespace for pk in changed if pk in computed}
             if not touched:
                 return 0  # nothing changed: every stored row stands
-            # Theirs as just stored; the others' as stored before.
-            parts = {**neighbours, **computed}
+            parts = _stored_parts(cluster.pk, touched)
         facts = compute(
             clusters={cluster.pk: cluster.name},
             now=now,
@@ -476,6 +477,31 @@ def store(
     if in_full:  # committed
         _STORED_IN_FULL.add(cluster.pk)
     return len(facts)
+
+
+def _stored_parts(
+    cluster_id: int, namespaces: Collection[str]
+) -> dict[int, workload_totals.Parts]:
+    """The stored ``Parts`` of the active workloads of ``namespaces`` (a workload
+    without a row: none)."""
+    return {
+        pk: workload_totals.Parts(
+            cluster_id, ns, True, tuple(values), (source, core, gib)
+        )
+        for pk, ns, source, core, gib, *values in Workload.objects.filter(
+            cluster_id=cluster_id,
+            namespace__in=list(namespaces),
+            is_active=True,
+            totals__isnull=False,
+        )
+        .order_by()
+        .values_list(
+            "pk",
+            "namespace",
+            *workload_totals.PRICE,
+            *(f"totals__{column}" for column in workload_totals.COLUMNS),
+        )
+    }
 
 
 def namespaces() -> list[str]:

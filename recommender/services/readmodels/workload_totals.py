@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import models
-from django.db.models import Max, OuterRef, Subquery
+from django.db.models import Max
 
 from recommender.models import (
     Cluster,
@@ -89,20 +89,6 @@ def latest_kills(
         .values("container__workload_id")
         .annotate(at=Max("occurred_at"))
         .values_list("container__workload_id", "at")
-    )
-
-
-def latest_kill() -> Subquery:
-    """A workload's latest OOM kill of its regular containers (``latest_kills``'
-    value; None without any), as a subquery on the workload's pk: an annotation of
-    a query of workloads, which reads no other kill."""
-    return Subquery(
-        OomKill.objects.filter(container__workload_id=OuterRef("pk"))
-        .exclude(container__kind=Container.Kind.INIT)
-        .order_by()
-        .values("container__workload_id")
-        .annotate(at=Max("occurred_at"))
-        .values("at")
     )
 
 
