@@ -5,8 +5,6 @@
   rows this writer won (``Checkpoint.version``, ...); ``update_many``: no condition.
 - ``insert_returning_pks``, ``insert_new``, ``add_usage_hours``: many new rows in one
   statement (their keys back; a conflicting row skipped; hours added by an upsert).
-- ``insert_and_swap``: new rows and the compare-and-swap of a pointer to each, in
-  one statement on PostgreSQL (a data-modifying ``WITH``), two elsewhere.
 - ``insert_changes``: thousands of new ``ResizeChange`` rows as one statement (one JSON
   document on PostgreSQL, ``executemany`` on SQLite); an approved row is inserted only
   while its workload is among ``approvable``, read by that statement (Off wins).
@@ -200,85 +198,6 @@ def insert_returning_pks(
                 obj._state.adding = False
 
 
-def insert_and_swap(
-    objs: Sequence[Model],
-    *,
-    fields: Sequence[str],
-    owner: str,
-    pointer: str,
-    expected: Mapping[int, Any],
-) -> set[int]:
-    """INSERT the unsaved ``objs`` (one model, one statement; their primary keys set
-    as ``insert_returning_pks`` sets them), then point each one's ``owner`` row (its
-    foreign key ``owner``) at it: its column ``pointer`` is set to the new key where
-    it still holds ``expected[owner key]`` (``compare_and_swap``). Each object's
-    owner must be another row. Returns the owner keys pointed at their new row; the
-    rows of the others stay, for the caller to delete (a concurrent writer won).
-
-    On PostgreSQL both are one statement (the insert and the update as data-modifying
-    ``WITH`` queries of one document: a refresh that moved 13,854 recommendations sent
-    3 inserts and 3 compare-and-swaps); elsewhere ``insert_returning_pks`` then
-    ``compare_and_swap``."""
-    if not objs:
-        return set()
-    model = type(objs[0])
-    owner_field = _concrete(model, owner)
-    owner_model = owner_field.related_model
-    assert isinstance(owner_model, type) and issubclass(owner_model, Model)
-    owners = [getattr(obj, owner_field.attname) for obj in objs]
-    if len(set(owners)) != len(owners):
-        raise ValueError(f"objs: one {model.__name__} per {owner} at most")
-    if connection.vendor != "postgresql":
-        insert_returning_pks(objs, fields=fields, batch=len(objs))
-        return compare_and_swap(
-            owner_model,
-            expect=pointer,
-            rows=[
-                (key, expected[key], {pointer: obj.pk})
-                for key, obj in zip(owners, objs, strict=True)
-            ],
-            batch=len(objs),
-        )
-    columns = [_concrete(model, name) for name in fields]
-    pointer_field = _concrete(owner_model, pointer)
-    q = connection.ops.quote_name
-    meta, owner_meta = model._meta, owner_model._meta
-    assert meta.pk is not None and owner_meta.pk is not None
-    pk, owner_pk = q(meta.pk.column), q(owner_meta.pk.column)
-    owner_column = q(owner_field.column)
-    names = ", ".join(q(f.column) for f in columns)
-    typed = ", ".join(f"{q(f.column)} {f.db_type(connection)}" for f in columns)
-    expect_type = pointer_field.db_type(connection)
-    sql = (
-        f"WITH v AS (SELECT * FROM jsonb_to_recordset(%s::jsonb)"
-        f" AS v({typed}, v_at integer, v_expect {expect_type})),"
-        # One function scan in document order (as insert_returning_pks relies on).
-        f" ins AS (INSERT INTO {q(meta.db_table)} ({names})"
-        f" SELECT {names} FROM v ORDER BY v_at RETURNING {pk}, {owner_column}),"
-        f" swapped AS (UPDATE {q(owner_meta.db_table)} AS t"
-        f" SET {q(pointer_field.column)} = ins.{pk} FROM ins"
-        f" JOIN v ON v.{owner_column} = ins.{owner_column}"
-        f" WHERE t.{owner_pk} = ins.{owner_column}"
-        f" AND t.{q(pointer_field.column)} IS NOT DISTINCT FROM v.v_expect"
-        f" RETURNING t.{owner_pk})"
-        f" SELECT ins.{pk}, ins.{owner_column}, swapped.{owner_pk} IS NOT NULL"
-        f" FROM ins LEFT JOIN swapped ON swapped.{owner_pk} = ins.{owner_column}"
-    )
-    extra = [{"v_at": at, "v_expect": expected[key]} for at, key in enumerate(owners)]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [_json_rows(objs, columns, extra=extra)])
-        rows = cursor.fetchall()
-    by_owner = dict(zip(owners, objs, strict=True))
-    swapped: set[int] = set()
-    for key, owner_key, is_swapped in rows:
-        obj = by_owner[owner_key]
-        obj.pk = key
-        obj._state.adding = False
-        if is_swapped:
-            swapped.add(owner_key)
-    return swapped
-
-
 def insert_new(
     objs: Sequence[Model],
     *,
@@ -336,23 +255,17 @@ def _insert_from_json(table: str, columns: Sequence[Field[Any, Any]]) -> str:
 _PLAIN = frozenset({int, str, bool, float})
 
 
-def _json_rows(
-    objs: Sequence[Model],
-    columns: Sequence[Field[Any, Any]],
-    *,
-    extra: Sequence[Mapping[str, Any]] | None = None,
-) -> str:
+def _json_rows(objs: Sequence[Model], columns: Sequence[Field[Any, Any]]) -> str:
     """``objs`` as one JSON array of objects keyed by column: a JSON column's value as
     JSON itself, dates and times in ISO 8601, bytes in bytea's hex text, the rest as
-    the column prepares it; ``extra``: more keys of each row, as they are. A value
-    JSON cannot carry (a decimal, a non-finite float) raises, naming it: its callers'
-    models have none."""
+    the column prepares it. A value JSON cannot carry (a decimal, a non-finite float)
+    raises, naming it: its callers' models have none."""
     # The wrapper itself, not the thread-local proxy ``connection``: each field reads
     # it a few times a value.
     db = connections[DEFAULT_DB_ALIAS]
     out = []
-    for number, obj in enumerate(objs):
-        row: dict[str, Any] = {} if extra is None else dict(extra[number])
+    for obj in objs:
+        row: dict[str, Any] = {}
         for f in columns:
             value = f.pre_save(obj, add=True)
             if isinstance(f, JSONField):

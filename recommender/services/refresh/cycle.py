@@ -45,6 +45,7 @@ from recommender.errors import InvalidInput, NotFound
 from recommender.models import (
     Checkpoint,
     Cluster,
+    Container,
     Recommendation,
     RefreshRun,
 )
@@ -55,8 +56,8 @@ from recommender.models.bulk import (
     CAS_BATCH,
     add_usage_hours,
     compare_and_swap,
-    insert_and_swap,
     insert_new,
+    insert_returning_pks,
 )
 from recommender.services.admission import counters
 from recommender.services.connections import (
@@ -947,9 +948,8 @@ _RECOMMENDATION_COLUMNS = tuple(
 
 def _store_moved(moved: Sequence[Row], now: datetime) -> set[int]:
     """New Recommendation rows of ``moved`` and the compare-and-swap of their
-    containers' pointers (one statement on PostgreSQL, two elsewhere:
-    ``bulk.insert_and_swap``); a row lost to a concurrent cycle is deleted again.
-    Returns the container pks this writer won."""
+    containers' pointers (a statement each, bulk.py); a row lost to a concurrent
+    cycle is deleted again. Returns the container pks this writer won."""
     explanations = build_explanations(
         [row.recommendation["explanation"] for row in moved]  # type: ignore[index]
     )
@@ -975,14 +975,19 @@ def _store_moved(moved: Sequence[Row], now: datetime) -> set[int]:
         row.recommendation = None  # stored below: its explanation is let go
     for rec in new:
         rec.fill_explanation_columns()  # the bulk insert skips save()
-    won = insert_and_swap(
-        new,
-        fields=_RECOMMENDATION_COLUMNS,
-        owner="container",
-        pointer="latest_recommendation",
-        expected={
-            row.container.pk: row.container.latest_recommendation_id for row in moved
-        },
+    insert_returning_pks(new, fields=_RECOMMENDATION_COLUMNS, batch=len(new))
+    won = compare_and_swap(
+        Container,
+        expect="latest_recommendation",
+        rows=[
+            (
+                row.container.pk,
+                row.container.latest_recommendation_id,
+                {"latest_recommendation": rec.pk},
+            )
+            for row, rec in zip(moved, new, strict=True)
+        ],
+        batch=len(new),
     )
     lost = [
         rec.pk
