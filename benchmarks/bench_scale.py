@@ -15,13 +15,14 @@ DATABASE_URL=postgres://.../scratch python -m benchmarks scale"""
 # workers"). Prints, per size: first-contact time, the process's peak RSS after first
 # contact and after the steady cycles (ru_maxrss: the whole process), the steady cycle's
 # time by phase (median; every phase the run timed, and the time outside any) and its
-# statements, and the server time (median of 5) of the dashboard overview, the
-# workloads list, the list sorted by risk and the API list. The database is vacuumed
-# before each size (an earlier run's deleted rows) and after its first contact (as
-# autovacuum would after those inserts; the output says whether the server's autovacuum
-# is on: with it off, the rows the cycles rewrite stay dead and the pages slow down
-# run after run). Targets at 100,000
-# containers: cycle <= 30 s and <= 50 statements, first-contact peak RSS <= 1.5 GB,
+# statements (each cycle: its Python full garbage collections and their seconds, time
+# the wall clock holds outside any phase), and the server time (median of 5) of the
+# dashboard overview, the workloads list, the list sorted by risk and the API list.
+# The database is vacuumed before each size (an earlier run's deleted rows) and after
+# its first contact (as autovacuum would after those inserts; the output says whether
+# the server's autovacuum is on: with it off, the rows the cycles rewrite stay dead and
+# the pages slow down run after run). Targets at 100,000 containers: warm cycles
+# <= 15 s and <= 50 statements, the cold one <= 25 s, peak RSS <= 1.5 GB,
 # pages <= 300 ms.
 #
 # BENCH_SCALE_SIZES (comma-separated container counts) picks the sizes.
@@ -29,6 +30,7 @@ DATABASE_URL=postgres://.../scratch python -m benchmarks scale"""
 from __future__ import annotations
 
 import collections
+import gc
 import json
 import os
 import resource
@@ -106,6 +108,8 @@ def run_size(containers: int) -> dict[str, Any]:
         # later vacuum after inserts too); the cycles and pages below run without.
         cursor.execute("VACUUM ANALYZE")
     cycles = []
+    collections_seen = _CollectorTimes()
+    gc.callbacks.append(collections_seen.callback)
     for minute in range(1, int(os.environ.get("BENCH_SCALE_CYCLES", "3")) + 1):
         statements = 0
         kinds: collections.Counter[str] = collections.Counter()
@@ -116,6 +120,7 @@ def run_size(containers: int) -> dict[str, Any]:
             kinds[" ".join(sql.split())[:70]] += 1
             return execute(sql, params, many, context)
 
+        collections_seen.reset()
         started = time.perf_counter()
         with connection.execute_wrapper(count):
             run = refresh_cluster(
@@ -134,6 +139,7 @@ def run_size(containers: int) -> dict[str, Any]:
                 "changed": run.counts.get("recommendations_changed", 0),
                 "samples": run.counts.get("samples", 0),
                 "kept": run.counts.get("engine_rows_kept", 0),
+                "full_collections": [collections_seen.count, collections_seen.seconds],
             }
         )
     # The whole process's peak through first contact and the steady cycles (what
@@ -174,10 +180,37 @@ def run_size(containers: int) -> dict[str, Any]:
         "rss_steady_gb": rss_steady_gb,
         "cycle": middle,
         "cycles": [
-            [c["wall_s"], c["statements"], c["kept"], c["changed"]] for c in cycles
+            [
+                c["wall_s"],
+                c["statements"],
+                c["kept"],
+                c["changed"],
+                *c["full_collections"],
+            ]
+            for c in cycles
         ],
         "pages": pages,
     }
+
+
+class _CollectorTimes:
+    """Python's full (generation 2) garbage collections since ``reset`` and the
+    seconds they took: time a cycle's wall clock holds outside any phase."""
+
+    def __init__(self) -> None:
+        self.count, self.seconds, self._started = 0, 0.0, 0.0
+
+    def reset(self) -> None:
+        self.count, self.seconds = 0, 0.0
+
+    def callback(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.count += 1
+            self.seconds += time.perf_counter() - self._started
 
 
 def main() -> None:
@@ -212,8 +245,12 @@ def main() -> None:
     for r in rows:
         print(
             f"{r['containers']:,} containers, each steady cycle (wall s, statements,"
-            " engine rows kept from the cycle before, recommendations changed): "
-            + ", ".join(f"({w:.1f}, {n}, {k:,}, {c:,})" for w, n, k, c in r["cycles"])
+            " engine rows kept from the cycle before, recommendations changed, Python's"
+            " full garbage collections within it and their seconds): "
+            + ", ".join(
+                f"({w:.1f}, {n}, {k:,}, {c:,}, {g}, {gs:.2f})"
+                for w, n, k, c, g, gs in r["cycles"]
+            )
         )
     for r in rows:
         print(
