@@ -110,9 +110,10 @@ def test_a_steady_cycle_keeps_the_read_models_current_in_few_statements(
 ):
     """The upkeep of a steady cycle (phases totals and savings_snapshot): the
     cluster's row claimed; the changed workloads' latest kills and parts computed
-    (two reads) and the stored rows of the other workloads of their namespaces (one);
-    their rows written (two upserts); their namespaces' sums and first containers without
-    data (one read) and rows (one upsert); the group sums read, deleted and written.
+    (two reads) and the stored rows of the other workloads of their namespaces
+    (one); their rows written (two upserts); their namespaces' sums and first
+    containers without data (one read) and rows (one upsert); the group sums read,
+    deleted and written.
     The hour's savings snapshot, which the first cycle took and committed, is not
     looked for again."""
     settings.SIMULATION_WORKLOADS = 12
