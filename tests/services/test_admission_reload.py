@@ -374,7 +374,7 @@ def test_the_journal_keeps_an_hour(cluster, django_capture_on_commit_callbacks):
 
 def test_a_cycles_many_changed_workloads_are_journaled_in_one_statement(cluster):
     """13,854 recommendations moved in one cycle at 100,000 containers: the journal
-    took 28 INSERTs of 500 rows. One statement now, where the backend binds that
+    took 27 INSERTs of 500 rows. One statement now, where the backend binds that
     many parameters (PostgreSQL sends them in the statement's text; SQLite binds
     at most 999: 333 rows of 3)."""
     ids = list(range(1, 1201))

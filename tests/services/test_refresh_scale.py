@@ -764,7 +764,7 @@ def test_the_windows_of_a_cycle_look_up_their_stored_kills_in_one_statement(
     monkeypatch.setattr(
         ooms.SharedKillLookup,
         "stored",
-        lambda self, window, ids, *, since: ooms.stored_kills(ids, since=since),
+        lambda self, window, ids, *, since: ooms.read_stored_kills(ids, since=since),
     )
     alone_counts, alone_lookups, alone_kills = cycle_of("kills-alone")
     assert shared_lookups == 1 < alone_lookups

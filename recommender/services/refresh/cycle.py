@@ -309,10 +309,10 @@ class SharedReads:
     # The scope of the window of each namespace that has one of its own (the others
     # are in the window of the cycle's scope): whose known stored kills apply.
     scopes: dict[str, warm_state.Scope]
-    stored_kills: SharedKillLookup = dataclasses.field(init=False)
+    kill_lookup: SharedKillLookup = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
-        self.stored_kills = SharedKillLookup(self._kill_candidates)
+        self.kill_lookup = SharedKillLookup(self._kill_candidates)
 
     @classmethod
     def of(
@@ -419,7 +419,7 @@ def _load_ooms(
         window,
         snapshot_kills=plan.snapshot_kills,
         history=history,
-        lookup=None if shared is None else shared.stored_kills,
+        lookup=None if shared is None else shared.kill_lookup,
     )
 
 

@@ -166,7 +166,7 @@ def attach_ooms(
     ids = {row.container.pk for row, _, _ in matched}
     since = oldest - timedelta(seconds=STEP_S)
     stored = (
-        stored_kills(ids, since=since)
+        read_stored_kills(ids, since=since)
         if lookup is None
         else lookup.stored(window, ids, since=since)
     )
@@ -206,7 +206,7 @@ def known_stored(window: Window) -> frozenset[warm_state.KillKey]:
     return warm_state.stored_kills(window.scope) if window.keep_state else frozenset()
 
 
-def stored_kills(
+def read_stored_kills(
     ids: Collection[int], *, since: datetime
 ) -> dict[tuple[int, str, datetime], bool]:
     """The stored kills of containers ``ids`` after ``since``: whether each is an
@@ -232,7 +232,7 @@ class SharedKillLookup:
     known stored may be of, its own and the later windows' (``candidates``: their
     container pks and the oldest of those kills), in one statement; a later window
     whose containers or times that read does not cover reads its own
-    (``stored_kills``), so the answer is always what it would read alone. A process
+    (``read_stored_kills``), so the answer is always what it would read alone. A process
     that knows no kill stored (a cold one: every kill the cluster reports, days of
     them, is to look up), or a cycle with more such containers than one statement
     takes, reads window by window (``candidates`` gives None): what it holds stays
@@ -252,7 +252,7 @@ class SharedKillLookup:
     def stored(
         self, window: Window, ids: Collection[int], *, since: datetime
     ) -> dict[tuple[int, str, datetime], bool]:
-        """``stored_kills(ids, since=since)``, from the cycle's one read when it
+        """``read_stored_kills(ids, since=since)``, from the cycle's one read when it
         covers them."""
         if not self._tried:
             self._tried = True
@@ -264,11 +264,11 @@ class SharedKillLookup:
                 self._read = (
                     frozenset(every),
                     start,
-                    stored_kills(every, since=start),
+                    read_stored_kills(every, since=start),
                 )
         read = self._read
         if read is None or read[1] > since or not read[0].issuperset(ids):
-            return stored_kills(ids, since=since)
+            return read_stored_kills(ids, since=since)
         wanted = set(ids)
         return {
             key: is_eviction

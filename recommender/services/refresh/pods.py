@@ -48,8 +48,8 @@ from recommender.services.refresh.cron_hours import forecast_hours
 # A stored pod row is rewritten at most this often when nothing but its last-seen
 # time changed (a refresh runs every minute; retention is counted in days).
 TOUCH_EVERY = timedelta(hours=1)
-# Stored pod rows rewritten a statement at most (fewer where the backend binds
-# fewer parameters: bulk.rows_per_statement).
+# Rows rewritten a statement at most, stored pods and batch workloads' running hours
+# alike (fewer where the backend binds fewer parameters: bulk.rows_per_statement).
 REWRITE_BATCH = 20_000
 # The phase in which a batch run holds its requests on a node.
 RUNNING = "Running"
@@ -194,8 +194,8 @@ def record_pods(
     # One JSON document a statement, a conflict skipped (bulk.insert_new).
     insert_new(new_rows)
     # Up to REWRITE_BATCH rows a statement (bulk.update_many): every stored pod
-    # falls due together an hour after a first contact, which in batches of 500 was
-    # 320 statements in one cycle at 160,000 stored pods.
+    # falls due together an hour after a first contact, and 160,000 stored pods in
+    # batches of 500 are 320 statements in one cycle.
     update_many(WorkloadPod, rows=changed, batch=REWRITE_BATCH)
     update_many(WorkloadPod, rows=running, batch=REWRITE_BATCH)
     # The rows past retention by the read's cutoff: issued only when the read saw a
@@ -329,7 +329,7 @@ def record_running_hours(
             changed.append((row.pk, {"running_hours_month": hours}))
     # A young fleet's hours move every cycle: thousands of rows (two integers and a
     # float each), one statement for up to 20,000 where the backend binds so many.
-    update_many(Workload, rows=changed, batch=20_000)
+    update_many(Workload, rows=changed, batch=REWRITE_BATCH)
     changes.note(pk for pk, _ in changed)
     return len(changed)
 
