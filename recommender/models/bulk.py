@@ -5,6 +5,8 @@
   rows this writer won (``Checkpoint.version``, ...); ``update_many``: no condition.
 - ``insert_returning_pks``, ``insert_new``, ``add_usage_hours``: many new rows in one
   statement (their keys back; a conflicting row skipped; hours added by an upsert).
+- ``insert_pointed``: new rows and the compare-and-swap of a pointer to each, one
+  statement on PostgreSQL (a row whose pointer moved meanwhile is not inserted).
 - ``insert_changes``: thousands of new ``ResizeChange`` rows as one statement (one JSON
   document on PostgreSQL, ``executemany`` on SQLite); an approved row is inserted only
   while its workload is among ``approvable``, read by that statement (Off wins).
@@ -198,6 +200,92 @@ def insert_returning_pks(
                 obj._state.adding = False
 
 
+def insert_pointed(
+    objs: Sequence[Model],
+    *,
+    fields: Sequence[str],
+    owner: str,
+    pointer: str,
+    expected: Mapping[int, Any],
+) -> set[int]:
+    """Store each unsaved object of ``objs`` (one model, one per ``owner`` row: its
+    foreign key) whose owner's column ``pointer`` still holds ``expected[owner key]``
+    (None matches NULL), and point that owner at it. An object whose owner another
+    writer moved meanwhile is not stored, and stays unsaved. Returns the owner keys
+    pointed at their new row; each stored object gets its primary key.
+
+    On PostgreSQL one statement whatever the number of rows: the owners' compare-and-
+    swap sets each pointer to a key drawn from the model's sequence, and the insert
+    takes the rows it returns (the pointer's foreign key is checked at commit, as
+    Django's are deferred). Elsewhere ``insert_returning_pks``, ``compare_and_swap``
+    and a delete of the rows lost."""
+    if not objs:
+        return set()
+    model = type(objs[0])
+    owner_field = _concrete(model, owner)
+    owner_model = owner_field.related_model
+    assert isinstance(owner_model, type) and issubclass(owner_model, Model)
+    by_owner = {getattr(obj, owner_field.attname): obj for obj in objs}
+    if len(by_owner) != len(objs):
+        raise ValueError(f"objs: one {model.__name__} per {owner} at most")
+    if connection.vendor != "postgresql":
+        insert_returning_pks(objs, fields=fields, batch=len(objs))
+        won = compare_and_swap(
+            owner_model,
+            expect=pointer,
+            rows=[
+                (key, expected[key], {pointer: obj.pk}) for key, obj in by_owner.items()
+            ],
+            batch=len(objs),
+        )
+        lost = [obj for key, obj in by_owner.items() if key not in won]
+        for start in range(0, len(lost), CAS_BATCH):
+            chunk = lost[start : start + CAS_BATCH]
+            model._default_manager.filter(pk__in=[obj.pk for obj in chunk]).delete()
+            for obj in chunk:
+                obj.pk = None
+                obj._state.adding = True
+        return won
+    q = connection.ops.quote_name
+    meta, owner_meta = model._meta, owner_model._meta
+    assert meta.pk is not None and owner_meta.pk is not None
+    columns = [_concrete(model, name) for name in fields]
+    names = ", ".join(q(f.column) for f in columns)
+    typed = ", ".join(f"{q(f.column)} {f.db_type(connection)}" for f in columns)
+    expect_type = _concrete(owner_model, pointer).db_type(connection)
+    pointer_column = q(_concrete(owner_model, pointer).column)
+    pk, owner_column = q(meta.pk.column), q(owner_field.column)
+    sql = (
+        f"WITH v AS (SELECT * FROM jsonb_to_recordset(%s::jsonb)"
+        f" AS v({typed}, v_expect {expect_type})),"
+        # Each won owner's new key, drawn in the update: nothing to join afterwards
+        # (two WITH queries joined have no statistics to plan by).
+        f" won AS (UPDATE {q(owner_meta.db_table)} AS t"
+        f" SET {pointer_column} = nextval(pg_get_serial_sequence(%s, %s))"
+        f" FROM v WHERE t.{q(owner_meta.pk.column)} = v.{owner_column}"
+        f" AND t.{pointer_column} IS NOT DISTINCT FROM v.v_expect"
+        f" RETURNING t.{pointer_column} AS v_key, v.*)"
+        f" INSERT INTO {q(meta.db_table)} ({pk}, {names})"
+        f" SELECT v_key, {names} FROM won RETURNING {pk}, {owner_column}"
+    )
+    extra = [{"v_expect": expected[key]} for key in by_owner]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            [
+                _json_rows(list(by_owner.values()), columns, extra=extra),
+                q(meta.db_table),
+                meta.pk.column,
+            ],
+        )
+        stored = cursor.fetchall()
+    for key, owner_key in stored:
+        obj = by_owner[owner_key]
+        obj.pk = key
+        obj._state.adding = False
+    return {owner_key for _, owner_key in stored}
+
+
 def insert_new(
     objs: Sequence[Model],
     *,
@@ -255,17 +343,23 @@ def _insert_from_json(table: str, columns: Sequence[Field[Any, Any]]) -> str:
 _PLAIN = frozenset({int, str, bool, float})
 
 
-def _json_rows(objs: Sequence[Model], columns: Sequence[Field[Any, Any]]) -> str:
+def _json_rows(
+    objs: Sequence[Model],
+    columns: Sequence[Field[Any, Any]],
+    *,
+    extra: Sequence[Mapping[str, Any]] | None = None,
+) -> str:
     """``objs`` as one JSON array of objects keyed by column: a JSON column's value as
     JSON itself, dates and times in ISO 8601, bytes in bytea's hex text, the rest as
-    the column prepares it. A value JSON cannot carry (a decimal, a non-finite float)
-    raises, naming it: its callers' models have none."""
+    the column prepares it; ``extra``: more keys of each row, as they are. A value
+    JSON cannot carry (a decimal, a non-finite float) raises, naming it: its callers'
+    models have none."""
     # The wrapper itself, not the thread-local proxy ``connection``: each field reads
     # it a few times a value.
     db = connections[DEFAULT_DB_ALIAS]
     out = []
-    for obj in objs:
-        row: dict[str, Any] = {}
+    for number, obj in enumerate(objs):
+        row: dict[str, Any] = {} if extra is None else dict(extra[number])
         for f in columns:
             value = f.pre_save(obj, add=True)
             if isinstance(f, JSONField):

@@ -416,6 +416,41 @@ def test_an_unreadable_pod_spec_fails_open(cluster):
     assert "spec.containers[1].resources.requests.cpu" in decision.reason
 
 
+@pytest.mark.django_db
+def test_a_flush_adds_every_count_in_one_statement(cluster):
+    """Counts of several clusters, minutes and outcomes: one upsert adds them to the
+    rows stored already and creates the missing ones."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    counters.flush_counts()
+    minute = timezone.now().replace(second=0, microsecond=0)
+    AdmissionCount.objects.create(
+        cluster_name="a", minute=minute, outcome=PATCHED, count=5
+    )
+    for name, at, outcome, times in (
+        ("a", minute, PATCHED, 3),
+        ("a", minute, LEFT_ALONE, 2),
+        ("a", minute - timedelta(minutes=1), PATCHED, 1),
+        ("b", minute, PATCHED, 4),
+    ):
+        for _ in range(times):
+            counters.count(cluster_name=name, outcome=outcome, at=at)
+    with CaptureQueriesContext(connection) as queries:
+        assert counters.flush_counts() == 10
+    assert len(queries.captured_queries) == 1
+    assert {
+        (row.cluster_name, row.minute, row.outcome): row.count
+        for row in AdmissionCount.objects.all()
+    } == {
+        ("a", minute, PATCHED): 8,
+        ("a", minute, LEFT_ALONE): 2,
+        ("a", minute - timedelta(minutes=1), PATCHED): 1,
+        ("b", minute, PATCHED): 4,
+    }
+    assert counters.flush_counts() == 0 and counters.pending_total() == 0
+
+
 def test_a_flush_returns_once_the_counts_another_thread_took_are_saved(
     transactional_db, monkeypatch
 ):

@@ -78,7 +78,7 @@ def test_an_unchanged_cycle_issues_the_same_statements_whatever_the_fleet(
         # Batches of 5 rows instead of 500 (2,000 for compare-and-swap): a statement
         # per batch of workloads, containers, pods or checkpoints shows up as growth
         # between these two fleets, as it would between 1,000 and 100,000 containers.
-        for module in (discovery, cycle, ingest):
+        for module in (discovery, ingest):
             monkeypatch.setattr(module, "BATCH", batch)
         for module in (bulk, cycle):
             monkeypatch.setattr(module, "CAS_BATCH", batch)
@@ -196,7 +196,7 @@ def test_each_phase_issues_the_same_statements_whatever_the_fleet_and_windows(
     and the OOM history's); every page of the webhook's full rebuild after it, as
     many for either."""
     settings.STEADY_WINDOW_CONTAINERS = 8
-    for module in (discovery, cycle, ingest):
+    for module in (discovery, ingest):
         monkeypatch.setattr(module, "BATCH", 5)
     for module in (bulk, cycle):
         monkeypatch.setattr(module, "CAS_BATCH", 5)
@@ -492,6 +492,81 @@ def test_inserted_rows_get_their_own_primary_keys_in_every_batch(db):
         assert stored.confidence == pytest.approx(i / 7)
         assert stored.explanation == row.explanation
         assert stored.created_at == NOW + timedelta(minutes=i)
+
+
+def test_new_rows_are_stored_and_pointed_at_where_the_pointer_is_as_expected(db):
+    """insert_pointed: each new recommendation is stored with its own key and its
+    container points at it, unless another writer moved the container's pointer
+    since it was read: that one is not stored (and stays unsaved), the other
+    writer's row stands. One statement on PostgreSQL; an insert, a compare-and-swap
+    and the lost row's delete elsewhere."""
+    cluster = Cluster.objects.create(name="swap", kind="simulated")
+    workload = cluster.workloads.create(
+        kind="Deployment", namespace="ns", name="api", first_seen_at=NOW
+    )
+    containers = [
+        Container.objects.create(workload=workload, name=f"c{i}") for i in range(4)
+    ]
+    old = Recommendation.objects.create(container=containers[0], created_at=NOW)
+    Container.objects.filter(pk=containers[0].pk).update(latest_recommendation=old)
+    # Read as None, but another writer pointed the last container elsewhere since.
+    raced = Recommendation.objects.create(container=containers[3], created_at=NOW)
+    Container.objects.filter(pk=containers[3].pk).update(latest_recommendation=raced)
+    expected = {c.pk: None for c in containers} | {containers[0].pk: old.pk}
+    later = NOW + timedelta(minutes=1)
+    rows = [
+        Recommendation(
+            container=c,
+            created_at=later,
+            target_cpu_millicores=100 + i,
+            target_memory_bytes=2**62 + i,
+            explanation={"notes": [f"row {i}", 'with "quotes"', "ü ✓ 中"]},
+        )
+        for i, c in enumerate(containers)
+    ]
+    fields = [f.name for f in Recommendation._meta.concrete_fields if not f.primary_key]
+    with CaptureQueriesContext(connection) as queries:
+        won = bulk.insert_pointed(
+            rows,
+            fields=fields,
+            owner="container",
+            pointer="latest_recommendation",
+            expected=expected,
+        )
+    sql = [q["sql"].split(" ", 1)[0] for q in queries.captured_queries]
+    if connection.vendor == "postgresql":
+        assert sql == ["WITH"]
+    else:
+        assert sql[:2] == ["INSERT", "WITH"] and "DELETE" in sql
+    assert won == {c.pk for c in containers[:3]}
+    for i, (row, container) in enumerate(zip(rows[:3], containers, strict=False)):
+        stored = Recommendation.objects.get(pk=row.pk)
+        assert (stored.container_id, stored.target_cpu_millicores) == (
+            container.pk,
+            100 + i,
+        )
+        assert stored.target_memory_bytes == 2**62 + i
+        assert stored.explanation == row.explanation
+        assert not row._state.adding
+    assert rows[3].pk is None and rows[3]._state.adding
+    assert not Recommendation.objects.filter(container=containers[3], created_at=later)
+    latest = dict(
+        Container.objects.filter(workload=workload).values_list(
+            "pk", "latest_recommendation"
+        )
+    )
+    assert latest == {
+        **{c.pk: r.pk for c, r in zip(containers[:3], rows, strict=False)},
+        containers[3].pk: raced.pk,
+    }
+    with pytest.raises(ValueError, match="one Recommendation per container"):
+        bulk.insert_pointed(
+            [Recommendation(container=containers[0], created_at=NOW)] * 2,
+            fields=fields,
+            owner="container",
+            pointer="latest_recommendation",
+            expected=expected,
+        )
 
 
 def test_new_rows_are_inserted_as_given_and_a_conflicting_one_is_skipped(db):
@@ -797,9 +872,7 @@ def test_the_steady_windows_of_a_cycle_are_stored_in_one_statement_of_each_kind(
     # Several windows, and recommendations moved in more than one of them.
     assert run.counts["steady_windows"] > 1 and len(moved_in) > 1, moved_in
     sql = [q["sql"] for q in queries.captured_queries]
-    inserts = [
-        s for s in sql if s.startswith('INSERT INTO "recommender_recommendation"')
-    ]
+    inserts = [s for s in sql if 'INSERT INTO "recommender_recommendation"' in s]
     pointers = [
         s
         for s in sql
@@ -809,6 +882,8 @@ def test_the_steady_windows_of_a_cycle_are_stored_in_one_statement_of_each_kind(
         s for s in sql if s.startswith('INSERT INTO "recommender_admissionchange"')
     ]
     assert (len(inserts), len(pointers), len(journal)) == (1, 1, 1)
+    # On PostgreSQL the insert and the pointers' compare-and-swap are one statement.
+    assert (inserts == pointers) == (connection.vendor == "postgresql")
 
 
 def test_discovery_reads_the_stored_pods_once(settings, db):

@@ -2,9 +2,9 @@
 
 The hot path only increments a dict under a lock (``count``); ``flush_counts`` (every
 few seconds from the serving process, and after a simulated cluster's batch) adds the
-totals to ``AdmissionCount`` rows, one per (cluster, minute, outcome), with a filtered
-``update()`` and a create when the row is new. If the database is down the totals stay
-in memory and are added on the next flush."""
+totals to ``AdmissionCount`` rows, one per (cluster, minute, outcome), in one upsert
+(a row added to, or created). If the database is down the totals stay in memory and
+are added on the next flush."""
 # ``count`` also increments the Prometheus counters of recommender/metrics.py (requests
 # by outcome, JSONPatch operations, fail-opens by a bounded reason) in the same call, so
 # the dashboard's per-minute rows and ``/metrics`` of the webhook count the same
@@ -17,9 +17,10 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from django.db import IntegrityError, transaction
-from django.db.models import F, Q, Sum
+from django.db import connection
+from django.db.models import Q, Sum
 
 from recommender import metrics
 from recommender.models import AdmissionCount
@@ -95,36 +96,40 @@ def _flush() -> int:
     with _lock:
         batch = dict(_pending)
         _pending.clear()
-    saved = 0
+    if not batch:
+        return 0
     try:
-        for (cluster_name, minute, outcome), n in batch.items():
-            _add(cluster_name, minute, outcome, n)
-            saved += n
-            batch[(cluster_name, minute, outcome)] = 0
+        _add(batch)
     except Exception:
         logger.warning(
             "admission counts not saved; kept for the next flush", exc_info=True
         )
         with _lock:
             for key, n in batch.items():
-                if n:
-                    _pending[key] += n
-    return saved
+                _pending[key] += n
+        return 0
+    return sum(batch.values())
 
 
-def _add(cluster_name: str, minute: datetime, outcome: str, n: int) -> None:
-    rows = AdmissionCount.objects.filter(
-        cluster_name=cluster_name, minute=minute, outcome=outcome
-    )
-    if rows.update(count=F("count") + n):
-        return
-    try:
-        with transaction.atomic():
-            AdmissionCount.objects.create(
-                cluster_name=cluster_name, minute=minute, outcome=outcome, count=n
-            )
-    except IntegrityError:  # another process created it first
-        rows.update(count=F("count") + n)
+def _add(batch: dict[tuple[str, datetime, str], int]) -> None:
+    """Add each (cluster, minute, outcome) count to its row, creating the missing
+    ones: one upsert whatever the number of rows (PostgreSQL and SQLite 3.24+ alike),
+    so a row another process creates meanwhile is added to, not raced."""
+    meta = AdmissionCount._meta
+    q = connection.ops.quote_name
+    minute = meta.get_field("minute")
+    params: list[Any] = []
+    for (cluster_name, at, outcome), n in batch.items():
+        params += [cluster_name, minute.get_db_prep_save(at, connection), outcome, n]
+    table, count_column = q(meta.db_table), q("count")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (cluster_name, minute, outcome, {count_column})"
+            f" VALUES {', '.join(['(%s, %s, %s, %s)'] * len(batch))}"
+            " ON CONFLICT (cluster_name, minute, outcome) DO UPDATE"
+            f" SET {count_column} = {table}.{count_column} + excluded.{count_column}",
+            params,
+        )
 
 
 @dataclass(frozen=True)

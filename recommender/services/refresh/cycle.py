@@ -45,7 +45,6 @@ from recommender.errors import InvalidInput, NotFound
 from recommender.models import (
     Checkpoint,
     Cluster,
-    Container,
     Recommendation,
     RefreshRun,
 )
@@ -57,7 +56,7 @@ from recommender.models.bulk import (
     add_usage_hours,
     compare_and_swap,
     insert_new,
-    insert_returning_pks,
+    insert_pointed,
 )
 from recommender.services.admission import counters
 from recommender.services.connections import (
@@ -79,7 +78,7 @@ from recommender.services.refresh import (
     throttling,
     warm_state,
 )
-from recommender.services.refresh.discovery import BATCH, Discovery, upsert_discovery
+from recommender.services.refresh.discovery import Discovery, upsert_discovery
 from recommender.services.refresh.ingest import Group, Row, Window
 from recommender.services.refresh.node_pools import node_inventory, store_node_pools
 from recommender.services.refresh.node_prices import price_workloads
@@ -948,8 +947,9 @@ _RECOMMENDATION_COLUMNS = tuple(
 
 def _store_moved(moved: Sequence[Row], now: datetime) -> set[int]:
     """New Recommendation rows of ``moved`` and the compare-and-swap of their
-    containers' pointers (a statement each, bulk.py); a row lost to a concurrent
-    cycle is deleted again. Returns the container pks this writer won."""
+    containers' pointers (one statement on PostgreSQL: ``bulk.insert_pointed``); a
+    container a concurrent cycle moved meanwhile gets no row. Returns the container
+    pks this writer won."""
     explanations = build_explanations(
         [row.recommendation["explanation"] for row in moved]  # type: ignore[index]
     )
@@ -975,27 +975,15 @@ def _store_moved(moved: Sequence[Row], now: datetime) -> set[int]:
         row.recommendation = None  # stored below: its explanation is let go
     for rec in new:
         rec.fill_explanation_columns()  # the bulk insert skips save()
-    insert_returning_pks(new, fields=_RECOMMENDATION_COLUMNS, batch=len(new))
-    won = compare_and_swap(
-        Container,
-        expect="latest_recommendation",
-        rows=[
-            (
-                row.container.pk,
-                row.container.latest_recommendation_id,
-                {"latest_recommendation": rec.pk},
-            )
-            for row, rec in zip(moved, new, strict=True)
-        ],
-        batch=len(new),
+    won = insert_pointed(
+        new,
+        fields=_RECOMMENDATION_COLUMNS,
+        owner="container",
+        pointer="latest_recommendation",
+        expected={
+            row.container.pk: row.container.latest_recommendation_id for row in moved
+        },
     )
-    lost = [
-        rec.pk
-        for row, rec in zip(moved, new, strict=True)
-        if row.container.pk not in won
-    ]
-    for start in range(0, len(lost), BATCH):
-        Recommendation.objects.filter(pk__in=lost[start : start + BATCH]).delete()
     for row, rec in zip(moved, new, strict=True):
         if row.container.pk in won:
             row.container.latest_recommendation_id = rec.pk
