@@ -7,6 +7,8 @@
   statement (their keys back; a conflicting row skipped; hours added by an upsert).
 - ``insert_pointed``: new rows and the compare-and-swap of a pointer to each, one
   statement on PostgreSQL (a row whose pointer moved meanwhile is not inserted).
+- ``replace_rows``: a read model's stale rows deleted and its new ones written, one
+  statement on PostgreSQL.
 - ``insert_changes``: thousands of new ``ResizeChange`` rows as one statement (one JSON
   document on PostgreSQL, ``executemany`` on SQLite); an approved row is inserted only
   while its workload is among ``approvable``, read by that statement (Off wins).
@@ -21,8 +23,10 @@ from datetime import UTC, date, datetime, time
 from typing import Any
 
 import numpy as np
+from django.core.exceptions import EmptyResultSet
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Field, JSONField, Model, QuerySet
+from django.db.models.sql.subqueries import DeleteQuery
 
 from recommender.engine.usage_hours import HourlyUsage
 from recommender.models.actuation import OPEN_RESIZE_STATUSES, ResizeChange
@@ -321,6 +325,62 @@ def insert_new(
     with connection.cursor() as cursor:
         for start in range(0, len(objs), batch):
             cursor.execute(sql, [_json_rows(objs[start : start + batch], columns)])
+
+
+def replace_rows(
+    stale: QuerySet[Any],
+    objs: Sequence[Model],
+    *,
+    conflict: Sequence[str] = (),
+    update: Sequence[str] = (),
+) -> None:
+    """Delete ``stale``'s rows and insert ``objs`` (unsaved, of its model: every
+    concrete column but the primary key); with ``conflict`` (fields of a unique
+    key), an object whose key is stored sets that row's ``update`` fields instead.
+    The rows deleted must not be among those the insert meets (the caller's to
+    ensure: a stored key is either stale or written over).
+
+    On PostgreSQL one statement whatever the rows (the delete a ``WITH`` query of the
+    insert, which reads the table as it was before it: a read model's rows replaced
+    each cycle cost one statement, not two); elsewhere a delete and ``bulk_create``."""
+    model = stale.model
+    if connection.vendor != "postgresql":
+        stale.delete()
+        if objs:
+            model._default_manager.bulk_create(
+                objs,
+                update_conflicts=bool(conflict),
+                unique_fields=list(conflict) or None,
+                update_fields=list(update) or None,
+            )
+        return
+    query = stale.query.clone()
+    query.__class__ = DeleteQuery
+    try:
+        delete_sql, params = query.get_compiler(connection=connection).as_sql()
+    except EmptyResultSet:  # nothing can match (an empty ``__in``)
+        delete_sql, params = "", ()
+    if not objs:
+        if delete_sql:
+            with connection.cursor() as cursor:
+                cursor.execute(delete_sql, params)
+        return
+    columns = [f for f in model._meta.concrete_fields if not f.primary_key]
+    q = connection.ops.quote_name
+    sql = _insert_from_json(model._meta.db_table, columns)
+    if conflict:
+        sets = ", ".join(
+            f"{q(c)} = excluded.{q(c)}"
+            for c in (_concrete(model, name).column for name in update)
+        )
+        keys = ", ".join(q(_concrete(model, name).column) for name in conflict)
+        sql += f" ON CONFLICT ({keys}) DO " + (
+            f"UPDATE SET {sets}" if sets else "NOTHING"
+        )
+    if delete_sql:
+        sql = f"WITH gone AS ({delete_sql}) {sql}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, _json_rows(objs, columns)])
 
 
 def _insert_from_json(table: str, columns: Sequence[Field[Any, Any]]) -> str:

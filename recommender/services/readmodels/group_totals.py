@@ -27,6 +27,7 @@ from recommender.models import (
     RiskRules,
     Workload,
 )
+from recommender.models.bulk import replace_rows
 from recommender.models.provisioning import PriceRates
 from recommender.services.readmodels import label_rollups, workload_totals
 from recommender.services.readmodels.provisioning import Prices
@@ -113,8 +114,9 @@ def store(
         stale = stale.filter(namespace=namespace)
     if namespaces is not None:
         stale = stale.filter(namespace__in=list(namespaces))
-    stale.delete()
-    GroupTotals.objects.bulk_create(
+    # The stale rows' delete and the insert: one statement on PostgreSQL.
+    replace_rows(
+        stale,
         [
             GroupTotals(
                 cluster_id=cluster_id,
@@ -124,7 +126,7 @@ def store(
                 **row,
             )
             for row in rows
-        ]
+        ],
     )
     return len(rows)
 

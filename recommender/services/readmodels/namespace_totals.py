@@ -50,6 +50,7 @@ from recommender.models import (
     NamespaceTotals,
     Workload,
 )
+from recommender.models.bulk import replace_rows
 from recommender.models.provisioning import (
     billed_request_sql,
     no_data_q,
@@ -444,8 +445,10 @@ def store(
             )
         else:
             stale = stale.exclude(namespace__in=[f.namespace for f in facts])
-        stale.delete()
-        NamespaceTotals.objects.bulk_create(
+        # Both disjoint (a namespace with facts is written over, not deleted): one
+        # statement on PostgreSQL.
+        replace_rows(
+            stale,
             [
                 NamespaceTotals(
                     cluster_id=f.cluster_id,
@@ -458,9 +461,8 @@ def store(
                 )
                 for f in facts
             ],
-            update_conflicts=True,
-            unique_fields=["cluster", "namespace"],
-            update_fields=[
+            conflict=["cluster", "namespace"],
+            update=[
                 "computed_at",
                 "shortfalls",
                 "first_without_data",

@@ -86,19 +86,22 @@ def load_pod_owners(
     now: datetime,
     live: dict[PodKey, int] | None = None,
     stored: dict[PodKey, int] | None = None,
+    workloads: Iterable[tuple[str, str, str, int, bool]] | None = None,
 ) -> PodOwners:
     """The stored owners (within ``POD_RETENTION``) and workload names, two queries;
     with ``live`` (the pods discovery sees now), those are the live owners and their
     stored rows are not kept (``owner_of`` asks ``live`` first). With ``stored``
     (the other pods' owners, as discovery read them with the pod rows it keeps:
-    ``refresh/pods.record_pods``) the pods are not read again: one query."""
+    ``refresh/pods.record_pods``) the pods are not read again, and with
+    ``workloads`` (every stored workload of the shard as namespace, name, kind, pk,
+    is_active: discovery's read, when it wrote none) nor are the workloads."""
     pods = WorkloadPod.objects.filter(
         cluster_id=cluster_id, last_seen_at__gte=now - POD_RETENTION
     )
-    workloads = Workload.objects.filter(cluster_id=cluster_id)
+    of_shard = Workload.objects.filter(cluster_id=cluster_id)
     if namespace is not None:
         pods = pods.filter(namespace=namespace)
-        workloads = workloads.filter(namespace=namespace)
+        of_shard = of_shard.filter(namespace=namespace)
     owners = PodOwners(live=live if live is not None else {})
     if stored is not None:
         owners.stored = stored
@@ -111,10 +114,16 @@ def load_pod_owners(
             if (ns, name) not in owners.live:
                 owners.stored[(sys.intern(ns), name)] = workload_id
     # Active workloads first: they win a (namespace, name) they share with a gone one.
-    for ns, name, kind, workload_id in (
-        workloads.order_by("-is_active", "pk")
-        .values_list("namespace", "name", "kind", "pk")
-        .iterator(chunk_size=STREAM_ROWS)
-    ):
+    if workloads is None:
+        named: Iterable[tuple[str, str, str, int]] = (
+            of_shard.order_by("-is_active", "pk")
+            .values_list("namespace", "name", "kind", "pk")
+            .iterator(chunk_size=STREAM_ROWS)
+        )
+    else:
+        named = (
+            row[:4] for row in sorted(workloads, key=lambda row: (not row[4], row[3]))
+        )
+    for ns, name, kind, workload_id in named:
         owners.by_name.setdefault((ns, name), []).append((kind, workload_id))
     return owners

@@ -277,8 +277,13 @@ def ingest_fleet(
                 ):
                     chunking.add_counts(total, _store(pending, plan.checkpoints))
                 pending.clear()
-            # The progress shown, at most every PROGRESS_EVERY_S (a statement).
-            if run is not None and time.monotonic() - shown_at >= PROGRESS_EVERY_S:
+            # The progress shown, at most every PROGRESS_EVERY_S (a statement); the
+            # last window's is the finished run's, written with its counts.
+            if (
+                run is not None
+                and number + 1 < len(windows)
+                and time.monotonic() - shown_at >= PROGRESS_EVERY_S
+            ):
                 shown_at = time.monotonic()
                 RefreshRun.objects.filter(pk=run.pk).update(
                     progress=(number + 1) / len(windows)

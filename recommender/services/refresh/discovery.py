@@ -335,6 +335,13 @@ def upsert_discovery(
         now=now,
         live=live,
         stored=stored_owners,
+        # The workloads as read above, when none was written since.
+        workloads=None
+        if new_rows or changed or vanished
+        else [
+            (ns, name, kind, pk, is_active)
+            for (ns, kind, name), (pk, is_active, _, _) in existing.items()
+        ],
     )
     found.pod_nodes = [
         (workload_id, pod.node_name) for pod, workload_id in live_pods if pod.node_name
