@@ -1,18 +1,13 @@
 """Statements that write many rows at once, on PostgreSQL and SQLite (3.35+) alike.
 
-- ``compare_and_swap``: many filtered updates in one ``UPDATE ... FROM (VALUES ...)
-  ... RETURNING``; each row carries the value it expects, the keys returned are the
-  rows this writer won (``Checkpoint.version``, ...); ``update_many``: no condition.
-- ``insert_returning_pks``, ``insert_new``, ``add_usage_hours``: many new rows in one
+- ``compare_and_swap``: filtered updates in one ``UPDATE ... FROM (VALUES ...)``; the
+  keys returned are the rows this writer won; ``update_many``: no condition.
+- ``insert_returning_pks``, ``insert_new``, ``add_usage_hours``: new rows in one
   statement (their keys back; a conflicting row skipped; hours added by an upsert).
-- ``insert_pointed``: new rows and the compare-and-swap of a pointer to each, one
-  statement on PostgreSQL (a row whose pointer moved meanwhile is not inserted).
-- ``replace_rows``: a read model's stale rows deleted and its new ones written, one
-  statement on PostgreSQL.
-- ``insert_changes``: thousands of new ``ResizeChange`` rows as one statement (one JSON
-  document on PostgreSQL, ``executemany`` on SQLite); an approved row is inserted only
-  while its workload is among ``approvable``, read by that statement (Off wins).
-"""
+- ``insert_pointed``, ``replace_rows``: new rows with the compare-and-swap of a pointer
+  to each, or a read model's stale rows deleted and new ones written (one statement
+  on PostgreSQL); ``insert_changes``: ``ResizeChange`` rows, an approved one only while
+  its workload is among ``approvable`` (Off wins)."""
 # PostgreSQL and SQLite (3.35+) both run them.
 
 from __future__ import annotations
