@@ -417,38 +417,72 @@ def test_an_unreadable_pod_spec_fails_open(cluster):
 
 
 @pytest.mark.django_db
-def test_a_flush_adds_every_count_in_one_statement(cluster):
+def test_a_flush_adds_every_count_in_one_statement(cluster, monkeypatch):
     """Counts of several clusters, minutes and outcomes: one upsert adds them to the
-    rows stored already and creates the missing ones."""
+    rows stored already and creates the missing ones; more keys than a statement
+    takes go in several, all saved or none (the failed flush's counts kept)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
+
+    from recommender.models import bulk
 
     counters.flush_counts()
     minute = timezone.now().replace(second=0, microsecond=0)
     AdmissionCount.objects.create(
         cluster_name="a", minute=minute, outcome=PATCHED, count=5
     )
-    for name, at, outcome, times in (
+    keys = (
         ("a", minute, PATCHED, 3),
         ("a", minute, LEFT_ALONE, 2),
         ("a", minute - timedelta(minutes=1), PATCHED, 1),
         ("b", minute, PATCHED, 4),
-    ):
-        for _ in range(times):
-            counters.count(cluster_name=name, outcome=outcome, at=at)
+    )
+
+    def count_all() -> None:
+        for name, at, outcome, times in keys:
+            for _ in range(times):
+                counters.count(cluster_name=name, outcome=outcome, at=at)
+
+    def stored() -> dict[tuple[str, Any, str], int]:
+        return {
+            (row.cluster_name, row.minute, row.outcome): row.count
+            for row in AdmissionCount.objects.all()
+        }
+
+    def writes(queries: CaptureQueriesContext) -> int:
+        return sum(1 for q in queries.captured_queries if "SAVEPOINT" not in q["sql"])
+
+    count_all()
     with CaptureQueriesContext(connection) as queries:
         assert counters.flush_counts() == 10
-    assert len(queries.captured_queries) == 1
-    assert {
-        (row.cluster_name, row.minute, row.outcome): row.count
-        for row in AdmissionCount.objects.all()
-    } == {
+    assert writes(queries) == 1
+    assert stored() == {
         ("a", minute, PATCHED): 8,
         ("a", minute, LEFT_ALONE): 2,
         ("a", minute - timedelta(minutes=1), PATCHED): 1,
         ("b", minute, PATCHED): 4,
     }
     assert counters.flush_counts() == 0 and counters.pending_total() == 0
+
+    # Two keys a statement: the second statement breaks the count's check, and the
+    # first one's counts are not kept either.
+    monkeypatch.setattr(bulk, "CAS_BATCH", 2)
+    before = stored()
+    count_all()
+    with counters._lock:
+        counters._pending[("b", minute, PATCHED)] = -100
+    with CaptureQueriesContext(connection) as queries:
+        assert counters.flush_counts() == 0
+    assert writes(queries) == 2
+    assert stored() == before
+    assert counters.pending_total() == 10 - 4 - 100
+    with counters._lock:
+        counters._pending[("b", minute, PATCHED)] = 4
+    assert counters.flush_counts() == 10
+    assert stored() == {
+        key: n + (n - 5 if key == ("a", minute, PATCHED) else n)
+        for key, n in before.items()
+    }
 
 
 def test_a_flush_returns_once_the_counts_another_thread_took_are_saved(

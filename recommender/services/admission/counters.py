@@ -17,13 +17,13 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Q, Sum
 
 from recommender import metrics
 from recommender.models import AdmissionCount
+from recommender.models.bulk import rows_per_statement
 
 logger = logging.getLogger(__name__)
 
@@ -113,23 +113,36 @@ def _flush() -> int:
 
 def _add(batch: dict[tuple[str, datetime, str], int]) -> None:
     """Add each (cluster, minute, outcome) count to its row, creating the missing
-    ones: one upsert whatever the number of rows (PostgreSQL and SQLite 3.24+ alike),
-    so a row another process creates meanwhile is added to, not raced."""
+    ones: one upsert (PostgreSQL and SQLite 3.24+ alike) per ``rows_per_statement``
+    keys, all in one transaction, so a row another process creates meanwhile is added
+    to, not raced, and a flush saves all its counts or none."""
     meta = AdmissionCount._meta
     q = connection.ops.quote_name
     minute = meta.get_field("minute")
-    params: list[Any] = []
-    for (cluster_name, at, outcome), n in batch.items():
-        params += [cluster_name, minute.get_db_prep_save(at, connection), outcome, n]
-    table, count_column = q(meta.db_table), q("count")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (cluster_name, minute, outcome, {count_column})"
-            f" VALUES {', '.join(['(%s, %s, %s, %s)'] * len(batch))}"
-            " ON CONFLICT (cluster_name, minute, outcome) DO UPDATE"
-            f" SET {count_column} = {table}.{count_column} + excluded.{count_column}",
-            params,
-        )
+    table = q(meta.db_table)
+    names = [q(meta.get_field(name).column) for name in _COLUMNS]
+    count_column = names[-1]
+    rows = [
+        [cluster_name, minute.get_db_prep_save(at, connection), outcome, n]
+        for (cluster_name, at, outcome), n in batch.items()
+    ]
+    per_statement = rows_per_statement(None, len(names))
+    with transaction.atomic(), connection.cursor() as cursor:
+        for start in range(0, len(rows), per_statement):
+            chunk = rows[start : start + per_statement]
+            cursor.execute(
+                f"INSERT INTO {table} ({', '.join(names)})"
+                f" VALUES {', '.join(['(%s, %s, %s, %s)'] * len(chunk))}"
+                f" ON CONFLICT ({', '.join(names[:-1])}) DO UPDATE"
+                f" SET {count_column} = {table}.{count_column}"
+                f" + excluded.{count_column}",
+                [value for row in chunk for value in row],
+            )
+
+
+# The columns of an AdmissionCount row as ``_add`` writes them: its unique key, then
+# the count.
+_COLUMNS = ("cluster_name", "minute", "outcome", "count")
 
 
 @dataclass(frozen=True)
