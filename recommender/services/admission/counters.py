@@ -120,7 +120,7 @@ def _add(batch: dict[tuple[str, datetime, str], int]) -> None:
     q = connection.ops.quote_name
     minute = meta.get_field("minute")
     table = q(meta.db_table)
-    names = [q(meta.get_field(name).column) for name in _COLUMNS]
+    names = [q(name) for name in _COLUMNS]
     count_column = names[-1]
     rows = [
         [cluster_name, minute.get_db_prep_save(at, connection), outcome, n]
@@ -140,8 +140,8 @@ def _add(batch: dict[tuple[str, datetime, str], int]) -> None:
             )
 
 
-# The columns of an AdmissionCount row as ``_add`` writes them: its unique key, then
-# the count.
+# The columns of an AdmissionCount row as ``_add`` writes them (each named as its
+# field): its unique key, then the count.
 _COLUMNS = ("cluster_name", "minute", "outcome", "count")
 
 
