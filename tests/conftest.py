@@ -66,6 +66,27 @@ def _flush_by_delete() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _vacuumed_after_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each module, a PostgreSQL test database's tables with many dead rows
+    are vacuumed (tests/fast_flush.py)."""
+    yield
+    if not settings.configured:
+        return
+    from django.db import connection
+
+    if (
+        connection.vendor != "postgresql"
+        or connection.in_atomic_block
+        or not str(connection.settings_dict["NAME"]).startswith("test_")
+    ):
+        return  # SQLite, a module's own transaction, or no test database yet
+    from tests.fast_flush import vacuum_dead_tables
+
+    with request.getfixturevalue("django_db_blocker").unblock():
+        vacuum_dead_tables(connection)
+
+
 @pytest.fixture(autouse=True)
 def _cold_engine_state() -> None:
     """Each test starts as a fresh worker process: no engine rows kept from another
