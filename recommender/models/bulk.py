@@ -251,8 +251,9 @@ def insert_pointed(
     columns = [_concrete(model, name) for name in fields]
     names = ", ".join(q(f.column) for f in columns)
     typed = ", ".join(f"{q(f.column)} {f.db_type(connection)}" for f in columns)
-    expect_type = _concrete(owner_model, pointer).db_type(connection)
-    pointer_column = q(_concrete(owner_model, pointer).column)
+    pointer_field = _concrete(owner_model, pointer)
+    expect_type = pointer_field.db_type(connection)
+    pointer_column = q(pointer_field.column)
     pk, owner_column = q(meta.pk.column), q(owner_field.column)
     sql = (
         f"WITH v AS (SELECT * FROM jsonb_to_recordset(%s::jsonb)"

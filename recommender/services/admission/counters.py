@@ -111,6 +111,11 @@ def _flush() -> int:
     return sum(batch.values())
 
 
+# The columns of an AdmissionCount row as ``_add`` writes them (each named as its
+# field): its unique key, then the count.
+_COLUMNS = ("cluster_name", "minute", "outcome", "count")
+
+
 def _add(batch: dict[tuple[str, datetime, str], int]) -> None:
     """Add each (cluster, minute, outcome) count to its row, creating the missing
     ones: one upsert (PostgreSQL and SQLite 3.24+ alike) per ``rows_per_statement``
@@ -138,11 +143,6 @@ def _add(batch: dict[tuple[str, datetime, str], int]) -> None:
                 f" + excluded.{count_column}",
                 [value for row in chunk for value in row],
             )
-
-
-# The columns of an AdmissionCount row as ``_add`` writes them (each named as its
-# field): its unique key, then the count.
-_COLUMNS = ("cluster_name", "minute", "outcome", "count")
 
 
 @dataclass(frozen=True)
