@@ -968,44 +968,62 @@ def test_the_steady_windows_of_a_cycle_are_stored_in_one_statement_of_each_kind(
     assert (inserts == pointers) == (connection.vendor == "postgresql")
 
 
-def test_a_discovery_that_writes_no_workload_reads_them_once(settings, db):
-    """When discovery writes no workload, the pods' owners by name come from its own
-    read of the stored workloads, as a read of their own would give them (active
-    ones first: a gone workload of another kind and the same name comes after)."""
+def discovered_a_minute_later(
+    settings: Any, name: str, plant: Any
+) -> tuple[Cluster, Any, list[str], Any]:
+    """A simulated fleet of 12 workloads after its first contact, discovered again a
+    minute later once ``plant`` (given the cluster) added stored rows: the cluster,
+    discovery's result, the statements it issued and what ``plant`` returned."""
     settings.SIMULATION_WORKLOADS = 12
     settings.SIMULATION_HISTORY_DAYS = 0.25
-    cluster = Cluster.objects.create(name="workloads-once", kind="simulated")
+    cluster = Cluster.objects.create(name=name, kind="simulated")
     refresh_cluster(cluster_id=cluster.pk, now=NOW)
+    planted = plant(cluster)
     later = NOW + timedelta(minutes=1)
-    live = Workload.objects.filter(cluster=cluster).order_by("pk").first()
-    gone = Workload.objects.create(
-        cluster=cluster,
-        kind="Job" if live.kind != "Job" else "CronJob",
-        namespace=live.namespace,
-        name=live.name,
-        first_seen_at=NOW,
-        last_seen_at=later,
-        is_active=False,
-    )
     snapshot = cluster_adapter_for(cluster, now=later).discover()
-
     with CaptureQueriesContext(connection) as queries:
         found = discovery.upsert_discovery(
             cluster=cluster, snapshot=snapshot, now=later
         )
+    return cluster, found, [q["sql"] for q in queries.captured_queries], planted
+
+
+def test_a_discovery_that_writes_no_workload_reads_them_once(settings, db):
+    """When discovery writes no workload, the pods' owners by name come from its own
+    read of the stored workloads, as a read of their own would give them (active
+    ones first: a gone workload of another kind and the same name comes after)."""
+
+    def plant_a_gone_namesake(cluster: Cluster) -> tuple[Workload, Workload]:
+        live = Workload.objects.filter(cluster=cluster).order_by("pk").first()
+        gone = Workload.objects.create(
+            cluster=cluster,
+            kind="Job" if live.kind != "Job" else "CronJob",
+            namespace=live.namespace,
+            name=live.name,
+            first_seen_at=NOW,
+            last_seen_at=NOW + timedelta(minutes=1),
+            is_active=False,
+        )
+        return live, gone
+
+    cluster, found, sql, (live, gone) = discovered_a_minute_later(
+        settings, "workloads-once", plant_a_gone_namesake
+    )
 
     assert found.counts["workloads_new"] == found.counts["workloads_vanished"] == 0
     workload_reads = [
-        q["sql"]
-        for q in queries.captured_queries
+        statement
+        for statement in sql
         # A streamed read is a cursor's DECLARE on PostgreSQL.
-        if "SELECT" in q["sql"]
-        and 'FROM "recommender_workload"' in q["sql"]
-        and '"recommender_workload"."name"' in q["sql"]
-        and "GROUP BY" not in q["sql"]  # the batch workloads' runs: their own read
+        if "SELECT" in statement
+        and 'FROM "recommender_workload"' in statement
+        and '"recommender_workload"."name"' in statement
+        and "GROUP BY" not in statement  # the batch workloads' runs: their own read
     ]
     assert len(workload_reads) == 1, workload_reads
-    read_again = load_pod_owners(cluster_id=cluster.pk, namespace=None, now=later)
+    read_again = load_pod_owners(
+        cluster_id=cluster.pk, namespace=None, now=NOW + timedelta(minutes=1)
+    )
     assert found.pods.by_name == read_again.by_name
     assert found.pods.by_name[(live.namespace, live.name)] == [
         (live.kind, live.pk),
@@ -1017,36 +1035,33 @@ def test_discovery_reads_the_stored_pods_once(settings, db):
     """The stored pods' rows, compared with the live pods, and the owners of the
     pods no longer live (``PodOwners.stored``) come from one read of the pods: a
     gone pod within retention keeps its workload, one past it has none."""
-    settings.SIMULATION_WORKLOADS = 12
-    settings.SIMULATION_HISTORY_DAYS = 0.25
-    cluster = Cluster.objects.create(name="pods-once", kind="simulated")
-    refresh_cluster(cluster_id=cluster.pk, now=NOW)
     later = NOW + timedelta(minutes=1)
-    some = WorkloadPod.objects.filter(cluster=cluster).order_by("pk").first()
-    for name, seen_at in (
-        ("gone-recently", later - timedelta(days=1)),
-        ("gone-long-ago", later - POD_RETENTION - timedelta(minutes=1)),
-    ):
-        WorkloadPod.objects.create(
-            cluster=cluster,
-            workload_id=some.workload_id,
-            namespace=some.namespace,
-            name=name,
-            containers={},
-            first_seen_at=seen_at,
-            last_seen_at=seen_at,
-        )
-    snapshot = cluster_adapter_for(cluster, now=later).discover()
 
-    with CaptureQueriesContext(connection) as queries:
-        found = discovery.upsert_discovery(
-            cluster=cluster, snapshot=snapshot, now=later
-        )
+    def plant_gone_pods(cluster: Cluster) -> WorkloadPod:
+        some = WorkloadPod.objects.filter(cluster=cluster).order_by("pk").first()
+        for name, seen_at in (
+            ("gone-recently", later - timedelta(days=1)),
+            ("gone-long-ago", later - POD_RETENTION - timedelta(minutes=1)),
+        ):
+            WorkloadPod.objects.create(
+                cluster=cluster,
+                workload_id=some.workload_id,
+                namespace=some.namespace,
+                name=name,
+                containers={},
+                first_seen_at=seen_at,
+                last_seen_at=seen_at,
+            )
+        return some
+
+    _, found, sql, some = discovered_a_minute_later(
+        settings, "pods-once", plant_gone_pods
+    )
 
     pod_reads = [
-        q["sql"]
-        for q in queries.captured_queries
-        if "SELECT" in q["sql"] and '"recommender_workloadpod"."name"' in q["sql"]
+        statement
+        for statement in sql
+        if "SELECT" in statement and '"recommender_workloadpod"."name"' in statement
     ]
     assert len(pod_reads) == 1, pod_reads
     assert found.owner_of(some.namespace, "gone-recently") == some.workload_id
