@@ -94,6 +94,41 @@ class PageProblems:
             )
 
 
+class InFlight:
+    """The requests one page has sent whose response has not yet ended."""
+
+    def __init__(self) -> None:
+        self.pending: set[object] = set()
+
+    def watch(self, page: object) -> None:
+        # Lambdas: Playwright cannot wrap a builtin method as a handler.
+        page.on("request", lambda request: self.pending.add(request))
+        page.on("requestfinished", lambda request: self.pending.discard(request))
+        page.on("requestfailed", lambda request: self.pending.discard(request))
+
+
+def settle(page: object, *, quiet_ms: int = 400, timeout_ms: int = 15000) -> None:
+    """Return once ``page`` has had no request in flight for ``quiet_ms``.
+
+    Call it before the test's own thread reads or writes the database while the page is
+    open. On SQLite the test database is one in-memory database in shared-cache mode,
+    where a statement meeting another thread's open one fails at once ("database table
+    is locked", no busy wait) and the page answers 503. Playwright's
+    ``wait_for_load_state("networkidle")`` is no guard: it returns at once once the page
+    has loaded, even while a request the page sent later (an htmx refresh triggered by a
+    save) is still being served. The quiet time covers a request sent just after the
+    last one ended."""
+    in_flight = page.in_flight
+    quiet = waited = 0
+    while quiet < quiet_ms:
+        if waited >= timeout_ms:
+            urls = sorted(request.url for request in in_flight.pending)
+            raise AssertionError(f"still in flight after {timeout_ms} ms: {urls}")
+        page.wait_for_timeout(50)
+        waited += 50
+        quiet = 0 if in_flight.pending else quiet + 50
+
+
 @pytest.fixture
 def page(browser, live_server):
     """A fresh browser page; the test fails if the page saw any problem."""
@@ -105,6 +140,8 @@ def page(browser, live_server):
     problems = PageProblems()
     problems.watch(page)
     page.problems = problems
+    page.in_flight = InFlight()
+    page.in_flight.watch(page)
     yield page
     context.close()
     assert not problems.items, "the browser saw problems:\n" + "\n".join(problems.items)

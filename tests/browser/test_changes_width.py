@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from recommender.models import AuditEvent, ResizeChange
 from recommender.roles import Role
-from tests.browser.conftest import screenshot
+from tests.browser.conftest import screenshot, settle
 from tests.factories import make_cluster, make_user, make_workload
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -111,7 +111,7 @@ def test_200_changes_in_50_groups_fit_1280_px_and_a_group_rejects_per_change(pag
     form.locator("select[name=snooze]").select_option("7d")
     form.locator("button[type=submit]").click()
     page.get_by_text("Rejected 4 change(s).").wait_for()
-    page.wait_for_load_state("networkidle")
+    settle(page)
     assert set(
         ResizeChange.objects.filter(pk__in=ids).values_list("status", "snooze")
     ) == {("rejected", "7d")}

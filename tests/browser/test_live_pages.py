@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from recommender.models import ResizeChange, Workload
 from recommender.roles import Role
-from tests.browser.conftest import screenshot
+from tests.browser.conftest import screenshot, settle
 from tests.browser.test_dashboard import _log_in, _seed
 from tests.factories import make_cluster, make_user, make_workload
 
@@ -86,7 +86,7 @@ def test_workload_list_and_page_refresh_themselves(page, settings):
     # The workload page too, while the policy being edited stays as typed.
     workload = Workload.objects.get(name="batch")
     page.goto(f"/workloads/{workload.pk}/")
-    page.wait_for_load_state("networkidle")
+    settle(page)
     # The in-memory SQLite test database is shared with the live server's thread, which
     # polls every second: a write that meets its read is refused at once ("database
     # table is locked", no busy wait in shared-cache mode), so it is tried again.
@@ -152,7 +152,7 @@ def test_api_docs_load_nothing_from_outside(page, live_server, path, ready, font
     assert "vpaweb API" in page.locator(ready).inner_text()
     shown = page.locator(ready).evaluate("(node) => getComputedStyle(node).fontFamily")
     assert shown.startswith(font), shown
-    page.wait_for_load_state("networkidle")
+    settle(page)
 
     local = urlsplit(live_server.url).netloc
     outside = [

@@ -10,7 +10,7 @@ import pytest
 
 from recommender.models import AuditEvent, Policy, PolicyRule
 from recommender.roles import Role
-from tests.browser.conftest import screenshot
+from tests.browser.conftest import screenshot, settle
 from tests.factories import make_cluster, make_user, make_workload
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -49,6 +49,7 @@ def test_an_operator_previews_confirms_and_lists_a_rule(page):
 
     page.get_by_test_id("rule-confirm").get_by_test_id("rule-apply").click()
     page.wait_for_url(re.compile(r"/policy-rules/$"))
+    settle(page)  # before this thread reads what the page wrote
     row = page.get_by_test_id("rule-row")
     assert row.count() == 1
     text = row.inner_text()
@@ -60,4 +61,3 @@ def test_an_operator_previews_confirms_and_lists_a_rule(page):
         "agent": "Off",
     }
     assert AuditEvent.objects.filter(action="policy_rule.save").count() == 1
-    page.wait_for_load_state("networkidle")

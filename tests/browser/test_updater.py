@@ -16,7 +16,7 @@ from recommender.models import Cluster, Policy, ResizeChange, Workload
 from recommender.roles import Role
 from recommender.services.actuation.cycle import run_cycle
 from recommender.services.refresh.cycle import refresh_cluster
-from tests.browser.conftest import PageProblems, screenshot
+from tests.browser.conftest import PageProblems, screenshot, settle
 from tests.factories import make_cluster, make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -73,10 +73,10 @@ def test_switch_approve_and_see_the_requests_change(
     page.locator("#policy-form button[name=confirm_mode]").click()
     page.get_by_test_id("policy-saved").wait_for()
     assert Policy.objects.get(workload=workload).mode == "InPlaceOrRecreate"
-    # The page's own requests end before this thread writes: on SQLite's shared
-    # in-memory database a reader meeting a writer's open transaction fails with
-    # "database table is locked" (the page answered 500 once, under load).
-    page.wait_for_load_state("networkidle")
+    # The page's own requests (the refresh its save triggers) end before this thread
+    # writes (settle: SQLite's shared in-memory database refuses a statement meeting
+    # another thread's, and the page answered 503 once, under load).
+    settle(page)
 
     # The updater's next cycle proposes; nothing is applied without an approval.
     later = now + timedelta(minutes=1)
@@ -98,7 +98,7 @@ def test_switch_approve_and_see_the_requests_change(
     page.locator(f"#change-{change.pk} [data-testid=change-status]").filter(
         has_text="approved"
     ).wait_for()
-    page.wait_for_load_state("networkidle")
+    settle(page)
 
     # Two cycles: the resize, then its verification on the next discovery.
     run_cycle(cluster, now=later + timedelta(minutes=1), holder="t")

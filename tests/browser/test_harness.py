@@ -1,0 +1,30 @@
+"""The browser harness itself: ``settle`` waits for requests a page sends after it
+loaded, which Playwright's "networkidle" load state does not (the SQLite runs of the
+browser tests depend on it, tests/browser/conftest.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.conftest import settle
+
+pytestmark = pytest.mark.browser
+
+# A request 100 ms after the call, and a second one 300 ms after the first has ended:
+# each starts while settle is waiting out its quiet time.
+TWO_LATE_REQUESTS = """() => setTimeout(
+  () => fetch("/healthz?first").then(
+    () => setTimeout(() => fetch("/healthz?second"), 300)), 100)"""
+
+
+def test_settle_returns_after_the_requests_sent_after_load(page):
+    page.goto("/login/")
+    page.wait_for_load_state("networkidle")
+    ended: list[str] = []
+    page.on("requestfinished", lambda request: ended.append(request.url))
+
+    page.evaluate(TWO_LATE_REQUESTS)
+    settle(page)
+
+    assert [url.rsplit("?", 1)[1] for url in ended] == ["first", "second"]
+    assert not page.in_flight.pending
