@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
@@ -101,6 +102,9 @@ def _cold_engine_state() -> None:
     # Nor admission counts another test's reviews left unsaved in this process (the
     # next flush would write them into this test's database).
     counters._pending.clear()
+    # Nor objects a refresh froze out of the collector (cycle.cyclic_gc_paused): a
+    # worker process's hourly full collection never comes within a test run.
+    gc.unfreeze()
 
 
 @pytest.fixture(autouse=True)
