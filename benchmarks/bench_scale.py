@@ -16,8 +16,9 @@ DATABASE_URL=postgres://.../scratch python -m benchmarks scale"""
 # contact and after the steady cycles (ru_maxrss: the whole process), the steady cycle's
 # time by phase (median; every phase the run timed, and the time outside any) and its
 # statements (each cycle: its Python garbage collections, any generation, and their
-# seconds, time the wall clock holds outside any phase), and the server time (median of 5) of the
-# dashboard overview, the workloads list, the list sorted by risk and the API list.
+# seconds, time the wall clock holds outside any phase), and the server time (median
+# of 5) of the dashboard overview, the workloads list, the list sorted by risk and the
+# API list.
 # The database is vacuumed before each size (an earlier run's deleted rows) and after
 # its first contact (as autovacuum would after those inserts; the output says whether
 # the server's autovacuum is on: with it off, the rows the cycles rewrite stay dead and
