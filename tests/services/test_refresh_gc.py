@@ -88,3 +88,16 @@ def test_what_the_block_leaves_alive_is_frozen_and_collected_in_full_hourly(
     assert gc.get_freeze_count() == 0
     assert 2 in collections  # a full collection
     assert gc.isenabled()
+
+
+def test_what_a_failed_block_leaves_is_not_frozen(collector, monkeypatch):
+    """A failed block's traceback holds its frames: left to the collector, which frees
+    them once the error is handled, not frozen for an hour."""
+    monkeypatch.setattr(cycle, "_full_collection_at", cycle.time.monotonic())
+
+    with pytest.raises(RuntimeError), cyclic_gc_paused():
+        rows = [[] for _ in range(1000)]  # noqa: F841 (held by the frame)
+        raise RuntimeError("source down")
+
+    assert gc.get_freeze_count() == 0
+    assert gc.isenabled()

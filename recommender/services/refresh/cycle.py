@@ -108,8 +108,8 @@ PROGRESS_EVERY_S = 5.0
 # compare-and-swap each): what the store holds at once whatever moved.
 RECOMMENDATION_SLICE = 5_000
 # How often what refreshes left alive is collected in full (cyclic_gc_paused): the
-# reference cycles among it (a handful of objects a cycle at 100,000 containers)
-# wait at most this long; a full collection at that size takes about 1.4 s.
+# reference cycles among it (about 650 objects a cycle at 100,000 containers) wait
+# at most this long; a full collection at that size takes about 1.4 s.
 FULL_COLLECTION_EVERY_S = 3600.0
 _full_collection_at = time.monotonic()
 
@@ -641,8 +641,15 @@ def cyclic_gc_paused() -> Iterator[None]:
     global _full_collection_at
     was_enabled = gc.isenabled()
     gc.disable()
+    failed = False
     try:
         yield
+    except BaseException:
+        # What a failed block leaves is not frozen: its traceback holds the block's
+        # frames, often in a reference cycle, which the collector frees once the
+        # error is handled (frozen, a failing cycle a minute would pile up an hour's).
+        failed = True
+        raise
     finally:
         if was_enabled:
             now_s = time.monotonic()
@@ -650,7 +657,7 @@ def cyclic_gc_paused() -> Iterator[None]:
                 gc.unfreeze()
                 gc.collect()
                 _full_collection_at = now_s
-            else:
+            elif not failed:
                 gc.freeze()
             gc.enable()
 
