@@ -23,6 +23,7 @@ from .limits import (
     REQUESTS_ONLY,
     ContainerResources,
     check_resources,
+    is_valid_resources,
     proportional_limit,
     scale_proportionally,
 )
@@ -232,8 +233,10 @@ def _bounds_of(rec: RecommendationLike, argument: str) -> dict[str, Resources]:
             f"uncapped_target: {rec!r}"
         ) from None
     for name, value in bounds.items():
-        check_resources(f"{argument}.{name}", value)
-    check_resources(f"{argument}.uncapped_target", uncapped)
+        if not is_valid_resources(value):
+            check_resources(f"{argument}.{name}", value)
+    if not is_valid_resources(uncapped):
+        check_resources(f"{argument}.uncapped_target", uncapped)
     return bounds
 
 

@@ -352,3 +352,17 @@ def test_policy_capping_stays_within_min_and_max(
             if high:
                 assert value <= high
     assert capped.target.cpu_millicores is None or cpu is not None
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (_rec(Resources(42), lower=Resources(-1)), r"rec\.lower\.cpu_millicores"),
+        (_rec(Resources(42), upper=Resources(1, 1.5)), r"rec\.upper\.memory_bytes"),
+        (_rec(Resources(42), uncapped=Resources(True)), r"rec\.uncapped_target\.cpu"),
+        (_rec("42m"), r"rec\.target must be a Resources"),
+    ],
+)
+def test_a_bad_bound_is_refused_naming_it(bad, message):
+    with pytest.raises(ValueError, match=message):
+        apply_vpa_policy(bad, None)

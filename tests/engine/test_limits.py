@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 from recommender.engine.limits import (
     MAX_INT64,
     ContainerResources,
+    check_resources,
+    is_valid_resources,
     proportional_limit,
     requests_and_limits_for_container,
 )
@@ -178,3 +180,24 @@ def test_proportional_limit_keeps_the_ratio_within_rounding(limit, request, new)
     else:
         # floor(limit * new / request): off by less than one unit from the exact ratio.
         assert result * request <= limit * new < (result + 1) * request
+
+
+_AMOUNTS = st.one_of(
+    st.none(),
+    st.integers(min_value=-(2**64), max_value=2**64),
+    st.booleans(),
+    st.floats(allow_nan=False),
+)
+
+
+@given(cpu=_AMOUNTS, memory=_AMOUNTS)
+def test_is_valid_resources_accepts_exactly_what_check_resources_accepts(cpu, memory):
+    value = Resources(cpu, memory)
+    try:
+        check_resources("value", value)
+    except ValueError:
+        accepted = False
+    else:
+        accepted = True
+    assert is_valid_resources(value) is accepted
+    assert is_valid_resources((cpu, memory)) is False

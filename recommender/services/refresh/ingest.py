@@ -26,6 +26,7 @@ import numpy as np
 from django.conf import settings
 from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast, Length
+from django.db.models.lookups import GreaterThan
 
 from recommender.cluster.base import OomKill
 from recommender.engine.aggregation import AggregateSet, OomBatch, SampleBatch
@@ -245,9 +246,9 @@ class LoadedRow(NamedTuple):
     histogram_key: str
     last_sample_at: datetime | None
     checkpoint_updated_at: datetime
-    # The length of the checkpoint's state only: the state itself is read for the rows
-    # that need it (_states).
-    state_bytes: int | None
+    # Whether the checkpoint has a state (None: no state column value): the state
+    # itself is read for the rows that need it (_states).
+    has_state: bool | None
     read_through_at: datetime | None
     unsettled_samples: int
     latest_recommendation_id: int | None
@@ -299,7 +300,7 @@ class LoadedRow(NamedTuple):
             histogram_key=self.histogram_key,
             last_sample_at=self.last_sample_at,
             updated_at=self.checkpoint_updated_at,
-            has_state=bool(self.state_bytes),
+            has_state=bool(self.has_state),
             read_through_at=self.read_through_at,
             unsettled_samples=self.unsettled_samples,
         )
@@ -323,7 +324,7 @@ _ROW_COLUMNS = (
     "checkpoint__histogram_key",
     "checkpoint__last_sample_at",
     "checkpoint__updated_at",
-    "checkpoint_state_bytes",
+    "checkpoint_has_state",
     "checkpoint__read_through_at",
     "checkpoint__unsettled_samples",
     "latest_recommendation_id",
@@ -378,8 +379,10 @@ def read_rows(discovery: Discovery) -> dict[int, list[LoadedRow]]:
         .annotate(
             policy_overrides=Cast("workload__policy__profile_overrides", TextField()),
             policy_containers=Cast("workload__policy__container_policies", TextField()),
-            # Its length only: the state itself is read for the rows that need it.
-            checkpoint_state_bytes=Length("checkpoint__state"),
+            # Whether it has one only: the state is read for the rows that need it.
+            # A comparison, not the length: an integer annotation gets a converter
+            # per row (Django's int() for every backend), 0.1 s at 100,000 rows.
+            checkpoint_has_state=GreaterThan(Length("checkpoint__state"), 0),
         )
         .order_by("workload_id", "position")
         .values_list(*_ROW_COLUMNS)

@@ -24,6 +24,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
+from operator import itemgetter
 
 from recommender.cluster.base import OomKill
 from recommender.errors import SourceUnavailable, VpawebError
@@ -89,6 +90,10 @@ class SharedHistory:
     def __init__(self, namespace: str | None) -> None:
         self.namespace = namespace
         self._read: tuple[float, float, list[OomKill] | None] | None = None
+        # The read kills by namespace, each with its position in the history and
+        # its time: a window goes through its namespaces' kills only (a steady
+        # cycle's history held 121,599 kills at 100,000 containers, in 8 windows).
+        self._by_namespace: dict[str, list[tuple[int, float, OomKill]]] = {}
 
     def kills(
         self,
@@ -98,21 +103,29 @@ class SharedHistory:
         start_s: float,
         end_s: float,
     ) -> list[OomKill] | None:
-        """``oom_history`` of a window of ``namespaces`` from ``start_s``."""
+        """``oom_history`` of a window of ``namespaces`` from ``start_s``, in the
+        history's order."""
         read = self._read
         if read is None or start_s < read[0] or end_s != read[1]:
             history = oom_history(
                 source, namespace=self.namespace, start_s=start_s, end_s=end_s
             )
             read = self._read = (start_s, end_s, history)
-        history = read[2]
-        if history is None:
+            self._by_namespace = defaultdict(list)
+            for position, kill in enumerate(history or ()):
+                self._by_namespace[kill.namespace].append(
+                    (position, kill.occurred_at.timestamp(), kill)
+                )
+        if read[2] is None:
             return None
-        return [
-            k
-            for k in history
-            if k.namespace in namespaces and k.occurred_at.timestamp() > start_s
+        found = [
+            (position, kill)
+            for namespace in namespaces
+            for position, at_s, kill in self._by_namespace.get(namespace, ())
+            if at_s > start_s
         ]
+        found.sort(key=itemgetter(0))
+        return [kill for _, kill in found]
 
     def read_kills(self) -> Sequence[OomKill]:
         """The kills read so far (none before the first window's read)."""
