@@ -1,11 +1,11 @@
-"""PostgreSQL timestamps read with ``datetime.fromisoformat`` (C), the same values as
-Django's loader in a fraction of the time.
+"""PostgreSQL timestamps read with ``datetime.fromisoformat`` (C): Django's values.
 
 Django's timestamptz loader subclasses psycopg's pure-Python one (to set the time
-zone), which parses each value with a regular expression: about 2.8 µs, 0.6 s of a
-100,000-container refresh cycle (221,000 values). PostgreSQL prints ISO 8601 (Django
-sets DateStyle ISO); ``fromisoformat`` reads it, and the value becomes what Django's
-gives: the instant in Django's time zone, or without USE_TZ the wall time as printed.
+zone), which parses each value with a regular expression: 200,000 values read in
+0.56 s against 0.15 s here, about 0.45 s of the 221,000 a 100,000-container refresh
+cycle reads. PostgreSQL prints ISO 8601 (Django sets DateStyle ISO); ``fromisoformat``
+reads it, and the value becomes what Django's gives: the instant in Django's time
+zone, or without USE_TZ the wall time as printed.
 What ``fromisoformat`` cannot read (infinity, BC dates, years past 9999) goes to
 Django's loader, which answers or raises as before.
 """

@@ -10,11 +10,12 @@ from tests.browser.conftest import settle
 
 pytestmark = pytest.mark.browser
 
-# A request 100 ms after the call, and a second one 300 ms after the first has ended:
-# each starts while settle is waiting out its quiet time.
+# A request 100 ms after the call, and a second one 100 ms after the first has ended:
+# each starts while settle is waiting out its quiet time (400 ms: a slow machine's
+# late timer has 300 ms to spare).
 TWO_LATE_REQUESTS = """() => setTimeout(
   () => fetch("/healthz?first").then(
-    () => setTimeout(() => fetch("/healthz?second"), 300)), 100)"""
+    () => setTimeout(() => fetch("/healthz?second"), 100)), 100)"""
 
 
 def test_settle_returns_after_the_requests_sent_after_load(page):
