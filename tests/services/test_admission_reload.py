@@ -386,6 +386,4 @@ def test_a_cycles_many_changed_workloads_are_journaled_in_one_statement(cluster)
     assert AdmissionChange.objects.filter(cluster=cluster).count() == before + 1200
     new = AdmissionChange.objects.filter(cluster=cluster).order_by("pk")[before:]
     assert [row.workload_id for row in new] == ids  # in order, one a workload
-    assert all(
-        timezone.now() - row.created_at < timedelta(minutes=1) for row in new
-    )
+    assert all(timezone.now() - row.created_at < timedelta(minutes=1) for row in new)

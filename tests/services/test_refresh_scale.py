@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import itertools
+import json
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -697,7 +697,7 @@ def test_rows_are_sent_as_one_json_document_of_what_each_column_holds():
             "count": np.int64(3),
             "name": SafeString("app"),
             "gone": float("nan"),
-            "pair": (1, "ü \"q\" \\"),
+            "pair": (1, 'ü "q" \\'),
         }
     }
     pod = WorkloadPod(
