@@ -10,7 +10,6 @@ that moves ``Cluster.last_discovered_at``.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -381,7 +380,7 @@ def _read_cluster_columns(
         raise NotFound(f"cluster {cluster.pk} does not exist")
     # Both backends return the JSON columns as their text.
     for name, text in zip(_CLUSTER_COLUMNS, row, strict=True):
-        setattr(cluster, name, None if text is None else json.loads(text))
+        setattr(cluster, name, stored_json.load(text))
     cluster.last_discovered_at = now
 
 
@@ -451,15 +450,11 @@ def _differs(stored: Sequence[Any], fields: dict[str, Any]) -> bool:
             value = (
                 stored_json.parse(value)
                 if name == "policy_annotations"
-                else _json_value(value)
+                else stored_json.load(value)
             )
         if value != fields[name]:
             return True
     return False
-
-
-def _json_value(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
 
 
 def policy_annotations(annotations: dict[str, str]) -> dict[str, str]:
