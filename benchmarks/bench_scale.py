@@ -16,9 +16,9 @@ DATABASE_URL=postgres://.../scratch python -m benchmarks scale"""
 # contact and after the steady cycles (ru_maxrss: the whole process), the steady cycle's
 # time by phase (median; every phase the run timed, and the time outside any) and its
 # statements (each cycle: its Python garbage collections, any generation, and their
-# seconds, time the wall clock holds outside any phase), and the server time (median
-# of 5) of the dashboard overview, the workloads list, the list sorted by risk and the
-# API list.
+# seconds, time the wall clock holds outside any phase; and its phases), and the
+# server time (median of 5) of the dashboard overview, the workloads list, the list
+# sorted by risk and the API list.
 # The database is vacuumed before each size (an earlier run's deleted rows) and after
 # its first contact (as autovacuum would after those inserts; the output says whether
 # the server's autovacuum is on: with it off, the rows the cycles rewrite stay dead and
@@ -187,6 +187,7 @@ def run_size(containers: int) -> dict[str, Any]:
                 c["kept"],
                 c["changed"],
                 *c["collections"],
+                c["timings"],
             ]
             for c in cycles
         ],
@@ -249,9 +250,22 @@ def main() -> None:
             " garbage collections within it, any generation, and their seconds): "
             + ", ".join(
                 f"({w:.1f}, {n}, {k:,}, {c:,}, {g}, {gs:.2f})"
-                for w, n, k, c, g, gs in r["cycles"]
+                for w, n, k, c, g, gs, _ in r["cycles"]
             )
         )
+        names = _phase_names([r])
+        for number, (*_, timings) in enumerate(r["cycles"], start=1):
+            spent = [timings.get(f"{name}_s", 0.0) for name in names]
+            outside = timings.get("total_s", 0.0) - sum(spent)
+            print(
+                f"  steady cycle {number}: "
+                + ", ".join(
+                    f"{name} {s:.2f}"
+                    for name, s in zip(
+                        [*names, "outside any phase"], [*spent, outside], strict=True
+                    )
+                )
+            )
     for r in rows:
         print(
             f"{r['containers']:,} containers: first contact in"
