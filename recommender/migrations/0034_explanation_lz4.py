@@ -17,7 +17,7 @@ logger = logging.getLogger(__name__)
 _TABLE, _COLUMN = "recommender_recommendation", "explanation"
 
 
-def _compression(method):
+def _compression(method, column=_COLUMN):
     def forward(apps, schema_editor):
         connection = schema_editor.connection
         if connection.vendor != "postgresql":
@@ -26,7 +26,7 @@ def _compression(method):
         try:
             with transaction.atomic(using=connection.alias):
                 schema_editor.execute(
-                    f"ALTER TABLE {q(_TABLE)} ALTER COLUMN {q(_COLUMN)}"
+                    f"ALTER TABLE {q(_TABLE)} ALTER COLUMN {q(column)}"
                     f" SET COMPRESSION {method}"
                 )
         except NotSupportedError as exc:

@@ -4,8 +4,11 @@ the server's default. Elsewhere the migration does nothing."""
 
 from __future__ import annotations
 
+import importlib
+import logging
+
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 BEFORE = "0033_recommendation_container_index"
 AFTER = "0034_explanation_lz4"
@@ -31,3 +34,21 @@ def test_explanations_are_compressed_with_lz4_and_back(migrate_to):
     assert _compression() == ""
     migrate_to(AFTER)
     assert _compression() == "l"
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's TOAST")
+@pytest.mark.django_db(transaction=True)
+def test_a_server_that_cannot_compress_so_leaves_the_column_and_goes_on(caplog):
+    """The server's refusal (a feature it does not support: what one built without
+    lz4 answers; here an integer column, which has nothing to compress) is logged,
+    and the migration's transaction goes on."""
+    migration = importlib.import_module(f"recommender.migrations.{AFTER}")
+    forward = migration._compression("lz4", column="target_cpu_millicores")
+    with (
+        caplog.at_level(logging.WARNING),
+        transaction.atomic(),
+        connection.schema_editor() as editor,
+    ):
+        forward(None, editor)
+        assert _compression() == "l"  # the transaction still answers
+    assert "does not support compression" in caplog.text
