@@ -420,11 +420,14 @@ def _json_rows(
     # The wrapper itself, not the thread-local proxy ``connection``: each field reads
     # it a few times a value.
     db = connections[DEFAULT_DB_ALIAS]
-    plan = [(f, f.column, _reader(f), isinstance(f, JSONField)) for f in columns]
+    plan = [
+        (f, f.column, _reader(f), isinstance(f, JSONField), getattr(f, "encoder", None))
+        for f in columns
+    ]
     out = []
     for number, obj in enumerate(objs):
         row: dict[str, Any] = {} if extra is None else dict(extra[number])
-        for f, column, read, is_json in plan:
+        for f, column, read, is_json, encoder in plan:
             value = read(obj)
             if value is None or type(value) in _PLAIN:
                 if type(value) is float and not math.isfinite(value):
@@ -432,9 +435,9 @@ def _json_rows(
                         f"{type(obj).__name__}.{f.name}: {value} cannot be sent as JSON"
                     )
             elif is_json:
-                if f.encoder is not None:
+                if encoder is not None:
                     # As the field's own encoder would write it.
-                    value = json.loads(json.dumps(value, cls=f.encoder))
+                    value = json.loads(json.dumps(value, cls=encoder))
             elif isinstance(value, bytes | bytearray | memoryview):
                 value = "\\x" + bytes(value).hex()  # bytea's hex input
             else:
@@ -456,7 +459,7 @@ def _reader(f: Field[Any, Any]) -> Callable[[Model], Any]:
     return lambda obj: f.pre_save(obj, add=True)
 
 
-def _json_default(value: Any) -> Any:
+def _plain_value(value: Any) -> Any:
     """What msgspec leaves to its caller, as ``json.dumps`` writes it: a NumPy number
     as the Python number it holds, a subclass of str, int or float (a SafeString, a
     NumPy float) as its base type's value."""
@@ -468,8 +471,12 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} cannot be sent as JSON: {value!r}")
 
 
-_BASES = ((str, str.__str__), (int, int.__int__), (float, float.__float__))
-_ENCODER = msgspec.json.Encoder(enc_hook=_json_default)
+_BASES: tuple[tuple[type, Callable[[Any], Any]], ...] = (
+    (str, str.__str__),
+    (int, int.__int__),
+    (float, float.__float__),
+)
+_ENCODER = msgspec.json.Encoder(enc_hook=_plain_value)
 
 
 def _concrete(model: type[Model], name: str) -> Field[Any, Any]:
