@@ -254,15 +254,15 @@ def main() -> None:
             )
         )
         names = _phase_names([r])
-        for number, (*_, timings) in enumerate(r["cycles"], start=1):
-            spent = [timings.get(f"{name}_s", 0.0) for name in names]
-            outside = timings.get("total_s", 0.0) - sum(spent)
+        for number, (wall, *_, timings) in enumerate(r["cycles"], start=1):
             print(
                 f"  steady cycle {number}: "
                 + ", ".join(
                     f"{name} {s:.2f}"
                     for name, s in zip(
-                        [*names, "outside any phase"], [*spent, outside], strict=True
+                        [*names, "outside any phase"],
+                        _phase_seconds(timings, names, wall),
+                        strict=True,
                     )
                 )
             )
@@ -283,10 +283,10 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        c, t, p = r["cycle"], r["cycle"]["timings"], r["pages"]
-        spent = [t.get(f"{name}_s", 0.0) for name in names]
-        outside = t.get("total_s", c["wall_s"]) - sum(spent)
-        phases = " / ".join(f"{s:.2f}" for s in [*spent, outside])
+        c, p = r["cycle"], r["pages"]
+        phases = " / ".join(
+            f"{s:.2f}" for s in _phase_seconds(c["timings"], names, c["wall_s"])
+        )
         print(
             f"| {r['containers']:,} ({r['workloads']:,}) | {r['history_h']:g} h"
             f" | {r['first_s']:.1f} s | {r['rss_gb']:.2f} / {r['rss_steady_gb']:.2f} GB"
@@ -296,6 +296,14 @@ def main() -> None:
             f" / {p['api']:.0f} |",
             flush=True,
         )
+
+
+def _phase_seconds(
+    timings: dict[str, float], names: list[str], wall_s: float
+) -> list[float]:
+    """A cycle's seconds in each of ``names``, then outside any of them."""
+    spent = [timings.get(f"{name}_s", 0.0) for name in names]
+    return [*spent, timings.get("total_s", wall_s) - sum(spent)]
 
 
 def _phase_names(rows: list[dict[str, Any]]) -> list[str]:

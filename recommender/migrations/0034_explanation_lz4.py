@@ -2,7 +2,7 @@
 
 Each explanation (about 2.7 KB of JSON) passes PostgreSQL's TOAST threshold, so every
 new recommendation row's explanation is compressed. pglz, the default, took about a
-quarter longer to insert 5,000 of them than lz4 (0.77-1.00 s against 0.57-0.72 s,
+third longer to insert 5,000 of them than lz4 (0.77-1.00 s against 0.57-0.72 s,
 one statement, load 1.1; about the same size on disk). Rows already stored keep
 pglz. A server built without lz4 keeps pglz for the new rows too: the migration
 says so and goes on.

@@ -1,5 +1,5 @@
 """Migration 0034: on PostgreSQL new explanations are compressed with lz4 (the
-default pglz took about a quarter longer to insert them); migrating back restores
+default pglz took about a third longer to insert them); migrating back restores
 the server's default. Elsewhere the migration does nothing."""
 
 from __future__ import annotations
