@@ -94,7 +94,6 @@ from recommender.services.refresh.plan import (
 from recommender.services.refresh.pods import record_running_hours
 from recommender.services.refresh.recommend import (
     build_explanations,
-    is_significant_change,
     recommend_window,
     values_of,
 )
@@ -169,10 +168,9 @@ def ingest_window(
             _forget_gone_pods(window, plan.live_pods)
     if plan.recommend:
         with phases("recommend"):
+            # Only the rows whose values moved get a recommendation: a window held
+            # for the cycle's store holds no others.
             recommend_window(window)
-    # The store writes the recommendations that moved; a window held for the
-    # cycle's store holds no others.
-    _drop_unmoved(window)
     if pending is not None:
         pending.append(window)
         return _counts_of(window)
@@ -1031,23 +1029,12 @@ def _store_moved(moved: Sequence[Row], now: datetime) -> set[int]:
     return won
 
 
-def _drop_unmoved(window: Window) -> None:
-    """Forget the window's recommendations that did not move (the store writes only
-    those that did), so a window held for the cycle's store holds no more."""
-    for group in window.groups.values():
-        for row in group.rows:
-            if row.recommendation is not None and not is_significant_change(
-                row.container.latest_values, values_of(row.recommendation)
-            ):
-                row.recommendation = None
-
-
 def _store_recommendations(rows: Sequence[Row], now: datetime, cluster_id: int) -> int:
     """A new Recommendation row for each row whose values moved (explanations built
     for those only), then the compare-and-swap of each container's pointer: a
     concurrent cycle that already moved it wins; the webhook's journal gets their
-    workloads. Returns how many were stored. A row's recommendation that did not
-    move is gone already (``_drop_unmoved``)."""
+    workloads. Returns how many were stored. A row whose values did not move has
+    no recommendation (``recommend_window``)."""
     moved = [row for row in rows if row.recommendation is not None]
     if not moved:
         return 0

@@ -10,7 +10,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from recommender.engine.capping import MODE_OFF, Cap, apply_vpa_policy
+from recommender.engine.capping import (
+    MODE_OFF,
+    Cap,
+    CappedRecommendation,
+    apply_vpa_policy,
+)
 from recommender.engine.estimator import Recommendations, recommend
 from recommender.engine.profiles import Profile
 from recommender.engine.resources import CPU, MEMORY, RESOURCE_NAMES, Resources
@@ -30,7 +35,10 @@ BOUND_CHANGE_FRACTION = 0.01
 def recommend_window(window: Window) -> None:
     """Engine recommendations, capped by each container's policy; a row's CFS counts
     (``Row.throttling``, read with the usage: ``services/refresh/throttling.py``)
-    boost the CPU target of a throttled container whose profile asks."""
+    boost the CPU target of a throttled container whose profile asks. Only a row
+    whose values moved from its latest stored ones (``is_significant_change``) gets
+    its ``Row.recommendation``: the store writes those, and a steady cycle's other
+    rows (most of them) build nothing more."""
     for group in window.groups.values():
         assert group.aggregates is not None
         # Rows of one profile and one set of controlled resources go in one call.
@@ -94,6 +102,10 @@ def recommend_window(window: Window) -> None:
                     ),
                     row.container_policy,
                 )
+                if not is_significant_change(
+                    row.container.latest_values, _values_of_capped(capped)
+                ):
+                    continue  # the stored recommendation stands
                 row.recommendation = {
                     "target": capped.target,
                     "lower": capped.lower_bound,
@@ -176,11 +188,29 @@ def build_explanations(pending: Sequence[_PendingExplanation]) -> list[dict[str,
 
 def values_of(rec: dict[str, Any]) -> tuple[int | None, ...]:
     """The eight amounts in Recommendation.values_tuple() order."""
-    out: list[int | None] = []
-    for name in ("target", "lower", "upper", "uncapped"):
-        resources: Resources = rec[name]
-        out += [resources.cpu_millicores, resources.memory_bytes]
-    return (out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7])
+    return _values(rec["target"], rec["lower"], rec["upper"], rec["uncapped"])
+
+
+def _values_of_capped(capped: CappedRecommendation) -> tuple[int | None, ...]:
+    """``values_of`` a capped recommendation, before it becomes a row's dict."""
+    return _values(
+        capped.target, capped.lower_bound, capped.upper_bound, capped.uncapped_target
+    )
+
+
+def _values(
+    target: Resources, lower: Resources, upper: Resources, uncapped: Resources
+) -> tuple[int | None, ...]:
+    return (
+        target.cpu_millicores,
+        target.memory_bytes,
+        lower.cpu_millicores,
+        lower.memory_bytes,
+        upper.cpu_millicores,
+        upper.memory_bytes,
+        uncapped.cpu_millicores,
+        uncapped.memory_bytes,
+    )
 
 
 def is_significant_change(
