@@ -13,7 +13,7 @@ from recommender.models import RefreshRun
 from recommender.services.refresh import cycle
 from recommender.services.refresh.cycle import refresh_cluster
 from recommender.services.refresh.ingest import Row, Window
-from recommender.services.refresh.recommend import is_significant_change, values_of
+from recommender.services.refresh.recommend import is_significant_change
 from tests.services.test_refresh_scale import NOW, fleet_in_windows
 
 
@@ -37,7 +37,7 @@ def test_only_the_rows_whose_values_moved_get_a_recommendation(settings, monkeyp
                     given.append(row)
                     moved.append(
                         is_significant_change(
-                            row.container.latest_values, values_of(row.recommendation)
+                            row.container.latest_values, row.recommendation["values"]
                         )
                     )
 

@@ -95,7 +95,6 @@ from recommender.services.refresh.pods import record_running_hours
 from recommender.services.refresh.recommend import (
     build_explanations,
     recommend_window,
-    values_of,
 )
 from recommender.sources.base import UsageGrid, UsageSource
 
@@ -993,7 +992,7 @@ def _store_moved(moved: Sequence[Row], now: datetime) -> set[int]:
     )
     new = []
     for row, explanation in zip(moved, explanations, strict=True):
-        values = values_of(row.recommendation)  # type: ignore[arg-type]
+        values = row.recommendation["values"]  # type: ignore[index]
         new.append(
             Recommendation(
                 container_id=row.container.pk,

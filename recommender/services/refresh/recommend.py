@@ -102,15 +102,11 @@ def recommend_window(window: Window) -> None:
                     ),
                     row.container_policy,
                 )
-                if not is_significant_change(
-                    row.container.latest_values, _values_of_capped(capped)
-                ):
+                values = values_of(capped)
+                if not is_significant_change(row.container.latest_values, values):
                     continue  # the stored recommendation stands
                 row.recommendation = {
-                    "target": capped.target,
-                    "lower": capped.lower_bound,
-                    "upper": capped.upper_bound,
-                    "uncapped": capped.uncapped_target,
+                    "values": values,
                     # Built only for the rows whose values are stored (_store).
                     "explanation": _PendingExplanation(
                         results, i, capped.caps, overrides, boost
@@ -186,21 +182,11 @@ def build_explanations(pending: Sequence[_PendingExplanation]) -> list[dict[str,
     return [explanation for explanation in out if explanation is not None]
 
 
-def values_of(rec: dict[str, Any]) -> tuple[int | None, ...]:
-    """The eight amounts in Recommendation.values_tuple() order."""
-    return _values(rec["target"], rec["lower"], rec["upper"], rec["uncapped"])
-
-
-def _values_of_capped(capped: CappedRecommendation) -> tuple[int | None, ...]:
-    """``values_of`` a capped recommendation, before it becomes a row's dict."""
-    return _values(
-        capped.target, capped.lower_bound, capped.upper_bound, capped.uncapped_target
-    )
-
-
-def _values(
-    target: Resources, lower: Resources, upper: Resources, uncapped: Resources
-) -> tuple[int | None, ...]:
+def values_of(capped: CappedRecommendation) -> tuple[int | None, ...]:
+    """The eight amounts of a capped recommendation, in
+    Recommendation.values_tuple() order."""
+    target, lower = capped.target, capped.lower_bound
+    upper, uncapped = capped.upper_bound, capped.uncapped_target
     return (
         target.cpu_millicores,
         target.memory_bytes,
