@@ -44,6 +44,7 @@ __all__ = [
     "LimitRangeItem",
     "apply_vpa_policy",
     "cap_for_pod",
+    "caps_nothing",
     "combine_limit_ranges",
     "select_container_policy",
 ]
@@ -307,9 +308,7 @@ def apply_vpa_policy(
     check_resources("global_max", global_max)
     if policy is not None and not isinstance(policy, ContainerPolicy):
         raise ValueError(f"policy must be a ContainerPolicy or None, not {policy!r}")
-    own_min = Resources() if policy is None else policy.min_allowed
-    own_max = Resources() if policy is None else policy.max_allowed
-    if own_min == own_max == global_max == NO_RESOURCES:
+    if caps_nothing(policy, global_max):
         # No bound at all (most containers): nothing to cap, the values as they are.
         return CappedRecommendation(
             target=bounds[TARGET],
@@ -318,6 +317,8 @@ def apply_vpa_policy(
             uncapped_target=rec.uncapped_target,
             caps=(),
         )
+    own_min = NO_RESOURCES if policy is None else policy.min_allowed
+    own_max = NO_RESOURCES if policy is None else policy.max_allowed
     capper = _Capper(bounds)
     for resource in RESOURCE_NAMES:
         minimum = {resource: own_min.get(resource)}
@@ -331,6 +332,16 @@ def apply_vpa_policy(
                 bound, minimum, maximum, (CAPPED_TO_MIN_ALLOWED, reason), False
             )
     return capper.result(rec.uncapped_target)
+
+
+def caps_nothing(
+    policy: ContainerPolicy | None, global_max: Resources = NO_RESOURCES
+) -> bool:
+    """Whether ``apply_vpa_policy`` leaves every value as it is: no minAllowed, no
+    maxAllowed and no global max (most containers)."""
+    return global_max == NO_RESOURCES and (
+        policy is None or policy.min_allowed == policy.max_allowed == NO_RESOURCES
+    )
 
 
 @dataclass(frozen=True)

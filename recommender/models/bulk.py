@@ -7,14 +7,19 @@
 - ``insert_pointed``, ``replace_rows``: new rows with the compare-and-swap of a pointer
   to each, or a read model's stale rows deleted and new ones written (one statement
   on PostgreSQL); ``insert_changes``: ``ResizeChange`` rows, an approved one only while
-  its workload is among ``approvable`` (Off wins)."""
+  its workload is among ``approvable`` (Off wins).
+
+On PostgreSQL the inserts and ``add_usage_hours`` send their rows as one JSON
+document a statement, bound on the server (``document_cursor``)."""
 # PostgreSQL and SQLite (3.35+) both run them.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime, time
 from operator import attrgetter
 from typing import Any
@@ -23,6 +28,7 @@ import msgspec
 import numpy as np
 from django.core.exceptions import EmptyResultSet
 from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.backends.utils import CursorWrapper
 from django.db.models import DateField, Field, JSONField, Model, QuerySet
 from django.db.models.sql.subqueries import DeleteQuery
 
@@ -182,7 +188,7 @@ def insert_returning_pks(
             f" ({', '.join(quoted)})"
         )
         row_sql = "(" + ", ".join(["%s"] * len(columns)) + ")"
-    with connection.cursor() as cursor:
+    with document_cursor() as cursor:
         for start in range(0, len(objs), batch):
             chunk = objs[start : start + batch]
             if is_postgres:
@@ -272,7 +278,7 @@ def insert_pointed(
         f" SELECT v_key, {names} FROM won RETURNING {pk}, {owner_column}"
     )
     extra = [{"v_expect": expected[key]} for key in by_owner]
-    with connection.cursor() as cursor:
+    with document_cursor() as cursor:
         cursor.execute(
             sql,
             [
@@ -321,7 +327,7 @@ def insert_new(
     columns = [_concrete(model, name) for name in names]
     sql = _insert_from_json(model._meta.db_table, columns) + " ON CONFLICT DO NOTHING"
     batch = rows_per_statement(batch, 1)
-    with connection.cursor() as cursor:
+    with document_cursor() as cursor:
         for start in range(0, len(objs), batch):
             cursor.execute(sql, [_json_rows(objs[start : start + batch], columns)])
 
@@ -378,8 +384,50 @@ def replace_rows(
         )
     if delete_sql:
         sql = f"WITH gone AS ({delete_sql}) {sql}"
-    with connection.cursor() as cursor:
+    with document_cursor() as cursor:
         cursor.execute(sql, [*params, _json_rows(objs, columns)])
+
+
+@contextlib.contextmanager
+def document_cursor() -> Iterator[CursorWrapper]:
+    """A cursor for statements that carry one large JSON document (``_json_rows``).
+
+    On PostgreSQL its parameters are bound on the server: the document travels beside
+    the statement instead of quoted into its text, which the server would scan
+    character by character (13,854 new recommendations, a 37 MB document: 1.12-1.19 s
+    a statement against 1.54-1.58 s in the text, load 0.8). Never prepared (a
+    connection pooler in transaction mode would lose the statement). On SQLite,
+    Django's own cursor. Either way Django's wrapper: its execute wrappers
+    (statement counts) and error translation apply."""
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            yield cursor
+        return
+    # What Django's connection.cursor() does before it wraps its own cursor.
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    with connection.wrap_database_errors:
+        raw = _server_bound_class()(connection.connection)
+    wrapper = (
+        connection.make_debug_cursor(raw)
+        if connection.queries_logged
+        else connection.make_cursor(raw)
+    )
+    with wrapper as cursor:
+        yield cursor
+
+
+@functools.cache
+def _server_bound_class() -> type[Any]:
+    """psycopg's server-binding cursor, as Django makes it, never prepared (imported
+    when first used: the module needs psycopg)."""
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    class ServerBound(ServerBindingCursor):  # type: ignore[misc, valid-type]
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            return super().execute(query, params, **{**kwargs, "prepare": False})
+
+    return ServerBound
 
 
 def _insert_from_json(table: str, columns: Sequence[Field[Any, Any]]) -> str:
@@ -559,7 +607,7 @@ def add_usage_hours(usage: HourlyUsage) -> int:
         f"SELECT {', '.join(selects)} FROM {source} WHERE true "
         "ON CONFLICT (container_id, ends_at) DO UPDATE SET " + ", ".join(sets)
     )
-    with connection.cursor() as cursor:
+    with document_cursor() as cursor:
         cursor.execute(sql, [document])
     return len(rows)
 

@@ -6,11 +6,13 @@ store writes exactly the ones given."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
+from django.db import transaction
 
-from recommender.models import RefreshRun
-from recommender.services.refresh import cycle
+from recommender.models import Policy, RefreshRun
+from recommender.services.refresh import cycle, recommend, warm_state
 from recommender.services.refresh.cycle import refresh_cluster
 from recommender.services.refresh.ingest import Row, Window
 from recommender.services.refresh.recommend import is_significant_change
@@ -52,3 +54,53 @@ def test_only_the_rows_whose_values_moved_get_a_recommendation(settings, monkeyp
     # other fed rows got none.
     assert len(given) == run.counts["recommendations_changed"] > 0
     assert len(fed) > len(given)
+
+
+@pytest.mark.django_db
+def test_rows_nothing_caps_get_the_values_capping_would_give(settings, monkeypatch):
+    """The recommend step reads a row's values straight from the engine's columns
+    where no policy bound or boost applies (``capping.caps_nothing``): a cycle gives
+    the same recommendations, caps included, as one that caps every row through
+    ``apply_vpa_policy``, on a fleet where some containers' maxAllowed caps them."""
+    cluster = fleet_in_windows(settings, "caps")
+    # Every third workload's containers capped to 20m and 32Mi.
+    policies = Policy.objects.filter(workload__cluster=cluster).order_by("pk")
+    capped_ids = list(policies.values_list("pk", flat=True))[::3]
+    Policy.objects.filter(pk__in=capped_ids).update(
+        container_policies=[
+            {"containerName": "*", "maxAllowed": {"cpu": "20m", "memory": "32Mi"}}
+        ]
+    )
+    recommend_window = cycle.recommend_window
+
+    def given_by(window: Window, out: dict[int, Any]) -> None:
+        recommend_window(window)
+        for group in window.groups.values():
+            for row in group.rows:
+                if row.recommendation is not None:
+                    pending = row.recommendation["explanation"]
+                    out[row.container.pk] = (
+                        row.recommendation["values"],
+                        tuple(pending.caps),
+                    )
+
+    def cycle_gives(*, cap_every_row: bool) -> dict[int, Any]:
+        out: dict[int, Any] = {}
+        warm_state.forget_all()
+        with monkeypatch.context() as patch:
+            patch.setattr(cycle, "recommend_window", lambda w: given_by(w, out))
+            if cap_every_row:
+                patch.setattr(recommend, "caps_nothing", lambda *args: False)
+            with transaction.atomic():
+                # Half an hour on: uncapped rows' bounds move too.
+                run = refresh_cluster(
+                    cluster_id=cluster.pk, now=NOW + timedelta(minutes=30)
+                )
+                transaction.set_rollback(True)
+        assert run.status == RefreshRun.Status.SUCCEEDED, run.error
+        return out
+
+    everywhere = cycle_gives(cap_every_row=True)
+    assert cycle_gives(cap_every_row=False) == everywhere
+    assert any(caps for _, caps in everywhere.values())
+    assert any(not caps for _, caps in everywhere.values())

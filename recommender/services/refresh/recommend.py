@@ -15,6 +15,7 @@ from recommender.engine.capping import (
     Cap,
     CappedRecommendation,
     apply_vpa_policy,
+    caps_nothing,
 )
 from recommender.engine.estimator import Recommendations, recommend
 from recommender.engine.profiles import Profile
@@ -72,46 +73,81 @@ def recommend_window(window: Window) -> None:
                 omit_unsampled=True,
             )
             columns = {
-                # Python ints, None where left out for lack of samples.
+                # Python ints, None where left out for lack of samples (a whole
+                # column None: the resource is not controlled).
                 (res, bound): results.value_list(res, bound)
                 for res in RESOURCE_NAMES
                 for bound in ("target", "lower_bound", "upper_bound")
             }
+            # Each row's eight values in Recommendation.values_tuple() order, the
+            # target again for the uncapped one: what values_of gives where nothing
+            # is boosted or capped (most rows), read without building the objects.
+            uncapped = list(
+                zip(
+                    *(_column(columns, *key, len(rows)) for key in _VALUE_COLUMNS),
+                    strict=True,
+                )
+            )
             for i, row in enumerate(rows):
-                target = _amounts(columns, "target", i)
-                upper = _amounts(columns, "upper_bound", i)
+                values = uncapped[i]
                 boost = None
                 counts = row.throttling
-                if counts is not None and target.cpu_millicores is not None:
+                if counts is not None and values[0] is not None:
                     boost = boost_cpu(
                         profile=row.profile,
-                        target_millicores=target.cpu_millicores,
-                        upper_millicores=upper.cpu_millicores or 0,
+                        target_millicores=values[0],
+                        upper_millicores=values[4] or 0,
                         throttled_periods=counts[0],
                         periods=counts[1],
                     )
-                if boost is not None:
-                    target = Resources(boost.target_after, target.memory_bytes)
-                    upper = Resources(boost.upper_after, upper.memory_bytes)
-                    window.counts["containers_throttling_boosted"] += 1
-                capped = apply_vpa_policy(
-                    _Uncapped(
-                        target,
-                        _amounts(columns, "lower_bound", i),
-                        upper,
-                    ),
-                    row.container_policy,
-                )
-                values = values_of(capped)
+                caps: Sequence[Cap] = ()
+                if boost is not None or not caps_nothing(row.container_policy):
+                    target = _amounts(columns, "target", i)
+                    upper = _amounts(columns, "upper_bound", i)
+                    if boost is not None:
+                        target = Resources(boost.target_after, target.memory_bytes)
+                        upper = Resources(boost.upper_after, upper.memory_bytes)
+                        window.counts["containers_throttling_boosted"] += 1
+                    capped = apply_vpa_policy(
+                        _Uncapped(target, _amounts(columns, "lower_bound", i), upper),
+                        row.container_policy,
+                    )
+                    values, caps = values_of(capped), capped.caps
                 if not is_significant_change(row.container.latest_values, values):
                     continue  # the stored recommendation stands
                 row.recommendation = {
                     "values": values,
                     # Built only for the rows whose values are stored (_store).
                     "explanation": _PendingExplanation(
-                        results, i, capped.caps, overrides, boost
+                        results, i, caps, overrides, boost
                     ),
                 }
+
+
+# The engine's value column of each of Recommendation.values_tuple()'s eight values
+# (uncapped: the target before any cap).
+_VALUE_COLUMNS = (
+    (CPU, "target"),
+    (MEMORY, "target"),
+    (CPU, "lower_bound"),
+    (MEMORY, "lower_bound"),
+    (CPU, "upper_bound"),
+    (MEMORY, "upper_bound"),
+    (CPU, "target"),
+    (MEMORY, "target"),
+)
+
+
+def _column(
+    columns: Mapping[tuple[str, str], list[int | None] | None],
+    resource: str,
+    bound: str,
+    rows: int,
+) -> list[int | None]:
+    """One resource's values of a bound, row by row (None for every row where the
+    resource is not controlled)."""
+    column = columns[resource, bound]
+    return [None] * rows if column is None else column
 
 
 def _amounts(
