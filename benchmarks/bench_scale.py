@@ -16,7 +16,9 @@ DATABASE_URL=postgres://.../scratch python -m benchmarks scale"""
 # contact and after the steady cycles (ru_maxrss: the whole process), the steady cycle's
 # time by phase (median; every phase the run timed, and the time outside any) and its
 # statements (each cycle: its Python garbage collections, any generation, and their
-# seconds, time the wall clock holds outside any phase; and its phases), and the
+# seconds, time the wall clock holds outside any phase; the seconds its phases spent
+# in the simulated cluster and usage source, which stand in for an API server and
+# Prometheus; and its phases), and the
 # server time (median of 5) of the dashboard overview, the workloads list, the list
 # sorted by risk and the API list.
 # The database is vacuumed before each size (an earlier run's deleted rows) and after
@@ -111,6 +113,7 @@ def run_size(containers: int) -> dict[str, Any]:
     cycles = []
     collections_seen = _CollectorTimes()
     gc.callbacks.append(collections_seen.callback)
+    stand_ins = _StandInTime()
     for minute in range(1, int(os.environ.get("BENCH_SCALE_CYCLES", "3")) + 1):
         statements = 0
         kinds: collections.Counter[str] = collections.Counter()
@@ -122,6 +125,7 @@ def run_size(containers: int) -> dict[str, Any]:
             return execute(sql, params, many, context)
 
         collections_seen.reset()
+        stand_ins.seconds = 0.0
         started = time.perf_counter()
         with connection.execute_wrapper(count):
             run = refresh_cluster(
@@ -141,6 +145,7 @@ def run_size(containers: int) -> dict[str, Any]:
                 "samples": run.counts.get("samples", 0),
                 "kept": run.counts.get("engine_rows_kept", 0),
                 "collections": [collections_seen.count, collections_seen.seconds],
+                "stand_ins_s": stand_ins.seconds,
             }
         )
     # The whole process's peak through first contact and the steady cycles (what
@@ -187,12 +192,64 @@ def run_size(containers: int) -> dict[str, Any]:
                 c["kept"],
                 c["changed"],
                 *c["collections"],
+                c["stand_ins_s"],
                 c["timings"],
             ]
             for c in cycles
         ],
         "pages": pages,
     }
+
+
+class _StandInTime:
+    """Seconds a cycle spends in the simulation's stand-ins for the API server and
+    the usage source (their protocol methods, installed for the steady cycles; a
+    call within another counted once): the part of a cycle a real cluster spends
+    instead listing objects from its API server and reading Prometheus."""
+
+    METHODS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+        (
+            "recommender.cluster.simulated",
+            "SimulatedCluster",
+            ("discover", "list_nodes"),
+        ),
+        (
+            "recommender.sources.simulated",
+            "SimulatedUsageSource",
+            (
+                "fetch_usage",
+                "fetch_workload_usage",
+                "fetch_oom_kills",
+                "has_oom_series",
+                "fetch_throttling",
+                "fetch_node_costs",
+                "instant_samples",
+            ),
+        ),
+    )
+
+    def __init__(self) -> None:
+        import importlib
+
+        self.seconds, self._depth = 0.0, 0
+        for module, name, methods in self.METHODS:
+            cls = getattr(importlib.import_module(module), name)
+            for method in methods:
+                setattr(cls, method, self._timed(getattr(cls, method)))
+
+    def _timed(self, method: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if self._depth:
+                return method(*args, **kwargs)
+            self._depth += 1
+            started = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self._depth -= 1
+                self.seconds += time.perf_counter() - started
+
+        return timed
 
 
 class _CollectorTimes:
@@ -247,10 +304,12 @@ def main() -> None:
         print(
             f"{r['containers']:,} containers, each steady cycle (wall s, statements,"
             " engine rows kept from the cycle before, recommendations changed, Python's"
-            " garbage collections within it, any generation, and their seconds): "
+            " garbage collections within it, any generation, and their seconds, and"
+            " the seconds within its phases spent in the simulated cluster and usage"
+            " source, stand-ins for an API server and Prometheus): "
             + ", ".join(
-                f"({w:.1f}, {n}, {k:,}, {c:,}, {g}, {gs:.2f})"
-                for w, n, k, c, g, gs, _ in r["cycles"]
+                f"({w:.1f}, {n}, {k:,}, {c:,}, {g}, {gs:.2f}, {sim:.2f})"
+                for w, n, k, c, g, gs, sim, _ in r["cycles"]
             )
         )
         names = _phase_names([r])
