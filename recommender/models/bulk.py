@@ -7,11 +7,10 @@
 - ``insert_pointed``, ``replace_rows``: new rows with the compare-and-swap of a pointer
   to each, or a read model's stale rows deleted and new ones written (one statement
   on PostgreSQL); ``insert_changes``: ``ResizeChange`` rows, an approved one only while
-  its workload is among ``approvable`` (Off wins).
-
-On PostgreSQL the inserts and ``add_usage_hours`` send their rows as one JSON
-document a statement, bound on the server (``document_cursor``)."""
-# PostgreSQL and SQLite (3.35+) both run them.
+  its workload is among ``approvable`` (Off wins)."""
+# PostgreSQL and SQLite (3.35+) both run them. On PostgreSQL the inserts and
+# ``add_usage_hours`` send their rows as one JSON document a statement, bound on the
+# server (``document_cursor``).
 
 from __future__ import annotations
 
@@ -421,9 +420,12 @@ def document_cursor() -> Iterator[CursorWrapper]:
 def _server_bound_class() -> type[Any]:
     """psycopg's server-binding cursor, as Django makes it, never prepared (imported
     when first used: the module needs psycopg)."""
-    from django.db.backends.postgresql.base import ServerBindingCursor
+    # Defined only where psycopg 3 is installed: unknown to Django's type stubs.
+    from django.db.backends.postgresql.base import (  # type: ignore[attr-defined]
+        ServerBindingCursor,
+    )
 
-    class ServerBound(ServerBindingCursor):  # type: ignore[misc, valid-type]
+    class ServerBound(ServerBindingCursor):  # type: ignore[misc]
         def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
             return super().execute(query, params, **{**kwargs, "prepare": False})
 
