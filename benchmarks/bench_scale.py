@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import collections
 import gc
+import importlib
 import json
 import os
 import resource
@@ -229,8 +230,6 @@ class _StandInTime:
     )
 
     def __init__(self) -> None:
-        import importlib
-
         self.seconds, self._depth = 0.0, 0
         for module, name, methods in self.METHODS:
             cls = getattr(importlib.import_module(module), name)

@@ -703,24 +703,26 @@ def test_a_json_document_is_bound_on_the_server_and_never_prepared(db):
     connection.ensure_connection()
     raw = connection.connection
     threshold, raw.prepare_threshold = raw.prepare_threshold, 1
-    with CaptureQueriesContext(connection) as queries:
-        for i in range(8):
-            bulk.insert_new(
-                [
-                    WorkloadPod(
-                        cluster=cluster,
-                        workload=workload,
-                        namespace="ns",
-                        name=f"api-{i}",
-                        uid=marker,
-                        containers={"app": {"note": marker}},
-                    )
-                ]
-            )
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_prepared_statements")
-            prepared = cursor.fetchone()
-    raw.prepare_threshold = threshold
+    try:
+        with CaptureQueriesContext(connection) as queries:
+            for i in range(8):
+                bulk.insert_new(
+                    [
+                        WorkloadPod(
+                            cluster=cluster,
+                            workload=workload,
+                            namespace="ns",
+                            name=f"api-{i}",
+                            uid=marker,
+                            containers={"app": {"note": marker}},
+                        )
+                    ]
+                )
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+                prepared = cursor.fetchone()
+    finally:  # the connection serves the worker's later tests
+        raw.prepare_threshold = threshold
     assert prepared == (0,)
     texts = [q["sql"] for q in queries.captured_queries][:8]
     assert all("$1" in text and "document-" not in text for text in texts), texts[0]

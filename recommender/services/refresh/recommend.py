@@ -102,14 +102,14 @@ def recommend_window(window: Window) -> None:
                     )
                 caps: Sequence[Cap] = ()
                 if boost is not None or not caps_nothing(row.container_policy):
-                    target = _amounts(columns, "target", i)
-                    upper = _amounts(columns, "upper_bound", i)
+                    target = Resources(values[0], values[1])
+                    upper = Resources(values[4], values[5])
                     if boost is not None:
                         target = Resources(boost.target_after, target.memory_bytes)
                         upper = Resources(boost.upper_after, upper.memory_bytes)
                         window.counts["containers_throttling_boosted"] += 1
                     capped = apply_vpa_policy(
-                        _Uncapped(target, _amounts(columns, "lower_bound", i), upper),
+                        _Uncapped(target, Resources(values[2], values[3]), upper),
                         row.container_policy,
                     )
                     values, caps = values_of(capped), capped.caps
@@ -148,16 +148,6 @@ def _column(
     resource is not controlled)."""
     column = columns[resource, bound]
     return [None] * rows if column is None else column
-
-
-def _amounts(
-    columns: Mapping[tuple[str, str], list[int | None] | None], bound: str, i: int
-) -> Resources:
-    """Row ``i`` of one bound's value columns (None: the resource is not controlled)."""
-    cpu, memory = columns[CPU, bound], columns[MEMORY, bound]
-    return Resources(
-        None if cpu is None else cpu[i], None if memory is None else memory[i]
-    )
 
 
 @dataclass(frozen=True)
