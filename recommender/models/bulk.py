@@ -396,13 +396,15 @@ def document_cursor() -> Iterator[CursorWrapper]:
     character by character (13,854 new recommendations, a 37 MB document: 1.12-1.19 s
     a statement against 1.54-1.58 s in the text, load 0.8). Never prepared (a
     connection pooler in transaction mode would lose the statement). On SQLite,
-    Django's own cursor. Either way Django's wrapper: its execute wrappers
-    (statement counts) and error translation apply."""
+    Django's own cursor. Either way as Django's cursor: the connection's health check
+    (CONN_HEALTH_CHECKS), execute wrappers (statement counts) and error translation
+    apply."""
     if connection.vendor != "postgresql":
         with connection.cursor() as cursor:
             yield cursor
         return
     # What Django's connection.cursor() does before it wraps its own cursor.
+    connection.close_if_health_check_failed()
     connection.ensure_connection()
     connection.validate_thread_sharing()
     with connection.wrap_database_errors:

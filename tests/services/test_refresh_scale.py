@@ -737,6 +737,37 @@ def test_a_json_document_is_bound_on_the_server_and_never_prepared(db):
         )
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's binding")
+@pytest.mark.django_db(transaction=True)
+def test_a_document_cursor_checks_the_connections_health_as_djangos_cursor_does():
+    """With CONN_HEALTH_CHECKS on, a statement that carries a JSON document first
+    replaces a connection that went away (as ``connection.cursor()`` does), instead of
+    failing on it."""
+    cluster = Cluster.objects.create(name="healthy", kind="simulated")
+    workload = cluster.workloads.create(
+        kind="Deployment", namespace="ns", name="api", first_seen_at=NOW
+    )
+    connection.ensure_connection()
+    before = connection.health_check_enabled, connection.health_check_done
+    connection.health_check_enabled, connection.health_check_done = True, False
+    try:
+        connection.connection.close()  # the server or a pooler dropped it
+        bulk.insert_new(
+            [
+                WorkloadPod(
+                    cluster=cluster,
+                    workload=workload,
+                    namespace="ns",
+                    name="api-0",
+                    containers={},
+                )
+            ]
+        )
+    finally:
+        connection.health_check_enabled, connection.health_check_done = before
+    assert list(WorkloadPod.objects.values_list("name", flat=True)) == ["api-0"]
+
+
 def test_rows_are_sent_as_one_json_document_of_what_each_column_holds():
     """The JSON document of PostgreSQL's bulk writes (``bulk._json_rows``, encoded by
     msgspec): each column as it reads, a JSON column's NumPy numbers and str
