@@ -132,19 +132,37 @@ def settle(page: object, *, quiet_ms: int = 400, timeout_ms: int = 15000) -> Non
 @pytest.fixture
 def page(browser, live_server):
     """A fresh browser page; the test fails if the page saw any problem."""
+    page = open_page(browser, live_server.url)
+    yield page
+    close_page(page)
+    assert not page.problems.items, "the browser saw problems:\n" + "\n".join(
+        page.problems.items
+    )
+
+
+def open_page(browser: object, base_url: str) -> object:
+    """A page in a browser context of its own, watched for problems
+    (``page.problems``) and for the requests it has in flight (``page.in_flight``)."""
     context = browser.new_context(
-        viewport={"width": 1360, "height": 900}, base_url=live_server.url
+        viewport={"width": 1360, "height": 900}, base_url=base_url
     )
     page = context.new_page()
     page.set_default_timeout(15000)
-    problems = PageProblems()
-    problems.watch(page)
-    page.problems = problems
+    page.problems = PageProblems()
+    page.problems.watch(page)
     page.in_flight = InFlight()
     page.in_flight.watch(page)
-    yield page
-    context.close()
-    assert not problems.items, "the browser saw problems:\n" + "\n".join(problems.items)
+    return page
+
+
+def close_page(page: object) -> None:
+    """Close ``page``'s browser context once it has no request in flight (``settle``):
+    the test database is flushed next, and a request still being served held SQLite's
+    shared in-memory tables ("database table is locked": the flush failed)."""
+    try:
+        settle(page)
+    finally:
+        page.context.close()
 
 
 def screenshot(page, name: str) -> Path:

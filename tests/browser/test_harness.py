@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import settle
+from tests.browser.conftest import close_page, open_page, settle
 
 pytestmark = pytest.mark.browser
 
@@ -29,3 +29,21 @@ def test_settle_returns_after_the_requests_sent_after_load(page):
 
     assert [url.rsplit("?", 1)[1] for url in ended] == ["first", "second"]
     assert not page.in_flight.pending
+
+
+def test_a_page_is_closed_only_once_the_requests_it_sent_late_have_ended(
+    browser, live_server
+):
+    """The page fixture's teardown: the test database is flushed right after it, so
+    no request of the page may still be served then."""
+    page = open_page(browser, live_server.url)
+    page.goto("/login/")
+    page.wait_for_load_state("networkidle")
+    ended: list[str] = []
+    page.on("requestfinished", lambda request: ended.append(request.url))
+
+    page.evaluate(TWO_LATE_REQUESTS)
+    close_page(page)
+
+    assert [url.rsplit("?", 1)[1] for url in ended] == ["first", "second"]
+    assert not page.problems.items
