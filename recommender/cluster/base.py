@@ -137,6 +137,9 @@ class PodInfo:
     # generation the kubelet has acted on; None from an older kubelet).
     generation: int | None = None
     observed_generation: int | None = None
+    # metadata.resourceVersion: the API server changes it with any change of the pod;
+    # "" when the adapter reports none.
+    resource_version: str = ""
 
     def state_of(self, container: str) -> ContainerState | None:
         """The named container's state, None when not reported."""
@@ -165,6 +168,11 @@ class WorkloadInfo:
     placement: NodePlacement | None = None
     # metadata.annotations (vpaweb.io/* ones are a policy source).
     annotations: dict[str, str] = field(default_factory=dict)
+    # A change marker: a text that changes whenever anything above may have changed,
+    # the pods' containers and resources included (the API server's resourceVersions
+    # of the controller and its pods); "" when the adapter cannot tell. Discovery
+    # compares a workload whose marker moved, or that has none (discovery.py).
+    version: str = ""
 
 
 @dataclass(frozen=True)

@@ -230,6 +230,7 @@ def workload_of(
     """A top-level controller as a ``WorkloadInfo`` (its template's containers)."""
     meta = obj.get("metadata") or {}
     where = describe(kind, obj)
+    pods = tuple(pods)
     return WorkloadInfo(
         kind=kind,
         namespace=meta.get("namespace", ""),
@@ -240,13 +241,25 @@ def workload_of(
         replicas=replicas_of(kind, obj),
         labels=dict(meta.get("labels") or {}),
         annotations=dict(meta.get("annotations") or {}),
-        pods=tuple(pods),
+        pods=pods,
         hpa_scaled_resources=tuple(sorted(set(hpa_scaled_resources))),
         schedule=str((obj.get("spec") or {}).get("schedule") or "")
         if kind == "CronJob"
         else "",
         placement=_placement(kind, obj, where),
+        version=change_marker(meta, pods),
     )
+
+
+def change_marker(meta: Obj, pods: Sequence[PodInfo]) -> str:
+    """``WorkloadInfo.version``: the controller's resourceVersion and its pods'
+    (by name), which the API server changes with any change of the object; "" when
+    one is missing (then discovery compares the workload every pass)."""
+    version = meta.get("resourceVersion")
+    if not version or any(not pod.resource_version for pod in pods):
+        return ""
+    named = sorted(f"{pod.name}={pod.resource_version}" for pod in pods)
+    return f"{version}/{','.join(named)}"
 
 
 def _placement(kind: str, obj: Obj, where: str) -> NodePlacement | None:
@@ -389,6 +402,7 @@ def pod_of(pod: Obj) -> PodInfo:
         container_states=tuple(_states(pod)),
         generation=_generation(meta.get("generation")),
         observed_generation=_generation(status.get("observedGeneration")),
+        resource_version=str(meta.get("resourceVersion") or ""),
     )
 
 

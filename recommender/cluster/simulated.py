@@ -209,6 +209,25 @@ class SimWorkload:
         )
 
     @cached_property
+    def change_marker(self) -> str:
+        """What its ``WorkloadInfo.version`` starts from: a digest of everything
+        discovery reads of it and of its long-lived pods (its template, replicas,
+        labels, pod names), so a fleet drawn otherwise (another seed, size or code)
+        moves it. Computed once a process."""
+        return "{:016x}".format(
+            stable_hash(
+                self.kind,
+                self.namespace,
+                self.name,
+                self.replicas,
+                self.uid,
+                self.container_specs,
+                workload_labels(self.kind, self.namespace, self.name),
+                self.long_lived_pods(),
+            )
+        )
+
+    @cached_property
     def uid(self) -> str:
         """A stable uid for the workload."""
         return f"{stable_hash('uid', self.namespace, self.kind, self.name):032x}"
@@ -697,10 +716,21 @@ class SimulatedCluster:
                     for pod, start_s in self.fleet.pods_at(sim, now_s)
                 )
             )
+            # The change marker (WorkloadInfo.version): the writer's changes to the
+            # pods and an operator's annotations are part of it. A CronJob has none:
+            # its runs come and go (admitted with what the webhook gave them) from
+            # one minute to the next, so it is compared every pass.
+            version = "" if sim.kind == "CronJob" else sim.change_marker
+            annotations = self.annotations.get((sim.namespace, sim.kind, sim.name))
+            if annotations and version:
+                version += f"/{sorted(annotations.items())!r}"
             if self.overrides:
+                overrides = [self.overrides.get((sim.namespace, p.name)) for p in pods]
+                if version and any(overrides):
+                    version += f"/{overrides!r}"
                 pods = tuple(
-                    _overridden(pod, self.overrides.get((sim.namespace, pod.name)))
-                    for pod in pods
+                    _overridden(pod, override)
+                    for pod, override in zip(pods, overrides, strict=True)
                 )
             workloads.append(
                 WorkloadInfo(
@@ -714,13 +744,12 @@ class SimulatedCluster:
                     replicas=None if sim.kind == "CronJob" else sim.replicas,
                     schedule=sim.schedule,
                     labels=workload_labels(sim.kind, sim.namespace, sim.name),
-                    annotations=dict(
-                        self.annotations.get((sim.namespace, sim.kind, sim.name), {})
-                    ),
+                    annotations=dict(annotations or {}),
                     pods=pods,
                     hpa_scaled_resources=scaled.get((sim.namespace, sim.name), ())
                     if sim.kind == "Deployment"
                     else (),
+                    version=version,
                 )
             )
         kills = [

@@ -117,6 +117,11 @@ class Workload(models.Model):
     is_active = models.BooleanField(default=True)
     first_seen_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(default=timezone.now)
+    # What discovery last compared and stored of it: a digest of the adapter's change
+    # marker (WorkloadInfo.version) and discovery's code; "" when it had none.
+    # Discovery skips the compare of a workload whose digest it finds unchanged
+    # (services/refresh/discovery.py).
+    discovered_digest = models.CharField(max_length=32, blank=True, default="")
     # HPAs that scale this workload on a resource its policy controls (they would fight
     # vpaweb): [{"name": "<hpa>", "resources": ["cpu", ...], "min_replicas": 1,
     # "max_replicas": 10, "metrics": [{"resource", "container", "target_type",

@@ -10,9 +10,10 @@ that moves ``Cluster.last_discovered_at``.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,7 +31,7 @@ from django.db.models import (
 from recommender.cluster.base import ClusterSnapshot, PodInfo, WorkloadInfo
 from recommender.errors import NotFound
 from recommender.models import Checkpoint, Cluster, Container, Policy, Workload
-from recommender.models.bulk import STREAM_ROWS, insert_new
+from recommender.models.bulk import STREAM_ROWS, insert_new, update_many
 from recommender.services.policy.rules import (
     ANNOTATION_PREFIX,
     apply_diffs,
@@ -47,6 +48,7 @@ from recommender.services.refresh.cluster_objects import (
 )
 from recommender.services.refresh.pods import (
     BATCH_KINDS,
+    REWRITE_BATCH,
     applied_resources,
     pods_requests,
     record_pods,
@@ -84,6 +86,15 @@ _CONTAINER_FIELDS = (
 _WORKLOAD_JSON = frozenset({"selector", "labels", "policy_annotations"})
 # How stale Workload.last_seen_at may be: an unchanged fleet rewrites it this often.
 LAST_SEEN_RESOLUTION = timedelta(minutes=10)
+# What ``Workload.discovered_digest`` covers besides the adapter's change marker: the
+# columns compared, and this version, raised whenever how discovery computes what it
+# stores of a workload, its containers or its pods changes (a stored digest then
+# matches no more, and every workload is compared once again).
+DIGEST_VERSION = 1
+_DIGEST_PREFIX = f"{DIGEST_VERSION}\x1f{_WORKLOAD_FIELDS}\x1f{_CONTAINER_FIELDS}\x1f"
+# Up to this many workloads compared, the containers read are theirs (and those
+# whose checkpoint has no watermark, or none); past it, the shard's, as before.
+READ_COMPARED_UP_TO = 10_000
 
 
 @dataclass
@@ -172,11 +183,22 @@ def upsert_discovery(
     }
     seen: dict[tuple[str, str, str], WorkloadInfo] = {}
     new_rows, changed = [], []
+    # Workloads whose change marker is where the last compare left it: neither they
+    # nor their containers are compared again (docs/refresh.md, "Change markers").
+    unchanged: set[tuple[str, str, str]] = set()
+    # Workloads compared and found equal whose marker moved: the new digest only.
+    redigested: list[tuple[int, dict[str, Any]]] = []
     for info in snapshot.workloads:
         if namespace is not None and info.namespace != namespace:
             # A shard's adapter lists only its namespace; another shard owns the rest.
             continue
         key = (info.namespace, info.kind, info.name)
+        seen[key] = info
+        digest = discovered_digest(info)
+        stored = existing.get(key)
+        if stored is not None and stored[1] and digest and digest == stored[3].digest:
+            unchanged.add(key)
+            continue
         fields = {
             "uid": info.uid,
             "selector": info.selector,
@@ -185,7 +207,6 @@ def upsert_discovery(
             "schedule": info.schedule,
             "policy_annotations": policy_annotations(info.annotations),
         }
-        stored = existing.get(key)
         if stored is None:
             new_rows.append(
                 Workload(
@@ -196,24 +217,35 @@ def upsert_discovery(
                     first_seen_at=now,
                     last_seen_at=now,
                     is_active=True,
+                    discovered_digest=digest,
                     **fields,
                 )
             )
         elif not stored[1] or _differs(stored[2], fields):
             # Only what differs from the stored row is written (docs/refresh.md).
             changed.append(
-                Workload(pk=stored[0], is_active=True, last_seen_at=now, **fields)
+                Workload(
+                    pk=stored[0],
+                    is_active=True,
+                    last_seen_at=now,
+                    discovered_digest=digest,
+                    **fields,
+                )
             )
-        seen[key] = info
+        elif digest != stored[3].digest:
+            redigested.append((stored[0], {"discovered_digest": digest}))
     # A conflict skipped: a concurrent cycle (or shard) may have created it just now.
     # One JSON document a statement (bulk.insert_new), here and below: a new fleet's
     # rows in bulk_create's arrays cost PostgreSQL 2.5 times as long.
     insert_new(new_rows)
     Workload.objects.bulk_update(
         changed,
-        [*_WORKLOAD_FIELDS, "is_active", "last_seen_at"],
+        [*_WORKLOAD_FIELDS, "is_active", "last_seen_at", "discovered_digest"],
         batch_size=BATCH,
     )
+    # In the upsert's transaction, with the containers compared below: a digest is
+    # stored only with what its compare stored.
+    update_many(Workload, rows=redigested, batch=REWRITE_BATCH)
     vanished = [
         pk
         for key, (pk, is_active, _, _) in existing.items()
@@ -313,7 +345,7 @@ def upsert_discovery(
         for pod in info.pods:
             live[(pod.namespace, pod.name)] = workload_id
             live_pods.append((pod, workload_id))
-    _upsert_containers(found, seen, workloads)
+    _upsert_containers(found, seen, workloads, unchanged=unchanged)
     # The other pods' owners come with the live pods' rows: one read of the pods.
     stored_owners: dict[tuple[str, str], int] = {}
     pod_counts = record_pods(
@@ -394,6 +426,7 @@ class _Stored:
     workload: StoredWorkload
     is_stale: bool
     has_policy: bool
+    digest: str
 
 
 def _stored_rows(of_shard: QuerySet[Workload], *, now: datetime) -> Iterator[Any]:
@@ -423,11 +456,12 @@ def _stored_rows(of_shard: QuerySet[Workload], *, now: datetime) -> Iterator[Any
             "budgets_text",
             "is_stale",
             "has_policy",
+            "discovered_digest",
         )
         .iterator(chunk_size=STREAM_ROWS)
     ):
         head = row[: 5 + len(_WORKLOAD_FIELDS)]
-        cluster_id, conflicts, budgets, is_stale, has_policy = row[len(head) :]
+        cluster_id, conflicts, budgets, is_stale, has_policy, digest = row[len(head) :]
         workload = StoredWorkload(
             pk=row[0],
             cluster_id=cluster_id,
@@ -437,7 +471,16 @@ def _stored_rows(of_shard: QuerySet[Workload], *, now: datetime) -> Iterator[Any
             hpa_conflicts=stored_json.parse(conflicts),
             pod_disruption_budgets=stored_json.parse(budgets),
         )
-        yield (*head, (workload, bool(is_stale), bool(has_policy)))
+        yield (*head, (workload, bool(is_stale), bool(has_policy), digest))
+
+
+def discovered_digest(info: WorkloadInfo) -> str:
+    """``Workload.discovered_digest`` of what the adapter listed: its change marker
+    with what discovery compares (``DIGEST_VERSION``); "" without a marker."""
+    if not info.version:
+        return ""
+    text = f"{_DIGEST_PREFIX}{info.version}"
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 def _differs(stored: Sequence[Any], fields: dict[str, Any]) -> bool:
@@ -486,8 +529,13 @@ def _upsert_containers(
     found: Discovery,
     seen: dict[tuple[str, str, str], WorkloadInfo],
     workloads: dict[tuple[str, str, str], StoredWorkload],
+    *,
+    unchanged: Collection[tuple[str, str, str]] = frozenset(),
 ) -> None:
-    """Container and empty Checkpoint rows of the shard's workloads; the pod map."""
+    """Container and empty Checkpoint rows of the shard's workloads; the pod map.
+    The containers of ``unchanged`` workloads (their change marker as the last
+    compare stored it) are not compared, and not read unless their checkpoint has no
+    watermark or is missing (``Discovery.fresh``, the empty checkpoints below)."""
     cluster, now = found.cluster, found.now
     containers_of_cluster = Container.objects.filter(
         workload__cluster=cluster, workload__is_active=True
@@ -495,6 +543,13 @@ def _upsert_containers(
     if found.namespace is not None:
         containers_of_cluster = containers_of_cluster.filter(
             workload__namespace=found.namespace
+        )
+    skipped = {workloads[key].pk for key in unchanged}
+    compared = [w.pk for key, w in workloads.items() if w.pk not in skipped]
+    read = containers_of_cluster
+    if skipped and len(compared) <= READ_COMPARED_UP_TO:
+        read = read.filter(
+            Q(workload_id__in=compared) | Q(checkpoint__last_sample_at__isnull=True)
         )
     # The two JSON columns as text, parsed once per distinct text (stored_json.py);
     # each row as one tuple in _CONTAINER_FIELDS order, compared whole below. In no
@@ -516,7 +571,7 @@ def _upsert_containers(
         checkpoint,
         unwatermarked,
     ) in (
-        containers_of_cluster.order_by()
+        read.order_by()
         .annotate(
             template_text=stored_json.as_text("template_resources"),
             sources_text=stored_json.as_text("resource_sources"),
@@ -551,6 +606,8 @@ def _upsert_containers(
         workload_id = workloads[key].pk
         found.workload_by_key[key] = workload_id
         found.spec_names[workload_id] = [(c.name, c.kind) for c in info.containers]
+        if workload_id in skipped:
+            continue
         representative = representative_pods(info.pods)
         # The mean request of the live pods: a pod resized in place counts its own.
         means = pods_requests(info.pods)
@@ -594,8 +651,17 @@ def _upsert_containers(
                 changes.note([workload_id])
     changes.note(container.workload_id for container in new_containers)
     insert_new(new_containers)
-    Container.objects.bulk_update(
-        changed_containers, list(_CONTAINER_FIELDS), batch_size=BATCH
+    # One statement for up to REWRITE_BATCH rows (bulk.update_many): a CronJob's
+    # containers are rewritten whenever its runs come or go (their pods' mean
+    # requests), thousands a pass at 100,000 containers, and Django's bulk_update
+    # builds a CASE of every row for every field.
+    update_many(
+        Container,
+        rows=[
+            (c.pk, {name: getattr(c, name) for name in _CONTAINER_FIELDS})
+            for c in changed_containers
+        ],
+        batch=REWRITE_BATCH,
     )
     without_checkpoint = [
         pk for pk, kind in no_checkpoint.items() if kind != Container.Kind.INIT
