@@ -264,3 +264,53 @@ def test_a_pod_and_a_controller_read_from_the_api_carry_their_resource_version()
             pods=[pod],
         )
     )
+
+
+def test_the_pods_of_a_skipped_workload_are_rewritten_only_when_due(
+    cluster, monkeypatch
+):
+    """Their resources are not worked out (nor their stored ones read) unless the
+    row is due its hourly rewrite (pods.TOUCH_EVERY), which they still get."""
+    from recommender.models import WorkloadPod
+    from recommender.services.refresh import pods as pods_module
+
+    worked_out: list[str] = []
+    real = pods_module._container_resources
+
+    def counting(pod):
+        worked_out.append(pod.name)
+        return real(pod)
+
+    monkeypatch.setattr(pods_module, "_container_resources", counting)
+    stored = WorkloadPod.objects.filter(cluster=cluster)
+    cron_pods = set(
+        stored.filter(workload__kind=Workload.Kind.CRON_JOB).values_list(
+            "name", flat=True
+        )
+    )
+    others = stored.exclude(workload__kind=Workload.Kind.CRON_JOB)
+
+    def rows():  # read again each time (a queryset keeps what it read)
+        return {row.pk: (row.last_seen_at, row.containers) for row in others.all()}
+
+    before = rows()
+    assert before and {seen for seen, _ in before.values()} == {NOW}
+
+    refresh(cluster, 1)
+    # New CronJob runs may have started: only CronJob pods were worked out.
+    cron_pods |= set(
+        stored.filter(workload__kind=Workload.Kind.CRON_JOB).values_list(
+            "name", flat=True
+        )
+    )
+    assert set(worked_out) <= cron_pods
+    assert rows() == before
+
+    worked_out.clear()
+    later = refresh(cluster, 61)
+    assert later.status == RefreshRun.Status.SUCCEEDED
+    assert rows() == {
+        pk: (NOW + timedelta(minutes=61), containers)
+        for pk, (_, containers) in before.items()
+    }
+    assert set(worked_out) >= set(others.values_list("name", flat=True))

@@ -345,7 +345,12 @@ def upsert_discovery(
         for pod in info.pods:
             live[(pod.namespace, pod.name)] = workload_id
             live_pods.append((pod, workload_id))
-    _upsert_containers(found, seen, workloads, unchanged=unchanged)
+    # The workloads compared (their containers and pods) and those not.
+    skipped = {workloads[key].pk for key in unchanged}
+    compared = [w.pk for w in workloads.values() if w.pk not in skipped]
+    # Past READ_COMPARED_UP_TO, every stored row of the shard is read, as before.
+    read_only = compared if skipped and len(compared) <= READ_COMPARED_UP_TO else None
+    _upsert_containers(found, seen, workloads, skipped=skipped, compared=read_only)
     # The other pods' owners come with the live pods' rows: one read of the pods.
     stored_owners: dict[tuple[str, str], int] = {}
     pod_counts = record_pods(
@@ -357,6 +362,8 @@ def upsert_discovery(
             workloads[key].pk for key, info in seen.items() if info.kind in BATCH_KINDS
         },
         owners=stored_owners,
+        unchanged=skipped,
+        compared=read_only,
     )
     found.counts.update(pod_counts)
     # The live pods' owners first: the stored rows of those are not kept again.
@@ -530,12 +537,14 @@ def _upsert_containers(
     seen: dict[tuple[str, str, str], WorkloadInfo],
     workloads: dict[tuple[str, str, str], StoredWorkload],
     *,
-    unchanged: Collection[tuple[str, str, str]] = frozenset(),
+    skipped: Collection[int] = frozenset(),
+    compared: Collection[int] | None = None,
 ) -> None:
     """Container and empty Checkpoint rows of the shard's workloads; the pod map.
-    The containers of ``unchanged`` workloads (their change marker as the last
-    compare stored it) are not compared, and not read unless their checkpoint has no
-    watermark or is missing (``Discovery.fresh``, the empty checkpoints below)."""
+    The containers of ``skipped`` workloads (their change marker as the last compare
+    stored it) are not compared; with ``compared`` (the others), only theirs are
+    read, and those whose checkpoint has no watermark or is missing
+    (``Discovery.fresh``, the empty checkpoints below)."""
     cluster, now = found.cluster, found.now
     containers_of_cluster = Container.objects.filter(
         workload__cluster=cluster, workload__is_active=True
@@ -544,10 +553,8 @@ def _upsert_containers(
         containers_of_cluster = containers_of_cluster.filter(
             workload__namespace=found.namespace
         )
-    skipped = {workloads[key].pk for key in unchanged}
-    compared = [w.pk for key, w in workloads.items() if w.pk not in skipped]
     read = containers_of_cluster
-    if skipped and len(compared) <= READ_COMPARED_UP_TO:
+    if compared is not None:
         read = read.filter(
             Q(workload_id__in=compared) | Q(checkpoint__last_sample_at__isnull=True)
         )

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from django.db.models import (
     BooleanField,
+    Case,
     CharField,
     Count,
     DurationField,
@@ -28,7 +29,9 @@ from django.db.models import (
     Q,
     Subquery,
     Sum,
+    TextField,
     Value,
+    When,
 )
 from django.db.models.functions import Greatest
 
@@ -74,6 +77,8 @@ def record_pods(
     pods: Sequence[tuple[PodInfo, int]],
     batch_workload_ids: Collection[int] = (),
     owners: dict[PodKey, int] | None = None,
+    unchanged: Collection[int] = frozenset(),
+    compared: Collection[int] | None = None,
 ) -> dict[str, int]:
     """Store the live pods with their workload ids; forget those past retention.
     Pods of ``batch_workload_ids`` (Jobs, CronJobs) also keep when they started and
@@ -84,7 +89,11 @@ def record_pods(
     A pod already stored is rewritten only when its workload or resources changed,
     or its last-seen time is older than ``TOUCH_EVERY``; the delete of the rows past
     retention is issued only when the read of the stored pods saw one. ``pods``
-    names each pod once (a pod belongs to one workload). Returns counts.
+    names each pod once (a pod belongs to one workload). The pods of ``unchanged``
+    workloads (their change marker where discovery's last compare left it:
+    discovery.py) are not compared, only rewritten when due; with ``compared`` (the
+    other workloads), only those workloads' stored containers are read. Returns
+    counts.
     """
     of_shard = WorkloadPod.objects.filter(cluster_id=cluster_id)
     if namespace is not None:
@@ -96,8 +105,12 @@ def record_pods(
     # computation, and was most of this pass at 100,000 pods. ``pods`` holds every
     # tuple through the call, so no id is reused within it.
     resources_of: dict[int, dict[str, Any]] = {}
-    live: dict[PodKey, tuple[PodInfo, int, dict[str, Any]]] = {}
+    # A pod of an unchanged workload: its resources only if it is written.
+    live: dict[PodKey, tuple[PodInfo, int, dict[str, Any] | None]] = {}
     for pod, workload_id in pods:
+        if workload_id in unchanged:
+            live[(pod.namespace, pod.name)] = (pod, workload_id, None)
+            continue
         containers = resources_of.get(id(pod.containers))
         if containers is None:
             containers = resources_of[id(pod.containers)] = _container_resources(pod)
@@ -114,8 +127,15 @@ def record_pods(
     # due comes from the database, not 100,000 timestamps read into Python every
     # cycle; the containers' JSON as text, parsed once per distinct text
     # (stored_json.py) and only where it decides.
+    stored_text: Any = stored_json.as_text("containers")
+    if compared is not None:
+        stored_text = Case(
+            When(workload_id__in=list(compared), then=stored_text),
+            default=None,
+            output_field=TextField(),
+        )
     stored = of_shard.annotate(
-        containers_text=stored_json.as_text("containers"),
+        containers_text=stored_text,
         is_due=ExpressionWrapper(
             Q(last_seen_at__lt=now - TOUCH_EVERY), output_field=BooleanField()
         ),
@@ -142,6 +162,8 @@ def record_pods(
                 owners[(sys.intern(ns), name)] = stored_owner
             continue
         pod, workload_id, containers = seen
+        if containers is None and (is_due or stored_owner != workload_id):
+            containers = _container_resources(pod)
         if workload_id in batch_workload_ids and pod.phase == RUNNING:
             running.append(
                 (
@@ -152,6 +174,8 @@ def record_pods(
                     },
                 )
             )
+        if containers is None:
+            continue  # unchanged, not due
         if (
             is_due
             or stored_owner != workload_id
@@ -173,6 +197,8 @@ def record_pods(
             )
     new_rows: list[WorkloadPod] = []
     for pod, workload_id, containers in live.values():
+        if containers is None:
+            containers = _container_resources(pod)
         is_batch = workload_id in batch_workload_ids
         new_rows.append(
             WorkloadPod(
