@@ -339,6 +339,11 @@ class FakeApiServer:
         with self._lock:
             self._collections[(group, version, plural)].items.append(obj)
             self.resource_version += 1
+            # Created objects get one, as from kube-apiserver (recorded ones keep
+            # theirs).
+            obj.setdefault("metadata", {}).setdefault(
+                "resourceVersion", str(self.resource_version)
+            )
 
     def remove(self, kind: str, namespace: str, name: str) -> None:
         """Delete a stored object (as if a controller deleted it)."""
@@ -449,6 +454,11 @@ class FakeApiServer:
                     container["allocatedResources"] = resources.get("requests") or {}
                     if done:
                         container["resources"] = resources
+                # A kubelet's status write moves the pod's resourceVersion
+                # (k8s-wire kubelet/02-04: 2709 the resize, 2711 and 2713 the
+                # kubelet's writes); discovery's change markers rely on it.
+                self.resource_version += 1
+                meta["resourceVersion"] = str(self.resource_version)
             self.resource_version += 1
 
     def unserve(self, group: str) -> None:

@@ -119,3 +119,31 @@ def test_the_same_condition_for_this_generation_falls_back_as_before(tmp_path, c
     )
     cycle(fake, cluster, NOW + timedelta(minutes=1))
     assert fake.server.evicted == [("shop", resized)]
+
+
+def test_discovery_stores_the_requests_the_kubelet_actuated(tmp_path, cleanup):
+    """The kubelet's status writes move the pod's resourceVersion, as a real API
+    server's do (the change marker discovery skips unchanged workloads by): the
+    actuated requests reach the stored pod, not only the resize's answer."""
+    from recommender.models import WorkloadPod
+    from recommender.services.refresh.discovery import upsert_discovery
+
+    fake, cluster, _ = setup_world(
+        tmp_path, mode="InPlaceOrRecreate", approval="automatic"
+    )
+    cleanup.append(fake)
+    for pod in fake.server.objects("Pod"):
+        pod["status"]["observedGeneration"] = 1
+    cycle(fake, cluster)
+    resized = fake.server.resized[0][1]
+
+    def discover(at):
+        upsert_discovery(cluster=cluster, snapshot=fake.adapter.discover(), now=at)
+        return WorkloadPod.objects.get(name=resized).containers["app"]["requests"]
+
+    before = discover(NOW + timedelta(seconds=30))
+    assert before != {"cpu": 250, "memory": 300 * MI}
+    version = stored_pod(fake, resized)["metadata"]["resourceVersion"]
+    fake.server.kubelet_actuates("shop", resized)
+    assert stored_pod(fake, resized)["metadata"]["resourceVersion"] != version
+    assert discover(NOW + timedelta(minutes=1)) == {"cpu": 250, "memory": 300 * MI}
