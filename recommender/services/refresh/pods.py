@@ -105,16 +105,21 @@ def record_pods(
     # computation, and was most of this pass at 100,000 pods. ``pods`` holds every
     # tuple through the call, so no id is reused within it.
     resources_of: dict[int, dict[str, Any]] = {}
-    # A pod of an unchanged workload: its resources only if it is written.
-    live: dict[PodKey, tuple[PodInfo, int, dict[str, Any] | None]] = {}
-    for pod, workload_id in pods:
-        if workload_id in unchanged:
-            live[(pod.namespace, pod.name)] = (pod, workload_id, None)
-            continue
+
+    def resources(pod: PodInfo) -> dict[str, Any]:
         containers = resources_of.get(id(pod.containers))
         if containers is None:
             containers = resources_of[id(pod.containers)] = _container_resources(pod)
-        live[(pod.namespace, pod.name)] = (pod, workload_id, containers)
+        return containers
+
+    # A pod of an unchanged workload: its resources only if it is written.
+    live: dict[PodKey, tuple[PodInfo, int, dict[str, Any] | None]] = {}
+    for pod, workload_id in pods:
+        live[(pod.namespace, pod.name)] = (
+            pod,
+            workload_id,
+            None if workload_id in unchanged else resources(pod),
+        )
     changed: list[tuple[int, dict[str, Any]]] = []
     # Running pods of Jobs: their run time grows every cycle (record_running_hours).
     running: list[tuple[int, dict[str, Any]]] = []
@@ -163,7 +168,7 @@ def record_pods(
             continue
         pod, workload_id, containers = seen
         if containers is None and (is_due or stored_owner != workload_id):
-            containers = _container_resources(pod)
+            containers = resources(pod)
         if workload_id in batch_workload_ids and pod.phase == RUNNING:
             running.append(
                 (
@@ -198,7 +203,7 @@ def record_pods(
     new_rows: list[WorkloadPod] = []
     for pod, workload_id, containers in live.values():
         if containers is None:
-            containers = _container_resources(pod)
+            containers = resources(pod)
         is_batch = workload_id in batch_workload_ids
         new_rows.append(
             WorkloadPod(
