@@ -220,7 +220,6 @@ class SimWorkload:
                 self.namespace,
                 self.name,
                 self.replicas,
-                self.uid,
                 self.container_specs,
                 workload_labels(self.kind, self.namespace, self.name),
                 self.long_lived_pods(),

@@ -19,10 +19,12 @@ from recommender.models import (
     SimulatedPodState,
     SimulatedWorkloadState,
     Workload,
+    WorkloadPod,
 )
 from recommender.services.connections import cluster_adapter_for
 from recommender.services.readmodels import changes
 from recommender.services.refresh import discovery
+from recommender.services.refresh import pods as pods_module
 from recommender.services.refresh.cycle import refresh_cluster
 from recommender.services.refresh.discovery import upsert_discovery
 
@@ -46,8 +48,8 @@ def cluster(db):
 
 @pytest.fixture
 def compared(monkeypatch):
-    """The workloads discovery compares, by the name of their first container (each
-    compared workload's live pods are looked at once, by representative_pods)."""
+    """The workloads discovery compares, each as its live pods' names (a compared
+    workload's live pods are looked at once, by representative_pods)."""
     seen: list[tuple[str, ...]] = []
     real = discovery.representative_pods
 
@@ -87,8 +89,8 @@ def test_a_pass_compares_only_the_workloads_whose_marker_moved(cluster, compared
 
     deployment = workloads.filter(kind=Workload.Kind.DEPLOYMENT).first()
     container = Container.objects.filter(workload=deployment, kind="regular").first()
-    pods = cluster_adapter_for(cluster, now=NOW).discover()
-    info = next(w for w in pods.workloads if w.name == deployment.name)
+    snapshot = cluster_adapter_for(cluster, now=NOW).discover()
+    info = next(w for w in snapshot.workloads if w.name == deployment.name)
     pod = info.pods[0].name
     SimulatedPodState.objects.create(
         cluster=cluster,
@@ -136,7 +138,7 @@ def test_an_operators_annotation_moves_the_marker(cluster, compared):
 
 
 def test_workloads_stored_without_a_digest_are_compared_once_and_given_one(
-    cluster, compared
+    cluster, compared, monkeypatch
 ):
     """As after the migration that added the column: every workload is compared,
     the equal ones get their digest alone (no change noted for the read models),
@@ -152,13 +154,11 @@ def test_workloads_stored_without_a_digest_are_compared_once_and_given_one(
         noted.extend(ids)
         real_note(ids)
 
-    mark = discovery.changes
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(mark, "note", note)
-        refresh(cluster, 1)
+    monkeypatch.setattr(changes, "note", note)
+    refresh(cluster, 1)
 
     assert len(compared) == workloads.count()
-    assert {w.pk: w.discovered_digest for w in workloads} == before
+    assert {w.pk: w.discovered_digest for w in workloads.all()} == before
     # Only the CronJobs' pods moved (their runs); no other workload was noted.
     cron = set(
         workloads.filter(kind=Workload.Kind.CRON_JOB).values_list("pk", flat=True)
@@ -240,29 +240,26 @@ def test_a_pod_and_a_controller_read_from_the_api_carry_their_resource_version()
         }
     )
     assert pod.resource_version == "5"
-    workload = kube_objects.workload_of(
-        "Deployment",
-        {
-            "metadata": {"name": "api", "namespace": "shop", "resourceVersion": "3"},
-            "spec": {"template": {"spec": {"containers": [{"name": "app"}]}}},
-        },
-        pods=[pod],
-    )
-    assert workload.version == "3/api-x=5"
-    assert discovery.discovered_digest(workload) != ""
-    assert discovery.discovered_digest(workload) != discovery.discovered_digest(
-        kube_objects.workload_of(
+
+    def deployment(version: str):
+        return kube_objects.workload_of(
             "Deployment",
             {
                 "metadata": {
                     "name": "api",
                     "namespace": "shop",
-                    "resourceVersion": "4",
+                    "resourceVersion": version,
                 },
                 "spec": {"template": {"spec": {"containers": [{"name": "app"}]}}},
             },
             pods=[pod],
         )
+
+    workload = deployment("3")
+    assert workload.version == "3/api-x=5"
+    assert discovery.discovered_digest(workload) != ""
+    assert discovery.discovered_digest(workload) != discovery.discovered_digest(
+        deployment("4")
     )
 
 
@@ -271,9 +268,6 @@ def test_the_pods_of_a_skipped_workload_are_rewritten_only_when_due(
 ):
     """Their resources are not worked out (nor their stored ones read) unless the
     row is due its hourly rewrite (pods.TOUCH_EVERY), which they still get."""
-    from recommender.models import WorkloadPod
-    from recommender.services.refresh import pods as pods_module
-
     worked_out: list[str] = []
     real = pods_module._container_resources
 

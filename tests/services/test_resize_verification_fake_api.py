@@ -13,7 +13,8 @@ from datetime import timedelta
 
 import pytest
 
-from recommender.models import ResizeChange
+from recommender.models import ResizeChange, WorkloadPod
+from recommender.services.refresh.discovery import upsert_discovery
 from tests.k8s_fake.actuation import FakeCluster
 from tests.services.test_updater_fake_api import NOW, cycle, setup_world
 
@@ -34,16 +35,23 @@ def stored_pod(fake: FakeCluster, name: str) -> dict:
     return next(p for p in fake.server.objects("Pod") if p["metadata"]["name"] == name)
 
 
-def test_a_resize_is_verified_through_the_recorded_kubelet_states(tmp_path, cleanup):
+def first_resize(tmp_path, cleanup, *, observed: bool = False):
+    """An InPlaceOrRecreate world after the updater's first cycle: the fake, its
+    cluster and the pod resized. ``observed``: a 1.35+ kubelet has observed each
+    pod's first generation before it."""
     fake, cluster, _ = setup_world(
         tmp_path, mode="InPlaceOrRecreate", approval="automatic"
     )
     cleanup.append(fake)
-    # A 1.35+ kubelet has observed the pod's first generation.
-    for pod in fake.server.objects("Pod"):
-        pod["status"]["observedGeneration"] = 1
+    if observed:
+        for pod in fake.server.objects("Pod"):
+            pod["status"]["observedGeneration"] = 1
     cycle(fake, cluster)
-    resized = fake.server.resized[0][1]
+    return fake, cluster, fake.server.resized[0][1]
+
+
+def test_a_resize_is_verified_through_the_recorded_kubelet_states(tmp_path, cleanup):
+    fake, cluster, resized = first_resize(tmp_path, cleanup, observed=True)
     change = ResizeChange.objects.get(pod=resized)
     assert change.written_generation == 2  # the resize's answer (kubelet/02)
 
@@ -69,12 +77,7 @@ def test_a_resize_is_verified_through_the_recorded_kubelet_states(tmp_path, clea
 def test_a_resize_condition_of_an_earlier_generation_is_not_this_resizes(
     tmp_path, cleanup
 ):
-    fake, cluster, _ = setup_world(
-        tmp_path, mode="InPlaceOrRecreate", approval="automatic"
-    )
-    cleanup.append(fake)
-    cycle(fake, cluster)
-    resized = fake.server.resized[0][1]
+    fake, cluster, resized = first_resize(tmp_path, cleanup)
     pod = stored_pod(fake, resized)
     # What an earlier resize left, written for generation 1; the kubelet has not
     # observed this resize (generation 2) yet.
@@ -101,12 +104,7 @@ def test_a_resize_condition_of_an_earlier_generation_is_not_this_resizes(
 
 
 def test_the_same_condition_for_this_generation_falls_back_as_before(tmp_path, cleanup):
-    fake, cluster, _ = setup_world(
-        tmp_path, mode="InPlaceOrRecreate", approval="automatic"
-    )
-    cleanup.append(fake)
-    cycle(fake, cluster)
-    resized = fake.server.resized[0][1]
+    fake, cluster, resized = first_resize(tmp_path, cleanup)
     pod = stored_pod(fake, resized)
     pod["status"]["observedGeneration"] = 2
     pod["status"]["conditions"].append(
@@ -125,17 +123,7 @@ def test_discovery_stores_the_requests_the_kubelet_actuated(tmp_path, cleanup):
     """The kubelet's status writes move the pod's resourceVersion, as a real API
     server's do (the change marker discovery skips unchanged workloads by): the
     actuated requests reach the stored pod, not only the resize's answer."""
-    from recommender.models import WorkloadPod
-    from recommender.services.refresh.discovery import upsert_discovery
-
-    fake, cluster, _ = setup_world(
-        tmp_path, mode="InPlaceOrRecreate", approval="automatic"
-    )
-    cleanup.append(fake)
-    for pod in fake.server.objects("Pod"):
-        pod["status"]["observedGeneration"] = 1
-    cycle(fake, cluster)
-    resized = fake.server.resized[0][1]
+    fake, cluster, resized = first_resize(tmp_path, cleanup, observed=True)
 
     def discover(at):
         upsert_discovery(cluster=cluster, snapshot=fake.adapter.discover(), now=at)

@@ -183,9 +183,10 @@ def upsert_discovery(
     }
     seen: dict[tuple[str, str, str], WorkloadInfo] = {}
     new_rows, changed = [], []
-    # Workloads whose change marker is where the last compare left it: neither they
-    # nor their containers are compared again (docs/refresh.md, "Change markers").
-    unchanged: set[tuple[str, str, str]] = set()
+    # Workloads (ids) whose change marker is where the last compare left it: neither
+    # they nor their containers and pods are compared again (docs/refresh.md,
+    # "Change markers").
+    skipped: set[int] = set()
     # Workloads compared and found equal whose marker moved: the new digest only.
     redigested: list[tuple[int, dict[str, Any]]] = []
     for info in snapshot.workloads:
@@ -197,7 +198,7 @@ def upsert_discovery(
         digest = discovered_digest(info)
         stored = existing.get(key)
         if stored is not None and stored[1] and digest and digest == stored[3].digest:
-            unchanged.add(key)
+            skipped.add(stored[0])
             continue
         fields = {
             "uid": info.uid,
@@ -345,8 +346,7 @@ def upsert_discovery(
         for pod in info.pods:
             live[(pod.namespace, pod.name)] = workload_id
             live_pods.append((pod, workload_id))
-    # The workloads compared (their containers and pods) and those not.
-    skipped = {workloads[key].pk for key in unchanged}
+    # The workloads compared, their containers and pods with them.
     compared = [w.pk for w in workloads.values() if w.pk not in skipped]
     # Past READ_COMPARED_UP_TO, every stored row of the shard is read, as before.
     read_only = compared if skipped and len(compared) <= READ_COMPARED_UP_TO else None
