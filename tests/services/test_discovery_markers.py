@@ -307,5 +307,10 @@ def test_the_pods_of_a_skipped_workload_are_rewritten_only_when_due(
         pk: (NOW + timedelta(minutes=61), containers)
         for pk, (_, containers) in before.items()
     }
-    # Worked out for them (once per tuple of containers a workload's pods share).
-    assert set(worked_out) & set(others.values_list("name", flat=True))
+    # Worked out for each of them: once per workload, whose pods share one tuple of
+    # containers (record_pods works out each tuple once).
+    pods_of: dict[int, set[str]] = {}
+    for workload_id, name in others.values_list("workload_id", "name"):
+        pods_of.setdefault(workload_id, set()).add(name)
+    assert pods_of
+    assert [w for w, names in pods_of.items() if not names & set(worked_out)] == []
