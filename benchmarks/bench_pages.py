@@ -8,10 +8,11 @@
 # refresh would (services/dashboard/namespace_totals.store per cluster), serves the site
 # from a live server thread (the browser tests' harness: Django's LiveServerThread with
 # its static files handler) and drives Chromium (tests/browser/conftest.py's binary and
-# flags), logged in as a viewer, over the overview, the list, the rollups, a workload
-# page (first and second visit; its charts from the checkpoints and usage hours the seed
-# stores for it), the changes, the runs and the what-if page. Imports the views first
-# as gunicorn's preload does (BENCH_PAGES_PRELOAD=0: not). Per page,
+# flags; installed first, as those tests do, before the seed), logged in as a viewer,
+# over the overview, the list, the rollups, a workload page (first and second visit;
+# its charts from the checkpoints and usage hours the seed stores for it), the
+# changes, the runs and the what-if page. Imports the views first as gunicorn's
+# preload does (BENCH_PAGES_PRELOAD=0: not). Per page,
 # the median of BENCH_REPEAT visits (default 3, after one warm-up; the workload page's
 # first visit is the one visit): the server time of the document (the handler's own
 # ``Server-Timing``), the browser's time to first byte, DOMContentLoaded and load, and
@@ -114,8 +115,14 @@ def main() -> None:
     from recommender.models import Cluster, Container, Workload
     from recommender.roles import Role, grant_role
     from recommender.services.readmodels import namespace_totals
-    from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS
+    from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS, install_chromium
 
+    # Before the seed's minutes, not after them: the browser tests' Chromium,
+    # installed the same way on a machine that has none.
+    if not install_chromium():
+        raise SystemExit(
+            f"pages: needs Chromium at {CHROMIUM}, and apt-get install chromium failed"
+        )
     reuse = os.environ.get("BENCH_PAGES_REUSE") == "1" and Workload.objects.exists()
     started = time.perf_counter()
     if reuse:

@@ -39,10 +39,10 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screensh
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
-def _install_chromium() -> None:
-    """Debian's chromium, installed once when it is missing."""
-    if not apt.install(["chromium"], CHROMIUM.exists, recommends=True):
-        service_missing("Chromium (/usr/bin/chromium; apt-get install chromium failed)")
+def install_chromium() -> bool:
+    """Debian's chromium, installed once when it is missing: whether it is there (the
+    browser tests and the pages bench)."""
+    return apt.install(["chromium"], CHROMIUM.exists, recommends=True)
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +52,8 @@ def browser() -> Iterator[object]:
         from playwright.sync_api import sync_playwright
     except ImportError:
         service_missing("playwright (requirements-dev.txt)")
-    _install_chromium()
+    if not install_chromium():
+        service_missing("Chromium (/usr/bin/chromium; apt-get install chromium failed)")
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(
             executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS
