@@ -5,7 +5,9 @@ and give what computing every container as the page loads gives."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from recommender.api.queries import FACT_ORDERING, filter_workloads
@@ -360,3 +362,27 @@ def test_a_page_filtered_by_a_fact_is_counted_in_the_query_that_reads_it(
     assert page.number == number
     assert page.paginator.count > 20
     assert len(page) == 10
+
+
+def test_the_latest_kills_of_chosen_workloads_filter_the_workloads_in_a_subquery(
+    fleet,
+):
+    """A store of the workloads a refresh changed reads their latest kills with the
+    ids on the workloads, in a subquery, within the scope: on the containers' column
+    they went into the container index's condition, which a plan misled by statistics
+    that predate a first contact's inserts probed once per id for each workload of
+    the namespace (8.4 s for a shard of 8,000 workloads). The same kills either way."""
+    cluster = Cluster.objects.get(name="a")
+    everything = workload_totals.latest_kills(cluster_ids=[cluster.pk], namespace="one")
+    chosen = sorted(Workload.objects.values_list("pk", flat=True))  # both namespaces
+    assert len(everything) > 1
+
+    with CaptureQueriesContext(connection) as queries:
+        got = workload_totals.latest_kills(
+            cluster_ids=[cluster.pk], namespace="one", workload_ids=chosen[1:]
+        )
+
+    assert got == {pk: at for pk, at in everything.items() if pk in chosen[1:]}
+    (statement,) = [q["sql"] for q in queries.captured_queries]
+    assert '"recommender_container"."workload_id" IN (SELECT' in statement, statement
+    assert f'"recommender_container"."workload_id" IN ({chosen[1]}' not in statement
